@@ -1,0 +1,78 @@
+//! The storage engine's I/O seam.
+//!
+//! The queue and the mailbox store never call the file system directly: they go through
+//! [`Disk`] and [`File`], so tests can replace the real disk with [`SimDisk`], which keeps
+//! every write that was not followed by a sync in a volatile layer and, on [`SimDisk::crash`],
+//! keeps a random subset of the dirty 512-byte sectors, the way a power cut does.
+//!
+//! The trait is deliberately small: positional reads and writes, length, preallocation and
+//! `fdatasync` on files; create, list, rename, remove and directory sync on names. Anything an
+//! engine needs beyond this is a sign it is leaning on the file system for something the
+//! engine should own.
+
+mod real;
+mod sim;
+
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+pub use real::RealDisk;
+pub use sim::{CrashReport, SimDisk, SimStats};
+
+/// The unit a disk writes atomically. A crash keeps or loses whole sectors, never part of one.
+pub const SECTOR_BYTES: u64 = 512;
+
+/// A named collection of files: the part of a file system the engines use.
+pub trait Disk: Send + Sync + 'static {
+    /// Opens `path`; with `create`, makes an empty file if there is none. A new name is
+    /// durable only after [`Disk::sync_dir`] on its parent.
+    fn open(&self, path: &Path, create: bool) -> io::Result<Arc<dyn File>>;
+    /// Creates a directory and its parents (durable at once: directories are set up before
+    /// any data is written, and the engines sync them once).
+    fn create_dir_all(&self, path: &Path) -> io::Result<()>;
+    /// The names (not paths) of the files directly inside `dir`, sorted.
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
+    fn exists(&self, path: &Path) -> bool;
+    /// Atomically replaces `to` with `from`; durable after [`Disk::sync_dir`].
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    fn remove(&self, path: &Path) -> io::Result<()>;
+    /// Makes creations, renames and removals inside `dir` durable.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+}
+
+/// An open file. All I/O is positional, so one handle serves many threads.
+pub trait File: Send + Sync {
+    /// Reads at most `buf.len()` bytes at `offset`; fewer only at the end of the file.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+    /// Writes all of `buf` at `offset`, growing the file if needed. Volatile until
+    /// [`File::sync_data`].
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    fn len(&self) -> io::Result<u64>;
+    /// Truncates or extends (with zeros). Volatile until [`File::sync_data`].
+    fn set_len(&self, len: u64) -> io::Result<()>;
+    /// Reserves real blocks for `[0, len)` and extends the file to `len` if shorter
+    /// (`fallocate` mode 0), so later writes there need no allocation.
+    fn allocate(&self, len: u64) -> io::Result<()>;
+    /// `fdatasync`: every write and length change before it is durable when it returns.
+    fn sync_data(&self) -> io::Result<()>;
+
+    /// Reads exactly `buf.len()` bytes or fails with `UnexpectedEof`.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let mut done = 0;
+        while done < buf.len() {
+            let n = self.read_at(&mut buf[done..], offset + done as u64)?;
+            if n == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("short read: wanted {} bytes at {offset}, file ended", buf.len()),
+                ));
+            }
+            done += n;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;
