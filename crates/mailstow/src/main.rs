@@ -1,1 +1,97 @@
-fn main() {}
+//! `mailstow`: one binary with subcommands. This file parses the command line and maps every
+//! failure to one line on stderr and a non-zero exit; the work lives in the subcommand modules.
+
+mod bench_cmd;
+mod config;
+mod queue_cmd;
+mod store_cmd;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "mailstow", version, about = "Mail server, mail file system and storage simulator")]
+struct Cli {
+    /// Data directory (default: the config file's data_dir, else ./mailstow-data).
+    #[arg(long, global = true, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Configuration file (TOML).
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create the data directory with an empty queue and store (an existing one is only
+    /// opened and recovered).
+    Init,
+    /// The mailbox store: stats, fsck, defrag.
+    #[command(subcommand)]
+    Store(store_cmd::StoreCommand),
+    /// The mail queue: stats, fsck.
+    #[command(subcommand)]
+    Queue(queue_cmd::QueueCommand),
+    /// Storage benchmarks (results as RESULT lines on stdout).
+    #[command(subcommand)]
+    Bench(bench_cmd::BenchCommand),
+}
+
+/// Where the engines keep their files, resolved from the flag, the config file or the default.
+pub struct Paths {
+    pub data_dir: PathBuf,
+}
+
+impl Paths {
+    pub fn queue(&self) -> PathBuf {
+        self.data_dir.join("queue")
+    }
+    pub fn store(&self) -> PathBuf {
+        self.data_dir.join("store")
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let config = config::Config::load(cli.config.as_deref())?;
+    let data_dir = cli
+        .data_dir
+        .or_else(|| config.data_dir.clone())
+        .unwrap_or_else(|| PathBuf::from(config::DATA_DIR_DEFAULT));
+    let paths = Paths { data_dir };
+    match cli.command {
+        Command::Init => init(&paths, &config),
+        Command::Store(command) => store_cmd::run(command, &paths, &config),
+        Command::Queue(command) => queue_cmd::run(command, &paths, &config),
+        Command::Bench(command) => bench_cmd::run(command),
+    }
+}
+
+fn init(paths: &Paths, config: &config::Config) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let disk: std::sync::Arc<dyn disk::Disk> = std::sync::Arc::new(disk::RealDisk);
+    for dir in [paths.queue(), paths.store()] {
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let (queue, queue_report) = queue::Queue::open(disk.clone(), &paths.queue(), config.queue_config())?;
+    queue.close()?;
+    let (store, store_report) = store::Store::open(disk, &paths.store(), config.store_config())?;
+    drop(store);
+    println!("data directory: {}", paths.data_dir.display());
+    println!("queue: {} pending, {} deferred", queue_report.pending, queue_report.deferred);
+    println!("store: {store_report}");
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("mailstow: error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! Queue ingest: durable enqueues per second, latency and fdatasyncs per message, for our
+//! group-committed queue and two baselines run on the same disk in the same process:
+//!
+//! - `file_per_message`: create a file, write the message, `fsync` it (Postfix's queue file:
+//!   cleanup fsyncs every queue file before smtpd answers `250`);
+//! - `shared_fsync`: append to one shared file and `fdatasync` after every message, under a lock
+//!   (a log without group commit).
+
+use std::fs;
+use std::io::Write as _;
+use std::os::unix::fs::FileExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Barrier, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use hdrhistogram::Histogram;
+use rand::SeedableRng;
+
+use crate::{mail, result};
+
+pub struct IngestOptions {
+    /// Scratch directory on the disk under test; emptied before each run.
+    pub dir: PathBuf,
+    pub producers: Vec<usize>,
+    pub message_bytes: usize,
+    pub seconds: f64,
+    pub segment_bytes: u64,
+}
+
+/// What one implementation achieved with one producer count.
+pub struct Ingest {
+    pub messages: u64,
+    pub elapsed: Duration,
+    pub latency_us: Histogram<u64>,
+    pub fdatasyncs: u64,
+}
+
+impl Ingest {
+    pub fn per_second(&self) -> f64 {
+        self.messages as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+pub fn run(options: &IngestOptions) -> Result<()> {
+    eprintln!("queue ingest: {} byte messages, {} s per run", options.message_bytes, options.seconds);
+    for &producers in &options.producers {
+        let ours = run_queue(options, producers)?;
+        report("mailstow", producers, &ours);
+        let files = run_baseline(options, producers, Baseline::FilePerMessage)?;
+        report("file_per_message", producers, &files);
+        let shared = run_baseline(options, producers, Baseline::SharedFsync)?;
+        report("shared_fsync", producers, &shared);
+        result(
+            "queue_ingest_ratio",
+            &[
+                ("producers", producers.to_string()),
+                ("vs_file_per_message", format!("{:.1}", ours.per_second() / files.per_second())),
+                ("vs_shared_fsync", format!("{:.1}", ours.per_second() / shared.per_second())),
+            ],
+        );
+    }
+    Ok(())
+}
+
+fn report(implementation: &str, producers: usize, ingest: &Ingest) {
+    result(
+        "queue_ingest",
+        &[
+            ("impl", implementation.into()),
+            ("producers", producers.to_string()),
+            ("msgs", ingest.messages.to_string()),
+            ("msgs_per_s", format!("{:.0}", ingest.per_second())),
+            ("p50_us", ingest.latency_us.value_at_quantile(0.5).to_string()),
+            ("p99_us", ingest.latency_us.value_at_quantile(0.99).to_string()),
+            (
+                "fdatasync_per_msg",
+                format!("{:.4}", ingest.fdatasyncs as f64 / ingest.messages.max(1) as f64),
+            ),
+        ],
+    );
+}
+
+fn fresh_dir(dir: &Path, name: &str) -> Result<PathBuf> {
+    let path = dir.join(name);
+    if path.exists() {
+        fs::remove_dir_all(&path).with_context(|| format!("emptying {}", path.display()))?;
+    }
+    fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
+    Ok(path)
+}
+
+/// Pre-built messages, so producers measure the queue and not message generation.
+fn corpus(message_bytes: usize) -> Arc<Vec<Vec<u8>>> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(42);
+    Arc::new((0..64).map(|i| mail::message(&mut rng, i, "rcpt@example.com", message_bytes)).collect())
+}
+
+/// Runs `producers` threads calling `one(thread, serial, content)` until the deadline.
+fn drive(
+    producers: usize,
+    seconds: f64,
+    corpus: &Arc<Vec<Vec<u8>>>,
+    one: Arc<dyn Fn(usize, u64, &[u8]) -> Result<()> + Send + Sync>,
+) -> Result<(u64, Duration, Histogram<u64>)> {
+    let barrier = Arc::new(Barrier::new(producers + 1));
+    let run_for = Duration::from_secs_f64(seconds);
+    let mut handles = Vec::new();
+    for thread_index in 0..producers {
+        let barrier = barrier.clone();
+        let corpus = corpus.clone();
+        let one = one.clone();
+        handles.push(thread::spawn(move || -> Result<(u64, Histogram<u64>)> {
+            let mut histogram = Histogram::<u64>::new(3)?;
+            barrier.wait();
+            let start = Instant::now();
+            let mut serial = 0u64;
+            while start.elapsed() < run_for {
+                let content = &corpus[(serial as usize + thread_index) % corpus.len()];
+                let t0 = Instant::now();
+                one(thread_index, serial, content)?;
+                histogram.saturating_record(t0.elapsed().as_micros() as u64);
+                serial += 1;
+            }
+            Ok((serial, histogram))
+        }));
+    }
+    barrier.wait();
+    let start = Instant::now();
+    let mut total = 0;
+    let mut histogram = Histogram::<u64>::new(3)?;
+    for handle in handles {
+        let (count, h) = handle.join().map_err(|_| anyhow::anyhow!("producer panicked"))??;
+        total += count;
+        histogram.add(h)?;
+    }
+    Ok((total, start.elapsed(), histogram))
+}
+
+fn run_queue(options: &IngestOptions, producers: usize) -> Result<Ingest> {
+    let dir = fresh_dir(&options.dir, "queue")?;
+    let config = queue::QueueConfig { segment_bytes: options.segment_bytes, ..Default::default() };
+    let (q, _) = queue::Queue::open(Arc::new(disk::RealDisk), &dir, config)?;
+    let syncs_before = q.stats().fdatasyncs;
+    let corpus = corpus(options.message_bytes);
+    let producer_queue = q.clone();
+    let (messages, elapsed, latency_us) = drive(
+        producers,
+        options.seconds,
+        &corpus,
+        Arc::new(move |_, _, content: &[u8]| {
+            let envelope = queue::Envelope {
+                sender: "sender@example.org".into(),
+                recipients: vec![queue::Recipient {
+                    address: "rcpt@example.com".into(),
+                    status: queue::RecipientStatus::Pending,
+                    last_error: None,
+                }],
+                arrival_ms: 0,
+            };
+            producer_queue.enqueue(envelope, content.to_vec())?;
+            Ok(())
+        }),
+    )?;
+    let fdatasyncs = q.stats().fdatasyncs - syncs_before;
+    q.close()?;
+    Ok(Ingest { messages, elapsed, latency_us, fdatasyncs })
+}
+
+#[derive(Clone, Copy)]
+enum Baseline {
+    FilePerMessage,
+    SharedFsync,
+}
+
+fn run_baseline(options: &IngestOptions, producers: usize, baseline: Baseline) -> Result<Ingest> {
+    let corpus = corpus(options.message_bytes);
+    let envelope = b"MAIL FROM:<sender@example.org>\r\nRCPT TO:<rcpt@example.com>\r\n".to_vec();
+    let one: Arc<dyn Fn(usize, u64, &[u8]) -> Result<()> + Send + Sync> = match baseline {
+        Baseline::FilePerMessage => {
+            let dir = fresh_dir(&options.dir, "files")?;
+            Arc::new(move |thread_index, serial, content: &[u8]| {
+                let path = dir.join(format!("{thread_index}-{serial}"));
+                let mut file = fs::File::create(&path)?;
+                file.write_all(&envelope)?;
+                file.write_all(content)?;
+                file.sync_all()?;
+                Ok(())
+            })
+        }
+        Baseline::SharedFsync => {
+            let dir = fresh_dir(&options.dir, "shared")?;
+            let file = fs::File::create(dir.join("log"))?;
+            let log = Arc::new(Mutex::new((file, 0u64)));
+            Arc::new(move |_, _, content: &[u8]| {
+                let mut guard = log.lock().map_err(|_| anyhow::anyhow!("lock poisoned"))?;
+                let (file, offset) = &mut *guard;
+                file.write_all_at(&envelope, *offset)?;
+                file.write_all_at(content, *offset + envelope.len() as u64)?;
+                *offset += (envelope.len() + content.len()) as u64;
+                file.sync_data()?;
+                Ok(())
+            })
+        }
+    };
+    let (messages, elapsed, latency_us) = drive(producers, options.seconds, &corpus, one)?;
+    Ok(Ingest { messages, elapsed, latency_us, fdatasyncs: messages })
+}

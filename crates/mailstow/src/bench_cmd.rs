@@ -1,0 +1,130 @@
+//! `mailstow bench ...`: the storage benchmarks (see the `bench` crate). Each prints
+//! `RESULT` lines on stdout and a header naming the machine and the commit on stderr.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+
+#[derive(Args)]
+pub struct Scratch {
+    /// Scratch directory on the disk under test (emptied per run).
+    #[arg(long, default_value = "./mailstow-bench")]
+    dir: PathBuf,
+    /// Repetitions per figure (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+}
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// Durable enqueues/s, latency, fdatasyncs per message; with two baselines.
+    Queue {
+        #[command(flatten)]
+        scratch: Scratch,
+        #[arg(long, value_delimiter = ',', default_value = "1,8,32,128")]
+        producers: Vec<usize>,
+        #[arg(long, default_value_t = 8192)]
+        message_bytes: usize,
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        #[arg(long, default_value_t = 64 << 20)]
+        segment_bytes: u64,
+    },
+    /// Reopen a queue holding many pending messages, warm and cold.
+    Recovery {
+        #[command(flatten)]
+        scratch: Scratch,
+        #[arg(long, default_value_t = 100_000)]
+        messages: u64,
+        #[arg(long, default_value_t = 8192)]
+        message_bytes: usize,
+        #[arg(long, default_value_t = 64 << 20)]
+        segment_bytes: u64,
+    },
+    /// Thesis (a): folder open time for folders of 5 to 500 MB.
+    StoreOpen {
+        #[command(flatten)]
+        scratch: Scratch,
+        #[arg(long, value_delimiter = ',', default_value = "5,50,125,250,500")]
+        sizes_mb: Vec<u64>,
+    },
+    /// Thesis (b): delete one message at 0 to 500 MB from the end of a folder.
+    StoreDelete {
+        #[command(flatten)]
+        scratch: Scratch,
+        #[arg(long, default_value_t = 500)]
+        folder_mb: u64,
+        #[arg(long, value_delimiter = ',', default_value = "0,100,200,300,400,499")]
+        distances_mb: Vec<u64>,
+    },
+    /// Thesis (c): fragments with and without defragment-on-delete.
+    StoreFrag {
+        #[command(flatten)]
+        scratch: Scratch,
+        #[arg(long, default_value_t = 20)]
+        folders: usize,
+        #[arg(long, default_value_t = 80_000)]
+        messages_per_folder: usize,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+}
+
+fn header(dir: &std::path::Path) -> Result<()> {
+    std::fs::create_dir_all(dir)?;
+    eprintln!("machine: {}", bench::sys::machine(dir));
+    eprintln!("commit: {}", bench::sys::git_commit());
+    Ok(())
+}
+
+pub fn run(command: BenchCommand) -> Result<()> {
+    match command {
+        BenchCommand::Queue { scratch, producers, message_bytes, seconds, segment_bytes } => {
+            header(&scratch.dir)?;
+            bench::queue_ingest::run(&bench::queue_ingest::IngestOptions {
+                dir: scratch.dir,
+                producers,
+                message_bytes,
+                seconds,
+                segment_bytes,
+            })
+        }
+        BenchCommand::Recovery { scratch, messages, message_bytes, segment_bytes } => {
+            header(&scratch.dir)?;
+            bench::queue_recovery::run(&bench::queue_recovery::RecoveryOptions {
+                dir: scratch.dir,
+                messages,
+                message_bytes,
+                segment_bytes,
+                runs: scratch.runs,
+            })
+        }
+        BenchCommand::StoreOpen { scratch, sizes_mb } => {
+            header(&scratch.dir)?;
+            bench::store_open::run(&bench::store_open::OpenOptions {
+                dir: scratch.dir,
+                sizes_mb,
+                runs: scratch.runs,
+            })
+        }
+        BenchCommand::StoreDelete { scratch, folder_mb, distances_mb } => {
+            header(&scratch.dir)?;
+            bench::store_delete::run(&bench::store_delete::DeleteOptions {
+                dir: scratch.dir,
+                folder_mb,
+                distances_mb,
+                runs: scratch.runs,
+            })
+        }
+        BenchCommand::StoreFrag { scratch, folders, messages_per_folder, seed } => {
+            header(&scratch.dir)?;
+            bench::store_frag::run(&bench::store_frag::FragOptions {
+                dir: scratch.dir,
+                folders,
+                messages_per_folder,
+                seed,
+            })
+        }
+    }
+}

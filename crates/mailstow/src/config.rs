@@ -1,0 +1,85 @@
+//! The one configuration file (TOML). Every key is optional; the defaults run a small server.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::Deserialize;
+
+/// The data directory used when neither `--data-dir` nor the config file names one.
+pub const DATA_DIR_DEFAULT: &str = "./mailstow-data";
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub data_dir: Option<PathBuf>,
+    #[serde(default)]
+    pub queue: QueueSection,
+    #[serde(default)]
+    pub store: StoreSection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueSection {
+    pub segment_bytes: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreSection {
+    pub reservation_bytes: Option<u64>,
+    pub defrag_on_delete: Option<bool>,
+    pub volume_grow_bytes: Option<u64>,
+}
+
+impl Config {
+    /// Reads `path`, or returns the defaults when no file is given.
+    pub fn load(path: Option<&Path>) -> Result<Config> {
+        let Some(path) = path else { return Ok(Config::default()) };
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read config file {}", path.display()))?;
+        toml::from_str(&text).with_context(|| format!("config file {}", path.display()))
+    }
+
+    pub fn queue_config(&self) -> queue::QueueConfig {
+        let mut config = queue::QueueConfig::default();
+        if let Some(bytes) = self.queue.segment_bytes {
+            config.segment_bytes = bytes;
+        }
+        config
+    }
+
+    pub fn store_config(&self) -> store::StoreConfig {
+        let mut config = store::StoreConfig::default();
+        if let Some(bytes) = self.store.reservation_bytes {
+            config.reservation_bytes = bytes;
+        }
+        if let Some(on) = self.store.defrag_on_delete {
+            config.defrag_on_delete = on;
+        }
+        if let Some(bytes) = self.store.volume_grow_bytes {
+            config.volume_grow_bytes = bytes;
+        }
+        config
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        let error = toml::from_str::<Config>("data_dir = 'x'\nbogus = 1\n").unwrap_err();
+        assert!(error.to_string().contains("bogus"));
+    }
+
+    #[test]
+    fn sections_apply() {
+        let config: Config =
+            toml::from_str("[queue]\nsegment_bytes = 2097152\n[store]\ndefrag_on_delete = false\n")
+                .unwrap();
+        assert_eq!(config.queue_config().segment_bytes, 2 << 20);
+        assert!(!config.store_config().defrag_on_delete);
+    }
+}

@@ -1,0 +1,77 @@
+//! `mailstow store stats|fsck|defrag`.
+
+use std::sync::Arc;
+
+use anyhow::{Result, bail};
+use clap::Subcommand;
+
+use crate::Paths;
+use crate::config::Config;
+
+#[derive(Subcommand)]
+pub enum StoreCommand {
+    /// Per folder: messages, bytes, fragments; and the volume's used and free space.
+    Stats,
+    /// Check checksums, the index against the data, and free-space accounting.
+    Fsck {
+        /// Repair what can be repaired (corrupt messages are expunged and listed).
+        #[arg(long)]
+        repair: bool,
+    },
+    /// Apply the defragmentation rule at every fragment boundary of every folder.
+    Defrag,
+}
+
+fn open(paths: &Paths, config: &Config) -> Result<store::Store> {
+    let dir = paths.store();
+    if !dir.is_dir() {
+        bail!("no mailbox store at {} (wrong --data-dir?)", dir.display());
+    }
+    let (store, _report) = store::Store::open(Arc::new(disk::RealDisk), &dir, config.store_config())?;
+    Ok(store)
+}
+
+pub fn run(command: StoreCommand, paths: &Paths, config: &Config) -> Result<()> {
+    let store = open(paths, config)?;
+    match command {
+        StoreCommand::Stats => print_stats(&store),
+        StoreCommand::Fsck { repair } => {
+            let bar = crate::queue_cmd::progress_bar("fsck");
+            let report = store.fsck(repair, &mut |done, total| {
+                bar.set_length(total);
+                bar.set_position(done);
+            })?;
+            bar.finish_and_clear();
+            println!("{report}");
+            if !report.is_clean() && !repair {
+                bail!("the store has problems; run `mailstow store fsck --repair`");
+            }
+        }
+        StoreCommand::Defrag => {
+            let bar = crate::queue_cmd::progress_bar("defrag");
+            let report = store.defrag(&mut |done, total| {
+                bar.set_length(total);
+                bar.set_position(done);
+            })?;
+            bar.finish_and_clear();
+            println!("{report}");
+        }
+    }
+    Ok(())
+}
+
+fn print_stats(store: &store::Store) -> Result<()> {
+    let stats = store.stats();
+    println!("{:<32} {:<24} {:>10} {:>14} {:>10}", "user", "folder", "messages", "bytes", "fragments");
+    for folder in &stats.folders {
+        println!(
+            "{:<32} {:<24} {:>10} {:>14} {:>10}",
+            folder.user, folder.folder, folder.messages, folder.bytes, folder.fragments
+        );
+    }
+    println!(
+        "volume: {} bytes, used {}, free {} in {} extents, reserved {}",
+        stats.volume_bytes, stats.used_bytes, stats.free_bytes, stats.free_extents, stats.reserved_bytes
+    );
+    Ok(())
+}
