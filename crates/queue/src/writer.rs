@@ -1,0 +1,691 @@
+//! The writer thread: group commit (the paper's Lazy Write, without a timer).
+//!
+//! One thread owns the active main and deferred segments. Each round it takes every request
+//! waiting (up to the batch limits), appends new records and deferred copies with one record
+//! `pwrite` and one slot `pwrite` per segment, writes the in-place marks (status bytes, done
+//! flags), and calls `fdatasync` once per touched segment. Only then does it update the index
+//! and complete the requests' tickets (Q1).
+//!
+//! Marks that must wait for another write to be durable (a moved mark waits for its deferred
+//! copy, Q4) are kept for the next round, which runs at once if nothing else is waiting; a
+//! crash in between leaves two copies of the message, which recovery resolves.
+//!
+//! Any I/O failure poisons the queue: the batch's tickets and every later call fail, and the
+//! caller reopens the queue so recovery can establish what is durable. After a failed
+//! `fdatasync` the page cache may no longer match the disk, so nothing in memory is trusted.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+
+use disk::File;
+
+use crate::MessageId;
+use crate::error::QueueError;
+use crate::format::{self, FLAG_BATCH_END, Header, Kind, Slot};
+use crate::index::{Class, Entry};
+use crate::queue::Core;
+use crate::segment::{SegState, SegmentInfo};
+
+/// Completion callback of a request.
+pub(crate) type Ticket<T> = Box<dyn FnOnce(Result<T, QueueError>) + Send>;
+
+/// A deferred copy prepared by the caller of `finish` (who already read the original).
+pub(crate) struct CopyRecord {
+    pub(crate) envelope: Vec<u8>,
+    pub(crate) statuses: Vec<u8>,
+    pub(crate) content: Vec<u8>,
+    pub(crate) attempts: u16,
+    pub(crate) arrival_ms: u64,
+    pub(crate) next_attempt_ms: u64,
+}
+
+pub(crate) struct FinishRequest {
+    pub(crate) id: MessageId,
+    pub(crate) token: u64,
+    /// The original's status bytes with this attempt's deliveries applied.
+    pub(crate) now: Vec<u8>,
+    pub(crate) copy: Option<CopyRecord>,
+    pub(crate) done: Ticket<()>,
+}
+
+pub(crate) enum Request {
+    Enqueue {
+        envelope: Vec<u8>,
+        statuses: Vec<u8>,
+        content: Vec<u8>,
+        arrival_ms: u64,
+        done: Ticket<MessageId>,
+    },
+    Finish(FinishRequest),
+    FinishBounce {
+        id: MessageId,
+        token: u64,
+        done: Ticket<()>,
+    },
+}
+
+impl Request {
+    pub(crate) fn fail(self, e: QueueError) {
+        match self {
+            Request::Enqueue { done, .. } => done(Err(e)),
+            Request::Finish(f) => (f.done)(Err(e)),
+            Request::FinishBounce { done, .. } => done(Err(e)),
+        }
+    }
+
+    /// Record bytes this request adds to a batch.
+    fn bytes(&self) -> usize {
+        match self {
+            Request::Enqueue {
+                envelope,
+                statuses,
+                content,
+                ..
+            } => format::record_len(statuses.len(), envelope.len(), content.len()) as usize,
+            Request::Finish(FinishRequest { copy: Some(c), .. }) => {
+                format::record_len(c.statuses.len(), c.envelope.len(), c.content.len()) as usize
+            }
+            _ => 0,
+        }
+    }
+}
+
+/// An in-place write: status bytes, or a slot's done flag and status hint.
+#[derive(Clone, Debug)]
+pub(crate) struct Mark {
+    pub(crate) seg: u64,
+    pub(crate) offset: u64,
+    pub(crate) bytes: Vec<u8>,
+}
+
+impl Mark {
+    /// The status bytes of the record in `slot`.
+    pub(crate) fn statuses(seg: u64, slot: &Slot, statuses: Vec<u8>) -> Mark {
+        Mark {
+            seg,
+            offset: u64::from(slot.offset) + format::RECORD_HEADER_BYTES as u64,
+            bytes: statuses,
+        }
+    }
+
+    /// The done flag and status hint of slot `index`.
+    pub(crate) fn done(seg: u64, index: u32) -> Mark {
+        Mark {
+            seg,
+            offset: format::slot_offset(index) + format::S_DONE as u64,
+            bytes: vec![1, 1],
+        }
+    }
+
+    /// Only the status hint of slot `index` (its status bytes are about to be non-zero).
+    pub(crate) fn hint(seg: u64, index: u32) -> Mark {
+        Mark {
+            seg,
+            offset: format::slot_offset(index) + format::S_HINT as u64,
+            bytes: vec![1],
+        }
+    }
+}
+
+/// Where the writer appends in the active segment of one kind.
+pub(crate) struct Cursor {
+    pub(crate) seq: u64,
+    pub(crate) file: Arc<dyn File>,
+    pub(crate) path: PathBuf,
+    pub(crate) header: Header,
+    pub(crate) next_slot: u32,
+    pub(crate) next_data: u32,
+    /// CRC the next slot chains on.
+    pub(crate) chain: u32,
+}
+
+impl Cursor {
+    fn fits(&self, len: u64) -> bool {
+        self.next_slot < self.header.slot_count
+            && u64::from(self.next_data) + len <= self.header.segment_bytes
+    }
+}
+
+/// The writer's own state, built by recovery.
+pub(crate) struct Writer {
+    pub(crate) core: Arc<Core>,
+    pub(crate) active: [Option<Cursor>; 2],
+    /// Free segments per kind, oldest first.
+    pub(crate) free: [VecDeque<u64>; 2],
+    pub(crate) next_id: MessageId,
+    pub(crate) max_generation: u64,
+    pub(crate) next_seq: u64,
+    /// Marks for the next round.
+    pub(crate) lazy: Vec<Mark>,
+    /// Segments losing one live slot each when `lazy` is durable.
+    pub(crate) lazy_done: Vec<u64>,
+}
+
+/// A record placed in a segment by `append`.
+struct Placed {
+    seg: u64,
+    slot_index: u32,
+    slot: Slot,
+}
+
+/// A record to append.
+struct NewRecord<'a> {
+    id: MessageId,
+    statuses: &'a [u8],
+    envelope: &'a [u8],
+    content: &'a [u8],
+    attempts: u16,
+    arrival_ms: u64,
+    next_attempt_ms: u64,
+}
+
+impl NewRecord<'_> {
+    fn len(&self) -> u64 {
+        format::record_len(self.statuses.len(), self.envelope.len(), self.content.len())
+    }
+}
+
+pub(crate) fn spawn(
+    core: Arc<Core>,
+    writer: Writer,
+) -> Result<JoinHandle<Result<(), QueueError>>, QueueError> {
+    debug_assert!(Arc::ptr_eq(&core, &writer.core));
+    std::thread::Builder::new()
+        .name("queue-writer".into())
+        .spawn(move || writer.run())
+        .map_err(|e| QueueError::io("start the writer thread for", core.dir.clone(), e))
+}
+
+impl Writer {
+    fn run(mut self) -> Result<(), QueueError> {
+        loop {
+            let requests = {
+                let mut st = self.core.lock();
+                loop {
+                    if !st.requests.is_empty() || !self.lazy.is_empty() {
+                        break;
+                    }
+                    if st.shutdown {
+                        return Ok(());
+                    }
+                    st = self.core.wake.wait(st).unwrap_or_else(|p| p.into_inner());
+                }
+                // Step 2 of the group commit: everything waiting, up to the limits.
+                let mut taken = Vec::new();
+                let mut bytes = 0usize;
+                while let Some(r) = st.requests.front() {
+                    let b = r.bytes();
+                    if !taken.is_empty()
+                        && (taken.len() >= self.core.config.batch_records_max
+                            || bytes + b > self.core.config.batch_bytes_max)
+                    {
+                        break;
+                    }
+                    bytes += b;
+                    taken.extend(st.requests.pop_front());
+                }
+                taken
+            };
+            if let Err(e) = self.round(requests) {
+                let why = e.to_string();
+                let rest: Vec<Request> = {
+                    let mut st = self.core.lock();
+                    st.poisoned = Some(why.clone());
+                    st.requests.drain(..).collect()
+                };
+                for r in rest {
+                    r.fail(QueueError::Poisoned(why.clone()));
+                }
+                return Err(e);
+            }
+        }
+    }
+
+    fn sync(&self, file: &dyn File, path: &std::path::Path) -> Result<(), QueueError> {
+        file.sync_data()
+            .map_err(|e| QueueError::io("fdatasync", path, e))?;
+        self.core.fdatasyncs.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// One group-commit round. On error every ticket of the round has been failed.
+    fn round(&mut self, requests: Vec<Request>) -> Result<(), QueueError> {
+        // Check finishes against the index: the lease must still be the one the caller held.
+        let mut enqueues = Vec::new();
+        let mut finishes = Vec::new();
+        let mut bounces = Vec::new();
+        let mut rejected: Vec<(Ticket<()>, QueueError)> = Vec::new();
+        {
+            let st = self.core.lock();
+            for r in requests {
+                match r {
+                    Request::Enqueue { .. } => enqueues.push(r),
+                    Request::Finish(f) => match st.index.get(f.id) {
+                        None => rejected.push((f.done, QueueError::UnknownMessage(f.id))),
+                        Some(e)
+                            if e.lease.as_ref().map(|l| l.token) != Some(f.token)
+                                || e.class != Class::Ready =>
+                        {
+                            rejected.push((f.done, QueueError::NotLeased(f.id)))
+                        }
+                        Some(e) => finishes.push((e.seg, e.slot_index, e.slot, f)),
+                    },
+                    Request::FinishBounce { id, token, done } => match st.index.get(id) {
+                        None => rejected.push((done, QueueError::UnknownMessage(id))),
+                        Some(e)
+                            if e.lease.as_ref().map(|l| l.token) != Some(token)
+                                || e.class != Class::Bounce =>
+                        {
+                            rejected.push((done, QueueError::NotLeased(id)))
+                        }
+                        Some(e) => bounces.push((id, e.seg, e.slot_index, done)),
+                    },
+                }
+            }
+        }
+        for (done, e) in rejected {
+            done(Err(e));
+        }
+
+        // New ids, ascending in commit order.
+        let mut new_main = Vec::with_capacity(enqueues.len());
+        for r in &enqueues {
+            if let Request::Enqueue {
+                envelope,
+                statuses,
+                content,
+                arrival_ms,
+                ..
+            } = r
+            {
+                new_main.push(NewRecord {
+                    id: self.next_id,
+                    statuses,
+                    envelope,
+                    content,
+                    attempts: 0,
+                    arrival_ms: *arrival_ms,
+                    next_attempt_ms: 0,
+                });
+                self.next_id += 1;
+            }
+        }
+        let new_copies: Vec<NewRecord> = finishes
+            .iter()
+            .filter_map(|(_, _, _, f)| {
+                f.copy.as_ref().map(|c| NewRecord {
+                    id: f.id,
+                    statuses: &c.statuses,
+                    envelope: &c.envelope,
+                    content: &c.content,
+                    attempts: c.attempts,
+                    arrival_ms: c.arrival_ms,
+                    next_attempt_ms: c.next_attempt_ms,
+                })
+            })
+            .collect();
+
+        // Marks: the previous round's deferred ones, then this round's.
+        let mut marks = std::mem::take(&mut self.lazy);
+        let done_before = std::mem::take(&mut self.lazy_done);
+        for (seg, index, slot, f) in &finishes {
+            if f.now.iter().any(|&s| s != 0) {
+                marks.push(Mark::statuses(*seg, slot, f.now.clone()));
+            }
+            if f.copy.is_none() {
+                marks.push(Mark::done(*seg, *index));
+            } else if f.now.iter().any(|&s| s != 0) {
+                marks.push(Mark::hint(*seg, *index));
+            }
+        }
+        for (_, seg, index, _) in &bounces {
+            marks.push(Mark::done(*seg, *index));
+        }
+
+        let io = (|| -> Result<(Vec<Placed>, Vec<Placed>), QueueError> {
+            let mut touched = BTreeSet::new();
+            let copies = self.append(Kind::Deferred, &new_copies, &mut touched)?;
+            let mains = self.append(Kind::Main, &new_main, &mut touched)?;
+            let mut files: BTreeMap<u64, (Arc<dyn File>, PathBuf)> = BTreeMap::new();
+            {
+                let st = self.core.lock();
+                for seg in marks.iter().map(|m| m.seg).chain(touched.iter().copied()) {
+                    if let Some(info) = st.segments.get(&seg) {
+                        files
+                            .entry(seg)
+                            .or_insert_with(|| (info.file.clone(), info.path.clone()));
+                    }
+                }
+            }
+            for m in &marks {
+                let (file, path) = files.get(&m.seg).ok_or_else(|| {
+                    QueueError::Poisoned(format!("mark for unknown segment {}", m.seg))
+                })?;
+                file.write_all_at(&m.bytes, m.offset)
+                    .map_err(|e| QueueError::io("write status to", path, e))?;
+                touched.insert(m.seg);
+            }
+            for seg in &touched {
+                if let Some((file, path)) = files.get(seg) {
+                    self.sync(&**file, path)?;
+                }
+            }
+            Ok((copies, mains))
+        })();
+        drop(new_main);
+        drop(new_copies);
+        let (copies, mains) = match io {
+            Ok(p) => p,
+            Err(e) => {
+                for r in enqueues {
+                    r.fail(e.duplicate());
+                }
+                for (_, _, _, f) in finishes {
+                    (f.done)(Err(e.duplicate()));
+                }
+                for (_, _, _, done) in bounces {
+                    done(Err(e.duplicate()));
+                }
+                return Err(e);
+            }
+        };
+
+        // Durable: update the index, then answer.
+        let committed = (copies.len() + mains.len()) as u64;
+        {
+            let core = self.core.clone();
+            let mut st = core.lock();
+            for seg in done_before {
+                live_sub(&mut st.segments, seg);
+            }
+            let mut copies = copies.into_iter();
+            for (seg, index, slot, f) in &finishes {
+                st.index.remove(f.id);
+                match &f.copy {
+                    None => live_sub(&mut st.segments, *seg),
+                    Some(c) => {
+                        let placed = copies.next().expect("one placement per copy");
+                        debug_assert_eq!(placed.slot.id, f.id);
+                        // Q4: the copy is durable now, so the moved marks may be written. Every
+                        // recipient still pending here got a deferral or a failure: the copy
+                        // carries it on.
+                        let mut moved = f.now.clone();
+                        for m in moved.iter_mut() {
+                            if *m == format::STATUS_PENDING {
+                                *m = format::STATUS_MOVED;
+                            }
+                        }
+                        self.lazy.push(Mark::statuses(*seg, slot, moved));
+                        self.lazy.push(Mark::done(*seg, *index));
+                        self.lazy_done.push(*seg);
+                        let class = if c.statuses.contains(&format::STATUS_PENDING) {
+                            Class::Ready
+                        } else {
+                            Class::Bounce
+                        };
+                        insert(&mut st, placed, Kind::Deferred, class);
+                    }
+                }
+            }
+            for (id, seg, _, _) in &bounces {
+                st.index.remove(*id);
+                live_sub(&mut st.segments, *seg);
+            }
+            for placed in mains {
+                insert(&mut st, placed, Kind::Main, Class::Ready);
+            }
+            Self::recycle(&core, &mut self.free, &mut st);
+        }
+        self.core
+            .records_committed
+            .fetch_add(committed, Ordering::Relaxed);
+        self.core.batches_committed.fetch_add(1, Ordering::Relaxed);
+        let mut ids = (self.next_id - enqueues.len() as u64)..self.next_id;
+        for r in enqueues {
+            if let Request::Enqueue { done, .. } = r {
+                done(Ok(ids.next().expect("one id per enqueue")));
+            }
+        }
+        for (_, _, _, f) in finishes {
+            (f.done)(Ok(()));
+        }
+        for (_, _, _, done) in bounces {
+            done(Ok(()));
+        }
+        Ok(())
+    }
+
+    /// Appends `records` to the active segment of `kind`, splitting across segments when one
+    /// fills: the part that fits is written and synced there, the segment is sealed and the
+    /// rest goes to a free or new segment. The last part is left for the round's sync.
+    fn append(
+        &mut self,
+        kind: Kind,
+        records: &[NewRecord],
+        touched: &mut BTreeSet<u64>,
+    ) -> Result<Vec<Placed>, QueueError> {
+        let mut placed = Vec::with_capacity(records.len());
+        let mut i = 0;
+        while i < records.len() {
+            if !self.active[kind.index()]
+                .as_ref()
+                .is_some_and(|c| c.fits(records[i].len()))
+            {
+                if let Some(c) = &self.active[kind.index()]
+                    && touched.remove(&c.seq)
+                {
+                    self.sync(&*c.file, &c.path)?;
+                }
+                self.activate(kind, records[i].len())?;
+            }
+            let cur = self.active[kind.index()].as_mut().expect("activated");
+            let mut j = i;
+            let mut data = u64::from(cur.next_data);
+            let mut slot_index = cur.next_slot;
+            while j < records.len()
+                && slot_index < cur.header.slot_count
+                && data + records[j].len() <= cur.header.segment_bytes
+            {
+                data += records[j].len();
+                slot_index += 1;
+                j += 1;
+            }
+            debug_assert!(j > i, "an empty segment always fits one record");
+            let mut rec_buf = Vec::with_capacity((data - u64::from(cur.next_data)) as usize);
+            let mut slot_buf = Vec::with_capacity((j - i) * format::SLOT_BYTES as usize);
+            let mut chain = cur.chain;
+            for (k, r) in records[i..j].iter().enumerate() {
+                let offset = cur.next_data + rec_buf.len() as u32;
+                let record_crc = format::encode_record_into(
+                    &mut rec_buf,
+                    r.id,
+                    r.statuses,
+                    r.envelope,
+                    r.content,
+                );
+                let slot = Slot {
+                    id: r.id,
+                    offset,
+                    len: r.len() as u32,
+                    env_len: r.envelope.len() as u32,
+                    content_len: r.content.len() as u32,
+                    recipients: r.statuses.len() as u16,
+                    attempts: r.attempts,
+                    arrival_ms: r.arrival_ms,
+                    next_attempt_ms: r.next_attempt_ms,
+                    record_crc,
+                    flags: if i + k + 1 == j { FLAG_BATCH_END } else { 0 },
+                    done: 0,
+                    hint: u8::from(r.statuses.iter().any(|&s| s != 0)),
+                };
+                let (bytes, crc) = slot.encode(chain);
+                chain = crc;
+                slot_buf.extend_from_slice(&bytes);
+                placed.push(Placed {
+                    seg: cur.seq,
+                    slot_index: cur.next_slot + k as u32,
+                    slot,
+                });
+            }
+            cur.file
+                .write_all_at(&rec_buf, u64::from(cur.next_data))
+                .map_err(|e| QueueError::io("write records to", &cur.path, e))?;
+            cur.file
+                .write_all_at(&slot_buf, format::slot_offset(cur.next_slot))
+                .map_err(|e| QueueError::io("write slots to", &cur.path, e))?;
+            cur.next_data += rec_buf.len() as u32;
+            cur.next_slot = slot_index;
+            cur.chain = chain;
+            touched.insert(cur.seq);
+            // Count the new slots as live at once (not after the sync): the segment may be
+            // sealed later in this round and must not look empty to `recycle` meanwhile.
+            if let Some(info) = self.core.lock().segments.get_mut(&cur.seq) {
+                info.live += j - i;
+            }
+            i = j;
+        }
+        Ok(placed)
+    }
+
+    /// Seals the active segment of `kind` and makes a free one (that can hold a record of
+    /// `need` bytes) or a new one active. Its header, with a new generation (which orphans
+    /// every slot of the old one) and the current id floor, is synced before any record is
+    /// written there: slots of the new generation must never outlive their header.
+    fn activate(&mut self, kind: Kind, need: u64) -> Result<(), QueueError> {
+        let k = kind.index();
+        if let Some(old) = self.active[k].take() {
+            let core = self.core.clone();
+            let mut st = core.lock();
+            if let Some(info) = st.segments.get_mut(&old.seq) {
+                info.state = SegState::Sealed;
+            }
+            Self::recycle(&core, &mut self.free, &mut st);
+        }
+        self.max_generation += 1;
+        let generation = self.max_generation;
+        let reuse = {
+            let st = self.core.lock();
+            let pos = self.free[k].iter().position(|seq| {
+                st.segments.get(seq).is_some_and(|s| {
+                    s.header.segment_bytes - u64::from(s.header.data_offset) >= need
+                })
+            });
+            pos.and_then(|p| self.free[k].remove(p)).and_then(|seq| {
+                st.segments
+                    .get(&seq)
+                    .map(|s| (seq, s.file.clone(), s.path.clone(), s.header.segment_bytes))
+            })
+        };
+        let (seq, file, path, segment_bytes, created) = match reuse {
+            Some((seq, file, path, bytes)) => (seq, file, path, bytes, false),
+            None => {
+                let seq = self.next_seq;
+                self.next_seq += 1;
+                let path = self.core.dir.join(format::segment_name(kind, seq));
+                let file = self
+                    .core
+                    .disk
+                    .open(&path, true)
+                    .map_err(|e| QueueError::io("create segment", &path, e))?;
+                (seq, file, path, self.core.config.segment_bytes, true)
+            }
+        };
+        let header = Header::new(kind, seq, generation, segment_bytes, self.next_id);
+        file.allocate(segment_bytes)
+            .map_err(|e| QueueError::io("preallocate", &path, e))?;
+        file.write_all_at(&header.encode(), 0)
+            .map_err(|e| QueueError::io("write header of", &path, e))?;
+        self.sync(&*file, &path)?;
+        if created {
+            self.core
+                .disk
+                .sync_dir(&self.core.dir)
+                .map_err(|e| QueueError::io("sync directory", &self.core.dir, e))?;
+        }
+        {
+            let mut st = self.core.lock();
+            match st.segments.get_mut(&seq) {
+                Some(info) => {
+                    // Q5: only a segment with no live slot is reused.
+                    assert!(
+                        info.live == 0 && info.state == SegState::Free,
+                        "reusing a live segment"
+                    );
+                    info.header = header;
+                    info.state = SegState::Active;
+                }
+                None => {
+                    st.segments.insert(
+                        seq,
+                        SegmentInfo {
+                            path: path.clone(),
+                            file: file.clone(),
+                            header,
+                            live: 0,
+                            state: SegState::Active,
+                        },
+                    );
+                }
+            }
+        }
+        self.active[k] = Some(Cursor {
+            seq,
+            file,
+            path,
+            header,
+            next_slot: 0,
+            next_data: header.data_offset,
+            chain: format::chain_seed(generation),
+        });
+        Ok(())
+    }
+
+    /// Moves sealed segments without live slots to the free list (Q5) and unlinks free
+    /// segments beyond `free_segments_max` per kind.
+    fn recycle(core: &Core, free: &mut [VecDeque<u64>; 2], st: &mut crate::queue::State) {
+        for (&seq, info) in st.segments.iter_mut() {
+            if info.state == SegState::Sealed && info.live == 0 {
+                info.state = SegState::Free;
+                free[info.header.kind.index()].push_back(seq);
+            }
+        }
+        for list in free.iter_mut() {
+            while list.len() > core.config.free_segments_max {
+                let Some(seq) = list.pop_front() else { break };
+                if let Some(info) = st.segments.get(&seq)
+                    && core.disk.remove(&info.path).is_ok()
+                {
+                    st.segments.remove(&seq);
+                }
+            }
+        }
+    }
+}
+
+fn live_sub(segments: &mut BTreeMap<u64, SegmentInfo>, seg: u64) {
+    if let Some(info) = segments.get_mut(&seg) {
+        debug_assert!(
+            info.live > 0,
+            "segment {seg}: more done slots than live ones"
+        );
+        info.live = info.live.saturating_sub(1);
+    }
+}
+
+/// Indexes a committed record (its segment already counts it as live).
+fn insert(st: &mut crate::queue::State, placed: Placed, kind: Kind, class: Class) {
+    st.index.insert(
+        placed.slot.id,
+        Entry {
+            seg: placed.seg,
+            slot_index: placed.slot_index,
+            slot: placed.slot,
+            kind,
+            class,
+            lease: None,
+        },
+    );
+}
