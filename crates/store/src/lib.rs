@@ -1,1 +1,425 @@
-//! placeholder
+//! The mailbox store, after the POP3 defrag-on-delete thesis (docs/storage.md, Part 2).
+//!
+//! All message data lives in one preallocated file, `volume.dat`, divided into 512-byte
+//! units that the store's own extent allocator hands out, so a folder's fragments are exact.
+//! The index (users → folders → messages) lives in memory; on disk it is a checkpoint
+//! (`index.snap`) plus a journal of chained records (`index-<generation>.log`).
+//!
+//! - Appends are group-committed: whoever holds the writer commits every append waiting,
+//!   with one volume sync and one journal sync per batch; a message is visible only after its
+//!   batch is durable.
+//! - Expunge writes one small journal record and frees the extents; no message byte moves,
+//!   unless the thesis's two-fragments rule fires (`StoreConfig::defrag_on_delete`).
+//! - Opening a folder copies in-memory entries; no message byte is read.
+//! - Readers never block on I/O of the writer and check every message they read against its
+//!   header and CRC, so a message freed under them reads as expunged, never as garbage.
+//!
+//! Every I/O goes through [`disk::Disk`], so tests run the store on [`disk::SimDisk`].
+//!
+//! Invariants S1–S7 of docs/storage.md are asserted where they are established: S1 in
+//! `commit.rs` (data synced before the journal record), S2/S5 in `alloc.rs` and `fsck.rs`,
+//! S3/S4 in `index.rs` (`apply` refuses a non-ascending UID or MODSEQ), S6 in `commit.rs`
+//! (extents are freed only after the record that stops naming them is durable), S7 in
+//! `read.rs` (`open_folder` and `status` touch only the index).
+
+mod alloc;
+mod commit;
+mod config;
+mod defrag;
+mod error;
+mod flags;
+mod format;
+mod fsck;
+mod index;
+mod journal;
+mod names;
+mod open;
+mod read;
+mod snapshot;
+
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use config::{KEYWORDS_PER_FOLDER_LIMIT, StoreConfig};
+pub use error::StoreError;
+pub use flags::{FlagOp, Flags};
+pub use fsck::FsckReport;
+
+use commit::Inner;
+
+/// What `read_folder` calls with each message: its UID and content.
+pub type MessageSink<'a> = dyn FnMut(u32, &[u8]) -> Result<(), StoreError> + 'a;
+
+/// The mailbox store. Cheap to clone (an `Arc` inside); `Send + Sync`.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+/// A message to append.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NewMessage {
+    pub flags: Flags,
+    pub keywords: Vec<String>,
+    /// Unix seconds.
+    pub internal_date: i64,
+    pub content: Vec<u8>,
+}
+
+/// One append of a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendRequest {
+    pub user: String,
+    pub folder: String,
+    pub message: NewMessage,
+}
+
+/// What an acknowledged append got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    pub uid: u32,
+    pub uidvalidity: u32,
+    pub modseq: u64,
+}
+
+/// Header fields parsed once at append and stored in front of the content.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Summary {
+    pub from: String,
+    pub to: String,
+    pub subject: String,
+    pub date: String,
+    pub message_id: String,
+    pub size: u64,
+}
+
+/// A message as the index knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageInfo {
+    pub uid: u32,
+    pub size: u64,
+    pub flags: Flags,
+    pub keywords: Vec<String>,
+    pub modseq: u64,
+    pub internal_date: i64,
+}
+
+/// A folder's counters, O(1) to get.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FolderStatus {
+    pub messages: u64,
+    /// Sum of message sizes.
+    pub bytes: u64,
+    pub uidvalidity: u32,
+    pub uidnext: u32,
+    pub highest_modseq: u64,
+}
+
+/// A folder opened for a session: its status and every message's index entry, UID order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FolderView {
+    pub status: FolderStatus,
+    pub messages: Vec<MessageInfo>,
+}
+
+/// What `Store::open` found.
+#[derive(Debug, Clone, Default)]
+pub struct OpenReport {
+    pub folders: u64,
+    pub messages: u64,
+    pub snapshot_gen: u64,
+    /// Messages loaded from the snapshot.
+    pub snapshot_messages: u64,
+    pub journal_gen: u64,
+    pub journal_records_replayed: u64,
+    /// An interrupted (never acknowledged) record cut off the end of the journal.
+    pub torn_tail: Option<String>,
+    /// Anything else noticed: leftover files removed, damage skipped in salvage mode,
+    /// extents outside the volume.
+    pub problems: Vec<String>,
+    pub created: bool,
+    pub elapsed: Duration,
+}
+
+/// What one expunge did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExpungeReport {
+    pub expunged: u64,
+    /// Volume bytes (whole units) returned to free space.
+    pub bytes_freed: u64,
+    /// Messages relocated by the defrag-on-delete rule.
+    pub moves: u64,
+    pub bytes_moved: u64,
+    /// The folder's MODSEQ after the expunge.
+    pub modseq: u64,
+    /// The expunge is durable, but a defrag move after it failed (the store may have
+    /// stopped; see `StoreError::Failed`).
+    pub defrag_error: Option<String>,
+}
+
+/// What a whole-store defrag did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DefragReport {
+    pub folders: u64,
+    /// Rounds of copy-sync-switch-release.
+    pub rounds: u64,
+    pub messages_moved: u64,
+    pub bytes_moved: u64,
+    pub fragments_before: u64,
+    pub fragments_after: u64,
+}
+
+/// One folder in [`StoreStats`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FolderStats {
+    pub user: String,
+    pub folder: String,
+    pub messages: u64,
+    pub bytes: u64,
+    pub fragments: u64,
+}
+
+/// Space and I/O counters. The byte counters are cumulative since open, so a benchmark can
+/// diff them around one operation (e.g. bytes written per deletion).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    pub folders: Vec<FolderStats>,
+    pub volume_bytes: u64,
+    pub used_bytes: u64,
+    pub free_bytes: u64,
+    pub free_extents: u64,
+    pub reserved_bytes: u64,
+    pub data_syncs: u64,
+    pub journal_syncs: u64,
+    pub data_bytes_written: u64,
+    pub journal_bytes_written: u64,
+    pub batches: u64,
+    pub messages_appended: u64,
+    pub checkpoints: u64,
+    pub defrag_messages_moved: u64,
+    pub defrag_bytes_moved: u64,
+    pub journal_gen: u64,
+    pub journal_bytes: u64,
+}
+
+impl Store {
+    /// Opens (or creates) the store in `dir`: reads the snapshot, replays the journal, cuts
+    /// a torn tail, derives free space.
+    pub fn open(
+        disk: Arc<dyn disk::Disk>,
+        dir: &Path,
+        config: StoreConfig,
+    ) -> Result<(Store, OpenReport), StoreError> {
+        let (inner, report) = open::open(disk, dir, config)?;
+        Ok((
+            Store {
+                inner: Arc::new(inner),
+            },
+            report,
+        ))
+    }
+
+    pub fn config(&self) -> &StoreConfig {
+        &self.inner.config
+    }
+
+    /// Creates a folder (and the user, if new).
+    pub fn create_folder(&self, user: &str, folder: &str) -> Result<FolderStatus, StoreError> {
+        self.inner.create_folder(user, folder)
+    }
+
+    /// Renames a folder and the folders below it. INBOX cannot be renamed.
+    pub fn rename_folder(&self, user: &str, from: &str, to: &str) -> Result<(), StoreError> {
+        self.inner.rename_folder(user, from, to)
+    }
+
+    /// Deletes a folder and frees its messages' space (one journal record). INBOX cannot be
+    /// deleted; folders below it are kept.
+    pub fn delete_folder(&self, user: &str, folder: &str) -> Result<(), StoreError> {
+        self.inner.delete_folder(user, folder)
+    }
+
+    /// A user's folders, sorted. Empty for an unknown user.
+    pub fn list_folders(&self, user: &str) -> Vec<String> {
+        self.inner.list_folders(user)
+    }
+
+    /// Every user with at least one folder, sorted.
+    pub fn list_users(&self) -> Vec<String> {
+        self.inner.list_users()
+    }
+
+    /// Appends one message, group-committed with whatever else is waiting. Creates INBOX on
+    /// first delivery; other folders must exist.
+    pub fn append(
+        &self,
+        user: &str,
+        folder: &str,
+        message: NewMessage,
+    ) -> Result<Appended, StoreError> {
+        let req = AppendRequest {
+            user: user.to_string(),
+            folder: folder.to_string(),
+            message,
+        };
+        self.inner
+            .append_batch(vec![req])
+            .pop()
+            .unwrap_or_else(|| Err(StoreError::Invalid("append produced no result".into())))
+    }
+
+    /// Appends many messages (any users and folders); results in request order.
+    pub fn append_batch(&self, requests: Vec<AppendRequest>) -> Vec<Result<Appended, StoreError>> {
+        self.inner.append_batch(requests)
+    }
+
+    /// A folder's counters, O(1).
+    pub fn status(&self, user: &str, folder: &str) -> Result<FolderStatus, StoreError> {
+        self.inner.status(user, folder)
+    }
+
+    /// The folder's index entries, from memory only (S7).
+    pub fn open_folder(&self, user: &str, folder: &str) -> Result<FolderView, StoreError> {
+        self.inner.open_folder(user, folder)
+    }
+
+    /// A message's content, checked against its header and CRC.
+    pub fn read(&self, user: &str, folder: &str, uid: u32) -> Result<Vec<u8>, StoreError> {
+        self.inner.read(user, folder, uid)
+    }
+
+    /// `len` bytes of a message's content from `offset` (cut at the end of the message).
+    pub fn read_range(
+        &self,
+        user: &str,
+        folder: &str,
+        uid: u32,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<u8>, StoreError> {
+        self.inner.read_range(user, folder, uid, offset, len)
+    }
+
+    /// The summary parsed when the message arrived.
+    pub fn summary(&self, user: &str, folder: &str, uid: u32) -> Result<Summary, StoreError> {
+        self.inner.summary(user, folder, uid)
+    }
+
+    /// Streams every message of a folder in UID order, reading runs of adjacent messages with
+    /// one read each (at most `read_chunk_bytes_max`).
+    pub fn read_folder(
+        &self,
+        user: &str,
+        folder: &str,
+        each: &mut MessageSink<'_>,
+    ) -> Result<(), StoreError> {
+        self.inner.read_folder(user, folder, each)
+    }
+
+    /// Changes flags and keywords of the given UIDs (missing UIDs are ignored). Returns the
+    /// MODSEQ the change got (the current one if no UID matched).
+    pub fn set_flags(
+        &self,
+        user: &str,
+        folder: &str,
+        uids: &[u32],
+        op: FlagOp,
+        flags: Flags,
+        keywords: &[String],
+    ) -> Result<u64, StoreError> {
+        self.inner
+            .set_flags(user, folder, uids, op, flags, keywords)
+    }
+
+    /// Expunges the given UIDs (missing ones are ignored): one journal record, no data I/O
+    /// unless the defrag-on-delete rule moves fragments.
+    pub fn expunge(
+        &self,
+        user: &str,
+        folder: &str,
+        uids: &[u32],
+    ) -> Result<ExpungeReport, StoreError> {
+        self.inner.expunge(user, folder, uids)
+    }
+
+    /// Expunges every UID below `uid` with one record; `u32::MAX` empties the folder.
+    pub fn expunge_below(
+        &self,
+        user: &str,
+        folder: &str,
+        uid: u32,
+    ) -> Result<ExpungeReport, StoreError> {
+        self.inner.expunge_below(user, folder, uid)
+    }
+
+    /// Expunges every message of the folder.
+    pub fn expunge_all(&self, user: &str, folder: &str) -> Result<ExpungeReport, StoreError> {
+        self.inner.expunge_below(user, folder, u32::MAX)
+    }
+
+    /// Applies the two-fragments rule at every fragment boundary of every folder, online.
+    /// `progress(folders_done, folders_total)`.
+    pub fn defrag(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<DefragReport, StoreError> {
+        self.inner.defrag_all(progress)
+    }
+
+    /// Writes a checkpoint now (normally automatic once the journal passes
+    /// `journal_checkpoint_bytes`).
+    pub fn checkpoint(&self) -> Result<(), StoreError> {
+        self.inner.checkpoint()
+    }
+
+    pub fn stats(&self) -> StoreStats {
+        self.inner.stats()
+    }
+
+    /// Checks every message against the index (header and CRC), extent overlaps and bounds,
+    /// free-space accounting (S5) and the journal chain. With `repair`, expunges messages
+    /// whose data is damaged. `progress(bytes_done, bytes_total)`.
+    pub fn fsck(
+        &self,
+        repair: bool,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<FsckReport, StoreError> {
+        self.inner.fsck(repair, progress)
+    }
+}
+
+impl fmt::Display for DefragReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "defrag: {} folders, {} rounds, {} messages ({} bytes) moved, fragments {} -> {}",
+            self.folders,
+            self.rounds,
+            self.messages_moved,
+            self.bytes_moved,
+            self.fragments_before,
+            self.fragments_after
+        )
+    }
+}
+
+impl fmt::Display for OpenReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} folders, {} messages; snapshot generation {} ({} messages), journal generation {} ({} records replayed)",
+            self.folders,
+            self.messages,
+            self.snapshot_gen,
+            self.snapshot_messages,
+            self.journal_gen,
+            self.journal_records_replayed
+        )?;
+        if let Some(t) = &self.torn_tail {
+            write!(f, "; torn tail cut: {t}")?;
+        }
+        for p in &self.problems {
+            write!(f, "\n  {p}")?;
+        }
+        write!(f, "\n  opened in {:.3} s", self.elapsed.as_secs_f64())
+    }
+}

@@ -1,0 +1,909 @@
+//! The writer: group commit of appends, and every other change (folders, flags, expunge).
+//!
+//! One writer at a time holds [`Inner::writer`]. A change is made in this order, always:
+//!
+//! 1. plan under the writer lock (UIDs, MODSEQs, extents from the allocator);
+//! 2. write message data and `fdatasync` the volume (S1: data before the index names it);
+//! 3. append one journal record and `fdatasync` the journal: the commit point;
+//! 4. apply the record to the in-memory index ([`crate::index::apply`]), making it visible;
+//! 5. release extents the record stopped naming (S6: only now, after it is durable).
+//!
+//! A failure in 2 frees the planned extents and fails the batch; nothing was named. A failure
+//! in 3 leaves the journal's tail unknown, so the writer stops (every later change fails with
+//! `StoreError::Failed`) until the store is reopened and recovery decides.
+//!
+//! Appends are group-committed: callers queue their prepared messages; a caller that finds
+//! no leader becomes it, takes everything waiting (up to the batch limits), commits it with
+//! one volume sync and one journal sync, and wakes everyone; callers whose messages were in
+//! someone else's batch just collect their result.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+
+use disk::{Disk, File};
+
+use crate::alloc::Allocator;
+use crate::config::StoreConfig;
+use crate::error::{IoContext, StoreError};
+use crate::flags::{FlagOp, Flags, KeywordSet};
+use crate::format::{MSG_HEADER_BYTES, MsgHeader, UNIT, encode_summary, parse_summary, units_for};
+use crate::index::{Catalog, FolderCell, Freed};
+use crate::journal::{AppendOp, Journal, Op, encode_ops};
+use crate::names::{normalize_folder, validate_keyword, validate_user};
+use crate::{AppendRequest, Appended, ExpungeReport, FolderStatus};
+
+/// Largest single `pwrite` when laying out a batch's adjacent messages.
+const WRITE_RUN_BYTES_MAX: usize = 8 << 20;
+
+/// Cumulative I/O counters (relaxed atomics: statistics, not synchronisation).
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) data_syncs: AtomicU64,
+    pub(crate) journal_syncs: AtomicU64,
+    pub(crate) data_bytes: AtomicU64,
+    pub(crate) journal_bytes: AtomicU64,
+    pub(crate) batches: AtomicU64,
+    pub(crate) appended: AtomicU64,
+    pub(crate) checkpoints: AtomicU64,
+    pub(crate) defrag_messages: AtomicU64,
+    pub(crate) defrag_bytes: AtomicU64,
+}
+
+pub(crate) fn bump(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
+}
+
+/// State only the writer touches.
+pub(crate) struct Writer {
+    pub(crate) journal: Journal,
+    pub(crate) alloc: Allocator,
+    /// Set after a failed journal write: nothing more is written until reopen.
+    pub(crate) failed: Option<String>,
+}
+
+/// An append validated and laid out outside any lock.
+pub(crate) struct Prepared {
+    user: String,
+    folder: String,
+    flags: Flags,
+    keywords: Vec<String>,
+    internal_date: i64,
+    /// Header placeholder, summary, content, zero padding to a whole unit.
+    record: Vec<u8>,
+    summary_len: u32,
+    content_len: u32,
+    data_crc: u32,
+}
+
+struct Slot {
+    bytes: usize,
+    prepared: Mutex<Option<Prepared>>,
+    result: Mutex<Option<Result<Appended, StoreError>>>,
+}
+
+impl Slot {
+    fn done(&self) -> bool {
+        lock(&self.result).is_some()
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct CommitQueue {
+    waiting: VecDeque<Arc<Slot>>,
+    leader: bool,
+}
+
+/// Locks a mutex, ignoring poison: every critical section leaves its state consistent.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The shared state behind a [`crate::Store`].
+pub(crate) struct Inner {
+    pub(crate) disk: Arc<dyn Disk>,
+    pub(crate) dir: PathBuf,
+    pub(crate) config: StoreConfig,
+    pub(crate) store_id: u64,
+    pub(crate) volume: Arc<dyn File>,
+    pub(crate) catalog: RwLock<Catalog>,
+    pub(crate) writer: Mutex<Writer>,
+    pub(crate) queue: Mutex<CommitQueue>,
+    pub(crate) queue_cv: Condvar,
+    pub(crate) counters: Counters,
+}
+
+/// Clears the leader flag even if the leader's commit panicked, so followers are not stuck.
+struct LeaderGuard<'a>(&'a Inner);
+
+impl Drop for LeaderGuard<'_> {
+    fn drop(&mut self) {
+        lock(&self.0.queue).leader = false;
+        self.0.queue_cv.notify_all();
+    }
+}
+
+/// Per-folder planning state while a batch is laid out.
+struct Planned {
+    uidvalidity: u32,
+    uidnext: u32,
+    modseq: u64,
+    keywords: Vec<String>,
+    tail_end: Option<u64>,
+}
+
+impl Inner {
+    pub(crate) fn writer(&self) -> Result<MutexGuard<'_, Writer>, StoreError> {
+        let w = lock(&self.writer);
+        if let Some(reason) = &w.failed {
+            return Err(StoreError::Failed(reason.clone()));
+        }
+        Ok(w)
+    }
+
+    pub(crate) fn catalog(&self) -> std::sync::RwLockReadGuard<'_, Catalog> {
+        self.catalog.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Finds a folder by user and (unnormalised) name.
+    pub(crate) fn folder(&self, user: &str, folder: &str) -> Result<Arc<FolderCell>, StoreError> {
+        validate_user(user, &self.config)?;
+        let name = normalize_folder(folder, &self.config)?;
+        let cat = self.catalog();
+        let Some(names) = cat.users.get(user) else {
+            return Err(StoreError::NoSuchUser(user.to_string()));
+        };
+        names
+            .get(&name)
+            .and_then(|id| cat.folders.get(id))
+            .cloned()
+            .ok_or_else(|| StoreError::NoSuchFolder {
+                user: user.to_string(),
+                folder: name,
+            })
+    }
+
+    /// Journals `ops` as one record (the commit point), applies them, frees what they stopped
+    /// naming. Returns the freed extents.
+    pub(crate) fn commit(&self, w: &mut Writer, ops: &[Op]) -> Result<Vec<Freed>, StoreError> {
+        if ops.is_empty() {
+            return Ok(Vec::new());
+        }
+        let payload = encode_ops(ops);
+        match w.journal.append(&payload) {
+            Ok(n) => {
+                bump(&self.counters.journal_syncs, 1);
+                bump(&self.counters.journal_bytes, n);
+            }
+            Err(e) => {
+                w.failed = Some(e.to_string());
+                return Err(e);
+            }
+        }
+        let mut freed = Vec::new();
+        for op in ops {
+            if let Err(msg) = crate::index::apply(&self.catalog, op, &mut freed) {
+                // The record is durable but does not fit the index: a bug. Stop writing;
+                // recovery will refuse the same record with a clear error.
+                let reason = format!("a committed change does not apply: {msg}");
+                w.failed = Some(reason.clone());
+                return Err(StoreError::Failed(reason));
+            }
+        }
+        // S6: the record that stops naming these extents is durable; only now free them.
+        for f in &freed {
+            w.alloc.free(f.start, f.units);
+        }
+        debug_assert_eq!(
+            w.alloc.check_accounting(),
+            Ok(()),
+            "S5 violated after commit"
+        );
+        self.maybe_checkpoint(w);
+        Ok(freed)
+    }
+
+    /// Starts a checkpoint once the journal passes its threshold. A failure stops the writer
+    /// (the change that triggered it is already durable and acknowledged).
+    fn maybe_checkpoint(&self, w: &mut Writer) {
+        if w.journal.used() >= self.config.journal_checkpoint_bytes
+            && let Err(e) = self.checkpoint_locked(w)
+        {
+            w.failed = Some(format!("checkpoint failed: {e}"));
+        }
+    }
+
+    /// Allocates `units` for a folder; releases every reservation, then grows the volume, if
+    /// nothing fits.
+    pub(crate) fn allocate(
+        &self,
+        w: &mut Writer,
+        folder: u32,
+        tail_end: Option<u64>,
+        units: u64,
+    ) -> Result<u64, StoreError> {
+        if let Some(s) = w.alloc.allocate(folder, tail_end, units) {
+            return Ok(s);
+        }
+        w.alloc.release_all_reservations();
+        if let Some(s) = w.alloc.allocate(folder, tail_end, units) {
+            return Ok(s);
+        }
+        let step = self.config.volume_grow_bytes.div_ceil(UNIT).max(units);
+        let new_end = w.alloc.end() + step;
+        // The new length becomes durable with the volume's fdatasync, before any journal
+        // record names space in it (S1).
+        self.volume
+            .allocate(new_end * UNIT)
+            .ctx(|| "growing volume.dat".to_string())?;
+        w.alloc.grow(new_end);
+        w.alloc
+            .allocate(folder, tail_end, units)
+            .ok_or_else(|| StoreError::corrupt("allocator: no space after growing the volume"))
+    }
+
+    fn next_uidvalidity(last: u32) -> u32 {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as u32)
+            .unwrap_or(1);
+        now.max(last.saturating_add(1)).max(1)
+    }
+
+    // ---- appends ----------------------------------------------------------------------
+
+    fn prepare(&self, req: AppendRequest) -> Result<Prepared, StoreError> {
+        let c = &self.config;
+        validate_user(&req.user, c)?;
+        let folder = normalize_folder(&req.folder, c)?;
+        let m = req.message;
+        if m.content.len() > c.message_bytes_max {
+            return Err(StoreError::TooLarge {
+                what: format!(
+                    "message of {} bytes (limit {})",
+                    m.content.len(),
+                    c.message_bytes_max
+                ),
+            });
+        }
+        let mut keywords: Vec<String> = Vec::new();
+        for k in m.keywords {
+            validate_keyword(&k, c)?;
+            if !keywords.contains(&k) {
+                keywords.push(k);
+            }
+        }
+        if keywords.len() > c.keywords_per_folder_max {
+            return Err(StoreError::Limit {
+                what: format!("more than {} keywords", c.keywords_per_folder_max),
+            });
+        }
+        let summary = encode_summary(&parse_summary(&m.content, c.summary_field_bytes_max));
+        let summary_len = summary.len() as u32;
+        let content_len = m.content.len() as u32;
+        let units = units_for(summary_len, content_len);
+        let mut record = Vec::with_capacity((units * UNIT) as usize);
+        record.resize(MSG_HEADER_BYTES, 0);
+        record.extend_from_slice(&summary);
+        record.extend_from_slice(&m.content);
+        record.resize((units * UNIT) as usize, 0);
+        let data_crc = crc32c::crc32c(
+            &record[MSG_HEADER_BYTES..MSG_HEADER_BYTES + summary.len() + m.content.len()],
+        );
+        Ok(Prepared {
+            user: req.user,
+            folder,
+            flags: m.flags,
+            keywords,
+            internal_date: m.internal_date,
+            record,
+            summary_len,
+            content_len,
+            data_crc,
+        })
+    }
+
+    pub(crate) fn append_batch(
+        &self,
+        requests: Vec<AppendRequest>,
+    ) -> Vec<Result<Appended, StoreError>> {
+        let mut out: Vec<Option<Result<Appended, StoreError>>> = Vec::with_capacity(requests.len());
+        let mut mine: Vec<(usize, Arc<Slot>)> = Vec::new();
+        for (i, req) in requests.into_iter().enumerate() {
+            match self.prepare(req) {
+                Ok(p) => {
+                    out.push(None);
+                    let bytes = p.record.len();
+                    mine.push((
+                        i,
+                        Arc::new(Slot {
+                            bytes,
+                            prepared: Mutex::new(Some(p)),
+                            result: Mutex::new(None),
+                        }),
+                    ));
+                }
+                Err(e) => out.push(Some(Err(e))),
+            }
+        }
+        if !mine.is_empty() {
+            let mut q = lock(&self.queue);
+            q.waiting.extend(mine.iter().map(|(_, s)| s.clone()));
+            loop {
+                if mine.iter().all(|(_, s)| s.done()) {
+                    break;
+                }
+                if q.leader {
+                    q = self.queue_cv.wait(q).unwrap_or_else(|p| p.into_inner());
+                    continue;
+                }
+                q.leader = true;
+                let batch = self.take_batch(&mut q.waiting);
+                drop(q);
+                {
+                    let _guard = LeaderGuard(self);
+                    self.commit_batch(&batch);
+                }
+                q = lock(&self.queue);
+            }
+        }
+        for (i, slot) in mine {
+            out[i] = lock(&slot.result).take();
+        }
+        out.into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(StoreError::Invalid("append lost its result".into()))))
+            .collect()
+    }
+
+    fn take_batch(&self, waiting: &mut VecDeque<Arc<Slot>>) -> Vec<Arc<Slot>> {
+        let mut batch = Vec::new();
+        let mut bytes = 0usize;
+        while let Some(next) = waiting.front() {
+            if !batch.is_empty()
+                && (batch.len() >= self.config.batch_messages_max
+                    || bytes + next.bytes > self.config.batch_bytes_max)
+            {
+                break;
+            }
+            bytes += next.bytes;
+            batch.extend(waiting.pop_front());
+        }
+        batch
+    }
+
+    fn commit_batch(&self, slots: &[Arc<Slot>]) {
+        let preps: Vec<Option<Prepared>> = slots.iter().map(|s| lock(&s.prepared).take()).collect();
+        let results = match self.writer() {
+            Ok(mut w) => self.commit_appends(&mut w, preps),
+            Err(e) => preps.iter().map(|_| Err(e.clone())).collect(),
+        };
+        for (slot, r) in slots.iter().zip(results) {
+            *lock(&slot.result) = Some(r);
+        }
+    }
+
+    fn commit_appends(
+        &self,
+        w: &mut Writer,
+        mut preps: Vec<Option<Prepared>>,
+    ) -> Vec<Result<Appended, StoreError>> {
+        let n = preps.len();
+        let mut results: Vec<Option<Result<Appended, StoreError>>> = (0..n).map(|_| None).collect();
+        let mut ops: Vec<Op> = Vec::new();
+        let mut planned: HashMap<u32, Planned> = HashMap::new();
+        let mut by_name: HashMap<(String, String), u32> = HashMap::new();
+        let mut placed: Vec<(usize, u64, u64)> = Vec::new();
+        let (mut next_id, mut last_uidvalidity) = {
+            let cat = self.catalog();
+            (cat.next_folder_id, cat.last_uidvalidity)
+        };
+        let mut new_folders_per_user: HashMap<String, usize> = HashMap::new();
+        let mut batch_bytes = 0u64;
+        for i in 0..n {
+            let Some(p) = preps[i].as_mut() else {
+                results[i] = Some(Err(StoreError::Invalid("append was already taken".into())));
+                continue;
+            };
+            let key = (p.user.clone(), p.folder.clone());
+            let fid = match by_name.get(&key) {
+                Some(&id) => id,
+                None => {
+                    let cat = self.catalog();
+                    let found = cat.lookup(&p.user, &p.folder);
+                    let user_folders = cat.users.get(&p.user).map(|f| f.len());
+                    drop(cat);
+                    let id = match found {
+                        Some(cell) => {
+                            let f = cell.read();
+                            planned.insert(
+                                f.id,
+                                Planned {
+                                    uidvalidity: f.uidvalidity,
+                                    uidnext: f.uidnext,
+                                    modseq: f.highest_modseq,
+                                    keywords: f.keywords.clone(),
+                                    tail_end: f.tail_end(),
+                                },
+                            );
+                            f.id
+                        }
+                        None if p.folder == "INBOX" => {
+                            let extra = new_folders_per_user.entry(p.user.clone()).or_default();
+                            if user_folders.unwrap_or(0) + *extra
+                                >= self.config.folders_per_user_max
+                            {
+                                results[i] = Some(Err(StoreError::Limit {
+                                    what: format!(
+                                        "{} folders per user",
+                                        self.config.folders_per_user_max
+                                    ),
+                                }));
+                                continue;
+                            }
+                            *extra += 1;
+                            let id = next_id;
+                            next_id += 1;
+                            let uidvalidity = Self::next_uidvalidity(last_uidvalidity);
+                            last_uidvalidity = uidvalidity;
+                            ops.push(Op::CreateFolder {
+                                folder: id,
+                                uidvalidity,
+                                user: p.user.clone(),
+                                name: p.folder.clone(),
+                            });
+                            planned.insert(
+                                id,
+                                Planned {
+                                    uidvalidity,
+                                    uidnext: 1,
+                                    modseq: 1,
+                                    keywords: Vec::new(),
+                                    tail_end: None,
+                                },
+                            );
+                            id
+                        }
+                        None => {
+                            results[i] = Some(Err(if user_folders.is_some() {
+                                StoreError::NoSuchFolder {
+                                    user: p.user.clone(),
+                                    folder: p.folder.clone(),
+                                }
+                            } else {
+                                StoreError::NoSuchUser(p.user.clone())
+                            }));
+                            continue;
+                        }
+                    };
+                    by_name.insert(key, id);
+                    id
+                }
+            };
+            let Some(t) = planned.get_mut(&fid) else {
+                results[i] = Some(Err(StoreError::Invalid(
+                    "folder vanished while planning".into(),
+                )));
+                continue;
+            };
+            let new_kw: Vec<&String> = p
+                .keywords
+                .iter()
+                .filter(|k| !t.keywords.contains(k))
+                .collect();
+            if t.keywords.len() + new_kw.len() > self.config.keywords_per_folder_max {
+                results[i] = Some(Err(StoreError::Limit {
+                    what: format!(
+                        "{} keywords per folder",
+                        self.config.keywords_per_folder_max
+                    ),
+                }));
+                continue;
+            }
+            if t.uidnext >= u32::MAX - 1 {
+                results[i] = Some(Err(StoreError::Limit {
+                    what: "UIDs of this folder are used up".into(),
+                }));
+                continue;
+            }
+            for k in new_kw {
+                ops.push(Op::DefineKeyword {
+                    folder: fid,
+                    index: t.keywords.len() as u8,
+                    name: k.clone(),
+                });
+                t.keywords.push(k.clone());
+            }
+            let mut kw = KeywordSet::default();
+            for k in &p.keywords {
+                if let Some(ix) = t.keywords.iter().position(|x| x == k) {
+                    kw.insert(ix);
+                }
+            }
+            let units = units_for(p.summary_len, p.content_len);
+            let start = match self.allocate(w, fid, t.tail_end, units) {
+                Ok(s) => s,
+                Err(e) => return self.fail_batch(w, &placed, n, e),
+            };
+            let uid = t.uidnext;
+            t.uidnext += 1;
+            t.modseq += 1;
+            t.tail_end = Some(start + units);
+            let header = MsgHeader {
+                folder: fid,
+                uid,
+                summary_len: p.summary_len,
+                content_len: p.content_len,
+                data_crc: p.data_crc,
+            };
+            p.record[..MSG_HEADER_BYTES].copy_from_slice(&header.encode());
+            ops.push(Op::Append(AppendOp {
+                folder: fid,
+                uid,
+                start,
+                summary_len: p.summary_len,
+                content_len: p.content_len,
+                data_crc: p.data_crc,
+                internal_date: p.internal_date,
+                flags: p.flags.bits(),
+                keywords: kw,
+                modseq: t.modseq,
+            }));
+            batch_bytes += p.record.len() as u64;
+            placed.push((i, start, units));
+            results[i] = Some(Ok(Appended {
+                uid,
+                uidvalidity: t.uidvalidity,
+                modseq: t.modseq,
+            }));
+        }
+
+        // Message data first (S1), in runs of adjacent extents.
+        if !placed.is_empty() {
+            let mut order: Vec<(usize, u64, u64)> = placed.clone();
+            order.sort_unstable_by_key(|&(_, s, _)| s);
+            let mut k = 0;
+            while k < order.len() {
+                let (i0, s0, u0) = order[k];
+                let mut end = s0 + u0;
+                let mut j = k + 1;
+                let mut run_bytes = (u0 * UNIT) as usize;
+                while j < order.len()
+                    && order[j].1 == end
+                    && run_bytes + (order[j].2 * UNIT) as usize <= WRITE_RUN_BYTES_MAX
+                {
+                    end += order[j].2;
+                    run_bytes += (order[j].2 * UNIT) as usize;
+                    j += 1;
+                }
+                let res = if j == k + 1 {
+                    let rec = preps[i0]
+                        .as_ref()
+                        .map(|p| p.record.as_slice())
+                        .unwrap_or(&[]);
+                    self.volume.write_all_at(rec, s0 * UNIT)
+                } else {
+                    let mut buf = Vec::with_capacity(run_bytes);
+                    for &(i, _, _) in &order[k..j] {
+                        if let Some(p) = preps[i].as_ref() {
+                            buf.extend_from_slice(&p.record);
+                        }
+                    }
+                    self.volume.write_all_at(&buf, s0 * UNIT)
+                };
+                if let Err(e) = res {
+                    return self.fail_batch(w, &placed, n, StoreError::io("writing volume.dat", e));
+                }
+                k = j;
+            }
+            bump(&self.counters.data_bytes, batch_bytes);
+            if let Err(e) = self.volume.sync_data() {
+                return self.fail_batch(w, &placed, n, StoreError::io("syncing volume.dat", e));
+            }
+            bump(&self.counters.data_syncs, 1);
+        }
+        drop(preps);
+        // The commit point.
+        if let Err(e) = self.commit(w, &ops) {
+            return (0..n).map(|_| Err(e.clone())).collect();
+        }
+        bump(&self.counters.batches, 1);
+        bump(&self.counters.appended, placed.len() as u64);
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(StoreError::Invalid("append not planned".into()))))
+            .collect()
+    }
+
+    /// Gives back every extent planned for a batch that failed before its commit point.
+    fn fail_batch(
+        &self,
+        w: &mut Writer,
+        placed: &[(usize, u64, u64)],
+        n: usize,
+        e: StoreError,
+    ) -> Vec<Result<Appended, StoreError>> {
+        for &(_, start, units) in placed {
+            w.alloc.free(start, units);
+        }
+        (0..n).map(|_| Err(e.clone())).collect()
+    }
+
+    // ---- folders ----------------------------------------------------------------------
+
+    pub(crate) fn create_folder(
+        &self,
+        user: &str,
+        folder: &str,
+    ) -> Result<FolderStatus, StoreError> {
+        validate_user(user, &self.config)?;
+        let name = normalize_folder(folder, &self.config)?;
+        let mut w = self.writer()?;
+        let (id, uidvalidity) = {
+            let cat = self.catalog();
+            if let Some(names) = cat.users.get(user) {
+                if names.contains_key(&name) {
+                    return Err(StoreError::FolderExists {
+                        user: user.to_string(),
+                        folder: name,
+                    });
+                }
+                if names.len() >= self.config.folders_per_user_max {
+                    return Err(StoreError::Limit {
+                        what: format!("{} folders per user", self.config.folders_per_user_max),
+                    });
+                }
+            }
+            (
+                cat.next_folder_id,
+                Self::next_uidvalidity(cat.last_uidvalidity),
+            )
+        };
+        let op = Op::CreateFolder {
+            folder: id,
+            uidvalidity,
+            user: user.to_string(),
+            name: name.clone(),
+        };
+        self.commit(&mut w, &[op])?;
+        drop(w);
+        self.status(user, &name)
+    }
+
+    pub(crate) fn rename_folder(&self, user: &str, from: &str, to: &str) -> Result<(), StoreError> {
+        let cell = self.folder(user, from)?;
+        let to = normalize_folder(to, &self.config)?;
+        let mut w = self.writer()?;
+        let ops = {
+            let cat = self.catalog();
+            let from = cell.read().name.clone();
+            if cell.read().deleted {
+                return Err(StoreError::NoSuchFolder {
+                    user: user.to_string(),
+                    folder: from,
+                });
+            }
+            if from == "INBOX" {
+                return Err(StoreError::InvalidName {
+                    name: from,
+                    reason: "INBOX cannot be renamed".into(),
+                });
+            }
+            if to == from || to.starts_with(&format!("{from}/")) {
+                return Err(StoreError::InvalidName {
+                    name: to,
+                    reason: "cannot rename a folder into itself".into(),
+                });
+            }
+            let names = cat.users.get(user).cloned().unwrap_or_default();
+            let mut ops = Vec::new();
+            for (name, id) in &names {
+                let new = if *name == from {
+                    to.clone()
+                } else if let Some(rest) = name.strip_prefix(&format!("{from}/")) {
+                    format!("{to}/{rest}")
+                } else {
+                    continue;
+                };
+                normalize_folder(&new, &self.config)?;
+                if names.contains_key(&new) {
+                    return Err(StoreError::FolderExists {
+                        user: user.to_string(),
+                        folder: new,
+                    });
+                }
+                ops.push(Op::RenameFolder {
+                    folder: *id,
+                    name: new,
+                });
+            }
+            ops
+        };
+        self.commit(&mut w, &ops)?;
+        Ok(())
+    }
+
+    pub(crate) fn delete_folder(&self, user: &str, folder: &str) -> Result<(), StoreError> {
+        let cell = self.folder(user, folder)?;
+        let mut w = self.writer()?;
+        let name = cell.read().name.clone();
+        if name == "INBOX" {
+            return Err(StoreError::InvalidName {
+                name,
+                reason: "INBOX cannot be deleted".into(),
+            });
+        }
+        if cell.read().deleted {
+            return Err(StoreError::NoSuchFolder {
+                user: user.to_string(),
+                folder: name,
+            });
+        }
+        self.commit(&mut w, &[Op::DeleteFolder { folder: cell.id }])?;
+        w.alloc.release_reservation(cell.id);
+        Ok(())
+    }
+
+    // ---- flags and expunge ------------------------------------------------------------
+
+    pub(crate) fn set_flags(
+        &self,
+        user: &str,
+        folder: &str,
+        uids: &[u32],
+        op: FlagOp,
+        flags: Flags,
+        keywords: &[String],
+    ) -> Result<u64, StoreError> {
+        for k in keywords {
+            validate_keyword(k, &self.config)?;
+        }
+        let cell = self.folder(user, folder)?;
+        let mut w = self.writer()?;
+        let (ops, modseq) = {
+            let f = cell.read();
+            if f.deleted {
+                return Err(StoreError::NoSuchFolder {
+                    user: user.to_string(),
+                    folder: f.name.clone(),
+                });
+            }
+            let mut present: Vec<u32> = uids
+                .iter()
+                .copied()
+                .filter(|u| f.messages.contains_key(u))
+                .collect();
+            present.sort_unstable();
+            present.dedup();
+            if present.is_empty() {
+                return Ok(f.highest_modseq);
+            }
+            let mut table = f.keywords.clone();
+            let mut ops = Vec::new();
+            let mut set = KeywordSet::default();
+            for k in keywords {
+                match table.iter().position(|x| x == k) {
+                    Some(ix) => set.insert(ix),
+                    // Removing a keyword the folder never had changes nothing.
+                    None if op == FlagOp::Remove => {}
+                    None => {
+                        if table.len() >= self.config.keywords_per_folder_max {
+                            return Err(StoreError::Limit {
+                                what: format!(
+                                    "{} keywords per folder",
+                                    self.config.keywords_per_folder_max
+                                ),
+                            });
+                        }
+                        ops.push(Op::DefineKeyword {
+                            folder: f.id,
+                            index: table.len() as u8,
+                            name: k.clone(),
+                        });
+                        set.insert(table.len());
+                        table.push(k.clone());
+                    }
+                }
+            }
+            let modseq = f.highest_modseq + 1;
+            ops.push(Op::SetFlags {
+                folder: f.id,
+                modseq,
+                op: op.code(),
+                flags: flags.bits(),
+                keywords: set,
+                uids: present,
+            });
+            (ops, modseq)
+        };
+        self.commit(&mut w, &ops)?;
+        Ok(modseq)
+    }
+
+    pub(crate) fn expunge(
+        &self,
+        user: &str,
+        folder: &str,
+        uids: &[u32],
+    ) -> Result<ExpungeReport, StoreError> {
+        let cell = self.folder(user, folder)?;
+        let w = self.writer()?;
+        let op = {
+            let f = cell.read();
+            let mut present: Vec<u32> = uids
+                .iter()
+                .copied()
+                .filter(|u| f.messages.contains_key(u))
+                .collect();
+            present.sort_unstable();
+            present.dedup();
+            if present.is_empty() || f.deleted {
+                return Ok(ExpungeReport {
+                    modseq: f.highest_modseq,
+                    ..ExpungeReport::default()
+                });
+            }
+            Op::Expunge {
+                folder: f.id,
+                modseq: f.highest_modseq + 1,
+                uids: present,
+            }
+        };
+        self.expunge_op(w, &cell, op)
+    }
+
+    pub(crate) fn expunge_below(
+        &self,
+        user: &str,
+        folder: &str,
+        uid: u32,
+    ) -> Result<ExpungeReport, StoreError> {
+        let cell = self.folder(user, folder)?;
+        let w = self.writer()?;
+        let op = {
+            let f = cell.read();
+            let any = f
+                .messages
+                .first_key_value()
+                .is_some_and(|(&first, _)| first < uid);
+            if !any || f.deleted {
+                return Ok(ExpungeReport {
+                    modseq: f.highest_modseq,
+                    ..ExpungeReport::default()
+                });
+            }
+            Op::ExpungeBelow {
+                folder: f.id,
+                modseq: f.highest_modseq + 1,
+                uid,
+            }
+        };
+        self.expunge_op(w, &cell, op)
+    }
+
+    /// Commits an expunge record, then applies the defrag-on-delete rule to what it freed.
+    fn expunge_op(
+        &self,
+        mut w: MutexGuard<'_, Writer>,
+        cell: &Arc<FolderCell>,
+        op: Op,
+    ) -> Result<ExpungeReport, StoreError> {
+        let freed = self.commit(&mut w, &[op])?;
+        let mut report = ExpungeReport {
+            expunged: freed.len() as u64,
+            bytes_freed: freed.iter().map(|f| f.units * UNIT).sum(),
+            modseq: cell.read().highest_modseq,
+            ..ExpungeReport::default()
+        };
+        if self.config.defrag_on_delete && !freed.is_empty() {
+            match self.defrag_after_expunge(&mut w, cell, &freed) {
+                Ok((messages, bytes)) => {
+                    report.moves = messages;
+                    report.bytes_moved = bytes;
+                }
+                Err(e) => report.defrag_error = Some(e.to_string()),
+            }
+        }
+        Ok(report)
+    }
+}

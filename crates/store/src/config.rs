@@ -1,0 +1,124 @@
+//! Tuning knobs and limits of the store, with the defaults the design document names.
+//!
+//! Every limit here is enforced with an error, never a panic, and each is tested. The
+//! defaults are sized for a mail server (256 MiB volume growth, 64 MiB journal between
+//! checkpoints); tests shrink them so a simulated disk stays small.
+
+use crate::error::StoreError;
+
+/// Keyword sets are a 128-bit mask per message, so a folder can name at most this many.
+pub const KEYWORDS_PER_FOLDER_LIMIT: usize = 128;
+
+/// Configuration of a [`crate::Store`]. `Default` gives the production values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreConfig {
+    /// `volume.dat` grows in steps of this many bytes (one `fallocate` each).
+    pub volume_grow_bytes: u64,
+    /// A checkpoint starts when the current journal holds this many bytes of records. The
+    /// journal file is preallocated to this size plus slack, so appends never change its
+    /// length.
+    pub journal_checkpoint_bytes: u64,
+    /// At most this many appends go into one group-commit batch.
+    pub batch_messages_max: usize,
+    /// At most this many content bytes go into one batch (a bigger single message still goes,
+    /// alone).
+    pub batch_bytes_max: usize,
+    /// Free space held after a folder's last message for that folder's next appends.
+    /// 0 turns reservations off.
+    pub reservation_bytes: u64,
+    /// At most this many folders hold a reservation at once; the least recently used one is
+    /// released when a new one is needed.
+    pub reservations_max: usize,
+    /// Apply the thesis's two-fragments rule after every expunge.
+    pub defrag_on_delete: bool,
+    /// Bytes of message data one expunge call may move (the whole call, however many UIDs).
+    pub defrag_move_bytes_max: u64,
+    /// Largest message content accepted.
+    pub message_bytes_max: usize,
+    /// Largest single read when streaming a folder (runs of adjacent messages).
+    pub read_chunk_bytes_max: usize,
+    /// Keywords a folder may define (at most [`KEYWORDS_PER_FOLDER_LIMIT`]).
+    pub keywords_per_folder_max: usize,
+    /// Longest keyword, in bytes.
+    pub keyword_bytes_max: usize,
+    /// Folders one user may have.
+    pub folders_per_user_max: usize,
+    /// Longest folder name, in bytes (whole hierarchical name).
+    pub folder_name_bytes_max: usize,
+    /// Deepest folder hierarchy (number of '/'-separated parts).
+    pub folder_depth_max: usize,
+    /// Longest user name, in bytes.
+    pub user_name_bytes_max: usize,
+    /// Each summary field (From, To, Subject, Date, Message-ID) is cut to this many bytes.
+    pub summary_field_bytes_max: usize,
+    /// Open a damaged store anyway: keep the valid prefix of a broken journal, skip damaged
+    /// snapshot sections, then checkpoint at once so the damage is gone from disk. What was
+    /// lost is listed in the open report. Off by default: a damaged store refuses to open.
+    pub salvage: bool,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            volume_grow_bytes: 256 << 20,
+            journal_checkpoint_bytes: 64 << 20,
+            batch_messages_max: 1024,
+            batch_bytes_max: 16 << 20,
+            reservation_bytes: 1 << 20,
+            reservations_max: 1024,
+            defrag_on_delete: true,
+            defrag_move_bytes_max: 4 << 20,
+            message_bytes_max: 64 << 20,
+            read_chunk_bytes_max: 1 << 20,
+            keywords_per_folder_max: KEYWORDS_PER_FOLDER_LIMIT,
+            keyword_bytes_max: 64,
+            folders_per_user_max: 10_000,
+            folder_name_bytes_max: 255,
+            folder_depth_max: 16,
+            user_name_bytes_max: 255,
+            summary_field_bytes_max: 1024,
+            salvage: false,
+        }
+    }
+}
+
+impl StoreConfig {
+    /// Rejects settings the formats cannot represent.
+    pub fn validate(&self) -> Result<(), StoreError> {
+        let bad = |what: &str| Err(StoreError::Config(what.to_string()));
+        if self.volume_grow_bytes < 4096 {
+            return bad("volume_grow_bytes must be at least 4096");
+        }
+        if self.journal_checkpoint_bytes < 512 {
+            return bad("journal_checkpoint_bytes must be at least 512");
+        }
+        if self.batch_messages_max == 0 || self.batch_bytes_max == 0 {
+            return bad("batch limits must be positive");
+        }
+        if self.keywords_per_folder_max > KEYWORDS_PER_FOLDER_LIMIT {
+            return bad("keywords_per_folder_max is at most 128 (keyword sets are 128-bit masks)");
+        }
+        if self.message_bytes_max == 0 || self.message_bytes_max > (u32::MAX as usize) / 2 {
+            return bad("message_bytes_max must be between 1 and 2 GiB");
+        }
+        if self.read_chunk_bytes_max < 4096 {
+            return bad("read_chunk_bytes_max must be at least 4096");
+        }
+        if self.folder_name_bytes_max == 0
+            || self.folder_name_bytes_max > 1024
+            || self.user_name_bytes_max == 0
+            || self.user_name_bytes_max > 1024
+            || self.keyword_bytes_max == 0
+            || self.keyword_bytes_max > 1024
+            || self.summary_field_bytes_max > 8192
+        {
+            return bad(
+                "name limits must be between 1 and 1024 bytes, summary fields at most 8192",
+            );
+        }
+        if self.folder_depth_max == 0 || self.folders_per_user_max == 0 {
+            return bad("folder_depth_max and folders_per_user_max must be positive");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,576 @@
+//! The in-memory index: users → folders → messages, and how a journaled [`Op`] changes it.
+//!
+//! The same [`apply`] runs at replay and after a live commit, so a reopened store is exactly
+//! the store that acknowledged the operations. Each message costs one `BTreeMap` slot of a
+//! 4-byte key and a 56-byte [`Entry`]: no summary, no keyword strings (those live in the
+//! volume and in the folder's keyword table).
+//!
+//! Locking: the catalog (names) is one `RwLock`; each folder has its own `RwLock`. Readers
+//! take a lock only to copy entries out, never across I/O; the writer takes a write lock only
+//! to apply a committed change (docs/storage.md, "Readers and the writer").
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use crate::flags::{FlagOp, KeywordSet};
+use crate::format::units_for;
+use crate::journal::{AppendOp, Op};
+
+/// One message in the index (56 bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Entry {
+    /// First unit of the message's extent in the volume.
+    pub(crate) start: u64,
+    pub(crate) modseq: u64,
+    pub(crate) internal_date: i64,
+    pub(crate) keywords: KeywordSet,
+    pub(crate) content_len: u32,
+    pub(crate) summary_len: u32,
+    /// CRC-32C of summary + content, as in the message header.
+    pub(crate) data_crc: u32,
+    pub(crate) flags: u8,
+}
+
+impl Entry {
+    pub(crate) fn units(&self) -> u64 {
+        units_for(self.summary_len, self.content_len)
+    }
+    pub(crate) fn end(&self) -> u64 {
+        self.start + self.units()
+    }
+}
+
+/// One folder's state.
+#[derive(Debug, Clone)]
+pub(crate) struct Folder {
+    pub(crate) id: u32,
+    pub(crate) user: String,
+    pub(crate) name: String,
+    pub(crate) uidvalidity: u32,
+    pub(crate) uidnext: u32,
+    pub(crate) highest_modseq: u64,
+    /// Sum of content lengths.
+    pub(crate) bytes: u64,
+    pub(crate) keywords: Vec<String>,
+    pub(crate) messages: BTreeMap<u32, Entry>,
+    /// Set when the folder is deleted, so a reader holding the cell sees it gone.
+    pub(crate) deleted: bool,
+}
+
+impl Folder {
+    pub(crate) fn new(id: u32, user: &str, name: &str, uidvalidity: u32) -> Folder {
+        Folder {
+            id,
+            user: user.to_string(),
+            name: name.to_string(),
+            uidvalidity,
+            uidnext: 1,
+            highest_modseq: 1,
+            bytes: 0,
+            keywords: Vec::new(),
+            messages: BTreeMap::new(),
+            deleted: false,
+        }
+    }
+
+    /// Where the folder's last message (highest UID) ends: appends go right after it.
+    pub(crate) fn tail_end(&self) -> Option<u64> {
+        self.messages.last_key_value().map(|(_, e)| e.end())
+    }
+
+    pub(crate) fn keyword_names(&self, set: KeywordSet) -> Vec<String> {
+        set.iter()
+            .filter_map(|i| self.keywords.get(i).cloned())
+            .collect()
+    }
+
+    fn remove(&mut self, uid: u32, freed: &mut Vec<Freed>) {
+        if let Some(e) = self.messages.remove(&uid) {
+            self.bytes -= e.content_len as u64;
+            freed.push(Freed {
+                uid,
+                start: e.start,
+                units: e.units(),
+            });
+        }
+    }
+}
+
+/// A folder and its lock. Shared by the catalog and by readers that looked it up.
+#[derive(Debug)]
+pub(crate) struct FolderCell {
+    pub(crate) id: u32,
+    state: RwLock<Folder>,
+}
+
+impl FolderCell {
+    pub(crate) fn new(folder: Folder) -> FolderCell {
+        FolderCell {
+            id: folder.id,
+            state: RwLock::new(folder),
+        }
+    }
+    /// A poisoned lock only means another thread panicked while holding it; every change
+    /// under the lock is applied whole before it could panic, so the state is still usable.
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, Folder> {
+        self.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, Folder> {
+        self.state.write().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Names and ids of every folder.
+#[derive(Debug, Default)]
+pub(crate) struct Catalog {
+    /// user → canonical folder name → folder id.
+    pub(crate) users: BTreeMap<String, BTreeMap<String, u32>>,
+    pub(crate) folders: HashMap<u32, Arc<FolderCell>>,
+    /// Folder ids are never reused (readers detect reuse of an extent by folder id + UID).
+    pub(crate) next_folder_id: u32,
+    /// UIDVALIDITY values ascend store-wide, so a re-created folder never repeats one.
+    pub(crate) last_uidvalidity: u32,
+}
+
+impl Catalog {
+    pub(crate) fn new() -> Catalog {
+        Catalog {
+            next_folder_id: 1,
+            ..Catalog::default()
+        }
+    }
+
+    pub(crate) fn lookup(&self, user: &str, folder: &str) -> Option<Arc<FolderCell>> {
+        let id = self.users.get(user)?.get(folder)?;
+        self.folders.get(id).cloned()
+    }
+
+    pub(crate) fn insert_folder(&mut self, folder: Folder) {
+        self.users
+            .entry(folder.user.clone())
+            .or_default()
+            .insert(folder.name.clone(), folder.id);
+        self.next_folder_id = self.next_folder_id.max(folder.id.saturating_add(1));
+        self.last_uidvalidity = self.last_uidvalidity.max(folder.uidvalidity);
+        self.folders
+            .insert(folder.id, Arc::new(FolderCell::new(folder)));
+    }
+}
+
+/// An extent a change stopped naming.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Freed {
+    pub(crate) uid: u32,
+    pub(crate) start: u64,
+    pub(crate) units: u64,
+}
+
+/// Applies one journaled operation. `Err` means the operation does not fit the index (a
+/// damaged or foreign journal at replay; a bug live): the index is unchanged by that op.
+/// Extents the op stops naming are pushed to `freed` for the allocator (S6: the caller frees
+/// them only because the record is already durable).
+pub(crate) fn apply(
+    catalog: &RwLock<Catalog>,
+    op: &Op,
+    freed: &mut Vec<Freed>,
+) -> Result<(), String> {
+    let folder_cell = |id: u32| -> Result<Arc<FolderCell>, String> {
+        let cat = catalog.read().unwrap_or_else(|p| p.into_inner());
+        cat.folders
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| format!("folder id {id} does not exist"))
+    };
+    match op {
+        Op::CreateFolder {
+            folder,
+            uidvalidity,
+            user,
+            name,
+        } => {
+            let mut cat = catalog.write().unwrap_or_else(|p| p.into_inner());
+            if cat.folders.contains_key(folder) {
+                return Err(format!("folder id {folder} created twice"));
+            }
+            if cat.users.get(user).is_some_and(|f| f.contains_key(name)) {
+                return Err(format!("folder {user}/{name} created twice"));
+            }
+            cat.insert_folder(Folder::new(*folder, user, name, *uidvalidity));
+        }
+        Op::RenameFolder { folder, name } => {
+            let mut cat = catalog.write().unwrap_or_else(|p| p.into_inner());
+            let cell = cat
+                .folders
+                .get(folder)
+                .cloned()
+                .ok_or("rename of a missing folder")?;
+            let mut f = cell.write();
+            let names = cat.users.entry(f.user.clone()).or_default();
+            if names.contains_key(name) {
+                return Err(format!("rename onto existing folder {name}"));
+            }
+            names.remove(&f.name);
+            names.insert(name.clone(), *folder);
+            f.name = name.clone();
+        }
+        Op::DeleteFolder { folder } => {
+            let mut cat = catalog.write().unwrap_or_else(|p| p.into_inner());
+            let cell = cat
+                .folders
+                .remove(folder)
+                .ok_or("delete of a missing folder")?;
+            let mut f = cell.write();
+            if let Some(names) = cat.users.get_mut(&f.user) {
+                names.remove(&f.name);
+                if names.is_empty() {
+                    cat.users.remove(&f.user);
+                }
+            }
+            let uids: Vec<u32> = f.messages.keys().copied().collect();
+            for uid in uids {
+                f.remove(uid, freed);
+            }
+            f.deleted = true;
+        }
+        Op::DefineKeyword {
+            folder,
+            index,
+            name,
+        } => {
+            let cell = folder_cell(*folder)?;
+            let mut f = cell.write();
+            if *index as usize != f.keywords.len() || f.keywords.len() >= 128 {
+                return Err(format!("keyword index {index} out of order"));
+            }
+            f.keywords.push(name.clone());
+        }
+        Op::Append(a) => {
+            let cell = folder_cell(a.folder)?;
+            let mut f = cell.write();
+            append(&mut f, a)?;
+        }
+        Op::SetFlags {
+            folder,
+            modseq,
+            op,
+            flags,
+            keywords,
+            uids,
+        } => {
+            let cell = folder_cell(*folder)?;
+            let mut f = cell.write();
+            let op = FlagOp::from_code(*op).ok_or("unknown flag operation")?;
+            bump_modseq(&mut f, *modseq)?;
+            let given = crate::Flags::from_bits(*flags).ok_or("undefined flag bits")?;
+            if !keywords.fits(f.keywords.len()) {
+                return Err("keyword bit beyond the keyword table".into());
+            }
+            for uid in uids {
+                if let Some(e) = f.messages.get_mut(uid) {
+                    let cur = crate::Flags::from_bits_truncate(e.flags);
+                    e.flags = op.apply_flags(cur, given).bits();
+                    e.keywords = op.apply_keywords(e.keywords, *keywords);
+                    e.modseq = *modseq;
+                }
+            }
+        }
+        Op::Expunge {
+            folder,
+            modseq,
+            uids,
+        } => {
+            let cell = folder_cell(*folder)?;
+            let mut f = cell.write();
+            bump_modseq(&mut f, *modseq)?;
+            for &uid in uids {
+                f.remove(uid, freed);
+            }
+        }
+        Op::ExpungeBelow {
+            folder,
+            modseq,
+            uid,
+        } => {
+            let cell = folder_cell(*folder)?;
+            let mut f = cell.write();
+            bump_modseq(&mut f, *modseq)?;
+            // One split of the tree, however many messages go.
+            let keep = f.messages.split_off(uid);
+            let gone = std::mem::replace(&mut f.messages, keep);
+            for (uid, e) in gone {
+                f.bytes -= e.content_len as u64;
+                freed.push(Freed {
+                    uid,
+                    start: e.start,
+                    units: e.units(),
+                });
+            }
+        }
+        Op::Move { folder, uid, start } => {
+            let cell = folder_cell(*folder)?;
+            let mut f = cell.write();
+            let e = f
+                .messages
+                .get_mut(uid)
+                .ok_or_else(|| format!("move of missing UID {uid}"))?;
+            freed.push(Freed {
+                uid: *uid,
+                start: e.start,
+                units: e.units(),
+            });
+            e.start = *start;
+        }
+    }
+    Ok(())
+}
+
+/// S4: a folder's MODSEQ strictly ascends with every committed change.
+fn bump_modseq(f: &mut Folder, modseq: u64) -> Result<(), String> {
+    if modseq <= f.highest_modseq {
+        return Err(format!(
+            "MODSEQ {modseq} does not ascend past {}",
+            f.highest_modseq
+        ));
+    }
+    f.highest_modseq = modseq;
+    Ok(())
+}
+
+fn append(f: &mut Folder, a: &AppendOp) -> Result<(), String> {
+    // S3: UIDs strictly ascend and are never reused.
+    if a.uid < f.uidnext || a.uid == u32::MAX {
+        return Err(format!(
+            "UID {} does not ascend past UIDNEXT {}",
+            a.uid, f.uidnext
+        ));
+    }
+    if !a.keywords.fits(f.keywords.len()) {
+        return Err("keyword bit beyond the keyword table".into());
+    }
+    if crate::Flags::from_bits(a.flags).is_none() {
+        return Err("undefined flag bits".into());
+    }
+    bump_modseq(f, a.modseq)?;
+    f.uidnext = a.uid + 1;
+    f.bytes += a.content_len as u64;
+    f.messages.insert(
+        a.uid,
+        Entry {
+            start: a.start,
+            modseq: a.modseq,
+            internal_date: a.internal_date,
+            keywords: a.keywords,
+            content_len: a.content_len,
+            summary_len: a.summary_len,
+            data_crc: a.data_crc,
+            flags: a.flags,
+        },
+    );
+    Ok(())
+}
+
+/// A maximal run of messages, in UID order, each starting where the previous one ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Fragment {
+    pub(crate) start: u64,
+    pub(crate) units: u64,
+    /// (UID, entry) of each message, in UID order.
+    pub(crate) messages: Vec<(u32, Entry)>,
+}
+
+impl Fragment {
+    pub(crate) fn end(&self) -> u64 {
+        self.start + self.units
+    }
+}
+
+/// Counts a folder's fragments (docs/storage.md, "Allocation and contiguity").
+pub(crate) fn count_fragments(messages: &BTreeMap<u32, Entry>) -> u64 {
+    let mut count = 0;
+    let mut prev_end = None;
+    for e in messages.values() {
+        if prev_end != Some(e.start) {
+            count += 1;
+        }
+        prev_end = Some(e.end());
+    }
+    count
+}
+
+/// The fragments made of messages with UID in `range`, stopping once more than `units_max`
+/// units have been collected (the caller cannot use more), so the cost is bounded by what
+/// could be moved, not by the folder's size.
+pub(crate) fn fragments_from(
+    messages: &BTreeMap<u32, Entry>,
+    after_uid: u32,
+    units_max: u64,
+) -> Vec<Fragment> {
+    let mut out: Vec<Fragment> = Vec::new();
+    let mut total = 0u64;
+    for (&uid, e) in messages.range(after_uid.saturating_add(1)..) {
+        if after_uid == u32::MAX {
+            break;
+        }
+        match out.last_mut() {
+            Some(f) if f.end() == e.start => {
+                f.units += e.units();
+                f.messages.push((uid, *e));
+            }
+            _ => {
+                if total > units_max {
+                    break;
+                }
+                out.push(Fragment {
+                    start: e.start,
+                    units: e.units(),
+                    messages: vec![(uid, *e)],
+                });
+            }
+        }
+        total += e.units();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(start: u64, units: u64) -> Entry {
+        Entry {
+            start,
+            modseq: 1,
+            internal_date: 0,
+            keywords: KeywordSet::default(),
+            content_len: (units * 512 - 32) as u32,
+            summary_len: 0,
+            data_crc: 0,
+            flags: 0,
+        }
+    }
+
+    #[test]
+    fn entry_is_small() {
+        assert_eq!(std::mem::size_of::<Entry>(), 56);
+    }
+
+    #[test]
+    fn fragment_counting() {
+        let mut m = BTreeMap::new();
+        assert_eq!(count_fragments(&m), 0);
+        m.insert(1, entry(10, 2));
+        m.insert(2, entry(12, 3));
+        m.insert(3, entry(15, 1));
+        assert_eq!(count_fragments(&m), 1);
+        m.insert(4, entry(40, 1));
+        assert_eq!(count_fragments(&m), 2);
+        // Physically adjacent but out of UID order is a new fragment.
+        m.insert(5, entry(5, 5));
+        assert_eq!(count_fragments(&m), 3);
+        m.remove(&2);
+        assert_eq!(count_fragments(&m), 4);
+    }
+
+    #[test]
+    fn fragments_after_a_uid_are_bounded() {
+        let mut m = BTreeMap::new();
+        m.insert(1, entry(0, 1));
+        m.insert(2, entry(10, 2));
+        m.insert(3, entry(12, 2));
+        m.insert(4, entry(20, 3));
+        m.insert(5, entry(30, 1));
+        let f = fragments_from(&m, 1, u64::MAX);
+        assert_eq!(f.len(), 3);
+        assert_eq!((f[0].start, f[0].units, f[0].messages.len()), (10, 4, 2));
+        assert_eq!((f[1].start, f[1].units), (20, 3));
+        let f = fragments_from(&m, 1, 5);
+        assert_eq!(f.len(), 2);
+        assert!(fragments_from(&m, u32::MAX, 100).is_empty());
+    }
+
+    #[test]
+    fn apply_checks_uid_and_modseq_order() {
+        let cat = RwLock::new(Catalog::new());
+        let mut freed = Vec::new();
+        let create = Op::CreateFolder {
+            folder: 1,
+            uidvalidity: 5,
+            user: "u".into(),
+            name: "INBOX".into(),
+        };
+        apply(&cat, &create, &mut freed).unwrap();
+        assert!(apply(&cat, &create, &mut freed).is_err());
+        let a = AppendOp {
+            folder: 1,
+            uid: 3,
+            start: 8,
+            summary_len: 0,
+            content_len: 100,
+            data_crc: 0,
+            internal_date: 0,
+            flags: 0,
+            keywords: KeywordSet::default(),
+            modseq: 2,
+        };
+        apply(&cat, &Op::Append(a), &mut freed).unwrap();
+        assert!(
+            apply(
+                &cat,
+                &Op::Append(AppendOp {
+                    uid: 3,
+                    modseq: 3,
+                    ..a
+                }),
+                &mut freed
+            )
+            .is_err()
+        );
+        assert!(
+            apply(
+                &cat,
+                &Op::Append(AppendOp {
+                    uid: 4,
+                    modseq: 2,
+                    ..a
+                }),
+                &mut freed
+            )
+            .is_err()
+        );
+        apply(
+            &cat,
+            &Op::Append(AppendOp {
+                uid: 4,
+                modseq: 3,
+                start: 9,
+                ..a
+            }),
+            &mut freed,
+        )
+        .unwrap();
+        apply(
+            &cat,
+            &Op::ExpungeBelow {
+                folder: 1,
+                modseq: 4,
+                uid: 4,
+            },
+            &mut freed,
+        )
+        .unwrap();
+        assert_eq!(
+            freed,
+            vec![Freed {
+                uid: 3,
+                start: 8,
+                units: 1
+            }]
+        );
+        let c = cat.read().unwrap();
+        let f = c.folders[&1].read();
+        assert_eq!(f.messages.len(), 1);
+        assert_eq!(f.uidnext, 5);
+        assert_eq!(f.highest_modseq, 4);
+        assert_eq!(f.bytes, 100);
+    }
+}

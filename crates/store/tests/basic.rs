@@ -1,0 +1,130 @@
+//! Folders, append, read, flags, expunge, reopen: the store's everyday behaviour.
+
+mod common;
+
+use common::*;
+use disk::SimDisk;
+use store::{AppendRequest, FlagOp, Flags, StoreError};
+
+#[test]
+fn append_read_reopen() {
+    let disk = SimDisk::new();
+    let store = open(&disk, small_config());
+    let a = store.append("alice", "inbox", message(1, 3000)).unwrap();
+    assert_eq!(a.uid, 1);
+    let b = store.append("alice", "INBOX", message(2, 100)).unwrap();
+    assert_eq!(b.uid, 2);
+    assert!(b.modseq > a.modseq);
+    assert_eq!(store.read("alice", "INBOX", 1).unwrap(), body(1, 3000));
+    assert_eq!(
+        store.read_range("alice", "INBOX", 1, 10, 20).unwrap(),
+        body(1, 3000)[10..30].to_vec()
+    );
+    let s = store.summary("alice", "INBOX", 1).unwrap();
+    assert_eq!(s.subject, "message 1");
+    assert_eq!(s.message_id, "1@test");
+    assert_eq!(s.size, 3000);
+    let st = store.status("alice", "INBOX").unwrap();
+    assert_eq!((st.messages, st.bytes, st.uidnext), (2, 3100, 3));
+    assert_clean(&store);
+    drop(store);
+    disk.crash(1, 0.0);
+    let store = open(&disk, small_config());
+    assert_eq!(store.read("alice", "INBOX", 1).unwrap(), body(1, 3000));
+    assert_eq!(store.read("alice", "INBOX", 2).unwrap(), body(2, 100));
+    assert_eq!(store.status("alice", "INBOX").unwrap(), st);
+    assert_clean(&store);
+}
+
+#[test]
+fn folders_flags_expunge() {
+    let disk = SimDisk::new();
+    let store = open(&disk, small_config());
+    assert!(matches!(
+        store.append("bob", "Work", message(1, 10)),
+        Err(StoreError::NoSuchUser(_))
+    ));
+    store.create_folder("bob", "Work").unwrap();
+    assert!(matches!(
+        store.create_folder("bob", "Work"),
+        Err(StoreError::FolderExists { .. })
+    ));
+    assert!(matches!(
+        store.append("bob", "Other", message(1, 10)),
+        Err(StoreError::NoSuchFolder { .. })
+    ));
+    for i in 0..10 {
+        store.append("bob", "Work", message(i, 700)).unwrap();
+    }
+    let m = store
+        .set_flags(
+            "bob",
+            "Work",
+            &[2, 3, 99],
+            FlagOp::Add,
+            Flags::SEEN | Flags::FLAGGED,
+            &["$Junk".into()],
+        )
+        .unwrap();
+    let view = store.open_folder("bob", "Work").unwrap();
+    assert_eq!(view.messages.len(), 10);
+    assert_eq!(view.messages[1].flags, Flags::SEEN | Flags::FLAGGED);
+    assert_eq!(view.messages[1].keywords, vec!["$Junk".to_string()]);
+    assert_eq!(view.messages[1].modseq, m);
+    assert_eq!(view.status.highest_modseq, m);
+    let r = store.expunge("bob", "Work", &[1, 5, 77]).unwrap();
+    assert_eq!(r.expunged, 2);
+    assert!(matches!(
+        store.read("bob", "Work", 5),
+        Err(StoreError::NoSuchMessage { .. })
+    ));
+    let r = store.expunge_below("bob", "Work", 4).unwrap();
+    assert_eq!(r.expunged, 2);
+    assert_eq!(store.status("bob", "Work").unwrap().messages, 6);
+    store.rename_folder("bob", "Work", "Archive/2024").unwrap();
+    assert_eq!(store.list_folders("bob"), vec!["Archive/2024".to_string()]);
+    store.append("bob", "inbox", message(50, 10)).unwrap();
+    assert_eq!(store.list_users(), vec!["bob".to_string()]);
+    assert_clean(&store);
+    drop(store);
+    let store = open(&disk, small_config());
+    let v2 = store.open_folder("bob", "Archive/2024").unwrap();
+    assert_eq!(v2.messages.len(), 6);
+    assert_eq!(v2.messages[0].uid, 4);
+    assert_eq!(v2.messages[0].flags, Flags::EMPTY);
+    store.delete_folder("bob", "Archive/2024").unwrap();
+    assert!(store.status("bob", "Archive/2024").is_err());
+    let r = store.expunge_all("bob", "INBOX").unwrap();
+    assert_eq!(r.expunged, 1);
+    assert_clean(&store);
+    let stats = store.stats();
+    assert_eq!(stats.used_bytes, 0);
+}
+
+#[test]
+fn batch_from_many_users() {
+    let disk = SimDisk::new();
+    let store = open(&disk, small_config());
+    let reqs: Vec<AppendRequest> = (0..50)
+        .map(|i| AppendRequest {
+            user: format!("u{}", i % 5),
+            folder: "INBOX".into(),
+            message: message(i, 600),
+        })
+        .collect();
+    let before = disk.stats();
+    let res = store.append_batch(reqs);
+    let after = disk.stats();
+    assert!(res.iter().all(|r| r.is_ok()));
+    // One sync round: volume + journal.
+    assert_eq!(after.syncs - before.syncs, 2);
+    assert_eq!(store.stats().batches, 1);
+    for i in 0..50u64 {
+        let uid = res[i as usize].as_ref().unwrap().uid;
+        assert_eq!(
+            store.read(&format!("u{}", i % 5), "INBOX", uid).unwrap(),
+            body(i, 600)
+        );
+    }
+    assert_clean(&store);
+}
