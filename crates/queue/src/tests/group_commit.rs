@@ -1,1 +1,99 @@
-//! group_commit
+//! Group commit: concurrent producers share `fdatasync` calls, and ids stay unique.
+
+use std::collections::BTreeSet;
+use std::sync::mpsc;
+
+use super::*;
+
+#[test]
+fn concurrent_enqueues_share_syncs() {
+    let sim = SimDisk::new();
+    let (q, _) = open(&sim, small());
+    let syncs_before = sim.stats().syncs;
+    let threads = 32;
+    let per_thread = 25;
+    let ids: Vec<u64> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let q = q.clone();
+                s.spawn(move || {
+                    (0..per_thread)
+                        .map(|i| {
+                            let tag = (t * 1000 + i) as u64;
+                            q.enqueue(envelope(1, tag), content(tag, 2000)).unwrap()
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    let messages = threads * per_thread;
+    let unique: BTreeSet<u64> = ids.iter().copied().collect();
+    assert_eq!(unique.len(), messages, "ids are unique");
+    let syncs = sim.stats().syncs - syncs_before;
+    let stats = q.stats();
+    assert_eq!(stats.records_committed, messages as u64);
+    assert!(syncs <= stats.fdatasyncs, "every sync is counted");
+    assert!(
+        syncs * 2 < messages as u64,
+        "{syncs} syncs for {messages} messages: group commit is not batching"
+    );
+    // Everything is there, in id order.
+    let batch = q.next_batch(0, usize::MAX, usize::MAX).unwrap();
+    assert_eq!(
+        batch.iter().map(|m| m.id).collect::<Vec<_>>(),
+        unique.into_iter().collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn non_blocking_enqueues_batch_up() {
+    let sim = SimDisk::new();
+    let (q, _) = open(&sim, small());
+    let (tx, rx) = mpsc::channel();
+    let n = 500;
+    for i in 0..n {
+        let tx = tx.clone();
+        q.enqueue_with(
+            envelope(1, i),
+            content(i, 500),
+            Box::new(move |r| tx.send(r.unwrap()).unwrap()),
+        );
+    }
+    let ids: BTreeSet<u64> = (0..n).map(|_| rx.recv().unwrap()).collect();
+    assert_eq!(ids.len(), n as usize);
+    let stats = q.stats();
+    assert!(
+        stats.batches_committed < n / 4,
+        "{} rounds for {n} messages",
+        stats.batches_committed
+    );
+    assert!(stats.fdatasyncs < n / 4);
+}
+
+#[test]
+fn batch_limits_split_rounds() {
+    let sim = SimDisk::new();
+    let config = QueueConfig {
+        batch_records_max: 4,
+        ..small()
+    };
+    let (q, _) = open(&sim, config);
+    let (tx, rx) = mpsc::channel();
+    for i in 0..40 {
+        let tx = tx.clone();
+        q.enqueue_with(
+            envelope(1, i),
+            content(i, 100),
+            Box::new(move |r| tx.send(r.unwrap()).unwrap()),
+        );
+    }
+    for _ in 0..40 {
+        rx.recv().unwrap();
+    }
+    assert!(q.stats().batches_committed >= 10);
+}
