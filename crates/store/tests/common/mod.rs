@@ -65,3 +65,18 @@ pub fn exists(disk: &SimDisk, name: &str) -> bool {
     use disk::Disk;
     disk.exists(&dir().join(Path::new(name)))
 }
+
+pub fn fragments(store: &Store, user: &str, folder: &str) -> u64 {
+    store
+        .stats()
+        .folders
+        .iter()
+        .find(|f| f.user == user && f.folder == folder)
+        .map(|f| f.fragments)
+        .unwrap_or(0)
+}
+
+/// Content bytes that make a message of exactly one 512-byte unit (with its summary).
+pub const ONE_UNIT: usize = 400;
+/// Content bytes that make a message of exactly two units.
+pub const TWO_UNITS: usize = 900;
