@@ -181,6 +181,7 @@ pub(crate) fn open(
     // The snapshot.
     let catalog = RwLock::new(Catalog::new());
     let mut snap_gen = 0;
+    let mut salvaged_snapshot = false;
     if has_snap {
         let file = disk
             .open(&dir.join(SNAP_NAME), false)
@@ -190,6 +191,8 @@ pub(crate) fn open(
         snap_gen = loaded.generation;
         report.snapshot_gen = loaded.generation;
         report.snapshot_messages = loaded.messages;
+        // Salvaged damage is put right by the checkpoint at the end of open.
+        salvaged_snapshot = !loaded.problems.is_empty();
         report.problems.extend(loaded.problems);
         let mut cat = catalog.write().unwrap_or_else(|p| p.into_inner());
         for f in loaded.folders {
@@ -221,7 +224,7 @@ pub(crate) fn open(
 
     // Replay.
     let mut journal: Option<Journal> = None;
-    let mut salvaged = false;
+    let mut salvaged = salvaged_snapshot;
     let mut discard_from = None;
     let mut recreate_gen = None;
     for (expected, (i, &generation)) in (snap_gen + 1..).zip(logs.iter().enumerate()) {
