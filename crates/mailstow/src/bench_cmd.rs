@@ -7,7 +7,7 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 
 #[derive(Args)]
-pub struct Scratch {
+pub(crate) struct Scratch {
     /// Scratch directory on the disk under test (emptied per run).
     #[arg(long, default_value = "./mailstow-bench")]
     dir: PathBuf,
@@ -17,7 +17,7 @@ pub struct Scratch {
 }
 
 #[derive(Subcommand)]
-pub enum BenchCommand {
+pub(crate) enum BenchCommand {
     /// Durable enqueues/s, latency, fdatasyncs per message; with two baselines.
     Queue {
         #[command(flatten)]
@@ -78,7 +78,7 @@ fn header(dir: &std::path::Path) -> Result<()> {
     Ok(())
 }
 
-pub fn run(command: BenchCommand) -> Result<()> {
+pub(crate) fn run(command: BenchCommand) -> Result<()> {
     match command {
         BenchCommand::Queue { scratch, producers, message_bytes, seconds, segment_bytes } => {
             header(&scratch.dir)?;

@@ -6,42 +6,42 @@ use anyhow::{Context, Result};
 use serde::Deserialize;
 
 /// The data directory used when neither `--data-dir` nor the config file names one.
-pub const DATA_DIR_DEFAULT: &str = "./mailstow-data";
+pub(crate) const DATA_DIR_DEFAULT: &str = "./mailstow-data";
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Config {
-    pub data_dir: Option<PathBuf>,
+pub(crate) struct Config {
+    pub(crate) data_dir: Option<PathBuf>,
     #[serde(default)]
-    pub queue: QueueSection,
+    pub(crate) queue: QueueSection,
     #[serde(default)]
-    pub store: StoreSection,
+    pub(crate) store: StoreSection,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct QueueSection {
-    pub segment_bytes: Option<u64>,
+pub(crate) struct QueueSection {
+    pub(crate) segment_bytes: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct StoreSection {
-    pub reservation_bytes: Option<u64>,
-    pub defrag_on_delete: Option<bool>,
-    pub volume_grow_bytes: Option<u64>,
+pub(crate) struct StoreSection {
+    pub(crate) reservation_bytes: Option<u64>,
+    pub(crate) defrag_on_delete: Option<bool>,
+    pub(crate) volume_grow_bytes: Option<u64>,
 }
 
 impl Config {
     /// Reads `path`, or returns the defaults when no file is given.
-    pub fn load(path: Option<&Path>) -> Result<Config> {
+    pub(crate) fn load(path: Option<&Path>) -> Result<Config> {
         let Some(path) = path else { return Ok(Config::default()) };
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read config file {}", path.display()))?;
         toml::from_str(&text).with_context(|| format!("config file {}", path.display()))
     }
 
-    pub fn queue_config(&self) -> queue::QueueConfig {
+    pub(crate) fn queue_config(&self) -> queue::QueueConfig {
         let mut config = queue::QueueConfig::default();
         if let Some(bytes) = self.queue.segment_bytes {
             config.segment_bytes = bytes;
@@ -49,7 +49,7 @@ impl Config {
         config
     }
 
-    pub fn store_config(&self) -> store::StoreConfig {
+    pub(crate) fn store_config(&self) -> store::StoreConfig {
         let mut config = store::StoreConfig::default();
         if let Some(bytes) = self.store.reservation_bytes {
             config.reservation_bytes = bytes;

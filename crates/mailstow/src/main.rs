@@ -41,15 +41,15 @@ enum Command {
 }
 
 /// Where the engines keep their files, resolved from the flag, the config file or the default.
-pub struct Paths {
-    pub data_dir: PathBuf,
+pub(crate) struct Paths {
+    pub(crate) data_dir: PathBuf,
 }
 
 impl Paths {
-    pub fn queue(&self) -> PathBuf {
+    pub(crate) fn queue(&self) -> PathBuf {
         self.data_dir.join("queue")
     }
-    pub fn store(&self) -> PathBuf {
+    pub(crate) fn store(&self) -> PathBuf {
         self.data_dir.join("store")
     }
 }

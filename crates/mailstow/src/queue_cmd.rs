@@ -10,7 +10,7 @@ use crate::Paths;
 use crate::config::Config;
 
 #[derive(Subcommand)]
-pub enum QueueCommand {
+pub(crate) enum QueueCommand {
     /// Segments, pending, deferred and bounced messages, bytes in use.
     Stats,
     /// Check segment headers, slot chains and every record's checksum (offline).
@@ -22,7 +22,7 @@ pub enum QueueCommand {
 }
 
 /// A progress bar on stderr; invisible when stderr is not a terminal.
-pub fn progress_bar(label: &str) -> ProgressBar {
+pub(crate) fn progress_bar(label: &str) -> ProgressBar {
     let bar = ProgressBar::new(0);
     if let Ok(style) =
         ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} {elapsed_precise} eta {eta}")
@@ -33,7 +33,7 @@ pub fn progress_bar(label: &str) -> ProgressBar {
     bar
 }
 
-pub fn run(command: QueueCommand, paths: &Paths, config: &Config) -> Result<()> {
+pub(crate) fn run(command: QueueCommand, paths: &Paths, config: &Config) -> Result<()> {
     let dir = paths.queue();
     if !dir.is_dir() {
         bail!("no mail queue at {} (wrong --data-dir?)", dir.display());
@@ -42,8 +42,16 @@ pub fn run(command: QueueCommand, paths: &Paths, config: &Config) -> Result<()> 
     match command {
         QueueCommand::Stats => {
             let (queue, report) = queue::Queue::open(disk, &dir, config.queue_config())?;
-            let stats = queue.stats();
-            println!("{stats}");
+            let s = queue.stats();
+            println!(
+                "segments: {} main, {} deferred, {} free",
+                s.main_segments, s.deferred_segments, s.free_segments
+            );
+            println!(
+                "messages: {} pending, {} deferred, {} bounces, {} quarantined",
+                s.pending_messages, s.deferred_messages, s.bounces, s.quarantined
+            );
+            println!("bytes in use: {}", s.bytes_used);
             println!("recovered in {:.1} ms", report.elapsed.as_secs_f64() * 1000.0);
             queue.close()?;
         }

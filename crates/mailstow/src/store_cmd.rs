@@ -9,7 +9,7 @@ use crate::Paths;
 use crate::config::Config;
 
 #[derive(Subcommand)]
-pub enum StoreCommand {
+pub(crate) enum StoreCommand {
     /// Per folder: messages, bytes, fragments; and the volume's used and free space.
     Stats,
     /// Check checksums, the index against the data, and free-space accounting.
@@ -31,10 +31,10 @@ fn open(paths: &Paths, config: &Config) -> Result<store::Store> {
     Ok(store)
 }
 
-pub fn run(command: StoreCommand, paths: &Paths, config: &Config) -> Result<()> {
+pub(crate) fn run(command: StoreCommand, paths: &Paths, config: &Config) -> Result<()> {
     let store = open(paths, config)?;
     match command {
-        StoreCommand::Stats => print_stats(&store),
+        StoreCommand::Stats => print_stats(&store)?,
         StoreCommand::Fsck { repair } => {
             let bar = crate::queue_cmd::progress_bar("fsck");
             let report = store.fsck(repair, &mut |done, total| {
