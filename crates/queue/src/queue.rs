@@ -244,9 +244,11 @@ impl Core {
         let mut leases = Vec::with_capacity(picks.len());
         let mut bad = Vec::new();
         let mut i = 0;
+        let mut single = false;
         while i < picks.len() {
             let mut j = i + 1;
-            while j < picks.len()
+            while !single
+                && j < picks.len()
                 && picks[j].seg == picks[i].seg
                 && picks[j].slot.offset == picks[j - 1].slot.offset + picks[j - 1].slot.len
             {
@@ -268,13 +270,18 @@ impl Core {
                         }
                     }
                 }
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof && j - i > 1 => {
+                    // A truncated file: read from here on one record at a time, so the
+                    // records before the cut are still handed out.
+                    single = true;
+                    continue;
+                }
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                    for p in &picks[i..j] {
-                        bad.push((
-                            p.id,
-                            format!("{}: record lies past the end of the file", p.path.display()),
-                        ));
-                    }
+                    let p = &picks[i];
+                    bad.push((
+                        p.id,
+                        format!("{}: record lies past the end of the file", p.path.display()),
+                    ));
                 }
                 Err(e) => {
                     let mut st = self.lock();

@@ -6,9 +6,10 @@
 //! done and whose status hint says a status byte may be non-zero; everything else about a
 //! record comes from its slot. Content is never read, except inside that last batch.
 //!
-//! Recovery writes nothing itself. What it decides must be written (done flags for the losing
-//! copy of a message found twice, or for a record whose recipients are all resolved) becomes
-//! the writer's first round of marks, and unreadable files are left alone for `check`.
+//! Recovery writes only one thing itself: a torn tail cut is made durable by zeroing the first
+//! dropped slot. What else it decides must be written (done flags for the losing copy of a
+//! message found twice, or for a record whose recipients are all resolved) becomes the
+//! writer's first round of marks, and unreadable files are left alone for `check`.
 
 use std::collections::hash_map::Entry as MapEntry;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -142,7 +143,9 @@ pub(crate) fn recover(
         }
     }
 
-    // Only the last active segment of each kind can end in a torn batch.
+    // Only the last active segment of each kind can end in a torn batch. The cut is made
+    // durable at once by zeroing the first dropped slot: once another segment becomes active
+    // this one is no longer checked, and the torn batch must not reappear then.
     let active = last_active(&loaded);
     for pos in active.into_iter().flatten() {
         let l = &mut loaded[pos];
@@ -151,6 +154,14 @@ pub(crate) fn recover(
         if torn.is_some() {
             let range = l.scan.last_batch();
             report.torn_tail_cut += range.len() as u64;
+            let first = l.scan.chain[range.start].index;
+            l.file
+                .write_all_at(
+                    &[0u8; format::SLOT_BYTES as usize],
+                    format::slot_offset(first),
+                )
+                .and_then(|()| l.file.sync_data())
+                .map_err(|e| QueueError::io("cut the torn tail of", &l.path, e))?;
             l.scan.chain.truncate(range.start);
         }
     }
@@ -161,7 +172,9 @@ pub(crate) fn recover(
     let mut candidates = Vec::new();
     let mut live = vec![0usize; loaded.len()];
     for (pos, l) in loaded.iter().enumerate() {
-        max_id = max_id.max(l.header.id_floor.saturating_sub(1));
+        max_id = max_id
+            .max(l.header.id_floor.saturating_sub(1))
+            .max(l.scan.max_id);
         max_generation = max_generation.max(l.header.generation);
         for e in &l.scan.chain {
             if e.done == 0 {

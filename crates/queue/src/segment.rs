@@ -55,6 +55,9 @@ pub(crate) struct Scan {
     pub(crate) incomplete_dropped: usize,
     /// Slots whose checksum is good but whose fields are impossible (ends the chain).
     pub(crate) bad_fields: Option<(u32, String)>,
+    /// Highest message id in any slot of the chain, dropped ones included: an id that was
+    /// written once is never handed out again, acknowledged or not.
+    pub(crate) max_id: u64,
 }
 
 impl Scan {
@@ -209,6 +212,12 @@ pub(crate) fn scan_slots(file: &dyn File, header: &Header) -> io::Result<Scan> {
         prev = resume;
         i += 1;
     }
+    scan.max_id = scan
+        .chain
+        .iter()
+        .filter_map(|e| e.slot.map(|s| s.id))
+        .max()
+        .unwrap_or(0);
     // Drop an incomplete final batch.
     let keep = scan
         .chain
