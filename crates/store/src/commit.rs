@@ -523,7 +523,7 @@ impl Inner {
             let units = units_for(p.summary_len, p.content_len);
             let start = match self.allocate(w, fid, t.tail_end, units) {
                 Ok(s) => s,
-                Err(e) => return self.fail_batch(w, &placed, n, e),
+                Err(e) => return self.fail_batch(w, &placed, results, e),
             };
             let uid = t.uidnext;
             t.uidnext += 1;
@@ -592,20 +592,30 @@ impl Inner {
                     self.volume.write_all_at(&buf, s0 * UNIT)
                 };
                 if let Err(e) = res {
-                    return self.fail_batch(w, &placed, n, StoreError::io("writing volume.dat", e));
+                    return self.fail_batch(
+                        w,
+                        &placed,
+                        results,
+                        StoreError::io("writing volume.dat", e),
+                    );
                 }
                 k = j;
             }
             bump(&self.counters.data_bytes, batch_bytes);
             if let Err(e) = self.volume.sync_data() {
-                return self.fail_batch(w, &placed, n, StoreError::io("syncing volume.dat", e));
+                return self.fail_batch(
+                    w,
+                    &placed,
+                    results,
+                    StoreError::io("syncing volume.dat", e),
+                );
             }
             bump(&self.counters.data_syncs, 1);
         }
         drop(preps);
         // The commit point.
         if let Err(e) = self.commit(w, &ops) {
-            return (0..n).map(|_| Err(e.clone())).collect();
+            return self.fail_batch(w, &[], results, e);
         }
         bump(&self.counters.batches, 1);
         bump(&self.counters.appended, placed.len() as u64);
@@ -615,18 +625,26 @@ impl Inner {
             .collect()
     }
 
-    /// Gives back every extent planned for a batch that failed before its commit point.
+    /// Gives back every extent planned for a batch that failed before its commit point, and
+    /// fails every planned append with `e` (requests refused while planning keep their own
+    /// error).
     fn fail_batch(
         &self,
         w: &mut Writer,
         placed: &[(usize, u64, u64)],
-        n: usize,
+        results: Vec<Option<Result<Appended, StoreError>>>,
         e: StoreError,
     ) -> Vec<Result<Appended, StoreError>> {
         for &(_, start, units) in placed {
             w.alloc.free(start, units);
         }
-        (0..n).map(|_| Err(e.clone())).collect()
+        results
+            .into_iter()
+            .map(|r| match r {
+                Some(Err(own)) => Err(own),
+                _ => Err(e.clone()),
+            })
+            .collect()
     }
 
     // ---- folders ----------------------------------------------------------------------
