@@ -152,6 +152,20 @@ pub(crate) fn segment_name(kind: Kind, seq: u64) -> String {
     format!("{}-{seq:08}.seg", kind.prefix())
 }
 
+/// Where a new segment is built before it is renamed to `path`.
+pub(crate) fn temp_path(path: &std::path::Path) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".tmp");
+    name.into()
+}
+
+/// Whether `name` is a segment under construction (left behind by a crash: it never held a
+/// record, since records are written only after the rename).
+pub(crate) fn is_temp_segment_name(name: &str) -> bool {
+    name.strip_suffix(".tmp")
+        .is_some_and(|n| parse_segment_name(n).is_some())
+}
+
 /// Parses a segment file name; `None` for anything else in the directory.
 pub(crate) fn parse_segment_name(name: &str) -> Option<(Kind, u64)> {
     let stem = name.strip_suffix(".seg")?;

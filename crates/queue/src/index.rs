@@ -208,6 +208,15 @@ impl Index {
         self.link(id, &e);
     }
 
+    /// Changes a message's class (ending any lease), keeping the counters right.
+    pub(crate) fn reclassify(&mut self, id: MessageId, class: Class) {
+        if let Some(mut e) = self.remove(id) {
+            e.class = class;
+            e.lease = None;
+            self.insert(id, e);
+        }
+    }
+
     /// Takes a message out of the queue because its record failed a check when read.
     pub(crate) fn quarantine(&mut self, id: MessageId, why: String) {
         if self.remove(id).is_some() {

@@ -62,6 +62,7 @@ struct Pick {
     id: MessageId,
     token: u64,
     seg: u64,
+    slot_index: u32,
     slot: Slot,
     kind: Kind,
     file: Arc<dyn File>,
@@ -243,6 +244,7 @@ impl Core {
         let mut out = Vec::with_capacity(picks.len());
         let mut leases = Vec::with_capacity(picks.len());
         let mut bad = Vec::new();
+        let mut settled = Vec::new();
         let mut i = 0;
         let mut single = false;
         while i < picks.len() {
@@ -262,10 +264,17 @@ impl Core {
                     for p in &picks[i..j] {
                         let a = (u64::from(p.slot.offset) - start) as usize;
                         match decode_message(&buf[a..a + p.slot.len as usize], p, bounce) {
-                            Ok((msg, statuses)) => {
+                            Ok(Decoded::Message(msg, statuses)) => {
                                 leases.push((p.id, p.token, statuses));
                                 out.push(msg);
                             }
+                            Ok(Decoded::Settled { failed }) => settled.push((
+                                p.id,
+                                p.token,
+                                p.seg,
+                                p.slot_index,
+                                failed && !bounce,
+                            )),
                             Err(why) => bad.push((p.id, format!("{}: {why}", p.path.display()))),
                         }
                     }
@@ -307,6 +316,31 @@ impl Core {
         }
         for (id, why) in bad {
             st.index.quarantine(id, why);
+        }
+        let mut resolved = Vec::new();
+        for (id, token, seg, slot_index, to_bounce) in settled {
+            if st
+                .index
+                .get(id)
+                .and_then(|e| e.lease.as_ref())
+                .map(|l| l.token)
+                != Some(token)
+            {
+                continue;
+            }
+            if to_bounce {
+                st.index.reclassify(id, Class::Bounce);
+            } else {
+                st.index.remove(id);
+                resolved.push(Request::Resolve {
+                    seg,
+                    index: slot_index,
+                });
+            }
+        }
+        drop(st);
+        for r in resolved {
+            self.submit(r);
         }
         Ok(out)
     }
@@ -522,6 +556,7 @@ fn picks(st: &State, ids: &[MessageId]) -> Vec<Pick> {
                 id,
                 token: e.lease.as_ref().map_or(0, |l| l.token),
                 seg: e.seg,
+                slot_index: e.slot_index,
                 slot: e.slot,
                 kind: e.kind,
                 file: seg.file.clone(),
@@ -540,12 +575,16 @@ fn cut_reason(reason: &str) -> String {
     reason[..end].to_string()
 }
 
+/// What a record read by Ahead Read turned out to be.
+enum Decoded {
+    /// A message to hand out, with its status bytes.
+    Message(QueuedMessage, Vec<u8>),
+    /// Nothing left to hand out: no pending recipient (for a bounce: no failed one).
+    Settled { failed: bool },
+}
+
 /// Checks one record read by Ahead Read and builds the message handed out.
-fn decode_message(
-    bytes: &[u8],
-    p: &Pick,
-    bounce: bool,
-) -> Result<(QueuedMessage, Vec<u8>), String> {
+fn decode_message(bytes: &[u8], p: &Pick, bounce: bool) -> Result<Decoded, String> {
     let view = format::check_record(bytes, &p.slot)?;
     let mut envelope = format::decode_envelope(view.envelope)?;
     if envelope.recipients.len() != view.statuses.len() {
@@ -575,12 +614,10 @@ fn decode_message(
         r.status = format::status_from_code(s).unwrap_or(RecipientStatus::Failed);
     }
     if wanted.is_empty() {
-        return Err(if bounce {
-            "bounce without a failed recipient"
-        } else {
-            "no pending recipient left"
-        }
-        .into());
+        // The status bytes say more is settled than the index thought: a status write
+        // survived a crash that lost the slot's hint (see `recovery::read_statuses`).
+        let failed = view.statuses.contains(&format::STATUS_FAILED);
+        return Ok(Decoded::Settled { failed });
     }
     let msg = QueuedMessage {
         id: p.id,
@@ -590,5 +627,5 @@ fn decode_message(
         pending: wanted,
         deferred: p.kind == Kind::Deferred,
     };
-    Ok((msg, view.statuses.to_vec()))
+    Ok(Decoded::Message(msg, view.statuses.to_vec()))
 }

@@ -115,6 +115,14 @@ pub(crate) fn recover(
     disk.create_dir_all(dir)
         .map_err(|e| QueueError::io("create queue directory", dir, e))?;
     let mut report = RecoveryReport::default();
+    // Segments whose creation a crash interrupted: they never held a record.
+    for name in disk.list(dir).map_err(|e| QueueError::io("list", dir, e))? {
+        if format::is_temp_segment_name(&name) {
+            let path = dir.join(&name);
+            disk.remove(&path)
+                .map_err(|e| QueueError::io("remove", &path, e))?;
+        }
+    }
     let (mut loaded, unreadable, max_seq) = load_segments(&*disk, dir)?;
     report.unreadable_segments = unreadable;
     report.segments = loaded.len();

@@ -65,6 +65,11 @@ pub(crate) enum Request {
         token: u64,
         done: Ticket<()>,
     },
+    /// Set the done flag of a record a reader found fully settled (already out of the index).
+    Resolve {
+        seg: u64,
+        index: u32,
+    },
 }
 
 impl Request {
@@ -73,6 +78,7 @@ impl Request {
             Request::Enqueue { done, .. } => done(Err(e)),
             Request::Finish(f) => (f.done)(Err(e)),
             Request::FinishBounce { done, .. } => done(Err(e)),
+            Request::Resolve { .. } => {}
         }
     }
 
@@ -257,12 +263,14 @@ impl Writer {
         let mut enqueues = Vec::new();
         let mut finishes = Vec::new();
         let mut bounces = Vec::new();
+        let mut resolves = Vec::new();
         let mut rejected: Vec<(Ticket<()>, QueueError)> = Vec::new();
         {
             let st = self.core.lock();
             for r in requests {
                 match r {
                     Request::Enqueue { .. } => enqueues.push(r),
+                    Request::Resolve { seg, index } => resolves.push((seg, index)),
                     Request::Finish(f) => match st.index.get(f.id) {
                         None => rejected.push((f.done, QueueError::UnknownMessage(f.id))),
                         Some(e)
@@ -344,6 +352,9 @@ impl Writer {
         for (_, seg, index, _) in &bounces {
             marks.push(Mark::done(*seg, *index));
         }
+        for (seg, index) in &resolves {
+            marks.push(Mark::done(*seg, *index));
+        }
 
         let io = (|| -> Result<(Vec<Placed>, Vec<Placed>), QueueError> {
             let mut touched = BTreeSet::new();
@@ -398,7 +409,7 @@ impl Writer {
         {
             let core = self.core.clone();
             let mut st = core.lock();
-            for seg in done_before {
+            for seg in done_before.into_iter().chain(resolves.iter().map(|r| r.0)) {
                 live_sub(&mut st.segments, seg);
             }
             let mut copies = copies.into_iter();
@@ -584,13 +595,16 @@ impl Writer {
             None => {
                 let seq = self.next_seq;
                 self.next_seq += 1;
+                // Built under a temporary name and renamed when its header is durable, so a
+                // crash never leaves a half-made file under a segment name.
                 let path = self.core.dir.join(format::segment_name(kind, seq));
+                let tmp = format::temp_path(&path);
                 let file = self
                     .core
                     .disk
-                    .open(&path, true)
-                    .map_err(|e| QueueError::io("create segment", &path, e))?;
-                (seq, file, path, self.core.config.segment_bytes, true)
+                    .open(&tmp, true)
+                    .map_err(|e| QueueError::io("create segment", &tmp, e))?;
+                (seq, file, tmp, self.core.config.segment_bytes, true)
             }
         };
         let header = Header::new(kind, seq, generation, segment_bytes, self.next_id);
@@ -599,12 +613,20 @@ impl Writer {
         file.write_all_at(&header.encode(), 0)
             .map_err(|e| QueueError::io("write header of", &path, e))?;
         self.sync(&*file, &path)?;
-        if created {
+        let path = if created {
+            let name = self.core.dir.join(format::segment_name(kind, seq));
+            self.core
+                .disk
+                .rename(&path, &name)
+                .map_err(|e| QueueError::io("rename", &path, e))?;
             self.core
                 .disk
                 .sync_dir(&self.core.dir)
                 .map_err(|e| QueueError::io("sync directory", &self.core.dir, e))?;
-        }
+            name
+        } else {
+            path
+        };
         {
             let mut st = self.core.lock();
             match st.segments.get_mut(&seq) {
