@@ -43,7 +43,10 @@ pub fn user(thread: u64) -> String {
 /// Small segments and a small checkpoint threshold, so a short run crosses segment rollover,
 /// recycling and checkpoints.
 pub fn queue_config() -> queue::QueueConfig {
-    queue::QueueConfig { segment_bytes: 2 << 20, ..Default::default() }
+    queue::QueueConfig {
+        segment_bytes: 2 << 20,
+        ..Default::default()
+    }
 }
 
 pub fn store_config() -> store::StoreConfig {

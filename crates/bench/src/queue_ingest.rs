@@ -44,7 +44,10 @@ impl Ingest {
 }
 
 pub fn run(options: &IngestOptions) -> Result<()> {
-    eprintln!("queue ingest: {} byte messages, {} s per run", options.message_bytes, options.seconds);
+    eprintln!(
+        "queue ingest: {} byte messages, {} s per run",
+        options.message_bytes, options.seconds
+    );
     for &producers in &options.producers {
         let ours = run_queue(options, producers)?;
         report("mailstow", producers, &ours);
@@ -56,8 +59,14 @@ pub fn run(options: &IngestOptions) -> Result<()> {
             "queue_ingest_ratio",
             &[
                 ("producers", producers.to_string()),
-                ("vs_file_per_message", format!("{:.1}", ours.per_second() / files.per_second())),
-                ("vs_shared_fsync", format!("{:.1}", ours.per_second() / shared.per_second())),
+                (
+                    "vs_file_per_message",
+                    format!("{:.1}", ours.per_second() / files.per_second()),
+                ),
+                (
+                    "vs_shared_fsync",
+                    format!("{:.1}", ours.per_second() / shared.per_second()),
+                ),
             ],
         );
     }
@@ -72,11 +81,20 @@ fn report(implementation: &str, producers: usize, ingest: &Ingest) {
             ("producers", producers.to_string()),
             ("msgs", ingest.messages.to_string()),
             ("msgs_per_s", format!("{:.0}", ingest.per_second())),
-            ("p50_us", ingest.latency_us.value_at_quantile(0.5).to_string()),
-            ("p99_us", ingest.latency_us.value_at_quantile(0.99).to_string()),
+            (
+                "p50_us",
+                ingest.latency_us.value_at_quantile(0.5).to_string(),
+            ),
+            (
+                "p99_us",
+                ingest.latency_us.value_at_quantile(0.99).to_string(),
+            ),
             (
                 "fdatasync_per_msg",
-                format!("{:.4}", ingest.fdatasyncs as f64 / ingest.messages.max(1) as f64),
+                format!(
+                    "{:.4}",
+                    ingest.fdatasyncs as f64 / ingest.messages.max(1) as f64
+                ),
             ),
         ],
     );
@@ -94,15 +112,22 @@ fn fresh_dir(dir: &Path, name: &str) -> Result<PathBuf> {
 /// Pre-built messages, so producers measure the queue and not message generation.
 fn corpus(message_bytes: usize) -> Arc<Vec<Vec<u8>>> {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(42);
-    Arc::new((0..64).map(|i| mail::message(&mut rng, i, "rcpt@example.com", message_bytes)).collect())
+    Arc::new(
+        (0..64)
+            .map(|i| mail::message(&mut rng, i, "rcpt@example.com", message_bytes))
+            .collect(),
+    )
 }
+
+/// One producer's operation: (thread index, serial, content).
+type Operation = Arc<dyn Fn(usize, u64, &[u8]) -> Result<()> + Send + Sync>;
 
 /// Runs `producers` threads calling `one(thread, serial, content)` until the deadline.
 fn drive(
     producers: usize,
     seconds: f64,
     corpus: &Arc<Vec<Vec<u8>>>,
-    one: Arc<dyn Fn(usize, u64, &[u8]) -> Result<()> + Send + Sync>,
+    one: Operation,
 ) -> Result<(u64, Duration, Histogram<u64>)> {
     let barrier = Arc::new(Barrier::new(producers + 1));
     let run_for = Duration::from_secs_f64(seconds);
@@ -112,7 +137,7 @@ fn drive(
         let corpus = corpus.clone();
         let one = one.clone();
         handles.push(thread::spawn(move || -> Result<(u64, Histogram<u64>)> {
-            let mut histogram = Histogram::<u64>::new(3)?;
+            let mut histogram = Histogram::<u64>::new_with_bounds(1, 600_000_000, 3)?;
             barrier.wait();
             let start = Instant::now();
             let mut serial = 0u64;
@@ -129,9 +154,11 @@ fn drive(
     barrier.wait();
     let start = Instant::now();
     let mut total = 0;
-    let mut histogram = Histogram::<u64>::new(3)?;
+    let mut histogram = Histogram::<u64>::new_with_bounds(1, 600_000_000, 3)?;
     for handle in handles {
-        let (count, h) = handle.join().map_err(|_| anyhow::anyhow!("producer panicked"))??;
+        let (count, h) = handle
+            .join()
+            .map_err(|_| anyhow::anyhow!("producer panicked"))??;
         total += count;
         histogram.add(h)?;
     }
@@ -140,7 +167,10 @@ fn drive(
 
 fn run_queue(options: &IngestOptions, producers: usize) -> Result<Ingest> {
     let dir = fresh_dir(&options.dir, "queue")?;
-    let config = queue::QueueConfig { segment_bytes: options.segment_bytes, ..Default::default() };
+    let config = queue::QueueConfig {
+        segment_bytes: options.segment_bytes,
+        ..Default::default()
+    };
     let (q, _) = queue::Queue::open(Arc::new(disk::RealDisk), &dir, config)?;
     let syncs_before = q.stats().fdatasyncs;
     let corpus = corpus(options.message_bytes);
@@ -165,7 +195,12 @@ fn run_queue(options: &IngestOptions, producers: usize) -> Result<Ingest> {
     )?;
     let fdatasyncs = q.stats().fdatasyncs - syncs_before;
     q.close()?;
-    Ok(Ingest { messages, elapsed, latency_us, fdatasyncs })
+    Ok(Ingest {
+        messages,
+        elapsed,
+        latency_us,
+        fdatasyncs,
+    })
 }
 
 #[derive(Clone, Copy)]
@@ -177,7 +212,7 @@ enum Baseline {
 fn run_baseline(options: &IngestOptions, producers: usize, baseline: Baseline) -> Result<Ingest> {
     let corpus = corpus(options.message_bytes);
     let envelope = b"MAIL FROM:<sender@example.org>\r\nRCPT TO:<rcpt@example.com>\r\n".to_vec();
-    let one: Arc<dyn Fn(usize, u64, &[u8]) -> Result<()> + Send + Sync> = match baseline {
+    let one: Operation = match baseline {
         Baseline::FilePerMessage => {
             let dir = fresh_dir(&options.dir, "files")?;
             Arc::new(move |thread_index, serial, content: &[u8]| {
@@ -205,5 +240,10 @@ fn run_baseline(options: &IngestOptions, producers: usize, baseline: Baseline) -
         }
     };
     let (messages, elapsed, latency_us) = drive(producers, options.seconds, &corpus, one)?;
-    Ok(Ingest { messages, elapsed, latency_us, fdatasyncs: messages })
+    Ok(Ingest {
+        messages,
+        elapsed,
+        latency_us,
+        fdatasyncs: messages,
+    })
 }

@@ -27,7 +27,10 @@ pub fn run(options: &RecoveryOptions) -> Result<()> {
         std::fs::remove_dir_all(&dir)?;
     }
     std::fs::create_dir_all(&dir)?;
-    let config = queue::QueueConfig { segment_bytes: options.segment_bytes, ..Default::default() };
+    let config = queue::QueueConfig {
+        segment_bytes: options.segment_bytes,
+        ..Default::default()
+    };
     let disk: Arc<dyn disk::Disk> = Arc::new(disk::RealDisk);
     let fill_start = Instant::now();
     {
@@ -57,11 +60,17 @@ pub fn run(options: &RecoveryOptions) -> Result<()> {
             }));
         }
         for handle in handles {
-            handle.join().map_err(|_| anyhow::anyhow!("producer panicked"))??;
+            handle
+                .join()
+                .map_err(|_| anyhow::anyhow!("producer panicked"))??;
         }
         q.close()?;
     }
-    eprintln!("filled {} messages in {:.1} s", options.messages, fill_start.elapsed().as_secs_f64());
+    eprintln!(
+        "filled {} messages in {:.1} s",
+        options.messages,
+        fill_start.elapsed().as_secs_f64()
+    );
 
     for cold in [false, true] {
         let mut times: Vec<Duration> = Vec::new();

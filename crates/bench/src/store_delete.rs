@@ -46,7 +46,9 @@ pub fn run(options: &DeleteOptions) -> Result<()> {
                 index -= 1;
                 behind += view.messages[index].size;
             }
-            let index = index.saturating_sub(run).min(view.messages.len().saturating_sub(1));
+            let index = index
+                .saturating_sub(run)
+                .min(view.messages.len().saturating_sub(1));
             let uid = view.messages[index].uid;
             let before = store.stats();
             let process_before = sys::process_write_bytes();
@@ -72,10 +74,22 @@ pub fn run(options: &DeleteOptions) -> Result<()> {
                 ("folder_msgs", count.to_string()),
                 ("distance_mb", distance_mb.to_string()),
                 ("time_ms", ms(median(&mut times))),
-                ("store_bytes", store_bytes[store_bytes.len() / 2].to_string()),
-                ("process_write_bytes", process_bytes[process_bytes.len() / 2].to_string()),
-                ("device_write_bytes", device_bytes[device_bytes.len() / 2].to_string()),
-                ("max_store_bytes", store_bytes.last().copied().unwrap_or(0).to_string()),
+                (
+                    "store_bytes",
+                    store_bytes[store_bytes.len() / 2].to_string(),
+                ),
+                (
+                    "process_write_bytes",
+                    process_bytes[process_bytes.len() / 2].to_string(),
+                ),
+                (
+                    "device_write_bytes",
+                    device_bytes[device_bytes.len() / 2].to_string(),
+                ),
+                (
+                    "max_store_bytes",
+                    store_bytes.last().copied().unwrap_or(0).to_string(),
+                ),
             ],
         );
     }

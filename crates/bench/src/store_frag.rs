@@ -82,7 +82,10 @@ fn run_mode(options: &FragOptions, defrag: bool) -> Result<()> {
     if dir.exists() {
         std::fs::remove_dir_all(&dir)?;
     }
-    let config = store::StoreConfig { defrag_on_delete: defrag, ..Default::default() };
+    let config = store::StoreConfig {
+        defrag_on_delete: defrag,
+        ..Default::default()
+    };
     let store = open_store(&dir, config)?;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(options.seed);
     let mut serial = 0u64;
@@ -105,7 +108,10 @@ fn run_mode(options: &FragOptions, defrag: bool) -> Result<()> {
     }
     let built = fragments(&store);
     let built_total: u64 = built.values().map(|(f, _)| f).sum();
-    eprintln!("defrag {mode}: built in {:.1} s", start.elapsed().as_secs_f64());
+    eprintln!(
+        "defrag {mode}: built in {:.1} s",
+        start.elapsed().as_secs_f64()
+    );
     result(
         "store_frag_built",
         &[
@@ -154,8 +160,9 @@ fn run_mode(options: &FragOptions, defrag: bool) -> Result<()> {
         moved_bytes += report.bytes_moved;
         moves += report.moves;
         let new_deliveries = uids.len() / 4 + usize::from(rng.random_range(0..4) < uids.len() % 4);
-        let targets: Vec<usize> =
-            (0..new_deliveries).map(|_| rng.random_range(0..options.folders)).collect();
+        let targets: Vec<usize> = (0..new_deliveries)
+            .map(|_| rng.random_range(0..options.folders))
+            .collect();
         if !targets.is_empty() {
             deliver(&store, &mut rng, &mut serial, &targets)?;
         }
@@ -184,14 +191,20 @@ fn run_mode(options: &FragOptions, defrag: bool) -> Result<()> {
             ("deleted", deleted.to_string()),
             ("msgs_after", messages.to_string()),
             ("fragments_total", total.to_string()),
-            ("fragments_per_folder", format!("{:.0}", total as f64 / after.len().max(1) as f64)),
+            (
+                "fragments_per_folder",
+                format!("{:.0}", total as f64 / after.len().max(1) as f64),
+            ),
             ("fragments_max", max.to_string()),
             ("free_extents", stats.free_extents.to_string()),
             ("moves", moves.to_string()),
             ("moved_mb", format!("{:.1}", moved_bytes as f64 / 1e6)),
             ("churn_s", format!("{:.1}", churn.as_secs_f64())),
             ("cold_read_folder_ms", ms(cold_read)),
-            ("cold_read_mb_per_s", format!("{:.0}", bytes as f64 / 1e6 / cold_read.as_secs_f64())),
+            (
+                "cold_read_mb_per_s",
+                format!("{:.0}", bytes as f64 / 1e6 / cold_read.as_secs_f64()),
+            ),
         ],
     );
     Ok(())

@@ -68,7 +68,10 @@ pub fn run(options: &OpenOptions) -> Result<()> {
         let user = format!("open{size}mb@example.com");
         let start = Instant::now();
         let count = fill(&store, &user, size * 1_000_000, size)?;
-        eprintln!("filled {user}: {count} messages in {:.1} s", start.elapsed().as_secs_f64());
+        eprintln!(
+            "filled {user}: {count} messages in {:.1} s",
+            start.elapsed().as_secs_f64()
+        );
     }
     for &size in &options.sizes_mb {
         let user = format!("open{size}mb@example.com");

@@ -26,22 +26,35 @@ pub fn process_write_bytes() -> u64 {
 
 fn proc_io_field(field: &str) -> Option<u64> {
     let text = fs::read_to_string("/proc/self/io").ok()?;
-    text.lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(": ")?.trim().parse().ok())
+    text.lines().find_map(|line| {
+        line.strip_prefix(field)?
+            .strip_prefix(": ")?
+            .trim()
+            .parse()
+            .ok()
+    })
 }
 
 /// Bytes written to whole block devices (not partitions, loop or device-mapper), machine-wide,
 /// from `/proc/diskstats`; the same rule as the peer harness's `disk_bytes`.
 pub fn device_write_bytes() -> u64 {
-    let Ok(text) = fs::read_to_string("/proc/diskstats") else { return 0 };
+    let Ok(text) = fs::read_to_string("/proc/diskstats") else {
+        return 0;
+    };
     let mut sectors = 0u64;
     for line in text.lines() {
         let fields: Vec<&str> = line.split_whitespace().collect();
-        let (Some(name), Some(written)) = (fields.get(2), fields.get(9)) else { continue };
+        let (Some(name), Some(written)) = (fields.get(2), fields.get(9)) else {
+            continue;
+        };
         let virtual_device =
             name.starts_with("loop") || name.starts_with("ram") || name.starts_with("dm-");
-        let partition = name.ends_with(|c: char| c.is_ascii_digit())
-            && !(name.starts_with("nvme") && !name.contains('p'));
+        // sda1, vda2 and nvme0n1p1 are partitions; nvme0n1 is a whole disk.
+        let partition = if name.starts_with("nvme") {
+            name.contains('p')
+        } else {
+            name.ends_with(|c: char| c.is_ascii_digit())
+        };
         if virtual_device || partition {
             continue;
         }
@@ -61,11 +74,19 @@ pub fn machine(dir: &std::path::Path) -> String {
                 .map(|s| s.trim().to_string())
         })
         .unwrap_or_else(|| "unknown cpu".into());
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     let mem_gib = fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|t| {
-            t.lines().next()?.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kb| kb >> 20)
+            t.lines()
+                .next()?
+                .split_whitespace()
+                .nth(1)?
+                .parse::<u64>()
+                .ok()
+                .map(|kb| kb >> 20)
         })
         .unwrap_or(0);
     let kernel = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
@@ -77,7 +98,10 @@ pub fn machine(dir: &std::path::Path) -> String {
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .and_then(|s| s.lines().nth(1).map(str::to_string))
         .unwrap_or_else(|| "unknown".into());
-    format!("{cpu}, {cores} cores, {mem_gib} GiB, kernel {}, {fs_type}", kernel.trim())
+    format!(
+        "{cpu}, {cores} cores, {mem_gib} GiB, kernel {}, {fs_type}",
+        kernel.trim()
+    )
 }
 
 /// The git commit of the working tree the benchmark runs from, if any.

@@ -40,7 +40,8 @@ impl Promises {
                 self.finished.insert(num(1));
             }
             Some("S") => {
-                self.appended.insert((f[1].to_string(), num(2) as u32), (num(3), num(4)));
+                self.appended
+                    .insert((f[1].to_string(), num(2) as u32), (num(3), num(4)));
             }
             Some("d") => {
                 self.expunging.insert((f[1].to_string(), num(2) as u32));
@@ -78,31 +79,48 @@ fn verify(dir: &Path, promises: &Promises, round: u64) {
         }
         for message in batch {
             let from = origin('Q', &message.content).expect("a whole queued message");
-            assert_eq!(message.content, content('Q', from.0, from.1), "round {round}: torn content");
+            assert_eq!(
+                message.content,
+                content('Q', from.0, from.1),
+                "round {round}: torn content"
+            );
             present.insert(message.id, from);
         }
     }
     for (id, from) in &promises.enqueued {
         if promises.finished.contains(id) {
-            assert!(!present.contains_key(id), "round {round}: finished message {id} came back");
+            assert!(
+                !present.contains_key(id),
+                "round {round}: finished message {id} came back"
+            );
         } else if !promises.finishing.contains(id) {
-            assert_eq!(present.get(id), Some(from), "round {round}: acknowledged message {id} lost");
+            assert_eq!(
+                present.get(id),
+                Some(from),
+                "round {round}: acknowledged message {id} lost"
+            );
         }
     }
     q.close().unwrap();
 
-    let (store, _) =
-        store::Store::open(disk.clone(), &dir.join("store"), store_config()).unwrap();
+    let (store, _) = store::Store::open(disk.clone(), &dir.join("store"), store_config()).unwrap();
     let fsck = store.fsck(false, &mut |_, _| {}).unwrap();
     assert!(fsck.is_clean(), "round {round}: store fsck: {fsck}");
     for ((user, uid), (thread, serial)) in &promises.appended {
         let key = (user.clone(), *uid);
         let read = store.read(user, "INBOX", *uid);
         if promises.expunged.contains(&key) {
-            assert!(read.is_err(), "round {round}: expunged {user}/{uid} came back");
+            assert!(
+                read.is_err(),
+                "round {round}: expunged {user}/{uid} came back"
+            );
         } else if !promises.expunging.contains(&key) {
             let bytes = read.unwrap_or_else(|e| panic!("round {round}: {user}/{uid} lost: {e}"));
-            assert_eq!(bytes, content('S', *thread, *serial), "round {round}: {user}/{uid} differs");
+            assert_eq!(
+                bytes,
+                content('S', *thread, *serial),
+                "round {round}: {user}/{uid} differs"
+            );
         }
     }
     for user in store.list_users() {
@@ -110,7 +128,11 @@ fn verify(dir: &Path, promises: &Promises, round: u64) {
         for info in view.messages {
             let bytes = store.read(&user, "INBOX", info.uid).unwrap();
             let from = origin('S', &bytes).expect("a whole stored message");
-            assert_eq!(bytes, content('S', from.0, from.1), "round {round}: torn stored message");
+            assert_eq!(
+                bytes,
+                content('S', from.0, from.1),
+                "round {round}: torn stored message"
+            );
         }
     }
 }
@@ -118,7 +140,10 @@ fn verify(dir: &Path, promises: &Promises, round: u64) {
 #[test]
 fn sigkill_under_load_loses_nothing_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
-    let rounds: u64 = std::env::var("CRASH_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(12);
+    let rounds: u64 = std::env::var("CRASH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(12);
     let mut promises = Promises::default();
     for round in 0..rounds {
         let mut child = Command::new(env!("CARGO_BIN_EXE_crashload"))
@@ -130,7 +155,10 @@ fn sigkill_under_load_loses_nothing_acknowledged() {
             .unwrap();
         let stdout = child.stdout.take().unwrap();
         let reader = std::thread::spawn(move || {
-            BufReader::new(stdout).lines().map_while(Result::ok).collect::<Vec<String>>()
+            BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+                .collect::<Vec<String>>()
         });
         // Kill at a pseudo-random moment 30..330 ms into the load.
         let delay = 30 + (round * 7919 + 13) % 300;
@@ -139,13 +167,22 @@ fn sigkill_under_load_loses_nothing_acknowledged() {
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         let lines = reader.join().unwrap();
-        assert!(lines.first().map(String::as_str) == Some("READY"), "child did not start: {lines:?}");
+        assert!(
+            lines.first().map(String::as_str) == Some("READY"),
+            "child did not start: {lines:?}"
+        );
         let acks = lines.len() - 1;
         for line in &lines {
             promises.absorb(line);
         }
-        eprintln!("round {round}: killed after {:?}, {acks} acknowledgements", start.elapsed());
+        eprintln!(
+            "round {round}: killed after {:?}, {acks} acknowledgements",
+            start.elapsed()
+        );
         verify(dir.path(), &promises, round);
     }
-    assert!(!promises.enqueued.is_empty() && !promises.appended.is_empty(), "no load ran");
+    assert!(
+        !promises.enqueued.is_empty() && !promises.appended.is_empty(),
+        "no load ran"
+    );
 }

@@ -42,6 +42,8 @@ pub trait Disk: Send + Sync + 'static {
 }
 
 /// An open file. All I/O is positional, so one handle serves many threads.
+// `len` is a fallible query of the file, not a collection size; `is_empty` would mean nothing.
+#[allow(clippy::len_without_is_empty)]
 pub trait File: Send + Sync {
     /// Reads at most `buf.len()` bytes at `offset`; fewer only at the end of the file.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
@@ -65,7 +67,10 @@ pub trait File: Send + Sync {
             if n == 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
-                    format!("short read: wanted {} bytes at {offset}, file ended", buf.len()),
+                    format!(
+                        "short read: wanted {} bytes at {offset}, file ended",
+                        buf.len()
+                    ),
                 ));
             }
             done += n;

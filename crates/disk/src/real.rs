@@ -53,7 +53,9 @@ impl Disk for RealDisk {
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| annotate(e, dir))
+        fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| annotate(e, dir))
     }
 }
 

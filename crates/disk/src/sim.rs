@@ -79,7 +79,9 @@ impl SimDisk {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic elsewhere while holding the lock leaves the state consistent (every method
         // mutates it in one place), so keep going rather than cascade the panic.
-        self.state.lock().unwrap_or_else(|poison| poison.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
     }
 
     /// A power cut: unsynced sectors and unsynced names survive by a coin toss each, using
@@ -117,8 +119,12 @@ impl SimDisk {
             file.len_dirty = false;
         }
         // Names: each path whose live and durable binding differ ends up with one of the two.
-        let paths: BTreeSet<PathBuf> =
-            state.live_names.keys().chain(state.durable_names.keys()).cloned().collect();
+        let paths: BTreeSet<PathBuf> = state
+            .live_names
+            .keys()
+            .chain(state.durable_names.keys())
+            .cloned()
+            .collect();
         let mut names = BTreeMap::new();
         for path in paths {
             let live = state.live_names.get(&path).copied();
@@ -127,7 +133,11 @@ impl SimDisk {
                 live
             } else {
                 report.names_changed += 1;
-                if rng.random_bool(keep_probability) { live } else { durable }
+                if rng.random_bool(keep_probability) {
+                    live
+                } else {
+                    durable
+                }
             };
             if let Some(id) = chosen {
                 names.insert(path, id);
@@ -178,7 +188,10 @@ impl SimDisk {
 }
 
 fn not_found(path: &Path) -> io::Error {
-    io::Error::new(io::ErrorKind::NotFound, format!("{}: no such file", path.display()))
+    io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("{}: no such file", path.display()),
+    )
 }
 
 fn crashed() -> io::Error {
@@ -218,7 +231,11 @@ impl Disk for SimDisk {
             }
             None => return Err(not_found(path)),
         };
-        Ok(Arc::new(SimHandle { disk: self.clone(), id, epoch: state.epoch }))
+        Ok(Arc::new(SimHandle {
+            disk: self.clone(),
+            id,
+            epoch: state.epoch,
+        }))
     }
 
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
@@ -249,7 +266,10 @@ impl Disk for SimDisk {
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         let mut state = self.lock();
         state.spend()?;
-        let id = state.live_names.remove(from).ok_or_else(|| not_found(from))?;
+        let id = state
+            .live_names
+            .remove(from)
+            .ok_or_else(|| not_found(from))?;
         state.live_names.insert(to.to_path_buf(), id);
         Ok(())
     }
@@ -257,7 +277,10 @@ impl Disk for SimDisk {
     fn remove(&self, path: &Path) -> io::Result<()> {
         let mut state = self.lock();
         state.spend()?;
-        state.live_names.remove(path).ok_or_else(|| not_found(path))?;
+        state
+            .live_names
+            .remove(path)
+            .ok_or_else(|| not_found(path))?;
         Ok(())
     }
 

@@ -80,7 +80,13 @@ fn header(dir: &std::path::Path) -> Result<()> {
 
 pub(crate) fn run(command: BenchCommand) -> Result<()> {
     match command {
-        BenchCommand::Queue { scratch, producers, message_bytes, seconds, segment_bytes } => {
+        BenchCommand::Queue {
+            scratch,
+            producers,
+            message_bytes,
+            seconds,
+            segment_bytes,
+        } => {
             header(&scratch.dir)?;
             bench::queue_ingest::run(&bench::queue_ingest::IngestOptions {
                 dir: scratch.dir,
@@ -90,7 +96,12 @@ pub(crate) fn run(command: BenchCommand) -> Result<()> {
                 segment_bytes,
             })
         }
-        BenchCommand::Recovery { scratch, messages, message_bytes, segment_bytes } => {
+        BenchCommand::Recovery {
+            scratch,
+            messages,
+            message_bytes,
+            segment_bytes,
+        } => {
             header(&scratch.dir)?;
             bench::queue_recovery::run(&bench::queue_recovery::RecoveryOptions {
                 dir: scratch.dir,
@@ -108,7 +119,11 @@ pub(crate) fn run(command: BenchCommand) -> Result<()> {
                 runs: scratch.runs,
             })
         }
-        BenchCommand::StoreDelete { scratch, folder_mb, distances_mb } => {
+        BenchCommand::StoreDelete {
+            scratch,
+            folder_mb,
+            distances_mb,
+        } => {
             header(&scratch.dir)?;
             bench::store_delete::run(&bench::store_delete::DeleteOptions {
                 dir: scratch.dir,
@@ -117,7 +132,12 @@ pub(crate) fn run(command: BenchCommand) -> Result<()> {
                 runs: scratch.runs,
             })
         }
-        BenchCommand::StoreFrag { scratch, folders, messages_per_folder, seed } => {
+        BenchCommand::StoreFrag {
+            scratch,
+            folders,
+            messages_per_folder,
+            seed,
+        } => {
             header(&scratch.dir)?;
             bench::store_frag::run(&bench::store_frag::FragOptions {
                 dir: scratch.dir,

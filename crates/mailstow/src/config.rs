@@ -35,7 +35,9 @@ pub(crate) struct StoreSection {
 impl Config {
     /// Reads `path`, or returns the defaults when no file is given.
     pub(crate) fn load(path: Option<&Path>) -> Result<Config> {
-        let Some(path) = path else { return Ok(Config::default()) };
+        let Some(path) = path else {
+            return Ok(Config::default());
+        };
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read config file {}", path.display()))?;
         toml::from_str(&text).with_context(|| format!("config file {}", path.display()))

@@ -12,7 +12,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "mailstow", version, about = "Mail server, mail file system and storage simulator")]
+#[command(
+    name = "mailstow",
+    version,
+    about = "Mail server, mail file system and storage simulator"
+)]
 struct Cli {
     /// Data directory (default: the config file's data_dir, else ./mailstow-data).
     #[arg(long, global = true, value_name = "DIR")]
@@ -75,12 +79,16 @@ fn init(paths: &Paths, config: &config::Config) -> anyhow::Result<()> {
     for dir in [paths.queue(), paths.store()] {
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let (queue, queue_report) = queue::Queue::open(disk.clone(), &paths.queue(), config.queue_config())?;
+    let (queue, queue_report) =
+        queue::Queue::open(disk.clone(), &paths.queue(), config.queue_config())?;
     queue.close()?;
     let (store, store_report) = store::Store::open(disk, &paths.store(), config.store_config())?;
     drop(store);
     println!("data directory: {}", paths.data_dir.display());
-    println!("queue: {} pending, {} deferred", queue_report.pending, queue_report.deferred);
+    println!(
+        "queue: {} pending, {} deferred",
+        queue_report.pending, queue_report.deferred
+    );
     println!("store: {store_report}");
     Ok(())
 }

@@ -52,7 +52,10 @@ pub(crate) fn run(command: QueueCommand, paths: &Paths, config: &Config) -> Resu
                 s.pending_messages, s.deferred_messages, s.bounces, s.quarantined
             );
             println!("bytes in use: {}", s.bytes_used);
-            println!("recovered in {:.1} ms", report.elapsed.as_secs_f64() * 1000.0);
+            println!(
+                "recovered in {:.1} ms",
+                report.elapsed.as_secs_f64() * 1000.0
+            );
             queue.close()?;
         }
         QueueCommand::Fsck { repair } => {

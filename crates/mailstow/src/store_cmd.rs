@@ -22,17 +22,32 @@ pub(crate) enum StoreCommand {
     Defrag,
 }
 
-fn open(paths: &Paths, config: &Config) -> Result<store::Store> {
+/// Opens the store; with `salvage`, a damaged journal or snapshot is cut back to its valid part
+/// (and reported) instead of refusing to open.
+fn open(paths: &Paths, config: &Config, salvage: bool) -> Result<store::Store> {
     let dir = paths.store();
     if !dir.is_dir() {
         bail!("no mailbox store at {} (wrong --data-dir?)", dir.display());
     }
-    let (store, _report) = store::Store::open(Arc::new(disk::RealDisk), &dir, config.store_config())?;
+    let mut store_config = config.store_config();
+    store_config.salvage = salvage;
+    let (store, report) = store::Store::open(Arc::new(disk::RealDisk), &dir, store_config)
+        .map_err(|e| {
+            if salvage {
+                anyhow::Error::from(e)
+            } else {
+                anyhow::Error::from(e).context("cannot open the store; `mailstow store fsck --repair` salvages what is readable")
+            }
+        })?;
+    if !report.problems.is_empty() {
+        eprintln!("{report}");
+    }
     Ok(store)
 }
 
 pub(crate) fn run(command: StoreCommand, paths: &Paths, config: &Config) -> Result<()> {
-    let store = open(paths, config)?;
+    let salvage = matches!(command, StoreCommand::Fsck { repair: true });
+    let store = open(paths, config, salvage)?;
     match command {
         StoreCommand::Stats => print_stats(&store)?,
         StoreCommand::Fsck { repair } => {
@@ -62,7 +77,10 @@ pub(crate) fn run(command: StoreCommand, paths: &Paths, config: &Config) -> Resu
 
 fn print_stats(store: &store::Store) -> Result<()> {
     let stats = store.stats();
-    println!("{:<32} {:<24} {:>10} {:>14} {:>10}", "user", "folder", "messages", "bytes", "fragments");
+    println!(
+        "{:<32} {:<24} {:>10} {:>14} {:>10}",
+        "user", "folder", "messages", "bytes", "fragments"
+    );
     for folder in &stats.folders {
         println!(
             "{:<32} {:<24} {:>10} {:>14} {:>10}",
@@ -71,7 +89,11 @@ fn print_stats(store: &store::Store) -> Result<()> {
     }
     println!(
         "volume: {} bytes, used {}, free {} in {} extents, reserved {}",
-        stats.volume_bytes, stats.used_bytes, stats.free_bytes, stats.free_extents, stats.reserved_bytes
+        stats.volume_bytes,
+        stats.used_bytes,
+        stats.free_bytes,
+        stats.free_extents,
+        stats.reserved_bytes
     );
     Ok(())
 }

@@ -89,7 +89,9 @@ fn run(dir: &std::path::Path, seed: u64) -> anyhow::Result<()> {
                 }
                 // Every fifth message, expunge the oldest one: deletions under load too.
                 if serial % 5 == 4 {
-                    let Ok(view) = store.open_folder(&user, "INBOX") else { return };
+                    let Ok(view) = store.open_folder(&user, "INBOX") else {
+                        return;
+                    };
                     if let Some(first) = view.messages.first() {
                         say(format!("d {user} {}", first.uid));
                         if store.expunge(&user, "INBOX", &[first.uid]).is_ok() {
@@ -106,14 +108,19 @@ fn run(dir: &std::path::Path, seed: u64) -> anyhow::Result<()> {
         let say = say.clone();
         handles.push(thread::spawn(move || {
             loop {
-                let Ok(batch) = queue.next_batch(u64::MAX, 32, 1 << 20) else { return };
+                let Ok(batch) = queue.next_batch(u64::MAX, 32, 1 << 20) else {
+                    return;
+                };
                 if batch.is_empty() {
                     thread::sleep(std::time::Duration::from_millis(2));
                     continue;
                 }
                 for message in batch {
-                    let outcomes: Vec<(usize, queue::Outcome)> =
-                        message.pending.iter().map(|&i| (i, queue::Outcome::Delivered)).collect();
+                    let outcomes: Vec<(usize, queue::Outcome)> = message
+                        .pending
+                        .iter()
+                        .map(|&i| (i, queue::Outcome::Delivered))
+                        .collect();
                     say(format!("f {}", message.id));
                     if queue.finish(message.id, &outcomes).is_ok() {
                         say(format!("F {}", message.id));
