@@ -60,7 +60,7 @@ impl QueueConfig {
                 self.segment_bytes
             ));
         }
-        if self.segment_bytes % 4096 != 0 {
+        if !self.segment_bytes.is_multiple_of(4096) {
             return bad(format!(
                 "segment_bytes {} must be a multiple of 4096",
                 self.segment_bytes

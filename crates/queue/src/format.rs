@@ -278,7 +278,7 @@ impl Header {
             .ok_or_else(|| format!("unknown segment kind {}", get_u32(b, H_KIND)))?;
         let segment_bytes = get_u64(b, H_SEGMENT_BYTES);
         if !(crate::config::SEGMENT_BYTES_MIN..=u64::from(u32::MAX)).contains(&segment_bytes)
-            || segment_bytes % 4096 != 0
+            || !segment_bytes.is_multiple_of(4096)
         {
             return Err(format!("implausible segment size {segment_bytes}"));
         }

@@ -63,7 +63,6 @@ impl Index {
         self.entries.get_mut(&id)
     }
 
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
@@ -222,11 +221,5 @@ impl Index {
         if self.remove(id).is_some() {
             self.quarantined.insert(id, why);
         }
-    }
-
-    /// Every indexed message, for invariant checks in tests.
-    #[cfg(test)]
-    pub(crate) fn entries(&self) -> impl Iterator<Item = (&MessageId, &Entry)> {
-        self.entries.iter()
     }
 }

@@ -274,6 +274,7 @@ pub(crate) fn recover(
     }
 
     let mut index = Index::default();
+    let winners_count = winners.len();
     for (_, ci) in winners {
         let c = &candidates[ci];
         let l = &loaded[c.pos];
@@ -290,6 +291,7 @@ pub(crate) fn recover(
             },
         );
     }
+    debug_assert_eq!(index.len(), winners_count, "one live record per message id");
     index.quarantined = quarantined;
     report.pending = index.pending_main;
     report.deferred = index.pending_deferred;

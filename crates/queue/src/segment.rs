@@ -226,6 +226,12 @@ pub(crate) fn scan_slots(file: &dyn File, header: &Header) -> io::Result<Scan> {
         .map_or(0, |p| p + 1);
     scan.incomplete_dropped = scan.chain.len() - keep;
     scan.chain.truncate(keep);
+    // Q2: a chain ends with a batch-end flag (or is empty).
+    debug_assert!(
+        scan.chain
+            .last()
+            .is_none_or(|e| e.slot.is_some_and(|s| s.flags & FLAG_BATCH_END != 0))
+    );
     Ok(scan)
 }
 

@@ -370,6 +370,19 @@ impl Writer {
                             .or_insert_with(|| (info.file.clone(), info.path.clone()));
                     }
                 }
+                // Q3: in-place writes touch only status bytes, done flags and status hints.
+                for m in &marks {
+                    debug_assert!(st.segments.get(&m.seg).is_some_and(|info| {
+                        let h = &info.header;
+                        if m.offset < u64::from(h.data_offset) {
+                            let in_slot = (m.offset - format::HEADER_BYTES) % format::SLOT_BYTES;
+                            in_slot >= format::S_DONE as u64
+                                && in_slot + m.bytes.len() as u64 <= format::S_HINT as u64 + 1
+                        } else {
+                            m.bytes.len() <= format::RECIPIENTS_LIMIT
+                        }
+                    }));
+                }
             }
             for m in &marks {
                 let (file, path) = files.get(&m.seg).ok_or_else(|| {
@@ -379,10 +392,12 @@ impl Writer {
                     .map_err(|e| QueueError::io("write status to", path, e))?;
                 touched.insert(m.seg);
             }
+            // Q1: every segment written in this round is synced before any ticket completes.
             for seg in &touched {
-                if let Some((file, path)) = files.get(seg) {
-                    self.sync(&**file, path)?;
-                }
+                let (file, path) = files.get(seg).ok_or_else(|| {
+                    QueueError::Poisoned(format!("write to unknown segment {seg}"))
+                })?;
+                self.sync(&**file, path)?;
             }
             Ok((copies, mains))
         })();

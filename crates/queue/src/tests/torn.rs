@@ -92,7 +92,7 @@ fn torn_tail_is_cut_and_later_writes_survive() {
         }
         for m in found.values() {
             let tag = tag_of(m);
-            let len = if tag >= 100 && tag < 1_000_000 {
+            let len = if (100..1_000_000).contains(&tag) {
                 900
             } else if tag == 1_000_000 {
                 60
