@@ -343,7 +343,7 @@ impl Writer {
             if f.now.iter().any(|&s| s != 0) {
                 marks.push(Mark::statuses(*seg, slot, f.now.clone()));
             }
-            if f.copy.is_none() {
+            if f.copy.is_none() && !becomes_bounce(f) {
                 marks.push(Mark::done(*seg, *index));
             } else if f.now.iter().any(|&s| s != 0) {
                 marks.push(Mark::hint(*seg, *index));
@@ -429,6 +429,12 @@ impl Writer {
             }
             let mut copies = copies.into_iter();
             for (seg, index, slot, f) in &finishes {
+                if f.copy.is_none() && becomes_bounce(f) {
+                    // Everything delivered except recipients that had failed before: the
+                    // record itself is now a bounce.
+                    st.index.reclassify(f.id, Class::Bounce);
+                    continue;
+                }
                 st.index.remove(f.id);
                 match &f.copy {
                     None => live_sub(&mut st.segments, *seg),
@@ -700,6 +706,12 @@ impl Writer {
             }
         }
     }
+}
+
+/// A finish without a copy (everything pending was delivered) that leaves failed recipients
+/// from an earlier attempt: the record becomes a bounce instead of being done.
+fn becomes_bounce(f: &FinishRequest) -> bool {
+    f.copy.is_none() && f.now.contains(&format::STATUS_FAILED)
 }
 
 fn live_sub(segments: &mut BTreeMap<u64, SegmentInfo>, seg: u64) {

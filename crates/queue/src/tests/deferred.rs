@@ -164,6 +164,49 @@ fn failures_become_bounces() {
     assert!(q.take_bounces(10).unwrap().is_empty());
 }
 
+/// Delivering the last pending recipient of a record with an earlier permanent failure turns
+/// the record itself into a bounce (no copy needed).
+#[test]
+fn delivering_the_rest_leaves_a_bounce() {
+    let sim = SimDisk::new();
+    let (q, _) = open(&sim, small());
+    let id = q.enqueue(envelope(2, 1), content(1, 100)).unwrap();
+    lease_one(&q, 0);
+    q.finish(
+        id,
+        &[
+            (
+                0,
+                Outcome::Deferred {
+                    retry_at_ms: 1,
+                    reason: "451".into(),
+                },
+            ),
+            (
+                1,
+                Outcome::Failed {
+                    reason: "550".into(),
+                },
+            ),
+        ],
+    )
+    .unwrap();
+    let m = lease_one(&q, 1);
+    assert_eq!(m.pending, vec![0]);
+    q.finish(id, &[(0, Outcome::Delivered)]).unwrap();
+    assert_eq!(q.stats().bounces, 1);
+    drop(q);
+    sim.crash(4, 0.0);
+    let (q, report) = open(&sim, small());
+    assert_eq!(report.bounces, 1);
+    let b = q.take_bounces(10).unwrap();
+    assert_eq!((b[0].id, b[0].pending.clone()), (id, vec![1]));
+    assert_eq!(
+        b[0].envelope.recipients[0].status,
+        crate::RecipientStatus::Delivered
+    );
+}
+
 /// The deferred copy is durable but the original's moved marks and done flag are not: both
 /// records are pending after the crash. Recovery keeps the copy (more attempts), marks the
 /// original done, and the message is handed out exactly once.

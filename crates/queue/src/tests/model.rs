@@ -25,7 +25,7 @@ enum St {
     Failed,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 struct MMsg {
     envelope: Envelope,
     content: Vec<u8>,
@@ -35,6 +35,19 @@ struct MMsg {
     uncertain: Option<Vec<St>>,
     /// A `finish_bounce` failed: the bounce may be gone.
     may_vanish: bool,
+}
+
+impl std::fmt::Debug for MMsg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MMsg")
+            .field("sender", &self.envelope.sender)
+            .field("content_len", &self.content.len())
+            .field("status", &self.status)
+            .field("deferred", &self.deferred)
+            .field("uncertain", &self.uncertain)
+            .field("may_vanish", &self.may_vanish)
+            .finish()
+    }
 }
 
 fn remaining(s: &[St]) -> bool {
@@ -413,6 +426,12 @@ impl Harness {
     }
 
     fn run(&mut self, op: Op) {
+        if std::env::var_os("QUEUE_MODEL_TRACE").is_some() {
+            eprintln!(
+                "op {op:?}; model {:?}; leased {:?}",
+                self.model.msgs, self.model.leased
+            );
+        }
         match op {
             Op::Enqueue { n, rcpts, len } => self.enqueue(n, rcpts, len),
             Op::Lease { n } => self.lease(n),
@@ -451,6 +470,21 @@ impl Harness {
                 self.crash_and_verify(seed, keep(k));
             }
         }
+        // Between crashes the live counts match the model exactly.
+        let s = self.q().stats();
+        assert_eq!(
+            s.pending_messages + s.deferred_messages + s.bounces,
+            self.model.msgs.len(),
+            "{s:?}"
+        );
+        let bounces = self
+            .model
+            .msgs
+            .values()
+            .filter(|m| !m.status.contains(&St::Pending) && m.status.contains(&St::Failed))
+            .count();
+        assert_eq!(s.bounces, bounces, "{s:?}");
+        assert_eq!(s.leased, self.model.leased.len());
     }
 }
 
@@ -467,4 +501,162 @@ proptest! {
         }
         h.crash_and_verify(12345, 0.5);
     }
+}
+
+/// Replays op sequences that once failed.
+fn replay(ops: Vec<Op>) {
+    let sim = SimDisk::new();
+    let (q, _) = open(&sim, Harness::config());
+    let mut h = Harness {
+        sim,
+        q: Some(q),
+        model: Model::default(),
+    };
+    for op in ops {
+        h.run(op);
+    }
+    h.crash_and_verify(12345, 0.5);
+}
+
+#[test]
+fn regression_bounce_lost() {
+    use Op::*;
+    replay(vec![
+        Finish {
+            pick: 13560709840427014236,
+            seed: 17173922262483223403,
+        },
+        Enqueue {
+            n: 1,
+            rcpts: 2,
+            len: 32854,
+        },
+        Finish {
+            pick: 5624110177314103641,
+            seed: 15465306683771694329,
+        },
+        Finish {
+            pick: 2414975036051385006,
+            seed: 13517796701043470499,
+        },
+        Finish {
+            pick: 12826208008687918314,
+            seed: 8819858420986066621,
+        },
+        Crash {
+            seed: 10510557715548365261,
+            keep: 0,
+        },
+        Finish {
+            pick: 15262024206466509576,
+            seed: 13197872472690562474,
+        },
+        Lease { n: 3 },
+        Finish {
+            pick: 5618137171415585749,
+            seed: 258338029374273262,
+        },
+        Bounces,
+        Advance { ms: 161 },
+        FailThenCrash {
+            fail_after: 6,
+            finish: false,
+            seed: 2780855450705425709,
+            keep: 2,
+        },
+        Advance { ms: 75 },
+        Enqueue {
+            n: 2,
+            rcpts: 2,
+            len: 41284,
+        },
+        Bounces,
+        Lease { n: 1 },
+        Finish {
+            pick: 12411399048623788811,
+            seed: 13750242682276876639,
+        },
+        Lease { n: 3 },
+        FailThenCrash {
+            fail_after: 10,
+            finish: true,
+            seed: 3251102158023584501,
+            keep: 1,
+        },
+        Crash {
+            seed: 14469748924583185937,
+            keep: 0,
+        },
+        Finish {
+            pick: 12188313234399064547,
+            seed: 455015608994342476,
+        },
+        Lease { n: 4 },
+        Finish {
+            pick: 3586980869686917391,
+            seed: 629566445765077002,
+        },
+        Enqueue {
+            n: 4,
+            rcpts: 1,
+            len: 37361,
+        },
+        Finish {
+            pick: 6791024887500487208,
+            seed: 10662645869828180712,
+        },
+        Finish {
+            pick: 15228084749216930411,
+            seed: 18186813395865935686,
+        },
+        Enqueue {
+            n: 1,
+            rcpts: 1,
+            len: 18833,
+        },
+        Enqueue {
+            n: 3,
+            rcpts: 2,
+            len: 16980,
+        },
+        Finish {
+            pick: 9624768195652141875,
+            seed: 13046355034220043934,
+        },
+        Enqueue {
+            n: 4,
+            rcpts: 3,
+            len: 59807,
+        },
+        FailThenCrash {
+            fail_after: 5,
+            finish: true,
+            seed: 1357187682705994483,
+            keep: 2,
+        },
+        Finish {
+            pick: 13477883843852428925,
+            seed: 16699145270505579120,
+        },
+        Crash {
+            seed: 15025527733821936499,
+            keep: 0,
+        },
+        Crash {
+            seed: 16004092033569464600,
+            keep: 0,
+        },
+        FailThenCrash {
+            fail_after: 7,
+            finish: true,
+            seed: 14214724540799667639,
+            keep: 2,
+        },
+        Crash {
+            seed: 932574949375562279,
+            keep: 0,
+        },
+        Advance { ms: 55 },
+        Lease { n: 4 },
+    ]);
 }
