@@ -294,11 +294,8 @@ impl Core {
                 }
                 Err(e) => {
                     let mut st = self.lock();
-                    for p in &picks[i..] {
+                    for p in &picks {
                         st.index.release(p.id);
-                    }
-                    for (id, _, _) in &leases {
-                        st.index.release(*id);
                     }
                     return Err(QueueError::io("read records from", &picks[i].path, e));
                 }
@@ -364,7 +361,14 @@ impl Core {
                     "message {id} is a bounce: use finish_bounce"
                 )));
             }
-            let seg = &st.segments[&e.seg];
+            if lease.statuses.is_empty() {
+                // Leased, but `next_batch` has not read it yet: not the caller's to finish.
+                return Err(QueueError::NotLeased(id));
+            }
+            let seg = st
+                .segments
+                .get(&e.seg)
+                .ok_or(QueueError::UnknownMessage(id))?;
             (
                 lease.token,
                 lease.statuses.clone(),

@@ -246,3 +246,41 @@ fn io_failure_poisons_until_reopen() {
     assert_eq!(report.pending, 1);
     assert_eq!(q.next_batch(0, 10, 1 << 20).unwrap()[0].id, a);
 }
+
+#[test]
+fn queue_is_send_sync_and_clone() {
+    fn check<T: Send + Sync + Clone + 'static>() {}
+    check::<Queue>();
+}
+
+#[test]
+fn stats_count_segments_and_work() {
+    let sim = SimDisk::new();
+    let (q, _) = open(&sim, small());
+    for t in 0..30 {
+        q.enqueue(envelope(1, t), content(t, 40_000)).unwrap();
+    }
+    let s = q.stats();
+    assert!(s.main_segments >= 2, "{s:?}");
+    assert_eq!(s.pending_messages, 30);
+    assert_eq!(s.records_committed, 30);
+    assert!(s.fdatasyncs >= s.batches_committed);
+    assert!(s.bytes_used >= 30 * 40_000);
+    let m = q.next_batch(0, 1, 1).unwrap().pop().unwrap();
+    assert_eq!(q.stats().leased, 1);
+    q.finish(
+        m.id,
+        &[(
+            0,
+            Outcome::Failed {
+                reason: "550".into(),
+            },
+        )],
+    )
+    .unwrap();
+    let s = q.stats();
+    assert_eq!(
+        (s.pending_messages, s.bounces, s.deferred_segments, s.leased),
+        (29, 1, 1, 0)
+    );
+}
