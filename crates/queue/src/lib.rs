@@ -174,6 +174,14 @@ impl Shared {
     fn stop(&self) -> Result<(), QueueError> {
         self.core.shut_down();
         let handle = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take();
+        // The last clone may be dropped inside a ticket callback, on the writer thread itself:
+        // it exits on its own after the shutdown flag, and must not join itself.
+        if handle
+            .as_ref()
+            .is_some_and(|h| h.thread().id() == std::thread::current().id())
+        {
+            return Ok(());
+        }
         match handle {
             Some(h) => h
                 .join()

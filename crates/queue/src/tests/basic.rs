@@ -284,3 +284,23 @@ fn stats_count_segments_and_work() {
         (29, 1, 1, 0)
     );
 }
+
+#[test]
+fn last_clone_dropped_in_a_callback() {
+    let sim = SimDisk::new();
+    let (q, _) = open(&sim, small());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let q2 = q.clone();
+    drop(q);
+    let inner = q2.clone();
+    q2.enqueue_with(
+        envelope(1, 1),
+        content(1, 10),
+        Box::new(move |r| {
+            drop(inner);
+            tx.send(r.is_ok()).unwrap();
+        }),
+    );
+    drop(q2);
+    assert!(rx.recv().unwrap());
+}
