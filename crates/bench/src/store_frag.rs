@@ -25,6 +25,8 @@ pub struct FragOptions {
     pub folders: usize,
     pub messages_per_folder: usize,
     pub seed: u64,
+    /// The store's per-expunge move budget (`defrag_move_bytes_max`); `None` = the default.
+    pub move_bytes_max: Option<u64>,
 }
 
 fn user(folder: usize) -> String {
@@ -82,10 +84,14 @@ fn run_mode(options: &FragOptions, defrag: bool) -> Result<()> {
     if dir.exists() {
         std::fs::remove_dir_all(&dir)?;
     }
-    let config = store::StoreConfig {
+    let mut config = store::StoreConfig {
         defrag_on_delete: defrag,
         ..Default::default()
     };
+    if let Some(bytes) = options.move_bytes_max {
+        config.defrag_move_bytes_max = bytes;
+    }
+    let move_bytes_max = config.defrag_move_bytes_max;
     let store = open_store(&dir, config)?;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(options.seed);
     let mut serial = 0u64;
@@ -188,6 +194,7 @@ fn run_mode(options: &FragOptions, defrag: bool) -> Result<()> {
         "store_frag",
         &[
             ("defrag", mode.into()),
+            ("move_bytes_max", move_bytes_max.to_string()),
             ("deleted", deleted.to_string()),
             ("msgs_after", messages.to_string()),
             ("fragments_total", total.to_string()),

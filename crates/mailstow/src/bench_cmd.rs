@@ -68,6 +68,9 @@ pub(crate) enum BenchCommand {
         messages_per_folder: usize,
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Per-expunge defrag move budget in bytes (default: the store's).
+        #[arg(long)]
+        move_bytes_max: Option<u64>,
     },
 }
 
@@ -137,6 +140,7 @@ pub(crate) fn run(command: BenchCommand) -> Result<()> {
             folders,
             messages_per_folder,
             seed,
+            move_bytes_max,
         } => {
             header(&scratch.dir)?;
             bench::store_frag::run(&bench::store_frag::FragOptions {
@@ -144,6 +148,7 @@ pub(crate) fn run(command: BenchCommand) -> Result<()> {
                 folders,
                 messages_per_folder,
                 seed,
+                move_bytes_max,
             })
         }
     }

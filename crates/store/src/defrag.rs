@@ -3,7 +3,9 @@
 //! After an expunge commits, for each freed extent (in UID order): let R be the free run
 //! containing it; let F1, F2, … be the folder's fragments after the freed UID. If R holds
 //! F1 and F2 (at least two) within the move budget, move as many leading fragments as fit, in
-//! order, to the start of R; else do nothing. A move (one *round*):
+//! order, to the start of R; else do nothing. The old place of the last moved fragment is
+//! then a freed run too, and gets the same rule (a cascade, bounded by the same budget). A
+//! move (one *round*):
 //!
 //! 1. takes the destination out of free space,
 //! 2. reads each fragment in chunks, checks every message (never spreads damage), writes it
@@ -55,7 +57,8 @@ impl Inner {
         let mut moved = (0, 0);
         let mut freed = freed.to_vec();
         freed.sort_unstable_by_key(|f| f.uid);
-        for fr in &freed {
+        let mut work: std::collections::VecDeque<Freed> = freed.into();
+        while let Some(fr) = work.pop_front() {
             if budget < 2 {
                 break;
             }
@@ -77,6 +80,19 @@ impl Inner {
             budget -= units;
             moved.0 += m;
             moved.1 += b;
+            // The move freed the old places of F1..Fk; the last one, merged with the holes
+            // around it, is a freed run like any other, with F(k+1), F(k+2) behind it. Applying
+            // the rule there too lets one deletion pull a whole region of small fragments
+            // together, within the same budget.
+            if m > 0
+                && let Some(&(uid, _)) = frags[k - 1].messages.last()
+            {
+                work.push_back(Freed {
+                    uid,
+                    start: frags[k - 1].start,
+                    units: frags[k - 1].units,
+                });
+            }
         }
         Ok(moved)
     }

@@ -175,6 +175,36 @@ fn two_fragments_rule_fires_when_the_free_run_holds_two_following_fragments() {
 }
 
 #[test]
+fn the_rule_cascades_into_the_space_its_own_move_freed() {
+    let disk = SimDisk::new();
+    let store = open(&disk, config(true));
+    interleaved(&store, 10, ONE_UNIT, ONE_UNIT);
+    // B2..B9 go: one-unit holes between A messages, none of which can take two B fragments.
+    let r = store.expunge("u", "B", &[2, 3, 4, 5, 6, 7, 8, 9]).unwrap();
+    assert_eq!(r.moves, 0);
+    // Units: A1 B1 A2 _ A3 _ A4 _ A5 _ A6 _ A7 _ A8 _ A9 _ A10 B10. Freeing A3 makes R = 3
+    // units; A4 A5 A6 move there, right after A2. Their old places and the holes around them
+    // are a 6-unit run with A7..A10 behind it: the rule applies again and all four move,
+    // landing right after A6.
+    let r = store.expunge("u", "A", &[3]).unwrap();
+    assert_eq!(r.moves, 7, "{r:?}");
+    assert_eq!(
+        fragments(&store, "u", "A"),
+        2,
+        "A1 | A2 A4 A5 A6 A7 A8 A9 A10"
+    );
+    check_all(&store, "A", 100, ONE_UNIT, &[1, 2, 4, 5, 6, 7, 8, 9, 10]);
+    check_all(&store, "B", 200, ONE_UNIT, &[1, 10]);
+    assert_clean(&store);
+    drop(store);
+    disk.crash(11, 0.0);
+    let store = open(&disk, config(true));
+    assert_eq!(fragments(&store, "u", "A"), 2);
+    check_all(&store, "A", 100, ONE_UNIT, &[1, 2, 4, 5, 6, 7, 8, 9, 10]);
+    assert_clean(&store);
+}
+
+#[test]
 fn two_fragments_rule_does_not_fire_for_one_fragment_or_when_off() {
     // R holds only one following fragment: nothing moves.
     let disk = SimDisk::new();
