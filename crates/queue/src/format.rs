@@ -64,7 +64,7 @@ pub(crate) const HEADER_USED: usize = 60;
 //   36   8   next attempt time (Unix ms; 0 = now)
 //   44   4   CRC-32C of the record (header, envelope, content; not the status bytes)
 //   48   1   flags: bit 0 = last slot of its commit batch
-//   49   7   reserved (0)
+//   49   7   generation of the segment when the slot was written (low 56 bits)
 //   56   1   done flag, written in place, outside the checksum: 0 pending, 1 finished
 //   57   1   status hint, written in place, outside the checksum: 1 = a status byte may be non-zero
 //   58   2   reserved (0)
@@ -81,6 +81,9 @@ const S_ARRIVAL: usize = 28;
 const S_NEXT_ATTEMPT: usize = 36;
 const S_RECORD_CRC: usize = 44;
 const S_FLAGS: usize = 48;
+const S_GENERATION: usize = 49;
+/// The part of the generation a slot carries.
+pub(crate) const SLOT_GENERATION_MASK: u64 = (1 << 56) - 1;
 /// Offset of the done flag inside a slot (written in place).
 pub(crate) const S_DONE: usize = 56;
 /// Offset of the status hint inside a slot (written in place, right after the done flag).
@@ -312,6 +315,8 @@ pub(crate) struct Slot {
     pub(crate) next_attempt_ms: u64,
     pub(crate) record_crc: u32,
     pub(crate) flags: u8,
+    /// Low 56 bits of the generation the slot was written in.
+    pub(crate) generation: u64,
     pub(crate) done: u8,
     pub(crate) hint: u8,
 }
@@ -331,6 +336,8 @@ impl Slot {
         put_u64(&mut b, S_NEXT_ATTEMPT, self.next_attempt_ms);
         put_u32(&mut b, S_RECORD_CRC, self.record_crc);
         b[S_FLAGS] = self.flags;
+        b[S_GENERATION..S_GENERATION + 7]
+            .copy_from_slice(&(self.generation & SLOT_GENERATION_MASK).to_le_bytes()[..7]);
         b[S_DONE] = self.done;
         b[S_HINT] = self.hint;
         let crc = crc32c::crc32c_append(prev_crc, &b[..S_DONE]);
@@ -352,6 +359,11 @@ impl Slot {
             next_attempt_ms: get_u64(b, S_NEXT_ATTEMPT),
             record_crc: get_u32(b, S_RECORD_CRC),
             flags: b[S_FLAGS],
+            generation: {
+                let mut g = [0u8; 8];
+                g[..7].copy_from_slice(&b[S_GENERATION..S_GENERATION + 7]);
+                u64::from_le_bytes(g)
+            },
             done: b[S_DONE],
             hint: b[S_HINT],
         }
@@ -370,6 +382,12 @@ impl Slot {
     /// Checks the fields of a slot whose checksum is good against its segment's geometry and
     /// the end of the previous record (`expected_offset`).
     pub(crate) fn check_fields(&self, header: &Header, expected_offset: u32) -> Result<(), String> {
+        if self.generation != header.generation & SLOT_GENERATION_MASK {
+            return Err(format!(
+                "slot of generation {}, segment is at {}",
+                self.generation, header.generation
+            ));
+        }
         if self.id == 0 {
             return Err("message id 0".into());
         }

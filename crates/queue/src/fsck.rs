@@ -135,12 +135,7 @@ pub fn check(
 
     let total: u64 = loaded
         .iter()
-        .flat_map(|l| {
-            l.scan
-                .chain
-                .iter()
-                .filter_map(|e| e.slot.map(|s| u64::from(s.len)))
-        })
+        .flat_map(|l| l.scan.chain.iter().map(|e| u64::from(e.slot.len)))
         .sum();
     let mut checked = 0u64;
     progress(0, total);
@@ -160,26 +155,25 @@ pub fn check(
                 what: format!("slot {i}: {why}; everything after it is ignored"),
             });
         }
-        for e in l.scan.chain.iter().filter(|e| e.slot.is_none()) {
-            if e.done == 0 {
+        for &(index, done) in &l.scan.damaged {
+            if done == 0 {
                 report.problems.push(FsckProblem {
                     file: l.name.clone(),
                     what: format!(
-                        "slot {}: checksum mismatch (damaged slot); its message is lost",
-                        e.index
+                        "slot {index}: checksum mismatch (damaged slot); its message is lost"
                     ),
                 });
-                marks.push(e.index);
+                marks.push(index);
             } else {
                 report.notes.push(format!(
-                    "{}: slot {} is damaged but marked done",
-                    l.name, e.index
+                    "{}: slot {index} is damaged but marked done",
+                    l.name
                 ));
             }
         }
         check_records(l, &mut report, &mut marks, &mut checked, total, progress)?;
         for e in &l.scan.chain {
-            let Some(s) = e.slot else { continue };
+            let s = e.slot;
             if l.header.kind == Kind::Main
                 && let Some(other) = main_ids.insert(s.id, l.name.clone())
             {
@@ -229,12 +223,7 @@ fn check_records(
     total: u64,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<(), QueueError> {
-    let slots: Vec<(u32, format::Slot)> = l
-        .scan
-        .chain
-        .iter()
-        .filter_map(|e| e.slot.map(|s| (e.index, s)))
-        .collect();
+    let slots: Vec<(u32, format::Slot)> = l.scan.chain.iter().map(|e| (e.index, e.slot)).collect();
     let mut i = 0;
     while i < slots.len() {
         let start = u64::from(slots[i].1.offset);

@@ -6,10 +6,11 @@
 //! done and whose status hint says a status byte may be non-zero; everything else about a
 //! record comes from its slot. Content is never read, except inside that last batch.
 //!
-//! Recovery writes only one thing itself: a torn tail cut is made durable by zeroing the first
-//! dropped slot. What else it decides must be written (done flags for the losing copy of a
-//! message found twice, or for a record whose recipients are all resolved) becomes the
-//! writer's first round of marks, and unreadable files are left alone for `check`.
+//! Recovery writes only one thing itself: in the segments that were active last it zeroes
+//! the slots of the current generation past the end of the chain (a dropped batch, a cut
+//! tail), so they can never come back. What else it decides must be written (done flags for
+//! the losing copy of a message found twice, or for a record whose recipients are all
+//! resolved) becomes the //! writer's first round of marks, and unreadable files are left alone for `check`.
 
 use std::collections::hash_map::Entry as MapEntry;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -135,11 +136,11 @@ pub(crate) fn recover(
                 l.name
             ));
         }
-        for e in &l.scan.chain {
-            if e.slot.is_none() && e.done == 0 {
+        for &(index, done) in &l.scan.damaged {
+            if done == 0 {
                 report.problems.push(format!(
-                    "{}: slot {} is damaged (checksum mismatch); its message is skipped",
-                    l.name, e.index
+                    "{}: slot {index} is damaged (checksum mismatch); its message is skipped",
+                    l.name
                 ));
             }
         }
@@ -151,9 +152,11 @@ pub(crate) fn recover(
         }
     }
 
-    // Only the last active segment of each kind can end in a torn batch. The cut is made
-    // durable at once by zeroing the first dropped slot: once another segment becomes active
-    // this one is no longer checked, and the torn batch must not reappear then.
+    // Only the last active segment of each kind can end in a torn batch. Then every slot of
+    // the current generation past the end of its chain (a dropped batch, a cut tail) is
+    // zeroed and synced before the queue writes anything: a cut must stay cut once another
+    // segment is active and this one is no longer checked, and the chain must never be able
+    // to continue over a damaged slot into stale slots (see `segment::scan_slots`).
     let active = last_active(&loaded);
     for pos in active.into_iter().flatten() {
         let l = &mut loaded[pos];
@@ -162,16 +165,13 @@ pub(crate) fn recover(
         if torn.is_some() {
             let range = l.scan.last_batch();
             report.torn_tail_cut += range.len() as u64;
-            let first = l.scan.chain[range.start].index;
-            l.file
-                .write_all_at(
-                    &[0u8; format::SLOT_BYTES as usize],
-                    format::slot_offset(first),
-                )
-                .and_then(|()| l.file.sync_data())
-                .map_err(|e| QueueError::io("cut the torn tail of", &l.path, e))?;
             l.scan.chain.truncate(range.start);
+            let end = l.scan.chain.last().map_or(0, |e| e.index);
+            l.scan.damaged.retain(|&(i, _)| i < end);
         }
+        let (next_slot, _, _) = l.scan.cursor(&l.header);
+        clear_past_end(&*l.file, &l.header, next_slot)
+            .map_err(|e| QueueError::io("clear stale slots of", &l.path, e))?;
     }
 
     // Live records and the highest id ever seen.
@@ -184,11 +184,13 @@ pub(crate) fn recover(
             .max(l.header.id_floor.saturating_sub(1))
             .max(l.scan.max_id);
         max_generation = max_generation.max(l.header.generation);
+        // A damaged slot that is not done may hide a live message: keep the segment.
+        live[pos] += l.scan.damaged.iter().filter(|d| d.1 == 0).count();
         for e in &l.scan.chain {
             if e.done == 0 {
                 live[pos] += 1;
             }
-            let Some(slot) = e.slot else { continue };
+            let slot = e.slot;
             max_id = max_id.max(slot.id);
             if slot.done == 0 {
                 candidates.push(Candidate {
@@ -374,6 +376,27 @@ pub(crate) fn recover(
     };
     report.elapsed = started.elapsed();
     Ok((core, writer, report))
+}
+
+/// Zeroes (and syncs) every slot of the segment's current generation from `next_slot` on.
+fn clear_past_end(file: &dyn File, header: &Header, next_slot: u32) -> std::io::Result<()> {
+    let start = format::slot_offset(next_slot);
+    let end = format::slot_offset(header.slot_count);
+    if start >= end {
+        return Ok(());
+    }
+    let mut area = vec![0u8; (end - start) as usize];
+    let n = segment::read_upto(file, &mut area, start)?;
+    let generation = header.generation & format::SLOT_GENERATION_MASK;
+    let last = area[..n - n % format::SLOT_BYTES as usize]
+        .chunks_exact(format::SLOT_BYTES as usize)
+        .rposition(|b| Slot::decode(b).generation == generation);
+    if let Some(last) = last {
+        let len = (last + 1) * format::SLOT_BYTES as usize;
+        file.write_all_at(&vec![0u8; len], start)?;
+        file.sync_data()?;
+    }
+    Ok(())
 }
 
 /// Reads the status bytes of every candidate whose hint says they may be non-zero, merging

@@ -34,15 +34,14 @@ pub(crate) enum SegState {
     Free,
 }
 
-/// One position of a slot chain.
+/// One valid slot of a chain.
 #[derive(Clone, Debug)]
 pub(crate) struct ChainEntry {
     pub(crate) index: u32,
-    /// The decoded slot; `None` when the slot itself is damaged but the chain resumes after it.
-    pub(crate) slot: Option<Slot>,
-    /// The CRC the next slot chains on.
+    pub(crate) slot: Slot,
+    /// The CRC the next slot chains on (this slot's stored CRC).
     pub(crate) crc: u32,
-    /// The raw done flag (meaningful even for a damaged slot: fsck repair sets it).
+    /// The raw done flag.
     pub(crate) done: u8,
 }
 
@@ -51,6 +50,8 @@ pub(crate) struct ChainEntry {
 pub(crate) struct Scan {
     /// The chain, in slot order, without the dropped incomplete batch.
     pub(crate) chain: Vec<ChainEntry>,
+    /// Damaged slots the chain continues over: (index, raw done flag). Their messages are lost.
+    pub(crate) damaged: Vec<(u32, u8)>,
     /// Slots dropped because their batch's last slot never made it to disk (never acknowledged).
     pub(crate) incomplete_dropped: usize,
     /// Slots whose checksum is good but whose fields are impossible (ends the chain).
@@ -63,15 +64,8 @@ pub(crate) struct Scan {
 impl Scan {
     /// Where the writer continues: (next slot index, next record offset, chain CRC).
     pub(crate) fn cursor(&self, header: &Header) -> (u32, u32, u32) {
-        let mut end = header.data_offset;
-        for e in self.chain.iter().rev() {
-            if let Some(s) = &e.slot {
-                end = s.offset + s.len;
-                break;
-            }
-        }
         match self.chain.last() {
-            Some(last) => (last.index + 1, end, last.crc),
+            Some(last) => (last.index + 1, last.slot.offset + last.slot.len, last.crc),
             None => (0, header.data_offset, format::chain_seed(header.generation)),
         }
     }
@@ -84,7 +78,7 @@ impl Scan {
         }
         let start = self.chain[..n - 1]
             .iter()
-            .rposition(|e| e.slot.is_some_and(|s| s.flags & FLAG_BATCH_END != 0))
+            .rposition(|e| e.slot.flags & FLAG_BATCH_END != 0)
             .map_or(0, |i| i + 1);
         start..n
     }
@@ -176,7 +170,7 @@ pub(crate) fn scan_slots(file: &dyn File, header: &Header) -> io::Result<Scan> {
             expected_offset = slot.offset + slot.len;
             scan.chain.push(ChainEntry {
                 index: i as u32,
-                slot: Some(slot),
+                slot,
                 crc: stored,
                 done: slot.done,
             });
@@ -184,53 +178,53 @@ pub(crate) fn scan_slots(file: &dyn File, header: &Header) -> io::Result<Scan> {
             i += 1;
             continue;
         }
-        // Damaged slot or the end of the chain: does the next slot chain on this one?
+        // Damaged slot or the end of the chain: does the next slot chain on this one? Only a
+        // slot of this generation counts: slots of older generations chain on each other, and
+        // recovery zeroes every slot of the current generation past the end of the chain
+        // (`recovery::clear_past_end`), so a current-generation successor that chains on a
+        // failing slot means the slot was damaged in place (bit rot). A tear cannot do this:
+        // a slot lies inside one sector, so it is either wholly as written (and then passes)
+        // or wholly older content.
         let Some(next) = fetch(i + 1, &mut buf_start, &mut buf_len)? else {
             break;
         };
+        let next_slot = Slot::decode(&next);
+        if next_slot.generation != header.generation & format::SLOT_GENERATION_MASK
+            || next_slot.offset < expected_offset
+        {
+            break;
+        }
         let next_stored = Slot::stored_crc(&next);
         let recomputed = Slot::expected_crc(&b, prev);
         let resume = if Slot::expected_crc(&next, stored) == next_stored {
-            Some(stored)
+            stored
         } else if Slot::expected_crc(&next, recomputed) == next_stored {
-            Some(recomputed)
+            recomputed
         } else {
-            None
-        };
-        let Some(resume) = resume else { break };
-        let next_slot = Slot::decode(&next);
-        if next_slot.offset < expected_offset {
             break;
-        }
+        };
+        // The damaged slot's record ends where the next one starts.
         expected_offset = next_slot.offset;
-        scan.chain.push(ChainEntry {
-            index: i as u32,
-            slot: None,
-            crc: resume,
-            done: b[format::S_DONE],
-        });
+        scan.damaged.push((i as u32, b[format::S_DONE]));
         prev = resume;
         i += 1;
     }
-    scan.max_id = scan
-        .chain
-        .iter()
-        .filter_map(|e| e.slot.map(|s| s.id))
-        .max()
-        .unwrap_or(0);
+    scan.max_id = scan.chain.iter().map(|e| e.slot.id).max().unwrap_or(0);
     // Drop an incomplete final batch.
     let keep = scan
         .chain
         .iter()
-        .rposition(|e| e.slot.is_some_and(|s| s.flags & FLAG_BATCH_END != 0))
+        .rposition(|e| e.slot.flags & FLAG_BATCH_END != 0)
         .map_or(0, |p| p + 1);
     scan.incomplete_dropped = scan.chain.len() - keep;
     scan.chain.truncate(keep);
+    let end = scan.chain.last().map_or(0, |e| e.index);
+    scan.damaged.retain(|&(i, _)| i < end);
     // Q2: a chain ends with a batch-end flag (or is empty).
     debug_assert!(
         scan.chain
             .last()
-            .is_none_or(|e| e.slot.is_some_and(|s| s.flags & FLAG_BATCH_END != 0))
+            .is_none_or(|e| e.slot.flags & FLAG_BATCH_END != 0)
     );
     Ok(scan)
 }
@@ -272,10 +266,7 @@ pub(crate) fn verify_record(bytes: &[u8], slot: &Slot) -> Result<(), String> {
 /// A batch with a done record is not checked: it was committed.
 pub(crate) fn tail_check(file: &dyn File, scan: &Scan) -> io::Result<Option<(usize, String)>> {
     let range = scan.last_batch();
-    let slots: Vec<(usize, Slot)> = range
-        .clone()
-        .filter_map(|p| scan.chain[p].slot.map(|s| (p, s)))
-        .collect();
+    let slots: Vec<(usize, Slot)> = range.clone().map(|p| (p, scan.chain[p].slot)).collect();
     // A done record means the batch was committed (done flags are written only after the
     // batch's sync): then a bad record is bit rot, reported when it is read, not a tear.
     if slots.iter().any(|(_, s)| s.done != 0) {

@@ -550,6 +550,7 @@ impl Writer {
                     next_attempt_ms: r.next_attempt_ms,
                     record_crc,
                     flags: if i + k + 1 == j { FLAG_BATCH_END } else { 0 },
+                    generation: cur.header.generation,
                     done: 0,
                     hint: u8::from(r.statuses.iter().any(|&s| s != 0)),
                 };

@@ -60,6 +60,7 @@ fn slot() -> Slot {
         next_attempt_ms: 1_700_000_999_000,
         record_crc: 0xDEAD_BEEF,
         flags: FLAG_BATCH_END,
+        generation: 5,
         done: 0,
         hint: 1,
     }
@@ -111,6 +112,16 @@ fn slot_round_trip_and_chain() {
         .is_err()
     );
     assert!(Slot { recipients: 0, ..s }.check_fields(&h, 36864).is_err());
+    assert!(Slot { generation: 4, ..s }.check_fields(&h, 36864).is_err());
+    // The generation keeps its low 56 bits.
+    let big = Slot {
+        generation: u64::MAX,
+        ..s
+    };
+    assert_eq!(
+        Slot::decode(&big.encode(seed).0).generation,
+        SLOT_GENERATION_MASK
+    );
 }
 
 #[test]

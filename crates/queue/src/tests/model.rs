@@ -660,3 +660,65 @@ fn regression_bounce_lost() {
         Lease { n: 4 },
     ]);
 }
+
+/// Found by the model test: stale slots of an older generation in a recycled segment once
+/// looked like a damaged slot followed by more chain.
+#[test]
+fn regression_stale_generation_is_not_resumed() {
+    use Op::*;
+    replay(vec![
+        Advance { ms: 180 },
+        Lease { n: 1 },
+        Finish {
+            pick: 8740636054632215982,
+            seed: 4129044615969862879,
+        },
+        Finish {
+            pick: 12585838274519177891,
+            seed: 5232336094829735581,
+        },
+        Reopen,
+        Lease { n: 4 },
+        Finish {
+            pick: 15766581168714982829,
+            seed: 13385852036077644006,
+        },
+        Crash {
+            seed: 7184108049554020071,
+            keep: 2,
+        },
+        Lease { n: 4 },
+        Finish {
+            pick: 12948988271827211597,
+            seed: 16186485934276640538,
+        },
+        FailThenCrash {
+            fail_after: 8,
+            finish: true,
+            seed: 1686148185021055669,
+            keep: 1,
+        },
+        Crash {
+            seed: 8644002553061006078,
+            keep: 1,
+        },
+        FailThenCrash {
+            fail_after: 4,
+            finish: false,
+            seed: 18258594908393399275,
+            keep: 2,
+        },
+        Finish {
+            pick: 7548580300800518994,
+            seed: 16559343996295436568,
+        },
+        FailThenCrash {
+            fail_after: 11,
+            finish: true,
+            seed: 12532345417653629367,
+            keep: 0,
+        },
+        Lease { n: 3 },
+        Reopen,
+    ]);
+}
