@@ -10,7 +10,8 @@
 //! the slots of the current generation past the end of the chain (a dropped batch, a cut
 //! tail), so they can never come back. What else it decides must be written (done flags for
 //! the losing copy of a message found twice, or for a record whose recipients are all
-//! resolved) becomes the //! writer's first round of marks, and unreadable files are left alone for `check`.
+//! resolved) becomes the writer's first round of marks, and unreadable files are left alone
+//! for `check`.
 
 use std::collections::hash_map::Entry as MapEntry;
 use std::collections::{BTreeMap, HashMap, VecDeque};
