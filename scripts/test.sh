@@ -18,5 +18,6 @@ fi
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # Release mode: the crash and recovery tests drive real load, and the property tests run
-# thousands of cases; optimised code keeps the whole suite within a few minutes.
-cargo test --workspace --locked --release
+# a thousand random operation sequences each (crashes included); optimised code keeps the
+# whole suite within a few minutes.
+PROPTEST_CASES=${PROPTEST_CASES:-1000} cargo test --workspace --locked --release

@@ -270,7 +270,7 @@ fn leftover_snapshot_tmp_is_removed() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64), ..ProptestConfig::default() })]
 
     /// Random bytes after a valid journal header, or as a whole snapshot, never panic.
     #[test]

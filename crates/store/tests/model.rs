@@ -375,7 +375,7 @@ fn run_sequence(actions: Vec<Action>) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(128), ..ProptestConfig::default() })]
 
     #[test]
     fn store_matches_the_model_across_crashes(actions in proptest::collection::vec(action(), 1..40)) {

@@ -489,7 +489,7 @@ impl Harness {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, max_shrink_iters: 2000, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64), max_shrink_iters: 2000, ..ProptestConfig::default() })]
 
     #[test]
     fn queue_matches_model_across_crashes(ops in proptest::collection::vec(op(), 1..45)) {
