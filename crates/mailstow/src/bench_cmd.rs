@@ -97,6 +97,7 @@ pub(crate) fn run(command: BenchCommand) -> Result<()> {
                 message_bytes,
                 seconds,
                 segment_bytes,
+                runs: scratch.runs,
             })
         }
         BenchCommand::Recovery {

@@ -374,6 +374,7 @@ pub(crate) fn recover(
         next_seq: max_seq + 1,
         lazy,
         lazy_done,
+        spare: None,
     };
     report.elapsed = started.elapsed();
     Ok((core, writer, report))

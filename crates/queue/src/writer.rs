@@ -168,6 +168,58 @@ pub(crate) struct Writer {
     pub(crate) lazy: Vec<Mark>,
     /// Segments losing one live slot each when `lazy` is durable.
     pub(crate) lazy_done: Vec<u64>,
+    /// The next new main segment, being zero-filled by a helper thread (see `Spare`).
+    pub(crate) spare: Option<Spare>,
+}
+
+/// A main segment prepared ahead of need while the queue grows: created under its temporary
+/// name, preallocated, zero-filled and synced by a helper thread, so the writer never stalls
+/// on zero-filling 64 MiB at a rollover. It becomes a segment only when the writer writes its
+/// header and renames it; a crash before that leaves a `.tmp` file that recovery removes.
+pub(crate) struct Spare {
+    seq: u64,
+    tmp: PathBuf,
+    job: JoinHandle<std::io::Result<Arc<dyn File>>>,
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        // Wait for a spare in preparation so no helper thread outlives the queue; its file
+        // stays a `.tmp` that the next open removes.
+        if let Some(spare) = self.spare.take() {
+            let _ = spare.job.join();
+        }
+    }
+}
+
+impl Spare {
+    fn start(core: &Arc<Core>, seq: u64) -> Option<Spare> {
+        let tmp = format::temp_path(&core.dir.join(format::segment_name(Kind::Main, seq)));
+        let core = core.clone();
+        let path = tmp.clone();
+        let job = std::thread::Builder::new()
+            .name("queue-spare".into())
+            .spawn(move || {
+                let bytes = core.config.segment_bytes;
+                let file = core.disk.open(&path, true)?;
+                file.allocate(bytes)?;
+                zero_fill(&*file, bytes)?;
+                file.sync_data()?;
+                core.fdatasyncs.fetch_add(1, Ordering::Relaxed);
+                Ok(file)
+            })
+            .ok()?;
+        Some(Spare { seq, tmp, job })
+    }
+
+    /// The prepared file, once the helper is done; `None` if it failed (the writer then
+    /// creates the segment itself).
+    fn finish(self) -> Option<(u64, PathBuf, Arc<dyn File>)> {
+        match self.job.join() {
+            Ok(Ok(file)) => Some((self.seq, self.tmp, file)),
+            _ => None,
+        }
+    }
 }
 
 /// A record placed in a segment by `append`.
@@ -612,9 +664,16 @@ impl Writer {
                     .map(|s| (seq, s.file.clone(), s.path.clone(), s.header.segment_bytes))
             })
         };
-        let (seq, file, path, segment_bytes, created) = match reuse {
-            Some((seq, file, path, bytes)) => (seq, file, path, bytes, false),
-            None => {
+        let spare = match (&reuse, kind) {
+            (None, Kind::Main) => self.spare.take().and_then(Spare::finish),
+            _ => None,
+        };
+        let (seq, file, path, segment_bytes, created) = match (reuse, spare) {
+            (Some((seq, file, path, bytes)), _) => (seq, file, path, bytes, false),
+            (None, Some((seq, tmp, file))) => {
+                (seq, file, tmp, self.core.config.segment_bytes, true)
+            }
+            (None, None) => {
                 let seq = self.next_seq;
                 self.next_seq += 1;
                 // Built under a temporary name and renamed when its header is durable, so a
@@ -632,6 +691,17 @@ impl Writer {
         let header = Header::new(kind, seq, generation, segment_bytes, self.next_id);
         file.allocate(segment_bytes)
             .map_err(|e| QueueError::io("preallocate", &path, e))?;
+        if created && kind == Kind::Main && self.spare.is_none() {
+            // The queue is growing: have the next segment ready before it is needed.
+            // fallocate leaves blocks "unwritten", and the first write to each makes
+            // fdatasync commit an extent conversion to the file system's journal; a spare is
+            // zero-filled off the commit path, so batches in it are plain overwrites
+            // (measured here: 256 KiB write + fdatasync 353 us -> 247 us). Recycled segments
+            // keep their written blocks.
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            self.spare = Spare::start(&self.core, seq);
+        }
         file.write_all_at(&header.encode(), 0)
             .map_err(|e| QueueError::io("write header of", &path, e))?;
         self.sync(&*file, &path)?;
@@ -738,4 +808,17 @@ fn insert(st: &mut crate::queue::State, placed: Placed, kind: Kind, class: Class
             lease: None,
         },
     );
+}
+
+/// Writes zeros over `[0, len)` in large chunks.
+fn zero_fill(file: &dyn disk::File, len: u64) -> std::io::Result<()> {
+    const CHUNK_BYTES: u64 = 1 << 20;
+    let zeros = vec![0u8; CHUNK_BYTES as usize];
+    let mut offset = 0;
+    while offset < len {
+        let n = CHUNK_BYTES.min(len - offset) as usize;
+        file.write_all_at(&zeros[..n], offset)?;
+        offset += n as u64;
+    }
+    Ok(())
 }
