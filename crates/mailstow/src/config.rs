@@ -30,6 +30,7 @@ pub(crate) struct StoreSection {
     pub(crate) reservation_bytes: Option<u64>,
     pub(crate) defrag_on_delete: Option<bool>,
     pub(crate) volume_grow_bytes: Option<u64>,
+    pub(crate) defrag_move_bytes_max: Option<u64>,
 }
 
 impl Config {
@@ -61,6 +62,9 @@ impl Config {
         }
         if let Some(bytes) = self.store.volume_grow_bytes {
             config.volume_grow_bytes = bytes;
+        }
+        if let Some(bytes) = self.store.defrag_move_bytes_max {
+            config.defrag_move_bytes_max = bytes;
         }
         config
     }

@@ -67,7 +67,7 @@ impl Default for StoreConfig {
             reservation_bytes: 1 << 20,
             reservations_max: 1024,
             defrag_on_delete: true,
-            defrag_move_bytes_max: 1 << 20,
+            defrag_move_bytes_max: 4 << 20,
             message_bytes_max: 64 << 20,
             read_chunk_bytes_max: 1 << 20,
             keywords_per_folder_max: KEYWORDS_PER_FOLDER_LIMIT,
