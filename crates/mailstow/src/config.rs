@@ -41,7 +41,18 @@ impl Config {
         };
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read config file {}", path.display()))?;
-        toml::from_str(&text).with_context(|| format!("config file {}", path.display()))
+        toml::from_str(&text).map_err(|error| {
+            // toml's Display draws a multi-line excerpt; an operator's error is one line.
+            let line = error
+                .span()
+                .map(|span| text[..span.start].matches('\n').count() + 1);
+            let place = line.map(|n| format!(" line {n}")).unwrap_or_default();
+            anyhow::anyhow!(
+                "config file {}{place}: {}",
+                path.display(),
+                error.message().trim()
+            )
+        })
     }
 
     pub(crate) fn queue_config(&self) -> queue::QueueConfig {

@@ -98,7 +98,12 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("mailstow: error: {error:#}");
+            // One line, whatever a library put in its message.
+            let message: Vec<String> = format!("{error:#}")
+                .lines()
+                .map(|l| l.trim().to_string())
+                .collect();
+            eprintln!("mailstow: error: {}", message.join(" "));
             ExitCode::FAILURE
         }
     }

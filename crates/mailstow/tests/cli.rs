@@ -1,0 +1,129 @@
+//! The `mailstow` binary as an operator meets it: real processes, real files. Exit codes,
+//! one-line errors, and `store fsck` finding and repairing a corrupt message.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+fn mailstow(data_dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mailstow"))
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(args)
+        .output()
+        .expect("run mailstow")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// An error is one line on stderr, prefixed, with a failing exit code.
+fn assert_one_line_error(output: &Output, needle: &str) {
+    assert!(!output.status.success(), "expected failure: {output:?}");
+    let stderr = text(&output.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line: {stderr:?}");
+    assert!(lines[0].starts_with("mailstow: error: "), "{stderr:?}");
+    assert!(lines[0].contains(needle), "{stderr:?} lacks {needle:?}");
+}
+
+#[test]
+fn init_then_stats_and_fsck_on_an_empty_data_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let init = mailstow(&data, &["init"]);
+    assert!(init.status.success(), "{init:?}");
+    assert!(text(&init.stdout).contains("queue: 0 pending"));
+    // Idempotent.
+    assert!(mailstow(&data, &["init"]).status.success());
+    let stats = mailstow(&data, &["store", "stats"]);
+    assert!(stats.status.success(), "{stats:?}");
+    assert!(text(&stats.stdout).contains("fragments"));
+    let queue = mailstow(&data, &["queue", "stats"]);
+    assert!(queue.status.success(), "{queue:?}");
+    assert!(text(&queue.stdout).contains("0 pending"));
+    assert!(mailstow(&data, &["store", "fsck"]).status.success());
+    assert!(mailstow(&data, &["queue", "fsck"]).status.success());
+}
+
+#[test]
+fn bad_paths_and_config_are_one_clear_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nothing-here");
+    assert_one_line_error(
+        &mailstow(&missing, &["store", "stats"]),
+        "no mailbox store at",
+    );
+    assert_one_line_error(&mailstow(&missing, &["queue", "stats"]), "no mail queue at");
+    let config = dir.path().join("mailstow.toml");
+    std::fs::write(&config, "data_dir = 'x'\nunknown_key = 1\n").unwrap();
+    let output = mailstow(
+        &missing,
+        &["--config", config.to_str().unwrap(), "store", "stats"],
+    );
+    assert_one_line_error(&output, "unknown_key");
+    let output = mailstow(
+        &missing,
+        &["--config", "/no/such/file.toml", "store", "stats"],
+    );
+    assert_one_line_error(&output, "cannot read config file");
+}
+
+#[test]
+fn store_fsck_reports_a_flipped_byte_and_repair_expunges_that_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    assert!(mailstow(&data, &["init"]).status.success());
+    let store_dir = data.join("store");
+    {
+        let (store, _) =
+            store::Store::open(Arc::new(disk::RealDisk), &store_dir, Default::default()).unwrap();
+        for (i, marker) in ["FIRST-MESSAGE-MARKER", "SECOND-MESSAGE-MARKER"]
+            .iter()
+            .enumerate()
+        {
+            let content = format!("Subject: {i}\r\n\r\n{marker} {}\r\n", "x".repeat(2000));
+            let message = store::NewMessage {
+                flags: store::Flags::default(),
+                keywords: Vec::new(),
+                internal_date: 1_795_000_000,
+                content: content.into_bytes(),
+            };
+            store.append("ann@example.com", "INBOX", message).unwrap();
+        }
+    }
+    // Flip a byte inside the second message's content, on disk.
+    let volume = store_dir.join("volume.dat");
+    let mut bytes = std::fs::read(&volume).unwrap();
+    let at = bytes
+        .windows(b"SECOND-MESSAGE-MARKER".len())
+        .position(|w| w == b"SECOND-MESSAGE-MARKER")
+        .expect("message data in the volume");
+    bytes[at] ^= 0x20;
+    std::fs::write(&volume, &bytes).unwrap();
+
+    let fsck = mailstow(&data, &["store", "fsck"]);
+    assert!(
+        !fsck.status.success(),
+        "fsck must fail on corruption: {fsck:?}"
+    );
+    let report = text(&fsck.stdout);
+    assert!(report.contains("problem"), "{report}");
+    assert!(text(&fsck.stderr).contains("--repair"), "{fsck:?}");
+
+    let repair = mailstow(&data, &["store", "fsck", "--repair"]);
+    assert!(repair.status.success(), "{repair:?}");
+    let again = mailstow(&data, &["store", "fsck"]);
+    assert!(again.status.success(), "clean after repair: {again:?}");
+    let stats = text(&mailstow(&data, &["store", "stats"]).stdout);
+    let inbox = stats
+        .lines()
+        .find(|l| l.starts_with("ann@example.com"))
+        .expect("folder line");
+    assert_eq!(
+        inbox.split_whitespace().nth(2),
+        Some("1"),
+        "one message left: {stats}"
+    );
+}
