@@ -25,6 +25,38 @@ pub fn message(rng: &mut impl Rng, serial: u64, to: &str, size: usize) -> Vec<u8
     out
 }
 
+/// A one-recipient envelope, as an SMTP session would enqueue it.
+pub fn envelope(sender: &str, recipient: &str) -> queue::Envelope {
+    queue::Envelope {
+        sender: sender.into(),
+        recipients: vec![queue::Recipient {
+            address: recipient.into(),
+            status: queue::RecipientStatus::Pending,
+            last_error: None,
+        }],
+        arrival_ms: 0,
+    }
+}
+
+/// A delivery of `content` to `user`'s INBOX, unflagged.
+pub fn to_inbox(user: &str, content: Vec<u8>) -> store::AppendRequest {
+    store::AppendRequest {
+        user: user.into(),
+        folder: "INBOX".into(),
+        message: new_message(content),
+    }
+}
+
+/// An unflagged message with a fixed internal date.
+pub fn new_message(content: Vec<u8>) -> store::NewMessage {
+    store::NewMessage {
+        flags: store::Flags::default(),
+        keywords: Vec::new(),
+        internal_date: 1_795_000_000,
+        content,
+    }
+}
+
 /// A size drawn like the peer harness's `mkmailbox.py`: uniform in 2,560..=10,240 bytes.
 pub fn thesis_size(rng: &mut impl Rng) -> usize {
     rng.random_range(2_560..=10_240)

@@ -216,15 +216,7 @@ fn run_queue(options: &IngestOptions, producers: usize) -> Result<Ingest> {
         options.seconds,
         &corpus,
         Arc::new(move |_, _, content: &[u8]| {
-            let envelope = queue::Envelope {
-                sender: "sender@example.org".into(),
-                recipients: vec![queue::Recipient {
-                    address: "rcpt@example.com".into(),
-                    status: queue::RecipientStatus::Pending,
-                    last_error: None,
-                }],
-                arrival_ms: 0,
-            };
+            let envelope = mail::envelope("sender@example.org", "rcpt@example.com");
             producer_queue.enqueue(envelope, content.to_vec())?;
             Ok(())
         }),

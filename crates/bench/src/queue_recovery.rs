@@ -45,15 +45,7 @@ pub fn run(options: &RecoveryOptions) -> Result<()> {
                 let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(p);
                 let content = mail::message(&mut rng, p, "rcpt@example.com", size);
                 for _ in 0..count {
-                    let envelope = queue::Envelope {
-                        sender: "sender@example.org".into(),
-                        recipients: vec![queue::Recipient {
-                            address: "rcpt@example.com".into(),
-                            status: queue::RecipientStatus::Pending,
-                            last_error: None,
-                        }],
-                        arrival_ms: 0,
-                    };
+                    let envelope = mail::envelope("sender@example.org", "rcpt@example.com");
                     q.enqueue(envelope, content.clone())?;
                 }
                 Ok(())

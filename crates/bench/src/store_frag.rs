@@ -52,16 +52,7 @@ fn deliver(
         let size = mail::thesis_size(rng);
         let content = mail::message(rng, *serial, &user, size);
         *serial += 1;
-        batch.push(store::AppendRequest {
-            user,
-            folder: "INBOX".into(),
-            message: store::NewMessage {
-                flags: store::Flags::default(),
-                keywords: Vec::new(),
-                internal_date: 1_795_000_000,
-                content,
-            },
-        });
+        batch.push(mail::to_inbox(&user, content));
     }
     for outcome in store.append_batch(batch) {
         outcome?;

@@ -34,16 +34,7 @@ pub fn fill(store: &store::Store, user: &str, bytes: u64, seed: u64) -> Result<u
             let content = mail::message(&mut rng, count, user, size);
             total += content.len() as u64;
             count += 1;
-            batch.push(store::AppendRequest {
-                user: user.into(),
-                folder: "INBOX".into(),
-                message: store::NewMessage {
-                    flags: store::Flags::default(),
-                    keywords: Vec::new(),
-                    internal_date: 1_795_000_000,
-                    content,
-                },
-            });
+            batch.push(mail::to_inbox(user, content));
         }
         for outcome in store.append_batch(batch) {
             outcome?;

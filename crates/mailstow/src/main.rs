@@ -3,6 +3,7 @@
 
 mod bench_cmd;
 mod config;
+mod progress;
 mod queue_cmd;
 mod store_cmd;
 

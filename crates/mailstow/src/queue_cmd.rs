@@ -4,10 +4,10 @@ use std::sync::Arc;
 
 use anyhow::{Result, bail};
 use clap::Subcommand;
-use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::Paths;
 use crate::config::Config;
+use crate::progress::with_progress;
 
 #[derive(Subcommand)]
 pub(crate) enum QueueCommand {
@@ -19,18 +19,6 @@ pub(crate) enum QueueCommand {
         #[arg(long)]
         repair: bool,
     },
-}
-
-/// A progress bar on stderr; invisible when stderr is not a terminal.
-pub(crate) fn progress_bar(label: &str) -> ProgressBar {
-    let bar = ProgressBar::new(0);
-    if let Ok(style) =
-        ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} {elapsed_precise} eta {eta}")
-    {
-        bar.set_style(style.progress_chars("=> "));
-    }
-    bar.set_message(label.to_string());
-    bar
 }
 
 pub(crate) fn run(command: QueueCommand, paths: &Paths, config: &Config) -> Result<()> {
@@ -59,12 +47,9 @@ pub(crate) fn run(command: QueueCommand, paths: &Paths, config: &Config) -> Resu
             queue.close()?;
         }
         QueueCommand::Fsck { repair } => {
-            let bar = progress_bar("fsck");
-            let report = queue::check(disk, &dir, repair, &mut |done, total| {
-                bar.set_length(total);
-                bar.set_position(done);
+            let report = with_progress("fsck", |progress| {
+                queue::check(disk, &dir, repair, progress)
             })?;
-            bar.finish_and_clear();
             println!("{report}");
             if !report.is_clean() && !repair {
                 bail!("the queue has problems; run `mailstow queue fsck --repair`");

@@ -7,6 +7,7 @@ use clap::Subcommand;
 
 use crate::Paths;
 use crate::config::Config;
+use crate::progress::with_progress;
 
 #[derive(Subcommand)]
 pub(crate) enum StoreCommand {
@@ -51,24 +52,14 @@ pub(crate) fn run(command: StoreCommand, paths: &Paths, config: &Config) -> Resu
     match command {
         StoreCommand::Stats => print_stats(&store)?,
         StoreCommand::Fsck { repair } => {
-            let bar = crate::queue_cmd::progress_bar("fsck");
-            let report = store.fsck(repair, &mut |done, total| {
-                bar.set_length(total);
-                bar.set_position(done);
-            })?;
-            bar.finish_and_clear();
+            let report = with_progress("fsck", |progress| store.fsck(repair, progress))?;
             println!("{report}");
             if !report.is_clean() && !repair {
                 bail!("the store has problems; run `mailstow store fsck --repair`");
             }
         }
         StoreCommand::Defrag => {
-            let bar = crate::queue_cmd::progress_bar("defrag");
-            let report = store.defrag(&mut |done, total| {
-                bar.set_length(total);
-                bar.set_position(done);
-            })?;
-            bar.finish_and_clear();
+            let report = with_progress("defrag", |progress| store.defrag(progress))?;
             println!("{report}");
         }
     }

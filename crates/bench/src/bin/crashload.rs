@@ -74,12 +74,7 @@ fn run(dir: &std::path::Path, seed: u64) -> anyhow::Result<()> {
         handles.push(thread::spawn(move || {
             let user = user(thread_id);
             for serial in 0u64.. {
-                let message = store::NewMessage {
-                    flags: store::Flags::default(),
-                    keywords: Vec::new(),
-                    internal_date: 1_795_000_000,
-                    content: content('S', thread_id, serial),
-                };
+                let message = bench::mail::new_message(content('S', thread_id, serial));
                 match store.append(&user, "INBOX", message) {
                     Ok(appended) => say(format!("S {user} {} {thread_id} {serial}", appended.uid)),
                     Err(error) => {
