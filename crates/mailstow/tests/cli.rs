@@ -127,3 +127,67 @@ fn store_fsck_reports_a_flipped_byte_and_repair_expunges_that_message() {
         "one message left: {stats}"
     );
 }
+
+#[test]
+fn store_defrag_joins_the_fragments_deletions_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    assert!(mailstow(&data, &["init"]).status.success());
+    // Per-folder reservations off and the rule off while deleting: appends to two users
+    // interleave message by message, and deleting all of bo's mail leaves ann's messages
+    // each its own fragment, with a hole between each pair.
+    let config = dir.path().join("mailstow.toml");
+    std::fs::write(
+        &config,
+        "[store]\nreservation_bytes = 0\ndefrag_on_delete = false\n",
+    )
+    .unwrap();
+    {
+        let store_config = store::StoreConfig {
+            reservation_bytes: 0,
+            defrag_on_delete: false,
+            ..Default::default()
+        };
+        let (store, _) =
+            store::Store::open(Arc::new(disk::RealDisk), &data.join("store"), store_config)
+                .unwrap();
+        for i in 0..20 {
+            for user in ["ann@example.com", "bo@example.com"] {
+                let content = format!("Subject: {i}\r\n\r\n{}\r\n", "y".repeat(1000)).into_bytes();
+                let message = store::NewMessage {
+                    flags: store::Flags::default(),
+                    keywords: Vec::new(),
+                    internal_date: 1_795_000_000,
+                    content,
+                };
+                store.append(user, "INBOX", message).unwrap();
+            }
+        }
+        store.expunge_all("bo@example.com", "INBOX").unwrap();
+    }
+    let fragments = |data: &Path| -> u64 {
+        let stats = mailstow(
+            data,
+            &["--config", config.to_str().unwrap(), "store", "stats"],
+        );
+        let out = text(&stats.stdout);
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("ann@example.com"))
+            .expect("ann");
+        line.split_whitespace().nth(4).unwrap().parse().unwrap()
+    };
+    assert_eq!(fragments(&data), 20);
+    let defrag = mailstow(
+        &data,
+        &["--config", config.to_str().unwrap(), "store", "defrag"],
+    );
+    assert!(defrag.status.success(), "{defrag:?}");
+    assert_eq!(
+        fragments(&data),
+        1,
+        "defrag made one fragment: {}",
+        text(&defrag.stdout)
+    );
+    assert!(mailstow(&data, &["store", "fsck"]).status.success());
+}

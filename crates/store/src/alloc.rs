@@ -278,6 +278,14 @@ impl Allocator {
         Some(pick)
     }
 
+    /// The start of the smallest free run that holds `units`, without taking it.
+    pub(crate) fn best_fit(&self, units: u64) -> Option<u64> {
+        self.by_size
+            .range((units, 0)..)
+            .next()
+            .map(|&(_, start)| start)
+    }
+
     /// Reserves up to `reservation_units` of free space starting exactly at `at` for `folder`.
     fn reserve_after(&mut self, folder: u32, at: u64) {
         if self.reservation_units == 0 || self.reservations.contains_key(&folder) {

@@ -18,8 +18,10 @@
 //! the copy is just free space. The writer lock is held for the round, so appends wait, but
 //! readers never do: they find a moved message at its new place (see `read.rs`).
 //!
-//! Store-wide defrag applies the same rule at every fragment boundary: R is the free run that
-//! starts exactly where fragment Fi ends, and F(i+1), F(i+2), … move to it.
+//! Store-wide defrag first relocates every fragmented folder of at most 64 MiB whole into the
+//! smallest free run that holds it (one round: one fragment), then applies the rule at every
+//! fragment boundary: R is the free run that starts exactly where fragment Fi ends, and
+//! F(i+1), F(i+2), … move to it.
 
 use std::sync::Arc;
 
@@ -30,6 +32,10 @@ use crate::format::{MSG_HEADER_BYTES, UNIT};
 use crate::index::{FolderCell, Fragment, Freed, count_fragments, fragments_from};
 use crate::journal::Op;
 use crate::read::verify;
+
+/// The largest folder `mailstow store defrag` relocates whole, in one copy-sync-switch round
+/// (the writer lock is held for the round, so this bounds how long appends wait).
+const RELOCATE_BYTES_MAX: u64 = 64 << 20;
 
 /// How many leading fragments fit in `room` units (and `budget` units); 0 unless at least two.
 fn fitting(frags: &[Fragment], room: u64, budget: u64) -> (usize, u64) {
@@ -198,6 +204,32 @@ impl Inner {
                 continue;
             };
             report.fragments_before += count_fragments(&cell.read().messages);
+            // A folder small enough to copy in one round, with a free run that holds all of
+            // it, becomes one fragment there. The boundary rule below cannot join a layout
+            // whose holes are each smaller than two fragments (a folder that was delivered
+            // interleaved with another that was then deleted).
+            {
+                let mut w = self.writer()?;
+                let frags = {
+                    let f = cell.read();
+                    if f.deleted {
+                        continue;
+                    }
+                    fragments_from(&f.messages, 0, u64::MAX)
+                };
+                let units: u64 = frags.iter().map(|f| f.units).sum();
+                if frags.len() > 1
+                    && units * UNIT <= RELOCATE_BYTES_MAX
+                    && let Some(dest) = w.alloc.best_fit(units)
+                {
+                    let (m, b) = self.move_fragments(&mut w, &cell, &frags, dest)?;
+                    if m > 0 {
+                        report.rounds += 1;
+                        report.messages_moved += m;
+                        report.bytes_moved += b;
+                    }
+                }
+            }
             let mut boundary = 0usize;
             loop {
                 let mut w = self.writer()?;
