@@ -29,11 +29,18 @@ pub struct IngestOptions {
     pub segment_bytes: u64,
     /// Runs per (implementation, producers); the median by messages per second is reported.
     pub runs: usize,
+    /// Deliver while ingesting, as an MTA does: `CONSUMERS` threads finish queued messages
+    /// (mailstow: `next_batch` + `finish`, so segments are recycled) or reads and unlinks the
+    /// files (file per message). The shared-fsync log has no per-message delivery and is
+    /// skipped.
+    pub deliver: bool,
 }
 
 /// What one implementation achieved with one producer count.
 pub struct Ingest {
     pub messages: u64,
+    /// Messages the consumer finished during the run (`--deliver` only).
+    pub delivered: u64,
     pub elapsed: Duration,
     pub latency_us: Histogram<u64>,
     pub fdatasyncs: u64,
@@ -52,34 +59,39 @@ pub fn run(options: &IngestOptions) -> Result<()> {
     );
     for &producers in &options.producers {
         let ours = median_of(options, || run_queue(options, producers))?;
-        report("mailstow", producers, &ours);
+        report("mailstow", producers, &ours, options.deliver);
         let files = median_of(options, || {
             run_baseline(options, producers, Baseline::FilePerMessage)
         })?;
-        report("file_per_message", producers, &files);
-        let shared = median_of(options, || {
-            run_baseline(options, producers, Baseline::SharedFsync)
-        })?;
-        report("shared_fsync", producers, &shared);
+        report("file_per_message", producers, &files, options.deliver);
+        let mut ratios = vec![
+            ("producers", producers.to_string()),
+            (
+                "vs_file_per_message",
+                format!("{:.1}", ours.per_second() / files.per_second()),
+            ),
+        ];
+        if !options.deliver {
+            let shared = median_of(options, || {
+                run_baseline(options, producers, Baseline::SharedFsync)
+            })?;
+            report("shared_fsync", producers, &shared, false);
+            ratios.push((
+                "vs_shared_fsync",
+                format!("{:.1}", ours.per_second() / shared.per_second()),
+            ));
+        }
+        let name = if options.deliver {
+            "queue_ingest_deliver_ratio"
+        } else {
+            "queue_ingest_ratio"
+        };
+        result(name, &ratios);
         // This producer count's files go now, and their discards settle before the next.
         fs::remove_dir_all(&options.dir)?;
         fs::create_dir_all(&options.dir)?;
         let _ = std::process::Command::new("sync").status();
         std::thread::sleep(Duration::from_secs(5));
-        result(
-            "queue_ingest_ratio",
-            &[
-                ("producers", producers.to_string()),
-                (
-                    "vs_file_per_message",
-                    format!("{:.1}", ours.per_second() / files.per_second()),
-                ),
-                (
-                    "vs_shared_fsync",
-                    format!("{:.1}", ours.per_second() / shared.per_second()),
-                ),
-            ],
-        );
     }
     Ok(())
 }
@@ -106,11 +118,17 @@ fn median_of(options: &IngestOptions, mut one: impl FnMut() -> Result<Ingest>) -
     Ok(all.swap_remove(middle))
 }
 
-fn report(implementation: &str, producers: usize, ingest: &Ingest) {
+fn report(implementation: &str, producers: usize, ingest: &Ingest, deliver: bool) {
+    let implementation = if deliver {
+        format!("{implementation}+deliver")
+    } else {
+        implementation.to_string()
+    };
     result(
         "queue_ingest",
         &[
-            ("impl", implementation.into()),
+            ("impl", implementation),
+            ("delivered", ingest.delivered.to_string()),
             ("producers", producers.to_string()),
             ("msgs", ingest.messages.to_string()),
             ("msgs_per_s", format!("{:.0}", ingest.per_second())),
@@ -154,6 +172,9 @@ fn corpus(message_bytes: usize) -> Arc<Vec<Vec<u8>>> {
             .collect(),
     )
 }
+
+/// Delivery threads per implementation with `--deliver` (an MTA delivers in parallel too).
+const CONSUMERS: usize = 4;
 
 /// One producer's operation: (thread index, serial, content).
 type Operation = Arc<dyn Fn(usize, u64, &[u8]) -> Result<()> + Send + Sync>;
@@ -210,6 +231,32 @@ fn run_queue(options: &IngestOptions, producers: usize) -> Result<Ingest> {
     let (q, _) = queue::Queue::open(Arc::new(disk::RealDisk), &dir, config)?;
     let syncs_before = q.stats().fdatasyncs;
     let corpus = corpus(options.message_bytes);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let consumers: Vec<_> = (0..if options.deliver { CONSUMERS } else { 0 })
+        .map(|_| {
+            let q = q.clone();
+            let stop = stop.clone();
+            thread::spawn(move || -> Result<u64> {
+                let mut delivered = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let batch = q.next_batch(u64::MAX, 256, 8 << 20)?;
+                    if batch.is_empty() {
+                        thread::sleep(Duration::from_micros(200));
+                    }
+                    for message in batch {
+                        let outcomes: Vec<(usize, queue::Outcome)> = message
+                            .pending
+                            .iter()
+                            .map(|&i| (i, queue::Outcome::Delivered))
+                            .collect();
+                        q.finish(message.id, &outcomes)?;
+                        delivered += 1;
+                    }
+                }
+                Ok(delivered)
+            })
+        })
+        .collect();
     let producer_queue = q.clone();
     let (messages, elapsed, latency_us) = drive(
         producers,
@@ -221,10 +268,18 @@ fn run_queue(options: &IngestOptions, producers: usize) -> Result<Ingest> {
             Ok(())
         }),
     )?;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut delivered = 0;
+    for handle in consumers {
+        delivered += handle
+            .join()
+            .map_err(|_| anyhow::anyhow!("consumer panicked"))??;
+    }
     let fdatasyncs = q.stats().fdatasyncs - syncs_before;
     q.close()?;
     Ok(Ingest {
         messages,
+        delivered,
         elapsed,
         latency_us,
         fdatasyncs,
@@ -239,16 +294,47 @@ enum Baseline {
 
 fn run_baseline(options: &IngestOptions, producers: usize, baseline: Baseline) -> Result<Ingest> {
     let corpus = corpus(options.message_bytes);
+    let delivered = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut consumers: Vec<thread::JoinHandle<Result<()>>> = Vec::new();
     let envelope = b"MAIL FROM:<sender@example.org>\r\nRCPT TO:<rcpt@example.com>\r\n".to_vec();
     let one: Operation = match baseline {
         Baseline::FilePerMessage => {
             let dir = fresh_dir(&options.dir, "files")?;
+            let (sender, receiver) = std::sync::mpsc::channel::<PathBuf>();
+            if options.deliver {
+                // The delivery agents: read a queue file, then remove it (qmgr + local).
+                let receiver = Arc::new(Mutex::new(receiver));
+                for _ in 0..CONSUMERS {
+                    let delivered = delivered.clone();
+                    let receiver = receiver.clone();
+                    consumers.push(thread::spawn(move || -> Result<()> {
+                        loop {
+                            let next = match receiver.lock() {
+                                Ok(r) => r.recv(),
+                                Err(_) => return Ok(()),
+                            };
+                            let Ok(path) = next else { return Ok(()) };
+                            let _ = fs::read(&path)?;
+                            fs::remove_file(&path)?;
+                            delivered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }));
+                }
+            }
+            let sender = Mutex::new(sender);
+            let deliver = options.deliver;
             Arc::new(move |thread_index, serial, content: &[u8]| {
                 let path = dir.join(format!("{thread_index}-{serial}"));
                 let mut file = fs::File::create(&path)?;
                 file.write_all(&envelope)?;
                 file.write_all(content)?;
                 file.sync_all()?;
+                if deliver {
+                    let sender = sender
+                        .lock()
+                        .map_err(|_| anyhow::anyhow!("lock poisoned"))?;
+                    let _ = sender.send(path);
+                }
                 Ok(())
             })
         }
@@ -268,8 +354,17 @@ fn run_baseline(options: &IngestOptions, producers: usize, baseline: Baseline) -
         }
     };
     let (messages, elapsed, latency_us) = drive(producers, options.seconds, &corpus, one)?;
+    // `drive` dropped the last clone of the operation, and with it the sender: the consumers
+    // finish what is left and stop. Only what it did within the run counts.
+    let delivered_in_run = delivered.load(std::sync::atomic::Ordering::Relaxed);
+    for handle in consumers {
+        handle
+            .join()
+            .map_err(|_| anyhow::anyhow!("consumer panicked"))??;
+    }
     Ok(Ingest {
         messages,
+        delivered: delivered_in_run,
         elapsed,
         latency_us,
         fdatasyncs: messages,

@@ -30,6 +30,9 @@ pub(crate) enum BenchCommand {
         seconds: f64,
         #[arg(long, default_value_t = 64 << 20)]
         segment_bytes: u64,
+        /// Deliver while ingesting (a consumer finishes or unlinks what was queued).
+        #[arg(long)]
+        deliver: bool,
     },
     /// Reopen a queue holding many pending messages, warm and cold.
     Recovery {
@@ -89,6 +92,7 @@ pub(crate) fn run(command: BenchCommand) -> Result<()> {
             message_bytes,
             seconds,
             segment_bytes,
+            deliver,
         } => {
             header(&scratch.dir)?;
             bench::queue_ingest::run(&bench::queue_ingest::IngestOptions {
@@ -98,6 +102,7 @@ pub(crate) fn run(command: BenchCommand) -> Result<()> {
                 seconds,
                 segment_bytes,
                 runs: scratch.runs,
+                deliver,
             })
         }
         BenchCommand::Recovery {
