@@ -30,7 +30,7 @@ pub struct IngestOptions {
     /// Runs per (implementation, producers); the median by messages per second is reported.
     pub runs: usize,
     /// Deliver while ingesting, as an MTA does: `CONSUMERS` threads finish queued messages
-    /// (mailstow: `next_batch` + `finish`, so segments are recycled) or reads and unlinks the
+    /// (mailstow: `next_batch` + `finish_many`, so segments are recycled) or reads and unlinks the
     /// files (file per message). The shared-fsync log has no per-message delivery and is
     /// skipped.
     pub deliver: bool,
@@ -243,13 +243,16 @@ fn run_queue(options: &IngestOptions, producers: usize) -> Result<Ingest> {
                     if batch.is_empty() {
                         thread::sleep(Duration::from_micros(200));
                     }
-                    for message in batch {
-                        let outcomes: Vec<(usize, queue::Outcome)> = message
-                            .pending
-                            .iter()
-                            .map(|&i| (i, queue::Outcome::Delivered))
-                            .collect();
-                        q.finish(message.id, &outcomes)?;
+                    let items: Vec<_> = batch
+                        .iter()
+                        .map(|m| {
+                            let outcomes =
+                                m.pending.iter().map(|&i| (i, queue::Outcome::Delivered));
+                            (m.id, outcomes.collect())
+                        })
+                        .collect();
+                    for result in q.finish_many(&items) {
+                        result?;
                         delivered += 1;
                     }
                 }

@@ -257,6 +257,16 @@ impl Queue {
         self.shared.core.finish(id, outcomes)
     }
 
+    /// [`Queue::finish`] for many leased messages at once: they share one commit round, so a
+    /// delivery agent finishing a batch pays one sync per touched segment, not one per message.
+    /// One result per item, in order; an invalid item fails alone.
+    pub fn finish_many(
+        &self,
+        items: &[(MessageId, Vec<(usize, Outcome)>)],
+    ) -> Vec<Result<(), QueueError>> {
+        self.shared.core.finish_many(items)
+    }
+
     /// Drops a lease without an outcome: the message is handed out again later.
     pub fn release(&self, id: MessageId) {
         self.shared.core.release(id)

@@ -93,6 +93,28 @@ impl Core {
         self.wake.notify_one();
     }
 
+    /// Queues several requests at once, so the writer takes them in the same round.
+    fn submit_all(&self, requests: Vec<Request>) {
+        if requests.is_empty() {
+            return;
+        }
+        let mut st = self.lock();
+        if st.check_open().is_err() {
+            let errors: Vec<QueueError> = requests
+                .iter()
+                .map(|_| st.check_open().err().unwrap_or(QueueError::Closed))
+                .collect();
+            drop(st);
+            for (r, e) in requests.into_iter().zip(errors) {
+                r.fail(e);
+            }
+            return;
+        }
+        st.requests.extend(requests);
+        drop(st);
+        self.wake.notify_one();
+    }
+
     /// Largest record a new segment can hold.
     fn record_capacity(&self) -> u64 {
         let slots = format::slot_count(self.config.segment_bytes);
@@ -351,6 +373,51 @@ impl Core {
         id: MessageId,
         outcomes: &[(usize, Outcome)],
     ) -> Result<(), QueueError> {
+        self.finish_many(&[(id, outcomes.to_vec())])
+            .pop()
+            .unwrap_or(Err(QueueError::Closed))
+    }
+
+    /// Several finishes submitted together, so one writer round (one sync per touched
+    /// segment) covers them all; one result per item, in order.
+    pub(crate) fn finish_many(
+        &self,
+        items: &[(MessageId, Vec<(usize, Outcome)>)],
+    ) -> Vec<Result<(), QueueError>> {
+        let mut waits = Vec::with_capacity(items.len());
+        let mut requests = Vec::with_capacity(items.len());
+        for (id, outcomes) in items {
+            match self.prepare_finish(*id, outcomes) {
+                Ok((token, now, copy)) => {
+                    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+                    requests.push(Request::Finish(FinishRequest {
+                        id: *id,
+                        token,
+                        now,
+                        copy,
+                        done: Box::new(move |r| {
+                            let _ = tx.send(r);
+                        }),
+                    }));
+                    waits.push(Ok(rx));
+                }
+                Err(e) => waits.push(Err(e)),
+            }
+        }
+        self.submit_all(requests);
+        waits
+            .into_iter()
+            .map(|w| w.and_then(|rx| rx.recv().unwrap_or(Err(QueueError::Closed))))
+            .collect()
+    }
+
+    /// Checks a finish against the lease and builds what the writer needs: the lease token,
+    /// the status bytes after it, and the deferred copy if any recipient is not delivered.
+    fn prepare_finish(
+        &self,
+        id: MessageId,
+        outcomes: &[(usize, Outcome)],
+    ) -> Result<(u64, Vec<u8>, Option<CopyRecord>), QueueError> {
         let (token, statuses, slot, file, path) = {
             let st = self.lock();
             st.check_open()?;
@@ -413,17 +480,7 @@ impl Core {
         } else {
             Some(self.build_copy(id, &slot, &*file, &path, &statuses, outcomes)?)
         };
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        self.submit(Request::Finish(FinishRequest {
-            id,
-            token,
-            now,
-            copy,
-            done: Box::new(move |r| {
-                let _ = tx.send(r);
-            }),
-        }));
-        rx.recv().unwrap_or(Err(QueueError::Closed))
+        Ok((token, now, copy))
     }
 
     /// The deferred copy of a message: every recipient, with this attempt's outcomes applied

@@ -110,15 +110,19 @@ fn run(dir: &std::path::Path, seed: u64) -> anyhow::Result<()> {
                     thread::sleep(std::time::Duration::from_millis(2));
                     continue;
                 }
-                for message in batch {
-                    let outcomes: Vec<(usize, queue::Outcome)> = message
-                        .pending
-                        .iter()
-                        .map(|&i| (i, queue::Outcome::Delivered))
-                        .collect();
-                    say(format!("f {}", message.id));
-                    if queue.finish(message.id, &outcomes).is_ok() {
-                        say(format!("F {}", message.id));
+                let items: Vec<(u64, Vec<(usize, queue::Outcome)>)> = batch
+                    .iter()
+                    .map(|m| {
+                        let outcomes = m.pending.iter().map(|&i| (i, queue::Outcome::Delivered));
+                        (m.id, outcomes.collect())
+                    })
+                    .collect();
+                for (id, _) in &items {
+                    say(format!("f {id}"));
+                }
+                for ((id, _), result) in items.iter().zip(queue.finish_many(&items)) {
+                    if result.is_ok() {
+                        say(format!("F {id}"));
                     }
                 }
             }

@@ -97,3 +97,39 @@ fn batch_limits_split_rounds() {
     }
     assert!(q.stats().batches_committed >= 10);
 }
+
+#[test]
+fn finish_many_shares_one_round_and_fails_bad_items_alone() {
+    use crate::Outcome;
+    let sim = SimDisk::new();
+    let (q, _) = open(&sim, small());
+    let ids: Vec<u64> = (0..50u64)
+        .map(|t| q.enqueue(envelope(1, t), content(t, 3000)).unwrap())
+        .collect();
+    let batch = q.next_batch(0, usize::MAX, usize::MAX).unwrap();
+    assert_eq!(batch.len(), ids.len());
+    let mut items: Vec<(u64, Vec<(usize, Outcome)>)> = batch
+        .iter()
+        .map(|m| {
+            (
+                m.id,
+                m.pending.iter().map(|&i| (i, Outcome::Delivered)).collect(),
+            )
+        })
+        .collect();
+    items.insert(10, (9_999_999, vec![(0, Outcome::Delivered)]));
+    let syncs_before = sim.stats().syncs;
+    let results = q.finish_many(&items);
+    assert_eq!(results.len(), items.len());
+    for (k, r) in results.iter().enumerate() {
+        assert_eq!(r.is_err(), k == 10, "item {k}: {r:?}");
+    }
+    let syncs = sim.stats().syncs - syncs_before;
+    assert!(syncs <= 3, "{syncs} syncs for 50 finishes: not one round");
+    assert_eq!(q.stats().pending_messages, 0);
+    // Durable: a power cut that drops every unsynced write brings none of them back.
+    drop(q);
+    sim.crash(3, 0.0);
+    let (_, report) = open(&sim, small());
+    assert_eq!(report.pending, 0);
+}
