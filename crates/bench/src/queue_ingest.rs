@@ -90,7 +90,7 @@ pub fn run(options: &IngestOptions) -> Result<()> {
         // This producer count's files go now, and their discards settle before the next.
         fs::remove_dir_all(&options.dir)?;
         fs::create_dir_all(&options.dir)?;
-        let _ = std::process::Command::new("sync").status();
+        crate::sys::sync();
         std::thread::sleep(Duration::from_secs(5));
     }
     Ok(())
@@ -105,7 +105,7 @@ fn median_of(options: &IngestOptions, mut one: impl FnMut() -> Result<Ingest>) -
         // dirty pages. Nothing is deleted between runs either: on a file system mounted with
         // `discard` (this machine's), deleting a run's files makes the next run's journal
         // commits issue the discards (seen: file-per-message fell from ~20k to ~2k msgs/s).
-        let _ = std::process::Command::new("sync").status();
+        crate::sys::sync();
         all.push(one()?);
     }
     let rates: Vec<String> = all

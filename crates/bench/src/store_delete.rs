@@ -58,7 +58,7 @@ pub fn run(options: &DeleteOptions) -> Result<()> {
             times.push(start.elapsed());
             let after = store.stats();
             process_bytes.push(sys::process_write_bytes() - process_before);
-            let _ = std::process::Command::new("sync").status();
+            crate::sys::sync();
             device_bytes.push(sys::device_write_bytes() - device_before);
             store_bytes.push(
                 (after.data_bytes_written + after.journal_bytes_written)

@@ -8,13 +8,15 @@ use anyhow::{Context, Result};
 /// Writes back dirty pages and empties the page cache, so the next read comes from the disk.
 /// Needs root; the benchmarks report "cold" figures only when this succeeded.
 pub fn drop_caches() -> Result<()> {
-    rustix_sync();
+    sync();
     fs::write("/proc/sys/vm/drop_caches", "3\n")
         .context("dropping the page cache needs root (/proc/sys/vm/drop_caches)")
 }
 
-fn rustix_sync() {
-    // sync(2) never fails; Command keeps this crate free of unsafe code.
+/// Writes back every dirty page on the machine and waits for it (`sync`), so a measurement
+/// does not pay for writeback left by the step before it.
+pub fn sync() {
+    // sync(1) never fails in a way we could act on; a command keeps this crate free of unsafe.
     let _ = Command::new("sync").status();
 }
 

@@ -29,7 +29,7 @@ use crate::config::StoreConfig;
 use crate::error::{IoContext, StoreError};
 use crate::flags::{FlagOp, Flags, KeywordSet};
 use crate::format::{MSG_HEADER_BYTES, MsgHeader, UNIT, encode_summary, parse_summary, units_for};
-use crate::index::{Catalog, FolderCell, Freed};
+use crate::index::{Catalog, Folder, FolderCell, Freed};
 use crate::journal::{AppendOp, Journal, Op, encode_ops};
 use crate::names::{normalize_folder, validate_keyword, validate_user};
 use crate::{AppendRequest, Appended, ExpungeReport, FolderStatus};
@@ -844,10 +844,7 @@ impl Inner {
         folder: &str,
         uids: &[u32],
     ) -> Result<ExpungeReport, StoreError> {
-        let cell = self.folder(user, folder)?;
-        let w = self.writer()?;
-        let op = {
-            let f = cell.read();
+        self.expunge_with(user, folder, |f| {
             let mut present: Vec<u32> = uids
                 .iter()
                 .copied()
@@ -855,19 +852,12 @@ impl Inner {
                 .collect();
             present.sort_unstable();
             present.dedup();
-            if present.is_empty() || f.deleted {
-                return Ok(ExpungeReport {
-                    modseq: f.highest_modseq,
-                    ..ExpungeReport::default()
-                });
-            }
-            Op::Expunge {
+            (!present.is_empty()).then(|| Op::Expunge {
                 folder: f.id,
                 modseq: f.highest_modseq + 1,
                 uids: present,
-            }
-        };
-        self.expunge_op(w, &cell, op)
+            })
+        })
     }
 
     pub(crate) fn expunge_below(
@@ -876,24 +866,39 @@ impl Inner {
         folder: &str,
         uid: u32,
     ) -> Result<ExpungeReport, StoreError> {
-        let cell = self.folder(user, folder)?;
-        let w = self.writer()?;
-        let op = {
-            let f = cell.read();
+        self.expunge_with(user, folder, |f| {
             let any = f
                 .messages
                 .first_key_value()
                 .is_some_and(|(&first, _)| first < uid);
-            if !any || f.deleted {
-                return Ok(ExpungeReport {
-                    modseq: f.highest_modseq,
-                    ..ExpungeReport::default()
-                });
-            }
-            Op::ExpungeBelow {
+            any.then(|| Op::ExpungeBelow {
                 folder: f.id,
                 modseq: f.highest_modseq + 1,
                 uid,
+            })
+        })
+    }
+
+    /// Builds the expunge record from the folder as it is under the writer lock; `None` (or a
+    /// deleted folder) means nothing to expunge, answered with the current MODSEQ.
+    fn expunge_with(
+        &self,
+        user: &str,
+        folder: &str,
+        build: impl FnOnce(&Folder) -> Option<Op>,
+    ) -> Result<ExpungeReport, StoreError> {
+        let cell = self.folder(user, folder)?;
+        let w = self.writer()?;
+        let op = {
+            let f = cell.read();
+            match build(&f).filter(|_| !f.deleted) {
+                Some(op) => op,
+                None => {
+                    return Ok(ExpungeReport {
+                        modseq: f.highest_modseq,
+                        ..ExpungeReport::default()
+                    });
+                }
             }
         };
         self.expunge_op(w, &cell, op)
