@@ -26,6 +26,7 @@ BIN=$ROOT/target/release/mailstow
   echo "# $(date -u +%FT%TZ) commit $(git rev-parse --short=12 HEAD)$(git diff --quiet || echo +dirty)"
   echo "# $(uname -r), $(nproc) cores, $(awk '/MemTotal/{printf "%d GiB", $2/1048576}' /proc/meminfo), scratch $SCRATCH on $(df --output=fstype "$(dirname "$SCRATCH")" | tail -1)"
   want queue && $BIN bench queue --dir "$SCRATCH" --seconds "$QUEUE_SECONDS"
+  want queue && $BIN bench commit-ceiling --dir "$SCRATCH" --seconds "$QUEUE_SECONDS"
   want recovery && $BIN bench recovery --dir "$SCRATCH" --runs "$RUNS"
   want open && $BIN bench store-open --dir "$SCRATCH" --runs "$RUNS"
   want delete && $BIN bench store-delete --dir "$SCRATCH" --runs "$RUNS"

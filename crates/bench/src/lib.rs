@@ -6,11 +6,14 @@
 //!
 //! - [`queue_ingest`]: durable enqueues per second with 1..128 producers, against one file per
 //!   message with its own fsync (Postfix's queue) and one fdatasync per message in a shared file.
+//! - [`commit_ceiling`]: the same ingest with the queue's own work taken away: what this machine
+//!   allows any group commit, with one or more rounds in flight.
 //! - [`queue_recovery`]: reopening a queue that holds many pending messages, warm and cold.
 //! - [`store_open`], [`store_delete`], [`store_frag`]: the thesis's experiments (a), (b), (c).
 //!
 //! These are measurements, not tests: nothing here asserts a speed.
 
+pub mod commit_ceiling;
 pub mod crashload;
 pub mod mail;
 pub mod queue_ingest;

@@ -34,6 +34,20 @@ pub(crate) enum BenchCommand {
         #[arg(long)]
         deliver: bool,
     },
+    /// The machine's group-commit ceiling: `queue` without the queue (no index, checksums or
+    /// segments), with one or more commit rounds in flight.
+    CommitCeiling {
+        #[arg(long, default_value = "./mailstow-bench")]
+        dir: PathBuf,
+        #[arg(long, value_delimiter = ',', default_value = "32")]
+        producers: Vec<usize>,
+        #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+        in_flight: Vec<usize>,
+        #[arg(long, default_value_t = 8192)]
+        message_bytes: usize,
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+    },
     /// Reopen a queue holding many pending messages, warm and cold.
     Recovery {
         #[command(flatten)]
@@ -103,6 +117,22 @@ pub(crate) fn run(command: BenchCommand) -> Result<()> {
                 segment_bytes,
                 runs: scratch.runs,
                 deliver,
+            })
+        }
+        BenchCommand::CommitCeiling {
+            dir,
+            producers,
+            in_flight,
+            message_bytes,
+            seconds,
+        } => {
+            header(&dir)?;
+            bench::commit_ceiling::run(&bench::commit_ceiling::CeilingOptions {
+                dir,
+                producers,
+                in_flight,
+                message_bytes,
+                seconds,
             })
         }
         BenchCommand::Recovery {
