@@ -7,9 +7,23 @@ cd "$(dirname "$0")/.."
 need_pkgs=()
 command -v cc >/dev/null || need_pkgs+=(gcc)
 command -v pkg-config >/dev/null || need_pkgs+=(pkg-config)
+# Real clients for the server's end-to-end tests.
+command -v python3 >/dev/null || need_pkgs+=(python3)
+command -v curl >/dev/null || need_pkgs+=(curl)
+# A real Postfix relays into our LMTP listener in the tests (its daemons are not started by
+# the package: the test runs a private instance on a loopback port).
+[ -x /usr/sbin/postfix ] || need_pkgs+=(postfix)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
+    echo "postfix postfix/main_mailer_type select No configuration" | debconf-set-selections
+    # Debian's postinst must not start system-wide daemons on ports 25/110.
+    added_policy=0
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+      printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+      added_policy=1
+    fi
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}"
+    [ "$added_policy" = 1 ] && rm -f /usr/sbin/policy-rc.d
   else
     echo "missing packages: ${need_pkgs[*]} (run as root or install them)" >&2; exit 1
   fi

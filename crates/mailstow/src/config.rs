@@ -16,6 +16,35 @@ pub(crate) struct Config {
     pub(crate) queue: QueueSection,
     #[serde(default)]
     pub(crate) store: StoreSection,
+    #[serde(default)]
+    pub(crate) server: ServerSection,
+}
+
+/// `[server]`: listeners, TLS and limits of `mailstow serve`. Listener addresses are strings so
+/// that an empty one disables the listener.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ServerSection {
+    pub(crate) hostname: Option<String>,
+    pub(crate) smtp: Option<String>,
+    pub(crate) submission: Option<String>,
+    pub(crate) submissions: Option<String>,
+    pub(crate) lmtp: Option<String>,
+    pub(crate) pop3: Option<String>,
+    pub(crate) pop3s: Option<String>,
+    pub(crate) imap: Option<String>,
+    pub(crate) imaps: Option<String>,
+    /// PEM certificate chain and private key; without them a self-signed pair is generated in
+    /// `<data_dir>/tls` on first start.
+    pub(crate) tls_cert: Option<PathBuf>,
+    pub(crate) tls_key: Option<PathBuf>,
+    pub(crate) auth_without_tls: Option<bool>,
+    pub(crate) connections_max: Option<usize>,
+    pub(crate) connections_per_ip_max: Option<usize>,
+    pub(crate) message_bytes_max: Option<u64>,
+    pub(crate) recipients_max: Option<usize>,
+    pub(crate) auth_failures_max: Option<u32>,
+    pub(crate) delivery_threads: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -3,8 +3,10 @@
 
 mod bench_cmd;
 mod config;
+mod directory_cmd;
 mod progress;
 mod queue_cmd;
+mod serve_cmd;
 mod store_cmd;
 
 use std::path::PathBuf;
@@ -34,6 +36,17 @@ enum Command {
     /// Create the data directory with an empty queue and store (an existing one is only
     /// opened and recovered).
     Init,
+    /// Run the mail server (SMTP, submission, LMTP, POP3) until SIGTERM.
+    Serve(serve_cmd::ServeArgs),
+    /// Local domains.
+    #[command(subcommand)]
+    Domain(directory_cmd::DomainCommand),
+    /// Users: passwords and quotas.
+    #[command(subcommand)]
+    User(directory_cmd::UserCommand),
+    /// Aliases and catch-alls.
+    #[command(subcommand)]
+    Alias(directory_cmd::AliasCommand),
     /// The mailbox store: stats, fsck, defrag.
     #[command(subcommand)]
     Store(store_cmd::StoreCommand),
@@ -57,6 +70,9 @@ impl Paths {
     pub(crate) fn store(&self) -> PathBuf {
         self.data_dir.join("store")
     }
+    pub(crate) fn directory(&self) -> PathBuf {
+        self.data_dir.join("directory.db")
+    }
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -68,6 +84,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let paths = Paths { data_dir };
     match cli.command {
         Command::Init => init(&paths, &config),
+        Command::Serve(args) => serve_cmd::run(args, &paths, &config),
+        Command::Domain(command) => directory_cmd::domain(command, &paths),
+        Command::User(command) => directory_cmd::user(command, &paths),
+        Command::Alias(command) => directory_cmd::alias(command, &paths),
         Command::Store(command) => store_cmd::run(command, &paths, &config),
         Command::Queue(command) => queue_cmd::run(command, &paths, &config),
         Command::Bench(command) => bench_cmd::run(command),

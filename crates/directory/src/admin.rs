@@ -1,0 +1,381 @@
+//! Administrative operations: domains, users, passwords, quotas, aliases.
+//!
+//! Every change is one transaction opened by `db::begin_write` (which bumps the generation
+//! and takes the write lock first), so the existence checks inside it are the truth the
+//! write lands on, and the specific errors below ("no such domain", "already exists") never
+//! race with another writer. Argon2 runs before the transaction, never while holding the lock.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::address::{Address, LocalCase, normalize_domain, parse_address};
+use crate::error::{DirectoryError, shown};
+use crate::{Directory, UserInfo, db, password};
+
+/// An alias source: one address, or a domain's catch-all (`@domain`).
+enum Source {
+    Address(Address),
+    CatchAll(String),
+}
+
+impl Source {
+    /// The stored form: `local@domain` or `@domain`.
+    fn key(&self) -> String {
+        match self {
+            Source::Address(address) => address.joined(),
+            Source::CatchAll(domain) => format!("@{domain}"),
+        }
+    }
+
+    fn domain(&self) -> &str {
+        match self {
+            Source::Address(address) => &address.domain,
+            Source::CatchAll(domain) => domain,
+        }
+    }
+}
+
+fn domain_arg(name: &str) -> Result<String, DirectoryError> {
+    normalize_domain(name).map_err(|reason| DirectoryError::InvalidDomain {
+        name: shown(name),
+        reason,
+    })
+}
+
+fn address_arg(address: &str, case: LocalCase) -> Result<Address, DirectoryError> {
+    parse_address(address, case).map_err(|reason| DirectoryError::InvalidAddress {
+        address: shown(address),
+        reason,
+    })
+}
+
+fn source_arg(source: &str) -> Result<Source, DirectoryError> {
+    match source.strip_prefix('@') {
+        Some(domain) => Ok(Source::CatchAll(domain_arg(domain)?)),
+        None => Ok(Source::Address(address_arg(source, LocalCase::Fold)?)),
+    }
+}
+
+fn unix_now_s() -> i64 {
+    let since_epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(since_epoch.as_secs()).unwrap_or(i64::MAX)
+}
+
+async fn domain_exists<'e, E>(executor: E, domain: &str) -> Result<bool, DirectoryError>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Sqlite>,
+{
+    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM domains WHERE name = $1")
+        .bind(domain)
+        .fetch_one(executor)
+        .await?;
+    Ok(count > 0)
+}
+
+async fn user_exists<'e, E>(executor: E, address: &str) -> Result<bool, DirectoryError>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Sqlite>,
+{
+    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM users WHERE address = $1")
+        .bind(address)
+        .fetch_one(executor)
+        .await?;
+    Ok(count > 0)
+}
+
+impl Directory {
+    /// Adds a domain (stored lowercase).
+    pub async fn add_domain(&self, name: &str) -> Result<(), DirectoryError> {
+        let name = domain_arg(name)?;
+        let mut tx = db::begin_write(&self.inner.pool).await?;
+        let inserted = sqlx::query("INSERT INTO domains (name) VALUES ($1)")
+            .bind(&name)
+            .execute(&mut *tx)
+            .await;
+        match inserted {
+            Err(e) if db::is_unique_violation(&e) => {
+                return Err(DirectoryError::DomainExists(name));
+            }
+            other => other?,
+        };
+        tx.commit().await?;
+        self.refresh_after_write().await;
+        Ok(())
+    }
+
+    /// Deletes a domain; refused while users or aliases (including its catch-all) exist in it.
+    pub async fn del_domain(&self, name: &str) -> Result<(), DirectoryError> {
+        let name = domain_arg(name)?;
+        let mut tx = db::begin_write(&self.inner.pool).await?;
+        if !domain_exists(&mut *tx, &name).await? {
+            return Err(DirectoryError::NoSuchDomain(name));
+        }
+        let users: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM users WHERE domain = $1")
+            .bind(&name)
+            .fetch_one(&mut *tx)
+            .await?;
+        let aliases: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM aliases WHERE domain = $1")
+            .bind(&name)
+            .fetch_one(&mut *tx)
+            .await?;
+        if users > 0 || aliases > 0 {
+            return Err(DirectoryError::DomainNotEmpty {
+                domain: name,
+                users,
+                aliases,
+            });
+        }
+        sqlx::query("DELETE FROM domains WHERE name = $1")
+            .bind(&name)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        self.refresh_after_write().await;
+        Ok(())
+    }
+
+    /// All domains, sorted.
+    pub async fn list_domains(&self) -> Result<Vec<String>, DirectoryError> {
+        let domains = sqlx::query_scalar("SELECT name FROM domains ORDER BY name")
+            .fetch_all(&self.inner.pool)
+            .await?;
+        Ok(domains)
+    }
+
+    /// Adds a user with an argon2id hash of `password`. The domain must exist; the address is
+    /// stored lowercase.
+    pub async fn add_user(&self, address: &str, password: &str) -> Result<(), DirectoryError> {
+        let address = address_arg(address, LocalCase::Fold)?;
+        password::check_new(password, self.inner.options.password_bytes_max)?;
+        let domain = address.domain.clone();
+        let address = address.joined();
+        // Cheap early answers before paying for a hash; the transaction checks again.
+        if !domain_exists(&self.inner.pool, &domain).await? {
+            return Err(DirectoryError::NoSuchDomain(domain));
+        }
+        if user_exists(&self.inner.pool, &address).await? {
+            return Err(DirectoryError::UserExists(address));
+        }
+        let hash = self.hash_password(password).await?;
+
+        let mut tx = db::begin_write(&self.inner.pool).await?;
+        if !domain_exists(&mut *tx, &domain).await? {
+            return Err(DirectoryError::NoSuchDomain(domain));
+        }
+        let inserted = sqlx::query(
+            "INSERT INTO users (address, domain, password_hash, quota_bytes, created_at) \
+             VALUES ($1, $2, $3, NULL, $4)",
+        )
+        .bind(&address)
+        .bind(&domain)
+        .bind(&hash)
+        .bind(unix_now_s())
+        .execute(&mut *tx)
+        .await;
+        match inserted {
+            Err(e) if db::is_unique_violation(&e) => {
+                return Err(DirectoryError::UserExists(address));
+            }
+            other => other?,
+        };
+        tx.commit().await?;
+        self.refresh_after_write().await;
+        Ok(())
+    }
+
+    /// Replaces a user's password hash.
+    pub async fn set_password(&self, address: &str, password: &str) -> Result<(), DirectoryError> {
+        let address = address_arg(address, LocalCase::Fold)?.joined();
+        password::check_new(password, self.inner.options.password_bytes_max)?;
+        if !user_exists(&self.inner.pool, &address).await? {
+            return Err(DirectoryError::NoSuchUser(address));
+        }
+        let hash = self.hash_password(password).await?;
+        let mut tx = db::begin_write(&self.inner.pool).await?;
+        let updated = sqlx::query("UPDATE users SET password_hash = $1 WHERE address = $2")
+            .bind(&hash)
+            .bind(&address)
+            .execute(&mut *tx)
+            .await?;
+        if updated.rows_affected() == 0 {
+            return Err(DirectoryError::NoSuchUser(address));
+        }
+        tx.commit().await?;
+        self.refresh_after_write().await;
+        Ok(())
+    }
+
+    /// Deletes a user. Aliases pointing at the address stay (they resolve to nothing, or to
+    /// the catch-all, until removed or the user is added again).
+    pub async fn del_user(&self, address: &str) -> Result<(), DirectoryError> {
+        let address = address_arg(address, LocalCase::Fold)?.joined();
+        let mut tx = db::begin_write(&self.inner.pool).await?;
+        let deleted = sqlx::query("DELETE FROM users WHERE address = $1")
+            .bind(&address)
+            .execute(&mut *tx)
+            .await?;
+        if deleted.rows_affected() == 0 {
+            return Err(DirectoryError::NoSuchUser(address));
+        }
+        tx.commit().await?;
+        self.refresh_after_write().await;
+        Ok(())
+    }
+
+    /// Users sorted by address, of one domain or of all.
+    pub async fn list_users(&self, domain: Option<&str>) -> Result<Vec<UserInfo>, DirectoryError> {
+        let rows: Vec<(String, Option<i64>)> = match domain {
+            Some(domain) => {
+                let domain = domain_arg(domain)?;
+                if !domain_exists(&self.inner.pool, &domain).await? {
+                    return Err(DirectoryError::NoSuchDomain(domain));
+                }
+                sqlx::query_as(
+                    "SELECT address, quota_bytes FROM users WHERE domain = $1 ORDER BY address",
+                )
+                .bind(domain)
+                .fetch_all(&self.inner.pool)
+                .await?
+            }
+            None => {
+                sqlx::query_as("SELECT address, quota_bytes FROM users ORDER BY address")
+                    .fetch_all(&self.inner.pool)
+                    .await?
+            }
+        };
+        rows.into_iter()
+            .map(|(address, quota)| {
+                let quota_bytes = db::quota_from_sql(&address, quota)?;
+                Ok(UserInfo {
+                    address,
+                    quota_bytes,
+                })
+            })
+            .collect()
+    }
+
+    /// Sets a user's quota; `None` = unlimited.
+    pub async fn set_quota(
+        &self,
+        address: &str,
+        quota_bytes: Option<u64>,
+    ) -> Result<(), DirectoryError> {
+        let address = address_arg(address, LocalCase::Fold)?.joined();
+        let quota = db::quota_to_sql(quota_bytes)?;
+        let mut tx = db::begin_write(&self.inner.pool).await?;
+        let updated = sqlx::query("UPDATE users SET quota_bytes = $1 WHERE address = $2")
+            .bind(quota)
+            .bind(&address)
+            .execute(&mut *tx)
+            .await?;
+        if updated.rows_affected() == 0 {
+            return Err(DirectoryError::NoSuchUser(address));
+        }
+        tx.commit().await?;
+        self.refresh_after_write().await;
+        Ok(())
+    }
+
+    /// Adds `source -> destination`. `source` is an address in one of our domains, or
+    /// `@domain` for the domain's catch-all (one per domain, one destination). `destination`
+    /// is any address: a local user, another alias, or a remote address (its local part kept
+    /// as written). One source may have up to `expansion_targets_max` destinations.
+    pub async fn add_alias(&self, source: &str, destination: &str) -> Result<(), DirectoryError> {
+        let source = source_arg(source)?;
+        let destination = address_arg(destination, LocalCase::Keep)?.joined();
+        let key = source.key();
+        let mut tx = db::begin_write(&self.inner.pool).await?;
+        if !domain_exists(&mut *tx, source.domain()).await? {
+            return Err(DirectoryError::NoSuchDomain(source.domain().to_owned()));
+        }
+        let existing: Vec<String> =
+            sqlx::query_scalar("SELECT destination FROM aliases WHERE source = $1")
+                .bind(&key)
+                .fetch_all(&mut *tx)
+                .await?;
+        if existing.contains(&destination) {
+            return Err(DirectoryError::AliasExists {
+                alias: key,
+                destination,
+            });
+        }
+        if let (Source::CatchAll(domain), Some(current)) = (&source, existing.first()) {
+            return Err(DirectoryError::CatchAllExists {
+                domain: domain.clone(),
+                destination: current.clone(),
+            });
+        }
+        if existing.len() >= self.inner.options.expansion_targets_max {
+            return Err(DirectoryError::TooManyDestinations {
+                alias: key,
+                count: existing.len(),
+            });
+        }
+        sqlx::query("INSERT INTO aliases (source, destination, domain) VALUES ($1, $2, $3)")
+            .bind(&key)
+            .bind(&destination)
+            .bind(source.domain())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        self.refresh_after_write().await;
+        Ok(())
+    }
+
+    /// Deletes one destination of `source` (compared case-insensitively), or all of them
+    /// when `destination` is `None`.
+    pub async fn del_alias(
+        &self,
+        source: &str,
+        destination: Option<&str>,
+    ) -> Result<(), DirectoryError> {
+        let key = source_arg(source)?.key();
+        let destination = destination
+            .map(|d| address_arg(d, LocalCase::Keep).map(|a| a.joined()))
+            .transpose()?;
+        let mut tx = db::begin_write(&self.inner.pool).await?;
+        let deleted = match &destination {
+            Some(destination) => {
+                sqlx::query(
+                    "DELETE FROM aliases WHERE source = $1 AND LOWER(destination) = LOWER($2)",
+                )
+                .bind(&key)
+                .bind(destination)
+                .execute(&mut *tx)
+                .await?
+            }
+            None => {
+                sqlx::query("DELETE FROM aliases WHERE source = $1")
+                    .bind(&key)
+                    .execute(&mut *tx)
+                    .await?
+            }
+        };
+        if deleted.rows_affected() == 0 {
+            return Err(DirectoryError::NoSuchAlias {
+                alias: key,
+                destination,
+            });
+        }
+        tx.commit().await?;
+        self.refresh_after_write().await;
+        Ok(())
+    }
+
+    /// All `(source, destination)` pairs, sorted.
+    pub async fn list_aliases(&self) -> Result<Vec<(String, String)>, DirectoryError> {
+        let aliases =
+            sqlx::query_as("SELECT source, destination FROM aliases ORDER BY source, destination")
+                .fetch_all(&self.inner.pool)
+                .await?;
+        Ok(aliases)
+    }
+
+    async fn hash_password(&self, password: &str) -> Result<String, DirectoryError> {
+        let params = self.inner.options.argon2_params.clone();
+        let password = password.to_owned();
+        self.run_hasher(move || password::hash(&params, &password))
+            .await
+    }
+}

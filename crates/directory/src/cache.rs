@@ -1,0 +1,316 @@
+//! The in-memory snapshot the delivery path asks: domains, users with quotas, aliases.
+//!
+//! **Invariant:** [`Cache::resolve`], [`Cache::is_local_domain`] and [`Cache::quota`] never do
+//! I/O (beyond a `tracing` event when an expansion limit is hit) and never wait on anything
+//! but a short `RwLock` read to clone an `Arc`.
+//!
+//! Freshness: every directory write bumps the `generation` row in the same transaction
+//! (`db::begin_write`). [`Cache::refresh_if_changed`] reads that one row and reloads the
+//! snapshot only when it differs from the loaded one, so writes from another process (the
+//! `mailstow user add` CLI while the server runs) show up at the next refresh. The handle
+//! that made a write refreshes right after its commit.
+//!
+//! # Resolution rules
+//!
+//! For `local@domain` in one of our domains, the first rule that matches decides:
+//!
+//! 1. an alias whose source is exactly `local@domain`;
+//! 2. a user `local@domain`;
+//! 3. subaddressing (RFC 5233): if `local` is `base+detail`, an alias `base@domain`, then a
+//!    user `base@domain` (the detail is dropped from the target);
+//! 4. the domain's catch-all alias `@domain`;
+//! 5. otherwise the address is unknown.
+//!
+//! So an alias shadows a user of the same address (a forward); `a@d -> a@d, x@remote` keeps a
+//! copy, because an alias is never expanded inside its own expansion: the address falls
+//! through to the next rule (here the user `a@d`). That also makes every cycle finite. An
+//! alias met a second time elsewhere in the same expansion adds nothing (its targets are
+//! already in). A destination in a local domain that matches no rule adds nothing; an address
+//! whose expansion delivers nowhere is [`Resolution::UnknownUser`], never an accepted black
+//! hole. Targets are deduplicated and keep the order of a depth-first walk over destinations
+//! sorted by address.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, RwLock};
+
+use sqlx::SqlitePool;
+
+use crate::address::{LocalCase, parse_address, subaddress_base};
+use crate::db;
+use crate::error::DirectoryError;
+
+/// Where a message for one address goes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// A local mailbox, by canonical (lowercase) address.
+    User(String),
+    /// An address in a domain that is not ours; the server relays to it.
+    Remote(String),
+}
+
+/// The answer to "where does mail for this address go?".
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Resolution {
+    /// The address is in one of our domains and expands to these targets (at least one).
+    Local(Vec<Target>),
+    /// One of our domains, but no user, alias or catch-all takes it: `550 5.1.1`.
+    UnknownUser,
+    /// Not one of our domains: the server's relay rules decide.
+    NotLocal,
+}
+
+/// Which expansion limit an address's aliases went past ([`Cache::try_resolve`]). A
+/// configuration mistake, not the sender's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ExpansionLimit {
+    /// More distinct targets than `Options::expansion_targets_max`.
+    #[error("alias expansion has more targets than expansion_targets_max")]
+    Targets,
+    /// Aliases nested deeper than `Options::expansion_depth_max`.
+    #[error("alias expansion is nested deeper than expansion_depth_max")]
+    Depth,
+}
+
+/// Limits on one expansion (copied from `Options`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ExpansionLimits {
+    pub(crate) targets_max: usize,
+    pub(crate) depth_max: usize,
+}
+
+/// One consistent read of the directory.
+#[derive(Debug, Default)]
+pub(crate) struct Snapshot {
+    pub(crate) generation: i64,
+    pub(crate) domains: HashSet<String>,
+    /// address -> quota (`None` = unlimited).
+    pub(crate) users: HashMap<String, Option<u64>>,
+    /// source (`local@dom` or `@dom`) -> destinations, sorted.
+    pub(crate) aliases: HashMap<String, Vec<String>>,
+}
+
+/// The in-memory directory snapshot; see the module documentation.
+pub struct Cache {
+    pool: SqlitePool,
+    limits: ExpansionLimits,
+    snapshot: RwLock<Arc<Snapshot>>,
+    /// Serialises reloads, so a slow reload can never install an older snapshot over a newer
+    /// one.
+    reload: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for Cache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let snapshot = self.snapshot();
+        f.debug_struct("Cache")
+            .field("generation", &snapshot.generation)
+            .field("domains", &snapshot.domains.len())
+            .field("users", &snapshot.users.len())
+            .field("aliases", &snapshot.aliases.len())
+            .finish()
+    }
+}
+
+impl Cache {
+    pub(crate) async fn load(
+        pool: SqlitePool,
+        limits: ExpansionLimits,
+    ) -> Result<Cache, DirectoryError> {
+        let snapshot = db::load_snapshot(&pool).await?;
+        Ok(Cache {
+            pool,
+            limits,
+            snapshot: RwLock::new(Arc::new(snapshot)),
+            reload: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    fn snapshot(&self) -> Arc<Snapshot> {
+        // A poisoned lock only means a panic elsewhere while swapping an `Arc`; the value
+        // inside is still a whole snapshot.
+        let guard = self.snapshot.read().unwrap_or_else(|e| e.into_inner());
+        Arc::clone(&guard)
+    }
+
+    /// The generation of the loaded snapshot (the `meta` row's value when it was read).
+    pub fn generation(&self) -> i64 {
+        self.snapshot().generation
+    }
+
+    /// Reloads the snapshot if the directory changed since it was read: one one-row SELECT
+    /// when nothing changed. Returns whether a new snapshot was installed.
+    pub async fn refresh_if_changed(&self) -> Result<bool, DirectoryError> {
+        let _reload = self.reload.lock().await;
+        let current = db::generation(&self.pool).await?;
+        // `!=`, not `>`: a restored backup may carry an older generation.
+        if current == self.generation() {
+            return Ok(false);
+        }
+        let snapshot = Arc::new(db::load_snapshot(&self.pool).await?);
+        *self.snapshot.write().unwrap_or_else(|e| e.into_inner()) = snapshot;
+        Ok(true)
+    }
+
+    /// Whether `domain` (any case) is one of ours.
+    pub fn is_local_domain(&self, domain: &str) -> bool {
+        self.snapshot()
+            .domains
+            .contains(&domain.to_ascii_lowercase())
+    }
+
+    /// The quota of the user with this address (any case): `None` when unlimited or when
+    /// there is no such user (ask [`Cache::resolve`] to tell those apart).
+    pub fn quota(&self, user: &str) -> Option<u64> {
+        self.snapshot()
+            .users
+            .get(&user.to_ascii_lowercase())
+            .copied()
+            .flatten()
+    }
+
+    /// Where mail for `address` goes, from the snapshot alone (see the module documentation
+    /// for the rules). An address that fails the syntax check resolves as unknown in our
+    /// domains and as not local elsewhere.
+    ///
+    /// An address whose aliases go past an expansion limit is logged and answered
+    /// [`Resolution::UnknownUser`]: refused at RCPT time, so the sender hears of it and no
+    /// recipient is silently dropped. [`Cache::try_resolve`] reports the limit instead, for a
+    /// server that prefers a temporary failure (`451 4.3.0`) while an administrator fixes it.
+    pub fn resolve(&self, address: &str) -> Resolution {
+        self.try_resolve(address).unwrap_or_else(|limit| {
+            tracing::warn!(address = ?address, %limit, "directory: refusing a recipient");
+            Resolution::UnknownUser
+        })
+    }
+
+    /// [`Cache::resolve`], with an expansion limit reported as an error.
+    pub fn try_resolve(&self, address: &str) -> Result<Resolution, ExpansionLimit> {
+        let snapshot = self.snapshot();
+        let parsed = match parse_address(address, LocalCase::Fold) {
+            Ok(parsed) => parsed,
+            Err(_) => {
+                let domain = address.rsplit_once('@').map_or("", |(_, d)| d);
+                return Ok(if snapshot.domains.contains(&domain.to_ascii_lowercase()) {
+                    Resolution::UnknownUser
+                } else {
+                    Resolution::NotLocal
+                });
+            }
+        };
+        if !snapshot.domains.contains(&parsed.domain) {
+            return Ok(Resolution::NotLocal);
+        }
+        let mut expansion = Expansion {
+            snapshot: &snapshot,
+            limits: self.limits,
+            path: Vec::new(),
+            expanded: HashSet::new(),
+            targets: Vec::new(),
+            seen: HashSet::new(),
+        };
+        expansion.visit(&parsed.joined())?;
+        if expansion.targets.is_empty() {
+            Ok(Resolution::UnknownUser)
+        } else {
+            Ok(Resolution::Local(expansion.targets))
+        }
+    }
+}
+
+/// One alias expansion in progress.
+struct Expansion<'s> {
+    snapshot: &'s Snapshot,
+    limits: ExpansionLimits,
+    /// Alias sources being expanded, outermost first (the recursion stack).
+    path: Vec<&'s str>,
+    /// Alias sources whose expansion finished; meeting one again adds nothing.
+    expanded: HashSet<&'s str>,
+    targets: Vec<Target>,
+    /// The same targets, for deduplication.
+    seen: HashSet<Target>,
+}
+
+/// A lookup rule, in priority order (see the module documentation).
+enum Rule {
+    Alias(String),
+    User(String),
+}
+
+impl<'s> Expansion<'s> {
+    /// Adds the targets of one address (as stored: the domain lowercase, a remote local part
+    /// as written). Recursion depth is bounded by `depth_max` (at most
+    /// `EXPANSION_DEPTH_CEILING`).
+    fn visit(&mut self, address: &str) -> Result<(), ExpansionLimit> {
+        // Stored addresses were checked when written; anything else is skipped, not trusted.
+        let Ok(parsed) = parse_address(address, LocalCase::Keep) else {
+            return Ok(());
+        };
+        if !self.snapshot.domains.contains(&parsed.domain) {
+            return self.push(Target::Remote(parsed.joined()));
+        }
+        let local = parsed.local.to_ascii_lowercase();
+        let domain = parsed.domain;
+        let mut rules = vec![
+            Rule::Alias(format!("{local}@{domain}")),
+            Rule::User(format!("{local}@{domain}")),
+        ];
+        if let Some(base) = subaddress_base(&local) {
+            rules.push(Rule::Alias(format!("{base}@{domain}")));
+            rules.push(Rule::User(format!("{base}@{domain}")));
+        }
+        rules.push(Rule::Alias(format!("@{domain}")));
+
+        for rule in rules {
+            match rule {
+                Rule::User(key) => {
+                    if self.snapshot.users.contains_key(&key) {
+                        return self.push(Target::User(key));
+                    }
+                }
+                Rule::Alias(key) => {
+                    let Some((source, destinations)) = self.snapshot.aliases.get_key_value(&key)
+                    else {
+                        continue;
+                    };
+                    if self.path.contains(&source.as_str()) {
+                        continue; // Inside its own expansion: fall through to the next rule.
+                    }
+                    if self.expanded.contains(source.as_str()) {
+                        return Ok(());
+                    }
+                    return self.expand(source, destinations);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn expand(
+        &mut self,
+        source: &'s str,
+        destinations: &'s [String],
+    ) -> Result<(), ExpansionLimit> {
+        if self.path.len() >= self.limits.depth_max {
+            return Err(ExpansionLimit::Depth);
+        }
+        self.path.push(source);
+        for destination in destinations {
+            self.visit(destination)?;
+        }
+        self.path.pop();
+        self.expanded.insert(source);
+        Ok(())
+    }
+
+    fn push(&mut self, target: Target) -> Result<(), ExpansionLimit> {
+        if self.seen.contains(&target) {
+            return Ok(());
+        }
+        if self.targets.len() >= self.limits.targets_max {
+            return Err(ExpansionLimit::Targets);
+        }
+        self.seen.insert(target.clone());
+        self.targets.push(target);
+        Ok(())
+    }
+}

@@ -1,0 +1,90 @@
+//! The directory's error type: one variant per kind of failure, each a clear one-line message
+//! (the CLI prints it as is).
+
+use std::path::PathBuf;
+
+/// Everything a directory operation can fail with. Bad input and bad rows are errors, never
+/// panics.
+#[derive(Debug, thiserror::Error)]
+pub enum DirectoryError {
+    /// The database file could not be opened or created.
+    #[error("open directory {}: {source}", path.display())]
+    Open { path: PathBuf, source: sqlx::Error },
+    /// A query failed (I/O, lock timeout, constraint the code did not expect).
+    #[error("directory database: {0}")]
+    Database(#[from] sqlx::Error),
+    /// The database was migrated by a newer program; this one must not write to it.
+    #[error("directory schema version {found} is newer than this program's ({supported})")]
+    SchemaTooNew { found: i64, supported: i64 },
+    /// A row holds something the code never writes (negative quota, unparsable hash, ...).
+    #[error("corrupt directory data: {0}")]
+    Corrupt(String),
+    /// `Options` cannot be used.
+    #[error("invalid directory options: {0}")]
+    InvalidOptions(String),
+    /// A domain name failed the syntax check.
+    #[error("invalid domain {name}: {reason}")]
+    InvalidDomain { name: String, reason: &'static str },
+    /// An address failed the syntax check.
+    #[error("invalid address {address}: {reason}")]
+    InvalidAddress {
+        address: String,
+        reason: &'static str,
+    },
+    #[error("domain {0} already exists")]
+    DomainExists(String),
+    #[error("no such domain {0}")]
+    NoSuchDomain(String),
+    /// `del_domain` while users or aliases still live in the domain.
+    #[error("domain {domain} still has {users} user(s) and {aliases} alias(es); delete them first")]
+    DomainNotEmpty {
+        domain: String,
+        users: i64,
+        aliases: i64,
+    },
+    #[error("user {0} already exists")]
+    UserExists(String),
+    #[error("no such user {0}")]
+    NoSuchUser(String),
+    #[error("alias {alias} -> {destination} already exists")]
+    AliasExists { alias: String, destination: String },
+    /// `del_alias` matched nothing; `alias` is the source; `destination` is `None` when all
+    /// were asked for.
+    #[error("no such alias {alias}{}", destination.as_ref().map(|d| format!(" -> {d}")).unwrap_or_default())]
+    NoSuchAlias {
+        alias: String,
+        destination: Option<String>,
+    },
+    /// A domain has at most one catch-all, with one destination.
+    #[error(
+        "domain {domain} already has a catch-all (@{domain} -> {destination}); delete it first"
+    )]
+    CatchAllExists { domain: String, destination: String },
+    /// One alias source may not have more destinations than an expansion may produce.
+    #[error("alias {alias} already has {count} destinations (expansion_targets_max)")]
+    TooManyDestinations { alias: String, count: usize },
+    #[error("invalid password: {0}")]
+    InvalidPassword(&'static str),
+    /// Quotas are stored as signed 64-bit integers (portable `BIGINT`).
+    #[error("quota {quota_bytes} bytes is too large (max {})", i64::MAX)]
+    QuotaTooLarge { quota_bytes: u64 },
+    /// argon2 refused to hash (parameters, internal error).
+    #[error("password hashing failed: {0}")]
+    Hash(String),
+    /// A blocking task (argon2) panicked or was cancelled.
+    #[error("password task failed: {0}")]
+    Task(String),
+}
+
+/// Longest piece of caller input repeated in an error message: an error stays one readable
+/// line even for a megabyte of garbage.
+const SHOWN_CHARS_MAX: usize = 80;
+
+/// Caller input as shown in an error: quoted and escaped (control characters stay on one line)
+/// and cut at [`SHOWN_CHARS_MAX`] characters.
+pub(crate) fn shown(input: &str) -> String {
+    match input.char_indices().nth(SHOWN_CHARS_MAX) {
+        None => format!("{input:?}"),
+        Some((cut, _)) => format!("{:?}...", &input[..cut]),
+    }
+}

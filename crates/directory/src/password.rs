@@ -1,0 +1,51 @@
+//! Password hashes: argon2id in PHC string form (`$argon2id$v=19$m=19456,t=2,p=1$salt$hash`).
+//!
+//! Hashing and verification are CPU- and memory-heavy by design, so callers run them on
+//! tokio's blocking pool behind a semaphore (see `Directory::run_hasher`). Verification reads
+//! the parameters from the stored string, so hashes made with older parameters keep working
+//! after `Options::argon2_params` changes.
+
+use argon2::password_hash::{PasswordHasher, PasswordVerifier};
+use argon2::{Algorithm, Argon2, Params, Version};
+
+use crate::error::DirectoryError;
+
+/// Checks a new password against the rules and the configured length limit.
+pub(crate) fn check_new(password: &str, password_bytes_max: usize) -> Result<(), DirectoryError> {
+    if password.is_empty() {
+        return Err(DirectoryError::InvalidPassword("password is empty"));
+    }
+    if password.len() > password_bytes_max {
+        return Err(DirectoryError::InvalidPassword(
+            "password is longer than password_bytes_max",
+        ));
+    }
+    // SASL PLAIN separates its fields with NUL (RFC 4616), so such a password could never
+    // be used to log in.
+    if password.contains('\0') {
+        return Err(DirectoryError::InvalidPassword(
+            "password contains a NUL byte",
+        ));
+    }
+    Ok(())
+}
+
+/// A new argon2id PHC string for `password`, with a random 16-byte salt.
+pub(crate) fn hash(params: &Params, password: &str) -> Result<String, DirectoryError> {
+    let argon2 = Argon2::new(Algorithm::Argon2id, Version::V0x13, params.clone());
+    let phc = argon2
+        .hash_password(password.as_bytes())
+        .map_err(|e| DirectoryError::Hash(e.to_string()))?;
+    Ok(phc.to_string())
+}
+
+/// Whether `password` matches the PHC string `phc`. A string that does not parse is corrupt
+/// data, not a wrong password.
+pub(crate) fn verify(phc: &str, password: &str) -> Result<bool, DirectoryError> {
+    // The algorithm, version and parameters come from `phc`; these are only defaults.
+    match Argon2::default().verify_password(password.as_bytes(), phc) {
+        Ok(()) => Ok(true),
+        Err(argon2::password_hash::Error::PasswordInvalid) => Ok(false),
+        Err(e) => Err(DirectoryError::Corrupt(format!("password hash: {e}"))),
+    }
+}

@@ -1,0 +1,596 @@
+//! Administrative operations, their error paths and messages, persistence and migrations.
+
+use super::{Fixture, fast_options, open, stored_generation};
+use crate::tests::address::domain_of_len;
+use crate::{Directory, DirectoryError, Options, UserInfo};
+
+fn user(address: &str, quota_bytes: Option<u64>) -> UserInfo {
+    UserInfo {
+        address: address.into(),
+        quota_bytes,
+    }
+}
+
+#[tokio::test]
+async fn domains_add_list_delete() {
+    let f = Fixture::new().await;
+    f.dir.add_domain("Example.ORG").await.unwrap();
+    f.dir.add_domain("a.example").await.unwrap();
+    assert_eq!(
+        f.dir.list_domains().await.unwrap(),
+        ["a.example", "example.org"]
+    );
+
+    let err = f.dir.add_domain("EXAMPLE.org").await.unwrap_err();
+    assert!(matches!(err, DirectoryError::DomainExists(_)));
+    assert_eq!(err.to_string(), "domain example.org already exists");
+
+    f.dir.del_domain("a.EXAMPLE").await.unwrap();
+    assert_eq!(f.dir.list_domains().await.unwrap(), ["example.org"]);
+    let err = f.dir.del_domain("a.example").await.unwrap_err();
+    assert_eq!(err.to_string(), "no such domain a.example");
+}
+
+#[tokio::test]
+async fn invalid_domain_names_are_refused() {
+    let f = Fixture::new().await;
+    let err = f.dir.add_domain("bad_domain.org").await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid domain \"bad_domain.org\": domain may hold only letters, digits, hyphens and dots"
+    );
+    // The limit through the API: 255 is fine, 256 is not.
+    f.dir.add_domain(&domain_of_len(255)).await.unwrap();
+    let err = f.dir.add_domain(&domain_of_len(256)).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .ends_with(": domain is longer than 255 octets"),
+        "{err}"
+    );
+    // Long input is cut in the message, which stays one line.
+    let err = f
+        .dir
+        .add_domain(&format!("{}\n", "x".repeat(1000)))
+        .await
+        .unwrap_err();
+    let message = err.to_string();
+    assert!(message.len() < 200 && !message.contains('\n'), "{message}");
+    assert!(matches!(
+        f.dir.del_domain("").await,
+        Err(DirectoryError::InvalidDomain { .. })
+    ));
+}
+
+#[tokio::test]
+async fn del_domain_is_refused_while_users_or_aliases_exist() {
+    let f = Fixture::new().await;
+    f.dir.add_domain("example.org").await.unwrap();
+    f.dir.add_user("a@example.org", "pw").await.unwrap();
+    f.dir
+        .add_alias("@example.org", "a@example.org")
+        .await
+        .unwrap();
+    let err = f.dir.del_domain("example.org").await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "domain example.org still has 1 user(s) and 1 alias(es); delete them first"
+    );
+    f.dir.del_user("a@example.org").await.unwrap();
+    let err = f.dir.del_domain("example.org").await.unwrap_err();
+    assert!(matches!(
+        err,
+        DirectoryError::DomainNotEmpty {
+            users: 0,
+            aliases: 1,
+            ..
+        }
+    ));
+    f.dir.del_alias("@example.org", None).await.unwrap();
+    f.dir.del_domain("example.org").await.unwrap();
+    assert!(f.dir.list_domains().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn foreign_keys_are_enforced_by_the_database_too() {
+    let f = Fixture::new().await;
+    let result = sqlx::query(
+        "INSERT INTO users (address, domain, password_hash, created_at) \
+         VALUES ('a@nowhere.org', 'nowhere.org', 'x', 0)",
+    )
+    .execute(&f.dir.inner.pool)
+    .await;
+    assert!(matches!(result, Err(sqlx::Error::Database(e)) if e.is_foreign_key_violation()));
+}
+
+#[tokio::test]
+async fn users_add_list_delete() {
+    let f = Fixture::new().await;
+    f.dir.add_domain("example.org").await.unwrap();
+    f.dir.add_domain("other.org").await.unwrap();
+    f.dir.add_user("Bob@Example.org", "pw").await.unwrap();
+    f.dir.add_user("alice@example.org", "pw").await.unwrap();
+    f.dir.add_user("carol@other.org", "pw").await.unwrap();
+
+    assert_eq!(
+        f.dir.list_users(None).await.unwrap(),
+        [
+            user("alice@example.org", None),
+            user("bob@example.org", None),
+            user("carol@other.org", None)
+        ]
+    );
+    assert_eq!(
+        f.dir.list_users(Some("OTHER.org")).await.unwrap(),
+        [user("carol@other.org", None)]
+    );
+    let err = f.dir.list_users(Some("none.org")).await.unwrap_err();
+    assert_eq!(err.to_string(), "no such domain none.org");
+
+    let err = f.dir.add_user("BOB@example.org", "pw").await.unwrap_err();
+    assert_eq!(err.to_string(), "user bob@example.org already exists");
+    let err = f.dir.add_user("dave@none.org", "pw").await.unwrap_err();
+    assert_eq!(err.to_string(), "no such domain none.org");
+    let err = f.dir.add_user("no at sign", "pw").await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid address \"no at sign\": missing @domain"
+    );
+
+    f.dir.del_user("BOB@example.org").await.unwrap();
+    let err = f.dir.del_user("bob@example.org").await.unwrap_err();
+    assert_eq!(err.to_string(), "no such user bob@example.org");
+    assert_eq!(
+        f.dir.list_users(Some("example.org")).await.unwrap().len(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn passwords_are_checked_and_stored_as_argon2id() {
+    let f = Fixture::new().await;
+    f.dir.add_domain("example.org").await.unwrap();
+    let err = f.dir.add_user("a@example.org", "").await.unwrap_err();
+    assert_eq!(err.to_string(), "invalid password: password is empty");
+    let err = f.dir.add_user("a@example.org", "a\0b").await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid password: password contains a NUL byte"
+    );
+    let max = Options::default().password_bytes_max;
+    let err = f
+        .dir
+        .add_user("a@example.org", &"p".repeat(max + 1))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid password: password is longer than password_bytes_max"
+    );
+    f.dir
+        .add_user("a@example.org", &"p".repeat(max))
+        .await
+        .unwrap();
+
+    let hash: String = sqlx::query_scalar("SELECT password_hash FROM users")
+        .fetch_one(&f.dir.inner.pool)
+        .await
+        .unwrap();
+    assert!(hash.starts_with("$argon2id$v=19$m=8,t=1,p=1$"), "{hash}");
+
+    f.dir.set_password("A@example.org", "new").await.unwrap();
+    let new_hash: String = sqlx::query_scalar("SELECT password_hash FROM users")
+        .fetch_one(&f.dir.inner.pool)
+        .await
+        .unwrap();
+    assert_ne!(hash, new_hash);
+    let err = f
+        .dir
+        .set_password("b@example.org", "new")
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), "no such user b@example.org");
+    let err = f.dir.set_password("a@example.org", "").await.unwrap_err();
+    assert!(matches!(err, DirectoryError::InvalidPassword(_)));
+}
+
+#[tokio::test]
+async fn production_parameters_are_owasp() {
+    let hash = crate::password::hash(&Options::default().argon2_params, "pw").unwrap();
+    assert!(
+        hash.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"),
+        "{hash}"
+    );
+    assert!(crate::password::verify(&hash, "pw").unwrap());
+    assert!(!crate::password::verify(&hash, "pW").unwrap());
+}
+
+#[tokio::test]
+async fn quotas() {
+    let f = Fixture::new().await;
+    f.dir.add_domain("example.org").await.unwrap();
+    f.dir.add_user("a@example.org", "pw").await.unwrap();
+    f.dir
+        .set_quota("A@example.org", Some(1 << 30))
+        .await
+        .unwrap();
+    assert_eq!(
+        f.dir.list_users(None).await.unwrap(),
+        [user("a@example.org", Some(1 << 30))]
+    );
+    assert_eq!(f.dir.cache().quota("a@EXAMPLE.org"), Some(1 << 30));
+
+    let largest = i64::MAX as u64;
+    f.dir
+        .set_quota("a@example.org", Some(largest))
+        .await
+        .unwrap();
+    assert_eq!(f.dir.cache().quota("a@example.org"), Some(largest));
+    let err = f
+        .dir
+        .set_quota("a@example.org", Some(largest + 1))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "quota 9223372036854775808 bytes is too large (max 9223372036854775807)"
+    );
+
+    f.dir.set_quota("a@example.org", Some(0)).await.unwrap();
+    assert_eq!(f.dir.cache().quota("a@example.org"), Some(0));
+    f.dir.set_quota("a@example.org", None).await.unwrap();
+    assert_eq!(f.dir.cache().quota("a@example.org"), None);
+    assert_eq!(
+        f.dir.list_users(None).await.unwrap(),
+        [user("a@example.org", None)]
+    );
+
+    let err = f.dir.set_quota("b@example.org", Some(1)).await.unwrap_err();
+    assert_eq!(err.to_string(), "no such user b@example.org");
+    // The database refuses a negative quota even from another writer.
+    let result = sqlx::query("UPDATE users SET quota_bytes = -1")
+        .execute(&f.dir.inner.pool)
+        .await;
+    assert!(result.is_err());
+}
+
+#[tokio::test]
+async fn aliases_add_list_delete() {
+    let f = Fixture::new().await;
+    f.dir.add_domain("example.org").await.unwrap();
+    f.dir
+        .add_alias("Sales@Example.org", "Boss@Remote.NET")
+        .await
+        .unwrap();
+    f.dir
+        .add_alias("sales@example.org", "a@example.org")
+        .await
+        .unwrap();
+    f.dir
+        .add_alias("@example.org", "a@example.org")
+        .await
+        .unwrap();
+    assert_eq!(
+        f.dir.list_aliases().await.unwrap(),
+        [
+            ("@example.org".to_string(), "a@example.org".to_string()),
+            ("sales@example.org".into(), "Boss@remote.net".into()),
+            ("sales@example.org".into(), "a@example.org".into()),
+        ]
+    );
+
+    let err = f
+        .dir
+        .add_alias("sales@example.org", "Boss@REMOTE.net")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "alias sales@example.org -> Boss@remote.net already exists"
+    );
+    let err = f
+        .dir
+        .add_alias("x@none.org", "a@example.org")
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), "no such domain none.org");
+    let err = f
+        .dir
+        .add_alias("@none.org", "a@example.org")
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), "no such domain none.org");
+    let err = f
+        .dir
+        .add_alias("x@example.org", "not an address")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, DirectoryError::InvalidAddress { .. }));
+    let err = f
+        .dir
+        .add_alias("@bad_domain", "a@example.org")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, DirectoryError::InvalidDomain { .. }));
+
+    // Deleting one destination matches it case-insensitively.
+    f.dir
+        .del_alias("SALES@example.org", Some("boss@remote.net"))
+        .await
+        .unwrap();
+    let err = f
+        .dir
+        .del_alias("sales@example.org", Some("boss@remote.net"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "no such alias sales@example.org -> boss@remote.net"
+    );
+    f.dir
+        .add_alias("sales@example.org", "b@example.org")
+        .await
+        .unwrap();
+    f.dir.del_alias("sales@example.org", None).await.unwrap();
+    let err = f
+        .dir
+        .del_alias("sales@example.org", None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), "no such alias sales@example.org");
+    assert_eq!(f.dir.list_aliases().await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn one_catch_all_per_domain() {
+    let f = Fixture::new().await;
+    f.dir.add_domain("example.org").await.unwrap();
+    f.dir
+        .add_alias("@Example.org", "a@example.org")
+        .await
+        .unwrap();
+    let err = f
+        .dir
+        .add_alias("@example.org", "b@example.org")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "domain example.org already has a catch-all (@example.org -> a@example.org); \
+         delete it first"
+    );
+    let err = f
+        .dir
+        .add_alias("@example.org", "a@example.org")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, DirectoryError::AliasExists { .. }));
+    // The partial unique index holds even for a writer that skips the check.
+    let result = sqlx::query(
+        "INSERT INTO aliases (source, destination, domain) \
+         VALUES ('@example.org', 'c@example.org', 'example.org')",
+    )
+    .execute(&f.dir.inner.pool)
+    .await;
+    assert!(matches!(result, Err(sqlx::Error::Database(e)) if e.is_unique_violation()));
+    f.dir
+        .del_alias("@example.org", Some("a@example.org"))
+        .await
+        .unwrap();
+    f.dir
+        .add_alias("@example.org", "b@example.org")
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn alias_destinations_are_limited() {
+    let f = Fixture::with_options(Options {
+        expansion_targets_max: 3,
+        ..fast_options()
+    })
+    .await;
+    f.dir.add_domain("example.org").await.unwrap();
+    for n in 0..3 {
+        f.dir
+            .add_alias("list@example.org", &format!("m{n}@remote.net"))
+            .await
+            .unwrap();
+    }
+    let err = f
+        .dir
+        .add_alias("list@example.org", "m3@remote.net")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "alias list@example.org already has 3 destinations (expansion_targets_max)"
+    );
+}
+
+#[tokio::test]
+async fn every_write_bumps_the_generation_once_and_failures_do_not() {
+    let f = Fixture::new().await;
+    assert_eq!(stored_generation(&f.dir).await, 0);
+    let d = &f.dir;
+    d.add_domain("example.org").await.unwrap();
+    d.add_user("a@example.org", "pw").await.unwrap();
+    d.set_password("a@example.org", "pw2").await.unwrap();
+    d.set_quota("a@example.org", Some(5)).await.unwrap();
+    d.add_alias("b@example.org", "a@example.org").await.unwrap();
+    d.del_alias("b@example.org", None).await.unwrap();
+    d.del_user("a@example.org").await.unwrap();
+    d.del_domain("example.org").await.unwrap();
+    assert_eq!(stored_generation(d).await, 8);
+    assert_eq!(d.cache().generation(), 8);
+
+    assert!(d.del_domain("example.org").await.is_err());
+    assert!(d.add_user("a@none.org", "pw").await.is_err());
+    assert!(d.del_user("a@none.org").await.is_err());
+    assert!(d.set_quota("a@none.org", None).await.is_err());
+    assert!(d.add_alias("a@none.org", "x@y.org").await.is_err());
+    assert!(d.del_alias("a@none.org", None).await.is_err());
+    // Reads do not bump either.
+    d.list_domains().await.unwrap();
+    d.list_users(None).await.unwrap();
+    d.list_aliases().await.unwrap();
+    assert_eq!(stored_generation(d).await, 8);
+}
+
+#[tokio::test]
+async fn data_survives_reopening() {
+    let f = Fixture::new().await;
+    f.dir.add_domain("example.org").await.unwrap();
+    f.dir.add_user("a@example.org", "pw").await.unwrap();
+    f.dir.set_quota("a@example.org", Some(7)).await.unwrap();
+    f.dir
+        .add_alias("b@example.org", "a@example.org")
+        .await
+        .unwrap();
+    f.dir.close().await;
+
+    let reopened = open(&f.path).await;
+    assert_eq!(reopened.list_domains().await.unwrap(), ["example.org"]);
+    assert_eq!(
+        reopened.list_users(None).await.unwrap(),
+        [user("a@example.org", Some(7))]
+    );
+    assert_eq!(reopened.list_aliases().await.unwrap().len(), 1);
+    assert_eq!(reopened.cache().quota("a@example.org"), Some(7));
+    assert_eq!(
+        reopened
+            .authenticate("a@example.org", "pw")
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("a@example.org")
+    );
+    assert_eq!(stored_generation(&reopened).await, 4);
+}
+
+#[tokio::test]
+async fn the_file_uses_wal_and_full_sync_and_records_its_schema_version() {
+    let f = Fixture::new().await;
+    let pool = &f.dir.inner.pool;
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    assert_eq!(mode, "wal");
+    // FULL = 2.
+    let sync: i64 = sqlx::query_scalar("PRAGMA synchronous")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    assert_eq!(sync, 2);
+    let version: i64 = sqlx::query_scalar("SELECT value FROM meta WHERE key = 'schema_version'")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    assert_eq!(version, crate::db::SCHEMA_VERSION);
+}
+
+#[tokio::test]
+async fn a_newer_schema_is_refused() {
+    let f = Fixture::new().await;
+    sqlx::query("UPDATE meta SET value = 99 WHERE key = 'schema_version'")
+        .execute(&f.dir.inner.pool)
+        .await
+        .unwrap();
+    f.dir.close().await;
+    let err = Directory::open_with(&f.path, fast_options())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "directory schema version 99 is newer than this program's (1)"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_first_opens_migrate_once() {
+    let temp = tempfile::tempdir().unwrap();
+    let path = temp.path().join("directory.db");
+    let opens: Vec<_> = (0..4)
+        .map(|_| {
+            let path = path.clone();
+            tokio::spawn(async move { Directory::open_with(&path, fast_options()).await })
+        })
+        .collect();
+    for open in opens {
+        open.await.unwrap().expect("every concurrent open succeeds");
+    }
+    let dir = open(&path).await;
+    assert_eq!(stored_generation(&dir).await, 0);
+}
+
+#[tokio::test]
+async fn open_errors_name_the_file() {
+    let temp = tempfile::tempdir().unwrap();
+    let path = temp.path().join("missing-dir").join("directory.db");
+    let err = Directory::open_with(&path, fast_options())
+        .await
+        .unwrap_err();
+    let message = err.to_string();
+    assert!(message.starts_with("open directory "), "{message}");
+    assert!(message.contains("missing-dir"), "{message}");
+}
+
+#[tokio::test]
+async fn options_are_validated() {
+    let temp = tempfile::tempdir().unwrap();
+    let path = temp.path().join("directory.db");
+    let cases = [
+        (
+            Options {
+                expansion_targets_max: 0,
+                ..fast_options()
+            },
+            "expansion_targets_max",
+        ),
+        (
+            Options {
+                expansion_depth_max: 0,
+                ..fast_options()
+            },
+            "expansion_depth_max",
+        ),
+        (
+            Options {
+                expansion_depth_max: 101,
+                ..fast_options()
+            },
+            "expansion_depth_max",
+        ),
+        (
+            Options {
+                password_bytes_max: 0,
+                ..fast_options()
+            },
+            "password_bytes_max",
+        ),
+        (
+            Options {
+                hash_concurrency_max: 0,
+                ..fast_options()
+            },
+            "hash_concurrency_max",
+        ),
+        (
+            Options {
+                connections_max: 0,
+                ..fast_options()
+            },
+            "connections_max",
+        ),
+    ];
+    for (options, field) in cases {
+        let err = Directory::open_with(&path, options).await.unwrap_err();
+        assert!(
+            err.to_string().starts_with("invalid directory options: "),
+            "{err}"
+        );
+        assert!(err.to_string().contains(field), "{err}");
+    }
+    assert!(!path.exists(), "a refused open creates nothing");
+    assert!(Options::default().validate().is_ok());
+}

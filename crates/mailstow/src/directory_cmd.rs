@@ -1,0 +1,189 @@
+//! `mailstow domain|user|alias ...`: the directory (`<data_dir>/directory.db`). Safe to run
+//! while the server runs: the server's cache notices the change within seconds.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::Subcommand;
+
+use crate::Paths;
+
+#[derive(Subcommand)]
+pub(crate) enum DomainCommand {
+    /// Add a local domain.
+    Add { name: String },
+    /// List local domains.
+    List,
+    /// Remove a domain (it must have no users or aliases left).
+    Del { name: String },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum UserCommand {
+    /// Add a user (its domain must exist).
+    Add {
+        address: String,
+        /// A file whose first line is the password.
+        #[arg(long, value_name = "FILE", conflicts_with = "password")]
+        password_file: Option<PathBuf>,
+        /// The password itself (visible to other local users in the process list: for tests).
+        #[arg(long)]
+        password: Option<String>,
+    },
+    /// Change a user's password.
+    Passwd {
+        address: String,
+        #[arg(long, value_name = "FILE", conflicts_with = "password")]
+        password_file: Option<PathBuf>,
+        #[arg(long)]
+        password: Option<String>,
+    },
+    /// List users (of one domain, or all).
+    List { domain: Option<String> },
+    /// Remove a user (their stored mail stays until removed with the store tools).
+    Del { address: String },
+    /// Set a user's quota in bytes, or `none` for unlimited.
+    Quota { address: String, bytes: String },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum AliasCommand {
+    /// Add an alias; SOURCE `@domain` is the domain's catch-all.
+    Add { source: String, destination: String },
+    /// List aliases.
+    List,
+    /// Remove an alias (one destination, or all of SOURCE's).
+    Del {
+        source: String,
+        destination: Option<String>,
+    },
+}
+
+fn password(file: Option<PathBuf>, literal: Option<String>) -> Result<String> {
+    let password = match (file, literal) {
+        (Some(path), None) => {
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("cannot read password file {}", path.display()))?;
+            text.lines().next().unwrap_or("").to_string()
+        }
+        (None, Some(p)) => p,
+        _ => bail!("give the password with --password-file FILE (or --password)"),
+    };
+    if password.is_empty() {
+        bail!("the password is empty");
+    }
+    Ok(password)
+}
+
+fn with_directory<T>(
+    paths: &Paths,
+    work: impl AsyncFnOnce(directory::Directory) -> Result<T>,
+) -> Result<T> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        std::fs::create_dir_all(&paths.data_dir)
+            .with_context(|| format!("creating {}", paths.data_dir.display()))?;
+        let directory = directory::Directory::open(&paths.directory()).await?;
+        work(directory).await
+    })
+}
+
+pub(crate) fn domain(command: DomainCommand, paths: &Paths) -> Result<()> {
+    with_directory(paths, async |d| {
+        match command {
+            DomainCommand::Add { name } => {
+                d.add_domain(&name).await?;
+                println!("domain added: {}", name.to_ascii_lowercase());
+            }
+            DomainCommand::List => {
+                for name in d.list_domains().await? {
+                    println!("{name}");
+                }
+            }
+            DomainCommand::Del { name } => {
+                d.del_domain(&name).await?;
+                println!("domain removed: {}", name.to_ascii_lowercase());
+            }
+        }
+        Ok(())
+    })
+}
+
+pub(crate) fn user(command: UserCommand, paths: &Paths) -> Result<()> {
+    with_directory(paths, async |d| {
+        match command {
+            UserCommand::Add {
+                address,
+                password_file,
+                password: literal,
+            } => {
+                d.add_user(&address, &password(password_file, literal)?)
+                    .await?;
+                println!("user added: {}", address.to_ascii_lowercase());
+            }
+            UserCommand::Passwd {
+                address,
+                password_file,
+                password: literal,
+            } => {
+                d.set_password(&address, &password(password_file, literal)?)
+                    .await?;
+                println!("password changed: {}", address.to_ascii_lowercase());
+            }
+            UserCommand::List { domain } => {
+                for user in d.list_users(domain.as_deref()).await? {
+                    match user.quota_bytes {
+                        Some(q) => println!("{} quota={q}", user.address),
+                        None => println!("{} quota=none", user.address),
+                    }
+                }
+            }
+            UserCommand::Del { address } => {
+                d.del_user(&address).await?;
+                println!("user removed: {}", address.to_ascii_lowercase());
+            }
+            UserCommand::Quota { address, bytes } => {
+                let quota = if bytes.eq_ignore_ascii_case("none") {
+                    None
+                } else {
+                    Some(bytes.parse::<u64>().with_context(|| {
+                        format!("quota '{bytes}' is not a number of bytes or 'none'")
+                    })?)
+                };
+                d.set_quota(&address, quota).await?;
+                println!("quota set: {} {}", address.to_ascii_lowercase(), bytes);
+            }
+        }
+        Ok(())
+    })
+}
+
+pub(crate) fn alias(command: AliasCommand, paths: &Paths) -> Result<()> {
+    with_directory(paths, async |d| {
+        match command {
+            AliasCommand::Add {
+                source,
+                destination,
+            } => {
+                d.add_alias(&source, &destination).await?;
+                println!("alias added: {source} -> {destination}");
+            }
+            AliasCommand::List => {
+                for (source, destination) in d.list_aliases().await? {
+                    println!("{source} -> {destination}");
+                }
+            }
+            AliasCommand::Del {
+                source,
+                destination,
+            } => {
+                d.del_alias(&source, destination.as_deref()).await?;
+                println!("alias removed: {source}");
+            }
+        }
+        Ok(())
+    })
+}

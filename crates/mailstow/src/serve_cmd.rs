@@ -1,0 +1,143 @@
+//! `mailstow serve`: the configuration file's `[server]` section, overridden by listener flags,
+//! turned into a `server::ServerConfig`, then served until SIGTERM.
+
+use std::net::SocketAddr;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use server::{ServerConfig, Service, TlsSource};
+
+use crate::Paths;
+use crate::config::Config;
+
+/// Listener overrides: `ADDR` like `127.0.0.1:2525`; an empty value disables the listener.
+#[derive(Args, Debug, Default)]
+pub(crate) struct ServeArgs {
+    #[arg(long, value_name = "ADDR")]
+    smtp: Option<String>,
+    #[arg(long, value_name = "ADDR")]
+    submission: Option<String>,
+    /// Submission over implicit TLS (RFC 8314).
+    #[arg(long, value_name = "ADDR")]
+    submissions: Option<String>,
+    #[arg(long, value_name = "ADDR")]
+    lmtp: Option<String>,
+    #[arg(long, value_name = "ADDR")]
+    pop3: Option<String>,
+    #[arg(long, value_name = "ADDR")]
+    pop3s: Option<String>,
+    #[arg(long, value_name = "ADDR")]
+    imap: Option<String>,
+    #[arg(long, value_name = "ADDR")]
+    imaps: Option<String>,
+}
+
+pub(crate) fn server_config(
+    args: &ServeArgs,
+    paths: &Paths,
+    config: &Config,
+) -> Result<ServerConfig> {
+    let section = &config.server;
+    let mut server = ServerConfig::defaults(paths.data_dir.clone());
+    if let Some(hostname) = &section.hostname {
+        server.hostname = hostname.clone();
+        if let TlsSource::SelfSigned { hostname: name, .. } = &mut server.tls {
+            *name = hostname.clone();
+        }
+    }
+    match (&section.tls_cert, &section.tls_key) {
+        (Some(cert), Some(key)) => {
+            server.tls = TlsSource::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+            }
+        }
+        (None, None) => {}
+        _ => bail!("config: [server] tls_cert and tls_key go together"),
+    }
+    let overrides: [(Service, &Option<String>, &Option<String>); 6] = [
+        (Service::Smtp, &args.smtp, &section.smtp),
+        (Service::Submission, &args.submission, &section.submission),
+        (
+            Service::Submissions,
+            &args.submissions,
+            &section.submissions,
+        ),
+        (Service::Lmtp, &args.lmtp, &section.lmtp),
+        (Service::Pop3, &args.pop3, &section.pop3),
+        (Service::Pop3s, &args.pop3s, &section.pop3s),
+    ];
+    for (service, flag, file) in overrides {
+        let Some(value) = flag.as_ref().or(file.as_ref()) else {
+            continue;
+        };
+        server.listeners.retain(|(s, _)| *s != service);
+        let value = value.trim();
+        if !value.is_empty() {
+            let address: SocketAddr = value.parse().with_context(|| {
+                format!(
+                    "--{}: '{value}' is not an address like 127.0.0.1:2525",
+                    service.name()
+                )
+            })?;
+            server.listeners.push((service, address));
+        }
+    }
+    for (name, flag, file) in [
+        ("imap", &args.imap, &section.imap),
+        ("imaps", &args.imaps, &section.imaps),
+    ] {
+        if flag
+            .as_ref()
+            .or(file.as_ref())
+            .is_some_and(|v| !v.trim().is_empty())
+        {
+            bail!(
+                "--{name}: IMAP is not part of this build yet; pass an empty value or leave it out"
+            );
+        }
+    }
+    if let Some(v) = section.auth_without_tls {
+        server.auth_without_tls = v;
+    }
+    if let Some(v) = section.connections_max {
+        server.connections_max = v;
+    }
+    if let Some(v) = section.connections_per_ip_max {
+        server.connections_per_ip_max = v;
+    }
+    if let Some(v) = section.message_bytes_max {
+        server.message_bytes_max = v;
+    }
+    if let Some(v) = section.recipients_max {
+        server.recipients_max = v;
+    }
+    if let Some(v) = section.auth_failures_max {
+        server.auth_failures_max = v;
+    }
+    if let Some(v) = section.delivery_threads {
+        server.delivery_threads = v;
+    }
+    server.queue = config.queue_config();
+    server.store = config.store_config();
+    if server.listeners.is_empty() {
+        bail!("every listener is disabled: nothing to serve");
+    }
+    Ok(server)
+}
+
+pub(crate) fn run(args: ServeArgs, paths: &Paths, config: &Config) -> Result<()> {
+    let server = server_config(&args, paths, config)?;
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(server::serve(server))
+}

@@ -1,0 +1,137 @@
+//! Shared by the server tests: run the binary, start and stop `mailstow serve`.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::io::{BufRead as _, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub(crate) fn mailstow(data_dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mailstow"))
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(args)
+        .output()
+        .expect("run mailstow")
+}
+
+pub(crate) fn must(output: Output) -> String {
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// A running server; killed if the test fails before stopping it.
+pub(crate) struct Server {
+    pub(crate) child: Child,
+    pub(crate) addresses: HashMap<String, SocketAddr>,
+}
+
+impl Server {
+    /// Starts `mailstow serve` with every listener on an ephemeral loopback port and waits for
+    /// the "<service> listening on <addr>" lines.
+    pub(crate) fn start(data_dir: &Path) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mailstow"))
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(["serve", "--imap", "", "--imaps", ""])
+            .args(
+                ["smtp", "submission", "submissions", "lmtp", "pop3", "pop3s"]
+                    .iter()
+                    .flat_map(|s| [format!("--{s}"), "127.0.0.1:0".to_string()]),
+            )
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start mailstow serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut addresses = HashMap::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while addresses.len() < 6 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = rx
+                .recv_timeout(left)
+                .expect("server printed its listeners in time");
+            if let Some((service, address)) = line.split_once(" listening on ") {
+                addresses.insert(service.to_string(), address.parse().expect("address"));
+            }
+        }
+        // Keep draining stdout so the server never blocks on a full pipe.
+        std::thread::spawn(move || while rx.recv().is_ok() {});
+        Server { child, addresses }
+    }
+
+    pub(crate) fn addr(&self, service: &str) -> String {
+        self.addresses[service].to_string()
+    }
+
+    /// SIGTERM, then the exit status within a deadline.
+    pub(crate) fn stop(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id() as i32;
+        let sent = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .expect("kill");
+        assert!(sent.success());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "server did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub(crate) fn setup(data: &Path) {
+    must(mailstow(data, &["domain", "add", "example.test"]));
+    let password_file = data.parent().unwrap().join("password");
+    std::fs::write(&password_file, "secret\n").unwrap();
+    must(mailstow(
+        data,
+        &[
+            "user",
+            "add",
+            "alice@example.test",
+            "--password-file",
+            password_file.to_str().unwrap(),
+        ],
+    ));
+    must(mailstow(
+        data,
+        &["user", "add", "bob@example.test", "--password", "secret"],
+    ));
+}
+
+pub(crate) fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/e2e")
+        .join(name)
+}
+
+impl Server {
+    /// SIGKILL: no shutdown path runs.
+    pub(crate) fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,203 @@
+//! `mailstow serve` end to end: the real binary on loopback, driven by real clients (Python's
+//! smtplib and poplib, curl), stopped with SIGTERM and restarted.
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{Server, mailstow, must, script, setup};
+
+#[test]
+fn python_clients_over_every_listener_then_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    setup(&data);
+    let listed = must(mailstow(&data, &["user", "list"]));
+    assert!(listed.contains("alice@example.test") && listed.contains("bob@example.test"));
+
+    let server = Server::start(&data);
+    let uids_file = dir.path().join("uids");
+    let run = Command::new("python3")
+        .arg(script("smtp_pop3.py"))
+        .args(
+            ["smtp", "submission", "submissions", "lmtp", "pop3", "pop3s"].map(|s| server.addr(s)),
+        )
+        .arg(&uids_file)
+        .output()
+        .expect("python3");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success() && stdout.contains("ALL OK"),
+        "python e2e failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let status = server.stop();
+    assert!(status.success(), "serve exited with {status:?}");
+
+    // UIDL is stable across restarts (RFC 1939 7).
+    let server = Server::start(&data);
+    let check = Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import poplib,ssl,sys\n\
+             c=ssl.create_default_context();c.check_hostname=False;c.verify_mode=ssl.CERT_NONE\n\
+             h,p=sys.argv[1].rsplit(':',1)\n\
+             s=poplib.POP3_SSL(h,int(p),context=c);s.user('alice@example.test');s.pass_('secret')\n\
+             print(' '.join(l.split()[1].decode() for l in s.uidl()[1]));s.quit()",
+        )
+        .arg(server.addr("pop3s"))
+        .output()
+        .expect("python3");
+    assert!(check.status.success(), "{check:?}");
+    let before = std::fs::read_to_string(&uids_file).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&check.stdout).trim(),
+        before.trim(),
+        "UIDL changed across a restart"
+    );
+    assert!(server.stop().success());
+}
+
+#[test]
+fn curl_speaks_smtp_and_pop3_with_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    setup(&data);
+    let server = Server::start(&data);
+    let mail = dir.path().join("mail.eml");
+    std::fs::write(
+        &mail,
+        "From: carol@remote.test\r\nTo: bob@example.test\r\nSubject: via curl\r\n\r\nbody line\r\n",
+    )
+    .unwrap();
+    let sent = Command::new("curl")
+        .args(["-sS", "--ssl-reqd", "-k", "--max-time", "20"])
+        .arg(format!("smtp://{}", server.addr("smtp")))
+        .args([
+            "--mail-from",
+            "carol@remote.test",
+            "--mail-rcpt",
+            "bob@example.test",
+        ])
+        .arg("-T")
+        .arg(&mail)
+        .output()
+        .expect("curl");
+    assert!(sent.status.success(), "curl smtp: {sent:?}");
+
+    // Delivery is asynchronous: poll the maildrop over POP3S until the message is there.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let fetched = loop {
+        let out = Command::new("curl")
+            .args([
+                "-sS",
+                "-k",
+                "--max-time",
+                "20",
+                "-u",
+                "bob@example.test:secret",
+            ])
+            .arg(format!("pop3s://{}/1", server.addr("pop3s")))
+            .output()
+            .expect("curl");
+        if out.status.success() {
+            break String::from_utf8_lossy(&out.stdout).into_owned();
+        }
+        assert!(Instant::now() < deadline, "message never arrived: {out:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(fetched.contains("Subject: via curl"), "{fetched}");
+    assert!(fetched.contains("body line"), "{fetched}");
+
+    // STARTTLS-upgraded POP3 listing.
+    let listed = Command::new("curl")
+        .args([
+            "-sS",
+            "--ssl-reqd",
+            "-k",
+            "--max-time",
+            "20",
+            "-u",
+            "bob@example.test:secret",
+        ])
+        .arg(format!("pop3://{}/", server.addr("pop3")))
+        .output()
+        .expect("curl");
+    assert!(listed.status.success(), "{listed:?}");
+    assert!(String::from_utf8_lossy(&listed.stdout).starts_with("1 "));
+    assert!(server.stop().success());
+}
+
+/// Postfix's `lmtp` transport (Debian's postfix, installed by `.ci/run`) relays into our LMTP
+/// listener: one message to two users, one to an unknown user (Postfix must bounce it, not
+/// retry it: our per-recipient 550 after RCPT).
+#[test]
+fn postfix_relays_into_mailstow_over_lmtp() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    setup(&data);
+    let server = Server::start(&data);
+    let root = dir.path().join("postfix");
+    let port = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().port().to_string()
+    };
+    let lmtp = server.addr("lmtp");
+    let postfix = |args: &[&str]| {
+        Command::new("bash")
+            .arg(script("postfix_lmtp.sh"))
+            .arg(&root)
+            .args([port.as_str(), lmtp.as_str(), "example.test"])
+            .args(args)
+            .output()
+            .expect("bash")
+    };
+    let started = postfix(&["start"]);
+    assert!(started.status.success(), "postfix start: {started:?}");
+    // Stop the private Postfix however the test ends.
+    struct Stop<F: Fn(&[&str]) -> std::process::Output>(F);
+    impl<F: Fn(&[&str]) -> std::process::Output> Drop for Stop<F> {
+        fn drop(&mut self) {
+            let _ = (self.0)(&["stop"]);
+        }
+    }
+    let postfix = Stop(postfix);
+    let postfix = |args: &[&str]| (postfix.0)(args);
+    let sent_alice = postfix(&["send", "via-postfix-alice", "alice@example.test"]);
+    let sent_bob = postfix(&["send", "via-postfix-bob", "bob@example.test"]);
+    let subjects = |user: &str| {
+        let out = Command::new("python3")
+            .arg(script("pop3_subjects.py"))
+            .arg(server.addr("pop3s"))
+            .args([user, "secret"])
+            .output()
+            .expect("python3");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if subjects("alice@example.test").contains("via-postfix-alice")
+            && subjects("bob@example.test").contains("via-postfix-bob")
+        {
+            break;
+        }
+        if Instant::now() > deadline {
+            let log = postfix(&["log"]);
+            panic!(
+                "postfix never delivered over LMTP ({sent_alice:?} {sent_bob:?}):\n{}",
+                String::from_utf8_lossy(&log.stdout)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let log = String::from_utf8_lossy(&postfix(&["log"]).stdout).into_owned();
+    assert!(
+        log.contains("status=sent") && log.contains("lmtp"),
+        "postfix log shows no LMTP delivery:\n{log}"
+    );
+    assert!(server.stop().success());
+}

@@ -1,0 +1,266 @@
+//! Local delivery: queue → store, in batches.
+//!
+//! A delivery thread leases a batch of adjacent queued messages (one large read, the paper's
+//! Ahead Read), appends every local recipient's copy to the store with one `append_batch`
+//! (one durable sync for the whole batch), then records every outcome with one `finish_many`
+//! (one queue commit). A crash between the two leaves messages delivered but not marked: they
+//! are delivered again after restart, so duplicates are bounded by one batch (guarantee 2).
+//!
+//! Who owns a recipient is asked of [`Router`], the seam where a cluster later hands the
+//! message to another node instead of the local store.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use queue::{Outcome, Queue, QueuedMessage};
+use store::{AppendRequest, NewMessage, Store};
+
+use crate::bounce;
+
+/// Messages leased per batch, and their record bytes.
+const BATCH_RECORDS_MAX: usize = 256;
+const BATCH_BYTES_MAX: usize = 32 << 20;
+/// How long a message may stay undelivered before it bounces (RFC 5321 4.5.4.1: "at least
+/// 4-5 days").
+pub(crate) const RETRY_FOR: Duration = Duration::from_secs(5 * 24 * 3600);
+/// Without a wake-up, the worker still looks for due deferred mail this often.
+const IDLE_POLL: Duration = Duration::from_secs(1);
+
+/// Where a recipient's copy goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// A mailbox in this node's store (the canonical user address).
+    Local(String),
+    /// Another domain: outbound SMTP.
+    Remote,
+    /// Was local once and is no longer (user deleted since the message was accepted).
+    Unknown,
+}
+
+/// The location query: who owns this recipient.
+pub trait Router: Send + Sync {
+    fn route(&self, address: &str) -> Route;
+}
+
+/// Wakes delivery threads when the queue commits new mail.
+#[derive(Default)]
+pub(crate) struct Wakeup {
+    pending: Mutex<bool>,
+    signal: Condvar,
+}
+
+impl Wakeup {
+    pub(crate) fn notify(&self) {
+        *self.pending.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.signal.notify_all();
+    }
+
+    fn wait(&self, timeout: Duration) {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        if !*pending {
+            pending = self
+                .signal
+                .wait_timeout(pending, timeout)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|p| p.into_inner().0);
+        }
+        *pending = false;
+    }
+}
+
+pub(crate) struct Delivery {
+    pub(crate) queue: Arc<Queue>,
+    pub(crate) store: Store,
+    pub(crate) router: Arc<dyn Router>,
+    pub(crate) wakeup: Arc<Wakeup>,
+    pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) hostname: String,
+}
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// The wait before attempt `attempts + 1`: 1, 2, 4 ... minutes, at most an hour.
+pub(crate) fn backoff(attempts: u32) -> Duration {
+    Duration::from_secs(60u64 << attempts.min(6)).min(Duration::from_secs(3600))
+}
+
+impl Delivery {
+    /// Runs until `stop` is set. Errors from the queue end the thread (the queue is poisoned
+    /// and the server must restart to recover); store errors defer the affected recipients.
+    pub(crate) fn run(self) {
+        while !self.stop.load(Ordering::Relaxed) {
+            match self.round() {
+                Ok(0) => self.wakeup.wait(IDLE_POLL),
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::error!("delivery stopped: {e}");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// One batch: returns how many messages it handled.
+    fn round(&self) -> Result<usize, queue::QueueError> {
+        let now = now_ms();
+        let batch = self
+            .queue
+            .next_batch(now, BATCH_RECORDS_MAX, BATCH_BYTES_MAX)?;
+        let bounces = self.queue.take_bounces(BATCH_RECORDS_MAX)?;
+        let handled = batch.len() + bounces.len();
+        if !batch.is_empty() {
+            self.deliver(&batch, now)?;
+        }
+        for message in bounces {
+            self.bounce(&message, now)?;
+        }
+        Ok(handled)
+    }
+
+    fn deliver(&self, batch: &[QueuedMessage], now: u64) -> Result<(), queue::QueueError> {
+        // Every (message, recipient index) and where its copy goes.
+        let mut appends = Vec::new();
+        let mut slots: Vec<(usize, usize, Option<usize>)> = Vec::new();
+        let mut outcomes: Vec<Vec<(usize, Outcome)>> = vec![Vec::new(); batch.len()];
+        for (m, message) in batch.iter().enumerate() {
+            for &r in &message.pending {
+                let address = &message.envelope.recipients[r].address;
+                match self.router.route(address) {
+                    Route::Local(user) => {
+                        slots.push((m, r, Some(appends.len())));
+                        appends.push(AppendRequest {
+                            user,
+                            folder: "INBOX".to_string(),
+                            message: NewMessage {
+                                internal_date: (message.envelope.arrival_ms / 1000) as i64,
+                                content: message.content.clone(),
+                                ..NewMessage::default()
+                            },
+                        });
+                    }
+                    Route::Unknown => outcomes[m].push((
+                        r,
+                        Outcome::Failed {
+                            reason: "550 5.1.1 mailbox no longer exists".to_string(),
+                        },
+                    )),
+                    Route::Remote => outcomes[m].push((r, remote_outcome(message, now))),
+                }
+            }
+        }
+        let results = if appends.is_empty() {
+            Vec::new()
+        } else {
+            self.store.append_batch(appends)
+        };
+        for (m, r, index) in slots {
+            let Some(index) = index else { continue };
+            let outcome = match results.get(index) {
+                Some(Ok(_)) => Outcome::Delivered,
+                Some(Err(e)) => retry_or_fail(&batch[m], now, format!("451 4.3.0 store: {e}")),
+                None => retry_or_fail(&batch[m], now, "451 4.3.0 store gave no result".into()),
+            };
+            outcomes[m].push((r, outcome));
+        }
+        let items: Vec<_> = batch
+            .iter()
+            .zip(outcomes)
+            .map(|(message, outcome)| (message.id, outcome))
+            .collect();
+        for (result, (id, _)) in self.queue.finish_many(&items).into_iter().zip(&items) {
+            if let Err(e) = result {
+                tracing::warn!("queue message {id}: recording the delivery failed: {e}");
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends the delivery status notification for a message whose recipients failed, then
+    /// removes it. A null sender never gets one (RFC 5321 6.1, no bounce loops); a local
+    /// sender gets it in their INBOX; a remote one waits for outbound delivery like any mail.
+    fn bounce(&self, message: &QueuedMessage, now: u64) -> Result<(), queue::QueueError> {
+        let sender = &message.envelope.sender;
+        if !sender.is_empty() {
+            let report = bounce::dsn(message, &self.hostname, now);
+            match self.router.route(sender) {
+                Route::Local(user) => {
+                    let appended = self.store.append(
+                        &user,
+                        "INBOX",
+                        NewMessage {
+                            internal_date: (now / 1000) as i64,
+                            content: report,
+                            ..NewMessage::default()
+                        },
+                    );
+                    if let Err(e) = appended {
+                        // Keep the bounce leased-and-released so it is tried again later.
+                        tracing::warn!("bounce to {sender}: {e}");
+                        self.queue.release(message.id);
+                        return Ok(());
+                    }
+                }
+                Route::Remote | Route::Unknown => {
+                    let envelope = queue::Envelope {
+                        sender: String::new(),
+                        recipients: vec![queue::Recipient {
+                            address: sender.clone(),
+                            status: queue::RecipientStatus::Pending,
+                            last_error: None,
+                        }],
+                        arrival_ms: now,
+                    };
+                    self.queue.enqueue(envelope, report)?;
+                }
+            }
+        }
+        self.queue.finish_bounce(message.id)
+    }
+}
+
+/// Outbound SMTP is not part of this node yet: remote recipients wait in the deferred queue
+/// and bounce when they expire, exactly as if the remote MX were unreachable.
+fn remote_outcome(message: &QueuedMessage, now: u64) -> Outcome {
+    retry_or_fail(
+        message,
+        now,
+        "451 4.4.0 no outbound route configured".to_string(),
+    )
+}
+
+fn retry_or_fail(message: &QueuedMessage, now: u64, reason: String) -> Outcome {
+    let age = Duration::from_millis(now.saturating_sub(message.envelope.arrival_ms));
+    if age >= RETRY_FOR {
+        Outcome::Failed {
+            reason: format!(
+                "{reason} (gave up after {} days)",
+                RETRY_FOR.as_secs() / 86_400
+            ),
+        }
+    } else {
+        Outcome::Deferred {
+            retry_at_ms: now + backoff(message.attempts).as_millis() as u64,
+            reason,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_then_caps() {
+        assert_eq!(backoff(0), Duration::from_secs(60));
+        assert_eq!(backoff(1), Duration::from_secs(120));
+        assert_eq!(backoff(5), Duration::from_secs(1920));
+        assert_eq!(backoff(6), Duration::from_secs(3600));
+        assert_eq!(backoff(40), Duration::from_secs(3600));
+    }
+}

@@ -1,0 +1,355 @@
+//! `mailstow serve`: the tokio shell around the sans-IO protocol crates.
+//!
+//! Each listener accepts connections under shared limits and runs one task per connection that
+//! moves bytes between the socket and a protocol session (`smtp::Session`, `pop3::Session`),
+//! answering the session's decisions (authenticate, accept this recipient, make this message
+//! durable) from the directory cache, the queue and the store. No protocol logic lives here.
+//!
+//! Data flow: SMTP/LMTP `DATA` → [`queue::Queue::enqueue_with`] → the reply `250` only from the
+//! queue's commit callback (guarantee 1) → delivery threads ([`delivery`]) → [`store::Store`] →
+//! POP3. The queue and the store are synchronous engines; the async side reaches them through
+//! callbacks (enqueue) and `spawn_blocking` (reads, expunges).
+
+mod bounce;
+mod conn;
+pub mod delivery;
+mod pop3_conn;
+mod smtp_conn;
+mod tls;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use tokio::net::TcpListener;
+
+pub use delivery::{Route, Router};
+pub use tls::TlsSource;
+
+/// Which protocol a listener speaks, and whether TLS starts at connect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Service {
+    Smtp,
+    Submission,
+    /// Submission over implicit TLS (RFC 8314 3.3).
+    Submissions,
+    Lmtp,
+    Pop3,
+    Pop3s,
+}
+
+impl Service {
+    pub fn name(self) -> &'static str {
+        match self {
+            Service::Smtp => "smtp",
+            Service::Submission => "submission",
+            Service::Submissions => "submissions",
+            Service::Lmtp => "lmtp",
+            Service::Pop3 => "pop3",
+            Service::Pop3s => "pop3s",
+        }
+    }
+
+    fn implicit_tls(self) -> bool {
+        matches!(self, Service::Submissions | Service::Pop3s)
+    }
+}
+
+/// Everything `serve` needs, resolved from the configuration file and the command line.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    pub hostname: String,
+    pub data_dir: PathBuf,
+    pub listeners: Vec<(Service, SocketAddr)>,
+    pub tls: TlsSource,
+    /// Allow AUTH, USER/PASS on connections without TLS (tests, trusted networks).
+    pub auth_without_tls: bool,
+    pub connections_max: usize,
+    pub connections_per_ip_max: usize,
+    pub message_bytes_max: u64,
+    pub recipients_max: usize,
+    pub auth_failures_max: u32,
+    pub auth_failure_window: Duration,
+    pub delivery_threads: usize,
+    pub queue: queue::QueueConfig,
+    pub store: store::StoreConfig,
+}
+
+impl ServerConfig {
+    /// The embedded defaults: unprivileged ports, a self-signed certificate in the data
+    /// directory, LMTP on loopback only (it takes mail for local users from anyone who can
+    /// connect, so it is for MTAs on this host or a trusted network).
+    pub fn defaults(data_dir: PathBuf) -> ServerConfig {
+        let hostname = default_hostname();
+        let any = |port: u16| SocketAddr::from(([0, 0, 0, 0], port));
+        ServerConfig {
+            tls: TlsSource::SelfSigned {
+                dir: data_dir.join("tls"),
+                hostname: hostname.clone(),
+            },
+            hostname,
+            listeners: vec![
+                (Service::Smtp, any(2525)),
+                (Service::Submission, any(5587)),
+                (Service::Submissions, any(5465)),
+                (Service::Lmtp, SocketAddr::from(([127, 0, 0, 1], 2424))),
+                (Service::Pop3, any(1110)),
+                (Service::Pop3s, any(1995)),
+            ],
+            data_dir,
+            auth_without_tls: false,
+            connections_max: 4096,
+            connections_per_ip_max: 64,
+            message_bytes_max: 50 << 20,
+            recipients_max: 100,
+            auth_failures_max: 10,
+            auth_failure_window: Duration::from_secs(600),
+            delivery_threads: 2,
+            queue: queue::QueueConfig::default(),
+            store: store::StoreConfig::default(),
+        }
+    }
+}
+
+fn default_hostname() -> String {
+    std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+/// What every connection task shares.
+pub(crate) struct Ctx {
+    pub(crate) config: ServerConfig,
+    pub(crate) queue: Arc<queue::Queue>,
+    pub(crate) store: store::Store,
+    pub(crate) directory: directory::Directory,
+    pub(crate) tls: tokio_rustls::TlsAcceptor,
+    pub(crate) limits: Arc<conn::ConnectionLimits>,
+    pub(crate) throttle: conn::AuthThrottle,
+    pub(crate) wakeup: Arc<delivery::Wakeup>,
+    pub(crate) smtp: Arc<smtp::Config>,
+    pub(crate) submission: Arc<smtp::Config>,
+    pub(crate) lmtp: Arc<smtp::Config>,
+    pub(crate) pop3: Arc<pop3::Config>,
+    pub(crate) maildrops: pop3_conn::Maildrops,
+    pub(crate) sessions: AtomicU64,
+}
+
+/// Routes recipients with the directory cache: a user of a local domain is local.
+struct DirectoryRouter(directory::Directory);
+
+impl Router for DirectoryRouter {
+    fn route(&self, address: &str) -> Route {
+        match self.0.cache().resolve(address) {
+            directory::Resolution::Local(targets) => {
+                // Delivery gets addresses already expanded at RCPT time; a user is itself.
+                match targets.into_iter().next() {
+                    Some(directory::Target::User(user)) => Route::Local(user),
+                    Some(directory::Target::Remote(_)) => Route::Remote,
+                    None => Route::Unknown,
+                }
+            }
+            directory::Resolution::UnknownUser => Route::Unknown,
+            directory::Resolution::NotLocal => Route::Remote,
+        }
+    }
+}
+
+/// A running server: its bound addresses, and how to stop it.
+pub struct Running {
+    pub addresses: Vec<(Service, SocketAddr)>,
+    shutdown: tokio::sync::watch::Sender<bool>,
+    done: tokio::task::JoinHandle<Result<()>>,
+}
+
+impl Running {
+    /// Stops accepting, ends sessions, stops delivery and closes the queue and the store.
+    pub async fn stop(self) -> Result<()> {
+        let _ = self.shutdown.send(true);
+        self.done.await.context("server task")?
+    }
+}
+
+/// Opens the engines and the directory, binds every listener and starts serving. Returns once
+/// every listener is bound.
+pub async fn start(config: ServerConfig) -> Result<Running> {
+    let disk: Arc<dyn disk::Disk> = Arc::new(disk::RealDisk);
+    let queue_dir = config.data_dir.join("queue");
+    let store_dir = config.data_dir.join("store");
+    for dir in [&queue_dir, &store_dir] {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let (queue, queue_report) = queue::Queue::open(disk.clone(), &queue_dir, config.queue.clone())
+        .context("opening the queue")?;
+    let queue = Arc::new(queue);
+    let (store, _) =
+        store::Store::open(disk, &store_dir, config.store.clone()).context("opening the store")?;
+    let directory = directory::Directory::open(&config.data_dir.join("directory.db"))
+        .await
+        .context("opening the directory")?;
+    let refresher = directory.spawn_refresher(Duration::from_secs(2));
+    let tls = tls::acceptor(&config.tls)?;
+    tracing::info!(
+        "queue: {} pending, {} deferred",
+        queue_report.pending,
+        queue_report.deferred
+    );
+
+    let smtp_config = |mode: smtp::Mode| {
+        Arc::new(smtp::Config {
+            hostname: config.hostname.clone(),
+            mode,
+            message_bytes_max: config.message_bytes_max,
+            recipients_max: config.recipients_max,
+            tls_available: true,
+            auth_without_tls: config.auth_without_tls,
+            require_auth: mode == smtp::Mode::Submission,
+            ..smtp::Config::default()
+        })
+    };
+    let ctx = Arc::new(Ctx {
+        queue: queue.clone(),
+        store: store.clone(),
+        directory: directory.clone(),
+        tls,
+        limits: conn::ConnectionLimits::new(config.connections_max, config.connections_per_ip_max),
+        throttle: conn::AuthThrottle::new(config.auth_failures_max, config.auth_failure_window),
+        wakeup: Arc::new(delivery::Wakeup::default()),
+        smtp: smtp_config(smtp::Mode::Mx),
+        submission: smtp_config(smtp::Mode::Submission),
+        lmtp: smtp_config(smtp::Mode::Lmtp),
+        pop3: Arc::new(pop3::Config {
+            hostname: config.hostname.clone(),
+            tls_available: true,
+            plaintext_auth: config.auth_without_tls,
+            ..pop3::Config::default()
+        }),
+        maildrops: pop3_conn::Maildrops::default(),
+        sessions: AtomicU64::new(0),
+        config,
+    });
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let router: Arc<dyn Router> = Arc::new(DirectoryRouter(directory.clone()));
+    let mut workers = Vec::new();
+    for n in 0..ctx.config.delivery_threads.max(1) {
+        let worker = delivery::Delivery {
+            queue: queue.clone(),
+            store: store.clone(),
+            router: router.clone(),
+            wakeup: ctx.wakeup.clone(),
+            stop: stop.clone(),
+            hostname: ctx.config.hostname.clone(),
+        };
+        workers.push(
+            std::thread::Builder::new()
+                .name(format!("delivery-{n}"))
+                .spawn(move || worker.run())
+                .context("starting a delivery thread")?,
+        );
+    }
+
+    let (shutdown, watch) = tokio::sync::watch::channel(false);
+    let mut addresses = Vec::new();
+    let mut accept_tasks = Vec::new();
+    for &(service, address) in &ctx.config.listeners {
+        let listener = TcpListener::bind(address)
+            .await
+            .with_context(|| format!("{}: cannot listen on {address}", service.name()))?;
+        let bound = listener.local_addr()?;
+        addresses.push((service, bound));
+        accept_tasks.push(tokio::spawn(accept_loop(
+            ctx.clone(),
+            service,
+            listener,
+            watch.clone(),
+        )));
+    }
+
+    let done = tokio::spawn(async move {
+        let mut watch = watch;
+        let _ = watch.wait_for(|stop| *stop).await;
+        for task in &accept_tasks {
+            task.abort();
+        }
+        // Sessions see the shutdown through their own watch and close after their current
+        // command; give them a moment.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while ctx.limits.open() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        refresher.abort();
+        stop.store(true, Ordering::Relaxed);
+        ctx.wakeup.notify();
+        tokio::task::spawn_blocking(move || {
+            for worker in workers {
+                let _ = worker.join();
+            }
+        })
+        .await
+        .ok();
+        ctx.store.checkpoint().context("checkpointing the store")?;
+        Ok(())
+    });
+    Ok(Running {
+        addresses,
+        shutdown,
+        done,
+    })
+}
+
+async fn accept_loop(
+    ctx: Arc<Ctx>,
+    service: Service,
+    listener: TcpListener,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        let (socket, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                tracing::warn!("{}: accept: {e}", service.name());
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let _ = socket.set_nodelay(true);
+        let ctx = ctx.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let slot = ctx.limits.admit(peer.ip());
+            let stream = conn::Stream::Plain(socket);
+            match service {
+                Service::Pop3 | Service::Pop3s => {
+                    pop3_conn::run(ctx, service, stream, peer, slot, shutdown).await
+                }
+                _ => smtp_conn::run(ctx, service, stream, peer, slot, shutdown).await,
+            }
+        });
+    }
+}
+
+/// Runs `start`, prints each listener's address, and serves until SIGTERM or SIGINT.
+pub async fn serve(config: ServerConfig) -> Result<()> {
+    let running = start(config).await?;
+    for (service, address) in &running.addresses {
+        println!("{} listening on {address}", service.name());
+    }
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    println!("stopping");
+    running.stop().await?;
+    println!("stopped");
+    Ok(())
+}

@@ -1,0 +1,213 @@
+//! One POP3 connection: socket ↔ `pop3::Session`, with logins checked against the directory,
+//! the maildrop locked exclusively (RFC 1939 8: one session per maildrop) and opened from the
+//! store's index, and QUIT's deletions applied with the store's constant-time expunge.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pop3::{AuthResult, Event, Maildrop};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+use crate::conn::{ConnectionSlot, Gate, Refused, Stream, flush};
+use crate::{Ctx, Service};
+
+const READ_CHUNK: usize = 16 << 10;
+const WRITE_TIMEOUT: Duration = Duration::from_secs(600);
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
+const FOLDER: &str = "INBOX";
+
+/// Users whose maildrop a session holds.
+#[derive(Default)]
+pub(crate) struct Maildrops(Arc<Mutex<HashSet<String>>>);
+
+/// The exclusive lock on one maildrop; released on drop, however the session ends.
+struct MaildropLock {
+    held: Arc<Mutex<HashSet<String>>>,
+    user: String,
+}
+
+impl Maildrops {
+    fn lock(&self, user: &str) -> Option<MaildropLock> {
+        let mut held = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        held.insert(user.to_string()).then(|| MaildropLock {
+            held: self.0.clone(),
+            user: user.to_string(),
+        })
+    }
+}
+
+impl Drop for MaildropLock {
+    fn drop(&mut self) {
+        self.held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.user);
+    }
+}
+
+pub(crate) async fn run(
+    ctx: Arc<Ctx>,
+    service: Service,
+    stream: Stream,
+    peer: SocketAddr,
+    slot: Result<ConnectionSlot, Refused>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut stream = stream;
+    let _slot = match slot {
+        Ok(slot) => slot,
+        Err(_) => {
+            let line = b"-ERR [SYS/TEMP] too many connections, try again later\r\n";
+            let _ = tokio::time::timeout(Duration::from_secs(5), stream.write_all(line)).await;
+            return;
+        }
+    };
+    if service.implicit_tls() {
+        stream = match stream.upgrade(&ctx.tls, TLS_HANDSHAKE_TIMEOUT).await {
+            Ok(s) => s,
+            Err(_) => return,
+        };
+    }
+    let mut session = pop3::Session::new(ctx.pop3.clone(), stream.is_tls());
+    let mut lock: Option<(String, MaildropLock)> = None;
+    let mut out: Vec<u8> = Vec::new();
+    let mut buf = vec![0u8; READ_CHUNK];
+    loop {
+        while let Some(event) = session.poll() {
+            match event {
+                Event::Reply(bytes) => out.extend_from_slice(&bytes),
+                Event::StartTls => {
+                    if flush(&mut stream, &mut out, WRITE_TIMEOUT).await.is_err() {
+                        return;
+                    }
+                    stream = match stream.upgrade(&ctx.tls, TLS_HANDSHAKE_TIMEOUT).await {
+                        Ok(s) => s,
+                        Err(_) => return,
+                    };
+                    session.tls_started();
+                }
+                Event::Auth {
+                    username, password, ..
+                } => {
+                    if flush(&mut stream, &mut out, WRITE_TIMEOUT).await.is_err() {
+                        return;
+                    }
+                    let (result, held) = login(&ctx, peer, &username, &password).await;
+                    lock = held;
+                    session.auth_result(result);
+                }
+                Event::Retrieve { uid, .. } => {
+                    let Some((user, _)) = &lock else {
+                        session.message(Err("not logged in".into()));
+                        continue;
+                    };
+                    let store = ctx.store.clone();
+                    let user = user.clone();
+                    let content =
+                        tokio::task::spawn_blocking(move || store.read(&user, FOLDER, uid)).await;
+                    session.message(match content {
+                        Ok(Ok(bytes)) => Ok(bytes),
+                        Ok(Err(e)) => Err(e.to_string()),
+                        Err(e) => Err(e.to_string()),
+                    });
+                }
+                Event::Update { expunge } => {
+                    let Some((user, _)) = &lock else {
+                        session.update_result(Err("not logged in".into()));
+                        continue;
+                    };
+                    let store = ctx.store.clone();
+                    let user = user.clone();
+                    let result = tokio::task::spawn_blocking(move || {
+                        store.expunge(&user, FOLDER, &expunge).map(|_| ())
+                    })
+                    .await;
+                    session.update_result(match result {
+                        Ok(Ok(())) => Ok(()),
+                        Ok(Err(e)) => Err(e.to_string()),
+                        Err(e) => Err(e.to_string()),
+                    });
+                }
+                Event::Close => {
+                    let _ = flush(&mut stream, &mut out, WRITE_TIMEOUT).await;
+                    let _ = stream.shutdown().await;
+                    return;
+                }
+            }
+        }
+        if flush(&mut stream, &mut out, WRITE_TIMEOUT).await.is_err() {
+            return;
+        }
+        if !session.wants_input() {
+            tracing::warn!("pop3 session: no progress possible, closing");
+            return;
+        }
+        let timeout = session.timeout();
+        tokio::select! {
+            read = tokio::time::timeout(timeout, stream.read(&mut buf)) => match read {
+                Err(_) => session.timed_out(),
+                Ok(Ok(0)) | Ok(Err(_)) => return,
+                Ok(Ok(n)) => session.feed(&buf[..n]),
+            },
+            () = crate::conn::stopping(&mut shutdown) => {
+                // Shutting down is not QUIT: nothing marked deleted is removed (RFC 1939 6).
+                let line = b"-ERR [SYS/TEMP] server shutting down\r\n";
+                let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(line)).await;
+                return;
+            }
+        }
+    }
+}
+
+/// Checks the password, takes the maildrop lock and opens INBOX from the index.
+async fn login(
+    ctx: &Arc<Ctx>,
+    peer: SocketAddr,
+    username: &str,
+    password: &str,
+) -> (AuthResult, Option<(String, MaildropLock)>) {
+    match ctx.throttle.gate(peer.ip()) {
+        Gate::Refuse => {
+            return (
+                AuthResult::Temporary("too many failed logins, try later".into()),
+                None,
+            );
+        }
+        Gate::Check(delay) => tokio::time::sleep(delay).await,
+    }
+    let user = match ctx.directory.authenticate(username, password).await {
+        Ok(Some(user)) => user,
+        Ok(None) => {
+            ctx.throttle.failed(peer.ip());
+            return (AuthResult::BadCredentials, None);
+        }
+        Err(e) => {
+            tracing::warn!("directory: {e}");
+            return (AuthResult::Temporary("directory unavailable".into()), None);
+        }
+    };
+    ctx.throttle.succeeded(peer.ip());
+    let Some(held) = ctx.maildrops.lock(&user) else {
+        return (AuthResult::InUse, None);
+    };
+    let store = ctx.store.clone();
+    let who = user.clone();
+    let view = tokio::task::spawn_blocking(move || store.open_folder(&who, FOLDER)).await;
+    let maildrop = match view {
+        Ok(Ok(view)) => Maildrop {
+            uidvalidity: view.status.uidvalidity,
+            messages: view.messages.iter().map(|m| (m.uid, m.size)).collect(),
+        },
+        // No mail delivered yet: an empty maildrop. UIDVALIDITY 0 is never a real one, and
+        // no UIDL is shown for an empty drop.
+        Ok(Err(e)) if e.is_not_found() => Maildrop {
+            uidvalidity: 0,
+            messages: Vec::new(),
+        },
+        Ok(Err(e)) => return (AuthResult::Temporary(e.to_string()), None),
+        Err(e) => return (AuthResult::Temporary(e.to_string()), None),
+    };
+    (AuthResult::Success { maildrop }, Some((user, held)))
+}

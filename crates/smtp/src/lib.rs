@@ -1,0 +1,80 @@
+//! Sans-IO SMTP server sessions: mail exchange (RFC 5321), submission (RFC 6409) and local
+//! delivery (LMTP, RFC 2033), with PIPELINING (RFC 2920), SIZE (RFC 1870), 8BITMIME
+//! (RFC 6152), CHUNKING and BINARYMIME (RFC 3030), ENHANCEDSTATUSCODES (RFC 2034, RFC 3463),
+//! SMTPUTF8 (RFC 6531), DSN parameters (RFC 3461), STARTTLS (RFC 3207) and AUTH PLAIN/LOGIN
+//! (RFC 4954, RFC 4616).
+//!
+//! A `Session` has no socket, clock, thread or runtime. The shell (`crates/server`) feeds it
+//! the bytes it reads, writes the replies it gets, keeps the timer, and answers its
+//! questions. Command lines are parsed by `smtp_proto`; everything else is here.
+//!
+//! # The shell's loop
+//!
+//! ```text
+//! loop {
+//!     while let Some(event) = session.poll() { handle(event) }   // Reply: write it
+//!     if session.wants_input() { read with session.timeout(); session.feed(bytes) }
+//!     // on timer expiry: session.timed_out()
+//! }
+//! ```
+//!
+//! # The decision protocol
+//!
+//! The session decides everything about syntax, sequence and limits; the shell decides
+//! policy (who is local, relaying, quota, passwords, durability). Where policy is needed the
+//! session emits a question and stops processing input until it gets the answer:
+//!
+//! | event       | answer             | the session then sends                         |
+//! |-------------|--------------------|------------------------------------------------|
+//! | `Auth`      | `auth_result`      | 235, 535 or 454                                 |
+//! | `MailFrom`  | `mail_result`      | 250 or the rejection                            |
+//! | `RcptTo`    | `rcpt_result`      | 250 or the rejection                            |
+//! | `Message`   | `message_result`   | 250 or the rejection; in LMTP one per recipient |
+//! | `StartTls`  | `tls_started`      | nothing: the client speaks first (EHLO)         |
+//!
+//! **The guarantee:** the `250` after the data is sent only from `message_result`, which the
+//! shell calls once the queue made the message durable.
+//!
+//! # Phases
+//!
+//! ```text
+//!            greeting 220
+//!                 │
+//!   ┌───────► Command ◄───────────────────────────┐
+//!   │   AUTH │    │ MAIL/RCPT      │ DATA 354     │ BDAT n
+//!   │        ▼    ▼                ▼              ▼
+//!   │      Sasl  Pending ◄──── Data (to CRLF.CRLF) Bdat (n bytes) ── not LAST: 250 ─┐
+//!   │        │    │   (Auth, Mail, Rcpt, Message)      │ LAST                      │
+//!   └────────┴────┴── answer ◄───────────────────────────┘                         │
+//!   Command ◄──────────────────────────────────────────────────────────────────────┘
+//!   STARTTLS: AwaitingTls ── tls_started ──► Command (EHLO, AUTH, transaction forgotten)
+//!   QUIT, 421 (timeout, errors_max, commands_without_progress_max): Closed
+//! ```
+//!
+//! # Invariants
+//!
+//! - No input makes the session panic, and the output does not depend on how the input was
+//!   split into `feed` calls.
+//! - Unprocessed input is bounded: it only accumulates behind a pending decision, when
+//!   `wants_input` is false; a command line longer than `Config::command_line_max` (or
+//!   `input_buffer_max`) is an error, not a stall. Message content is bounded by
+//!   `message_bytes_max`; beyond it bytes are counted and dropped.
+//! - Only CRLF ends a line, and only CRLF.CRLF ends the data (RFC 5321 2.3.8); messages with
+//!   bare CR or LF are refused after their end, never delivered.
+//! - Input after STARTTLS is never executed (CVE-2011-0411).
+//! - After `Event::Close`, `feed` is ignored and `poll` returns `None`.
+
+mod command;
+mod config;
+mod content;
+mod event;
+mod line;
+mod received;
+mod reply;
+mod session;
+
+pub use config::{Config, Mode, Peer};
+pub use event::{Envelope, Event};
+pub use received::received_header;
+pub use reply::{AuthResult, Reply, Verdict};
+pub use session::Session;

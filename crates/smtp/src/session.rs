@@ -1,0 +1,404 @@
+//! The session: input framing, the phase machine, and the shell-facing API.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::command::auth::SaslStep;
+use crate::command::bdat::{Chunk, Chunks};
+use crate::command::mail::MailDraft;
+use crate::config::{Config, Mode, Peer};
+use crate::content::{Body, Content};
+use crate::event::Event;
+use crate::line::{self, Framed, LineFault};
+use crate::reply::{AuthResult, Reply, Verdict};
+
+/// RFC 5321 4.5.3.2.7: "at least 5 minutes while it is awaiting the next command".
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+/// RFC 5321 4.5.3.2.5: the client waits 3 minutes per data block it sends; we allow the same
+/// between reads of message content.
+const DATA_BLOCK_TIMEOUT: Duration = Duration::from_secs(3 * 60);
+/// RFC 5321 4.5.3.2.6: the client waits 10 minutes for the reply to the final dot; that is
+/// the shell's budget for making the message durable.
+const FINAL_REPLY_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+
+/// One SMTP, submission or LMTP connection, without I/O. See the crate documentation.
+#[derive(Debug)]
+pub struct Session {
+    pub(crate) config: Arc<Config>,
+    pub(crate) peer: Peer,
+    pub(crate) phase: Phase,
+    /// Received bytes not processed yet: a partial line, or pipelined input waiting behind a
+    /// decision.
+    input: Vec<u8>,
+    /// An over-long command line was reported; drop input through its LF.
+    discarding_line: bool,
+    output: VecDeque<Event>,
+    pub(crate) greeting: Option<Greeting>,
+    /// The user of a successful AUTH.
+    pub(crate) authenticated: Option<String>,
+    pub(crate) transaction: Option<Transaction>,
+    errors: usize,
+    commands_without_progress: usize,
+}
+
+/// What the session is doing with the next input.
+#[derive(Debug)]
+pub(crate) enum Phase {
+    /// Reading command lines.
+    Command,
+    /// Reading a SASL response line of AUTH (RFC 4954 4).
+    Sasl(SaslStep),
+    /// Reading message content after DATA's 354.
+    Data(Box<Content>),
+    /// Reading the bytes of one BDAT chunk.
+    Bdat(Chunk),
+    /// Waiting for the shell; input is buffered, not processed.
+    Pending(Pending),
+    /// STARTTLS was accepted; waiting for `tls_started`. Input is discarded.
+    AwaitingTls,
+    /// `Event::Close` was queued; nothing more happens.
+    Closed,
+}
+
+/// The decision the shell owes.
+#[derive(Debug)]
+pub(crate) enum Pending {
+    Auth,
+    Mail(MailDraft),
+    /// A recipient waiting for `rcpt_result`.
+    Rcpt(String),
+    Message,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Hello {
+    Helo,
+    Ehlo,
+    Lhlo,
+}
+
+#[derive(Debug)]
+pub(crate) struct Greeting {
+    pub(crate) hello: Hello,
+    pub(crate) name: String,
+}
+
+/// A mail transaction: from an accepted MAIL to the reply after the data, or RSET.
+#[derive(Debug)]
+pub(crate) struct Transaction {
+    pub(crate) from: String,
+    pub(crate) body: Body,
+    pub(crate) body_8bit: bool,
+    pub(crate) smtputf8: bool,
+    pub(crate) ret_full: Option<bool>,
+    pub(crate) envid: Option<String>,
+    pub(crate) recipients: Vec<String>,
+    /// Set by the first BDAT; from then on DATA and RCPT are out of sequence (RFC 3030 2).
+    pub(crate) chunks: Option<Chunks>,
+}
+
+impl Session {
+    /// A session for a new connection; its first event is the 220 greeting (RFC 5321 4.2,
+    /// 3.1).
+    pub fn new(config: Arc<Config>, peer: Peer) -> Session {
+        let mut session = Session {
+            config,
+            peer,
+            phase: Phase::Command,
+            input: Vec::new(),
+            discarding_line: false,
+            output: VecDeque::new(),
+            greeting: None,
+            authenticated: None,
+            transaction: None,
+            errors: 0,
+            commands_without_progress: 0,
+        };
+        let protocol = match session.config.mode {
+            Mode::Lmtp => "LMTP",
+            Mode::Mx | Mode::Submission => "ESMTP",
+        };
+        let text = format!("{} {protocol} ready", session.config.hostname);
+        session.reply(Reply::plain(220, text));
+        session
+    }
+
+    /// Bytes read from the socket, split anywhere. Processed at once as far as possible;
+    /// while a decision is pending they are only buffered. Ignored after `Event::Close`, and
+    /// discarded between `Event::StartTls` and `tls_started`.
+    pub fn feed(&mut self, input: &[u8]) {
+        if matches!(self.phase, Phase::Closed | Phase::AwaitingTls) {
+            return;
+        }
+        self.input.extend_from_slice(input);
+        self.advance();
+    }
+
+    /// The next event, or `None` when the session needs more input or an answer.
+    /// Consecutive replies come as one `Event::Reply` (RFC 2920 3.2: batch pipelined replies).
+    pub fn poll(&mut self) -> Option<Event> {
+        let mut event = self.output.pop_front()?;
+        if let Event::Reply(bytes) = &mut event {
+            while let Some(Event::Reply(more)) = self.output.front() {
+                bytes.extend_from_slice(more);
+                self.output.pop_front();
+            }
+        }
+        Some(event)
+    }
+
+    /// Whether the shell should read from the socket: not while a decision or the TLS
+    /// handshake is pending, after Close, or when `Config::input_buffer_max` bytes wait.
+    /// The buffer then holds at most `input_buffer_max` plus the shell's last read.
+    pub fn wants_input(&self) -> bool {
+        let reading = matches!(
+            self.phase,
+            Phase::Command | Phase::Sasl(_) | Phase::Data(_) | Phase::Bdat(_)
+        );
+        reading && self.input.len() < self.config.input_buffer_max
+    }
+
+    /// How long the shell waits for input in the current phase before calling `timed_out`
+    /// (RFC 5321 4.5.3.2): 5 minutes for a command, 3 minutes between reads of message
+    /// content, and while the shell itself owes the answer after the data, the 10 minutes the
+    /// client waits for it.
+    pub fn timeout(&self) -> Duration {
+        match self.phase {
+            Phase::Data(_) | Phase::Bdat(_) => DATA_BLOCK_TIMEOUT,
+            Phase::Pending(Pending::Message) => FINAL_REPLY_TIMEOUT,
+            _ => COMMAND_TIMEOUT,
+        }
+    }
+
+    /// The timeout expired: 421 4.4.2 (RFC 5321 3.8, RFC 3463 X.4.2) and Close.
+    pub fn timed_out(&mut self) {
+        if matches!(self.phase, Phase::Closed) {
+            return;
+        }
+        let text = format!("{} Error: timeout exceeded", self.config.hostname);
+        self.reply(Reply::new(421, (4, 4, 2), text));
+        self.close();
+    }
+
+    /// The TLS handshake after `Event::StartTls` succeeded. RFC 3207 4.2: forget everything
+    /// learnt in plaintext (EHLO, AUTH, the transaction); the client starts with EHLO again,
+    /// and no new greeting is sent.
+    pub fn tls_started(&mut self) {
+        if !matches!(self.phase, Phase::AwaitingTls) {
+            return;
+        }
+        self.peer.tls = true;
+        self.greeting = None;
+        self.authenticated = None;
+        self.transaction = None;
+        self.input.clear();
+        self.discarding_line = false;
+        self.phase = Phase::Command;
+        self.progress();
+    }
+
+    /// The answer to `Event::Auth`. Ignored when no AUTH is pending.
+    pub fn auth_result(&mut self, result: AuthResult) {
+        self.auth_answer(result);
+        self.advance();
+    }
+
+    /// The answer to `Event::MailFrom`. Ignored when no MAIL is pending.
+    pub fn mail_result(&mut self, result: Verdict) {
+        self.mail_answer(result);
+        self.advance();
+    }
+
+    /// The answer to `Event::RcptTo`. Ignored when no RCPT is pending.
+    pub fn rcpt_result(&mut self, result: Verdict) {
+        self.rcpt_answer(result);
+        self.advance();
+    }
+
+    /// The answer to `Event::Message`: one verdict in SMTP, one per accepted recipient in
+    /// order in LMTP (RFC 2033 4.2). A missing verdict is sent as 451 4.3.0, never as
+    /// success; extra ones are ignored. Ignored when no message is pending.
+    pub fn message_result(&mut self, results: Vec<Verdict>) {
+        self.message_answer(results);
+        self.advance();
+    }
+
+    /// Bytes received and not processed yet (for tests and metrics).
+    pub fn buffered_len(&self) -> usize {
+        self.input.len()
+    }
+
+    /// `Event::Close` has been queued.
+    pub fn is_closed(&self) -> bool {
+        matches!(self.phase, Phase::Closed)
+    }
+
+    /// Processes buffered input until it runs out, a decision is pending, or the session ends.
+    fn advance(&mut self) {
+        let input = std::mem::take(&mut self.input);
+        let mut position = 0;
+        loop {
+            let rest = input.get(position..).unwrap_or_default();
+            // Every step consumes input or changes the phase, so this loop ends.
+            let consumed = match &self.phase {
+                Phase::Command | Phase::Sasl(_) => self.line_step(rest),
+                Phase::Data(_) => self.data_step(rest),
+                Phase::Bdat(_) => self.chunk_step(rest),
+                Phase::Pending(_) | Phase::AwaitingTls | Phase::Closed => None,
+            };
+            match consumed {
+                Some(consumed) => position = position.saturating_add(consumed),
+                None => break,
+            }
+        }
+        // After STARTTLS, input that came with it is dropped unseen: it was sent in plaintext
+        // and would otherwise be executed inside TLS (CVE-2011-0411).
+        if !matches!(self.phase, Phase::AwaitingTls | Phase::Closed) {
+            let mut input = input;
+            input.drain(..position.min(input.len()));
+            self.input = input;
+        }
+    }
+
+    /// One command or SASL line.
+    fn line_step(&mut self, rest: &[u8]) -> Option<usize> {
+        match line::frame(rest, self.config.line_max(), &mut self.discarding_line) {
+            Framed::NeedMore => None,
+            Framed::Skipped { consumed } => Some(consumed),
+            Framed::TooLong { consumed } => {
+                self.line_too_long();
+                Some(consumed)
+            }
+            Framed::Line(length) => {
+                let line = rest.get(..length).unwrap_or_default();
+                if matches!(self.phase, Phase::Sasl(_)) {
+                    self.sasl_line(line);
+                } else if self.begin_command() {
+                    match line::check(line) {
+                        Ok(text) => self.command(line, text),
+                        Err(fault) => self.line_fault(fault),
+                    }
+                }
+                Some(length)
+            }
+        }
+    }
+
+    fn line_too_long(&mut self) {
+        if matches!(self.phase, Phase::Sasl(_)) {
+            // RFC 4954 4.
+            self.phase = Phase::Command;
+            self.error(Reply::new(
+                500,
+                (5, 5, 6),
+                "Authentication Exchange line is too long",
+            ));
+        } else if self.begin_command() {
+            // RFC 5321 4.5.3.1.4 and 4.5.3.1.9: "500 Line too long".
+            self.error(Reply::new(500, (5, 5, 6), "Line too long"));
+        }
+    }
+
+    fn line_fault(&mut self, fault: LineFault) {
+        let text = match fault {
+            // RFC 5321 2.3.8; Postfix refuses these too.
+            LineFault::BareNewline => "Bare CR or LF in command (RFC 5321 2.3.8)",
+            LineFault::Nul => "NUL byte in command",
+            LineFault::NotUtf8 => "Command is not UTF-8",
+        };
+        self.error(Reply::new(500, (5, 5, 2), text));
+    }
+
+    /// Counts a command against `commands_without_progress_max`; past it, 421 and Close
+    /// instead of an answer. Returns whether to go on with the command.
+    fn begin_command(&mut self) -> bool {
+        self.commands_without_progress = self.commands_without_progress.saturating_add(1);
+        if self.commands_without_progress > self.config.commands_without_progress_max {
+            let text = format!(
+                "{} Error: too many commands without progress",
+                self.config.hostname
+            );
+            self.reply(Reply::new(421, (4, 7, 0), text));
+            self.close();
+            return false;
+        }
+        true
+    }
+
+    /// The transaction moved forward: MAIL or RCPT accepted, a chunk taken, a message
+    /// accepted, AUTH succeeded, TLS started.
+    pub(crate) fn progress(&mut self) {
+        self.commands_without_progress = 0;
+    }
+
+    pub(crate) fn reply(&mut self, reply: Reply) {
+        if matches!(self.phase, Phase::Closed) {
+            return;
+        }
+        self.output.push_back(Event::Reply(reply.to_bytes()));
+    }
+
+    /// A reply to a protocol error; the `errors_max`th is followed by 421 and Close.
+    pub(crate) fn error(&mut self, reply: Reply) {
+        self.reply(reply);
+        self.count_error();
+    }
+
+    pub(crate) fn count_error(&mut self) {
+        if matches!(self.phase, Phase::Closed) {
+            return;
+        }
+        self.errors = self.errors.saturating_add(1);
+        if self.errors >= self.config.errors_max {
+            let text = format!("{} Error: too many errors", self.config.hostname);
+            self.reply(Reply::new(421, (4, 7, 0), text));
+            self.close();
+        }
+    }
+
+    pub(crate) fn event(&mut self, event: Event) {
+        if !matches!(self.phase, Phase::Closed) {
+            self.output.push_back(event);
+        }
+    }
+
+    /// Queues Close; from here on input is ignored and answers to decisions too.
+    pub(crate) fn close(&mut self) {
+        if matches!(self.phase, Phase::Closed) {
+            return;
+        }
+        self.output.push_back(Event::Close);
+        self.phase = Phase::Closed;
+        self.transaction = None;
+        self.input.clear();
+    }
+
+    /// Sets the phase unless the session is closed (an error may have closed it).
+    pub(crate) fn set_phase(&mut self, phase: Phase) {
+        if !matches!(self.phase, Phase::Closed) {
+            self.phase = phase;
+        }
+    }
+
+    /// A refusal from the shell, made safe: it must be 4xx or 5xx.
+    pub(crate) fn refusal(reply: Reply) -> Reply {
+        if reply.is_failure() {
+            reply
+        } else {
+            Reply {
+                code: 451,
+                enhanced: Some((4, 3, 0)),
+                text: reply.text,
+            }
+        }
+    }
+
+    /// The command name expected to open the session, for "send EHLO first" replies.
+    pub(crate) fn hello_name(&self) -> &'static str {
+        match self.config.mode {
+            Mode::Lmtp => "LHLO",
+            Mode::Mx | Mode::Submission => "EHLO/HELO",
+        }
+    }
+}
