@@ -76,6 +76,8 @@ pub(crate) struct Delivery {
     pub(crate) wakeup: Arc<Wakeup>,
     pub(crate) stop: Arc<AtomicBool>,
     pub(crate) hostname: String,
+    /// Recipient copies appended to the store since start.
+    pub(crate) delivered: Arc<std::sync::atomic::AtomicU64>,
 }
 
 pub(crate) fn now_ms() -> u64 {
@@ -162,7 +164,10 @@ impl Delivery {
         for (m, r, index) in slots {
             let Some(index) = index else { continue };
             let outcome = match results.get(index) {
-                Some(Ok(_)) => Outcome::Delivered,
+                Some(Ok(_)) => {
+                    self.delivered.fetch_add(1, Ordering::Relaxed);
+                    Outcome::Delivered
+                }
                 Some(Err(e)) => retry_or_fail(&batch[m], now, format!("451 4.3.0 store: {e}")),
                 None => retry_or_fail(&batch[m], now, "451 4.3.0 store gave no result".into()),
             };

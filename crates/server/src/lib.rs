@@ -138,6 +138,9 @@ pub(crate) struct Ctx {
     pub(crate) pop3: Arc<pop3::Config>,
     pub(crate) maildrops: pop3_conn::Maildrops,
     pub(crate) sessions: AtomicU64,
+    /// Messages made durable in the queue (SMTP and LMTP) since start.
+    pub(crate) accepted: AtomicU64,
+    pub(crate) delivered: Arc<AtomicU64>,
 }
 
 /// Routes recipients with the directory cache: a user of a local domain is local.
@@ -231,6 +234,8 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         }),
         maildrops: pop3_conn::Maildrops::default(),
         sessions: AtomicU64::new(0),
+        accepted: AtomicU64::new(0),
+        delivered: Arc::new(AtomicU64::new(0)),
         config,
     });
 
@@ -245,6 +250,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
             wakeup: ctx.wakeup.clone(),
             stop: stop.clone(),
             hostname: ctx.config.hostname.clone(),
+            delivered: ctx.delivered.clone(),
         };
         workers.push(
             std::thread::Builder::new()
@@ -271,6 +277,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         )));
     }
 
+    let stats_task = tokio::spawn(write_stats(ctx.clone()));
     let done = tokio::spawn(async move {
         let mut watch = watch;
         let _ = watch.wait_for(|stop| *stop).await;
@@ -284,6 +291,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         refresher.abort();
+        stats_task.abort();
         stop.store(true, Ordering::Relaxed);
         ctx.wakeup.notify();
         tokio::task::spawn_blocking(move || {
@@ -332,6 +340,41 @@ async fn accept_loop(
                 _ => smtp_conn::run(ctx, service, stream, peer, slot, shutdown).await,
             }
         });
+    }
+}
+
+/// Where the server writes its counters once a second.
+pub fn stats_path(data_dir: &std::path::Path) -> PathBuf {
+    data_dir.join("stats")
+}
+
+/// Writes `<data_dir>/stats` once a second: `name value` lines that scripts and operators can
+/// read without talking to the server (replaced atomically, never half written).
+async fn write_stats(ctx: Arc<Ctx>) {
+    let path = stats_path(&ctx.config.data_dir);
+    let tmp = path.with_extension("tmp");
+    loop {
+        let queue = ctx.queue.stats();
+        let store = ctx.store.stats();
+        let text = format!(
+            "accepted {}\ndelivered {}\nconnections {}\nqueue_pending {}\nqueue_deferred {}\n\
+             queue_bounces {}\nqueue_fdatasyncs {}\nstore_data_syncs {}\nstore_journal_syncs {}\n\
+             store_messages_appended {}\n",
+            ctx.accepted.load(Ordering::Relaxed),
+            ctx.delivered.load(Ordering::Relaxed),
+            ctx.limits.open(),
+            queue.pending_messages,
+            queue.deferred_messages,
+            queue.bounces,
+            queue.fdatasyncs,
+            store.data_syncs,
+            store.journal_syncs,
+            store.messages_appended,
+        );
+        if std::fs::write(&tmp, text).is_ok() {
+            let _ = std::fs::rename(&tmp, &path);
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 

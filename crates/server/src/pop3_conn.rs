@@ -89,10 +89,18 @@ pub(crate) async fn run(
                     session.tls_started();
                 }
                 Event::Auth {
-                    username, password, ..
+                    username,
+                    password,
+                    authzid,
                 } => {
                     if flush(&mut stream, &mut out, WRITE_TIMEOUT).await.is_err() {
                         return;
+                    }
+                    // RFC 4616 2: acting as another identity is not offered; a request to
+                    // is refused, never silently ignored.
+                    if !authzid.is_empty() && !authzid.eq_ignore_ascii_case(&username) {
+                        session.auth_result(AuthResult::BadCredentials);
+                        continue;
                     }
                     let (result, held) = login(&ctx, peer, &username, &password).await;
                     lock = held;

@@ -99,13 +99,22 @@ pub(crate) async fn run(
                     shell.transaction = Transaction::default();
                 }
                 Event::Auth {
-                    username, password, ..
+                    username,
+                    password,
+                    authzid,
+                    ..
                 } => {
                     // The client waits for this answer anyway; send what is pending first.
                     if flush(&mut stream, &mut out, WRITE_TIMEOUT).await.is_err() {
                         return;
                     }
-                    let result = shell.authenticate(&username, &password).await;
+                    // RFC 4616 2: no proxy authorization; asking for another identity fails.
+                    let result = if !authzid.is_empty() && !authzid.eq_ignore_ascii_case(&username)
+                    {
+                        AuthResult::Failed
+                    } else {
+                        shell.authenticate(&username, &password).await
+                    };
                     session.auth_result(result);
                 }
                 Event::MailFrom { size, .. } => {
@@ -306,7 +315,10 @@ impl Shell<'_> {
             }),
         );
         let verdict = match rx.await {
-            Ok(Ok(_)) => Verdict::Accept,
+            Ok(Ok(_)) => {
+                self.ctx.accepted.fetch_add(1, Ordering::Relaxed);
+                Verdict::Accept
+            }
             Ok(Err(e)) => {
                 tracing::error!("queue: {e}");
                 Verdict::Reject(Reply::new(451, (4, 3, 0), "queue error, try again later"))

@@ -25,26 +25,29 @@ pub struct Config {
     /// ESMTP parameters (SIZE, BODY, RET, ENVID, NOTIFY, ORCPT, SMTPUTF8 addresses) easily pass
     /// 512. Also bounds a SASL response line (RFC 4954 4 asks for 12288, which only matters
     /// for mechanisms with large tokens; PLAIN and LOGIN fit in a few hundred bytes).
+    /// Default 4096.
     pub command_line_max: usize,
     /// Longest line of message text, CRLF included. RFC 5321 4.5.3.1.6 says 1000, but real
     /// mail (generated HTML, long base64 lines) often breaks that, and rejecting it would bounce
     /// legitimate mail; 4.5.3.1 asks to impose no limit where possible. We keep a generous one
-    /// so that the message parsers behind us never see unbounded lines.
+    /// so that the message parsers behind us never see unbounded lines. Default 32 KiB.
     pub text_line_max: usize,
     /// Largest message content, advertised with SIZE (RFC 1870). Dot-unstuffed bytes, not
-    /// counting the Received header the shell adds.
+    /// counting the Received header the shell adds. Default 50 MiB.
     pub message_bytes_max: u64,
     /// Most accepted recipients per transaction; RFC 5321 4.5.3.1.8 asks for at least 100.
+    /// Default 100.
     pub recipients_max: usize,
     /// Protocol errors (unknown commands, bad syntax, bad sequence, failed AUTH, bad data)
-    /// a session may make; the last one is followed by 421 and Close.
+    /// a session may make; the last one is followed by 421 and Close. Default 10.
     pub errors_max: usize,
     /// Commands in a row that do not move a transaction forward (NOOP, RSET, VRFY, HELP, EHLO,
     /// rejected MAIL/RCPT, errors ...); the one past this limit gets 421 and Close.
+    /// Default 100.
     pub commands_without_progress_max: usize,
     /// Unprocessed input the session holds (pipelined commands waiting behind a decision).
     /// `Session::wants_input` turns false at this size. A command line can never be longer
-    /// than this, whatever `command_line_max` says.
+    /// than this, whatever `command_line_max` says. Default 64 KiB.
     pub input_buffer_max: usize,
     /// STARTTLS is offered on a plaintext connection.
     pub tls_available: bool,

@@ -274,11 +274,23 @@ mod tests {
     #[test]
     fn data_ends_only_at_crlf_dot_crlf() {
         let (content, ingested) = data(b"a\r\n..b\r\n.\r\nNOOP\r\n");
-        assert_eq!(ingested, Ingested { consumed: 11, ended: true });
+        assert_eq!(
+            ingested,
+            Ingested {
+                consumed: 11,
+                ended: true
+            }
+        );
         assert_eq!(content.fault(), None);
         assert_eq!(content.into_bytes(), b"a\r\n.b\r\n");
 
-        for smuggled in [&b"a\n.\nb"[..], b"a\r.\rb", b"a\n.\r\nb", b"a\r\n.\nb", b"a\r.\r\nb"] {
+        for smuggled in [
+            &b"a\n.\nb"[..],
+            b"a\r.\rb",
+            b"a\n.\r\nb",
+            b"a\r\n.\nb",
+            b"a\r.\r\nb",
+        ] {
             let (content, ingested) = data(smuggled);
             assert!(!ingested.ended, "{smuggled:?}");
             assert!(content.fault().is_some(), "{smuggled:?}");

@@ -37,20 +37,35 @@
 //!
 //! # Phases
 //!
-//! ```text
-//!            greeting 220
-//!                 │
-//!   ┌───────► Command ◄───────────────────────────┐
-//!   │   AUTH │    │ MAIL/RCPT      │ DATA 354     │ BDAT n
-//!   │        ▼    ▼                ▼              ▼
-//!   │      Sasl  Pending ◄──── Data (to CRLF.CRLF) Bdat (n bytes) ── not LAST: 250 ─┐
-//!   │        │    │   (Auth, Mail, Rcpt, Message)      │ LAST                      │
-//!   └────────┴────┴── answer ◄───────────────────────────┘                         │
-//!   Command ◄──────────────────────────────────────────────────────────────────────┘
-//!   STARTTLS: AwaitingTls ── tls_started ──► Command (EHLO, AUTH, transaction forgotten)
-//!   QUIT, 421 (timeout, errors_max, commands_without_progress_max): Closed
-//! ```
+//! - `Command`: reading command lines (at most `command_line_max` bytes, CRLF-terminated).
+//!   MAIL, RCPT and AUTH with complete credentials go to `Pending`; AUTH without them goes to
+//!   `Sasl` for the `334` exchange; DATA answers `354` and goes to `Data`; BDAT n goes to
+//!   `Bdat` for exactly n bytes.
+//! - `Data` ends at CRLF.CRLF and `Bdat` after n bytes. A LAST chunk or the end of the data
+//!   either refuses the message (one reply, per recipient in LMTP) and goes back to `Command`,
+//!   or emits `Message` and goes to `Pending`. Other chunks are answered (250 or 552) at once.
+//! - `Pending`: input is buffered, not processed; the answer sends the reply, back to `Command`.
+//! - STARTTLS (`220`): `AwaitingTls`, input discarded; `tls_started` goes back to `Command`
+//!   with EHLO, AUTH and the transaction forgotten.
+//! - QUIT (`221`), a timeout (`421 4.4.2`), `errors_max` or `commands_without_progress_max`
+//!   (`421 4.7.0`): `Closed`.
 //!
+//! # Defences and their replies
+//!
+//! | input                                             | reply                           |
+//! |---------------------------------------------------|---------------------------------|
+//! | command line over `command_line_max`              | `500 5.5.6`, rest of line dropped |
+//! | bare CR or LF, NUL, or non-UTF-8 in a command     | `500 5.5.2`                     |
+//! | bare CR or LF in message text (after the end)     | `550 5.5.2`, not delivered      |
+//! | NUL in message text (after the end)               | `554 5.6.0`, not delivered      |
+//! | text line over `text_line_max` (after the end)    | `500 5.5.6`, not delivered      |
+//! | SIZE= or content over `message_bytes_max`         | `552 5.3.4` (content read to the end) |
+//! | more than `recipients_max` recipients             | `452 4.5.3`                     |
+//! | `errors_max` protocol errors                      | that error's reply, `421 4.7.0`, Close |
+//! | `commands_without_progress_max` idle commands     | `421 4.7.0` for the next one, Close |
+//!
+//! BINARYMIME content (BDAT only) is exempt from the text checks.
+
 //! # Invariants
 //!
 //! - No input makes the session panic, and the output does not depend on how the input was

@@ -87,7 +87,10 @@ mod tests {
         assert_eq!(frame(b"NOOP", 10, &mut discarding), Framed::NeedMore);
         assert_eq!(frame(b"", 10, &mut discarding), Framed::NeedMore);
         // Exactly at the limit is fine, one more is not.
-        assert_eq!(frame(b"12345678\r\n", 10, &mut discarding), Framed::Line(10));
+        assert_eq!(
+            frame(b"12345678\r\n", 10, &mut discarding),
+            Framed::Line(10)
+        );
         assert_eq!(
             frame(b"123456789\r\n", 10, &mut discarding),
             Framed::TooLong { consumed: 11 }

@@ -72,7 +72,7 @@ impl Reply {
 
     /// The reply as wire bytes.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.text.len() + 16);
+        let mut out = Vec::with_capacity(self.text.len().saturating_add(16));
         self.write_to(&mut out);
         out
     }

@@ -52,7 +52,11 @@ impl Session {
         }
         // RFC 4954 4: 504 for a mechanism we do not support.
         if mechanism != AUTH_PLAIN && mechanism != AUTH_LOGIN {
-            return self.error(Reply::new(504, (5, 5, 4), "Unrecognized authentication type"));
+            return self.error(Reply::new(
+                504,
+                (5, 5, 4),
+                "Unrecognized authentication type",
+            ));
         }
         // RFC 4954 4: an empty initial response is sent as "=".
         let initial = match initial_response {

@@ -32,21 +32,26 @@ pub(crate) struct Chunk {
 enum Disposition {
     /// Append to the transaction's content.
     Take,
-    /// Discard, then send this error (bad sequence).
-    Refuse(Reply),
+    /// Discard, then send this reply; `is_error` counts it against `errors_max`.
+    Refuse { reply: Reply, is_error: bool },
     /// Discard; the transaction has already failed.
     Failed,
 }
 
 impl Session {
     pub(crate) fn bdat(&mut self, size: usize, last: bool) {
+        let no_valid_recipients = self.no_valid_recipients();
         let config = &self.config;
         let disposition = match &mut self.transaction {
-            None => Disposition::Refuse(Reply::new(503, (5, 5, 1), "Need MAIL command")),
-            // RFC 5321 3.3, as for DATA.
-            Some(transaction) if transaction.recipients.is_empty() => {
-                Disposition::Refuse(Reply::new(554, (5, 5, 1), "No valid recipients"))
-            }
+            None => Disposition::Refuse {
+                reply: Reply::new(503, (5, 5, 1), "Need MAIL command"),
+                is_error: true,
+            },
+            // As for DATA.
+            Some(transaction) if transaction.recipients.is_empty() => Disposition::Refuse {
+                reply: no_valid_recipients,
+                is_error: false,
+            },
             Some(transaction) => {
                 let chunks = transaction.chunks.get_or_insert_with(|| Chunks {
                     content: Content::new(
@@ -111,7 +116,12 @@ impl Session {
             ..
         } = chunk;
         match disposition {
-            Disposition::Refuse(reply) => self.error(reply),
+            Disposition::Refuse { reply, is_error } => {
+                self.reply(reply);
+                if is_error {
+                    self.count_error();
+                }
+            }
             Disposition::Failed => self.chunk_failed(last),
             Disposition::Take => {
                 let Some(chunks) = self

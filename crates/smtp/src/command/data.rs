@@ -21,10 +21,8 @@ impl Session {
         if transaction.body == Body::Binary {
             return self.error(Reply::new(503, (5, 5, 1), "BINARYMIME requires BDAT"));
         }
-        // RFC 5321 3.3: no valid recipients. Not counted as an error: with pipelining
-        // (RFC 2920 3.1) the client sends DATA before it knows.
         if transaction.recipients.is_empty() {
-            return self.reply(Reply::new(554, (5, 5, 1), "No valid recipients"));
+            return self.reply(self.no_valid_recipients());
         }
         let content = Content::new(
             Framing::Data,
@@ -124,6 +122,17 @@ impl Session {
         if accepted {
             self.progress();
         }
+    }
+
+    /// DATA or BDAT without an accepted recipient. RFC 5321 3.3: 554; RFC 2033 4.2: 503 in
+    /// LMTP. Not counted as an error: with pipelining (RFC 2920 3.1) the client sends DATA
+    /// before it knows.
+    pub(crate) fn no_valid_recipients(&self) -> Reply {
+        let code = match self.config.mode {
+            Mode::Lmtp => 503,
+            Mode::Mx | Mode::Submission => 554,
+        };
+        Reply::new(code, (5, 5, 1), "No valid recipients")
     }
 
     /// How many replies the client reads after the end of the data.

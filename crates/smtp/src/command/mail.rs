@@ -48,7 +48,10 @@ impl Session {
             let reply = format!("Unsupported parameter {parameter}");
             return self.error(Reply::new(555, (5, 5, 4), reply));
         }
-        let ret_full = match (from.flags & MAIL_RET_FULL != 0, from.flags & MAIL_RET_HDRS != 0) {
+        let ret_full = match (
+            from.flags & MAIL_RET_FULL != 0,
+            from.flags & MAIL_RET_HDRS != 0,
+        ) {
             (true, true) => {
                 return self.error(Reply::new(501, (5, 5, 4), "Invalid value for RET"));
             }
@@ -103,7 +106,8 @@ impl Session {
         if !matches!(self.phase, Phase::Pending(Pending::Mail(_))) {
             return;
         }
-        let Phase::Pending(Pending::Mail(draft)) = std::mem::replace(&mut self.phase, Phase::Command)
+        let Phase::Pending(Pending::Mail(draft)) =
+            std::mem::replace(&mut self.phase, Phase::Command)
         else {
             return;
         };

@@ -107,10 +107,8 @@ fn login() {
 
 #[test]
 fn cancel_bad_base64_and_failures() {
-    mx().tls()
-        .auth(AuthResult::TemporaryFailure)
-        .run(&format!(
-            "{}
+    mx().tls().auth(AuthResult::TemporaryFailure).run(&format!(
+        "{}
             C: AUTH PLAIN
             S: 334\\x20
             C: *
@@ -135,8 +133,8 @@ fn cancel_bad_base64_and_failures() {
             S: 235 2.7.0 Authentication successful
             C: AUTH PLAIN AGFsaWNlAHNlY3JldA==
             S: 503 5.5.1 Already authenticated",
-            hello_tls()
-        ));
+        hello_tls()
+    ));
 }
 
 #[test]
@@ -192,16 +190,18 @@ fn plaintext_needs_tls_unless_allowed() {
 
 #[test]
 fn sasl_line_too_long() {
-    mx().tls().config(|config| config.command_line_max = 24).run(&format!(
-        "{}
+    mx().tls()
+        .config(|config| config.command_line_max = 24)
+        .run(&format!(
+            "{}
         C: AUTH PLAIN
         S: 334\\x20
         C: AAAAAAAAAAAAAAAAAAAAAAAAAAAA
         S: 500 5.5.6 Authentication Exchange line is too long
         C: NOOP
         S: 250 2.0.0 Ok",
-        hello_tls()
-    ));
+            hello_tls()
+        ));
 }
 
 #[test]

@@ -264,8 +264,10 @@ fn shell_rejections_are_sent_and_must_be_failures() {
 #[test]
 fn too_many_recipients() {
     // RFC 5321 4.5.3.1.10: 452 4.5.3, without asking the shell.
-    let shell = mx().config(|config| config.recipients_max = 2).run(&format!(
-        "{GREETING_MX}
+    let shell = mx()
+        .config(|config| config.recipients_max = 2)
+        .run(&format!(
+            "{GREETING_MX}
         C: EHLO client.example
         {EHLO_MX}
         C: MAIL FROM:<a@example.org>
@@ -276,7 +278,7 @@ fn too_many_recipients() {
         S: 250 2.1.5 Ok
         S: 250 2.1.5 Ok
         S: 452 4.5.3 Too many recipients"
-    ));
+        ));
     let asked = shell
         .events
         .iter()
@@ -350,13 +352,14 @@ fn submission_requires_auth() {
         S: 250 2.1.0 Ok",
     );
     // MX never requires it, whatever require_auth says.
-    mx().config(|config| config.require_auth = true).run(&format!(
-        "{GREETING_MX}
+    mx().config(|config| config.require_auth = true)
+        .run(&format!(
+            "{GREETING_MX}
         C: HELO client.example
         S: 250 mx.example
         C: MAIL FROM:<alice@example.org>
         S: 250 2.1.0 Ok"
-    ));
+        ));
 }
 
 #[test]
@@ -406,4 +409,12 @@ fn final_dot_timeout_while_the_shell_decides() {
     // RFC 5321 4.5.3.2.6: the client waits 10 minutes for the reply to the final dot.
     assert_eq!(session.timeout(), Duration::from_secs(600));
     assert!(!session.wants_input());
+}
+
+#[test]
+fn session_is_send() {
+    // The shell moves sessions into tokio tasks.
+    fn assert_send<T: Send + 'static>() {}
+    assert_send::<smtp::Session>();
+    assert_send::<Event>();
 }

@@ -23,8 +23,10 @@ fn open_data() -> String {
 fn command_line_too_long() {
     // RFC 5321 4.5.3.1.4: 16 bytes allowed here, CRLF included. The rest of the line is
     // dropped through its LF; the next command works.
-    let shell = mx().config(|config| config.command_line_max = 16).run(&format!(
-        "{GREETING_MX}
+    let shell = mx()
+        .config(|config| config.command_line_max = 16)
+        .run(&format!(
+            "{GREETING_MX}
         C: NOOP 012345678
         S: 250 2.0.0 Ok
         C: NOOP 0123456789
@@ -35,7 +37,7 @@ fn command_line_too_long() {
         C: 0123456789012345678901234567890123456789 QUIT
         C: NOOP
         S: 250 2.0.0 Ok"
-    ));
+        ));
     assert!(shell.buffered_max <= 16 + 1, "{}", shell.buffered_max);
 }
 
@@ -122,8 +124,10 @@ fn nul_in_data_is_refused() {
 #[test]
 fn long_text_line_is_refused_after_the_data() {
     // 16 bytes per line allowed, CRLF included: 14 characters pass, 15 do not.
-    let shell = mx().config(|config| config.text_line_max = 16).run(&format!(
-        "{}
+    let shell = mx()
+        .config(|config| config.text_line_max = 16)
+        .run(&format!(
+            "{}
         C: 01234567890123
         C: .
         S: 250 2.0.0 Ok: queued
@@ -136,32 +140,36 @@ fn long_text_line_is_refused_after_the_data() {
         C: 012345678901234
         C: .
         S: 500 5.5.6 Message has a line over 16 bytes",
-        open_data()
-    ));
+            open_data()
+        ));
     assert_eq!(shell.messages().len(), 1);
 }
 
 #[test]
 fn message_over_the_size_limit_is_read_to_the_end_and_refused() {
-    let shell = mx().config(|config| config.message_bytes_max = 10).run(&format!(
-        "{}
+    let shell = mx()
+        .config(|config| config.message_bytes_max = 10)
+        .run(&format!(
+            "{}
         C: 0123456789
         C: MAIL FROM:<still-content@example.org>
         C: .
         S: 552 5.3.4 Message size exceeds fixed maximum message size of 10 bytes
         C: NOOP
         S: 250 2.0.0 Ok",
-        open_data().replace("SIZE 52428800", "SIZE 10")
-    ));
+            open_data().replace("SIZE 52428800", "SIZE 10")
+        ));
     assert!(shell.messages().is_empty());
     // The limit counts content bytes: exactly 10 is fine ("12345678" and CRLF).
-    let shell = mx().config(|config| config.message_bytes_max = 10).run(&format!(
-        "{}
+    let shell = mx()
+        .config(|config| config.message_bytes_max = 10)
+        .run(&format!(
+            "{}
         C: 12345678
         C: .
         S: 250 2.0.0 Ok: queued",
-        open_data().replace("SIZE 52428800", "SIZE 10")
-    ));
+            open_data().replace("SIZE 52428800", "SIZE 10")
+        ));
     assert_eq!(shell.messages().len(), 1);
 }
 
@@ -227,7 +235,9 @@ fn pipelined_input_waits_behind_a_decision() {
     shell.drain();
     assert_eq!(shell.session.buffered_len(), 0);
     assert!(shell.session.wants_input());
-    let noops = String::from_utf8_lossy(&shell.output).matches("250 2.0.0 Ok\r\n").count();
+    let noops = String::from_utf8_lossy(&shell.output)
+        .matches("250 2.0.0 Ok\r\n")
+        .count();
     assert_eq!(noops, 20);
 }
 

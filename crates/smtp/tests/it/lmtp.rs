@@ -124,3 +124,19 @@ fn bdat_last_gets_one_reply_per_recipient() {
         S: 250 2.0.0 <c@example.net> Delivered"
     ));
 }
+
+#[test]
+fn data_without_recipients_is_503() {
+    // RFC 2033 4.2 (SMTP says 554, RFC 5321 3.3).
+    lmtp()
+        .rcpt(reject(550, (5, 1, 1), "No such user"))
+        .run(&format!(
+            "{LHLO}
+        C: MAIL FROM:<a@example.org>
+        C: RCPT TO:<nobody@example.net>
+        C: DATA
+        S: 250 2.1.0 Ok
+        S: 550 5.1.1 No such user
+        S: 503 5.5.1 No valid recipients"
+        ));
+}

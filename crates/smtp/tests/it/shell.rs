@@ -251,7 +251,10 @@ impl Test {
                 client.clear();
             }
             let actual = String::from_utf8_lossy(shell.output.get(checked..).unwrap_or_default());
-            assert_eq!(actual, *expected, "({split:?}) after the script line before");
+            assert_eq!(
+                actual, *expected,
+                "({split:?}) after the script line before"
+            );
             checked = shell.output.len();
             expected.clear();
         };
