@@ -38,6 +38,9 @@ pub(crate) enum UserCommand {
         #[arg(long)]
         password: Option<String>,
     },
+    /// Add many users from FILE: one `address password` per line (blank lines and `#` comments
+    /// skipped); existing users are reported and skipped.
+    Import { file: PathBuf },
     /// List users (of one domain, or all).
     List { domain: Option<String> },
     /// Remove a user (their stored mail stays until removed with the store tools).
@@ -132,6 +135,35 @@ pub(crate) fn user(command: UserCommand, paths: &Paths) -> Result<()> {
                 d.set_password(&address, &password(password_file, literal)?)
                     .await?;
                 println!("password changed: {}", address.to_ascii_lowercase());
+            }
+            UserCommand::Import { file } => {
+                let text = std::fs::read_to_string(&file)
+                    .with_context(|| format!("cannot read {}", file.display()))?;
+                let (mut added, mut skipped) = (0usize, 0usize);
+                for (n, line) in text.lines().enumerate() {
+                    let line = line.trim();
+                    if line.is_empty() || line.starts_with('#') {
+                        continue;
+                    }
+                    let Some((address, password)) = line.split_once(char::is_whitespace) else {
+                        bail!(
+                            "{} line {}: expected 'address password'",
+                            file.display(),
+                            n + 1
+                        );
+                    };
+                    match d.add_user(address, password.trim()).await {
+                        Ok(()) => added += 1,
+                        Err(e @ directory::DirectoryError::UserExists(_)) => {
+                            eprintln!("skipped: {e}");
+                            skipped += 1;
+                        }
+                        Err(e) => {
+                            return Err(anyhow::anyhow!("{} line {}: {e}", file.display(), n + 1));
+                        }
+                    }
+                }
+                println!("users imported: {added} added, {skipped} already present");
             }
             UserCommand::List { domain } => {
                 for user in d.list_users(domain.as_deref()).await? {

@@ -25,6 +25,10 @@ pub struct QueueConfig {
     pub recipients_max: usize,
     /// Longest sender or recipient address, in bytes.
     pub address_bytes_max: usize,
+    /// How long the writer may hold a round open for producers that announced an enqueue
+    /// ([`crate::Queue::incoming`]) and have not submitted it yet. Only announced producers
+    /// are waited for, so a lone message never waits; zero disables the wait.
+    pub commit_wait_max: std::time::Duration,
 }
 
 impl Default for QueueConfig {
@@ -37,6 +41,7 @@ impl Default for QueueConfig {
             message_bytes_max: 64 << 20,
             recipients_max: 1000,
             address_bytes_max: 1024,
+            commit_wait_max: std::time::Duration::from_millis(1),
         }
     }
 }

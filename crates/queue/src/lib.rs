@@ -158,6 +158,23 @@ pub struct Queue {
     shared: Arc<Shared>,
 }
 
+/// An announced enqueue (see [`Queue::incoming`]).
+pub struct Incoming {
+    core: Arc<queue::Core>,
+}
+
+impl Drop for Incoming {
+    fn drop(&mut self) {
+        self.core
+            .incoming
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        // Taking the lock orders this with the writer's check-then-wait, so the wake-up is
+        // never lost between the two.
+        drop(self.core.lock());
+        self.core.wake.notify_all();
+    }
+}
+
 /// Owns the writer thread: the last `Queue` clone dropping it stops the thread.
 struct Shared {
     core: Arc<queue::Core>,
@@ -236,6 +253,21 @@ impl Queue {
         done: Box<dyn FnOnce(Result<MessageId, QueueError>) + Send>,
     ) {
         self.shared.core.enqueue_with(envelope, content, done)
+    }
+
+    /// Announces an enqueue that is on its way (an SMTP session receiving a message's data):
+    /// until the returned guard is dropped, the writer may hold a commit round open for up to
+    /// `commit_wait_max`, so the announced message shares the next `fdatasync` instead of
+    /// needing its own (PostgreSQL's `commit_siblings` idea). Drop the guard right after
+    /// `enqueue_with`, or when the message will not come.
+    pub fn incoming(&self) -> Incoming {
+        self.shared
+            .core
+            .incoming
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Incoming {
+            core: self.shared.core.clone(),
+        }
     }
 
     /// Leases up to `records_max` ready messages (at most `bytes_max` record bytes, but at

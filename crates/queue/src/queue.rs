@@ -32,6 +32,8 @@ pub(crate) struct Core {
     pub(crate) fdatasyncs: AtomicU64,
     pub(crate) records_committed: AtomicU64,
     pub(crate) batches_committed: AtomicU64,
+    /// Producers that announced an enqueue they have not submitted yet (see `Incoming`).
+    pub(crate) incoming: std::sync::atomic::AtomicUsize,
 }
 
 pub(crate) struct State {

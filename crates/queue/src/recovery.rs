@@ -364,6 +364,7 @@ pub(crate) fn recover(
         fdatasyncs: AtomicU64::new(0),
         records_committed: AtomicU64::new(0),
         batches_committed: AtomicU64::new(0),
+        incoming: std::sync::atomic::AtomicUsize::new(0),
     });
     let writer = Writer {
         core: core.clone(),

@@ -271,6 +271,26 @@ impl Writer {
                     }
                     st = self.core.wake.wait(st).unwrap_or_else(|p| p.into_inner());
                 }
+                // Announced producers are about to submit: hold the round for them, briefly,
+                // so they share this sync. Nobody announced means nobody waits.
+                let wait_max = self.core.config.commit_wait_max;
+                if !wait_max.is_zero() && !st.shutdown {
+                    let deadline = std::time::Instant::now() + wait_max;
+                    while self.core.incoming.load(Ordering::SeqCst) > 0
+                        && st.requests.len() < self.core.config.batch_records_max
+                    {
+                        let now = std::time::Instant::now();
+                        if now >= deadline || st.shutdown {
+                            break;
+                        }
+                        st = self
+                            .core
+                            .wake
+                            .wait_timeout(st, deadline - now)
+                            .map(|(g, _)| g)
+                            .unwrap_or_else(|p| p.into_inner().0);
+                    }
+                }
                 // Step 2 of the group commit: everything waiting, up to the limits.
                 let mut taken = Vec::new();
                 let mut bytes = 0usize;

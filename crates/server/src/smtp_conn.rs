@@ -26,6 +26,9 @@ struct Transaction {
     size: u64,
     /// Per accepted RCPT, in order: the mailboxes or remote addresses it expanded to.
     targets: Vec<Vec<String>>,
+    /// Tells the queue a message is on its way once a recipient is accepted, so concurrent
+    /// sessions' messages share one commit (see `queue::Queue::incoming`).
+    incoming: Option<queue::Incoming>,
 }
 
 pub(crate) async fn run(
@@ -120,7 +123,7 @@ pub(crate) async fn run(
                 Event::MailFrom { size, .. } => {
                     shell.transaction = Transaction {
                         size: size.unwrap_or(0),
-                        targets: Vec::new(),
+                        ..Transaction::default()
                     };
                     session.mail_result(Verdict::Accept);
                 }
@@ -236,6 +239,9 @@ impl Shell<'_> {
             }
         };
         self.transaction.targets.push(targets);
+        if self.transaction.incoming.is_none() {
+            self.transaction.incoming = Some(self.ctx.queue.incoming());
+        }
         Verdict::Accept
     }
 
@@ -314,6 +320,8 @@ impl Shell<'_> {
                 let _ = tx.send(result);
             }),
         );
+        // Submitted: the writer need not wait for this session any more.
+        self.transaction.incoming = None;
         let verdict = match rx.await {
             Ok(Ok(_)) => {
                 self.ctx.accepted.fetch_add(1, Ordering::Relaxed);

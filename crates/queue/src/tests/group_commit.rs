@@ -133,3 +133,50 @@ fn finish_many_shares_one_round_and_fails_bad_items_alone() {
     let (_, report) = open(&sim, small());
     assert_eq!(report.pending, 0);
 }
+
+/// An announced producer that never submits only delays commits by `commit_wait_max`; it never
+/// blocks them, and dropping its guard ends the wait.
+#[test]
+fn an_announced_producer_that_never_comes_does_not_block_commits() {
+    let sim = SimDisk::new();
+    let mut config = small();
+    config.commit_wait_max = std::time::Duration::from_millis(20);
+    let (q, _) = open(&sim, config);
+    let stuck = q.incoming();
+    for tag in 0..3 {
+        q.enqueue(envelope(1, tag), content(tag, 100)).unwrap();
+    }
+    drop(stuck);
+    q.enqueue(envelope(1, 9), content(9, 100)).unwrap();
+    assert_eq!(q.stats().records_committed, 4);
+}
+
+/// Producers that announce first are taken in the same round as the one already waiting: the
+/// writer holds the round until every announced producer has submitted.
+#[test]
+fn announced_producers_share_one_round() {
+    let sim = SimDisk::new();
+    let mut config = small();
+    // Long enough that the test never depends on timing: the round waits for the announced
+    // producers, who submit well within it.
+    config.commit_wait_max = std::time::Duration::from_secs(10);
+    let (q, _) = open(&sim, config);
+    let batches_before = q.stats().batches_committed;
+    let announced: Vec<_> = (0..4).map(|_| q.incoming()).collect();
+    let (tx, rx) = mpsc::channel();
+    for (tag, guard) in announced.into_iter().enumerate() {
+        let tx = tx.clone();
+        q.enqueue_with(
+            envelope(1, tag as u64),
+            content(tag as u64, 100),
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
+        drop(guard);
+    }
+    for _ in 0..4 {
+        rx.recv().unwrap().unwrap();
+    }
+    assert_eq!(q.stats().batches_committed - batches_before, 1);
+}

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# SMTP ingest to mailbox, side by side in one run: Postfix -> LMTP -> Dovecot (maildir), the
+# peers from shared/bench, against `mailstow serve` on the same disk.
+#
+#   bench/run-smtp.sh            # postal at 8 and 32 connections, smtp-source -s 32, smtp-sink
+#
+# postal (NODELAY=1: see shared/bench/BASELINE.md) reports accepted and delivered msg/s; one
+# postal process cannot exceed 409.6 msg/s, so 32 connections are 8 processes x 4 threads.
+# smtp-source -d -s 32 measures the accept rate against smtp-sink (which discards: the
+# protocol's ceiling with that client) and against both servers. mailstow's delivered count
+# and fdatasync counts come from its stats file (<data_dir>/stats).
+# Env: DURATION (30), RUNS (3), SMTP_SOURCE_MSGS (20000), SCRATCH (/var/tmp/mailstow-bench-smtp),
+# SHARED_BENCH, BENCH_ROOT. Output: RESULT lines, log in bench/results/.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+SHARED_BENCH=${SHARED_BENCH:-$(cd "$ROOT/../shared/bench" && pwd)}
+export BENCH_ROOT=${BENCH_ROOT:-/tmp/peerbench}
+export DURATION=${DURATION:-30} RUNS=${RUNS:-3}
+SMTP_SOURCE_MSGS=${SMTP_SOURCE_MSGS:-20000}
+SCRATCH=${SCRATCH:-/var/tmp/mailstow-bench-smtp}
+OUR_SMTP_PORT=2625 SINK_PORT=2725
+LOG=$ROOT/bench/results/smtp-$(date +%Y%m%d-%H%M%S).log
+mkdir -p "$ROOT/bench/results"
+
+cd "$ROOT"
+cargo build --release --locked -p mailstow 2>&1 | tail -1
+BIN=$ROOT/target/release/mailstow
+
+# smtp_source PORT LABEL: accepted msg/s of smtp-source -d -s 32 with 8 KiB messages.
+smtp_source() {
+  local port=$1 label=$2 t0 t1
+  t0=$(date +%s.%N)
+  smtp-source -d -s 32 -l 8192 -m "$SMTP_SOURCE_MSGS" -f sender@example.com -t user0001@example.com "127.0.0.1:$port" > /dev/null
+  t1=$(date +%s.%N)
+  echo "RESULT smtp_source_msgs_per_s label=$label conns=32 msgs=$SMTP_SOURCE_MSGS seconds=$(echo "$t1 - $t0" | bc) msgs_per_s=$(echo "scale=1; $SMTP_SOURCE_MSGS / ($t1 - $t0)" | bc)"
+}
+
+{
+  echo "# $(date -u +%FT%TZ) commit $(git rev-parse --short=12 HEAD)$(git diff --quiet || echo +dirty)"
+  echo "# $(uname -r), $(nproc) cores, $(awk '/MemTotal/{printf "%d GiB", $2/1048576}' /proc/meminfo), scratch $SCRATCH on $(df --output=fstype "$(dirname "$SCRATCH")" | tail -1)"
+
+  if [ "${ONLY:-all}" = all ]; then
+  # --- smtp-sink: the client's ceiling ---
+  smtp-sink -u nobody -c "127.0.0.1:$SINK_PORT" 1000 & sink=$!
+  sleep 0.5
+  smtp_source "$SINK_PORT" smtp-sink
+  kill "$sink"; wait "$sink" 2>/dev/null || true
+
+  # --- peers: Postfix -> LMTP -> Dovecot maildir ---
+  "$SHARED_BENCH/setup-peers.sh" install >&2
+  "$SHARED_BENCH/setup-peers.sh" start maildir >&2
+  NODELAY=1 POSTAL_PROCS=2 THREADS=4 LABEL=postfix-dovecot-maildir "$SHARED_BENCH/bench-smtp.sh"
+  NODELAY=1 POSTAL_PROCS=16 THREADS=2 LABEL=postfix-dovecot-maildir "$SHARED_BENCH/bench-smtp.sh"
+  smtp_source 2525 postfix-dovecot-maildir
+  "$SHARED_BENCH/setup-peers.sh" stop >&2
+  fi
+
+  # --- mailstow, same users ---
+  rm -rf "$SCRATCH"; mkdir -p "$SCRATCH"
+  "$BIN" --data-dir "$SCRATCH" domain add example.com >&2
+  "$BIN" --data-dir "$SCRATCH" user import "$BENCH_ROOT/users.txt" >&2
+  "$BIN" --data-dir "$SCRATCH" serve --smtp "127.0.0.1:$OUR_SMTP_PORT" --submission "" --submissions "" \
+     --lmtp "" --pop3 127.0.0.1:2610 --pop3s "" > "$SCRATCH/serve.out" 2> "$SCRATCH/serve.err" & pid=$!
+  for _ in $(seq 100); do grep -q "smtp listening" "$SCRATCH/serve.out" 2>/dev/null && break; sleep 0.1; done
+  stat_of() { awk -v k="$1" '$1==k{print $2}' "$SCRATCH/stats"; }
+  syncs() { echo $(( $(stat_of queue_fdatasyncs) + $(stat_of store_data_syncs) + $(stat_of store_journal_syncs) )); }
+  split() { echo "queue=$(stat_of queue_fdatasyncs) store_data=$(stat_of store_data_syncs) store_journal=$(stat_of store_journal_syncs)"; }
+  sleep 1.5
+  for setting in "2 4" "16 2"; do
+    set -- $setting
+    s0=$(syncs); a0=$(stat_of accepted); echo "syncs before: $(split)" >&2
+    SERVER_PIDS=$pid SMTP_PORT=$OUR_SMTP_PORT NODELAY=1 POSTAL_PROCS=$1 THREADS=$2 LABEL=mailstow \
+      DELIVERED_CMD="awk '\$1==\"delivered\"{print \$2}' $SCRATCH/stats" "$SHARED_BENCH/bench-smtp.sh"
+    sleep 1.5
+    s1=$(syncs); a1=$(stat_of accepted); echo "syncs after: $(split)" >&2
+    echo "RESULT mailstow_fdatasync_per_msg conns=$(( $1 * $2 )) accepted=$((a1 - a0)) fdatasyncs=$((s1 - s0)) per_msg=$(echo "scale=4; ($s1 - $s0) / ($a1 - $a0)" | bc)"
+  done
+  s0=$(syncs); a0=$(stat_of accepted)
+  smtp_source "$OUR_SMTP_PORT" mailstow
+  sleep 1.5
+  s1=$(syncs); a1=$(stat_of accepted)
+  echo "RESULT mailstow_fdatasync_per_msg client=smtp-source conns=32 accepted=$((a1 - a0)) fdatasyncs=$((s1 - s0)) per_msg=$(echo "scale=4; ($s1 - $s0) / ($a1 - $a0)" | bc)"
+  kill -TERM "$pid"; wait "$pid" || true
+} 2>&1 | tee "$LOG" | grep --line-buffered '^RESULT\|^#\|^syncs'
+echo "log: $LOG"
