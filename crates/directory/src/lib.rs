@@ -48,6 +48,7 @@ mod cache;
 mod db;
 mod error;
 mod password;
+mod verified;
 
 #[cfg(test)]
 mod tests;
@@ -101,6 +102,12 @@ pub struct Options {
     /// Most pooled SQLite connections (default 4): readers run in parallel under WAL, writes
     /// take turns anyway.
     pub connections_max: u32,
+    /// Logins remembered as verified (default 100,000; 0 disables): a client that logs in
+    /// again with the password that matched the same stored hash skips argon2 (see
+    /// `verified.rs`).
+    pub verified_logins_max: usize,
+    /// How long a remembered login stays valid (default one hour).
+    pub verified_login_ttl: Duration,
 }
 
 impl Default for Options {
@@ -113,6 +120,8 @@ impl Default for Options {
             hash_concurrency_max: std::thread::available_parallelism().map_or(1, |n| n.get()),
             busy_timeout: Duration::from_secs(5),
             connections_max: 4,
+            verified_logins_max: 100_000,
+            verified_login_ttl: Duration::from_secs(3600),
         }
     }
 }
@@ -165,6 +174,7 @@ struct Inner {
     /// A hash of a fixed password, made with the configured parameters on first use, so an
     /// unknown user costs the same verification as a known one.
     dummy_hash: OnceLock<String>,
+    verified: verified::Verified,
 }
 
 impl std::fmt::Debug for Directory {
@@ -202,6 +212,10 @@ impl Directory {
                 pool,
                 cache,
                 hashers: Semaphore::new(options.hash_concurrency_max),
+                verified: verified::Verified::new(
+                    options.verified_login_ttl,
+                    options.verified_logins_max,
+                ),
                 options,
                 dummy_hash: OnceLock::new(),
             }),
@@ -242,8 +256,9 @@ impl Directory {
 
     /// Checks `username` (a full address, any case) and `password`. Returns the canonical
     /// address on success and `None` for a wrong password, an unknown user or a malformed
-    /// name. The database is asked every time (hashes are not cached), and argon2 runs on the
-    /// blocking pool. An unknown user is verified against a dummy hash with the same
+    /// name. The database is asked every time (a new password works at once); argon2 runs on
+    /// the blocking pool, except for a password already verified against the same stored hash
+    /// (`Options::verified_logins_max`). An unknown user is verified against a dummy hash with the same
     /// parameters, so the time taken does not tell whether the user exists (hashes made
     /// with other parameters still take their own time). A subaddress does not log in.
     pub async fn authenticate(
@@ -264,11 +279,23 @@ impl Directory {
                 .bind(&address)
                 .fetch_optional(&self.inner.pool)
                 .await?;
+        if let Some(phc) = &stored
+            && self.inner.verified.check(&address, phc, password)
+        {
+            return Ok(Some(address));
+        }
         let inner = Arc::clone(&self.inner);
         let password = password.to_owned();
+        let who = address.clone();
         let matched = self
             .run_hasher(move || match stored {
-                Some(phc) => password::verify(&phc, &password),
+                Some(phc) => {
+                    let ok = password::verify(&phc, &password)?;
+                    if ok {
+                        inner.verified.remember(&who, &phc, &password);
+                    }
+                    Ok(ok)
+                }
                 None => {
                     let dummy = inner.dummy_hash()?;
                     password::verify(dummy, &password).map(|_| false)

@@ -41,7 +41,7 @@ impl Default for QueueConfig {
             message_bytes_max: 64 << 20,
             recipients_max: 1000,
             address_bytes_max: 1024,
-            commit_wait_max: std::time::Duration::from_millis(1),
+            commit_wait_max: std::time::Duration::from_millis(2),
         }
     }
 }
