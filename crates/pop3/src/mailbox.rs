@@ -97,6 +97,14 @@ impl Mailbox {
     /// another message in the maildrop. UIDVALIDITY and UID together are unique in the store
     /// and survive restarts; 16 hex digits fit the syntax.
     pub(crate) fn unique_id(&self, message: &Message) -> String {
-        format!("{:08x}{:08x}", self.uidvalidity, message.uid)
+        let mut id = String::with_capacity(16);
+        self.write_unique_id(message, &mut id);
+        id
+    }
+
+    /// [`Self::unique_id`] appended to `out`, without allocating.
+    pub(crate) fn write_unique_id(&self, message: &Message, out: &mut String) {
+        use std::fmt::Write as _;
+        let _ = write!(out, "{:08x}{:08x}", self.uidvalidity, message.uid);
     }
 }

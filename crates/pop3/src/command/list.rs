@@ -1,5 +1,7 @@
 //! `LIST [msg]` (RFC 1939 5): scan listings, "msg octets".
 
+use std::fmt::Write as _;
+
 use super::{Args, message_number};
 use crate::error::Error;
 use crate::reply::{self, MultiLine};
@@ -21,8 +23,11 @@ pub(crate) fn run(session: &mut Session, mut args: Args<'_>) -> Result<(), Error
             let (count, size) = mailbox.stat();
             let count = reply::messages(count);
             let mut listing = MultiLine::new(&format!("{count} ({size} octets)"));
+            let mut line = String::with_capacity(32);
             for (number, message) in mailbox.live() {
-                listing.line(format!("{number} {}", message.size).as_bytes());
+                line.clear();
+                let _ = write!(line, "{number} {}", message.size);
+                listing.line(line.as_bytes());
             }
             listing.finish()
         }

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# POP3 with rabid, side by side in one run: Dovecot (maildir, the peer from shared/bench)
+# against `mailstow serve`, each holding mail postal sent (~30 messages per user, 1000 users).
+#
+#   bench/run-pop3.sh
+#
+# rabid logs in over plain TCP (no STLS), so mailstow runs with [server] auth_without_tls.
+# Before every retr1 run the store is put back: Dovecot's by bench-pop3.sh's rsync, ours by
+# stopping the server, restoring the data directory from a snapshot and starting it again.
+# Env: DURATION (30), RUNS (3), PROCS (8), SCRATCH (/var/tmp/mailstow-bench-pop3).
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+SHARED_BENCH=${SHARED_BENCH:-$(cd "$ROOT/../shared/bench" && pwd)}
+export BENCH_ROOT=${BENCH_ROOT:-/tmp/peerbench}
+export DURATION=${DURATION:-30} RUNS=${RUNS:-3} PROCS=${PROCS:-8}
+SCRATCH=${SCRATCH:-/var/tmp/mailstow-bench-pop3}
+OUR_SMTP_PORT=2626 OUR_POP3_PORT=2611
+LOG=$ROOT/bench/results/pop3-$(date +%Y%m%d-%H%M%S).log
+mkdir -p "$ROOT/bench/results"
+cd "$ROOT"
+cargo build --release --locked -p mailstow 2>&1 | tail -1
+BIN=$ROOT/target/release/mailstow
+DATA=$SCRATCH/data SNAP=$SCRATCH/snap
+
+# fill PORT SECONDS: postal mail for every user (16 x 2 connections)
+fill() {
+  local port=$1 seconds=$2 i
+  mkdir -p "$SCRATCH/postal"
+  for i in $(seq 16); do
+    mkdir -p "$SCRATCH/postal/$i"
+    (cd "$SCRATCH/postal/$i" && LD_PRELOAD=$BENCH_ROOT/build/nodelay.so timeout -s KILL "$seconds" \
+      postal -t 2 -m 8 -M 8 -c 1 "[127.0.0.1]$port" "$BENCH_ROOT/users.txt" > /dev/null 2>&1 &)
+  done
+  sleep $((seconds + 2))
+}
+
+start_ours() {
+  "$BIN" --data-dir "$DATA" --config "$SCRATCH/mailstow.toml" serve --smtp "127.0.0.1:$OUR_SMTP_PORT" \
+    --submission "" --submissions "" --lmtp "" --pop3 "127.0.0.1:$OUR_POP3_PORT" --pop3s "" \
+    > "$SCRATCH/serve.out" 2> "$SCRATCH/serve.err" &
+  echo $! > "$SCRATCH/pid"
+  for _ in $(seq 100); do grep -q "pop3 listening" "$SCRATCH/serve.out" 2>/dev/null && return; sleep 0.1; done
+}
+stop_ours() { kill -TERM "$(cat "$SCRATCH/pid")" 2>/dev/null; while kill -0 "$(cat "$SCRATCH/pid")" 2>/dev/null; do sleep 0.1; done; }
+
+{
+  echo "# $(date -u +%FT%TZ) commit $(git rev-parse --short=12 HEAD)$(git diff --quiet || echo +dirty)"
+  echo "# $(uname -r), $(nproc) cores, $(awk '/MemTotal/{printf "%d GiB", $2/1048576}' /proc/meminfo), scratch $SCRATCH on $(df --output=fstype "$(dirname "$SCRATCH")" | tail -1)"
+  # --- Dovecot maildir, filled by Postfix ---
+  "$SHARED_BENCH/setup-peers.sh" install >&2
+  "$SHARED_BENCH/setup-peers.sh" start maildir >&2
+  rm -rf "$BENCH_ROOT/snap/maildir"
+  NODELAY=1 POSTAL_PROCS=8 THREADS=1 RUNS=1 DURATION=60 LABEL=maildir "$SHARED_BENCH/bench-smtp.sh" >&2
+  echo "dovecot maildir messages: $(find "$BENCH_ROOT/mail/maildir" -path '*/cur/*' -o -path '*/new/*' -type f | wc -l)" >&2
+  LABEL=maildir "$SHARED_BENCH/bench-pop3.sh"
+  "$SHARED_BENCH/setup-peers.sh" stop >&2
+
+  # --- mailstow, filled over SMTP by postal ---
+  rm -rf "$SCRATCH"; mkdir -p "$SCRATCH"
+  printf '[server]\nauth_without_tls = true\nhostname = "bench.example.com"\n' > "$SCRATCH/mailstow.toml"
+  "$BIN" --data-dir "$DATA" domain add example.com >&2
+  "$BIN" --data-dir "$DATA" user import "$BENCH_ROOT/users.txt" >&2
+  start_ours
+  fill "$OUR_SMTP_PORT" 8
+  echo "mailstow messages: $(awk '$1=="store_messages_appended"{print $2}' "$DATA/stats")" >&2
+  stop_ours
+  cp -a "$DATA" "$SNAP"
+  start_ours
+  {
+    echo "set -e"
+    declare -p BIN DATA SNAP SCRATCH OUR_SMTP_PORT OUR_POP3_PORT
+    declare -f start_ours stop_ours
+    echo 'stop_ours; rsync -a --delete "$SNAP/" "$DATA/"; start_ours'
+  } > "$SCRATCH/restore.sh"
+  export RESTORE_CMD="bash $SCRATCH/restore.sh"
+  SERVER_PIDS=$(cat "$SCRATCH/pid") POP3_PORT=$OUR_POP3_PORT LABEL=mailstow SESSIONS_CMD="echo 0" "$SHARED_BENCH/bench-pop3.sh"
+  stop_ours
+} 2>&1 | tee "$LOG" | grep --line-buffered '^RESULT\|^#\|messages:'
+echo "log: $LOG"
