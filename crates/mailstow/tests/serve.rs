@@ -201,3 +201,49 @@ fn postfix_relays_into_mailstow_over_lmtp() {
     );
     assert!(server.stop().success());
 }
+
+/// Connections beyond the per-address limit get `421` and are closed, and a freed place is
+/// reused (RFC 5321 3.1: a server may refuse a connection with 421).
+#[test]
+fn connections_over_the_per_address_limit_get_421() {
+    use std::io::{BufRead as _, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    setup(&data);
+    let config = dir.path().join("mailstow.toml");
+    std::fs::write(&config, "[server]\nconnections_per_ip_max = 2\n").unwrap();
+    let server = Server::start_with(&data, Some(&config));
+    let address = server.addresses["smtp"];
+    let greet = || {
+        let stream = std::net::TcpStream::connect(address).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(stream.try_clone().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        (stream, line)
+    };
+    let (first, line) = greet();
+    assert!(line.starts_with("220 "), "{line}");
+    let (_second, line) = greet();
+    assert!(line.starts_with("220 "), "{line}");
+    let (_third, line) = greet();
+    assert!(line.starts_with("421 4.7.0"), "{line}");
+    drop(first);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_again, line) = greet();
+        if line.starts_with("220 ") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the freed place was never reused"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(server.stop().success());
+}

@@ -178,9 +178,35 @@ impl Running {
     }
 }
 
+/// Raises the open-file limit to the hard limit: every connection is a descriptor, and the
+/// usual soft limit (1024) is below `connections_max`.
+pub fn raise_file_limit() -> u64 {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if let Some(hard) = limit.maximum
+        && limit.current.is_some_and(|soft| soft < hard)
+    {
+        let raised = rustix::process::Rlimit {
+            current: Some(hard),
+            maximum: Some(hard),
+        };
+        if setrlimit(Resource::Nofile, raised).is_ok() {
+            return hard;
+        }
+    }
+    limit.current.unwrap_or(u64::MAX)
+}
+
 /// Opens the engines and the directory, binds every listener and starts serving. Returns once
 /// every listener is bound.
 pub async fn start(config: ServerConfig) -> Result<Running> {
+    let files = raise_file_limit();
+    if (files as usize) < config.connections_max + 64 {
+        tracing::warn!(
+            "open-file limit {files} is below connections_max {} (+64 for the engines)",
+            config.connections_max
+        );
+    }
     let disk: Arc<dyn disk::Disk> = Arc::new(disk::RealDisk);
     let queue_dir = config.data_dir.join("queue");
     let store_dir = config.data_dir.join("store");

@@ -32,7 +32,16 @@ impl Server {
     /// Starts `mailstow serve` with every listener on an ephemeral loopback port and waits for
     /// the "<service> listening on <addr>" lines.
     pub(crate) fn start(data_dir: &Path) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mailstow"))
+        Server::start_with(data_dir, None)
+    }
+
+    /// [`Server::start`] with a configuration file.
+    pub(crate) fn start_with(data_dir: &Path, config: Option<&Path>) -> Server {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_mailstow"));
+        if let Some(config) = config {
+            command.arg("--config").arg(config);
+        }
+        let mut child = command
             .arg("--data-dir")
             .arg(data_dir)
             .args(["serve", "--imap", "", "--imaps", ""])
