@@ -106,7 +106,7 @@ fn a_thousand_idle_connections_and_32_senders() {
                 let mut i = 0u64;
                 while !stop.load(Ordering::Relaxed) {
                     assert_eq!(step("MAIL FROM:<load@remote.test>\r\n"), 250);
-                    let rcpt = if i % 2 == 0 { "alice" } else { "bob" };
+                    let rcpt = if i.is_multiple_of(2) { "alice" } else { "bob" };
                     assert_eq!(step(&format!("RCPT TO:<{rcpt}@example.test>\r\n")), 250);
                     assert_eq!(step("DATA\r\n"), 354);
                     let message = format!("Subject: load {n}-{i}\r\n\r\n{body}\r\n.\r\n");
