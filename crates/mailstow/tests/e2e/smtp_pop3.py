@@ -166,6 +166,27 @@ ok("pop3 maildrop lock [IN-USE]")
 
 p.dele(1)
 p.quit()
+
+# A client that vanishes without QUIT releases the maildrop (and deletes nothing).
+r = poplib.POP3_SSL(*pop3s, timeout=10, context=insecure)
+r.user("alice@example.test")
+r.pass_("secret")
+r.dele(1)
+r.sock.close()
+deadline = time.time() + 5
+while True:
+    r = poplib.POP3_SSL(*pop3s, timeout=10, context=insecure)
+    r.user("alice@example.test")
+    try:
+        r.pass_("secret")
+        break
+    except poplib.error_proto as e:
+        assert b"[IN-USE]" in e.args[0] and time.time() < deadline, e
+        r.quit()
+        time.sleep(0.05)
+assert r.stat()[0] == 3, "a session that never sent QUIT must not delete"
+r.quit()
+ok("pop3 abrupt disconnect releases the lock, deletes nothing")
 p = poplib.POP3_SSL(*pop3s, timeout=10, context=insecure)
 p.user("alice@example.test")
 p.pass_("secret")
