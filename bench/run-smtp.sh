@@ -36,6 +36,9 @@ smtp_source() {
   echo "RESULT smtp_source_msgs_per_s label=$label conns=32 msgs=$SMTP_SOURCE_MSGS seconds=$(echo "$t1 - $t0" | bc) msgs_per_s=$(echo "scale=1; $SMTP_SOURCE_MSGS / ($t1 - $t0)" | bc)"
 }
 
+# DATA latency (mailstow bench smtp): sessions reuse their connection, recipients among the
+# first 100 users.
+RECIPIENTS=$(head -100 "$BENCH_ROOT/users.txt" | cut -d' ' -f1 | paste -sd,)
 {
   echo "# $(date -u +%FT%TZ) commit $(git rev-parse --short=12 HEAD)$(git diff --quiet || echo +dirty)"
   echo "# $(uname -r), $(nproc) cores, $(awk '/MemTotal/{printf "%d GiB", $2/1048576}' /proc/meminfo), scratch $SCRATCH on $(df --output=fstype "$(dirname "$SCRATCH")" | tail -1)"
@@ -53,6 +56,8 @@ smtp_source() {
   NODELAY=1 POSTAL_PROCS=8 THREADS=1 LABEL=postfix-dovecot-maildir "$SHARED_BENCH/bench-smtp.sh"
   NODELAY=1 POSTAL_PROCS=16 THREADS=2 LABEL=postfix-dovecot-maildir "$SHARED_BENCH/bench-smtp.sh"
   smtp_source 2525 postfix-dovecot-maildir
+  "$BIN" bench smtp --address 127.0.0.1:2525 --connections 8,32 --seconds 20 \
+    --recipients "$RECIPIENTS" --label postfix-dovecot-maildir
   "$SHARED_BENCH/setup-peers.sh" stop >&2
   fi
 
@@ -78,6 +83,8 @@ smtp_source() {
   done
   s0=$(syncs); a0=$(stat_of accepted)
   smtp_source "$OUR_SMTP_PORT" mailstow
+  "$BIN" bench smtp --address "127.0.0.1:$OUR_SMTP_PORT" --connections 8,32 --seconds 20 \
+    --recipients "$RECIPIENTS" --label mailstow
   sleep 1.5
   s1=$(syncs); a1=$(stat_of accepted)
   echo "RESULT mailstow_fdatasync_per_msg client=smtp-source conns=32 accepted=$((a1 - a0)) fdatasyncs=$((s1 - s0)) per_msg=$(echo "scale=4; ($s1 - $s0) / ($a1 - $a0)" | bc)"

@@ -8,6 +8,8 @@
 //!   message with its own fsync (Postfix's queue) and one fdatasync per message in a shared file.
 //! - [`commit_ceiling`]: the same ingest with the queue's own work taken away: what this machine
 //!   allows any group commit, with one or more rounds in flight.
+//! - [`smtp_load`]: SMTP sessions sending back to back against any server, with the p50/p99
+//!   latency of DATA.
 //! - [`queue_recovery`]: reopening a queue that holds many pending messages, warm and cold.
 //! - [`store_open`], [`store_delete`], [`store_frag`]: the thesis's experiments (a), (b), (c).
 //!
@@ -18,6 +20,7 @@ pub mod crashload;
 pub mod mail;
 pub mod queue_ingest;
 pub mod queue_recovery;
+pub mod smtp_load;
 pub mod store_delete;
 pub mod store_frag;
 pub mod store_open;

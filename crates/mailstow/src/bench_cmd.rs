@@ -48,6 +48,26 @@ pub(crate) enum BenchCommand {
         #[arg(long, default_value_t = 5.0)]
         seconds: f64,
     },
+    /// SMTP load against any server: sessions sending back to back, DATA latency p50/p99.
+    Smtp {
+        /// The server, e.g. 127.0.0.1:2525.
+        #[arg(long)]
+        address: std::net::SocketAddr,
+        #[arg(long, value_delimiter = ',', default_value = "8,32")]
+        connections: Vec<usize>,
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+        #[arg(long, default_value_t = 8192)]
+        message_bytes: usize,
+        #[arg(long, default_value = "bench@example.org")]
+        sender: String,
+        /// Recipients, used round robin (comma-separated).
+        #[arg(long, value_delimiter = ',', required = true)]
+        recipients: Vec<String>,
+        /// Printed in the RESULT lines.
+        #[arg(long, default_value = "server")]
+        label: String,
+    },
     /// Reopen a queue holding many pending messages, warm and cold.
     Recovery {
         #[command(flatten)]
@@ -135,6 +155,23 @@ pub(crate) fn run(command: BenchCommand) -> Result<()> {
                 seconds,
             })
         }
+        BenchCommand::Smtp {
+            address,
+            connections,
+            seconds,
+            message_bytes,
+            sender,
+            recipients,
+            label,
+        } => bench::smtp_load::run(&bench::smtp_load::SmtpLoadOptions {
+            address,
+            connections,
+            seconds,
+            message_bytes,
+            sender,
+            recipients,
+            label,
+        }),
         BenchCommand::Recovery {
             scratch,
             messages,
