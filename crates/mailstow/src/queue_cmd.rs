@@ -1,9 +1,15 @@
-//! `mailstow queue stats|fsck`.
+//! `mailstow queue stats|fsck|list|show|retry|remove`.
+//!
+//! `list`, `show`, `retry` and `remove` go to a running server through its admin socket
+//! (the server owns the queue while it runs); with no server there, they open the queue
+//! directly. Both paths print the text `server::admin` formats.
 
+use std::io::Write as _;
 use std::sync::Arc;
 
 use anyhow::{Result, bail};
 use clap::Subcommand;
+use server::admin::Request;
 
 use crate::Paths;
 use crate::config::Config;
@@ -19,6 +25,15 @@ pub(crate) enum QueueCommand {
         #[arg(long)]
         repair: bool,
     },
+    /// Every queued message, one line each: id, class, arrival, size, attempts, sender,
+    /// recipients with their status; then a count.
+    List,
+    /// One message: its envelope as `key: value` lines, a blank line, its content.
+    Show { id: queue::MessageId },
+    /// Make a deferred message due now (until a restart, when its stored retry time applies).
+    Retry { id: queue::MessageId },
+    /// Remove a message without delivering or bouncing it (durable when it returns).
+    Remove { id: queue::MessageId },
 }
 
 pub(crate) fn run(command: QueueCommand, paths: &Paths, config: &Config) -> Result<()> {
@@ -55,6 +70,32 @@ pub(crate) fn run(command: QueueCommand, paths: &Paths, config: &Config) -> Resu
                 bail!("the queue has problems; run `mailstow queue fsck --repair`");
             }
         }
+        QueueCommand::List => operator(&Request::List, disk, paths, config)?,
+        QueueCommand::Show { id } => operator(&Request::Show(id), disk, paths, config)?,
+        QueueCommand::Retry { id } => operator(&Request::Retry(id), disk, paths, config)?,
+        QueueCommand::Remove { id } => operator(&Request::Remove(id), disk, paths, config)?,
     }
+    Ok(())
+}
+
+/// An operator command: through the running server's admin socket if one answers, else on
+/// the queue opened here (and closed again before printing).
+fn operator(
+    request: &Request,
+    disk: Arc<dyn disk::Disk>,
+    paths: &Paths,
+    config: &Config,
+) -> Result<()> {
+    let output = match server::admin::request(&paths.data_dir, request) {
+        Some(Ok(output)) => output,
+        Some(Err(message)) => bail!("{message}"),
+        None => {
+            let (queue, _) = queue::Queue::open(disk, &paths.queue(), config.queue_config())?;
+            let result = server::admin::execute(&queue, request);
+            queue.close()?;
+            result?
+        }
+    };
+    std::io::stdout().write_all(&output)?;
     Ok(())
 }

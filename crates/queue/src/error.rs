@@ -38,6 +38,9 @@ pub enum QueueError {
     /// `finish`/`finish_bounce` on a message the caller does not hold a lease on.
     #[error("message {0} is not leased (take it with next_batch/take_bounces first)")]
     NotLeased(MessageId),
+    /// An operator command on a message a delivery agent holds right now.
+    #[error("message {0} is being delivered right now; try again in a moment")]
+    Leased(MessageId),
     /// The queue was closed.
     #[error("the queue is closed")]
     Closed,
@@ -78,6 +81,7 @@ impl QueueError {
             QueueError::InvalidConfig(s) => QueueError::InvalidConfig(s.clone()),
             QueueError::UnknownMessage(id) => QueueError::UnknownMessage(*id),
             QueueError::NotLeased(id) => QueueError::NotLeased(*id),
+            QueueError::Leased(id) => QueueError::Leased(*id),
             QueueError::Closed => QueueError::Closed,
             QueueError::Poisoned(s) => QueueError::Poisoned(s.clone()),
         }

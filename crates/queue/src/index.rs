@@ -67,6 +67,25 @@ impl Index {
         self.entries.len()
     }
 
+    /// Every message in the index, in no particular order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (MessageId, &Entry)> {
+        self.entries.iter().map(|(id, e)| (*id, e))
+    }
+
+    /// Moves a message's next attempt time (in memory only), keeping the deferred order right.
+    /// A leased message keeps its lease and is ordered by the new time when released.
+    pub(crate) fn set_next_attempt(&mut self, id: MessageId, at_ms: u64) {
+        let Some(e) = self.entries.get(&id).cloned() else {
+            return;
+        };
+        self.unlink(id, &e);
+        if let Some(e) = self.entries.get_mut(&id) {
+            e.slot.next_attempt_ms = at_ms;
+            let e = e.clone();
+            self.link(id, &e);
+        }
+    }
+
     fn counter(&mut self, e: &Entry) -> &mut usize {
         match (e.class, e.kind) {
             (Class::Bounce, _) => &mut self.bounce_count,

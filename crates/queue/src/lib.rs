@@ -15,6 +15,7 @@
 //! All I/O goes through [`disk::Disk`], so tests run the queue on [`disk::SimDisk`] and crash
 //! it anywhere.
 
+mod admin;
 mod config;
 mod error;
 mod format;
@@ -33,6 +34,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+pub use admin::{MessageClass, MessageDetail, QueueEntry};
 pub use config::QueueConfig;
 pub use error::QueueError;
 pub use fsck::{FsckProblem, FsckReport, check};
@@ -322,6 +324,34 @@ impl Queue {
 
     pub fn stats(&self) -> QueueStats {
         self.shared.core.stats()
+    }
+
+    /// Every message in the queue (pending, deferred, bounces; leased or not), sorted by id,
+    /// with its envelope and current recipient statuses. Reads each record once (one `pread`,
+    /// checked like Ahead Read); a record that fails its checks is listed with `damage` set.
+    /// Takes no lease. Quarantined records are not listed (see [`Queue::quarantined`]).
+    pub fn list(&self) -> Result<Vec<QueueEntry>, QueueError> {
+        self.shared.core.list()
+    }
+
+    /// One message with its content. A record that fails its checks is `Corrupt`.
+    pub fn show(&self, id: MessageId) -> Result<MessageDetail, QueueError> {
+        self.shared.core.show(id)
+    }
+
+    /// Makes a deferred message due now: the next `next_batch` hands it out whatever its
+    /// retry time. In memory only: after a restart the retry time stored in its slot applies
+    /// again. New mail is due already (a no-op); a bounce is `InvalidInput`.
+    pub fn retry(&self, id: MessageId) -> Result<(), QueueError> {
+        self.shared.core.retry(id)
+    }
+
+    /// Removes a message without delivering it or bouncing it: its record's done flag is set
+    /// through the writer and synced before this returns, so it stays gone after a crash.
+    /// A message a delivery agent holds right now is refused with [`QueueError::Leased`]
+    /// (the agent may already have delivered it); try again once it is released or deferred.
+    pub fn remove(&self, id: MessageId) -> Result<(), QueueError> {
+        self.shared.core.remove(id)
     }
 
     /// Stops the writer thread after it has committed everything already submitted, for every

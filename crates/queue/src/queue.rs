@@ -48,7 +48,7 @@ pub(crate) struct State {
 }
 
 impl State {
-    fn check_open(&self) -> Result<(), QueueError> {
+    pub(crate) fn check_open(&self) -> Result<(), QueueError> {
         if let Some(why) = &self.poisoned {
             return Err(QueueError::Poisoned(why.clone()));
         }
@@ -83,7 +83,7 @@ impl Core {
         self.wake.notify_all();
     }
 
-    fn submit(&self, request: Request) {
+    pub(crate) fn submit(&self, request: Request) {
         let mut st = self.lock();
         if let Err(e) = st.check_open() {
             drop(st);

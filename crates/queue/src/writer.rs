@@ -70,6 +70,13 @@ pub(crate) enum Request {
         seg: u64,
         index: u32,
     },
+    /// An operator's removal (`Queue::remove`): set the done flag of a record already taken
+    /// out of the index, and answer once it is durable.
+    Remove {
+        seg: u64,
+        index: u32,
+        done: Ticket<()>,
+    },
 }
 
 impl Request {
@@ -79,6 +86,7 @@ impl Request {
             Request::Finish(f) => (f.done)(Err(e)),
             Request::FinishBounce { done, .. } => done(Err(e)),
             Request::Resolve { .. } => {}
+            Request::Remove { done, .. } => done(Err(e)),
         }
     }
 
@@ -336,6 +344,7 @@ impl Writer {
         let mut finishes = Vec::new();
         let mut bounces = Vec::new();
         let mut resolves = Vec::new();
+        let mut removes = Vec::new();
         let mut rejected: Vec<(Ticket<()>, QueueError)> = Vec::new();
         {
             let st = self.core.lock();
@@ -343,6 +352,7 @@ impl Writer {
                 match r {
                     Request::Enqueue { .. } => enqueues.push(r),
                     Request::Resolve { seg, index } => resolves.push((seg, index)),
+                    Request::Remove { seg, index, done } => removes.push((seg, index, done)),
                     Request::Finish(f) => match st.index.get(f.id) {
                         None => rejected.push((f.done, QueueError::UnknownMessage(f.id))),
                         Some(e)
@@ -427,6 +437,9 @@ impl Writer {
         for (seg, index) in &resolves {
             marks.push(Mark::done(*seg, *index));
         }
+        for (seg, index, _) in &removes {
+            marks.push(Mark::done(*seg, *index));
+        }
 
         let io = (|| -> Result<(Vec<Placed>, Vec<Placed>), QueueError> {
             let mut touched = BTreeSet::new();
@@ -487,6 +500,9 @@ impl Writer {
                 for (_, _, _, done) in bounces {
                     done(Err(e.duplicate()));
                 }
+                for (_, _, done) in removes {
+                    done(Err(e.duplicate()));
+                }
                 return Err(e);
             }
         };
@@ -496,7 +512,11 @@ impl Writer {
         {
             let core = self.core.clone();
             let mut st = core.lock();
-            for seg in done_before.into_iter().chain(resolves.iter().map(|r| r.0)) {
+            for seg in done_before
+                .into_iter()
+                .chain(resolves.iter().map(|r| r.0))
+                .chain(removes.iter().map(|r| r.0))
+            {
                 live_sub(&mut st.segments, seg);
             }
             let mut copies = copies.into_iter();
@@ -557,6 +577,9 @@ impl Writer {
             (f.done)(Ok(()));
         }
         for (_, _, _, done) in bounces {
+            done(Ok(()));
+        }
+        for (_, _, done) in removes {
             done(Ok(()));
         }
         Ok(())

@@ -10,6 +10,7 @@
 //! POP3. The queue and the store are synchronous engines; the async side reaches them through
 //! callbacks (enqueue) and `spawn_blocking` (reads, expunges).
 
+pub mod admin;
 mod bounce;
 mod conn;
 pub mod delivery;
@@ -303,6 +304,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         )));
     }
 
+    let admin_task = admin::start(ctx.clone()).context("starting the admin socket")?;
     let stats_task = tokio::spawn(write_stats(ctx.clone()));
     let done = tokio::spawn(async move {
         let mut watch = watch;
@@ -310,6 +312,8 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         for task in &accept_tasks {
             task.abort();
         }
+        admin_task.abort();
+        admin::remove_socket(&ctx.config.data_dir);
         // Sessions see the shutdown through their own watch and close after their current
         // command; give them a moment.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);

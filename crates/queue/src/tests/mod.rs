@@ -1,6 +1,7 @@
 //! Tests of the queue, mostly on `disk::SimDisk`: format round trips, group commit, a
 //! model-based crash test, torn tails, corruption, recycling, deferral, and limits.
 
+mod admin;
 mod basic;
 mod corrupt;
 mod deferred;

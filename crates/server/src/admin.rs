@@ -1,0 +1,339 @@
+//! The admin socket and the operator queue commands behind `mailstow queue list|show|retry|remove`.
+//!
+//! While `mailstow serve` runs it owns the queue, so the CLI cannot open it: it sends the
+//! command to `<data_dir>/admin.sock` instead, and the server runs it on its own `Queue`.
+//! When no server answers there, the CLI opens the queue itself and calls [`execute`]
+//! directly. Both paths produce their text here, so they print the same.
+//!
+//! Protocol: the client sends one request line (`list`, `show ID`, `retry ID`, `remove ID`,
+//! at most [`REQUEST_BYTES_MAX`] bytes); the server answers with a status line, `ok` or
+//! `error: <one line>`, then (after `ok`) the command's output verbatim, and closes the
+//! connection. The end of the output is the end of the stream, so message content needs no
+//! escaping. The socket is mode 0600: only the user the server runs as can use it.
+
+use std::io::{Read as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use queue::{MessageDetail, MessageId, Queue, QueueEntry, RecipientStatus};
+use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+
+use crate::Ctx;
+
+/// Longest request line accepted (the longest real one is `remove` and a 20-digit id).
+pub const REQUEST_BYTES_MAX: usize = 1024;
+/// A client that has not sent its request line by then is dropped.
+const REQUEST_WAIT_MAX: Duration = Duration::from_secs(10);
+
+/// Where the server listens for admin commands.
+pub fn socket_path(data_dir: &Path) -> PathBuf {
+    data_dir.join("admin.sock")
+}
+
+/// One operator command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Request {
+    List,
+    Show(MessageId),
+    Retry(MessageId),
+    Remove(MessageId),
+}
+
+impl Request {
+    /// Parses a request line (without or with its line end).
+    pub fn parse(line: &str) -> Result<Request, String> {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let id = |w: &str| {
+            w.parse::<MessageId>()
+                .map_err(|_| format!("'{}' is not a message id", one_line(w)))
+        };
+        match words.as_slice() {
+            ["list"] => Ok(Request::List),
+            ["show", n] => Ok(Request::Show(id(n)?)),
+            ["retry", n] => Ok(Request::Retry(id(n)?)),
+            ["remove", n] => Ok(Request::Remove(id(n)?)),
+            _ => Err("expected: list | show ID | retry ID | remove ID".into()),
+        }
+    }
+
+    /// The request line, without its line end.
+    pub fn line(&self) -> String {
+        match self {
+            Request::List => "list".into(),
+            Request::Show(id) => format!("show {id}"),
+            Request::Retry(id) => format!("retry {id}"),
+            Request::Remove(id) => format!("remove {id}"),
+        }
+    }
+}
+
+/// Runs `request` on `queue` and returns the text to print.
+pub fn execute(queue: &Queue, request: &Request) -> Result<Vec<u8>, queue::QueueError> {
+    Ok(match *request {
+        Request::List => format_list(&queue.list()?).into_bytes(),
+        Request::Show(id) => format_show(&queue.show(id)?),
+        Request::Retry(id) => {
+            queue.retry(id)?;
+            format!("retried {id}\n").into_bytes()
+        }
+        Request::Remove(id) => {
+            queue.remove(id)?;
+            format!("removed {id}\n").into_bytes()
+        }
+    })
+}
+
+/// One line per message, then `<n> messages`:
+/// `<id> <class> <arrival> <size> <attempts> from=<sender> to=<rcpt>:<status>,...`.
+pub fn format_list(entries: &[QueueEntry]) -> String {
+    let mut out = String::new();
+    for e in entries {
+        out.push_str(&format!(
+            "{} {} {} {} {} ",
+            e.id,
+            e.class.name(),
+            rfc3339(e.envelope.arrival_ms),
+            e.size,
+            e.attempts
+        ));
+        match &e.damage {
+            Some(why) => out.push_str(&format!("damaged: {}", one_line(why))),
+            None => {
+                let to: Vec<String> = e
+                    .envelope
+                    .recipients
+                    .iter()
+                    .map(|r| format!("{}:{}", one_line(&r.address), status_name(r.status)))
+                    .collect();
+                out.push_str(&format!(
+                    "from={} to={}",
+                    sender(&e.envelope.sender),
+                    to.join(",")
+                ));
+            }
+        }
+        out.push('\n');
+    }
+    out.push_str(&format!("{} messages\n", entries.len()));
+    out
+}
+
+/// The envelope as `key: value` lines, a blank line, then the content as stored.
+pub fn format_show(m: &MessageDetail) -> Vec<u8> {
+    let e = &m.entry;
+    let mut head = format!(
+        "id: {}\nclass: {}\nsegment: {}\narrival: {}\nsize: {}\nattempts: {}\nnext-attempt: {}\n\
+         leased: {}\nfrom: {}\n",
+        e.id,
+        e.class.name(),
+        if e.deferred { "deferred" } else { "main" },
+        rfc3339(e.envelope.arrival_ms),
+        e.size,
+        e.attempts,
+        if e.next_attempt_ms == 0 {
+            "now".to_string()
+        } else {
+            rfc3339(e.next_attempt_ms)
+        },
+        if e.leased { "yes" } else { "no" },
+        sender(&e.envelope.sender),
+    );
+    for r in &e.envelope.recipients {
+        head.push_str(&format!(
+            "to: {} {}\n",
+            one_line(&r.address),
+            status_name(r.status)
+        ));
+    }
+    for r in &e.envelope.recipients {
+        if let Some(why) = &r.last_error {
+            head.push_str(&format!(
+                "last-error: {} {}\n",
+                one_line(&r.address),
+                one_line(why)
+            ));
+        }
+    }
+    head.push('\n');
+    let mut out = head.into_bytes();
+    out.extend_from_slice(&m.content);
+    out
+}
+
+fn status_name(s: RecipientStatus) -> &'static str {
+    match s {
+        RecipientStatus::Pending => "pending",
+        RecipientStatus::Delivered => "delivered",
+        RecipientStatus::Failed => "failed",
+        RecipientStatus::Moved => "moved",
+    }
+}
+
+fn sender(s: &str) -> String {
+    if s.is_empty() {
+        "<>".into()
+    } else {
+        one_line(s)
+    }
+}
+
+/// Keeps a field on its line: control characters (a CR/LF in a remote error text) become
+/// spaces.
+fn one_line(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+fn rfc3339(ms: u64) -> String {
+    mail_parser::DateTime::from_timestamp((ms / 1000) as i64).to_rfc3339()
+}
+
+/// Sends `request` to a running server. `None` when no server listens at the socket (it does
+/// not exist, or nobody accepts: a stale file left by a killed server); then the caller may
+/// open the queue itself.
+pub fn request(data_dir: &Path, request: &Request) -> Option<Result<Vec<u8>, String>> {
+    let path = socket_path(data_dir);
+    let mut stream = std::os::unix::net::UnixStream::connect(&path).ok()?;
+    let mut exchange = || -> std::io::Result<Vec<u8>> {
+        stream.write_all(format!("{}\n", request.line()).as_bytes())?;
+        stream.shutdown(std::net::Shutdown::Write)?;
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response)?;
+        Ok(response)
+    };
+    let response = match exchange() {
+        Ok(r) => r,
+        Err(e) => return Some(Err(format!("{}: {e}", path.display()))),
+    };
+    let (status, output) = match response.iter().position(|&b| b == b'\n') {
+        Some(n) => (&response[..n], &response[n + 1..]),
+        None => (&response[..], &[][..]),
+    };
+    Some(match std::str::from_utf8(status) {
+        Ok("ok") => Ok(output.to_vec()),
+        Ok(s) if s.starts_with("error: ") => Err(s["error: ".len()..].to_string()),
+        _ => Err(format!(
+            "{}: the server closed the connection without an answer",
+            path.display()
+        )),
+    })
+}
+
+/// Binds the admin socket and serves it until the returned task is aborted.
+pub(crate) fn start(ctx: Arc<Ctx>) -> Result<tokio::task::JoinHandle<()>> {
+    let path = socket_path(&ctx.config.data_dir);
+    // Bound under a temporary name and made private before it gets its real name, so there
+    // is no moment at which another user could connect.
+    let tmp = path.with_extension("sock.tmp");
+    for p in [&path, &tmp] {
+        match std::fs::remove_file(p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("removing {}", p.display())),
+        }
+    }
+    let listener =
+        UnixListener::bind(&tmp).with_context(|| format!("admin socket {}", tmp.display()))?;
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("chmod 600 {}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("renaming to {}", path.display()))?;
+    Ok(tokio::spawn(async move {
+        loop {
+            match listener.accept().await {
+                Ok((stream, _)) => {
+                    tokio::spawn(serve_one(ctx.clone(), stream));
+                }
+                Err(e) => {
+                    tracing::warn!("admin socket: accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }))
+}
+
+/// Removes the socket file at shutdown.
+pub(crate) fn remove_socket(data_dir: &Path) {
+    let _ = std::fs::remove_file(socket_path(data_dir));
+}
+
+async fn serve_one(ctx: Arc<Ctx>, stream: UnixStream) {
+    let (read, mut write) = stream.into_split();
+    let mut line = Vec::new();
+    let mut reader = BufReader::new(read.take(REQUEST_BYTES_MAX as u64 + 1));
+    let got = tokio::time::timeout(REQUEST_WAIT_MAX, reader.read_until(b'\n', &mut line)).await;
+    let response = match got {
+        Err(_) => Err("no request line in time".to_string()),
+        Ok(Err(e)) => Err(format!("reading the request: {e}")),
+        Ok(Ok(_)) if line.len() > REQUEST_BYTES_MAX => Err(format!(
+            "request line longer than {REQUEST_BYTES_MAX} bytes"
+        )),
+        Ok(Ok(_)) => match std::str::from_utf8(&line)
+            .map_err(|_| "the request line is not UTF-8".to_string())
+            .and_then(Request::parse)
+        {
+            Ok(request) => {
+                let queue = ctx.queue.clone();
+                let result =
+                    tokio::task::spawn_blocking(move || (execute(&queue, &request), request)).await;
+                match result {
+                    Ok((Ok(output), request)) => {
+                        if matches!(request, Request::Retry(_)) {
+                            // Delivery threads idle until woken or their poll interval.
+                            ctx.wakeup.notify();
+                        }
+                        Ok(output)
+                    }
+                    Ok((Err(e), _)) => Err(e.to_string()),
+                    Err(e) => Err(format!("the command failed: {e}")),
+                }
+            }
+            Err(e) => Err(e),
+        },
+    };
+    let bytes = match response {
+        Ok(output) => {
+            let mut b = b"ok\n".to_vec();
+            b.extend_from_slice(&output);
+            b
+        }
+        Err(e) => format!("error: {}\n", one_line(&e)).into_bytes(),
+    };
+    if let Err(e) = write.write_all(&bytes).await {
+        tracing::debug!("admin socket: {e}");
+    }
+    let _ = write.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_parse_and_print_back() {
+        for r in [
+            Request::List,
+            Request::Show(7),
+            Request::Retry(8),
+            Request::Remove(u64::MAX),
+        ] {
+            assert_eq!(Request::parse(&format!("{}\r\n", r.line())), Ok(r));
+        }
+        assert!(Request::parse("show").is_err());
+        assert!(Request::parse("show x").is_err());
+        assert!(Request::parse("list 1").is_err());
+        assert!(Request::parse("flush").is_err());
+    }
+
+    #[test]
+    fn fields_stay_on_one_line() {
+        assert_eq!(one_line("451 a\r\nb"), "451 a  b");
+        assert_eq!(sender(""), "<>");
+        assert_eq!(rfc3339(1_700_000_000_999), "2023-11-14T22:13:20Z");
+    }
+}
