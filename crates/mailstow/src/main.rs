@@ -100,6 +100,7 @@ fn init(paths: &Paths, config: &config::Config) -> anyhow::Result<()> {
     for dir in [paths.queue(), paths.store()] {
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     }
+    let _lock = server::DataDirLock::acquire(&paths.data_dir)?;
     let (queue, queue_report) =
         queue::Queue::open(disk.clone(), &paths.queue(), config.queue_config())?;
     queue.close()?;

@@ -44,6 +44,7 @@ pub(crate) fn run(command: QueueCommand, paths: &Paths, config: &Config) -> Resu
     let disk: Arc<dyn disk::Disk> = Arc::new(disk::RealDisk);
     match command {
         QueueCommand::Stats => {
+            let _lock = server::DataDirLock::acquire(&paths.data_dir)?;
             let (queue, report) = queue::Queue::open(disk, &dir, config.queue_config())?;
             let s = queue.stats();
             println!(
@@ -62,6 +63,7 @@ pub(crate) fn run(command: QueueCommand, paths: &Paths, config: &Config) -> Resu
             queue.close()?;
         }
         QueueCommand::Fsck { repair } => {
+            let _lock = server::DataDirLock::acquire(&paths.data_dir)?;
             let report = with_progress("fsck", |progress| {
                 queue::check(disk, &dir, repair, progress)
             })?;
@@ -90,6 +92,7 @@ fn operator(
         Some(Ok(output)) => output,
         Some(Err(message)) => bail!("{message}"),
         None => {
+            let _lock = server::DataDirLock::acquire(&paths.data_dir)?;
             let (queue, _) = queue::Queue::open(disk, &paths.queue(), config.queue_config())?;
             let result = server::admin::execute(&queue, request);
             queue.close()?;

@@ -48,6 +48,7 @@ fn open(paths: &Paths, config: &Config, salvage: bool) -> Result<store::Store> {
 
 pub(crate) fn run(command: StoreCommand, paths: &Paths, config: &Config) -> Result<()> {
     let salvage = matches!(command, StoreCommand::Fsck { repair: true });
+    let _lock = server::DataDirLock::acquire(&paths.data_dir)?;
     let store = open(paths, config, salvage)?;
     match command {
         StoreCommand::Stats => print_stats(&store)?,

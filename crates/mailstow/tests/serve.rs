@@ -67,6 +67,14 @@ fn curl_speaks_smtp_and_pop3_with_tls() {
     std::fs::create_dir_all(&data).unwrap();
     setup(&data);
     let server = Server::start(&data);
+    // The running server owns the engines: a second process is refused, in one line.
+    let refused = mailstow(&data, &["store", "stats"]);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("in use by another mailstow process") && stderr.lines().count() == 1,
+        "{stderr}"
+    );
     let mail = dir.path().join("mail.eml");
     std::fs::write(
         &mail,

@@ -14,6 +14,7 @@ pub mod admin;
 mod bounce;
 mod conn;
 pub mod delivery;
+mod lock;
 mod pop3_conn;
 mod smtp_conn;
 mod tls;
@@ -28,6 +29,7 @@ use anyhow::{Context, Result};
 use tokio::net::TcpListener;
 
 pub use delivery::{Route, Router};
+pub use lock::DataDirLock;
 pub use tls::TlsSource;
 
 /// Which protocol a listener speaks, and whether TLS starts at connect.
@@ -201,6 +203,9 @@ pub fn raise_file_limit() -> u64 {
 /// Opens the engines and the directory, binds every listener and starts serving. Returns once
 /// every listener is bound.
 pub async fn start(config: ServerConfig) -> Result<Running> {
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("creating {}", config.data_dir.display()))?;
+    let data_lock = DataDirLock::acquire(&config.data_dir)?;
     let files = raise_file_limit();
     if (files as usize) < config.connections_max + 64 {
         tracing::warn!(
@@ -332,6 +337,8 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         .await
         .ok();
         ctx.store.checkpoint().context("checkpointing the store")?;
+        // Only now may another process open the engines.
+        drop(data_lock);
         Ok(())
     });
     Ok(Running {
