@@ -50,7 +50,7 @@ enum Command {
     /// The mailbox store: stats, fsck, defrag.
     #[command(subcommand)]
     Store(store_cmd::StoreCommand),
-    /// The mail queue: stats, fsck.
+    /// The mail queue: stats, fsck, list, show, retry, remove.
     #[command(subcommand)]
     Queue(queue_cmd::QueueCommand),
     /// Storage benchmarks (results as RESULT lines on stdout).
