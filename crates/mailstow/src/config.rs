@@ -45,6 +45,10 @@ pub(crate) struct ServerSection {
     pub(crate) recipients_max: Option<usize>,
     pub(crate) auth_failures_max: Option<u32>,
     pub(crate) delivery_threads: Option<usize>,
+    /// Smarthost for mail to other domains, `host:port`.
+    pub(crate) relay_host: Option<String>,
+    /// `may` (default: STARTTLS when offered), `verify` (required and verified) or `none`.
+    pub(crate) relay_tls: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -118,6 +118,28 @@ pub(crate) fn server_config(
     if let Some(v) = section.delivery_threads {
         server.delivery_threads = v;
     }
+    if let Some(relay) = section
+        .relay_host
+        .as_deref()
+        .filter(|r| !r.trim().is_empty())
+    {
+        let (host, port) = relay
+            .trim()
+            .rsplit_once(':')
+            .and_then(|(h, p)| Some((h.trim_matches(['[', ']']), p.parse::<u16>().ok()?)))
+            .with_context(|| format!("[server] relay_host '{relay}' is not host:port"))?;
+        let tls = match section.relay_tls.as_deref().unwrap_or("may") {
+            "may" => server::outbound::RelayTls::May,
+            "verify" => server::outbound::RelayTls::Verify,
+            "none" => server::outbound::RelayTls::None,
+            other => bail!("[server] relay_tls '{other}': use may, verify or none"),
+        };
+        server.relay = Some(server::outbound::Relay {
+            host: host.to_string(),
+            port,
+            tls,
+        });
+    }
     server.queue = config.queue_config();
     server.store = config.store_config();
     if server.listeners.is_empty() {

@@ -255,3 +255,87 @@ fn connections_over_the_per_address_limit_get_421() {
     }
     assert!(server.stop().success());
 }
+
+/// Outbound through a smarthost: server A relays mail for another domain to server B (another
+/// mailstow, with its self-signed certificate: opportunistic STARTTLS). B's user receives it;
+/// B's 550 for an unknown user comes back to the sender as a DSN in A's INBOX.
+#[test]
+fn relays_remote_mail_to_a_smarthost_and_bounces_its_refusals() {
+    let dir = tempfile::tempdir().unwrap();
+    // B: the remote domain.
+    let b_data = dir.path().join("b");
+    std::fs::create_dir_all(&b_data).unwrap();
+    must(mailstow(&b_data, &["domain", "add", "remote.test"]));
+    must(mailstow(
+        &b_data,
+        &["user", "add", "carol@remote.test", "--password", "secret"],
+    ));
+    let b = Server::start(&b_data);
+    // A: our domain, relaying through B.
+    let a_data = dir.path().join("a");
+    std::fs::create_dir_all(&a_data).unwrap();
+    setup(&a_data);
+    let config = dir.path().join("a.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nrelay_host = \"{}\"\nrelay_tls = \"may\"\n",
+            b.addr("smtp")
+        ),
+    )
+    .unwrap();
+    let a = Server::start_with(&a_data, Some(&config));
+    let submit = Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import smtplib,ssl,sys\n\
+             c=ssl.create_default_context();c.check_hostname=False;c.verify_mode=ssl.CERT_NONE\n\
+             h,p=sys.argv[1].rsplit(':',1)\n\
+             s=smtplib.SMTP(h,int(p),timeout=20);s.starttls(context=c);s.login('alice@example.test','secret')\n\
+             m=b'From: alice@example.test\\r\\nSubject: over the relay\\r\\n\\r\\n.leading dot line\\r\\nhello carol\\r\\n'\n\
+             print(s.sendmail('alice@example.test',['carol@remote.test','nobody@remote.test'],m));s.quit()",
+        )
+        .arg(a.addr("submission"))
+        .output()
+        .expect("python3");
+    assert!(submit.status.success(), "{submit:?}");
+    let subjects = |server: &Server, user: &str| {
+        let out = Command::new("python3")
+            .arg(script("pop3_subjects.py"))
+            .arg(server.addr("pop3s"))
+            .args([user, "secret"])
+            .output()
+            .expect("python3");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let carol = subjects(&b, "carol@remote.test");
+        let alice = subjects(&a, "alice@example.test");
+        if carol.contains("over the relay") && alice.contains("Undelivered Mail Returned") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "carol: {carol:?}, alice: {alice:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The dot-stuffed line arrived intact.
+    let body = Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import poplib,ssl,sys\n\
+             c=ssl.create_default_context();c.check_hostname=False;c.verify_mode=ssl.CERT_NONE\n\
+             h,p=sys.argv[1].rsplit(':',1)\n\
+             s=poplib.POP3_SSL(h,int(p),context=c);s.user('carol@remote.test');s.pass_('secret')\n\
+             print(b'\\n'.join(s.retr(1)[1]).decode());s.quit()",
+        )
+        .arg(b.addr("pop3s"))
+        .output()
+        .expect("python3");
+    let text = String::from_utf8_lossy(&body.stdout);
+    assert!(text.contains("\n.leading dot line"), "{text}");
+    assert!(a.stop().success());
+    assert!(b.stop().success());
+}

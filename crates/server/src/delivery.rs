@@ -17,6 +17,18 @@ use queue::{Outcome, Queue, QueuedMessage};
 use store::{AppendRequest, NewMessage, Store};
 
 use crate::bounce;
+use crate::outbound::{self, Relay, Sent};
+
+/// Most relay connections one delivery batch opens at once.
+const RELAY_CONNECTIONS_MAX: usize = 16;
+
+/// What outbound delivery needs: the relay, TLS clients, and the runtime to run sessions on.
+pub(crate) struct Outbound {
+    pub(crate) relay: Relay,
+    pub(crate) clients: outbound::Clients,
+    pub(crate) runtime: tokio::runtime::Handle,
+    pub(crate) hostname: String,
+}
 
 /// Messages leased per batch, and their record bytes.
 const BATCH_RECORDS_MAX: usize = 256;
@@ -86,6 +98,8 @@ pub(crate) struct Delivery {
     pub(crate) hostname: String,
     /// Recipient copies appended to the store since start.
     pub(crate) delivered: Arc<std::sync::atomic::AtomicU64>,
+    /// Where remote recipients go; `None`: they wait in the deferred queue.
+    pub(crate) outbound: Option<Arc<Outbound>>,
 }
 
 pub(crate) fn now_ms() -> u64 {
@@ -139,6 +153,8 @@ impl Delivery {
         let mut appends = Vec::new();
         let mut slots: Vec<(usize, usize, Option<usize>)> = Vec::new();
         let mut outcomes: Vec<Vec<(usize, Outcome)>> = vec![Vec::new(); batch.len()];
+        // Per message, its remote recipients.
+        let mut remote: Vec<(usize, Vec<usize>)> = Vec::new();
         for (m, message) in batch.iter().enumerate() {
             for &r in &message.pending {
                 let address = &message.envelope.recipients[r].address;
@@ -161,6 +177,10 @@ impl Delivery {
                             reason: "550 5.1.1 mailbox no longer exists".to_string(),
                         },
                     )),
+                    Route::Remote if self.outbound.is_some() => match remote.last_mut() {
+                        Some((last, rs)) if *last == m => rs.push(r),
+                        _ => remote.push((m, vec![r])),
+                    },
                     Route::Remote => outcomes[m].push((r, remote_outcome(message, now))),
                 }
             }
@@ -181,6 +201,21 @@ impl Delivery {
                 None => retry_or_fail(&batch[m], now, "451 4.3.0 store gave no result".into()),
             };
             outcomes[m].push((r, outcome));
+        }
+        if let Some(out) = &self.outbound
+            && !remote.is_empty()
+        {
+            for (m, r, sent) in relay_batch(out, batch, remote) {
+                let outcome = match sent {
+                    Sent::Delivered => {
+                        self.delivered.fetch_add(1, Ordering::Relaxed);
+                        Outcome::Delivered
+                    }
+                    Sent::Temporary(reason) => retry_or_fail(&batch[m], now, reason),
+                    Sent::Permanent(reason) => Outcome::Failed { reason },
+                };
+                outcomes[m].push((r, outcome));
+            }
         }
         let items: Vec<_> = batch
             .iter()
@@ -238,13 +273,70 @@ impl Delivery {
     }
 }
 
-/// Outbound SMTP is not part of this node yet: remote recipients wait in the deferred queue
-/// and bounce when they expire, exactly as if the remote MX were unreachable.
+/// Sends every message's remote recipients through the relay, at most `RELAY_CONNECTIONS_MAX`
+/// sessions at once; one (message, recipient, result) per remote recipient. A session that
+/// could not run at all leaves its recipients temporarily failed.
+fn relay_batch(
+    out: &Arc<Outbound>,
+    batch: &[QueuedMessage],
+    remote: Vec<(usize, Vec<usize>)>,
+) -> Vec<(usize, usize, Sent)> {
+    let slots = Arc::new(tokio::sync::Semaphore::new(RELAY_CONNECTIONS_MAX));
+    let mut expected: Vec<(usize, usize)> = Vec::new();
+    let results = out.runtime.block_on(async {
+        let mut sessions = tokio::task::JoinSet::new();
+        for (m, rs) in remote {
+            let message = &batch[m];
+            let recipients: Vec<String> = rs
+                .iter()
+                .map(|&r| message.envelope.recipients[r].address.clone())
+                .collect();
+            expected.extend(rs.iter().map(|&r| (m, r)));
+            let (out, slots) = (out.clone(), slots.clone());
+            let sender = message.envelope.sender.clone();
+            let content = message.content.clone();
+            sessions.spawn(async move {
+                let _slot = slots.acquire_owned().await;
+                let sent = outbound::send(
+                    &out.relay,
+                    &out.clients,
+                    &out.hostname,
+                    &sender,
+                    &recipients,
+                    &content,
+                )
+                .await;
+                (m, rs, sent)
+            });
+        }
+        let mut done = Vec::new();
+        while let Some(joined) = sessions.join_next().await {
+            if let Ok((m, rs, sent)) = joined {
+                done.extend(rs.into_iter().zip(sent).map(|(r, s)| (m, r, s)));
+            }
+        }
+        done
+    });
+    let mut all = results;
+    for (m, r) in expected {
+        if !all.iter().any(|&(dm, dr, _)| dm == m && dr == r) {
+            all.push((
+                m,
+                r,
+                Sent::Temporary("451 4.3.0 relay session failed".into()),
+            ));
+        }
+    }
+    all
+}
+
+/// Without a relay, remote recipients wait in the deferred queue and bounce when they expire,
+/// exactly as if the remote MX were unreachable (DNS MX lookup is not done yet).
 fn remote_outcome(message: &QueuedMessage, now: u64) -> Outcome {
     retry_or_fail(
         message,
         now,
-        "451 4.4.0 no outbound route configured".to_string(),
+        "451 4.4.0 no outbound route configured ([server] relay_host)".to_string(),
     )
 }
 

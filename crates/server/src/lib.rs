@@ -15,6 +15,7 @@ mod bounce;
 mod conn;
 pub mod delivery;
 mod lock;
+pub mod outbound;
 mod pop3_conn;
 mod smtp_conn;
 mod tls;
@@ -77,6 +78,8 @@ pub struct ServerConfig {
     pub auth_failures_max: u32,
     pub auth_failure_window: Duration,
     pub delivery_threads: usize,
+    /// The smarthost for mail to other domains; `None`: such mail waits in the deferred queue.
+    pub relay: Option<outbound::Relay>,
     pub queue: queue::QueueConfig,
     pub store: store::StoreConfig,
 }
@@ -111,6 +114,7 @@ impl ServerConfig {
             auth_failures_max: 10,
             auth_failure_window: Duration::from_secs(600),
             delivery_threads: 2,
+            relay: None,
             queue: queue::QueueConfig::default(),
             store: store::StoreConfig::default(),
         }
@@ -273,6 +277,14 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
 
     let stop = Arc::new(AtomicBool::new(false));
     let router: Arc<dyn Router> = Arc::new(DirectoryRouter(directory.clone()));
+    let outbound = ctx.config.relay.clone().map(|relay| {
+        Arc::new(delivery::Outbound {
+            relay,
+            clients: outbound::Clients::new(),
+            runtime: tokio::runtime::Handle::current(),
+            hostname: ctx.config.hostname.clone(),
+        })
+    });
     let mut workers = Vec::new();
     for n in 0..ctx.config.delivery_threads.max(1) {
         let worker = delivery::Delivery {
@@ -283,6 +295,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
             stop: stop.clone(),
             hostname: ctx.config.hostname.clone(),
             delivered: ctx.delivered.clone(),
+            outbound: outbound.clone(),
         };
         workers.push(
             std::thread::Builder::new()
