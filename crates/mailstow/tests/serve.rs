@@ -339,3 +339,45 @@ fn relays_remote_mail_to_a_smarthost_and_bounces_its_refusals() {
     assert!(a.stop().success());
     assert!(b.stop().success());
 }
+
+/// Quotas (set with the CLI while the server runs): a message declared larger than the quota
+/// gets 552 5.2.2 at RCPT, and once the mailbox is full further mail gets 452 4.2.2.
+#[test]
+fn quota_is_enforced_at_rcpt() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    setup(&data);
+    let server = Server::start(&data);
+    must(mailstow(&data, &["user", "quota", "bob@example.test", "20000"]));
+    let listed = must(mailstow(&data, &["user", "list"]));
+    assert!(listed.contains("bob@example.test quota=20000"), "{listed}");
+    let run = Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import smtplib,sys,time\n\
+             h,p=sys.argv[1].rsplit(':',1)\n\
+             body=b'Subject: q\\r\\n\\r\\n'+b'z'*8000+b'\\r\\n'\n\
+             time.sleep(3)  # the server's directory cache sees the new quota within 2 s\n\
+             s=smtplib.SMTP(h,int(p),timeout=20);s.ehlo('q')\n\
+             assert s.docmd('MAIL FROM:<a@remote.test> SIZE=30000')[0]==250\n\
+             c,t=s.docmd('RCPT TO:<bob@example.test>');assert (c,t[:5])==(552,b'5.2.2'),(c,t)\n\
+             s.rset()\n\
+             for i in range(40):\n\
+             \x20   s.mail('a@remote.test');c,t=s.rcpt('bob@example.test')\n\
+             \x20   if c==452: assert t.startswith(b'4.2.2'),t;print('full after',i);break\n\
+             \x20   assert c==250,(c,t);s.data(body);time.sleep(0.2)\n\
+             else: raise SystemExit('quota never enforced')\n\
+             s.quit()",
+        )
+        .arg(server.addr("smtp"))
+        .output()
+        .expect("python3");
+    assert!(
+        run.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(server.stop().success());
+}
