@@ -349,7 +349,10 @@ fn quota_is_enforced_at_rcpt() {
     std::fs::create_dir_all(&data).unwrap();
     setup(&data);
     let server = Server::start(&data);
-    must(mailstow(&data, &["user", "quota", "bob@example.test", "20000"]));
+    must(mailstow(
+        &data,
+        &["user", "quota", "bob@example.test", "20000"],
+    ));
     let listed = must(mailstow(&data, &["user", "list"]));
     assert!(listed.contains("bob@example.test quota=20000"), "{listed}");
     let run = Command::new("python3")
