@@ -120,12 +120,12 @@ pub(crate) async fn run(
                     };
                     session.auth_result(result);
                 }
-                Event::MailFrom { size, .. } => {
+                Event::MailFrom { from, size, .. } => {
                     shell.transaction = Transaction {
                         size: size.unwrap_or(0),
                         ..Transaction::default()
                     };
-                    session.mail_result(Verdict::Accept);
+                    session.mail_result(shell.sender(&from, service));
                 }
                 Event::RcptTo { to, .. } => {
                     let verdict = shell.recipient(&to, service).await;
@@ -200,6 +200,37 @@ impl Shell<'_> {
                 tracing::warn!("directory: {e}");
                 AuthResult::TemporaryFailure
             }
+        }
+    }
+
+    /// MAIL policy. On submission the sender must be the authenticated user, or an address
+    /// that delivers to that user (an alias of theirs): a logged-in account must not send as
+    /// somebody else (Postfix's `reject_sender_login_mismatch`). The null sender is allowed
+    /// (RFC 5321 4.5.5: notifications). MX and LMTP senders are not ours to vouch for.
+    fn sender(&self, from: &str, service: Service) -> Verdict {
+        if !matches!(service, Service::Submission | Service::Submissions) || from.is_empty() {
+            return Verdict::Accept;
+        }
+        let Some(user) = &self.authenticated else {
+            // The session refuses MAIL before AUTH on submission; never reached.
+            return Verdict::Accept;
+        };
+        if from.eq_ignore_ascii_case(user) {
+            return Verdict::Accept;
+        }
+        match self.ctx.directory.cache().resolve(from) {
+            directory::Resolution::Local(targets)
+                if targets.iter().any(
+                    |t| matches!(t, directory::Target::User(u) if u.eq_ignore_ascii_case(user)),
+                ) =>
+            {
+                Verdict::Accept
+            }
+            _ => Verdict::Reject(Reply::new(
+                553,
+                (5, 7, 1),
+                "sender address is not owned by the authenticated user",
+            )),
         }
     }
 

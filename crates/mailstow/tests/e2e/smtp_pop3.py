@@ -90,6 +90,10 @@ with smtplib.SMTP(*submission, timeout=10) as s:
         assert e.smtp_code == 535, e
     ok("submission bad password 535")
     s.login("alice@example.test", "secret")
+    code, text = s.docmd("MAIL FROM:<bob@example.test>")
+    assert code == 553 and b"5.7.1" in text, (code, text)
+    s.rset()
+    ok("submission refuses a sender the user does not own 553 5.7.1")
     s.sendmail("alice@example.test", ["bob@example.test"], message("sub1", sender="alice@example.test", to="bob@example.test"))
     ok("submission authenticated delivery accepted")
     s.sendmail("alice@example.test", ["friend@elsewhere.test"], message("out1", sender="alice@example.test", to="friend@elsewhere.test"))
