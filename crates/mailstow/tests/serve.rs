@@ -177,15 +177,7 @@ fn postfix_relays_into_mailstow_over_lmtp() {
     let postfix = |args: &[&str]| (postfix.0)(args);
     let sent_alice = postfix(&["send", "via-postfix-alice", "alice@example.test"]);
     let sent_bob = postfix(&["send", "via-postfix-bob", "bob@example.test"]);
-    let subjects = |user: &str| {
-        let out = Command::new("python3")
-            .arg(script("pop3_subjects.py"))
-            .arg(server.addr("pop3s"))
-            .args([user, "secret"])
-            .output()
-            .expect("python3");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let subjects = |user: &str| server.subjects(user, "secret");
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if subjects("alice@example.test").contains("via-postfix-alice")
@@ -299,15 +291,7 @@ fn relays_remote_mail_to_a_smarthost_and_bounces_its_refusals() {
         .output()
         .expect("python3");
     assert!(submit.status.success(), "{submit:?}");
-    let subjects = |server: &Server, user: &str| {
-        let out = Command::new("python3")
-            .arg(script("pop3_subjects.py"))
-            .arg(server.addr("pop3s"))
-            .args([user, "secret"])
-            .output()
-            .expect("python3");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let subjects = |server: &Server, user: &str| server.subjects(user, "secret");
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let carol = subjects(&b, "carol@remote.test");

@@ -9,7 +9,6 @@ mod common;
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::{SocketAddr, TcpStream};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -136,15 +135,9 @@ fn every_acknowledged_message_survives_sigkill() {
     let server = Server::start(&data);
     let deadline = Instant::now() + Duration::from_secs(120);
     let counts = loop {
-        let out = Command::new("python3")
-            .arg(common::script("pop3_subjects.py"))
-            .arg(server.addr("pop3s"))
-            .args(["alice@example.test", "secret"])
-            .output()
-            .expect("python3");
-        assert!(out.status.success(), "{out:?}");
+        let subjects = server.subjects("alice@example.test", "secret");
         let mut counts: HashMap<u64, usize> = HashMap::new();
-        for line in String::from_utf8_lossy(&out.stdout).lines() {
+        for line in subjects.lines() {
             if let Some(n) = line.strip_prefix("crash-").and_then(|n| n.parse().ok()) {
                 *counts.entry(n).or_default() += 1;
             }

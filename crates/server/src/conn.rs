@@ -82,6 +82,41 @@ impl AsyncWrite for Stream {
     }
 }
 
+/// What waiting for the client produced.
+pub(crate) enum Input {
+    Bytes(usize),
+    /// The session's own timeout passed with nothing read.
+    TimedOut,
+    /// The client closed the connection, or it failed.
+    Closed,
+    /// The server is shutting down; `goodbye` was sent.
+    Stopping,
+}
+
+/// After the replies are flushed: reads what the client sends next into `buf`, within the
+/// session's `timeout`, unless the server starts shutting down first, in which case `goodbye`
+/// is sent (best effort) instead.
+pub(crate) async fn next_input(
+    stream: &mut Stream,
+    buf: &mut [u8],
+    timeout: Duration,
+    shutdown: &mut tokio::sync::watch::Receiver<bool>,
+    goodbye: &[u8],
+) -> Input {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    tokio::select! {
+        read = tokio::time::timeout(timeout, stream.read(buf)) => match read {
+            Err(_) => Input::TimedOut,
+            Ok(Ok(0)) | Ok(Err(_)) => Input::Closed,
+            Ok(Ok(n)) => Input::Bytes(n),
+        },
+        () = stopping(shutdown) => {
+            let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(goodbye)).await;
+            Input::Stopping
+        }
+    }
+}
+
 /// Resolves when the server starts shutting down (or the server is gone).
 pub(crate) async fn stopping(shutdown: &mut tokio::sync::watch::Receiver<bool>) {
     // The borrow `wait_for` returns must not live across the caller's awaits.

@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pop3::{AuthResult, Event, Maildrop};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::AsyncWriteExt as _;
 
-use crate::conn::{ConnectionSlot, Gate, Refused, Stream, flush};
+use crate::conn::{ConnectionSlot, Gate, Input, Refused, Stream, flush, next_input};
 use crate::{Ctx, Service};
 
 const READ_CHUNK: usize = 16 << 10;
@@ -152,19 +152,20 @@ pub(crate) async fn run(
             tracing::warn!("pop3 session: no progress possible, closing");
             return;
         }
-        let timeout = session.timeout();
-        tokio::select! {
-            read = tokio::time::timeout(timeout, stream.read(&mut buf)) => match read {
-                Err(_) => session.timed_out(),
-                Ok(Ok(0)) | Ok(Err(_)) => return,
-                Ok(Ok(n)) => session.feed(&buf[..n]),
-            },
-            () = crate::conn::stopping(&mut shutdown) => {
-                // Shutting down is not QUIT: nothing marked deleted is removed (RFC 1939 6).
-                let line = b"-ERR [SYS/TEMP] server shutting down\r\n";
-                let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(line)).await;
-                return;
-            }
+        // Shutting down is not QUIT: nothing marked deleted is removed (RFC 1939 6).
+        let goodbye = b"-ERR [SYS/TEMP] server shutting down\r\n";
+        match next_input(
+            &mut stream,
+            &mut buf,
+            session.timeout(),
+            &mut shutdown,
+            goodbye.as_ref(),
+        )
+        .await
+        {
+            Input::Bytes(n) => session.feed(&buf[..n]),
+            Input::TimedOut => session.timed_out(),
+            Input::Closed | Input::Stopping => return,
         }
     }
 }

@@ -7,9 +7,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use smtp::{AuthResult, Event, Reply, Verdict};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::AsyncWriteExt as _;
 
-use crate::conn::{ConnectionSlot, Gate, Refused, Stream, flush};
+use crate::conn::{ConnectionSlot, Gate, Input, Refused, Stream, flush, next_input};
 use crate::{Ctx, Service, delivery};
 
 /// Bytes read from the socket at a time.
@@ -86,6 +86,8 @@ pub(crate) async fn run(
     };
     let mut out: Vec<u8> = Vec::new();
     let mut buf = vec![0u8; READ_CHUNK];
+    // RFC 5321 3.8: a server that must shut down may close with 421.
+    let goodbye = format!("421 4.3.2 {} shutting down\r\n", ctx.config.hostname);
     loop {
         while let Some(event) = session.poll() {
             match event {
@@ -154,19 +156,18 @@ pub(crate) async fn run(
             tracing::warn!("smtp session {session_id}: no progress possible, closing");
             return;
         }
-        let timeout = session.timeout();
-        tokio::select! {
-            read = tokio::time::timeout(timeout, stream.read(&mut buf)) => match read {
-                Err(_) => session.timed_out(),
-                Ok(Ok(0)) | Ok(Err(_)) => return,
-                Ok(Ok(n)) => session.feed(&buf[..n]),
-            },
-            () = crate::conn::stopping(&mut shutdown) => {
-                // RFC 5321 3.8: the server may close with 421 when it must shut down.
-                let line = format!("421 4.3.2 {} shutting down\r\n", ctx.config.hostname);
-                let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(line.as_bytes())).await;
-                return;
-            }
+        match next_input(
+            &mut stream,
+            &mut buf,
+            session.timeout(),
+            &mut shutdown,
+            goodbye.as_ref(),
+        )
+        .await
+        {
+            Input::Bytes(n) => session.feed(&buf[..n]),
+            Input::TimedOut => session.timed_out(),
+            Input::Closed | Input::Stopping => return,
         }
     }
 }

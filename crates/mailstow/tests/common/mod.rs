@@ -138,6 +138,19 @@ pub(crate) fn script(name: &str) -> PathBuf {
 }
 
 impl Server {
+    /// The Subject of every message in `user`'s maildrop, one per line (POP3S, Python's
+    /// poplib).
+    pub(crate) fn subjects(&self, user: &str, password: &str) -> String {
+        let out = Command::new("python3")
+            .arg(script("pop3_subjects.py"))
+            .arg(self.addr("pop3s"))
+            .args([user, password])
+            .output()
+            .expect("python3");
+        assert!(out.status.success(), "pop3_subjects.py: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// SIGKILL: no shutdown path runs.
     pub(crate) fn kill(mut self) {
         let _ = self.child.kill();
