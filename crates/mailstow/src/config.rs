@@ -49,6 +49,13 @@ pub(crate) struct ServerSection {
     pub(crate) relay_host: Option<String>,
     /// `may` (default: STARTTLS when offered), `verify` (required and verified) or `none`.
     pub(crate) relay_tls: Option<String>,
+    /// Without a relay: deliver to each domain's MX hosts found in DNS (default false: such
+    /// mail waits in the deferred queue).
+    pub(crate) direct_delivery: Option<bool>,
+    /// Name servers for direct delivery, `ip:port` (default: /etc/resolv.conf).
+    pub(crate) dns_servers: Option<Vec<String>>,
+    /// The exchangers' port (default 25; another only on test networks).
+    pub(crate) mx_port: Option<u16>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -138,6 +138,22 @@ pub(crate) fn server_config(
             host: host.to_string(),
             port,
             tls,
+            address: None,
+        });
+    }
+    if section.direct_delivery.unwrap_or(false) {
+        let dns_servers = section
+            .dns_servers
+            .iter()
+            .flatten()
+            .map(|s| {
+                s.parse::<SocketAddr>()
+                    .with_context(|| format!("[server] dns_servers: '{s}' is not ip:port"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        server.direct = Some(server::Direct {
+            dns_servers,
+            mx_port: section.mx_port.unwrap_or(25),
         });
     }
     server.queue = config.queue_config();

@@ -368,3 +368,91 @@ fn quota_is_enforced_at_rcpt() {
     );
     assert!(server.stop().success());
 }
+
+/// Direct delivery: no relay; the recipient domain's MX (from a DNS server on loopback, a stub
+/// zone) points at server B. A null-MX domain bounces at once (RFC 7505).
+#[test]
+fn delivers_to_the_recipient_domains_mx() {
+    let dir = tempfile::tempdir().unwrap();
+    let b_data = dir.path().join("b");
+    std::fs::create_dir_all(&b_data).unwrap();
+    must(mailstow(&b_data, &["domain", "add", "remote.test"]));
+    must(mailstow(
+        &b_data,
+        &["user", "add", "carol@remote.test", "--password", "secret"],
+    ));
+    let b = Server::start(&b_data);
+    let port_file = dir.path().join("dns.port");
+    let mut dns = Command::new("python3")
+        .arg(script("fake_dns.py"))
+        .arg(&port_file)
+        .args([
+            "remote.test MX mx1.remote.test",
+            "mx1.remote.test A 127.0.0.1",
+            "nomail.test NULLMX",
+        ])
+        .spawn()
+        .expect("python3");
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let dns_port = loop {
+        if let Ok(port) = std::fs::read_to_string(&port_file)
+            && !port.is_empty()
+        {
+            break port;
+        }
+        assert!(Instant::now() < deadline, "fake DNS did not start");
+        assert!(dns.try_wait().unwrap().is_none(), "fake DNS exited");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let _dns = Kill(dns);
+    let a_data = dir.path().join("a");
+    std::fs::create_dir_all(&a_data).unwrap();
+    setup(&a_data);
+    let config = dir.path().join("a.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\ndirect_delivery = true\ndns_servers = [\"127.0.0.1:{dns_port}\"]\nmx_port = {}\n",
+            b.addresses["smtp"].port()
+        ),
+    )
+    .unwrap();
+    let a = Server::start_with(&a_data, Some(&config));
+    let submit = Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import smtplib,ssl,sys\n\
+             c=ssl.create_default_context();c.check_hostname=False;c.verify_mode=ssl.CERT_NONE\n\
+             h,p=sys.argv[1].rsplit(':',1)\n\
+             s=smtplib.SMTP(h,int(p),timeout=20);s.starttls(context=c);s.login('alice@example.test','secret')\n\
+             s.sendmail('alice@example.test',['carol@remote.test'],b'Subject: via mx\\r\\n\\r\\nhi\\r\\n')\n\
+             s.sendmail('alice@example.test',['bob@nomail.test'],b'Subject: to null mx\\r\\n\\r\\nhi\\r\\n')\n\
+             s.quit()",
+        )
+        .arg(a.addr("submission"))
+        .output()
+        .expect("python3");
+    assert!(submit.status.success(), "{submit:?}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let carol = b.subjects("carol@remote.test", "secret");
+        let alice = a.subjects("alice@example.test", "secret");
+        if carol.contains("via mx") && alice.contains("Undelivered Mail Returned") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "carol: {carol:?}, alice: {alice:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(a.stop().success());
+    assert!(b.stop().success());
+}

@@ -22,9 +22,16 @@ use crate::outbound::{self, Relay, Sent};
 /// Most relay connections one delivery batch opens at once.
 const RELAY_CONNECTIONS_MAX: usize = 16;
 
-/// What outbound delivery needs: the relay, TLS clients, and the runtime to run sessions on.
+/// Where outbound mail goes.
+pub(crate) enum Path {
+    Relay(Relay),
+    /// Each recipient domain's exchangers.
+    Mx(Box<outbound::Mx>),
+}
+
+/// What outbound delivery needs: the path, TLS clients, and the runtime to run sessions on.
 pub(crate) struct Outbound {
-    pub(crate) relay: Relay,
+    pub(crate) path: Path,
     pub(crate) clients: outbound::Clients,
     pub(crate) runtime: tokio::runtime::Handle,
     pub(crate) hostname: String,
@@ -287,27 +294,61 @@ fn relay_batch(
         let mut sessions = tokio::task::JoinSet::new();
         for (m, rs) in remote {
             let message = &batch[m];
-            let recipients: Vec<String> = rs
-                .iter()
-                .map(|&r| message.envelope.recipients[r].address.clone())
-                .collect();
-            expected.extend(rs.iter().map(|&r| (m, r)));
-            let (out, slots) = (out.clone(), slots.clone());
-            let sender = message.envelope.sender.clone();
-            let content = message.content.clone();
-            sessions.spawn(async move {
-                let _slot = slots.acquire_owned().await;
-                let sent = outbound::send(
-                    &out.relay,
-                    &out.clients,
-                    &out.hostname,
-                    &sender,
-                    &recipients,
-                    &content,
-                )
-                .await;
-                (m, rs, sent)
-            });
+            // One session per message through a relay; per message and domain to exchangers.
+            let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+            for &r in &rs {
+                let address = &message.envelope.recipients[r].address;
+                let key = match &out.path {
+                    Path::Relay(_) => String::new(),
+                    Path::Mx(_) => address
+                        .rsplit_once('@')
+                        .map(|(_, d)| d.to_ascii_lowercase())
+                        .unwrap_or_default(),
+                };
+                match groups.iter_mut().find(|(k, _)| *k == key) {
+                    Some((_, list)) => list.push(r),
+                    None => groups.push((key, vec![r])),
+                }
+            }
+            for (domain, rs) in groups {
+                let recipients: Vec<String> = rs
+                    .iter()
+                    .map(|&r| message.envelope.recipients[r].address.clone())
+                    .collect();
+                expected.extend(rs.iter().map(|&r| (m, r)));
+                let (out, slots) = (out.clone(), slots.clone());
+                let sender = message.envelope.sender.clone();
+                let content = message.content.clone();
+                sessions.spawn(async move {
+                    let _slot = slots.acquire_owned().await;
+                    let sent = match &out.path {
+                        Path::Relay(relay) => {
+                            outbound::send(
+                                relay,
+                                &out.clients,
+                                &out.hostname,
+                                &sender,
+                                &recipients,
+                                &content,
+                            )
+                            .await
+                        }
+                        Path::Mx(mx) => {
+                            outbound::send_mx(
+                                mx,
+                                &out.clients,
+                                &out.hostname,
+                                &domain,
+                                &sender,
+                                &recipients,
+                                &content,
+                            )
+                            .await
+                        }
+                    };
+                    (m, rs, sent)
+                });
+            }
         }
         let mut done = Vec::new();
         while let Some(joined) = sessions.join_next().await {

@@ -62,6 +62,44 @@ impl Service {
     }
 }
 
+/// Direct delivery to recipient domains' exchangers.
+#[derive(Clone, Debug)]
+pub struct Direct {
+    /// Name servers to ask (`ip:port`); empty: the system's (`/etc/resolv.conf`).
+    pub dns_servers: Vec<SocketAddr>,
+    /// The exchangers' SMTP port: 25 on the internet; another only on test networks.
+    pub mx_port: u16,
+}
+
+fn resolver(direct: &Direct) -> Result<hickory_resolver::TokioResolver> {
+    use hickory_resolver::config::{ConnectionConfig, NameServerConfig, ResolverConfig};
+    use hickory_resolver::net::runtime::TokioRuntimeProvider;
+    let mut builder = if direct.dns_servers.is_empty() {
+        hickory_resolver::Resolver::builder_tokio()
+            .context("reading the system's DNS configuration")?
+    } else {
+        let servers = direct
+            .dns_servers
+            .iter()
+            .map(|server| {
+                let mut udp = ConnectionConfig::udp();
+                udp.port = server.port();
+                let mut tcp = ConnectionConfig::tcp();
+                tcp.port = server.port();
+                NameServerConfig::new(server.ip(), true, vec![udp, tcp])
+            })
+            .collect();
+        hickory_resolver::Resolver::builder_with_config(
+            ResolverConfig::from_name_servers(servers),
+            TokioRuntimeProvider::default(),
+        )
+    };
+    // A slow or dead name server must not hold a delivery batch for long.
+    builder.options_mut().timeout = Duration::from_secs(5);
+    builder.options_mut().attempts = 2;
+    builder.build().context("building the DNS resolver")
+}
+
 /// Everything `serve` needs, resolved from the configuration file and the command line.
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
@@ -78,8 +116,11 @@ pub struct ServerConfig {
     pub auth_failures_max: u32,
     pub auth_failure_window: Duration,
     pub delivery_threads: usize,
-    /// The smarthost for mail to other domains; `None`: such mail waits in the deferred queue.
+    /// The smarthost for mail to other domains. Without one, `direct` decides.
     pub relay: Option<outbound::Relay>,
+    /// Deliver mail for other domains to their MX hosts (DNS); without a relay and without
+    /// this, such mail waits in the deferred queue.
+    pub direct: Option<Direct>,
     pub queue: queue::QueueConfig,
     pub store: store::StoreConfig,
 }
@@ -115,6 +156,7 @@ impl ServerConfig {
             auth_failure_window: Duration::from_secs(600),
             delivery_threads: 2,
             relay: None,
+            direct: None,
             queue: queue::QueueConfig::default(),
             store: store::StoreConfig::default(),
         }
@@ -277,9 +319,17 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
 
     let stop = Arc::new(AtomicBool::new(false));
     let router: Arc<dyn Router> = Arc::new(DirectoryRouter(directory.clone()));
-    let outbound = ctx.config.relay.clone().map(|relay| {
+    let path = match (&ctx.config.relay, &ctx.config.direct) {
+        (Some(relay), _) => Some(delivery::Path::Relay(relay.clone())),
+        (None, Some(direct)) => Some(delivery::Path::Mx(Box::new(outbound::Mx {
+            resolver: resolver(direct)?,
+            port: direct.mx_port,
+        }))),
+        (None, None) => None,
+    };
+    let outbound = path.map(|path| {
         Arc::new(delivery::Outbound {
-            relay,
+            path,
             clients: outbound::Clients::new(),
             runtime: tokio::runtime::Handle::current(),
             hostname: ctx.config.hostname.clone(),

@@ -5,8 +5,9 @@
 //! bounces only that one. Transport failures and 4xx replies are temporary (the queue retries
 //! with backoff); 5xx replies are permanent (a DSN goes to the sender).
 //!
-//! Looking up the recipient domain's MX in DNS is not done yet: without a relay, remote mail
-//! waits in the deferred queue (see `delivery.rs`).
+//! Where a message goes: the configured relay (smarthost), or else each recipient domain's
+//! mail exchangers from DNS (RFC 5321 5.1: MX records by preference; none: the domain's own
+//! address, the implicit MX; a null MX, RFC 7505: the domain takes no mail).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +37,9 @@ pub struct Relay {
     pub host: String,
     pub port: u16,
     pub tls: RelayTls,
+    /// The address to connect to when it is already known (an MX host resolved through our
+    /// own resolver); `None`: resolve `host` with the system's resolver.
+    pub address: Option<std::net::IpAddr>,
 }
 
 /// One recipient's result.
@@ -201,18 +205,21 @@ async fn session(
     recipients: &[String],
     content: &[u8],
 ) -> Result<Vec<Sent>, Failed> {
-    let tcp = tokio::time::timeout(
-        CONNECT_TIMEOUT,
-        TcpStream::connect((relay.host.as_str(), relay.port)),
-    )
-    .await
-    .map_err(|_| {
-        temporary(format!(
-            "connecting to {}:{} timed out",
-            relay.host, relay.port
-        ))
-    })?
-    .map_err(|e| temporary(format!("connecting to {}:{}: {e}", relay.host, relay.port)))?;
+    let connect = async {
+        match relay.address {
+            Some(ip) => TcpStream::connect((ip, relay.port)).await,
+            None => TcpStream::connect((relay.host.as_str(), relay.port)).await,
+        }
+    };
+    let tcp = tokio::time::timeout(CONNECT_TIMEOUT, connect)
+        .await
+        .map_err(|_| {
+            temporary(format!(
+                "connecting to {}:{} timed out",
+                relay.host, relay.port
+            ))
+        })?
+        .map_err(|e| temporary(format!("connecting to {}:{}: {e}", relay.host, relay.port)))?;
     let _ = tcp.set_nodelay(true);
     let mut reader = BufReader::new(Box::new(tcp) as Box<dyn Io>);
     let greeting = read_reply(&mut reader).await?;
@@ -306,6 +313,134 @@ async fn session(
         .into_iter()
         .map(|o| o.unwrap_or_else(|| shared.clone()))
         .collect())
+}
+
+/// The mail exchangers of a domain.
+pub(crate) enum Exchangers {
+    /// Hosts to try in order, each with its addresses.
+    Hosts(Vec<(String, Vec<std::net::IpAddr>)>),
+    /// RFC 7505: a null MX; the domain accepts no mail.
+    NullMx,
+    /// DNS could not answer now (temporary).
+    Unavailable(String),
+    /// The domain does not exist or has no address (permanent).
+    NoSuchDomain,
+}
+
+/// RFC 5321 5.1: MX records sorted by preference, each host's A/AAAA records; without MX
+/// records the domain itself is the exchanger (implicit MX).
+pub(crate) async fn exchangers(
+    resolver: &hickory_resolver::TokioResolver,
+    domain: &str,
+) -> Exchangers {
+    use hickory_resolver::proto::rr::RData;
+    let fqdn = format!("{}.", domain.trim_end_matches('.'));
+    let mut hosts: Vec<(u16, String)> = match resolver.mx_lookup(fqdn.as_str()).await {
+        Ok(lookup) => lookup
+            .answers()
+            .iter()
+            .filter_map(|record| match &record.data {
+                RData::MX(mx) => Some((mx.preference, mx.exchange.to_ascii())),
+                _ => None,
+            })
+            .collect(),
+        Err(e) if e.is_nx_domain() => return Exchangers::NoSuchDomain,
+        Err(e) if e.is_no_records_found() => Vec::new(),
+        Err(e) => return Exchangers::Unavailable(e.to_string()),
+    };
+    if hosts.len() == 1 && hosts[0].1 == "." {
+        return Exchangers::NullMx;
+    }
+    if hosts.is_empty() {
+        hosts.push((0, fqdn));
+    }
+    hosts.sort_by_key(|(preference, _)| *preference);
+    let mut resolved = Vec::new();
+    for (_, host) in hosts.into_iter().take(EXCHANGERS_MAX) {
+        let mut addresses = Vec::new();
+        if let Ok(lookup) = resolver.ipv4_lookup(host.as_str()).await {
+            addresses.extend(lookup.answers().iter().filter_map(|r| match &r.data {
+                RData::A(a) => Some(std::net::IpAddr::V4(a.0)),
+                _ => None,
+            }));
+        }
+        if let Ok(lookup) = resolver.ipv6_lookup(host.as_str()).await {
+            addresses.extend(lookup.answers().iter().filter_map(|r| match &r.data {
+                RData::AAAA(a) => Some(std::net::IpAddr::V6(a.0)),
+                _ => None,
+            }));
+        }
+        if !addresses.is_empty() {
+            resolved.push((host.trim_end_matches('.').to_string(), addresses));
+        }
+    }
+    if resolved.is_empty() {
+        return Exchangers::NoSuchDomain;
+    }
+    Exchangers::Hosts(resolved)
+}
+
+/// Direct delivery: the resolver that finds exchangers, and their SMTP port (25 on the
+/// internet; another only on test networks).
+pub(crate) struct Mx {
+    pub(crate) resolver: hickory_resolver::TokioResolver,
+    pub(crate) port: u16,
+}
+
+/// Exchangers tried per domain at most (RFC 5321 5.1 asks for at least two when there are).
+const EXCHANGERS_MAX: usize = 5;
+
+/// Delivers to a domain's exchangers in order: the next one is tried only while every
+/// recipient still has a temporary failure (the host was unreachable or refused for now).
+pub(crate) async fn send_mx(
+    mx: &Mx,
+    clients: &Clients,
+    hostname: &str,
+    domain: &str,
+    sender: &str,
+    recipients: &[String],
+    content: &[u8],
+) -> Vec<Sent> {
+    let hosts = match exchangers(&mx.resolver, domain).await {
+        Exchangers::Hosts(hosts) => hosts,
+        Exchangers::NullMx => {
+            return vec![
+                Sent::Permanent(format!("556 5.1.10 {domain} accepts no mail (null MX)"));
+                recipients.len()
+            ];
+        }
+        Exchangers::NoSuchDomain => {
+            return vec![
+                Sent::Permanent(format!(
+                    "550 5.1.2 {domain}: no such domain or no address"
+                ));
+                recipients.len()
+            ];
+        }
+        Exchangers::Unavailable(why) => {
+            return vec![
+                Sent::Temporary(format!("451 4.4.3 DNS for {domain}: {why}"));
+                recipients.len()
+            ];
+        }
+    };
+    let mut last =
+        vec![Sent::Temporary("451 4.4.1 no exchanger answered".into()); recipients.len()];
+    for (host, addresses) in hosts {
+        for address in addresses {
+            let relay = Relay {
+                host: host.clone(),
+                port: mx.port,
+                tls: RelayTls::May,
+                address: Some(address),
+            };
+            last = send(&relay, clients, hostname, sender, recipients, content).await;
+            if !last.iter().all(|s| matches!(s, Sent::Temporary(_))) {
+                return last;
+            }
+        }
+    }
+    last
 }
 
 /// Accepts any certificate but still checks that the relay holds its key (the handshake
