@@ -1,7 +1,7 @@
 //! Sans-IO SMTP server sessions: mail exchange (RFC 5321), submission (RFC 6409) and local
 //! delivery (LMTP, RFC 2033), with PIPELINING (RFC 2920), SIZE (RFC 1870), 8BITMIME
 //! (RFC 6152), CHUNKING and BINARYMIME (RFC 3030), ENHANCEDSTATUSCODES (RFC 2034, RFC 3463),
-//! SMTPUTF8 (RFC 6531), DSN parameters (RFC 3461), STARTTLS (RFC 3207) and AUTH PLAIN/LOGIN
+//! SMTPUTF8 (RFC 6531), STARTTLS (RFC 3207) and AUTH PLAIN/LOGIN
 //! (RFC 4954, RFC 4616).
 //!
 //! A `Session` has no socket, clock, thread or runtime. The shell (`crates/server`) feeds it

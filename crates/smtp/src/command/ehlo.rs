@@ -42,8 +42,9 @@ impl Session {
             "SMTPUTF8".to_string(),                       // RFC 6531
             "CHUNKING".to_string(),                       // RFC 3030
             "BINARYMIME".to_string(),                     // RFC 3030
-            "DSN".to_string(),                            // RFC 3461
         ];
+        // DSN (RFC 3461) is not offered: its NOTIFY and RET parameters are parsed, but the
+        // queue does not yet keep them, so bounces could not honour them.
         // RFC 3207 4: not after TLS is active.
         if config.tls_available && !self.peer.tls {
             lines.push("STARTTLS".to_string());

@@ -174,7 +174,6 @@ fn plaintext_needs_tls_unless_allowed() {
             S: 250-SMTPUTF8
             S: 250-CHUNKING
             S: 250-BINARYMIME
-            S: 250-DSN
             S: 250 AUTH PLAIN LOGIN
             C: AUTH PLAIN AGFsaWNlAHNlY3JldA==
             S: 235 2.7.0 Authentication successful

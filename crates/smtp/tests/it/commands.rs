@@ -44,7 +44,6 @@ fn ehlo_lists_extensions() {
         S: 250-SMTPUTF8
         S: 250-CHUNKING
         S: 250-BINARYMIME
-        S: 250-DSN
         S: 250-STARTTLS
         S: 250 AUTH PLAIN LOGIN"
     ));
@@ -342,7 +341,6 @@ fn submission_requires_auth() {
         S: 250-SMTPUTF8
         S: 250-CHUNKING
         S: 250-BINARYMIME
-        S: 250-DSN
         S: 250 AUTH PLAIN LOGIN
         C: MAIL FROM:<alice@example.org>
         S: 530 5.7.0 Authentication required

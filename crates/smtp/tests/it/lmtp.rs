@@ -14,8 +14,7 @@ const LHLO: &str = "
     S: 250-ENHANCEDSTATUSCODES
     S: 250-SMTPUTF8
     S: 250-CHUNKING
-    S: 250-BINARYMIME
-    S: 250 DSN
+    S: 250 BINARYMIME
 ";
 
 #[test]

@@ -321,8 +321,7 @@ pub(crate) const EHLO_MX: &str = "
     S: 250-ENHANCEDSTATUSCODES
     S: 250-SMTPUTF8
     S: 250-CHUNKING
-    S: 250-BINARYMIME
-    S: 250 DSN
+    S: 250 BINARYMIME
 ";
 
 /// The same over TLS: AUTH is offered.
@@ -335,7 +334,6 @@ pub(crate) const EHLO_MX_TLS: &str = "
     S: 250-SMTPUTF8
     S: 250-CHUNKING
     S: 250-BINARYMIME
-    S: 250-DSN
     S: 250 AUTH PLAIN LOGIN
 ";
 

@@ -24,7 +24,6 @@ fn starttls_then_ehlo_again() {
         S: 250-SMTPUTF8
         S: 250-CHUNKING
         S: 250-BINARYMIME
-        S: 250-DSN
         S: 250 STARTTLS
         C: STARTTLS
         S: 220 2.0.0 Ready to start TLS
@@ -40,7 +39,6 @@ fn starttls_then_ehlo_again() {
         S: 250-SMTPUTF8
         S: 250-CHUNKING
         S: 250-BINARYMIME
-        S: 250-DSN
         S: 250 AUTH PLAIN LOGIN
         C: STARTTLS
         S: 503 5.5.1 TLS already active"
@@ -66,7 +64,6 @@ fn input_after_starttls_is_discarded() {
         S: 250-SMTPUTF8
         S: 250-CHUNKING
         S: 250-BINARYMIME
-        S: 250-DSN
         S: 250 STARTTLS
         S: 220 2.0.0 Ready to start TLS
         C: MAIL FROM:<a@example.org>
