@@ -7,7 +7,8 @@
 # rabid logs in over plain TCP (no STLS), so mailstow runs with [server] auth_without_tls.
 # Before every retr1 run the store is put back: Dovecot's by bench-pop3.sh's rsync, ours by
 # stopping the server, restoring the data directory from a snapshot and starting it again.
-# Env: DURATION (30), RUNS (3), PROCS (8), SCRATCH (/var/tmp/mailstow-bench-pop3).
+# Env: DURATION (30), RUNS (3), PROCS (8), SCRATCH (/var/tmp/mailstow-bench-pop3),
+# FILL_SECONDS (8: how long postal fills mailstow), ONLY (all | mailstow).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SHARED_BENCH=${SHARED_BENCH:-$(cd "$ROOT/../shared/bench" && pwd)}
@@ -46,6 +47,7 @@ stop_ours() { kill -TERM "$(cat "$SCRATCH/pid")" 2>/dev/null; while kill -0 "$(c
 {
   echo "# $(date -u +%FT%TZ) commit $(git rev-parse --short=12 HEAD)$(git diff --quiet || echo +dirty)"
   echo "# $(uname -r), $(nproc) cores, $(awk '/MemTotal/{printf "%d GiB", $2/1048576}' /proc/meminfo), scratch $SCRATCH on $(df --output=fstype "$(dirname "$SCRATCH")" | tail -1)"
+  if [ "${ONLY:-all}" = all ]; then
   # --- Dovecot maildir, filled by Postfix ---
   "$SHARED_BENCH/setup-peers.sh" install >&2
   "$SHARED_BENCH/setup-peers.sh" start maildir >&2
@@ -54,6 +56,7 @@ stop_ours() { kill -TERM "$(cat "$SCRATCH/pid")" 2>/dev/null; while kill -0 "$(c
   echo "dovecot maildir messages: $(find "$BENCH_ROOT/mail/maildir" -path '*/cur/*' -o -path '*/new/*' -type f | wc -l)" >&2
   LABEL=maildir "$SHARED_BENCH/bench-pop3.sh"
   "$SHARED_BENCH/setup-peers.sh" stop >&2
+  fi
 
   # --- mailstow, filled over SMTP by postal ---
   rm -rf "$SCRATCH"; mkdir -p "$SCRATCH"
@@ -61,7 +64,7 @@ stop_ours() { kill -TERM "$(cat "$SCRATCH/pid")" 2>/dev/null; while kill -0 "$(c
   "$BIN" --data-dir "$DATA" domain add example.com >&2
   "$BIN" --data-dir "$DATA" user import "$BENCH_ROOT/users.txt" >&2
   start_ours
-  fill "$OUR_SMTP_PORT" 8
+  fill "$OUR_SMTP_PORT" "${FILL_SECONDS:-8}"
   echo "mailstow messages: $(awk '$1=="store_messages_appended"{print $2}' "$DATA/stats")" >&2
   stop_ours
   cp -a "$DATA" "$SNAP"
