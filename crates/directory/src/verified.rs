@@ -16,7 +16,8 @@ use blake2::Blake2bMac512;
 use blake2::digest::{KeyInit, Mac};
 
 pub(crate) struct Verified {
-    key: [u8; 32],
+    /// BLAKE2b's full key size, so the key needs no length check.
+    key: [u8; 64],
     ttl: Duration,
     entries_max: usize,
     entries: Mutex<HashMap<String, Entry>>,
@@ -31,7 +32,7 @@ struct Entry {
 impl Verified {
     pub(crate) fn new(ttl: Duration, entries_max: usize) -> Verified {
         Verified {
-            key: rand::random(),
+            key: std::array::from_fn(|_| rand::random()),
             ttl,
             entries_max,
             entries: Mutex::new(HashMap::new()),
@@ -39,8 +40,7 @@ impl Verified {
     }
 
     fn mac(&self, address: &str, password: &str) -> Blake2bMac512 {
-        let mut mac = <Blake2bMac512 as KeyInit>::new_from_slice(&self.key)
-            .expect("a 32-byte key is valid for BLAKE2b");
+        let mut mac = <Blake2bMac512 as KeyInit>::new(&self.key.into());
         // The address is part of the input, so two users' entries never compare equal.
         mac.update(address.as_bytes());
         mac.update(&[0]);

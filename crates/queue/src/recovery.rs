@@ -210,8 +210,8 @@ pub(crate) fn recover(
     let mut lazy = Vec::new();
     let mut lazy_done = Vec::new();
     let mut quarantined = BTreeMap::new();
-    let mut winners: HashMap<u64, usize> = HashMap::with_capacity(candidates.len());
-    let mut classes = Vec::with_capacity(candidates.len());
+    // Per message id, the candidate that stays live and its class.
+    let mut winners: HashMap<u64, (usize, Class)> = HashMap::with_capacity(candidates.len());
     for (ci, c) in candidates.iter().enumerate() {
         let l = &loaded[c.pos];
         let n = usize::from(c.slot.recipients);
@@ -241,16 +241,15 @@ pub(crate) fn recover(
                 None
             }
         };
-        classes.push(class);
-        if class.is_none() {
+        let Some(class) = class else {
             continue;
-        }
+        };
         match winners.entry(c.slot.id) {
             MapEntry::Vacant(v) => {
-                v.insert(ci);
+                v.insert((ci, class));
             }
             MapEntry::Occupied(mut o) => {
-                let other = &candidates[*o.get()];
+                let other = &candidates[o.get().0];
                 let ol = &loaded[other.pos];
                 if ol.header.kind == Kind::Main && l.header.kind == Kind::Main {
                     report.problems.push(format!(
@@ -263,7 +262,7 @@ pub(crate) fn recover(
                     (c.slot.attempts, l.header.kind, l.header.generation, c.index)
                 };
                 let loser = if rank(c, l) > rank(other, ol) {
-                    o.insert(ci)
+                    o.insert((ci, class)).0
                 } else {
                     ci
                 };
@@ -278,10 +277,9 @@ pub(crate) fn recover(
 
     let mut index = Index::default();
     let winners_count = winners.len();
-    for (_, ci) in winners {
+    for (_, (ci, class)) in winners {
         let c = &candidates[ci];
         let l = &loaded[c.pos];
-        let class = classes[ci].expect("winners are classified");
         index.insert(
             c.slot.id,
             Entry {
