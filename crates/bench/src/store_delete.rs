@@ -50,13 +50,13 @@ pub fn run(options: &DeleteOptions) -> Result<()> {
                 .saturating_sub(run)
                 .min(view.messages.len().saturating_sub(1));
             let uid = view.messages[index].uid;
-            let before = store.stats();
+            let before = store.io_counters();
             let process_before = sys::process_write_bytes();
             let device_before = sys::device_write_bytes();
             let start = Instant::now();
             store.expunge(user, "INBOX", &[uid])?;
             times.push(start.elapsed());
-            let after = store.stats();
+            let after = store.io_counters();
             process_bytes.push(sys::process_write_bytes() - process_before);
             crate::sys::sync();
             device_bytes.push(sys::device_write_bytes() - device_before);

@@ -455,7 +455,8 @@ async fn write_stats(ctx: Arc<Ctx>) {
     let tmp = path.with_extension("tmp");
     loop {
         let queue = ctx.queue.stats();
-        let store = ctx.store.stats();
+        // Counters only: `Store::stats` would walk every folder under the writer lock.
+        let store = ctx.store.io_counters();
         let text = format!(
             "accepted {}\ndelivered {}\nconnections {}\nqueue_pending {}\nqueue_deferred {}\n\
              queue_bounces {}\nqueue_fdatasyncs {}\nstore_data_syncs {}\nstore_journal_syncs {}\n\

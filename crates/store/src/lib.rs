@@ -181,6 +181,21 @@ pub struct FolderStats {
     pub fragments: u64,
 }
 
+/// The cumulative I/O counters alone: read without taking any lock or walking any folder, so
+/// a server can poll them often (see [`Store::io_counters`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IoCounters {
+    pub data_syncs: u64,
+    pub journal_syncs: u64,
+    pub data_bytes_written: u64,
+    pub journal_bytes_written: u64,
+    pub batches: u64,
+    pub messages_appended: u64,
+    pub checkpoints: u64,
+    pub defrag_messages_moved: u64,
+    pub defrag_bytes_moved: u64,
+}
+
 /// Space and I/O counters. The byte counters are cumulative since open, so a benchmark can
 /// diff them around one operation (e.g. bytes written per deletion).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -371,8 +386,16 @@ impl Store {
         self.inner.checkpoint()
     }
 
+    /// Every folder's counters (fragments included: one pass over each folder's messages)
+    /// and the volume's space, under the writer lock. For the I/O counters alone, cheaply,
+    /// use [`Store::io_counters`].
     pub fn stats(&self) -> StoreStats {
         self.inner.stats()
+    }
+
+    /// The I/O counters, lock-free.
+    pub fn io_counters(&self) -> IoCounters {
+        self.inner.io_counters()
     }
 
     /// Checks every message against the index (header and CRC), extent overlaps and bounds,

@@ -287,6 +287,22 @@ impl Inner {
         self.catalog().users.keys().cloned().collect()
     }
 
+    pub(crate) fn io_counters(&self) -> crate::IoCounters {
+        let c = &self.counters;
+        let get = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        crate::IoCounters {
+            data_syncs: get(&c.data_syncs),
+            journal_syncs: get(&c.journal_syncs),
+            data_bytes_written: get(&c.data_bytes),
+            journal_bytes_written: get(&c.journal_bytes),
+            batches: get(&c.batches),
+            messages_appended: get(&c.appended),
+            checkpoints: get(&c.checkpoints),
+            defrag_messages_moved: get(&c.defrag_messages),
+            defrag_bytes_moved: get(&c.defrag_bytes),
+        }
+    }
+
     pub(crate) fn stats(&self) -> StoreStats {
         let cells: Vec<Arc<FolderCell>> = {
             let cat = self.catalog();
@@ -308,9 +324,8 @@ impl Inner {
             })
             .collect();
         folders.sort_by(|a, b| (&a.user, &a.folder).cmp(&(&b.user, &b.folder)));
+        let io = self.io_counters();
         let w = crate::commit::lock(&self.writer);
-        let c = &self.counters;
-        let get = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
         StoreStats {
             folders,
             volume_bytes: w.alloc.end() * UNIT,
@@ -318,15 +333,15 @@ impl Inner {
             free_bytes: w.alloc.free_units() * UNIT,
             free_extents: w.alloc.free_extent_count() as u64,
             reserved_bytes: w.alloc.reserved_units() * UNIT,
-            data_syncs: get(&c.data_syncs),
-            journal_syncs: get(&c.journal_syncs),
-            data_bytes_written: get(&c.data_bytes),
-            journal_bytes_written: get(&c.journal_bytes),
-            batches: get(&c.batches),
-            messages_appended: get(&c.appended),
-            checkpoints: get(&c.checkpoints),
-            defrag_messages_moved: get(&c.defrag_messages),
-            defrag_bytes_moved: get(&c.defrag_bytes),
+            data_syncs: io.data_syncs,
+            journal_syncs: io.journal_syncs,
+            data_bytes_written: io.data_bytes_written,
+            journal_bytes_written: io.journal_bytes_written,
+            batches: io.batches,
+            messages_appended: io.messages_appended,
+            checkpoints: io.checkpoints,
+            defrag_messages_moved: io.defrag_messages_moved,
+            defrag_bytes_moved: io.defrag_bytes_moved,
             journal_gen: w.journal.generation,
             journal_bytes: w.journal.used(),
         }
