@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
+/// How long a client may take over a TLS handshake (implicit TLS, STARTTLS, STLS).
+pub(crate) const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// A client connection, plain or TLS.
 pub(crate) enum Stream {
     Plain(TcpStream),

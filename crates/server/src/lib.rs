@@ -57,6 +57,19 @@ impl Service {
         }
     }
 
+    /// What a refused connection is told before it is closed: SMTP's 421 (RFC 5321 3.1), or
+    /// POP3's `-ERR [SYS/TEMP]` (RFC 3206).
+    fn refusal(self, refused: conn::Refused, hostname: &str) -> String {
+        let why = match refused {
+            conn::Refused::Total => "too many connections",
+            conn::Refused::PerIp => "too many connections from your address",
+        };
+        match self {
+            Service::Pop3 | Service::Pop3s => format!("-ERR [SYS/TEMP] {why}, try again later\r\n"),
+            _ => format!("421 4.7.0 {hostname} {why}, try again later\r\n"),
+        }
+    }
+
     fn implicit_tls(self) -> bool {
         matches!(self, Service::Submissions | Service::Pop3s)
     }
@@ -431,13 +444,29 @@ async fn accept_loop(
         let ctx = ctx.clone();
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
-            let slot = ctx.limits.admit(peer.ip());
-            let stream = conn::Stream::Plain(socket);
-            match service {
-                Service::Pop3 | Service::Pop3s => {
-                    pop3_conn::run(ctx, service, stream, peer, slot, shutdown).await
+            let mut stream = conn::Stream::Plain(socket);
+            let _slot = match ctx.limits.admit(peer.ip()) {
+                Ok(slot) => slot,
+                Err(refused) => {
+                    use tokio::io::AsyncWriteExt as _;
+                    let line = service.refusal(refused, &ctx.config.hostname);
+                    let _ = tokio::time::timeout(
+                        Duration::from_secs(5),
+                        stream.write_all(line.as_bytes()),
+                    )
+                    .await;
+                    return;
                 }
-                _ => smtp_conn::run(ctx, service, stream, peer, slot, shutdown).await,
+            };
+            if service.implicit_tls() {
+                stream = match stream.upgrade(&ctx.tls, conn::TLS_HANDSHAKE_TIMEOUT).await {
+                    Ok(tls) => tls,
+                    Err(_) => return,
+                };
+            }
+            match service {
+                Service::Pop3 | Service::Pop3s => pop3_conn::run(ctx, stream, peer, shutdown).await,
+                _ => smtp_conn::run(ctx, service, stream, peer, shutdown).await,
             }
         });
     }

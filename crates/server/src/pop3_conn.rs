@@ -10,12 +10,11 @@ use std::time::Duration;
 use pop3::{AuthResult, Event, Maildrop};
 use tokio::io::AsyncWriteExt as _;
 
-use crate::conn::{ConnectionSlot, Gate, Input, Refused, Stream, flush, next_input};
-use crate::{Ctx, Service};
+use crate::Ctx;
+use crate::conn::{Gate, Input, Stream, TLS_HANDSHAKE_TIMEOUT, flush, next_input};
 
 const READ_CHUNK: usize = 16 << 10;
 const WRITE_TIMEOUT: Duration = Duration::from_secs(600);
-const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
 const FOLDER: &str = "INBOX";
 
 /// Users whose maildrop a session holds.
@@ -49,27 +48,11 @@ impl Drop for MaildropLock {
 
 pub(crate) async fn run(
     ctx: Arc<Ctx>,
-    service: Service,
     stream: Stream,
     peer: SocketAddr,
-    slot: Result<ConnectionSlot, Refused>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut stream = stream;
-    let _slot = match slot {
-        Ok(slot) => slot,
-        Err(_) => {
-            let line = b"-ERR [SYS/TEMP] too many connections, try again later\r\n";
-            let _ = tokio::time::timeout(Duration::from_secs(5), stream.write_all(line)).await;
-            return;
-        }
-    };
-    if service.implicit_tls() {
-        stream = match stream.upgrade(&ctx.tls, TLS_HANDSHAKE_TIMEOUT).await {
-            Ok(s) => s,
-            Err(_) => return,
-        };
-    }
     let mut session = pop3::Session::new(ctx.pop3.clone(), stream.is_tls());
     let mut lock: Option<(String, MaildropLock)> = None;
     let mut out: Vec<u8> = Vec::new();

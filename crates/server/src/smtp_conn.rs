@@ -9,7 +9,7 @@ use std::time::Duration;
 use smtp::{AuthResult, Event, Reply, Verdict};
 use tokio::io::AsyncWriteExt as _;
 
-use crate::conn::{ConnectionSlot, Gate, Input, Refused, Stream, flush, next_input};
+use crate::conn::{Gate, Input, Stream, TLS_HANDSHAKE_TIMEOUT, flush, next_input};
 use crate::{Ctx, Service, delivery};
 
 /// Bytes read from the socket at a time.
@@ -17,7 +17,6 @@ const READ_CHUNK: usize = 64 << 10;
 /// A client that does not take our replies within this long is gone (RFC 5321 4.5.3.2 gives
 /// the client's timeouts; ours for writing mirror the command timeout).
 const WRITE_TIMEOUT: Duration = Duration::from_secs(300);
-const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What the shell remembers of the open transaction.
 #[derive(Default)]
@@ -36,33 +35,9 @@ pub(crate) async fn run(
     service: Service,
     stream: Stream,
     peer: SocketAddr,
-    slot: Result<ConnectionSlot, Refused>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut stream = stream;
-    let _slot = match slot {
-        Ok(slot) => slot,
-        Err(refused) => {
-            // RFC 5321 3.1: a server may answer the connection with 421 and close.
-            let why = match refused {
-                Refused::Total => "too many connections",
-                Refused::PerIp => "too many connections from your address",
-            };
-            let line = format!(
-                "421 4.7.0 {} {why}, try again later\r\n",
-                ctx.config.hostname
-            );
-            let _ = tokio::time::timeout(Duration::from_secs(5), stream.write_all(line.as_bytes()))
-                .await;
-            return;
-        }
-    };
-    if service.implicit_tls() {
-        stream = match stream.upgrade(&ctx.tls, TLS_HANDSHAKE_TIMEOUT).await {
-            Ok(s) => s,
-            Err(_) => return,
-        };
-    }
     let config = match service {
         Service::Lmtp => ctx.lmtp.clone(),
         Service::Submission | Service::Submissions => ctx.submission.clone(),
