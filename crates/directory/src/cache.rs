@@ -158,6 +158,13 @@ impl Cache {
             .contains(&domain.to_ascii_lowercase())
     }
 
+    /// Whether a user (a mailbox, not an alias) has this address (any case).
+    pub fn is_user(&self, address: &str) -> bool {
+        self.snapshot()
+            .users
+            .contains_key(&address.to_ascii_lowercase())
+    }
+
     /// The quota of the user with this address (any case): `None` when unlimited or when
     /// there is no such user (ask [`Cache::resolve`] to tell those apart).
     pub fn quota(&self, user: &str) -> Option<u64> {

@@ -210,15 +210,19 @@ struct DirectoryRouter(directory::Directory);
 
 impl Router for DirectoryRouter {
     fn route(&self, address: &str) -> Route {
-        match self.0.cache().resolve(address) {
-            directory::Resolution::Local(targets) => {
-                // Delivery gets addresses already expanded at RCPT time; a user is itself.
-                match targets.into_iter().next() {
-                    Some(directory::Target::User(user)) => Route::Local(user),
-                    Some(directory::Target::Remote(_)) => Route::Remote,
-                    None => Route::Unknown,
-                }
-            }
+        let cache = self.0.cache();
+        // Recipients were expanded through aliases at RCPT time: a user's mailbox is itself,
+        // even if an alias of the same address exists (expanding again would follow it).
+        if cache.is_user(address) {
+            return Route::Local(address.to_ascii_lowercase());
+        }
+        // Anything else (a bounce's sender, say) is resolved like a recipient.
+        match cache.resolve(address) {
+            directory::Resolution::Local(targets) => match targets.into_iter().next() {
+                Some(directory::Target::User(user)) => Route::Local(user),
+                Some(directory::Target::Remote(_)) => Route::Remote,
+                None => Route::Unknown,
+            },
             directory::Resolution::UnknownUser => Route::Unknown,
             directory::Resolution::NotLocal => Route::Remote,
         }

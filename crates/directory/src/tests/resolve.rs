@@ -442,3 +442,28 @@ async fn default_limits_hold_at_their_edges() {
         Ok(Resolution::Local(t)) if t.len() == options.expansion_targets_max
     ));
 }
+
+/// `is_user` answers for mailboxes only: an alias that shadows a user's address does not hide
+/// the user from it, and aliases, unknown and remote addresses are not users.
+#[tokio::test]
+async fn is_user_sees_mailboxes_not_aliases() {
+    let f = fixture().await;
+    f.dir
+        .add_alias("a@example.org", "b@example.org")
+        .await
+        .unwrap();
+    f.dir
+        .add_alias("list@example.org", "c@example.org")
+        .await
+        .unwrap();
+    let cache = f.dir.cache();
+    assert_eq!(
+        cache.resolve("a@example.org"),
+        local(&[user("b@example.org")])
+    );
+    assert!(cache.is_user("a@example.org"));
+    assert!(cache.is_user("B@Example.ORG"));
+    assert!(!cache.is_user("list@example.org"));
+    assert!(!cache.is_user("nobody@example.org"));
+    assert!(!cache.is_user("a@elsewhere.test"));
+}
