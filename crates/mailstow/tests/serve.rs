@@ -255,14 +255,7 @@ fn connections_over_the_per_address_limit_get_421() {
 fn relays_remote_mail_to_a_smarthost_and_bounces_its_refusals() {
     let dir = tempfile::tempdir().unwrap();
     // B: the remote domain.
-    let b_data = dir.path().join("b");
-    std::fs::create_dir_all(&b_data).unwrap();
-    must(mailstow(&b_data, &["domain", "add", "remote.test"]));
-    must(mailstow(
-        &b_data,
-        &["user", "add", "carol@remote.test", "--password", "secret"],
-    ));
-    let b = Server::start(&b_data);
+    let b = start_remote(dir.path());
     // A: our domain, relaying through B.
     let a_data = dir.path().join("a");
     std::fs::create_dir_all(&a_data).unwrap();
@@ -277,34 +270,12 @@ fn relays_remote_mail_to_a_smarthost_and_bounces_its_refusals() {
     )
     .unwrap();
     let a = Server::start_with(&a_data, Some(&config));
-    let submit = Command::new("python3")
-        .arg("-c")
-        .arg(
-            "import smtplib,ssl,sys\n\
-             c=ssl.create_default_context();c.check_hostname=False;c.verify_mode=ssl.CERT_NONE\n\
-             h,p=sys.argv[1].rsplit(':',1)\n\
-             s=smtplib.SMTP(h,int(p),timeout=20);s.starttls(context=c);s.login('alice@example.test','secret')\n\
-             m=b'From: alice@example.test\\r\\nSubject: over the relay\\r\\n\\r\\n.leading dot line\\r\\nhello carol\\r\\n'\n\
-             print(s.sendmail('alice@example.test',['carol@remote.test','nobody@remote.test'],m));s.quit()",
-        )
-        .arg(a.addr("submission"))
-        .output()
-        .expect("python3");
-    assert!(submit.status.success(), "{submit:?}");
-    let subjects = |server: &Server, user: &str| server.subjects(user, "secret");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let carol = subjects(&b, "carol@remote.test");
-        let alice = subjects(&a, "alice@example.test");
-        if carol.contains("over the relay") && alice.contains("Undelivered Mail Returned") {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "carol: {carol:?}, alice: {alice:?}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    submit_as_alice(
+        &a,
+        &["carol@remote.test", "nobody@remote.test"],
+        "From: alice@example.test\r\nSubject: over the relay\r\n\r\n.leading dot line\r\nhello carol\r\n",
+    );
+    wait_for_delivery_and_bounce(&a, &b, "over the relay");
     // The dot-stuffed line arrived intact.
     let body = Command::new("python3")
         .arg("-c")
@@ -374,14 +345,7 @@ fn quota_is_enforced_at_rcpt() {
 #[test]
 fn delivers_to_the_recipient_domains_mx() {
     let dir = tempfile::tempdir().unwrap();
-    let b_data = dir.path().join("b");
-    std::fs::create_dir_all(&b_data).unwrap();
-    must(mailstow(&b_data, &["domain", "add", "remote.test"]));
-    must(mailstow(
-        &b_data,
-        &["user", "add", "carol@remote.test", "--password", "secret"],
-    ));
-    let b = Server::start(&b_data);
+    let b = start_remote(dir.path());
     let port_file = dir.path().join("dns.port");
     let mut dns = Command::new("python3")
         .arg(script("fake_dns.py"))
@@ -425,6 +389,32 @@ fn delivers_to_the_recipient_domains_mx() {
     )
     .unwrap();
     let a = Server::start_with(&a_data, Some(&config));
+    submit_as_alice(&a, &["carol@remote.test"], "Subject: via mx\r\n\r\nhi\r\n");
+    submit_as_alice(
+        &a,
+        &["bob@nomail.test"],
+        "Subject: to null mx\r\n\r\nhi\r\n",
+    );
+    wait_for_delivery_and_bounce(&a, &b, "via mx");
+    assert!(a.stop().success());
+    assert!(b.stop().success());
+}
+
+/// Server B of the outbound tests: domain `remote.test` with carol (password `secret`).
+fn start_remote(dir: &std::path::Path) -> Server {
+    let data = dir.join("b");
+    std::fs::create_dir_all(&data).unwrap();
+    must(mailstow(&data, &["domain", "add", "remote.test"]));
+    must(mailstow(
+        &data,
+        &["user", "add", "carol@remote.test", "--password", "secret"],
+    ));
+    Server::start(&data)
+}
+
+/// alice@example.test submits `message` to `recipients` on `server`'s submission listener
+/// (STARTTLS, AUTH; Python's smtplib).
+fn submit_as_alice(server: &Server, recipients: &[&str], message: &str) {
     let submit = Command::new("python3")
         .arg("-c")
         .arg(
@@ -432,20 +422,24 @@ fn delivers_to_the_recipient_domains_mx() {
              c=ssl.create_default_context();c.check_hostname=False;c.verify_mode=ssl.CERT_NONE\n\
              h,p=sys.argv[1].rsplit(':',1)\n\
              s=smtplib.SMTP(h,int(p),timeout=20);s.starttls(context=c);s.login('alice@example.test','secret')\n\
-             s.sendmail('alice@example.test',['carol@remote.test'],b'Subject: via mx\\r\\n\\r\\nhi\\r\\n')\n\
-             s.sendmail('alice@example.test',['bob@nomail.test'],b'Subject: to null mx\\r\\n\\r\\nhi\\r\\n')\n\
-             s.quit()",
+             print(s.sendmail('alice@example.test',sys.argv[2].split(','),sys.argv[3].encode()));s.quit()",
         )
-        .arg(a.addr("submission"))
+        .arg(server.addr("submission"))
+        .arg(recipients.join(","))
+        .arg(message)
         .output()
         .expect("python3");
     assert!(submit.status.success(), "{submit:?}");
+}
+
+/// Waits until carol on `b` has a message with `subject` and alice on `a` has a bounce.
+fn wait_for_delivery_and_bounce(a: &Server, b: &Server, subject: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let carol = b.subjects("carol@remote.test", "secret");
         let alice = a.subjects("alice@example.test", "secret");
-        if carol.contains("via mx") && alice.contains("Undelivered Mail Returned") {
-            break;
+        if carol.contains(subject) && alice.contains("Undelivered Mail Returned") {
+            return;
         }
         assert!(
             Instant::now() < deadline,
@@ -453,6 +447,4 @@ fn delivers_to_the_recipient_domains_mx() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    assert!(a.stop().success());
-    assert!(b.stop().success());
 }

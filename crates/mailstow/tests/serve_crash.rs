@@ -7,29 +7,15 @@
 mod common;
 
 use std::collections::{HashMap, HashSet};
-use std::io::{BufRead as _, BufReader, Write as _};
+use std::io::{BufReader, Write as _};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Server, setup};
+use common::{Server, setup, smtp_reply as reply};
 
 const SENDERS: usize = 8;
-
-/// One SMTP reply: the last line's code.
-fn reply(reader: &mut BufReader<TcpStream>) -> std::io::Result<u16> {
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line)? == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        let code = line.get(..3).and_then(|c| c.parse().ok()).unwrap_or(0);
-        if line.as_bytes().get(3) != Some(&b'-') {
-            return Ok(code);
-        }
-    }
-}
 
 /// Sends messages `crash-<n>` over one connection until an error; records each `n` whose DATA
 /// got 250 in `acked`, and the one in flight at the failure in `in_flight`.

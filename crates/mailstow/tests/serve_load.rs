@@ -5,31 +5,18 @@
 
 mod common;
 
-use std::io::{BufRead as _, BufReader, Write as _};
+use std::io::{BufReader, Write as _};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Server, setup};
+use common::{Server, setup, smtp_reply as reply};
 
 const IDLE_CONNECTIONS: usize = 1000;
 const SENDERS: usize = 32;
 /// Resident memory the server may use under this load.
 const SERVER_RSS_MAX_KIB: u64 = 512 * 1024;
-
-fn reply(reader: &mut BufReader<TcpStream>) -> std::io::Result<u16> {
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line)? == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        let code = line.get(..3).and_then(|c| c.parse().ok()).unwrap_or(0);
-        if line.as_bytes().get(3) != Some(&b'-') {
-            return Ok(code);
-        }
-    }
-}
 
 fn connect(address: SocketAddr) -> (TcpStream, BufReader<TcpStream>) {
     let stream = TcpStream::connect(address).expect("connect");

@@ -157,3 +157,18 @@ impl Server {
         let _ = self.child.wait();
     }
 }
+
+/// One SMTP reply from a blocking client: the code of its last line (RFC 5321 4.2.1: "ddd-"
+/// continues, "ddd " ends).
+pub(crate) fn smtp_reply(reader: &mut BufReader<std::net::TcpStream>) -> std::io::Result<u16> {
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        let code = line.get(..3).and_then(|c| c.parse().ok()).unwrap_or(0);
+        if line.as_bytes().get(3) != Some(&b'-') {
+            return Ok(code);
+        }
+    }
+}
