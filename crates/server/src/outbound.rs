@@ -70,6 +70,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 struct Reply {
     code: u16,
     text: String,
+    /// The reply as received, for parsers that need it (EHLO capabilities).
+    raw: Vec<u8>,
 }
 
 impl Reply {
@@ -95,6 +97,7 @@ fn by_code(reply: &Reply) -> Sent {
 
 async fn read_reply(reader: &mut BufReader<Box<dyn Io>>) -> Result<Reply, Failed> {
     let mut text = Vec::new();
+    let mut raw = Vec::new();
     for _ in 0..REPLY_LINES_MAX {
         let mut line = Vec::new();
         let read = tokio::time::timeout(STEP_TIMEOUT, async {
@@ -107,6 +110,7 @@ async fn read_reply(reader: &mut BufReader<Box<dyn Io>>) -> Result<Reply, Failed
         if read == 0 || !line.ends_with(b"\n") {
             return Err(temporary("connection closed or reply line too long"));
         }
+        raw.extend_from_slice(&line);
         let line = String::from_utf8_lossy(&line);
         let line = line.trim_end();
         let code: u16 = line
@@ -119,6 +123,7 @@ async fn read_reply(reader: &mut BufReader<Box<dyn Io>>) -> Result<Reply, Failed
             return Ok(Reply {
                 code,
                 text: text.join(" / "),
+                raw,
             });
         }
     }
@@ -231,10 +236,9 @@ async fn session(
     if hello.code != 250 {
         return Err(Failed(by_code(&hello)));
     }
-    let offers_starttls = hello
-        .text
-        .split(" / ")
-        .any(|ext| ext.eq_ignore_ascii_case("STARTTLS"));
+    // RFC 3207 4: STARTTLS among the EHLO keywords (smtp-proto parses the extension list).
+    let offers_starttls = smtp_proto::EhloResponse::parse(&mut hello.raw.iter())
+        .is_ok_and(|ehlo| ehlo.capabilities & smtp_proto::EXT_START_TLS != 0);
     let want_tls = match relay.tls {
         RelayTls::None => false,
         RelayTls::May => offers_starttls,
@@ -512,10 +516,21 @@ mod tests {
     }
 
     #[test]
+    fn starttls_is_found_in_an_ehlo_reply() {
+        let ehlo = b"250-relay.example\r\n250-PIPELINING\r\n250-STARTTLS\r\n250 8BITMIME\r\n";
+        let parsed = smtp_proto::EhloResponse::parse(&mut ehlo.iter()).unwrap();
+        assert_ne!(parsed.capabilities & smtp_proto::EXT_START_TLS, 0);
+        let plain = b"250-relay.example\r\n250 8BITMIME\r\n";
+        let parsed = smtp_proto::EhloResponse::parse(&mut plain.iter()).unwrap();
+        assert_eq!(parsed.capabilities & smtp_proto::EXT_START_TLS, 0);
+    }
+
+    #[test]
     fn reply_codes_map_to_outcomes() {
         let reply = |code| Reply {
             code,
             text: "x".into(),
+            raw: Vec::new(),
         };
         assert_eq!(by_code(&reply(250)), Sent::Delivered);
         assert!(matches!(by_code(&reply(451)), Sent::Temporary(_)));
