@@ -158,7 +158,8 @@ impl Delivery {
     fn deliver(&self, batch: &[QueuedMessage], now: u64) -> Result<(), queue::QueueError> {
         // Every (message, recipient index) and where its copy goes.
         let mut appends = Vec::new();
-        let mut slots: Vec<(usize, usize, Option<usize>)> = Vec::new();
+        // (message, recipient, index of its append) for every local copy.
+        let mut slots: Vec<(usize, usize, usize)> = Vec::new();
         let mut outcomes: Vec<Vec<(usize, Outcome)>> = vec![Vec::new(); batch.len()];
         // Per message, its remote recipients.
         let mut remote: Vec<(usize, Vec<usize>)> = Vec::new();
@@ -167,7 +168,7 @@ impl Delivery {
                 let address = &message.envelope.recipients[r].address;
                 match self.router.route(address) {
                     Route::Local(user) => {
-                        slots.push((m, r, Some(appends.len())));
+                        slots.push((m, r, appends.len()));
                         appends.push(AppendRequest {
                             user,
                             folder: "INBOX".to_string(),
@@ -198,7 +199,6 @@ impl Delivery {
             self.store.append_batch(appends)
         };
         for (m, r, index) in slots {
-            let Some(index) = index else { continue };
             let outcome = match results.get(index) {
                 Some(Ok(_)) => {
                     self.delivered.fetch_add(1, Ordering::Relaxed);
@@ -358,9 +358,11 @@ fn relay_batch(
         }
         done
     });
+    let answered: std::collections::HashSet<(usize, usize)> =
+        results.iter().map(|&(m, r, _)| (m, r)).collect();
     let mut all = results;
     for (m, r) in expected {
-        if !all.iter().any(|&(dm, dr, _)| dm == m && dr == r) {
+        if !answered.contains(&(m, r)) {
             all.push((
                 m,
                 r,
@@ -371,8 +373,8 @@ fn relay_batch(
     all
 }
 
-/// Without a relay, remote recipients wait in the deferred queue and bounce when they expire,
-/// exactly as if the remote MX were unreachable (DNS MX lookup is not done yet).
+/// With neither a relay nor direct delivery, remote recipients wait in the deferred queue and
+/// bounce when they expire, exactly as if the remote MX were unreachable.
 fn remote_outcome(message: &QueuedMessage, now: u64) -> Outcome {
     retry_or_fail(
         message,
