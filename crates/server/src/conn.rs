@@ -147,6 +147,13 @@ pub(crate) async fn flush(
     result
 }
 
+/// RFC 4616 2: SASL PLAIN may name an authorization identity. Acting as another user is not
+/// offered, so only an empty one or the login name itself is acceptable; anything else must
+/// fail the login, never be silently ignored.
+pub(crate) fn authzid_allowed(authzid: &str, username: &str) -> bool {
+    authzid.is_empty() || authzid.eq_ignore_ascii_case(username)
+}
+
 /// Connection counts, in total and per client address, shared by every listener.
 pub(crate) struct ConnectionLimits {
     connections_max: usize,

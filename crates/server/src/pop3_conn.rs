@@ -79,9 +79,7 @@ pub(crate) async fn run(
                     if flush(&mut stream, &mut out, WRITE_TIMEOUT).await.is_err() {
                         return;
                     }
-                    // RFC 4616 2: acting as another identity is not offered; a request to
-                    // is refused, never silently ignored.
-                    if !authzid.is_empty() && !authzid.eq_ignore_ascii_case(&username) {
+                    if !crate::conn::authzid_allowed(&authzid, &username) {
                         session.auth_result(AuthResult::BadCredentials);
                         continue;
                     }

@@ -88,9 +88,7 @@ pub(crate) async fn run(
                     if flush(&mut stream, &mut out, WRITE_TIMEOUT).await.is_err() {
                         return;
                     }
-                    // RFC 4616 2: no proxy authorization; asking for another identity fails.
-                    let result = if !authzid.is_empty() && !authzid.eq_ignore_ascii_case(&username)
-                    {
+                    let result = if !crate::conn::authzid_allowed(&authzid, &username) {
                         AuthResult::Failed
                     } else {
                         shell.authenticate(&username, &password).await
