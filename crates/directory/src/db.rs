@@ -17,7 +17,10 @@ use crate::error::DirectoryError;
 
 /// The embedded migrations, oldest first: (version, SQL). Versions are 1, 2, 3, ...; a file
 /// is never edited once released, a change is a new file.
-const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("../migrations/0001_initial.sql"))];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("../migrations/0001_initial.sql")),
+    (2, include_str!("../migrations/0002_subscriptions.sql")),
+];
 
 /// The schema version this program writes.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;

@@ -71,6 +71,9 @@ pub enum DirectoryError {
     /// argon2 refused to hash (parameters, internal error).
     #[error("password hashing failed: {0}")]
     Hash(String),
+    /// A per-user limit (subscriptions) was reached.
+    #[error("limit reached: {0}")]
+    Limit(String),
     /// A blocking task (argon2) panicked or was cancelled.
     #[error("password task failed: {0}")]
     Task(String),

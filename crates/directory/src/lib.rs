@@ -48,6 +48,7 @@ mod cache;
 mod db;
 mod error;
 mod password;
+mod subscriptions;
 mod verified;
 
 #[cfg(test)]
@@ -67,6 +68,7 @@ pub use address::{
 pub use argon2::Params as Argon2Params;
 pub use cache::{Cache, ExpansionLimit, Resolution, Target};
 pub use error::DirectoryError;
+pub use subscriptions::{SUBSCRIPTION_BYTES_MAX, SUBSCRIPTIONS_PER_USER_MAX};
 
 use crate::address::{LocalCase, parse_address};
 use crate::cache::ExpansionLimits;

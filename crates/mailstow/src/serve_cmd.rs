@@ -26,8 +26,10 @@ pub(crate) struct ServeArgs {
     pop3: Option<String>,
     #[arg(long, value_name = "ADDR")]
     pop3s: Option<String>,
+    /// IMAP with STARTTLS (RFC 9051).
     #[arg(long, value_name = "ADDR")]
     imap: Option<String>,
+    /// IMAP over implicit TLS (RFC 8314).
     #[arg(long, value_name = "ADDR")]
     imaps: Option<String>,
 }
@@ -55,7 +57,7 @@ pub(crate) fn server_config(
         (None, None) => {}
         _ => bail!("config: [server] tls_cert and tls_key go together"),
     }
-    let overrides: [(Service, &Option<String>, &Option<String>); 6] = [
+    let overrides: [(Service, &Option<String>, &Option<String>); 8] = [
         (Service::Smtp, &args.smtp, &section.smtp),
         (Service::Submission, &args.submission, &section.submission),
         (
@@ -66,6 +68,8 @@ pub(crate) fn server_config(
         (Service::Lmtp, &args.lmtp, &section.lmtp),
         (Service::Pop3, &args.pop3, &section.pop3),
         (Service::Pop3s, &args.pop3s, &section.pop3s),
+        (Service::Imap, &args.imap, &section.imap),
+        (Service::Imaps, &args.imaps, &section.imaps),
     ];
     for (service, flag, file) in overrides {
         let Some(value) = flag.as_ref().or(file.as_ref()) else {
@@ -81,20 +85,6 @@ pub(crate) fn server_config(
                 )
             })?;
             server.listeners.push((service, address));
-        }
-    }
-    for (name, flag, file) in [
-        ("imap", &args.imap, &section.imap),
-        ("imaps", &args.imaps, &section.imaps),
-    ] {
-        if flag
-            .as_ref()
-            .or(file.as_ref())
-            .is_some_and(|v| !v.trim().is_empty())
-        {
-            bail!(
-                "--{name}: IMAP is not part of this build yet; pass an empty value or leave it out"
-            );
         }
     }
     if let Some(v) = section.auth_without_tls {

@@ -14,6 +14,7 @@ pub mod admin;
 mod bounce;
 mod conn;
 pub mod delivery;
+mod imap_conn;
 mod lock;
 pub mod outbound;
 mod pop3_conn;
@@ -43,6 +44,9 @@ pub enum Service {
     Lmtp,
     Pop3,
     Pop3s,
+    Imap,
+    /// IMAP over implicit TLS (RFC 8314 3.3).
+    Imaps,
 }
 
 impl Service {
@@ -54,6 +58,8 @@ impl Service {
             Service::Lmtp => "lmtp",
             Service::Pop3 => "pop3",
             Service::Pop3s => "pop3s",
+            Service::Imap => "imap",
+            Service::Imaps => "imaps",
         }
     }
 
@@ -66,12 +72,16 @@ impl Service {
         };
         match self {
             Service::Pop3 | Service::Pop3s => format!("-ERR [SYS/TEMP] {why}, try again later\r\n"),
+            // RFC 9051 7.1.5: BYE as the greeting refuses the connection.
+            Service::Imap | Service::Imaps => {
+                format!("* BYE [UNAVAILABLE] {why}, try again later\r\n")
+            }
             _ => format!("421 4.7.0 {hostname} {why}, try again later\r\n"),
         }
     }
 
     fn implicit_tls(self) -> bool {
-        matches!(self, Service::Submissions | Service::Pop3s)
+        matches!(self, Service::Submissions | Service::Pop3s | Service::Imaps)
     }
 }
 
@@ -126,6 +136,8 @@ pub struct ServerConfig {
     pub connections_per_ip_max: usize,
     pub message_bytes_max: u64,
     pub recipients_max: usize,
+    /// IMAP sessions one user may have open at once.
+    pub imap_sessions_per_user_max: usize,
     pub auth_failures_max: u32,
     pub auth_failure_window: Duration,
     pub delivery_threads: usize,
@@ -158,6 +170,8 @@ impl ServerConfig {
                 (Service::Lmtp, SocketAddr::from(([127, 0, 0, 1], 2424))),
                 (Service::Pop3, any(1110)),
                 (Service::Pop3s, any(1995)),
+                (Service::Imap, any(1143)),
+                (Service::Imaps, any(1993)),
             ],
             data_dir,
             auth_without_tls: false,
@@ -165,6 +179,7 @@ impl ServerConfig {
             connections_per_ip_max: 64,
             message_bytes_max: 50 << 20,
             recipients_max: 100,
+            imap_sessions_per_user_max: 50,
             auth_failures_max: 10,
             auth_failure_window: Duration::from_secs(600),
             delivery_threads: 2,
@@ -199,6 +214,8 @@ pub(crate) struct Ctx {
     pub(crate) lmtp: Arc<smtp::Config>,
     pub(crate) pop3: Arc<pop3::Config>,
     pub(crate) maildrops: pop3_conn::Maildrops,
+    pub(crate) imap: Arc<imap::Config>,
+    pub(crate) imap_users: imap_conn::Users,
     pub(crate) sessions: AtomicU64,
     /// Messages made durable in the queue (SMTP and LMTP) since start.
     pub(crate) accepted: AtomicU64,
@@ -328,11 +345,25 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
             ..pop3::Config::default()
         }),
         maildrops: pop3_conn::Maildrops::default(),
+        imap: Arc::new(imap::Config {
+            hostname: config.hostname.clone(),
+            plaintext_auth: config.auth_without_tls,
+            starttls: true,
+            literal_bytes_max: config.message_bytes_max,
+            command_bytes_max: config.message_bytes_max + (16 << 20),
+            ..imap::Config::default()
+        }),
+        imap_users: imap_conn::Users::new(config.imap_sessions_per_user_max),
         sessions: AtomicU64::new(0),
         accepted: AtomicU64::new(0),
         delivered: Arc::new(AtomicU64::new(0)),
         config,
     });
+
+    // IMAP sessions in IDLE wake on their user's changes, whoever made them.
+    let users = ctx.imap_users.clone();
+    ctx.store
+        .set_observer(Arc::new(move |user: &str| users.changed(user)));
 
     let stop = Arc::new(AtomicBool::new(false));
     let router: Arc<dyn Router> = Arc::new(DirectoryRouter(directory.clone()));
@@ -470,6 +501,7 @@ async fn accept_loop(
             }
             match service {
                 Service::Pop3 | Service::Pop3s => pop3_conn::run(ctx, stream, peer, shutdown).await,
+                Service::Imap | Service::Imaps => imap_conn::run(ctx, stream, peer, shutdown).await,
                 _ => smtp_conn::run(ctx, service, stream, peer, shutdown).await,
             }
         });

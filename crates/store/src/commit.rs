@@ -112,6 +112,8 @@ pub(crate) struct Inner {
     pub(crate) queue: Mutex<CommitQueue>,
     pub(crate) queue_cv: Condvar,
     pub(crate) counters: Counters,
+    /// Told the user of every folder a committed record changed (see `Store::set_observer`).
+    pub(crate) observer: RwLock<Option<crate::Observer>>,
 }
 
 /// Clears the leader flag even if the leader's commit panicked, so followers are not stuck.
@@ -181,6 +183,8 @@ impl Inner {
                 return Err(e);
             }
         }
+        // Looked up before applying: a deleted folder leaves the catalog.
+        let users = self.users_to_notify(ops);
         let mut freed = Vec::new();
         for op in ops {
             if let Err(msg) = crate::index::apply(&self.catalog, op, &mut freed) {
@@ -201,7 +205,58 @@ impl Inner {
             "S5 violated after commit"
         );
         self.maybe_checkpoint(w);
+        self.notify(&users);
         Ok(freed)
+    }
+
+    /// The users whose folders `ops` change, if anyone is watching.
+    fn users_to_notify(&self, ops: &[Op]) -> Vec<String> {
+        if self
+            .observer
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none()
+        {
+            return Vec::new();
+        }
+        let mut folders: Vec<u32> = ops.iter().map(Op::folder).collect();
+        folders.sort_unstable();
+        folders.dedup();
+        let mut users: Vec<String> = {
+            let catalog = self.catalog();
+            folders
+                .iter()
+                .filter_map(|id| {
+                    catalog
+                        .folders
+                        .get(id)
+                        .map(|c| c.read().user.clone())
+                        .or_else(|| {
+                            // A folder this very record creates is not in the catalog yet.
+                            ops.iter().find_map(|op| match op {
+                                Op::CreateFolder { folder, user, .. } if folder == id => {
+                                    Some(user.clone())
+                                }
+                                _ => None,
+                            })
+                        })
+                })
+                .collect()
+        };
+        users.sort_unstable();
+        users.dedup();
+        users
+    }
+
+    /// Tells the observer whose folders changed; the change is durable and applied, so
+    /// whoever looks now sees it.
+    fn notify(&self, users: &[String]) {
+        let observer = self.observer.read().unwrap_or_else(|p| p.into_inner());
+        if let Some(observer) = observer.as_ref() {
+            for user in users {
+                observer(user);
+            }
+        }
     }
 
     /// Starts a checkpoint once the journal passes its threshold. A failure stops the writer

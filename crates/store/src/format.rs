@@ -260,14 +260,21 @@ pub(crate) fn parse_summary(content: &[u8], field_max: usize) -> Summary {
         ),
         message_id: cut(msg.message_id().unwrap_or(""), field_max),
         size,
+        structure: mime_structure::Structure::parse(content).to_bytes(),
     }
 }
 
-/// The summary's byte form: five length-prefixed strings (the size is the content length).
+/// The summary's byte form: five length-prefixed strings (the size is the content length),
+/// then, if there is one, the MIME structure as a u32-length-prefixed blob. A summary
+/// written before the structure existed simply ends after the strings.
 pub(crate) fn encode_summary(s: &Summary) -> Vec<u8> {
     let mut e = Enc::default();
     for field in [&s.from, &s.to, &s.subject, &s.date, &s.message_id] {
         e.str(field);
+    }
+    if !s.structure.is_empty() {
+        e.u32(s.structure.len() as u32);
+        e.0.extend_from_slice(&s.structure);
     }
     e.0
 }
@@ -281,6 +288,12 @@ pub(crate) fn decode_summary(buf: &[u8], size: u64) -> Result<Summary, DecodeErr
         date: d.str()?,
         message_id: d.str()?,
         size,
+        structure: if d.is_empty() {
+            Vec::new()
+        } else {
+            let n = d.u32()? as usize;
+            d.bytes(n)?.to_vec()
+        },
     };
     if !d.is_empty() {
         return Err(DecodeError::new("summary has trailing bytes"));
@@ -344,6 +357,16 @@ Subject: Hello there\r\nDate: Tue, 1 Jul 2003 10:52:37 +0200\r\nMessage-ID: <abc
         let bytes = encode_summary(&s);
         assert_eq!(decode_summary(&bytes, s.size).unwrap(), s);
         assert!(decode_summary(&bytes[..bytes.len() - 1], s.size).is_err());
+        // The MIME structure rides along, and reads back as what a fresh parse gives.
+        let structure = mime_structure::Structure::from_bytes(&s.structure).unwrap();
+        assert_eq!(structure, mime_structure::Structure::parse(msg));
+        // A summary written before structures existed still reads, with none.
+        let old = encode_summary(&Summary {
+            structure: Vec::new(),
+            ..s.clone()
+        });
+        assert!(old.len() < bytes.len());
+        assert!(decode_summary(&old, s.size).unwrap().structure.is_empty());
         let cut_s = parse_summary(msg, 5);
         assert_eq!(cut_s.subject, "Hello");
         let none = parse_summary(b"", 10);

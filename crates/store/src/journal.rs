@@ -77,6 +77,23 @@ pub(crate) enum Op {
     },
 }
 
+impl Op {
+    /// The folder the change is in.
+    pub(crate) fn folder(&self) -> u32 {
+        match self {
+            Op::CreateFolder { folder, .. }
+            | Op::RenameFolder { folder, .. }
+            | Op::DeleteFolder { folder }
+            | Op::DefineKeyword { folder, .. }
+            | Op::SetFlags { folder, .. }
+            | Op::Expunge { folder, .. }
+            | Op::ExpungeBelow { folder, .. }
+            | Op::Move { folder, .. } => *folder,
+            Op::Append(a) => a.folder,
+        }
+    }
+}
+
 /// An appended message's index entry, as journaled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct AppendOp {

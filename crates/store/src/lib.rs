@@ -49,6 +49,9 @@ pub use fsck::FsckReport;
 
 use commit::Inner;
 
+/// Called with a user's name after every committed change to one of their folders.
+pub type Observer = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// What `read_folder` calls with each message: its UID and content.
 pub type MessageSink<'a> = dyn FnMut(u32, &[u8]) -> Result<(), StoreError> + 'a;
 
@@ -93,6 +96,9 @@ pub struct Summary {
     pub date: String,
     pub message_id: String,
     pub size: u64,
+    /// The MIME structure (`mime_structure::Structure::to_bytes`), computed at arrival so
+    /// IMAP FETCH never parses a message again. Empty for messages stored before it existed.
+    pub structure: Vec<u8>,
 }
 
 /// A message as the index knows it.
@@ -115,6 +121,15 @@ pub struct FolderStatus {
     pub uidvalidity: u32,
     pub uidnext: u32,
     pub highest_modseq: u64,
+}
+
+/// What changed in a folder since a MODSEQ (see [`Store::changes_since`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FolderChanges {
+    pub status: FolderStatus,
+    /// Messages whose MODSEQ is above the one asked about (new ones and changed flags),
+    /// UID order.
+    pub changed: Vec<MessageInfo>,
 }
 
 /// A folder opened for a session: its status and every message's index entry, UID order.
@@ -298,6 +313,33 @@ impl Store {
     /// The folder's index entries, from memory only (S7).
     pub fn open_folder(&self, user: &str, folder: &str) -> Result<FolderView, StoreError> {
         self.inner.open_folder(user, folder)
+    }
+
+    /// Messages changed or added since `modseq`, with the folder's status, from one look at
+    /// the index (S7: no message byte is read). Expunges show only in the status's count
+    /// (and in [`Store::uids`]).
+    pub fn changes_since(
+        &self,
+        user: &str,
+        folder: &str,
+        modseq: u64,
+    ) -> Result<FolderChanges, StoreError> {
+        self.inner.changes_since(user, folder, modseq)
+    }
+
+    /// Every UID in the folder, ascending, from the index.
+    pub fn uids(&self, user: &str, folder: &str) -> Result<Vec<u32>, StoreError> {
+        self.inner.uids(user, folder)
+    }
+
+    /// Installs the function told about every committed change (IMAP IDLE wakes on it).
+    /// It runs on the committing thread, after the change is durable: keep it short.
+    pub fn set_observer(&self, observer: Observer) {
+        *self
+            .inner
+            .observer
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = Some(observer);
     }
 
     /// A message's content, checked against its header and CRC.

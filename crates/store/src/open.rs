@@ -450,6 +450,7 @@ pub(crate) fn open(
         queue: Mutex::new(CommitQueue::default()),
         queue_cv: Condvar::new(),
         counters: Counters::default(),
+        observer: std::sync::RwLock::new(None),
     };
     if salvaged {
         // Put the salvaged state on disk whole, so the damaged files are gone.

@@ -15,7 +15,10 @@ use crate::error::StoreError;
 use crate::flags::Flags;
 use crate::format::{MSG_HEADER_BYTES, MsgHeader, UNIT, decode_summary};
 use crate::index::{Entry, FolderCell, count_fragments};
-use crate::{FolderStats, FolderStatus, FolderView, MessageInfo, MessageSink, StoreStats, Summary};
+use crate::{
+    FolderChanges, FolderStats, FolderStatus, FolderView, MessageInfo, MessageSink, StoreStats,
+    Summary,
+};
 
 /// How often a reader follows a message that defrag keeps moving before giving up.
 const MOVED_RETRIES: usize = 16;
@@ -49,6 +52,21 @@ pub(crate) fn verify(
         }
     }
     Ok(())
+}
+
+fn info_of(f: &crate::index::Folder, uid: u32, e: &Entry) -> MessageInfo {
+    MessageInfo {
+        uid,
+        size: e.content_len as u64,
+        flags: Flags::from_bits_truncate(e.flags),
+        keywords: if e.keywords.0 == [0, 0] {
+            Vec::new()
+        } else {
+            f.keyword_names(e.keywords)
+        },
+        modseq: e.modseq,
+        internal_date: e.internal_date,
+    }
 }
 
 fn status_of(f: &crate::index::Folder) -> FolderStatus {
@@ -145,23 +163,41 @@ impl Inner {
         let messages = f
             .messages
             .iter()
-            .map(|(&uid, e)| MessageInfo {
-                uid,
-                size: e.content_len as u64,
-                flags: Flags::from_bits_truncate(e.flags),
-                keywords: if e.keywords.0 == [0, 0] {
-                    Vec::new()
-                } else {
-                    f.keyword_names(e.keywords)
-                },
-                modseq: e.modseq,
-                internal_date: e.internal_date,
-            })
+            .map(|(&uid, e)| info_of(&f, uid, e))
             .collect();
         Ok(FolderView {
             status: status_of(&f),
             messages,
         })
+    }
+
+    pub(crate) fn changes_since(
+        &self,
+        user: &str,
+        folder: &str,
+        modseq: u64,
+    ) -> Result<FolderChanges, StoreError> {
+        let cell = self.folder(user, folder)?;
+        let f = cell.read();
+        let changed = if f.highest_modseq <= modseq {
+            Vec::new()
+        } else {
+            f.messages
+                .iter()
+                .filter(|(_, e)| e.modseq > modseq)
+                .map(|(&uid, e)| info_of(&f, uid, e))
+                .collect()
+        };
+        Ok(FolderChanges {
+            status: status_of(&f),
+            changed,
+        })
+    }
+
+    pub(crate) fn uids(&self, user: &str, folder: &str) -> Result<Vec<u32>, StoreError> {
+        let cell = self.folder(user, folder)?;
+        let f = cell.read();
+        Ok(f.messages.keys().copied().collect())
     }
 
     pub(crate) fn read(&self, user: &str, folder: &str, uid: u32) -> Result<Vec<u8>, StoreError> {

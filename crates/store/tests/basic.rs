@@ -128,3 +128,39 @@ fn batch_from_many_users() {
     }
     assert_clean(&store);
 }
+
+#[test]
+fn changes_since_uids_and_the_observer_see_every_committed_change() {
+    use std::sync::{Arc, Mutex};
+    let disk = SimDisk::new();
+    let store = open(&disk, small_config());
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let log = seen.clone();
+    store.set_observer(Arc::new(move |user: &str| {
+        log.lock().unwrap().push(user.to_string())
+    }));
+    store.append("alice", "INBOX", message(1, 100)).unwrap();
+    store.append("alice", "INBOX", message(2, 100)).unwrap();
+    let base = store.status("alice", "INBOX").unwrap().highest_modseq;
+    store.append("bob", "INBOX", message(3, 100)).unwrap();
+    let m = store
+        .set_flags("alice", "INBOX", &[1], FlagOp::Add, Flags::SEEN, &[])
+        .unwrap();
+    store.append("alice", "INBOX", message(4, 100)).unwrap();
+    let changes = store.changes_since("alice", "INBOX", base).unwrap();
+    let changed: Vec<(u32, u64)> = changes.changed.iter().map(|c| (c.uid, c.modseq)).collect();
+    assert_eq!(changed, vec![(1, m), (3, m + 1)]);
+    assert_eq!(changes.status.messages, 3);
+    let none = store
+        .changes_since("alice", "INBOX", changes.status.highest_modseq)
+        .unwrap();
+    assert!(none.changed.is_empty());
+    store.expunge("alice", "INBOX", &[2]).unwrap();
+    assert_eq!(store.uids("alice", "INBOX").unwrap(), vec![1, 3]);
+    let users = seen.lock().unwrap().clone();
+    assert_eq!(
+        users,
+        vec!["alice", "alice", "bob", "alice", "alice", "alice"]
+    );
+    assert!(store.summary("alice", "INBOX", 1).unwrap().structure.len() > 10);
+}

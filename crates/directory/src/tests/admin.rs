@@ -502,7 +502,10 @@ async fn a_newer_schema_is_refused() {
         .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "directory schema version 99 is newer than this program's (1)"
+        format!(
+            "directory schema version 99 is newer than this program's ({})",
+            crate::db::SCHEMA_VERSION
+        )
     );
 }
 
@@ -593,4 +596,53 @@ async fn options_are_validated() {
     }
     assert!(!path.exists(), "a refused open creates nothing");
     assert!(Options::default().validate().is_ok());
+}
+
+#[tokio::test]
+async fn subscriptions_are_a_per_user_set_that_goes_with_the_user() {
+    let f = Fixture::new().await;
+    let d = &f.dir;
+    d.add_domain("example.org").await.unwrap();
+    d.add_user("a@example.org", "pw-a-long-enough")
+        .await
+        .unwrap();
+    d.add_user("b@example.org", "pw-b-long-enough")
+        .await
+        .unwrap();
+    d.set_subscribed("a@example.org", "INBOX", true)
+        .await
+        .unwrap();
+    d.set_subscribed("a@example.org", "Archive/2025", true)
+        .await
+        .unwrap();
+    d.set_subscribed("a@example.org", "INBOX", true)
+        .await
+        .unwrap();
+    d.set_subscribed("b@example.org", "Other", true)
+        .await
+        .unwrap();
+    assert_eq!(
+        d.subscriptions("a@example.org").await.unwrap(),
+        vec!["Archive/2025".to_string(), "INBOX".to_string()]
+    );
+    d.set_subscribed("a@example.org", "INBOX", false)
+        .await
+        .unwrap();
+    d.set_subscribed("a@example.org", "never-there", false)
+        .await
+        .unwrap();
+    assert_eq!(
+        d.subscriptions("a@example.org").await.unwrap(),
+        vec!["Archive/2025".to_string()]
+    );
+    let long = "x".repeat(crate::SUBSCRIPTION_BYTES_MAX + 1);
+    assert!(matches!(
+        d.set_subscribed("a@example.org", &long, true).await,
+        Err(DirectoryError::Limit(_))
+    ));
+    d.del_user("b@example.org").await.unwrap();
+    d.add_user("b@example.org", "pw-b-long-enough")
+        .await
+        .unwrap();
+    assert!(d.subscriptions("b@example.org").await.unwrap().is_empty());
 }

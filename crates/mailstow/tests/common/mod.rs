@@ -22,6 +22,18 @@ pub(crate) fn must(output: Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// Every listener `Server::start` opens, each on an ephemeral loopback port.
+pub(crate) const SERVICES: [&str; 8] = [
+    "smtp",
+    "submission",
+    "submissions",
+    "lmtp",
+    "pop3",
+    "pop3s",
+    "imap",
+    "imaps",
+];
+
 /// A running server; killed if the test fails before stopping it.
 pub(crate) struct Server {
     pub(crate) child: Child,
@@ -44,9 +56,9 @@ impl Server {
         let mut child = command
             .arg("--data-dir")
             .arg(data_dir)
-            .args(["serve", "--imap", "", "--imaps", ""])
+            .arg("serve")
             .args(
-                ["smtp", "submission", "submissions", "lmtp", "pop3", "pop3s"]
+                SERVICES
                     .iter()
                     .flat_map(|s| [format!("--{s}"), "127.0.0.1:0".to_string()]),
             )
@@ -67,7 +79,7 @@ impl Server {
         });
         let mut addresses = HashMap::new();
         let deadline = Instant::now() + Duration::from_secs(60);
-        while addresses.len() < 6 {
+        while addresses.len() < SERVICES.len() {
             let left = deadline.saturating_duration_since(Instant::now());
             let line = rx
                 .recv_timeout(left)

@@ -76,7 +76,8 @@ pub fn fragments(store: &Store, user: &str, folder: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Content bytes that make a message of exactly one 512-byte unit (with its summary).
-pub const ONE_UNIT: usize = 400;
+/// Content bytes that make a message of exactly one 512-byte unit (with its summary and MIME
+/// structure, about 300 bytes for these messages).
+pub const ONE_UNIT: usize = 150;
 /// Content bytes that make a message of exactly two units.
-pub const TWO_UNITS: usize = 900;
+pub const TWO_UNITS: usize = 650;

@@ -1,0 +1,86 @@
+//! RFC 9051 6.3.12 APPEND, with MULTIAPPEND (RFC 3502), APPENDUID (RFC 4315 3) and
+//! literal8 (RFC 3516 4.4).
+//!
+//! All messages of one APPEND go to the store as one batch: one group commit, and each
+//! session's appends share syncs with every other session's.
+
+use store::{AppendRequest, NewMessage};
+
+use crate::parse::AppendMessage;
+use crate::response::uid_set;
+use crate::session::{Backend, Session};
+
+pub(crate) fn run(
+    s: &mut Session,
+    tag: &str,
+    mailbox: &str,
+    messages: Vec<AppendMessage>,
+    b: &Backend<'_>,
+) {
+    let Some(user) = s.user.clone() else {
+        return;
+    };
+    if messages.len() > s.config.append_messages_max {
+        s.tagged(
+            tag,
+            &format!(
+                "NO [LIMIT] At most {} messages per APPEND",
+                s.config.append_messages_max
+            ),
+        );
+        return;
+    }
+    // RFC 9051 6.3.12: a missing destination is TRYCREATE, not created on the fly.
+    let status = match b.store.status(&user, mailbox) {
+        Ok(st) => st,
+        Err(e) if e.is_not_found() => {
+            s.tagged(tag, "NO [TRYCREATE] No such mailbox");
+            return;
+        }
+        Err(e) => {
+            super::no(s, tag, &e);
+            return;
+        }
+    };
+    let now = chrono::Utc::now().timestamp();
+    let requests: Vec<AppendRequest> = messages
+        .into_iter()
+        .map(|m| AppendRequest {
+            user: user.clone(),
+            folder: mailbox.to_string(),
+            message: NewMessage {
+                flags: m.flags,
+                keywords: m.keywords,
+                internal_date: m.date.unwrap_or(now),
+                content: m.content,
+            },
+        })
+        .collect();
+    let results = b.store.append_batch(requests);
+    let mut uids = Vec::with_capacity(results.len());
+    let mut failure = None;
+    let mut uidvalidity = status.uidvalidity;
+    for r in results {
+        match r {
+            Ok(a) => {
+                uids.push(a.uid);
+                uidvalidity = a.uidvalidity;
+            }
+            Err(e) => failure = failure.or(Some(e)),
+        }
+    }
+    if let Some(e) = failure {
+        // RFC 3502 6: all or nothing.
+        if !uids.is_empty() {
+            let _ = b.store.expunge(&user, mailbox, &uids);
+        }
+        super::no(s, tag, &e);
+        return;
+    }
+    uids.sort_unstable();
+    let text = format!(
+        "OK [APPENDUID {uidvalidity} {}] APPEND completed",
+        uid_set(&uids)
+    );
+    s.done(tag, &text, b, true);
+}

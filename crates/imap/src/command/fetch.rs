@@ -1,0 +1,594 @@
+//! RFC 9051 6.4.5 FETCH (and UID FETCH), with BINARY (RFC 3516) and CONDSTORE (RFC 7162
+//! 3.1.4 MODSEQ, 3.1.4.1 CHANGEDSINCE).
+//!
+//! Index items (UID, FLAGS, INTERNALDATE, RFC822.SIZE, MODSEQ) come from the session's view
+//! and read nothing. ENVELOPE and BODYSTRUCTURE come from the structure cached at arrival
+//! (the store's summary). Sections read the message once, and only the part they need.
+
+use std::num::NonZeroU32;
+
+use imap_codec::imap_types::command::FetchModifier;
+use imap_codec::imap_types::fetch::{
+    Macro, MacroOrMessageDataItemNames, MessageDataItemName, Section,
+};
+use imap_codec::imap_types::sequence::SequenceSet;
+use mime_structure::{Structure, decode_binary, filter_header_fields};
+use store::{FlagOp, Flags, MessageInfo};
+
+use crate::response::{flags_list, internal_date};
+use crate::session::{Backend, FetchWork, Session};
+
+/// What one FETCH asks for, in request order.
+#[derive(Clone)]
+pub(crate) struct Plan {
+    items: Vec<Item>,
+    /// Some item needs the cached structure.
+    needs_structure: bool,
+    /// Some item needs the message content.
+    needs_content: bool,
+    /// A non-PEEK body item: \Seen is set as a side effect (RFC 9051 6.4.5).
+    sets_seen: bool,
+    modseq: bool,
+    changed_since: Option<u64>,
+}
+
+#[derive(Clone)]
+enum Item {
+    Uid,
+    Flags,
+    InternalDate,
+    Size,
+    Envelope,
+    BodyStructure,
+    Body,
+    /// BODY[...] / BINARY[...] / RFC822*: `label` is what the response echoes.
+    Section {
+        label: String,
+        spec: Spec,
+        partial: Option<(u32, u32)>,
+        binary: bool,
+    },
+    BinarySize {
+        label: String,
+        path: Vec<u32>,
+    },
+}
+
+#[derive(Clone)]
+enum Spec {
+    Full,
+    Header(Vec<u32>),
+    HeaderFields(Vec<u32>, Vec<Vec<u8>>, bool),
+    Text(Vec<u32>),
+    Mime(Vec<u32>),
+    Part(Vec<u32>),
+}
+
+fn path_of(part: &[NonZeroU32]) -> Vec<u32> {
+    part.iter().map(|n| n.get()).collect()
+}
+
+fn path_label(path: &[u32]) -> String {
+    path.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+fn section_spec(section: &Option<Section<'_>>) -> (Spec, String) {
+    let join = |path: &[u32], what: &str| {
+        if path.is_empty() {
+            what.to_string()
+        } else if what.is_empty() {
+            path_label(path)
+        } else {
+            format!("{}.{what}", path_label(path))
+        }
+    };
+    match section {
+        None => (Spec::Full, String::new()),
+        Some(Section::Part(p)) => {
+            let path = path_of(p.0.as_ref());
+            let label = path_label(&path);
+            (Spec::Part(path), label)
+        }
+        Some(Section::Header(p)) => {
+            let path = p
+                .as_ref()
+                .map(|p| path_of(p.0.as_ref()))
+                .unwrap_or_default();
+            let label = join(&path, "HEADER");
+            (Spec::Header(path), label)
+        }
+        Some(Section::HeaderFields(p, fields)) | Some(Section::HeaderFieldsNot(p, fields)) => {
+            let not = matches!(section, Some(Section::HeaderFieldsNot(..)));
+            let path = p
+                .as_ref()
+                .map(|p| path_of(p.0.as_ref()))
+                .unwrap_or_default();
+            let names: Vec<Vec<u8>> = fields
+                .as_ref()
+                .iter()
+                .map(|f| f.as_ref().to_vec())
+                .collect();
+            let list = names
+                .iter()
+                .map(|n| String::from_utf8_lossy(n).to_ascii_uppercase())
+                .collect::<Vec<_>>()
+                .join(" ");
+            let what = if not {
+                "HEADER.FIELDS.NOT"
+            } else {
+                "HEADER.FIELDS"
+            };
+            let label = format!("{} ({list})", join(&path, what));
+            (Spec::HeaderFields(path, names, not), label)
+        }
+        Some(Section::Text(p)) => {
+            let path = p
+                .as_ref()
+                .map(|p| path_of(p.0.as_ref()))
+                .unwrap_or_default();
+            let label = join(&path, "TEXT");
+            (Spec::Text(path), label)
+        }
+        Some(Section::Mime(p)) => {
+            let path = path_of(p.0.as_ref());
+            let label = join(&path, "MIME");
+            (Spec::Mime(path), label)
+        }
+    }
+}
+
+impl Plan {
+    fn new(names: MacroOrMessageDataItemNames<'_>, uid: bool, condstore: bool) -> Plan {
+        let names: Vec<MessageDataItemName<'_>> = match names {
+            MacroOrMessageDataItemNames::Macro(m) => {
+                let mut v = vec![
+                    MessageDataItemName::Flags,
+                    MessageDataItemName::InternalDate,
+                    MessageDataItemName::Rfc822Size,
+                ];
+                if matches!(m, Macro::All | Macro::Full) {
+                    v.push(MessageDataItemName::Envelope);
+                }
+                if matches!(m, Macro::Full) {
+                    v.push(MessageDataItemName::Body);
+                }
+                v
+            }
+            MacroOrMessageDataItemNames::MessageDataItemNames(v) => v,
+        };
+        let mut plan = Plan {
+            items: Vec::new(),
+            needs_structure: false,
+            needs_content: false,
+            sets_seen: false,
+            modseq: condstore,
+            changed_since: None,
+        };
+        // RFC 9051 6.4.8: UID FETCH always returns UID.
+        if uid {
+            plan.items.push(Item::Uid);
+        }
+        for name in names {
+            let item = match name {
+                MessageDataItemName::Uid => {
+                    if uid {
+                        continue;
+                    }
+                    Item::Uid
+                }
+                MessageDataItemName::Flags => Item::Flags,
+                MessageDataItemName::InternalDate => Item::InternalDate,
+                MessageDataItemName::Rfc822Size => Item::Size,
+                MessageDataItemName::ModSeq => {
+                    plan.modseq = true;
+                    continue;
+                }
+                MessageDataItemName::Envelope => Item::Envelope,
+                MessageDataItemName::BodyStructure => Item::BodyStructure,
+                MessageDataItemName::Body => Item::Body,
+                MessageDataItemName::Rfc822 => {
+                    plan.sets_seen = true;
+                    Item::Section {
+                        label: "RFC822".into(),
+                        spec: Spec::Full,
+                        partial: None,
+                        binary: false,
+                    }
+                }
+                MessageDataItemName::Rfc822Header => Item::Section {
+                    label: "RFC822.HEADER".into(),
+                    spec: Spec::Header(Vec::new()),
+                    partial: None,
+                    binary: false,
+                },
+                MessageDataItemName::Rfc822Text => {
+                    plan.sets_seen = true;
+                    Item::Section {
+                        label: "RFC822.TEXT".into(),
+                        spec: Spec::Text(Vec::new()),
+                        partial: None,
+                        binary: false,
+                    }
+                }
+                MessageDataItemName::BodyExt {
+                    section,
+                    partial,
+                    peek,
+                } => {
+                    plan.sets_seen |= !peek;
+                    let (spec, label) = section_spec(&section);
+                    let partial = partial.map(|(o, n)| (o, n.get()));
+                    let label = match partial {
+                        Some((o, _)) => format!("BODY[{label}]<{o}>"),
+                        None => format!("BODY[{label}]"),
+                    };
+                    Item::Section {
+                        label,
+                        spec,
+                        partial,
+                        binary: false,
+                    }
+                }
+                MessageDataItemName::Binary {
+                    section,
+                    partial,
+                    peek,
+                } => {
+                    plan.sets_seen |= !peek;
+                    let path = path_of(&section);
+                    let partial = partial.map(|(o, n)| (o, n.get()));
+                    let label = match partial {
+                        Some((o, _)) => format!("BINARY[{}]<{o}>", path_label(&path)),
+                        None => format!("BINARY[{}]", path_label(&path)),
+                    };
+                    let spec = if path.is_empty() {
+                        Spec::Full
+                    } else {
+                        Spec::Part(path)
+                    };
+                    Item::Section {
+                        label,
+                        spec,
+                        partial,
+                        binary: true,
+                    }
+                }
+                MessageDataItemName::BinarySize { section } => {
+                    let path = path_of(&section);
+                    Item::BinarySize {
+                        label: format!("BINARY.SIZE[{}]", path_label(&path)),
+                        path,
+                    }
+                }
+            };
+            match &item {
+                Item::Envelope | Item::BodyStructure | Item::Body => plan.needs_structure = true,
+                Item::Section { spec, binary, .. } => {
+                    plan.needs_content = true;
+                    plan.needs_structure |= !matches!(spec, Spec::Full) || *binary;
+                }
+                Item::BinarySize { .. } => {
+                    plan.needs_content = true;
+                    plan.needs_structure = true;
+                }
+                _ => {}
+            }
+            plan.items.push(item);
+        }
+        if plan.sets_seen && !plan.items.iter().any(|i| matches!(i, Item::Flags)) {
+            plan.items.push(Item::Flags);
+        }
+        plan
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run(
+    s: &mut Session,
+    tag: &str,
+    set: SequenceSet,
+    names: MacroOrMessageDataItemNames<'static>,
+    uid: bool,
+    modifiers: Vec<FetchModifier>,
+    b: &Backend<'_>,
+) {
+    let (Some(user), Some(sel)) = (s.user.clone(), s.selected.as_mut()) else {
+        return;
+    };
+    let mut plan = Plan::new(names, uid, s.enabled.condstore);
+    for m in &modifiers {
+        match m {
+            FetchModifier::ChangedSince(v) => {
+                plan.changed_since = Some(v.get());
+                plan.modseq = true;
+            }
+            FetchModifier::Vanished => {
+                s.tagged(tag, "BAD VANISHED needs QRESYNC");
+                return;
+            }
+        }
+    }
+    if plan.modseq {
+        // RFC 7162 3.1: a MODSEQ fetch enables CONDSTORE for the session.
+        s.enabled.condstore = true;
+    }
+    let mut indexes = match super::sequence::resolve(&set, &sel.messages, uid) {
+        Ok(i) => i,
+        Err(text) => {
+            s.tagged(tag, &format!("BAD {text}"));
+            return;
+        }
+    };
+    if let Some(since) = plan.changed_since {
+        indexes.retain(|&i| sel.messages[i].modseq > since);
+    }
+    if plan.sets_seen && !sel.read_only {
+        let unseen: Vec<u32> = indexes
+            .iter()
+            .map(|&i| &sel.messages[i])
+            .filter(|m| !m.flags.contains(Flags::SEEN))
+            .map(|m| m.uid)
+            .collect();
+        if !unseen.is_empty() {
+            match b
+                .store
+                .set_flags(&user, &sel.name, &unseen, FlagOp::Add, Flags::SEEN, &[])
+            {
+                Ok(modseq) => {
+                    for &i in &indexes {
+                        let m = &mut sel.messages[i];
+                        if unseen.binary_search(&m.uid).is_ok() {
+                            m.flags |= Flags::SEEN;
+                            m.modseq = modseq;
+                        }
+                    }
+                }
+                Err(e) => {
+                    super::no(s, tag, &e);
+                    return;
+                }
+            }
+        }
+    }
+    s.fetch_continue(
+        FetchWork {
+            tag: tag.to_string(),
+            plan,
+            indexes,
+            next: 0,
+            uid,
+        },
+        b,
+    );
+}
+
+impl Session {
+    /// Renders messages until the output chunk fills, then parks the rest in `work`.
+    pub(crate) fn fetch_continue(&mut self, mut work: FetchWork, b: &Backend<'_>) {
+        let Some(user) = self.user.clone() else {
+            return;
+        };
+        while work.next < work.indexes.len() {
+            if self.out.len() >= self.config.output_chunk_bytes {
+                self.work = Some(work);
+                return;
+            }
+            let i = work.indexes[work.next];
+            work.next += 1;
+            let Some(sel) = self.selected.as_ref() else {
+                return;
+            };
+            let Some(m) = sel.messages.get(i) else {
+                continue;
+            };
+            match render(b, &user, &sel.name, i + 1, m, &work.plan, &mut self.out) {
+                Ok(()) => {}
+                // Expunged by another session since our view was synced: nothing to show
+                // (RFC 9051 7.5.1 lets the server omit it).
+                Err(Failure::Gone) => {}
+                Err(Failure::UnknownCte) => {
+                    self.tagged(
+                        &work.tag,
+                        "NO [UNKNOWN-CTE] Unknown Content-Transfer-Encoding",
+                    );
+                    return;
+                }
+                Err(Failure::Store(e)) => {
+                    super::no(self, &work.tag, &e);
+                    return;
+                }
+            }
+        }
+        let verb = if work.uid { "UID FETCH" } else { "FETCH" };
+        // RFC 9051 7.5.1: no EXPUNGE during a FETCH by sequence number.
+        self.done(&work.tag, &format!("OK {verb} completed"), b, work.uid);
+    }
+}
+
+enum Failure {
+    Gone,
+    UnknownCte,
+    Store(store::StoreError),
+}
+
+impl From<store::StoreError> for Failure {
+    fn from(e: store::StoreError) -> Failure {
+        if e.is_not_found() {
+            Failure::Gone
+        } else {
+            Failure::Store(e)
+        }
+    }
+}
+
+fn render(
+    b: &Backend<'_>,
+    user: &str,
+    folder: &str,
+    seq: usize,
+    m: &MessageInfo,
+    plan: &Plan,
+    out: &mut Vec<u8>,
+) -> Result<(), Failure> {
+    let structure = if plan.needs_structure {
+        let summary = b.store.summary(user, folder, m.uid)?;
+        Some(match Structure::from_bytes(&summary.structure) {
+            Ok(s) => s,
+            // Stored before structures were cached, or damaged: parse once now.
+            Err(_) => Structure::parse(&b.store.read(user, folder, m.uid)?),
+        })
+    } else {
+        None
+    };
+    let content = if plan.needs_content {
+        Some(b.store.read(user, folder, m.uid)?)
+    } else {
+        None
+    };
+    let mut line = format!("* {seq} FETCH (").into_bytes();
+    let mut first = true;
+    let mut sep = |line: &mut Vec<u8>| {
+        if !first {
+            line.push(b' ');
+        }
+        first = false;
+    };
+    for item in &plan.items {
+        sep(&mut line);
+        match item {
+            Item::Uid => line.extend_from_slice(format!("UID {}", m.uid).as_bytes()),
+            Item::Flags => line.extend_from_slice(
+                format!("FLAGS {}", flags_list(m.flags, &m.keywords)).as_bytes(),
+            ),
+            Item::InternalDate => line.extend_from_slice(
+                format!("INTERNALDATE {}", internal_date(m.internal_date)).as_bytes(),
+            ),
+            Item::Size => line.extend_from_slice(format!("RFC822.SIZE {}", m.size).as_bytes()),
+            Item::Envelope => {
+                line.extend_from_slice(b"ENVELOPE ");
+                line.extend_from_slice(structure.as_ref().map_or(&[][..], |s| s.envelope()));
+            }
+            Item::BodyStructure => {
+                line.extend_from_slice(b"BODYSTRUCTURE ");
+                line.extend_from_slice(structure.as_ref().map_or(&[][..], |s| s.body_structure()));
+            }
+            Item::Body => {
+                line.extend_from_slice(b"BODY ");
+                line.extend_from_slice(structure.as_ref().map_or(&[][..], |s| s.body()));
+            }
+            Item::Section {
+                label,
+                spec,
+                partial,
+                binary,
+            } => {
+                let content = content.as_deref().unwrap_or_default();
+                let data = section(content, structure.as_ref(), spec, *binary)?;
+                let data = match partial {
+                    // RFC 9051 6.4.5: a partial beyond the end is empty.
+                    Some((offset, len)) => {
+                        let start = (*offset as usize).min(data.len());
+                        let end = start.saturating_add(*len as usize).min(data.len());
+                        data[start..end].to_vec()
+                    }
+                    None => data,
+                };
+                line.extend_from_slice(label.as_bytes());
+                line.push(b' ');
+                // RFC 3516 4.3: binary data with NUL goes as literal8.
+                if *binary && data.contains(&0) {
+                    line.push(b'~');
+                }
+                line.extend_from_slice(format!("{{{}}}\r\n", data.len()).as_bytes());
+                line.extend_from_slice(&data);
+            }
+            Item::BinarySize { label, path } => {
+                let content = content.as_deref().unwrap_or_default();
+                let spec = if path.is_empty() {
+                    Spec::Full
+                } else {
+                    Spec::Part(path.clone())
+                };
+                let data = section(content, structure.as_ref(), &spec, true)?;
+                line.extend_from_slice(format!("{label} {}", data.len()).as_bytes());
+            }
+        }
+    }
+    if plan.modseq {
+        sep(&mut line);
+        line.extend_from_slice(format!("MODSEQ ({})", m.modseq).as_bytes());
+    }
+    line.extend_from_slice(b")\r\n");
+    out.extend_from_slice(&line);
+    Ok(())
+}
+
+fn slice(content: &[u8], range: std::ops::Range<u64>) -> Vec<u8> {
+    let start = (range.start as usize).min(content.len());
+    let end = (range.end as usize).clamp(start, content.len());
+    content[start..end].to_vec()
+}
+
+/// The bytes of one section (RFC 9051 6.4.5); a section that does not exist is empty.
+fn section(
+    content: &[u8],
+    structure: Option<&Structure>,
+    spec: &Spec,
+    binary: bool,
+) -> Result<Vec<u8>, Failure> {
+    let Some(st) = structure else {
+        return Ok(content.to_vec());
+    };
+    let data = match spec {
+        Spec::Full => {
+            if binary {
+                // BINARY[] of a whole message: nothing to decode at the top level.
+                return Ok(content.to_vec());
+            }
+            content.to_vec()
+        }
+        Spec::Header(path) if path.is_empty() => slice(content, st.header_range()),
+        Spec::Text(path) if path.is_empty() => slice(content, st.text_range()),
+        Spec::HeaderFields(path, names, not) => {
+            let header = if path.is_empty() {
+                Some(slice(content, st.header_range()))
+            } else {
+                st.part(path)
+                    .and_then(|p| p.message_header_range())
+                    .map(|r| slice(content, r))
+            };
+            let names: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
+            header
+                .map(|h| filter_header_fields(&h, &names, *not))
+                .unwrap_or_default()
+        }
+        Spec::Header(path) => st
+            .part(path)
+            .and_then(|p| p.message_header_range())
+            .map(|r| slice(content, r))
+            .unwrap_or_default(),
+        Spec::Text(path) => st
+            .part(path)
+            .and_then(|p| p.message_text_range())
+            .map(|r| slice(content, r))
+            .unwrap_or_default(),
+        Spec::Mime(path) => st
+            .part(path)
+            .map(|p| slice(content, p.mime_header_range()))
+            .unwrap_or_default(),
+        Spec::Part(path) => match st.part(path) {
+            Some(p) => {
+                let body = slice(content, p.body_range());
+                if binary {
+                    return decode_binary(p.encoding(), &body).map_err(|_| Failure::UnknownCte);
+                }
+                body
+            }
+            None => Vec::new(),
+        },
+    };
+    Ok(data)
+}

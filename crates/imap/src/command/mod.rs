@@ -1,0 +1,226 @@
+//! One file per command. `run` checks the state a command needs (RFC 9051 3) and hands it
+//! to its file; `no` is the one place store errors become responses.
+
+pub(crate) mod append;
+pub(crate) mod authenticate;
+pub(crate) mod capability;
+pub(crate) mod close;
+pub(crate) mod copy;
+pub(crate) mod create;
+pub(crate) mod delete;
+pub(crate) mod enable;
+pub(crate) mod expunge;
+pub(crate) mod fetch;
+pub(crate) mod id;
+pub(crate) mod idle;
+pub(crate) mod list;
+pub(crate) mod logout;
+pub(crate) mod namespace;
+pub(crate) mod noop;
+pub(crate) mod rename;
+pub(crate) mod search;
+pub(crate) mod select;
+pub(crate) mod sequence;
+pub(crate) mod special_use;
+pub(crate) mod starttls;
+pub(crate) mod status;
+pub(crate) mod store;
+pub(crate) mod subscribe;
+
+use ::store::StoreError;
+use imap_codec::imap_types::command::CommandBody;
+use imap_codec::imap_types::mailbox::Mailbox;
+
+use crate::parse::Request;
+use crate::session::{Backend, Session, State};
+
+/// Which states a command is valid in.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Needs {
+    Any,
+    NotAuthenticated,
+    Authenticated,
+    Selected,
+}
+
+pub(crate) fn run(s: &mut Session, tag: &str, request: Request, b: &Backend<'_>) {
+    let needs = match &request {
+        Request::Append { .. } | Request::List(_) => Needs::Authenticated,
+        Request::Search { .. } => Needs::Selected,
+        Request::Codec(body) => match body {
+            CommandBody::Capability
+            | CommandBody::Noop
+            | CommandBody::Logout
+            | CommandBody::Id { .. } => Needs::Any,
+            CommandBody::StartTLS
+            | CommandBody::Authenticate { .. }
+            | CommandBody::Login { .. } => Needs::NotAuthenticated,
+            CommandBody::Check
+            | CommandBody::Close
+            | CommandBody::Unselect
+            | CommandBody::Expunge
+            | CommandBody::ExpungeUid { .. }
+            | CommandBody::Search { .. }
+            | CommandBody::Fetch { .. }
+            | CommandBody::Store { .. }
+            | CommandBody::Copy { .. }
+            | CommandBody::Move { .. } => Needs::Selected,
+            _ => Needs::Authenticated,
+        },
+    };
+    let ok = match needs {
+        Needs::Any => true,
+        Needs::NotAuthenticated => s.state == State::NotAuthenticated,
+        Needs::Authenticated => matches!(s.state, State::Authenticated | State::Selected),
+        Needs::Selected => s.state == State::Selected,
+    };
+    if !ok {
+        let text = match needs {
+            Needs::NotAuthenticated => "BAD Already authenticated",
+            Needs::Selected if s.state != State::NotAuthenticated => "BAD No mailbox selected",
+            _ => "BAD Log in first",
+        };
+        s.tagged(tag, text);
+        s.error();
+        return;
+    }
+    match request {
+        Request::Append { mailbox, messages } => append::run(s, tag, &mailbox, messages, b),
+        Request::List(req) => list::run(s, tag, req, b),
+        Request::Search { uid, ret, criteria } => search::run(s, tag, uid, ret, criteria, b),
+        Request::Codec(body) => codec(s, tag, body, b),
+    }
+}
+
+fn codec(s: &mut Session, tag: &str, body: CommandBody<'static>, b: &Backend<'_>) {
+    match body {
+        CommandBody::Capability => capability::run(s, tag, b),
+        CommandBody::Noop | CommandBody::Check => noop::run(s, tag, b),
+        CommandBody::Logout => logout::run(s, tag),
+        CommandBody::StartTLS => starttls::run(s, tag),
+        CommandBody::Authenticate {
+            mechanism,
+            initial_response,
+        } => authenticate::authenticate(
+            s,
+            tag,
+            &mechanism,
+            initial_response.map(|r| r.declassify().to_vec()),
+        ),
+        CommandBody::Login { username, password } => {
+            authenticate::login(s, tag, username.as_ref(), password.declassify().as_ref())
+        }
+        CommandBody::Enable { capabilities } => enable::run(s, tag, &capabilities.into_inner()),
+        CommandBody::Select {
+            mailbox,
+            parameters,
+        } => select::run(s, tag, &mailbox_name(&mailbox), false, &parameters, b),
+        CommandBody::Examine {
+            mailbox,
+            parameters,
+        } => select::run(s, tag, &mailbox_name(&mailbox), true, &parameters, b),
+        CommandBody::Create { mailbox } => create::run(s, tag, &mailbox_name(&mailbox), b),
+        CommandBody::Delete { mailbox } => delete::run(s, tag, &mailbox_name(&mailbox), b),
+        CommandBody::Rename { from, to } => {
+            rename::run(s, tag, &mailbox_name(&from), &mailbox_name(&to), b)
+        }
+        CommandBody::Subscribe { mailbox } => {
+            subscribe::run(s, tag, &mailbox_name(&mailbox), true, b)
+        }
+        CommandBody::Unsubscribe { mailbox } => {
+            subscribe::run(s, tag, &mailbox_name(&mailbox), false, b)
+        }
+        CommandBody::Namespace => namespace::run(s, tag, b),
+        CommandBody::Status {
+            mailbox,
+            item_names,
+        } => status::run(s, tag, &mailbox_name(&mailbox), &item_names, b),
+        CommandBody::Idle => idle::run(s, tag, b),
+        CommandBody::Close => close::close(s, tag, b),
+        CommandBody::Unselect => close::unselect(s, tag),
+        CommandBody::Expunge => expunge::run(s, tag, None, b),
+        CommandBody::ExpungeUid { sequence_set } => expunge::run(s, tag, Some(sequence_set), b),
+        CommandBody::Search { criteria, uid, .. } => search::run(s, tag, uid, None, criteria, b),
+        CommandBody::Fetch {
+            sequence_set,
+            macro_or_item_names,
+            uid,
+            modifiers,
+        } => fetch::run(s, tag, sequence_set, macro_or_item_names, uid, modifiers, b),
+        CommandBody::Store {
+            sequence_set,
+            kind,
+            response,
+            flags,
+            uid,
+            modifiers,
+        } => store::run(
+            s,
+            tag,
+            sequence_set,
+            kind,
+            response,
+            flags,
+            uid,
+            modifiers,
+            b,
+        ),
+        CommandBody::Copy {
+            sequence_set,
+            mailbox,
+            uid,
+        } => copy::run(s, tag, sequence_set, &mailbox_name(&mailbox), uid, false, b),
+        CommandBody::Move {
+            sequence_set,
+            mailbox,
+            uid,
+        } => copy::run(s, tag, sequence_set, &mailbox_name(&mailbox), uid, true, b),
+        CommandBody::Id { .. } => id::run(s, tag, b),
+        _ => {
+            s.tagged(tag, "BAD Command not supported");
+            s.error();
+        }
+    }
+}
+
+/// The store's name for a mailbox. Names travel as sent: UTF-8 under IMAP4rev2, modified
+/// UTF-7 from IMAP4rev1 clients (RFC 9051 5.1), which the store keeps as plain text.
+pub(crate) fn mailbox_name(mailbox: &Mailbox<'_>) -> String {
+    match mailbox {
+        Mailbox::Inbox => "INBOX".to_string(),
+        Mailbox::Other(other) => String::from_utf8_lossy(other.as_ref()).into_owned(),
+    }
+}
+
+/// The tagged NO (or BAD) for a store error: the one place they meet the wire.
+pub(crate) fn no(s: &mut Session, tag: &str, e: &StoreError) {
+    let text = match e {
+        // RFC 5530 response codes.
+        StoreError::NoSuchFolder { .. } | StoreError::NoSuchUser(_) => {
+            "NO [NONEXISTENT] No such mailbox".to_string()
+        }
+        StoreError::NoSuchMessage { .. } => "NO [EXPUNGEISSUED] Message was expunged".to_string(),
+        StoreError::FolderExists { .. } => "NO [ALREADYEXISTS] Mailbox already exists".to_string(),
+        StoreError::InvalidName { reason, .. } => {
+            format!(
+                "NO [CANNOT] Invalid mailbox name: {}",
+                crate::session::one_line(reason)
+            )
+        }
+        StoreError::TooLarge { what } => {
+            format!("NO [TOOBIG] Too large: {}", crate::session::one_line(what))
+        }
+        StoreError::Limit { what } => {
+            format!(
+                "NO [LIMIT] Limit reached: {}",
+                crate::session::one_line(what)
+            )
+        }
+        StoreError::Invalid(what) => format!("NO [CANNOT] {}", crate::session::one_line(what)),
+        StoreError::Corrupt { .. }
+        | StoreError::Io { .. }
+        | StoreError::Failed(_)
+        | StoreError::Config(_) => "NO [SERVERBUG] Internal storage error".to_string(),
+    };
+    s.tagged(tag, &text);
+}

@@ -1,0 +1,354 @@
+//! RFC 9051 6.4.4 SEARCH (and UID SEARCH), with ESEARCH results (RFC 4731, RFC 9051
+//! 7.3.4) and MODSEQ (RFC 7162 3.1.5).
+//!
+//! Keys are compiled once against the view (sequence sets become sorted lists), then each
+//! message is tested, cheapest data first: index keys never read anything, FROM, TO,
+//! SUBJECT, Message-ID and the Date come from the summary parsed at arrival, and only
+//! other headers and body text read the message.
+
+use chrono::{DateTime, NaiveDate, Utc};
+use imap_codec::imap_types::core::Vec1;
+use imap_codec::imap_types::search::SearchKey;
+use store::{Flags, MessageInfo, Summary};
+
+use crate::parse::SearchReturn;
+use crate::response::uid_set;
+use crate::session::{Backend, Session};
+
+enum Key {
+    All,
+    Not(Box<Key>),
+    And(Vec<Key>),
+    Or(Box<Key>, Box<Key>),
+    /// Positions (0-based, ascending).
+    Positions(Vec<usize>),
+    Flag(Flags, bool),
+    Keyword(String, bool),
+    None,
+    Larger(u64),
+    Smaller(u64),
+    Internal(DateCmp, NaiveDate),
+    Sent(DateCmp, NaiveDate),
+    Header(String, Vec<u8>),
+    Body(Vec<u8>),
+    Text(Vec<u8>),
+    ModSeq(u64),
+}
+
+#[derive(Clone, Copy)]
+enum DateCmp {
+    Before,
+    On,
+    Since,
+}
+
+impl DateCmp {
+    fn test(self, date: NaiveDate, key: NaiveDate) -> bool {
+        match self {
+            DateCmp::Before => date < key,
+            DateCmp::On => date == key,
+            DateCmp::Since => date >= key,
+        }
+    }
+}
+
+fn lower(s: &[u8]) -> Vec<u8> {
+    s.to_ascii_lowercase()
+}
+
+fn compile(
+    key: &SearchKey<'_>,
+    messages: &[MessageInfo],
+    uses_modseq: &mut bool,
+) -> Result<Key, String> {
+    use SearchKey as K;
+    Ok(match key {
+        K::And(keys) => Key::And(
+            keys.as_ref()
+                .iter()
+                .map(|k| compile(k, messages, uses_modseq))
+                .collect::<Result<_, _>>()?,
+        ),
+        K::SequenceSet(set) => {
+            Key::Positions(super::sequence::resolve(set, messages, false).unwrap_or_default())
+        }
+        K::Uid(set) => Key::Positions(super::sequence::resolve(set, messages, true)?),
+        K::All => Key::All,
+        K::Answered => Key::Flag(Flags::ANSWERED, true),
+        K::Deleted => Key::Flag(Flags::DELETED, true),
+        K::Draft => Key::Flag(Flags::DRAFT, true),
+        K::Flagged => Key::Flag(Flags::FLAGGED, true),
+        K::Seen => Key::Flag(Flags::SEEN, true),
+        K::Unanswered => Key::Flag(Flags::ANSWERED, false),
+        K::Undeleted => Key::Flag(Flags::DELETED, false),
+        K::Undraft => Key::Flag(Flags::DRAFT, false),
+        K::Unflagged => Key::Flag(Flags::FLAGGED, false),
+        K::Unseen => Key::Flag(Flags::SEEN, false),
+        // No message is \Recent here (IMAP4rev2 dropped it): NEW = RECENT UNSEEN is empty.
+        K::Recent | K::New => Key::None,
+        K::Old => Key::All,
+        K::Keyword(k) => Key::Keyword(k.inner().to_string(), true),
+        K::Unkeyword(k) => Key::Keyword(k.inner().to_string(), false),
+        K::Larger(n) => Key::Larger(*n as u64),
+        K::Smaller(n) => Key::Smaller(*n as u64),
+        K::Before(d) => Key::Internal(DateCmp::Before, *d.as_ref()),
+        K::On(d) => Key::Internal(DateCmp::On, *d.as_ref()),
+        K::Since(d) => Key::Internal(DateCmp::Since, *d.as_ref()),
+        K::SentBefore(d) => Key::Sent(DateCmp::Before, *d.as_ref()),
+        K::SentOn(d) => Key::Sent(DateCmp::On, *d.as_ref()),
+        K::SentSince(d) => Key::Sent(DateCmp::Since, *d.as_ref()),
+        K::Bcc(v) => Key::Header("bcc".into(), lower(v.as_ref())),
+        K::Cc(v) => Key::Header("cc".into(), lower(v.as_ref())),
+        K::From(v) => Key::Header("from".into(), lower(v.as_ref())),
+        K::To(v) => Key::Header("to".into(), lower(v.as_ref())),
+        K::Subject(v) => Key::Header("subject".into(), lower(v.as_ref())),
+        K::Header(field, v) => Key::Header(
+            String::from_utf8_lossy(field.as_ref()).to_ascii_lowercase(),
+            lower(v.as_ref()),
+        ),
+        K::Body(v) => Key::Body(lower(v.as_ref())),
+        K::Text(v) => Key::Text(lower(v.as_ref())),
+        K::Not(k) => Key::Not(Box::new(compile(k, messages, uses_modseq)?)),
+        K::Or(a, b) => Key::Or(
+            Box::new(compile(a, messages, uses_modseq)?),
+            Box::new(compile(b, messages, uses_modseq)?),
+        ),
+        K::ModSequence { modseq, .. } => {
+            *uses_modseq = true;
+            Key::ModSeq(*modseq)
+        }
+        #[allow(unreachable_patterns)]
+        _ => return Err("Unsupported search key".into()),
+    })
+}
+
+/// One message's data, loaded the first time a key needs it.
+struct Lazy<'a> {
+    b: &'a Backend<'a>,
+    user: &'a str,
+    folder: &'a str,
+    uid: u32,
+    summary: Option<Option<Summary>>,
+    content: Option<Option<Vec<u8>>>,
+}
+
+impl Lazy<'_> {
+    fn summary(&mut self) -> Option<&Summary> {
+        if self.summary.is_none() {
+            self.summary = Some(self.b.store.summary(self.user, self.folder, self.uid).ok());
+        }
+        self.summary.as_ref().and_then(|s| s.as_ref())
+    }
+
+    fn content(&mut self) -> Option<&[u8]> {
+        if self.content.is_none() {
+            self.content = Some(self.b.store.read(self.user, self.folder, self.uid).ok());
+        }
+        self.content.as_ref().and_then(|c| c.as_deref())
+    }
+}
+
+fn contains(haystack: &[u8], needle_lower: &[u8]) -> bool {
+    if needle_lower.is_empty() {
+        return true;
+    }
+    haystack
+        .windows(needle_lower.len())
+        .any(|w| w.eq_ignore_ascii_case(needle_lower))
+}
+
+/// The unfolded values of a header field in a header block.
+fn header_values(content: &[u8], field: &str) -> Vec<Vec<u8>> {
+    let end = content
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|p| p + 2)
+        .or_else(|| content.windows(2).position(|w| w == b"\n\n").map(|p| p + 1))
+        .unwrap_or(content.len());
+    let header = &content[..end];
+    let mut values: Vec<Vec<u8>> = Vec::new();
+    let mut current: Option<Vec<u8>> = None;
+    for line in header.split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.first().is_some_and(|b| *b == b' ' || *b == b'\t') {
+            if let Some(v) = current.as_mut() {
+                v.extend_from_slice(line);
+            }
+            continue;
+        }
+        if let Some(v) = current.take() {
+            values.push(v);
+        }
+        if let Some(colon) = line.iter().position(|&b| b == b':')
+            && line[..colon]
+                .trim_ascii()
+                .eq_ignore_ascii_case(field.as_bytes())
+        {
+            current = Some(line[colon + 1..].trim_ascii().to_vec());
+        }
+    }
+    values.extend(current);
+    values
+}
+
+fn test(key: &Key, i: usize, m: &MessageInfo, lazy: &mut Lazy<'_>) -> bool {
+    match key {
+        Key::All => true,
+        Key::None => false,
+        Key::Not(k) => !test(k, i, m, lazy),
+        Key::And(keys) => keys.iter().all(|k| test(k, i, m, lazy)),
+        Key::Or(a, b) => test(a, i, m, lazy) || test(b, i, m, lazy),
+        Key::Positions(p) => p.binary_search(&i).is_ok(),
+        Key::Flag(f, set) => m.flags.contains(*f) == *set,
+        Key::Keyword(k, set) => m.keywords.iter().any(|x| x.eq_ignore_ascii_case(k)) == *set,
+        Key::Larger(n) => m.size > *n,
+        Key::Smaller(n) => m.size < *n,
+        Key::ModSeq(v) => m.modseq >= *v,
+        Key::Internal(cmp, d) => {
+            let date = DateTime::<Utc>::from_timestamp(m.internal_date, 0)
+                .unwrap_or_default()
+                .date_naive();
+            cmp.test(date, *d)
+        }
+        Key::Sent(cmp, d) => {
+            let date = lazy
+                .summary()
+                .and_then(|s| DateTime::parse_from_rfc2822(&s.date).ok())
+                .map(|d| d.date_naive());
+            date.is_some_and(|date| cmp.test(date, *d))
+        }
+        Key::Header(field, needle) => {
+            // The summary answers the common fields without reading the message.
+            let from_summary = match field.as_str() {
+                "subject" => lazy.summary().map(|s| s.subject.clone().into_bytes()),
+                "from" => lazy.summary().map(|s| s.from.clone().into_bytes()),
+                "to" => lazy.summary().map(|s| s.to.clone().into_bytes()),
+                "message-id" => lazy.summary().map(|s| {
+                    if s.message_id.is_empty() {
+                        Vec::new()
+                    } else {
+                        format!("<{}>", s.message_id).into_bytes()
+                    }
+                }),
+                _ => None,
+            };
+            match from_summary {
+                Some(value) if !value.is_empty() || !needle.is_empty() => contains(&value, needle),
+                _ => lazy
+                    .content()
+                    .map(|c| header_values(c, field).iter().any(|v| contains(v, needle)))
+                    .unwrap_or(false),
+            }
+        }
+        Key::Body(needle) => lazy
+            .content()
+            .map(|c| {
+                let start = c
+                    .windows(4)
+                    .position(|w| w == b"\r\n\r\n")
+                    .map(|p| p + 4)
+                    .unwrap_or(c.len());
+                contains(&c[start..], needle)
+            })
+            .unwrap_or(false),
+        Key::Text(needle) => lazy.content().map(|c| contains(c, needle)).unwrap_or(false),
+    }
+}
+
+pub(crate) fn run(
+    s: &mut Session,
+    tag: &str,
+    uid: bool,
+    ret: Option<Vec<SearchReturn>>,
+    criteria: Vec1<SearchKey<'static>>,
+    b: &Backend<'_>,
+) {
+    let (Some(user), Some(sel)) = (s.user.clone(), s.selected.as_ref()) else {
+        return;
+    };
+    let mut uses_modseq = false;
+    let keys: Result<Vec<Key>, String> = criteria
+        .as_ref()
+        .iter()
+        .map(|k| compile(k, &sel.messages, &mut uses_modseq))
+        .collect();
+    let key = match keys {
+        Ok(keys) => Key::And(keys),
+        Err(text) => {
+            s.tagged(tag, &format!("BAD {text}"));
+            return;
+        }
+    };
+    let mut hits: Vec<usize> = Vec::new();
+    for (i, m) in sel.messages.iter().enumerate() {
+        let mut lazy = Lazy {
+            b,
+            user: &user,
+            folder: &sel.name,
+            uid: m.uid,
+            summary: None,
+            content: None,
+        };
+        if test(&key, i, m, &mut lazy) {
+            hits.push(i);
+        }
+    }
+    let number = |i: usize| {
+        if uid {
+            sel.messages[i].uid
+        } else {
+            i as u32 + 1
+        }
+    };
+    let highest = hits.iter().map(|&i| sel.messages[i].modseq).max();
+    let mut line = String::new();
+    match ret {
+        None => {
+            line.push_str("* SEARCH");
+            for &i in &hits {
+                line.push(' ');
+                line.push_str(&number(i).to_string());
+            }
+            // RFC 7162 3.1.5: the highest MODSEQ of the results.
+            if uses_modseq && let Some(h) = highest {
+                line.push_str(&format!(" (MODSEQ {h})"));
+            }
+        }
+        Some(opts) => {
+            line.push_str(&format!("* ESEARCH (TAG \"{tag}\")"));
+            if uid {
+                line.push_str(" UID");
+            }
+            let numbers: Vec<u32> = hits.iter().map(|&i| number(i)).collect();
+            for opt in &opts {
+                match opt {
+                    SearchReturn::Min => {
+                        if let Some(n) = numbers.first() {
+                            line.push_str(&format!(" MIN {n}"));
+                        }
+                    }
+                    SearchReturn::Max => {
+                        if let Some(n) = numbers.last() {
+                            line.push_str(&format!(" MAX {n}"));
+                        }
+                    }
+                    SearchReturn::Count => line.push_str(&format!(" COUNT {}", numbers.len())),
+                    SearchReturn::All => {
+                        if !numbers.is_empty() {
+                            line.push_str(&format!(" ALL {}", uid_set(&numbers)));
+                        }
+                    }
+                }
+            }
+            if uses_modseq && let Some(h) = highest {
+                line.push_str(&format!(" MODSEQ {h}"));
+            }
+        }
+    }
+    s.untagged(&line[2..]);
+    if uses_modseq {
+        s.enabled.condstore = true;
+    }
+    let verb = if uid { "UID SEARCH" } else { "SEARCH" };
+    s.done(tag, &format!("OK {verb} completed"), b, uid);
+}

@@ -1,0 +1,74 @@
+//! RFC 9051 6.3.2 SELECT and 6.3.3 EXAMINE, with CONDSTORE (RFC 7162 3.1.8).
+
+use imap_codec::imap_types::command::SelectParameter;
+use store::Flags;
+
+use crate::response::{SYSTEM_FLAGS, folder_flags};
+use crate::selected::Selected;
+use crate::session::{Backend, Session, State};
+
+pub(crate) fn run(
+    s: &mut Session,
+    tag: &str,
+    name: &str,
+    read_only: bool,
+    parameters: &[SelectParameter],
+    b: &Backend<'_>,
+) {
+    let Some(user) = s.user.clone() else {
+        return;
+    };
+    if parameters
+        .iter()
+        .any(|p| matches!(p, SelectParameter::QResync { .. }))
+    {
+        s.tagged(tag, "BAD QRESYNC is not enabled");
+        return;
+    }
+    if parameters.contains(&SelectParameter::CondStore) {
+        s.enabled.condstore = true;
+    }
+    // RFC 9051 6.3.2: selecting closes the current mailbox first, without expunging.
+    if s.selected.take().is_some() {
+        s.state = State::Authenticated;
+        s.untagged("OK [CLOSED] Previous mailbox closed");
+    }
+    let sel = match Selected::open(b.store, &user, name, read_only) {
+        Ok(sel) => sel,
+        Err(e) => {
+            super::no(s, tag, &e);
+            return;
+        }
+    };
+    s.untagged(&format!("FLAGS {}", folder_flags(&sel.keywords)));
+    s.untagged(&format!("{} EXISTS", sel.messages.len()));
+    if !s.enabled.rev2 {
+        // RFC 3501 7.3.2; \Recent is gone in IMAP4rev2 and no message is ever recent here.
+        s.untagged("0 RECENT");
+        if let Some(i) = sel
+            .messages
+            .iter()
+            .position(|m| !m.flags.contains(Flags::SEEN))
+        {
+            s.untagged(&format!("OK [UNSEEN {}] First unseen", i + 1));
+        }
+    }
+    if read_only {
+        s.untagged("OK [PERMANENTFLAGS ()] Read-only mailbox");
+    } else {
+        s.untagged(&format!(
+            "OK [PERMANENTFLAGS ({SYSTEM_FLAGS} \\*)] Flags permitted"
+        ));
+    }
+    s.untagged(&format!("OK [UIDVALIDITY {}] UIDs valid", sel.uidvalidity));
+    s.untagged(&format!("OK [UIDNEXT {}] Predicted next UID", sel.uidnext));
+    s.untagged(&format!(
+        "OK [HIGHESTMODSEQ {}] Highest",
+        sel.highest_modseq
+    ));
+    let code = if read_only { "READ-ONLY" } else { "READ-WRITE" };
+    let verb = if read_only { "EXAMINE" } else { "SELECT" };
+    s.selected = Some(sel);
+    s.state = State::Selected;
+    s.tagged(tag, &format!("OK [{code}] {verb} completed"));
+}

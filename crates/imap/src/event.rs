@@ -1,0 +1,58 @@
+//! What a session asks of its shell, and what the shell answers.
+
+use std::fmt;
+
+/// Output of [`crate::Session::poll`], in the order the shell must act on it. `Debug` hides
+/// the password, so logging an event never logs a secret.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Event {
+    /// Bytes to write. Consecutive responses come coalesced.
+    Write(Vec<u8>),
+    /// The `OK Begin TLS negotiation now` response was the last write: flush it, run the
+    /// handshake, then call `tls_started`. Input that came with or after the STARTTLS line
+    /// has been discarded (RFC 9051 6.2.1, CVE-2011-0411).
+    StartTls,
+    /// Check these credentials (LOGIN or AUTHENTICATE PLAIN), then call `auth_result`.
+    /// `authzid` is empty unless the client asked to act as another user (RFC 4616 2).
+    Auth {
+        username: String,
+        password: String,
+        authzid: String,
+    },
+    /// Flush writes and close the connection; the session is over.
+    Close,
+}
+
+impl fmt::Debug for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Event::Write(bytes) => f
+                .debug_tuple("Write")
+                .field(&String::from_utf8_lossy(bytes))
+                .finish(),
+            Event::StartTls => f.write_str("StartTls"),
+            Event::Auth {
+                username, authzid, ..
+            } => f
+                .debug_struct("Auth")
+                .field("username", username)
+                .field("password", &format_args!("<redacted>"))
+                .field("authzid", authzid)
+                .finish(),
+            Event::Close => f.write_str("Close"),
+        }
+    }
+}
+
+/// The shell's answer to [`Event::Auth`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthResult {
+    /// Logged in as this store user.
+    Success { user: String },
+    /// Unknown user or wrong password; the response does not say which.
+    BadCredentials,
+    /// The user has as many sessions as allowed (RFC 5530 LIMIT).
+    TooManySessions,
+    /// A temporary failure (RFC 5530 UNAVAILABLE); the text goes to the client.
+    Temporary(String),
+}

@@ -1,0 +1,123 @@
+//! Encoding of response pieces: strings, flag lists, dates, UID sets.
+
+use std::collections::BTreeSet;
+
+use chrono::{DateTime, Utc};
+use store::Flags;
+
+/// The flags a folder can store (RFC 9051 7.3.5 FLAGS, 7.1 PERMANENTFLAGS).
+pub(crate) const SYSTEM_FLAGS: &str = "\\Answered \\Flagged \\Deleted \\Seen \\Draft";
+
+/// `(\Seen kw ...)` for a FETCH FLAGS.
+pub(crate) fn flags_list(flags: Flags, keywords: &[String]) -> String {
+    let mut s = String::from("(");
+    for name in flags.names() {
+        if s.len() > 1 {
+            s.push(' ');
+        }
+        s.push_str(name);
+    }
+    for k in keywords {
+        if s.len() > 1 {
+            s.push(' ');
+        }
+        s.push_str(k);
+    }
+    s.push(')');
+    s
+}
+
+/// The FLAGS response of a folder: system flags and the keywords in use.
+pub(crate) fn folder_flags(keywords: &BTreeSet<String>) -> String {
+    let mut s = format!("({SYSTEM_FLAGS}");
+    for k in keywords {
+        s.push(' ');
+        s.push_str(k);
+    }
+    s.push(')');
+    s
+}
+
+/// A string as an IMAP quoted string if it can be one, else a literal (RFC 9051 4.3).
+pub(crate) fn write_string(out: &mut Vec<u8>, value: &[u8]) {
+    mime_structure::write_nstring(out, Some(value));
+}
+
+/// A mailbox name: an atom-safe name goes bare, anything else as a string.
+pub(crate) fn write_mailbox(out: &mut Vec<u8>, name: &str) {
+    let atom = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && !b"(){ %*\"\\]".contains(&b));
+    if atom {
+        out.extend_from_slice(name.as_bytes());
+    } else {
+        write_string(out, name.as_bytes());
+    }
+}
+
+/// RFC 9051 9 date-time: `"17-Jul-1996 02:44:25 +0000"`.
+pub(crate) fn internal_date(secs: i64) -> String {
+    let date = DateTime::<Utc>::from_timestamp(secs, 0).unwrap_or_default();
+    format!("\"{}\"", date.format("%d-%b-%Y %H:%M:%S +0000"))
+}
+
+/// A compact UID set, `1:3,7,9:10`, from ascending UIDs (RFC 4315 uid-set).
+pub(crate) fn uid_set(uids: &[u32]) -> String {
+    let mut s = String::new();
+    let mut i = 0;
+    while i < uids.len() {
+        let start = uids[i];
+        let mut end = start;
+        while i + 1 < uids.len() && uids[i + 1] == end + 1 {
+            i += 1;
+            end = uids[i];
+        }
+        if !s.is_empty() {
+            s.push(',');
+        }
+        if start == end {
+            s.push_str(&start.to_string());
+        } else {
+            s.push_str(&format!("{start}:{end}"));
+        }
+        i += 1;
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uid_sets_are_compact() {
+        assert_eq!(uid_set(&[]), "");
+        assert_eq!(uid_set(&[4]), "4");
+        assert_eq!(uid_set(&[1, 2, 3, 7, 9, 10]), "1:3,7,9:10");
+    }
+
+    #[test]
+    fn flags_lists() {
+        assert_eq!(flags_list(Flags::EMPTY, &[]), "()");
+        assert_eq!(
+            flags_list(Flags::SEEN | Flags::FLAGGED, &["$Junk".into()]),
+            "(\\Seen \\Flagged $Junk)"
+        );
+    }
+
+    #[test]
+    fn internal_dates_are_rfc_9051_date_times() {
+        assert_eq!(internal_date(0), "\"01-Jan-1970 00:00:00 +0000\"");
+        assert_eq!(internal_date(837571465), "\"17-Jul-1996 02:44:25 +0000\"");
+    }
+
+    #[test]
+    fn mailbox_names_are_atoms_or_strings() {
+        let mut out = Vec::new();
+        write_mailbox(&mut out, "INBOX");
+        out.push(b' ');
+        write_mailbox(&mut out, "Folder with space");
+        assert_eq!(out, b"INBOX \"Folder with space\"");
+    }
+}

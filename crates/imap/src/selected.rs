@@ -1,0 +1,149 @@
+//! The selected folder as this session sees it: message sequence numbers are positions in
+//! `messages` (RFC 9051 2.3.1.2), which change only when this session reports an EXPUNGE.
+
+use std::collections::BTreeSet;
+
+use store::{MessageInfo, Store, StoreError};
+
+use crate::response::flags_list;
+
+pub(crate) struct Selected {
+    pub(crate) name: String,
+    pub(crate) read_only: bool,
+    pub(crate) uidvalidity: u32,
+    /// Messages with a UID below this are in `messages` unless reported expunged.
+    pub(crate) uidnext: u32,
+    pub(crate) highest_modseq: u64,
+    pub(crate) messages: Vec<MessageInfo>,
+    /// Keywords any message here carries (the FLAGS response, RFC 9051 7.3.5).
+    pub(crate) keywords: BTreeSet<String>,
+}
+
+impl Selected {
+    pub(crate) fn open(
+        store: &Store,
+        user: &str,
+        name: &str,
+        read_only: bool,
+    ) -> Result<Selected, StoreError> {
+        let view = store.open_folder(user, name)?;
+        let mut keywords = BTreeSet::new();
+        for m in &view.messages {
+            for k in &m.keywords {
+                if !keywords.contains(k) {
+                    keywords.insert(k.clone());
+                }
+            }
+        }
+        Ok(Selected {
+            name: name.to_string(),
+            read_only,
+            uidvalidity: view.status.uidvalidity,
+            uidnext: view.status.uidnext,
+            highest_modseq: view.status.highest_modseq,
+            messages: view.messages,
+            keywords,
+        })
+    }
+
+    /// The position of a UID, if this session still shows it.
+    pub(crate) fn index_of(&self, uid: u32) -> Option<usize> {
+        self.messages.binary_search_by_key(&uid, |m| m.uid).ok()
+    }
+
+    /// Reads what changed since the view was last synced and writes the untagged
+    /// responses. With `expunge` false (during FETCH, STORE, SEARCH) removals wait for a
+    /// later sync; they are found again then because the counts will not add up.
+    pub(crate) fn sync(
+        &mut self,
+        store: &Store,
+        user: &str,
+        expunge: bool,
+        condstore: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<(), StoreError> {
+        let changes = store.changes_since(user, &self.name, self.highest_modseq)?;
+        let status = changes.status;
+        if status.uidvalidity != self.uidvalidity {
+            return Err(StoreError::NoSuchFolder {
+                user: user.to_string(),
+                folder: self.name.clone(),
+            });
+        }
+        let new_count = changes
+            .changed
+            .iter()
+            .filter(|m| m.uid >= self.uidnext)
+            .count();
+        let present_old = (status.messages as usize).saturating_sub(new_count);
+        if expunge && present_old != self.messages.len() {
+            let uids = store.uids(user, &self.name)?;
+            let mut kept = Vec::with_capacity(self.messages.len());
+            for m in self.messages.drain(..) {
+                if uids.binary_search(&m.uid).is_ok() {
+                    kept.push(m);
+                } else {
+                    // RFC 9051 7.5.1: each EXPUNGE renumbers the ones after it.
+                    let seq = kept.len() + 1;
+                    out.extend_from_slice(format!("* {seq} EXPUNGE\r\n").as_bytes());
+                }
+            }
+            self.messages = kept;
+        }
+        let mut new_keywords = false;
+        let mut added = 0usize;
+        for m in changes.changed {
+            if m.uid >= self.uidnext {
+                if self.messages.last().is_none_or(|l| l.uid < m.uid) {
+                    for k in &m.keywords {
+                        new_keywords |= self.keywords.insert(k.clone());
+                    }
+                    self.messages.push(m);
+                    added += 1;
+                }
+                continue;
+            }
+            let Some(i) = self.index_of(m.uid) else {
+                continue;
+            };
+            let old = &self.messages[i];
+            if old.flags == m.flags
+                && old.keywords == m.keywords
+                && !(condstore && old.modseq != m.modseq)
+            {
+                self.messages[i].modseq = m.modseq;
+                continue;
+            }
+            for k in &m.keywords {
+                new_keywords |= self.keywords.insert(k.clone());
+            }
+            let mut line = format!(
+                "* {} FETCH (UID {} FLAGS {}",
+                i + 1,
+                m.uid,
+                flags_list(m.flags, &m.keywords)
+            );
+            if condstore {
+                line.push_str(&format!(" MODSEQ ({})", m.modseq));
+            }
+            line.push_str(")\r\n");
+            out.extend_from_slice(line.as_bytes());
+            self.messages[i] = m;
+        }
+        if new_keywords {
+            out.extend_from_slice(
+                format!(
+                    "* FLAGS {}\r\n",
+                    crate::response::folder_flags(&self.keywords)
+                )
+                .as_bytes(),
+            );
+        }
+        if added > 0 {
+            out.extend_from_slice(format!("* {} EXISTS\r\n", self.messages.len()).as_bytes());
+        }
+        self.uidnext = self.uidnext.max(status.uidnext);
+        self.highest_modseq = self.highest_modseq.max(status.highest_modseq);
+        Ok(())
+    }
+}

@@ -1,0 +1,395 @@
+//! The session: states (RFC 9051 3), the command loop, and the untagged updates other
+//! sessions' changes cause.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use store::Store;
+
+use crate::config::{Config, LOGIN_TIMEOUT};
+use crate::event::{AuthResult, Event};
+use crate::framer::{Frame, Framer};
+use crate::parse::parse;
+use crate::selected::Selected;
+
+/// Where subscriptions live (RFC 9051 6.3.7): outside the store, in the directory.
+pub trait Subscriptions: Send + Sync {
+    /// The user's subscribed names.
+    fn list(&self, user: &str) -> Result<Vec<String>, String>;
+    fn set(&self, user: &str, mailbox: &str, subscribed: bool) -> Result<(), String>;
+}
+
+/// What a session works on while it runs a command.
+pub struct Backend<'a> {
+    pub store: &'a Store,
+    pub subscriptions: &'a dyn Subscriptions,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum State {
+    NotAuthenticated,
+    Authenticated,
+    Selected,
+    Logout,
+}
+
+/// Extensions a client turned on with ENABLE (RFC 5161) or implicitly.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Enabled {
+    /// RFC 7162 3.1: MODSEQ in every FETCH of flags from then on.
+    pub(crate) condstore: bool,
+    pub(crate) rev2: bool,
+}
+
+/// A command that is waiting for something other than the next command line.
+#[derive(Debug)]
+pub(crate) enum Waiting {
+    /// For the shell's `auth_result`.
+    Auth { tag: String },
+    /// For the client's SASL response line (RFC 9051 6.2.2).
+    SaslResponse { tag: String },
+    /// In IDLE until `DONE` (RFC 2177, RFC 9051 6.3.13).
+    Idle { tag: String },
+}
+
+/// A FETCH that yields to the shell every `output_chunk_bytes`.
+pub(crate) struct FetchWork {
+    pub(crate) tag: String,
+    pub(crate) plan: crate::command::fetch::Plan,
+    pub(crate) indexes: Vec<usize>,
+    pub(crate) next: usize,
+    pub(crate) uid: bool,
+}
+
+pub struct Session {
+    pub(crate) config: Arc<Config>,
+    pub(crate) tls: bool,
+    pub(crate) state: State,
+    pub(crate) user: Option<String>,
+    pub(crate) selected: Option<Selected>,
+    pub(crate) enabled: Enabled,
+    pub(crate) framer: Framer,
+    pub(crate) out: Vec<u8>,
+    pub(crate) events: VecDeque<Event>,
+    pub(crate) waiting: Option<Waiting>,
+    pub(crate) work: Option<FetchWork>,
+    /// A login the shell accepted; answered on the next poll, after the default folders
+    /// exist.
+    pub(crate) pending_login: Option<String>,
+    pub(crate) errors: u32,
+    pub(crate) closed: bool,
+}
+
+impl Session {
+    /// A new session; the greeting is queued (RFC 9051 7.1.1).
+    pub fn new(config: Arc<Config>, tls: bool) -> Session {
+        let framer = Framer::new(&config);
+        let mut s = Session {
+            config,
+            tls,
+            state: State::NotAuthenticated,
+            user: None,
+            selected: None,
+            enabled: Enabled::default(),
+            framer,
+            out: Vec::new(),
+            events: VecDeque::new(),
+            waiting: None,
+            work: None,
+            pending_login: None,
+            errors: 0,
+            closed: false,
+        };
+        let caps = s.capabilities();
+        s.untagged(&format!(
+            "OK [CAPABILITY {caps}] {} IMAP ready",
+            s.config.hostname
+        ));
+        s
+    }
+
+    /// Bytes read from the client.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        if !self.closed {
+            self.framer.feed(bytes);
+        }
+    }
+
+    /// Whether the shell should read more input now.
+    pub fn wants_input(&self) -> bool {
+        !self.closed
+            && !matches!(self.waiting, Some(Waiting::Auth { .. }))
+            && self.work.is_none()
+            && self.framer.buffered() < self.config.line_bytes_max * 4
+    }
+
+    /// In IDLE: the shell should also wake when the user's mail changes.
+    pub fn is_idle(&self) -> bool {
+        matches!(self.waiting, Some(Waiting::Idle { .. }))
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// The logged-in store user.
+    pub fn user(&self) -> Option<&str> {
+        self.user.as_deref()
+    }
+
+    /// How long the shell waits for input before calling `timed_out`.
+    pub fn timeout(&self) -> Duration {
+        if self.state == State::NotAuthenticated && !self.framer.in_command() {
+            LOGIN_TIMEOUT
+        } else {
+            self.config.autologout
+        }
+    }
+
+    /// RFC 9051 5.4: the autologout timer ran out.
+    pub fn timed_out(&mut self) {
+        if !self.closed {
+            self.untagged("BYE Autologout; idle for too long");
+            self.close();
+        }
+    }
+
+    /// The server is shutting down.
+    pub fn shutdown(&mut self) {
+        if !self.closed {
+            self.untagged("BYE Server shutting down");
+            self.close();
+        }
+    }
+
+    /// The TLS handshake after STARTTLS succeeded.
+    pub fn tls_started(&mut self) {
+        self.tls = true;
+    }
+
+    pub fn auth_result(&mut self, result: AuthResult) {
+        let Some(Waiting::Auth { tag }) = self.waiting.take() else {
+            return;
+        };
+        match result {
+            AuthResult::Success { user } => {
+                self.user = Some(user);
+                self.state = State::Authenticated;
+                self.pending_login = Some(tag);
+            }
+            AuthResult::BadCredentials => {
+                self.tagged(&tag, "NO [AUTHENTICATIONFAILED] Authentication failed")
+            }
+            AuthResult::TooManySessions => {
+                self.tagged(&tag, "NO [LIMIT] Too many sessions for this user")
+            }
+            AuthResult::Temporary(text) => {
+                let text = one_line(&text);
+                self.tagged(&tag, &format!("NO [UNAVAILABLE] {text}"))
+            }
+        }
+    }
+
+    /// Runs what can run: frames input, executes commands against `backend`, and returns
+    /// the next thing for the shell to do, or `None` when it needs input (or a change, in
+    /// IDLE).
+    pub fn poll(&mut self, backend: &Backend<'_>) -> Option<Event> {
+        loop {
+            if let Some(event) = self.events.pop_front() {
+                return Some(event);
+            }
+            if self.closed || matches!(self.waiting, Some(Waiting::Auth { .. })) {
+                return self.take_write();
+            }
+            if let Some(tag) = self.pending_login.take() {
+                self.logged_in(&tag, backend);
+                continue;
+            }
+            if self.out.len() >= self.config.output_chunk_bytes {
+                return self.take_write();
+            }
+            if let Some(work) = self.work.take() {
+                self.fetch_continue(work, backend);
+                continue;
+            }
+            match self.framer.next() {
+                Some(frame) => self.frame(frame, backend),
+                None => {
+                    if self.is_idle() {
+                        self.sync(backend, true);
+                    }
+                    return self.take_write();
+                }
+            }
+        }
+    }
+
+    fn take_write(&mut self) -> Option<Event> {
+        (!self.out.is_empty()).then(|| Event::Write(std::mem::take(&mut self.out)))
+    }
+
+    fn frame(&mut self, frame: Frame, backend: &Backend<'_>) {
+        match frame {
+            Frame::Continue => self.out.extend_from_slice(b"+ Ready for literal data\r\n"),
+            Frame::Dropped { tag, limit } => {
+                let text = limit.text(&self.config);
+                let tag = tag.unwrap_or_else(|| "*".into());
+                let code = if limit == crate::framer::Limit::Literal {
+                    "[TOOBIG] "
+                } else {
+                    ""
+                };
+                if tag == "*" {
+                    self.untagged(&format!("BAD {code}{text}"));
+                } else {
+                    self.tagged(&tag, &format!("BAD {code}{text}"));
+                }
+                self.error();
+            }
+            Frame::Command(bytes) => match self.waiting.take() {
+                Some(Waiting::Idle { tag }) => self.idle_line(&tag, &bytes, backend),
+                Some(Waiting::SaslResponse { tag }) => self.sasl_response(&tag, &bytes),
+                other => {
+                    self.waiting = other;
+                    self.command(&bytes, backend)
+                }
+            },
+        }
+    }
+
+    fn command(&mut self, bytes: &[u8], backend: &Backend<'_>) {
+        let (tag, request) = match parse(bytes) {
+            Ok(parsed) => parsed,
+            Err((tag, text)) => {
+                match tag {
+                    Some(tag) => self.tagged(&tag, &format!("BAD {text}")),
+                    None => self.untagged(&format!("BAD {text}")),
+                }
+                self.error();
+                return;
+            }
+        };
+        self.errors = 0;
+        crate::command::run(self, &tag, request, backend);
+    }
+
+    /// Counts a BAD; too many in a row end the session (a client that is not speaking IMAP).
+    pub(crate) fn error(&mut self) {
+        self.errors += 1;
+        if self.errors >= self.config.errors_max {
+            self.untagged("BYE Too many invalid commands");
+            self.close();
+        }
+    }
+
+    pub(crate) fn close(&mut self) {
+        self.state = State::Logout;
+        self.closed = true;
+        self.work = None;
+        if !self.out.is_empty() {
+            self.events
+                .push_back(Event::Write(std::mem::take(&mut self.out)));
+        }
+        self.events.push_back(Event::Close);
+    }
+
+    pub(crate) fn untagged(&mut self, text: &str) {
+        if self.closed {
+            return;
+        }
+        self.out.extend_from_slice(b"* ");
+        self.out.extend_from_slice(text.as_bytes());
+        self.out.extend_from_slice(b"\r\n");
+    }
+
+    pub(crate) fn tagged(&mut self, tag: &str, text: &str) {
+        if self.closed {
+            return;
+        }
+        self.out.extend_from_slice(tag.as_bytes());
+        self.out.push(b' ');
+        self.out.extend_from_slice(text.as_bytes());
+        self.out.extend_from_slice(b"\r\n");
+    }
+
+    /// A tagged OK, after the updates the command may carry (RFC 9051 7.5.1: no EXPUNGE
+    /// during FETCH, STORE or SEARCH, whose sequence numbers the client is reading).
+    pub(crate) fn done(&mut self, tag: &str, text: &str, backend: &Backend<'_>, expunge: bool) {
+        self.sync(backend, expunge);
+        self.tagged(tag, text);
+    }
+
+    pub(crate) fn capabilities(&self) -> String {
+        let mut caps = String::from("IMAP4rev1 IMAP4rev2");
+        if self.state == State::NotAuthenticated {
+            if !self.tls && self.config.starttls {
+                caps.push_str(" STARTTLS");
+            }
+            if self.tls || self.config.plaintext_auth {
+                caps.push_str(" AUTH=PLAIN SASL-IR");
+            } else {
+                caps.push_str(" LOGINDISABLED");
+            }
+        }
+        caps.push_str(
+            " LITERAL+ ENABLE IDLE ID NAMESPACE UNSELECT UIDPLUS MOVE CHILDREN SPECIAL-USE \
+             LIST-EXTENDED LIST-STATUS ESEARCH MULTIAPPEND BINARY CONDSTORE STATUS=SIZE",
+        );
+        caps.push_str(&format!(" APPENDLIMIT={}", self.config.literal_bytes_max));
+        caps
+    }
+
+    /// Brings the selected folder's view up to date and writes the untagged responses
+    /// for what changed (RFC 9051 7.3.1 EXISTS, 7.5.1 EXPUNGE, 7.5.2 FETCH FLAGS).
+    pub(crate) fn sync(&mut self, backend: &Backend<'_>, expunge: bool) {
+        let (Some(user), Some(selected)) = (self.user.as_deref(), self.selected.as_mut()) else {
+            return;
+        };
+        match selected.sync(
+            backend.store,
+            user,
+            expunge,
+            self.enabled.condstore,
+            &mut self.out,
+        ) {
+            Ok(()) => {}
+            Err(e) if e.is_not_found() => {
+                // RFC 9051 7.1: the folder was deleted under us.
+                self.selected = None;
+                self.state = State::Authenticated;
+                self.untagged("BYE Selected mailbox was deleted");
+                self.close();
+            }
+            // The next command that touches the store reports the failure.
+            Err(_) => {}
+        }
+    }
+
+    fn logged_in(&mut self, tag: &str, backend: &Backend<'_>) {
+        if let Some(user) = self.user.clone() {
+            crate::command::special_use::ensure_defaults(backend.store, &user);
+        }
+        let caps = self.capabilities();
+        self.tagged(tag, &format!("OK [CAPABILITY {caps}] Logged in"));
+    }
+
+    fn idle_line(&mut self, tag: &str, line: &[u8], backend: &Backend<'_>) {
+        // RFC 2177 3: the only thing a client may send in IDLE.
+        if line.trim_ascii().eq_ignore_ascii_case(b"DONE") {
+            self.done(tag, "OK IDLE terminated", backend, true);
+        } else {
+            self.tagged(tag, "BAD Expected DONE");
+            self.error();
+        }
+    }
+}
+
+/// Text handed in by the shell, cut to one printable line.
+pub(crate) fn one_line(text: &str) -> String {
+    text.chars()
+        .take_while(|c| *c != '\r' && *c != '\n')
+        .filter(|c| !c.is_control())
+        .take(200)
+        .collect()
+}

