@@ -13,6 +13,8 @@ command -v curl >/dev/null || need_pkgs+=(curl)
 # A real Postfix relays into our LMTP listener in the tests (its daemons are not started by
 # the package: the test runs a private instance on a loopback port).
 [ -x /usr/sbin/postfix ] || need_pkgs+=(postfix)
+# mbsync, the real synchronisation client of the IMAP round-trip test.
+command -v mbsync >/dev/null || need_pkgs+=(isync)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "postfix postfix/main_mailer_type select No configuration" | debconf-set-selections

@@ -25,6 +25,7 @@
 //! - MIME structure (ENVELOPE, BODYSTRUCTURE, part offsets) comes from the store's summary,
 //!   computed once at arrival; FETCH never re-parses a message that has one.
 
+mod cache;
 mod command;
 mod config;
 mod event;
@@ -34,6 +35,7 @@ mod response;
 mod selected;
 mod session;
 
+pub use cache::HeaderCache;
 pub use config::{AUTOLOGOUT, Config, LOGIN_TIMEOUT};
 pub use event::{AuthResult, Event};
 pub use session::{Backend, Session, Subscriptions};

@@ -24,6 +24,8 @@ pub trait Subscriptions: Send + Sync {
 pub struct Backend<'a> {
     pub store: &'a Store,
     pub subscriptions: &'a dyn Subscriptions,
+    /// Header fields for SEARCH, shared by all sessions.
+    pub headers: &'a crate::cache::HeaderCache,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

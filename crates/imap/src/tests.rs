@@ -64,6 +64,7 @@ pub(crate) fn test_config() -> Config {
 /// A client connection: a session, the shared store, and what came out.
 pub(crate) struct Client {
     pub(crate) session: Session,
+    pub(crate) headers: Arc<crate::HeaderCache>,
     pub(crate) store: Store,
     pub(crate) subs: Arc<MemorySubscriptions>,
     pub(crate) closed: bool,
@@ -74,6 +75,7 @@ impl Client {
     pub(crate) fn new(store: &Store, config: Config) -> Client {
         Client {
             session: Session::new(Arc::new(config), false),
+            headers: Arc::new(crate::HeaderCache::new(1 << 20)),
             store: store.clone(),
             subs: Arc::new(MemorySubscriptions::default()),
             closed: false,
@@ -89,6 +91,7 @@ impl Client {
             let backend = Backend {
                 store: &self.store,
                 subscriptions: &*self.subs,
+                headers: &self.headers,
             };
             let Some(event) = self.session.poll(&backend) else {
                 break;

@@ -43,6 +43,10 @@ pub(crate) struct ServerSection {
     pub(crate) connections_per_ip_max: Option<usize>,
     pub(crate) message_bytes_max: Option<u64>,
     pub(crate) recipients_max: Option<usize>,
+    /// IMAP sessions one user may have at once.
+    pub(crate) imap_sessions_per_user_max: Option<usize>,
+    /// Memory for the header fields IMAP SEARCH caches, all users together.
+    pub(crate) imap_header_cache_bytes_max: Option<usize>,
     pub(crate) auth_failures_max: Option<u32>,
     pub(crate) delivery_threads: Option<usize>,
     /// Smarthost for mail to other domains, `host:port`.

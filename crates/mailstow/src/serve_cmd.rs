@@ -102,6 +102,12 @@ pub(crate) fn server_config(
     if let Some(v) = section.recipients_max {
         server.recipients_max = v;
     }
+    if let Some(v) = section.imap_sessions_per_user_max {
+        server.imap_sessions_per_user_max = v;
+    }
+    if let Some(v) = section.imap_header_cache_bytes_max {
+        server.imap_header_cache_bytes_max = v;
+    }
     if let Some(v) = section.auth_failures_max {
         server.auth_failures_max = v;
     }

@@ -89,3 +89,33 @@ fn curl_lists_appends_and_fetches() {
     );
     assert!(server.stop().success());
 }
+
+#[test]
+fn mbsync_round_trips_a_folder_tree_with_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    setup(&data);
+    // mbsync speaks plain IMAP here (SSLType None), so LOGIN without TLS must be allowed.
+    let config = dir.path().join("mailstow.toml");
+    std::fs::write(&config, "[server]\nauth_without_tls = true\n").unwrap();
+    let server = Server::start_with(&data, Some(&config));
+    let address = server.addr("imap");
+    let (host, port) = address.rsplit_once(':').unwrap();
+    let messages = std::env::var("MBSYNC_MESSAGES").unwrap_or_else(|_| "3000".into());
+    let run = Command::new("bash")
+        .arg(script("mbsync_roundtrip.sh"))
+        .args([host, port, "alice@example.test", "secret"])
+        .arg(dir.path().join("sync"))
+        .arg(&messages)
+        .env("KEEP", "0")
+        .output()
+        .expect("bash");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success() && stdout.contains("mbsync-roundtrip: OK"),
+        "mbsync round trip failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(server.stop().success());
+}

@@ -121,6 +121,7 @@ async fn poll(ctx: &Arc<Ctx>, session: imap::Session) -> Option<(imap::Session, 
         let backend = imap::Backend {
             store: &ctx.store,
             subscriptions: &subscriptions,
+            headers: &ctx.imap_headers,
         };
         let mut events = Vec::new();
         let mut bytes = 0;

@@ -138,6 +138,8 @@ pub struct ServerConfig {
     pub recipients_max: usize,
     /// IMAP sessions one user may have open at once.
     pub imap_sessions_per_user_max: usize,
+    /// Memory for the header fields IMAP SEARCH keeps (all sessions together).
+    pub imap_header_cache_bytes_max: usize,
     pub auth_failures_max: u32,
     pub auth_failure_window: Duration,
     pub delivery_threads: usize,
@@ -180,6 +182,7 @@ impl ServerConfig {
             message_bytes_max: 50 << 20,
             recipients_max: 100,
             imap_sessions_per_user_max: 50,
+            imap_header_cache_bytes_max: 64 << 20,
             auth_failures_max: 10,
             auth_failure_window: Duration::from_secs(600),
             delivery_threads: 2,
@@ -216,6 +219,7 @@ pub(crate) struct Ctx {
     pub(crate) maildrops: pop3_conn::Maildrops,
     pub(crate) imap: Arc<imap::Config>,
     pub(crate) imap_users: imap_conn::Users,
+    pub(crate) imap_headers: imap::HeaderCache,
     pub(crate) sessions: AtomicU64,
     /// Messages made durable in the queue (SMTP and LMTP) since start.
     pub(crate) accepted: AtomicU64,
@@ -354,6 +358,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
             ..imap::Config::default()
         }),
         imap_users: imap_conn::Users::new(config.imap_sessions_per_user_max),
+        imap_headers: imap::HeaderCache::new(config.imap_header_cache_bytes_max),
         sessions: AtomicU64::new(0),
         accepted: AtomicU64::new(0),
         delivered: Arc::new(AtomicU64::new(0)),

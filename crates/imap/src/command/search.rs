@@ -6,6 +6,8 @@
 //! SUBJECT, Message-ID and the Date come from the summary parsed at arrival, and only
 //! other headers and body text read the message.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, NaiveDate, Utc};
 use imap_codec::imap_types::core::Vec1;
 use imap_codec::imap_types::search::SearchKey;
@@ -127,17 +129,23 @@ struct Lazy<'a> {
     b: &'a Backend<'a>,
     user: &'a str,
     folder: &'a str,
+    uidvalidity: u32,
     uid: u32,
-    summary: Option<Option<Summary>>,
+    summary: Option<Option<Arc<Summary>>>,
     content: Option<Option<Vec<u8>>>,
 }
 
 impl Lazy<'_> {
     fn summary(&mut self) -> Option<&Summary> {
         if self.summary.is_none() {
-            self.summary = Some(self.b.store.summary(self.user, self.folder, self.uid).ok());
+            let cache = self.b.headers;
+            let (user, folder, v, uid) = (self.user, self.folder, self.uidvalidity, self.uid);
+            self.summary = Some(cache.get(user, folder, v, uid).or_else(|| {
+                let s = self.b.store.summary(user, folder, uid).ok()?;
+                Some(cache.put(user, folder, v, uid, &s))
+            }));
         }
-        self.summary.as_ref().and_then(|s| s.as_ref())
+        self.summary.as_ref().and_then(|s| s.as_deref())
     }
 
     fn content(&mut self) -> Option<&[u8]> {
@@ -285,6 +293,7 @@ pub(crate) fn run(
             b,
             user: &user,
             folder: &sel.name,
+            uidvalidity: sel.uidvalidity,
             uid: m.uid,
             summary: None,
             content: None,

@@ -1,0 +1,175 @@
+//! The header fields SEARCH reads most (Subject, From, To, Message-ID, Date), kept in memory
+//! per folder once read, so a second search over a big folder reads no message at all.
+//!
+//! Entries never go stale: a (folder, UIDVALIDITY, UID) names one message forever (RFC 9051
+//! 2.3.1.1). Memory is bounded by `bytes_max`; past it, the least recently used folders are
+//! dropped whole.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use store::Summary;
+
+/// Shared by every session of a server.
+pub struct HeaderCache {
+    bytes_max: usize,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    folders: HashMap<(String, String), Folder>,
+    bytes: usize,
+    clock: u64,
+}
+
+struct Folder {
+    uidvalidity: u32,
+    summaries: HashMap<u32, Arc<Summary>>,
+    bytes: usize,
+    used: u64,
+}
+
+/// What an entry costs, roughly: the strings and the map slot.
+fn cost(s: &Summary) -> usize {
+    64 + s.from.len() + s.to.len() + s.subject.len() + s.date.len() + s.message_id.len()
+}
+
+impl HeaderCache {
+    pub fn new(bytes_max: usize) -> HeaderCache {
+        HeaderCache {
+            bytes_max,
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn get(
+        &self,
+        user: &str,
+        folder: &str,
+        uidvalidity: u32,
+        uid: u32,
+    ) -> Option<Arc<Summary>> {
+        let mut inner = self.lock();
+        inner.clock += 1;
+        let now = inner.clock;
+        let f = inner
+            .folders
+            .get_mut(&(user.to_string(), folder.to_string()))?;
+        if f.uidvalidity != uidvalidity {
+            return None;
+        }
+        f.used = now;
+        f.summaries.get(&uid).cloned()
+    }
+
+    /// Keeps the searchable fields of a summary (not its MIME structure).
+    pub(crate) fn put(
+        &self,
+        user: &str,
+        folder: &str,
+        uidvalidity: u32,
+        uid: u32,
+        summary: &Summary,
+    ) -> Arc<Summary> {
+        let kept = Arc::new(Summary {
+            structure: Vec::new(),
+            ..summary.clone()
+        });
+        let size = cost(&kept);
+        if size > self.bytes_max {
+            return kept;
+        }
+        let mut inner = self.lock();
+        inner.clock += 1;
+        let now = inner.clock;
+        while inner.bytes + size > self.bytes_max {
+            let Some(oldest) = inner
+                .folders
+                .iter()
+                .min_by_key(|(_, f)| f.used)
+                .map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            if let Some(f) = inner.folders.remove(&oldest) {
+                inner.bytes -= f.bytes;
+            }
+        }
+        let key = (user.to_string(), folder.to_string());
+        let f = inner.folders.entry(key).or_insert_with(|| Folder {
+            uidvalidity,
+            summaries: HashMap::new(),
+            bytes: 0,
+            used: now,
+        });
+        let mut freed = 0;
+        if f.uidvalidity != uidvalidity {
+            freed = f.bytes;
+            *f = Folder {
+                uidvalidity,
+                summaries: HashMap::new(),
+                bytes: 0,
+                used: now,
+            };
+        }
+        f.used = now;
+        let added = if f.summaries.insert(uid, kept.clone()).is_none() {
+            f.bytes += size;
+            size
+        } else {
+            0
+        };
+        inner.bytes = inner.bytes - freed + added;
+        kept
+    }
+
+    /// Bytes held now.
+    pub fn bytes(&self) -> usize {
+        self.lock().bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(subject: &str) -> Summary {
+        Summary {
+            subject: subject.to_string(),
+            structure: vec![1; 1000],
+            ..Summary::default()
+        }
+    }
+
+    #[test]
+    fn hits_after_put_and_keyed_by_uidvalidity() {
+        let c = HeaderCache::new(1 << 20);
+        assert!(c.get("u", "INBOX", 7, 1).is_none());
+        c.put("u", "INBOX", 7, 1, &summary("hello"));
+        assert_eq!(c.get("u", "INBOX", 7, 1).unwrap().subject, "hello");
+        assert!(c.get("u", "INBOX", 7, 1).unwrap().structure.is_empty());
+        assert!(c.get("u", "INBOX", 8, 1).is_none());
+        assert!(c.get("v", "INBOX", 7, 1).is_none());
+        c.put("u", "INBOX", 8, 1, &summary("other"));
+        assert!(c.get("u", "INBOX", 7, 1).is_none());
+        assert_eq!(c.bytes(), 64 + 5);
+    }
+
+    #[test]
+    fn the_budget_evicts_the_least_recently_used_folder() {
+        let c = HeaderCache::new(3 * 70);
+        c.put("u", "A", 1, 1, &summary("aaaaa"));
+        c.put("u", "B", 1, 1, &summary("bbbbb"));
+        c.get("u", "A", 1, 1);
+        c.put("u", "C", 1, 1, &summary("ccccc"));
+        c.put("u", "D", 1, 1, &summary("ddddd"));
+        assert!(c.get("u", "B", 1, 1).is_none(), "B was least recently used");
+        assert!(c.get("u", "A", 1, 1).is_some());
+        assert!(c.bytes() <= 3 * 70);
+    }
+}
