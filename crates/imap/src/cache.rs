@@ -173,3 +173,96 @@ mod tests {
         assert!(c.bytes() <= 3 * 70);
     }
 }
+
+/// Folder views for SELECT: the index entries of a folder as last copied out of the store,
+/// shared (copy-on-write) by every session that selects the folder while it is unchanged, so
+/// selecting a big folder again costs one status lookup, not a copy of every entry.
+pub struct ViewCache {
+    bytes_max: usize,
+    inner: Mutex<ViewsInner>,
+}
+
+#[derive(Default)]
+struct ViewsInner {
+    views: HashMap<(String, String), View>,
+    bytes: usize,
+    clock: u64,
+}
+
+struct View {
+    status: store::FolderStatus,
+    messages: Arc<Vec<store::MessageInfo>>,
+    bytes: usize,
+    used: u64,
+}
+
+impl ViewCache {
+    pub fn new(bytes_max: usize) -> ViewCache {
+        ViewCache {
+            bytes_max,
+            inner: Mutex::new(ViewsInner::default()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ViewsInner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The folder's status and entries, from the cache when the folder has not changed
+    /// since (same UIDVALIDITY, UIDNEXT, HIGHESTMODSEQ and count).
+    pub(crate) fn open(
+        &self,
+        store: &store::Store,
+        user: &str,
+        folder: &str,
+    ) -> Result<(store::FolderStatus, Arc<Vec<store::MessageInfo>>), store::StoreError> {
+        let status = store.status(user, folder)?;
+        let key = (user.to_string(), folder.to_string());
+        {
+            let mut inner = self.lock();
+            inner.clock += 1;
+            let now = inner.clock;
+            if let Some(v) = inner.views.get_mut(&key)
+                && v.status == status
+            {
+                v.used = now;
+                return Ok((v.status, v.messages.clone()));
+            }
+        }
+        let view = store.open_folder(user, folder)?;
+        let messages = Arc::new(view.messages);
+        let bytes = 64 + messages.len() * std::mem::size_of::<store::MessageInfo>();
+        if bytes <= self.bytes_max {
+            let mut inner = self.lock();
+            if let Some(old) = inner.views.remove(&key) {
+                inner.bytes -= old.bytes;
+            }
+            while inner.bytes + bytes > self.bytes_max {
+                let Some(oldest) = inner
+                    .views
+                    .iter()
+                    .min_by_key(|(_, v)| v.used)
+                    .map(|(k, _)| k.clone())
+                else {
+                    break;
+                };
+                if let Some(v) = inner.views.remove(&oldest) {
+                    inner.bytes -= v.bytes;
+                }
+            }
+            inner.clock += 1;
+            let used = inner.clock;
+            inner.bytes += bytes;
+            inner.views.insert(
+                key,
+                View {
+                    status: view.status,
+                    messages: messages.clone(),
+                    bytes,
+                    used,
+                },
+            );
+        }
+        Ok((view.status, messages))
+    }
+}

@@ -35,7 +35,7 @@ mod response;
 mod selected;
 mod session;
 
-pub use cache::HeaderCache;
+pub use cache::{HeaderCache, ViewCache};
 pub use config::{AUTOLOGOUT, Config, LOGIN_TIMEOUT};
 pub use event::{AuthResult, Event};
 pub use session::{Backend, Session, Subscriptions};

@@ -2,6 +2,7 @@
 //! `messages` (RFC 9051 2.3.1.2), which change only when this session reports an EXPUNGE.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use store::{MessageInfo, Store, StoreError};
 
@@ -14,21 +15,23 @@ pub(crate) struct Selected {
     /// Messages with a UID below this are in `messages` unless reported expunged.
     pub(crate) uidnext: u32,
     pub(crate) highest_modseq: u64,
-    pub(crate) messages: Vec<MessageInfo>,
+    /// Shared with other sessions (and the view cache) until this session changes it.
+    pub(crate) messages: Arc<Vec<MessageInfo>>,
     /// Keywords any message here carries (the FLAGS response, RFC 9051 7.3.5).
     pub(crate) keywords: BTreeSet<String>,
 }
 
 impl Selected {
     pub(crate) fn open(
+        views: &crate::cache::ViewCache,
         store: &Store,
         user: &str,
         name: &str,
         read_only: bool,
     ) -> Result<Selected, StoreError> {
-        let view = store.open_folder(user, name)?;
+        let (status, messages) = views.open(store, user, name)?;
         let mut keywords = BTreeSet::new();
-        for m in &view.messages {
+        for m in messages.iter() {
             for k in &m.keywords {
                 if !keywords.contains(k) {
                     keywords.insert(k.clone());
@@ -38,10 +41,10 @@ impl Selected {
         Ok(Selected {
             name: name.to_string(),
             read_only,
-            uidvalidity: view.status.uidvalidity,
-            uidnext: view.status.uidnext,
-            highest_modseq: view.status.highest_modseq,
-            messages: view.messages,
+            uidvalidity: status.uidvalidity,
+            uidnext: status.uidnext,
+            highest_modseq: status.highest_modseq,
+            messages,
             keywords,
         })
     }
@@ -79,7 +82,7 @@ impl Selected {
         if expunge && present_old != self.messages.len() {
             let uids = store.uids(user, &self.name)?;
             let mut kept = Vec::with_capacity(self.messages.len());
-            for m in self.messages.drain(..) {
+            for m in Arc::make_mut(&mut self.messages).drain(..) {
                 if uids.binary_search(&m.uid).is_ok() {
                     kept.push(m);
                 } else {
@@ -88,7 +91,7 @@ impl Selected {
                     out.extend_from_slice(format!("* {seq} EXPUNGE\r\n").as_bytes());
                 }
             }
-            self.messages = kept;
+            self.messages = Arc::new(kept);
         }
         let mut new_keywords = false;
         let mut added = 0usize;
@@ -98,7 +101,7 @@ impl Selected {
                     for k in &m.keywords {
                         new_keywords |= self.keywords.insert(k.clone());
                     }
-                    self.messages.push(m);
+                    Arc::make_mut(&mut self.messages).push(m);
                     added += 1;
                 }
                 continue;
@@ -111,7 +114,9 @@ impl Selected {
                 && old.keywords == m.keywords
                 && !(condstore && old.modseq != m.modseq)
             {
-                self.messages[i].modseq = m.modseq;
+                if old.modseq != m.modseq {
+                    Arc::make_mut(&mut self.messages)[i].modseq = m.modseq;
+                }
                 continue;
             }
             for k in &m.keywords {
@@ -128,7 +133,7 @@ impl Selected {
             }
             line.push_str(")\r\n");
             out.extend_from_slice(line.as_bytes());
-            self.messages[i] = m;
+            Arc::make_mut(&mut self.messages)[i] = m;
         }
         if new_keywords {
             out.extend_from_slice(

@@ -26,6 +26,8 @@ pub struct Backend<'a> {
     pub subscriptions: &'a dyn Subscriptions,
     /// Header fields for SEARCH, shared by all sessions.
     pub headers: &'a crate::cache::HeaderCache,
+    /// Folder views for SELECT, shared by all sessions.
+    pub views: &'a crate::cache::ViewCache,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

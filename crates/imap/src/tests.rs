@@ -65,6 +65,7 @@ pub(crate) fn test_config() -> Config {
 pub(crate) struct Client {
     pub(crate) session: Session,
     pub(crate) headers: Arc<crate::HeaderCache>,
+    pub(crate) views: Arc<crate::ViewCache>,
     pub(crate) store: Store,
     pub(crate) subs: Arc<MemorySubscriptions>,
     pub(crate) closed: bool,
@@ -76,6 +77,7 @@ impl Client {
         Client {
             session: Session::new(Arc::new(config), false),
             headers: Arc::new(crate::HeaderCache::new(1 << 20)),
+            views: Arc::new(crate::ViewCache::new(1 << 20)),
             store: store.clone(),
             subs: Arc::new(MemorySubscriptions::default()),
             closed: false,
@@ -92,6 +94,7 @@ impl Client {
                 store: &self.store,
                 subscriptions: &*self.subs,
                 headers: &self.headers,
+                views: &self.views,
             };
             let Some(event) = self.session.poll(&backend) else {
                 break;

@@ -47,6 +47,8 @@ pub(crate) struct ServerSection {
     pub(crate) imap_sessions_per_user_max: Option<usize>,
     /// Memory for the header fields IMAP SEARCH caches, all users together.
     pub(crate) imap_header_cache_bytes_max: Option<usize>,
+    /// Memory for folder views IMAP SELECT shares between sessions.
+    pub(crate) imap_view_cache_bytes_max: Option<usize>,
     pub(crate) auth_failures_max: Option<u32>,
     pub(crate) delivery_threads: Option<usize>,
     /// Smarthost for mail to other domains, `host:port`.

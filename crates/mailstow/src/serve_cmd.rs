@@ -108,6 +108,9 @@ pub(crate) fn server_config(
     if let Some(v) = section.imap_header_cache_bytes_max {
         server.imap_header_cache_bytes_max = v;
     }
+    if let Some(v) = section.imap_view_cache_bytes_max {
+        server.imap_view_cache_bytes_max = v;
+    }
     if let Some(v) = section.auth_failures_max {
         server.auth_failures_max = v;
     }

@@ -122,6 +122,7 @@ async fn poll(ctx: &Arc<Ctx>, session: imap::Session) -> Option<(imap::Session, 
             store: &ctx.store,
             subscriptions: &subscriptions,
             headers: &ctx.imap_headers,
+            views: &ctx.imap_views,
         };
         let mut events = Vec::new();
         let mut bytes = 0;

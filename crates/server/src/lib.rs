@@ -140,6 +140,8 @@ pub struct ServerConfig {
     pub imap_sessions_per_user_max: usize,
     /// Memory for the header fields IMAP SEARCH keeps (all sessions together).
     pub imap_header_cache_bytes_max: usize,
+    /// Memory for folder views SELECT shares between sessions.
+    pub imap_view_cache_bytes_max: usize,
     pub auth_failures_max: u32,
     pub auth_failure_window: Duration,
     pub delivery_threads: usize,
@@ -183,6 +185,7 @@ impl ServerConfig {
             recipients_max: 100,
             imap_sessions_per_user_max: 50,
             imap_header_cache_bytes_max: 64 << 20,
+            imap_view_cache_bytes_max: 64 << 20,
             auth_failures_max: 10,
             auth_failure_window: Duration::from_secs(600),
             delivery_threads: 2,
@@ -220,6 +223,7 @@ pub(crate) struct Ctx {
     pub(crate) imap: Arc<imap::Config>,
     pub(crate) imap_users: imap_conn::Users,
     pub(crate) imap_headers: imap::HeaderCache,
+    pub(crate) imap_views: imap::ViewCache,
     pub(crate) sessions: AtomicU64,
     /// Messages made durable in the queue (SMTP and LMTP) since start.
     pub(crate) accepted: AtomicU64,
@@ -359,6 +363,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         }),
         imap_users: imap_conn::Users::new(config.imap_sessions_per_user_max),
         imap_headers: imap::HeaderCache::new(config.imap_header_cache_bytes_max),
+        imap_views: imap::ViewCache::new(config.imap_view_cache_bytes_max),
         sessions: AtomicU64::new(0),
         accepted: AtomicU64::new(0),
         delivered: Arc::new(AtomicU64::new(0)),

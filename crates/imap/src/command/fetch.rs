@@ -338,8 +338,9 @@ pub(crate) fn run(
                 .set_flags(&user, &sel.name, &unseen, FlagOp::Add, Flags::SEEN, &[])
             {
                 Ok(modseq) => {
+                    let messages = std::sync::Arc::make_mut(&mut sel.messages);
                     for &i in &indexes {
-                        let m = &mut sel.messages[i];
+                        let m = &mut messages[i];
                         if unseen.binary_search(&m.uid).is_ok() {
                             m.flags |= Flags::SEEN;
                             m.modseq = modseq;

@@ -33,7 +33,7 @@ pub(crate) fn run(
         s.state = State::Authenticated;
         s.untagged("OK [CLOSED] Previous mailbox closed");
     }
-    let sel = match Selected::open(b.store, &user, name, read_only) {
+    let sel = match Selected::open(b.views, b.store, &user, name, read_only) {
         Ok(sel) => sel,
         Err(e) => {
             super::no(s, tag, &e);

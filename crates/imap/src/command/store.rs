@@ -97,8 +97,9 @@ pub(crate) fn run(
         }
     };
     let mut lines = Vec::new();
+    let messages = std::sync::Arc::make_mut(&mut sel.messages);
     for &i in &targets {
-        let m = &mut sel.messages[i];
+        let m = &mut messages[i];
         m.flags = match op {
             FlagOp::Add => m.flags | system,
             FlagOp::Remove => m.flags.difference(system),

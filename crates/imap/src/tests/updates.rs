@@ -82,3 +82,36 @@ fn a_deleted_selected_folder_ends_the_session() {
     );
     assert!(b.closed);
 }
+
+#[test]
+fn sessions_share_a_folder_view_until_one_changes_it() {
+    let store = new_store();
+    deliver(&store, "bob", 3);
+    let mut a = Client::login(&store, "bob");
+    let mut b = Client::login(&store, "bob");
+    b.views = a.views.clone();
+    a.send("s SELECT INBOX\r\n");
+    b.send("s SELECT INBOX\r\n");
+    let (sa, sb) = (
+        a.session.selected.as_ref().unwrap(),
+        b.session.selected.as_ref().unwrap(),
+    );
+    assert!(
+        Arc::ptr_eq(&sa.messages, &sb.messages),
+        "the second SELECT reused the view"
+    );
+    a.send("t STORE 1 +FLAGS.SILENT (\\Flagged)\r\n");
+    // b's numbering and flags are untouched until it is told.
+    assert_eq!(
+        b.send("f FETCH 1 (FLAGS)\r\n"),
+        "* 1 FETCH (FLAGS ())\r\n* 1 FETCH (UID 1 FLAGS (\\Flagged))\r\nf OK FETCH completed\r\n"
+    );
+    // A changed folder is copied again, not served stale.
+    let mut c = Client::login(&store, "bob");
+    c.views = a.views.clone();
+    assert!(c.send("s SELECT INBOX\r\n").contains("* 3 EXISTS"));
+    assert_eq!(
+        c.send("f FETCH 1 (FLAGS)\r\n"),
+        "* 1 FETCH (FLAGS (\\Flagged))\r\nf OK FETCH completed\r\n"
+    );
+}
