@@ -392,15 +392,14 @@ impl<'a> Cursor<'a> {
 
     fn flag(&mut self) -> Option<Vec<u8>> {
         let start = self.pos;
-        self.eat(b'\\');
+        let backslash = self.eat(b'\\');
         while let Some(b) = self.peek() {
             if !is_astring_char(b) || b == b']' {
                 break;
             }
             self.pos += 1;
         }
-        (self.pos > start + usize::from(self.bytes[start] == b'\\'))
-            .then(|| self.bytes[start..self.pos].to_vec())
+        (self.pos > start + usize::from(backslash)).then(|| self.bytes[start..self.pos].to_vec())
     }
 
     fn quoted(&mut self) -> Option<Vec<u8>> {

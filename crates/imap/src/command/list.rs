@@ -118,10 +118,9 @@ pub(crate) fn run(s: &mut Session, tag: &str, req: ListRequest, b: &Backend<'_>)
 /// RFC 9051 6.3.9: `*` matches anything, `%` anything but the delimiter. INBOX matches
 /// in any case.
 pub(crate) fn matches(pattern: &str, name: &str) -> bool {
-    let pattern = if pattern.len() >= 5 && pattern[..5].eq_ignore_ascii_case("INBOX") {
-        format!("INBOX{}", &pattern[5..])
-    } else {
-        pattern.to_string()
+    let pattern = match (pattern.get(..5), pattern.get(5..)) {
+        (Some(head), Some(rest)) if head.eq_ignore_ascii_case("INBOX") => format!("INBOX{rest}"),
+        _ => pattern.to_string(),
     };
     wildcard(pattern.as_bytes(), name.as_bytes())
 }
@@ -177,6 +176,8 @@ mod tests {
         assert!(!matches("a", "ab"));
         assert!(matches("%/c", "b/c"));
         assert!(!matches("%/c", "a/b/c"));
+        assert!(!matches("inbo\u{e9}", "INBOX"));
+        assert!(matches("\u{e9}t\u{e9}", "\u{e9}t\u{e9}"));
         let hostile = "*a".repeat(200);
         assert!(!matches(&hostile, &"a".repeat(100)));
     }

@@ -102,3 +102,20 @@ fn everything_else_goes_to_imap_codec() {
     assert!(bad("a FROBNICATE\r\n").contains("unknown"));
     assert!(matches!(parse(b"(bad NOOP\r\n"), Err((None, _))));
 }
+
+proptest::proptest! {
+    /// The parser sees only what the framer hands it, but must not panic on anything.
+    #[test]
+    fn parse_never_panics(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+        let _ = parse(&bytes);
+        let mut append = b"a APPEND x ".to_vec();
+        append.extend_from_slice(&bytes);
+        let _ = parse(&append);
+        let mut list = b"a LIST ".to_vec();
+        list.extend_from_slice(&bytes);
+        let _ = parse(&list);
+        let mut search = b"a SEARCH RETURN ".to_vec();
+        search.extend_from_slice(&bytes);
+        let _ = parse(&search);
+    }
+}
