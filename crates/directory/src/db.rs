@@ -42,10 +42,24 @@ pub(crate) async fn connect(
         .foreign_keys(true)
         // Writers (server and CLI) take turns on SQLite's single write lock; wait, don't fail.
         .busy_timeout(busy_timeout);
-    SqlitePoolOptions::new()
-        .max_connections(connections_max)
-        .connect_with(options)
-        .await
+    // Switching a fresh file to WAL takes an exclusive lock, and SQLite answers SQLITE_BUSY
+    // at once (no busy handler) when another process is creating or migrating the same
+    // file. Retry that, within the same busy timeout.
+    let deadline = std::time::Instant::now() + busy_timeout;
+    loop {
+        let result = SqlitePoolOptions::new()
+            .max_connections(connections_max)
+            .connect_with(options.clone())
+            .await;
+        match result {
+            Err(sqlx::Error::Database(e))
+                if e.code().as_deref() == Some("5") && std::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Brings the schema to [`SCHEMA_VERSION`]; refuses a database from a newer program.
