@@ -154,6 +154,46 @@ pub(crate) fn authzid_allowed(authzid: &str, username: &str) -> bool {
     authzid.is_empty() || authzid.eq_ignore_ascii_case(username)
 }
 
+/// Why a login was not accepted.
+pub(crate) enum LoginRefused {
+    /// Too many recent failures from this address.
+    Throttled,
+    /// Unknown user or wrong password.
+    BadCredentials,
+    /// The directory could not answer.
+    Unavailable,
+}
+
+/// The one login check every protocol uses: the per-address throttle (refuse, or delay after
+/// failures), the password against the directory, then the throttle told how it went.
+/// Returns the canonical user.
+pub(crate) async fn check_login(
+    throttle: &AuthThrottle,
+    directory: &directory::Directory,
+    ip: IpAddr,
+    username: &str,
+    password: &str,
+) -> Result<String, LoginRefused> {
+    match throttle.gate(ip) {
+        Gate::Refuse => return Err(LoginRefused::Throttled),
+        Gate::Check(delay) => tokio::time::sleep(delay).await,
+    }
+    match directory.authenticate(username, password).await {
+        Ok(Some(user)) => {
+            throttle.succeeded(ip);
+            Ok(user)
+        }
+        Ok(None) => {
+            throttle.failed(ip);
+            Err(LoginRefused::BadCredentials)
+        }
+        Err(e) => {
+            tracing::warn!("directory: {e}");
+            Err(LoginRefused::Unavailable)
+        }
+    }
+}
+
 /// Connection counts, in total and per client address, shared by every listener.
 pub(crate) struct ConnectionLimits {
     connections_max: usize,

@@ -12,7 +12,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::sync::watch;
 
 use crate::Ctx;
-use crate::conn::{Gate, Stream, TLS_HANDSHAKE_TIMEOUT, flush, stopping};
+use crate::conn::{LoginRefused, Stream, TLS_HANDSHAKE_TIMEOUT, check_login, flush, stopping};
 
 const READ_CHUNK: usize = 64 << 10;
 const WRITE_TIMEOUT: Duration = Duration::from_secs(600);
@@ -258,27 +258,20 @@ async fn login(
     username: &str,
     password: &str,
 ) -> (AuthResult, Option<Membership>) {
-    match ctx.throttle.gate(peer.ip()) {
-        Gate::Refuse => {
+    let user = match check_login(&ctx.throttle, &ctx.directory, peer.ip(), username, password).await
+    {
+        Ok(user) => user,
+        Err(LoginRefused::BadCredentials) => return (AuthResult::BadCredentials, None),
+        Err(LoginRefused::Throttled) => {
             return (
                 AuthResult::Temporary("too many failed logins, try later".into()),
                 None,
             );
         }
-        Gate::Check(delay) => tokio::time::sleep(delay).await,
-    }
-    let user = match ctx.directory.authenticate(username, password).await {
-        Ok(Some(user)) => user,
-        Ok(None) => {
-            ctx.throttle.failed(peer.ip());
-            return (AuthResult::BadCredentials, None);
-        }
-        Err(e) => {
-            tracing::warn!("directory: {e}");
+        Err(LoginRefused::Unavailable) => {
             return (AuthResult::Temporary("directory unavailable".into()), None);
         }
     };
-    ctx.throttle.succeeded(peer.ip());
     match ctx.imap_users.enter(&user) {
         Some(member) => (AuthResult::Success { user }, Some(member)),
         None => (AuthResult::TooManySessions, None),

@@ -11,7 +11,9 @@ use pop3::{AuthResult, Event, Maildrop};
 use tokio::io::AsyncWriteExt as _;
 
 use crate::Ctx;
-use crate::conn::{Gate, Input, Stream, TLS_HANDSHAKE_TIMEOUT, flush, next_input};
+use crate::conn::{
+    Input, LoginRefused, Stream, TLS_HANDSHAKE_TIMEOUT, check_login, flush, next_input,
+};
 
 const READ_CHUNK: usize = 16 << 10;
 const WRITE_TIMEOUT: Duration = Duration::from_secs(600);
@@ -158,27 +160,20 @@ async fn login(
     username: &str,
     password: &str,
 ) -> (AuthResult, Option<(String, MaildropLock)>) {
-    match ctx.throttle.gate(peer.ip()) {
-        Gate::Refuse => {
+    let user = match check_login(&ctx.throttle, &ctx.directory, peer.ip(), username, password).await
+    {
+        Ok(user) => user,
+        Err(LoginRefused::BadCredentials) => return (AuthResult::BadCredentials, None),
+        Err(LoginRefused::Throttled) => {
             return (
                 AuthResult::Temporary("too many failed logins, try later".into()),
                 None,
             );
         }
-        Gate::Check(delay) => tokio::time::sleep(delay).await,
-    }
-    let user = match ctx.directory.authenticate(username, password).await {
-        Ok(Some(user)) => user,
-        Ok(None) => {
-            ctx.throttle.failed(peer.ip());
-            return (AuthResult::BadCredentials, None);
-        }
-        Err(e) => {
-            tracing::warn!("directory: {e}");
+        Err(LoginRefused::Unavailable) => {
             return (AuthResult::Temporary("directory unavailable".into()), None);
         }
     };
-    ctx.throttle.succeeded(peer.ip());
     let Some(held) = ctx.maildrops.lock(&user) else {
         return (AuthResult::InUse, None);
     };

@@ -9,7 +9,9 @@ use std::time::Duration;
 use smtp::{AuthResult, Event, Reply, Verdict};
 use tokio::io::AsyncWriteExt as _;
 
-use crate::conn::{Gate, Input, Stream, TLS_HANDSHAKE_TIMEOUT, flush, next_input};
+use crate::conn::{
+    Input, LoginRefused, Stream, TLS_HANDSHAKE_TIMEOUT, check_login, flush, next_input,
+};
 use crate::{Ctx, Service, delivery};
 
 /// Bytes read from the socket at a time.
@@ -156,22 +158,14 @@ struct Shell<'a> {
 
 impl Shell<'_> {
     async fn authenticate(&mut self, username: &str, password: &str) -> AuthResult {
-        match self.ctx.throttle.gate(self.ip) {
-            Gate::Refuse => return AuthResult::TemporaryFailure,
-            Gate::Check(delay) => tokio::time::sleep(delay).await,
-        }
-        match self.ctx.directory.authenticate(username, password).await {
-            Ok(Some(user)) => {
-                self.ctx.throttle.succeeded(self.ip);
+        let ctx = self.ctx;
+        match check_login(&ctx.throttle, &ctx.directory, self.ip, username, password).await {
+            Ok(user) => {
                 self.authenticated = Some(user.clone());
                 AuthResult::Success { user }
             }
-            Ok(None) => {
-                self.ctx.throttle.failed(self.ip);
-                AuthResult::Failed
-            }
-            Err(e) => {
-                tracing::warn!("directory: {e}");
+            Err(LoginRefused::BadCredentials) => AuthResult::Failed,
+            Err(LoginRefused::Throttled | LoginRefused::Unavailable) => {
                 AuthResult::TemporaryFailure
             }
         }
