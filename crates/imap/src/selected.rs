@@ -32,11 +32,7 @@ impl Selected {
         let (status, messages) = views.open(store, user, name)?;
         let mut keywords = BTreeSet::new();
         for m in messages.iter() {
-            for k in &m.keywords {
-                if !keywords.contains(k) {
-                    keywords.insert(k.clone());
-                }
-            }
+            keywords.extend(m.keywords.iter().cloned());
         }
         Ok(Selected {
             name: name.to_string(),

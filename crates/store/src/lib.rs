@@ -347,6 +347,16 @@ impl Store {
         self.inner.read(user, folder, uid)
     }
 
+    /// A message's summary and content from one read (IMAP FETCH of a section needs both).
+    pub fn read_with_summary(
+        &self,
+        user: &str,
+        folder: &str,
+        uid: u32,
+    ) -> Result<(Summary, Vec<u8>), StoreError> {
+        self.inner.read_with_summary(user, folder, uid)
+    }
+
     /// `len` bytes of a message's content from `offset` (cut at the end of the message).
     pub fn read_range(
         &self,

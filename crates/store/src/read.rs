@@ -206,6 +206,21 @@ impl Inner {
         Ok(buf.split_off(MSG_HEADER_BYTES + e.summary_len as usize))
     }
 
+    /// Summary and content from one checked read of the record.
+    pub(crate) fn read_with_summary(
+        &self,
+        user: &str,
+        folder: &str,
+        uid: u32,
+    ) -> Result<(Summary, Vec<u8>), StoreError> {
+        let cell = self.folder(user, folder)?;
+        let (e, mut buf) = self.read_checked(&cell, uid, 0, 0, true)?;
+        let content = buf.split_off(MSG_HEADER_BYTES + e.summary_len as usize);
+        let summary = decode_summary(&buf[MSG_HEADER_BYTES..], e.content_len as u64)
+            .map_err(|d| StoreError::corrupt(format!("summary of UID {uid}: {}", d.0)))?;
+        Ok((summary, content))
+    }
+
     /// Small messages are read whole and CRC-checked; larger ones (over
     /// `read_chunk_bytes_max`) are checked by header only, as the CRC covers all the bytes.
     pub(crate) fn read_range(

@@ -163,4 +163,7 @@ fn changes_since_uids_and_the_observer_see_every_committed_change() {
         vec!["alice", "alice", "bob", "alice", "alice", "alice"]
     );
     assert!(store.summary("alice", "INBOX", 1).unwrap().structure.len() > 10);
+    let (summary, content) = store.read_with_summary("alice", "INBOX", 3).unwrap();
+    assert_eq!(summary, store.summary("alice", "INBOX", 3).unwrap());
+    assert_eq!(content, store.read("alice", "INBOX", 3).unwrap());
 }

@@ -109,13 +109,15 @@ pub(crate) fn run(
         super::no(s, tag, &e);
         return;
     }
+    // RFC 4315 3: both sets list UIDs in corresponding order; both ascend here, so the
+    // compact form keeps the pairing.
     let code = if dest_uids.is_empty() {
         String::new()
     } else {
         format!(
             "[COPYUID {uidvalidity} {} {}] ",
-            uid_set_ordered(&source_uids),
-            uid_set_ordered(&dest_uids)
+            uid_set(&source_uids),
+            uid_set(&dest_uids)
         )
     };
     if moving {
@@ -133,10 +135,4 @@ pub(crate) fn run(
         let verb = if uid { "UID COPY" } else { "COPY" };
         s.done(tag, &format!("OK {code}{verb} completed"), b, uid);
     }
-}
-
-/// Source and destination sets must list UIDs in corresponding order (RFC 4315 3); both
-/// ascend here, so the compact form keeps the pairing.
-fn uid_set_ordered(uids: &[u32]) -> String {
-    uid_set(uids)
 }

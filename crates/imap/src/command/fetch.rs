@@ -434,20 +434,26 @@ fn render(
     plan: &Plan,
     out: &mut Vec<u8>,
 ) -> Result<(), Failure> {
-    let structure = if plan.needs_structure {
-        let summary = b.store.summary(user, folder, m.uid)?;
-        Some(match Structure::from_bytes(&summary.structure) {
+    // One read when both are needed: the summary sits in front of the content.
+    let (summary, content) = match (plan.needs_structure, plan.needs_content) {
+        (true, true) => {
+            let (s, c) = b.store.read_with_summary(user, folder, m.uid)?;
+            (Some(s), Some(c))
+        }
+        (true, false) => (Some(b.store.summary(user, folder, m.uid)?), None),
+        (false, true) => (None, Some(b.store.read(user, folder, m.uid)?)),
+        (false, false) => (None, None),
+    };
+    let structure = match summary {
+        Some(summary) => Some(match Structure::from_bytes(&summary.structure) {
             Ok(s) => s,
             // Stored before structures were cached, or damaged: parse once now.
-            Err(_) => Structure::parse(&b.store.read(user, folder, m.uid)?),
-        })
-    } else {
-        None
-    };
-    let content = if plan.needs_content {
-        Some(b.store.read(user, folder, m.uid)?)
-    } else {
-        None
+            Err(_) => match &content {
+                Some(c) => Structure::parse(c),
+                None => Structure::parse(&b.store.read(user, folder, m.uid)?),
+            },
+        }),
+        None => None,
     };
     let mut line = format!("* {seq} FETCH (").into_bytes();
     let mut first = true;
