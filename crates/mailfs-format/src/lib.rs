@@ -27,7 +27,7 @@ pub const TAG_BYTES: usize = 16;
 pub const PAYLOAD_BYTES_MAX: usize = (16 << 20) + (1 << 20);
 
 /// What a message is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
     Superblock = 1,
     Directory = 2,

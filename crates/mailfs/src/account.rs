@@ -1,0 +1,308 @@
+//! A virtual disk: one account with its RAID index, the map of what it holds, its health,
+//! and the durable backlog of messages it still owes (docs/mailfs.md 7).
+
+use std::collections::HashMap;
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+use crate::FsError;
+use crate::key::{Key, KeyId};
+use crate::remote::{Remote, RemoteError};
+
+/// Messages one backlog replay sends per APPEND batch.
+const REPLAY_BATCH_MAX: usize = 32;
+
+pub struct Account {
+    pub raid: u8,
+    pub group: usize,
+    pub remote: Box<dyn Remote>,
+    fsid: [u8; 16],
+    /// Our messages on this account: content id → (uid, time). More than one uid per id
+    /// happens when a copy was re-sent after a timeout, or a third party added one; readers
+    /// try each.
+    index: Mutex<HashMap<KeyId, Vec<u32>>>,
+    /// Names we could not parse or that belong to another file system (reported by fsck).
+    pub foreign: AtomicU64,
+    up: AtomicBool,
+    /// Smoothed latency of recent commands, in microseconds (reads prefer the fastest).
+    latency_us: AtomicU64,
+    backlog: Backlog,
+}
+
+impl Account {
+    pub fn new(
+        raid: u8,
+        group: usize,
+        remote: Box<dyn Remote>,
+        fsid: [u8; 16],
+        state_dir: &Path,
+    ) -> Result<Account, FsError> {
+        Ok(Account {
+            raid,
+            group,
+            remote,
+            fsid,
+            index: Mutex::new(HashMap::new()),
+            foreign: AtomicU64::new(0),
+            up: AtomicBool::new(true),
+            latency_us: AtomicU64::new(1_000),
+            backlog: Backlog::open(&state_dir.join(format!("backlog-{raid}")))?,
+        })
+    }
+
+    pub fn is_up(&self) -> bool {
+        self.up.load(Ordering::SeqCst)
+    }
+
+    pub fn mark_down(&self, why: &RemoteError) {
+        if self.up.swap(false, Ordering::SeqCst) {
+            tracing::warn!(account = %self.remote.describe(), "marked down: {why}");
+        }
+    }
+
+    pub fn latency_us(&self) -> u64 {
+        self.latency_us.load(Ordering::Relaxed)
+    }
+
+    fn observe<T>(&self, started: Instant, r: Result<T, RemoteError>) -> Result<T, RemoteError> {
+        match &r {
+            Ok(_) => {
+                let us = started.elapsed().as_micros() as u64;
+                let old = self.latency_us.load(Ordering::Relaxed);
+                self.latency_us
+                    .store((old * 7 + us) / 8, Ordering::Relaxed);
+            }
+            Err(e @ RemoteError::Unavailable(_)) => self.mark_down(e),
+            Err(RemoteError::Refused(_)) => {}
+        }
+        r
+    }
+
+    /// Reads the account's whole message list into the index (mount, fsck, gc).
+    pub fn load_index(&self) -> Result<Vec<(u32, Key)>, RemoteError> {
+        let started = Instant::now();
+        let listed = self.observe(started, self.remote.list())?;
+        let mut ours = Vec::with_capacity(listed.len());
+        let mut foreign = 0;
+        let mut index = HashMap::with_capacity(listed.len());
+        for (uid, name) in listed {
+            match Key::parse(&name) {
+                Some(k) if k.fsid == self.fsid => {
+                    index.entry(k.id()).or_insert_with(Vec::new).push(uid);
+                    ours.push((uid, k));
+                }
+                _ => foreign += 1,
+            }
+        }
+        *self.index.lock().unwrap() = index;
+        self.foreign.store(foreign, Ordering::Relaxed);
+        Ok(ours)
+    }
+
+    pub fn uids(&self, id: &KeyId) -> Vec<u32> {
+        self.index
+            .lock()
+            .unwrap()
+            .get(id)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    pub fn has(&self, id: &KeyId) -> bool {
+        self.index.lock().unwrap().contains_key(id)
+    }
+
+    /// Every content id of `kind` and `object` known here, with its uids.
+    pub fn ids_matching(&self, f: impl Fn(&KeyId) -> bool) -> Vec<(KeyId, Vec<u32>)> {
+        self.index
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| f(k))
+            .map(|(k, v)| (*k, v.clone()))
+            .collect()
+    }
+
+    pub fn forget(&self, id: &KeyId, uids: &[u32]) {
+        let mut index = self.index.lock().unwrap();
+        if let Some(v) = index.get_mut(id) {
+            v.retain(|u| !uids.contains(u));
+            if v.is_empty() {
+                index.remove(id);
+            }
+        }
+    }
+
+    /// Appends now; records the new UIDs (or finds them with a SEARCH when the server does
+    /// not report them).
+    pub fn append_now(&self, batch: &[(Key, Vec<u8>)]) -> Result<(), RemoteError> {
+        let named: Vec<(String, Vec<u8>)> =
+            batch.iter().map(|(k, b)| (k.render(), b.clone())).collect();
+        let started = Instant::now();
+        let uids = self.observe(started, self.remote.append(&named))?;
+        for ((key, _), uid) in batch.iter().zip(uids) {
+            let uids = match uid {
+                Some(u) => vec![u],
+                None => self.remote.find(&key.render()).unwrap_or_default(),
+            };
+            let mut index = self.index.lock().unwrap();
+            let v = index.entry(key.id()).or_default();
+            for u in uids {
+                if !v.contains(&u) {
+                    v.push(u);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn fetch(&self, uid: u32) -> Result<Option<Vec<u8>>, RemoteError> {
+        let started = Instant::now();
+        self.observe(started, self.remote.fetch(uid))
+    }
+
+    pub fn expunge(&self, uids: &[u32]) -> Result<(), RemoteError> {
+        let started = Instant::now();
+        self.observe(started, self.remote.expunge(uids))
+    }
+
+    /// Owes a message to this account: durable before the caller acknowledges (M6).
+    pub fn owe(&self, key: &Key, envelope: &[u8]) -> Result<(), FsError> {
+        self.backlog.push(&key.render(), envelope)
+    }
+
+    pub fn backlog_len(&self) -> (u64, u64) {
+        self.backlog.pending()
+    }
+
+    /// Sends what is owed, oldest first. With `then_up`, a caught-up account that answers
+    /// is marked up again (it serves reads only once it holds everything).
+    pub fn replay(&self, then_up: bool) -> Result<usize, RemoteError> {
+        let mut sent = 0;
+        loop {
+            let items = self.backlog.oldest(REPLAY_BATCH_MAX);
+            if items.is_empty() {
+                break;
+            }
+            let mut batch = Vec::with_capacity(items.len());
+            for (_, name, body) in &items {
+                if let Some(k) = Key::parse(name) {
+                    batch.push((k, body.clone()));
+                }
+            }
+            self.append_now(&batch)?;
+            for (path, _, _) in &items {
+                self.backlog.remove(path);
+            }
+            sent += items.len();
+        }
+        if then_up && !self.is_up() {
+            let started = Instant::now();
+            self.observe(started, self.remote.ping())?;
+            if self.backlog.pending().0 == 0 {
+                // A reconnected account's index may be stale (another mount wrote meanwhile).
+                self.load_index()?;
+                self.up.store(true, Ordering::SeqCst);
+                tracing::info!(account = %self.remote.describe(), "caught up, marked up");
+            }
+        }
+        Ok(sent)
+    }
+}
+
+/// Messages owed to one account, one file each, fsynced before they count (M6).
+struct Backlog {
+    dir: PathBuf,
+    state: Mutex<BacklogState>,
+}
+
+struct BacklogState {
+    next: u64,
+    count: u64,
+    bytes: u64,
+}
+
+impl Backlog {
+    fn open(dir: &Path) -> Result<Backlog, FsError> {
+        fs::create_dir_all(dir).map_err(|e| FsError::Local(format!("{}: {e}", dir.display())))?;
+        let mut next = 0;
+        let mut count = 0;
+        let mut bytes = 0;
+        for e in fs::read_dir(dir).map_err(|e| FsError::Local(e.to_string()))? {
+            let e = e.map_err(|e| FsError::Local(e.to_string()))?;
+            let name = e.file_name();
+            let Some(seq) = name.to_str().and_then(|n| n.strip_suffix(".msg")) else {
+                // A half-written entry from a crash was never acknowledged: drop it.
+                let _ = fs::remove_file(e.path());
+                continue;
+            };
+            if let Ok(seq) = seq.parse::<u64>() {
+                next = next.max(seq + 1);
+                count += 1;
+                bytes += e.metadata().map(|m| m.len()).unwrap_or(0);
+            }
+        }
+        Ok(Backlog {
+            dir: dir.to_path_buf(),
+            state: Mutex::new(BacklogState { next, count, bytes }),
+        })
+    }
+
+    fn push(&self, name: &str, body: &[u8]) -> Result<(), FsError> {
+        let mut st = self.state.lock().unwrap();
+        let seq = st.next;
+        let tmp = self.dir.join(format!("{seq:016}.tmp"));
+        let path = self.dir.join(format!("{seq:016}.msg"));
+        let io = |e: std::io::Error| FsError::Local(format!("backlog {}: {e}", tmp.display()));
+        let mut f = File::create(&tmp).map_err(io)?;
+        f.write_all(name.as_bytes()).map_err(io)?;
+        f.write_all(b"\n").map_err(io)?;
+        f.write_all(body).map_err(io)?;
+        f.sync_data().map_err(io)?;
+        fs::rename(&tmp, &path).map_err(io)?;
+        File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io)?;
+        st.next += 1;
+        st.count += 1;
+        st.bytes += (name.len() + 1 + body.len()) as u64;
+        Ok(())
+    }
+
+    fn pending(&self) -> (u64, u64) {
+        let st = self.state.lock().unwrap();
+        (st.count, st.bytes)
+    }
+
+    fn oldest(&self, max: usize) -> Vec<(PathBuf, String, Vec<u8>)> {
+        let mut names: Vec<PathBuf> = match fs::read_dir(&self.dir) {
+            Ok(rd) => rd
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "msg"))
+                .collect(),
+            Err(_) => return Vec::new(),
+        };
+        names.sort();
+        names.truncate(max);
+        names
+            .into_iter()
+            .filter_map(|p| {
+                let data = fs::read(&p).ok()?;
+                let nl = data.iter().position(|&b| b == b'\n')?;
+                let name = String::from_utf8(data[..nl].to_vec()).ok()?;
+                Some((p, name, data[nl + 1..].to_vec()))
+            })
+            .collect()
+    }
+
+    fn remove(&self, path: &Path) {
+        let len = fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        if fs::remove_file(path).is_ok() {
+            let mut st = self.state.lock().unwrap();
+            st.count = st.count.saturating_sub(1);
+            st.bytes = st.bytes.saturating_sub(len);
+        }
+    }
+}

@@ -1,0 +1,241 @@
+//! Block caches (docs/mailfs.md 6): memory LRU, and a disk cache that survives remounts.
+//!
+//! Both are keyed by (file, block index, block version), and a block version never changes
+//! content, so an entry can never be served for another version (M7). Disk entries are
+//! sealed envelopes under the data key with the reserved RAID index [`LOCAL_RAID`], so a
+//! damaged or planted cache file fails authentication and is refetched, not served.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use mailfs_format::{Header, Kind, Sealing, open, seal};
+
+/// The RAID index of cache copies: never an account's (accounts are 0..=254).
+pub const LOCAL_RAID: u8 = 255;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BlockId {
+    pub file: u64,
+    pub index: u64,
+    pub version: u64,
+}
+
+struct Lru {
+    map: HashMap<BlockId, (Arc<Vec<u8>>, u64)>,
+    order: BTreeMap<u64, BlockId>,
+    tick: u64,
+    bytes: u64,
+}
+
+pub struct Cache {
+    memory: Mutex<Lru>,
+    memory_bytes_max: u64,
+    dir: PathBuf,
+    disk_bytes: Mutex<u64>,
+    disk_bytes_max: u64,
+    fsid: [u8; 16],
+    sealing: Sealing,
+}
+
+impl Cache {
+    pub fn new(
+        dir: PathBuf,
+        memory_bytes_max: u64,
+        disk_bytes_max: u64,
+        fsid: [u8; 16],
+        sealing: Sealing,
+    ) -> Cache {
+        let _ = fs::create_dir_all(&dir);
+        let used = fs::read_dir(&dir)
+            .map(|rd| {
+                rd.filter_map(|e| e.ok()?.metadata().ok())
+                    .map(|m| m.len())
+                    .sum()
+            })
+            .unwrap_or(0);
+        Cache {
+            memory: Mutex::new(Lru {
+                map: HashMap::new(),
+                order: BTreeMap::new(),
+                tick: 0,
+                bytes: 0,
+            }),
+            memory_bytes_max,
+            dir,
+            disk_bytes: Mutex::new(used),
+            disk_bytes_max,
+            fsid,
+            sealing,
+        }
+    }
+
+    fn header(&self, id: BlockId) -> Header {
+        Header {
+            kind: Kind::Block,
+            flags: 0,
+            fsid: self.fsid,
+            object: id.file,
+            index: id.index,
+            version: id.version,
+            raid_index: LOCAL_RAID,
+        }
+    }
+
+    fn path(&self, id: BlockId) -> PathBuf {
+        self.dir
+            .join(format!("{:012x}.{}.{}", id.file, id.index, id.version))
+    }
+
+    pub fn get(&self, id: BlockId) -> Option<Arc<Vec<u8>>> {
+        {
+            let mut lru = self.memory.lock().unwrap();
+            lru.tick += 1;
+            let tick = lru.tick;
+            if let Some((data, old)) = lru.map.get_mut(&id) {
+                let data = data.clone();
+                let old = std::mem::replace(old, tick);
+                lru.order.remove(&old);
+                lru.order.insert(tick, id);
+                return Some(data);
+            }
+        }
+        let sealed = fs::read(self.path(id)).ok()?;
+        match open(&self.sealing, &self.header(id), &sealed) {
+            Ok(plain) => {
+                let data = Arc::new(plain);
+                self.put_memory(id, data.clone());
+                Some(data)
+            }
+            Err(_) => {
+                let _ = fs::remove_file(self.path(id));
+                None
+            }
+        }
+    }
+
+    pub fn put(&self, id: BlockId, data: Arc<Vec<u8>>, to_disk: bool) {
+        if to_disk && self.disk_bytes_max > 0 {
+            self.put_disk(id, &data);
+        }
+        self.put_memory(id, data);
+    }
+
+    fn put_memory(&self, id: BlockId, data: Arc<Vec<u8>>) {
+        let mut lru = self.memory.lock().unwrap();
+        lru.tick += 1;
+        let tick = lru.tick;
+        let len = data.len() as u64;
+        if let Some((_, old)) = lru.map.insert(id, (data, tick)) {
+            lru.order.remove(&old);
+            lru.bytes -= len;
+        }
+        lru.order.insert(tick, id);
+        lru.bytes += len;
+        while lru.bytes > self.memory_bytes_max {
+            let Some((_, victim)) = lru.order.pop_first() else {
+                break;
+            };
+            if let Some((d, _)) = lru.map.remove(&victim) {
+                lru.bytes -= d.len() as u64;
+            }
+        }
+    }
+
+    fn put_disk(&self, id: BlockId, data: &[u8]) {
+        let nonce: [u8; 24] = rand::random();
+        let Ok(sealed) = seal(&self.sealing, &self.header(id), nonce, data) else {
+            return;
+        };
+        let path = self.path(id);
+        let tmp = path.with_extension("tmp");
+        // The disk cache is a cache: a failed write only costs a refetch later.
+        if fs::write(&tmp, &sealed).is_ok() && fs::rename(&tmp, &path).is_ok() {
+            let mut used = self.disk_bytes.lock().unwrap();
+            *used += sealed.len() as u64;
+            if *used > self.disk_bytes_max {
+                *used = self.trim_disk(self.disk_bytes_max * 9 / 10);
+            }
+        }
+    }
+
+    /// Removes the least recently written files until the disk cache is under `target`.
+    fn trim_disk(&self, target: u64) -> u64 {
+        let Ok(rd) = fs::read_dir(&self.dir) else {
+            return 0;
+        };
+        let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> = rd
+            .filter_map(|e| {
+                let e = e.ok()?;
+                let m = e.metadata().ok()?;
+                Some((m.modified().ok()?, m.len(), e.path()))
+            })
+            .collect();
+        files.sort();
+        let mut used: u64 = files.iter().map(|f| f.1).sum();
+        for (_, len, path) in files {
+            if used <= target {
+                break;
+            }
+            if fs::remove_file(&path).is_ok() {
+                used -= len;
+            }
+        }
+        used
+    }
+
+    pub fn memory_bytes(&self) -> u64 {
+        self.memory.lock().unwrap().bytes
+    }
+
+    pub fn disk_bytes(&self) -> u64 {
+        *self.disk_bytes.lock().unwrap()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lru_evicts_and_disk_survives_and_rejects_tampering() {
+        let dir = tempfile::tempdir().unwrap();
+        let id = |i| BlockId {
+            file: 9,
+            index: i,
+            version: 1,
+        };
+        let c = Cache::new(
+            dir.path().to_path_buf(),
+            250,
+            1 << 20,
+            [1; 16],
+            Sealing::Aead([2; 32]),
+        );
+        for i in 0..4 {
+            c.put(id(i), Arc::new(vec![i as u8; 100]), true);
+        }
+        assert!(c.memory_bytes() <= 250);
+        // Evicted from memory, still on disk.
+        assert_eq!(c.get(id(0)).unwrap()[0], 0);
+        // A new cache over the same directory (a remount) serves it.
+        let c2 = Cache::new(
+            dir.path().to_path_buf(),
+            250,
+            1 << 20,
+            [1; 16],
+            Sealing::Aead([2; 32]),
+        );
+        assert_eq!(c2.get(id(3)).unwrap().as_slice(), &[3u8; 100][..]);
+        // Another version is another entry (M7).
+        assert!(c2.get(BlockId { version: 2, ..id(3) }).is_none());
+        // A damaged file is not served.
+        let p = c2.path(id(2));
+        let mut bytes = fs::read(&p).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        fs::write(&p, bytes).unwrap();
+        assert!(c2.get(id(2)).is_none());
+    }
+}

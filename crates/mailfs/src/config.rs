@@ -1,0 +1,351 @@
+//! `fs.toml`: the accounts, their groups, and every tunable (docs/mailfs.md 10).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::FsError;
+
+pub const BLOCK_SIZE_MIN: u32 = 4096;
+pub const BLOCK_SIZE_MAX: u32 = 16 << 20;
+/// RAID indexes are one byte in every envelope.
+pub const ACCOUNTS_MAX: usize = 255;
+pub const CONNECTIONS_MAX: usize = 64;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub fs: FsSection,
+    #[serde(default)]
+    pub cache: CacheSection,
+    #[serde(default)]
+    pub encryption: EncryptionSection,
+    #[serde(rename = "group", default)]
+    pub groups: Vec<GroupSection>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Sync,
+    Async,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Strategy {
+    /// Read-one/write-all.
+    Strong,
+    /// Read-fast/write-fast with lazy replication.
+    Fast,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FsSection {
+    pub block_size: u32,
+    pub folder: String,
+    pub mode: Mode,
+    pub strategy: Strategy,
+    pub metadata_batch_ms: u64,
+    /// Directory versions younger than this are kept by gc ("7d", "12h", "30m", "0").
+    pub retention: String,
+    /// Unreferenced blocks younger than this are kept by gc: they may belong to a write in
+    /// flight on a mounted client.
+    pub orphan_grace: String,
+    pub dedup: bool,
+    pub timeout_ms: u64,
+    /// Blocks fetched ahead of a sequential reader.
+    pub readahead_blocks: usize,
+    /// Dirty bytes one open file may hold in memory before full blocks are uploaded early.
+    pub dirty_bytes_max: u64,
+}
+
+impl Default for FsSection {
+    fn default() -> Self {
+        FsSection {
+            block_size: 1 << 20,
+            folder: "mailfs".into(),
+            mode: Mode::Sync,
+            strategy: Strategy::Strong,
+            metadata_batch_ms: 0,
+            retention: "7d".into(),
+            orphan_grace: "1h".into(),
+            dedup: false,
+            timeout_ms: 10_000,
+            readahead_blocks: 8,
+            dirty_bytes_max: 256 << 20,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CacheSection {
+    pub dir: PathBuf,
+    pub disk_bytes: u64,
+    pub memory_bytes: u64,
+    pub journal_bytes_max: u64,
+}
+
+impl Default for CacheSection {
+    fn default() -> Self {
+        CacheSection {
+            dir: PathBuf::from("/var/cache/mailstow-fs"),
+            disk_bytes: 4 << 30,
+            memory_bytes: 256 << 20,
+            journal_bytes_max: 1 << 30,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EncryptionSection {
+    /// "xchacha20poly1305" (default) or "none" (MAC only, still tamper-evident).
+    pub cipher: String,
+    pub passphrase: Option<String>,
+    pub passphrase_file: Option<PathBuf>,
+}
+
+impl Default for EncryptionSection {
+    fn default() -> Self {
+        EncryptionSection {
+            cipher: "xchacha20poly1305".into(),
+            passphrase: None,
+            passphrase_file: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupSection {
+    #[serde(default)]
+    pub name: String,
+    #[serde(rename = "account")]
+    pub accounts: Vec<AccountSection>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TlsMode {
+    Implicit,
+    Starttls,
+    None,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccountSection {
+    pub host: String,
+    #[serde(default = "default_port")]
+    pub port: u16,
+    #[serde(default = "default_tls")]
+    pub tls: TlsMode,
+    /// Accept a self-signed certificate (tests, private servers).
+    #[serde(default)]
+    pub accept_invalid_certs: bool,
+    pub user: String,
+    pub password: Option<String>,
+    pub password_file: Option<PathBuf>,
+    #[serde(default = "default_connections")]
+    pub connections: usize,
+    /// Free space to assume when the server has no QUOTA.
+    #[serde(default)]
+    pub capacity_bytes: Option<u64>,
+}
+
+fn default_port() -> u16 {
+    993
+}
+fn default_tls() -> TlsMode {
+    TlsMode::Implicit
+}
+fn default_connections() -> usize {
+    2
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Config, FsError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| FsError::Config(format!("{}: {e}", path.display())))?;
+        let config: Config = toml::from_str(&text)
+            .map_err(|e| FsError::Config(format!("{}: {e}", path.display())))?;
+        config.check()?;
+        Ok(config)
+    }
+
+    pub fn parse(text: &str) -> Result<Config, FsError> {
+        let config: Config = toml::from_str(text).map_err(|e| FsError::Config(e.to_string()))?;
+        config.check()?;
+        Ok(config)
+    }
+
+    fn check(&self) -> Result<(), FsError> {
+        let bad = |m: String| Err(FsError::Config(m));
+        let bs = self.fs.block_size;
+        if !(BLOCK_SIZE_MIN..=BLOCK_SIZE_MAX).contains(&bs) || !bs.is_power_of_two() {
+            return bad(format!(
+                "fs.block_size {bs}: a power of two from {BLOCK_SIZE_MIN} to {BLOCK_SIZE_MAX}"
+            ));
+        }
+        if self.groups.is_empty() {
+            return bad("no [[group]] with accounts".into());
+        }
+        let accounts: usize = self.groups.iter().map(|g| g.accounts.len()).sum();
+        if accounts > ACCOUNTS_MAX {
+            return bad(format!("{accounts} accounts; at most {ACCOUNTS_MAX}"));
+        }
+        for (i, g) in self.groups.iter().enumerate() {
+            if g.accounts.is_empty() {
+                return bad(format!("group {i} ({}) has no account", g.name));
+            }
+            for a in &g.accounts {
+                if a.password.is_none() && a.password_file.is_none() {
+                    return bad(format!("account {}: password or password_file", a.user));
+                }
+                if a.connections == 0 || a.connections > CONNECTIONS_MAX {
+                    return bad(format!(
+                        "account {}: connections from 1 to {CONNECTIONS_MAX}",
+                        a.user
+                    ));
+                }
+            }
+        }
+        match self.encryption.cipher.as_str() {
+            "xchacha20poly1305" => {
+                if self.encryption.passphrase.is_none() && self.encryption.passphrase_file.is_none()
+                {
+                    return bad("encryption: passphrase or passphrase_file (or cipher = \"none\")".into());
+                }
+            }
+            "none" => {}
+            other => return bad(format!("encryption.cipher {other:?}: xchacha20poly1305 or none")),
+        }
+        if self.fs.folder.is_empty() || self.fs.folder.contains(['\r', '\n', '"', '\\']) {
+            return bad(format!("fs.folder {:?}", self.fs.folder));
+        }
+        parse_duration(&self.fs.retention)?;
+        parse_duration(&self.fs.orphan_grace)?;
+        if self.fs.dedup {
+            return bad("fs.dedup is not implemented yet; set dedup = false".into());
+        }
+        Ok(())
+    }
+
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.fs.timeout_ms.max(100))
+    }
+
+    pub fn passphrase(&self) -> Result<Option<String>, FsError> {
+        if let Some(p) = &self.encryption.passphrase {
+            return Ok(Some(p.clone()));
+        }
+        match &self.encryption.passphrase_file {
+            Some(f) => read_secret(f).map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+impl AccountSection {
+    pub fn password(&self) -> Result<String, FsError> {
+        match (&self.password, &self.password_file) {
+            (Some(p), _) => Ok(p.clone()),
+            (None, Some(f)) => read_secret(f),
+            (None, None) => Err(FsError::Config(format!("account {}: no password", self.user))),
+        }
+    }
+}
+
+fn read_secret(path: &Path) -> Result<String, FsError> {
+    let s = std::fs::read_to_string(path)
+        .map_err(|e| FsError::Config(format!("{}: {e}", path.display())))?;
+    Ok(s.trim_end_matches(['\r', '\n']).to_string())
+}
+
+/// "7d", "12h", "30m", "45s", "0".
+pub fn parse_duration(s: &str) -> Result<Duration, FsError> {
+    let s = s.trim();
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let (num, unit) = s.split_at(s.len().saturating_sub(1));
+    let n: u64 = num
+        .parse()
+        .map_err(|_| FsError::Config(format!("duration {s:?}: like 7d, 12h, 30m, 45s or 0")))?;
+    let secs = match unit {
+        "d" => n * 86_400,
+        "h" => n * 3_600,
+        "m" => n * 60,
+        "s" => n,
+        _ => return Err(FsError::Config(format!("duration {s:?}: unit d, h, m or s"))),
+    };
+    Ok(Duration::from_secs(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FOUR: &str = r#"
+[fs]
+block_size = 1048576
+[encryption]
+passphrase = "x"
+[[group]]
+name = "a"
+[[group.account]]
+host = "127.0.0.1"
+user = "u1"
+password = "p"
+[[group.account]]
+host = "127.0.0.1"
+user = "u2"
+password = "p"
+[[group]]
+name = "b"
+[[group.account]]
+host = "127.0.0.1"
+user = "u3"
+password = "p"
+connections = 1
+"#;
+
+    #[test]
+    fn parses_groups_and_defaults() {
+        let c = Config::parse(FOUR).unwrap();
+        assert_eq!(c.groups.len(), 2);
+        assert_eq!(c.groups[0].accounts.len(), 2);
+        assert_eq!(c.groups[1].accounts[0].connections, 1);
+        assert_eq!(c.groups[0].accounts[0].port, 993);
+        assert_eq!(c.fs.mode, Mode::Sync);
+        assert_eq!(c.fs.strategy, Strategy::Strong);
+    }
+
+    #[test]
+    fn bad_configs_are_explained() {
+        for (text, want) in [
+            (FOUR.replace("1048576", "1000"), "block_size"),
+            (FOUR.replace("passphrase = \"x\"", ""), "passphrase"),
+            (FOUR.replace("connections = 1", "connections = 0"), "connections"),
+            (FOUR.replace("[fs]", "[fs]\nretention = \"7w\""), "duration"),
+            (FOUR.replace("[fs]", "[fs]\nbogus = 1"), "bogus"),
+            ("[fs]\n".to_string(), "no [[group]]"),
+        ] {
+            let err = Config::parse(&text).unwrap_err().to_string();
+            assert!(err.contains(want), "{err} lacks {want}");
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("7d").unwrap(), Duration::from_secs(604_800));
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("d").is_err());
+    }
+}

@@ -1,0 +1,82 @@
+//! The mail file system's engine (docs/mailfs.md): a POSIX tree kept in IMAP accounts.
+//!
+//! - [`meta`]: directory and superblock payloads (CBOR);
+//! - [`account`]: a virtual disk (RAID index, message index, health, durable backlog);
+//! - [`fs`]: the tree, the crash protocol (dirty → blocks → clean), placement, replication
+//!   and failover, versions and snapshots;
+//! - [`maint`]: gc and fsck;
+//! - [`imap_remote`]: accounts over IMAP.
+//!
+//! The FUSE adapter (`mailfs-fuse`) is a thin shell over [`fs::Fs`]; every error maps to an
+//! errno in one place there.
+
+pub mod account;
+pub mod cache;
+pub mod config;
+pub mod fs;
+// pub mod imap_remote;
+pub mod key;
+pub mod keys;
+pub mod maint;
+pub mod meta;
+pub mod remote;
+
+pub use config::Config;
+pub use fs::{Fs, Stat};
+
+use thiserror::Error;
+
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
+pub enum FsError {
+    #[error("no such file or directory")]
+    NotFound,
+    #[error("file exists")]
+    Exists,
+    #[error("not a directory")]
+    NotDir,
+    #[error("is a directory")]
+    IsDir,
+    #[error("directory not empty")]
+    NotEmpty,
+    #[error("name too long")]
+    NameTooLong,
+    #[error("invalid argument: {0}")]
+    Invalid(String),
+    #[error("read-only (snapshot)")]
+    ReadOnly,
+    #[error("no space: {0}")]
+    NoSpace(String),
+    /// No replica could be reached or took the write.
+    #[error("accounts unavailable: {0}")]
+    Unavailable(String),
+    /// A message failed authentication or was not the one expected (M1).
+    #[error("integrity: {0}")]
+    Integrity(String),
+    #[error("corrupt metadata: {0}")]
+    Corrupt(String),
+    #[error("configuration: {0}")]
+    Config(String),
+    #[error("local state: {0}")]
+    Local(String),
+}
+
+impl From<remote::RemoteError> for FsError {
+    fn from(e: remote::RemoteError) -> FsError {
+        FsError::Unavailable(e.to_string())
+    }
+}
+
+/// Nanoseconds since the epoch.
+pub fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+pub fn now_secs() -> i64 {
+    now_ns() / 1_000_000_000
+}
+
+#[cfg(test)]
+mod tests;

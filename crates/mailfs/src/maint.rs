@@ -1,0 +1,380 @@
+//! Versions, restore, snapshots, gc and fsck (docs/mailfs.md 8).
+
+use std::collections::HashSet;
+
+use mailfs_format::{Kind as MsgKind, open};
+
+use crate::FsError;
+use crate::fs::{Fs, ROOT, seal_with};
+use crate::key::KeyId;
+use crate::meta::{BlockRef, Entry, Kind, Snapshot};
+use crate::now_secs;
+
+/// Progress of a long operation: (done, total).
+pub type Progress<'a> = &'a dyn Fn(u64, u64);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileVersion {
+    pub version: u64,
+    pub size: u64,
+    pub mtime_ns: i64,
+    /// The directory version it was found in (the newest one).
+    pub dir_version: u64,
+}
+
+impl Fs {
+    fn parent_and_name(&self, path: &str) -> Result<(u64, Vec<u8>), FsError> {
+        let trimmed = path.trim_end_matches('/');
+        let (dir, name) = match trimmed.rfind('/') {
+            Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
+            None => ("", trimmed),
+        };
+        if name.is_empty() {
+            return Err(FsError::Invalid(format!("{path:?} names no file")));
+        }
+        let parent = if dir.is_empty() {
+            ROOT
+        } else {
+            let (_, _, st) = self.resolve(dir)?;
+            if st.kind != Kind::Dir {
+                return Err(FsError::NotDir);
+            }
+            st.ino
+        };
+        Ok((parent, name.as_bytes().to_vec()))
+    }
+
+    /// The committed versions of a file still held in its directory's retained versions,
+    /// newest first.
+    pub fn versions(&self, path: &str) -> Result<Vec<FileVersion>, FsError> {
+        let (parent, name) = self.parent_and_name(path)?;
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        for v in self.dir_versions(parent) {
+            let Ok(d) = self.read_dir_version(parent, v) else {
+                continue;
+            };
+            let Some(e) = d.entries.get(&name) else {
+                continue;
+            };
+            let Some(fm) = &e.file else { continue };
+            if fm.dirty.is_some() || !seen.insert(fm.version) {
+                continue;
+            }
+            out.push(FileVersion {
+                version: fm.version,
+                size: e.size,
+                mtime_ns: e.attr.map(|a| a.mtime).unwrap_or(0),
+                dir_version: v,
+            });
+        }
+        if out.is_empty() {
+            return Err(FsError::NotFound);
+        }
+        out.sort_by(|a, b| b.version.cmp(&a.version));
+        Ok(out)
+    }
+
+    /// Makes file version `version` the current content again (as a new version, so the
+    /// history stays append-only). Works for a deleted file too, while its versions are
+    /// retained.
+    pub fn restore(&self, path: &str, version: u64) -> Result<u64, FsError> {
+        let (parent, name) = self.parent_and_name(path)?;
+        let mut found: Option<Entry> = None;
+        let mut newest = 0;
+        for v in self.dir_versions(parent) {
+            let Ok(d) = self.read_dir_version(parent, v) else {
+                continue;
+            };
+            if let Some(e) = d.entries.get(&name)
+                && let Some(fm) = &e.file
+            {
+                newest = newest.max(fm.version);
+                if found.is_none() && fm.version == version && fm.dirty.is_none() {
+                    found = Some(e.clone());
+                }
+            }
+        }
+        let mut e = found.ok_or(FsError::NotFound)?;
+        let current = self.current_dir(parent)?;
+        if let Some(cur) = current.entries.get(&name) {
+            if cur.kind == Kind::Dir {
+                return Err(FsError::IsDir);
+            }
+            if let Some(fm) = &cur.file {
+                newest = newest.max(fm.version);
+            }
+            // Keep the current inode so open handles and the mount see the same file.
+            if cur.id != e.id && cur.kind == Kind::File {
+                return Err(FsError::Invalid(format!(
+                    "{path} is now another file; move it away to restore the old one"
+                )));
+            }
+        }
+        let new_version = newest + 1;
+        if let Some(fm) = &mut e.file {
+            fm.version = new_version;
+            fm.dirty = None;
+        }
+        if let Some(a) = &mut e.attr {
+            a.ctime = crate::now_ns();
+        }
+        self.replace_entry(parent, e)?;
+        Ok(new_version)
+    }
+
+    pub fn snapshot(&self, name: &str) -> Result<usize, FsError> {
+        if name.is_empty()
+            || name.len() > 200
+            || name.contains('/')
+            || name == "."
+            || name == ".."
+        {
+            return Err(FsError::Invalid(format!("snapshot name {name:?}")));
+        }
+        let dirs = self.walk_dirs()?;
+        let (_, mut sb) = self.superblock();
+        if sb.snapshots.iter().any(|s| s.name == name) {
+            return Err(FsError::Exists);
+        }
+        let n = dirs.len();
+        sb.snapshots.push(Snapshot {
+            name: name.to_string(),
+            created: now_secs(),
+            dirs,
+        });
+        self.write_superblock(sb)?;
+        Ok(n)
+    }
+
+    pub fn snapshots(&self) -> Vec<Snapshot> {
+        self.superblock().1.snapshots
+    }
+
+    /// Removes what no retained version reaches (M4), with UID EXPUNGE only.
+    pub fn gc(&self, progress: Progress) -> Result<GcReport, FsError> {
+        let current = self.walk_dirs()?;
+        let now = now_secs();
+        let retain_after = now - self.retention.as_secs() as i64;
+        let grace_after = now - self.orphan_grace.as_secs() as i64;
+        let mut keys_by_account = Vec::new();
+        for a in &self.accounts {
+            if !a.is_up() {
+                return Err(FsError::Unavailable(format!(
+                    "{} is down; gc needs every account",
+                    a.remote.describe()
+                )));
+            }
+            keys_by_account.push(a.load_index()?);
+        }
+        // Directory versions to keep.
+        let mut keep_dirs: HashSet<(u64, u64)> = current.iter().copied().collect();
+        for s in self.snapshots() {
+            keep_dirs.extend(s.dirs.iter().copied());
+        }
+        for keys in &keys_by_account {
+            for (_, k) in keys {
+                if k.kind == MsgKind::Directory && k.time >= retain_after {
+                    keep_dirs.insert((k.object, k.version));
+                }
+            }
+        }
+        // Blocks those versions reach (new and previous lists of dirty entries too).
+        let mut keep_blocks: HashSet<(u64, u64, u64)> = HashSet::new();
+        let total = keep_dirs.len() as u64;
+        for (i, (id, v)) in keep_dirs.iter().enumerate() {
+            progress(i as u64, total);
+            let d = match self.read_dir_version(*id, *v) {
+                Ok(d) => d,
+                Err(e) => {
+                    // Unreadable: keep every block, to be safe.
+                    return Err(FsError::Integrity(format!(
+                        "directory {id:x} v{v}: {e}; run fsck first"
+                    )));
+                }
+            };
+            for e in d.entries.values() {
+                if let Some(fm) = &e.file {
+                    let prev = fm.dirty.iter().flat_map(|p| p.blocks.iter());
+                    for b in fm.blocks.iter().chain(prev) {
+                        keep_blocks.insert((e.id, b.index, b.version));
+                    }
+                }
+            }
+        }
+        progress(total, total);
+        let latest_sb = self.superblock().0;
+        let mut report = GcReport::default();
+        for (a, keys) in self.accounts.iter().zip(&keys_by_account) {
+            let mut doomed = Vec::new();
+            for (uid, k) in keys {
+                let remove = match k.kind {
+                    MsgKind::Directory => !keep_dirs.contains(&(k.object, k.version)),
+                    MsgKind::Block => {
+                        !keep_blocks.contains(&(k.object, k.index, k.version))
+                            && k.time < grace_after
+                    }
+                    MsgKind::Superblock => k.version + 1 < latest_sb,
+                    MsgKind::Chunk | MsgKind::JournalPage => false,
+                };
+                if remove {
+                    match k.kind {
+                        MsgKind::Directory => report.directories += 1,
+                        MsgKind::Block => report.blocks += 1,
+                        _ => report.other += 1,
+                    }
+                    doomed.push((*uid, k.id()));
+                }
+            }
+            let uids: Vec<u32> = doomed.iter().map(|(u, _)| *u).collect();
+            if !uids.is_empty() {
+                a.expunge(&uids)?;
+                for (u, id) in &doomed {
+                    a.forget(id, &[*u]);
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// Checks every directory and block on every replica; rewrites missing or damaged
+    /// copies from a good one.
+    pub fn fsck(&self, progress: Progress) -> Result<FsckReport, FsError> {
+        let mut report = FsckReport::default();
+        for a in &self.accounts {
+            if a.is_up() {
+                a.load_index()?;
+                report.foreign_messages += a.foreign.load(std::sync::atomic::Ordering::Relaxed);
+            } else {
+                report.accounts_down += 1;
+            }
+        }
+        let dirs = self.walk_dirs()?;
+        let mut work: Vec<Item> = Vec::new();
+        for (id, v) in &dirs {
+            work.push(Item::Dir(*id, *v));
+            let d = self.current_dir(*id)?;
+            for e in d.entries.values() {
+                if let Some(fm) = &e.file {
+                    for b in &fm.blocks {
+                        work.push(Item::Block(e.id, b.clone()));
+                    }
+                }
+            }
+        }
+        let total = work.len() as u64;
+        for (i, item) in work.iter().enumerate() {
+            progress(i as u64, total);
+            match item {
+                Item::Dir(id, v) => {
+                    report.directories += 1;
+                    let kid = KeyId {
+                        kind: MsgKind::Directory,
+                        object: *id,
+                        index: 0,
+                        version: *v,
+                    };
+                    let payload = self.get(&self.all_accounts(), kid, self.sealing())?;
+                    self.check_replicas(&self.all_accounts(), kid, &payload, None, &mut report);
+                }
+                Item::Block(file, b) => {
+                    report.blocks += 1;
+                    let kid = KeyId {
+                        kind: MsgKind::Block,
+                        object: *file,
+                        index: b.index,
+                        version: b.version,
+                    };
+                    match self.load_block(*file, b) {
+                        Ok(data) => {
+                            let members = self.groups[b.group as usize].clone();
+                            self.check_replicas(&members, kid, &data, Some(b), &mut report);
+                        }
+                        Err(e) => {
+                            report.unrecoverable.push(format!(
+                                "file {file:x} block {} v{}: {e}",
+                                b.index, b.version
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        progress(total, total);
+        Ok(report)
+    }
+
+    fn check_replicas(
+        &self,
+        members: &[usize],
+        kid: KeyId,
+        plain: &[u8],
+        block: Option<&BlockRef>,
+        report: &mut FsckReport,
+    ) {
+        for &m in members {
+            let a = &self.accounts[m];
+            if !a.is_up() {
+                continue;
+            }
+            let expected = self.key(kid.kind, kid.object, kid.index, kid.version).header(m as u8);
+            let mut good = false;
+            for uid in a.uids(&kid) {
+                if let Ok(Some(bytes)) = a.fetch(uid)
+                    && let Ok(p) = open(self.sealing(), &expected, &bytes)
+                    && block.is_none_or(|b| *blake3::hash(&p).as_bytes() == b.hash)
+                {
+                    good = true;
+                    break;
+                }
+            }
+            if !good {
+                let key = self.key(kid.kind, kid.object, kid.index, kid.version);
+                match seal_with(self.sealing(), &key, m as u8, plain)
+                    .and_then(|env| a.append_now(&[(key, env)]).map_err(FsError::from))
+                {
+                    Ok(()) => report.repaired.push(format!(
+                        "{}: rewrote {:?} {:x}.{} v{}",
+                        a.remote.describe(),
+                        kid.kind,
+                        kid.object,
+                        kid.index,
+                        kid.version
+                    )),
+                    Err(e) => report.unrecoverable.push(format!(
+                        "{}: could not rewrite {kid:?}: {e}",
+                        a.remote.describe()
+                    )),
+                }
+            }
+        }
+    }
+}
+
+enum Item {
+    Dir(u64, u64),
+    Block(u64, BlockRef),
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct GcReport {
+    pub directories: u64,
+    pub blocks: u64,
+    pub other: u64,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct FsckReport {
+    pub directories: u64,
+    pub blocks: u64,
+    pub repaired: Vec<String>,
+    pub unrecoverable: Vec<String>,
+    pub foreign_messages: u64,
+    pub accounts_down: u64,
+}
+
+impl FsckReport {
+    pub fn clean(&self) -> bool {
+        self.repaired.is_empty() && self.unrecoverable.is_empty() && self.accounts_down == 0
+    }
+}

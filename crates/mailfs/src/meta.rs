@@ -1,0 +1,331 @@
+//! Payloads of directory and superblock messages (docs/mailfs.md 3).
+//!
+//! Encoded as CBOR (RFC 8949) through serde: self-describing, compact, and a reader skips
+//! fields it does not know, so a newer writer can add fields without breaking older mounts.
+//! Every payload starts with a `format` number; a reader refuses a format it does not know.
+//! Field names are one or two letters because a large directory repeats them per entry.
+
+use serde::{Deserialize, Serialize};
+
+use crate::FsError;
+
+/// The payload format this code writes and reads.
+pub const META_FORMAT: u8 = 1;
+/// Longest name of a directory entry (as Linux, NAME_MAX).
+pub const NAME_BYTES_MAX: usize = 255;
+/// Longest symlink target (as Linux, PATH_MAX).
+pub const SYMLINK_BYTES_MAX: usize = 4096;
+/// Most entries in one directory: one directory is one message, and the envelope's payload
+/// limit bounds it (about 150 bytes per entry plus block lists).
+pub const DIR_ENTRIES_MAX: usize = 50_000;
+
+/// POSIX attributes. Directories keep theirs in their own message; files and symlinks keep
+/// theirs in their parent's entry (the thesis's layout).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attr {
+    /// Permission bits only (07777); the type is the entry's kind.
+    #[serde(rename = "m")]
+    pub mode: u32,
+    #[serde(rename = "u")]
+    pub uid: u32,
+    #[serde(rename = "g")]
+    pub gid: u32,
+    /// Nanoseconds since the epoch.
+    #[serde(rename = "a")]
+    pub atime: i64,
+    #[serde(rename = "t")]
+    pub mtime: i64,
+    #[serde(rename = "c")]
+    pub ctime: i64,
+}
+
+impl Attr {
+    pub fn new(mode: u32, uid: u32, gid: u32, now: i64) -> Attr {
+        Attr {
+            mode: mode & 0o7777,
+            uid,
+            gid,
+            atime: now,
+            mtime: now,
+            ctime: now,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Kind {
+    #[serde(rename = "d")]
+    Dir,
+    #[serde(rename = "f")]
+    File,
+    #[serde(rename = "l")]
+    Symlink,
+}
+
+/// One stored block of a file: which message holds it and what it must contain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlockRef {
+    /// Block number: the block covers `[index * block_size, ...)`.
+    #[serde(rename = "i")]
+    pub index: u64,
+    /// The file version that wrote this block (the message's version field).
+    #[serde(rename = "v")]
+    pub version: u64,
+    /// The replication group holding it.
+    #[serde(rename = "g")]
+    pub group: u8,
+    /// Plain length (the last block may be short).
+    #[serde(rename = "n")]
+    pub len: u32,
+    /// BLAKE3 of the plain content: checked after opening (belt and braces with the AEAD)
+    /// and used by fsck and dedup.
+    #[serde(rename = "h", with = "serde_bytes")]
+    pub hash: [u8; 32],
+}
+
+/// The state a dirty file can roll back to (invariant M5).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Previous {
+    #[serde(rename = "v")]
+    pub version: u64,
+    #[serde(rename = "s")]
+    pub size: u64,
+    #[serde(rename = "b")]
+    pub blocks: Vec<BlockRef>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileMeta {
+    /// Grows by one with every committed content change.
+    #[serde(rename = "v")]
+    pub version: u64,
+    #[serde(rename = "z")]
+    pub block_size: u32,
+    /// Sorted by index; a missing index is a hole (zeros).
+    #[serde(rename = "b")]
+    pub blocks: Vec<BlockRef>,
+    /// Set between the two metadata updates of a write (thesis 3.3.1): the file is being
+    /// changed from this previous state to `version`/`blocks`.
+    #[serde(rename = "p", default, skip_serializing_if = "Option::is_none")]
+    pub dirty: Option<Previous>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    #[serde(rename = "n", with = "serde_bytes")]
+    pub name: Vec<u8>,
+    #[serde(rename = "k")]
+    pub kind: Kind,
+    #[serde(rename = "i")]
+    pub id: u64,
+    /// For files and symlinks; a directory's attributes are in its own message.
+    #[serde(rename = "a", default, skip_serializing_if = "Option::is_none")]
+    pub attr: Option<Attr>,
+    #[serde(rename = "s", default)]
+    pub size: u64,
+    #[serde(
+        rename = "l",
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "opt_bytes"
+    )]
+    pub target: Option<Vec<u8>>,
+    #[serde(rename = "f", default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<FileMeta>,
+    /// A rename across directories in progress: the directory the entry comes from
+    /// (docs/mailfs.md 5). Cleared by the third step or by repair.
+    #[serde(rename = "r", default, skip_serializing_if = "Option::is_none")]
+    pub moving_from: Option<u64>,
+}
+
+mod opt_bytes {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(v: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(b) => s.serialize_bytes(b),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
+        Ok(Option::<serde_bytes::ByteBuf>::deserialize(d)?.map(|b| b.into_vec()))
+    }
+}
+
+/// One directory: its own attributes and its children's entries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dir {
+    #[serde(rename = "F")]
+    pub format: u8,
+    #[serde(rename = "i")]
+    pub id: u64,
+    /// The parent directory (the root is its own parent).
+    #[serde(rename = "p")]
+    pub parent: u64,
+    #[serde(rename = "a")]
+    pub attr: Attr,
+    /// When this version was written (seconds since the epoch): gc's retention clock.
+    #[serde(rename = "w")]
+    pub written_at: i64,
+    #[serde(rename = "e")]
+    pub entries: Vec<Entry>,
+}
+
+/// A snapshot pins one version of every directory of the tree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    #[serde(rename = "n")]
+    pub name: String,
+    #[serde(rename = "t")]
+    pub created: i64,
+    /// (directory id, version), sorted by id.
+    #[serde(rename = "d")]
+    pub dirs: Vec<(u64, u64)>,
+}
+
+/// The file system's description, one copy in every account.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Superblock {
+    #[serde(rename = "F")]
+    pub format: u8,
+    #[serde(rename = "z")]
+    pub block_size: u32,
+    /// RAID indexes of each replication group's members; block placement is over groups.
+    #[serde(rename = "g")]
+    pub groups: Vec<Vec<u8>>,
+    #[serde(rename = "c")]
+    pub cipher: String,
+    /// The data key, sealed under the passphrase key: 24-byte nonce then ciphertext.
+    #[serde(rename = "k", with = "serde_bytes")]
+    pub wrapped_key: Vec<u8>,
+    #[serde(rename = "t")]
+    pub created: i64,
+    #[serde(rename = "s", default)]
+    pub snapshots: Vec<Snapshot>,
+}
+
+pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    let mut out = Vec::new();
+    // Writing into a Vec cannot fail, and every type here serializes.
+    ciborium::into_writer(value, &mut out).expect("CBOR encoding into memory");
+    out
+}
+
+pub fn decode_dir(bytes: &[u8]) -> Result<Dir, FsError> {
+    let dir: Dir =
+        ciborium::from_reader(bytes).map_err(|e| FsError::Corrupt(format!("directory: {e}")))?;
+    if dir.format != META_FORMAT {
+        return Err(FsError::Corrupt(format!(
+            "directory format {} is not {META_FORMAT}",
+            dir.format
+        )));
+    }
+    if dir.entries.len() > DIR_ENTRIES_MAX {
+        return Err(FsError::Corrupt("directory has too many entries".into()));
+    }
+    Ok(dir)
+}
+
+pub fn decode_superblock(bytes: &[u8]) -> Result<Superblock, FsError> {
+    let sb: Superblock =
+        ciborium::from_reader(bytes).map_err(|e| FsError::Corrupt(format!("superblock: {e}")))?;
+    if sb.format != META_FORMAT {
+        return Err(FsError::Corrupt(format!(
+            "superblock format {} is not {META_FORMAT}",
+            sb.format
+        )));
+    }
+    Ok(sb)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir() -> Dir {
+        let attr = Attr::new(0o755, 1, 2, 3);
+        Dir {
+            format: META_FORMAT,
+            id: 1,
+            parent: 1,
+            attr,
+            written_at: 10,
+            entries: vec![
+                Entry {
+                    name: b"a\xff file".to_vec(),
+                    kind: Kind::File,
+                    id: 77,
+                    attr: Some(attr),
+                    size: 5,
+                    target: None,
+                    file: Some(FileMeta {
+                        version: 2,
+                        block_size: 4096,
+                        blocks: vec![BlockRef {
+                            index: 0,
+                            version: 2,
+                            group: 1,
+                            len: 5,
+                            hash: [9; 32],
+                        }],
+                        dirty: Some(Previous {
+                            version: 1,
+                            size: 0,
+                            blocks: vec![],
+                        }),
+                    }),
+                    moving_from: None,
+                },
+                Entry {
+                    name: b"link".to_vec(),
+                    kind: Kind::Symlink,
+                    id: 78,
+                    attr: Some(attr),
+                    size: 3,
+                    target: Some(b"a\xff file".to_vec()),
+                    file: None,
+                    moving_from: Some(5),
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn directory_round_trip() {
+        let d = dir();
+        assert_eq!(decode_dir(&encode(&d)).unwrap(), d);
+    }
+
+    #[test]
+    fn unknown_fields_are_skipped_and_unknown_formats_refused() {
+        // A newer writer adds a field: an older reader still reads the directory.
+        #[derive(Serialize)]
+        struct Newer<'a> {
+            #[serde(flatten)]
+            dir: &'a Dir,
+            #[serde(rename = "zz")]
+            future: u32,
+        }
+        let d = dir();
+        let bytes = encode(&Newer {
+            dir: &d,
+            future: 7,
+        });
+        assert_eq!(decode_dir(&bytes).unwrap(), d);
+        let mut wrong = d.clone();
+        wrong.format = 9;
+        assert!(matches!(
+            decode_dir(&encode(&wrong)),
+            Err(FsError::Corrupt(_))
+        ));
+        assert!(decode_dir(b"\xff\x00garbage").is_err());
+    }
+
+    #[test]
+    fn an_entry_costs_tens_of_bytes() {
+        let d = dir();
+        let one = encode(&d).len();
+        assert!(one < 300, "{one}");
+    }
+}

@@ -1,0 +1,422 @@
+//! Engine tests over in-memory accounts (the real IMAP and FUSE paths are tested in
+//! crates/mailstow/tests/mailfs.rs against Dovecot).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use crate::config::Config;
+use crate::fs::{Fs, ROOT, SetAttr};
+use crate::meta::Kind;
+use crate::remote::Remote;
+use crate::remote::mem::MemRemote;
+use crate::FsError;
+
+struct Rig {
+    config: Config,
+    accounts: Vec<Arc<MemRemote>>,
+    _cache: tempfile::TempDir,
+}
+
+/// Lets a test keep a handle on an account the engine owns.
+struct Shared(Arc<MemRemote>);
+
+impl Remote for Shared {
+    fn describe(&self) -> String {
+        self.0.describe()
+    }
+    fn prepare(&self) -> Result<(), crate::remote::RemoteError> {
+        self.0.prepare()
+    }
+    fn append(
+        &self,
+        batch: &[(String, Vec<u8>)],
+    ) -> Result<Vec<Option<u32>>, crate::remote::RemoteError> {
+        self.0.append(batch)
+    }
+    fn fetch(&self, uid: u32) -> Result<Option<Vec<u8>>, crate::remote::RemoteError> {
+        self.0.fetch(uid)
+    }
+    fn list(&self) -> Result<Vec<(u32, String)>, crate::remote::RemoteError> {
+        self.0.list()
+    }
+    fn find(&self, name: &str) -> Result<Vec<u32>, crate::remote::RemoteError> {
+        self.0.find(name)
+    }
+    fn expunge(&self, uids: &[u32]) -> Result<(), crate::remote::RemoteError> {
+        self.0.expunge(uids)
+    }
+    fn quota(&self) -> Result<Option<(u64, u64)>, crate::remote::RemoteError> {
+        self.0.quota()
+    }
+    fn ping(&self) -> Result<(), crate::remote::RemoteError> {
+        self.0.ping()
+    }
+}
+
+impl Rig {
+    /// Four accounts in two groups of two, 4 KiB blocks.
+    fn new(extra: &str) -> Rig {
+        let cache = tempfile::tempdir().unwrap();
+        let mut text = format!(
+            "[fs]\nblock_size = 4096\nretention = \"0\"\norphan_grace = \"0\"\n{extra}\n[cache]\ndir = {:?}\n[encryption]\npassphrase = \"test\"\n",
+            cache.path()
+        );
+        for g in 0..2 {
+            text.push_str("[[group]]\n");
+            for a in 0..2 {
+                text.push_str(&format!(
+                    "[[group.account]]\nhost = \"mem\"\nuser = \"u{g}{a}\"\npassword = \"p\"\n"
+                ));
+            }
+        }
+        let config = Config::parse(&text).unwrap();
+        let accounts = (0..4)
+            .map(|i| Arc::new(MemRemote::new(&format!("mem{i}"))))
+            .collect();
+        Rig {
+            config,
+            accounts,
+            _cache: cache,
+        }
+    }
+
+    fn remotes(&self) -> Vec<Box<dyn Remote>> {
+        self.accounts
+            .iter()
+            .map(|a| Box::new(Shared(a.clone())) as Box<dyn Remote>)
+            .collect()
+    }
+
+    fn mkfs(&self) -> Arc<Fs> {
+        Fs::mkfs(&self.config, self.remotes()).unwrap();
+        self.mount()
+    }
+
+    fn mount(&self) -> Arc<Fs> {
+        Fs::open(&self.config, self.remotes()).unwrap()
+    }
+}
+
+fn write_file(fs: &Fs, parent: u64, name: &str, data: &[u8]) -> u64 {
+    let (st, fh) = fs.create(parent, name.as_bytes(), 0o644, 0, 0).unwrap();
+    fs.write(st.ino, 0, data).unwrap();
+    fs.release(fh).unwrap();
+    st.ino
+}
+
+fn read_all(fs: &Fs, ino: u64) -> Vec<u8> {
+    let size = fs.getattr(ino).unwrap().size;
+    fs.read(ino, 0, size as u32).unwrap()
+}
+
+fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+}
+
+#[test]
+fn files_survive_a_remount_and_are_striped_over_both_groups() {
+    let rig = Rig::new("");
+    let fs = rig.mkfs();
+    let data = pattern(40_000, 1);
+    let ino = write_file(&fs, ROOT, "big", &data);
+    assert_eq!(read_all(&fs, ino), data);
+    let dir = fs.mkdir(ROOT, b"sub", 0o755, 0, 0).unwrap();
+    write_file(&fs, dir.ino, "small", b"hello");
+    drop(fs);
+    let fs = rig.mount();
+    let st = fs.lookup(ROOT, b"big").unwrap();
+    assert_eq!(read_all(&fs, st.ino), data);
+    let sub = fs.lookup(ROOT, b"sub").unwrap();
+    let small = fs.lookup(sub.ino, b"small").unwrap();
+    assert_eq!(read_all(&fs, small.ino), b"hello");
+    // Ten blocks over two groups: both groups (and both members of each) hold blocks.
+    for a in &rig.accounts {
+        let blocks = a
+            .messages
+            .lock()
+            .unwrap()
+            .values()
+            .filter(|(n, _)| n.contains(" blk "))
+            .count();
+        assert!(blocks >= 3, "{} holds {blocks} blocks", a.name);
+    }
+    // Encrypted: the plain bytes are nowhere in the accounts.
+    for a in &rig.accounts {
+        for (_, body) in a.messages.lock().unwrap().values() {
+            assert!(!body.windows(5).any(|w| w == b"hello"));
+        }
+    }
+}
+
+#[test]
+fn writes_at_offsets_truncate_and_holes() {
+    let rig = Rig::new("");
+    let fs = rig.mkfs();
+    let (st, fh) = fs.create(ROOT, b"f", 0o600, 0, 0).unwrap();
+    let mut model = vec![0u8; 0];
+    let apply = |model: &mut Vec<u8>, off: usize, data: &[u8]| {
+        if model.len() < off + data.len() {
+            model.resize(off + data.len(), 0);
+        }
+        model[off..off + data.len()].copy_from_slice(data);
+    };
+    for (off, len, seed) in [(0, 5000, 1), (10_000, 3000, 2), (4090, 20, 3), (30_000, 1, 4)] {
+        let d = pattern(len, seed);
+        fs.write(st.ino, off as u64, &d).unwrap();
+        apply(&mut model, off, &d);
+    }
+    fs.flush(st.ino).unwrap();
+    assert_eq!(read_all(&fs, st.ino), model);
+    fs.setattr(
+        st.ino,
+        SetAttr {
+            size: Some(4093),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    model.truncate(4093);
+    assert_eq!(read_all(&fs, st.ino), model);
+    // Growing again reads zeros past the old end, not stale bytes.
+    fs.setattr(
+        st.ino,
+        SetAttr {
+            size: Some(9000),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    model.resize(9000, 0);
+    assert_eq!(read_all(&fs, st.ino), model);
+    fs.release(fh).unwrap();
+    let fs = rig.mount();
+    let st = fs.lookup(ROOT, b"f").unwrap();
+    assert_eq!(read_all(&fs, st.ino), model);
+    assert_eq!(st.attr.mode, 0o600);
+}
+
+#[test]
+fn directory_operations_and_renames_across_directories() {
+    let rig = Rig::new("");
+    let fs = rig.mkfs();
+    let a = fs.mkdir(ROOT, b"a", 0o755, 0, 0).unwrap();
+    let b = fs.mkdir(ROOT, b"b", 0o755, 0, 0).unwrap();
+    let f = write_file(&fs, a.ino, "f", b"content");
+    fs.rename(a.ino, b"f", b.ino, b"g", false).unwrap();
+    assert_eq!(fs.lookup(a.ino, b"f"), Err(FsError::NotFound));
+    assert_eq!(fs.lookup(b.ino, b"g").unwrap().ino, f);
+    fs.rename(ROOT, b"a", b.ino, b"a2", false).unwrap();
+    assert_eq!(fs.parent_of_dir(a.ino).unwrap(), b.ino);
+    assert!(matches!(
+        fs.rename(ROOT, b"b", a.ino, b"loop", false),
+        Err(FsError::Invalid(_))
+    ));
+    assert_eq!(fs.rmdir(ROOT, b"b"), Err(FsError::NotEmpty));
+    fs.symlink(ROOT, b"l", b"b/g", 0, 0).unwrap();
+    let l = fs.lookup(ROOT, b"l").unwrap();
+    assert_eq!(l.kind, Kind::Symlink);
+    assert_eq!(fs.readlink(l.ino).unwrap(), b"b/g");
+    fs.setattr(
+        f,
+        SetAttr {
+            mode: Some(0o640),
+            uid: Some(7),
+            mtime: Some(1_000_000_000),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let fs = rig.mount();
+    let b = fs.lookup(ROOT, b"b").unwrap();
+    let g = fs.lookup(b.ino, b"g").unwrap();
+    assert_eq!((g.attr.mode, g.attr.uid, g.attr.mtime), (0o640, 7, 1_000_000_000));
+    assert_eq!(read_all(&fs, g.ino), b"content");
+    let names: Vec<Vec<u8>> = fs.readdir(b.ino).unwrap().into_iter().map(|e| e.2).collect();
+    assert_eq!(names, vec![b"a2".to_vec(), b"g".to_vec()]);
+    fs.unlink(b.ino, b"g").unwrap();
+    let a2 = fs.lookup(b.ino, b"a2").unwrap();
+    fs.rmdir(b.ino, b"a2").unwrap();
+    assert_eq!(fs.getattr(a2.ino), Err(FsError::NotFound));
+    assert_eq!(fs.mkdir(ROOT, b"l", 0o755, 0, 0), Err(FsError::Exists));
+    assert_eq!(
+        fs.create(ROOT, &[b'x'; 256], 0o644, 0, 0).map(|_| ()),
+        Err(FsError::NameTooLong)
+    );
+}
+
+#[test]
+fn a_stopped_account_is_failed_over_and_caught_up() {
+    let rig = Rig::new("");
+    let fs = rig.mkfs();
+    rig.accounts[1].stopped.store(true, Ordering::SeqCst);
+    let data = pattern(30_000, 9);
+    let ino = write_file(&fs, ROOT, "during", &data);
+    assert!(!fs.accounts[1].is_up());
+    assert!(fs.pending().0 > 0, "account 1 is owed messages");
+    assert_eq!(read_all(&fs, ino), data);
+    // Back: the replicator pays the backlog and marks it up.
+    rig.accounts[1].stopped.store(false, Ordering::SeqCst);
+    fs.replicate_once();
+    assert!(fs.accounts[1].is_up());
+    assert_eq!(fs.pending().0, 0);
+    // Now the other member of group 0 goes: everything is still readable from account 1.
+    rig.accounts[0].stopped.store(true, Ordering::SeqCst);
+    let fs2 = rig.mount();
+    let st = fs2.lookup(ROOT, b"during").unwrap();
+    assert_eq!(read_all(&fs2, st.ino), data);
+    let report = fs2.fsck(&|_, _| {}).unwrap();
+    assert!(report.unrecoverable.is_empty(), "{report:?}");
+}
+
+#[test]
+fn a_crash_between_the_dirty_mark_and_the_blocks_rolls_back() {
+    let rig = Rig::new("");
+    let fs = rig.mkfs();
+    let ino = write_file(&fs, ROOT, "f", b"old content");
+    // Simulate the crash: write the new version, then remove its blocks from the servers
+    // and the local cache, as if the process died after step 1.
+    let (_, fh) = (ino, fs.open_file(ino).unwrap());
+    fs.write(ino, 0, &pattern(9000, 3)).unwrap();
+    fs.release(fh).unwrap();
+    for a in &rig.accounts {
+        let mut m = a.messages.lock().unwrap();
+        let doomed: Vec<u32> = m
+            .iter()
+            .filter(|(_, (n, _))| n.contains(" blk ") && n.contains(" v2 "))
+            .map(|(u, _)| *u)
+            .collect();
+        for u in doomed {
+            m.remove(&u);
+        }
+        // And the clean step never happened: drop the newest root directory version.
+        let newest = m
+            .iter()
+            .filter(|(_, (n, _))| n.contains(" dir 000000000001.0 "))
+            .map(|(u, _)| *u)
+            .max()
+            .unwrap();
+        m.remove(&newest);
+    }
+    drop(fs);
+    std::fs::remove_dir_all(rig.config.cache.dir.clone()).unwrap();
+    let fs = rig.mount();
+    let st = fs.lookup(ROOT, b"f").unwrap();
+    assert_eq!(read_all(&fs, st.ino), b"old content");
+    assert!(fs.stats.repairs.load(Ordering::Relaxed) > 0);
+}
+
+#[test]
+fn tampering_is_detected() {
+    let rig = Rig::new("");
+    let fs = rig.mkfs();
+    let ino = write_file(&fs, ROOT, "f", &pattern(5000, 1));
+    let (_, fh) = (ino, fs.open_file(ino).unwrap());
+    fs.write(ino, 0, &pattern(5000, 2)).unwrap();
+    fs.release(fh).unwrap();
+    // Replace every copy of block 0 v2 with block 0 v1, relabelled.
+    for a in &rig.accounts {
+        let mut m = a.messages.lock().unwrap();
+        let old = m
+            .values()
+            .find(|(n, _)| n.contains(".0 v1 ") && n.contains(" blk "))
+            .cloned();
+        let targets: Vec<u32> = m
+            .iter()
+            .filter(|(_, (n, _))| n.contains(" blk ") && n.contains(".0 v2 "))
+            .map(|(u, _)| *u)
+            .collect();
+        if let Some((_, body)) = old {
+            for u in targets {
+                m.get_mut(&u).unwrap().1 = body.clone();
+            }
+        }
+    }
+    // And a third party appends a forged, newer root directory.
+    let name = {
+        let m = rig.accounts[0].messages.lock().unwrap();
+        let (n, _) = m
+            .values()
+            .find(|(n, _)| n.contains(" dir 000000000001.0 "))
+            .unwrap()
+            .clone();
+        let fsid = n.split(' ').next().unwrap().to_string();
+        format!("{fsid} dir 000000000001.0 v999 t1")
+    };
+    rig.accounts[0].inject(&name, vec![0u8; 200]);
+    drop(fs);
+    std::fs::remove_dir_all(rig.config.cache.dir.clone()).unwrap();
+    let fs = rig.mount();
+    let st = fs.lookup(ROOT, b"f").unwrap();
+    assert!(matches!(
+        fs.read(st.ino, 0, 5000),
+        Err(FsError::Integrity(_))
+    ));
+    assert!(fs.stats.integrity_errors.load(Ordering::Relaxed) >= 2);
+    let report = fs.fsck(&|_, _| {}).unwrap();
+    assert!(!report.unrecoverable.is_empty());
+    assert_eq!(report.foreign_messages, 0, "the forgery parses as ours");
+}
+
+#[test]
+fn versions_restore_gc_and_snapshots() {
+    let rig = Rig::new("");
+    let fs = rig.mkfs();
+    let v1 = pattern(10_000, 1);
+    let ino = write_file(&fs, ROOT, "f", &v1);
+    let fh = fs.open_file(ino).unwrap();
+    fs.write(ino, 0, &pattern(12_000, 2)).unwrap();
+    fs.release(fh).unwrap();
+    let versions = fs.versions("/f").unwrap();
+    assert_eq!(
+        versions.iter().map(|v| v.version).collect::<Vec<_>>(),
+        vec![2, 1, 0]
+    );
+    let restored = fs.restore("/f", 1).unwrap();
+    assert_eq!(restored, 3);
+    assert_eq!(read_all(&fs, ino), v1);
+    assert_eq!(fs.snapshot("s1").unwrap(), 1);
+    assert_eq!(fs.snapshot("s1"), Err(FsError::Exists));
+    let before: usize = rig.accounts.iter().map(|a| a.messages.lock().unwrap().len()).sum();
+    // Delete another file: gc (retention 0) returns its blocks and old directories.
+    write_file(&fs, ROOT, "junk", &pattern(20_000, 5));
+    fs.unlink(ROOT, b"junk").unwrap();
+    let report = fs.gc(&|_, _| {}).unwrap();
+    assert!(report.blocks > 0 && report.directories > 0, "{report:?}");
+    let after: usize = rig.accounts.iter().map(|a| a.messages.lock().unwrap().len()).sum();
+    assert!(after < before, "{after} < {before}");
+    // What is current still reads, after a remount too.
+    assert_eq!(read_all(&fs, ino), v1);
+    let fs = rig.mount();
+    let st = fs.lookup(ROOT, b"f").unwrap();
+    assert_eq!(read_all(&fs, st.ino), v1);
+    assert_eq!(fs.snapshots().len(), 1);
+    assert!(fs.fsck(&|_, _| {}).unwrap().clean());
+}
+
+#[test]
+fn a_wrong_passphrase_is_refused() {
+    let rig = Rig::new("");
+    rig.mkfs();
+    let mut config = rig.config.clone();
+    config.encryption.passphrase = Some("wrong".into());
+    let err = Fs::open(&config, rig.remotes()).err().unwrap();
+    assert!(err.to_string().contains("passphrase"), "{err}");
+    // mkfs refuses to overwrite.
+    assert!(Fs::mkfs(&rig.config, rig.remotes()).is_err());
+}
+
+#[test]
+fn large_writes_spill_early_and_still_commit_atomically() {
+    let rig = Rig::new("dirty_bytes_max = 16384");
+    let fs = rig.mkfs();
+    let data = pattern(100_000, 7);
+    let (st, fh) = fs.create(ROOT, b"big", 0o644, 0, 0).unwrap();
+    for (i, chunk) in data.chunks(3000).enumerate() {
+        fs.write(st.ino, (i * 3000) as u64, chunk).unwrap();
+    }
+    assert!(fs.stats.blocks_written.load(Ordering::Relaxed) > 0, "spilled");
+    fs.release(fh).unwrap();
+    let fs = rig.mount();
+    let st = fs.lookup(ROOT, b"big").unwrap();
+    assert_eq!(read_all(&fs, st.ino), data);
+}
