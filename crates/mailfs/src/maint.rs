@@ -174,7 +174,7 @@ impl Fs {
         }
         for keys in &keys_by_account {
             for (_, k) in keys {
-                if k.kind == MsgKind::Directory && k.time >= retain_after {
+                if k.kind == MsgKind::Directory && k.time > retain_after {
                     keep_dirs.insert((k.object, k.version));
                 }
             }
@@ -212,7 +212,7 @@ impl Fs {
                     MsgKind::Directory => !keep_dirs.contains(&(k.object, k.version)),
                     MsgKind::Block => {
                         !keep_blocks.contains(&(k.object, k.index, k.version))
-                            && k.time < grace_after
+                            && k.time <= grace_after
                     }
                     MsgKind::Superblock => k.version + 1 < latest_sb,
                     MsgKind::Chunk | MsgKind::JournalPage => false,
