@@ -14,7 +14,7 @@ pub mod account;
 pub mod cache;
 pub mod config;
 pub mod fs;
-// pub mod imap_remote;
+pub mod imap_remote;
 pub mod key;
 pub mod keys;
 pub mod maint;

@@ -4,6 +4,7 @@
 mod bench_cmd;
 mod config;
 mod directory_cmd;
+mod fs_cmd;
 mod progress;
 mod queue_cmd;
 mod serve_cmd;
@@ -56,6 +57,10 @@ enum Command {
     /// Storage benchmarks (results as RESULT lines on stdout).
     #[command(subcommand)]
     Bench(bench_cmd::BenchCommand),
+    /// The mail file system: a FUSE file system kept in IMAP accounts (--config is the
+    /// file system's config).
+    #[command(subcommand)]
+    Fs(fs_cmd::FsCommand),
 }
 
 /// Where the engines keep their files, resolved from the flag, the config file or the default.
@@ -76,6 +81,10 @@ impl Paths {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
+    // The file system has its own config file; the server's is not read.
+    if let Command::Fs(command) = cli.command {
+        return fs_cmd::run(command, cli.config.as_deref());
+    }
     let config = config::Config::load(cli.config.as_deref())?;
     let data_dir = cli
         .data_dir
@@ -91,6 +100,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Store(command) => store_cmd::run(command, &paths, &config),
         Command::Queue(command) => queue_cmd::run(command, &paths, &config),
         Command::Bench(command) => bench_cmd::run(command),
+        Command::Fs(_) => unreachable!("handled above"),
     }
 }
 

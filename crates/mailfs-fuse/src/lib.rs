@@ -1,0 +1,462 @@
+//! The FUSE shell over the mail file system engine: each kernel request becomes one engine
+//! call; engine errors become errnos here and nowhere else.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
+    KernelConfig, LockOwner, MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
+    Request, TimeOrNow, WriteFlags,
+};
+use mailfs::fs::{SetAttr, Stat};
+use mailfs::meta::Kind;
+use mailfs::{Fs, FsError};
+
+/// How long the kernel may cache attributes and names. One writer per file system (this
+/// mount), so the engine's view is the truth; a second reader mount would see changes late
+/// by this much.
+const TTL: Duration = Duration::from_secs(1);
+/// Largest FUSE write: bigger writes mean fewer requests for large files.
+const WRITE_BYTES_MAX: u32 = 1 << 20;
+
+pub struct MailFuse {
+    fs: Arc<Fs>,
+}
+
+impl MailFuse {
+    pub fn new(fs: Arc<Fs>) -> MailFuse {
+        MailFuse { fs }
+    }
+}
+
+/// The one place engine errors become errnos.
+fn errno(e: &FsError) -> Errno {
+    match e {
+        FsError::NotFound => Errno::ENOENT,
+        FsError::Exists => Errno::EEXIST,
+        FsError::NotDir => Errno::ENOTDIR,
+        FsError::IsDir => Errno::EISDIR,
+        FsError::NotEmpty => Errno::ENOTEMPTY,
+        FsError::NameTooLong => Errno::ENAMETOOLONG,
+        FsError::Invalid(_) => Errno::EINVAL,
+        FsError::ReadOnly => Errno::EROFS,
+        FsError::NoSpace(_) => Errno::ENOSPC,
+        FsError::Unavailable(_)
+        | FsError::Integrity(_)
+        | FsError::Corrupt(_)
+        | FsError::Config(_)
+        | FsError::Local(_) => {
+            tracing::warn!("I/O error: {e}");
+            Errno::EIO
+        }
+    }
+}
+
+fn time(ns: i64) -> SystemTime {
+    if ns >= 0 {
+        UNIX_EPOCH + Duration::from_nanos(ns as u64)
+    } else {
+        UNIX_EPOCH
+    }
+}
+
+fn ns(t: TimeOrNow) -> i64 {
+    match t {
+        TimeOrNow::Now => mailfs::now_ns(),
+        TimeOrNow::SpecificTime(t) => t
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as i64)
+            .unwrap_or(0),
+    }
+}
+
+fn file_type(k: Kind) -> FileType {
+    match k {
+        Kind::Dir => FileType::Directory,
+        Kind::File => FileType::RegularFile,
+        Kind::Symlink => FileType::Symlink,
+    }
+}
+
+fn attr(st: &Stat, block_size: u32) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(st.ino),
+        size: st.size,
+        blocks: st.size.div_ceil(512),
+        atime: time(st.attr.atime),
+        mtime: time(st.attr.mtime),
+        ctime: time(st.attr.ctime),
+        crtime: time(st.attr.ctime),
+        kind: file_type(st.kind),
+        perm: (st.attr.mode & 0o7777) as u16,
+        nlink: st.nlink,
+        uid: st.attr.uid,
+        gid: st.attr.gid,
+        rdev: 0,
+        blksize: block_size,
+        flags: 0,
+    }
+}
+
+impl MailFuse {
+    fn entry(&self, r: Result<Stat, FsError>, reply: ReplyEntry) {
+        match r {
+            Ok(st) => reply.entry(&TTL, &attr(&st, self.fs.block_size), Generation(0)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn empty(&self, r: Result<(), FsError>, reply: ReplyEmpty) {
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+}
+
+impl Filesystem for MailFuse {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let _ = config.set_max_write(WRITE_BYTES_MAX);
+        let _ = config.set_max_readahead(WRITE_BYTES_MAX);
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        if let Err(e) = self.fs.flush_all() {
+            tracing::error!("flushing at unmount: {e}");
+        }
+        self.fs.replicate_once();
+        self.fs.write_stats_file();
+        self.fs.shutdown();
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        self.entry(self.fs.lookup(parent.0, name.as_bytes()), reply);
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.fs.getattr(ino.0) {
+            Ok(st) => reply.attr(&TTL, &attr(&st, self.fs.block_size)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let set = SetAttr {
+            mode,
+            uid,
+            gid,
+            size,
+            atime: atime.map(ns),
+            mtime: mtime.map(ns),
+        };
+        match self.fs.setattr(ino.0, set) {
+            Ok(st) => reply.attr(&TTL, &attr(&st, self.fs.block_size)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.fs.readlink(ino.0) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        // Regular files only: devices, fifos and sockets have no place in mail.
+        if mode & libc::S_IFMT != libc::S_IFREG {
+            reply.error(Errno::EPERM);
+            return;
+        }
+        let r = self
+            .fs
+            .create(parent.0, name.as_bytes(), mode & !umask, req.uid(), req.gid())
+            .and_then(|(st, fh)| self.fs.release(fh).map(|()| st));
+        self.entry(r, reply);
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        self.entry(
+            self.fs
+                .mkdir(parent.0, name.as_bytes(), mode & !umask, req.uid(), req.gid()),
+            reply,
+        );
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.empty(self.fs.unlink(parent.0, name.as_bytes()), reply);
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.empty(self.fs.rmdir(parent.0, name.as_bytes()), reply);
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        self.entry(
+            self.fs.symlink(
+                parent.0,
+                link_name.as_bytes(),
+                target.as_os_str().as_bytes(),
+                req.uid(),
+                req.gid(),
+            ),
+            reply,
+        );
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        if flags.contains(RenameFlags::RENAME_EXCHANGE) {
+            reply.error(Errno::EINVAL);
+            return;
+        }
+        let no_replace = flags.contains(RenameFlags::RENAME_NOREPLACE);
+        self.empty(
+            self.fs.rename(
+                parent.0,
+                name.as_bytes(),
+                newparent.0,
+                newname.as_bytes(),
+                no_replace,
+            ),
+            reply,
+        );
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.fs.open_file(ino.0) {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        match self.fs.read(ino.0, offset, size) {
+            Ok(d) => reply.data(&d),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match self.fs.write(ino.0, offset, data) {
+            Ok(n) => reply.written(n as u32),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        self.empty(self.fs.flush(ino.0), reply);
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.empty(self.fs.release(fh.0), reply);
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.empty(self.fs.fsync(ino.0), reply);
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let children = match self.fs.readdir(ino.0) {
+            Ok(c) => c,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        let parent = self.fs.parent_of_dir(ino.0).unwrap_or(ino.0);
+        let mut all: Vec<(u64, FileType, Vec<u8>)> = vec![
+            (ino.0, FileType::Directory, b".".to_vec()),
+            (parent, FileType::Directory, b"..".to_vec()),
+        ];
+        all.extend(children.into_iter().map(|(i, k, n)| (i, file_type(k), n)));
+        for (i, (child, kind, name)) in all.iter().enumerate().skip(offset as usize) {
+            if reply.add(INodeNo(*child), (i + 1) as u64, *kind, OsStr::from_bytes(name)) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        // Directory updates are written before they are acknowledged.
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let s = self.fs.statfs();
+        let bsize = self.fs.block_size as u64;
+        reply.statfs(
+            s.total_bytes / bsize,
+            s.free_bytes / bsize,
+            s.free_bytes / bsize,
+            s.files,
+            u64::from(u32::MAX),
+            self.fs.block_size,
+            mailfs::meta::NAME_BYTES_MAX as u32,
+            self.fs.block_size,
+        );
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        match self
+            .fs
+            .create(parent.0, name.as_bytes(), mode & !umask, req.uid(), req.gid())
+        {
+            Ok((st, fh)) => reply.created(
+                &TTL,
+                &attr(&st, self.fs.block_size),
+                Generation(0),
+                FileHandle(fh),
+                FopenFlags::empty(),
+            ),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+}
+
+pub struct MountOptions {
+    pub threads: usize,
+    pub allow_other: bool,
+}
+
+/// Mounts and serves until the file system is unmounted.
+pub fn serve(fs: Arc<Fs>, mountpoint: &Path, opts: &MountOptions) -> std::io::Result<()> {
+    let background = fs.spawn_background();
+    let mut config = fuser::Config::default();
+    config.mount_options = vec![
+        MountOption::FSName("mailfs".into()),
+        MountOption::Subtype("mailfs".into()),
+        MountOption::DefaultPermissions,
+        MountOption::NoDev,
+        MountOption::NoSuid,
+    ];
+    if opts.allow_other {
+        config.acl = fuser::SessionACL::All;
+    }
+    config.n_threads = Some(opts.threads.max(1));
+    let fs2 = fs.clone();
+    let r = fuser::mount(MailFuse::new(fs), mountpoint, &config);
+    fs2.shutdown();
+    let _ = background.join();
+    r
+}

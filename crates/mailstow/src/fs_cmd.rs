@@ -1,0 +1,362 @@
+//! `mailstow fs`: the mail file system (docs/mailfs.md). Every subcommand takes the file
+//! system's config with `--config FILE`.
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Subcommand;
+use mailfs::imap_remote::ImapRemote;
+use mailfs::remote::Remote;
+use mailfs::{Config, Fs};
+
+use crate::progress::with_progress;
+
+/// How long `mount` waits for the background server to have the mount ready.
+const MOUNT_WAIT_MAX: Duration = Duration::from_secs(120);
+
+#[derive(Subcommand)]
+pub(crate) enum FsCommand {
+    /// Prepare the accounts: create the folder, write the superblock and the root.
+    Mkfs,
+    /// Mount with FUSE; returns once the mount is ready and keeps serving in the
+    /// background (`--foreground` stays attached).
+    Mount {
+        mountpoint: PathBuf,
+        #[arg(long)]
+        foreground: bool,
+        /// FUSE worker threads.
+        #[arg(long, default_value_t = 4)]
+        threads: usize,
+        /// Let other users than the mounting one in (needs user_allow_other for non-root).
+        #[arg(long)]
+        allow_other: bool,
+    },
+    /// Unmount (the server flushes and exits).
+    Umount { mountpoint: PathBuf },
+    /// Check every directory and block on every replica; rewrite what is missing or damaged.
+    Fsck,
+    /// Remove superseded versions past the retention, deleted files' blocks and crash
+    /// orphans (UID EXPUNGE only).
+    Gc,
+    /// List the retained versions of a file (path inside the file system).
+    Versions { path: String },
+    /// Make an old version of a file current again.
+    Restore {
+        path: String,
+        #[arg(long)]
+        version: u64,
+    },
+    /// Pin the whole tree under a name (shown read-only under /.snapshots in the mount).
+    Snapshot { name: String },
+    /// Pending replication work, account health and counters.
+    Stats,
+}
+
+pub(crate) fn run(command: FsCommand, config_path: Option<&Path>) -> anyhow::Result<()> {
+    if let FsCommand::Umount { mountpoint } = &command {
+        return umount(mountpoint);
+    }
+    let Some(config_path) = config_path else {
+        bail!("mailstow fs needs --config FILE (the file system's config, docs/mailfs.md 10)");
+    };
+    let config = Config::load(config_path)?;
+    if let FsCommand::Mount {
+        mountpoint,
+        foreground: false,
+        threads,
+        allow_other,
+    } = &command
+    {
+        return mount_in_background(config_path, &config, mountpoint, *threads, *allow_other);
+    }
+    if let FsCommand::Stats = &command
+        && let Some(text) = stats_file(&config)
+    {
+        print!("{text}");
+        return Ok(());
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let remotes = remotes(&config, rt.handle())?;
+    match command {
+        FsCommand::Mkfs => {
+            let fsid = Fs::mkfs(&config, remotes)?;
+            let n: usize = config.groups.iter().map(|g| g.accounts.len()).sum();
+            println!(
+                "mkfs: file system {} on {n} accounts in {} groups, block size {}",
+                hex(&fsid),
+                config.groups.len(),
+                config.fs.block_size
+            );
+        }
+        FsCommand::Mount {
+            mountpoint,
+            threads,
+            allow_other,
+            ..
+        } => {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(
+                    tracing_subscriber::EnvFilter::try_from_default_env()
+                        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,fuser=error")),
+                )
+                .with_writer(std::io::stderr)
+                .try_init();
+            let fs = Fs::open(&config, remotes)?;
+            let opts = mailfs_fuse::MountOptions {
+                threads,
+                allow_other,
+            };
+            spawn_signal_unmount(&rt, &mountpoint);
+            mailfs_fuse::serve(fs, &mountpoint, &opts)
+                .with_context(|| format!("mounting {}", mountpoint.display()))?;
+        }
+        FsCommand::Fsck => {
+            let fs = Fs::open(&config, remotes)?;
+            let report = progress("fsck", |p| fs.fsck(p))?;
+            println!("directories={}", report.directories);
+            println!("blocks={}", report.blocks);
+            println!("foreign_messages={}", report.foreign_messages);
+            println!("accounts_down={}", report.accounts_down);
+            for r in &report.repaired {
+                println!("repaired: {r}");
+            }
+            for u in &report.unrecoverable {
+                println!("unrecoverable: {u}");
+            }
+            println!("repaired={}", report.repaired.len());
+            println!("unrecoverable={}", report.unrecoverable.len());
+            if !report.unrecoverable.is_empty() {
+                bail!("fsck found damage it could not repair");
+            }
+            println!(
+                "fsck: {}",
+                if report.repaired.is_empty() && report.accounts_down == 0 {
+                    "clean"
+                } else {
+                    "repaired"
+                }
+            );
+        }
+        FsCommand::Gc => {
+            let fs = Fs::open(&config, remotes)?;
+            let r = progress("gc", |p| fs.gc(p))?;
+            println!(
+                "gc: removed directories={} blocks={} other={}",
+                r.directories, r.blocks, r.other
+            );
+        }
+        FsCommand::Versions { path } => {
+            let fs = Fs::open(&config, remotes)?;
+            fs.set_read_only(true);
+            for v in fs.versions(&path)? {
+                println!(
+                    "version={} size={} mtime={} dir_version={}",
+                    v.version,
+                    v.size,
+                    chrono_like(v.mtime_ns),
+                    v.dir_version
+                );
+            }
+        }
+        FsCommand::Restore { path, version } => {
+            let fs = Fs::open(&config, remotes)?;
+            let new = fs.restore(&path, version)?;
+            println!("restored {path} version {version} as version {new}");
+        }
+        FsCommand::Snapshot { name } => {
+            let fs = Fs::open(&config, remotes)?;
+            let dirs = fs.snapshot(&name)?;
+            println!("snapshot {name}: {dirs} directories pinned");
+        }
+        FsCommand::Stats => {
+            let fs = Fs::open(&config, remotes)?;
+            print!("{}", fs.stats_text());
+        }
+        FsCommand::Umount { .. } => unreachable!("handled above"),
+    }
+    Ok(())
+}
+
+fn remotes(config: &Config, rt: &tokio::runtime::Handle) -> anyhow::Result<Vec<Box<dyn Remote>>> {
+    let mut out: Vec<Box<dyn Remote>> = Vec::new();
+    for g in &config.groups {
+        for a in &g.accounts {
+            out.push(Box::new(ImapRemote::new(
+                a,
+                &config.fs.folder,
+                config.timeout(),
+                rt.clone(),
+            )?));
+        }
+    }
+    Ok(out)
+}
+
+fn progress<T>(label: &str, work: impl FnOnce(mailfs::maint::Progress) -> T) -> T {
+    with_progress(label, |report| {
+        let cell = RefCell::new(report);
+        let f = |done, total| (cell.borrow_mut())(done, total);
+        work(&f)
+    })
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn chrono_like(ns: i64) -> String {
+    format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
+}
+
+/// The stats a running mount writes every second, if there is one.
+fn stats_file(config: &Config) -> Option<String> {
+    let dirs: Vec<PathBuf> = std::fs::read_dir(&config.cache.dir)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("stats").exists())
+        .collect();
+    match dirs.as_slice() {
+        [one] => std::fs::read_to_string(one.join("stats")).ok(),
+        _ => None,
+    }
+}
+
+fn is_mounted(mountpoint: &Path) -> bool {
+    let Ok(target) = std::fs::canonicalize(mountpoint) else {
+        return false;
+    };
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    let target = target.to_string_lossy().to_string();
+    // Fields: id parent dev root mountpoint options [optional...] - fstype source super.
+    info.lines().any(|l| {
+        let f: Vec<&str> = l.split(' ').collect();
+        let after = f.iter().position(|x| *x == "-").map(|i| &f[i + 1..]);
+        f.get(4).is_some_and(|m| unescape_mount(m) == target)
+            && after.is_some_and(|a| {
+                a.first().is_some_and(|t| t.starts_with("fuse"))
+                    && a.get(1).is_some_and(|s| *s == "mailfs")
+            })
+    })
+}
+
+/// mountinfo escapes space, tab, newline and backslash as octal.
+fn unescape_mount(s: &str) -> String {
+    s.replace("\\040", " ")
+        .replace("\\011", "\t")
+        .replace("\\012", "\n")
+        .replace("\\134", "\\")
+}
+
+fn mount_in_background(
+    config_path: &Path,
+    config: &Config,
+    mountpoint: &Path,
+    threads: usize,
+    allow_other: bool,
+) -> anyhow::Result<()> {
+    if !mountpoint.is_dir() {
+        bail!("{}: not a directory", mountpoint.display());
+    }
+    if is_mounted(mountpoint) {
+        bail!("{} is already a mailfs mount", mountpoint.display());
+    }
+    std::fs::create_dir_all(&config.cache.dir)
+        .with_context(|| format!("creating {}", config.cache.dir.display()))?;
+    let log_path = config.cache.dir.join("mount.log");
+    let log = std::fs::File::create(&log_path)
+        .with_context(|| format!("creating {}", log_path.display()))?;
+    let exe = std::env::current_exe().context("finding the mailstow binary")?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("fs")
+        .arg("--config")
+        .arg(config_path)
+        .arg("mount")
+        .arg(mountpoint)
+        .arg("--foreground")
+        .arg("--threads")
+        .arg(threads.to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    if allow_other {
+        cmd.arg("--allow-other");
+    }
+    // Its own process group: a Ctrl-C at the terminal that ran `mount` does not reach it.
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let mut child = cmd.spawn().context("starting the mount server")?;
+    let started = Instant::now();
+    loop {
+        if is_mounted(mountpoint) {
+            println!(
+                "mounted {} (server pid {}, log {})",
+                mountpoint.display(),
+                child.id(),
+                log_path.display()
+            );
+            return Ok(());
+        }
+        if let Some(status) = child.try_wait()? {
+            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(5).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            bail!("mount server exited ({status}): {}", tail.join(" | "));
+        }
+        if started.elapsed() > MOUNT_WAIT_MAX {
+            let _ = child.kill();
+            bail!("the mount was not ready within {MOUNT_WAIT_MAX:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn umount(mountpoint: &Path) -> anyhow::Result<()> {
+    if !is_mounted(mountpoint) {
+        bail!("{} is not a mailfs mount", mountpoint.display());
+    }
+    let status = std::process::Command::new("fusermount3")
+        .arg("-u")
+        .arg(mountpoint)
+        .status()
+        .or_else(|_| std::process::Command::new("umount").arg(mountpoint).status())
+        .context("running fusermount3 -u / umount")?;
+    if !status.success() {
+        bail!("unmounting {} failed ({status})", mountpoint.display());
+    }
+    let started = Instant::now();
+    while is_mounted(mountpoint) {
+        if started.elapsed() > Duration::from_secs(30) {
+            bail!("{} is still mounted", mountpoint.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    println!("unmounted {}", mountpoint.display());
+    Ok(())
+}
+
+/// SIGTERM or SIGINT unmounts, so the server flushes and exits instead of leaving a dead
+/// mount behind.
+fn spawn_signal_unmount(rt: &tokio::runtime::Runtime, mountpoint: &Path) {
+    let mountpoint = mountpoint.to_path_buf();
+    rt.spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        let _ = tokio::task::spawn_blocking(move || umount(&mountpoint)).await;
+    });
+}
