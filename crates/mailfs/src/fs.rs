@@ -148,6 +148,7 @@ pub struct Fs {
     next_fh: AtomicU64,
     read_only: AtomicBool,
     stop: AtomicBool,
+    pub(crate) snapview: Mutex<crate::snapview::SnapState>,
     pub retention: std::time::Duration,
     pub orphan_grace: std::time::Duration,
 }
@@ -166,6 +167,14 @@ fn check_name(name: &[u8]) -> Result<(), FsError> {
     }
     if name.len() > NAME_BYTES_MAX {
         return Err(FsError::NameTooLong);
+    }
+    Ok(())
+}
+
+/// `.snapshots` in the root belongs to the snapshot view.
+fn check_reserved(parent: u64, name: &[u8]) -> Result<(), FsError> {
+    if parent == ROOT && name == crate::snapview::SNAPSHOTS_NAME {
+        return Err(FsError::Exists);
     }
     Ok(())
 }
@@ -345,6 +354,7 @@ impl Fs {
             next_fh: AtomicU64::new(1),
             read_only: AtomicBool::new(false),
             stop: AtomicBool::new(false),
+            snapview: Mutex::new(Default::default()),
             retention: crate::config::parse_duration(&config.fs.retention)?,
             orphan_grace: crate::config::parse_duration(&config.fs.orphan_grace)?,
         };
@@ -757,6 +767,9 @@ impl Fs {
     // ---------------------------------------------------------------- POSIX operations
 
     pub fn getattr(&self, ino: u64) -> Result<Stat, FsError> {
+        if crate::snapview::is_view(ino) {
+            return self.snap_getattr(ino);
+        }
         let mut tree = self.lock();
         if ino == ROOT {
             return Ok(dir_stat(self.ensure_dir(&mut tree, ROOT)?));
@@ -775,6 +788,11 @@ impl Fs {
     }
 
     pub fn lookup(&self, parent: u64, name: &[u8]) -> Result<Stat, FsError> {
+        if crate::snapview::is_view(parent)
+            || (parent == ROOT && name == crate::snapview::SNAPSHOTS_NAME)
+        {
+            return self.snap_lookup(parent, name);
+        }
         let mut tree = self.lock();
         let e = self
             .ensure_dir(&mut tree, parent)?
@@ -787,20 +805,38 @@ impl Fs {
 
     /// Children of a directory: (ino, kind, name), without `.` and `..`.
     pub fn readdir(&self, ino: u64) -> Result<Vec<(u64, Kind, Vec<u8>)>, FsError> {
+        if crate::snapview::is_view(ino) {
+            return self.snap_readdir(ino);
+        }
         let mut tree = self.lock();
         let d = self.ensure_dir(&mut tree, ino)?;
-        Ok(d.entries
+        let mut out: Vec<(u64, Kind, Vec<u8>)> = d
+            .entries
             .values()
             .map(|e| (e.id, e.kind, e.name.clone()))
-            .collect())
+            .collect();
+        drop(tree);
+        if ino == ROOT && !self.snapshots().is_empty() {
+            out.push((
+                crate::snapview::SNAPSHOTS_INO,
+                Kind::Dir,
+                crate::snapview::SNAPSHOTS_NAME.to_vec(),
+            ));
+        }
+        Ok(out)
     }
 
     pub fn parent_of_dir(&self, ino: u64) -> Result<u64, FsError> {
+        if crate::snapview::is_view(ino) {
+            return self.snap_parent_of_dir(ino);
+        }
         let mut tree = self.lock();
         Ok(self.ensure_dir(&mut tree, ino)?.parent)
     }
 
     fn insert_new(&self, parent: u64, name: &[u8], entry: Entry) -> Result<(), FsError> {
+        crate::snapview::refuse(parent)?;
+        check_reserved(parent, name)?;
         check_name(name)?;
         self.writable()?;
         let mut tree = self.lock();
@@ -826,6 +862,8 @@ impl Fs {
         uid: u32,
         gid: u32,
     ) -> Result<Stat, FsError> {
+        crate::snapview::refuse(parent)?;
+        check_reserved(parent, name)?;
         check_name(name)?;
         self.writable()?;
         let id = random_id();
@@ -927,6 +965,12 @@ impl Fs {
     }
 
     pub fn readlink(&self, ino: u64) -> Result<Vec<u8>, FsError> {
+        if crate::snapview::is_snap(ino) {
+            return self
+                .snap_entry(ino)?
+                .target
+                .ok_or(FsError::Invalid("not a symlink".into()));
+        }
         let mut tree = self.lock();
         let (parent, name) = self.entry_of(&mut tree, ino)?;
         let d = self.ensure_dir(&mut tree, parent)?;
@@ -937,6 +981,7 @@ impl Fs {
     }
 
     pub fn unlink(&self, parent: u64, name: &[u8]) -> Result<(), FsError> {
+        crate::snapview::refuse(parent)?;
         self.writable()?;
         let mut tree = self.lock();
         let mut d = self.ensure_dir(&mut tree, parent)?.clone();
@@ -958,6 +1003,7 @@ impl Fs {
     }
 
     pub fn rmdir(&self, parent: u64, name: &[u8]) -> Result<(), FsError> {
+        crate::snapview::refuse(parent)?;
         self.writable()?;
         let mut tree = self.lock();
         let e = self
@@ -1008,6 +1054,9 @@ impl Fs {
         new_name: &[u8],
         no_replace: bool,
     ) -> Result<(), FsError> {
+        crate::snapview::refuse(parent)?;
+        crate::snapview::refuse(new_parent)?;
+        check_reserved(new_parent, new_name)?;
         check_name(new_name)?;
         self.writable()?;
         let mut tree = self.lock();
@@ -1086,6 +1135,7 @@ impl Fs {
     }
 
     pub fn setattr(&self, ino: u64, set: SetAttr) -> Result<Stat, FsError> {
+        crate::snapview::refuse(ino)?;
         self.writable()?;
         if let Some(size) = set.size {
             self.truncate(ino, size)?;
@@ -1201,8 +1251,14 @@ impl Fs {
     // ---------------------------------------------------------------- file data
 
     pub fn open_file(&self, ino: u64) -> Result<u64, FsError> {
+        if crate::snapview::is_view(ino) {
+            let e = self.snap_entry(ino)?;
+            if e.kind == Kind::Dir {
+                return Err(FsError::IsDir);
+            }
+        }
         let mut tree = self.lock();
-        if !tree.orphans.contains_key(&ino) {
+        if !tree.orphans.contains_key(&ino) && !crate::snapview::is_view(ino) {
             let (parent, name) = self.entry_of(&mut tree, ino)?;
             let d = self.ensure_dir(&mut tree, parent)?;
             let e = d.entries.get(&name).ok_or(FsError::NotFound)?;
@@ -1301,6 +1357,7 @@ impl Fs {
     }
 
     pub fn write(&self, ino: u64, offset: u64, data: &[u8]) -> Result<usize, FsError> {
+        crate::snapview::refuse(ino)?;
         self.writable()?;
         let end = offset
             .checked_add(data.len() as u64)
@@ -1806,9 +1863,23 @@ impl Fs {
     pub fn read(&self, ino: u64, offset: u64, size: u32) -> Result<Vec<u8>, FsError> {
         let bs = self.bs();
         // Snapshot what the read needs under the lock; fetch outside it.
+        let file = crate::snapview::object_of(ino);
         let (file_size, sources) = {
             let mut tree = self.lock();
-            if let Some(w) = tree.writers.get(&ino) {
+            if crate::snapview::is_snap(ino) {
+                drop(tree);
+                let e = self.snap_entry(ino)?;
+                let src = e
+                    .file
+                    .map(|f| {
+                        f.blocks
+                            .into_iter()
+                            .map(|b| (b.index, Source::Stored(b)))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                (e.size, src)
+            } else if let Some(w) = tree.writers.get(&ino) {
                 let mut src = Vec::new();
                 for (i, b) in &w.blocks {
                     src.push((*i, Source::Stored(b.clone())));
@@ -1851,7 +1922,7 @@ impl Fs {
             .filter(|b| {
                 self.cache
                     .get(BlockId {
-                        file: ino,
+                        file,
                         index: b.index,
                         version: b.version,
                     })
@@ -1859,7 +1930,7 @@ impl Fs {
             })
             .collect();
         if wanted.len() > 1 {
-            self.prefetch(ino, &wanted, first..=last);
+            self.prefetch(file, &wanted, first..=last);
         }
         let mut out = Vec::with_capacity((end - offset) as usize);
         for idx in first..=last {
@@ -1868,7 +1939,7 @@ impl Fs {
             let to = end.min(block_start + bs) - block_start;
             let data: Option<Arc<Vec<u8>>> = match by_index.get(&idx) {
                 Some(Source::Memory(d)) => Some(d.clone()),
-                Some(Source::Stored(b)) => Some(self.load_block(ino, b)?),
+                Some(Source::Stored(b)) => Some(self.load_block(file, b)?),
                 None => None,
             };
             let (from, to) = (from as usize, to as usize);

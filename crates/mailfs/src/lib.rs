@@ -20,6 +20,7 @@ pub mod keys;
 pub mod maint;
 pub mod meta;
 pub mod remote;
+pub mod snapview;
 
 pub use config::Config;
 pub use fs::{Fs, Stat};

@@ -420,3 +420,35 @@ fn large_writes_spill_early_and_still_commit_atomically() {
     let st = fs.lookup(ROOT, b"big").unwrap();
     assert_eq!(read_all(&fs, st.ino), data);
 }
+
+#[test]
+fn snapshots_are_read_only_views_of_the_past() {
+    let rig = Rig::new("");
+    let fs = rig.mkfs();
+    let sub = fs.mkdir(ROOT, b"sub", 0o755, 0, 0).unwrap();
+    let ino = write_file(&fs, sub.ino, "f", b"before");
+    assert_eq!(fs.lookup(ROOT, b".snapshots"), Err(FsError::NotFound));
+    fs.snapshot("monday").unwrap();
+    let fh = fs.open_file(ino).unwrap();
+    fs.write(ino, 0, b"AFTER!").unwrap();
+    fs.release(fh).unwrap();
+    fs.unlink(sub.ino, b"f").unwrap();
+    let snaps = fs.lookup(ROOT, b".snapshots").unwrap();
+    let names: Vec<Vec<u8>> = fs.readdir(ROOT).unwrap().into_iter().map(|e| e.2).collect();
+    assert!(names.contains(&b".snapshots".to_vec()));
+    let monday = fs.lookup(snaps.ino, b"monday").unwrap();
+    let old_sub = fs.lookup(monday.ino, b"sub").unwrap();
+    let old_f = fs.lookup(old_sub.ino, b"f").unwrap();
+    assert_eq!(fs.read(old_f.ino, 0, 100).unwrap(), b"before");
+    assert_eq!(fs.parent_of_dir(old_sub.ino).unwrap(), monday.ino);
+    assert_eq!(fs.write(old_f.ino, 0, b"x"), Err(FsError::ReadOnly));
+    assert_eq!(
+        fs.mkdir(old_sub.ino, b"new", 0o755, 0, 0),
+        Err(FsError::ReadOnly)
+    );
+    assert_eq!(fs.unlink(old_sub.ino, b"f"), Err(FsError::ReadOnly));
+    assert_eq!(
+        fs.create(ROOT, b".snapshots", 0o644, 0, 0).map(|_| ()),
+        Err(FsError::Exists)
+    );
+}
