@@ -130,6 +130,9 @@ impl Filesystem for MailFuse {
         if let Err(e) = self.fs.flush_all() {
             tracing::error!("flushing at unmount: {e}");
         }
+        if let Err(e) = self.fs.drain_journal() {
+            tracing::warn!("journal kept for the next mount: {e}");
+        }
         self.fs.replicate_once();
         self.fs.write_stats_file();
         self.fs.shutdown();

@@ -65,6 +65,7 @@ pub struct Stats {
     pub blocks_fetched: AtomicU64,
     pub bytes_fetched: AtomicU64,
     pub repairs: AtomicU64,
+    pub journal_sent: AtomicU64,
 }
 
 #[derive(Debug, Clone)]
@@ -149,6 +150,10 @@ pub struct Fs {
     read_only: AtomicBool,
     stop: AtomicBool,
     pub(crate) snapview: Mutex<crate::snapview::SnapState>,
+    /// Write-back journal: always opened (a previous asynchronous mount may have left
+    /// records), used for new writes only in asynchronous mode.
+    journal: crate::journal::Journal,
+    asynchronous: bool,
     pub retention: std::time::Duration,
     pub orphan_grace: std::time::Duration,
 }
@@ -355,6 +360,11 @@ impl Fs {
             read_only: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             snapview: Mutex::new(Default::default()),
+            journal: crate::journal::Journal::open(
+                &config.cache.dir.join(hex(&fsid)).join("journal"),
+                config.cache.journal_bytes_max,
+            )?,
+            asynchronous: config.fs.mode == crate::config::Mode::Async,
             retention: crate::config::parse_duration(&config.fs.retention)?,
             orphan_grace: crate::config::parse_duration(&config.fs.orphan_grace)?,
         };
@@ -386,7 +396,20 @@ impl Fs {
         *fs.sb.lock().unwrap() = (version, sb);
         let fs = Arc::new(fs);
         fs.refresh_quota();
-        // Catch up anything a previous run still owed before serving.
+        // Catch up anything a previous run still owed before serving: the journal first
+        // (the servers must hold every acknowledged change before the tree is read).
+        for attempt in 0..3 {
+            match fs.journal.drain(&fs) {
+                Ok(_) => break,
+                Err(e) if attempt == 2 => {
+                    let (n, bytes) = fs.journal.pending();
+                    return Err(FsError::Unavailable(format!(
+                        "{n} journaled operations ({bytes} bytes) could not be sent yet: {e}; they stay in the journal"
+                    )));
+                }
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(500)),
+            }
+        }
         fs.replicate_once();
         Ok(fs)
     }
@@ -724,7 +747,14 @@ impl Fs {
         if payload.len() > mailfs_format::PAYLOAD_BYTES_MAX {
             return Err(FsError::NoSpace("directory too large".into()));
         }
-        self.put(&self.all_accounts(), key, &payload, &self.sealing)?;
+        if self.asynchronous {
+            self.journal.append(&crate::journal::Record::Dir {
+                key: key.render(),
+                payload,
+            })?;
+        } else {
+            self.put(&self.all_accounts(), key, &payload, &self.sealing)?;
+        }
         self.stats.dir_writes.fetch_add(1, Ordering::Relaxed);
         d.version = version;
         for (name, e) in &d.entries {
@@ -1525,7 +1555,7 @@ impl Fs {
             refs.push(r.clone());
             jobs.push((r, Arc::new(buf)));
         }
-        self.put_blocks(file, &jobs)?;
+        self.emit_blocks(file, &jobs)?;
         for (r, data) in jobs {
             self.cache.put(
                 BlockId {
@@ -1538,6 +1568,32 @@ impl Fs {
             );
         }
         Ok(refs)
+    }
+
+    /// Sends blocks now (synchronous mode) or through the journal (asynchronous mode).
+    fn emit_blocks(&self, file: u64, jobs: &[(BlockRef, Arc<Vec<u8>>)]) -> Result<(), FsError> {
+        if !self.asynchronous {
+            return self.put_blocks(file, jobs);
+        }
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        self.journal.append(&crate::journal::Record::Blocks {
+            file,
+            blocks: jobs
+                .iter()
+                .map(|(b, d)| (b.clone(), serde_bytes::ByteBuf::from(d.as_ref().clone())))
+                .collect(),
+        })
+    }
+
+    pub(crate) fn superblock_sealing(&self) -> Sealing {
+        keys::superblock_sealing(&self.kek)
+    }
+
+    /// Sends what the journal holds, in order (the background writer and unmount).
+    pub fn drain_journal(&self) -> Result<usize, FsError> {
+        self.journal.drain(self)
     }
 
     /// Uploads blocks to every member of their groups, `connections` streams per account,
@@ -1771,7 +1827,7 @@ impl Fs {
             (parent, name)
         };
         // Step 2: the blocks, in parallel over every account.
-        if let Err(err) = self.put_blocks(ino, &planned) {
+        if let Err(err) = self.emit_blocks(ino, &planned) {
             restore_writer(self, &planned);
             return Err(err);
         }
@@ -1823,6 +1879,12 @@ impl Fs {
         };
         if let Some(d) = self.cache.get(cid) {
             return Ok(d);
+        }
+        if let Some(d) = self.journal.block(file, b)
+            && d.len() == b.len as usize
+            && *blake3::hash(&d).as_bytes() == b.hash
+        {
+            return Ok(Arc::new(d));
         }
         let members = self
             .groups
@@ -1989,7 +2051,8 @@ impl Fs {
 
     /// Pending replication work: (messages, bytes) owed to accounts.
     pub fn pending(&self) -> (u64, u64) {
-        self.accounts.iter().fold((0, 0), |(n, b), a| {
+        let journal = self.journal.pending();
+        self.accounts.iter().fold(journal, |(n, b), a| {
             let (an, ab) = a.backlog_len();
             (n + an, b + ab)
         })
@@ -2028,6 +2091,9 @@ impl Fs {
             let mut tick = 0u64;
             while !fs.stop.load(Ordering::SeqCst) {
                 std::thread::sleep(std::time::Duration::from_millis(200));
+                if let Err(e) = fs.journal.drain(&fs) {
+                    tracing::debug!("journal not drained yet: {e}");
+                }
                 fs.replicate_once();
                 tick += 1;
                 if tick % 25 == 0 {
@@ -2056,7 +2122,8 @@ impl Fs {
             .map(|a| format!("{}={}", a.raid, if a.is_up() { "up" } else { "down" }))
             .collect();
         format!(
-            "pending_ops={ops}\npending_bytes={bytes}\naccounts={}\nintegrity_errors={}\ndir_writes={}\nblocks_written={}\nbytes_written={}\nblocks_fetched={}\nbytes_fetched={}\nrepairs={}\ncache_memory_bytes={}\ncache_disk_bytes={}\n",
+            "pending_ops={ops}\npending_bytes={bytes}\njournal_ops={}\naccounts={}\nintegrity_errors={}\ndir_writes={}\nblocks_written={}\nbytes_written={}\nblocks_fetched={}\nbytes_fetched={}\nrepairs={}\ncache_memory_bytes={}\ncache_disk_bytes={}\n",
+            self.journal.pending().0,
             up.join(","),
             s.integrity_errors.load(Ordering::Relaxed),
             s.dir_writes.load(Ordering::Relaxed),

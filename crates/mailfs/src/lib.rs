@@ -15,6 +15,7 @@ pub mod cache;
 pub mod config;
 pub mod fs;
 pub mod imap_remote;
+pub(crate) mod journal;
 pub mod key;
 pub mod keys;
 pub mod maint;

@@ -452,3 +452,43 @@ fn snapshots_are_read_only_views_of_the_past() {
         Err(FsError::Exists)
     );
 }
+
+#[test]
+fn asynchronous_mode_acknowledges_from_the_journal_and_never_drops_data() {
+    let rig = Rig::new("mode = \"async\"");
+    let fs = rig.mkfs();
+    let data = pattern(20_000, 4);
+    let ino = write_file(&fs, ROOT, "f", &data);
+    let (ops, bytes) = fs.pending();
+    assert!(ops >= 3 && bytes > 20_000, "{ops} {bytes}");
+    let on_servers = |rig: &Rig| {
+        rig.accounts
+            .iter()
+            .map(|a| {
+                a.messages
+                    .lock()
+                    .unwrap()
+                    .values()
+                    .filter(|(n, _)| n.contains(" blk "))
+                    .count()
+            })
+            .sum::<usize>()
+    };
+    assert_eq!(on_servers(&rig), 0, "nothing sent before the writer runs");
+    assert_eq!(read_all(&fs, ino), data);
+    // "Crash" with the journal full, and every account down at the next mount: the mount
+    // is refused and nothing is lost.
+    drop(fs);
+    for a in &rig.accounts {
+        a.stopped.store(true, Ordering::SeqCst);
+    }
+    assert!(Fs::open(&rig.config, rig.remotes()).is_err());
+    for a in &rig.accounts {
+        a.stopped.store(false, Ordering::SeqCst);
+    }
+    let fs = rig.mount();
+    assert_eq!(fs.pending().0, 0);
+    assert!(on_servers(&rig) > 0);
+    let st = fs.lookup(ROOT, b"f").unwrap();
+    assert_eq!(read_all(&fs, st.ino), data);
+}

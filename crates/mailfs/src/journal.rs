@@ -1,0 +1,204 @@
+//! Asynchronous mode's write-back journal (docs/mailfs.md 6): every directory update and
+//! block batch is fsynced here before the operation is acknowledged (M6), then sent in
+//! order by the background writer. Order is kept across accounts, so a directory version
+//! never reaches a server before the blocks it names were sent. A record is deleted only
+//! once its messages are on the servers (or owed through a member's backlog).
+
+use std::collections::HashMap;
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use mailfs_format::Kind as MsgKind;
+use serde::{Deserialize, Serialize};
+
+use crate::FsError;
+use crate::fs::Fs;
+use crate::key::Key;
+use crate::meta::BlockRef;
+
+#[derive(Serialize, Deserialize)]
+pub(crate) enum Record {
+    /// A directory (or superblock) message for every account.
+    #[serde(rename = "d")]
+    Dir {
+        key: String,
+        #[serde(with = "serde_bytes")]
+        payload: Vec<u8>,
+    },
+    #[serde(rename = "b")]
+    Blocks {
+        file: u64,
+        blocks: Vec<(BlockRef, serde_bytes::ByteBuf)>,
+    },
+}
+
+pub(crate) struct Journal {
+    dir: PathBuf,
+    state: Mutex<State>,
+    drained: Condvar,
+    bytes_max: u64,
+}
+
+#[derive(Default)]
+struct State {
+    next: u64,
+    records: u64,
+    bytes: u64,
+    /// Blocks only the journal holds yet: (file, index, version) → record number.
+    pending_blocks: HashMap<(u64, u64, u64), u64>,
+}
+
+impl Journal {
+    pub(crate) fn open(dir: &Path, bytes_max: u64) -> Result<Journal, FsError> {
+        let io = |e: std::io::Error| FsError::Local(format!("journal {}: {e}", dir.display()));
+        fs::create_dir_all(dir).map_err(io)?;
+        let mut st = State::default();
+        for seq in list(dir) {
+            let path = dir.join(format!("{seq:016}.rec"));
+            st.next = st.next.max(seq + 1);
+            st.records += 1;
+            st.bytes += fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+            if let Ok(Record::Blocks { file, blocks }) = read(&path) {
+                for (b, _) in blocks {
+                    st.pending_blocks.insert((file, b.index, b.version), seq);
+                }
+            }
+        }
+        Ok(Journal {
+            dir: dir.to_path_buf(),
+            state: Mutex::new(st),
+            drained: Condvar::new(),
+            bytes_max,
+        })
+    }
+
+    pub(crate) fn pending(&self) -> (u64, u64) {
+        let st = self.state.lock().unwrap();
+        (st.records, st.bytes)
+    }
+
+    /// Appends a record durably; waits while the journal is over its size limit (data is
+    /// never dropped: writers slow down instead).
+    pub(crate) fn append(&self, record: &Record) -> Result<(), FsError> {
+        let bytes = crate::meta::encode(record);
+        let mut st = self.state.lock().unwrap();
+        while st.bytes > 0 && st.bytes + bytes.len() as u64 > self.bytes_max {
+            st = self
+                .drained
+                .wait_timeout(st, Duration::from_millis(200))
+                .unwrap()
+                .0;
+        }
+        let seq = st.next;
+        let tmp = self.dir.join(format!("{seq:016}.tmp"));
+        let path = self.dir.join(format!("{seq:016}.rec"));
+        let io = |e: std::io::Error| FsError::Local(format!("journal {}: {e}", tmp.display()));
+        let mut f = File::create(&tmp).map_err(io)?;
+        f.write_all(&bytes).map_err(io)?;
+        f.sync_data().map_err(io)?;
+        fs::rename(&tmp, &path).map_err(io)?;
+        File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io)?;
+        st.next += 1;
+        st.records += 1;
+        st.bytes += bytes.len() as u64;
+        if let Record::Blocks { file, blocks } = record {
+            for (b, _) in blocks {
+                st.pending_blocks.insert((*file, b.index, b.version), seq);
+            }
+        }
+        Ok(())
+    }
+
+    /// A block still only in the journal.
+    pub(crate) fn block(&self, file: u64, b: &BlockRef) -> Option<Vec<u8>> {
+        let seq = *self
+            .state
+            .lock()
+            .unwrap()
+            .pending_blocks
+            .get(&(file, b.index, b.version))?;
+        match read(&self.dir.join(format!("{seq:016}.rec"))).ok()? {
+            Record::Blocks { blocks, .. } => blocks
+                .into_iter()
+                .find(|(r, _)| r.index == b.index && r.version == b.version)
+                .map(|(_, d)| d.into_vec()),
+            Record::Dir { .. } => None,
+        }
+    }
+
+    /// Sends records in order until the journal is empty or a record fails (retried on the
+    /// next call). Returns the records sent.
+    pub(crate) fn drain(&self, fs: &Fs) -> Result<usize, FsError> {
+        let mut sent = 0;
+        for seq in list(&self.dir) {
+            let path = self.dir.join(format!("{seq:016}.rec"));
+            let len = fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+            let record = read(&path)?;
+            match &record {
+                Record::Dir { key, payload } => {
+                    let key = Key::parse(key)
+                        .ok_or_else(|| FsError::Corrupt(format!("journal record {seq}")))?;
+                    let sealing = if key.kind == MsgKind::Superblock {
+                        fs.superblock_sealing()
+                    } else {
+                        fs.sealing().clone()
+                    };
+                    fs.put(&fs.all_accounts(), key, payload, &sealing)?;
+                }
+                Record::Blocks { file, blocks } => {
+                    let jobs: Vec<(BlockRef, Arc<Vec<u8>>)> = blocks
+                        .iter()
+                        .map(|(b, d)| (b.clone(), Arc::new(d.to_vec())))
+                        .collect();
+                    fs.put_blocks(*file, &jobs)?;
+                }
+            }
+            let _ = fs::remove_file(&path);
+            let mut st = self.state.lock().unwrap();
+            if let Record::Blocks { file, blocks } = &record {
+                for (b, _) in blocks {
+                    if st.pending_blocks.get(&(*file, b.index, b.version)) == Some(&seq) {
+                        st.pending_blocks.remove(&(*file, b.index, b.version));
+                    }
+                }
+            }
+            st.records = st.records.saturating_sub(1);
+            st.bytes = st.bytes.saturating_sub(len);
+            self.drained.notify_all();
+            sent += 1;
+            fs.stats.journal_sent.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(sent)
+    }
+}
+
+fn list(dir: &Path) -> Vec<u64> {
+    let mut seqs: Vec<u64> = fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| {
+                let name = e.ok()?.file_name();
+                let name = name.to_str()?;
+                if let Some(stem) = name.strip_suffix(".tmp") {
+                    // Never acknowledged: the crash came before its fsync and rename.
+                    let _ = fs::remove_file(dir.join(format!("{stem}.tmp")));
+                    return None;
+                }
+                name.strip_suffix(".rec")?.parse().ok()
+            })
+            .collect()
+        })
+        .unwrap_or_default();
+    seqs.sort_unstable();
+    seqs
+}
+
+fn read(path: &Path) -> Result<Record, FsError> {
+    let bytes =
+        fs::read(path).map_err(|e| FsError::Local(format!("journal {}: {e}", path.display())))?;
+    ciborium::from_reader(bytes.as_slice())
+        .map_err(|e| FsError::Corrupt(format!("journal {}: {e}", path.display())))
+}
