@@ -10,8 +10,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
     KernelConfig, LockOwner, MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
-    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
-    Request, TimeOrNow, WriteFlags,
+    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request,
+    TimeOrNow, WriteFlags,
 };
 use mailfs::fs::{SetAttr, Stat};
 use mailfs::meta::Kind;
@@ -205,7 +205,13 @@ impl Filesystem for MailFuse {
         }
         let r = self
             .fs
-            .create(parent.0, name.as_bytes(), mode & !umask, req.uid(), req.gid())
+            .create(
+                parent.0,
+                name.as_bytes(),
+                mode & !umask,
+                req.uid(),
+                req.gid(),
+            )
             .and_then(|(st, fh)| self.fs.release(fh).map(|()| st));
         self.entry(r, reply);
     }
@@ -220,8 +226,13 @@ impl Filesystem for MailFuse {
         reply: ReplyEntry,
     ) {
         self.entry(
-            self.fs
-                .mkdir(parent.0, name.as_bytes(), mode & !umask, req.uid(), req.gid()),
+            self.fs.mkdir(
+                parent.0,
+                name.as_bytes(),
+                mode & !umask,
+                req.uid(),
+                req.gid(),
+            ),
             reply,
         );
     }
@@ -377,7 +388,12 @@ impl Filesystem for MailFuse {
         ];
         all.extend(children.into_iter().map(|(i, k, n)| (i, file_type(k), n)));
         for (i, (child, kind, name)) in all.iter().enumerate().skip(offset as usize) {
-            if reply.add(INodeNo(*child), (i + 1) as u64, *kind, OsStr::from_bytes(name)) {
+            if reply.add(
+                INodeNo(*child),
+                (i + 1) as u64,
+                *kind,
+                OsStr::from_bytes(name),
+            ) {
                 break;
             }
         }
@@ -421,10 +437,13 @@ impl Filesystem for MailFuse {
         _flags: i32,
         reply: ReplyCreate,
     ) {
-        match self
-            .fs
-            .create(parent.0, name.as_bytes(), mode & !umask, req.uid(), req.gid())
-        {
+        match self.fs.create(
+            parent.0,
+            name.as_bytes(),
+            mode & !umask,
+            req.uid(),
+            req.gid(),
+        ) {
             Ok((st, fh)) => reply.created(
                 &TTL,
                 &attr(&st, self.fs.block_size),

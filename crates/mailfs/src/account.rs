@@ -73,8 +73,7 @@ impl Account {
             Ok(_) => {
                 let us = started.elapsed().as_micros() as u64;
                 let old = self.latency_us.load(Ordering::Relaxed);
-                self.latency_us
-                    .store((old * 7 + us) / 8, Ordering::Relaxed);
+                self.latency_us.store((old * 7 + us) / 8, Ordering::Relaxed);
             }
             Err(e @ RemoteError::Unavailable(_)) => self.mark_down(e),
             Err(RemoteError::Refused(_)) => {}
@@ -264,7 +263,9 @@ impl Backlog {
         f.write_all(body).map_err(io)?;
         f.sync_data().map_err(io)?;
         fs::rename(&tmp, &path).map_err(io)?;
-        File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io)?;
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io)?;
         st.next += 1;
         st.count += 1;
         st.bytes += (name.len() + 1 + body.len()) as u64;

@@ -229,7 +229,13 @@ mod tests {
         );
         assert_eq!(c2.get(id(3)).unwrap().as_slice(), &[3u8; 100][..]);
         // Another version is another entry (M7).
-        assert!(c2.get(BlockId { version: 2, ..id(3) }).is_none());
+        assert!(
+            c2.get(BlockId {
+                version: 2,
+                ..id(3)
+            })
+            .is_none()
+        );
         // A damaged file is not served.
         let p = c2.path(id(2));
         let mut bytes = fs::read(&p).unwrap();

@@ -219,11 +219,17 @@ impl Config {
             "xchacha20poly1305" => {
                 if self.encryption.passphrase.is_none() && self.encryption.passphrase_file.is_none()
                 {
-                    return bad("encryption: passphrase or passphrase_file (or cipher = \"none\")".into());
+                    return bad(
+                        "encryption: passphrase or passphrase_file (or cipher = \"none\")".into(),
+                    );
                 }
             }
             "none" => {}
-            other => return bad(format!("encryption.cipher {other:?}: xchacha20poly1305 or none")),
+            other => {
+                return bad(format!(
+                    "encryption.cipher {other:?}: xchacha20poly1305 or none"
+                ));
+            }
         }
         if self.fs.folder.is_empty() || self.fs.folder.contains(['\r', '\n', '"', '\\']) {
             return bad(format!("fs.folder {:?}", self.fs.folder));
@@ -256,7 +262,10 @@ impl AccountSection {
         match (&self.password, &self.password_file) {
             (Some(p), _) => Ok(p.clone()),
             (None, Some(f)) => read_secret(f),
-            (None, None) => Err(FsError::Config(format!("account {}: no password", self.user))),
+            (None, None) => Err(FsError::Config(format!(
+                "account {}: no password",
+                self.user
+            ))),
         }
     }
 }
@@ -282,7 +291,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, FsError> {
         "h" => n * 3_600,
         "m" => n * 60,
         "s" => n,
-        _ => return Err(FsError::Config(format!("duration {s:?}: unit d, h, m or s"))),
+        _ => {
+            return Err(FsError::Config(format!(
+                "duration {s:?}: unit d, h, m or s"
+            )));
+        }
     };
     Ok(Duration::from_secs(secs))
 }
@@ -331,7 +344,10 @@ connections = 1
         for (text, want) in [
             (FOUR.replace("1048576", "1000"), "block_size"),
             (FOUR.replace("passphrase = \"x\"", ""), "passphrase"),
-            (FOUR.replace("connections = 1", "connections = 0"), "connections"),
+            (
+                FOUR.replace("connections = 1", "connections = 0"),
+                "connections",
+            ),
             (FOUR.replace("[fs]", "[fs]\nretention = \"7w\""), "duration"),
             (FOUR.replace("[fs]", "[fs]\nbogus = 1"), "bogus"),
             ("[fs]\n".to_string(), "no [[group]]"),

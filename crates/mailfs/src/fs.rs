@@ -570,9 +570,7 @@ impl Fs {
             let mut uids = acct.uids(&id);
             if uids.is_empty() {
                 // Perhaps another mount wrote it after our index was loaded.
-                let name = self
-                    .key(id.kind, id.object, id.index, id.version)
-                    .render();
+                let name = self.key(id.kind, id.object, id.index, id.version).render();
                 let prefix = &name[..name.rfind(" t").unwrap_or(name.len())];
                 uids = acct.remote.find(prefix).unwrap_or_default();
             }
@@ -618,9 +616,7 @@ impl Fs {
             .accounts
             .iter()
             .filter(|a| a.is_up())
-            .flat_map(|a| {
-                a.ids_matching(|k| k.kind == MsgKind::Directory && k.object == id)
-            })
+            .flat_map(|a| a.ids_matching(|k| k.kind == MsgKind::Directory && k.object == id))
             .map(|(k, _)| k.version)
             .collect();
         v.sort_unstable();
@@ -639,7 +635,10 @@ impl Fs {
         let payload = self.get(&self.all_accounts(), kid, &self.sealing)?;
         let d = meta::decode_dir(&payload)?;
         if d.id != id {
-            return Err(FsError::Integrity(format!("directory {id:x} names {:x}", d.id)));
+            return Err(FsError::Integrity(format!(
+                "directory {id:x} names {:x}",
+                d.id
+            )));
         }
         Ok(DirState::from_meta(version, d))
     }
@@ -1098,7 +1097,9 @@ impl Fs {
             .get(new_name)
             .cloned();
         if e.kind == Kind::Dir && self.is_ancestor(&mut tree, e.id, new_parent)? {
-            return Err(FsError::Invalid("cannot move a directory into itself".into()));
+            return Err(FsError::Invalid(
+                "cannot move a directory into itself".into(),
+            ));
         }
         if let Some(old) = &dst_existing {
             if old.id == e.id {
@@ -1395,7 +1396,11 @@ impl Fs {
             .ok_or(FsError::NoSpace("file too large".into()))?;
         let bs = self.bs();
         let first = offset / bs;
-        let last = if data.is_empty() { first } else { (end - 1) / bs };
+        let last = if data.is_empty() {
+            first
+        } else {
+            (end - 1) / bs
+        };
         // Blocks partly overwritten need their current content first (outside the lock).
         let mut needed = Vec::new();
         {
@@ -1649,8 +1654,7 @@ impl Fs {
                             }
                             let mut batch = vec![list[start]];
                             let mut bytes = jobs[list[start]].1.len();
-                            while batch.len() < APPEND_BATCH_MAX && bytes < APPEND_BATCH_BYTES_MAX
-                            {
+                            while batch.len() < APPEND_BATCH_MAX && bytes < APPEND_BATCH_BYTES_MAX {
                                 let i = next.fetch_add(1, Ordering::SeqCst) as usize;
                                 if i >= list.len() {
                                     break;
@@ -1738,15 +1742,14 @@ impl Fs {
             let dirty: Vec<(u64, Vec<u8>)> = std::mem::take(&mut w.dirty).into_iter().collect();
             w.dirty_bytes = 0;
             w.changed = false;
-            let out = (
+            (
                 w.size,
                 w.new_version,
                 w.blocks.clone(),
                 dirty,
                 w.mtime,
                 tree.orphans.contains_key(&ino),
-            );
-            out
+            )
         };
         if orphan {
             // Unlinked while open: nothing names it any more, nothing to store.
@@ -1864,7 +1867,11 @@ impl Fs {
             }
         }
         // The next change starts from what was just committed.
-        if tree.writers.get(&ino).is_some_and(|w| !w.changed && w.dirty.is_empty()) {
+        if tree
+            .writers
+            .get(&ino)
+            .is_some_and(|w| !w.changed && w.dirty.is_empty())
+        {
             tree.writers.remove(&ino);
         }
         Ok(())
@@ -2096,13 +2103,13 @@ impl Fs {
                 }
                 fs.replicate_once();
                 tick += 1;
-                if tick % 25 == 0 {
+                if tick.is_multiple_of(25) {
                     fs.keepalive();
                 }
-                if tick % 300 == 0 {
+                if tick.is_multiple_of(300) {
                     fs.refresh_quota();
                 }
-                if tick % 5 == 0 {
+                if tick.is_multiple_of(5) {
                     fs.write_stats_file();
                 }
             }

@@ -13,9 +13,9 @@ use base64::Engine;
 use imap_client::{Client, Error as ImapError};
 use tokio::runtime::Handle;
 
+use crate::FsError;
 use crate::config::{AccountSection, TlsMode};
 use crate::remote::{Remote, RemoteError};
-use crate::FsError;
 
 /// The header every message is found by (docs/mailfs.md 2).
 pub const NAME_HEADER: &str = "X-Mailfs";
@@ -232,7 +232,9 @@ impl Remote for ImapRemote {
 
     fn find(&self, name: &str) -> Result<Vec<u32>, RemoteError> {
         let name = name.to_string();
-        self.with(true, async move |c| c.uid_search_header(NAME_HEADER, &name).await)
+        self.with(true, async move |c| {
+            c.uid_search_header(NAME_HEADER, &name).await
+        })
     }
 
     fn expunge(&self, uids: &[u32]) -> Result<(), RemoteError> {

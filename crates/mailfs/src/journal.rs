@@ -101,7 +101,9 @@ impl Journal {
         f.write_all(&bytes).map_err(io)?;
         f.sync_data().map_err(io)?;
         fs::rename(&tmp, &path).map_err(io)?;
-        File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io)?;
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io)?;
         st.next += 1;
         st.records += 1;
         st.bytes += bytes.len() as u64;

@@ -60,7 +60,12 @@ impl Key {
         let dec = |s: &str| s.parse::<u64>().ok();
         let version_of = |s: Option<&str>| s?.strip_prefix('v').and_then(dec);
         let (kind, object, index, version) = match kind {
-            "sb" => (Kind::Superblock, 0, dec(words.next()?)?, version_of(words.next())?),
+            "sb" => (
+                Kind::Superblock,
+                0,
+                dec(words.next()?)?,
+                version_of(words.next())?,
+            ),
             "dir" | "blk" => {
                 let (o, i) = words.next()?.split_once('.')?;
                 let k = if kind == "dir" {

@@ -71,7 +71,7 @@ impl Fs {
         if out.is_empty() {
             return Err(FsError::NotFound);
         }
-        out.sort_by(|a, b| b.version.cmp(&a.version));
+        out.sort_by_key(|v| std::cmp::Reverse(v.version));
         Ok(out)
     }
 
@@ -124,11 +124,7 @@ impl Fs {
     }
 
     pub fn snapshot(&self, name: &str) -> Result<usize, FsError> {
-        if name.is_empty()
-            || name.len() > 200
-            || name.contains('/')
-            || name == "."
-            || name == ".."
+        if name.is_empty() || name.len() > 200 || name.contains('/') || name == "." || name == ".."
         {
             return Err(FsError::Invalid(format!("snapshot name {name:?}")));
         }
@@ -317,7 +313,9 @@ impl Fs {
             if !a.is_up() {
                 continue;
             }
-            let expected = self.key(kid.kind, kid.object, kid.index, kid.version).header(m as u8);
+            let expected = self
+                .key(kid.kind, kid.object, kid.index, kid.version)
+                .header(m as u8);
             let mut good = false;
             for uid in a.uids(&kid) {
                 if let Ok(Some(bytes)) = a.fetch(uid)

@@ -148,7 +148,9 @@ mod opt_bytes {
         }
     }
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Vec<u8>>, D::Error> {
         Ok(Option::<serde_bytes::ByteBuf>::deserialize(d)?.map(|b| b.into_vec()))
     }
 }
@@ -308,10 +310,7 @@ mod tests {
             future: u32,
         }
         let d = dir();
-        let bytes = encode(&Newer {
-            dir: &d,
-            future: 7,
-        });
+        let bytes = encode(&Newer { dir: &d, future: 7 });
         assert_eq!(decode_dir(&bytes).unwrap(), d);
         let mut wrong = d.clone();
         wrong.format = 9;

@@ -4,12 +4,12 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use crate::FsError;
 use crate::config::Config;
 use crate::fs::{Fs, ROOT, SetAttr};
 use crate::meta::Kind;
 use crate::remote::Remote;
 use crate::remote::mem::MemRemote;
-use crate::FsError;
 
 struct Rig {
     config: Config,
@@ -110,7 +110,9 @@ fn read_all(fs: &Fs, ino: u64) -> Vec<u8> {
 }
 
 fn pattern(n: usize, seed: u8) -> Vec<u8> {
-    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
 }
 
 #[test]
@@ -160,7 +162,12 @@ fn writes_at_offsets_truncate_and_holes() {
         }
         model[off..off + data.len()].copy_from_slice(data);
     };
-    for (off, len, seed) in [(0, 5000, 1), (10_000, 3000, 2), (4090, 20, 3), (30_000, 1, 4)] {
+    for (off, len, seed) in [
+        (0, 5000, 1),
+        (10_000, 3000, 2),
+        (4090, 20, 3),
+        (30_000, 1, 4),
+    ] {
         let d = pattern(len, seed);
         fs.write(st.ino, off as u64, &d).unwrap();
         apply(&mut model, off, &d);
@@ -229,9 +236,17 @@ fn directory_operations_and_renames_across_directories() {
     let fs = rig.mount();
     let b = fs.lookup(ROOT, b"b").unwrap();
     let g = fs.lookup(b.ino, b"g").unwrap();
-    assert_eq!((g.attr.mode, g.attr.uid, g.attr.mtime), (0o640, 7, 1_000_000_000));
+    assert_eq!(
+        (g.attr.mode, g.attr.uid, g.attr.mtime),
+        (0o640, 7, 1_000_000_000)
+    );
     assert_eq!(read_all(&fs, g.ino), b"content");
-    let names: Vec<Vec<u8>> = fs.readdir(b.ino).unwrap().into_iter().map(|e| e.2).collect();
+    let names: Vec<Vec<u8>> = fs
+        .readdir(b.ino)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.2)
+        .collect();
     assert_eq!(names, vec![b"a2".to_vec(), b"g".to_vec()]);
     fs.unlink(b.ino, b"g").unwrap();
     let a2 = fs.lookup(b.ino, b"a2").unwrap();
@@ -376,13 +391,21 @@ fn versions_restore_gc_and_snapshots() {
     assert_eq!(read_all(&fs, ino), v1);
     assert_eq!(fs.snapshot("s1").unwrap(), 1);
     assert_eq!(fs.snapshot("s1"), Err(FsError::Exists));
-    let before: usize = rig.accounts.iter().map(|a| a.messages.lock().unwrap().len()).sum();
+    let before: usize = rig
+        .accounts
+        .iter()
+        .map(|a| a.messages.lock().unwrap().len())
+        .sum();
     // Delete another file: gc (retention 0) returns its blocks and old directories.
     write_file(&fs, ROOT, "junk", &pattern(20_000, 5));
     fs.unlink(ROOT, b"junk").unwrap();
     let report = fs.gc(&|_, _| {}).unwrap();
     assert!(report.blocks > 0 && report.directories > 0, "{report:?}");
-    let after: usize = rig.accounts.iter().map(|a| a.messages.lock().unwrap().len()).sum();
+    let after: usize = rig
+        .accounts
+        .iter()
+        .map(|a| a.messages.lock().unwrap().len())
+        .sum();
     assert!(after < before, "{after} < {before}");
     // What is current still reads, after a remount too.
     assert_eq!(read_all(&fs, ino), v1);
@@ -414,7 +437,10 @@ fn large_writes_spill_early_and_still_commit_atomically() {
     for (i, chunk) in data.chunks(3000).enumerate() {
         fs.write(st.ino, (i * 3000) as u64, chunk).unwrap();
     }
-    assert!(fs.stats.blocks_written.load(Ordering::Relaxed) > 0, "spilled");
+    assert!(
+        fs.stats.blocks_written.load(Ordering::Relaxed) > 0,
+        "spilled"
+    );
     fs.release(fh).unwrap();
     let fs = rig.mount();
     let st = fs.lookup(ROOT, b"big").unwrap();

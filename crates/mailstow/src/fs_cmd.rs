@@ -325,7 +325,11 @@ fn umount(mountpoint: &Path) -> anyhow::Result<()> {
         .arg("-u")
         .arg(mountpoint)
         .status()
-        .or_else(|_| std::process::Command::new("umount").arg(mountpoint).status())
+        .or_else(|_| {
+            std::process::Command::new("umount")
+                .arg(mountpoint)
+                .status()
+        })
         .context("running fusermount3 -u / umount")?;
     if !status.success() {
         bail!("unmounting {} failed ({status})", mountpoint.display());
