@@ -12,7 +12,7 @@
 //!
 //! Pure functions, no I/O: the caller supplies keys and nonces.
 
-use chacha20poly1305::aead::{Aead, KeyInit, Payload};
+use chacha20poly1305::aead::{AeadInOut, KeyInit};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 
 /// `MFS1`.
@@ -164,17 +164,14 @@ pub fn seal(
     match sealing {
         Sealing::Aead(key) => {
             out.extend_from_slice(&nonce);
+            // Encrypt in place in the output: one copy of the payload, not three.
+            let start = out.len();
+            out.extend_from_slice(payload);
             let cipher = XChaCha20Poly1305::new(&(*key).into());
-            let sealed = cipher
-                .encrypt(
-                    &XNonce::from(nonce),
-                    Payload {
-                        msg: payload,
-                        aad: &aad,
-                    },
-                )
+            let tag = cipher
+                .encrypt_inout_detached(&XNonce::from(nonce), &aad, (&mut out[start..]).into())
                 .map_err(|_| FormatError::TooLarge(payload.len()))?;
-            out.extend_from_slice(&sealed);
+            out.extend_from_slice(tag.as_slice());
         }
         Sealing::MacOnly(key) => {
             // The nonce field is zero: nothing is encrypted.
@@ -238,10 +235,18 @@ pub fn open(sealing: &Sealing, expected: &Header, bytes: &[u8]) -> Result<Vec<u8
         Sealing::Aead(key) => {
             let mut n = [0u8; NONCE_BYTES];
             n.copy_from_slice(nonce);
+            let (ciphertext, tag) = sealed.split_at(sealed.len() - TAG_BYTES);
+            let mut plain = ciphertext.to_vec();
             let cipher = XChaCha20Poly1305::new(&(*key).into());
             cipher
-                .decrypt(&XNonce::from(n), Payload { msg: sealed, aad })
-                .map_err(|_| FormatError::Forged)
+                .decrypt_inout_detached(
+                    &XNonce::from(n),
+                    aad,
+                    plain.as_mut_slice().into(),
+                    tag.try_into().map_err(|_| FormatError::Forged)?,
+                )
+                .map_err(|_| FormatError::Forged)?;
+            Ok(plain)
         }
         Sealing::MacOnly(key) => {
             let (payload, tag) = sealed.split_at(sealed.len() - TAG_BYTES);

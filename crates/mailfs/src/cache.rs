@@ -101,8 +101,13 @@ impl Cache {
                 return Some(data);
             }
         }
-        let sealed = fs::read(self.path(id)).ok()?;
-        match open(&self.sealing, &self.header(id), &sealed) {
+        let file = fs::read(self.path(id)).ok()?;
+        let (&raid, sealed) = file.split_first()?;
+        let header = Header {
+            raid_index: raid,
+            ..self.header(id)
+        };
+        match open(&self.sealing, &header, sealed) {
             Ok(plain) => {
                 let data = Arc::new(plain);
                 self.put_memory(id, data.clone());
@@ -115,9 +120,32 @@ impl Cache {
         }
     }
 
+    /// Is the block in memory (no disk read, no decryption)?
+    pub fn in_memory(&self, id: BlockId) -> bool {
+        self.memory.lock().unwrap().map.contains_key(&id)
+    }
+
+    pub fn put_memory_only(&self, id: BlockId, data: Arc<Vec<u8>>) {
+        self.put_memory(id, data);
+    }
+
+    /// Keeps a block in memory and, on disk, the envelope exactly as an account holds it
+    /// (sealed for `raid`), so caching costs no second encryption.
+    pub fn put_sealed(&self, id: BlockId, raid: u8, envelope: &[u8], data: Arc<Vec<u8>>) {
+        if self.disk_bytes_max > 0 {
+            self.put_disk(id, raid, envelope);
+        }
+        self.put_memory(id, data);
+    }
+
+    /// Seals a copy for the disk cache under the reserved local RAID index (tests, and
+    /// blocks that never had an account envelope).
     pub fn put(&self, id: BlockId, data: Arc<Vec<u8>>, to_disk: bool) {
-        if to_disk && self.disk_bytes_max > 0 {
-            self.put_disk(id, &data);
+        if to_disk
+            && self.disk_bytes_max > 0
+            && let Ok(sealed) = seal(&self.sealing, &self.header(id), rand::random(), &data)
+        {
+            self.put_disk(id, LOCAL_RAID, &sealed);
         }
         self.put_memory(id, data);
     }
@@ -143,17 +171,19 @@ impl Cache {
         }
     }
 
-    fn put_disk(&self, id: BlockId, data: &[u8]) {
-        let nonce: [u8; 24] = rand::random();
-        let Ok(sealed) = seal(&self.sealing, &self.header(id), nonce, data) else {
-            return;
-        };
+    fn put_disk(&self, id: BlockId, raid: u8, sealed: &[u8]) {
         let path = self.path(id);
+        if path.exists() {
+            return;
+        }
         let tmp = path.with_extension("tmp");
+        let mut file = Vec::with_capacity(1 + sealed.len());
+        file.push(raid);
+        file.extend_from_slice(sealed);
         // The disk cache is a cache: a failed write only costs a refetch later.
-        if fs::write(&tmp, &sealed).is_ok() && fs::rename(&tmp, &path).is_ok() {
+        if fs::write(&tmp, &file).is_ok() && fs::rename(&tmp, &path).is_ok() {
             let mut used = self.disk_bytes.lock().unwrap();
-            *used += sealed.len() as u64;
+            *used += file.len() as u64;
             if *used > self.disk_bytes_max {
                 *used = self.trim_disk(self.disk_bytes_max * 9 / 10);
             }

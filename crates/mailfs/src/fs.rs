@@ -154,6 +154,10 @@ pub struct Fs {
     /// records), used for new writes only in asynchronous mode.
     journal: crate::journal::Journal,
     asynchronous: bool,
+    inflight: Mutex<HashMap<BlockId, Arc<Slot>>>,
+    /// Read-ahead requests for the background fetchers (present while mounted).
+    readahead_tx: Mutex<Option<std::sync::mpsc::Sender<(u64, BlockRef)>>>,
+    readahead_queued: Mutex<std::collections::HashSet<BlockId>>,
     pub retention: std::time::Duration,
     pub orphan_grace: std::time::Duration,
 }
@@ -365,6 +369,9 @@ impl Fs {
                 config.cache.journal_bytes_max,
             )?,
             asynchronous: config.fs.mode == crate::config::Mode::Async,
+            inflight: Mutex::new(HashMap::new()),
+            readahead_tx: Mutex::new(None),
+            readahead_queued: Mutex::new(Default::default()),
             retention: crate::config::parse_duration(&config.fs.retention)?,
             orphan_grace: crate::config::parse_duration(&config.fs.orphan_grace)?,
         };
@@ -558,6 +565,17 @@ impl Fs {
         id: KeyId,
         sealing: &Sealing,
     ) -> Result<Vec<u8>, FsError> {
+        self.get_sealed(targets, id, sealing).map(|(p, _, _)| p)
+    }
+
+    /// Like [`Fs::get`], also returning the RAID index and the envelope as the account held
+    /// it (for the disk cache).
+    pub(crate) fn get_sealed(
+        &self,
+        targets: &[usize],
+        id: KeyId,
+        sealing: &Sealing,
+    ) -> Result<(Vec<u8>, u8, Vec<u8>), FsError> {
         let mut order: Vec<usize> = targets
             .iter()
             .copied()
@@ -586,7 +604,7 @@ impl Fs {
             for uid in uids {
                 match acct.fetch(uid) {
                     Ok(Some(bytes)) => match open(sealing, &expected, &bytes) {
-                        Ok(p) => return Ok(p),
+                        Ok(p) => return Ok((p, t as u8, bytes)),
                         Err(e) => {
                             self.stats.integrity_errors.fetch_add(1, Ordering::Relaxed);
                             tracing::warn!(account = %acct.remote.describe(), uid, "rejected: {e}");
@@ -1562,14 +1580,13 @@ impl Fs {
         }
         self.emit_blocks(file, &jobs)?;
         for (r, data) in jobs {
-            self.cache.put(
+            self.cache.put_memory_only(
                 BlockId {
                     file,
                     index: r.index,
                     version: r.version,
                 },
                 data,
-                true,
             );
         }
         Ok(refs)
@@ -1675,8 +1692,22 @@ impl Fs {
                                 failed_accounts.lock().unwrap().push(a);
                                 break;
                             }
-                            for &j in &batch {
-                                delivered[j].lock().unwrap().push(a);
+                            for (&j, (_, env)) in batch.iter().zip(&msgs) {
+                                let mut got = delivered[j].lock().unwrap();
+                                if got.is_empty() {
+                                    let (r, data) = &jobs[j];
+                                    self.cache.put_sealed(
+                                        BlockId {
+                                            file,
+                                            index: r.index,
+                                            version: r.version,
+                                        },
+                                        a as u8,
+                                        env,
+                                        data.clone(),
+                                    );
+                                }
+                                got.push(a);
                             }
                         }
                     });
@@ -1835,14 +1866,13 @@ impl Fs {
             return Err(err);
         }
         for (r, data) in &planned {
-            self.cache.put(
+            self.cache.put_memory_only(
                 BlockId {
                     file: ino,
                     index: r.index,
                     version: r.version,
                 },
                 data.clone(),
-                true,
             );
         }
         // Step 3: clean.
@@ -1893,6 +1923,33 @@ impl Fs {
         {
             return Ok(Arc::new(d));
         }
+        // One fetch per block at a time: a reader and the read-ahead wait for the same one.
+        let (slot, leader) = {
+            let mut inflight = self.inflight.lock().unwrap();
+            match inflight.get(&cid) {
+                Some(s) => (s.clone(), false),
+                None => {
+                    let s = Arc::new(Slot::default());
+                    inflight.insert(cid, s.clone());
+                    (s, true)
+                }
+            }
+        };
+        if !leader {
+            let mut done = slot.done.lock().unwrap();
+            while done.is_none() {
+                done = slot.ready.wait(done).unwrap();
+            }
+            return done.clone().expect("set");
+        }
+        let r = self.fetch_block(file, b, cid);
+        *slot.done.lock().unwrap() = Some(r.clone());
+        slot.ready.notify_all();
+        self.inflight.lock().unwrap().remove(&cid);
+        r
+    }
+
+    fn fetch_block(&self, file: u64, b: &BlockRef, cid: BlockId) -> Result<Arc<Vec<u8>>, FsError> {
         let members = self
             .groups
             .get(b.group as usize)
@@ -1906,15 +1963,15 @@ impl Fs {
         // Try each member until one copy authenticates and hashes right.
         let mut last = FsError::Integrity("no member".into());
         for &m in members {
-            match self.get(&[m], id, &self.sealing) {
-                Ok(data) => {
+            match self.get_sealed(&[m], id, &self.sealing) {
+                Ok((data, raid, envelope)) => {
                     if data.len() == b.len as usize && *blake3::hash(&data).as_bytes() == b.hash {
                         self.stats.blocks_fetched.fetch_add(1, Ordering::Relaxed);
                         self.stats
                             .bytes_fetched
                             .fetch_add(data.len() as u64, Ordering::Relaxed);
                         let data = Arc::new(data);
-                        self.cache.put(cid, data.clone(), true);
+                        self.cache.put_sealed(cid, raid, &envelope, data.clone());
                         return Ok(data);
                     }
                     self.stats.integrity_errors.fetch_add(1, Ordering::Relaxed);
@@ -1980,26 +2037,27 @@ impl Fs {
         let first = offset / bs;
         let last = (end - 1) / bs;
         let by_index: HashMap<u64, Source> = sources.into_iter().collect();
-        // Read ahead: fetch the missing stored blocks of this read and the next few in
-        // parallel, over every member of every group.
-        let ahead_last = last + self.readahead as u64;
-        let wanted: Vec<BlockRef> = (first..=ahead_last)
-            .filter_map(|i| match by_index.get(&i) {
-                Some(Source::Stored(b)) => Some(b.clone()),
-                _ => None,
-            })
-            .filter(|b| {
-                self.cache
-                    .get(BlockId {
-                        file,
-                        index: b.index,
-                        version: b.version,
-                    })
-                    .is_none()
-            })
+        // The blocks this read needs are fetched now, in parallel; the next few are handed to
+        // the background fetchers (read-ahead), so a sequential reader finds them cached.
+        let missing = |i: &u64| match by_index.get(i) {
+            Some(Source::Stored(b))
+                if !self.cache.in_memory(BlockId {
+                    file,
+                    index: b.index,
+                    version: b.version,
+                }) =>
+            {
+                Some(b.clone())
+            }
+            _ => None,
+        };
+        let ahead: Vec<BlockRef> = (last + 1..=last + self.readahead as u64)
+            .filter_map(|i| missing(&i))
             .collect();
-        if wanted.len() > 1 {
-            self.prefetch(file, &wanted, first..=last);
+        self.read_ahead(file, ahead);
+        let needed: Vec<BlockRef> = (first..=last).filter_map(|i| missing(&i)).collect();
+        if needed.len() > 1 {
+            self.prefetch(file, &needed, first..=last);
         }
         let mut out = Vec::with_capacity((end - offset) as usize);
         for idx in first..=last {
@@ -2052,6 +2110,51 @@ impl Fs {
         });
     }
 
+    /// Queues blocks for the background fetchers (none outside a mount: then nothing).
+    fn read_ahead(&self, file: u64, blocks: Vec<BlockRef>) {
+        let tx = self.readahead_tx.lock().unwrap();
+        let Some(tx) = tx.as_ref() else { return };
+        let mut queued = self.readahead_queued.lock().unwrap();
+        for b in blocks {
+            let id = BlockId {
+                file,
+                index: b.index,
+                version: b.version,
+            };
+            if queued.insert(id) {
+                let _ = tx.send((file, b));
+            }
+        }
+    }
+
+    /// Starts `n` read-ahead fetchers; they stop when the file system shuts down.
+    fn spawn_fetchers(self: &Arc<Self>, n: usize) {
+        let (tx, rx) = std::sync::mpsc::channel::<(u64, BlockRef)>();
+        let rx = Arc::new(Mutex::new(rx));
+        *self.readahead_tx.lock().unwrap() = Some(tx);
+        for _ in 0..n {
+            let fs = Arc::downgrade(self);
+            let rx = rx.clone();
+            std::thread::spawn(move || {
+                loop {
+                    let job = rx.lock().unwrap().recv_timeout(std::time::Duration::from_millis(500));
+                    let Some(fs) = fs.upgrade() else { break };
+                    if fs.stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let Ok((file, b)) = job else { continue };
+                    // Errors surface when the block is read for real.
+                    let _ = fs.load_block(file, &b);
+                    fs.readahead_queued.lock().unwrap().remove(&BlockId {
+                        file,
+                        index: b.index,
+                        version: b.version,
+                    });
+                }
+            });
+        }
+    }
+
     pub fn fsync(&self, ino: u64) -> Result<(), FsError> {
         self.flush(ino)
     }
@@ -2093,6 +2196,8 @@ impl Fs {
 
     /// Runs the replicator and keepalive until [`Fs::shutdown`].
     pub fn spawn_background(self: &Arc<Self>) -> std::thread::JoinHandle<()> {
+        let fetchers: usize = self.connections.iter().sum::<usize>().clamp(2, 32);
+        self.spawn_fetchers(fetchers);
         let fs = self.clone();
         std::thread::spawn(move || {
             let mut tick = 0u64;
@@ -2228,6 +2333,13 @@ impl Fs {
         d.entries.insert(entry.name.clone(), entry);
         self.write_dir(&mut tree, d)
     }
+}
+
+/// A block being fetched: later askers wait for the first one's result.
+#[derive(Default)]
+struct Slot {
+    done: Mutex<Option<Result<Arc<Vec<u8>>, FsError>>>,
+    ready: std::sync::Condvar,
 }
 
 enum Source {

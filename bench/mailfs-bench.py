@@ -1,0 +1,292 @@
+#!/usr/bin/env python3
+"""The mail file system against its ceiling and a local directory (issue 5 benchmarks).
+
+Driven by bench/run-mailfs.sh, which builds the binaries. One private Dovecot (8 users) on
+loopback holds every account. Rows (RESULT lines on stdout):
+
+  sweep   whole-file write (open, write, fsync, close) and read (fresh mount, empty cache)
+          latency for 32 KiB and 32 MiB files over block sizes 128 KiB..4 MiB, stripe widths
+          1, 2, 4, 8 and 1 or 2 connections per account (thesis figures 4.2 to 4.5);
+  raw     the same bytes as plain IMAP APPEND/FETCH over the same accounts/connections;
+  big     large-file bandwidth through the mount vs raw (the 70 % target);
+  meta    stat and readdir per second through the mount (the 20,000/s target);
+  postmark the thesis's Postmark configurations, on the mount and on a local directory;
+  fio     sequential and random runs on the mount and on a local directory.
+
+Env: ONLY=sweep,raw,big,meta,postmark,fio (default all), QUICK=1 (fewer sweep points).
+"""
+import os, subprocess, sys, time, shutil, tempfile, re
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MAILSTOW = os.path.join(ROOT, "target/release/mailstow")
+RAW = os.path.join(ROOT, "target/release/examples/raw_imap")
+DOVECOT = os.path.join(ROOT, "target/release/examples/dovecot")
+ONLY = set((os.environ.get("ONLY") or "sweep,raw,big,meta,postmark,fio").split(","))
+QUICK = os.environ.get("QUICK") == "1"
+USERS = 8
+WORK = tempfile.mkdtemp(prefix="mailfs-bench-")
+run_no = [0]
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def result(**kv):
+    print("RESULT " + " ".join(f"{k}={v}" for k, v in kv.items()), flush=True)
+
+
+def start_dovecot():
+    p = subprocess.Popen([DOVECOT, str(USERS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    m = re.search(r"port=(\d+)", line)
+    if not m:
+        sys.exit(f"dovecot did not start: {line}")
+    return p, int(m.group(1))
+
+
+class Mount:
+    def __init__(self, port, width, conns, block, mode="sync"):
+        run_no[0] += 1
+        self.dir = os.path.join(WORK, f"run{run_no[0]}")
+        os.makedirs(self.dir)
+        self.mnt = os.path.join(self.dir, "mnt")
+        os.makedirs(self.mnt)
+        self.cache = os.path.join(self.dir, "cache")
+        cfg = [
+            "[fs]", f"block_size = {block}", f'folder = "fs{run_no[0]}"', f'mode = "{mode}"',
+            "[cache]", f'dir = "{self.cache}"',
+            "[encryption]", 'passphrase = "bench"',
+        ]
+        for g in range(width):
+            cfg += ["[[group]]", "[[group.account]]", 'host = "127.0.0.1"', f"port = {port}",
+                    'tls = "none"', f'user = "user{g + 1}"', f'password = "pw{g + 1}"',
+                    f"connections = {conns}"]
+        self.config = os.path.join(self.dir, "fs.toml")
+        with open(self.config, "w") as f:
+            f.write("\n".join(cfg) + "\n")
+        self.fs("mkfs")
+
+    def fs(self, *args):
+        r = subprocess.run([MAILSTOW, "fs", "--config", self.config, *args], capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit(f"mailstow fs {args}: {r.stdout}{r.stderr}")
+        return r.stdout
+
+    def mount(self, wipe_cache=False):
+        if wipe_cache:
+            shutil.rmtree(self.cache, ignore_errors=True)
+        self.fs("mount", self.mnt)
+
+    def umount(self):
+        subprocess.run([MAILSTOW, "fs", "umount", self.mnt], check=True, capture_output=True)
+
+
+def write_file(path, data):
+    t = time.perf_counter()
+    with open(path, "wb") as f:
+        for i in range(0, len(data), 1 << 20):
+            f.write(data[i:i + (1 << 20)])
+        f.flush()
+        os.fsync(f.fileno())
+    return time.perf_counter() - t
+
+
+def read_file(path):
+    t = time.perf_counter()
+    n = 0
+    with open(path, "rb", buffering=0) as f:
+        while True:
+            b = f.read(1 << 20)
+            if not b:
+                break
+            n += len(b)
+    return time.perf_counter() - t, n
+
+
+def raw(port, width, conns, block, total):
+    users = ",".join(f"user{g + 1}:pw{g + 1}" for g in range(width))
+    out = subprocess.run([RAW, str(port), users, str(conns), str(block), str(total)],
+                         capture_output=True, text=True, check=True).stdout
+    m = dict(re.findall(r"(\w+)=([\d.]+)", out))
+    return float(m["raw_write_s"]), float(m["raw_read_s"])
+
+
+def sweep(port):
+    sizes = [32 << 10, 32 << 20]
+    blocks = [128 << 10, 1 << 20, 4 << 20] if QUICK else [128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20]
+    widths = [1, 4] if QUICK else [1, 2, 4, 8]
+    for conns in (1, 2):
+        for width in widths:
+            for block in blocks:
+                m = Mount(port, width, conns, block)
+                m.mount()
+                data = {s: os.urandom(s) for s in sizes}
+                w = {s: write_file(os.path.join(m.mnt, f"f{s}"), data[s]) for s in sizes}
+                m.umount()
+                m.mount(wipe_cache=True)
+                r = {s: read_file(os.path.join(m.mnt, f"f{s}"))[0] for s in sizes}
+                m.umount()
+                for s in sizes:
+                    result(row="sweep", file_bytes=s, block=block, width=width, conns=conns,
+                           write_s=f"{w[s]:.4f}", read_s=f"{r[s]:.4f}")
+                if "raw" in ONLY:
+                    rw, rr = raw(port, width, conns, block, 32 << 20)
+                    result(row="raw", file_bytes=32 << 20, block=block, width=width, conns=conns,
+                           write_s=f"{rw:.4f}", read_s=f"{rr:.4f}")
+
+
+def big(port):
+    total = 512 << 20
+    for width, conns, block in [(4, 2, 1 << 20), (4, 2, 4 << 20), (8, 2, 1 << 20)]:
+        m = Mount(port, width, conns, block)
+        m.mount()
+        data = os.urandom(total)
+        w = write_file(os.path.join(m.mnt, "big"), data)
+        m.umount()
+        m.mount(wipe_cache=True)
+        r, n = read_file(os.path.join(m.mnt, "big"))
+        assert n == total
+        m.umount()
+        rw, rr = raw(port, width, conns, block, total)
+        mb = total / 1e6
+        result(row="big", bytes=total, block=block, width=width, conns=conns,
+               mount_write_MBps=f"{mb / w:.1f}", raw_write_MBps=f"{mb / rw:.1f}",
+               write_ratio=f"{rw / w:.3f}", mount_read_MBps=f"{mb / r:.1f}",
+               raw_read_MBps=f"{mb / rr:.1f}", read_ratio=f"{rr / r:.3f}")
+
+
+def meta(port):
+    m = Mount(port, 2, 2, 1 << 20)
+    m.mount()
+    d = os.path.join(m.mnt, "many")
+    os.mkdir(d)
+    n = 1000
+    t = time.perf_counter()
+    for i in range(n):
+        with open(os.path.join(d, f"f{i}"), "wb") as f:
+            f.write(b"x" * 100)
+    create_s = time.perf_counter() - t
+    names = [os.path.join(d, f"f{i}") for i in range(n)]
+    for p in names:
+        os.stat(p)
+    rounds = 50
+    t = time.perf_counter()
+    for _ in range(rounds):
+        for p in names:
+            os.stat(p)
+    stat_s = time.perf_counter() - t
+    t = time.perf_counter()
+    for _ in range(rounds):
+        os.listdir(d)
+    readdir_s = time.perf_counter() - t
+    # Past the kernel's 1 s attribute cache: every stat reaches the mount's own cache.
+    time.sleep(1.2)
+    t = time.perf_counter()
+    for p in names:
+        os.stat(p)
+    cold_s = time.perf_counter() - t
+    m.umount()
+    result(row="meta", files=n, create_per_s=f"{n / create_s:.0f}",
+           stat_per_s=f"{rounds * n / stat_s:.0f}",
+           stat_past_kernel_cache_per_s=f"{n / cold_s:.0f}",
+           readdir_1000_per_s=f"{rounds / readdir_s:.1f}",
+           readdir_entries_per_s=f"{rounds * n / readdir_s:.0f}")
+
+
+POSTMARK = [
+    # (label, files, read bias, create bias): thesis 4.6 (files varied) and 4.7 (bias).
+    ("files50", 50, 5, 5), ("files100", 100, 5, 5), ("files200", 200, 5, 5),
+    ("read_heavy", 200, 8, 5), ("append_heavy", 200, 2, 5), ("create_heavy", 200, 5, 8),
+]
+
+
+def postmark_run(location, files, read_bias, create_bias):
+    script = (f"set location {location}\nset number {files}\nset transactions 200\n"
+              f"set size 4096 16777216\nset bias read {read_bias}\nset bias create {create_bias}\n"
+              "set seed 42\nrun\nquit\n")
+    t = time.perf_counter()
+    subprocess.run(["postmark"], input=script, capture_output=True, text=True, check=True)
+    return time.perf_counter() - t
+
+
+def postmark(port):
+    if not shutil.which("postmark"):
+        log("postmark not installed (apt-get install postmark); skipped")
+        return
+    labels = POSTMARK[:2] + POSTMARK[3:4] if QUICK else POSTMARK
+    for label, files, rb, cb in labels:
+        m = Mount(port, 4, 2, 1 << 20)
+        m.mount()
+        t_mount = postmark_run(m.mnt, files, rb, cb)
+        m.umount()
+        local = os.path.join(m.dir, "local")
+        os.makedirs(local)
+        t_local = postmark_run(local, files, rb, cb)
+        result(row="postmark", config=label, files=files, mount_s=f"{t_mount:.2f}",
+               local_s=f"{t_local:.2f}", mount_over_local=f"{t_mount / t_local:.2f}")
+
+
+FIO = [
+    ("seq_write", "--rw=write --bs=1M --size=256M --end_fsync=1"),
+    ("seq_read", "--rw=read --bs=1M --size=256M"),
+    ("rand_read", "--rw=randread --bs=4k --size=64M --runtime=15 --time_based"),
+    ("rand_write", "--rw=randwrite --bs=64k --size=64M --end_fsync=1 --runtime=15 --time_based"),
+]
+
+
+def fio_run(directory, name, args):
+    cmd = ["fio", f"--name={name}", f"--directory={directory}", "--ioengine=psync",
+           "--numjobs=1", "--group_reporting", "--output-format=terse", "--terse-version=3"] + args.split()
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+    f = out.split(";")
+    # terse v3: read bw (KiB/s) field 7, read iops 8; write bw field 48, write iops 49.
+    rbw, wbw = float(f[6]), float(f[47])
+    return (rbw + wbw) / 1024
+
+
+def fio(port):
+    if not shutil.which("fio"):
+        log("fio not installed; skipped")
+        return
+    m = Mount(port, 4, 2, 1 << 20)
+    m.mount()
+    local = os.path.join(m.dir, "local")
+    os.makedirs(local)
+    for name, args in FIO:
+        if name == "seq_read":
+            # Cold: a fresh mount with an empty cache, and a dropped local page cache.
+            m.umount()
+            m.mount(wipe_cache=True)
+            subprocess.run(["sh", "-c", "sync; echo 3 > /proc/sys/vm/drop_caches"], check=False)
+        mbps_mount = fio_run(m.mnt, name, args)
+        mbps_local = fio_run(local, name, args)
+        result(row="fio", job=name, mount_MiBps=f"{mbps_mount:.1f}", local_MiBps=f"{mbps_local:.1f}")
+    m.umount()
+
+
+def main():
+    for b in (MAILSTOW, RAW, DOVECOT):
+        if not os.path.exists(b):
+            sys.exit(f"{b} missing: run bench/run-mailfs.sh")
+    proc, port = start_dovecot()
+    log(f"dovecot on {port}, work in {WORK}")
+    try:
+        if "sweep" in ONLY:
+            sweep(port)
+        if "big" in ONLY:
+            big(port)
+        if "meta" in ONLY:
+            meta(port)
+        if "postmark" in ONLY:
+            postmark(port)
+        if "fio" in ONLY:
+            fio(port)
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+        shutil.rmtree(WORK, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
