@@ -59,7 +59,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .collect();
             tasks.push(tokio::spawn(async move {
                 let mut uids = Vec::new();
-                for chunk in mine.chunks(16.max(1)) {
+                for chunk in mine.chunks(16) {
                     let msgs: Vec<Vec<u8>> = chunk
                         .iter()
                         .map(|i| {
@@ -84,7 +84,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             tasks.push(tokio::spawn(async move {
                 let mut bytes = 0usize;
                 for u in uids {
-                    bytes += c.uid_fetch_body(u, None).await?.map(|b| b.len()).unwrap_or(0);
+                    bytes += c
+                        .uid_fetch_body(u, None)
+                        .await?
+                        .map(|b| b.len())
+                        .unwrap_or(0);
                 }
                 Ok::<_, imap_client::Error>((c, bytes))
             }));

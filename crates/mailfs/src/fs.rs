@@ -112,7 +112,25 @@ struct Writer {
     dirty_bytes: u64,
     changed: bool,
     mtime: i64,
+    /// Bytes written into each dirty block since it became dirty: a block filled whole is
+    /// uploaded in the background (write-behind) instead of waiting for the flush.
+    filled: HashMap<u64, u64>,
+    /// Uploads counter: the low bits of block versions (see `block_version`).
+    next_write: u64,
+    uploading: std::collections::VecDeque<Upload>,
 }
+
+/// Blocks on their way to the accounts in the background.
+struct Upload {
+    blocks: Vec<(BlockRef, Arc<Vec<u8>>)>,
+    handle: std::thread::JoinHandle<Result<(), FsError>>,
+}
+
+/// Background uploads one open file may have in flight before its writer waits.
+const UPLOADS_IN_FLIGHT_MAX: usize = 3;
+/// Block versions are `file version << 24 | upload number`: every upload of a block gets
+/// its own message name, even when one file version uploads a block twice.
+const BLOCK_VERSION_SHIFT: u32 = 24;
 
 #[derive(Default)]
 struct Tree {
@@ -149,6 +167,8 @@ pub struct Fs {
     next_fh: AtomicU64,
     read_only: AtomicBool,
     stop: AtomicBool,
+    /// Itself, for background work started from `&self` methods.
+    me: std::sync::OnceLock<std::sync::Weak<Fs>>,
     pub(crate) snapview: Mutex<crate::snapview::SnapState>,
     /// Write-back journal: always opened (a previous asynchronous mount may have left
     /// records), used for new writes only in asynchronous mode.
@@ -363,6 +383,7 @@ impl Fs {
             next_fh: AtomicU64::new(1),
             read_only: AtomicBool::new(false),
             stop: AtomicBool::new(false),
+            me: std::sync::OnceLock::new(),
             snapview: Mutex::new(Default::default()),
             journal: crate::journal::Journal::open(
                 &config.cache.dir.join(hex(&fsid)).join("journal"),
@@ -402,6 +423,7 @@ impl Fs {
         );
         *fs.sb.lock().unwrap() = (version, sb);
         let fs = Arc::new(fs);
+        let _ = fs.me.set(Arc::downgrade(&fs));
         fs.refresh_quota();
         // Catch up anything a previous run still owed before serving: the journal first
         // (the servers must hold every acknowledged change before the tree is read).
@@ -1381,6 +1403,9 @@ impl Fs {
                     dirty_bytes: 0,
                     changed: false,
                     mtime: now_ns(),
+                    filled: HashMap::new(),
+                    next_write: 0,
+                    uploading: Default::default(),
                 },
             );
         }
@@ -1419,6 +1444,19 @@ impl Fs {
         } else {
             (end - 1) / bs
         };
+        // A block still on its way up must land before it is changed again.
+        let touches_upload = {
+            let mut tree = self.lock();
+            let w = self.writer(&mut tree, ino)?;
+            w.uploading.iter().any(|u| {
+                u.blocks
+                    .iter()
+                    .any(|(b, _)| (first..=last).contains(&b.index))
+            })
+        };
+        if touches_upload {
+            self.settle(ino)?;
+        }
         // Blocks partly overwritten need their current content first (outside the lock).
         let mut needed = Vec::new();
         {
@@ -1439,8 +1477,8 @@ impl Fs {
         for (file, b) in needed {
             loaded.insert(b.index, self.load_block(file, &b)?);
         }
-        let mut spill = Vec::new();
-        {
+        let batch = self.upload_batch();
+        let wait_for = {
             let mut tree = self.lock();
             let w = self.writer(&mut tree, ino)?;
             let mut pos = 0usize;
@@ -1462,50 +1500,169 @@ impl Fs {
                     buf.resize(bs as usize, 0);
                     w.dirty.insert(idx, buf);
                     w.dirty_bytes += bs;
+                    w.filled.insert(idx, 0);
                     w.blocks.remove(&idx);
                 }
                 let buf = w.dirty.get_mut(&idx).expect("inserted");
                 let n = (to - from) as usize;
                 buf[from as usize..to as usize].copy_from_slice(&data[pos..pos + n]);
+                *w.filled.entry(idx).or_default() += n as u64;
                 pos += n;
             }
             w.size = w.size.max(end);
             w.changed = true;
             w.mtime = now_ns();
-            if w.dirty_bytes > self.dirty_bytes_max {
-                // Upload full blocks early; the one being written stays in memory.
-                let keep = last;
-                let take: Vec<u64> = w.dirty.keys().copied().filter(|&i| i != keep).collect();
-                for idx in take {
-                    let buf = w.dirty.remove(&idx).expect("listed");
-                    w.dirty_bytes -= bs;
-                    spill.push((idx, buf));
-                }
+            // Write-behind: blocks written whole go up in the background, a batch at a time;
+            // past the dirty limit everything but the block being written goes.
+            let over = w.dirty_bytes > self.dirty_bytes_max;
+            let ready: Vec<u64> = w
+                .dirty
+                .keys()
+                .copied()
+                .filter(|i| {
+                    if over {
+                        *i != last
+                    } else {
+                        w.filled.get(i).copied().unwrap_or(0) >= bs && (i + 1) * bs <= w.size
+                    }
+                })
+                .collect();
+            if ready.len() >= batch || (over && !ready.is_empty()) {
+                let bufs: Vec<(u64, Vec<u8>)> = ready
+                    .into_iter()
+                    .map(|i| {
+                        w.filled.remove(&i);
+                        w.dirty_bytes -= bs;
+                        (i, w.dirty.remove(&i).expect("listed"))
+                    })
+                    .collect();
+                let jobs = self.plan_blocks(ino, w, bufs);
+                self.start_upload(ino, w, jobs);
             }
-        }
-        if !spill.is_empty() {
-            let version = {
-                let mut tree = self.lock();
-                self.writer(&mut tree, ino)?.new_version
-            };
-            let size = {
-                let mut tree = self.lock();
-                self.writer(&mut tree, ino)?.size
-            };
-            let refs = self.upload_blocks(ino, version, size, spill)?;
-            let mut tree = self.lock();
-            let w = self.writer(&mut tree, ino)?;
-            for r in refs {
-                w.blocks.insert(r.index, r);
-            }
+            w.uploading.len() > UPLOADS_IN_FLIGHT_MAX
+        };
+        if wait_for {
+            self.settle_oldest(ino)?;
         }
         Ok(data.len())
+    }
+
+    /// Blocks per background upload: several per connection, so each stream sends them in
+    /// one MULTIAPPEND (the server commits, and fsyncs, once per command).
+    fn upload_batch(&self) -> usize {
+        (self.connections.iter().sum::<usize>() * 4).clamp(4, 128)
+    }
+
+    fn block_version(w: &mut Writer) -> u64 {
+        let v = (w.new_version << BLOCK_VERSION_SHIFT)
+            | (w.next_write & ((1 << BLOCK_VERSION_SHIFT) - 1));
+        w.next_write += 1;
+        v
+    }
+
+    /// Names, hashes and places blocks about to be uploaded (cut to the file's size).
+    fn plan_blocks(
+        &self,
+        file: u64,
+        w: &mut Writer,
+        bufs: Vec<(u64, Vec<u8>)>,
+    ) -> Vec<(BlockRef, Arc<Vec<u8>>)> {
+        let bs = self.bs();
+        let mut jobs = Vec::with_capacity(bufs.len());
+        for (idx, mut buf) in bufs {
+            let start = idx * bs;
+            if start >= w.size {
+                continue;
+            }
+            buf.truncate((w.size - start).min(bs) as usize);
+            let r = BlockRef {
+                index: idx,
+                version: Self::block_version(w),
+                group: self.place(file, idx),
+                len: buf.len() as u32,
+                hash: *blake3::hash(&buf).as_bytes(),
+            };
+            jobs.push((r, Arc::new(buf)));
+        }
+        jobs
+    }
+
+    fn start_upload(&self, file: u64, w: &mut Writer, jobs: Vec<(BlockRef, Arc<Vec<u8>>)>) {
+        let fs = self.me.get().and_then(std::sync::Weak::upgrade);
+        let blocks = jobs.clone();
+        let handle = std::thread::spawn(move || match fs {
+            Some(fs) => fs.emit_blocks(file, &jobs),
+            None => Err(FsError::Local("file system closed".into())),
+        });
+        w.uploading.push_back(Upload { blocks, handle });
+    }
+
+    /// Waits for one background upload (the oldest) of a file.
+    fn settle_oldest(&self, ino: u64) -> Result<(), FsError> {
+        let up = {
+            let mut tree = self.lock();
+            tree.writers
+                .get_mut(&ino)
+                .and_then(|w| w.uploading.pop_front())
+        };
+        match up {
+            Some(up) => self.land(ino, up),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits for every background upload of a file.
+    fn settle(&self, ino: u64) -> Result<(), FsError> {
+        let ups: Vec<Upload> = {
+            let mut tree = self.lock();
+            match tree.writers.get_mut(&ino) {
+                Some(w) => w.uploading.drain(..).collect(),
+                None => return Ok(()),
+            }
+        };
+        let mut first_err = None;
+        for up in ups {
+            if let Err(e) = self.land(ino, up) {
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// Records a finished upload in the writer; a failed one puts its data back as dirty,
+    /// so the next flush tries again and nothing is lost.
+    fn land(&self, ino: u64, up: Upload) -> Result<(), FsError> {
+        let r = up
+            .handle
+            .join()
+            .unwrap_or_else(|_| Err(FsError::Local("upload thread panicked".into())));
+        let bs = self.bs();
+        let mut tree = self.lock();
+        let Some(w) = tree.writers.get_mut(&ino) else {
+            return r;
+        };
+        for (b, data) in up.blocks {
+            if b.index * bs >= w.size || w.dirty.contains_key(&b.index) {
+                continue;
+            }
+            if r.is_ok() {
+                w.blocks.insert(b.index, b);
+            } else {
+                let mut buf = data.as_ref().clone();
+                buf.resize(bs as usize, 0);
+                w.dirty.insert(b.index, buf);
+                w.dirty_bytes += bs;
+                w.changed = true;
+            }
+        }
+        r
     }
 
     fn truncate(&self, ino: u64, size: u64) -> Result<(), FsError> {
         if size > FILE_BYTES_MAX {
             return Err(FsError::NoSpace("file too large".into()));
         }
+        self.settle(ino)?;
         let bs = self.bs();
         let tail_idx = size / bs;
         let tail_len = (size % bs) as usize;
@@ -1550,46 +1707,6 @@ impl Fs {
         }
         drop(tree);
         self.flush(ino)
-    }
-
-    fn upload_blocks(
-        &self,
-        file: u64,
-        version: u64,
-        size: u64,
-        blocks: Vec<(u64, Vec<u8>)>,
-    ) -> Result<Vec<BlockRef>, FsError> {
-        let bs = self.bs();
-        let mut refs = Vec::new();
-        let mut jobs: Vec<(BlockRef, Arc<Vec<u8>>)> = Vec::new();
-        for (idx, mut buf) in blocks {
-            let start = idx * bs;
-            if start >= size {
-                continue;
-            }
-            buf.truncate((size - start).min(bs) as usize);
-            let r = BlockRef {
-                index: idx,
-                version,
-                group: self.place(file, idx),
-                len: buf.len() as u32,
-                hash: *blake3::hash(&buf).as_bytes(),
-            };
-            refs.push(r.clone());
-            jobs.push((r, Arc::new(buf)));
-        }
-        self.emit_blocks(file, &jobs)?;
-        for (r, data) in jobs {
-            self.cache.put_memory_only(
-                BlockId {
-                    file,
-                    index: r.index,
-                    version: r.version,
-                },
-                data,
-            );
-        }
-        Ok(refs)
     }
 
     /// Sends blocks now (synchronous mode) or through the journal (asynchronous mode).
@@ -1762,7 +1879,8 @@ impl Fs {
     /// lists, then the blocks, then the clean entry. A crash anywhere leaves the old or the
     /// new content.
     pub fn flush(&self, ino: u64) -> Result<(), FsError> {
-        let (size, version, mut refs, dirty, mtime, orphan) = {
+        self.settle(ino)?;
+        let (size, version, mut refs, planned, mtime, orphan) = {
             let mut tree = self.lock();
             let Some(w) = tree.writers.get_mut(&ino) else {
                 return Ok(());
@@ -1772,13 +1890,18 @@ impl Fs {
             }
             let dirty: Vec<(u64, Vec<u8>)> = std::mem::take(&mut w.dirty).into_iter().collect();
             w.dirty_bytes = 0;
+            w.filled.clear();
             w.changed = false;
+            // Plan the new blocks (name, hash, group) before anything is written, so the
+            // dirty entry can name them.
+            let planned = self.plan_blocks(ino, w, dirty);
+            let (size, version, blocks, mtime) = (w.size, w.new_version, w.blocks.clone(), w.mtime);
             (
-                w.size,
-                w.new_version,
-                w.blocks.clone(),
-                dirty,
-                w.mtime,
+                size,
+                version,
+                blocks,
+                planned,
+                mtime,
                 tree.orphans.contains_key(&ino),
             )
         };
@@ -1791,25 +1914,10 @@ impl Fs {
             return Ok(());
         }
         let bs = self.bs();
-        // Plan the new blocks (hash and group) before anything is written, so the dirty
-        // entry can name them.
-        let mut planned = Vec::new();
-        for (idx, mut buf) in dirty {
-            let start = idx * bs;
-            if start >= size {
-                continue;
-            }
-            buf.truncate((size - start).min(bs) as usize);
-            let r = BlockRef {
-                index: idx,
-                version,
-                group: self.place(ino, idx),
-                len: buf.len() as u32,
-                hash: *blake3::hash(&buf).as_bytes(),
-            };
-            refs.insert(idx, r.clone());
-            planned.push((r, Arc::new(buf)));
+        for (r, _) in &planned {
+            refs.insert(r.index, r.clone());
         }
+        refs.retain(|i, _| i * bs < size);
         let blocks: Vec<BlockRef> = refs.values().cloned().collect();
         // Step 1: the dirty entry.
         let restore_writer = |this: &Self, planned: &[(BlockRef, Arc<Vec<u8>>)]| {
@@ -1891,9 +1999,14 @@ impl Fs {
         }
         self.write_dir(&mut tree, d)?;
         if let Some(w) = tree.writers.get_mut(&ino) {
-            w.blocks = refs;
+            for (i, r) in refs {
+                if !w.dirty.contains_key(&i) {
+                    w.blocks.insert(i, r);
+                }
+            }
             if !w.changed {
                 w.new_version = version + 1;
+                w.next_write = 0;
             }
         }
         // The next change starts from what was just committed.
@@ -2012,6 +2125,13 @@ impl Fs {
                 }
                 let req_first = offset / bs;
                 let req_last = offset.saturating_add(u64::from(size.max(1)) - 1) / bs;
+                for u in &w.uploading {
+                    for (b, d) in &u.blocks {
+                        if (req_first..=req_last).contains(&b.index) {
+                            src.push((b.index, Source::Memory(d.clone())));
+                        }
+                    }
+                }
                 for (i, d) in w.dirty.range(req_first..=req_last) {
                     src.push((*i, Source::Memory(Arc::new(d.clone()))));
                 }
@@ -2137,7 +2257,10 @@ impl Fs {
             let rx = rx.clone();
             std::thread::spawn(move || {
                 loop {
-                    let job = rx.lock().unwrap().recv_timeout(std::time::Duration::from_millis(500));
+                    let job = rx
+                        .lock()
+                        .unwrap()
+                        .recv_timeout(std::time::Duration::from_millis(500));
                     let Some(fs) = fs.upgrade() else { break };
                     if fs.stop.load(Ordering::SeqCst) {
                         break;

@@ -109,6 +109,11 @@ fn read_all(fs: &Fs, ino: u64) -> Vec<u8> {
     fs.read(ino, 0, size as u32).unwrap()
 }
 
+/// The file version that wrote a block message (its version's high bits).
+fn block_file_version(name: &str) -> u64 {
+    crate::key::Key::parse(name).map_or(0, |k| k.version >> 24)
+}
+
 fn pattern(n: usize, seed: u8) -> Vec<u8> {
     (0..n)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
@@ -297,7 +302,7 @@ fn a_crash_between_the_dirty_mark_and_the_blocks_rolls_back() {
         let mut m = a.messages.lock().unwrap();
         let doomed: Vec<u32> = m
             .iter()
-            .filter(|(_, (n, _))| n.contains(" blk ") && n.contains(" v2 "))
+            .filter(|(_, (n, _))| n.contains(" blk ") && block_file_version(n) == 2)
             .map(|(u, _)| *u)
             .collect();
         for u in doomed {
@@ -333,11 +338,13 @@ fn tampering_is_detected() {
         let mut m = a.messages.lock().unwrap();
         let old = m
             .values()
-            .find(|(n, _)| n.contains(".0 v1 ") && n.contains(" blk "))
+            .find(|(n, _)| n.contains(" blk ") && n.contains(".0 v") && block_file_version(n) == 1)
             .cloned();
         let targets: Vec<u32> = m
             .iter()
-            .filter(|(_, (n, _))| n.contains(" blk ") && n.contains(".0 v2 "))
+            .filter(|(_, (n, _))| {
+                n.contains(" blk ") && n.contains(".0 v") && block_file_version(n) == 2
+            })
             .map(|(u, _)| *u)
             .collect();
         if let Some((_, body)) = old {
