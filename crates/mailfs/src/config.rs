@@ -365,3 +365,19 @@ connections = 1
         assert!(parse_duration("d").is_err());
     }
 }
+
+#[cfg(test)]
+mod doc_example {
+    /// docs/mailfs.md section 10 stays a valid config: four accounts in two groups.
+    #[test]
+    fn the_documented_example_parses() {
+        let doc = include_str!("../../../docs/mailfs.md");
+        let start = doc.find("## 10. Configuration").expect("section 10");
+        let block = &doc[start..];
+        let from = block.find("```toml\n").expect("toml block") + "```toml\n".len();
+        let to = from + block[from..].find("```").expect("end of block");
+        let c = super::Config::parse(&block[from..to]).unwrap();
+        assert_eq!(c.groups.len(), 2);
+        assert!(c.groups.iter().all(|g| g.accounts.len() == 2));
+    }
+}
