@@ -13,7 +13,14 @@ loopback holds every account. Rows (RESULT lines on stdout):
   postmark the thesis's Postmark configurations, on the mount and on a local directory;
   fio     sequential and random runs on the mount and on a local directory.
 
-Env: ONLY=sweep,raw,big,meta,postmark,fio (default all), QUICK=1 (fewer sweep points).
+Each section (and each stripe width of the sweep, and each Postmark configuration) gets a
+fresh Dovecot whose maildirs live in MAILDIR_TMP (default /dev/shm): the accounts' disk is
+then memory, so the rows compare the file system's overhead with plain IMAP rather than two
+runs of the same disk's writeback. The mount's cache stays on disk (WORK, under /tmp).
+The big rows are repeated (REPS, default 3) and reported as medians.
+
+Env: ONLY=sweep,raw,big,meta,postmark,fio (default all), QUICK=1 (fewer sweep points),
+MAILDIR_TMP, REPS.
 """
 import os, subprocess, sys, time, shutil, tempfile, re
 
@@ -23,6 +30,8 @@ RAW = os.path.join(ROOT, "target/release/examples/raw_imap")
 DOVECOT = os.path.join(ROOT, "target/release/examples/dovecot")
 ONLY = set((os.environ.get("ONLY") or "sweep,raw,big,meta,postmark,fio").split(","))
 QUICK = os.environ.get("QUICK") == "1"
+MAILDIR_TMP = os.environ.get("MAILDIR_TMP", "/dev/shm")
+REPS = int(os.environ.get("REPS", "3"))
 USERS = 8
 WORK = tempfile.mkdtemp(prefix="mailfs-bench-")
 run_no = [0]
@@ -36,13 +45,22 @@ def result(**kv):
     print("RESULT " + " ".join(f"{k}={v}" for k, v in kv.items()), flush=True)
 
 
-def start_dovecot():
-    p = subprocess.Popen([DOVECOT, str(USERS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    line = p.stdout.readline()
-    m = re.search(r"port=(\d+)", line)
-    if not m:
-        sys.exit(f"dovecot did not start: {line}")
-    return p, int(m.group(1))
+class Dovecot:
+    """A fresh private Dovecot for one section; stopped (and its maildirs removed) on exit."""
+
+    def __enter__(self):
+        env = dict(os.environ, TMPDIR=MAILDIR_TMP)
+        self.proc = subprocess.Popen([DOVECOT, str(USERS)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, env=env)
+        line = self.proc.stdout.readline()
+        m = re.search(r"port=(\d+)", line)
+        if not m:
+            sys.exit(f"dovecot did not start: {line}")
+        return int(m.group(1))
+
+    def __exit__(self, *exc):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
 
 
 class Mount:
@@ -81,6 +99,9 @@ class Mount:
     def umount(self):
         subprocess.run([MAILSTOW, "fs", "umount", self.mnt], check=True, capture_output=True)
 
+    def remove(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
 
 def write_file(path, data):
     t = time.perf_counter()
@@ -112,12 +133,13 @@ def raw(port, width, conns, block, total):
     return float(m["raw_write_s"]), float(m["raw_read_s"])
 
 
-def sweep(port):
+def sweep():
     sizes = [32 << 10, 32 << 20]
     blocks = [128 << 10, 1 << 20, 4 << 20] if QUICK else [128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20]
     widths = [1, 4] if QUICK else [1, 2, 4, 8]
     for conns in (1, 2):
         for width in widths:
+          with Dovecot() as port:
             for block in blocks:
                 m = Mount(port, width, conns, block)
                 m.mount()
@@ -127,6 +149,7 @@ def sweep(port):
                 m.mount(wipe_cache=True)
                 r = {s: read_file(os.path.join(m.mnt, f"f{s}"))[0] for s in sizes}
                 m.umount()
+                m.remove()
                 for s in sizes:
                     result(row="sweep", file_bytes=s, block=block, width=width, conns=conns,
                            write_s=f"{w[s]:.4f}", read_s=f"{r[s]:.4f}")
@@ -136,19 +159,33 @@ def sweep(port):
                            write_s=f"{rw:.4f}", read_s=f"{rr:.4f}")
 
 
-def big(port):
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+
+
+def big():
     total = 512 << 20
+    data = os.urandom(total)
     for width, conns, block in [(4, 2, 1 << 20), (4, 2, 4 << 20), (8, 2, 1 << 20)]:
-        m = Mount(port, width, conns, block)
-        m.mount()
-        data = os.urandom(total)
-        w = write_file(os.path.join(m.mnt, "big"), data)
-        m.umount()
-        m.mount(wipe_cache=True)
-        r, n = read_file(os.path.join(m.mnt, "big"))
-        assert n == total
-        m.umount()
-        rw, rr = raw(port, width, conns, block, total)
+        ws, rs, rws, rrs = [], [], [], []
+        for rep in range(REPS):
+            with Dovecot() as port:
+                m = Mount(port, width, conns, block)
+                m.mount()
+                ws.append(write_file(os.path.join(m.mnt, "big"), data))
+                m.umount()
+                m.mount(wipe_cache=True)
+                r, n = read_file(os.path.join(m.mnt, "big"))
+                assert n == total
+                rs.append(r)
+                m.umount()
+                m.remove()
+            with Dovecot() as port:
+                rw, rr = raw(port, width, conns, block, total)
+                rws.append(rw)
+                rrs.append(rr)
+        w, r, rw, rr = median(ws), median(rs), median(rws), median(rrs)
         mb = total / 1e6
         result(row="big", bytes=total, block=block, width=width, conns=conns,
                mount_write_MBps=f"{mb / w:.1f}", raw_write_MBps=f"{mb / rw:.1f}",
@@ -156,42 +193,43 @@ def big(port):
                raw_read_MBps=f"{mb / rr:.1f}", read_ratio=f"{rr / r:.3f}")
 
 
-def meta(port):
-    m = Mount(port, 2, 2, 1 << 20)
-    m.mount()
-    d = os.path.join(m.mnt, "many")
-    os.mkdir(d)
-    n = 1000
-    t = time.perf_counter()
-    for i in range(n):
-        with open(os.path.join(d, f"f{i}"), "wb") as f:
-            f.write(b"x" * 100)
-    create_s = time.perf_counter() - t
-    names = [os.path.join(d, f"f{i}") for i in range(n)]
-    for p in names:
-        os.stat(p)
-    rounds = 50
-    t = time.perf_counter()
-    for _ in range(rounds):
+def meta():
+    with Dovecot() as port:
+        m = Mount(port, 2, 2, 1 << 20)
+        m.mount()
+        d = os.path.join(m.mnt, "many")
+        os.mkdir(d)
+        n = 1000
+        t = time.perf_counter()
+        for i in range(n):
+            with open(os.path.join(d, f"f{i}"), "wb") as f:
+                f.write(b"x" * 100)
+        create_s = time.perf_counter() - t
+        names = [os.path.join(d, f"f{i}") for i in range(n)]
         for p in names:
             os.stat(p)
-    stat_s = time.perf_counter() - t
-    t = time.perf_counter()
-    for _ in range(rounds):
-        os.listdir(d)
-    readdir_s = time.perf_counter() - t
-    # Past the kernel's 1 s attribute cache: every stat reaches the mount's own cache.
-    time.sleep(1.2)
-    t = time.perf_counter()
-    for p in names:
-        os.stat(p)
-    cold_s = time.perf_counter() - t
-    m.umount()
-    result(row="meta", files=n, create_per_s=f"{n / create_s:.0f}",
-           stat_per_s=f"{rounds * n / stat_s:.0f}",
-           stat_past_kernel_cache_per_s=f"{n / cold_s:.0f}",
-           readdir_1000_per_s=f"{rounds / readdir_s:.1f}",
-           readdir_entries_per_s=f"{rounds * n / readdir_s:.0f}")
+        rounds = 50
+        t = time.perf_counter()
+        for _ in range(rounds):
+            for p in names:
+                os.stat(p)
+        stat_s = time.perf_counter() - t
+        t = time.perf_counter()
+        for _ in range(rounds):
+            os.listdir(d)
+        readdir_s = time.perf_counter() - t
+        # Past the kernel's 1 s attribute cache: every stat reaches the mount's own cache.
+        time.sleep(1.2)
+        t = time.perf_counter()
+        for p in names:
+            os.stat(p)
+        cold_s = time.perf_counter() - t
+        m.umount()
+        result(row="meta", files=n, create_per_s=f"{n / create_s:.0f}",
+               stat_per_s=f"{rounds * n / stat_s:.0f}",
+               stat_past_kernel_cache_per_s=f"{n / cold_s:.0f}",
+               readdir_1000_per_s=f"{rounds / readdir_s:.1f}",
+               readdir_entries_per_s=f"{rounds * n / readdir_s:.0f}")
 
 
 POSTMARK = [
@@ -210,12 +248,13 @@ def postmark_run(location, files, read_bias, create_bias):
     return time.perf_counter() - t
 
 
-def postmark(port):
+def postmark():
     if not shutil.which("postmark"):
         log("postmark not installed (apt-get install postmark); skipped")
         return
     labels = POSTMARK[:2] + POSTMARK[3:4] if QUICK else POSTMARK
     for label, files, rb, cb in labels:
+      with Dovecot() as port:
         m = Mount(port, 4, 2, 1 << 20)
         m.mount()
         t_mount = postmark_run(m.mnt, files, rb, cb)
@@ -223,6 +262,7 @@ def postmark(port):
         local = os.path.join(m.dir, "local")
         os.makedirs(local)
         t_local = postmark_run(local, files, rb, cb)
+        m.remove()
         result(row="postmark", config=label, files=files, mount_s=f"{t_mount:.2f}",
                local_s=f"{t_local:.2f}", mount_over_local=f"{t_mount / t_local:.2f}")
 
@@ -245,10 +285,15 @@ def fio_run(directory, name, args):
     return (rbw + wbw) / 1024
 
 
-def fio(port):
+def fio():
     if not shutil.which("fio"):
         log("fio not installed; skipped")
         return
+    with Dovecot() as port:
+        fio_on(port)
+
+
+def fio_on(port):
     m = Mount(port, 4, 2, 1 << 20)
     m.mount()
     local = os.path.join(m.dir, "local")
@@ -269,22 +314,19 @@ def main():
     for b in (MAILSTOW, RAW, DOVECOT):
         if not os.path.exists(b):
             sys.exit(f"{b} missing: run bench/run-mailfs.sh")
-    proc, port = start_dovecot()
-    log(f"dovecot on {port}, work in {WORK}")
+    log(f"maildirs in {MAILDIR_TMP}, work in {WORK}")
     try:
-        if "sweep" in ONLY:
-            sweep(port)
         if "big" in ONLY:
-            big(port)
+            big()
         if "meta" in ONLY:
-            meta(port)
+            meta()
+        if "sweep" in ONLY:
+            sweep()
         if "postmark" in ONLY:
-            postmark(port)
+            postmark()
         if "fio" in ONLY:
-            fio(port)
+            fio()
     finally:
-        proc.stdin.close()
-        proc.wait(timeout=30)
         shutil.rmtree(WORK, ignore_errors=True)
 
 

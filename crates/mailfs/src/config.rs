@@ -88,6 +88,9 @@ pub struct CacheSection {
     pub disk_bytes: u64,
     pub memory_bytes: u64,
     pub journal_bytes_max: u64,
+    /// Also keep blocks this mount wrote in the disk cache (not only blocks it read): saves
+    /// a download after a remount, at the cost of writing every block locally too.
+    pub keep_written: bool,
 }
 
 impl Default for CacheSection {
@@ -97,6 +100,7 @@ impl Default for CacheSection {
             disk_bytes: 4 << 30,
             memory_bytes: 256 << 20,
             journal_bytes_max: 1 << 30,
+            keep_written: false,
         }
     }
 }

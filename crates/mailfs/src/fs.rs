@@ -174,6 +174,7 @@ pub struct Fs {
     /// records), used for new writes only in asynchronous mode.
     journal: crate::journal::Journal,
     asynchronous: bool,
+    keep_written: bool,
     inflight: Mutex<HashMap<BlockId, Arc<Slot>>>,
     /// Read-ahead requests for the background fetchers (present while mounted).
     readahead_tx: Mutex<Option<std::sync::mpsc::Sender<(u64, BlockRef)>>>,
@@ -390,6 +391,7 @@ impl Fs {
                 config.cache.journal_bytes_max,
             )?,
             asynchronous: config.fs.mode == crate::config::Mode::Async,
+            keep_written: config.cache.keep_written,
             inflight: Mutex::new(HashMap::new()),
             readahead_tx: Mutex::new(None),
             readahead_queued: Mutex::new(Default::default()),
@@ -1811,7 +1813,7 @@ impl Fs {
                             }
                             for (&j, (_, env)) in batch.iter().zip(&msgs) {
                                 let mut got = delivered[j].lock().unwrap();
-                                if got.is_empty() {
+                                if got.is_empty() && self.keep_written {
                                     let (r, data) = &jobs[j];
                                     self.cache.put_sealed(
                                         BlockId {

@@ -1,5 +1,7 @@
 //! An account over IMAP (docs/mailfs.md 9): a pool of `connections` sessions selected on
-//! the file system's folder, used from the engine's threads through a shared tokio runtime.
+//! the file system's folder, used from the engine's threads. Each session has its own
+//! current-thread runtime, driven by the engine thread that holds the session: its socket
+//! is polled in that thread, with no wake-ups across threads per command.
 //!
 //! Each message is a small RFC 5322 message whose one body part is the envelope:
 //! `Content-Transfer-Encoding: binary` sent as a literal8 when the server has BINARY
@@ -11,7 +13,6 @@ use std::sync::{Condvar, Mutex};
 
 use base64::Engine;
 use imap_client::{Client, Error as ImapError};
-use tokio::runtime::Handle;
 
 use crate::FsError;
 use crate::config::{AccountSection, TlsMode};
@@ -21,7 +22,6 @@ use crate::remote::{Remote, RemoteError};
 pub const NAME_HEADER: &str = "X-Mailfs";
 
 pub struct ImapRemote {
-    rt: Handle,
     cfg: imap_client::Config,
     folder: String,
     connections_max: usize,
@@ -31,8 +31,14 @@ pub struct ImapRemote {
     binary: AtomicBool,
 }
 
+/// One session and the runtime its socket belongs to.
+struct Conn {
+    rt: tokio::runtime::Runtime,
+    client: Client,
+}
+
 struct Pool {
-    idle: Vec<Client>,
+    idle: Vec<Conn>,
     /// Sessions alive, idle or busy.
     open: usize,
 }
@@ -50,7 +56,6 @@ impl ImapRemote {
         account: &AccountSection,
         folder: &str,
         timeout: std::time::Duration,
-        rt: Handle,
     ) -> Result<ImapRemote, FsError> {
         let mut cfg = imap_client::Config::new(
             account.host.clone(),
@@ -68,7 +73,6 @@ impl ImapRemote {
         // A block plus base64 growth and the FETCH wrapping.
         cfg.response_bytes_max = (mailfs_format::PAYLOAD_BYTES_MAX / 3 * 4) + (4 << 20);
         Ok(ImapRemote {
-            rt,
             cfg,
             folder: folder.to_string(),
             connections_max: account.connections.max(1),
@@ -106,12 +110,22 @@ impl ImapRemote {
             pool.open -= 1;
             self.returned.notify_one();
         };
-        let mut client = match taken {
+        let mut conn = match taken {
             Some(c) => c,
             None => {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        release_slot();
+                        return Err(RemoteError::Unavailable(format!("runtime: {e}")));
+                    }
+                };
                 let cfg = self.cfg.clone();
                 let folder = self.folder.clone();
-                let connected = self.rt.block_on(async move {
+                let connected = rt.block_on(async move {
                     let mut c = Client::connect(&cfg).await?;
                     if select {
                         c.select(&folder).await?;
@@ -119,10 +133,10 @@ impl ImapRemote {
                     Ok::<Client, ImapError>(c)
                 });
                 match connected {
-                    Ok(c) => {
+                    Ok(client) => {
                         self.binary
-                            .store(c.capabilities().binary, Ordering::Relaxed);
-                        c
+                            .store(client.capabilities().binary, Ordering::Relaxed);
+                        Conn { rt, client }
                     }
                     Err(e) => {
                         release_slot();
@@ -131,10 +145,10 @@ impl ImapRemote {
                 }
             }
         };
-        let r = self.rt.block_on(f(&mut client));
-        if client.is_usable() {
+        let r = conn.rt.block_on(f(&mut conn.client));
+        if conn.client.is_usable() {
             let mut pool = self.pool.lock().unwrap();
-            pool.idle.push(client);
+            pool.idle.push(conn);
             self.returned.notify_one();
         } else {
             release_slot();

@@ -82,7 +82,7 @@ pub(crate) fn run(command: FsCommand, config_path: Option<&Path>) -> anyhow::Res
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let remotes = remotes(&config, rt.handle())?;
+    let remotes = remotes(&config)?;
     match command {
         FsCommand::Mkfs => {
             let fsid = Fs::mkfs(&config, remotes)?;
@@ -183,7 +183,7 @@ pub(crate) fn run(command: FsCommand, config_path: Option<&Path>) -> anyhow::Res
     Ok(())
 }
 
-fn remotes(config: &Config, rt: &tokio::runtime::Handle) -> anyhow::Result<Vec<Box<dyn Remote>>> {
+fn remotes(config: &Config) -> anyhow::Result<Vec<Box<dyn Remote>>> {
     let mut out: Vec<Box<dyn Remote>> = Vec::new();
     for g in &config.groups {
         for a in &g.accounts {
@@ -191,7 +191,6 @@ fn remotes(config: &Config, rt: &tokio::runtime::Handle) -> anyhow::Result<Vec<B
                 a,
                 &config.fs.folder,
                 config.timeout(),
-                rt.clone(),
             )?));
         }
     }
