@@ -66,6 +66,7 @@ pub struct Stats {
     pub bytes_fetched: AtomicU64,
     pub repairs: AtomicU64,
     pub journal_sent: AtomicU64,
+    pub journal_coalesced: AtomicU64,
 }
 
 #[derive(Debug, Clone)]
@@ -2359,7 +2360,7 @@ impl Fs {
             .map(|a| format!("{}={}", a.raid, if a.is_up() { "up" } else { "down" }))
             .collect();
         format!(
-            "pending_ops={ops}\npending_bytes={bytes}\njournal_ops={}\naccounts={}\nintegrity_errors={}\ndir_writes={}\nblocks_written={}\nbytes_written={}\nblocks_fetched={}\nbytes_fetched={}\nrepairs={}\ncache_memory_bytes={}\ncache_disk_bytes={}\n",
+            "pending_ops={ops}\npending_bytes={bytes}\njournal_ops={}\naccounts={}\nintegrity_errors={}\ndir_writes={}\nblocks_written={}\nbytes_written={}\nblocks_fetched={}\nbytes_fetched={}\nrepairs={}\njournal_sent={}\njournal_coalesced={}\ncache_memory_bytes={}\ncache_disk_bytes={}\n",
             self.journal.pending().0,
             up.join(","),
             s.integrity_errors.load(Ordering::Relaxed),
@@ -2369,6 +2370,8 @@ impl Fs {
             s.blocks_fetched.load(Ordering::Relaxed),
             s.bytes_fetched.load(Ordering::Relaxed),
             s.repairs.load(Ordering::Relaxed),
+            s.journal_sent.load(Ordering::Relaxed),
+            s.journal_coalesced.load(Ordering::Relaxed),
             self.cache.memory_bytes(),
             self.cache.disk_bytes(),
         )
@@ -2443,6 +2446,22 @@ impl Fs {
         }
         out.sort_unstable();
         Ok(out)
+    }
+
+    /// Writes an empty directory `id` in place of one whose every version is lost (fsck
+    /// --rebuild), as a version above every version the accounts still name.
+    pub(crate) fn recreate_dir(&self, id: u64, parent: u64) -> Result<(), FsError> {
+        let mut tree = self.lock();
+        let version = self.dir_versions(id).first().copied().unwrap_or(0);
+        let d = DirState {
+            version,
+            id,
+            parent,
+            attr: Attr::new(0o755, 0, 0, now_ns()),
+            entries: BTreeMap::new(),
+        };
+        tree.dirs.remove(&id);
+        self.write_dir(&mut tree, d)
     }
 
     pub(crate) fn current_dir(&self, id: u64) -> Result<DirState, FsError> {

@@ -50,6 +50,19 @@ struct State {
     bytes: u64,
     /// Blocks only the journal holds yet: (file, index, version) → record number.
     pending_blocks: HashMap<(u64, u64, u64), u64>,
+    /// What each record is: the directory it updates (`Some`), or blocks (`None`).
+    kinds: std::collections::BTreeMap<u64, Option<u64>>,
+}
+
+/// The directory a record updates (superblocks count as one more "directory").
+fn dir_of(record: &Record) -> Option<u64> {
+    match record {
+        Record::Dir { key, .. } => Some(match Key::parse(key) {
+            Some(k) if k.kind == MsgKind::Directory => k.object,
+            _ => u64::MAX,
+        }),
+        Record::Blocks { .. } => None,
+    }
 }
 
 impl Journal {
@@ -62,10 +75,17 @@ impl Journal {
             st.next = st.next.max(seq + 1);
             st.records += 1;
             st.bytes += fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-            if let Ok(Record::Blocks { file, blocks }) = read(&path) {
-                for (b, _) in blocks {
-                    st.pending_blocks.insert((file, b.index, b.version), seq);
+            match read(&path) {
+                Ok(Record::Blocks { file, blocks }) => {
+                    for (b, _) in blocks {
+                        st.pending_blocks.insert((file, b.index, b.version), seq);
+                    }
+                    st.kinds.insert(seq, None);
                 }
+                Ok(record) => {
+                    st.kinds.insert(seq, dir_of(&record));
+                }
+                Err(_) => {}
             }
         }
         Ok(Journal {
@@ -107,6 +127,7 @@ impl Journal {
         st.next += 1;
         st.records += 1;
         st.bytes += bytes.len() as u64;
+        st.kinds.insert(seq, dir_of(record));
         if let Record::Blocks { file, blocks } = record {
             for (b, _) in blocks {
                 st.pending_blocks.insert((*file, b.index, b.version), seq);
@@ -139,6 +160,19 @@ impl Journal {
         for seq in list(&self.dir) {
             let path = self.dir.join(format!("{seq:016}.rec"));
             let len = fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+            if self.superseded(seq) {
+                // Batched metadata: a later version of the same directory follows, with no
+                // other directory's update in between, so this one need never be sent
+                // ("latest wins"; its blocks still go first, in order).
+                let _ = fs::remove_file(&path);
+                let mut st = self.state.lock().unwrap();
+                st.kinds.remove(&seq);
+                st.records = st.records.saturating_sub(1);
+                st.bytes = st.bytes.saturating_sub(len);
+                self.drained.notify_all();
+                fs.stats.journal_coalesced.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
             let record = read(&path)?;
             match &record {
                 Record::Dir { key, payload } => {
@@ -168,6 +202,7 @@ impl Journal {
                     }
                 }
             }
+            st.kinds.remove(&seq);
             st.records = st.records.saturating_sub(1);
             st.bytes = st.bytes.saturating_sub(len);
             self.drained.notify_all();
@@ -175,6 +210,25 @@ impl Journal {
             fs.stats.journal_sent.fetch_add(1, Ordering::Relaxed);
         }
         Ok(sent)
+    }
+}
+
+impl Journal {
+    /// Is directory record `seq` followed by a newer version of the same directory before
+    /// any other directory's record? Skipping it then keeps every cross-directory order
+    /// (renames) and every "blocks before the directory that names them" order.
+    fn superseded(&self, seq: u64) -> bool {
+        let st = self.state.lock().unwrap();
+        let Some(Some(dir)) = st.kinds.get(&seq).copied() else {
+            return false;
+        };
+        for (_, kind) in st.kinds.range(seq + 1..) {
+            match kind {
+                None => continue,
+                Some(d) => return *d == dir && dir != u64::MAX,
+            }
+        }
+        false
     }
 }
 

@@ -349,6 +349,138 @@ impl Fs {
     }
 }
 
+impl Fs {
+    /// Rebuilds what lost directory messages hid (M8): a directory with no readable version
+    /// is written again, empty; every file whose blocks no readable directory version names
+    /// is put back, under `/lost+found/<file id>`, from its blocks alone (each index's newest
+    /// block that authenticates; the size from the last block).
+    pub fn rebuild(&self, progress: Progress) -> Result<RebuildReport, FsError> {
+        let mut report = RebuildReport::default();
+        for a in &self.accounts {
+            if a.is_up() {
+                a.load_index()?;
+            }
+        }
+        // Walk the tree, recreating directories that cannot be read.
+        let mut stack = vec![(ROOT, ROOT)];
+        let mut seen = HashSet::new();
+        while let Some((id, parent)) = stack.pop() {
+            if !seen.insert(id) {
+                continue;
+            }
+            let d = match self.current_dir(id) {
+                Ok(d) => d,
+                Err(e) => {
+                    tracing::warn!("directory {id:x} unreadable ({e}); recreated empty");
+                    self.recreate_dir(id, parent)?;
+                    report.directories_recreated += 1;
+                    self.current_dir(id)?
+                }
+            };
+            for e in d.entries.values() {
+                if e.kind == Kind::Dir {
+                    stack.push((e.id, id));
+                }
+            }
+        }
+        // Files any readable directory version names, current or retained.
+        let mut named: HashSet<u64> = HashSet::new();
+        let mut dir_versions: Vec<(u64, u64)> = Vec::new();
+        let mut blocks: std::collections::HashMap<u64, Vec<crate::key::KeyId>> =
+            std::collections::HashMap::new();
+        for a in self.accounts.iter().filter(|a| a.is_up()) {
+            for (k, _) in a.ids_matching(|_| true) {
+                match k.kind {
+                    MsgKind::Directory => dir_versions.push((k.object, k.version)),
+                    MsgKind::Block => blocks.entry(k.object).or_default().push(k),
+                    _ => {}
+                }
+            }
+        }
+        dir_versions.sort_unstable();
+        dir_versions.dedup();
+        let total = dir_versions.len() as u64;
+        for (i, (id, v)) in dir_versions.iter().enumerate() {
+            progress(i as u64, total);
+            if let Ok(d) = self.read_dir_version(*id, *v) {
+                for e in d.entries.values() {
+                    named.insert(e.id);
+                }
+            }
+        }
+        progress(total, total);
+        let lost: Vec<u64> = blocks
+            .keys()
+            .copied()
+            .filter(|f| !named.contains(f))
+            .collect();
+        if lost.is_empty() {
+            return Ok(report);
+        }
+        let lf = match self.lookup(ROOT, b"lost+found") {
+            Ok(st) => st.ino,
+            Err(FsError::NotFound) => self.mkdir(ROOT, b"lost+found", 0o700, 0, 0)?.ino,
+            Err(e) => return Err(e),
+        };
+        for file in lost {
+            let mut ids = blocks.remove(&file).unwrap_or_default();
+            // Newest first, so the first block of each index that authenticates wins.
+            ids.sort_by_key(|k| std::cmp::Reverse((k.index, k.version)));
+            ids.sort_by_key(|k| k.index);
+            let mut refs: Vec<BlockRef> = Vec::new();
+            for k in ids {
+                if refs.last().is_some_and(|r| r.index == k.index) {
+                    continue;
+                }
+                let members: Vec<usize> = (0..self.accounts.len())
+                    .filter(|&m| self.accounts[m].has(&k))
+                    .collect();
+                if let Ok(data) = self.get(&members, k, self.sealing()) {
+                    let group = self.accounts[members[0]].group as u8;
+                    refs.push(BlockRef {
+                        index: k.index,
+                        version: k.version,
+                        group,
+                        len: data.len() as u32,
+                        hash: *blake3::hash(&data).as_bytes(),
+                    });
+                }
+            }
+            let Some(last) = refs.last() else { continue };
+            let size = last.index * u64::from(self.block_size) + u64::from(last.len);
+            let version = refs.iter().map(|r| r.version >> 24).max().unwrap_or(0) + 1;
+            let name = format!("{file:012x}").into_bytes();
+            let now = crate::now_ns();
+            self.replace_entry(
+                lf,
+                Entry {
+                    name,
+                    kind: Kind::File,
+                    id: file,
+                    attr: Some(crate::meta::Attr::new(0o600, 0, 0, now)),
+                    size,
+                    target: None,
+                    file: Some(crate::meta::FileMeta {
+                        version,
+                        block_size: self.block_size,
+                        blocks: refs,
+                        dirty: None,
+                    }),
+                    moving_from: None,
+                },
+            )?;
+            report.files_recovered += 1;
+        }
+        Ok(report)
+    }
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct RebuildReport {
+    pub directories_recreated: u64,
+    pub files_recovered: u64,
+}
+
 enum Item {
     Dir(u64, u64),
     Block(u64, BlockRef),

@@ -525,3 +525,65 @@ fn asynchronous_mode_acknowledges_from_the_journal_and_never_drops_data() {
     let st = fs.lookup(ROOT, b"f").unwrap();
     assert_eq!(read_all(&fs, st.ino), data);
 }
+
+#[test]
+fn asynchronous_mode_batches_directory_updates() {
+    let rig = Rig::new("mode = \"async\"");
+    let fs = rig.mkfs();
+    for i in 0..20 {
+        write_file(&fs, ROOT, &format!("small{i}"), b"tiny");
+    }
+    let dir_messages = |rig: &Rig| {
+        rig.accounts[0]
+            .messages
+            .lock()
+            .unwrap()
+            .values()
+            .filter(|(n, _)| n.contains(" dir "))
+            .count()
+    };
+    let before = dir_messages(&rig);
+    fs.drain_journal().unwrap();
+    let sent = dir_messages(&rig) - before;
+    // 20 files × (create, dirty, clean) = 60 directory versions; consecutive versions of
+    // one directory are sent once per run of blocks between them.
+    assert!(sent <= 21, "{sent} directory messages for 60 updates");
+    assert!(fs.stats.journal_coalesced.load(Ordering::Relaxed) >= 39);
+    let fs = rig.mount();
+    for i in 0..20 {
+        let st = fs.lookup(ROOT, format!("small{i}").as_bytes()).unwrap();
+        assert_eq!(read_all(&fs, st.ino), b"tiny");
+    }
+}
+
+#[test]
+fn a_lost_directory_is_rebuilt_and_its_files_recovered_from_their_blocks() {
+    let rig = Rig::new("");
+    let fs = rig.mkfs();
+    let sub = fs.mkdir(ROOT, b"sub", 0o755, 0, 0).unwrap();
+    let data = pattern(10_000, 8);
+    let f = write_file(&fs, sub.ino, "precious", &data);
+    write_file(&fs, ROOT, "fine", b"untouched");
+    drop(fs);
+    // Every version of the subdirectory's message is gone from every account.
+    let marker = format!(" dir {:012x}.0 ", sub.ino);
+    for a in &rig.accounts {
+        a.messages
+            .lock()
+            .unwrap()
+            .retain(|_, (n, _)| !n.contains(&marker));
+    }
+    std::fs::remove_dir_all(rig.config.cache.dir.clone()).unwrap();
+    let fs = rig.mount();
+    assert!(fs.readdir(sub.ino).is_err());
+    let report = fs.rebuild(&|_, _| {}).unwrap();
+    assert_eq!(report.directories_recreated, 1);
+    assert_eq!(report.files_recovered, 1);
+    let fs = rig.mount();
+    assert!(fs.readdir(sub.ino).unwrap().is_empty());
+    let lf = fs.lookup(ROOT, b"lost+found").unwrap();
+    let got = fs.lookup(lf.ino, format!("{f:012x}").as_bytes()).unwrap();
+    assert_eq!(read_all(&fs, got.ino), data);
+    let fine = fs.lookup(ROOT, b"fine").unwrap();
+    assert_eq!(read_all(&fs, fine.ino), b"untouched");
+}

@@ -36,7 +36,12 @@ pub(crate) enum FsCommand {
     /// Unmount (the server flushes and exits).
     Umount { mountpoint: PathBuf },
     /// Check every directory and block on every replica; rewrite what is missing or damaged.
-    Fsck,
+    Fsck {
+        /// First rebuild what lost directory messages hid: unreadable directories are
+        /// recreated empty and unnamed files come back under /lost+found from their blocks.
+        #[arg(long)]
+        rebuild: bool,
+    },
     /// Remove superseded versions past the retention, deleted files' blocks and crash
     /// orphans (UID EXPUNGE only).
     Gc,
@@ -116,8 +121,13 @@ pub(crate) fn run(command: FsCommand, config_path: Option<&Path>) -> anyhow::Res
             mailfs_fuse::serve(fs, &mountpoint, &opts)
                 .with_context(|| format!("mounting {}", mountpoint.display()))?;
         }
-        FsCommand::Fsck => {
+        FsCommand::Fsck { rebuild } => {
             let fs = Fs::open(&config, remotes)?;
+            if rebuild {
+                let r = progress("rebuild", |p| fs.rebuild(p))?;
+                println!("directories_recreated={}", r.directories_recreated);
+                println!("files_recovered={}", r.files_recovered);
+            }
             let report = progress("fsck", |p| fs.fsck(p))?;
             println!("directories={}", report.directories);
             println!("blocks={}", report.blocks);
