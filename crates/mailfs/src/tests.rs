@@ -587,3 +587,21 @@ fn a_lost_directory_is_rebuilt_and_its_files_recovered_from_their_blocks() {
     let fine = fs.lookup(ROOT, b"fine").unwrap();
     assert_eq!(read_all(&fs, fine.ino), b"untouched");
 }
+
+#[test]
+fn limits_on_names_and_symlink_targets() {
+    let rig = Rig::new("");
+    let fs = rig.mkfs();
+    assert_eq!(
+        fs.symlink(ROOT, b"l", &[b'a'; 4097], 0, 0),
+        Err(FsError::NameTooLong)
+    );
+    assert!(fs.symlink(ROOT, b"l", &[b'a'; 4096], 0, 0).is_ok());
+    for bad in [&b""[..], b".", b"..", b"a/b"] {
+        assert!(matches!(
+            fs.create(ROOT, bad, 0o644, 0, 0).map(|_| ()),
+            Err(FsError::Invalid(_))
+        ));
+    }
+    assert!(fs.create(ROOT, &[b'n'; 255], 0o644, 0, 0).is_ok());
+}
