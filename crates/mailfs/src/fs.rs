@@ -127,11 +127,15 @@ struct Upload {
     handle: std::thread::JoinHandle<Result<(), FsError>>,
 }
 
-/// Background uploads one open file may have in flight before its writer waits.
-const UPLOADS_IN_FLIGHT_MAX: usize = 3;
-/// Block versions are `file version << 24 | upload number`: every upload of a block gets
-/// its own message name, even when one file version uploads a block twice.
-const BLOCK_VERSION_SHIFT: u32 = 24;
+/// Bytes of background uploads one open file may have in flight before its writer waits:
+/// many small batches in flight keep every connection busy (one big batch at a time left the
+/// connections idle while its slowest account finished).
+const UPLOAD_BYTES_IN_FLIGHT_MAX: u64 = 128 << 20;
+/// Block versions are `file version << 32 | upload number`, the upload numbers of a writer
+/// starting at a random point: every upload of a block gets its own message name, even when
+/// one file version uploads a block twice, or a crash left orphans under the same file
+/// version (a writer after the crash reuses it).
+pub const BLOCK_VERSION_SHIFT: u32 = 32;
 
 #[derive(Default)]
 struct Tree {
@@ -601,6 +605,19 @@ impl Fs {
         id: KeyId,
         sealing: &Sealing,
     ) -> Result<(Vec<u8>, u8, Vec<u8>), FsError> {
+        self.get_sealed_where(targets, id, sealing, |_| true)
+    }
+
+    /// Like [`Fs::get_sealed`], taking only a copy `accept` agrees with (a block's hash): a
+    /// name can have several copies, and a crash orphan or a planted message that
+    /// authenticates but is not the expected content is skipped, not served.
+    pub(crate) fn get_sealed_where(
+        &self,
+        targets: &[usize],
+        id: KeyId,
+        sealing: &Sealing,
+        accept: impl Fn(&[u8]) -> bool,
+    ) -> Result<(Vec<u8>, u8, Vec<u8>), FsError> {
         let mut order: Vec<usize> = targets
             .iter()
             .copied()
@@ -629,7 +646,14 @@ impl Fs {
             for uid in uids {
                 match acct.fetch(uid) {
                     Ok(Some(bytes)) => match open(sealing, &expected, &bytes) {
-                        Ok(p) => return Ok((p, t as u8, bytes)),
+                        Ok(p) if accept(&p) => return Ok((p, t as u8, bytes)),
+                        Ok(_) => {
+                            self.stats.integrity_errors.fetch_add(1, Ordering::Relaxed);
+                            why = format!(
+                                "{}: uid {uid}: not the expected content",
+                                acct.remote.describe()
+                            );
+                        }
                         Err(e) => {
                             self.stats.integrity_errors.fetch_add(1, Ordering::Relaxed);
                             tracing::warn!(account = %acct.remote.describe(), uid, "rejected: {e}");
@@ -722,9 +746,7 @@ impl Fs {
     fn repair(&self, tree: &mut Tree, id: u64) -> Result<(), FsError> {
         let mut d = tree.dirs[&id].clone();
         let mut changed = false;
-        let names: Vec<Vec<u8>> = d.entries.keys().cloned().collect();
-        for name in names {
-            let e = d.entries.get_mut(&name).expect("listed");
+        for e in d.entries.values_mut() {
             if let Some(fm) = &mut e.file
                 && let Some(prev) = fm.dirty.take()
             {
@@ -743,27 +765,65 @@ impl Fs {
                 }
                 changed = true;
             }
-            if let Some(src) = e.moving_from.take() {
-                let moved = e.id;
-                changed = true;
-                if src != id {
-                    let s = self.ensure_dir(tree, src)?;
-                    if let Some(stale) = s
-                        .entries
-                        .iter()
-                        .find(|(_, x)| x.id == moved)
-                        .map(|(n, _)| n.clone())
-                    {
-                        let mut s2 = s.clone();
-                        s2.entries.remove(&stale);
-                        self.write_dir(tree, s2)?;
-                    }
-                }
-            }
         }
         if changed {
             self.stats.repairs.fetch_add(1, Ordering::Relaxed);
             self.write_dir(tree, d)?;
+        }
+        // Renames across directories, one mark at a time, re-reading this directory from
+        // the tree each time: finishing one may rewrite it (the other side's repair).
+        for _ in 0..meta::DIR_ENTRIES_MAX {
+            let Some((name, e)) = tree.dirs[&id]
+                .entries
+                .iter()
+                .find(|(_, e)| e.moving_from.is_some() || e.moving_to.is_some())
+                .map(|(n, e)| (n.clone(), e.clone()))
+            else {
+                break;
+            };
+            self.stats.repairs.fetch_add(1, Ordering::Relaxed);
+            if let Some(src) = e.moving_from {
+                // This is the target: the rename got past its second step, so finish it.
+                if src != id {
+                    let s = self.ensure_dir(tree, src)?.clone();
+                    if let Some(stale) = s
+                        .entries
+                        .iter()
+                        .find(|(_, x)| x.id == e.id)
+                        .map(|(n, _)| n.clone())
+                    {
+                        let mut s2 = s;
+                        s2.entries.remove(&stale);
+                        self.write_dir(tree, s2)?;
+                    }
+                }
+                let mut d2 = tree.dirs[&id].clone();
+                if let Some(x) = d2.entries.get_mut(&name) {
+                    x.moving_from = None;
+                }
+                self.write_dir(tree, d2)?;
+            } else if let Some(dst) = e.moving_to {
+                // This is the source: finished if the target has the entry, else undone.
+                let reached = dst != id
+                    && self
+                        .ensure_dir(tree, dst)?
+                        .entries
+                        .values()
+                        .any(|x| x.id == e.id);
+                let mut d2 = tree.dirs[&id].clone();
+                match d2.entries.get(&name) {
+                    Some(x) if x.id == e.id && reached => {
+                        d2.entries.remove(&name);
+                    }
+                    Some(x) if x.id == e.id => {
+                        if let Some(x) = d2.entries.get_mut(&name) {
+                            x.moving_to = None;
+                        }
+                    }
+                    _ => continue,
+                }
+                self.write_dir(tree, d2)?;
+            }
         }
         Ok(())
     }
@@ -970,6 +1030,7 @@ impl Fs {
                 target: None,
                 file: None,
                 moving_from: None,
+                moving_to: None,
             },
         )?;
         self.getattr(id)
@@ -1001,6 +1062,7 @@ impl Fs {
                     dirty: None,
                 }),
                 moving_from: None,
+                moving_to: None,
             },
         )?;
         let fh = self.open_file(id)?;
@@ -1031,6 +1093,7 @@ impl Fs {
                 target: Some(target.to_vec()),
                 file: None,
                 moving_from: None,
+                moving_to: None,
             },
         )?;
         self.getattr(id)
@@ -1174,8 +1237,14 @@ impl Fs {
             src.attr.ctime = now;
             self.write_dir(&mut tree, src)?;
         } else {
-            // Across directories (docs/mailfs.md 5): mark in the target, remove from the
-            // source, clear the mark. Repair finishes a rename a crash interrupted.
+            // Across directories (docs/mailfs.md 5): mark in the source, add (marked) to
+            // the target, remove from the source, clear the target's mark. Whichever side
+            // is read first after a crash finishes or undoes the rename.
+            let mut marked_src = src.clone();
+            if let Some(x) = marked_src.entries.get_mut(name) {
+                x.moving_to = Some(new_parent);
+            }
+            self.write_dir(&mut tree, marked_src)?;
             let mut dst = tree.dirs[&new_parent].clone();
             let mut marked = e.clone();
             marked.moving_from = Some(parent);
@@ -1183,6 +1252,7 @@ impl Fs {
             dst.attr.mtime = now;
             dst.attr.ctime = now;
             self.write_dir(&mut tree, dst)?;
+            let mut src = tree.dirs[&parent].clone();
             src.entries.remove(name);
             src.attr.mtime = now;
             src.attr.ctime = now;
@@ -1354,7 +1424,12 @@ impl Fs {
         let Some(ino) = ino else {
             return Ok(());
         };
-        let flushed = self.flush(ino);
+        // The kernel sends RELEASE after close() has returned, possibly while the file is
+        // open again and being written: only the last handle commits here (every close
+        // already committed through FLUSH), so a late release never commits another
+        // handle's half-written data.
+        let last = self.lock().open_count.get(&ino).copied().unwrap_or(0) <= 1;
+        let flushed = if last { self.flush(ino) } else { Ok(()) };
         let mut tree = self.lock();
         tree.handles.remove(&fh);
         let n = tree.open_count.entry(ino).or_default();
@@ -1407,7 +1482,7 @@ impl Fs {
                     changed: false,
                     mtime: now_ns(),
                     filled: HashMap::new(),
-                    next_write: 0,
+                    next_write: u64::from(rand::random::<u32>()),
                     uploading: Default::default(),
                 },
             );
@@ -1530,7 +1605,12 @@ impl Fs {
                     }
                 })
                 .collect();
-            if ready.len() >= batch || (over && !ready.is_empty()) {
+            // Write-behind of whole blocks before the dirty limit is off: with it on, the
+            // SIGKILL test found commits naming only a file's last block (the early blocks'
+            // refs lost; not yet explained, docs/mailfs.md 12). The spill past
+            // `dirty_bytes_max` stays: memory must stay bounded.
+            let write_behind = false;
+            if (write_behind && ready.len() >= batch) || (over && !ready.is_empty()) {
                 let bufs: Vec<(u64, Vec<u8>)> = ready
                     .into_iter()
                     .map(|i| {
@@ -1542,7 +1622,7 @@ impl Fs {
                 let jobs = self.plan_blocks(ino, w, bufs);
                 self.start_upload(ino, w, jobs);
             }
-            w.uploading.len() > UPLOADS_IN_FLIGHT_MAX
+            w.uploading.len() > self.uploads_in_flight_max()
         };
         if wait_for {
             self.settle_oldest(ino)?;
@@ -1550,10 +1630,16 @@ impl Fs {
         Ok(data.len())
     }
 
-    /// Blocks per background upload: several per connection, so each stream sends them in
-    /// one MULTIAPPEND (the server commits, and fsyncs, once per command).
+    /// Blocks per background upload: one per connection, so a batch spreads over every
+    /// account and each stream sends its share in one MULTIAPPEND.
     fn upload_batch(&self) -> usize {
-        (self.connections.iter().sum::<usize>() * 4).clamp(4, 128)
+        self.connections.iter().sum::<usize>().clamp(4, 64)
+    }
+
+    /// Background uploads one file may have in flight (see `UPLOAD_BYTES_IN_FLIGHT_MAX`).
+    fn uploads_in_flight_max(&self) -> usize {
+        let batch_bytes = self.upload_batch() as u64 * self.bs();
+        (UPLOAD_BYTES_IN_FLIGHT_MAX / batch_bytes).clamp(2, 32) as usize
     }
 
     fn block_version(w: &mut Writer) -> u64 {
@@ -1883,13 +1969,20 @@ impl Fs {
     /// new content.
     pub fn flush(&self, ino: u64) -> Result<(), FsError> {
         self.settle(ino)?;
-        let (size, version, mut refs, planned, mtime, orphan) = {
+        let (size, version, mut refs, planned, mtime, orphan) = loop {
             let mut tree = self.lock();
             let Some(w) = tree.writers.get_mut(&ino) else {
                 return Ok(());
             };
             if !w.changed {
                 return Ok(());
+            }
+            if !w.uploading.is_empty() {
+                // A write started uploads after the settle above: a commit must name every
+                // block, so wait for them too.
+                drop(tree);
+                self.settle(ino)?;
+                continue;
             }
             let dirty: Vec<(u64, Vec<u8>)> = std::mem::take(&mut w.dirty).into_iter().collect();
             w.dirty_bytes = 0;
@@ -1899,14 +1992,14 @@ impl Fs {
             // dirty entry can name them.
             let planned = self.plan_blocks(ino, w, dirty);
             let (size, version, blocks, mtime) = (w.size, w.new_version, w.blocks.clone(), w.mtime);
-            (
+            break (
                 size,
                 version,
                 blocks,
                 planned,
                 mtime,
                 tree.orphans.contains_key(&ino),
-            )
+            );
         };
         if orphan {
             // Unlinked while open: nothing names it any more, nothing to store.
@@ -2009,14 +2102,14 @@ impl Fs {
             }
             if !w.changed {
                 w.new_version = version + 1;
-                w.next_write = 0;
+                w.next_write = u64::from(rand::random::<u32>());
             }
         }
         // The next change starts from what was just committed.
         if tree
             .writers
             .get(&ino)
-            .is_some_and(|w| !w.changed && w.dirty.is_empty())
+            .is_some_and(|w| !w.changed && w.dirty.is_empty() && w.uploading.is_empty())
         {
             tree.writers.remove(&ino);
         }
@@ -2079,9 +2172,12 @@ impl Fs {
         // Try each member until one copy authenticates and hashes right.
         let mut last = FsError::Integrity("no member".into());
         for &m in members {
-            match self.get_sealed(&[m], id, &self.sealing) {
+            let expected = |data: &[u8]| {
+                data.len() == b.len as usize && *blake3::hash(data).as_bytes() == b.hash
+            };
+            match self.get_sealed_where(&[m], id, &self.sealing, expected) {
                 Ok((data, raid, envelope)) => {
-                    if data.len() == b.len as usize && *blake3::hash(&data).as_bytes() == b.hash {
+                    if expected(&data) {
                         self.stats.blocks_fetched.fetch_add(1, Ordering::Relaxed);
                         self.stats
                             .bytes_fetched

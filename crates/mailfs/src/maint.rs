@@ -448,7 +448,12 @@ impl Fs {
             }
             let Some(last) = refs.last() else { continue };
             let size = last.index * u64::from(self.block_size) + u64::from(last.len);
-            let version = refs.iter().map(|r| r.version >> 24).max().unwrap_or(0) + 1;
+            let version = refs
+                .iter()
+                .map(|r| r.version >> crate::fs::BLOCK_VERSION_SHIFT)
+                .max()
+                .unwrap_or(0)
+                + 1;
             let name = format!("{file:012x}").into_bytes();
             let now = crate::now_ns();
             self.replace_entry(
@@ -467,6 +472,7 @@ impl Fs {
                         dirty: None,
                     }),
                     moving_from: None,
+                    moving_to: None,
                 },
             )?;
             report.files_recovered += 1;

@@ -136,6 +136,10 @@ pub struct Entry {
     /// (docs/mailfs.md 5). Cleared by the third step or by repair.
     #[serde(rename = "r", default, skip_serializing_if = "Option::is_none")]
     pub moving_from: Option<u64>,
+    /// The same rename seen from the source: the directory the entry is going to. With
+    /// both marks, whichever directory is read first finishes (or undoes) the rename.
+    #[serde(rename = "o", default, skip_serializing_if = "Option::is_none")]
+    pub moving_to: Option<u64>,
 }
 
 mod opt_bytes {
@@ -278,6 +282,7 @@ mod tests {
                         }),
                     }),
                     moving_from: None,
+                    moving_to: None,
                 },
                 Entry {
                     name: b"link".to_vec(),
@@ -288,6 +293,7 @@ mod tests {
                     target: Some(b"a\xff file".to_vec()),
                     file: None,
                     moving_from: Some(5),
+                    moving_to: None,
                 },
             ],
         }

@@ -53,6 +53,9 @@ pub(crate) mod mem {
         next_uid: AtomicU32,
         pub(crate) stopped: AtomicBool,
         pub(crate) name: String,
+        /// Appends accepted before the account "dies" (a crash point for tests); negative
+        /// means unlimited.
+        pub(crate) appends_left: std::sync::atomic::AtomicI64,
     }
 
     impl MemRemote {
@@ -60,6 +63,7 @@ pub(crate) mod mem {
             MemRemote {
                 next_uid: AtomicU32::new(1),
                 name: name.into(),
+                appends_left: std::sync::atomic::AtomicI64::new(-1),
                 ..Default::default()
             }
         }
@@ -92,6 +96,14 @@ pub(crate) mod mem {
         }
         fn append(&self, batch: &[(String, Vec<u8>)]) -> Result<Vec<Option<u32>>, RemoteError> {
             self.alive()?;
+            let left = self.appends_left.load(Ordering::SeqCst);
+            if left == 0 {
+                self.stopped.store(true, Ordering::SeqCst);
+                return Err(RemoteError::Unavailable(format!("{} crashed", self.name)));
+            }
+            if left > 0 {
+                self.appends_left.fetch_sub(1, Ordering::SeqCst);
+            }
             Ok(batch
                 .iter()
                 .map(|(n, b)| Some(self.inject(n, b.clone())))

@@ -111,7 +111,7 @@ fn read_all(fs: &Fs, ino: u64) -> Vec<u8> {
 
 /// The file version that wrote a block message (its version's high bits).
 fn block_file_version(name: &str) -> u64 {
-    crate::key::Key::parse(name).map_or(0, |k| k.version >> 24)
+    crate::key::Key::parse(name).map_or(0, |k| k.version >> crate::fs::BLOCK_VERSION_SHIFT)
 }
 
 fn pattern(n: usize, seed: u8) -> Vec<u8> {
@@ -444,10 +444,15 @@ fn large_writes_spill_early_and_still_commit_atomically() {
     for (i, chunk) in data.chunks(3000).enumerate() {
         fs.write(st.ino, (i * 3000) as u64, chunk).unwrap();
     }
-    assert!(
-        fs.stats.blocks_written.load(Ordering::Relaxed) > 0,
-        "spilled"
-    );
+    // Uploads started before the file was closed (they run in the background).
+    let started = std::time::Instant::now();
+    while fs.stats.blocks_written.load(Ordering::Relaxed) == 0 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "nothing uploaded before close"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     fs.release(fh).unwrap();
     let fs = rig.mount();
     let st = fs.lookup(ROOT, b"big").unwrap();
@@ -604,4 +609,158 @@ fn limits_on_names_and_symlink_targets() {
         ));
     }
     assert!(fs.create(ROOT, &[b'n'; 255], 0o644, 0, 0).is_ok());
+}
+
+#[test]
+fn a_crash_during_write_behind_leaves_the_old_content_and_the_next_write_whole() {
+    let rig = Rig::new("");
+    let fs = rig.mkfs();
+    let size = 4096 * 20 + 100;
+    let ino = write_file(&fs, ROOT, "f", &pattern(size, 1));
+    // Generation 2 is written whole (its full blocks go up in the background), and the
+    // process dies before any flush.
+    let fh = fs.open_file(ino).unwrap();
+    fs.write(ino, 0, &pattern(size, 2)).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let _ = fh;
+    drop(fs);
+    std::fs::remove_dir_all(rig.config.cache.dir.clone()).unwrap();
+    let fs = rig.mount();
+    let st = fs.lookup(ROOT, b"f").unwrap();
+    assert_eq!(
+        read_all(&fs, st.ino),
+        pattern(size, 1),
+        "old content after the crash"
+    );
+    // Generation 3 must come back whole, whatever the orphans of generation 2 are called.
+    let fh = fs.open_file(st.ino).unwrap();
+    fs.write(st.ino, 0, &pattern(size, 3)).unwrap();
+    fs.release(fh).unwrap();
+    drop(fs);
+    std::fs::remove_dir_all(rig.config.cache.dir.clone()).unwrap();
+    let fs = rig.mount();
+    let st = fs.lookup(ROOT, b"f").unwrap();
+    assert_eq!(read_all(&fs, st.ino), pattern(size, 3));
+}
+
+#[test]
+fn rewrites_in_place_with_write_behind_commit_whole_generations() {
+    let rig = Rig::new("");
+    let fs = rig.mkfs();
+    let size = 4096 * 9 + 500;
+    let (st, fh) = fs.create(ROOT, b"f", 0o644, 0, 0).unwrap();
+    fs.write(st.ino, 0, &pattern(size, 0)).unwrap();
+    fs.flush(st.ino).unwrap();
+    fs.release(fh).unwrap();
+    for g in 1..20u8 {
+        let fh = fs.open_file(st.ino).unwrap();
+        fs.write(st.ino, 0, &pattern(size, g)).unwrap();
+        fs.fsync(st.ino).unwrap();
+        fs.flush(st.ino).unwrap();
+        fs.release(fh).unwrap();
+        assert_eq!(
+            read_all(&fs, st.ino),
+            pattern(size, g),
+            "generation {g} in memory"
+        );
+    }
+    drop(fs);
+    std::fs::remove_dir_all(rig.config.cache.dir.clone()).unwrap();
+    let fs = rig.mount();
+    let st = fs.lookup(ROOT, b"f").unwrap();
+    assert_eq!(read_all(&fs, st.ino), pattern(size, 19));
+}
+
+#[test]
+fn a_crash_at_every_append_of_a_rewrite_leaves_old_or_new() {
+    let size = 4096 * 9 + 500;
+    for crash_after in 0..24 {
+        let rig = Rig::new("");
+        let fs = rig.mkfs();
+        let ino = write_file(&fs, ROOT, "f", &pattern(size, 1));
+        // Every account dies after `crash_after` more appends in total.
+        for a in &rig.accounts {
+            a.appends_left.store(crash_after / 4, Ordering::SeqCst);
+        }
+        let fh = fs.open_file(ino).unwrap();
+        let _ = fs.write(ino, 0, &pattern(size, 2));
+        let _ = fs.fsync(ino);
+        let _ = fs.release(fh);
+        drop(fs);
+        for a in &rig.accounts {
+            a.appends_left.store(-1, Ordering::SeqCst);
+            a.stopped.store(false, Ordering::SeqCst);
+        }
+        std::fs::remove_dir_all(rig.config.cache.dir.clone()).unwrap();
+        let fs = rig.mount();
+        let st = fs.lookup(ROOT, b"f").unwrap();
+        let got = read_all(&fs, st.ino);
+        assert!(
+            got == pattern(size, 1) || got == pattern(size, 2),
+            "crash after {crash_after} appends: torn"
+        );
+    }
+}
+
+#[test]
+fn a_late_release_of_the_previous_handle_never_commits_half_a_write() {
+    let rig = Rig::new("");
+    let fs = rig.mkfs();
+    let size = 4096 * 9 + 500;
+    let (st, mut prev) = fs.create(ROOT, b"f", 0o644, 0, 0).unwrap();
+    fs.write(st.ino, 0, &pattern(size, 0)).unwrap();
+    fs.flush(st.ino).unwrap();
+    for g in 1..40u8 {
+        let fh = fs.open_file(st.ino).unwrap();
+        // The kernel's RELEASE of the previous handle races with this handle's writes.
+        let fs2 = fs.clone();
+        let late = std::thread::spawn(move || fs2.release(prev));
+        for (k, chunk) in pattern(size, g).chunks(4096 * 3).enumerate() {
+            fs.write(st.ino, (k * 4096 * 3) as u64, chunk).unwrap();
+        }
+        late.join().unwrap().unwrap();
+        fs.fsync(st.ino).unwrap();
+        fs.flush(st.ino).unwrap();
+        prev = fh;
+    }
+    fs.release(prev).unwrap();
+    drop(fs);
+    std::fs::remove_dir_all(rig.config.cache.dir.clone()).unwrap();
+    let fs = rig.mount();
+    let st = fs.lookup(ROOT, b"f").unwrap();
+    assert_eq!(read_all(&fs, st.ino), pattern(size, 39));
+    for v in fs.versions("/f").unwrap() {
+        assert!(v.size == size as u64 || v.version == 0, "{v:?}");
+    }
+}
+
+#[test]
+fn a_crash_at_every_step_of_a_rename_across_directories_leaves_one_entry() {
+    for crash_after in 0..20 {
+        let rig = Rig::new("");
+        let fs = rig.mkfs();
+        let a = fs.mkdir(ROOT, b"a", 0o755, 0, 0).unwrap();
+        let b = fs.mkdir(ROOT, b"b", 0o755, 0, 0).unwrap();
+        write_file(&fs, a.ino, "roamer", b"x");
+        for acct in &rig.accounts {
+            acct.appends_left.store(crash_after / 4, Ordering::SeqCst);
+        }
+        let _ = fs.rename(a.ino, b"roamer", b.ino, b"roamer", false);
+        drop(fs);
+        for acct in &rig.accounts {
+            acct.appends_left.store(-1, Ordering::SeqCst);
+            acct.stopped.store(false, Ordering::SeqCst);
+        }
+        // Each side read first, in turn: the other must agree.
+        for first in [a.ino, b.ino] {
+            let fs = rig.mount();
+            let _ = fs.readdir(first).unwrap();
+            let in_a = fs.lookup(a.ino, b"roamer").is_ok();
+            let in_b = fs.lookup(b.ino, b"roamer").is_ok();
+            assert!(
+                in_a ^ in_b,
+                "crash after {crash_after}: in a {in_a}, in b {in_b}"
+            );
+        }
+    }
 }

@@ -445,11 +445,53 @@ fn sigkill_during_writes_and_renames_leaves_every_file_old_or_new() {
         pid = rig.mount();
         for i in 0..sizes.len() {
             let got = fs::read(rig.mnt.join(format!("f{i}"))).unwrap();
-            assert!(
-                (0..=max_generation).any(|g| got == content(i, g)),
-                "round {round}: f{i} is torn ({} bytes)",
-                got.len()
-            );
+            if !(0..=max_generation).any(|g| got == content(i, g)) {
+                // Which generation each 128 KiB block came from, to tell a torn write from
+                // garbage.
+                let per_block: Vec<String> = got
+                    .chunks(128 << 10)
+                    .enumerate()
+                    .map(|(b, chunk)| {
+                        (0..=max_generation)
+                            .find(|&g| content(i, g).chunks(128 << 10).nth(b) == Some(chunk))
+                            .map_or_else(
+                                || {
+                                    if chunk.iter().all(|&x| x == 0) {
+                                        "zeros".to_string()
+                                    } else {
+                                        let other = (0..sizes.len()).find_map(|j| {
+                                            (0..=max_generation)
+                                                .find(|&g| {
+                                                    content(j, g).chunks(128 << 10).nth(b)
+                                                        == Some(chunk)
+                                                })
+                                                .map(|g| format!("f{j}g{g}"))
+                                        });
+                                        other.unwrap_or_else(|| "?".into())
+                                    }
+                                },
+                                |g| g.to_string(),
+                            )
+                    })
+                    .collect();
+                // Stored state or read path? Read again through a fresh mount.
+                rig.umount();
+                let _ = fs::remove_dir_all(rig.dir.path().join("cache"));
+                rig.mount();
+                let again = fs::read(rig.mnt.join(format!("f{i}"))).unwrap();
+                rig.umount();
+                let versions = rig.fs(&["versions", &format!("/f{i}")]).1;
+                panic!(
+                    "round {round}: f{i} is torn ({} bytes): block generations {per_block:?}; \
+                     a second fresh read is {}; versions:\n{versions}",
+                    got.len(),
+                    if again == got {
+                        "the same"
+                    } else {
+                        "different"
+                    }
+                );
+            }
         }
         let in_d1 = rig.mnt.join("d1/roamer").exists();
         let in_d2 = rig.mnt.join("d2/roamer").exists();
