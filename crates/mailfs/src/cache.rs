@@ -22,6 +22,17 @@ pub struct BlockId {
     pub version: u64,
 }
 
+impl BlockId {
+    /// The cache entry of one stored block of `file`.
+    pub fn of(file: u64, b: &crate::meta::BlockRef) -> BlockId {
+        BlockId {
+            file,
+            index: b.index,
+            version: b.version,
+        }
+    }
+}
+
 struct Lru {
     map: HashMap<BlockId, (Arc<Vec<u8>>, u64)>,
     order: BTreeMap<u64, BlockId>,

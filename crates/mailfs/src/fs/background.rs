@@ -1,0 +1,114 @@
+//! Background work: replication backlogs, keepalive, stats.
+
+use super::*;
+
+impl Fs {
+    /// Pending replication work: (messages, bytes) owed to accounts.
+    pub fn pending(&self) -> (u64, u64) {
+        let journal = self.journal.pending();
+        self.accounts.iter().fold(journal, |(n, b), a| {
+            let (an, ab) = a.backlog_len();
+            (n + an, b + ab)
+        })
+    }
+
+    /// One replicator pass: pays backlogs of reachable accounts, probes down ones, and
+    /// pings idle ones (keepalive).
+    pub fn replicate_once(&self) {
+        for a in &self.accounts {
+            if a.is_up() {
+                if a.backlog_len().0 > 0
+                    && let Err(e) = a.replay(false)
+                {
+                    a.mark_down(&e);
+                }
+            } else if let Err(e) = a.replay(true) {
+                tracing::debug!(account = %a.remote.describe(), "still down: {e}");
+            }
+        }
+    }
+
+    pub fn keepalive(&self) {
+        for a in &self.accounts {
+            if a.is_up()
+                && let Err(e) = a.remote.ping()
+            {
+                a.mark_down(&e);
+            }
+        }
+    }
+
+    /// Runs the replicator and keepalive until [`Fs::shutdown`].
+    pub fn spawn_background(self: &Arc<Self>) -> std::thread::JoinHandle<()> {
+        let fetchers: usize = self.connections.iter().sum::<usize>().clamp(2, 32);
+        self.spawn_fetchers(fetchers);
+        let fs = self.clone();
+        std::thread::spawn(move || {
+            let mut tick = 0u64;
+            while !fs.stop.load(Ordering::SeqCst) {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                if let Err(e) = fs.journal.drain(&fs) {
+                    tracing::debug!("journal not drained yet: {e}");
+                }
+                fs.replicate_once();
+                tick += 1;
+                if tick.is_multiple_of(25) {
+                    fs.keepalive();
+                }
+                if tick.is_multiple_of(300) {
+                    fs.refresh_quota();
+                }
+                if tick.is_multiple_of(5) {
+                    fs.write_stats_file();
+                }
+            }
+        })
+    }
+
+    pub fn shutdown(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+
+    pub fn stats_text(&self) -> String {
+        let (ops, bytes) = self.pending();
+        let s = &self.stats;
+        let up: Vec<String> = self
+            .accounts
+            .iter()
+            .map(|a| format!("{}={}", a.raid, if a.is_up() { "up" } else { "down" }))
+            .collect();
+        format!(
+            "pending_ops={ops}\npending_bytes={bytes}\njournal_ops={}\naccounts={}\nintegrity_errors={}\ndir_writes={}\nblocks_written={}\nbytes_written={}\nblocks_fetched={}\nbytes_fetched={}\nrepairs={}\njournal_sent={}\njournal_coalesced={}\ncache_memory_bytes={}\ncache_disk_bytes={}\n",
+            self.journal.pending().0,
+            up.join(","),
+            s.integrity_errors.load(Ordering::Relaxed),
+            s.dir_writes.load(Ordering::Relaxed),
+            s.blocks_written.load(Ordering::Relaxed),
+            s.bytes_written.load(Ordering::Relaxed),
+            s.blocks_fetched.load(Ordering::Relaxed),
+            s.bytes_fetched.load(Ordering::Relaxed),
+            s.repairs.load(Ordering::Relaxed),
+            s.journal_sent.load(Ordering::Relaxed),
+            s.journal_coalesced.load(Ordering::Relaxed),
+            self.cache.memory_bytes(),
+            self.cache.disk_bytes(),
+        )
+    }
+
+    pub fn write_stats_file(&self) {
+        let path = self.state_dir.join("stats");
+        let tmp = self.state_dir.join("stats.tmp");
+        if std::fs::write(&tmp, self.stats_text()).is_ok() {
+            let _ = std::fs::rename(tmp, path);
+        }
+    }
+
+    /// Flushes every changed file (unmount).
+    pub fn flush_all(&self) -> Result<(), FsError> {
+        let inos: Vec<u64> = self.lock().writers.keys().copied().collect();
+        for ino in inos {
+            self.flush(ino)?;
+        }
+        Ok(())
+    }
+}

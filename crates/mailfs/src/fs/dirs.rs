@@ -1,0 +1,319 @@
+//! Directory messages: loading the newest version that authenticates, crash repair, and
+//! writing new versions; the tree helpers the CLI commands use.
+
+use super::*;
+
+impl Fs {
+    // ---------------------------------------------------------------- directories
+
+    pub(super) fn lock(&self) -> MutexGuard<'_, Tree> {
+        self.tree.lock().unwrap()
+    }
+
+    /// The directory versions found in the accounts, newest first.
+    pub(crate) fn dir_versions(&self, id: u64) -> Vec<u64> {
+        let mut v: Vec<u64> = self
+            .accounts
+            .iter()
+            .filter(|a| a.is_up())
+            .flat_map(|a| a.ids_matching(|k| k.kind == MsgKind::Directory && k.object == id))
+            .map(|(k, _)| k.version)
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v.reverse();
+        v
+    }
+
+    pub(crate) fn read_dir_version(&self, id: u64, version: u64) -> Result<DirState, FsError> {
+        let kid = KeyId {
+            kind: MsgKind::Directory,
+            object: id,
+            index: 0,
+            version,
+        };
+        let payload = self.get(&self.all_accounts(), kid, &self.sealing)?;
+        let d = meta::decode_dir(&payload)?;
+        if d.id != id {
+            return Err(FsError::Integrity(format!(
+                "directory {id:x} names {:x}",
+                d.id
+            )));
+        }
+        Ok(DirState::from_meta(version, d))
+    }
+
+    /// The newest directory version that authenticates (M3: an older one is used only
+    /// when every newer one is rejected).
+    pub(super) fn fetch_latest_dir(&self, id: u64) -> Result<DirState, FsError> {
+        let mut last = FsError::Corrupt(format!("directory {id:x} not found"));
+        for v in self.dir_versions(id) {
+            match self.read_dir_version(id, v) {
+                Ok(d) => return Ok(d),
+                Err(e) => {
+                    tracing::warn!("directory {id:x} v{v}: {e}");
+                    last = e;
+                }
+            }
+        }
+        Err(last)
+    }
+
+    pub(super) fn ensure_dir<'t>(
+        &self,
+        tree: &'t mut Tree,
+        id: u64,
+    ) -> Result<&'t mut DirState, FsError> {
+        if !tree.dirs.contains_key(&id) {
+            let d = self.fetch_latest_dir(id)?;
+            for (name, e) in &d.entries {
+                tree.parent_of.insert(e.id, (id, name.clone()));
+            }
+            tree.dirs.insert(id, d);
+            if !self.read_only.load(Ordering::SeqCst) {
+                self.repair(tree, id)?;
+            }
+        }
+        Ok(tree.dirs.get_mut(&id).expect("loaded"))
+    }
+
+    /// Finishes what a crash interrupted in this directory (docs/mailfs.md 5): a dirty file
+    /// becomes its new version if every new block arrived, else its old one; a rename
+    /// across directories is completed.
+    pub(super) fn repair(&self, tree: &mut Tree, id: u64) -> Result<(), FsError> {
+        let mut d = tree.dirs[&id].clone();
+        let mut changed = false;
+        for e in d.entries.values_mut() {
+            if let Some(fm) = &mut e.file
+                && let Some(prev) = fm.dirty.take()
+            {
+                let complete = fm.blocks.iter().all(|b| self.block_present(e.id, b));
+                if !complete {
+                    tracing::warn!(
+                        "file {:x} v{}: blocks missing after a crash; rolled back to v{}",
+                        e.id,
+                        fm.version,
+                        prev.version
+                    );
+                    // Keep the version counter past the failed one, so its stray blocks
+                    // are never mistaken for a later write's.
+                    fm.blocks = prev.blocks;
+                    e.size = prev.size;
+                }
+                changed = true;
+            }
+        }
+        if changed {
+            self.stats.repairs.fetch_add(1, Ordering::Relaxed);
+            self.write_dir(tree, d)?;
+        }
+        // Renames across directories, one mark at a time, re-reading this directory from
+        // the tree each time: finishing one may rewrite it (the other side's repair).
+        for _ in 0..meta::DIR_ENTRIES_MAX {
+            let Some((name, e)) = tree.dirs[&id]
+                .entries
+                .iter()
+                .find(|(_, e)| e.moving_from.is_some() || e.moving_to.is_some())
+                .map(|(n, e)| (n.clone(), e.clone()))
+            else {
+                break;
+            };
+            self.stats.repairs.fetch_add(1, Ordering::Relaxed);
+            if let Some(src) = e.moving_from {
+                // This is the target: the rename got past its second step, so finish it.
+                if src != id {
+                    let s = self.ensure_dir(tree, src)?.clone();
+                    if let Some(stale) = s
+                        .entries
+                        .iter()
+                        .find(|(_, x)| x.id == e.id)
+                        .map(|(n, _)| n.clone())
+                    {
+                        let mut s2 = s;
+                        s2.entries.remove(&stale);
+                        self.write_dir(tree, s2)?;
+                    }
+                }
+                let mut d2 = tree.dirs[&id].clone();
+                if let Some(x) = d2.entries.get_mut(&name) {
+                    x.moving_from = None;
+                }
+                self.write_dir(tree, d2)?;
+            } else if let Some(dst) = e.moving_to {
+                // This is the source: finished if the target has the entry, else undone.
+                let reached = dst != id
+                    && self
+                        .ensure_dir(tree, dst)?
+                        .entries
+                        .values()
+                        .any(|x| x.id == e.id);
+                let mut d2 = tree.dirs[&id].clone();
+                match d2.entries.get(&name) {
+                    Some(x) if x.id == e.id && reached => {
+                        d2.entries.remove(&name);
+                    }
+                    Some(x) if x.id == e.id => {
+                        if let Some(x) = d2.entries.get_mut(&name) {
+                            x.moving_to = None;
+                        }
+                    }
+                    _ => continue,
+                }
+                self.write_dir(tree, d2)?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn block_present(&self, file: u64, b: &BlockRef) -> bool {
+        let id = KeyId {
+            kind: MsgKind::Block,
+            object: file,
+            index: b.index,
+            version: b.version,
+        };
+        self.groups
+            .get(b.group as usize)
+            .is_some_and(|members| members.iter().any(|&m| self.accounts[m].has(&id)))
+    }
+
+    /// Writes `d` as the next version of its directory, to every account, and installs it.
+    pub(super) fn write_dir(&self, tree: &mut Tree, mut d: DirState) -> Result<(), FsError> {
+        self.writable()?;
+        let version = d.version + 1;
+        let key = self.key(MsgKind::Directory, d.id, 0, version);
+        let payload = meta::encode(&d.to_meta());
+        if payload.len() > mailfs_format::PAYLOAD_BYTES_MAX {
+            return Err(FsError::NoSpace("directory too large".into()));
+        }
+        if self.asynchronous {
+            self.journal.append(&crate::journal::Record::Dir {
+                key: key.render(),
+                payload,
+            })?;
+        } else {
+            self.put(&self.all_accounts(), key, &payload, &self.sealing)?;
+        }
+        self.stats.dir_writes.fetch_add(1, Ordering::Relaxed);
+        d.version = version;
+        for (name, e) in &d.entries {
+            tree.parent_of.insert(e.id, (d.id, name.clone()));
+        }
+        tree.dirs.insert(d.id, d);
+        Ok(())
+    }
+
+    pub(super) fn entry_of(&self, tree: &mut Tree, ino: u64) -> Result<(u64, Vec<u8>), FsError> {
+        tree.parent_of.get(&ino).cloned().ok_or(FsError::NotFound)
+    }
+
+    pub(super) fn stat_entry(&self, tree: &mut Tree, e: &Entry) -> Result<Stat, FsError> {
+        match e.kind {
+            Kind::Dir => {
+                let d = self.ensure_dir(tree, e.id)?;
+                Ok(dir_stat(d))
+            }
+            _ => {
+                let mut size = e.size;
+                let mut attr = e.attr.unwrap_or(Attr::new(0o644, 0, 0, 0));
+                if let Some(w) = tree.writers.get(&e.id) {
+                    size = w.size;
+                    if w.changed {
+                        attr.mtime = w.mtime;
+                    }
+                }
+                Ok(Stat {
+                    ino: e.id,
+                    kind: e.kind,
+                    size,
+                    attr,
+                    nlink: 1,
+                })
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- paths (CLI)
+
+    /// Resolves a path inside the file system ("/a/b").
+    pub fn resolve(&self, path: &str) -> Result<(u64, Vec<u8>, Stat), FsError> {
+        let mut dir = ROOT;
+        let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+        if parts.is_empty() {
+            return Ok((ROOT, Vec::new(), self.getattr(ROOT)?));
+        }
+        for (i, part) in parts.iter().enumerate() {
+            let st = self.lookup(dir, part.as_bytes())?;
+            if i + 1 == parts.len() {
+                return Ok((dir, part.as_bytes().to_vec(), st));
+            }
+            if st.kind != Kind::Dir {
+                return Err(FsError::NotDir);
+            }
+            dir = st.ino;
+        }
+        unreachable!("loop returns on the last part")
+    }
+
+    pub(crate) fn superblock(&self) -> (u64, Superblock) {
+        self.sb.lock().unwrap().clone()
+    }
+
+    pub(crate) fn write_superblock(&self, sb: Superblock) -> Result<(), FsError> {
+        let mut guard = self.sb.lock().unwrap();
+        let version = guard.0 + 1;
+        let key = self.key(MsgKind::Superblock, 0, 0, version);
+        let sealing = keys::superblock_sealing(&self.kek);
+        self.put(&self.all_accounts(), key, &meta::encode(&sb), &sealing)?;
+        *guard = (version, sb);
+        Ok(())
+    }
+
+    /// Every directory reachable from the root: (id, current version).
+    pub fn walk_dirs(&self) -> Result<Vec<(u64, u64)>, FsError> {
+        let mut out = Vec::new();
+        let mut stack = vec![ROOT];
+        let mut tree = self.lock();
+        while let Some(id) = stack.pop() {
+            let d = self.ensure_dir(&mut tree, id)?;
+            out.push((id, d.version));
+            for e in d.entries.values() {
+                if e.kind == Kind::Dir {
+                    stack.push(e.id);
+                }
+            }
+        }
+        out.sort_unstable();
+        Ok(out)
+    }
+
+    /// Writes an empty directory `id` in place of one whose every version is lost (fsck
+    /// --rebuild), as a version above every version the accounts still name.
+    pub(crate) fn recreate_dir(&self, id: u64, parent: u64) -> Result<(), FsError> {
+        let mut tree = self.lock();
+        let version = self.dir_versions(id).first().copied().unwrap_or(0);
+        let d = DirState {
+            version,
+            id,
+            parent,
+            attr: Attr::new(0o755, 0, 0, now_ns()),
+            entries: BTreeMap::new(),
+        };
+        tree.dirs.remove(&id);
+        self.write_dir(&mut tree, d)
+    }
+
+    pub(crate) fn current_dir(&self, id: u64) -> Result<DirState, FsError> {
+        let mut tree = self.lock();
+        Ok(self.ensure_dir(&mut tree, id)?.clone())
+    }
+
+    pub(crate) fn replace_entry(&self, parent: u64, entry: Entry) -> Result<(), FsError> {
+        self.writable()?;
+        let mut tree = self.lock();
+        let mut d = self.ensure_dir(&mut tree, parent)?.clone();
+        tree.writers.remove(&entry.id);
+        d.entries.insert(entry.name.clone(), entry);
+        self.write_dir(&mut tree, d)
+    }
+}

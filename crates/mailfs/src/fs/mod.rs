@@ -1,0 +1,737 @@
+//! The engine: the tree, the crash protocol, placement and replication (docs/mailfs.md 4–8).
+
+mod background;
+mod dirs;
+mod posix;
+mod read;
+mod upload;
+mod write;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use mailfs_format::{Kind as MsgKind, Sealing, open, seal};
+
+use crate::account::Account;
+use crate::cache::{BlockId, Cache};
+use crate::config::{Config, Strategy};
+use crate::key::{Key, KeyId};
+use crate::keys;
+use crate::meta::{
+    self, Attr, BlockRef, Dir, Entry, FileMeta, Kind, META_FORMAT, NAME_BYTES_MAX, Previous,
+    SYMLINK_BYTES_MAX, Superblock,
+};
+use crate::remote::{Remote, RemoteError};
+use crate::{FsError, now_ns, now_secs};
+
+pub const ROOT: u64 = 1;
+/// Object ids are random in this range, so they are valid inode numbers with room above
+/// them for snapshot inodes, and never collide with the reserved low numbers.
+const ID_MIN: u64 = 1 << 16;
+const ID_MAX: u64 = 1 << 47;
+/// Largest file: the block list of one entry must fit a directory message.
+pub const FILE_BYTES_MAX: u64 = 1 << 42;
+/// Blocks per MULTIAPPEND and bytes per batch.
+const APPEND_BATCH_MAX: usize = 16;
+const APPEND_BATCH_BYTES_MAX: usize = 8 << 20;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    pub ino: u64,
+    pub kind: Kind,
+    pub size: u64,
+    pub attr: Attr,
+    pub nlink: u32,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SetAttr {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<i64>,
+    pub mtime: Option<i64>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct StatFs {
+    pub total_bytes: u64,
+    pub free_bytes: u64,
+    pub files: u64,
+}
+
+#[derive(Default)]
+pub struct Stats {
+    pub integrity_errors: AtomicU64,
+    pub dir_writes: AtomicU64,
+    pub blocks_written: AtomicU64,
+    pub bytes_written: AtomicU64,
+    pub blocks_fetched: AtomicU64,
+    pub bytes_fetched: AtomicU64,
+    pub repairs: AtomicU64,
+    pub journal_sent: AtomicU64,
+    pub journal_coalesced: AtomicU64,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct DirState {
+    pub(crate) version: u64,
+    pub(crate) id: u64,
+    pub(crate) parent: u64,
+    pub(crate) attr: Attr,
+    pub(crate) entries: BTreeMap<Vec<u8>, Entry>,
+}
+
+impl DirState {
+    fn to_meta(&self) -> Dir {
+        Dir {
+            format: META_FORMAT,
+            id: self.id,
+            parent: self.parent,
+            attr: self.attr,
+            written_at: now_secs(),
+            entries: self.entries.values().cloned().collect(),
+        }
+    }
+
+    pub(crate) fn from_meta(version: u64, d: Dir) -> DirState {
+        DirState {
+            version,
+            id: d.id,
+            parent: d.parent,
+            attr: d.attr,
+            entries: d.entries.into_iter().map(|e| (e.name.clone(), e)).collect(),
+        }
+    }
+}
+
+/// Unflushed changes to one open file.
+struct Writer {
+    /// The version this change will commit as; blocks uploaded early carry it.
+    new_version: u64,
+    size: u64,
+    /// Current stored blocks (the committed list, minus truncated, plus early uploads).
+    blocks: BTreeMap<u64, BlockRef>,
+    /// Changed blocks not yet uploaded: full-size buffers.
+    dirty: BTreeMap<u64, Vec<u8>>,
+    dirty_bytes: u64,
+    changed: bool,
+    mtime: i64,
+    /// Bytes written into each dirty block since it became dirty: a block filled whole is
+    /// uploaded in the background (write-behind) instead of waiting for the flush.
+    filled: HashMap<u64, u64>,
+    /// Uploads counter: the low bits of block versions (see `block_version`).
+    next_write: u64,
+    uploading: std::collections::VecDeque<Upload>,
+}
+
+/// Blocks on their way to the accounts in the background.
+struct Upload {
+    blocks: Vec<(BlockRef, Arc<Vec<u8>>)>,
+    handle: std::thread::JoinHandle<Result<(), FsError>>,
+}
+
+/// Bytes of background uploads one open file may have in flight before its writer waits:
+/// many small batches in flight keep every connection busy (one big batch at a time left the
+/// connections idle while its slowest account finished).
+const UPLOAD_BYTES_IN_FLIGHT_MAX: u64 = 128 << 20;
+/// Block versions are `file version << 32 | upload number`, the upload numbers of a writer
+/// starting at a random point: every upload of a block gets its own message name, even when
+/// one file version uploads a block twice, or a crash left orphans under the same file
+/// version (a writer after the crash reuses it).
+pub const BLOCK_VERSION_SHIFT: u32 = 32;
+
+#[derive(Default)]
+struct Tree {
+    dirs: HashMap<u64, DirState>,
+    /// Where each loaded object's entry lives: (parent directory, name).
+    parent_of: HashMap<u64, (u64, Vec<u8>)>,
+    writers: HashMap<u64, Writer>,
+    open_count: HashMap<u64, u32>,
+    /// Files unlinked while open: still readable through their handles.
+    orphans: HashMap<u64, Entry>,
+    handles: HashMap<u64, u64>,
+}
+
+pub struct Fs {
+    pub fsid: [u8; 16],
+    sealing: Sealing,
+    kek: [u8; 32],
+    pub block_size: u32,
+    strategy: Strategy,
+    readahead: usize,
+    dirty_bytes_max: u64,
+    pub accounts: Vec<Arc<Account>>,
+    /// Account positions of each replication group's members.
+    pub groups: Vec<Vec<usize>>,
+    connections: Vec<usize>,
+    capacity: Vec<Option<u64>>,
+    /// Free bytes per group (from quotas), for placement.
+    group_free: Vec<AtomicU64>,
+    sb: Mutex<(u64, Superblock)>,
+    tree: Mutex<Tree>,
+    cache: Cache,
+    pub stats: Stats,
+    pub state_dir: PathBuf,
+    next_fh: AtomicU64,
+    read_only: AtomicBool,
+    stop: AtomicBool,
+    /// Itself, for background work started from `&self` methods.
+    me: std::sync::OnceLock<std::sync::Weak<Fs>>,
+    pub(crate) snapview: Mutex<crate::snapview::SnapState>,
+    /// Write-back journal: always opened (a previous asynchronous mount may have left
+    /// records), used for new writes only in asynchronous mode.
+    journal: crate::journal::Journal,
+    asynchronous: bool,
+    keep_written: bool,
+    inflight: Mutex<HashMap<BlockId, Arc<Slot>>>,
+    /// Read-ahead requests for the background fetchers (present while mounted).
+    readahead_tx: Mutex<Option<std::sync::mpsc::Sender<(u64, BlockRef)>>>,
+    readahead_queued: Mutex<std::collections::HashSet<BlockId>>,
+    pub retention: std::time::Duration,
+    pub orphan_grace: std::time::Duration,
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn random_id() -> u64 {
+    ID_MIN + rand::random::<u64>() % (ID_MAX - ID_MIN)
+}
+
+fn check_name(name: &[u8]) -> Result<(), FsError> {
+    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') {
+        return Err(FsError::Invalid("bad name".into()));
+    }
+    if name.len() > NAME_BYTES_MAX {
+        return Err(FsError::NameTooLong);
+    }
+    Ok(())
+}
+
+/// `.snapshots` in the root belongs to the snapshot view.
+fn check_reserved(parent: u64, name: &[u8]) -> Result<(), FsError> {
+    if parent == ROOT && name == crate::snapview::SNAPSHOTS_NAME {
+        return Err(FsError::Exists);
+    }
+    Ok(())
+}
+
+/// Superblocks found in a folder: (fsid, version) pairs.
+fn superblocks_in(listed: &[(u32, String)]) -> Vec<[u8; 16]> {
+    let mut ids: Vec<[u8; 16]> = listed
+        .iter()
+        .filter_map(|(_, n)| Key::parse(n))
+        .filter(|k| k.kind == MsgKind::Superblock)
+        .map(|k| k.fsid)
+        .collect();
+    ids.sort();
+    ids.dedup();
+    ids
+}
+
+impl Fs {
+    /// Prepares the accounts and writes a new, empty file system (`mailstow fs mkfs`).
+    pub fn mkfs(config: &Config, remotes: Vec<Box<dyn Remote>>) -> Result<[u8; 16], FsError> {
+        check_layout(config, &remotes)?;
+        for r in &remotes {
+            r.prepare()
+                .map_err(|e| FsError::Unavailable(format!("{}: {e}", r.describe())))?;
+            let listed = r
+                .list()
+                .map_err(|e| FsError::Unavailable(format!("{}: {e}", r.describe())))?;
+            if let Some(other) = superblocks_in(&listed).first() {
+                return Err(FsError::Exists).map_err(|_: FsError| {
+                    FsError::Config(format!(
+                        "{} already holds file system {}; use another folder",
+                        r.describe(),
+                        hex(other)
+                    ))
+                });
+            }
+        }
+        let fsid: [u8; 16] = rand::random();
+        let kek = keys::kek(config.passphrase()?.as_deref(), &fsid)?;
+        let data_key: [u8; 32] = rand::random();
+        let mut groups = Vec::new();
+        let mut raid = 0u8;
+        for g in &config.groups {
+            let mut members = Vec::new();
+            for _ in &g.accounts {
+                members.push(raid);
+                raid += 1;
+            }
+            groups.push(members);
+        }
+        let sb = Superblock {
+            format: META_FORMAT,
+            block_size: config.fs.block_size,
+            groups,
+            cipher: config.encryption.cipher.clone(),
+            wrapped_key: keys::wrap(&kek, &fsid, &data_key),
+            created: now_secs(),
+            snapshots: Vec::new(),
+        };
+        let sb_sealing = keys::superblock_sealing(&kek);
+        let data_sealing = keys::data_sealing(&config.encryption.cipher, data_key);
+        let now = now_ns();
+        let root = Dir {
+            format: META_FORMAT,
+            id: ROOT,
+            parent: ROOT,
+            attr: Attr::new(0o755, 0, 0, now),
+            written_at: now_secs(),
+            entries: Vec::new(),
+        };
+        let key = |kind, object, version| Key {
+            fsid,
+            kind,
+            object,
+            index: 0,
+            version,
+            time: now_secs(),
+        };
+        // The root first: a superblock only ever names a complete file system.
+        for (raid, r) in remotes.iter().enumerate() {
+            let raid = raid as u8;
+            let dk = key(MsgKind::Directory, ROOT, 1);
+            let sk = key(MsgKind::Superblock, 0, 1);
+            let d = seal_with(&data_sealing, &dk, raid, &meta::encode(&root))?;
+            let s = seal_with(&sb_sealing, &sk, raid, &meta::encode(&sb))?;
+            r.append(&[(dk.render(), d)])
+                .map_err(|e| FsError::Unavailable(format!("{}: {e}", r.describe())))?;
+            r.append(&[(sk.render(), s)])
+                .map_err(|e| FsError::Unavailable(format!("{}: {e}", r.describe())))?;
+        }
+        Ok(fsid)
+    }
+
+    /// Opens the file system in the accounts (a mount, or a CLI command).
+    pub fn open(config: &Config, remotes: Vec<Box<dyn Remote>>) -> Result<Arc<Fs>, FsError> {
+        check_layout(config, &remotes)?;
+        let mut fsids = Vec::new();
+        let mut reachable = 0;
+        for r in &remotes {
+            if let Ok(listed) = r.list() {
+                reachable += 1;
+                for id in superblocks_in(&listed) {
+                    if !fsids.contains(&id) {
+                        fsids.push(id);
+                    }
+                }
+            }
+        }
+        if reachable == 0 {
+            return Err(FsError::Unavailable("no account answers".into()));
+        }
+        let fsid = match fsids.as_slice() {
+            [one] => *one,
+            [] => {
+                return Err(FsError::Config(
+                    "no file system in these accounts (run mailstow fs mkfs)".into(),
+                ));
+            }
+            _ => {
+                return Err(FsError::Config(
+                    "the folder holds more than one file system".into(),
+                ));
+            }
+        };
+        let state_dir = config.cache.dir.join(hex(&fsid));
+        std::fs::create_dir_all(&state_dir)
+            .map_err(|e| FsError::Local(format!("{}: {e}", state_dir.display())))?;
+        let mut accounts = Vec::new();
+        let mut groups = Vec::new();
+        let mut connections = Vec::new();
+        let mut capacity = Vec::new();
+        let mut remotes = remotes.into_iter();
+        for (gi, g) in config.groups.iter().enumerate() {
+            let mut members = Vec::new();
+            for a in &g.accounts {
+                let raid = accounts.len() as u8;
+                let remote = remotes.next().expect("checked layout");
+                accounts.push(Arc::new(Account::new(raid, gi, remote, fsid, &state_dir)?));
+                members.push(raid as usize);
+                connections.push(a.connections);
+                capacity.push(a.capacity_bytes);
+            }
+            groups.push(members);
+        }
+        for a in &accounts {
+            if let Err(e) = a.load_index() {
+                tracing::warn!(account = %a.remote.describe(), "not reachable at open: {e}");
+            }
+        }
+        let kek = keys::kek(config.passphrase()?.as_deref(), &fsid)?;
+        let sb_sealing = keys::superblock_sealing(&kek);
+        let group_free = groups.iter().map(|_| AtomicU64::new(u64::MAX)).collect();
+        let mut fs = Fs {
+            fsid,
+            sealing: Sealing::MacOnly([0; 32]),
+            kek,
+            block_size: config.fs.block_size,
+            strategy: config.fs.strategy,
+            readahead: config.fs.readahead_blocks,
+            dirty_bytes_max: config.fs.dirty_bytes_max,
+            accounts,
+            groups,
+            connections,
+            capacity,
+            group_free,
+            sb: Mutex::new((0, placeholder_superblock())),
+            tree: Mutex::new(Tree::default()),
+            cache: Cache::new(
+                state_dir.join("blocks"),
+                config.cache.memory_bytes,
+                config.cache.disk_bytes,
+                fsid,
+                Sealing::MacOnly([0; 32]),
+            ),
+            stats: Stats::default(),
+            state_dir,
+            next_fh: AtomicU64::new(1),
+            read_only: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            me: std::sync::OnceLock::new(),
+            snapview: Mutex::new(Default::default()),
+            journal: crate::journal::Journal::open(
+                &config.cache.dir.join(hex(&fsid)).join("journal"),
+                config.cache.journal_bytes_max,
+            )?,
+            asynchronous: config.fs.mode == crate::config::Mode::Async,
+            keep_written: config.cache.keep_written,
+            inflight: Mutex::new(HashMap::new()),
+            readahead_tx: Mutex::new(None),
+            readahead_queued: Mutex::new(Default::default()),
+            retention: crate::config::parse_duration(&config.fs.retention)?,
+            orphan_grace: crate::config::parse_duration(&config.fs.orphan_grace)?,
+        };
+        let (version, sb) = fs.read_superblock(&sb_sealing)?;
+        let layout: Vec<usize> = sb.groups.iter().map(|g| g.len()).collect();
+        let configured: Vec<usize> = fs.groups.iter().map(|g| g.len()).collect();
+        if layout != configured {
+            return Err(FsError::Config(format!(
+                "the file system has groups of {layout:?} accounts; the config has {configured:?}"
+            )));
+        }
+        if sb.block_size != config.fs.block_size {
+            tracing::info!(
+                "block size is {} (from mkfs), not the config's {}",
+                sb.block_size,
+                config.fs.block_size
+            );
+        }
+        fs.block_size = sb.block_size;
+        let data_key = keys::unwrap(&kek, &fsid, &sb.wrapped_key)?;
+        fs.sealing = keys::data_sealing(&sb.cipher, data_key);
+        fs.cache = Cache::new(
+            fs.state_dir.join("blocks"),
+            config.cache.memory_bytes,
+            config.cache.disk_bytes,
+            fsid,
+            fs.sealing.clone(),
+        );
+        *fs.sb.lock().unwrap() = (version, sb);
+        let fs = Arc::new(fs);
+        let _ = fs.me.set(Arc::downgrade(&fs));
+        fs.refresh_quota();
+        // Catch up anything a previous run still owed before serving: the journal first
+        // (the servers must hold every acknowledged change before the tree is read).
+        for attempt in 0..3 {
+            match fs.journal.drain(&fs) {
+                Ok(_) => break,
+                Err(e) if attempt == 2 => {
+                    let (n, bytes) = fs.journal.pending();
+                    return Err(FsError::Unavailable(format!(
+                        "{n} journaled operations ({bytes} bytes) could not be sent yet: {e}; they stay in the journal"
+                    )));
+                }
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(500)),
+            }
+        }
+        fs.replicate_once();
+        Ok(fs)
+    }
+
+    pub fn set_read_only(&self, ro: bool) {
+        self.read_only.store(ro, Ordering::SeqCst);
+    }
+
+    fn writable(&self) -> Result<(), FsError> {
+        if self.read_only.load(Ordering::SeqCst) {
+            Err(FsError::ReadOnly)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn read_superblock(&self, sealing: &Sealing) -> Result<(u64, Superblock), FsError> {
+        let mut versions: Vec<u64> = self
+            .accounts
+            .iter()
+            .flat_map(|a| a.ids_matching(|k| k.kind == MsgKind::Superblock))
+            .map(|(k, _)| k.version)
+            .collect();
+        versions.sort_unstable();
+        versions.dedup();
+        let all: Vec<usize> = (0..self.accounts.len()).collect();
+        let mut last = FsError::Corrupt("no superblock".into());
+        for v in versions.into_iter().rev() {
+            let id = KeyId {
+                kind: MsgKind::Superblock,
+                object: 0,
+                index: 0,
+                version: v,
+            };
+            match self.get(&all, id, sealing) {
+                Ok(p) => return Ok((v, meta::decode_superblock(&p)?)),
+                Err(e) => last = e,
+            }
+        }
+        Err(match last {
+            FsError::Integrity(_) => {
+                FsError::Config("wrong passphrase, or every superblock is damaged".into())
+            }
+            e => e,
+        })
+    }
+
+    pub fn key(&self, kind: MsgKind, object: u64, index: u64, version: u64) -> Key {
+        Key {
+            fsid: self.fsid,
+            kind,
+            object,
+            index,
+            version,
+            time: now_secs(),
+        }
+    }
+
+    pub fn all_accounts(&self) -> Vec<usize> {
+        (0..self.accounts.len()).collect()
+    }
+
+    pub fn sealing(&self) -> &Sealing {
+        &self.sealing
+    }
+
+    /// Writes one message to `targets` (docs/mailfs.md 7): strong waits for every live
+    /// member, fast for one; members that are down or fail are owed the message through
+    /// their durable backlog. Fails only when no member took it, and then owes nothing, so
+    /// a failed write never appears later.
+    pub(crate) fn put(
+        &self,
+        targets: &[usize],
+        key: Key,
+        payload: &[u8],
+        sealing: &Sealing,
+    ) -> Result<(), FsError> {
+        let mut live: Vec<usize> = targets
+            .iter()
+            .copied()
+            .filter(|&t| self.accounts[t].is_up())
+            .collect();
+        live.sort_by_key(|&t| self.accounts[t].latency_us());
+        let mut sealed = HashMap::new();
+        for &t in targets {
+            sealed.insert(t, seal_with(sealing, &key, t as u8, payload)?);
+        }
+        let send_to: Vec<usize> = match self.strategy {
+            Strategy::Strong => live.clone(),
+            Strategy::Fast => live.iter().take(1).copied().collect(),
+        };
+        let mut ok: Vec<usize> = Vec::new();
+        let mut failed: Vec<(usize, RemoteError)> = Vec::new();
+        std::thread::scope(|s| {
+            let handles: Vec<_> = send_to
+                .iter()
+                .map(|&t| {
+                    let acct = &self.accounts[t];
+                    let body = sealed[&t].clone();
+                    (t, s.spawn(move || acct.append_now(&[(key, body)])))
+                })
+                .collect();
+            for (t, h) in handles {
+                match h.join().expect("append thread") {
+                    Ok(()) => ok.push(t),
+                    Err(e) => failed.push((t, e)),
+                }
+            }
+        });
+        if ok.is_empty() && self.strategy == Strategy::Fast {
+            // Fast: fall back to the other live members one by one.
+            for &t in live.iter().skip(1) {
+                if self.accounts[t]
+                    .append_now(&[(key, sealed[&t].clone())])
+                    .is_ok()
+                {
+                    ok.push(t);
+                    break;
+                }
+            }
+        }
+        if ok.is_empty() {
+            let why = failed
+                .iter()
+                .map(|(t, e)| format!("{}: {e}", self.accounts[*t].remote.describe()))
+                .collect::<Vec<_>>()
+                .join("; ");
+            return Err(FsError::Unavailable(if why.is_empty() {
+                "no replica is up".into()
+            } else {
+                why
+            }));
+        }
+        for &t in targets {
+            if !ok.contains(&t) {
+                self.accounts[t].owe(&key, &sealed[&t])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads and authenticates one message from the first member that has a good copy.
+    pub(crate) fn get(
+        &self,
+        targets: &[usize],
+        id: KeyId,
+        sealing: &Sealing,
+    ) -> Result<Vec<u8>, FsError> {
+        self.get_sealed(targets, id, sealing).map(|(p, _, _)| p)
+    }
+
+    /// Like [`Fs::get`], also returning the RAID index and the envelope as the account held
+    /// it (for the disk cache).
+    pub(crate) fn get_sealed(
+        &self,
+        targets: &[usize],
+        id: KeyId,
+        sealing: &Sealing,
+    ) -> Result<(Vec<u8>, u8, Vec<u8>), FsError> {
+        self.get_sealed_where(targets, id, sealing, |_| true)
+    }
+
+    /// Like [`Fs::get_sealed`], taking only a copy `accept` agrees with (a block's hash): a
+    /// name can have several copies, and a crash orphan or a planted message that
+    /// authenticates but is not the expected content is skipped, not served.
+    pub(crate) fn get_sealed_where(
+        &self,
+        targets: &[usize],
+        id: KeyId,
+        sealing: &Sealing,
+        accept: impl Fn(&[u8]) -> bool,
+    ) -> Result<(Vec<u8>, u8, Vec<u8>), FsError> {
+        let mut order: Vec<usize> = targets
+            .iter()
+            .copied()
+            .filter(|&t| self.accounts[t].is_up())
+            .collect();
+        order.sort_by_key(|&t| self.accounts[t].latency_us());
+        let mut why = String::from("no replica is up");
+        for t in order {
+            let acct = &self.accounts[t];
+            let mut uids = acct.uids(&id);
+            if uids.is_empty() {
+                // Perhaps another mount wrote it after our index was loaded.
+                let name = self.key(id.kind, id.object, id.index, id.version).render();
+                let prefix = &name[..name.rfind(" t").unwrap_or(name.len())];
+                uids = acct.remote.find(prefix).unwrap_or_default();
+            }
+            if uids.is_empty() {
+                why = format!("{} lacks {id:?}", acct.remote.describe());
+                continue;
+            }
+            let expected = Key {
+                time: 0,
+                ..self.key(id.kind, id.object, id.index, id.version)
+            }
+            .header(t as u8);
+            for uid in uids {
+                match acct.fetch(uid) {
+                    Ok(Some(bytes)) => match open(sealing, &expected, &bytes) {
+                        Ok(p) if accept(&p) => return Ok((p, t as u8, bytes)),
+                        Ok(_) => {
+                            self.stats.integrity_errors.fetch_add(1, Ordering::Relaxed);
+                            why = format!(
+                                "{}: uid {uid}: not the expected content",
+                                acct.remote.describe()
+                            );
+                        }
+                        Err(e) => {
+                            self.stats.integrity_errors.fetch_add(1, Ordering::Relaxed);
+                            tracing::warn!(account = %acct.remote.describe(), uid, "rejected: {e}");
+                            why = format!("{}: uid {uid}: {e}", acct.remote.describe());
+                        }
+                    },
+                    Ok(None) => why = format!("{}: uid {uid} is gone", acct.remote.describe()),
+                    Err(e) => {
+                        why = format!("{}: {e}", acct.remote.describe());
+                        break;
+                    }
+                }
+            }
+        }
+        Err(FsError::Integrity(why))
+    }
+}
+
+/// A block being fetched: later askers wait for the first one's result.
+#[derive(Default)]
+struct Slot {
+    done: Mutex<Option<Result<Arc<Vec<u8>>, FsError>>>,
+    ready: std::sync::Condvar,
+}
+
+enum Source {
+    Stored(BlockRef),
+    Memory(Arc<Vec<u8>>),
+}
+
+fn dir_stat(d: &DirState) -> Stat {
+    let subdirs = d.entries.values().filter(|e| e.kind == Kind::Dir).count() as u32;
+    Stat {
+        ino: d.id,
+        kind: Kind::Dir,
+        size: 4096,
+        attr: d.attr,
+        nlink: 2 + subdirs,
+    }
+}
+
+pub(crate) fn seal_with(
+    sealing: &Sealing,
+    key: &Key,
+    raid: u8,
+    payload: &[u8],
+) -> Result<Vec<u8>, FsError> {
+    seal(sealing, &key.header(raid), rand::random(), payload)
+        .map_err(|e| FsError::Invalid(e.to_string()))
+}
+
+fn check_layout(config: &Config, remotes: &[Box<dyn Remote>]) -> Result<(), FsError> {
+    let n: usize = config.groups.iter().map(|g| g.accounts.len()).sum();
+    if n != remotes.len() {
+        return Err(FsError::Config(format!(
+            "{} accounts configured, {} connected",
+            n,
+            remotes.len()
+        )));
+    }
+    Ok(())
+}
+
+fn placeholder_superblock() -> Superblock {
+    Superblock {
+        format: META_FORMAT,
+        block_size: 0,
+        groups: Vec::new(),
+        cipher: String::new(),
+        wrapped_key: Vec::new(),
+        created: 0,
+        snapshots: Vec::new(),
+    }
+}

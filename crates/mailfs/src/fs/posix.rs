@@ -1,0 +1,577 @@
+//! Namespace operations: lookup, getattr, readdir, create, mkdir, symlink, unlink, rmdir,
+//! rename, setattr, statfs; opening and releasing files.
+
+use super::*;
+
+impl Fs {
+    // ---------------------------------------------------------------- POSIX operations
+
+    pub fn getattr(&self, ino: u64) -> Result<Stat, FsError> {
+        if crate::snapview::is_view(ino) {
+            return self.snap_getattr(ino);
+        }
+        let mut tree = self.lock();
+        if ino == ROOT {
+            return Ok(dir_stat(self.ensure_dir(&mut tree, ROOT)?));
+        }
+        if let Some(e) = tree.orphans.get(&ino).cloned() {
+            return self.stat_entry(&mut tree, &e);
+        }
+        let (parent, name) = self.entry_of(&mut tree, ino)?;
+        let e = self
+            .ensure_dir(&mut tree, parent)?
+            .entries
+            .get(&name)
+            .cloned()
+            .ok_or(FsError::NotFound)?;
+        self.stat_entry(&mut tree, &e)
+    }
+
+    pub fn lookup(&self, parent: u64, name: &[u8]) -> Result<Stat, FsError> {
+        if crate::snapview::is_view(parent)
+            || (parent == ROOT && name == crate::snapview::SNAPSHOTS_NAME)
+        {
+            return self.snap_lookup(parent, name);
+        }
+        let mut tree = self.lock();
+        let e = self
+            .ensure_dir(&mut tree, parent)?
+            .entries
+            .get(name)
+            .cloned()
+            .ok_or(FsError::NotFound)?;
+        self.stat_entry(&mut tree, &e)
+    }
+
+    /// Children of a directory: (ino, kind, name), without `.` and `..`.
+    pub fn readdir(&self, ino: u64) -> Result<Vec<(u64, Kind, Vec<u8>)>, FsError> {
+        if crate::snapview::is_view(ino) {
+            return self.snap_readdir(ino);
+        }
+        let mut tree = self.lock();
+        let d = self.ensure_dir(&mut tree, ino)?;
+        let mut out: Vec<(u64, Kind, Vec<u8>)> = d
+            .entries
+            .values()
+            .map(|e| (e.id, e.kind, e.name.clone()))
+            .collect();
+        drop(tree);
+        if ino == ROOT && !self.snapshots().is_empty() {
+            out.push((
+                crate::snapview::SNAPSHOTS_INO,
+                Kind::Dir,
+                crate::snapview::SNAPSHOTS_NAME.to_vec(),
+            ));
+        }
+        Ok(out)
+    }
+
+    pub fn parent_of_dir(&self, ino: u64) -> Result<u64, FsError> {
+        if crate::snapview::is_view(ino) {
+            return self.snap_parent_of_dir(ino);
+        }
+        let mut tree = self.lock();
+        Ok(self.ensure_dir(&mut tree, ino)?.parent)
+    }
+
+    pub(super) fn insert_new(&self, parent: u64, name: &[u8], entry: Entry) -> Result<(), FsError> {
+        crate::snapview::refuse(parent)?;
+        check_reserved(parent, name)?;
+        check_name(name)?;
+        self.writable()?;
+        let mut tree = self.lock();
+        let mut d = self.ensure_dir(&mut tree, parent)?.clone();
+        if d.entries.contains_key(name) {
+            return Err(FsError::Exists);
+        }
+        if d.entries.len() >= meta::DIR_ENTRIES_MAX {
+            return Err(FsError::NoSpace("directory is full".into()));
+        }
+        let now = now_ns();
+        d.attr.mtime = now;
+        d.attr.ctime = now;
+        d.entries.insert(name.to_vec(), entry);
+        self.write_dir(&mut tree, d)
+    }
+
+    pub fn mkdir(
+        &self,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Stat, FsError> {
+        crate::snapview::refuse(parent)?;
+        check_reserved(parent, name)?;
+        check_name(name)?;
+        self.writable()?;
+        let id = random_id();
+        let child = DirState {
+            version: 0,
+            id,
+            parent,
+            attr: Attr::new(mode, uid, gid, now_ns()),
+            entries: BTreeMap::new(),
+        };
+        {
+            let mut tree = self.lock();
+            if self
+                .ensure_dir(&mut tree, parent)?
+                .entries
+                .contains_key(name)
+            {
+                return Err(FsError::Exists);
+            }
+            // The child exists before any directory names it.
+            self.write_dir(&mut tree, child)?;
+        }
+        self.insert_new(
+            parent,
+            name,
+            Entry {
+                name: name.to_vec(),
+                kind: Kind::Dir,
+                id,
+                attr: None,
+                size: 0,
+                target: None,
+                file: None,
+                moving_from: None,
+                moving_to: None,
+            },
+        )?;
+        self.getattr(id)
+    }
+
+    pub fn create(
+        &self,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<(Stat, u64), FsError> {
+        let id = random_id();
+        self.insert_new(
+            parent,
+            name,
+            Entry {
+                name: name.to_vec(),
+                kind: Kind::File,
+                id,
+                attr: Some(Attr::new(mode, uid, gid, now_ns())),
+                size: 0,
+                target: None,
+                file: Some(FileMeta {
+                    version: 0,
+                    block_size: self.block_size,
+                    blocks: Vec::new(),
+                    dirty: None,
+                }),
+                moving_from: None,
+                moving_to: None,
+            },
+        )?;
+        let fh = self.open_file(id)?;
+        Ok((self.getattr(id)?, fh))
+    }
+
+    pub fn symlink(
+        &self,
+        parent: u64,
+        name: &[u8],
+        target: &[u8],
+        uid: u32,
+        gid: u32,
+    ) -> Result<Stat, FsError> {
+        if target.is_empty() || target.len() > SYMLINK_BYTES_MAX {
+            return Err(FsError::NameTooLong);
+        }
+        let id = random_id();
+        self.insert_new(
+            parent,
+            name,
+            Entry {
+                name: name.to_vec(),
+                kind: Kind::Symlink,
+                id,
+                attr: Some(Attr::new(0o777, uid, gid, now_ns())),
+                size: target.len() as u64,
+                target: Some(target.to_vec()),
+                file: None,
+                moving_from: None,
+                moving_to: None,
+            },
+        )?;
+        self.getattr(id)
+    }
+
+    pub fn readlink(&self, ino: u64) -> Result<Vec<u8>, FsError> {
+        if crate::snapview::is_snap(ino) {
+            return self
+                .snap_entry(ino)?
+                .target
+                .ok_or(FsError::Invalid("not a symlink".into()));
+        }
+        let mut tree = self.lock();
+        let (parent, name) = self.entry_of(&mut tree, ino)?;
+        let d = self.ensure_dir(&mut tree, parent)?;
+        d.entries
+            .get(&name)
+            .and_then(|e| e.target.clone())
+            .ok_or(FsError::Invalid("not a symlink".into()))
+    }
+
+    pub fn unlink(&self, parent: u64, name: &[u8]) -> Result<(), FsError> {
+        crate::snapview::refuse(parent)?;
+        self.writable()?;
+        let mut tree = self.lock();
+        let mut d = self.ensure_dir(&mut tree, parent)?.clone();
+        let e = d.entries.remove(name).ok_or(FsError::NotFound)?;
+        if e.kind == Kind::Dir {
+            return Err(FsError::IsDir);
+        }
+        let now = now_ns();
+        d.attr.mtime = now;
+        d.attr.ctime = now;
+        self.write_dir(&mut tree, d)?;
+        tree.parent_of.remove(&e.id);
+        if tree.open_count.get(&e.id).copied().unwrap_or(0) > 0 {
+            tree.orphans.insert(e.id, e);
+        } else {
+            tree.writers.remove(&e.id);
+        }
+        Ok(())
+    }
+
+    pub fn rmdir(&self, parent: u64, name: &[u8]) -> Result<(), FsError> {
+        crate::snapview::refuse(parent)?;
+        self.writable()?;
+        let mut tree = self.lock();
+        let e = self
+            .ensure_dir(&mut tree, parent)?
+            .entries
+            .get(name)
+            .cloned()
+            .ok_or(FsError::NotFound)?;
+        if e.kind != Kind::Dir {
+            return Err(FsError::NotDir);
+        }
+        if !self.ensure_dir(&mut tree, e.id)?.entries.is_empty() {
+            return Err(FsError::NotEmpty);
+        }
+        let mut d = tree.dirs[&parent].clone();
+        d.entries.remove(name);
+        let now = now_ns();
+        d.attr.mtime = now;
+        d.attr.ctime = now;
+        self.write_dir(&mut tree, d)?;
+        tree.parent_of.remove(&e.id);
+        tree.dirs.remove(&e.id);
+        Ok(())
+    }
+
+    /// True when `ancestor` is `dir` or one of its ancestors.
+    pub(super) fn is_ancestor(
+        &self,
+        tree: &mut Tree,
+        ancestor: u64,
+        mut dir: u64,
+    ) -> Result<bool, FsError> {
+        for _ in 0..4096 {
+            if dir == ancestor {
+                return Ok(true);
+            }
+            if dir == ROOT {
+                return Ok(false);
+            }
+            dir = match tree.parent_of.get(&dir) {
+                Some((p, _)) => *p,
+                None => self.ensure_dir(tree, dir)?.parent,
+            };
+        }
+        Err(FsError::Corrupt("directory loop".into()))
+    }
+
+    pub fn rename(
+        &self,
+        parent: u64,
+        name: &[u8],
+        new_parent: u64,
+        new_name: &[u8],
+        no_replace: bool,
+    ) -> Result<(), FsError> {
+        crate::snapview::refuse(parent)?;
+        crate::snapview::refuse(new_parent)?;
+        check_reserved(new_parent, new_name)?;
+        check_name(new_name)?;
+        self.writable()?;
+        let mut tree = self.lock();
+        let mut src = self.ensure_dir(&mut tree, parent)?.clone();
+        let mut e = src.entries.get(name).cloned().ok_or(FsError::NotFound)?;
+        let dst_existing = self
+            .ensure_dir(&mut tree, new_parent)?
+            .entries
+            .get(new_name)
+            .cloned();
+        if e.kind == Kind::Dir && self.is_ancestor(&mut tree, e.id, new_parent)? {
+            return Err(FsError::Invalid(
+                "cannot move a directory into itself".into(),
+            ));
+        }
+        if let Some(old) = &dst_existing {
+            if old.id == e.id {
+                return Ok(());
+            }
+            if no_replace {
+                return Err(FsError::Exists);
+            }
+            match (e.kind == Kind::Dir, old.kind == Kind::Dir) {
+                (true, false) => return Err(FsError::NotDir),
+                (false, true) => return Err(FsError::IsDir),
+                (true, true) => {
+                    if !self.ensure_dir(&mut tree, old.id)?.entries.is_empty() {
+                        return Err(FsError::NotEmpty);
+                    }
+                }
+                (false, false) => {}
+            }
+        }
+        let now = now_ns();
+        e.name = new_name.to_vec();
+        if let Some(a) = &mut e.attr {
+            a.ctime = now;
+        }
+        if parent == new_parent {
+            src.entries.remove(name);
+            src.entries.insert(new_name.to_vec(), e.clone());
+            src.attr.mtime = now;
+            src.attr.ctime = now;
+            self.write_dir(&mut tree, src)?;
+        } else {
+            // Across directories (docs/mailfs.md 5): mark in the source, add (marked) to
+            // the target, remove from the source, clear the target's mark. Whichever side
+            // is read first after a crash finishes or undoes the rename.
+            let mut marked_src = src.clone();
+            if let Some(x) = marked_src.entries.get_mut(name) {
+                x.moving_to = Some(new_parent);
+            }
+            self.write_dir(&mut tree, marked_src)?;
+            let mut dst = tree.dirs[&new_parent].clone();
+            let mut marked = e.clone();
+            marked.moving_from = Some(parent);
+            dst.entries.insert(new_name.to_vec(), marked);
+            dst.attr.mtime = now;
+            dst.attr.ctime = now;
+            self.write_dir(&mut tree, dst)?;
+            let mut src = tree.dirs[&parent].clone();
+            src.entries.remove(name);
+            src.attr.mtime = now;
+            src.attr.ctime = now;
+            self.write_dir(&mut tree, src)?;
+            let mut dst = tree.dirs[&new_parent].clone();
+            dst.entries.insert(new_name.to_vec(), e.clone());
+            self.write_dir(&mut tree, dst)?;
+            if e.kind == Kind::Dir {
+                let mut moved = self.ensure_dir(&mut tree, e.id)?.clone();
+                moved.parent = new_parent;
+                self.write_dir(&mut tree, moved)?;
+            }
+        }
+        tree.parent_of.insert(e.id, (new_parent, new_name.to_vec()));
+        if let Some(old) = dst_existing {
+            if old.kind == Kind::Dir {
+                tree.dirs.remove(&old.id);
+            }
+            if tree.open_count.get(&old.id).copied().unwrap_or(0) > 0 {
+                tree.orphans.insert(old.id, old);
+            }
+        }
+        Ok(())
+    }
+
+    pub fn setattr(&self, ino: u64, set: SetAttr) -> Result<Stat, FsError> {
+        crate::snapview::refuse(ino)?;
+        self.writable()?;
+        if let Some(size) = set.size {
+            self.truncate(ino, size)?;
+        }
+        if set.mode.is_none()
+            && set.uid.is_none()
+            && set.gid.is_none()
+            && set.atime.is_none()
+            && set.mtime.is_none()
+        {
+            return self.getattr(ino);
+        }
+        let mut tree = self.lock();
+        let apply = |a: &mut Attr| {
+            if let Some(m) = set.mode {
+                a.mode = m & 0o7777;
+            }
+            if let Some(u) = set.uid {
+                a.uid = u;
+            }
+            if let Some(g) = set.gid {
+                a.gid = g;
+            }
+            if let Some(t) = set.atime {
+                a.atime = t;
+            }
+            if let Some(t) = set.mtime {
+                a.mtime = t;
+            }
+            a.ctime = now_ns();
+        };
+        if tree.orphans.contains_key(&ino) {
+            if let Some(a) = tree.orphans.get_mut(&ino).and_then(|e| e.attr.as_mut()) {
+                apply(a);
+            }
+            drop(tree);
+            return self.getattr(ino);
+        }
+        let is_dir = ino == ROOT
+            || tree.dirs.contains_key(&ino)
+            || matches!(tree.parent_of.get(&ino).cloned(), Some((p, n))
+                if self.ensure_dir(&mut tree, p)?.entries.get(&n).is_some_and(|e| e.kind == Kind::Dir));
+        if is_dir {
+            let mut d = self.ensure_dir(&mut tree, ino)?.clone();
+            apply(&mut d.attr);
+            self.write_dir(&mut tree, d)?;
+        } else {
+            let (parent, name) = self.entry_of(&mut tree, ino)?;
+            let mut d = self.ensure_dir(&mut tree, parent)?.clone();
+            let e = d.entries.get_mut(&name).ok_or(FsError::NotFound)?;
+            let mut a = e.attr.unwrap_or(Attr::new(0o644, 0, 0, 0));
+            apply(&mut a);
+            e.attr = Some(a);
+            if let Some(w) = tree.writers.get_mut(&ino)
+                && set.mtime.is_some()
+            {
+                // An explicit mtime wins over the time of the last write.
+                w.mtime = a.mtime;
+            }
+            self.write_dir(&mut tree, d)?;
+        }
+        drop(tree);
+        self.getattr(ino)
+    }
+
+    pub fn statfs(&self) -> StatFs {
+        let mut total = 0u64;
+        let mut free = 0u64;
+        for (g, _) in self.groups.iter().enumerate() {
+            let f = self.group_free[g].load(Ordering::Relaxed);
+            let cap = self.group_capacity(g);
+            total = total.saturating_add(cap);
+            free = free.saturating_add(f.min(cap));
+        }
+        let files = self.lock().parent_of.len() as u64;
+        StatFs {
+            total_bytes: total,
+            free_bytes: free,
+            files,
+        }
+    }
+
+    pub(super) fn group_capacity(&self, g: usize) -> u64 {
+        self.groups[g]
+            .iter()
+            .map(|&m| self.capacity[m].unwrap_or(1 << 40))
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// Reads each group's free space from IMAP QUOTA (else the configured capacity).
+    pub fn refresh_quota(&self) {
+        for (g, members) in self.groups.iter().enumerate() {
+            let mut free = u64::MAX;
+            for &m in members {
+                let a = &self.accounts[m];
+                if !a.is_up() {
+                    continue;
+                }
+                let f = match a.remote.quota() {
+                    Ok(Some((used, limit))) => limit.saturating_sub(used),
+                    _ => self.capacity[m].unwrap_or(1 << 40),
+                };
+                free = free.min(f);
+            }
+            if free == u64::MAX {
+                free = self.group_capacity(g);
+            }
+            self.group_free[g].store(free, Ordering::Relaxed);
+        }
+    }
+
+    // ---------------------------------------------------------------- file data
+
+    pub fn open_file(&self, ino: u64) -> Result<u64, FsError> {
+        if crate::snapview::is_view(ino) {
+            let e = self.snap_entry(ino)?;
+            if e.kind == Kind::Dir {
+                return Err(FsError::IsDir);
+            }
+        }
+        let mut tree = self.lock();
+        if !tree.orphans.contains_key(&ino) && !crate::snapview::is_view(ino) {
+            let (parent, name) = self.entry_of(&mut tree, ino)?;
+            let d = self.ensure_dir(&mut tree, parent)?;
+            let e = d.entries.get(&name).ok_or(FsError::NotFound)?;
+            if e.kind == Kind::Dir {
+                return Err(FsError::IsDir);
+            }
+        }
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        tree.handles.insert(fh, ino);
+        *tree.open_count.entry(ino).or_default() += 1;
+        Ok(fh)
+    }
+
+    pub fn release(&self, fh: u64) -> Result<(), FsError> {
+        let ino = {
+            let tree = self.lock();
+            tree.handles.get(&fh).copied()
+        };
+        let Some(ino) = ino else {
+            return Ok(());
+        };
+        // The kernel sends RELEASE after close() has returned, possibly while the file is
+        // open again and being written: only the last handle commits here (every close
+        // already committed through FLUSH), so a late release never commits another
+        // handle's half-written data.
+        let last = self.lock().open_count.get(&ino).copied().unwrap_or(0) <= 1;
+        let flushed = if last { self.flush(ino) } else { Ok(()) };
+        let mut tree = self.lock();
+        tree.handles.remove(&fh);
+        let n = tree.open_count.entry(ino).or_default();
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            tree.open_count.remove(&ino);
+            if tree.orphans.remove(&ino).is_some() {
+                tree.writers.remove(&ino);
+            }
+        }
+        flushed
+    }
+
+    /// The file's entry (or its orphan) as currently committed.
+    pub(super) fn file_entry(&self, tree: &mut Tree, ino: u64) -> Result<Entry, FsError> {
+        if let Some(e) = tree.orphans.get(&ino) {
+            return Ok(e.clone());
+        }
+        let (parent, name) = self.entry_of(tree, ino)?;
+        let e = self
+            .ensure_dir(tree, parent)?
+            .entries
+            .get(&name)
+            .cloned()
+            .ok_or(FsError::NotFound)?;
+        match e.kind {
+            Kind::File => Ok(e),
+            Kind::Dir => Err(FsError::IsDir),
+            Kind::Symlink => Err(FsError::Invalid("symlink".into())),
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! Reading files: one fetch per block in flight, read-ahead, caches.
+
+use super::*;
+
+impl Fs {
+    /// One block's plain content, from the caches or from a member of its group.
+    pub(crate) fn load_block(&self, file: u64, b: &BlockRef) -> Result<Arc<Vec<u8>>, FsError> {
+        let cid = BlockId::of(file, b);
+        if let Some(d) = self.cache.get(cid) {
+            return Ok(d);
+        }
+        if let Some(d) = self.journal.block(file, b)
+            && d.len() == b.len as usize
+            && *blake3::hash(&d).as_bytes() == b.hash
+        {
+            return Ok(Arc::new(d));
+        }
+        // One fetch per block at a time: a reader and the read-ahead wait for the same one.
+        let (slot, leader) = {
+            let mut inflight = self.inflight.lock().unwrap();
+            match inflight.get(&cid) {
+                Some(s) => (s.clone(), false),
+                None => {
+                    let s = Arc::new(Slot::default());
+                    inflight.insert(cid, s.clone());
+                    (s, true)
+                }
+            }
+        };
+        if !leader {
+            let mut done = slot.done.lock().unwrap();
+            while done.is_none() {
+                done = slot.ready.wait(done).unwrap();
+            }
+            return done.clone().expect("set");
+        }
+        let r = self.fetch_block(file, b, cid);
+        *slot.done.lock().unwrap() = Some(r.clone());
+        slot.ready.notify_all();
+        self.inflight.lock().unwrap().remove(&cid);
+        r
+    }
+
+    pub(super) fn fetch_block(
+        &self,
+        file: u64,
+        b: &BlockRef,
+        cid: BlockId,
+    ) -> Result<Arc<Vec<u8>>, FsError> {
+        let members = self
+            .groups
+            .get(b.group as usize)
+            .ok_or(FsError::Corrupt(format!("block names group {}", b.group)))?;
+        let id = KeyId {
+            kind: MsgKind::Block,
+            object: file,
+            index: b.index,
+            version: b.version,
+        };
+        // Try each member until one copy authenticates and hashes right.
+        let mut last = FsError::Integrity("no member".into());
+        for &m in members {
+            let expected = |data: &[u8]| {
+                data.len() == b.len as usize && *blake3::hash(data).as_bytes() == b.hash
+            };
+            match self.get_sealed_where(&[m], id, &self.sealing, expected) {
+                // `get_sealed_where` only returns a copy whose length and hash match.
+                Ok((data, raid, envelope)) => {
+                    self.stats.blocks_fetched.fetch_add(1, Ordering::Relaxed);
+                    self.stats
+                        .bytes_fetched
+                        .fetch_add(data.len() as u64, Ordering::Relaxed);
+                    let data = Arc::new(data);
+                    self.cache.put_sealed(cid, raid, &envelope, data.clone());
+                    return Ok(data);
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    pub fn read(&self, ino: u64, offset: u64, size: u32) -> Result<Vec<u8>, FsError> {
+        let bs = self.bs();
+        // Snapshot what the read needs under the lock; fetch outside it.
+        let file = crate::snapview::object_of(ino);
+        let (file_size, sources) = {
+            let mut tree = self.lock();
+            if crate::snapview::is_snap(ino) {
+                drop(tree);
+                let e = self.snap_entry(ino)?;
+                let src = e
+                    .file
+                    .map(|f| {
+                        f.blocks
+                            .into_iter()
+                            .map(|b| (b.index, Source::Stored(b)))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                (e.size, src)
+            } else if let Some(w) = tree.writers.get(&ino) {
+                let mut src = Vec::new();
+                for (i, b) in &w.blocks {
+                    src.push((*i, Source::Stored(b.clone())));
+                }
+                let req_first = offset / bs;
+                let req_last = offset.saturating_add(u64::from(size.max(1)) - 1) / bs;
+                for u in &w.uploading {
+                    for (b, d) in &u.blocks {
+                        if (req_first..=req_last).contains(&b.index) {
+                            src.push((b.index, Source::Memory(d.clone())));
+                        }
+                    }
+                }
+                for (i, d) in w.dirty.range(req_first..=req_last) {
+                    src.push((*i, Source::Memory(Arc::new(d.clone()))));
+                }
+                (w.size, src)
+            } else {
+                let e = self.file_entry(&mut tree, ino)?;
+                let src = e
+                    .file
+                    .map(|f| {
+                        f.blocks
+                            .into_iter()
+                            .map(|b| (b.index, Source::Stored(b)))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                (e.size, src)
+            }
+        };
+        if offset >= file_size {
+            return Ok(Vec::new());
+        }
+        let end = file_size.min(offset + u64::from(size));
+        let first = offset / bs;
+        let last = (end - 1) / bs;
+        let by_index: HashMap<u64, Source> = sources.into_iter().collect();
+        // The blocks this read needs are fetched now, in parallel; the next few are handed to
+        // the background fetchers (read-ahead), so a sequential reader finds them cached.
+        let missing = |i: &u64| match by_index.get(i) {
+            Some(Source::Stored(b)) if !self.cache.in_memory(BlockId::of(file, b)) => {
+                Some(b.clone())
+            }
+            _ => None,
+        };
+        let ahead: Vec<BlockRef> = (last + 1..=last + self.readahead as u64)
+            .filter_map(|i| missing(&i))
+            .collect();
+        self.read_ahead(file, ahead);
+        let needed: Vec<BlockRef> = (first..=last).filter_map(|i| missing(&i)).collect();
+        if needed.len() > 1 {
+            self.prefetch(file, &needed, first..=last);
+        }
+        let mut out = Vec::with_capacity((end - offset) as usize);
+        for idx in first..=last {
+            let block_start = idx * bs;
+            let from = offset.max(block_start) - block_start;
+            let to = end.min(block_start + bs) - block_start;
+            let data: Option<Arc<Vec<u8>>> = match by_index.get(&idx) {
+                Some(Source::Memory(d)) => Some(d.clone()),
+                Some(Source::Stored(b)) => Some(self.load_block(file, b)?),
+                None => None,
+            };
+            let (from, to) = (from as usize, to as usize);
+            match data {
+                Some(d) => {
+                    let avail = d.len().min(to);
+                    if from < avail {
+                        out.extend_from_slice(&d[from..avail]);
+                    }
+                    out.resize(out.len() + (to - avail.max(from)), 0);
+                }
+                None => out.resize(out.len() + (to - from), 0),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Fetches blocks in parallel: those the current read needs are waited for; the rest
+    /// are fetched too (read-ahead) before returning, so a sequential reader finds them.
+    pub(super) fn prefetch(
+        &self,
+        ino: u64,
+        wanted: &[BlockRef],
+        _now: std::ops::RangeInclusive<u64>,
+    ) {
+        let width: usize = self
+            .accounts
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.is_up())
+            .map(|(i, _)| self.connections[i])
+            .sum::<usize>()
+            .max(1);
+        let next = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..width.min(wanted.len()) {
+                s.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::SeqCst) as usize;
+                        let Some(b) = wanted.get(i) else { break };
+                        // Errors surface when the block is read for real.
+                        let _ = self.load_block(ino, b);
+                    }
+                });
+            }
+        });
+    }
+
+    /// Queues blocks for the background fetchers (none outside a mount: then nothing).
+    pub(super) fn read_ahead(&self, file: u64, blocks: Vec<BlockRef>) {
+        let tx = self.readahead_tx.lock().unwrap();
+        let Some(tx) = tx.as_ref() else { return };
+        let mut queued = self.readahead_queued.lock().unwrap();
+        for b in blocks {
+            let id = BlockId::of(file, &b);
+            if queued.insert(id) {
+                let _ = tx.send((file, b));
+            }
+        }
+    }
+
+    /// Starts `n` read-ahead fetchers; they stop when the file system shuts down.
+    pub(super) fn spawn_fetchers(self: &Arc<Self>, n: usize) {
+        let (tx, rx) = std::sync::mpsc::channel::<(u64, BlockRef)>();
+        let rx = Arc::new(Mutex::new(rx));
+        *self.readahead_tx.lock().unwrap() = Some(tx);
+        for _ in 0..n {
+            let fs = Arc::downgrade(self);
+            let rx = rx.clone();
+            std::thread::spawn(move || {
+                loop {
+                    let job = rx
+                        .lock()
+                        .unwrap()
+                        .recv_timeout(std::time::Duration::from_millis(500));
+                    let Some(fs) = fs.upgrade() else { break };
+                    if fs.stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let Ok((file, b)) = job else { continue };
+                    // Errors surface when the block is read for real.
+                    let _ = fs.load_block(file, &b);
+                    fs.readahead_queued
+                        .lock()
+                        .unwrap()
+                        .remove(&BlockId::of(file, &b));
+                }
+            });
+        }
+    }
+}
