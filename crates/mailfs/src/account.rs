@@ -2,8 +2,7 @@
 //! and the durable backlog of messages it still owes (docs/mailfs.md 7).
 
 use std::collections::HashMap;
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -254,18 +253,12 @@ impl Backlog {
     fn push(&self, name: &str, body: &[u8]) -> Result<(), FsError> {
         let mut st = self.state.lock().unwrap();
         let seq = st.next;
-        let tmp = self.dir.join(format!("{seq:016}.tmp"));
-        let path = self.dir.join(format!("{seq:016}.msg"));
-        let io = |e: std::io::Error| FsError::Local(format!("backlog {}: {e}", tmp.display()));
-        let mut f = File::create(&tmp).map_err(io)?;
-        f.write_all(name.as_bytes()).map_err(io)?;
-        f.write_all(b"\n").map_err(io)?;
-        f.write_all(body).map_err(io)?;
-        f.sync_data().map_err(io)?;
-        fs::rename(&tmp, &path).map_err(io)?;
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io)?;
+        crate::durable::write_file(
+            &self.dir,
+            &format!("{seq:016}.msg"),
+            &[name.as_bytes(), b"\n", body],
+        )
+        .map_err(|e| FsError::Local(format!("backlog {}: {e}", self.dir.display())))?;
         st.next += 1;
         st.count += 1;
         st.bytes += (name.len() + 1 + body.len()) as u64;

@@ -5,8 +5,7 @@
 //! once its messages are on the servers (or owed through a member's backlog).
 
 use std::collections::HashMap;
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
@@ -114,16 +113,8 @@ impl Journal {
                 .0;
         }
         let seq = st.next;
-        let tmp = self.dir.join(format!("{seq:016}.tmp"));
-        let path = self.dir.join(format!("{seq:016}.rec"));
-        let io = |e: std::io::Error| FsError::Local(format!("journal {}: {e}", tmp.display()));
-        let mut f = File::create(&tmp).map_err(io)?;
-        f.write_all(&bytes).map_err(io)?;
-        f.sync_data().map_err(io)?;
-        fs::rename(&tmp, &path).map_err(io)?;
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io)?;
+        crate::durable::write_file(&self.dir, &format!("{seq:016}.rec"), &[&bytes])
+            .map_err(|e| FsError::Local(format!("journal {}: {e}", self.dir.display())))?;
         st.next += 1;
         st.records += 1;
         st.bytes += bytes.len() as u64;

@@ -13,6 +13,7 @@
 pub mod account;
 pub mod cache;
 pub mod config;
+mod durable;
 pub mod fs;
 pub mod imap_remote;
 pub(crate) mod journal;
