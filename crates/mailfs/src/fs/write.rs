@@ -153,7 +153,7 @@ impl Fs {
                 .collect();
             // Write-behind of whole blocks before the dirty limit is off: with it on, the
             // SIGKILL test found commits naming only a file's last block (the early blocks'
-            // refs lost; not yet explained, docs/mailfs.md 12). The spill past
+            // refs lost; not yet explained, docs/mailfs.md 13). The spill past
             // `dirty_bytes_max` stays: memory must stay bounded.
             let write_behind = false;
             if (write_behind && ready.len() >= batch) || (over && !ready.is_empty()) {
