@@ -84,6 +84,11 @@ impl Account {
     pub fn load_index(&self) -> Result<Vec<(u32, Key)>, RemoteError> {
         let started = Instant::now();
         let listed = self.observe(started, self.remote.list())?;
+        Ok(self.install_index(listed))
+    }
+
+    /// Replaces the index with a message list already read from this account.
+    pub fn install_index(&self, listed: Vec<(u32, String)>) -> Vec<(u32, Key)> {
         let mut ours = Vec::with_capacity(listed.len());
         let mut foreign = 0;
         let mut index = HashMap::with_capacity(listed.len());
@@ -98,7 +103,7 @@ impl Account {
         }
         *self.index.lock().unwrap() = index;
         self.foreign.store(foreign, Ordering::Relaxed);
-        Ok(ours)
+        ours
     }
 
     pub fn uids(&self, id: &KeyId) -> Vec<u32> {

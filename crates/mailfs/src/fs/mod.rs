@@ -245,13 +245,11 @@ impl Fs {
                 .list()
                 .map_err(|e| FsError::Unavailable(format!("{}: {e}", r.describe())))?;
             if let Some(other) = superblocks_in(&listed).first() {
-                return Err(FsError::Exists).map_err(|_: FsError| {
-                    FsError::Config(format!(
-                        "{} already holds file system {}; use another folder",
-                        r.describe(),
-                        hex(other)
-                    ))
-                });
+                return Err(FsError::Config(format!(
+                    "{} already holds file system {}; use another folder",
+                    r.describe(),
+                    hex(other)
+                )));
             }
         }
         let fsid: [u8; 16] = rand::random();
@@ -315,15 +313,20 @@ impl Fs {
         check_layout(config, &remotes)?;
         let mut fsids = Vec::new();
         let mut reachable = 0;
+        // Each account's list is read once: it finds the file system here and becomes the
+        // account's index below.
+        let mut listings: Vec<Option<Vec<(u32, String)>>> = Vec::with_capacity(remotes.len());
         for r in &remotes {
-            if let Ok(listed) = r.list() {
+            let listed = r.list().ok();
+            if let Some(listed) = &listed {
                 reachable += 1;
-                for id in superblocks_in(&listed) {
+                for id in superblocks_in(listed) {
                     if !fsids.contains(&id) {
                         fsids.push(id);
                     }
                 }
             }
+            listings.push(listed);
         }
         if reachable == 0 {
             return Err(FsError::Unavailable("no account answers".into()));
@@ -362,8 +365,16 @@ impl Fs {
             groups.push(members);
         }
         for a in &accounts {
-            if let Err(e) = a.load_index() {
-                tracing::warn!(account = %a.remote.describe(), "not reachable at open: {e}");
+            match listings.get_mut(a.raid as usize).and_then(Option::take) {
+                Some(listed) => {
+                    a.install_index(listed);
+                }
+                None => {
+                    // Unreachable a moment ago: one more try marks it down if it still is.
+                    if let Err(e) = a.load_index() {
+                        tracing::warn!(account = %a.remote.describe(), "not reachable at open: {e}");
+                    }
+                }
             }
         }
         let kek = keys::kek(config.passphrase()?.as_deref(), &fsid)?;

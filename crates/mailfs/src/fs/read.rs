@@ -152,7 +152,7 @@ impl Fs {
         self.read_ahead(file, ahead);
         let needed: Vec<BlockRef> = (first..=last).filter_map(|i| missing(&i)).collect();
         if needed.len() > 1 {
-            self.prefetch(file, &needed, first..=last);
+            self.prefetch(file, &needed);
         }
         let mut out = Vec::with_capacity((end - offset) as usize);
         for idx in first..=last {
@@ -181,12 +181,7 @@ impl Fs {
 
     /// Fetches blocks in parallel: those the current read needs are waited for; the rest
     /// are fetched too (read-ahead) before returning, so a sequential reader finds them.
-    pub(super) fn prefetch(
-        &self,
-        ino: u64,
-        wanted: &[BlockRef],
-        _now: std::ops::RangeInclusive<u64>,
-    ) {
+    pub(super) fn prefetch(&self, ino: u64, wanted: &[BlockRef]) {
         let width: usize = self
             .accounts
             .iter()
