@@ -166,9 +166,9 @@ impl Cache {
         lru.tick += 1;
         let tick = lru.tick;
         let len = data.len() as u64;
-        if let Some((_, old)) = lru.map.insert(id, (data, tick)) {
+        if let Some((old_data, old)) = lru.map.insert(id, (data, tick)) {
             lru.order.remove(&old);
-            lru.bytes -= len;
+            lru.bytes -= old_data.len() as u64;
         }
         lru.order.insert(tick, id);
         lru.bytes += len;

@@ -56,6 +56,8 @@ pub(crate) mod mem {
         /// Appends accepted before the account "dies" (a crash point for tests); negative
         /// means unlimited.
         pub(crate) appends_left: std::sync::atomic::AtomicI64,
+        /// Each APPEND takes this long (widens race windows in tests).
+        pub(crate) append_delay_us: std::sync::atomic::AtomicU64,
     }
 
     impl MemRemote {
@@ -103,6 +105,10 @@ pub(crate) mod mem {
             }
             if left > 0 {
                 self.appends_left.fetch_sub(1, Ordering::SeqCst);
+            }
+            let delay = self.append_delay_us.load(Ordering::SeqCst);
+            if delay > 0 {
+                std::thread::sleep(std::time::Duration::from_micros(delay));
             }
             Ok(batch
                 .iter()

@@ -109,15 +109,29 @@ impl DirState {
 }
 
 /// Unflushed changes to one open file.
+///
+/// Every block index of the file is in at most one of `dirty` (changed, in memory),
+/// `pending` (on its way to the accounts: a background upload or a commit in progress) and
+/// `blocks` (stored); an index in none of them is a hole. Readers look in all three, so a
+/// block is never invisible while it moves from one to the next.
 struct Writer {
+    /// Tells this writer's uploads from those of a writer the file had before.
+    id: u64,
     /// The version this change will commit as; blocks uploaded early carry it.
     new_version: u64,
     size: u64,
-    /// Current stored blocks (the committed list, minus truncated, plus early uploads).
+    /// Current stored blocks (the committed list, minus truncated, plus landed uploads).
     blocks: BTreeMap<u64, BlockRef>,
     /// Changed blocks not yet uploaded: full-size buffers.
     dirty: BTreeMap<u64, Vec<u8>>,
     dirty_bytes: u64,
+    /// Blocks being uploaded, with their content. An upload that lands moves its block to
+    /// `blocks` only if this is still the same version (a later write supersedes it).
+    pending: BTreeMap<u64, (BlockRef, Arc<Vec<u8>>)>,
+    /// Background uploads not landed yet.
+    in_flight: usize,
+    /// The first failure of a background upload, for the next settle to report.
+    upload_error: Option<FsError>,
     changed: bool,
     mtime: i64,
     /// Bytes written into each dirty block since it became dirty: a block filled whole is
@@ -125,19 +139,14 @@ struct Writer {
     filled: HashMap<u64, u64>,
     /// Uploads counter: the low bits of block versions (see `block_version`).
     next_write: u64,
-    uploading: std::collections::VecDeque<Upload>,
-}
-
-/// Blocks on their way to the accounts in the background.
-struct Upload {
-    blocks: Vec<(BlockRef, Arc<Vec<u8>>)>,
-    handle: std::thread::JoinHandle<Result<(), FsError>>,
 }
 
 /// Bytes of background uploads one open file may have in flight before its writer waits:
 /// many small batches in flight keep every connection busy (one big batch at a time left the
 /// connections idle while its slowest account finished).
 const UPLOAD_BYTES_IN_FLIGHT_MAX: u64 = 128 << 20;
+/// Whole blocks go up while the file is still being written (see `Fs::write`).
+const WRITE_BEHIND: bool = true;
 /// Block versions are `file version << 32 | upload number`, the upload numbers of a writer
 /// starting at a random point: every upload of a block gets its own message name, even when
 /// one file version uploads a block twice, or a crash left orphans under the same file
@@ -173,6 +182,11 @@ pub struct Fs {
     group_free: Vec<AtomicU64>,
     sb: Mutex<(u64, Superblock)>,
     tree: Mutex<Tree>,
+    /// Signalled (with `tree`) whenever a background upload lands.
+    landed: std::sync::Condvar,
+    /// One commit at a time per file (docs/mailfs.md 5): a second flush waits, so no commit
+    /// can name a block list that misses the blocks of one still in progress.
+    commit_locks: Mutex<HashMap<u64, Arc<Mutex<()>>>>,
     cache: Cache,
     pub stats: Stats,
     pub state_dir: PathBuf,
@@ -395,6 +409,8 @@ impl Fs {
             group_free,
             sb: Mutex::new((0, placeholder_superblock())),
             tree: Mutex::new(Tree::default()),
+            landed: std::sync::Condvar::new(),
+            commit_locks: Mutex::new(HashMap::new()),
             cache: Cache::new(
                 state_dir.join("blocks"),
                 config.cache.memory_bytes,

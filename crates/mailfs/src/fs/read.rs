@@ -106,12 +106,8 @@ impl Fs {
                 }
                 let req_first = offset / bs;
                 let req_last = offset.saturating_add(u64::from(size.max(1)) - 1) / bs;
-                for u in &w.uploading {
-                    for (b, d) in &u.blocks {
-                        if (req_first..=req_last).contains(&b.index) {
-                            src.push((b.index, Source::Memory(d.clone())));
-                        }
-                    }
+                for (i, (_, d)) in w.pending.range(req_first..=req_last) {
+                    src.push((*i, Source::Memory(d.clone())));
                 }
                 for (i, d) in w.dirty.range(req_first..=req_last) {
                     src.push((*i, Source::Memory(Arc::new(d.clone()))));

@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// The stored content of blocks a change starts from, by index.
+type Bases = HashMap<u64, Arc<Vec<u8>>>;
+
 impl Fs {
     pub(super) fn writer<'t>(
         &self,
@@ -20,16 +23,19 @@ impl Fs {
             tree.writers.insert(
                 ino,
                 Writer {
+                    id: rand::random(),
                     new_version: fm.version + 1,
                     size: e.size,
                     blocks: fm.blocks.into_iter().map(|b| (b.index, b)).collect(),
                     dirty: BTreeMap::new(),
                     dirty_bytes: 0,
+                    pending: BTreeMap::new(),
+                    in_flight: 0,
+                    upload_error: None,
                     changed: false,
                     mtime: now_ns(),
                     filled: HashMap::new(),
                     next_write: u64::from(rand::random::<u32>()),
-                    uploading: Default::default(),
                 },
             );
         }
@@ -54,6 +60,62 @@ impl Fs {
         ((start + index) % g) as u8
     }
 
+    /// Takes the tree lock with the stored content of those `indices` whose base a change
+    /// needs (not dirty, not pending, stored). Loads happen outside the lock; if the writer
+    /// moved on meanwhile (an upload landed, another write), they are redone, so the base a
+    /// change starts from is always the block's current content.
+    fn lock_with_bases(
+        &self,
+        ino: u64,
+        indices: &[u64],
+    ) -> Result<(MutexGuard<'_, Tree>, Bases), FsError> {
+        let mut loaded: HashMap<u64, (u64, Arc<Vec<u8>>)> = HashMap::new();
+        loop {
+            let mut tree = self.lock();
+            let w = self.writer(&mut tree, ino)?;
+            let missing: Vec<BlockRef> = indices
+                .iter()
+                .filter(|i| !w.dirty.contains_key(i) && !w.pending.contains_key(i))
+                .filter_map(|i| w.blocks.get(i))
+                .filter(|b| loaded.get(&b.index).is_none_or(|(v, _)| *v != b.version))
+                .cloned()
+                .collect();
+            if missing.is_empty() {
+                let bases = loaded.into_iter().map(|(i, (_, d))| (i, d)).collect();
+                return Ok((tree, bases));
+            }
+            drop(tree);
+            for b in missing {
+                let d = self.load_block(ino, &b)?;
+                loaded.insert(b.index, (b.version, d));
+            }
+        }
+    }
+
+    /// Makes block `idx` dirty, starting from its current content: pending, stored (from
+    /// `bases`) or a hole.
+    fn make_dirty(&self, w: &mut Writer, idx: u64, bases: &Bases) {
+        if w.dirty.contains_key(&idx) {
+            return;
+        }
+        let bs = self.bs();
+        let mut buf = match (w.pending.remove(&idx), w.blocks.remove(&idx)) {
+            (Some((_, d)), _) => d.as_ref().clone(),
+            (None, Some(_)) => bases
+                .get(&idx)
+                .map(|d| d.as_ref().clone())
+                .unwrap_or_default(),
+            (None, None) => Vec::new(),
+        };
+        // Bytes past the end of file read as zeros (POSIX holes).
+        let valid = w.size.saturating_sub(idx * bs).min(bs) as usize;
+        buf.truncate(valid);
+        buf.resize(bs as usize, 0);
+        w.dirty.insert(idx, buf);
+        w.dirty_bytes += bs;
+        w.filled.insert(idx, 0);
+    }
+
     pub fn write(&self, ino: u64, offset: u64, data: &[u8]) -> Result<usize, FsError> {
         crate::snapview::refuse(ino)?;
         self.writable()?;
@@ -61,117 +123,67 @@ impl Fs {
             .checked_add(data.len() as u64)
             .filter(|&e| e <= FILE_BYTES_MAX)
             .ok_or(FsError::NoSpace("file too large".into()))?;
+        if data.is_empty() {
+            return Ok(0);
+        }
         let bs = self.bs();
         let first = offset / bs;
-        let last = if data.is_empty() {
-            first
-        } else {
-            (end - 1) / bs
-        };
-        // A block still on its way up must land before it is changed again.
-        let touches_upload = {
-            let mut tree = self.lock();
-            let w = self.writer(&mut tree, ino)?;
-            w.uploading.iter().any(|u| {
-                u.blocks
-                    .iter()
-                    .any(|(b, _)| (first..=last).contains(&b.index))
-            })
-        };
-        if touches_upload {
-            self.settle(ino)?;
-        }
-        // Blocks partly overwritten need their current content first (outside the lock).
-        let mut needed = Vec::new();
-        {
-            let mut tree = self.lock();
-            let w = self.writer(&mut tree, ino)?;
-            for idx in [first, last] {
-                let covers_whole = offset <= idx * bs && end >= (idx + 1) * bs;
-                if !covers_whole
-                    && !w.dirty.contains_key(&idx)
-                    && let Some(b) = w.blocks.get(&idx)
-                    && !needed.iter().any(|(_, x): &(u64, BlockRef)| x.index == idx)
-                {
-                    needed.push((ino, b.clone()));
-                }
-            }
-        }
-        let mut loaded = HashMap::new();
-        for (file, b) in needed {
-            loaded.insert(b.index, self.load_block(file, &b)?);
-        }
+        let last = (end - 1) / bs;
+        // Blocks only partly overwritten keep the rest of their current content.
+        let mut partial: Vec<u64> = [first, last]
+            .into_iter()
+            .filter(|&i| !(offset <= i * bs && end >= (i + 1) * bs))
+            .collect();
+        partial.dedup();
         let batch = self.upload_batch();
-        let wait_for = {
-            let mut tree = self.lock();
-            let w = self.writer(&mut tree, ino)?;
-            let mut pos = 0usize;
-            for idx in first..=last {
-                if data.is_empty() {
-                    break;
+        let (mut tree, bases) = self.lock_with_bases(ino, &partial)?;
+        let w = self.writer(&mut tree, ino)?;
+        let mut pos = 0usize;
+        for idx in first..=last {
+            let block_start = idx * bs;
+            let from = (offset.max(block_start) - block_start) as usize;
+            let to = (end.min(block_start + bs) - block_start) as usize;
+            self.make_dirty(w, idx, &bases);
+            let buf = w.dirty.get_mut(&idx).expect("made dirty");
+            let n = to - from;
+            buf[from..to].copy_from_slice(&data[pos..pos + n]);
+            *w.filled.entry(idx).or_default() += n as u64;
+            pos += n;
+        }
+        w.size = w.size.max(end);
+        w.changed = true;
+        w.mtime = now_ns();
+        // Write-behind: blocks written whole go up in the background, a batch at a time;
+        // past the dirty limit everything but the block being written goes.
+        let over = w.dirty_bytes > self.dirty_bytes_max;
+        let ready: Vec<u64> = w
+            .dirty
+            .keys()
+            .copied()
+            .filter(|i| {
+                if over {
+                    *i != last
+                } else {
+                    w.filled.get(i).copied().unwrap_or(0) >= bs && (i + 1) * bs <= w.size
                 }
-                let block_start = idx * bs;
-                let from = offset.max(block_start) - block_start;
-                let to = end.min(block_start + bs) - block_start;
-                if !w.dirty.contains_key(&idx) {
-                    let mut buf = match (loaded.get(&idx), w.blocks.get(&idx)) {
-                        (Some(d), _) => d.as_ref().clone(),
-                        _ => Vec::new(),
-                    };
-                    // Bytes past the old end of file read as zeros (POSIX holes).
-                    let valid = w.size.saturating_sub(block_start).min(bs) as usize;
-                    buf.truncate(valid);
-                    buf.resize(bs as usize, 0);
-                    w.dirty.insert(idx, buf);
-                    w.dirty_bytes += bs;
-                    w.filled.insert(idx, 0);
-                    w.blocks.remove(&idx);
-                }
-                let buf = w.dirty.get_mut(&idx).expect("inserted");
-                let n = (to - from) as usize;
-                buf[from as usize..to as usize].copy_from_slice(&data[pos..pos + n]);
-                *w.filled.entry(idx).or_default() += n as u64;
-                pos += n;
-            }
-            w.size = w.size.max(end);
-            w.changed = true;
-            w.mtime = now_ns();
-            // Write-behind: blocks written whole go up in the background, a batch at a time;
-            // past the dirty limit everything but the block being written goes.
-            let over = w.dirty_bytes > self.dirty_bytes_max;
-            let ready: Vec<u64> = w
-                .dirty
-                .keys()
-                .copied()
-                .filter(|i| {
-                    if over {
-                        *i != last
-                    } else {
-                        w.filled.get(i).copied().unwrap_or(0) >= bs && (i + 1) * bs <= w.size
-                    }
+            })
+            .collect();
+        if (WRITE_BEHIND && ready.len() >= batch) || (over && !ready.is_empty()) {
+            let bufs: Vec<(u64, Vec<u8>)> = ready
+                .into_iter()
+                .map(|i| {
+                    w.filled.remove(&i);
+                    w.dirty_bytes -= bs;
+                    (i, w.dirty.remove(&i).expect("listed"))
                 })
                 .collect();
-            // Write-behind of whole blocks before the dirty limit is off: with it on, the
-            // SIGKILL test found commits naming only a file's last block (the early blocks'
-            // refs lost; not yet explained, docs/mailfs.md 13). The spill past
-            // `dirty_bytes_max` stays: memory must stay bounded.
-            let write_behind = false;
-            if (write_behind && ready.len() >= batch) || (over && !ready.is_empty()) {
-                let bufs: Vec<(u64, Vec<u8>)> = ready
-                    .into_iter()
-                    .map(|i| {
-                        w.filled.remove(&i);
-                        w.dirty_bytes -= bs;
-                        (i, w.dirty.remove(&i).expect("listed"))
-                    })
-                    .collect();
-                let jobs = self.plan_blocks(ino, w, bufs);
-                self.start_upload(ino, w, jobs);
-            }
-            w.uploading.len() > self.uploads_in_flight_max()
-        };
-        if wait_for {
-            self.settle_oldest(ino)?;
+            let jobs = self.plan_blocks(ino, w, bufs);
+            self.start_upload(ino, w, jobs);
+        }
+        let wait = w.in_flight > self.uploads_in_flight_max();
+        drop(tree);
+        if wait {
+            self.settle_to(ino, self.uploads_in_flight_max())?;
         }
         Ok(data.len())
     }
@@ -222,70 +234,64 @@ impl Fs {
         jobs
     }
 
+    /// Sends blocks in the background; they are pending until the upload lands.
     pub(super) fn start_upload(
         &self,
         file: u64,
         w: &mut Writer,
         jobs: Vec<(BlockRef, Arc<Vec<u8>>)>,
     ) {
-        let fs = self.me.get().and_then(std::sync::Weak::upgrade);
-        let blocks = jobs.clone();
-        let handle = std::thread::spawn(move || match fs {
-            Some(fs) => fs.emit_blocks(file, &jobs),
-            None => Err(FsError::Local("file system closed".into())),
-        });
-        w.uploading.push_back(Upload { blocks, handle });
-    }
-
-    /// Waits for one background upload (the oldest) of a file.
-    pub(super) fn settle_oldest(&self, ino: u64) -> Result<(), FsError> {
-        let up = {
-            let mut tree = self.lock();
-            tree.writers
-                .get_mut(&ino)
-                .and_then(|w| w.uploading.pop_front())
-        };
-        match up {
-            Some(up) => self.land(ino, up),
-            None => Ok(()),
+        for (r, d) in &jobs {
+            w.pending.insert(r.index, (r.clone(), d.clone()));
+        }
+        w.in_flight += 1;
+        let writer = w.id;
+        match self.me.get().and_then(std::sync::Weak::upgrade) {
+            Some(fs) => {
+                std::thread::spawn(move || {
+                    let r = fs.emit_blocks(file, &jobs);
+                    let mut tree = fs.lock();
+                    if let Some(w) = tree.writers.get_mut(&file)
+                        && w.id == writer
+                    {
+                        Self::land(fs.bs(), w, &jobs, r);
+                    }
+                    drop(tree);
+                    fs.landed.notify_all();
+                });
+            }
+            None => Self::land(
+                self.bs(),
+                w,
+                &jobs,
+                Err(FsError::Local("file system closed".into())),
+            ),
         }
     }
 
-    /// Waits for every background upload of a file.
-    pub(super) fn settle(&self, ino: u64) -> Result<(), FsError> {
-        let ups: Vec<Upload> = {
-            let mut tree = self.lock();
-            match tree.writers.get_mut(&ino) {
-                Some(w) => w.uploading.drain(..).collect(),
-                None => return Ok(()),
-            }
-        };
-        let mut first_err = None;
-        for up in ups {
-            if let Err(e) = self.land(ino, up) {
-                first_err.get_or_insert(e);
-            }
+    /// Records a finished background upload (see `land_blocks`) and its failure, if any,
+    /// for the next settle.
+    fn land(bs: u64, w: &mut Writer, jobs: &[(BlockRef, Arc<Vec<u8>>)], r: Result<(), FsError>) {
+        w.in_flight = w.in_flight.saturating_sub(1);
+        Self::land_blocks(bs, w, jobs, r.is_ok());
+        if let Err(e) = r {
+            w.upload_error.get_or_insert(e);
         }
-        first_err.map_or(Ok(()), Err)
     }
 
-    /// Records a finished upload in the writer; a failed one puts its data back as dirty,
-    /// so the next flush tries again and nothing is lost.
-    pub(super) fn land(&self, ino: u64, up: Upload) -> Result<(), FsError> {
-        let r = up
-            .handle
-            .join()
-            .unwrap_or_else(|_| Err(FsError::Local("upload thread panicked".into())));
-        let bs = self.bs();
-        let mut tree = self.lock();
-        let Some(w) = tree.writers.get_mut(&ino) else {
-            return r;
-        };
-        for (b, data) in up.blocks {
-            if b.index * bs >= w.size || w.dirty.contains_key(&b.index) {
+    /// Uploaded blocks still pending become stored, or, if the upload failed, dirty again
+    /// so the next flush retries and nothing is lost. A block changed again since is left
+    /// to its newer version.
+    fn land_blocks(bs: u64, w: &mut Writer, jobs: &[(BlockRef, Arc<Vec<u8>>)], stored: bool) {
+        for (b, _) in jobs {
+            if w.pending
+                .get(&b.index)
+                .is_none_or(|(p, _)| p.version != b.version)
+            {
                 continue;
             }
-            if r.is_ok() {
+            let (b, data) = w.pending.remove(&b.index).expect("checked");
+            if stored {
                 w.blocks.insert(b.index, b);
             } else {
                 let mut buf = data.as_ref().clone();
@@ -295,50 +301,52 @@ impl Fs {
                 w.changed = true;
             }
         }
-        r
+    }
+
+    /// Waits until at most `max` background uploads of a file are in flight; reports the
+    /// first upload failure since the last settle.
+    pub(super) fn settle_to(&self, ino: u64, max: usize) -> Result<(), FsError> {
+        let mut tree = self.lock();
+        loop {
+            let Some(w) = tree.writers.get_mut(&ino) else {
+                return Ok(());
+            };
+            if w.in_flight <= max {
+                return w.upload_error.take().map_or(Ok(()), Err);
+            }
+            tree = self.landed.wait(tree).unwrap();
+        }
     }
 
     pub(super) fn truncate(&self, ino: u64, size: u64) -> Result<(), FsError> {
         if size > FILE_BYTES_MAX {
             return Err(FsError::NoSpace("file too large".into()));
         }
-        self.settle(ino)?;
         let bs = self.bs();
         let tail_idx = size / bs;
-        let tail_len = (size % bs) as usize;
-        let need = {
-            let mut tree = self.lock();
-            let w = self.writer(&mut tree, ino)?;
-            if tail_len > 0 && size < w.size && !w.dirty.contains_key(&tail_idx) {
-                w.blocks.get(&tail_idx).cloned()
-            } else {
-                None
-            }
+        let tail_len = size % bs;
+        let partial: Vec<u64> = if tail_len > 0 {
+            vec![tail_idx]
+        } else {
+            Vec::new()
         };
-        let loaded = match need {
-            Some(b) => Some(self.load_block(ino, &b)?),
-            None => None,
-        };
-        let mut tree = self.lock();
+        let (mut tree, bases) = self.lock_with_bases(ino, &partial)?;
         let w = self.writer(&mut tree, ino)?;
         if size < w.size {
+            if tail_len > 0 {
+                self.make_dirty(w, tail_idx, &bases);
+                if let Some(buf) = w.dirty.get_mut(&tail_idx) {
+                    buf[tail_len as usize..].fill(0);
+                }
+            }
             let keep_blocks = size.div_ceil(bs);
             w.blocks.retain(|&i, _| i < keep_blocks);
+            // Uploads of cut blocks may still land: `land` ignores what is not pending.
+            w.pending.retain(|&i, _| i < keep_blocks);
             let before = w.dirty.len();
             w.dirty.retain(|&i, _| i < keep_blocks);
             w.dirty_bytes -= (before - w.dirty.len()) as u64 * bs;
-            if tail_len > 0 {
-                if let Some(data) = loaded {
-                    let mut buf = data.as_ref().clone();
-                    buf.resize(bs as usize, 0);
-                    w.blocks.remove(&tail_idx);
-                    w.dirty.insert(tail_idx, buf);
-                    w.dirty_bytes += bs;
-                }
-                if let Some(buf) = w.dirty.get_mut(&tail_idx) {
-                    buf[tail_len..].fill(0);
-                }
-            }
+            w.filled.retain(|&i, _| i < keep_blocks);
         }
         if size != w.size {
             w.size = size;
@@ -349,72 +357,92 @@ impl Fs {
         self.flush(ino)
     }
 
+    fn commit_lock(&self, ino: u64) -> Arc<Mutex<()>> {
+        self.commit_locks
+            .lock()
+            .unwrap()
+            .entry(ino)
+            .or_default()
+            .clone()
+    }
+
     /// Commits a changed file (docs/mailfs.md 5): dirty entry naming old and new block
     /// lists, then the blocks, then the clean entry. A crash anywhere leaves the old or the
-    /// new content.
+    /// new content. One commit per file at a time.
     pub fn flush(&self, ino: u64) -> Result<(), FsError> {
-        self.settle(ino)?;
-        let (size, version, mut refs, planned, mtime, orphan) = loop {
+        let commit = self.commit_lock(ino);
+        let r = {
+            let _one = commit.lock().unwrap();
+            self.commit(ino)
+        };
+        let mut locks = self.commit_locks.lock().unwrap();
+        // The map's reference and ours: nobody else waits for this file.
+        if Arc::strong_count(&commit) == 2 {
+            locks.remove(&ino);
+        }
+        r
+    }
+
+    fn commit(&self, ino: u64) -> Result<(), FsError> {
+        let bs = self.bs();
+        // Under the lock with nothing in flight, take the dirty blocks: together with the
+        // stored ones they are the file at this instant.
+        let (size, version, mut refs, planned, mtime) = {
             let mut tree = self.lock();
-            let Some(w) = tree.writers.get_mut(&ino) else {
-                return Ok(());
-            };
-            if !w.changed {
-                return Ok(());
+            loop {
+                if tree.orphans.contains_key(&ino) {
+                    // Unlinked while open: nothing names it any more, nothing to store;
+                    // its handles keep reading the writer.
+                    let size = tree.writers.get(&ino).map(|w| w.size);
+                    if let (Some(size), Some(e)) = (size, tree.orphans.get_mut(&ino)) {
+                        e.size = size;
+                    }
+                    return Ok(());
+                }
+                let Some(w) = tree.writers.get_mut(&ino) else {
+                    return Ok(());
+                };
+                if let Some(e) = w.upload_error.take() {
+                    // The blocks are dirty again; this commit retries them.
+                    tracing::warn!("file {ino:x}: background upload failed, retrying: {e}");
+                }
+                if !w.changed {
+                    return Ok(());
+                }
+                if w.in_flight == 0 {
+                    break;
+                }
+                tree = self.landed.wait(tree).unwrap();
             }
-            if !w.uploading.is_empty() {
-                // A write started uploads after the settle above: a commit must name every
-                // block, so wait for them too.
-                drop(tree);
-                self.settle(ino)?;
-                continue;
-            }
+            let w = tree.writers.get_mut(&ino).expect("checked");
             let dirty: Vec<(u64, Vec<u8>)> = std::mem::take(&mut w.dirty).into_iter().collect();
             w.dirty_bytes = 0;
             w.filled.clear();
             w.changed = false;
-            // Plan the new blocks (name, hash, group) before anything is written, so the
-            // dirty entry can name them.
+            // Name, hash and place the new blocks before anything is written, so the dirty
+            // entry can name them; readers find them pending meanwhile.
             let planned = self.plan_blocks(ino, w, dirty);
-            let (size, version, blocks, mtime) = (w.size, w.new_version, w.blocks.clone(), w.mtime);
-            break (
-                size,
-                version,
-                blocks,
-                planned,
-                mtime,
-                tree.orphans.contains_key(&ino),
-            );
-        };
-        if orphan {
-            // Unlinked while open: nothing names it any more, nothing to store.
-            let mut tree = self.lock();
-            if let Some(e) = tree.orphans.get_mut(&ino) {
-                e.size = size;
+            for (r, d) in &planned {
+                w.pending.insert(r.index, (r.clone(), d.clone()));
             }
-            return Ok(());
-        }
-        let bs = self.bs();
+            let version = w.new_version;
+            // The next change commits as the next version, whatever happens to this one.
+            w.new_version += 1;
+            (w.size, version, w.blocks.clone(), planned, w.mtime)
+        };
         for (r, _) in &planned {
             refs.insert(r.index, r.clone());
         }
         refs.retain(|i, _| i * bs < size);
         let blocks: Vec<BlockRef> = refs.values().cloned().collect();
-        // Step 1: the dirty entry.
-        let restore_writer = |this: &Self, planned: &[(BlockRef, Arc<Vec<u8>>)]| {
-            // A failed commit keeps the data in memory, to be retried by the next flush.
-            let mut tree = this.lock();
-            if let Some(w) = tree.writers.get_mut(&ino) {
-                for (r, data) in planned {
-                    let mut buf = data.as_ref().clone();
-                    buf.resize(bs as usize, 0);
-                    w.dirty.entry(r.index).or_insert(buf);
-                    w.dirty_bytes += bs;
-                }
-                w.changed = true;
-            }
+        // A failed commit keeps the data: the planned blocks become dirty again (unless
+        // written since), for the next flush to retry.
+        let give_back = |e: FsError| {
+            self.settle_planned(ino, &planned, false);
+            Err(e)
         };
-        let (parent, name) = {
+        // Step 1: the dirty entry.
+        let step1 = (|| {
             let mut tree = self.lock();
             let (parent, name) = self.entry_of(&mut tree, ino)?;
             let mut d = self.ensure_dir(&mut tree, parent)?.clone();
@@ -442,57 +470,64 @@ impl Fs {
                 a.mtime = mtime;
                 a.ctime = now_ns();
             }
-            if let Err(err) = self.write_dir(&mut tree, d) {
-                drop(tree);
-                restore_writer(self, &planned);
-                return Err(err);
-            }
-            (parent, name)
-        };
+            self.write_dir(&mut tree, d)
+        })();
+        if let Err(e) = step1 {
+            return give_back(e);
+        }
         // Step 2: the blocks, in parallel over every account.
-        if let Err(err) = self.emit_blocks(ino, &planned) {
-            restore_writer(self, &planned);
-            return Err(err);
+        if let Err(e) = self.emit_blocks(ino, &planned) {
+            return give_back(e);
         }
         for (r, data) in &planned {
             self.cache
                 .put_memory_only(BlockId::of(ino, r), data.clone());
         }
-        // Step 3: clean.
+        // Step 3: clean, wherever the entry is now (it may have been renamed meanwhile).
+        let step3 = (|| {
+            let mut tree = self.lock();
+            let Ok((parent, name)) = self.entry_of(&mut tree, ino) else {
+                return Ok(()); // unlinked meanwhile
+            };
+            let mut d = self.ensure_dir(&mut tree, parent)?.clone();
+            match d.entries.get_mut(&name) {
+                Some(e) if e.id == ino => match &mut e.file {
+                    Some(fm) if fm.version == version && fm.dirty.is_some() => {
+                        fm.dirty = None;
+                        self.write_dir(&mut tree, d)
+                    }
+                    _ => Ok(()),
+                },
+                _ => Ok(()),
+            }
+        })();
+        // The blocks are stored either way: they join the writer's stored list. A clean
+        // entry that failed to write leaves the dirty one, which names complete blocks (a
+        // remount's repair cleans it); the file stays changed so the next flush commits it.
+        self.settle_planned(ino, &planned, true);
+        if step3.is_err() {
+            let mut tree = self.lock();
+            if let Some(w) = tree.writers.get_mut(&ino) {
+                w.changed = true;
+            }
+        }
+        step3?;
         let mut tree = self.lock();
-        let mut d = self.ensure_dir(&mut tree, parent)?.clone();
-        if let Some(e) = d.entries.get_mut(&name)
-            && e.id == ino
-            && let Some(fm) = &mut e.file
-        {
-            fm.dirty = None;
-        } else if let Some(e) = d.entries.values_mut().find(|e| e.id == ino)
-            && let Some(fm) = &mut e.file
-        {
-            // Renamed meanwhile.
-            fm.dirty = None;
-        }
-        self.write_dir(&mut tree, d)?;
-        if let Some(w) = tree.writers.get_mut(&ino) {
-            for (i, r) in refs {
-                if !w.dirty.contains_key(&i) {
-                    w.blocks.insert(i, r);
-                }
-            }
-            if !w.changed {
-                w.new_version = version + 1;
-                w.next_write = u64::from(rand::random::<u32>());
-            }
-        }
         // The next change starts from what was just committed.
-        if tree
-            .writers
-            .get(&ino)
-            .is_some_and(|w| !w.changed && w.dirty.is_empty() && w.uploading.is_empty())
-        {
+        if tree.writers.get(&ino).is_some_and(|w| {
+            !w.changed && w.dirty.is_empty() && w.in_flight == 0 && w.pending.is_empty()
+        }) {
             tree.writers.remove(&ino);
         }
         Ok(())
+    }
+
+    /// After a commit's upload: its planned blocks still pending become stored or dirty.
+    fn settle_planned(&self, ino: u64, planned: &[(BlockRef, Arc<Vec<u8>>)], stored: bool) {
+        let mut tree = self.lock();
+        if let Some(w) = tree.writers.get_mut(&ino) {
+            Self::land_blocks(self.bs(), w, planned, stored);
+        }
     }
 
     pub fn fsync(&self, ino: u64) -> Result<(), FsError> {
