@@ -24,6 +24,9 @@ pub struct Account {
     /// happens when a copy was re-sent after a timeout, or a third party added one; readers
     /// try each.
     index: Mutex<HashMap<KeyId, Vec<u32>>>,
+    /// The newest copy's time of each chunk (dedup reuses only young copies, see
+    /// `Fs::chunk_reusable`).
+    chunk_times: Mutex<HashMap<KeyId, i64>>,
     /// Names we could not parse or that belong to another file system (reported by fsck).
     pub foreign: AtomicU64,
     up: AtomicBool,
@@ -46,6 +49,7 @@ impl Account {
             remote,
             fsid,
             index: Mutex::new(HashMap::new()),
+            chunk_times: Mutex::new(HashMap::new()),
             foreign: AtomicU64::new(0),
             up: AtomicBool::new(true),
             latency_us: AtomicU64::new(1_000),
@@ -92,16 +96,22 @@ impl Account {
         let mut ours = Vec::with_capacity(listed.len());
         let mut foreign = 0;
         let mut index = HashMap::with_capacity(listed.len());
+        let mut times = HashMap::new();
         for (uid, name) in listed {
             match Key::parse(&name) {
                 Some(k) if k.fsid == self.fsid => {
                     index.entry(k.id()).or_insert_with(Vec::new).push(uid);
+                    if k.kind == mailfs_format::Kind::Chunk {
+                        let t = times.entry(k.id()).or_insert(k.time);
+                        *t = k.time.max(*t);
+                    }
                     ours.push((uid, k));
                 }
                 _ => foreign += 1,
             }
         }
         *self.index.lock().unwrap() = index;
+        *self.chunk_times.lock().unwrap() = times;
         self.foreign.store(foreign, Ordering::Relaxed);
         ours
     }
@@ -117,6 +127,14 @@ impl Account {
 
     pub fn has(&self, id: &KeyId) -> bool {
         self.index.lock().unwrap().contains_key(id)
+    }
+
+    /// The time in the name of the newest copy of a chunk held here.
+    pub fn chunk_time(&self, id: &KeyId) -> Option<i64> {
+        if !self.has(id) {
+            return None;
+        }
+        self.chunk_times.lock().unwrap().get(id).copied()
     }
 
     /// Every content id of `kind` and `object` known here, with its uids.
@@ -158,6 +176,11 @@ impl Account {
                 if !v.contains(&u) {
                     v.push(u);
                 }
+            }
+            if key.kind == mailfs_format::Kind::Chunk {
+                let mut times = self.chunk_times.lock().unwrap();
+                let t = times.entry(key.id()).or_insert(key.time);
+                *t = key.time.max(*t);
             }
         }
         Ok(())

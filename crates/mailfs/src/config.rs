@@ -240,9 +240,6 @@ impl Config {
         }
         parse_duration(&self.fs.retention)?;
         parse_duration(&self.fs.orphan_grace)?;
-        if self.fs.dedup {
-            return bad("fs.dedup is not implemented yet; set dedup = false".into());
-        }
         Ok(())
     }
 

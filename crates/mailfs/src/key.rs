@@ -75,6 +75,13 @@ impl Key {
                 };
                 (k, hex(o)?, dec(i)?, version_of(words.next())?)
             }
+            "chk" => {
+                let id = words.next()?;
+                if id.len() != 32 {
+                    return None;
+                }
+                (Kind::Chunk, hex(&id[..16])?, hex(&id[16..])?, 0)
+            }
             "jnl" => (
                 Kind::JournalPage,
                 0,
@@ -112,13 +119,17 @@ mod tests {
 
     #[test]
     fn names_round_trip_and_foreign_names_are_none() {
-        for kind in [Kind::Superblock, Kind::Directory, Kind::Block] {
+        for kind in [Kind::Superblock, Kind::Directory, Kind::Block, Kind::Chunk] {
             let k = Key {
                 fsid: [0xab; 16],
                 kind,
                 object: if kind == Kind::Superblock { 0 } else { 0xa3f2 },
-                index: 17,
-                version: 42,
+                index: if kind == Kind::Chunk {
+                    u64::MAX - 3
+                } else {
+                    17
+                },
+                version: if kind == Kind::Chunk { 0 } else { 42 },
                 time: 1_700_000_000,
             };
             assert_eq!(Key::parse(&k.render()), Some(k), "{}", k.render());

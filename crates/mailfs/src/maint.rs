@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use mailfs_format::{Kind as MsgKind, open};
 
 use crate::FsError;
-use crate::fs::{Fs, ROOT, seal_with};
+use crate::fs::{Fs, MANIFEST_BIT, ROOT, seal_with};
 use crate::key::KeyId;
 use crate::meta::{BlockRef, Entry, Kind, Snapshot};
 use crate::now_secs;
@@ -177,6 +177,7 @@ impl Fs {
         }
         // Blocks those versions reach (new and previous lists of dirty entries too).
         let mut keep_blocks: HashSet<(u64, u64, u64)> = HashSet::new();
+        let mut manifests: Vec<(u64, BlockRef)> = Vec::new();
         let total = keep_dirs.len() as u64;
         for (i, (id, v)) in keep_dirs.iter().enumerate() {
             progress(i as u64, total);
@@ -193,8 +194,39 @@ impl Fs {
                 if let Some(fm) = &e.file {
                     let prev = fm.dirty.iter().flat_map(|p| p.blocks.iter());
                     for b in fm.blocks.iter().chain(prev) {
-                        keep_blocks.insert((e.id, b.index, b.version));
+                        if keep_blocks.insert((e.id, b.index, b.version))
+                            && b.version & MANIFEST_BIT != 0
+                        {
+                            manifests.push((e.id, b.clone()));
+                        }
                     }
+                }
+            }
+        }
+        // Chunks those blocks' manifests name (a manifest that cannot be read keeps gc
+        // from removing any chunk: it could name any of them).
+        let mut keep_chunks: HashSet<(u64, u64)> = HashSet::new();
+        let mut chunks_unknown = false;
+        for (i, (file, b)) in manifests.iter().enumerate() {
+            progress(
+                keep_dirs.len() as u64 + i as u64,
+                total + manifests.len() as u64,
+            );
+            let kid = KeyId {
+                kind: MsgKind::Block,
+                object: *file,
+                index: b.index,
+                version: b.version,
+            };
+            let members = self.groups[b.group as usize].clone();
+            match self
+                .get(&members, kid, self.sealing())
+                .and_then(|p| crate::meta::decode_manifest(&p))
+            {
+                Ok(m) => keep_chunks.extend(m.chunks.iter().map(|c| c.name())),
+                Err(e) => {
+                    tracing::warn!("file {file:x} block {} manifest: {e}", b.index);
+                    chunks_unknown = true;
                 }
             }
         }
@@ -211,12 +243,20 @@ impl Fs {
                             && k.time <= grace_after
                     }
                     MsgKind::Superblock => k.version + 1 < latest_sb,
-                    MsgKind::Chunk | MsgKind::JournalPage => false,
+                    // An unnamed chunk goes only after `orphan_grace`: a commit in progress
+                    // names only young chunks (`Fs::chunk_reusable`).
+                    MsgKind::Chunk => {
+                        !chunks_unknown
+                            && !keep_chunks.contains(&(k.object, k.index))
+                            && k.time <= grace_after
+                    }
+                    MsgKind::JournalPage => false,
                 };
                 if remove {
                     match k.kind {
                         MsgKind::Directory => report.directories += 1,
                         MsgKind::Block => report.blocks += 1,
+                        MsgKind::Chunk => report.chunks += 1,
                         _ => report.other += 1,
                     }
                     doomed.push((*uid, k.id()));
@@ -259,6 +299,7 @@ impl Fs {
             }
         }
         let total = work.len() as u64;
+        let mut chunks_checked: HashSet<[u8; 16]> = HashSet::new();
         for (i, item) in work.iter().enumerate() {
             progress(i as u64, total);
             match item {
@@ -281,9 +322,13 @@ impl Fs {
                         index: b.index,
                         version: b.version,
                     };
+                    let members = self.groups[b.group as usize].clone();
+                    if b.version & MANIFEST_BIT != 0 {
+                        self.fsck_chunked(*file, b, &members, &mut chunks_checked, &mut report);
+                        continue;
+                    }
                     match self.load_block(*file, b) {
                         Ok(data) => {
-                            let members = self.groups[b.group as usize].clone();
                             self.check_replicas(&members, kid, &data, Some(b), &mut report);
                         }
                         Err(e) => {
@@ -298,6 +343,61 @@ impl Fs {
         }
         progress(total, total);
         Ok(report)
+    }
+
+    /// A deduplicated block: the whole block must come back from its chunks; then its
+    /// manifest and each chunk (once per fsck) on every member of their groups.
+    fn fsck_chunked(
+        &self,
+        file: u64,
+        b: &BlockRef,
+        members: &[usize],
+        checked: &mut HashSet<[u8; 16]>,
+        report: &mut FsckReport,
+    ) {
+        let kid = KeyId {
+            kind: MsgKind::Block,
+            object: file,
+            index: b.index,
+            version: b.version,
+        };
+        let unrecoverable = |report: &mut FsckReport, e: FsError| {
+            report.unrecoverable.push(format!(
+                "file {file:x} block {} v{:x}: {e}",
+                b.index, b.version
+            ))
+        };
+        if let Err(e) = self.load_block(file, b) {
+            return unrecoverable(report, e);
+        }
+        let manifest = match self
+            .get(members, kid, self.sealing())
+            .and_then(|p| crate::meta::decode_manifest(&p).map(|m| (p, m)))
+        {
+            Ok(pm) => pm,
+            Err(e) => return unrecoverable(report, e),
+        };
+        self.check_replicas(members, kid, &manifest.0, None, report);
+        for c in &manifest.1.chunks {
+            if !checked.insert(c.id) {
+                continue;
+            }
+            report.chunks += 1;
+            let (object, index) = c.name();
+            let ckid = KeyId {
+                kind: MsgKind::Chunk,
+                object,
+                index,
+                version: 0,
+            };
+            match self.fetch_chunk(c) {
+                Ok(data) => {
+                    let cm = self.groups[self.chunk_group(c) as usize].clone();
+                    self.check_replicas(&cm, ckid, &data, None, report);
+                }
+                Err(e) => return unrecoverable(report, e),
+            }
+        }
     }
 
     fn check_replicas(
@@ -435,7 +535,18 @@ impl Fs {
                 let members: Vec<usize> = (0..self.accounts.len())
                     .filter(|&m| self.accounts[m].has(&k))
                     .collect();
-                if let Ok(data) = self.get(&members, k, self.sealing()) {
+                let data = self.get(&members, k, self.sealing()).and_then(|p| {
+                    if k.version & MANIFEST_BIT == 0 {
+                        return Ok(p);
+                    }
+                    let m = crate::meta::decode_manifest(&p)?;
+                    let mut out = Vec::new();
+                    for c in &m.chunks {
+                        out.extend_from_slice(&self.fetch_chunk(c)?);
+                    }
+                    Ok(out)
+                });
+                if let Ok(data) = data {
                     let group = self.accounts[members[0]].group as u8;
                     refs.push(BlockRef {
                         index: k.index,
@@ -450,7 +561,7 @@ impl Fs {
             let size = last.index * u64::from(self.block_size) + u64::from(last.len);
             let version = refs
                 .iter()
-                .map(|r| r.version >> crate::fs::BLOCK_VERSION_SHIFT)
+                .map(|r| crate::fs::file_version_of(r.version))
                 .max()
                 .unwrap_or(0)
                 + 1;
@@ -496,6 +607,7 @@ enum Item {
 pub struct GcReport {
     pub directories: u64,
     pub blocks: u64,
+    pub chunks: u64,
     pub other: u64,
 }
 
@@ -503,6 +615,7 @@ pub struct GcReport {
 pub struct FsckReport {
     pub directories: u64,
     pub blocks: u64,
+    pub chunks: u64,
     pub repaired: Vec<String>,
     pub unrecoverable: Vec<String>,
     pub foreign_messages: u64,

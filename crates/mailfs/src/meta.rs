@@ -83,6 +83,48 @@ pub struct BlockRef {
     pub hash: [u8; 32],
 }
 
+/// A deduplicated block's message holds this instead of the data (docs/mailfs.md 5): the
+/// block is its chunks, in order, each a content-addressed chunk message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    #[serde(rename = "f")]
+    pub format: u8,
+    #[serde(rename = "c")]
+    pub chunks: Vec<ChunkRef>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkRef {
+    /// Keyed BLAKE3 of the chunk's plain content, first 128 bits: its message's name.
+    #[serde(rename = "i", with = "serde_bytes")]
+    pub id: [u8; 16],
+    #[serde(rename = "n")]
+    pub len: u32,
+}
+
+impl ChunkRef {
+    /// The (object, index) pair of the chunk message's name and header.
+    pub fn name(&self) -> (u64, u64) {
+        let (hi, lo) = self.id.split_at(8);
+        (
+            u64::from_be_bytes(hi.try_into().expect("8 bytes")),
+            u64::from_be_bytes(lo.try_into().expect("8 bytes")),
+        )
+    }
+}
+
+pub fn decode_manifest(bytes: &[u8]) -> Result<Manifest, FsError> {
+    let m: Manifest =
+        ciborium::from_reader(bytes).map_err(|e| FsError::Corrupt(format!("manifest: {e}")))?;
+    if m.format != META_FORMAT {
+        return Err(FsError::Corrupt(format!(
+            "manifest format {} is not {META_FORMAT}",
+            m.format
+        )));
+    }
+    Ok(m)
+}
+
 /// The state a dirty file can roll back to (invariant M5).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Previous {

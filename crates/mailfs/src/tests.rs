@@ -57,8 +57,18 @@ impl Rig {
     /// Four accounts in two groups of two, 4 KiB blocks.
     fn new(extra: &str) -> Rig {
         let cache = tempfile::tempdir().unwrap();
+        // `extra` may override a default.
+        let defaults: String = [
+            "block_size = 4096",
+            "retention = \"0\"",
+            "orphan_grace = \"0\"",
+        ]
+        .iter()
+        .filter(|d| !extra.contains(d.split(' ').next().expect("a key")))
+        .map(|d| format!("{d}\n"))
+        .collect();
         let mut text = format!(
-            "[fs]\nblock_size = 4096\nretention = \"0\"\norphan_grace = \"0\"\n{extra}\n[cache]\ndir = {:?}\n[encryption]\npassphrase = \"test\"\n",
+            "[fs]\n{defaults}{extra}\n[cache]\ndir = {:?}\n[encryption]\npassphrase = \"test\"\n",
             cache.path()
         );
         for g in 0..2 {
@@ -111,7 +121,7 @@ fn read_all(fs: &Fs, ino: u64) -> Vec<u8> {
 
 /// The file version that wrote a block message (its version's high bits).
 fn block_file_version(name: &str) -> u64 {
-    crate::key::Key::parse(name).map_or(0, |k| k.version >> crate::fs::BLOCK_VERSION_SHIFT)
+    crate::key::Key::parse(name).map_or(0, |k| crate::fs::file_version_of(k.version))
 }
 
 fn pattern(n: usize, seed: u8) -> Vec<u8> {
@@ -824,4 +834,119 @@ fn concurrent_writes_flushes_and_reads_never_see_a_block_vanish() {
     let fs = rig.mount();
     let st = fs.lookup(ROOT, b"f").unwrap();
     assert_eq!(read_all(&fs, st.ino), gens[last], "after a remount");
+}
+
+fn noise(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn chunk_messages(rig: &Rig) -> usize {
+    rig.accounts
+        .iter()
+        .map(|a| {
+            a.messages
+                .lock()
+                .unwrap()
+                .values()
+                .filter(|(n, _)| {
+                    crate::key::Key::parse(n).is_some_and(|k| k.kind == mailfs_format::Kind::Chunk)
+                })
+                .count()
+        })
+        .sum()
+}
+
+#[test]
+fn dedup_stores_shared_chunks_once_and_gc_keeps_what_a_file_names() {
+    let rig = Rig::new("dedup = true\norphan_grace = \"1h\"");
+    let fs = rig.mkfs();
+    let a = noise(4096 * 40 + 777, 1);
+    let ino_a = write_file(&fs, ROOT, "a", &a);
+    let sent_a = fs.stats.bytes_written.load(Ordering::Relaxed);
+    let chunks_a = chunk_messages(&rig);
+    assert!(chunks_a > 0, "blocks went as chunks");
+    // The same bytes again: only the manifests go out.
+    write_file(&fs, ROOT, "b", &a);
+    let sent_b = fs.stats.bytes_written.load(Ordering::Relaxed) - sent_a;
+    assert!(
+        sent_b * 10 < sent_a,
+        "a copy sent {sent_b} bytes, the original {sent_a}"
+    );
+    assert_eq!(chunk_messages(&rig), chunks_a, "no chunk stored twice");
+    // 100 bytes inserted near the start shift every block; content-defined cuts find the
+    // same chunks again inside each block.
+    let mut c = a.clone();
+    c.splice(1000..1000, noise(100, 2));
+    let reused_before = fs.stats.chunks_reused.load(Ordering::Relaxed);
+    let ino_c = write_file(&fs, ROOT, "c", &c);
+    let reused = fs.stats.chunks_reused.load(Ordering::Relaxed) - reused_before;
+    // Every chunk is on both members of its group.
+    let new = (chunk_messages(&rig) - chunks_a) as u64 / 2;
+    assert!(
+        reused * 2 > new,
+        "shifted copy: {reused} chunks reused, {new} new"
+    );
+    drop(fs);
+    std::fs::remove_dir_all(rig.config.cache.dir.clone()).unwrap();
+    let fs = rig.mount();
+    for (name, want) in [("a", &a), ("b", &a), ("c", &c)] {
+        let st = fs.lookup(ROOT, name.as_bytes()).unwrap();
+        assert_eq!(&read_all(&fs, st.ino), want, "{name} after a remount");
+    }
+    let report = fs.fsck(&|_, _| {}).unwrap();
+    assert!(report.clean(), "{report:?}");
+    assert!(report.chunks > 0);
+    // Without a and c, gc (with no grace) removes the chunks only c named; b keeps a's.
+    fs.unlink(ROOT, b"a").unwrap();
+    fs.unlink(ROOT, b"c").unwrap();
+    drop(fs);
+    let mut config = rig.config.clone();
+    config.fs.orphan_grace = "0".into();
+    let gc_fs = Fs::open(&config, rig.remotes()).unwrap();
+    let report = gc_fs.gc(&|_, _| {}).unwrap();
+    assert!(report.chunks > 0, "{report:?}");
+    drop(gc_fs);
+    std::fs::remove_dir_all(rig.config.cache.dir.clone()).unwrap();
+    let fs = rig.mount();
+    let st = fs.lookup(ROOT, b"b").unwrap();
+    assert_eq!(read_all(&fs, st.ino), a, "b after gc");
+    let _ = (ino_a, ino_c);
+    // A chunk replaced by another chunk's sealed copy is rejected (its name is bound).
+    let mut bodies: Vec<(u32, Vec<u8>)> = Vec::new();
+    for acct in &rig.accounts {
+        let m = acct.messages.lock().unwrap();
+        for (uid, (n, body)) in m.iter() {
+            if crate::key::Key::parse(n).is_some_and(|k| k.kind == mailfs_format::Kind::Chunk) {
+                bodies.push((*uid, body.clone()));
+            }
+        }
+    }
+    for acct in &rig.accounts {
+        let mut m = acct.messages.lock().unwrap();
+        let uids: Vec<u32> = m.keys().copied().collect();
+        for uid in uids {
+            let (n, body) = m.get_mut(&uid).expect("listed");
+            if crate::key::Key::parse(n).is_some_and(|k| k.kind == mailfs_format::Kind::Chunk)
+                && let Some((_, other)) = bodies.iter().find(|(u, b)| *u != uid && b != body)
+            {
+                *body = other.clone();
+            }
+        }
+    }
+    drop(fs);
+    std::fs::remove_dir_all(rig.config.cache.dir.clone()).unwrap();
+    let fs = rig.mount();
+    let st = fs.lookup(ROOT, b"b").unwrap();
+    assert!(matches!(
+        fs.read(st.ino, 0, 4096),
+        Err(FsError::Integrity(_))
+    ));
 }

@@ -131,6 +131,7 @@ pub(crate) fn run(command: FsCommand, config_path: Option<&Path>) -> anyhow::Res
             let report = progress("fsck", |p| fs.fsck(p))?;
             println!("directories={}", report.directories);
             println!("blocks={}", report.blocks);
+            println!("chunks={}", report.chunks);
             println!("foreign_messages={}", report.foreign_messages);
             println!("accounts_down={}", report.accounts_down);
             for r in &report.repaired {
@@ -157,8 +158,8 @@ pub(crate) fn run(command: FsCommand, config_path: Option<&Path>) -> anyhow::Res
             let fs = Fs::open(&config, remotes)?;
             let r = progress("gc", |p| fs.gc(p))?;
             println!(
-                "gc: removed directories={} blocks={} other={}",
-                r.directories, r.blocks, r.other
+                "gc: removed directories={} blocks={} other={} chunks={}",
+                r.directories, r.blocks, r.other, r.chunks
             );
         }
         FsCommand::Versions { path } => {

@@ -38,8 +38,19 @@ impl Rig {
         let dir = tempfile::tempdir().unwrap();
         let mnt = dir.path().join("mnt");
         fs::create_dir(&mnt).unwrap();
+        // `extra` may override a default.
+        let defaults: String = [
+            "block_size = 131072",
+            "retention = \"0\"",
+            "orphan_grace = \"0\"",
+            "timeout_ms = 3000",
+        ]
+        .iter()
+        .filter(|d| !extra.contains(d.split(' ').next().expect("a key")))
+        .map(|d| format!("{d}\n"))
+        .collect();
         let mut text = format!(
-            "[fs]\nblock_size = 131072\nretention = \"0\"\norphan_grace = \"0\"\ntimeout_ms = 3000\n{extra}\n[cache]\ndir = {:?}\n[encryption]\npassphrase = \"it is a secret\"\n",
+            "[fs]\n{defaults}{extra}\n[cache]\ndir = {:?}\n[encryption]\npassphrase = \"it is a secret\"\n",
             dir.path().join("cache")
         );
         for g in groups {
@@ -773,4 +784,47 @@ fn bad_input_gets_clear_cli_errors_not_hangs() {
     fs::write(&config, "[fs]\nblock_size = 1000\n").unwrap();
     let (ok, out) = run(&["--config", config.to_str().unwrap(), "gc"]);
     assert!(!ok && out.contains("block_size"), "{out}");
+}
+
+#[test]
+fn dedup_stores_a_copy_as_manifests_and_reads_it_back() {
+    if !fuse_available() {
+        eprintln!("skipped: no /dev/fuse");
+        return;
+    }
+    let server = Dovecot::start(2).unwrap();
+    let rig = Rig::new(
+        &[
+            vec![Account {
+                server: &server,
+                user: 1,
+            }],
+            vec![Account {
+                server: &server,
+                user: 2,
+            }],
+        ],
+        "dedup = true\norphan_grace = \"1h\"",
+    );
+    rig.ok(&["mkfs"]);
+    rig.mount();
+    let data = pattern(6 << 20, 5);
+    fs::write(rig.mnt.join("one"), &data).unwrap();
+    fs::copy(rig.mnt.join("one"), rig.mnt.join("two")).unwrap();
+    let want = data.len() as u64 * 9 / 10;
+    rig.wait_stats("the copy deduplicated", |s| {
+        s.get("bytes_deduplicated")
+            .and_then(|v| v.parse::<u64>().ok())
+            .is_some_and(|b| b >= want)
+    });
+    rig.umount();
+    // From the servers alone: manifests, then chunks.
+    fs::remove_dir_all(rig.dir.path().join("cache")).unwrap();
+    rig.mount();
+    assert!(fs::read(rig.mnt.join("one")).unwrap() == data);
+    assert!(fs::read(rig.mnt.join("two")).unwrap() == data);
+    rig.umount();
+    let fsck = rig.ok(&["fsck"]);
+    assert!(fsck.contains("fsck: clean"), "{fsck}");
+    assert!(!fsck.contains("chunks=0\n"), "{fsck}");
 }

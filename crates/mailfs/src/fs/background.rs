@@ -78,7 +78,7 @@ impl Fs {
             .map(|a| format!("{}={}", a.raid, if a.is_up() { "up" } else { "down" }))
             .collect();
         format!(
-            "pending_ops={ops}\npending_bytes={bytes}\njournal_ops={}\naccounts={}\nintegrity_errors={}\ndir_writes={}\nblocks_written={}\nbytes_written={}\nblocks_fetched={}\nbytes_fetched={}\nrepairs={}\njournal_sent={}\njournal_coalesced={}\ncache_memory_bytes={}\ncache_disk_bytes={}\n",
+            "pending_ops={ops}\npending_bytes={bytes}\njournal_ops={}\naccounts={}\nintegrity_errors={}\ndir_writes={}\nblocks_written={}\nbytes_written={}\nblocks_fetched={}\nbytes_fetched={}\nrepairs={}\njournal_sent={}\njournal_coalesced={}\ncache_memory_bytes={}\ncache_disk_bytes={}\nchunks_written={}\nchunks_reused={}\nbytes_deduplicated={}\n",
             self.journal.pending().0,
             up.join(","),
             s.integrity_errors.load(Ordering::Relaxed),
@@ -92,6 +92,9 @@ impl Fs {
             s.journal_coalesced.load(Ordering::Relaxed),
             self.cache.memory_bytes(),
             self.cache.disk_bytes(),
+            s.chunks_written.load(Ordering::Relaxed),
+            s.chunks_reused.load(Ordering::Relaxed),
+            s.bytes_deduplicated.load(Ordering::Relaxed),
         )
     }
 

@@ -74,6 +74,11 @@ pub struct Stats {
     pub repairs: AtomicU64,
     pub journal_sent: AtomicU64,
     pub journal_coalesced: AtomicU64,
+    /// Chunk messages appended (dedup).
+    pub chunks_written: AtomicU64,
+    /// Chunks a deduplicated block named that were already stored: bytes not sent.
+    pub chunks_reused: AtomicU64,
+    pub bytes_deduplicated: AtomicU64,
 }
 
 #[derive(Debug, Clone)]
@@ -145,6 +150,8 @@ struct Writer {
 /// many small batches in flight keep every connection busy (one big batch at a time left the
 /// connections idle while its slowest account finished).
 const UPLOAD_BYTES_IN_FLIGHT_MAX: u64 = 128 << 20;
+/// Chunk fetches in flight for one deduplicated block.
+const CHUNK_FETCHES_MAX: usize = 8;
 /// Whole blocks go up while the file is still being written (see `Fs::write`).
 const WRITE_BEHIND: bool = true;
 /// Block versions are `file version << 32 | upload number`, the upload numbers of a writer
@@ -152,6 +159,14 @@ const WRITE_BEHIND: bool = true;
 /// one file version uploads a block twice, or a crash left orphans under the same file
 /// version (a writer after the crash reuses it).
 pub const BLOCK_VERSION_SHIFT: u32 = 32;
+/// Set in the version of a block whose message is a chunk manifest (dedup): the name says
+/// how to read it, and the AEAD binds the name.
+pub const MANIFEST_BIT: u64 = 1 << 63;
+
+/// The file version that wrote a block, from the block's version.
+pub fn file_version_of(block_version: u64) -> u64 {
+    (block_version & !MANIFEST_BIT) >> BLOCK_VERSION_SHIFT
+}
 
 #[derive(Default)]
 struct Tree {
@@ -201,6 +216,11 @@ pub struct Fs {
     journal: crate::journal::Journal,
     asynchronous: bool,
     keep_written: bool,
+    /// New blocks are stored as chunk manifests (docs/mailfs.md 5, deduplication).
+    dedup: bool,
+    /// Keys chunk names (derived from the data key): the servers cannot confirm a guess of
+    /// a chunk's content from its name.
+    chunk_key: [u8; 32],
     inflight: Mutex<HashMap<BlockId, Arc<Slot>>>,
     /// Read-ahead requests for the background fetchers (present while mounted).
     readahead_tx: Mutex<Option<std::sync::mpsc::Sender<(u64, BlockRef)>>>,
@@ -431,6 +451,8 @@ impl Fs {
             )?,
             asynchronous: config.fs.mode == crate::config::Mode::Async,
             keep_written: config.cache.keep_written,
+            dedup: config.fs.dedup,
+            chunk_key: [0; 32],
             inflight: Mutex::new(HashMap::new()),
             readahead_tx: Mutex::new(None),
             readahead_queued: Mutex::new(Default::default()),
@@ -455,6 +477,7 @@ impl Fs {
         fs.block_size = sb.block_size;
         let data_key = keys::unwrap(&kek, &fsid, &sb.wrapped_key)?;
         fs.sealing = keys::data_sealing(&sb.cipher, data_key);
+        fs.chunk_key = blake3::derive_key("mailfs 1 chunk names", &data_key);
         fs.cache = Cache::new(
             fs.state_dir.join("blocks"),
             config.cache.memory_bytes,

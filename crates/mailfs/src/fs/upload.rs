@@ -1,5 +1,7 @@
 //! Sending blocks: to every member of their groups now, or through the journal.
 
+use std::collections::HashSet;
+
 use super::*;
 
 impl Fs {
@@ -33,9 +35,10 @@ impl Fs {
         self.journal.drain(self)
     }
 
-    /// Uploads blocks to every member of their groups, `connections` streams per account,
-    /// batched into MULTIAPPENDs; a member that fails is owed the rest (M6). Fails when a
-    /// block reached no member of its group.
+    /// Uploads blocks to every member of their groups. A block whose version carries
+    /// [`MANIFEST_BIT`] goes as content-defined chunks (those not already stored) and then
+    /// its manifest, in that order: a manifest that arrived means its chunks did, which is
+    /// what crash repair checks (docs/mailfs.md 5, deduplication).
     pub(crate) fn put_blocks(
         &self,
         file: u64,
@@ -44,10 +47,126 @@ impl Fs {
         if jobs.is_empty() {
             return Ok(());
         }
-        // Per account, the blocks it should get now.
+        let mut blocks = Vec::with_capacity(jobs.len());
+        let mut chunks = Vec::new();
+        let mut seen = HashSet::new();
+        for (r, data) in jobs {
+            let key = self.key(MsgKind::Block, file, r.index, r.version);
+            if r.version & MANIFEST_BIT != 0 {
+                let manifest = self.chunk_block(data, &mut seen, &mut chunks);
+                blocks.push(Outgoing {
+                    key,
+                    group: r.group,
+                    payload: Arc::new(meta::encode(&manifest)),
+                    cache_as: None,
+                });
+            } else {
+                blocks.push(Outgoing {
+                    key,
+                    group: r.group,
+                    payload: data.clone(),
+                    cache_as: Some(BlockId::of(file, r)),
+                });
+            }
+        }
+        self.put_messages(&chunks)?;
+        self.put_messages(&blocks)?;
+        self.stats
+            .blocks_written
+            .fetch_add(jobs.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Cuts a block into content-defined chunks (FastCDC 2020), queues the chunks no member
+    /// of their group holds a reusable copy of, and returns the block's manifest.
+    fn chunk_block(
+        &self,
+        data: &[u8],
+        seen: &mut HashSet<[u8; 16]>,
+        out: &mut Vec<Outgoing>,
+    ) -> meta::Manifest {
+        let (min, avg, max) = self.chunk_sizes();
+        let mut chunks = Vec::new();
+        for c in fastcdc::v2020::FastCDC::new(data, min, avg, max) {
+            let bytes = &data[c.offset..c.offset + c.length];
+            let hash = blake3::keyed_hash(&self.chunk_key, bytes);
+            let mut id = [0u8; 16];
+            id.copy_from_slice(&hash.as_bytes()[..16]);
+            let chunk = meta::ChunkRef {
+                id,
+                len: c.length as u32,
+            };
+            chunks.push(chunk);
+            let (object, index) = chunk.name();
+            let kid = KeyId {
+                kind: MsgKind::Chunk,
+                object,
+                index,
+                version: 0,
+            };
+            let group = self.chunk_group(&chunk);
+            if !seen.insert(id) || self.chunk_reusable(group, &kid) {
+                self.stats.chunks_reused.fetch_add(1, Ordering::Relaxed);
+                self.stats
+                    .bytes_deduplicated
+                    .fetch_add(c.length as u64, Ordering::Relaxed);
+                continue;
+            }
+            out.push(Outgoing {
+                key: self.key(MsgKind::Chunk, object, index, 0),
+                group,
+                payload: Arc::new(bytes.to_vec()),
+                cache_as: None,
+            });
+        }
+        meta::Manifest {
+            format: meta::META_FORMAT,
+            chunks,
+        }
+    }
+
+    /// FastCDC sizes (min, average, max): about eight chunks per block, 1 KiB to 256 KiB
+    /// on average.
+    pub(crate) fn chunk_sizes(&self) -> (usize, usize, usize) {
+        let avg = (self.block_size as usize / 8).clamp(1 << 10, 256 << 10);
+        (avg / 4, avg, avg * 4)
+    }
+
+    /// A chunk's group follows from its name, so equal chunks meet in the same group.
+    pub(crate) fn chunk_group(&self, c: &meta::ChunkRef) -> u8 {
+        (c.id[0] as usize % self.groups.len()) as u8
+    }
+
+    /// A stored chunk is reused only when every live member of its group holds a copy
+    /// younger than half of `orphan_grace`: gc removes an unreferenced chunk only once it
+    /// is older than `orphan_grace`, so a chunk named by a commit in progress cannot be
+    /// collected under it. An older one is sent again (the old copy goes with gc if
+    /// nothing names it).
+    fn chunk_reusable(&self, group: u8, kid: &KeyId) -> bool {
+        let young_after = now_secs() - (self.orphan_grace.as_secs() / 2) as i64;
+        let mut live = self.groups[group as usize]
+            .iter()
+            .filter(|&&m| self.accounts[m].is_up())
+            .peekable();
+        live.peek().is_some()
+            && live.all(|&m| {
+                self.accounts[m]
+                    .chunk_time(kid)
+                    .is_some_and(|t| t > young_after)
+            })
+    }
+
+    /// Sends messages to every member of their groups (strong) or the fastest live one
+    /// (fast), `connections` streams per account, batched into MULTIAPPENDs; a member that
+    /// fails is owed the rest (M6). Fails when a message reached no member of its group.
+    fn put_messages(&self, jobs: &[Outgoing]) -> Result<(), FsError> {
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        // Per account, the messages it should get now.
         let mut per_account: Vec<Vec<usize>> = vec![Vec::new(); self.accounts.len()];
-        for (j, (r, _)) in jobs.iter().enumerate() {
-            let members = &self.groups[r.group as usize];
+        for (j, job) in jobs.iter().enumerate() {
+            let members = &self.groups[job.group as usize];
             let mut live: Vec<usize> = members
                 .iter()
                 .copied()
@@ -64,19 +183,16 @@ impl Fs {
         }
         let delivered: Vec<Mutex<Vec<usize>>> =
             jobs.iter().map(|_| Mutex::new(Vec::new())).collect();
-        let failed_accounts: Mutex<Vec<usize>> = Mutex::new(Vec::new());
         std::thread::scope(|s| {
             for (a, list) in per_account.iter().enumerate() {
                 if list.is_empty() {
                     continue;
                 }
                 let streams = self.connections[a].max(1).min(list.len());
-                let next = AtomicU64::new(0);
-                let next = Arc::new(next);
+                let next = Arc::new(AtomicU64::new(0));
                 for _ in 0..streams {
                     let next = next.clone();
                     let delivered = &delivered;
-                    let failed_accounts = &failed_accounts;
                     s.spawn(move || {
                         loop {
                             // Take a batch of consecutive jobs.
@@ -85,38 +201,34 @@ impl Fs {
                                 break;
                             }
                             let mut batch = vec![list[start]];
-                            let mut bytes = jobs[list[start]].1.len();
+                            let mut bytes = jobs[list[start]].payload.len();
                             while batch.len() < APPEND_BATCH_MAX && bytes < APPEND_BATCH_BYTES_MAX {
                                 let i = next.fetch_add(1, Ordering::SeqCst) as usize;
                                 if i >= list.len() {
                                     break;
                                 }
-                                bytes += jobs[list[i]].1.len();
+                                bytes += jobs[list[i]].payload.len();
                                 batch.push(list[i]);
                             }
                             let mut msgs = Vec::with_capacity(batch.len());
                             for &j in &batch {
-                                let (r, data) = &jobs[j];
-                                let key = self.key(MsgKind::Block, file, r.index, r.version);
-                                match seal_with(&self.sealing, &key, a as u8, data) {
-                                    Ok(env) => msgs.push((key, env)),
+                                let job = &jobs[j];
+                                match seal_with(&self.sealing, &job.key, a as u8, &job.payload) {
+                                    Ok(env) => msgs.push((job.key, env)),
                                     Err(_) => return,
                                 }
                             }
                             if self.accounts[a].append_now(&msgs).is_err() {
-                                failed_accounts.lock().unwrap().push(a);
                                 break;
                             }
                             for (&j, (_, env)) in batch.iter().zip(&msgs) {
                                 let mut got = delivered[j].lock().unwrap();
-                                if got.is_empty() && self.keep_written {
-                                    let (r, data) = &jobs[j];
-                                    self.cache.put_sealed(
-                                        BlockId::of(file, r),
-                                        a as u8,
-                                        env,
-                                        data.clone(),
-                                    );
+                                let job = &jobs[j];
+                                if got.is_empty()
+                                    && self.keep_written
+                                    && let Some(id) = job.cache_as
+                                {
+                                    self.cache.put_sealed(id, a as u8, env, job.payload.clone());
                                 }
                                 got.push(a);
                             }
@@ -126,18 +238,17 @@ impl Fs {
             }
         });
         let mut written = 0u64;
-        for (j, (r, data)) in jobs.iter().enumerate() {
-            let got = delivered[j].lock().unwrap().clone();
-            if got.is_empty() {
+        for (j, job) in jobs.iter().enumerate() {
+            let members = &self.groups[job.group as usize];
+            if delivered[j].lock().unwrap().is_empty() {
                 // Strong or fast: try any other live member once before giving up.
                 let mut ok = false;
-                for &m in &self.groups[r.group as usize] {
+                for &m in members {
                     if !self.accounts[m].is_up() {
                         continue;
                     }
-                    let key = self.key(MsgKind::Block, file, r.index, r.version);
-                    let env = seal_with(&self.sealing, &key, m as u8, data)?;
-                    if self.accounts[m].append_now(&[(key, env)]).is_ok() {
+                    let env = seal_with(&self.sealing, &job.key, m as u8, &job.payload)?;
+                    if self.accounts[m].append_now(&[(job.key, env)]).is_ok() {
                         delivered[j].lock().unwrap().push(m);
                         ok = true;
                         break;
@@ -145,27 +256,36 @@ impl Fs {
                 }
                 if !ok {
                     return Err(FsError::Unavailable(format!(
-                        "no member of group {} took block {} of file {file:x}",
-                        r.group, r.index
+                        "no member of group {} took {}",
+                        job.group,
+                        job.key.render()
                     )));
                 }
             }
             let got = delivered[j].lock().unwrap().clone();
-            for &m in &self.groups[r.group as usize] {
+            for &m in members {
                 if !got.contains(&m) {
-                    let key = self.key(MsgKind::Block, file, r.index, r.version);
-                    let env = seal_with(&self.sealing, &key, m as u8, data)?;
-                    self.accounts[m].owe(&key, &env)?;
+                    let env = seal_with(&self.sealing, &job.key, m as u8, &job.payload)?;
+                    self.accounts[m].owe(&job.key, &env)?;
                 }
             }
-            written += data.len() as u64;
+            written += job.payload.len() as u64;
+            if job.key.kind == MsgKind::Chunk {
+                self.stats.chunks_written.fetch_add(1, Ordering::Relaxed);
+            }
         }
-        self.stats
-            .blocks_written
-            .fetch_add(jobs.len() as u64, Ordering::Relaxed);
         self.stats
             .bytes_written
             .fetch_add(written, Ordering::Relaxed);
         Ok(())
     }
+}
+
+/// One message for every member of a group.
+struct Outgoing {
+    key: Key,
+    group: u8,
+    payload: Arc<Vec<u8>>,
+    /// The block whose plain content `payload` is, for the written-block cache.
+    cache_as: Option<BlockId>,
 }

@@ -222,9 +222,10 @@ impl Fs {
                 continue;
             }
             buf.truncate((w.size - start).min(bs) as usize);
+            let manifest = if self.dedup { MANIFEST_BIT } else { 0 };
             let r = BlockRef {
                 index: idx,
-                version: Self::block_version(w),
+                version: Self::block_version(w) | manifest,
                 group: self.place(file, idx),
                 len: buf.len() as u32,
                 hash: *blake3::hash(&buf).as_bytes(),
