@@ -20,7 +20,7 @@ runs of the same disk's writeback. The mount's cache stays on disk (WORK, under 
 The big rows are repeated (REPS, default 3) and reported as medians.
 
 Env: ONLY=sweep,raw,big,meta,postmark,fio (default all), QUICK=1 (fewer sweep points),
-MAILDIR_TMP, REPS.
+MAILDIR_TMP, REPS, BIG_ROWS (only the first N large-file configurations).
 """
 import os, subprocess, sys, time, shutil, tempfile, re
 
@@ -177,7 +177,8 @@ def big():
     total = 512 << 20
     data = os.urandom(total)
     mb = total / 1e6
-    for width, conns, block in [(4, 2, 1 << 20), (4, 2, 4 << 20), (8, 2, 1 << 20)]:
+    configs = [(4, 2, 1 << 20), (4, 2, 4 << 20), (8, 2, 1 << 20)]
+    for width, conns, block in configs[:int(os.environ.get("BIG_ROWS", len(configs)))]:
         rows = []
         for rep in range(REPS):
             def mount_run():
