@@ -8,7 +8,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
 
 use mailfs_format::{Header, Kind, Sealing, open, seal};
 
@@ -40,14 +41,26 @@ struct Lru {
     bytes: u64,
 }
 
+/// Disk cache files written by a background thread, so a read never waits for the local
+/// disk: a cold sequential read spent half its CPU time copying blocks into cache files.
+/// Past this many bytes queued, new entries are dropped (a cache may forget).
+const DISK_WRITES_QUEUED_BYTES_MAX: u64 = 64 << 20;
+
 pub struct Cache {
     memory: Mutex<Lru>,
     memory_bytes_max: u64,
-    dir: PathBuf,
-    disk_bytes: Mutex<u64>,
-    disk_bytes_max: u64,
+    disk: Arc<DiskCache>,
+    /// To the disk writer thread, which ends when the cache is dropped.
+    disk_writes: Mutex<mpsc::Sender<(PathBuf, Vec<u8>)>>,
     fsid: [u8; 16],
     sealing: Sealing,
+}
+
+struct DiskCache {
+    dir: PathBuf,
+    used: Mutex<u64>,
+    bytes_max: u64,
+    queued: AtomicU64,
 }
 
 impl Cache {
@@ -66,6 +79,20 @@ impl Cache {
                     .sum()
             })
             .unwrap_or(0);
+        let disk = Arc::new(DiskCache {
+            dir,
+            used: Mutex::new(used),
+            bytes_max: disk_bytes_max,
+            queued: AtomicU64::new(0),
+        });
+        let (tx, rx) = mpsc::channel::<(PathBuf, Vec<u8>)>();
+        let writer = disk.clone();
+        std::thread::spawn(move || {
+            for (path, file) in rx {
+                writer.store(&path, &file);
+                writer.queued.fetch_sub(file.len() as u64, Ordering::SeqCst);
+            }
+        });
         Cache {
             memory: Mutex::new(Lru {
                 map: HashMap::new(),
@@ -74,9 +101,8 @@ impl Cache {
                 bytes: 0,
             }),
             memory_bytes_max,
-            dir,
-            disk_bytes: Mutex::new(used),
-            disk_bytes_max,
+            disk,
+            disk_writes: Mutex::new(tx),
             fsid,
             sealing,
         }
@@ -95,7 +121,8 @@ impl Cache {
     }
 
     fn path(&self, id: BlockId) -> PathBuf {
-        self.dir
+        self.disk
+            .dir
             .join(format!("{:012x}.{}.{}", id.file, id.index, id.version))
     }
 
@@ -143,7 +170,7 @@ impl Cache {
     /// Keeps a block in memory and, on disk, the envelope exactly as an account holds it
     /// (sealed for `raid`), so caching costs no second encryption.
     pub fn put_sealed(&self, id: BlockId, raid: u8, envelope: &[u8], data: Arc<Vec<u8>>) {
-        if self.disk_bytes_max > 0 {
+        if self.disk.bytes_max > 0 {
             self.put_disk(id, raid, envelope);
         }
         self.put_memory(id, data);
@@ -153,7 +180,7 @@ impl Cache {
     /// blocks that never had an account envelope).
     pub fn put(&self, id: BlockId, data: Arc<Vec<u8>>, to_disk: bool) {
         if to_disk
-            && self.disk_bytes_max > 0
+            && self.disk.bytes_max > 0
             && let Ok(sealed) = seal(&self.sealing, &self.header(id), rand::random(), &data)
         {
             self.put_disk(id, LOCAL_RAID, &sealed);
@@ -182,27 +209,60 @@ impl Cache {
         }
     }
 
+    /// Queues a disk cache file for the writer thread (dropped when too much is queued).
     fn put_disk(&self, id: BlockId, raid: u8, sealed: &[u8]) {
         let path = self.path(id);
         if path.exists() {
             return;
         }
-        let tmp = path.with_extension("tmp");
-        let mut file = Vec::with_capacity(1 + sealed.len());
+        let len = 1 + sealed.len() as u64;
+        if self.disk.queued.fetch_add(len, Ordering::SeqCst) + len > DISK_WRITES_QUEUED_BYTES_MAX {
+            self.disk.queued.fetch_sub(len, Ordering::SeqCst);
+            return;
+        }
+        let mut file = Vec::with_capacity(len as usize);
         file.push(raid);
         file.extend_from_slice(sealed);
+        if self.disk_writes.lock().unwrap().send((path, file)).is_err() {
+            self.disk.queued.fetch_sub(len, Ordering::SeqCst);
+        }
+    }
+
+    /// Waits until the queued disk cache files are written (tests).
+    #[cfg(test)]
+    pub fn settle_disk(&self) {
+        while self.disk.queued.load(Ordering::SeqCst) > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    pub fn memory_bytes(&self) -> u64 {
+        self.memory.lock().unwrap().bytes
+    }
+
+    pub fn disk_bytes(&self) -> u64 {
+        *self.disk.used.lock().unwrap()
+    }
+}
+
+impl DiskCache {
+    fn store(&self, path: &std::path::Path, file: &[u8]) {
+        if path.exists() {
+            return;
+        }
+        let tmp = path.with_extension("tmp");
         // The disk cache is a cache: a failed write only costs a refetch later.
-        if fs::write(&tmp, &file).is_ok() && fs::rename(&tmp, &path).is_ok() {
-            let mut used = self.disk_bytes.lock().unwrap();
+        if fs::write(&tmp, file).is_ok() && fs::rename(&tmp, path).is_ok() {
+            let mut used = self.used.lock().unwrap();
             *used += file.len() as u64;
-            if *used > self.disk_bytes_max {
-                *used = self.trim_disk(self.disk_bytes_max * 9 / 10);
+            if *used > self.bytes_max {
+                *used = self.trim(self.bytes_max * 9 / 10);
             }
         }
     }
 
     /// Removes the least recently written files until the disk cache is under `target`.
-    fn trim_disk(&self, target: u64) -> u64 {
+    fn trim(&self, target: u64) -> u64 {
         let Ok(rd) = fs::read_dir(&self.dir) else {
             return 0;
         };
@@ -224,14 +284,6 @@ impl Cache {
             }
         }
         used
-    }
-
-    pub fn memory_bytes(&self) -> u64 {
-        self.memory.lock().unwrap().bytes
-    }
-
-    pub fn disk_bytes(&self) -> u64 {
-        *self.disk_bytes.lock().unwrap()
     }
 }
 
@@ -257,6 +309,7 @@ mod tests {
         for i in 0..4 {
             c.put(id(i), Arc::new(vec![i as u8; 100]), true);
         }
+        c.settle_disk();
         assert!(c.memory_bytes() <= 250);
         // Evicted from memory, still on disk.
         assert_eq!(c.get(id(0)).unwrap()[0], 0);
