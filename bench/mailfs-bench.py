@@ -20,7 +20,8 @@ runs of the same disk's writeback. The mount's cache stays on disk (WORK, under 
 The big rows are repeated (REPS, default 3) and reported as medians.
 
 Env: ONLY=sweep,raw,big,meta,postmark,fio (default all), QUICK=1 (fewer sweep points),
-MAILDIR_TMP, REPS, BIG_ROWS (only the first N large-file configurations).
+MAILDIR_TMP, REPS, BIG_ROWS (only the first N large-file configurations), CIPHER
+(xchacha20poly1305, the default, or aes-256-gcm).
 """
 import os, subprocess, sys, time, shutil, tempfile, re
 
@@ -32,6 +33,7 @@ ONLY = set((os.environ.get("ONLY") or "sweep,raw,big,meta,postmark,fio").split("
 QUICK = os.environ.get("QUICK") == "1"
 MAILDIR_TMP = os.environ.get("MAILDIR_TMP", "/dev/shm")
 REPS = int(os.environ.get("REPS", "3"))
+CIPHER = os.environ.get("CIPHER", "xchacha20poly1305")
 USERS = 8
 WORK = tempfile.mkdtemp(prefix="mailfs-bench-")
 run_no = [0]
@@ -74,7 +76,7 @@ class Mount:
         cfg = [
             "[fs]", f"block_size = {block}", f'folder = "fs{run_no[0]}"', f'mode = "{mode}"',
             "[cache]", f'dir = "{self.cache}"',
-            "[encryption]", 'passphrase = "bench"',
+            "[encryption]", 'passphrase = "bench"', f'cipher = "{CIPHER}"',
         ]
         for g in range(width):
             cfg += ["[[group]]", "[[group.account]]", 'host = "127.0.0.1"', f"port = {port}",

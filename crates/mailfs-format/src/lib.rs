@@ -15,6 +15,24 @@
 use chacha20poly1305::aead::{AeadInOut, KeyInit};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 
+/// AES-256-GCM under a key derived per message from the data key and the first half of the
+/// 192-bit nonce (the second half is GCM's 96-bit nonce), so random nonces stay safe for
+/// any number of messages, as with XChaCha20.
+fn aes_for(
+    key: &[u8; 32],
+    nonce: &[u8; NONCE_BYTES],
+) -> (
+    aes_gcm::Aes256Gcm,
+    aes_gcm::Nonce<aes_gcm::aes::cipher::consts::U12>,
+) {
+    let mut h = blake3::Hasher::new_keyed(key);
+    h.update(b"mailfs 1 aes-256-gcm message key");
+    h.update(&nonce[..12]);
+    let k: [u8; 32] = *h.finalize().as_bytes();
+    let n: [u8; 12] = nonce[12..].try_into().expect("12 bytes");
+    (aes_gcm::Aes256Gcm::new(&k.into()), n.into())
+}
+
 /// `MFS1`.
 pub const MAGIC: [u8; 4] = *b"MFS1";
 pub const FORMAT_VERSION: u8 = 1;
@@ -112,6 +130,9 @@ impl Header {
 pub enum Sealing {
     /// XChaCha20-Poly1305 with this 256-bit data key (the default).
     Aead([u8; 32]),
+    /// AES-256-GCM with per-message keys derived from this data key (see `aes_for`):
+    /// faster where the CPU has AES instructions.
+    AesGcm([u8; 32]),
     /// Clear payload with a keyed BLAKE3 MAC: tamper-evident, not confidential.
     MacOnly([u8; 32]),
 }
@@ -121,6 +142,7 @@ impl std::fmt::Debug for Sealing {
         // Never print a key.
         match self {
             Sealing::Aead(_) => f.write_str("Aead(<key>)"),
+            Sealing::AesGcm(_) => f.write_str("AesGcm(<key>)"),
             Sealing::MacOnly(_) => f.write_str("MacOnly(<key>)"),
         }
     }
@@ -170,6 +192,16 @@ pub fn seal(
             let cipher = XChaCha20Poly1305::new(&(*key).into());
             let tag = cipher
                 .encrypt_inout_detached(&XNonce::from(nonce), &aad, (&mut out[start..]).into())
+                .map_err(|_| FormatError::TooLarge(payload.len()))?;
+            out.extend_from_slice(tag.as_slice());
+        }
+        Sealing::AesGcm(key) => {
+            out.extend_from_slice(&nonce);
+            let start = out.len();
+            out.extend_from_slice(payload);
+            let (cipher, n) = aes_for(key, &nonce);
+            let tag = cipher
+                .encrypt_inout_detached(&n, &aad, (&mut out[start..]).into())
                 .map_err(|_| FormatError::TooLarge(payload.len()))?;
             out.extend_from_slice(tag.as_slice());
         }
@@ -241,6 +273,22 @@ pub fn open(sealing: &Sealing, expected: &Header, bytes: &[u8]) -> Result<Vec<u8
             cipher
                 .decrypt_inout_detached(
                     &XNonce::from(n),
+                    aad,
+                    plain.as_mut_slice().into(),
+                    tag.try_into().map_err(|_| FormatError::Forged)?,
+                )
+                .map_err(|_| FormatError::Forged)?;
+            Ok(plain)
+        }
+        Sealing::AesGcm(key) => {
+            let mut n = [0u8; NONCE_BYTES];
+            n.copy_from_slice(nonce);
+            let (ciphertext, tag) = sealed.split_at(sealed.len() - TAG_BYTES);
+            let mut plain = ciphertext.to_vec();
+            let (cipher, gcm_nonce) = aes_for(key, &n);
+            cipher
+                .decrypt_inout_detached(
+                    &gcm_nonce,
                     aad,
                     plain.as_mut_slice().into(),
                     tag.try_into().map_err(|_| FormatError::Forged)?,

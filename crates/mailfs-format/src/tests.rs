@@ -12,8 +12,12 @@ fn header() -> Header {
     }
 }
 
-fn sealings() -> [Sealing; 2] {
-    [Sealing::Aead([1; 32]), Sealing::MacOnly([2; 32])]
+fn sealings() -> [Sealing; 3] {
+    [
+        Sealing::Aead([1; 32]),
+        Sealing::AesGcm([1; 32]),
+        Sealing::MacOnly([2; 32]),
+    ]
 }
 
 #[test]

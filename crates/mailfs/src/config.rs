@@ -220,7 +220,7 @@ impl Config {
             }
         }
         match self.encryption.cipher.as_str() {
-            "xchacha20poly1305" => {
+            "xchacha20poly1305" | "aes-256-gcm" => {
                 if self.encryption.passphrase.is_none() && self.encryption.passphrase_file.is_none()
                 {
                     return bad(
@@ -231,7 +231,7 @@ impl Config {
             "none" => {}
             other => {
                 return bad(format!(
-                    "encryption.cipher {other:?}: xchacha20poly1305 or none"
+                    "encryption.cipher {other:?}: xchacha20poly1305, aes-256-gcm or none"
                 ));
             }
         }

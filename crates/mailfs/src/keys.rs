@@ -72,10 +72,10 @@ pub fn unwrap(kek: &[u8; 32], fsid: &[u8; 16], wrapped: &[u8]) -> Result<[u8; 32
 }
 
 pub fn data_sealing(cipher: &str, data_key: [u8; 32]) -> Sealing {
-    if cipher == "none" {
-        Sealing::MacOnly(data_key)
-    } else {
-        Sealing::Aead(data_key)
+    match cipher {
+        "none" => Sealing::MacOnly(data_key),
+        "aes-256-gcm" => Sealing::AesGcm(data_key),
+        _ => Sealing::Aead(data_key),
     }
 }
 
