@@ -117,7 +117,7 @@ pub struct EncryptionSection {
 impl Default for EncryptionSection {
     fn default() -> Self {
         EncryptionSection {
-            cipher: "xchacha20poly1305".into(),
+            cipher: "auto".into(),
             passphrase: None,
             passphrase_file: None,
         }
@@ -220,7 +220,7 @@ impl Config {
             }
         }
         match self.encryption.cipher.as_str() {
-            "xchacha20poly1305" | "aes-256-gcm" => {
+            "auto" | "xchacha20poly1305" | "aes-256-gcm" => {
                 if self.encryption.passphrase.is_none() && self.encryption.passphrase_file.is_none()
                 {
                     return bad(
@@ -231,7 +231,7 @@ impl Config {
             "none" => {}
             other => {
                 return bad(format!(
-                    "encryption.cipher {other:?}: xchacha20poly1305, aes-256-gcm or none"
+                    "encryption.cipher {other:?}: auto, xchacha20poly1305, aes-256-gcm or none"
                 ));
             }
         }

@@ -93,10 +93,11 @@ pub(crate) fn run(command: FsCommand, config_path: Option<&Path>) -> anyhow::Res
             let fsid = Fs::mkfs(&config, remotes)?;
             let n: usize = config.groups.iter().map(|g| g.accounts.len()).sum();
             println!(
-                "mkfs: file system {} on {n} accounts in {} groups, block size {}",
+                "mkfs: file system {} on {n} accounts in {} groups, block size {}, cipher {}",
                 hex(&fsid),
                 config.groups.len(),
-                config.fs.block_size
+                config.fs.block_size,
+                mailfs::keys::resolve_cipher(&config.encryption.cipher)
             );
         }
         FsCommand::Mount {

@@ -303,13 +303,14 @@ impl Fs {
             format: META_FORMAT,
             block_size: config.fs.block_size,
             groups,
-            cipher: config.encryption.cipher.clone(),
+            cipher: keys::resolve_cipher(&config.encryption.cipher).to_string(),
             wrapped_key: keys::wrap(&kek, &fsid, &data_key),
             created: now_secs(),
             snapshots: Vec::new(),
         };
         let sb_sealing = keys::superblock_sealing(&kek);
-        let data_sealing = keys::data_sealing(&config.encryption.cipher, data_key);
+        let data_sealing =
+            keys::data_sealing(keys::resolve_cipher(&config.encryption.cipher), data_key);
         let now = now_ns();
         let root = Dir {
             format: META_FORMAT,
