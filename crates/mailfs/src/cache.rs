@@ -88,6 +88,10 @@ impl Cache {
         let (tx, rx) = mpsc::channel::<(PathBuf, Vec<u8>)>();
         let writer = disk.clone();
         std::thread::spawn(move || {
+            // Filling the cache is background work: on a busy machine it yields to the
+            // fetches and to everything else, and its queue overflows (entries dropped)
+            // rather than slowing a read. Best effort: a failure leaves the normal priority.
+            let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 19);
             for (path, file) in rx {
                 writer.store(&path, &file);
                 writer.queued.fetch_sub(file.len() as u64, Ordering::SeqCst);
