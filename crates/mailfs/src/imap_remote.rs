@@ -209,7 +209,7 @@ impl Remote for ImapRemote {
         Ok(())
     }
 
-    fn append(&self, batch: &[(String, Vec<u8>)]) -> Result<Vec<Option<u32>>, RemoteError> {
+    fn append(&self, batch: &[(String, &[u8])]) -> Result<Vec<Option<u32>>, RemoteError> {
         let folder = self.folder.clone();
         self.with(true, async move |c| {
             let binary = c.capabilities().binary;

@@ -22,7 +22,7 @@ pub trait Remote: Send + Sync {
     /// Creates the folder if it does not exist.
     fn prepare(&self) -> Result<(), RemoteError>;
     /// Appends one message per `(name, envelope)`; returns each UID when the server says it.
-    fn append(&self, batch: &[(String, Vec<u8>)]) -> Result<Vec<Option<u32>>, RemoteError>;
+    fn append(&self, batch: &[(String, &[u8])]) -> Result<Vec<Option<u32>>, RemoteError>;
     /// The envelope of `uid`, or None if there is no such message.
     fn fetch(&self, uid: u32) -> Result<Option<Vec<u8>>, RemoteError>;
     /// Every message's name: (uid, name). Foreign messages come back with their own names.
@@ -96,7 +96,7 @@ pub(crate) mod mem {
         fn prepare(&self) -> Result<(), RemoteError> {
             self.alive()
         }
-        fn append(&self, batch: &[(String, Vec<u8>)]) -> Result<Vec<Option<u32>>, RemoteError> {
+        fn append(&self, batch: &[(String, &[u8])]) -> Result<Vec<Option<u32>>, RemoteError> {
             self.alive()?;
             let left = self.appends_left.load(Ordering::SeqCst);
             if left == 0 {
@@ -112,7 +112,7 @@ pub(crate) mod mem {
             }
             Ok(batch
                 .iter()
-                .map(|(n, b)| Some(self.inject(n, b.clone())))
+                .map(|(n, b)| Some(self.inject(n, b.to_vec())))
                 .collect())
         }
         fn fetch(&self, uid: u32) -> Result<Option<Vec<u8>>, RemoteError> {

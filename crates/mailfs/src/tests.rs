@@ -29,7 +29,7 @@ impl Remote for Shared {
     }
     fn append(
         &self,
-        batch: &[(String, Vec<u8>)],
+        batch: &[(String, &[u8])],
     ) -> Result<Vec<Option<u32>>, crate::remote::RemoteError> {
         self.0.append(batch)
     }

@@ -335,9 +335,9 @@ impl Fs {
             let sk = key(MsgKind::Superblock, 0, 1);
             let d = seal_with(&data_sealing, &dk, raid, &meta::encode(&root))?;
             let s = seal_with(&sb_sealing, &sk, raid, &meta::encode(&sb))?;
-            r.append(&[(dk.render(), d)])
+            r.append(&[(dk.render(), &d)])
                 .map_err(|e| FsError::Unavailable(format!("{}: {e}", r.describe())))?;
-            r.append(&[(sk.render(), s)])
+            r.append(&[(sk.render(), &s)])
                 .map_err(|e| FsError::Unavailable(format!("{}: {e}", r.describe())))?;
         }
         Ok(fsid)

@@ -143,9 +143,19 @@ impl Fs {
             let block_start = idx * bs;
             let from = (offset.max(block_start) - block_start) as usize;
             let to = (end.min(block_start + bs) - block_start) as usize;
+            let n = to - from;
+            if n as u64 == bs && !w.dirty.contains_key(&idx) {
+                // The write replaces the whole block: no base to load, nothing to zero.
+                w.pending.remove(&idx);
+                w.blocks.remove(&idx);
+                w.dirty.insert(idx, data[pos..pos + n].to_vec());
+                w.dirty_bytes += bs;
+                w.filled.insert(idx, bs);
+                pos += n;
+                continue;
+            }
             self.make_dirty(w, idx, &bases);
             let buf = w.dirty.get_mut(&idx).expect("made dirty");
-            let n = to - from;
             buf[from..to].copy_from_slice(&data[pos..pos + n]);
             *w.filled.entry(idx).or_default() += n as u64;
             pos += n;
