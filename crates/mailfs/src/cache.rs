@@ -50,11 +50,17 @@ pub struct Cache {
     memory: Mutex<Lru>,
     memory_bytes_max: u64,
     disk: Arc<DiskCache>,
-    /// To the disk writer thread, which ends when the cache is dropped.
-    disk_writes: Mutex<mpsc::Sender<(PathBuf, Vec<u8>)>>,
+    /// To the disk writer thread; dropping the cache closes it and waits for the thread, so
+    /// no cache file is written after the cache is gone (a remount, a test removing the
+    /// directory).
+    disk_writes: Mutex<Option<mpsc::Sender<DiskWrite>>>,
+    disk_writer: Option<std::thread::JoinHandle<()>>,
     fsid: [u8; 16],
     sealing: Sealing,
 }
+
+/// A cache file to write: its path and its bytes.
+type DiskWrite = (PathBuf, Vec<u8>);
 
 struct DiskCache {
     dir: PathBuf,
@@ -85,9 +91,9 @@ impl Cache {
             bytes_max: disk_bytes_max,
             queued: AtomicU64::new(0),
         });
-        let (tx, rx) = mpsc::channel::<(PathBuf, Vec<u8>)>();
+        let (tx, rx) = mpsc::channel::<DiskWrite>();
         let writer = disk.clone();
-        std::thread::spawn(move || {
+        let disk_writer = std::thread::spawn(move || {
             // Filling the cache is background work: on a busy machine it yields to the
             // fetches and to everything else, and its queue overflows (entries dropped)
             // rather than slowing a read. Best effort: a failure leaves the normal priority.
@@ -106,7 +112,8 @@ impl Cache {
             }),
             memory_bytes_max,
             disk,
-            disk_writes: Mutex::new(tx),
+            disk_writes: Mutex::new(Some(tx)),
+            disk_writer: Some(disk_writer),
             fsid,
             sealing,
         }
@@ -227,7 +234,11 @@ impl Cache {
         let mut file = Vec::with_capacity(len as usize);
         file.push(raid);
         file.extend_from_slice(sealed);
-        if self.disk_writes.lock().unwrap().send((path, file)).is_err() {
+        let sent = match self.disk_writes.lock().unwrap().as_ref() {
+            Some(tx) => tx.send((path, file)).is_ok(),
+            None => false,
+        };
+        if !sent {
             self.disk.queued.fetch_sub(len, Ordering::SeqCst);
         }
     }
@@ -246,6 +257,16 @@ impl Cache {
 
     pub fn disk_bytes(&self) -> u64 {
         *self.disk.used.lock().unwrap()
+    }
+}
+
+impl Drop for Cache {
+    fn drop(&mut self) {
+        // At most DISK_WRITES_QUEUED_BYTES_MAX is left to write.
+        self.disk_writes.lock().unwrap().take();
+        if let Some(t) = self.disk_writer.take() {
+            let _ = t.join();
+        }
     }
 }
 

@@ -383,13 +383,7 @@ impl Fs {
                 continue;
             }
             report.chunks += 1;
-            let (object, index) = c.name();
-            let ckid = KeyId {
-                kind: MsgKind::Chunk,
-                object,
-                index,
-                version: 0,
-            };
+            let ckid = c.key_id();
             match self.fetch_chunk(c) {
                 Ok(data) => {
                     let cm = self.groups[self.chunk_group(c) as usize].clone();

@@ -103,6 +103,17 @@ pub struct ChunkRef {
 }
 
 impl ChunkRef {
+    /// The chunk message's identity (version 0: a chunk's content never changes).
+    pub fn key_id(&self) -> crate::key::KeyId {
+        let (object, index) = self.name();
+        crate::key::KeyId {
+            kind: mailfs_format::Kind::Chunk,
+            object,
+            index,
+            version: 0,
+        }
+    }
+
     /// The (object, index) pair of the chunk message's name and header.
     pub fn name(&self) -> (u64, u64) {
         let (hi, lo) = self.id.split_at(8);

@@ -127,13 +127,7 @@ impl Fs {
 
     /// One chunk, from any member of its group, checked against its name.
     pub(crate) fn fetch_chunk(&self, c: &meta::ChunkRef) -> Result<Vec<u8>, FsError> {
-        let (object, index) = c.name();
-        let kid = KeyId {
-            kind: MsgKind::Chunk,
-            object,
-            index,
-            version: 0,
-        };
+        let kid = c.key_id();
         let members = &self.groups[self.chunk_group(c) as usize];
         let expected = |d: &[u8]| {
             d.len() == c.len as usize

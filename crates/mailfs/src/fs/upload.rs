@@ -97,13 +97,7 @@ impl Fs {
                 len: c.length as u32,
             };
             chunks.push(chunk);
-            let (object, index) = chunk.name();
-            let kid = KeyId {
-                kind: MsgKind::Chunk,
-                object,
-                index,
-                version: 0,
-            };
+            let kid = chunk.key_id();
             let group = self.chunk_group(&chunk);
             if !seen.insert(id) || self.chunk_reusable(group, &kid) {
                 self.stats.chunks_reused.fetch_add(1, Ordering::Relaxed);
@@ -113,7 +107,7 @@ impl Fs {
                 continue;
             }
             out.push(Outgoing {
-                key: self.key(MsgKind::Chunk, object, index, 0),
+                key: self.key(MsgKind::Chunk, kid.object, kid.index, 0),
                 group,
                 payload: Arc::new(bytes.to_vec()),
                 cache_as: None,
