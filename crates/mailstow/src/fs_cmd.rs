@@ -328,10 +328,60 @@ fn mount_in_background(
     }
 }
 
+/// How long `umount` waits for the server to finish after the kernel let go of the mount
+/// (it still writes what it owes: the journal in asynchronous mode, queued cache files).
+const SERVER_EXIT_WAIT_MAX: Duration = Duration::from_secs(120);
+
+/// The servers (`mailstow fs ... mount MOUNTPOINT --foreground`) of this mount point.
+fn server_pids(mountpoint: &Path) -> Vec<u32> {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(target) = std::fs::canonicalize(mountpoint) else {
+        return Vec::new();
+    };
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let me = std::process::id();
+    procs
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| pid != me)
+        .filter(|pid| {
+            let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+                return false;
+            };
+            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            if !args.contains(&&b"--foreground"[..]) || !args.contains(&&b"mount"[..]) {
+                return false;
+            }
+            let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_default();
+            args.iter().any(|a| {
+                let p = Path::new(std::ffi::OsStr::from_bytes(a));
+                let p = if p.is_absolute() {
+                    p.to_path_buf()
+                } else {
+                    cwd.join(p)
+                };
+                p == target || std::fs::canonicalize(&p).is_ok_and(|c| c == target)
+            })
+        })
+        .collect()
+}
+
+/// Gone, or a zombie waiting for its parent.
+fn exited(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
 fn umount(mountpoint: &Path) -> anyhow::Result<()> {
     if !is_mounted(mountpoint) {
         bail!("{} is not a mailfs mount", mountpoint.display());
     }
+    let servers = server_pids(mountpoint);
     let status = std::process::Command::new("fusermount3")
         .arg("-u")
         .arg(mountpoint)
@@ -349,6 +399,19 @@ fn umount(mountpoint: &Path) -> anyhow::Result<()> {
     while is_mounted(mountpoint) {
         if started.elapsed() > Duration::from_secs(30) {
             bail!("{} is still mounted", mountpoint.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Return once the server has finished, so what it still writes (the journal, cache
+    // files) is done when a script goes on.
+    let started = Instant::now();
+    while servers.iter().any(|&pid| !exited(pid)) {
+        if started.elapsed() > SERVER_EXIT_WAIT_MAX {
+            eprintln!(
+                "warning: the server of {} (pid {servers:?}) is still finishing",
+                mountpoint.display()
+            );
+            break;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
