@@ -29,7 +29,8 @@ fn aes_for(
     h.update(b"mailfs 1 aes-256-gcm message key");
     h.update(&nonce[..12]);
     let k: [u8; 32] = *h.finalize().as_bytes();
-    let n: [u8; 12] = nonce[12..].try_into().expect("12 bytes");
+    let mut n = [0u8; 12];
+    n.copy_from_slice(&nonce[12..]);
     (aes_gcm::Aes256Gcm::new(&k.into()), n.into())
 }
 

@@ -119,6 +119,12 @@ impl Cache {
         }
     }
 
+    /// The key disk entries are sealed and opened with (known only once the superblock
+    /// is read; nothing is cached before).
+    pub fn set_sealing(&mut self, sealing: Sealing) {
+        self.sealing = sealing;
+    }
+
     fn header(&self, id: BlockId) -> Header {
         Header {
             kind: Kind::Block,

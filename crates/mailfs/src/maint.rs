@@ -212,12 +212,7 @@ impl Fs {
                 keep_dirs.len() as u64 + i as u64,
                 total + manifests.len() as u64,
             );
-            let kid = KeyId {
-                kind: MsgKind::Block,
-                object: *file,
-                index: b.index,
-                version: b.version,
-            };
+            let kid = b.key_id(*file);
             let members = self.groups[b.group as usize].clone();
             match self
                 .get(&members, kid, self.sealing())
@@ -316,12 +311,7 @@ impl Fs {
                 }
                 Item::Block(file, b) => {
                     report.blocks += 1;
-                    let kid = KeyId {
-                        kind: MsgKind::Block,
-                        object: *file,
-                        index: b.index,
-                        version: b.version,
-                    };
+                    let kid = b.key_id(*file);
                     let members = self.groups[b.group as usize].clone();
                     if b.version & MANIFEST_BIT != 0 {
                         self.fsck_chunked(*file, b, &members, &mut chunks_checked, &mut report);
@@ -355,12 +345,7 @@ impl Fs {
         checked: &mut HashSet<[u8; 16]>,
         report: &mut FsckReport,
     ) {
-        let kid = KeyId {
-            kind: MsgKind::Block,
-            object: file,
-            index: b.index,
-            version: b.version,
-        };
+        let kid = b.key_id(file);
         let unrecoverable = |report: &mut FsckReport, e: FsError| {
             report.unrecoverable.push(format!(
                 "file {file:x} block {} v{:x}: {e}",

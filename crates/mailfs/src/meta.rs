@@ -83,6 +83,18 @@ pub struct BlockRef {
     pub hash: [u8; 32],
 }
 
+impl BlockRef {
+    /// The block message's identity in `file`.
+    pub fn key_id(&self, file: u64) -> crate::key::KeyId {
+        crate::key::KeyId {
+            kind: mailfs_format::Kind::Block,
+            object: file,
+            index: self.index,
+            version: self.version,
+        }
+    }
+}
+
 /// A deduplicated block's message holds this instead of the data (docs/mailfs.md 5): the
 /// block is its chunks, in order, each a content-addressed chunk message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -116,11 +128,11 @@ impl ChunkRef {
 
     /// The (object, index) pair of the chunk message's name and header.
     pub fn name(&self) -> (u64, u64) {
-        let (hi, lo) = self.id.split_at(8);
-        (
-            u64::from_be_bytes(hi.try_into().expect("8 bytes")),
-            u64::from_be_bytes(lo.try_into().expect("8 bytes")),
-        )
+        let mut hi = [0u8; 8];
+        let mut lo = [0u8; 8];
+        hi.copy_from_slice(&self.id[..8]);
+        lo.copy_from_slice(&self.id[8..]);
+        (u64::from_be_bytes(hi), u64::from_be_bytes(lo))
     }
 }
 

@@ -166,12 +166,7 @@ impl Fs {
     }
 
     pub(super) fn block_present(&self, file: u64, b: &BlockRef) -> bool {
-        let id = KeyId {
-            kind: MsgKind::Block,
-            object: file,
-            index: b.index,
-            version: b.version,
-        };
+        let id = b.key_id(file);
         self.groups
             .get(b.group as usize)
             .is_some_and(|members| members.iter().any(|&m| self.accounts[m].has(&id)))

@@ -479,13 +479,8 @@ impl Fs {
         let data_key = keys::unwrap(&kek, &fsid, &sb.wrapped_key)?;
         fs.sealing = keys::data_sealing(&sb.cipher, data_key);
         fs.chunk_key = blake3::derive_key("mailfs 1 chunk names", &data_key);
-        fs.cache = Cache::new(
-            fs.state_dir.join("blocks"),
-            config.cache.memory_bytes,
-            config.cache.disk_bytes,
-            fsid,
-            fs.sealing.clone(),
-        );
+        // The cache was opened before the data key was known (scanning its directory once).
+        fs.cache.set_sealing(fs.sealing.clone());
         *fs.sb.lock().unwrap() = (version, sb);
         let fs = Arc::new(fs);
         let _ = fs.me.set(Arc::downgrade(&fs));
@@ -607,9 +602,12 @@ impl Fs {
                 })
                 .collect();
             for (t, h) in handles {
-                match h.join().expect("append thread") {
-                    Ok(()) => ok.push(t),
-                    Err(e) => failed.push((t, e)),
+                match h.join() {
+                    Ok(Ok(())) => ok.push(t),
+                    Ok(Err(e)) => failed.push((t, e)),
+                    Err(_) => {
+                        failed.push((t, RemoteError::Unavailable("append thread panicked".into())))
+                    }
                 }
             }
         });

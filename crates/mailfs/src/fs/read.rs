@@ -51,12 +51,7 @@ impl Fs {
             .groups
             .get(b.group as usize)
             .ok_or(FsError::Corrupt(format!("block names group {}", b.group)))?;
-        let id = KeyId {
-            kind: MsgKind::Block,
-            object: file,
-            index: b.index,
-            version: b.version,
-        };
+        let id = b.key_id(file);
         if b.version & MANIFEST_BIT != 0 {
             let data = Arc::new(self.fetch_chunked(members, id, b)?);
             self.stats.blocks_fetched.fetch_add(1, Ordering::Relaxed);
@@ -113,7 +108,11 @@ impl Fs {
         });
         let mut out = Vec::with_capacity(b.len as usize);
         for p in parts {
-            out.extend_from_slice(&p.into_inner().unwrap().expect("every chunk fetched")?);
+            let part = p
+                .into_inner()
+                .unwrap_or_else(|e| e.into_inner())
+                .unwrap_or_else(|| Err(FsError::Local("a chunk fetch did not finish".into())))?;
+            out.extend_from_slice(&part);
         }
         if out.len() != b.len as usize || *blake3::hash(&out).as_bytes() != b.hash {
             self.stats.integrity_errors.fetch_add(1, Ordering::Relaxed);
@@ -144,28 +143,22 @@ impl Fs {
         let bs = self.bs();
         // Snapshot what the read needs under the lock; fetch outside it.
         let file = crate::snapview::object_of(ino);
+        // The blocks this read touches and those read-ahead may queue: nothing else is
+        // copied out of the tree.
+        let req_first = offset / bs;
+        let req_last = offset.saturating_add(u64::from(size.max(1)) - 1) / bs;
+        let wanted = req_first..=req_last.saturating_add(self.readahead as u64);
         let (file_size, sources) = {
             let mut tree = self.lock();
             if crate::snapview::is_snap(ino) {
                 drop(tree);
                 let e = self.snap_entry(ino)?;
-                let src = e
-                    .file
-                    .map(|f| {
-                        f.blocks
-                            .into_iter()
-                            .map(|b| (b.index, Source::Stored(b)))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                (e.size, src)
+                (e.size, stored_sources(e.file, &wanted))
             } else if let Some(w) = tree.writers.get(&ino) {
                 let mut src = Vec::new();
-                for (i, b) in &w.blocks {
+                for (i, b) in w.blocks.range(wanted.clone()) {
                     src.push((*i, Source::Stored(b.clone())));
                 }
-                let req_first = offset / bs;
-                let req_last = offset.saturating_add(u64::from(size.max(1)) - 1) / bs;
                 for (i, (_, d)) in w.pending.range(req_first..=req_last) {
                     src.push((*i, Source::Memory(d.clone())));
                 }
@@ -175,16 +168,7 @@ impl Fs {
                 (w.size, src)
             } else {
                 let e = self.file_entry(&mut tree, ino)?;
-                let src = e
-                    .file
-                    .map(|f| {
-                        f.blocks
-                            .into_iter()
-                            .map(|b| (b.index, Source::Stored(b)))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                (e.size, src)
+                (e.size, stored_sources(e.file, &wanted))
             }
         };
         if offset >= file_size {
@@ -303,4 +287,19 @@ impl Fs {
             });
         }
     }
+}
+
+/// Stored blocks of a committed file within `wanted`, as read sources.
+fn stored_sources(
+    file: Option<FileMeta>,
+    wanted: &std::ops::RangeInclusive<u64>,
+) -> Vec<(u64, Source)> {
+    file.map(|f| {
+        f.blocks
+            .into_iter()
+            .filter(|b| wanted.contains(&b.index))
+            .map(|b| (b.index, Source::Stored(b)))
+            .collect()
+    })
+    .unwrap_or_default()
 }
