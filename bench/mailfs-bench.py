@@ -21,7 +21,8 @@ The big rows are repeated (REPS, default 3) and reported as medians.
 
 Env: ONLY=sweep,raw,big,meta,postmark,fio (default all), QUICK=1 (fewer sweep points),
 MAILDIR_TMP, REPS, BIG_ROWS (only the first N large-file configurations), CIPHER
-(auto, the default: AES-256-GCM on CPUs with AES instructions; xchacha20poly1305; aes-256-gcm).
+(auto, the default: AES-256-GCM on CPUs with AES instructions; xchacha20poly1305; aes-256-gcm),
+TRANSFER (base64, the default, or binary: the accounts' `transfer`, and the raw ceiling's).
 """
 import os, subprocess, sys, time, shutil, tempfile, re
 
@@ -34,6 +35,7 @@ QUICK = os.environ.get("QUICK") == "1"
 MAILDIR_TMP = os.environ.get("MAILDIR_TMP", "/dev/shm")
 REPS = int(os.environ.get("REPS", "3"))
 CIPHER = os.environ.get("CIPHER", "auto")
+TRANSFER = os.environ.get("TRANSFER", "base64")
 USERS = 8
 WORK = tempfile.mkdtemp(prefix="mailfs-bench-")
 run_no = [0]
@@ -81,7 +83,7 @@ class Mount:
         for g in range(width):
             cfg += ["[[group]]", "[[group.account]]", 'host = "127.0.0.1"', f"port = {port}",
                     'tls = "none"', f'user = "user{g + 1}"', f'password = "pw{g + 1}"',
-                    f"connections = {conns}"]
+                    f"connections = {conns}", f'transfer = "{TRANSFER}"']
         self.config = os.path.join(self.dir, "fs.toml")
         with open(self.config, "w") as f:
             f.write("\n".join(cfg) + "\n")
@@ -107,9 +109,10 @@ class Mount:
 
 def write_file(path, data):
     t = time.perf_counter()
+    view = memoryview(data)  # slices without copying, as dd would write
     with open(path, "wb") as f:
         for i in range(0, len(data), 1 << 20):
-            f.write(data[i:i + (1 << 20)])
+            f.write(view[i:i + (1 << 20)])
         f.flush()
         os.fsync(f.fileno())
     return time.perf_counter() - t
@@ -129,7 +132,7 @@ def read_file(path):
 
 def raw(port, width, conns, block, total):
     users = ",".join(f"user{g + 1}:pw{g + 1}" for g in range(width))
-    out = subprocess.run([RAW, str(port), users, str(conns), str(block), str(total)],
+    out = subprocess.run([RAW, str(port), users, str(conns), str(block), str(total), TRANSFER],
                          capture_output=True, text=True, check=True).stdout
     m = dict(re.findall(r"(\w+)=([\d.]+)", out))
     return float(m["raw_write_s"]), float(m["raw_read_s"])

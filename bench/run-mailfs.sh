@@ -13,7 +13,7 @@ cargo build --release --locked -p mailstow -p test-peers -p mailfs --bin mailsto
 mkdir -p bench/results
 log=bench/results/mailfs-$(date -u +%Y%m%d-%H%M%S).log
 {
-  echo "# commit $(git rev-parse --short=12 HEAD) $(date -u +%FT%TZ) cipher ${CIPHER:-auto}"
+  echo "# commit $(git rev-parse --short=12 HEAD) $(date -u +%FT%TZ) cipher ${CIPHER:-auto} transfer ${TRANSFER:-base64}"
   echo "# machine $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -r), dovecot $(dovecot --version)"
 } | tee "$log"
 python3 bench/mailfs-bench.py | tee -a "$log"

@@ -61,7 +61,7 @@ impl Framer {
                 self.literal_left = 0;
             }
             let from = self.scanned.max(self.cursor);
-            let Some(lf) = self.buf[from..].iter().position(|&b| b == b'\n') else {
+            let Some(lf) = memchr::memchr(b'\n', &self.buf[from..]) else {
                 self.scanned = self.buf.len();
                 if self.buf.len() > self.max {
                     return Err(Error::TooLarge(format!(

@@ -18,3 +18,25 @@ pub mod seqset;
 
 pub use client::{Capabilities, Client, Config, Mailbox, Tls};
 pub use error::Error;
+
+/// Where a message's body starts: after the empty line that ends its header
+/// (RFC 5322 2.1); the message's length if it has no body.
+pub fn body_start(message: &[u8]) -> usize {
+    match memchr::memmem::find(message, b"\r\n\r\n") {
+        Some(at) => at + 4,
+        None => message.len(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_body_starts_after_the_first_empty_line() {
+        assert_eq!(
+            super::body_start(b"A: b\r\nC: d\r\n\r\nbody\r\n\r\nmore"),
+            14
+        );
+        assert_eq!(super::body_start(b"A: b\r\n\r\n"), 8);
+        assert_eq!(super::body_start(b"A: b\r\n"), 6);
+    }
+}

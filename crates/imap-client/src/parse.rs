@@ -58,9 +58,62 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Resp, Error> {
     if bytes.starts_with(b"+") {
         return Ok(Resp::Continue);
     }
+    if bytes.len() >= LITERAL_CUT_MIN
+        && let Some(resp) = parse_cutting_literal(bytes)
+    {
+        return Ok(resp);
+    }
     match ResponseCodec::default().decode(bytes) {
         Ok((b"", response)) => Ok(from_codec(bytes, response)),
         _ => fallback(bytes),
+    }
+}
+
+/// Literals at least this long are cut out of a FETCH before imap-codec sees it: it checks
+/// a literal byte by byte and copies it, which was 8 % of the CPU of a mail file system
+/// read. The framer already knows where the literal ends.
+const LITERAL_CUT_MIN: usize = 64 * 1024;
+
+/// A FETCH with one large literal: the response is parsed with the literal announced as
+/// `{0}`, then given the literal's bytes. None (parse it whole) for anything else.
+fn parse_cutting_literal(bytes: &[u8]) -> Option<Resp> {
+    let mut big = None;
+    let mut at = 0;
+    while let Some(lf) = memchr::memchr(b'\n', &bytes[at..]) {
+        let line_end = at + lf + 1;
+        let Some(n) = crate::framer::literal_announcement(&bytes[at..line_end]) else {
+            at = line_end;
+            continue;
+        };
+        let brace = at + memchr::memrchr(b'{', &bytes[at..line_end])?;
+        let end = line_end.checked_add(n).filter(|&e| e <= bytes.len())?;
+        if n >= LITERAL_CUT_MIN {
+            if big.is_some() {
+                return None;
+            }
+            big = Some((brace, line_end..end));
+        }
+        at = end;
+    }
+    let (brace, literal) = big?;
+    let mut skeleton = Vec::with_capacity(bytes.len() - literal.len() + 8);
+    skeleton.extend_from_slice(&bytes[..brace]);
+    skeleton.extend_from_slice(b"{0}\r\n");
+    skeleton.extend_from_slice(&bytes[literal.end..]);
+    match ResponseCodec::default().decode(&skeleton) {
+        Ok((b"", response)) => match from_codec(&skeleton, response) {
+            Resp::Fetch {
+                seq,
+                uid,
+                data: Some(d),
+            } if d.is_empty() => Some(Resp::Fetch {
+                seq,
+                uid,
+                data: Some(bytes[literal].to_vec()),
+            }),
+            _ => None,
+        },
+        _ => None,
     }
 }
 
@@ -657,6 +710,58 @@ mod tests {
                 data: Some(b"a\0b".to_vec())
             }
         );
+    }
+
+    #[test]
+    fn large_literals_are_cut_out_before_the_codec_and_come_back_whole() {
+        let body: Vec<u8> = (0..LITERAL_CUT_MIN + 7)
+            .map(|i| b'A' + (i % 26) as u8)
+            .collect();
+        let fetch = |item: &str, data: &[u8]| {
+            let mut raw = format!("* 9 FETCH (UID 41 {item} {{{}}}\r\n", data.len()).into_bytes();
+            raw.extend_from_slice(data);
+            raw.extend_from_slice(b" FLAGS (\\Seen))\r\n");
+            raw
+        };
+        let raw = fetch("BODY[]", &body);
+        let expected = Resp::Fetch {
+            seq: 9,
+            uid: Some(41),
+            data: Some(body.clone()),
+        };
+        assert_eq!(parse_cutting_literal(&raw), Some(expected.clone()));
+        // The same as imap-codec parsing it whole.
+        let (_, whole) = ResponseCodec::default().decode(&raw).unwrap();
+        assert_eq!(from_codec(&raw, whole), expected);
+        assert_eq!(parse(&raw).unwrap(), expected);
+        // A literal8 with NUL and CRLF inside.
+        let mut binary = body.clone();
+        binary[10..14].copy_from_slice(&[0, b'\r', b'\n', 0]);
+        let mut raw = format!("* 9 FETCH (UID 41 BINARY[1] ~{{{}}}\r\n", binary.len()).into_bytes();
+        raw.extend_from_slice(&binary);
+        raw.extend_from_slice(b")\r\n");
+        assert_eq!(
+            parse(&raw).unwrap(),
+            Resp::Fetch {
+                seq: 9,
+                uid: Some(41),
+                data: Some(binary)
+            }
+        );
+        // Two large literals, a literal announced past the end, or no FETCH: not cut.
+        let mut two = format!("* 9 FETCH (UID 41 BODY[1] {{{}}}\r\n", body.len()).into_bytes();
+        two.extend_from_slice(&body);
+        two.extend_from_slice(format!(" BODY[2] {{{}}}\r\n", body.len()).as_bytes());
+        two.extend_from_slice(&body);
+        two.extend_from_slice(b")\r\n");
+        assert_eq!(parse_cutting_literal(&two), None);
+        let mut short = fetch("BODY[]", &body);
+        short.truncate(short.len() - 100);
+        assert_eq!(parse_cutting_literal(&short), None);
+        let mut list = format!("* LIST () \"/\" {{{}}}\r\n", body.len()).into_bytes();
+        list.extend_from_slice(&body);
+        list.extend_from_slice(b"\r\n");
+        assert_eq!(parse_cutting_literal(&list), None);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use base64::Engine;
 use imap_client::{Client, Config, Error, Tls};
 use test_peers::Dovecot;
 
@@ -16,6 +17,7 @@ fn config(d: &Dovecot, n: usize) -> Config {
         accept_invalid_certs: false,
         timeout: Duration::from_secs(10),
         response_bytes_max: 64 * 1024 * 1024,
+        use_binary: true,
     }
 }
 
@@ -225,6 +227,35 @@ async fn big_message() {
         .unwrap();
     assert_eq!(part, body[3 << 20..(3 << 20) + 1000]);
 
+    // The same bytes in base64 as a whole message (BODY.PEEK[]), from a session that does
+    // not use BINARY: a large plain literal, cut out of the response before imap-codec.
+    let mut plain = config(&dovecot, 1);
+    plain.use_binary = false;
+    let mut p = Client::connect(&plain).await.unwrap();
+    assert!(!p.capabilities().binary);
+    p.select("big").await.unwrap();
+    let mut b64 = b"X-Mailfs-Id: big64\r\nContent-Transfer-Encoding: base64\r\n\r\n".to_vec();
+    let encoded = base64::engine::general_purpose::STANDARD.encode(&body);
+    for line in encoded.as_bytes().chunks(76) {
+        b64.extend_from_slice(line);
+        b64.extend_from_slice(b"\r\n");
+    }
+    let uid64 = p.append("big", &[&b64], false).await.unwrap()[0].unwrap();
+    let whole = p.uid_fetch_message(uid64).await.unwrap().unwrap();
+    assert!(whole == b64, "{} bytes back of {}", whole.len(), b64.len());
+    let text: Vec<u8> = whole[imap_client::body_start(&whole)..]
+        .iter()
+        .copied()
+        .filter(|b| !b.is_ascii_whitespace())
+        .collect();
+    assert!(
+        base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .unwrap()
+            == body
+    );
+    assert_eq!(p.uid_fetch_message(999_999).await.unwrap(), None);
+
     // A response cap below the message size is a clear error, not a hang.
     let mut small = config(&dovecot, 1);
     small.response_bytes_max = 1 << 20;
@@ -283,6 +314,7 @@ async fn silent_server_times_out() {
         accept_invalid_certs: false,
         timeout: Duration::from_millis(500),
         response_bytes_max: 1 << 20,
+        use_binary: true,
     };
     let start = Instant::now();
     let r = Client::connect(&cfg).await;

@@ -12,6 +12,7 @@
 //!
 //! Pure functions, no I/O: the caller supplies keys and nonces.
 
+use chacha20poly1305::aead::inout::InOutBuf;
 use chacha20poly1305::aead::{AeadInOut, KeyInit};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 
@@ -182,38 +183,41 @@ pub fn seal(
         return Err(FormatError::TooLarge(payload.len()));
     }
     let aad = header.encode();
-    let mut out = Vec::with_capacity(HEADER_BYTES + NONCE_BYTES + payload.len() + TAG_BYTES);
-    out.extend_from_slice(&aad);
-    match sealing {
+    let start = HEADER_BYTES + NONCE_BYTES;
+    let end = start + payload.len();
+    // Zeroed, not filled by a copy: a large allocation comes as fresh zero pages, and the
+    // cipher then reads the payload once and writes the ciphertext once.
+    let mut out = vec![0u8; end + TAG_BYTES];
+    out[..HEADER_BYTES].copy_from_slice(&aad);
+    let too_large = FormatError::TooLarge(payload.len());
+    let tag: [u8; TAG_BYTES] = match sealing {
         Sealing::Aead(key) => {
-            out.extend_from_slice(&nonce);
-            // Encrypt in place in the output: one copy of the payload, not three.
-            let start = out.len();
-            out.extend_from_slice(payload);
+            out[HEADER_BYTES..start].copy_from_slice(&nonce);
+            let buf =
+                InOutBuf::new(payload, &mut out[start..end]).map_err(|_| too_large.clone())?;
             let cipher = XChaCha20Poly1305::new(&(*key).into());
-            let tag = cipher
-                .encrypt_inout_detached(&XNonce::from(nonce), &aad, (&mut out[start..]).into())
-                .map_err(|_| FormatError::TooLarge(payload.len()))?;
-            out.extend_from_slice(tag.as_slice());
+            cipher
+                .encrypt_inout_detached(&XNonce::from(nonce), &aad, buf)
+                .map_err(|_| too_large.clone())?
+                .into()
         }
         Sealing::AesGcm(key) => {
-            out.extend_from_slice(&nonce);
-            let start = out.len();
-            out.extend_from_slice(payload);
+            out[HEADER_BYTES..start].copy_from_slice(&nonce);
+            let buf =
+                InOutBuf::new(payload, &mut out[start..end]).map_err(|_| too_large.clone())?;
             let (cipher, n) = aes_for(key, &nonce);
-            let tag = cipher
-                .encrypt_inout_detached(&n, &aad, (&mut out[start..]).into())
-                .map_err(|_| FormatError::TooLarge(payload.len()))?;
-            out.extend_from_slice(tag.as_slice());
+            cipher
+                .encrypt_inout_detached(&n, &aad, buf)
+                .map_err(|_| too_large.clone())?
+                .into()
         }
         Sealing::MacOnly(key) => {
-            // The nonce field is zero: nothing is encrypted.
-            out.extend_from_slice(&[0u8; NONCE_BYTES]);
-            out.extend_from_slice(payload);
-            let tag = mac(key, &aad, payload);
-            out.extend_from_slice(&tag);
+            // The nonce field stays zero: nothing is encrypted.
+            out[start..end].copy_from_slice(payload);
+            mac(key, &aad, payload)
         }
-    }
+    };
+    out[end..].copy_from_slice(&tag);
     Ok(out)
 }
 

@@ -310,9 +310,15 @@ impl Filesystem for MailFuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        match self.fs.read(ino.0, offset, size) {
-            Ok(d) => reply.data(&d),
-            Err(e) => reply.error(errno(&e)),
+        // Replied from inside the read, from the block itself; on an error, not at all.
+        let mut reply = Some(reply);
+        let sent = self.fs.read_with(ino.0, offset, size, |d| {
+            if let Some(r) = reply.take() {
+                r.data(d);
+            }
+        });
+        if let (Err(e), Some(r)) = (sent, reply.take()) {
+            r.error(errno(&e));
         }
     }
 

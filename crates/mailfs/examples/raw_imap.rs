@@ -2,8 +2,11 @@
 //! FETCH over the same accounts and connections, with no file system in between (no
 //! encryption, no metadata). Used by bench/run-mailfs.sh.
 //!
-//! `raw_imap PORT USERS CONNECTIONS BLOCK_BYTES TOTAL_BYTES` where USERS is
-//! `user1:pw1,user2:pw2,...`; prints `RESULT raw_write_s=.. raw_read_s=..`.
+//! `raw_imap PORT USERS CONNECTIONS BLOCK_BYTES TOTAL_BYTES [base64|binary]` where USERS is
+//! `user1:pw1,user2:pw2,...`; prints `RESULT raw_write_s=.. raw_read_s=..`. The last
+//! argument is the transfer (default base64), as an account's `transfer` in the mount's
+//! config: base64 bodies are encoded before APPEND and decoded after FETCH, both timed, as
+//! the mount does.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -12,8 +15,10 @@ use imap_client::{Client, Config, Tls};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    if args.len() != 6 {
-        eprintln!("usage: raw_imap PORT USER:PW,... CONNECTIONS BLOCK_BYTES TOTAL_BYTES");
+    if !(6..=7).contains(&args.len()) {
+        eprintln!(
+            "usage: raw_imap PORT USER:PW,... CONNECTIONS BLOCK_BYTES TOTAL_BYTES [base64|binary]"
+        );
         std::process::exit(2);
     }
     let port: u16 = args[1].parse()?;
@@ -28,6 +33,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let block: usize = args[4].parse()?;
     let total: usize = args[5].parse()?;
     let blocks = total.div_ceil(block);
+    let binary = match args.get(6).map(String::as_str) {
+        None | Some("base64") => false,
+        Some("binary") => true,
+        Some(other) => {
+            eprintln!("transfer is base64 or binary, not {other:?}");
+            std::process::exit(2);
+        }
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -41,6 +54,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             for _ in 0..connections {
                 let mut cfg = Config::new("127.0.0.1", port, u.clone(), p.clone());
                 cfg.tls = Tls::None;
+                cfg.use_binary = binary;
                 let mut c = Client::connect(&cfg).await?;
                 c.create(&folder).await?;
                 c.select(&folder).await?;
@@ -63,11 +77,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     let msgs: Vec<Vec<u8>> = chunk
                         .iter()
                         .map(|i| {
-                            mailfs::imap_remote::build_message(&format!("raw {i}"), &payload, true)
+                            mailfs::imap_remote::build_message(
+                                &format!("raw {i}"),
+                                &payload,
+                                binary,
+                            )
                         })
                         .collect();
                     let refs: Vec<&[u8]> = msgs.iter().map(|m| m.as_slice()).collect();
-                    let got = c.append(&folder, &refs, true).await?;
+                    let got = c.append(&folder, &refs, binary).await?;
                     uids.extend(got.into_iter().flatten());
                 }
                 Ok::<_, imap_client::Error>((c, uids))
@@ -84,11 +102,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             tasks.push(tokio::spawn(async move {
                 let mut bytes = 0usize;
                 for u in uids {
-                    bytes += c
-                        .uid_fetch_body(u, None)
-                        .await?
-                        .map(|b| b.len())
-                        .unwrap_or(0);
+                    // As the mount fetches: BINARY.PEEK[1], or the whole message and
+                    // its body decoded.
+                    bytes += if binary {
+                        c.uid_fetch_body(u, None).await?.map(|b| b.len())
+                    } else {
+                        c.uid_fetch_message(u).await?.and_then(|m| {
+                            let body = &m[imap_client::body_start(&m)..];
+                            mailfs::imap_remote::decode_base64_lines(body).map(|b| b.len())
+                        })
+                    }
+                    .unwrap_or(0);
                 }
                 Ok::<_, imap_client::Error>((c, bytes))
             }));

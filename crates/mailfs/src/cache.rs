@@ -60,7 +60,8 @@ pub struct Cache {
 }
 
 /// A cache file to write: its path and its bytes.
-type DiskWrite = (PathBuf, Vec<u8>);
+/// A cache file: its path, the RAID index byte it starts with, then the envelope.
+type DiskWrite = (PathBuf, u8, Vec<u8>);
 
 struct DiskCache {
     dir: PathBuf,
@@ -98,9 +99,11 @@ impl Cache {
             // fetches and to everything else, and its queue overflows (entries dropped)
             // rather than slowing a read. Best effort: a failure leaves the normal priority.
             let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 19);
-            for (path, file) in rx {
-                writer.store(&path, &file);
-                writer.queued.fetch_sub(file.len() as u64, Ordering::SeqCst);
+            for (path, raid, envelope) in rx {
+                writer.store(&path, raid, &envelope);
+                writer
+                    .queued
+                    .fetch_sub(1 + envelope.len() as u64, Ordering::SeqCst);
             }
         });
         Cache {
@@ -186,7 +189,7 @@ impl Cache {
 
     /// Keeps a block in memory and, on disk, the envelope exactly as an account holds it
     /// (sealed for `raid`), so caching costs no second encryption.
-    pub fn put_sealed(&self, id: BlockId, raid: u8, envelope: &[u8], data: Arc<Vec<u8>>) {
+    pub fn put_sealed(&self, id: BlockId, raid: u8, envelope: Vec<u8>, data: Arc<Vec<u8>>) {
         if self.disk.bytes_max > 0 {
             self.put_disk(id, raid, envelope);
         }
@@ -200,7 +203,7 @@ impl Cache {
             && self.disk.bytes_max > 0
             && let Ok(sealed) = seal(&self.sealing, &self.header(id), rand::random(), &data)
         {
-            self.put_disk(id, LOCAL_RAID, &sealed);
+            self.put_disk(id, LOCAL_RAID, sealed);
         }
         self.put_memory(id, data);
     }
@@ -227,7 +230,7 @@ impl Cache {
     }
 
     /// Queues a disk cache file for the writer thread (dropped when too much is queued).
-    fn put_disk(&self, id: BlockId, raid: u8, sealed: &[u8]) {
+    fn put_disk(&self, id: BlockId, raid: u8, sealed: Vec<u8>) {
         let path = self.path(id);
         if path.exists() {
             return;
@@ -237,11 +240,8 @@ impl Cache {
             self.disk.queued.fetch_sub(len, Ordering::SeqCst);
             return;
         }
-        let mut file = Vec::with_capacity(len as usize);
-        file.push(raid);
-        file.extend_from_slice(sealed);
         let sent = match self.disk_writes.lock().unwrap().as_ref() {
-            Some(tx) => tx.send((path, file)).is_ok(),
+            Some(tx) => tx.send((path, raid, sealed)).is_ok(),
             None => false,
         };
         if !sent {
@@ -277,15 +277,20 @@ impl Drop for Cache {
 }
 
 impl DiskCache {
-    fn store(&self, path: &std::path::Path, file: &[u8]) {
+    fn store(&self, path: &std::path::Path, raid: u8, envelope: &[u8]) {
         if path.exists() {
             return;
         }
         let tmp = path.with_extension("tmp");
+        let written = fs::File::create(&tmp).and_then(|mut f| {
+            use std::io::Write;
+            f.write_all(&[raid])?;
+            f.write_all(envelope)
+        });
         // The disk cache is a cache: a failed write only costs a refetch later.
-        if fs::write(&tmp, file).is_ok() && fs::rename(&tmp, path).is_ok() {
+        if written.is_ok() && fs::rename(&tmp, path).is_ok() {
             let mut used = self.used.lock().unwrap();
-            *used += file.len() as u64;
+            *used += 1 + envelope.len() as u64;
             if *used > self.bytes_max {
                 *used = self.trim(self.bytes_max * 9 / 10);
             }

@@ -3,19 +3,21 @@
 //! current-thread runtime, driven by the engine thread that holds the session: its socket
 //! is polled in that thread, with no wake-ups across threads per command.
 //!
-//! Each message is a small RFC 5322 message whose one body part is the envelope:
-//! `Content-Transfer-Encoding: binary` sent as a literal8 when the server has BINARY
-//! (RFC 3516), base64 otherwise; it is read back with `BINARY.PEEK[1]` (decoded by the
-//! server) or `BODY.PEEK[TEXT]` decoded here.
+//! Each message is a small RFC 5322 message whose one body part is the envelope, in base64
+//! read back with `BODY.PEEK[TEXT]` and decoded here (the default), or, with
+//! `transfer = "binary"` and a server offering BINARY (RFC 3516), as a literal8 with
+//! `Content-Transfer-Encoding: binary` read back with `BINARY.PEEK[1]` (decoded by the
+//! server). A body is recognised by what it holds, not by how it was written: one that
+//! starts with the envelope's magic is the envelope, anything else is base64. So a file
+//! system written in one transfer mode reads in the other.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
 
-use base64::Engine;
+use base64_simd::{Out, STANDARD};
 use imap_client::{Client, Error as ImapError};
 
 use crate::FsError;
-use crate::config::{AccountSection, TlsMode};
+use crate::config::{AccountSection, TlsMode, Transfer};
 use crate::remote::{Remote, RemoteError};
 
 /// The header every message is found by (docs/mailfs.md 2).
@@ -27,8 +29,6 @@ pub struct ImapRemote {
     connections_max: usize,
     pool: Mutex<Pool>,
     returned: Condvar,
-    /// Learned from the first session: send binary literals and read BINARY.
-    binary: AtomicBool,
 }
 
 /// One session and the runtime its socket belongs to.
@@ -69,6 +69,7 @@ impl ImapRemote {
             TlsMode::None => imap_client::Tls::None,
         };
         cfg.accept_invalid_certs = account.accept_invalid_certs;
+        cfg.use_binary = account.transfer == Transfer::Binary;
         cfg.timeout = timeout;
         // A block plus base64 growth and the FETCH wrapping.
         cfg.response_bytes_max = (mailfs_format::PAYLOAD_BYTES_MAX / 3 * 4) + (4 << 20);
@@ -81,7 +82,6 @@ impl ImapRemote {
                 open: 0,
             }),
             returned: Condvar::new(),
-            binary: AtomicBool::new(false),
         })
     }
 
@@ -133,11 +133,7 @@ impl ImapRemote {
                     Ok::<Client, ImapError>(c)
                 });
                 match connected {
-                    Ok(client) => {
-                        self.binary
-                            .store(client.capabilities().binary, Ordering::Relaxed);
-                        Conn { rt, client }
-                    }
+                    Ok(client) => Conn { rt, client },
                     Err(e) => {
                         release_slot();
                         return Err(remote_error(e));
@@ -165,35 +161,110 @@ impl ImapRemote {
     }
 }
 
+/// RFC 2045 6.8: encoded lines of at most 76 characters; ours are all 76 but the last.
+const BASE64_LINE: usize = 76;
+/// Bytes one full line encodes.
+const BASE64_LINE_BYTES: usize = BASE64_LINE / 4 * 3;
+/// Lines encoded or decoded per step, through a scratch buffer that stays in L1.
+const BASE64_STEP_LINES: usize = 64;
+
 /// The RFC 5322 message around an envelope.
 pub fn build_message(name: &str, envelope: &[u8], binary: bool) -> Vec<u8> {
     let date = chrono::Utc::now().format("%a, %d %b %Y %H:%M:%S +0000");
     let id: u64 = rand::random();
-    let mut m = format!(
+    let header = format!(
         "From: mailfs <mailfs@invalid>\r\nDate: {date}\r\nSubject: {name}\r\nMessage-ID: <{id:016x}@mailfs.invalid>\r\n{NAME_HEADER}: {name}\r\nMIME-Version: 1.0\r\nContent-Type: application/x-mailfs\r\nContent-Transfer-Encoding: {}\r\n\r\n",
         if binary { "binary" } else { "base64" }
-    )
-    .into_bytes();
+    );
     if binary {
+        let mut m = Vec::with_capacity(header.len() + envelope.len());
+        m.extend_from_slice(header.as_bytes());
         m.extend_from_slice(envelope);
-    } else {
-        // RFC 2045 6.8: lines of at most 76 characters.
-        let b64 = base64::engine::general_purpose::STANDARD.encode(envelope);
-        for line in b64.as_bytes().chunks(76) {
-            m.extend_from_slice(line);
-            m.extend_from_slice(b"\r\n");
-        }
+        return m;
     }
+    let lines = envelope.len().div_ceil(BASE64_LINE_BYTES);
+    let mut m = Vec::with_capacity(header.len() + lines * (BASE64_LINE + 2));
+    m.extend_from_slice(header.as_bytes());
+    encode_base64_lines(envelope, &mut m);
     m
 }
 
-fn decode_base64_body(raw: &[u8]) -> Option<Vec<u8>> {
-    let clean: Vec<u8> = raw
+/// Appends `data` in base64, CRLF after every 76 characters and after the last line.
+fn encode_base64_lines(data: &[u8], out: &mut Vec<u8>) {
+    let mut scratch = [0u8; BASE64_LINE * BASE64_STEP_LINES];
+    // Every step but the last is a whole number of lines, a multiple of 3 bytes: no padding
+    // until the very end.
+    for step in data.chunks(BASE64_LINE_BYTES * BASE64_STEP_LINES) {
+        let len = STANDARD.encoded_length(step.len());
+        let text = STANDARD.encode(step, Out::from_slice(&mut scratch[..len]));
+        // Fixed-size lines: each copy is a few vector moves, not a memcpy call.
+        let (lines, last) = text.as_chunks::<BASE64_LINE>();
+        for line in lines {
+            out.extend_from_slice(line);
+            out.extend_from_slice(b"\r\n");
+        }
+        if !last.is_empty() {
+            out.extend_from_slice(last);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+}
+
+/// Decodes a base64 body: lines of 76 characters and CRLF (what we write) on a fast path,
+/// anything else (other line lengths, stray white space) by dropping white space first.
+/// None if it is not base64.
+pub fn decode_base64_lines(text: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(text.len() / 4 * 3 + 3);
+    let mut lines_text = [0u8; BASE64_LINE * BASE64_STEP_LINES];
+    let mut lines_data = [0u8; BASE64_LINE_BYTES * BASE64_STEP_LINES];
+    let mut rest = text;
+    loop {
+        let mut lines = 0;
+        while lines < BASE64_STEP_LINES
+            && let Some((line, after)) = rest.split_first_chunk::<BASE64_LINE>()
+            && after.starts_with(b"\r\n")
+        {
+            let at = lines * BASE64_LINE;
+            lines_text[at..at + BASE64_LINE].copy_from_slice(line);
+            rest = &after[2..];
+            lines += 1;
+        }
+        if lines == 0 {
+            break;
+        }
+        // Decoded into a buffer that stays in L1, then appended: the output is written
+        // once, not zeroed first.
+        let d = STANDARD
+            .decode(
+                &lines_text[..lines * BASE64_LINE],
+                Out::from_slice(&mut lines_data),
+            )
+            .ok()?;
+        out.extend_from_slice(d);
+        if lines_text[lines * BASE64_LINE - 1] == b'=' {
+            // Padding ends the data: nothing but white space may follow.
+            return rest.iter().all(|b| b.is_ascii_whitespace()).then_some(out);
+        }
+    }
+    let tail: Vec<u8> = rest
         .iter()
         .copied()
         .filter(|b| !b.is_ascii_whitespace())
         .collect();
-    base64::engine::general_purpose::STANDARD.decode(clean).ok()
+    if !tail.is_empty() {
+        out.extend_from_slice(&STANDARD.decode_to_vec(&tail).ok()?);
+    }
+    Some(out)
+}
+
+/// A fetched body as the envelope it carries (see the module comment); None if it is
+/// the envelope already (the caller keeps it as it is). A body that is neither is passed on
+/// as it is, for the envelope check to reject by name.
+fn envelope_of(body: &[u8]) -> Option<Vec<u8>> {
+    if body.starts_with(&mailfs_format::MAGIC) {
+        return None;
+    }
+    decode_base64_lines(body)
 }
 
 impl Remote for ImapRemote {
@@ -223,12 +294,18 @@ impl Remote for ImapRemote {
     }
 
     fn fetch(&self, uid: u32) -> Result<Option<Vec<u8>>, RemoteError> {
-        let binary = self.binary.load(Ordering::Relaxed);
-        let body = self.with(true, async move |c| c.uid_fetch_body(uid, None).await)?;
-        Ok(match body {
-            None => None,
-            Some(b) if binary => Some(b),
-            Some(b) => decode_base64_body(&b),
+        self.with(true, async move |c| {
+            if c.capabilities().binary {
+                // Decoded by the server: the envelope, or base64 written in the other mode.
+                let body = c.uid_fetch_body(uid, None).await?;
+                return Ok(body.map(|b| envelope_of(&b).unwrap_or(b)));
+            }
+            // The whole message, not BODY[TEXT], which costs Dovecot a scan of the message.
+            let message = c.uid_fetch_message(uid).await?;
+            Ok(message.map(|m| {
+                let body = &m[imap_client::body_start(&m)..];
+                envelope_of(body).unwrap_or_else(|| body.to_vec())
+            }))
         })
     }
 
@@ -276,6 +353,12 @@ impl Remote for ImapRemote {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::Engine;
+
+    fn body_of(m: &[u8]) -> &[u8] {
+        let at = m.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+        &m[at + 4..]
+    }
 
     #[test]
     fn messages_carry_the_name_and_round_trip_in_base64() {
@@ -284,10 +367,81 @@ mod tests {
         let text = String::from_utf8(m.clone()).unwrap();
         assert!(text.contains("\r\nX-Mailfs: abc dir 1.0 v1 t1\r\n"));
         assert!(text.contains("\r\nSubject: abc dir 1.0 v1 t1\r\n"));
+        assert!(text.contains("\r\nContent-Transfer-Encoding: base64\r\n"));
         assert!(text.lines().all(|l| l.len() <= 998));
-        let body = &m[text.find("\r\n\r\n").unwrap() + 4..];
-        assert_eq!(decode_base64_body(body).unwrap(), env);
+        assert_eq!(decode_base64_lines(body_of(&m)).unwrap(), env);
         let b = build_message("n", &env, true);
         assert!(b.ends_with(&env));
+    }
+
+    #[test]
+    fn base64_lines_round_trip_at_every_boundary() {
+        let step = BASE64_LINE_BYTES * BASE64_STEP_LINES;
+        for len in [
+            0,
+            1,
+            2,
+            3,
+            56,
+            57,
+            58,
+            114,
+            step - 1,
+            step,
+            step + 1,
+            3 * step + 5,
+            1 << 20,
+        ] {
+            let data: Vec<u8> = (0..len).map(|i| (i * 7 + i / 13) as u8).collect();
+            let mut text = Vec::new();
+            encode_base64_lines(&data, &mut text);
+            // RFC 2045 6.8 lines, the same text a plain encoder makes.
+            let plain = base64::engine::general_purpose::STANDARD.encode(&data);
+            let expected: Vec<u8> = plain
+                .as_bytes()
+                .chunks(BASE64_LINE)
+                .flat_map(|l| [l, b"\r\n"].concat())
+                .collect();
+            assert_eq!(text, expected, "len {len}");
+            assert_eq!(decode_base64_lines(&text).unwrap(), data, "len {len}");
+        }
+    }
+
+    #[test]
+    fn base64_from_other_writers_decodes_and_garbage_does_not() {
+        let data: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
+        let plain = base64::engine::general_purpose::STANDARD.encode(&data);
+        // 72-character lines with bare LF, as another client might write.
+        let lf: Vec<u8> = plain
+            .as_bytes()
+            .chunks(72)
+            .flat_map(|l| [l, b"\n"].concat())
+            .collect();
+        assert_eq!(decode_base64_lines(&lf).unwrap(), data);
+        // One unbroken line, and a tail after a fast-path prefix.
+        assert_eq!(decode_base64_lines(plain.as_bytes()).unwrap(), data);
+        let mut mixed = Vec::new();
+        encode_base64_lines(&data[..57 * 3], &mut mixed);
+        assert_eq!(decode_base64_lines(&mixed).unwrap(), &data[..57 * 3]);
+        assert!(decode_base64_lines(b"not base64 at all!\r\n").is_none());
+        // Data after padding is not base64.
+        let mut padded = Vec::new();
+        let fifty_six: Vec<u8> = (1..=56).collect();
+        encode_base64_lines(&fifty_six, &mut padded);
+        assert_eq!(padded.len(), BASE64_LINE + 2);
+        padded.extend_from_slice(b"QUJD\r\n");
+        assert!(decode_base64_lines(&padded).is_none());
+    }
+
+    #[test]
+    fn a_body_is_taken_for_what_it_holds() {
+        let mut env = mailfs_format::MAGIC.to_vec();
+        env.extend_from_slice(&[0, 1, 2, 255]);
+        // Binary (BINARY.PEEK or a server that kept it) as it is, base64 decoded.
+        assert_eq!(envelope_of(&env), None);
+        let m = build_message("n", &env, false);
+        assert_eq!(envelope_of(body_of(&m)), Some(env));
+        // Neither: passed on for the envelope check to reject.
+        assert_eq!(envelope_of(b"hello"), None);
     }
 }

@@ -828,3 +828,50 @@ fn dedup_stores_a_copy_as_manifests_and_reads_it_back() {
     assert!(fsck.contains("fsck: clean"), "{fsck}");
     assert!(!fsck.contains("chunks=0\n"), "{fsck}");
 }
+
+#[test]
+fn files_written_with_binary_transfer_read_with_base64_and_back() {
+    if !fuse_available() {
+        eprintln!("skipped: no /dev/fuse");
+        return;
+    }
+    let server = Dovecot::start(1).unwrap();
+    let rig = Rig::new(
+        &[vec![Account {
+            server: &server,
+            user: 1,
+        }]],
+        "",
+    );
+    let base64_config = fs::read_to_string(&rig.config).unwrap();
+    assert!(!base64_config.contains("transfer"), "base64 is the default");
+    let binary_config = base64_config.replace(
+        "connections = 2\n",
+        "connections = 2\ntransfer = \"binary\"\n",
+    );
+    let cache = rig.dir.path().join("cache");
+    fs::write(&rig.config, &binary_config).unwrap();
+    rig.ok(&["mkfs"]);
+    rig.mount();
+    // Several blocks and a partial one, through literal8 APPEND.
+    let first = pattern((1 << 20) + 12_345, 11);
+    fs::write(rig.mnt.join("first"), &first).unwrap();
+    rig.umount();
+    // From the servers alone in the other mode: BODY.PEEK[] and base64 here.
+    fs::remove_dir_all(&cache).unwrap();
+    fs::write(&rig.config, &base64_config).unwrap();
+    rig.mount();
+    assert!(fs::read(rig.mnt.join("first")).unwrap() == first);
+    let second = pattern(777_777, 12);
+    fs::write(rig.mnt.join("second"), &second).unwrap();
+    rig.umount();
+    // And back: BINARY.PEEK[1] of what was written in base64.
+    fs::remove_dir_all(&cache).unwrap();
+    fs::write(&rig.config, &binary_config).unwrap();
+    rig.mount();
+    assert!(fs::read(rig.mnt.join("first")).unwrap() == first);
+    assert!(fs::read(rig.mnt.join("second")).unwrap() == second);
+    rig.umount();
+    let fsck = rig.ok(&["fsck"]);
+    assert!(fsck.contains("fsck: clean"), "{fsck}");
+}

@@ -72,7 +72,7 @@ impl Fs {
                         .bytes_fetched
                         .fetch_add(data.len() as u64, Ordering::Relaxed);
                     let data = Arc::new(data);
-                    self.cache.put_sealed(cid, raid, &envelope, data.clone());
+                    self.cache.put_sealed(cid, raid, envelope, data.clone());
                     return Ok(data);
                 }
                 Err(e) => last = e,
@@ -140,6 +140,19 @@ impl Fs {
     }
 
     pub fn read(&self, ino: u64, offset: u64, size: u32) -> Result<Vec<u8>, FsError> {
+        self.read_with(ino, offset, size, <[u8]>::to_vec)
+    }
+
+    /// Reads and hands the bytes to `reply`: straight from the block when the read lies
+    /// within one (a sequential reader's every request), so the FUSE reply is the only
+    /// copy; assembled otherwise.
+    pub fn read_with<R>(
+        &self,
+        ino: u64,
+        offset: u64,
+        size: u32,
+        reply: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R, FsError> {
         let bs = self.bs();
         // Snapshot what the read needs under the lock; fetch outside it.
         let file = crate::snapview::object_of(ino);
@@ -172,7 +185,7 @@ impl Fs {
             }
         };
         if offset >= file_size {
-            return Ok(Vec::new());
+            return Ok(reply(&[]));
         }
         let end = file_size.min(offset + u64::from(size));
         let first = offset / bs;
@@ -193,6 +206,21 @@ impl Fs {
         let needed: Vec<BlockRef> = (first..=last).filter_map(|i| missing(&i)).collect();
         if needed.len() > 1 {
             self.prefetch(file, &needed);
+        }
+        if first == last {
+            let block_start = first * bs;
+            let (from, to) = (
+                (offset - block_start) as usize,
+                (end - block_start) as usize,
+            );
+            let data = match by_index.get(&first) {
+                Some(Source::Memory(d)) => Some(d.clone()),
+                Some(Source::Stored(b)) => Some(self.load_block(file, b)?),
+                None => None,
+            };
+            if let Some(d) = data.filter(|d| d.len() >= to) {
+                return Ok(reply(&d[from..to]));
+            }
         }
         let mut out = Vec::with_capacity((end - offset) as usize);
         for idx in first..=last {
@@ -216,7 +244,7 @@ impl Fs {
                 None => out.resize(out.len() + (to - from), 0),
             }
         }
-        Ok(out)
+        Ok(reply(&out))
     }
 
     /// Fetches blocks in parallel: those the current read needs are waited for; the rest

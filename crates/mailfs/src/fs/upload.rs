@@ -215,13 +215,14 @@ impl Fs {
                             if self.accounts[a].append_now(&msgs).is_err() {
                                 break;
                             }
-                            for (&j, (_, env)) in batch.iter().zip(&msgs) {
+                            for (&j, (_, env)) in batch.iter().zip(&mut msgs) {
                                 let mut got = delivered[j].lock().unwrap();
                                 let job = &jobs[j];
                                 if got.is_empty()
                                     && self.keep_written
                                     && let Some(id) = job.cache_as
                                 {
+                                    let env = std::mem::take(env);
                                     self.cache.put_sealed(id, a as u8, env, job.payload.clone());
                                 }
                                 got.push(a);
