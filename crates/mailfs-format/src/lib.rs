@@ -12,7 +12,6 @@
 //!
 //! Pure functions, no I/O: the caller supplies keys and nonces.
 
-use chacha20poly1305::aead::inout::InOutBuf;
 use chacha20poly1305::aead::{AeadInOut, KeyInit};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 
@@ -183,41 +182,38 @@ pub fn seal(
         return Err(FormatError::TooLarge(payload.len()));
     }
     let aad = header.encode();
+    // The payload is copied once into the output and encrypted there: the ciphers' in-out
+    // mode copies in to out first anyway, and a zeroed output would cost a pass more.
+    let mut out = Vec::with_capacity(HEADER_BYTES + NONCE_BYTES + payload.len() + TAG_BYTES);
+    out.extend_from_slice(&aad);
     let start = HEADER_BYTES + NONCE_BYTES;
-    let end = start + payload.len();
-    // Zeroed, not filled by a copy: a large allocation comes as fresh zero pages, and the
-    // cipher then reads the payload once and writes the ciphertext once.
-    let mut out = vec![0u8; end + TAG_BYTES];
-    out[..HEADER_BYTES].copy_from_slice(&aad);
-    let too_large = FormatError::TooLarge(payload.len());
-    let tag: [u8; TAG_BYTES] = match sealing {
+    let too_large = |_| FormatError::TooLarge(payload.len());
+    match sealing {
         Sealing::Aead(key) => {
-            out[HEADER_BYTES..start].copy_from_slice(&nonce);
-            let buf =
-                InOutBuf::new(payload, &mut out[start..end]).map_err(|_| too_large.clone())?;
+            out.extend_from_slice(&nonce);
+            out.extend_from_slice(payload);
             let cipher = XChaCha20Poly1305::new(&(*key).into());
-            cipher
-                .encrypt_inout_detached(&XNonce::from(nonce), &aad, buf)
-                .map_err(|_| too_large.clone())?
-                .into()
+            let tag = cipher
+                .encrypt_inout_detached(&XNonce::from(nonce), &aad, (&mut out[start..]).into())
+                .map_err(too_large)?;
+            out.extend_from_slice(tag.as_slice());
         }
         Sealing::AesGcm(key) => {
-            out[HEADER_BYTES..start].copy_from_slice(&nonce);
-            let buf =
-                InOutBuf::new(payload, &mut out[start..end]).map_err(|_| too_large.clone())?;
+            out.extend_from_slice(&nonce);
+            out.extend_from_slice(payload);
             let (cipher, n) = aes_for(key, &nonce);
-            cipher
-                .encrypt_inout_detached(&n, &aad, buf)
-                .map_err(|_| too_large.clone())?
-                .into()
+            let tag = cipher
+                .encrypt_inout_detached(&n, &aad, (&mut out[start..]).into())
+                .map_err(too_large)?;
+            out.extend_from_slice(tag.as_slice());
         }
         Sealing::MacOnly(key) => {
-            // The nonce field stays zero: nothing is encrypted.
-            out[start..end].copy_from_slice(payload);
-            mac(key, &aad, payload)
+            // The nonce field is zero: nothing is encrypted.
+            out.extend_from_slice(&[0u8; NONCE_BYTES]);
+            out.extend_from_slice(payload);
+            out.extend_from_slice(&mac(key, &aad, payload));
         }
-    };
-    out[end..].copy_from_slice(&tag);
+    }
     Ok(out)
 }
 
