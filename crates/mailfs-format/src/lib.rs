@@ -15,6 +15,12 @@
 use chacha20poly1305::aead::{AeadInOut, KeyInit};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 
+mod segments;
+pub use segments::{
+    FLAG_SEGMENTED, PREFIX_BYTES, SEGMENT_BYTES, open_segments, segment_count, segment_span,
+    segments_for,
+};
+
 /// AES-256-GCM under a key derived per message from the data key and the first half of the
 /// 192-bit nonce (the second half is GCM's 96-bit nonce), so random nonces stay safe for
 /// any number of messages, as with XChaCha20.
@@ -72,7 +78,8 @@ impl Kind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Header {
     pub kind: Kind,
-    /// Bit 0: the payload was zstd-compressed before sealing.
+    /// Bit 0: the payload was zstd-compressed before sealing (reserved, never set).
+    /// Bit 1 ([`FLAG_SEGMENTED`]): the payload is sealed in segments.
     pub flags: u16,
     pub fsid: [u8; 16],
     /// Directory id or file id (0 for the superblock).
@@ -181,6 +188,9 @@ pub fn seal(
     if payload.len() > PAYLOAD_BYTES_MAX {
         return Err(FormatError::TooLarge(payload.len()));
     }
+    if header.flags & FLAG_SEGMENTED != 0 {
+        return segments::seal_segmented(sealing, header, nonce, payload);
+    }
     let aad = header.encode();
     // The payload is copied once into the output and encrypted there: the ciphers' in-out
     // mode copies in to out first anyway, and a zeroed output would cost a pass more.
@@ -232,8 +242,9 @@ pub fn peek(bytes: &[u8]) -> Result<Header, FormatError> {
     Header::decode(bytes)
 }
 
-/// Opens a message that must be exactly `expected`; returns the payload.
-pub fn open(sealing: &Sealing, expected: &Header, bytes: &[u8]) -> Result<Vec<u8>, FormatError> {
+/// The header of `bytes` if it is `expected` in everything but the flags (which the tag or
+/// MAC binds: flipping one is a forgery).
+fn check_expected(expected: &Header, bytes: &[u8]) -> Result<Header, FormatError> {
     let found = Header::decode(bytes)?;
     let why = if found.fsid != expected.fsid {
         Some("another file system")
@@ -250,8 +261,17 @@ pub fn open(sealing: &Sealing, expected: &Header, bytes: &[u8]) -> Result<Vec<u8
     } else {
         None
     };
-    if let Some(why) = why {
-        return Err(FormatError::Unexpected(why));
+    match why {
+        Some(why) => Err(FormatError::Unexpected(why)),
+        None => Ok(found),
+    }
+}
+
+/// Opens a message that must be exactly `expected`; returns the payload.
+pub fn open(sealing: &Sealing, expected: &Header, bytes: &[u8]) -> Result<Vec<u8>, FormatError> {
+    let found = check_expected(expected, bytes)?;
+    if found.flags & FLAG_SEGMENTED != 0 {
+        return segments::open_all(sealing, expected, bytes);
     }
     let rest = &bytes[HEADER_BYTES..];
     if rest.len() < NONCE_BYTES + TAG_BYTES {

@@ -147,3 +147,151 @@ proptest::proptest! {
         }
     }
 }
+
+fn segmented() -> Header {
+    Header {
+        flags: FLAG_SEGMENTED,
+        ..header()
+    }
+}
+
+fn data(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 31 + i / 7) as u8).collect()
+}
+
+#[test]
+fn segmented_messages_round_trip_at_every_boundary() {
+    let s = SEGMENT_BYTES;
+    for sealing in sealings() {
+        for len in [0, 1, s - 1, s, s + 1, 3 * s + 5, 1 << 20] {
+            let plain = data(len);
+            let sealed = seal(&sealing, &segmented(), [4; NONCE_BYTES], &plain).unwrap();
+            assert_eq!(
+                sealed.len(),
+                PREFIX_BYTES + len + segment_count(len) * TAG_BYTES,
+                "len {len}"
+            );
+            assert_eq!(segment_span(len, segment_count(len) - 1).end, sealed.len());
+            assert!(
+                open(&sealing, &header(), &sealed).unwrap() == plain,
+                "len {len}"
+            );
+        }
+    }
+}
+
+#[test]
+fn any_range_of_segments_opens_on_its_own() {
+    let len = 3 * SEGMENT_BYTES + 5;
+    let plain = data(len);
+    for sealing in sealings() {
+        let sealed = seal(&sealing, &segmented(), [5; NONCE_BYTES], &plain).unwrap();
+        for first in 0..4 {
+            for end in first + 1..=4 {
+                let from = segment_span(len, first).start;
+                let to = segment_span(len, end - 1).end;
+                let got = open_segments(
+                    &sealing,
+                    &header(),
+                    &sealed[..PREFIX_BYTES],
+                    len,
+                    first..end,
+                    &sealed[from..to],
+                )
+                .unwrap();
+                let want = &plain[first * SEGMENT_BYTES..(end * SEGMENT_BYTES).min(len)];
+                assert!(got == want, "segments {first}..{end}");
+            }
+        }
+        // The segments a byte range needs.
+        assert_eq!(segments_for(len, 0..1), 0..1);
+        assert_eq!(
+            segments_for(len, SEGMENT_BYTES - 1..SEGMENT_BYTES + 1),
+            0..2
+        );
+        assert_eq!(segments_for(len, SEGMENT_BYTES..2 * SEGMENT_BYTES), 1..2);
+        assert_eq!(segments_for(len, len - 1..len), 3..4);
+    }
+}
+
+#[test]
+fn moved_cut_or_foreign_segments_do_not_open() {
+    let s = SEGMENT_BYTES;
+    let len = 3 * s;
+    for sealing in sealings() {
+        let sealed = seal(&sealing, &segmented(), [6; NONCE_BYTES], &data(len)).unwrap();
+        let span = |i| segment_span(len, i);
+        // Segments 0 and 1 swapped (same length).
+        let mut swapped = sealed.clone();
+        swapped[span(0)].copy_from_slice(&sealed[span(1)]);
+        swapped[span(1)].copy_from_slice(&sealed[span(0)]);
+        assert!(matches!(
+            open(&sealing, &header(), &swapped),
+            Err(FormatError::Forged)
+        ));
+        // Cut after two whole segments: the second was not sealed as the last.
+        let cut = &sealed[..span(1).end];
+        assert!(matches!(
+            open(&sealing, &header(), cut),
+            Err(FormatError::Forged)
+        ));
+        // A segment of another message with the same header (another nonce).
+        let mut other_data = data(len);
+        other_data[2 * s] ^= 1;
+        let other = seal(&sealing, &segmented(), [7; NONCE_BYTES], &other_data).unwrap();
+        let mut mixed = sealed.clone();
+        mixed[span(2)].copy_from_slice(&other[span(2)]);
+        assert!(matches!(
+            open(&sealing, &header(), &mixed),
+            Err(FormatError::Forged)
+        ));
+        // Asking for a segment under the wrong index.
+        assert!(matches!(
+            open_segments(&sealing, &header(), &sealed, len, 1..2, &sealed[span(0)]),
+            Err(FormatError::Forged)
+        ));
+        // The segmented flag cleared: the message no longer opens.
+        let mut unflagged = sealed.clone();
+        unflagged[6] &= !(FLAG_SEGMENTED as u8);
+        assert!(matches!(
+            open(&sealing, &header(), &unflagged),
+            Err(FormatError::Forged)
+        ));
+        // Another block's prefix.
+        let other_block = Header {
+            index: 18,
+            ..header()
+        };
+        assert!(matches!(
+            open_segments(&sealing, &other_block, &sealed, len, 0..1, &sealed[span(0)]),
+            Err(FormatError::Unexpected(_))
+        ));
+        // Wrong lengths are errors, not panics.
+        assert!(matches!(
+            open_segments(
+                &sealing,
+                &header(),
+                &sealed,
+                len,
+                0..1,
+                &sealed[span(0)][1..]
+            ),
+            Err(FormatError::Truncated)
+        ));
+        assert!(matches!(
+            open_segments(&sealing, &header(), &sealed, len, 2..5, &sealed[span(2)]),
+            Err(FormatError::Truncated)
+        ));
+        assert!(matches!(
+            open_segments(
+                &sealing,
+                &header(),
+                &sealed[..10],
+                len,
+                0..1,
+                &sealed[span(0)]
+            ),
+            Err(FormatError::Truncated)
+        ));
+    }
+}

@@ -194,6 +194,16 @@ impl Account {
         self.observe(started, self.remote.fetch(uid))
     }
 
+    pub fn fetch_range(
+        &self,
+        uid: u32,
+        start: usize,
+        len: usize,
+    ) -> Result<Option<Vec<u8>>, RemoteError> {
+        let started = Instant::now();
+        self.observe(started, self.remote.fetch_range(uid, start, len))
+    }
+
     pub fn expunge(&self, uids: &[u32]) -> Result<(), RemoteError> {
         let started = Instant::now();
         self.observe(started, self.remote.expunge(uids))

@@ -183,6 +183,11 @@ impl Cache {
         self.memory.lock().unwrap().map.contains_key(&id)
     }
 
+    /// Whether the disk cache has a file for `id` (not checked until it is read).
+    pub fn on_disk(&self, id: BlockId) -> bool {
+        self.disk.bytes_max > 0 && self.path(id).exists()
+    }
+
     pub fn put_memory_only(&self, id: BlockId, data: Arc<Vec<u8>>) {
         self.put_memory(id, data);
     }

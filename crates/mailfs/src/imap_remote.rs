@@ -309,6 +309,35 @@ impl Remote for ImapRemote {
         })
     }
 
+    fn fetch_range(
+        &self,
+        uid: u32,
+        start: usize,
+        len: usize,
+    ) -> Result<Option<Vec<u8>>, RemoteError> {
+        self.with(true, async move |c| {
+            if c.capabilities().binary {
+                // RFC 3516 4.2: a partial BINARY fetch counts decoded octets.
+                let origin = u64::try_from(start).unwrap_or(u64::MAX);
+                let len = u32::try_from(len).unwrap_or(u32::MAX);
+                return c.uid_fetch_body(uid, Some((origin, len))).await;
+            }
+            // Base64 as we write it: envelope bytes 57 L.. are text 78 L.. of the body, so
+            // whole lines are fetched and decoded, and the range cut from them.
+            let first_line = start / BASE64_LINE_BYTES;
+            let lines = (start + len).div_ceil(BASE64_LINE_BYTES) - first_line;
+            let text_start = (first_line * (BASE64_LINE + 2)) as u64;
+            let text_len = u32::try_from(lines * (BASE64_LINE + 2)).unwrap_or(u32::MAX);
+            let Some(text) = c.uid_fetch_body(uid, Some((text_start, text_len))).await? else {
+                return Ok(None);
+            };
+            // Text that is not our base64 gives bytes the envelope check rejects.
+            let bytes = decode_base64_lines(&text).unwrap_or_default();
+            let from = (start - first_line * BASE64_LINE_BYTES).min(bytes.len());
+            Ok(Some(bytes[from..(from + len).min(bytes.len())].to_vec()))
+        })
+    }
+
     fn list(&self) -> Result<Vec<(u32, String)>, RemoteError> {
         let folder = self.folder.clone();
         self.with(true, async move |c| {

@@ -128,6 +128,15 @@ impl Journal {
     }
 
     /// A block still only in the journal.
+    /// Whether the journal holds this block (not yet on the servers).
+    pub(crate) fn has_block(&self, file: u64, b: &BlockRef) -> bool {
+        self.state
+            .lock()
+            .unwrap()
+            .pending_blocks
+            .contains_key(&(file, b.index, b.version))
+    }
+
     pub(crate) fn block(&self, file: u64, b: &BlockRef) -> Option<Vec<u8>> {
         let seq = *self
             .state

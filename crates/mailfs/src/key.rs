@@ -20,7 +20,13 @@ impl Key {
     pub fn header(&self, raid_index: u8) -> Header {
         Header {
             kind: self.kind,
-            flags: 0,
+            // Blocks are sealed in segments, so a part of one can be fetched and
+            // authenticated alone (docs/mailfs.md 3).
+            flags: if self.kind == Kind::Block {
+                mailfs_format::FLAG_SEGMENTED
+            } else {
+                0
+            },
             fsid: self.fsid,
             object: self.object,
             index: self.index,

@@ -25,6 +25,20 @@ pub trait Remote: Send + Sync {
     fn append(&self, batch: &[(String, &[u8])]) -> Result<Vec<Option<u32>>, RemoteError>;
     /// The envelope of `uid`, or None if there is no such message.
     fn fetch(&self, uid: u32) -> Result<Option<Vec<u8>>, RemoteError>;
+    /// Bytes `start..start + len` of the envelope of `uid` (fewer at its end), or None if
+    /// there is no such message. By default the whole envelope, cut here; an IMAP account
+    /// asks for the range alone (partial FETCH, RFC 3501 6.4.5 `<origin.length>`).
+    fn fetch_range(
+        &self,
+        uid: u32,
+        start: usize,
+        len: usize,
+    ) -> Result<Option<Vec<u8>>, RemoteError> {
+        Ok(self.fetch(uid)?.map(|e| {
+            let from = start.min(e.len());
+            e[from..(from + len).min(e.len())].to_vec()
+        }))
+    }
     /// Every message's name: (uid, name). Foreign messages come back with their own names.
     fn list(&self) -> Result<Vec<(u32, String)>, RemoteError>;
     /// UIDs whose name contains `name` (a SEARCH, for messages another mount wrote).

@@ -875,3 +875,55 @@ fn files_written_with_binary_transfer_read_with_base64_and_back() {
     let fsck = rig.ok(&["fsck"]);
     assert!(fsck.contains("fsck: clean"), "{fsck}");
 }
+
+#[test]
+fn random_reads_fetch_only_their_segments_in_both_transfer_modes() {
+    use std::os::unix::fs::FileExt;
+    if !fuse_available() {
+        eprintln!("skipped: no /dev/fuse");
+        return;
+    }
+    let server = Dovecot::start(1).unwrap();
+    let rig = Rig::new(
+        &[vec![Account {
+            server: &server,
+            user: 1,
+        }]],
+        "block_size = 1048576",
+    );
+    let base64_config = fs::read_to_string(&rig.config).unwrap();
+    let binary_config = base64_config.replace(
+        "connections = 2\n",
+        "connections = 2\ntransfer = \"binary\"\n",
+    );
+    let cache = rig.dir.path().join("cache");
+    rig.ok(&["mkfs"]);
+    rig.mount();
+    let data = pattern(4 << 20, 21);
+    fs::write(rig.mnt.join("big"), &data).unwrap();
+    rig.umount();
+    // Far apart, so each is random access; one crosses a 64 KiB segment boundary.
+    let offsets = [3_000_000u64, 10, 2_200_000, 131_072 - 50, 3_900_000];
+    for config in [&base64_config, &binary_config] {
+        fs::remove_dir_all(&cache).unwrap();
+        fs::write(&rig.config, config).unwrap();
+        rig.mount();
+        let file = fs::File::open(rig.mnt.join("big")).unwrap();
+        for &o in &offsets {
+            let mut got = vec![0u8; 4096];
+            file.read_exact_at(&mut got, o).unwrap();
+            assert!(got == data[o as usize..o as usize + 4096], "at {o}");
+        }
+        drop(file);
+        // The kernel may merge or split requests; most reads must have been partial, and
+        // far less than a block per read fetched. (The stats file is written every second.)
+        let number = |s: &BTreeMap<String, String>, k: &str| -> u64 {
+            s.get(k).and_then(|v| v.parse().ok()).unwrap_or(0)
+        };
+        rig.wait_stats("partial fetches", |s| number(s, "partial_fetches") >= 3);
+        let stats = rig.stats();
+        assert!(number(&stats, "bytes_fetched") < 2 << 20, "{stats:?}");
+        assert_eq!(stats["integrity_errors"], "0");
+        rig.umount();
+    }
+}

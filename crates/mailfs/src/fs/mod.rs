@@ -79,6 +79,8 @@ pub struct Stats {
     /// Chunks a deduplicated block named that were already stored: bytes not sent.
     pub chunks_reused: AtomicU64,
     pub bytes_deduplicated: AtomicU64,
+    /// Reads served by fetching only the segments they need (partial FETCH).
+    pub partial_fetches: AtomicU64,
 }
 
 #[derive(Debug, Clone)]
@@ -225,6 +227,9 @@ pub struct Fs {
     /// Read-ahead requests for the background fetchers (present while mounted).
     readahead_tx: Mutex<Option<std::sync::mpsc::Sender<(u64, BlockRef)>>>,
     readahead_queued: Mutex<std::collections::HashSet<BlockId>>,
+    /// Where each file's last read ended: a read far from it is random access, served
+    /// without read-ahead and, for a small part of a block, by partial FETCH.
+    read_ends: Mutex<HashMap<u64, u64>>,
     pub retention: std::time::Duration,
     pub orphan_grace: std::time::Duration,
 }
@@ -457,6 +462,7 @@ impl Fs {
             inflight: Mutex::new(HashMap::new()),
             readahead_tx: Mutex::new(None),
             readahead_queued: Mutex::new(Default::default()),
+            read_ends: Mutex::new(HashMap::new()),
             retention: crate::config::parse_duration(&config.fs.retention)?,
             orphan_grace: crate::config::parse_duration(&config.fs.orphan_grace)?,
         };

@@ -1,6 +1,15 @@
-//! Reading files: one fetch per block in flight, read-ahead, caches.
+//! Reading files: one fetch per block in flight, read-ahead, caches; random reads of a
+//! small part of a block fetch only the segments they need.
 
 use super::*;
+
+/// A random read of at most this fraction of a block fetches only its segments.
+const RANGE_READ_FRACTION: usize = 4;
+/// How far from the last read's end a read still counts as sequential: the kernel's
+/// read-ahead window (`max_readahead`, set by mailfs-fuse).
+const SEQUENTIAL_SLACK_BYTES: u64 = 1 << 20;
+/// Files whose last read position is remembered (then the memory starts over).
+const READ_ENDS_MAX: usize = 4096;
 
 impl Fs {
     /// One block's plain content, from the caches or from a member of its group.
@@ -191,6 +200,7 @@ impl Fs {
         let first = offset / bs;
         let last = (end - 1) / bs;
         let by_index: HashMap<u64, Source> = sources.into_iter().collect();
+        let random = self.note_read(ino, offset, end);
         // The blocks this read needs are fetched now, in parallel; the next few are handed to
         // the background fetchers (read-ahead), so a sequential reader finds them cached.
         let missing = |i: &u64| match by_index.get(i) {
@@ -199,10 +209,12 @@ impl Fs {
             }
             _ => None,
         };
-        let ahead: Vec<BlockRef> = (last + 1..=last + self.readahead as u64)
-            .filter_map(|i| missing(&i))
-            .collect();
-        self.read_ahead(file, ahead);
+        if !random {
+            let ahead: Vec<BlockRef> = (last + 1..=last + self.readahead as u64)
+                .filter_map(|i| missing(&i))
+                .collect();
+            self.read_ahead(file, ahead);
+        }
         let needed: Vec<BlockRef> = (first..=last).filter_map(|i| missing(&i)).collect();
         if needed.len() > 1 {
             self.prefetch(file, &needed);
@@ -215,7 +227,15 @@ impl Fs {
             );
             let data = match by_index.get(&first) {
                 Some(Source::Memory(d)) => Some(d.clone()),
-                Some(Source::Stored(b)) => Some(self.load_block(file, b)?),
+                Some(Source::Stored(b)) => {
+                    if random
+                        && to - from <= bs as usize / RANGE_READ_FRACTION
+                        && let Some(part) = self.load_range(file, b, from..to)
+                    {
+                        return Ok(reply(&part));
+                    }
+                    Some(self.load_block(file, b)?)
+                }
                 None => None,
             };
             if let Some(d) = data.filter(|d| d.len() >= to) {
@@ -245,6 +265,100 @@ impl Fs {
             }
         }
         Ok(reply(&out))
+    }
+
+    /// Records a read of `offset..end` and says whether it is random access: further than
+    /// the kernel's read-ahead window from where the file's last read ended (a first read
+    /// is sequential only near the start). Concurrent read-ahead requests arrive a little
+    /// out of order, hence the slack.
+    fn note_read(&self, ino: u64, offset: u64, end: u64) -> bool {
+        let slack = SEQUENTIAL_SLACK_BYTES;
+        let mut ends = self.read_ends.lock().unwrap();
+        if ends.len() >= READ_ENDS_MAX && !ends.contains_key(&ino) {
+            ends.clear();
+        }
+        let previous = ends.insert(ino, end);
+        match previous {
+            Some(p) => offset.abs_diff(p) > slack,
+            None => offset > slack,
+        }
+    }
+
+    /// Plain bytes `range` of a stored block that is in no cache, fetched as the segments
+    /// holding them (partial FETCH, docs/mailfs.md 3) and authenticated on their own. None
+    /// when that does not apply or does not work (an unsegmented block, a failure): the
+    /// caller then loads the whole block, which reports errors.
+    pub(super) fn load_range(
+        &self,
+        file: u64,
+        b: &BlockRef,
+        range: std::ops::Range<usize>,
+    ) -> Option<Vec<u8>> {
+        let len = b.len as usize;
+        if b.version & MANIFEST_BIT != 0
+            || len < 2 * mailfs_format::SEGMENT_BYTES
+            || range.is_empty()
+            || range.end > len
+        {
+            return None;
+        }
+        let cid = BlockId::of(file, b);
+        if self.cache.in_memory(cid) || self.cache.on_disk(cid) || self.journal.has_block(file, b) {
+            return None;
+        }
+        let id = b.key_id(file);
+        let segments = mailfs_format::segments_for(len, range.clone());
+        let span = mailfs_format::segment_span(len, segments.start).start
+            ..mailfs_format::segment_span(len, segments.end - 1).end;
+        let mut order: Vec<usize> = self
+            .groups
+            .get(b.group as usize)?
+            .iter()
+            .copied()
+            .filter(|&t| self.accounts[t].is_up())
+            .collect();
+        order.sort_by_key(|&t| self.accounts[t].latency_us());
+        for t in order {
+            let acct = &self.accounts[t];
+            let expected = Key {
+                time: 0,
+                ..self.key(id.kind, id.object, id.index, id.version)
+            }
+            .header(t as u8);
+            for uid in acct.uids(&id) {
+                let Ok(Some(prefix)) = acct.fetch_range(uid, 0, mailfs_format::PREFIX_BYTES) else {
+                    continue;
+                };
+                match mailfs_format::peek(&prefix) {
+                    Ok(h) if h.flags & mailfs_format::FLAG_SEGMENTED != 0 => {}
+                    _ => continue,
+                }
+                let Ok(Some(sealed)) = acct.fetch_range(uid, span.start, span.len()) else {
+                    continue;
+                };
+                match mailfs_format::open_segments(
+                    &self.sealing,
+                    &expected,
+                    &prefix,
+                    len,
+                    segments.clone(),
+                    &sealed,
+                ) {
+                    Ok(plain) => {
+                        self.stats.partial_fetches.fetch_add(1, Ordering::Relaxed);
+                        self.stats
+                            .bytes_fetched
+                            .fetch_add(plain.len() as u64, Ordering::Relaxed);
+                        let at = range.start - segments.start * mailfs_format::SEGMENT_BYTES;
+                        return plain.get(at..at + range.len()).map(<[u8]>::to_vec);
+                    }
+                    Err(e) => {
+                        tracing::debug!(account = %acct.remote.describe(), uid, "partial read: {e}");
+                    }
+                }
+            }
+        }
+        None
     }
 
     /// Fetches blocks in parallel: those the current read needs are waited for; the rest
