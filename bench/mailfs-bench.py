@@ -300,6 +300,9 @@ FIO = [
     ("seq_write", "--rw=write --bs=1M --size=256M --end_fsync=1"),
     ("seq_read", "--rw=read --bs=1M --size=256M"),
     ("rand_read", "--rw=randread --bs=4k --size=64M --runtime=15 --time_based"),
+    # The same file from a fresh mount with empty caches: every read goes to the servers
+    # (partial FETCH of the segments it needs).
+    ("rand_read_cold", "--rw=randread --bs=4k --size=64M --runtime=15 --time_based --filename=rand_read.0.0"),
     ("rand_write", "--rw=randwrite --bs=64k --size=64M --end_fsync=1 --runtime=15 --time_based"),
 ]
 
@@ -328,7 +331,7 @@ def fio_on(port):
     local = os.path.join(m.dir, "local")
     os.makedirs(local)
     for name, args in FIO:
-        if name == "seq_read":
+        if name in ("seq_read", "rand_read_cold"):
             # Cold: a fresh mount with an empty cache, and a dropped local page cache.
             m.umount()
             m.mount(wipe_cache=True)

@@ -230,6 +230,8 @@ pub struct Fs {
     /// Where each file's last read ended: a read far from it is random access, served
     /// without read-ahead and, for a small part of a block, by partial FETCH.
     read_ends: Mutex<HashMap<u64, u64>>,
+    /// Blocks read in part once: a second partial read loads the whole block.
+    read_in_part: Mutex<std::collections::HashSet<BlockId>>,
     pub retention: std::time::Duration,
     pub orphan_grace: std::time::Duration,
 }
@@ -463,6 +465,7 @@ impl Fs {
             readahead_tx: Mutex::new(None),
             readahead_queued: Mutex::new(Default::default()),
             read_ends: Mutex::new(HashMap::new()),
+            read_in_part: Mutex::new(Default::default()),
             retention: crate::config::parse_duration(&config.fs.retention)?,
             orphan_grace: crate::config::parse_duration(&config.fs.orphan_grace)?,
         };

@@ -8,6 +8,8 @@ const RANGE_READ_FRACTION: usize = 4;
 /// How far from the last read's end a read still counts as sequential: the kernel's
 /// read-ahead window (`max_readahead`, set by mailfs-fuse).
 const SEQUENTIAL_SLACK_BYTES: u64 = 1 << 20;
+/// Blocks remembered as read in part (then the memory starts over).
+const READ_IN_PART_MAX: usize = 65_536;
 /// Files whose last read position is remembered (then the memory starts over).
 const READ_ENDS_MAX: usize = 4096;
 
@@ -284,10 +286,11 @@ impl Fs {
         }
     }
 
-    /// Plain bytes `range` of a stored block that is in no cache, fetched as the segments
-    /// holding them (partial FETCH, docs/mailfs.md 3) and authenticated on their own. None
-    /// when that does not apply or does not work (an unsegmented block, a failure): the
-    /// caller then loads the whole block, which reports errors.
+    /// Plain bytes `range` of a stored block that is in no cache and was not read in part
+    /// before, fetched as the segments holding them (partial FETCH, docs/mailfs.md 3) and
+    /// authenticated on their own. None when that does not apply or does not work (an
+    /// unsegmented block, a failure): the caller then loads the whole block, which reports
+    /// errors.
     pub(super) fn load_range(
         &self,
         file: u64,
@@ -305,6 +308,18 @@ impl Fs {
         let cid = BlockId::of(file, b);
         if self.cache.in_memory(cid) || self.cache.on_disk(cid) || self.journal.has_block(file, b) {
             return None;
+        }
+        // A block read in part before is read again: load it whole, into the caches, so a
+        // working set that fits them is fetched once.
+        {
+            let mut seen = self.read_in_part.lock().unwrap();
+            if seen.len() >= READ_IN_PART_MAX {
+                seen.clear();
+            }
+            if !seen.insert(cid) {
+                seen.remove(&cid);
+                return None;
+            }
         }
         let id = b.key_id(file);
         let segments = mailfs_format::segments_for(len, range.clone());
