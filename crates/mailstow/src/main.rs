@@ -8,6 +8,7 @@ mod fs_cmd;
 mod progress;
 mod queue_cmd;
 mod serve_cmd;
+mod sim_cmd;
 mod store_cmd;
 
 use std::path::PathBuf;
@@ -61,6 +62,9 @@ enum Command {
     /// file system's config).
     #[command(subcommand)]
     Fs(fs_cmd::FsCommand),
+    /// The storage simulator: models of a local and a parallel file system.
+    #[command(subcommand)]
+    Sim(sim_cmd::SimCommand),
 }
 
 /// Where the engines keep their files, resolved from the flag, the config file or the default.
@@ -85,6 +89,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     if let Command::Fs(command) = cli.command {
         return fs_cmd::run(command, cli.config.as_deref());
     }
+    // The simulator reads its own scenario files.
+    if let Command::Sim(command) = cli.command {
+        return sim_cmd::run(command);
+    }
     let config = config::Config::load(cli.config.as_deref())?;
     let data_dir = cli
         .data_dir
@@ -100,7 +108,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Store(command) => store_cmd::run(command, &paths, &config),
         Command::Queue(command) => queue_cmd::run(command, &paths, &config),
         Command::Bench(command) => bench_cmd::run(command),
-        Command::Fs(_) => unreachable!("handled above"),
+        Command::Fs(_) | Command::Sim(_) => unreachable!("handled above"),
     }
 }
 
