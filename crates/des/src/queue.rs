@@ -84,7 +84,7 @@ impl<E> Scheduler<E> {
     }
 
     /// Takes the earliest pending event and moves the clock to its time.
-    pub fn next(&mut self) -> Option<E> {
+    pub fn pop(&mut self) -> Option<E> {
         let e = self.heap.pop()?;
         debug_assert!(e.time >= self.now, "the clock never goes back");
         self.now = e.time;
@@ -102,7 +102,7 @@ impl<E> Scheduler<E> {
     pub fn run_until(&mut self, until: Nanos, mut handle: impl FnMut(&mut Self, E)) -> u64 {
         let before = self.events_run;
         while self.peek_time().is_some_and(|t| t <= until) {
-            let Some(event) = self.next() else { break };
+            let Some(event) = self.pop() else { break };
             handle(self, event);
         }
         self.now = self.now.max(until);
@@ -132,7 +132,7 @@ mod tests {
         s.at(10, "a2");
         s.at(10, "a3");
         let mut out = Vec::new();
-        while let Some(e) = s.next() {
+        while let Some(e) = s.pop() {
             out.push((s.now(), e));
         }
         assert_eq!(
@@ -159,7 +159,7 @@ mod tests {
     fn scheduling_into_the_past_is_refused() {
         let mut s = Scheduler::new();
         s.at(50, ());
-        s.next();
+        s.pop();
         s.at(10, ());
     }
 }

@@ -25,7 +25,10 @@ enum Event {
 /// station. Every event pops the queue, draws two random numbers, updates two stations'
 /// statistics and schedules up to two events: the per-event work of a storage model.
 pub fn speed(events: u64, stations: u32, jobs: u32, seed: u64) -> SpeedReport {
-    assert!(stations > 0 && jobs > 0, "a network needs stations and jobs");
+    assert!(
+        stations > 0 && jobs > 0,
+        "a network needs stations and jobs"
+    );
     const MEAN_SERVICE_NS: f64 = 10_000.0;
     let mut rng = stream(seed, 0);
     let mut sched: Scheduler<Event> = Scheduler::new();
@@ -49,7 +52,7 @@ pub fn speed(events: u64, stations: u32, jobs: u32, seed: u64) -> SpeedReport {
         }
     }
     while sched.events_run() < events {
-        let Some(Event::Done { station }) = sched.next() else {
+        let Some(Event::Done { station }) = sched.pop() else {
             break;
         };
         let now = sched.now();
@@ -72,8 +75,11 @@ pub fn speed(events: u64, stations: u32, jobs: u32, seed: u64) -> SpeedReport {
         }
     }
     let now = sched.now();
-    let mean_utilisation =
-        st.iter_mut().map(|s| s.report(now).utilisation).sum::<f64>() / f64::from(stations);
+    let mean_utilisation = st
+        .iter_mut()
+        .map(|s| s.report(now).utilisation)
+        .sum::<f64>()
+        / f64::from(stations);
     SpeedReport {
         events: sched.events_run(),
         virtual_ns: now,
@@ -95,6 +101,9 @@ mod tests {
         assert!((a.mean_utilisation - 8.0 / 15.0).abs() < 0.02, "{a:?}");
         // Throughput by Little's law: completions per station per mean service time.
         let per_station_rate = a.events as f64 / 8.0 / a.virtual_ns as f64 * 10_000.0;
-        assert!((per_station_rate - a.mean_utilisation).abs() < 0.02, "{a:?}");
+        assert!(
+            (per_station_rate - a.mean_utilisation).abs() < 0.02,
+            "{a:?}"
+        );
     }
 }

@@ -79,7 +79,11 @@ impl Station {
     /// A request leaves the waiting line (to be served, or dropped).
     pub fn dequeue(&mut self, now: Nanos) {
         self.advance(now);
-        assert!(self.waiting > 0, "{}: dequeue from an empty line", self.name);
+        assert!(
+            self.waiting > 0,
+            "{}: dequeue from an empty line",
+            self.name
+        );
         self.waiting -= 1;
     }
 

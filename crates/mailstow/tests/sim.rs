@@ -51,6 +51,125 @@ fn speed_refuses_empty_runs_with_one_line() {
         let out = sim(args);
         assert!(!out.status.success(), "{args:?}: {out:?}");
         let stderr = text(&out.stderr);
-        assert!(!stderr.is_empty() && !stderr.contains("panicked"), "{stderr}");
+        assert!(
+            !stderr.is_empty() && !stderr.contains("panicked"),
+            "{stderr}"
+        );
     }
+}
+
+const SCENARIO: &str = r#"
+seed = 9
+replications = 2
+[device]
+kind = "hdd"
+[[workload]]
+name = "rr"
+kind = "direct"
+op = "read"
+pattern = "random"
+record_bytes = 4096
+bytes = 1048576
+queue_depth = 4
+"#;
+
+#[test]
+fn run_writes_results_and_prints_a_line_per_workload() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("s.toml");
+    std::fs::write(&scenario, SCENARIO).unwrap();
+    let out_dir = dir.path().join("out");
+    let out = sim(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--log",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("workload=rr mb_per_s="), "{stdout}");
+    let csv = std::fs::read_to_string(out_dir.join("results.csv")).unwrap();
+    assert!(
+        csv.lines()
+            .nth(1)
+            .unwrap()
+            .starts_with("rr,direct,read,random,4096,4,2,256,")
+    );
+    assert_eq!(
+        std::fs::read_to_string(out_dir.join("requests.csv"))
+            .unwrap()
+            .lines()
+            .count(),
+        257
+    );
+    // The same seed gives the same file; --seed changes it.
+    let again = dir.path().join("again");
+    assert!(
+        sim(&[
+            "run",
+            scenario.to_str().unwrap(),
+            "--out",
+            again.to_str().unwrap()
+        ])
+        .status
+        .success()
+    );
+    let json = |d: &std::path::Path| std::fs::read_to_string(d.join("results.json")).unwrap();
+    assert_eq!(json(&out_dir), json(&again));
+    let other = dir.path().join("other");
+    let seeded = [
+        "run",
+        scenario.to_str().unwrap(),
+        "--out",
+        other.to_str().unwrap(),
+        "--seed",
+        "10",
+    ];
+    assert!(sim(&seeded).status.success());
+    assert_ne!(json(&out_dir), json(&other));
+    // A dry run writes nothing.
+    let dry = dir.path().join("dry");
+    let out = sim(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--out",
+        dry.to_str().unwrap(),
+        "--dry-run",
+    ]);
+    assert!(out.status.success() && text(&out.stdout).contains("rr: Direct Read Random"));
+    assert!(!dry.exists());
+}
+
+#[test]
+fn run_refuses_a_bad_scenario_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("s.toml");
+    std::fs::write(
+        &scenario,
+        SCENARIO.replace("queue_depth = 4", "queue_depth = 0"),
+    )
+    .unwrap();
+    let out_dir = dir.path().join("out");
+    for args in [
+        vec![
+            "run",
+            scenario.to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+        vec![
+            "run",
+            "/nonexistent.toml",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+    ] {
+        let out = sim(&args);
+        assert!(!out.status.success());
+        let stderr = text(&out.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.starts_with("mailstow: error: "), "{stderr}");
+    }
+    assert!(!out_dir.exists());
 }

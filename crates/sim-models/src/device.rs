@@ -1,0 +1,312 @@
+//! Device service times. A device serves one request after another (a disk) or several at
+//! once (an SSD's channels) and says when each completes.
+
+use des::{MILLISECOND, Nanos, SECOND, Stream};
+use rand::RngExt;
+use serde::Deserialize;
+
+use crate::{Op, Request, SECTOR_BYTES};
+
+pub trait Device {
+    /// Requests it can work on at once.
+    fn parallelism(&self) -> u32;
+    /// Starts `req` at `now` and returns when it completes; the device's state (head
+    /// position, busy bus) moves on.
+    fn start(&mut self, now: Nanos, req: &Request, rng: &mut Stream) -> Nanos;
+    fn capacity_sectors(&self) -> u64;
+}
+
+/// A spinning disk (defaults: a 7200 rpm, 1 TB SATA drive).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HddParams {
+    pub capacity_bytes: u64,
+    pub rpm: u32,
+    /// Seek across one track, across a third of the disk (the mean of random seeks), and
+    /// across all of it: the seek curve goes through these (Ruemmler and Wilkes's
+    /// square-root-then-linear shape, fitted as `a + b sqrt(d) + c d`).
+    pub track_to_track_ms: f64,
+    pub average_seek_ms: f64,
+    pub full_stroke_ms: f64,
+    /// Media rate at the outer and the inner edge (zoned recording, linear in between).
+    pub outer_mb_s: f64,
+    pub inner_mb_s: f64,
+    /// Command overhead per request.
+    pub overhead_us: f64,
+}
+
+impl Default for HddParams {
+    fn default() -> Self {
+        HddParams {
+            capacity_bytes: 1_000_000_000_000,
+            rpm: 7200,
+            track_to_track_ms: 0.8,
+            average_seek_ms: 8.5,
+            full_stroke_ms: 16.0,
+            outer_mb_s: 200.0,
+            inner_mb_s: 100.0,
+            overhead_us: 50.0,
+        }
+    }
+}
+
+pub struct Hdd {
+    p: HddParams,
+    capacity_sectors: u64,
+    /// Seek curve `a + b sqrt(d) + c d` in ms, `d` the fraction of the full stroke.
+    seek: (f64, f64, f64),
+    rotation_ns: f64,
+    /// Where the last request ended: a request starting there streams on without a seek
+    /// or a rotational delay.
+    head: u64,
+}
+
+impl Hdd {
+    pub fn new(p: HddParams) -> Result<Hdd, String> {
+        if p.capacity_bytes < SECTOR_BYTES || p.rpm == 0 {
+            return Err("an hdd needs a capacity and an rpm".into());
+        }
+        if !(0.0 < p.track_to_track_ms
+            && p.track_to_track_ms < p.average_seek_ms
+            && p.average_seek_ms < p.full_stroke_ms)
+        {
+            return Err("seek times must rise: track_to_track < average < full_stroke".into());
+        }
+        if !(p.inner_mb_s > 0.0 && p.outer_mb_s >= p.inner_mb_s) {
+            return Err("media rates must be positive, outer at least inner".into());
+        }
+        // Through (0, t2t), (1/3, average), (1, full).
+        let a = p.track_to_track_ms;
+        let third = 1.0_f64 / 3.0;
+        let b = ((p.average_seek_ms - a) - (p.full_stroke_ms - a) * third) / (third.sqrt() - third);
+        let c = p.full_stroke_ms - a - b;
+        Ok(Hdd {
+            capacity_sectors: p.capacity_bytes / SECTOR_BYTES,
+            seek: (a, b, c),
+            rotation_ns: 60.0 * SECOND as f64 / f64::from(p.rpm),
+            head: 0,
+            p,
+        })
+    }
+
+    /// Seek time in ns from the head's sector to `to`.
+    pub fn seek_ns(&self, from: u64, to: u64) -> f64 {
+        if from == to {
+            return 0.0;
+        }
+        let d = from.abs_diff(to) as f64 / self.capacity_sectors as f64;
+        let (a, b, c) = self.seek;
+        (a + b * d.sqrt() + c * d) * MILLISECOND as f64
+    }
+
+    /// Media transfer time of `sectors` at `sector` (zoned: faster at the outer edge).
+    pub fn transfer_ns(&self, sector: u64, sectors: u64) -> f64 {
+        let x = sector as f64 / self.capacity_sectors as f64;
+        let mb_s = self.p.outer_mb_s - (self.p.outer_mb_s - self.p.inner_mb_s) * x;
+        (sectors * SECTOR_BYTES) as f64 / (mb_s * 1e6) * SECOND as f64
+    }
+}
+
+impl Device for Hdd {
+    fn parallelism(&self) -> u32 {
+        1
+    }
+
+    fn start(&mut self, now: Nanos, req: &Request, rng: &mut Stream) -> Nanos {
+        let mut t = self.p.overhead_us * 1e3;
+        if req.sector != self.head {
+            t += self.seek_ns(self.head, req.sector);
+            // The wanted sector is anywhere on the track when the seek ends.
+            t += rng.random::<f64>() * self.rotation_ns;
+        }
+        t += self.transfer_ns(req.sector, req.sectors);
+        self.head = req.end();
+        now + t.round() as Nanos
+    }
+
+    fn capacity_sectors(&self) -> u64 {
+        self.capacity_sectors
+    }
+}
+
+/// A flash SSD: a fixed latency per request, `channels` requests in their latency phase at
+/// once, and one shared transfer path at the device's bandwidth. Small random requests
+/// then scale with queue depth up to `channels / latency`, large ones reach the bandwidth.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SsdParams {
+    pub capacity_bytes: u64,
+    pub read_latency_us: f64,
+    pub write_latency_us: f64,
+    pub read_mb_s: f64,
+    pub write_mb_s: f64,
+    pub channels: u32,
+}
+
+impl Default for SsdParams {
+    fn default() -> Self {
+        SsdParams {
+            capacity_bytes: 500_000_000_000,
+            read_latency_us: 80.0,
+            write_latency_us: 25.0,
+            read_mb_s: 520.0,
+            write_mb_s: 480.0,
+            channels: 8,
+        }
+    }
+}
+
+pub struct Ssd {
+    p: SsdParams,
+    /// When the shared transfer path is next free.
+    bus_free: Nanos,
+}
+
+impl Ssd {
+    pub fn new(p: SsdParams) -> Result<Ssd, String> {
+        if p.capacity_bytes < SECTOR_BYTES || p.channels == 0 {
+            return Err("an ssd needs a capacity and at least one channel".into());
+        }
+        if !(p.read_mb_s > 0.0 && p.write_mb_s > 0.0) {
+            return Err("ssd bandwidths must be positive".into());
+        }
+        if p.read_latency_us < 0.0 || p.write_latency_us < 0.0 {
+            return Err("ssd latencies cannot be negative".into());
+        }
+        Ok(Ssd { p, bus_free: 0 })
+    }
+}
+
+impl Device for Ssd {
+    fn parallelism(&self) -> u32 {
+        self.p.channels
+    }
+
+    fn start(&mut self, now: Nanos, req: &Request, _rng: &mut Stream) -> Nanos {
+        let (latency_us, mb_s) = match req.op {
+            Op::Read => (self.p.read_latency_us, self.p.read_mb_s),
+            Op::Write => (self.p.write_latency_us, self.p.write_mb_s),
+        };
+        let ready = now + (latency_us * 1e3).round() as Nanos;
+        let transfer = (req.bytes() as f64 / (mb_s * 1e6) * SECOND as f64).round() as Nanos;
+        let begin = ready.max(self.bus_free);
+        self.bus_free = begin + transfer;
+        self.bus_free
+    }
+
+    fn capacity_sectors(&self) -> u64 {
+        self.p.capacity_bytes / SECTOR_BYTES
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(op: Op, sector: u64, sectors: u64) -> Request {
+        Request {
+            ids: vec![0],
+            op,
+            sector,
+            sectors,
+            submitted: 0,
+        }
+    }
+
+    #[test]
+    fn the_seek_curve_goes_through_its_three_points_and_rises() {
+        let d = Hdd::new(HddParams::default()).unwrap();
+        let cap = d.capacity_sectors();
+        let ms = |to: u64| d.seek_ns(0, to) / 1e6;
+        assert!((ms(1) - 0.8).abs() < 0.01);
+        assert!((ms(cap / 3) - 8.5).abs() < 0.01, "{}", ms(cap / 3));
+        assert!((ms(cap) - 16.0).abs() < 0.01);
+        let mut last = 0.0;
+        for i in 1..=100 {
+            let t = ms(cap / 100 * i);
+            assert!(t > last, "monotonic");
+            last = t;
+        }
+        assert_eq!(d.seek_ns(42, 42), 0.0);
+    }
+
+    #[test]
+    fn sequential_requests_stream_at_the_media_rate_random_ones_pay_seek_and_rotation() {
+        let mut d = Hdd::new(HddParams::default()).unwrap();
+        let mut rng = des::stream(1, 0);
+        // 100 MiB in 1 MiB requests from the outer edge: about 200 MB/s.
+        let mut now = 0;
+        for i in 0..100u64 {
+            now = d.start(now, &req(Op::Read, i * 2048, 2048), &mut rng);
+        }
+        let mb_s = 100.0 * 1048576.0 / (now as f64 / 1e9) / 1e6;
+        // The first request seeks from sector 0 to 0 (no seek): all streaming.
+        assert!((mb_s - 199.0).abs() < 3.0, "{mb_s}");
+        // Random 4 KiB reads over the whole disk: seek (8.5 ms mean) plus half a rotation
+        // (4.17 ms) plus overhead: about 79 per second.
+        let mut d = Hdd::new(HddParams::default()).unwrap();
+        let cap = d.capacity_sectors();
+        let mut now = 0;
+        use rand::RngExt;
+        let n = 20_000;
+        for _ in 0..n {
+            let s = rng.random_range(0..cap - 8);
+            now = d.start(now, &req(Op::Read, s, 8), &mut rng);
+        }
+        let iops = n as f64 / (now as f64 / 1e9);
+        assert!((70.0..90.0).contains(&iops), "{iops} IOPS");
+    }
+
+    #[test]
+    fn ssd_small_reads_scale_with_depth_and_large_ones_hit_the_bandwidth() {
+        let mut rng = des::stream(1, 0);
+        // Queue depth 1: one 4 KiB read every latency + transfer.
+        let mut s = Ssd::new(SsdParams::default()).unwrap();
+        let t = s.start(0, &req(Op::Read, 0, 8), &mut rng);
+        assert_eq!(t, 80_000 + 7_877);
+        // Eight at once: they overlap their latencies and queue on the transfer path.
+        let mut s = Ssd::new(SsdParams::default()).unwrap();
+        let ends: Vec<Nanos> = (0..8)
+            .map(|i| s.start(0, &req(Op::Read, i * 8, 8), &mut rng))
+            .collect();
+        assert_eq!(ends[7], 80_000 + 8 * 7_877);
+        // 1 GB in 1 MiB writes back to back: the write bandwidth.
+        let mut s = Ssd::new(SsdParams::default()).unwrap();
+        let mut now = 0;
+        for i in 0..954u64 {
+            now = s.start(now, &req(Op::Write, i * 2048, 2048), &mut rng);
+        }
+        let mb_s = 954.0 * 1048576.0 / (now as f64 / 1e9) / 1e6;
+        assert!(mb_s < 480.0 && mb_s > 440.0, "{mb_s}");
+    }
+
+    #[test]
+    fn nonsense_parameters_are_refused() {
+        let bad = HddParams {
+            average_seek_ms: 20.0,
+            ..HddParams::default()
+        };
+        assert!(Hdd::new(bad).is_err());
+        assert!(
+            Hdd::new(HddParams {
+                rpm: 0,
+                ..HddParams::default()
+            })
+            .is_err()
+        );
+        assert!(
+            Ssd::new(SsdParams {
+                channels: 0,
+                ..SsdParams::default()
+            })
+            .is_err()
+        );
+        assert!(
+            Ssd::new(SsdParams {
+                read_mb_s: 0.0,
+                ..SsdParams::default()
+            })
+            .is_err()
+        );
+    }
+}

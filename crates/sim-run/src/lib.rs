@@ -1,0 +1,62 @@
+//! Scenarios for the storage simulator (docs/simulator.md 6): a TOML file names a device, an
+//! I/O scheduler and workloads; [`run`] drives each workload through the models, repeated
+//! over seeds, and reports means with 95 % confidence intervals.
+
+mod direct;
+mod report;
+mod scenario;
+
+pub use report::{Estimate, RequestLog, WorkloadResult, write_outputs};
+pub use scenario::{
+    DeviceSpec, Pattern, QUEUE_DEPTH_MAX, REPLICATIONS_MAX, REQUESTS_PER_RUN_MAX, Scenario,
+    WORKLOADS_MAX, Workload, WorkloadKind,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("scenario: {0}")]
+    Scenario(String),
+    #[error("model: {0}")]
+    Model(String),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Runs every workload of `scenario` `replications` times (seeds `seed`, `seed + 1`, ...);
+/// `progress` hears `(runs done, runs in all)`. With `log`, the first replication's
+/// requests are kept for the per-request log.
+pub fn run(
+    scenario: &Scenario,
+    log: bool,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<(Vec<WorkloadResult>, Vec<RequestLog>), SimError> {
+    let replications = scenario.replications;
+    let total = scenario.workloads.len() as u64 * u64::from(replications);
+    let mut done = 0;
+    let mut results = Vec::new();
+    let mut logs = Vec::new();
+    for w in &scenario.workloads {
+        let mut runs = Vec::new();
+        for r in 0..replications {
+            let seed = scenario.seed.wrapping_add(u64::from(r));
+            let keep = log && r == 0;
+            let (run, requests) = match w.kind {
+                WorkloadKind::Direct => direct::run(scenario, w, seed, keep)?,
+            };
+            runs.push(run);
+            if let Some(requests) = requests {
+                logs.push(RequestLog {
+                    workload: w.name.clone(),
+                    requests,
+                });
+            }
+            done += 1;
+            progress(done, total);
+        }
+        results.push(report::summarise(w, &runs));
+    }
+    Ok((results, logs))
+}
+
+#[cfg(test)]
+mod tests;

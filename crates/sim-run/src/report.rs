@@ -1,0 +1,233 @@
+//! Results: per workload, the mean over replications with a 95 % confidence interval, and
+//! the files `sim run` writes.
+
+use std::io::Write;
+use std::path::Path;
+
+use serde::Serialize;
+use sim_models::Op;
+
+use crate::SimError;
+use crate::direct::Run;
+use crate::scenario::{Pattern, Workload, WorkloadKind};
+
+/// A mean over replications and the half-width of its 95 % confidence interval (Student's
+/// t; 0 with one replication).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Estimate {
+    pub mean: f64,
+    pub ci95: f64,
+}
+
+/// Two-sided 97.5 % quantiles of Student's t for 1..=30 degrees of freedom.
+const T_975: [f64; 30] = [
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+    2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+    2.052, 2.048, 2.045, 2.042,
+];
+
+pub(crate) fn estimate(xs: &[f64]) -> Estimate {
+    let n = xs.len();
+    if n == 0 {
+        return Estimate {
+            mean: 0.0,
+            ci95: 0.0,
+        };
+    }
+    let mean = xs.iter().sum::<f64>() / n as f64;
+    if n == 1 {
+        return Estimate { mean, ci95: 0.0 };
+    }
+    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    let t = T_975.get(n - 2).copied().unwrap_or(1.96);
+    Estimate {
+        mean,
+        ci95: t * (var / n as f64).sqrt(),
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkloadResult {
+    pub name: String,
+    pub kind: WorkloadKind,
+    pub op: Op,
+    pub pattern: Pattern,
+    pub record_bytes: u64,
+    pub queue_depth: u32,
+    pub replications: usize,
+    pub requests: u64,
+    pub bytes: u64,
+    pub seconds: Estimate,
+    pub mb_per_s: Estimate,
+    pub iops: Estimate,
+    pub latency_mean_us: Estimate,
+    pub latency_p50_us: Estimate,
+    pub latency_p95_us: Estimate,
+    pub latency_p99_us: Estimate,
+    pub latency_max_us: Estimate,
+    pub device_utilisation: Estimate,
+    pub device_mean_queue: Estimate,
+    pub merges: Estimate,
+    /// The component that limits the run.
+    pub bottleneck: String,
+}
+
+pub(crate) fn summarise(w: &Workload, runs: &[Run]) -> WorkloadResult {
+    let of = |f: &dyn Fn(&Run) -> f64| estimate(&runs.iter().map(f).collect::<Vec<_>>());
+    let us = |ns: u64| ns as f64 / 1e3;
+    let utilisation = of(&|r| r.utilisation);
+    let bottleneck = if utilisation.mean >= 0.95 {
+        format!(
+            "device ({:.0} % busy; queue {:.1})",
+            utilisation.mean * 100.0,
+            of(&|r| r.mean_queue).mean
+        )
+    } else {
+        format!(
+            "the workload: queue depth {} keeps the device {:.0} % busy",
+            w.queue_depth,
+            utilisation.mean * 100.0
+        )
+    };
+    WorkloadResult {
+        name: w.name.clone(),
+        kind: w.kind,
+        op: w.op,
+        pattern: w.pattern,
+        record_bytes: w.record_bytes,
+        queue_depth: w.queue_depth,
+        replications: runs.len(),
+        requests: runs.first().map_or(0, |r| r.requests),
+        bytes: runs.first().map_or(0, |r| r.bytes),
+        seconds: of(&|r| r.seconds),
+        mb_per_s: of(&|r| r.bytes as f64 / r.seconds.max(1e-12) / 1e6),
+        iops: of(&|r| r.requests as f64 / r.seconds.max(1e-12)),
+        latency_mean_us: of(&|r| r.latencies.mean() / 1e3),
+        latency_p50_us: of(&|r| us(r.latencies.percentile(50.0))),
+        latency_p95_us: of(&|r| us(r.latencies.percentile(95.0))),
+        latency_p99_us: of(&|r| us(r.latencies.percentile(99.0))),
+        latency_max_us: of(&|r| us(r.latencies.max())),
+        device_utilisation: utilisation,
+        device_mean_queue: of(&|r| r.mean_queue),
+        merges: of(&|r| r.merges as f64),
+        bottleneck,
+    }
+}
+
+/// One request in the per-request log.
+#[derive(Debug, Clone, Serialize)]
+pub struct Logged {
+    pub id: u64,
+    pub op: Op,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// The layer that served it (`device` for direct I/O).
+    pub layer: &'static str,
+    pub offset_bytes: u64,
+    pub bytes: u64,
+    /// Served from a cache.
+    pub hit: bool,
+}
+
+/// The first replication's requests of one workload.
+#[derive(Debug, Clone)]
+pub struct RequestLog {
+    pub workload: String,
+    pub requests: Vec<Logged>,
+}
+
+const CSV_HEADER: &str = "workload,kind,op,pattern,record_bytes,queue_depth,replications,requests,bytes,seconds,seconds_ci95,mb_per_s,mb_per_s_ci95,iops,iops_ci95,latency_mean_us,latency_p50_us,latency_p95_us,latency_p99_us,latency_max_us,device_utilisation,device_mean_queue,merges,bottleneck";
+
+fn lower<T: Serialize>(v: &T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// Writes `results.json`, `results.csv` and, with logs, `requests.csv` into `dir`.
+pub fn write_outputs(
+    dir: &Path,
+    results: &[WorkloadResult],
+    logs: &[RequestLog],
+) -> Result<(), SimError> {
+    std::fs::create_dir_all(dir)?;
+    let json = serde_json::to_string_pretty(results).map_err(|e| SimError::Model(e.to_string()))?;
+    std::fs::write(dir.join("results.json"), json + "\n")?;
+    let mut csv = String::from(CSV_HEADER);
+    csv.push('\n');
+    for r in results {
+        csv.push_str(&format!(
+            "{},{},{},{},{},{},{},{},{},{:.6},{:.6},{:.3},{:.3},{:.1},{:.1},{:.1},{:.1},{:.1},{:.1},{:.1},{:.4},{:.3},{:.1},\"{}\"\n",
+            r.name,
+            lower(&r.kind),
+            lower(&r.op),
+            lower(&r.pattern),
+            r.record_bytes,
+            r.queue_depth,
+            r.replications,
+            r.requests,
+            r.bytes,
+            r.seconds.mean,
+            r.seconds.ci95,
+            r.mb_per_s.mean,
+            r.mb_per_s.ci95,
+            r.iops.mean,
+            r.iops.ci95,
+            r.latency_mean_us.mean,
+            r.latency_p50_us.mean,
+            r.latency_p95_us.mean,
+            r.latency_p99_us.mean,
+            r.latency_max_us.mean,
+            r.device_utilisation.mean,
+            r.device_mean_queue.mean,
+            r.merges.mean,
+            r.bottleneck.replace('"', "'"),
+        ));
+    }
+    std::fs::write(dir.join("results.csv"), csv)?;
+    if !logs.is_empty() {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join("requests.csv"))?);
+        writeln!(
+            f,
+            "workload,id,op,start_ns,end_ns,layer,offset_bytes,bytes,hit"
+        )?;
+        for l in logs {
+            for q in &l.requests {
+                writeln!(
+                    f,
+                    "{},{},{},{},{},{},{},{},{}",
+                    l.workload,
+                    q.id,
+                    lower(&q.op),
+                    q.start_ns,
+                    q.end_ns,
+                    q.layer,
+                    q.offset_bytes,
+                    q.bytes,
+                    if q.hit { "hit" } else { "miss" }
+                )?;
+            }
+        }
+        f.flush()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn confidence_intervals_follow_student() {
+        let e = estimate(&[10.0, 12.0, 14.0]);
+        assert!((e.mean - 12.0).abs() < 1e-12);
+        // sd 2, n 3: t(2) 4.303 * 2 / sqrt(3)
+        assert!((e.ci95 - 4.303 * 2.0 / 3f64.sqrt()).abs() < 1e-9, "{e:?}");
+        assert_eq!(estimate(&[5.0]).ci95, 0.0);
+        let many: Vec<f64> = (0..100).map(|i| f64::from(i % 2)).collect();
+        // Beyond 31 samples, the normal quantile: sd = sqrt(25 / 99).
+        let want = 1.96 * (25.0f64 / 99.0).sqrt() / 10.0;
+        assert!((estimate(&many).ci95 - want).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,125 @@
+//! The scenario file (docs/simulator.md 6).
+
+use serde::Deserialize;
+use sim_models::Op;
+use sim_models::device::{HddParams, SsdParams};
+use sim_models::sched::SchedulerParams;
+
+use crate::SimError;
+
+/// Limits on what one scenario may ask for, so a typo cannot run for days.
+pub const REPLICATIONS_MAX: u32 = 1_000;
+pub const WORKLOADS_MAX: usize = 1_000;
+pub const REQUESTS_PER_RUN_MAX: u64 = 100_000_000;
+pub const QUEUE_DEPTH_MAX: u32 = 4_096;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    #[serde(default = "one")]
+    pub seed: u64,
+    #[serde(default = "one_u32")]
+    pub replications: u32,
+    pub device: DeviceSpec,
+    #[serde(default)]
+    pub scheduler: SchedulerParams,
+    #[serde(rename = "workload")]
+    pub workloads: Vec<Workload>,
+}
+
+fn one() -> u64 {
+    1
+}
+fn one_u32() -> u32 {
+    1
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "lowercase", tag = "kind")]
+pub enum DeviceSpec {
+    Hdd(HddParams),
+    Ssd(SsdParams),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkloadKind {
+    /// Reads or writes straight to the device (O_DIRECT): block layer, scheduler, device.
+    Direct,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pattern {
+    Sequential,
+    Random,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    pub name: String,
+    pub kind: WorkloadKind,
+    pub op: Op,
+    pub pattern: Pattern,
+    pub record_bytes: u64,
+    /// Bytes moved in all.
+    pub bytes: u64,
+    #[serde(default = "one_u32")]
+    pub queue_depth: u32,
+    /// Where on the device: from `offset_bytes`, over `region_bytes` (default: the rest of
+    /// the device).
+    #[serde(default)]
+    pub offset_bytes: u64,
+    pub region_bytes: Option<u64>,
+}
+
+impl Scenario {
+    pub fn parse(text: &str) -> Result<Scenario, SimError> {
+        let s: Scenario = toml::from_str(text).map_err(|e| SimError::Scenario(e.to_string()))?;
+        s.check()?;
+        Ok(s)
+    }
+
+    fn check(&self) -> Result<(), SimError> {
+        let bad = |m: String| Err(SimError::Scenario(m));
+        if self.replications == 0 || self.replications > REPLICATIONS_MAX {
+            return bad(format!("replications must be 1..={REPLICATIONS_MAX}"));
+        }
+        if self.workloads.is_empty() || self.workloads.len() > WORKLOADS_MAX {
+            return bad(format!("a scenario has 1..={WORKLOADS_MAX} workloads"));
+        }
+        let mut names = std::collections::HashSet::new();
+        for w in &self.workloads {
+            let name = &w.name;
+            if name.is_empty() || !names.insert(name.clone()) {
+                return bad(format!(
+                    "workload names must be unique and non-empty: {name:?}"
+                ));
+            }
+            if w.record_bytes == 0 || w.record_bytes % sim_models::SECTOR_BYTES != 0 {
+                return bad(format!(
+                    "{name}: record_bytes must be a positive multiple of 512"
+                ));
+            }
+            if w.bytes < w.record_bytes {
+                return bad(format!("{name}: bytes must be at least one record"));
+            }
+            if w.bytes / w.record_bytes > REQUESTS_PER_RUN_MAX {
+                return bad(format!(
+                    "{name}: more than {REQUESTS_PER_RUN_MAX} requests in one run"
+                ));
+            }
+            if w.queue_depth == 0 || w.queue_depth > QUEUE_DEPTH_MAX {
+                return bad(format!("{name}: queue_depth must be 1..={QUEUE_DEPTH_MAX}"));
+            }
+            if w.offset_bytes % sim_models::SECTOR_BYTES != 0 {
+                return bad(format!("{name}: offset_bytes must be a multiple of 512"));
+            }
+            if w.region_bytes.is_some_and(|r| r < w.record_bytes) {
+                return bad(format!("{name}: region_bytes must hold a record"));
+            }
+        }
+        Ok(())
+    }
+}

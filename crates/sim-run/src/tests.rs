@@ -1,0 +1,168 @@
+use super::*;
+
+fn scenario(device: &str, workloads: &str) -> Scenario {
+    Scenario::parse(&format!(
+        "seed = 3\nreplications = 3\n[device]\n{device}\n[scheduler]\nkind = \"deadline\"\n{workloads}"
+    ))
+    .unwrap()
+}
+
+fn one(device: &str, workload: &str) -> WorkloadResult {
+    let s = scenario(device, workload);
+    let (results, _) = run(&s, false, &mut |_, _| {}).unwrap();
+    results.into_iter().next().unwrap()
+}
+
+const HDD: &str = "kind = \"hdd\"";
+const SSD: &str = "kind = \"ssd\"";
+
+#[test]
+fn random_reads_on_a_7200_rpm_disk_and_what_queue_depth_buys() {
+    let w = |qd: u32| {
+        format!(
+            "[[workload]]\nname = \"rr\"\nkind = \"direct\"\nop = \"read\"\npattern = \"random\"\nrecord_bytes = 4096\nbytes = 8388608\nqueue_depth = {qd}\n"
+        )
+    };
+    let qd1 = one(HDD, &w(1));
+    assert!((70.0..90.0).contains(&qd1.iops.mean), "{qd1:?}");
+    assert!(qd1.device_utilisation.mean > 0.99);
+    assert!(qd1.iops.ci95 > 0.0 && qd1.iops.ci95 < 5.0, "{:?}", qd1.iops);
+    // Deeper queues let the scheduler sort: shorter seeks, more IOPS, longer waits.
+    let qd32 = one(HDD, &w(32));
+    assert!(
+        qd32.iops.mean > 1.5 * qd1.iops.mean,
+        "{} vs {}",
+        qd32.iops.mean,
+        qd1.iops.mean
+    );
+    assert!(qd32.latency_mean_us.mean > qd1.latency_mean_us.mean);
+    assert!(qd32.bottleneck.starts_with("device"), "{}", qd32.bottleneck);
+}
+
+#[test]
+fn sequential_reads_stream_at_the_media_rate_and_an_ssd_scales_with_depth() {
+    let seq = "[[workload]]\nname = \"sr\"\nkind = \"direct\"\nop = \"read\"\npattern = \"sequential\"\nrecord_bytes = 1048576\nbytes = 268435456\n";
+    let hdd = one(HDD, seq);
+    assert!((190.0..201.0).contains(&hdd.mb_per_s.mean), "{hdd:?}");
+    let ssd = one(SSD, seq);
+    assert!(
+        ssd.mb_per_s.mean > 400.0 && ssd.mb_per_s.mean < 520.0,
+        "{ssd:?}"
+    );
+    let rr = |qd: u32| {
+        one(
+            SSD,
+            &format!(
+                "[[workload]]\nname = \"r\"\nkind = \"direct\"\nop = \"read\"\npattern = \"random\"\nrecord_bytes = 4096\nbytes = 16777216\nqueue_depth = {qd}\n"
+            ),
+        )
+    };
+    let (d1, d8) = (rr(1), rr(8));
+    assert!(
+        d8.iops.mean > 5.0 * d1.iops.mean,
+        "{} vs {}",
+        d8.iops.mean,
+        d1.iops.mean
+    );
+    assert!(
+        d1.bottleneck.starts_with("the workload"),
+        "{}",
+        d1.bottleneck
+    );
+}
+
+#[test]
+fn runs_repeat_for_a_seed_and_write_their_files() {
+    let s = scenario(
+        HDD,
+        "[[workload]]\nname = \"w\"\nkind = \"direct\"\nop = \"write\"\npattern = \"random\"\nrecord_bytes = 8192\nbytes = 1048576\nqueue_depth = 4\nregion_bytes = 1073741824\n",
+    );
+    let mut seen = Vec::new();
+    let (a, logs) = run(&s, true, &mut |d, t| seen.push((d, t))).unwrap();
+    assert_eq!(seen, [(1, 3), (2, 3), (3, 3)]);
+    let (b, _) = run(&s, false, &mut |_, _| {}).unwrap();
+    assert_eq!(a[0].seconds, b[0].seconds);
+    assert_eq!(logs.len(), 1);
+    assert_eq!(logs[0].requests.len(), 128);
+    assert!(
+        logs[0]
+            .requests
+            .iter()
+            .all(|r| r.end_ns > r.start_ns && !r.hit)
+    );
+    assert!(logs[0].requests.iter().all(|r| r.offset_bytes < 1 << 30));
+    let dir = std::env::temp_dir().join(format!("sim-run-test-{}", std::process::id()));
+    write_outputs(&dir, &a, &logs).unwrap();
+    let csv = std::fs::read_to_string(dir.join("results.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 2);
+    assert!(
+        csv.lines()
+            .nth(1)
+            .unwrap()
+            .starts_with("w,direct,write,random,8192,4,3,128,")
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    assert_eq!(json[0]["name"], "w");
+    let requests = std::fs::read_to_string(dir.join("requests.csv")).unwrap();
+    assert_eq!(requests.lines().count(), 129);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn bad_scenarios_are_refused_with_a_reason() {
+    let ok_workload = "[[workload]]\nname = \"a\"\nkind = \"direct\"\nop = \"read\"\npattern = \"random\"\nrecord_bytes = 4096\nbytes = 4096\n";
+    let cases = [
+        (
+            "replications = 0\n[device]\nkind = \"hdd\"\n".to_string() + ok_workload,
+            "replications",
+        ),
+        (
+            "[device]\nkind = \"hdd\"\nrpm = 0\n".to_string() + ok_workload,
+            "rpm",
+        ),
+        (
+            "[device]\nkind = \"floppy\"\n".to_string() + ok_workload,
+            "floppy",
+        ),
+        ("[device]\nkind = \"hdd\"\n".to_string(), "workload"),
+        (
+            "[device]\nkind = \"hdd\"\n".to_string()
+                + &ok_workload.replace("record_bytes = 4096", "record_bytes = 1000"),
+            "512",
+        ),
+        (
+            "[device]\nkind = \"hdd\"\n".to_string()
+                + &ok_workload.replace("\nbytes = 4096\n", "\nbytes = 4096\nqueue_depth = 0\n"),
+            "queue_depth",
+        ),
+        (
+            "[device]\nkind = \"hdd\"\n".to_string() + ok_workload + ok_workload,
+            "unique",
+        ),
+        (
+            "[device]\nkind = \"hdd\"\n".to_string()
+                + &ok_workload.replace("\nbytes = 4096\n", "\nbytes = 4096\ncolour = 1\n"),
+            "colour",
+        ),
+        (
+            "[device]\nkind = \"ssd\"\ncapacity_bytes = 1048576\n".to_string()
+                + &ok_workload.replace(
+                    "\nbytes = 4096\n",
+                    "\nbytes = 4096\noffset_bytes = 2097152\n",
+                ),
+            "within the device",
+        ),
+    ];
+    for (text, why) in cases {
+        let err = Scenario::parse(&text)
+            .map_err(|e| e.to_string())
+            .and_then(|s| {
+                run(&s, false, &mut |_, _| {})
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            });
+        let err = err.expect_err(&text);
+        assert!(err.contains(why), "{err} lacks {why:?}");
+    }
+}
