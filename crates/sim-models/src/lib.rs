@@ -9,6 +9,9 @@
 
 pub mod block;
 pub mod device;
+pub mod localfs;
+pub mod pagecache;
+pub mod readahead;
 pub mod sched;
 
 /// Bytes per sector: offsets and sizes at the block layer are in sectors, as in the kernel.

@@ -22,6 +22,8 @@ pub(crate) struct Run {
     pub utilisation: f64,
     pub mean_queue: f64,
     pub merges: u64,
+    /// Calls served without waiting for the device (page cache hits), of all calls.
+    pub hit_ratio: f64,
 }
 
 pub(crate) fn device(spec: &DeviceSpec) -> Result<Box<dyn Device>, SimError> {
@@ -151,6 +153,7 @@ pub(crate) fn run(
             utilisation: report.station.utilisation,
             mean_queue: report.station.mean_queue,
             merges: report.merges,
+            hit_ratio: 0.0,
         },
         log,
     ))

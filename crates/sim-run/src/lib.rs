@@ -3,13 +3,14 @@
 //! over seeds, and reports means with 95 % confidence intervals.
 
 mod direct;
+mod file;
 mod report;
 mod scenario;
 
 pub use report::{Estimate, RequestLog, WorkloadResult, write_outputs};
 pub use scenario::{
-    DeviceSpec, Pattern, QUEUE_DEPTH_MAX, REPLICATIONS_MAX, REQUESTS_PER_RUN_MAX, Scenario,
-    WORKLOADS_MAX, Workload, WorkloadKind,
+    CacheState, DeviceSpec, MemoryParams, Pattern, QUEUE_DEPTH_MAX, REPLICATIONS_MAX,
+    REQUESTS_PER_RUN_MAX, Scenario, WORKLOADS_MAX, Workload, WorkloadKind,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +43,7 @@ pub fn run(
             let keep = log && r == 0;
             let (run, requests) = match w.kind {
                 WorkloadKind::Direct => direct::run(scenario, w, seed, keep)?,
+                WorkloadKind::File => file::run(scenario, w, seed, keep)?,
             };
             runs.push(run);
             if let Some(requests) = requests {

@@ -68,6 +68,8 @@ pub struct WorkloadResult {
     pub device_utilisation: Estimate,
     pub device_mean_queue: Estimate,
     pub merges: Estimate,
+    /// Calls served from the page cache (file workloads).
+    pub hit_ratio: Estimate,
     /// The component that limits the run.
     pub bottleneck: String,
 }
@@ -76,7 +78,13 @@ pub(crate) fn summarise(w: &Workload, runs: &[Run]) -> WorkloadResult {
     let of = |f: &dyn Fn(&Run) -> f64| estimate(&runs.iter().map(f).collect::<Vec<_>>());
     let us = |ns: u64| ns as f64 / 1e3;
     let utilisation = of(&|r| r.utilisation);
-    let bottleneck = if utilisation.mean >= 0.95 {
+    let bottleneck = if w.kind == WorkloadKind::File && utilisation.mean < 0.5 {
+        format!(
+            "the CPU: system calls and copies (device {:.0} % busy, {:.0} % of calls from the page cache)",
+            utilisation.mean * 100.0,
+            of(&|r| r.hit_ratio).mean * 100.0
+        )
+    } else if utilisation.mean >= 0.95 {
         format!(
             "device ({:.0} % busy; queue {:.1})",
             utilisation.mean * 100.0,
@@ -110,6 +118,7 @@ pub(crate) fn summarise(w: &Workload, runs: &[Run]) -> WorkloadResult {
         device_utilisation: utilisation,
         device_mean_queue: of(&|r| r.mean_queue),
         merges: of(&|r| r.merges as f64),
+        hit_ratio: of(&|r| r.hit_ratio),
         bottleneck,
     }
 }
@@ -136,7 +145,7 @@ pub struct RequestLog {
     pub requests: Vec<Logged>,
 }
 
-const CSV_HEADER: &str = "workload,kind,op,pattern,record_bytes,queue_depth,replications,requests,bytes,seconds,seconds_ci95,mb_per_s,mb_per_s_ci95,iops,iops_ci95,latency_mean_us,latency_p50_us,latency_p95_us,latency_p99_us,latency_max_us,device_utilisation,device_mean_queue,merges,bottleneck";
+const CSV_HEADER: &str = "workload,kind,op,pattern,record_bytes,queue_depth,replications,requests,bytes,seconds,seconds_ci95,mb_per_s,mb_per_s_ci95,iops,iops_ci95,latency_mean_us,latency_p50_us,latency_p95_us,latency_p99_us,latency_max_us,device_utilisation,device_mean_queue,merges,hit_ratio,bottleneck";
 
 fn lower<T: Serialize>(v: &T) -> String {
     serde_json::to_value(v)
@@ -158,7 +167,7 @@ pub fn write_outputs(
     csv.push('\n');
     for r in results {
         csv.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{:.6},{:.6},{:.3},{:.3},{:.1},{:.1},{:.1},{:.1},{:.1},{:.1},{:.1},{:.4},{:.3},{:.1},\"{}\"\n",
+            "{},{},{},{},{},{},{},{},{},{:.6},{:.6},{:.3},{:.3},{:.1},{:.1},{:.1},{:.1},{:.1},{:.1},{:.1},{:.4},{:.3},{:.1},{:.4},\"{}\"\n",
             r.name,
             lower(&r.kind),
             lower(&r.op),
@@ -182,6 +191,7 @@ pub fn write_outputs(
             r.device_utilisation.mean,
             r.device_mean_queue.mean,
             r.merges.mean,
+            r.hit_ratio.mean,
             r.bottleneck.replace('"', "'"),
         ));
     }

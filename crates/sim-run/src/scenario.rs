@@ -3,6 +3,8 @@
 use serde::Deserialize;
 use sim_models::Op;
 use sim_models::device::{HddParams, SsdParams};
+use sim_models::localfs::CpuParams;
+use sim_models::readahead::ReadaheadParams;
 use sim_models::sched::SchedulerParams;
 
 use crate::SimError;
@@ -23,6 +25,12 @@ pub struct Scenario {
     pub device: DeviceSpec,
     #[serde(default)]
     pub scheduler: SchedulerParams,
+    #[serde(default)]
+    pub memory: MemoryParams,
+    #[serde(default)]
+    pub readahead: ReadaheadParams,
+    #[serde(default)]
+    pub cpu: CpuParams,
     #[serde(rename = "workload")]
     pub workloads: Vec<Workload>,
 }
@@ -32,6 +40,21 @@ fn one() -> u64 {
 }
 fn one_u32() -> u32 {
     1
+}
+
+/// Memory the page cache may use.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MemoryParams {
+    pub page_cache_bytes: u64,
+}
+
+impl Default for MemoryParams {
+    fn default() -> Self {
+        MemoryParams {
+            page_cache_bytes: 1 << 30,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -46,6 +69,19 @@ pub enum DeviceSpec {
 pub enum WorkloadKind {
     /// Reads or writes straight to the device (O_DIRECT): block layer, scheduler, device.
     Direct,
+    /// `read()` calls on one file through the page cache, read-ahead and the copy to user
+    /// space, one call at a time (psync); reads only for now.
+    File,
+}
+
+/// The page cache at the start of a `file` workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheState {
+    #[default]
+    Cold,
+    /// The file's pages already cached (as far as they fit).
+    Warm,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
@@ -72,6 +108,10 @@ pub struct Workload {
     #[serde(default)]
     pub offset_bytes: u64,
     pub region_bytes: Option<u64>,
+    /// `file` workloads: the file's size (default: `bytes`) and the cache at the start.
+    pub file_bytes: Option<u64>,
+    #[serde(default)]
+    pub cache: CacheState,
 }
 
 impl Scenario {
@@ -85,6 +125,9 @@ impl Scenario {
         let bad = |m: String| Err(SimError::Scenario(m));
         if self.replications == 0 || self.replications > REPLICATIONS_MAX {
             return bad(format!("replications must be 1..={REPLICATIONS_MAX}"));
+        }
+        if self.memory.page_cache_bytes < 16 * 4096 {
+            return bad("memory.page_cache_bytes must be at least 64 KiB".into());
         }
         if self.workloads.is_empty() || self.workloads.len() > WORKLOADS_MAX {
             return bad(format!("a scenario has 1..={WORKLOADS_MAX} workloads"));
@@ -118,6 +161,19 @@ impl Scenario {
             }
             if w.region_bytes.is_some_and(|r| r < w.record_bytes) {
                 return bad(format!("{name}: region_bytes must hold a record"));
+            }
+            if w.kind == WorkloadKind::File {
+                if w.op != sim_models::Op::Read {
+                    return bad(format!(
+                        "{name}: file workloads read only (the write path is not modelled yet)"
+                    ));
+                }
+                if w.queue_depth != 1 {
+                    return bad(format!("{name}: file workloads issue one call at a time"));
+                }
+                if w.file_bytes.is_some_and(|f| f < w.record_bytes) {
+                    return bad(format!("{name}: file_bytes must hold a record"));
+                }
             }
         }
         Ok(())

@@ -166,3 +166,95 @@ fn bad_scenarios_are_refused_with_a_reason() {
         assert!(err.contains(why), "{err} lacks {why:?}");
     }
 }
+
+fn file_workload(name: &str, pattern: &str, record: u64, bytes: u64, extra: &str) -> String {
+    format!(
+        "[[workload]]\nname = \"{name}\"\nkind = \"file\"\nop = \"read\"\npattern = \"{pattern}\"\nrecord_bytes = {record}\nbytes = {bytes}\n{extra}"
+    )
+}
+
+#[test]
+fn buffered_reads_show_the_copy_knee_when_cached_and_the_disk_when_cold() {
+    // Warm: only system calls and copies. Throughput falls past the copy knee (128 KiB by
+    // default), as the dissertation's iozone curves do at L2 / 8.
+    let warm = |record: u64| {
+        one(
+            HDD,
+            &file_workload("w", "sequential", record, 64 << 20, "cache = \"warm\"\n"),
+        )
+        .mb_per_s
+        .mean
+    };
+    let (small, at_knee, past) = (warm(32 << 10), warm(128 << 10), warm(4 << 20));
+    // Rising while the system call's cost is spread over more bytes, then the knee.
+    assert!(small < at_knee, "{small} {at_knee}");
+    assert!(past < 0.6 * at_knee, "{past} vs {at_knee}");
+    let r = one(
+        HDD,
+        &file_workload("w", "sequential", 64 << 10, 64 << 20, "cache = \"warm\"\n"),
+    );
+    assert!(
+        r.hit_ratio.mean > 0.999 && r.bottleneck.starts_with("the CPU"),
+        "{r:?}"
+    );
+    // Cold: read-ahead streams the disk.
+    let cold = one(
+        HDD,
+        &file_workload("c", "sequential", 64 << 10, 64 << 20, ""),
+    );
+    assert!((150.0..201.0).contains(&cold.mb_per_s.mean), "{cold:?}");
+    // Cold random 8 KiB reads over a 4 GiB file: no read-ahead, so the disk's random rate
+    // over that span (short seeks: rotation dominates), as direct reads of it measure.
+    let random = one(
+        HDD,
+        &file_workload(
+            "r",
+            "random",
+            8192,
+            4 << 20,
+            "file_bytes = 4294967296
+",
+        ),
+    );
+    let direct = one(
+        HDD,
+        "[[workload]]\nname = \"d\"\nkind = \"direct\"\nop = \"read\"\npattern = \"random\"\nrecord_bytes = 8192\nbytes = 4194304\nregion_bytes = 4294967296\n",
+    );
+    assert!(
+        (random.iops.mean - direct.iops.mean).abs() / direct.iops.mean < 0.05,
+        "{} vs {}",
+        random.iops.mean,
+        direct.iops.mean
+    );
+    assert!((150.0..230.0).contains(&random.iops.mean), "{random:?}");
+    assert!(random.hit_ratio.mean < 0.01);
+}
+
+#[test]
+fn file_workloads_refuse_what_is_not_modelled() {
+    let base = "[device]\nkind = \"hdd\"\n".to_string();
+    let write = base.clone()
+        + &file_workload("w", "random", 4096, 4096, "").replace("op = \"read\"", "op = \"write\"");
+    assert!(
+        Scenario::parse(&write)
+            .unwrap_err()
+            .to_string()
+            .contains("read only")
+    );
+    let deep = base.clone() + &file_workload("w", "random", 4096, 4096, "queue_depth = 4\n");
+    assert!(
+        Scenario::parse(&deep)
+            .unwrap_err()
+            .to_string()
+            .contains("one call at a time")
+    );
+    let tiny = base
+        + "[memory]\npage_cache_bytes = 4096\n"
+        + &file_workload("w", "random", 4096, 4096, "");
+    assert!(
+        Scenario::parse(&tiny)
+            .unwrap_err()
+            .to_string()
+            .contains("page_cache_bytes")
+    );
+}

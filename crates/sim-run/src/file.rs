@@ -1,0 +1,130 @@
+//! A `file` workload: `read()` calls on one file through the local file system model (page
+//! cache, read-ahead, copy), one call at a time as a `psync` reader issues them.
+
+use des::{Latencies, Nanos, Scheduler};
+use rand::RngExt;
+use sim_models::Request;
+use sim_models::block::BlockLayer;
+use sim_models::localfs::{LocalFs, Step};
+use sim_models::pagecache::{PAGE_BYTES, PageCache};
+
+use crate::SimError;
+use crate::direct::{Run, device};
+use crate::report::Logged;
+use crate::scenario::{CacheState, Pattern, Scenario, Workload};
+
+enum Ev {
+    Io(Request),
+    Call { call: u64, hit: bool },
+}
+
+fn apply(sim: &mut Scheduler<Ev>, step: Step) {
+    for d in step.dispatches {
+        sim.at(d.at, Ev::Io(d.req));
+    }
+    for c in step.done {
+        sim.at(
+            c.at,
+            Ev::Call {
+                call: c.call,
+                hit: c.hit,
+            },
+        );
+    }
+}
+
+pub(crate) fn run(
+    s: &Scenario,
+    w: &Workload,
+    seed: u64,
+    keep_log: bool,
+) -> Result<(Run, Option<Vec<Logged>>), SimError> {
+    let sched = sim_models::sched::build(&s.scheduler).map_err(SimError::Model)?;
+    let block = BlockLayer::new(device(&s.device)?, sched, des::stream(seed, 1));
+    let mut fs = LocalFs::new(
+        PageCache::new(s.memory.page_cache_bytes / PAGE_BYTES),
+        block,
+        s.readahead.clone(),
+        s.cpu.clone(),
+    );
+    let size = w.file_bytes.unwrap_or(w.bytes);
+    let file = fs
+        .create(size)
+        .map_err(|e| SimError::Scenario(format!("{}: {e}", w.name)))?;
+    if w.cache == CacheState::Warm {
+        fs.warm(file).map_err(SimError::Model)?;
+    }
+    let records = size / w.record_bytes;
+    let total = w.bytes / w.record_bytes;
+    let mut rng = des::stream(seed, 2);
+    let mut offset_of = |i: u64| match w.pattern {
+        Pattern::Sequential => (i % records) * w.record_bytes,
+        Pattern::Random => rng.random_range(0..records) * w.record_bytes,
+    };
+    let mut sim: Scheduler<Ev> = Scheduler::new();
+    let mut latencies = Latencies::new();
+    let mut log = keep_log.then(Vec::new);
+    let mut hits = 0u64;
+    let mut started: Nanos = 0;
+    let mut offset = offset_of(0);
+    let step = fs
+        .read(0, 0, file, offset, w.record_bytes)
+        .map_err(SimError::Model)?;
+    apply(&mut sim, step);
+    let mut completed = 0u64;
+    while let Some(ev) = sim.pop() {
+        let now = sim.now();
+        match ev {
+            Ev::Io(req) => {
+                let step = fs.complete(now, &req);
+                apply(&mut sim, step);
+            }
+            Ev::Call { call, hit } => {
+                latencies.record(now - started);
+                hits += u64::from(hit);
+                if let Some(log) = log.as_mut() {
+                    log.push(Logged {
+                        id: call,
+                        op: w.op,
+                        start_ns: started,
+                        end_ns: now,
+                        layer: if hit { "page cache" } else { "device" },
+                        offset_bytes: offset,
+                        bytes: w.record_bytes,
+                        hit,
+                    });
+                }
+                completed += 1;
+                if completed < total {
+                    started = now;
+                    offset = offset_of(completed);
+                    let step = fs
+                        .read(now, completed, file, offset, w.record_bytes)
+                        .map_err(SimError::Model)?;
+                    apply(&mut sim, step);
+                }
+            }
+        }
+    }
+    if completed != total {
+        return Err(SimError::Model(format!(
+            "{}: {completed} of {total} calls completed",
+            w.name
+        )));
+    }
+    let end = sim.now();
+    let report = fs.block.report(end);
+    Ok((
+        Run {
+            seconds: end as f64 / 1e9,
+            bytes: total * w.record_bytes,
+            requests: total,
+            latencies,
+            utilisation: report.station.utilisation,
+            mean_queue: report.station.mean_queue,
+            merges: report.merges,
+            hit_ratio: hits as f64 / total as f64,
+        },
+        log,
+    ))
+}
