@@ -60,6 +60,53 @@ impl CpuParams {
     }
 }
 
+/// How dirty pages reach the device (the kernel's writeback and the ext3/ext4 journal).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WritebackParams {
+    /// Past this share of the page cache dirty, the flusher writes in the background.
+    pub dirty_background_ratio: f64,
+    /// Past this share, a writing call itself waits for writeback (throttling).
+    pub dirty_ratio: f64,
+    /// Pages dirty this long are written at the flusher's next wake-up.
+    pub dirty_expire_ms: u64,
+    /// The flusher's period (`dirty_writeback_centisecs`).
+    pub writeback_interval_ms: u64,
+    pub journal: JournalMode,
+    pub journal_bytes: u64,
+    /// The journal commits a transaction this often (`commit=`).
+    pub commit_interval_ms: u64,
+    /// Pages the flusher writes per pass.
+    pub flush_pages: u64,
+}
+
+impl Default for WritebackParams {
+    fn default() -> Self {
+        WritebackParams {
+            dirty_background_ratio: 0.10,
+            dirty_ratio: 0.20,
+            dirty_expire_ms: 30_000,
+            writeback_interval_ms: 5_000,
+            journal: JournalMode::Ordered,
+            journal_bytes: 128 << 20,
+            commit_interval_ms: 5_000,
+            flush_pages: 1024,
+        }
+    }
+}
+
+/// ext3/ext4 `data=` modes (dissertation 4.4, 5.7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JournalMode {
+    /// Metadata journaled; a transaction's data is written home before its commit.
+    Ordered,
+    /// Metadata journaled; data written home whenever.
+    Writeback,
+    /// Data and metadata journaled: every byte is written twice, to the journal and home.
+    Data,
+}
+
 /// A call finished at `at`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CallDone {
@@ -74,6 +121,15 @@ pub struct CallDone {
 pub struct Step {
     pub dispatches: Vec<Dispatch>,
     pub done: Vec<CallDone>,
+}
+
+/// Why a device write was issued.
+#[derive(Debug, Clone)]
+enum WriteKind {
+    /// Pages written to their home location.
+    Home(Vec<PageKey>),
+    /// A journal write (descriptor, metadata, data in data mode, commit) of `pages` pages.
+    Journal,
 }
 
 struct Waiting {
@@ -94,6 +150,36 @@ pub struct LocalFs {
     /// Block request id -> the pages it reads.
     reads: HashMap<u64, (u32, Range<u64>)>,
     next_request: u64,
+    wb: WritebackParams,
+    /// Dirty pages, in file order, with the time each became dirty.
+    dirty: std::collections::BTreeMap<PageKey, Nanos>,
+    /// Pages dirtied since the last journal commit.
+    txn: std::collections::BTreeSet<PageKey>,
+    /// Block request id -> what it writes.
+    writes: HashMap<u64, WriteKind>,
+    /// The background flusher's requests.
+    flusher_requests: std::collections::HashSet<u64>,
+    /// A checkpoint's home writes in flight: the journal's space returns when they finish.
+    checkpoint_requests: std::collections::HashSet<u64>,
+    /// Writers waiting for journal space.
+    journal_waiters: Vec<(u64, Nanos)>,
+    /// Pages being written home.
+    under_writeback: u64,
+    /// The background flusher's requests in flight (0: idle).
+    flusher_in_flight: u64,
+    /// Calls waiting for the dirty count to fall under the limit.
+    throttled: Vec<(u64, Nanos)>,
+    /// Calls waiting for particular requests (fsync, O_SYNC): call -> (requests left, cpu).
+    syncing: HashMap<u64, (u64, Nanos)>,
+    request_waiters: HashMap<u64, Vec<u64>>,
+    /// Next journal block (sector offset in the journal area) and pages journaled since
+    /// the last checkpoint.
+    journal_head: u64,
+    journal_used: u64,
+    last_commit: Nanos,
+    /// Bytes written home and to the journal.
+    pub home_bytes: u64,
+    pub journal_written_bytes: u64,
 }
 
 impl LocalFs {
@@ -102,6 +188,22 @@ impl LocalFs {
         block: BlockLayer,
         readahead_params: ReadaheadParams,
         cpu: CpuParams,
+    ) -> LocalFs {
+        Self::with_writeback(
+            cache,
+            block,
+            readahead_params,
+            cpu,
+            WritebackParams::default(),
+        )
+    }
+
+    pub fn with_writeback(
+        cache: PageCache,
+        block: BlockLayer,
+        readahead_params: ReadaheadParams,
+        cpu: CpuParams,
+        wb: WritebackParams,
     ) -> LocalFs {
         LocalFs {
             cache,
@@ -114,7 +216,28 @@ impl LocalFs {
             page_waiters: HashMap::new(),
             reads: HashMap::new(),
             next_request: 0,
+            wb,
+            dirty: Default::default(),
+            txn: Default::default(),
+            writes: HashMap::new(),
+            flusher_requests: Default::default(),
+            checkpoint_requests: Default::default(),
+            journal_waiters: Vec::new(),
+            under_writeback: 0,
+            flusher_in_flight: 0,
+            throttled: Vec::new(),
+            syncing: HashMap::new(),
+            request_waiters: HashMap::new(),
+            journal_head: 0,
+            journal_used: 0,
+            last_commit: 0,
+            home_bytes: 0,
+            journal_written_bytes: 0,
         }
+    }
+
+    fn journal_sectors(&self) -> u64 {
+        self.wb.journal_bytes / SECTOR_BYTES
     }
 
     /// Creates a file of `bytes` after the last one; returns its number.
@@ -253,12 +376,16 @@ impl LocalFs {
     }
 
     /// The device finished `req` at `now`.
-    pub fn complete(&mut self, now: Nanos, req: &Request) -> Step {
+    pub fn complete(&mut self, now: Nanos, req: &Request) -> Result<Step, String> {
         let mut step = Step {
             dispatches: self.block.complete(now, req),
             done: Vec::new(),
         };
         for id in &req.ids {
+            if let Some(kind) = self.writes.remove(id) {
+                self.write_done(now, *id, kind, &mut step)?;
+                continue;
+            }
             let Some((file, pages)) = self.reads.remove(id) else {
                 continue;
             };
@@ -281,7 +408,399 @@ impl LocalFs {
                 }
             }
         }
-        step
+        // Throttled writers go on once dirty and in-writeback pages are under the limit;
+        // while they wait, writeback keeps going.
+        if !self.throttled.is_empty() {
+            if self.dirty.len() as u64 + self.under_writeback <= self.dirty_limit() {
+                for (call, cpu_ns) in self.throttled.drain(..) {
+                    step.done.push(CallDone {
+                        call,
+                        at: now + cpu_ns,
+                        hit: false,
+                    });
+                }
+            } else if self.under_writeback == 0 {
+                let keys = self.first_dirty(self.wb.flush_pages);
+                self.start_writeback(now, keys, &mut step, false)?;
+            }
+        }
+        if self.flusher_in_flight == 0 && self.dirty.len() as u64 > self.background_limit() {
+            self.flush(now, &mut step)?;
+        }
+        Ok(step)
+    }
+
+    fn write_done(
+        &mut self,
+        now: Nanos,
+        id: u64,
+        kind: WriteKind,
+        step: &mut Step,
+    ) -> Result<(), String> {
+        if let WriteKind::Home(keys) = kind {
+            self.under_writeback -= keys.len() as u64;
+            self.home_bytes += keys.len() as u64 * PAGE_BYTES;
+            for k in keys {
+                // Dirtied again while it was being written: it stays dirty.
+                if !self.dirty.contains_key(&k) {
+                    self.cache.set_dirty(k, false);
+                }
+            }
+        }
+        if self.flusher_requests.remove(&id) {
+            self.flusher_in_flight -= 1;
+        }
+        if self.checkpoint_requests.remove(&id) && self.checkpoint_requests.is_empty() {
+            self.journal_space_freed(now, step)?;
+        }
+        for call in self.request_waiters.remove(&id).unwrap_or_default() {
+            let Some((left, cpu_ns)) = self.syncing.get_mut(&call) else {
+                continue;
+            };
+            *left -= 1;
+            if *left == 0 {
+                let at = now + *cpu_ns;
+                self.syncing.remove(&call);
+                step.done.push(CallDone {
+                    call,
+                    at,
+                    hit: false,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn dirty_limit(&self) -> u64 {
+        (self.cache.capacity() as f64 * self.wb.dirty_ratio) as u64
+    }
+
+    fn background_limit(&self) -> u64 {
+        (self.cache.capacity() as f64 * self.wb.dirty_background_ratio) as u64
+    }
+
+    /// Dirty pages, by the most pages in file order (what writeback takes next).
+    pub fn dirty_pages(&self) -> u64 {
+        self.dirty.len() as u64
+    }
+
+    fn first_dirty(&self, n: u64) -> Vec<PageKey> {
+        self.dirty.keys().take(n as usize).copied().collect()
+    }
+
+    /// `write(file, offset, len)` at `now` by call `call`: pages of the range become dirty
+    /// (whole-page writes: no page is read first). A call that finds too many pages dirty
+    /// waits for writeback (throttling); with `sync` (O_SYNC) it returns once its pages and
+    /// a journal commit are on the device.
+    pub fn write(
+        &mut self,
+        now: Nanos,
+        call: u64,
+        file: u32,
+        offset: u64,
+        len: u64,
+        sync: bool,
+    ) -> Result<Step, String> {
+        let &(_, size) = self.files.get(file as usize).ok_or("no such file")?;
+        let end = offset.saturating_add(len).min(size);
+        let mut step = Step::default();
+        let cpu_ns = self.cpu.call_ns(end.saturating_sub(offset));
+        if offset >= end {
+            step.done.push(CallDone {
+                call,
+                at: now + cpu_ns,
+                hit: true,
+            });
+            return Ok(step);
+        }
+        let pages = offset / PAGE_BYTES..end.div_ceil(PAGE_BYTES);
+        for p in pages.clone() {
+            let key = (file, p);
+            if self.cache.contains(key) {
+                self.cache.access(key);
+            } else if self.cache.insert_in_flight(key) {
+                self.cache.filled(key);
+            } else {
+                // Every page is dirty or busy: wait for writeback.
+                self.throttled.push((call, cpu_ns));
+                if self.under_writeback == 0 {
+                    let keys = self.first_dirty(self.wb.flush_pages);
+                    self.start_writeback(now, keys, &mut step, false)?;
+                }
+                return Ok(step);
+            }
+            self.cache.set_dirty(key, true);
+            self.dirty.entry(key).or_insert(now);
+            self.txn.insert(key);
+        }
+        if sync {
+            let keys: Vec<PageKey> = pages.map(|p| (file, p)).collect();
+            self.sync(now, call, cpu_ns, keys, &mut step)?;
+            return Ok(step);
+        }
+        // A transaction may fill at most a quarter of the journal: then it commits at once
+        // (in the background; the writer does not wait for it) unless the journal has no
+        // room, when the writer waits for a checkpoint to free it.
+        if self.txn_journal_pages() * PAGE_BYTES >= self.wb.journal_bytes / 4 {
+            let room = self.wb.journal_bytes / PAGE_BYTES;
+            if self.journal_used + self.txn_journal_pages() > room {
+                self.journal_waiters.push((call, cpu_ns));
+                if self.checkpoint_requests.is_empty() {
+                    self.checkpoint(now, &mut step)?;
+                }
+                return Ok(step);
+            }
+            self.commit(now, &mut step)?;
+        }
+        if self.dirty.len() as u64 + self.under_writeback > self.dirty_limit() {
+            self.throttled.push((call, cpu_ns));
+            if self.under_writeback == 0 {
+                let keys = self.first_dirty(self.wb.flush_pages);
+                self.start_writeback(now, keys, &mut step, false)?;
+            }
+            return Ok(step);
+        }
+        if self.flusher_in_flight == 0 && self.dirty.len() as u64 > self.background_limit() {
+            self.flush(now, &mut step)?;
+        }
+        step.done.push(CallDone {
+            call,
+            at: now + cpu_ns,
+            hit: true,
+        });
+        Ok(step)
+    }
+
+    /// `fsync(file)`: the file's dirty pages and a journal commit, then the call returns.
+    pub fn fsync(&mut self, now: Nanos, call: u64, file: u32) -> Result<Step, String> {
+        let keys: Vec<PageKey> = self
+            .dirty
+            .range((file, 0)..(file.saturating_add(1), 0))
+            .map(|(k, _)| *k)
+            .collect();
+        let mut step = Step::default();
+        let cpu_ns = self.cpu.syscall_ns.round() as Nanos;
+        self.sync(now, call, cpu_ns, keys, &mut step)?;
+        Ok(step)
+    }
+
+    fn sync(
+        &mut self,
+        now: Nanos,
+        call: u64,
+        cpu_ns: Nanos,
+        keys: Vec<PageKey>,
+        step: &mut Step,
+    ) -> Result<(), String> {
+        let mut ids = Vec::new();
+        // In data mode the commit puts the data in the journal; its home write can wait.
+        if self.wb.journal != JournalMode::Data {
+            ids.extend(self.start_writeback(now, keys, step, false)?);
+        }
+        ids.extend(self.commit(now, step)?);
+        if ids.is_empty() {
+            step.done.push(CallDone {
+                call,
+                at: now + cpu_ns,
+                hit: true,
+            });
+            return Ok(());
+        }
+        self.syncing.insert(call, (ids.len() as u64, cpu_ns));
+        for id in ids {
+            self.request_waiters.entry(id).or_default().push(call);
+        }
+        Ok(())
+    }
+
+    /// Writes `keys` that are still dirty to their home locations, one request per
+    /// contiguous run; returns the request ids.
+    fn start_writeback(
+        &mut self,
+        now: Nanos,
+        mut keys: Vec<PageKey>,
+        step: &mut Step,
+        flusher: bool,
+    ) -> Result<Vec<u64>, String> {
+        keys.sort_unstable();
+        let mut ids = Vec::new();
+        let mut run: Vec<PageKey> = Vec::new();
+        for key in keys {
+            if self.dirty.remove(&key).is_none() {
+                continue;
+            }
+            if let Some(&(f, p)) = run.last()
+                && (f != key.0 || p + 1 != key.1)
+            {
+                ids.push(self.submit_home(now, std::mem::take(&mut run), step)?);
+            }
+            run.push(key);
+        }
+        if !run.is_empty() {
+            ids.push(self.submit_home(now, run, step)?);
+        }
+        if flusher {
+            self.flusher_in_flight += ids.len() as u64;
+            self.flusher_requests.extend(ids.iter().copied());
+        }
+        Ok(ids)
+    }
+
+    fn submit_home(
+        &mut self,
+        now: Nanos,
+        run: Vec<PageKey>,
+        step: &mut Step,
+    ) -> Result<u64, String> {
+        let (file, first) = run[0];
+        let pages = run.len() as u64;
+        let id = self.next_request;
+        self.next_request += 1;
+        self.under_writeback += pages;
+        self.writes.insert(id, WriteKind::Home(run));
+        let per = PAGE_BYTES / SECTOR_BYTES;
+        let req = Request {
+            ids: vec![id],
+            op: Op::Write,
+            sector: self.files[file as usize].0 + first * per,
+            sectors: pages * per,
+            submitted: now,
+        };
+        step.dispatches.extend(self.block.submit(now, req)?);
+        Ok(id)
+    }
+
+    /// `pages` journal blocks written at the journal's head, sequentially, wrapping at the
+    /// journal's end (one request per piece).
+    fn journal_write(
+        &mut self,
+        now: Nanos,
+        pages: u64,
+        step: &mut Step,
+    ) -> Result<Vec<u64>, String> {
+        let per = PAGE_BYTES / SECTOR_BYTES;
+        let mut left = pages * per;
+        let mut ids = Vec::new();
+        while left > 0 {
+            if self.journal_head >= self.journal_sectors() {
+                self.journal_head = 0;
+            }
+            let sectors = left.min(self.journal_sectors() - self.journal_head);
+            let id = self.next_request;
+            self.next_request += 1;
+            self.writes.insert(id, WriteKind::Journal);
+            let req = Request {
+                ids: vec![id],
+                op: Op::Write,
+                sector: self.journal_head,
+                sectors,
+                submitted: now,
+            };
+            self.journal_head += sectors;
+            self.journal_written_bytes += sectors * SECTOR_BYTES;
+            step.dispatches.extend(self.block.submit(now, req)?);
+            ids.push(id);
+            left -= sectors;
+        }
+        self.journal_used += pages;
+        Ok(ids)
+    }
+
+    /// Journal blocks the running transaction will take at its commit.
+    fn txn_journal_pages(&self) -> u64 {
+        let pages = self.txn.len() as u64;
+        let data = if self.wb.journal == JournalMode::Data {
+            pages
+        } else {
+            0
+        };
+        2 + pages.div_ceil(512) + data
+    }
+
+    /// Commits the running transaction: in ordered mode its data goes home first (here:
+    /// with the commit, the caller waiting for both), in data mode into the journal; every
+    /// mode writes a descriptor, one metadata block per 512 pages touched, and a commit
+    /// block. Past half the journal, a checkpoint writes everything journaled home.
+    fn commit(&mut self, now: Nanos, step: &mut Step) -> Result<Vec<u64>, String> {
+        let pages: Vec<PageKey> = std::mem::take(&mut self.txn).into_iter().collect();
+        self.last_commit = now;
+        let mut ids = Vec::new();
+        if pages.is_empty() {
+            return Ok(ids);
+        }
+        if self.wb.journal == JournalMode::Ordered {
+            ids.extend(self.start_writeback(now, pages.clone(), step, false)?);
+        }
+        let metadata = 2 + (pages.len() as u64).div_ceil(512);
+        let data = if self.wb.journal == JournalMode::Data {
+            pages.len() as u64
+        } else {
+            0
+        };
+        ids.extend(self.journal_write(now, metadata + data, step)?);
+        if self.journal_used * PAGE_BYTES > self.wb.journal_bytes / 2
+            && self.checkpoint_requests.is_empty()
+        {
+            self.checkpoint(now, step)?;
+        }
+        Ok(ids)
+    }
+
+    /// Writes everything journaled home (every dirty page: the model does not tell
+    /// journaled pages from others); the journal's space is free once those writes finish
+    /// (5.7: checkpointing at half the journal).
+    fn checkpoint(&mut self, now: Nanos, step: &mut Step) -> Result<(), String> {
+        let all: Vec<PageKey> = self.dirty.keys().copied().collect();
+        let ids = self.start_writeback(now, all, step, false)?;
+        if ids.is_empty() {
+            self.journal_space_freed(now, step)?;
+        }
+        self.checkpoint_requests.extend(ids);
+        Ok(())
+    }
+
+    fn journal_space_freed(&mut self, now: Nanos, step: &mut Step) -> Result<(), String> {
+        self.journal_used = 0;
+        let waiters = std::mem::take(&mut self.journal_waiters);
+        if !waiters.is_empty() {
+            self.commit(now, step)?;
+        }
+        for (call, cpu_ns) in waiters {
+            step.done.push(CallDone {
+                call,
+                at: now + cpu_ns,
+                hit: false,
+            });
+        }
+        Ok(())
+    }
+
+    /// Background writeback: the next `flush_pages` dirty pages in file order.
+    fn flush(&mut self, now: Nanos, step: &mut Step) -> Result<(), String> {
+        let keys = self.first_dirty(self.wb.flush_pages);
+        self.start_writeback(now, keys, step, true)?;
+        Ok(())
+    }
+
+    /// The flusher's periodic wake-up: pages dirty longer than `dirty_expire_ms` are
+    /// written, and the journal commits if its interval passed. Returns when to call again.
+    pub fn tick(&mut self, now: Nanos) -> Result<(Step, Nanos), String> {
+        let mut step = Step::default();
+        let expire = now.saturating_sub(self.wb.dirty_expire_ms * des::MILLISECOND);
+        let old: Vec<PageKey> = self
+            .dirty
+            .iter()
+            .filter(|&(_, &since)| since <= expire)
+            .map(|(k, _)| *k)
+            .collect();
+        if !old.is_empty() {
+            self.start_writeback(now, old, &mut step, true)?;
+        }
+        if now.saturating_sub(self.last_commit) >= self.wb.commit_interval_ms * des::MILLISECOND {
+            self.commit(now, &mut step)?;
+        }
+        let next = now + self.wb.writeback_interval_ms.max(1) * des::MILLISECOND;
+        Ok((step, next))
     }
 }
 
@@ -333,7 +852,7 @@ mod tests {
             let now = sim.now();
             match ev {
                 Ev::Io(r) => {
-                    let step = fs.complete(now, &r);
+                    let step = fs.complete(now, &r).unwrap();
                     apply(&mut sim, step);
                 }
                 Ev::Call(c) => {

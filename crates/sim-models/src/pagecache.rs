@@ -74,6 +74,10 @@ impl PageCache {
         self.pages.len() as u64
     }
 
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
     pub fn is_empty(&self) -> bool {
         self.pages.is_empty()
     }

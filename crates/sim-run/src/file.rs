@@ -3,6 +3,7 @@
 
 use des::{Latencies, Nanos, Scheduler};
 use rand::RngExt;
+use sim_models::Op;
 use sim_models::Request;
 use sim_models::block::BlockLayer;
 use sim_models::localfs::{LocalFs, Step};
@@ -15,7 +16,12 @@ use crate::scenario::{CacheState, Pattern, Scenario, Workload};
 
 enum Ev {
     Io(Request),
-    Call { call: u64, hit: bool },
+    Call {
+        call: u64,
+        hit: bool,
+    },
+    /// The flusher's periodic wake-up.
+    Tick,
 }
 
 fn apply(sim: &mut Scheduler<Ev>, step: Step) {
@@ -41,11 +47,12 @@ pub(crate) fn run(
 ) -> Result<(Run, Option<Vec<Logged>>), SimError> {
     let sched = sim_models::sched::build(&s.scheduler).map_err(SimError::Model)?;
     let block = BlockLayer::new(device(&s.device)?, sched, des::stream(seed, 1));
-    let mut fs = LocalFs::new(
+    let mut fs = LocalFs::with_writeback(
         PageCache::new(s.memory.page_cache_bytes / PAGE_BYTES),
         block,
         s.readahead.clone(),
         s.cpu.clone(),
+        s.writeback.clone(),
     );
     let size = w.file_bytes.unwrap_or(w.bytes);
     let file = fs
@@ -67,24 +74,46 @@ pub(crate) fn run(
     let mut hits = 0u64;
     let mut started: Nanos = 0;
     let mut offset = offset_of(0);
-    let step = fs
-        .read(0, 0, file, offset, w.record_bytes)
-        .map_err(SimError::Model)?;
+    let call = |fs: &mut LocalFs, now: Nanos, n: u64, offset: u64| match w.op {
+        Op::Read => fs.read(now, n, file, offset, w.record_bytes),
+        Op::Write => fs.write(now, n, file, offset, w.record_bytes, w.sync),
+    };
+    let step = call(&mut fs, 0, 0, offset).map_err(SimError::Model)?;
     apply(&mut sim, step);
+    sim.at(
+        s.writeback.writeback_interval_ms * des::MILLISECOND,
+        Ev::Tick,
+    );
     let mut completed = 0u64;
-    while let Some(ev) = sim.pop() {
+    // The final fsync's call number, once issued.
+    let fsync_call = total;
+    let mut finished = false;
+    let mut finish_at: Nanos = 0;
+    while !finished && let Some(ev) = sim.pop() {
         let now = sim.now();
         match ev {
             Ev::Io(req) => {
-                let step = fs.complete(now, &req);
+                let step = fs.complete(now, &req).map_err(SimError::Model)?;
                 apply(&mut sim, step);
             }
-            Ev::Call { call, hit } => {
+            Ev::Tick => {
+                if !finished {
+                    let (step, next) = fs.tick(now).map_err(SimError::Model)?;
+                    apply(&mut sim, step);
+                    sim.at(next, Ev::Tick);
+                }
+            }
+            Ev::Call { call: n, .. } if n == fsync_call => {
+                finished = true;
+                finish_at = now;
+            }
+            Ev::Call { call: n, hit } => {
+                let call_no = n;
                 latencies.record(now - started);
                 hits += u64::from(hit);
                 if let Some(log) = log.as_mut() {
                     log.push(Logged {
-                        id: call,
+                        id: call_no,
                         op: w.op,
                         start_ns: started,
                         end_ns: now,
@@ -98,21 +127,27 @@ pub(crate) fn run(
                 if completed < total {
                     started = now;
                     offset = offset_of(completed);
-                    let step = fs
-                        .read(now, completed, file, offset, w.record_bytes)
-                        .map_err(SimError::Model)?;
+                    let step = call(&mut fs, now, completed, offset).map_err(SimError::Model)?;
                     apply(&mut sim, step);
+                } else if w.op == Op::Write && w.end_fsync {
+                    let step = fs.fsync(now, fsync_call, file).map_err(SimError::Model)?;
+                    apply(&mut sim, step);
+                } else {
+                    finished = true;
+                    finish_at = now;
                 }
             }
         }
     }
-    if completed != total {
+    if completed != total || !finished {
         return Err(SimError::Model(format!(
             "{}: {completed} of {total} calls completed",
             w.name
         )));
     }
-    let end = sim.now();
+    // The run ends when the last call (or the final fsync) returns; writeback still going
+    // on after that is not part of it.
+    let end = finish_at;
     let report = fs.block.report(end);
     Ok((
         Run {

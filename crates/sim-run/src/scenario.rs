@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use sim_models::Op;
 use sim_models::device::{HddParams, SsdParams};
-use sim_models::localfs::CpuParams;
+use sim_models::localfs::{CpuParams, WritebackParams};
 use sim_models::readahead::ReadaheadParams;
 use sim_models::sched::SchedulerParams;
 
@@ -31,6 +31,8 @@ pub struct Scenario {
     pub readahead: ReadaheadParams,
     #[serde(default)]
     pub cpu: CpuParams,
+    #[serde(default)]
+    pub writeback: WritebackParams,
     #[serde(rename = "workload")]
     pub workloads: Vec<Workload>,
 }
@@ -69,8 +71,9 @@ pub enum DeviceSpec {
 pub enum WorkloadKind {
     /// Reads or writes straight to the device (O_DIRECT): block layer, scheduler, device.
     Direct,
-    /// `read()` calls on one file through the page cache, read-ahead and the copy to user
-    /// space, one call at a time (psync); reads only for now.
+    /// `read()` or `write()` calls on one file through the page cache (read-ahead, dirty
+    /// pages, writeback, the journal) and the copy to or from user space, one call at a
+    /// time (psync).
     File,
 }
 
@@ -112,6 +115,16 @@ pub struct Workload {
     pub file_bytes: Option<u64>,
     #[serde(default)]
     pub cache: CacheState,
+    /// `file` writes: every write synchronous (O_SYNC), and an fsync at the end (as
+    /// iozone -e and fio end_fsync; default on).
+    #[serde(default)]
+    pub sync: bool,
+    #[serde(default = "yes")]
+    pub end_fsync: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl Scenario {
@@ -128,6 +141,19 @@ impl Scenario {
         }
         if self.memory.page_cache_bytes < 16 * 4096 {
             return bad("memory.page_cache_bytes must be at least 64 KiB".into());
+        }
+        let wb = &self.writeback;
+        if !(0.0 < wb.dirty_background_ratio
+            && wb.dirty_background_ratio <= wb.dirty_ratio
+            && wb.dirty_ratio <= 1.0)
+        {
+            return bad("writeback: 0 < dirty_background_ratio <= dirty_ratio <= 1".into());
+        }
+        if wb.journal_bytes < 1 << 20 || wb.flush_pages == 0 || wb.writeback_interval_ms == 0 {
+            return bad(
+                "writeback: journal_bytes at least 1 MiB, flush_pages and writeback_interval_ms at least 1"
+                    .into(),
+            );
         }
         if self.workloads.is_empty() || self.workloads.len() > WORKLOADS_MAX {
             return bad(format!("a scenario has 1..={WORKLOADS_MAX} workloads"));
@@ -163,9 +189,9 @@ impl Scenario {
                 return bad(format!("{name}: region_bytes must hold a record"));
             }
             if w.kind == WorkloadKind::File {
-                if w.op != sim_models::Op::Read {
+                if w.record_bytes % 4096 != 0 && w.op == sim_models::Op::Write {
                     return bad(format!(
-                        "{name}: file workloads read only (the write path is not modelled yet)"
+                        "{name}: file writes are whole pages: record_bytes a multiple of 4096"
                     ));
                 }
                 if w.queue_depth != 1 {
