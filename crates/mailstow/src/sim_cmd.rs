@@ -27,6 +27,21 @@ pub(crate) enum SimCommand {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Calibrates the simulator on this machine, measures real buffered reads and writes,
+    /// simulates the same, and prints each cell's error. Last lines:
+    /// `median_error_sequential=<fraction>` and `median_error_random=<fraction>`.
+    Validate {
+        /// Smaller files and fewer cells (within five minutes here).
+        #[arg(long)]
+        quick: bool,
+        /// The report as JSON (before the two last lines).
+        #[arg(long)]
+        json: bool,
+        /// Where the test files go (default: a new directory under the system's temp
+        /// directory, removed afterwards).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Events per second of the simulation core on one core: a closed queueing network of
     /// the shape the storage models have. Last line: `events_per_second=<n>`.
     Speed {
@@ -46,6 +61,7 @@ pub(crate) enum SimCommand {
 
 pub(crate) fn run(command: SimCommand) -> anyhow::Result<()> {
     match command {
+        SimCommand::Validate { quick, json, dir } => validate(quick, json, dir),
         SimCommand::Run {
             scenario,
             out,
@@ -141,4 +157,69 @@ pub(crate) fn run(command: SimCommand) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+fn validate(quick: bool, json: bool, dir: Option<PathBuf>) -> anyhow::Result<()> {
+    let (dir, remove) = match dir {
+        Some(d) => (d, false),
+        None => (
+            std::env::temp_dir().join(format!("mailstow-validate-{}", std::process::id())),
+            true,
+        ),
+    };
+    let opts = sim_validate::Options {
+        dir: dir.clone(),
+        quick,
+    };
+    let started = Instant::now();
+    let report = crate::progress::with_progress("sim validate", |progress| {
+        sim_validate::validate(&opts, &mut |done, total, _| progress(done, total))
+    });
+    if remove {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let report = report?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        let c = &report.calibration;
+        println!(
+            "calibration: syscall {:.0} ns, copy {:.0} ns/page cached, {:.0} ns/page from memory, knee {} KiB; device read {:.0} MB/s {:.0} us, write {:.0} MB/s {:.0} us; page cache {} MiB, read-ahead {} pages, dirty {:.0} %/{:.0} %",
+            c.cpu.syscall_ns,
+            c.cpu.cached_ns_per_page,
+            c.cpu.memory_ns_per_page,
+            c.cpu.knee_bytes >> 10,
+            c.device.read_mb_s,
+            c.device.read_latency_us,
+            c.device.write_mb_s,
+            c.device.write_latency_us,
+            c.page_cache_bytes >> 20,
+            c.readahead_pages,
+            c.dirty_background_ratio * 100.0,
+            c.dirty_ratio * 100.0
+        );
+        for r in &report.cells {
+            println!(
+                "cell={} kind={} real_mb_s={:.1} sim_mb_s={:.1} error={:.3}",
+                r.name,
+                if r.sequential { "sequential" } else { "random" },
+                r.real_mb_s,
+                r.sim_mb_s,
+                r.error
+            );
+        }
+        println!(
+            "copy_knee_bytes={} expected_knee_bytes={} l2_bytes={} wall_seconds={:.1}",
+            c.cpu.knee_bytes,
+            c.expected_knee_bytes,
+            c.l2_bytes,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    println!(
+        "median_error_sequential={:.4}",
+        report.median_error_sequential
+    );
+    println!("median_error_random={:.4}", report.median_error_random);
+    Ok(())
 }

@@ -132,7 +132,7 @@ impl Device for Hdd {
 /// A flash SSD: a fixed latency per request, `channels` requests in their latency phase at
 /// once, and one shared transfer path at the device's bandwidth. Small random requests
 /// then scale with queue depth up to `channels / latency`, large ones reach the bandwidth.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SsdParams {
     pub capacity_bytes: u64,

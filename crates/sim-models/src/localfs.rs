@@ -22,7 +22,7 @@ use crate::{Op, Request, SECTOR_BYTES};
 /// user at `cached_ns_per_page` while the copied range fits the part of the CPU cache the
 /// copy gets (`knee_bytes`: the dissertation measured L2 / 8) and `memory_ns_per_page` for
 /// every page past it.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CpuParams {
     pub syscall_ns: f64,

@@ -134,7 +134,8 @@ impl Scenario {
         Ok(s)
     }
 
-    fn check(&self) -> Result<(), SimError> {
+    /// Checks a scenario built in code as `parse` checks one read from a file.
+    pub fn check(&self) -> Result<(), SimError> {
         let bad = |m: String| Err(SimError::Scenario(m));
         if self.replications == 0 || self.replications > REPLICATIONS_MAX {
             return bad(format!("replications must be 1..={REPLICATIONS_MAX}"));

@@ -1,0 +1,146 @@
+//! The validation matrix: which runs are measured and simulated, and the simulation of one.
+
+use serde::Serialize;
+use sim_models::Op;
+use sim_models::localfs::WritebackParams;
+use sim_models::readahead::ReadaheadParams;
+use sim_models::sched::SchedulerParams;
+use sim_run::{CacheState, DeviceSpec, MemoryParams, Pattern, Scenario, Workload, WorkloadKind};
+
+use crate::{Calibration, ValidateError};
+
+/// One cell: a psync run of `bytes` in `record` calls on a file of `file_bytes`.
+#[derive(Debug, Clone)]
+pub struct Cell {
+    pub name: String,
+    pub op: Op,
+    pub pattern: Pattern,
+    pub record: u64,
+    pub bytes: u64,
+    pub file_bytes: u64,
+    pub warm: bool,
+    pub sync: bool,
+    pub end_fsync: bool,
+}
+
+impl Cell {
+    pub fn sequential(&self) -> bool {
+        self.pattern == Pattern::Sequential
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CellResult {
+    pub name: String,
+    pub sequential: bool,
+    pub real_mb_s: f64,
+    pub sim_mb_s: f64,
+    /// |sim - real| / real.
+    pub error: f64,
+}
+
+impl Cell {
+    fn new(name: &str, op: Op, pattern: Pattern, record: u64, bytes: u64, file: u64) -> Cell {
+        Cell {
+            name: name.to_string(),
+            op,
+            pattern,
+            record,
+            bytes,
+            file_bytes: file,
+            warm: false,
+            sync: false,
+            end_fsync: false,
+        }
+    }
+
+    fn warm(mut self) -> Cell {
+        self.warm = true;
+        self
+    }
+
+    fn osync(mut self) -> Cell {
+        self.sync = true;
+        self
+    }
+
+    fn fsync(mut self) -> Cell {
+        self.end_fsync = true;
+        self
+    }
+}
+
+pub(crate) fn cells(quick: bool) -> Vec<Cell> {
+    use Op::{Read, Write};
+    use Pattern::{Random, Sequential};
+    let f: u64 = if quick { 256 << 20 } else { 1 << 30 };
+    let (k, m) = (1u64 << 10, 1u64 << 20);
+    let mut v = vec![
+        Cell::new("seq-read-cold-64k", Read, Sequential, 64 * k, f, f),
+        Cell::new("seq-read-cold-1m", Read, Sequential, m, f, f),
+        Cell::new("seq-read-warm-4k", Read, Sequential, 4 * k, f, f).warm(),
+        Cell::new("seq-read-warm-64k", Read, Sequential, 64 * k, f, f).warm(),
+        Cell::new("seq-read-warm-1m", Read, Sequential, m, f, f).warm(),
+        Cell::new("seq-write-fsync-1m", Write, Sequential, m, f, f).fsync(),
+        Cell::new("seq-write-osync-64k", Write, Sequential, 64 * k, 16 * m, f).osync(),
+        Cell::new("rand-read-cold-4k", Read, Random, 4 * k, 8 * m, f),
+        Cell::new("rand-read-warm-4k", Read, Random, 4 * k, 64 * m, f).warm(),
+        Cell::new("rand-write-fsync-8k", Write, Random, 8 * k, 16 * m, f).fsync(),
+        Cell::new("rand-write-osync-4k", Write, Random, 4 * k, 2 * m, f).osync(),
+    ];
+    if !quick {
+        v.extend([
+            Cell::new("seq-read-warm-128k", Read, Sequential, 128 * k, f, f).warm(),
+            Cell::new("seq-read-warm-4m", Read, Sequential, 4 * m, f, f).warm(),
+            Cell::new("seq-write-fsync-64k", Write, Sequential, 64 * k, f, f).fsync(),
+            Cell::new("rand-read-cold-64k", Read, Random, 64 * k, 32 * m, f),
+        ]);
+    }
+    v
+}
+
+/// The cell in the simulator with the calibrated parameters; returns MB/s.
+pub(crate) fn simulate(cal: &Calibration, cell: &Cell) -> Result<f64, ValidateError> {
+    let s = Scenario {
+        seed: 1,
+        replications: 1,
+        device: DeviceSpec::Ssd(cal.device.clone()),
+        scheduler: SchedulerParams::default(),
+        memory: MemoryParams {
+            page_cache_bytes: cal.page_cache_bytes,
+        },
+        readahead: ReadaheadParams {
+            max_pages: cal.readahead_pages,
+            min_pages: 1,
+        },
+        cpu: cal.cpu.clone(),
+        writeback: WritebackParams {
+            dirty_ratio: cal.dirty_ratio,
+            dirty_background_ratio: cal.dirty_background_ratio.min(cal.dirty_ratio),
+            ..WritebackParams::default()
+        },
+        workloads: vec![Workload {
+            name: cell.name.clone(),
+            kind: WorkloadKind::File,
+            op: cell.op,
+            pattern: cell.pattern,
+            record_bytes: cell.record,
+            bytes: cell.bytes,
+            queue_depth: 1,
+            offset_bytes: 0,
+            region_bytes: None,
+            file_bytes: Some(cell.file_bytes),
+            cache: if cell.warm {
+                CacheState::Warm
+            } else {
+                CacheState::Cold
+            },
+            sync: cell.sync,
+            end_fsync: cell.end_fsync,
+        }],
+    };
+    s.check().map_err(|e| ValidateError::Sim(e.to_string()))?;
+    let (results, _) =
+        sim_run::run(&s, false, &mut |_, _| {}).map_err(|e| ValidateError::Sim(e.to_string()))?;
+    Ok(results.first().map_or(0.0, |r| r.mb_per_s.mean))
+}

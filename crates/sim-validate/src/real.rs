@@ -1,0 +1,181 @@
+//! Real runs on this machine: plain `read()`/`write()` calls, one at a time, as fio's psync
+//! engine makes them, and direct I/O for the device calibration.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use rand::{RngExt, SeedableRng};
+use sim_models::Op;
+use sim_run::Pattern;
+
+use crate::ValidateError;
+use crate::matrix::Cell;
+
+const ALIGN: usize = 4096;
+
+fn io(what: &Path) -> impl Fn(std::io::Error) -> ValidateError + '_ {
+    move |e| ValidateError::Io(what.display().to_string(), e)
+}
+
+/// A buffer of `len` bytes aligned for O_DIRECT, without unsafe code: a larger vector,
+/// used from its first aligned byte.
+pub(crate) struct Aligned {
+    buf: Vec<u8>,
+    at: usize,
+    len: usize,
+}
+
+impl Aligned {
+    pub(crate) fn new(len: usize) -> Aligned {
+        let buf: Vec<u8> = (0..len + ALIGN).map(|i| (i * 131 % 251) as u8).collect();
+        let at = buf.as_ptr().align_offset(ALIGN);
+        Aligned { buf, at, len }
+    }
+
+    pub(crate) fn get(&mut self) -> &mut [u8] {
+        &mut self.buf[self.at..self.at + self.len]
+    }
+}
+
+/// A test file of exactly `bytes` with data in it (written once, then reused).
+pub(crate) fn prepare(dir: &Path, name: &str, bytes: u64) -> Result<PathBuf, ValidateError> {
+    let path = dir.join(name);
+    if std::fs::metadata(&path).is_ok_and(|m| m.len() == bytes) {
+        return Ok(path);
+    }
+    let mut f = File::create(&path).map_err(io(&path))?;
+    let chunk: Vec<u8> = (0..1 << 20)
+        .map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(chunk.len() as u64) as usize;
+        f.write_all(&chunk[..n]).map_err(io(&path))?;
+        left -= n as u64;
+    }
+    f.sync_all().map_err(io(&path))?;
+    Ok(path)
+}
+
+/// Drops the file's pages from the page cache (after writing back any dirty ones).
+pub(crate) fn drop_cache(path: &Path) -> Result<(), ValidateError> {
+    let f = File::open(path).map_err(io(path))?;
+    f.sync_all().map_err(io(path))?;
+    rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed)
+        .map_err(|e| ValidateError::Io(path.display().to_string(), e.into()))
+}
+
+fn warm(path: &Path) -> Result<(), ValidateError> {
+    let mut f = File::open(path).map_err(io(path))?;
+    let mut buf = vec![0u8; 1 << 20];
+    while f.read(&mut buf).map_err(io(path))? > 0 {}
+    Ok(())
+}
+
+/// Offsets of a run: sequential from the start (wrapping), or random records.
+fn offsets(cell: &Cell) -> Vec<u64> {
+    let records = (cell.file_bytes / cell.record).max(1);
+    let n = cell.bytes / cell.record;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+    (0..n)
+        .map(|i| match cell.pattern {
+            Pattern::Sequential => (i % records) * cell.record,
+            Pattern::Random => rng.random_range(0..records) * cell.record,
+        })
+        .collect()
+}
+
+/// Runs `cell` for real; returns MB/s.
+pub(crate) fn measure(dir: &Path, cell: &Cell) -> Result<f64, ValidateError> {
+    let path = prepare(dir, "validate.dat", cell.file_bytes)?;
+    let offsets = offsets(cell);
+    let mut buf = vec![0x5au8; cell.record as usize];
+    let seconds = match cell.op {
+        Op::Read => {
+            if cell.warm {
+                warm(&path)?;
+            } else {
+                drop_cache(&path)?;
+            }
+            let f = File::open(&path).map_err(io(&path))?;
+            let started = Instant::now();
+            for &o in &offsets {
+                f.read_exact_at(&mut buf, o).map_err(io(&path))?;
+            }
+            started.elapsed().as_secs_f64()
+        }
+        Op::Write => {
+            drop_cache(&path)?;
+            let mut options = OpenOptions::new();
+            options.write(true);
+            if cell.sync {
+                options.custom_flags(libc::O_SYNC);
+            }
+            let f = options.open(&path).map_err(io(&path))?;
+            let started = Instant::now();
+            for &o in &offsets {
+                f.write_all_at(&buf, o).map_err(io(&path))?;
+            }
+            if cell.end_fsync {
+                f.sync_all().map_err(io(&path))?;
+            }
+            started.elapsed().as_secs_f64()
+        }
+    };
+    Ok(cell.bytes as f64 / seconds.max(1e-9) / 1e6)
+}
+
+/// Direct I/O of `bytes` in `record` requests (sequential or random over the file);
+/// returns seconds.
+pub(crate) fn direct(
+    path: &Path,
+    op: Op,
+    random: bool,
+    record: usize,
+    bytes: u64,
+) -> Result<f64, ValidateError> {
+    let size = std::fs::metadata(path).map_err(io(path))?.len();
+    let mut options = OpenOptions::new();
+    options.custom_flags(libc::O_DIRECT);
+    match op {
+        Op::Read => options.read(true),
+        Op::Write => options.write(true),
+    };
+    let f = options.open(path).map_err(io(path))?;
+    let mut buf = Aligned::new(record);
+    let records = (size / record as u64).max(1);
+    let n = bytes / record as u64;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+    let started = Instant::now();
+    for i in 0..n {
+        let r = if random {
+            rng.random_range(0..records)
+        } else {
+            i % records
+        };
+        let at = r * record as u64;
+        match op {
+            Op::Read => f.read_exact_at(buf.get(), at).map_err(io(path))?,
+            Op::Write => f.write_all_at(buf.get(), at).map_err(io(path))?,
+        }
+    }
+    if op == Op::Write {
+        f.sync_data().map_err(io(path))?;
+    }
+    Ok(started.elapsed().as_secs_f64())
+}
+
+/// Nanoseconds per `pread` of one cached byte: the fixed cost of a system call.
+pub(crate) fn syscall_ns(path: &Path, calls: u32) -> Result<f64, ValidateError> {
+    let f = File::open(path).map_err(io(path))?;
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, 0).map_err(io(path))?;
+    let started = Instant::now();
+    for _ in 0..calls {
+        f.read_exact_at(&mut b, 0).map_err(io(path))?;
+    }
+    Ok(started.elapsed().as_nanos() as f64 / f64::from(calls))
+}
