@@ -184,8 +184,9 @@ fn validate(quick: bool, json: bool, dir: Option<PathBuf>) -> anyhow::Result<()>
     } else {
         let c = &report.calibration;
         println!(
-            "calibration: syscall {:.0} ns, copy {:.0} ns/page cached, {:.0} ns/page from memory, knee {} KiB; device read {:.0} MB/s {:.0} us, write {:.0} MB/s {:.0} us; page cache {} MiB, read-ahead {} pages, dirty {:.0} %/{:.0} %",
+            "calibration: syscall {:.0} ns, page lookup {:.0} ns, copy {:.0} ns/page cached, {:.0} ns/page from memory, knee {} KiB; device read {:.0} MB/s {:.0} us, write {:.0} MB/s {:.0} us; page cache {} MiB, read-ahead {} pages, dirty {:.0} %/{:.0} %",
             c.cpu.syscall_ns,
+            c.cpu.page_lookup_ns,
             c.cpu.cached_ns_per_page,
             c.cpu.memory_ns_per_page,
             c.cpu.knee_bytes >> 10,

@@ -173,3 +173,40 @@ fn run_refuses_a_bad_scenario_in_one_line() {
     }
     assert!(!out_dir.exists());
 }
+
+#[test]
+fn validate_quick_measures_simulates_and_ends_with_the_median_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = sim(&[
+        "validate",
+        "--quick",
+        "--json",
+        "--dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let stdout = text(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    let n = lines.len();
+    assert!(n > 3, "{stdout}");
+    let fraction = |line: &str, key: &str| -> f64 {
+        line.strip_prefix(key)
+            .unwrap_or_else(|| panic!("{line:?} is not {key}"))
+            .parse()
+            .expect("a number")
+    };
+    let seq = fraction(lines[n - 2], "median_error_sequential=");
+    let random = fraction(lines[n - 1], "median_error_random=");
+    assert!(seq.is_finite() && seq >= 0.0 && random.is_finite() && random >= 0.0);
+    // The JSON before them: every cell measured and simulated, both positive.
+    let json: serde_json::Value = serde_json::from_str(&lines[..n - 2].join("\n")).unwrap();
+    let cells = json["cells"].as_array().unwrap();
+    assert!(cells.len() >= 10, "{cells:?}");
+    for c in cells {
+        assert!(c["real_mb_s"].as_f64().unwrap() > 0.0, "{c}");
+        assert!(c["sim_mb_s"].as_f64().unwrap() > 0.0, "{c}");
+    }
+    assert!(json["calibration"]["device"]["read_mb_s"].as_f64().unwrap() > 0.0);
+    // Its files are left in the directory it was given.
+    assert!(dir.path().join("validate.dat").exists());
+}

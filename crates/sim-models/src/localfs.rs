@@ -29,6 +29,12 @@ pub struct CpuParams {
     pub knee_bytes: u64,
     pub cached_ns_per_page: f64,
     pub memory_ns_per_page: f64,
+    /// The first page of a read that does not follow the previous one: its source is not
+    /// streaming through the CPU's prefetchers.
+    pub random_page_ns: f64,
+    /// Per page a call touches, besides the copy: the page cache lookup and accounting
+    /// (the dissertation's per-page loop in `generic_file_read`).
+    pub page_lookup_ns: f64,
 }
 
 impl Default for CpuParams {
@@ -39,6 +45,8 @@ impl Default for CpuParams {
             knee_bytes: 128 << 10,
             cached_ns_per_page: 150.0,
             memory_ns_per_page: 400.0,
+            random_page_ns: 0.0,
+            page_lookup_ns: 0.0,
         }
     }
 }
@@ -56,7 +64,8 @@ impl CpuParams {
     }
 
     pub fn call_ns(&self, bytes: u64) -> Nanos {
-        (self.syscall_ns + self.copy_ns(bytes)).round() as Nanos
+        let pages = bytes.div_ceil(PAGE_BYTES) as f64;
+        (self.syscall_ns + self.copy_ns(bytes) + pages * self.page_lookup_ns).round() as Nanos
     }
 }
 
@@ -145,6 +154,8 @@ pub struct LocalFs {
     /// Per file: first sector and size in bytes.
     files: Vec<(u64, u64)>,
     readahead: HashMap<u32, Readahead>,
+    /// Where each file's last read ended (page), for the copy's random-access cost.
+    last_read_end: HashMap<u32, u64>,
     waiting: HashMap<u64, Waiting>,
     page_waiters: HashMap<PageKey, Vec<u64>>,
     /// Block request id -> the pages it reads.
@@ -172,6 +183,8 @@ pub struct LocalFs {
     /// Calls waiting for particular requests (fsync, O_SYNC): call -> (requests left, cpu).
     syncing: HashMap<u64, (u64, Nanos)>,
     request_waiters: HashMap<u64, Vec<u64>>,
+    /// Ordered-mode syncs waiting for their data before they commit.
+    commit_after: std::collections::HashSet<u64>,
     /// Next journal block (sector offset in the journal area) and pages journaled since
     /// the last checkpoint.
     journal_head: u64,
@@ -212,6 +225,7 @@ impl LocalFs {
             cpu,
             files: Vec::new(),
             readahead: HashMap::new(),
+            last_read_end: HashMap::new(),
             waiting: HashMap::new(),
             page_waiters: HashMap::new(),
             reads: HashMap::new(),
@@ -228,6 +242,7 @@ impl LocalFs {
             throttled: Vec::new(),
             syncing: HashMap::new(),
             request_waiters: HashMap::new(),
+            commit_after: Default::default(),
             journal_head: 0,
             journal_used: 0,
             last_commit: 0,
@@ -289,6 +304,13 @@ impl LocalFs {
         }
         let file_pages = size.div_ceil(PAGE_BYTES);
         let pages = offset / PAGE_BYTES..end.div_ceil(PAGE_BYTES);
+        let follows = self.last_read_end.get(&file) == Some(&pages.start);
+        self.last_read_end.insert(file, pages.end);
+        let cpu_ns = if follows {
+            cpu_ns
+        } else {
+            cpu_ns + self.cpu.random_page_ns.round() as Nanos
+        };
         let mut missed = false;
         for p in pages.clone() {
             if self.cache.access((file, p)) == Lookup::Miss {
@@ -458,15 +480,27 @@ impl LocalFs {
                 continue;
             };
             *left -= 1;
-            if *left == 0 {
-                let at = now + *cpu_ns;
-                self.syncing.remove(&call);
-                step.done.push(CallDone {
-                    call,
-                    at,
-                    hit: false,
-                });
+            if *left > 0 {
+                continue;
             }
+            let cpu_ns = *cpu_ns;
+            self.syncing.remove(&call);
+            if self.commit_after.remove(&call) {
+                // Ordered mode: the data is on the device; now the commit.
+                let ids = self.commit(now, step)?;
+                if !ids.is_empty() {
+                    self.syncing.insert(call, (ids.len() as u64, cpu_ns));
+                    for id in ids {
+                        self.request_waiters.entry(id).or_default().push(call);
+                    }
+                    continue;
+                }
+            }
+            step.done.push(CallDone {
+                call,
+                at: now + cpu_ns,
+                hit: false,
+            });
         }
         Ok(())
     }
@@ -593,9 +627,23 @@ impl LocalFs {
         step: &mut Step,
     ) -> Result<(), String> {
         let mut ids = Vec::new();
-        // In data mode the commit puts the data in the journal; its home write can wait.
-        if self.wb.journal != JournalMode::Data {
-            ids.extend(self.start_writeback(now, keys, step, false)?);
+        match self.wb.journal {
+            // The commit puts the data in the journal; its home write can wait.
+            JournalMode::Data => {}
+            // The data first; the commit goes out when it is on the device (`write_done`).
+            JournalMode::Ordered => {
+                ids.extend(self.start_writeback(now, keys, step, false)?);
+                if !ids.is_empty() {
+                    self.commit_after.insert(call);
+                    self.syncing.insert(call, (ids.len() as u64, cpu_ns));
+                    for id in ids {
+                        self.request_waiters.entry(id).or_default().push(call);
+                    }
+                    return Ok(());
+                }
+            }
+            // No ordering between the data and the commit.
+            JournalMode::Writeback => ids.extend(self.start_writeback(now, keys, step, false)?),
         }
         ids.extend(self.commit(now, step)?);
         if ids.is_empty() {

@@ -66,7 +66,7 @@ pub fn validate(
     let mut results = Vec::new();
     for (i, cell) in cells.iter().enumerate() {
         progress(1 + i as u64, steps, &cell.name);
-        let real = real::measure(&opts.dir, cell)?;
+        let real = real::measure(&opts.dir, cell, if opts.quick { 3 } else { 5 })?;
         let sim = matrix::simulate(&calibration, cell)?;
         results.push(CellResult {
             name: cell.name.clone(),

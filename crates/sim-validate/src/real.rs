@@ -88,8 +88,17 @@ fn offsets(cell: &Cell) -> Vec<u64> {
         .collect()
 }
 
-/// Runs `cell` for real; returns MB/s.
-pub(crate) fn measure(dir: &Path, cell: &Cell) -> Result<f64, ValidateError> {
+/// Runs `cell` for real `repeats` times; returns the median MB/s (the first cold read
+/// after a file is written runs slower on this machine's virtual disk than the next).
+pub(crate) fn measure(dir: &Path, cell: &Cell, repeats: u32) -> Result<f64, ValidateError> {
+    let mut runs = Vec::new();
+    for _ in 0..repeats.max(1) {
+        runs.push(measure_once(dir, cell)?);
+    }
+    Ok(crate::median(runs))
+}
+
+fn measure_once(dir: &Path, cell: &Cell) -> Result<f64, ValidateError> {
     let path = prepare(dir, "validate.dat", cell.file_bytes)?;
     let offsets = offsets(cell);
     let mut buf = vec![0x5au8; cell.record as usize];
@@ -168,14 +177,18 @@ pub(crate) fn direct(
     Ok(started.elapsed().as_secs_f64())
 }
 
-/// Nanoseconds per `pread` of one cached byte: the fixed cost of a system call.
-pub(crate) fn syscall_ns(path: &Path, calls: u32) -> Result<f64, ValidateError> {
+/// Nanoseconds per `pread` of `len` cached bytes at `at` (the least of three runs).
+pub(crate) fn pread_ns(path: &Path, at: u64, len: usize, calls: u32) -> Result<f64, ValidateError> {
     let f = File::open(path).map_err(io(path))?;
-    let mut b = [0u8; 1];
-    f.read_exact_at(&mut b, 0).map_err(io(path))?;
-    let started = Instant::now();
-    for _ in 0..calls {
-        f.read_exact_at(&mut b, 0).map_err(io(path))?;
+    let mut b = vec![0u8; len];
+    f.read_exact_at(&mut b, at).map_err(io(path))?;
+    let mut best = f64::INFINITY;
+    for _ in 0..3 {
+        let started = Instant::now();
+        for _ in 0..calls {
+            f.read_exact_at(&mut b, at).map_err(io(path))?;
+        }
+        best = best.min(started.elapsed().as_nanos() as f64 / f64::from(calls));
     }
-    Ok(started.elapsed().as_nanos() as f64 / f64::from(calls))
+    Ok(best)
 }
