@@ -70,9 +70,7 @@ pub(crate) fn run(command: SimCommand) -> anyhow::Result<()> {
             log,
             dry_run,
         } => {
-            let text = std::fs::read_to_string(&scenario)
-                .with_context(|| format!("reading {}", scenario.display()))?;
-            let mut s = sim_run::Scenario::parse(&text)
+            let mut s = sim_run::Scenario::load(&scenario)
                 .with_context(|| format!("{}", scenario.display()))?;
             if let Some(seed) = seed {
                 s.seed = seed;
@@ -93,13 +91,33 @@ pub(crate) fn run(command: SimCommand) -> anyhow::Result<()> {
                 s.seed
             );
             for w in &s.workloads {
+                if let (Some(path), Some(format)) = (&w.trace, w.format) {
+                    // The dry-run summary of a trace: what it holds, before anything runs.
+                    let records =
+                        sim_run::trace::read(path, format, sim_run::REQUESTS_PER_RUN_MAX)?;
+                    let t = sim_run::trace::summarise(&records);
+                    println!(
+                        "  {}: trace {} ({format:?}): {} requests ({} reads, {} writes), {} bytes, span {}, up to byte {}, timing {:?}",
+                        w.name,
+                        path.display(),
+                        t.records,
+                        t.reads,
+                        t.writes,
+                        t.bytes,
+                        t.span_seconds
+                            .map_or("untimed".to_string(), |s| format!("{s:.3} s")),
+                        t.max_end_bytes,
+                        w.timing
+                    );
+                    continue;
+                }
                 println!(
                     "  {}: {:?} {:?} {:?}, {} requests of {} bytes, queue depth {}",
                     w.name,
                     w.kind,
                     w.op,
                     w.pattern,
-                    w.bytes / w.record_bytes,
+                    w.bytes / w.record_bytes.max(1),
                     w.record_bytes,
                     w.queue_depth
                 );

@@ -210,3 +210,38 @@ fn validate_quick_measures_simulates_and_ends_with_the_median_errors() {
     // Its files are left in the directory it was given.
     assert!(dir.path().join("validate.dat").exists());
 }
+
+#[test]
+fn a_trace_is_summarised_on_a_dry_run_and_replayed() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    let scenario = root.join("trace-replay.toml");
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    let args = |dry: bool| {
+        let mut a = vec![
+            "run".to_string(),
+            scenario.to_str().unwrap().to_string(),
+            "--out".to_string(),
+            out_dir.to_str().unwrap().to_string(),
+        ];
+        if dry {
+            a.push("--dry-run".to_string());
+        }
+        a
+    };
+    let dry = sim(&args(true).iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(dry.status.success(), "{dry:?}");
+    let stdout = text(&dry.stdout);
+    assert!(
+        stdout.contains("400 requests (300 reads, 100 writes)") && stdout.contains("span 0.998 s"),
+        "{stdout}"
+    );
+    assert!(!out_dir.exists());
+    let ran = sim(&args(false).iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(ran.status.success(), "{ran:?}");
+    let csv = std::fs::read_to_string(out_dir.join("results.csv")).unwrap();
+    assert!(
+        csv.contains("\nmixed-as-traced,trace,") && csv.contains("\nmixed-fast-qd8,trace,"),
+        "{csv}"
+    );
+}

@@ -18,9 +18,12 @@ pub mod sched;
 pub const SECTOR_BYTES: u64 = 512;
 
 /// A read or a write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Deserialize, serde::Serialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Op {
+    #[default]
     Read,
     Write,
 }

@@ -4,13 +4,15 @@
 
 mod direct;
 mod file;
+mod replay;
 mod report;
 mod scenario;
+pub mod trace;
 
 pub use report::{Estimate, RequestLog, WorkloadResult, write_outputs};
 pub use scenario::{
     CacheState, DeviceSpec, MemoryParams, Pattern, QUEUE_DEPTH_MAX, REPLICATIONS_MAX,
-    REQUESTS_PER_RUN_MAX, Scenario, WORKLOADS_MAX, Workload, WorkloadKind,
+    REQUESTS_PER_RUN_MAX, Scenario, Timing, WORKLOADS_MAX, Workload, WorkloadKind,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +39,10 @@ pub fn run(
     let mut results = Vec::new();
     let mut logs = Vec::new();
     for w in &scenario.workloads {
+        let records = match (&w.trace, w.format) {
+            (Some(path), Some(format)) => trace::read(path, format, REQUESTS_PER_RUN_MAX)?,
+            _ => Vec::new(),
+        };
         let mut runs = Vec::new();
         for r in 0..replications {
             let seed = scenario.seed.wrapping_add(u64::from(r));
@@ -44,6 +50,7 @@ pub fn run(
             let (run, requests) = match w.kind {
                 WorkloadKind::Direct => direct::run(scenario, w, seed, keep)?,
                 WorkloadKind::File => file::run(scenario, w, seed, keep)?,
+                WorkloadKind::Trace => replay::run(scenario, w, seed, keep, &records)?,
             };
             runs.push(run);
             if let Some(requests) = requests {

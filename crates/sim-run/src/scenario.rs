@@ -75,6 +75,19 @@ pub enum WorkloadKind {
     /// pages, writeback, the journal) and the copy to or from user space, one call at a
     /// time (psync).
     File,
+    /// A block trace replayed at the block layer (`trace`, `format`, `timing`).
+    Trace,
+}
+
+/// How a trace is replayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Timing {
+    /// Each request at its time in the trace (open loop), when the format has times.
+    #[default]
+    Trace,
+    /// As fast as the device goes, `queue_depth` requests outstanding (closed loop).
+    Fast,
 }
 
 /// The page cache at the start of a `file` workload.
@@ -87,9 +100,10 @@ pub enum CacheState {
     Warm,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Pattern {
+    #[default]
     Sequential,
     Random,
 }
@@ -99,10 +113,14 @@ pub enum Pattern {
 pub struct Workload {
     pub name: String,
     pub kind: WorkloadKind,
+    #[serde(default)]
     pub op: Op,
+    #[serde(default)]
     pub pattern: Pattern,
+    #[serde(default)]
     pub record_bytes: u64,
     /// Bytes moved in all.
+    #[serde(default)]
     pub bytes: u64,
     #[serde(default = "one_u32")]
     pub queue_depth: u32,
@@ -121,6 +139,12 @@ pub struct Workload {
     pub sync: bool,
     #[serde(default = "yes")]
     pub end_fsync: bool,
+    /// `trace` workloads: the file (relative to the scenario's directory), its format, and
+    /// how it is timed.
+    pub trace: Option<std::path::PathBuf>,
+    pub format: Option<crate::trace::TraceFormat>,
+    #[serde(default)]
+    pub timing: Timing,
 }
 
 fn yes() -> bool {
@@ -128,6 +152,22 @@ fn yes() -> bool {
 }
 
 impl Scenario {
+    /// Reads a scenario file; trace paths are taken relative to its directory.
+    pub fn load(path: &std::path::Path) -> Result<Scenario, SimError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| SimError::Scenario(format!("{}: {e}", path.display())))?;
+        let mut s = Scenario::parse(&text)?;
+        let dir = path.parent().unwrap_or(std::path::Path::new("."));
+        for w in &mut s.workloads {
+            if let Some(t) = w.trace.as_mut()
+                && t.is_relative()
+            {
+                *t = dir.join(&*t);
+            }
+        }
+        Ok(s)
+    }
+
     pub fn parse(text: &str) -> Result<Scenario, SimError> {
         let s: Scenario = toml::from_str(text).map_err(|e| SimError::Scenario(e.to_string()))?;
         s.check()?;
@@ -167,6 +207,22 @@ impl Scenario {
                     "workload names must be unique and non-empty: {name:?}"
                 ));
             }
+            if w.queue_depth == 0 || w.queue_depth > QUEUE_DEPTH_MAX {
+                return bad(format!("{name}: queue_depth must be 1..={QUEUE_DEPTH_MAX}"));
+            }
+            if w.kind == WorkloadKind::Trace {
+                if w.trace.is_none() || w.format.is_none() {
+                    return bad(format!(
+                        "{name}: a trace workload names `trace` and `format`"
+                    ));
+                }
+                continue;
+            }
+            if w.trace.is_some() || w.format.is_some() {
+                return bad(format!(
+                    "{name}: `trace` and `format` are for trace workloads"
+                ));
+            }
             if w.record_bytes == 0 || w.record_bytes % sim_models::SECTOR_BYTES != 0 {
                 return bad(format!(
                     "{name}: record_bytes must be a positive multiple of 512"
@@ -179,9 +235,6 @@ impl Scenario {
                 return bad(format!(
                     "{name}: more than {REQUESTS_PER_RUN_MAX} requests in one run"
                 ));
-            }
-            if w.queue_depth == 0 || w.queue_depth > QUEUE_DEPTH_MAX {
-                return bad(format!("{name}: queue_depth must be 1..={QUEUE_DEPTH_MAX}"));
             }
             if w.offset_bytes % sim_models::SECTOR_BYTES != 0 {
                 return bad(format!("{name}: offset_bytes must be a multiple of 512"));

@@ -355,3 +355,63 @@ fn data_journalling_and_synchronous_writes_cost_what_the_dissertation_saw() {
     );
     assert!(sync.latency_p50_us.mean > 3000.0, "{sync:?}");
 }
+
+#[test]
+fn traces_replay_at_their_times_or_as_fast_as_the_device_goes() {
+    let dir = std::env::temp_dir().join(format!("sim-trace-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // 200 random 4 KiB reads, 100 ms apart: the disk keeps up, so the run lasts the trace.
+    let mut disksim = String::new();
+    let mut x: u64 = 88_172_645_463_325_252;
+    for i in 0..200u64 {
+        // xorshift: blocks all over the 1 TB disk.
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let block = x % 1_900_000_000;
+        disksim.push_str(&format!("{} 0 {block} 8 1\n", i * 100));
+    }
+    std::fs::write(dir.join("t.disksim"), &disksim).unwrap();
+    let scenario = |timing: &str| {
+        format!(
+            "replications = 2\n[device]\nkind = \"hdd\"\n[[workload]]\nname = \"t\"\nkind = \"trace\"\ntrace = \"t.disksim\"\nformat = \"disksim\"\ntiming = \"{timing}\"\nqueue_depth = 1\n"
+        )
+    };
+    std::fs::write(dir.join("timed.toml"), scenario("trace")).unwrap();
+    std::fs::write(dir.join("fast.toml"), scenario("fast")).unwrap();
+    let go = |name: &str| {
+        let s = Scenario::load(&dir.join(name)).unwrap();
+        run(&s, false, &mut |_, _| {}).unwrap().0.remove(0)
+    };
+    let timed = go("timed.toml");
+    assert_eq!(timed.requests, 200);
+    assert!((19.9..20.1).contains(&timed.seconds.mean), "{timed:?}");
+    assert!(
+        timed.latency_p99_us.mean < 30_000.0,
+        "no queueing: {timed:?}"
+    );
+    // As fast as it goes: the disk's random rate, about 80 per second.
+    let fast = go("fast.toml");
+    assert!((70.0..95.0).contains(&fast.iops.mean), "{fast:?}");
+    // A trace past the device's end, and a missing file, are refused.
+    let far = "0 0 1999999999999 8 1\n";
+    std::fs::write(dir.join("t.disksim"), far).unwrap();
+    let s = Scenario::load(&dir.join("fast.toml")).unwrap();
+    assert!(
+        run(&s, false, &mut |_, _| {})
+            .unwrap_err()
+            .to_string()
+            .contains("past the device")
+    );
+    std::fs::remove_file(dir.join("t.disksim")).unwrap();
+    assert!(run(&s, false, &mut |_, _| {}).is_err());
+    let no_format =
+        "[device]\nkind = \"hdd\"\n[[workload]]\nname = \"t\"\nkind = \"trace\"\ntrace = \"x\"\n";
+    assert!(
+        Scenario::parse(no_format)
+            .unwrap_err()
+            .to_string()
+            .contains("format")
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}

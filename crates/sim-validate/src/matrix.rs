@@ -137,6 +137,9 @@ pub(crate) fn simulate(cal: &Calibration, cell: &Cell) -> Result<f64, ValidateEr
             },
             sync: cell.sync,
             end_fsync: cell.end_fsync,
+            trace: None,
+            format: None,
+            timing: Default::default(),
         }],
     };
     s.check().map_err(|e| ValidateError::Sim(e.to_string()))?;
