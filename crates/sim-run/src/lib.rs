@@ -4,6 +4,7 @@
 
 mod direct;
 mod file;
+mod mail;
 mod replay;
 mod report;
 mod scenario;
@@ -11,8 +12,8 @@ pub mod trace;
 
 pub use report::{Estimate, RequestLog, WorkloadResult, write_outputs};
 pub use scenario::{
-    CacheState, DeviceSpec, MemoryParams, Pattern, QUEUE_DEPTH_MAX, REPLICATIONS_MAX,
-    REQUESTS_PER_RUN_MAX, Scenario, Timing, WORKLOADS_MAX, Workload, WorkloadKind,
+    CacheState, DeviceSpec, MailMode, MemoryParams, Pattern, QUEUE_DEPTH_MAX, REPLICATIONS_MAX,
+    REQUESTS_PER_RUN_MAX, SESSIONS_MAX, Scenario, Timing, WORKLOADS_MAX, Workload, WorkloadKind,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +52,8 @@ pub fn run(
                 WorkloadKind::Direct => direct::run(scenario, w, seed, keep)?,
                 WorkloadKind::File => file::run(scenario, w, seed, keep)?,
                 WorkloadKind::Trace => replay::run(scenario, w, seed, keep, &records)?,
+                WorkloadKind::Queue => (mail::queue(scenario, w, seed)?, None),
+                WorkloadKind::Delete => (mail::delete(scenario, w, seed)?, None),
             };
             runs.push(run);
             if let Some(requests) = requests {

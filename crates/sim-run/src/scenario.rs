@@ -77,6 +77,24 @@ pub enum WorkloadKind {
     File,
     /// A block trace replayed at the block layer (`trace`, `format`, `timing`).
     Trace,
+    /// Accepting mail durably (docs/simulator.md 5b): `sessions` writers deliver
+    /// `messages` of `message_bytes`, `mode = "group-commit"` (the queue's preallocated
+    /// segment, one write for every message waiting) or `"file-per-message"` (a file each:
+    /// data, then a journal commit for the file and one for its directory).
+    Queue,
+    /// Deleting one message `distance` messages from the end of a mailbox of `messages`:
+    /// `mode = "mbox"` (the tail behind it rewritten) or `"mailstow"` (a one-page mark).
+    Delete,
+}
+
+/// How `queue` and `delete` workloads store mail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MailMode {
+    GroupCommit,
+    FilePerMessage,
+    Mbox,
+    Mailstow,
 }
 
 /// How a trace is replayed.
@@ -145,7 +163,20 @@ pub struct Workload {
     pub format: Option<crate::trace::TraceFormat>,
     #[serde(default)]
     pub timing: Timing,
+    /// `queue` and `delete` workloads.
+    pub mode: Option<MailMode>,
+    #[serde(default)]
+    pub messages: u64,
+    #[serde(default)]
+    pub message_bytes: u64,
+    #[serde(default = "one_u32")]
+    pub sessions: u32,
+    #[serde(default)]
+    pub distance: u64,
 }
+
+/// Most concurrent sessions of a `queue` workload.
+pub const SESSIONS_MAX: u32 = 10_000;
 
 fn yes() -> bool {
     true
@@ -209,6 +240,35 @@ impl Scenario {
             }
             if w.queue_depth == 0 || w.queue_depth > QUEUE_DEPTH_MAX {
                 return bad(format!("{name}: queue_depth must be 1..={QUEUE_DEPTH_MAX}"));
+            }
+            if matches!(w.kind, WorkloadKind::Queue | WorkloadKind::Delete) {
+                let mode = w.mode;
+                let ok_mode = match w.kind {
+                    WorkloadKind::Queue => {
+                        matches!(mode, Some(MailMode::GroupCommit | MailMode::FilePerMessage))
+                    }
+                    _ => matches!(mode, Some(MailMode::Mbox | MailMode::Mailstow)),
+                };
+                if !ok_mode {
+                    return bad(format!(
+                        "{name}: queue workloads have mode group-commit or file-per-message, delete workloads mbox or mailstow"
+                    ));
+                }
+                if w.messages == 0 || w.messages > REQUESTS_PER_RUN_MAX {
+                    return bad(format!(
+                        "{name}: messages must be 1..={REQUESTS_PER_RUN_MAX}"
+                    ));
+                }
+                if w.message_bytes == 0 || w.message_bytes > 1 << 30 {
+                    return bad(format!("{name}: message_bytes must be 1..=1 GiB"));
+                }
+                if w.sessions == 0 || w.sessions > SESSIONS_MAX {
+                    return bad(format!("{name}: sessions must be 1..={SESSIONS_MAX}"));
+                }
+                if w.kind == WorkloadKind::Delete && w.distance >= w.messages {
+                    return bad(format!("{name}: distance must be below messages"));
+                }
+                continue;
             }
             if w.kind == WorkloadKind::Trace {
                 if w.trace.is_none() || w.format.is_none() {

@@ -415,3 +415,62 @@ fn traces_replay_at_their_times_or_as_fast_as_the_device_goes() {
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+fn mail(workload: &str) -> WorkloadResult {
+    let s = Scenario::parse(&format!(
+        "replications = 2\n[device]\nkind = \"hdd\"\n[[workload]]\nname = \"m\"\n{workload}"
+    ))
+    .unwrap();
+    run(&s, false, &mut |_, _| {}).unwrap().0.remove(0)
+}
+
+#[test]
+fn group_commit_outruns_a_file_per_message_and_mailstow_deletes_in_constant_time() {
+    let queue = |mode: &str, messages: u64| {
+        mail(&format!(
+            "kind = \"queue\"\nmode = \"{mode}\"\nmessages = {messages}\nmessage_bytes = 4096\nsessions = 32\n"
+        ))
+    };
+    let flashq = queue("group-commit", 20_000);
+    let files = queue("file-per-message", 2_000);
+    assert_eq!((flashq.requests, files.requests), (20_000, 2_000));
+    assert!(
+        flashq.iops.mean > 5.0 * files.iops.mean,
+        "{} vs {}",
+        flashq.iops.mean,
+        files.iops.mean
+    );
+    // One session: no one to share a commit with.
+    let alone = mail(
+        "kind = \"queue\"\nmode = \"file-per-message\"\nmessages = 200\nmessage_bytes = 4096\n",
+    );
+    assert!(
+        alone.iops.mean < files.iops.mean / 4.0,
+        "{} vs {}",
+        alone.iops.mean,
+        files.iops.mean
+    );
+    let delete = |mode: &str, distance: u64| {
+        mail(&format!(
+            "kind = \"delete\"\nmode = \"{mode}\"\nmessages = 2000\nmessage_bytes = 65536\ndistance = {distance}\n"
+        ))
+        .seconds
+        .mean
+    };
+    let (near, far) = (delete("mailstow", 10), delete("mailstow", 1990));
+    assert!(
+        (near - far).abs() / near < 0.5 && far < 0.02,
+        "{near} {far}"
+    );
+    let (near, far) = (delete("mbox", 10), delete("mbox", 1990));
+    assert!(far > 20.0 * near, "{near} {far}");
+    // Modes belong to their kinds; distances to the mailbox.
+    for bad in [
+        "kind = \"queue\"\nmode = \"mbox\"\nmessages = 1\nmessage_bytes = 1\n",
+        "kind = \"delete\"\nmode = \"mbox\"\nmessages = 5\nmessage_bytes = 1\ndistance = 5\n",
+        "kind = \"queue\"\nmode = \"group-commit\"\nmessages = 0\nmessage_bytes = 1\n",
+    ] {
+        let text = format!("[device]\nkind = \"hdd\"\n[[workload]]\nname = \"m\"\n{bad}");
+        assert!(Scenario::parse(&text).is_err(), "{bad}");
+    }
+}

@@ -140,6 +140,11 @@ pub(crate) fn simulate(cal: &Calibration, cell: &Cell) -> Result<f64, ValidateEr
             trace: None,
             format: None,
             timing: Default::default(),
+            mode: None,
+            messages: 0,
+            message_bytes: 0,
+            sessions: 1,
+            distance: 0,
         }],
     };
     s.check().map_err(|e| ValidateError::Sim(e.to_string()))?;
