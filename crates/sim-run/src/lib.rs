@@ -5,6 +5,7 @@
 mod direct;
 mod file;
 mod mail;
+pub mod pvfs;
 mod replay;
 mod report;
 mod scenario;
@@ -54,6 +55,7 @@ pub fn run(
                 WorkloadKind::Trace => replay::run(scenario, w, seed, keep, &records)?,
                 WorkloadKind::Queue => (mail::queue(scenario, w, seed)?, None),
                 WorkloadKind::Delete => (mail::delete(scenario, w, seed)?, None),
+                WorkloadKind::Pvfs => (pvfs::run(scenario, w, seed)?, None),
             };
             runs.push(run);
             if let Some(requests) = requests {

@@ -33,6 +33,8 @@ pub struct Scenario {
     pub cpu: CpuParams,
     #[serde(default)]
     pub writeback: WritebackParams,
+    #[serde(default)]
+    pub pvfs: crate::pvfs::PvfsParams,
     #[serde(rename = "workload")]
     pub workloads: Vec<Workload>,
 }
@@ -85,6 +87,9 @@ pub enum WorkloadKind {
     /// Deleting one message `distance` messages from the end of a mailbox of `messages`:
     /// `mode = "mbox"` (the tail behind it rewritten) or `"mailstow"` (a one-page mark).
     Delete,
+    /// Each of `[pvfs] clients` reads or writes `bytes` of its own region of a file striped
+    /// over `[pvfs] servers`, in `record_bytes` requests (docs/simulator.md 8).
+    Pvfs,
 }
 
 /// How `queue` and `delete` workloads store mail.
@@ -301,6 +306,14 @@ impl Scenario {
             }
             if w.region_bytes.is_some_and(|r| r < w.record_bytes) {
                 return bad(format!("{name}: region_bytes must hold a record"));
+            }
+            if w.kind == WorkloadKind::Pvfs {
+                self.pvfs.check().map_err(SimError::Scenario)?;
+                if w.record_bytes % 4096 != 0 || w.bytes % w.record_bytes != 0 {
+                    return bad(format!(
+                        "{name}: pvfs requests are whole pages, and bytes a whole number of them"
+                    ));
+                }
             }
             if w.kind == WorkloadKind::File {
                 if w.record_bytes % 4096 != 0 && w.op == sim_models::Op::Write {

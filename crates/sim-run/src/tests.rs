@@ -474,3 +474,48 @@ fn group_commit_outruns_a_file_per_message_and_mailstow_deletes_in_constant_time
         assert!(Scenario::parse(&text).is_err(), "{bad}");
     }
 }
+
+fn pvfs(op: &str, clients: u32, extra: &str) -> WorkloadResult {
+    let s = Scenario::parse(&format!(
+        "[device]\nkind = \"hdd\"\n[pvfs]\nservers = 4\nclients = {clients}\n{extra}\n[[workload]]\nname = \"p\"\nkind = \"pvfs\"\nop = \"{op}\"\nrecord_bytes = 1048576\nbytes = 67108864\n"
+    ))
+    .unwrap();
+    run(&s, false, &mut |_, _| {}).unwrap().0.remove(0)
+}
+
+#[test]
+fn pvfs_scales_with_clients_until_the_servers_saturate() {
+    // One client: its own gigabit link bounds it (125 MB/s less headers and waits).
+    let one = pvfs("write", 1, "");
+    assert!((90.0..125.0).contains(&one.mb_per_s.mean), "{one:?}");
+    assert_eq!(one.requests, 64);
+    // Four clients over four servers: writes land in the servers' page caches, so the
+    // aggregate grows well past one link.
+    let four = pvfs("write", 4, "");
+    assert!(
+        four.mb_per_s.mean > 2.0 * one.mb_per_s.mean,
+        "{} vs {}",
+        four.mb_per_s.mean,
+        one.mb_per_s.mean
+    );
+    assert_eq!(four.requests, 256);
+    // Reads come from the servers' disks, where the clients' streams interleave and seek:
+    // more clients add less.
+    let (r1, r4) = (pvfs("read", 1, ""), pvfs("read", 4, ""));
+    assert!(r4.mb_per_s.mean > r1.mb_per_s.mean && r4.mb_per_s.mean < 4.0 * r1.mb_per_s.mean);
+    // A ten times faster network lifts one client's ceiling.
+    let fast = pvfs("write", 1, "link_mb_s = 1250.0\n");
+    assert!(fast.mb_per_s.mean > 3.0 * one.mb_per_s.mean, "{fast:?}");
+    for bad in ["servers = 0", "stripe_bytes = 1000", "mtu_bytes = 40"] {
+        let text = format!(
+            "[device]\nkind = \"hdd\"\n[pvfs]\n{bad}\n[[workload]]\nname = \"p\"\nkind = \"pvfs\"\nop = \"read\"\nrecord_bytes = 4096\nbytes = 4096\n"
+        );
+        assert!(
+            Scenario::parse(&text)
+                .unwrap_err()
+                .to_string()
+                .contains("pvfs"),
+            "{bad}"
+        );
+    }
+}

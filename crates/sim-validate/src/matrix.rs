@@ -119,6 +119,7 @@ pub(crate) fn simulate(cal: &Calibration, cell: &Cell) -> Result<f64, ValidateEr
             dirty_background_ratio: cal.dirty_background_ratio.min(cal.dirty_ratio),
             ..WritebackParams::default()
         },
+        pvfs: Default::default(),
         workloads: vec![Workload {
             name: cell.name.clone(),
             kind: WorkloadKind::File,
