@@ -11,7 +11,7 @@ mod report;
 mod scenario;
 pub mod trace;
 
-pub use report::{Estimate, RequestLog, WorkloadResult, write_outputs};
+pub use report::{Estimate, RequestLog, WorkloadResult, svg_chart, write_outputs};
 pub use scenario::{
     CacheState, DeviceSpec, MailMode, MemoryParams, Pattern, QUEUE_DEPTH_MAX, REPLICATIONS_MAX,
     REQUESTS_PER_RUN_MAX, SESSIONS_MAX, Scenario, Timing, WORKLOADS_MAX, Workload, WorkloadKind,

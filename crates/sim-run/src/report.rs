@@ -154,7 +154,76 @@ fn lower<T: Serialize>(v: &T) -> String {
         .unwrap_or_default()
 }
 
-/// Writes `results.json`, `results.csv` and, with logs, `requests.csv` into `dir`.
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// A bar per workload: MB/s with its 95 % interval as a whisker, in plain SVG (no fonts or
+/// libraries to install; any browser shows it).
+pub fn svg_chart(results: &[WorkloadResult]) -> String {
+    const ROW: f64 = 28.0;
+    const LABEL: f64 = 260.0;
+    const WIDTH: f64 = 520.0;
+    let max = results
+        .iter()
+        .map(|r| r.mb_per_s.mean + r.mb_per_s.ci95)
+        .fold(0.0_f64, f64::max)
+        .max(1e-9);
+    let min = results
+        .iter()
+        .map(|r| r.mb_per_s.mean)
+        .filter(|&v| v > 0.0)
+        .fold(f64::INFINITY, f64::min);
+    // Results spanning more than two decades get a log scale, so the small ones show.
+    let log = min.is_finite() && max / min > 100.0;
+    let floor = if log { (min / 2.0).log10() } else { 0.0 };
+    let scale = |v: f64| -> f64 {
+        if log {
+            ((v.max(min / 2.0).log10() - floor) / (max.log10() - floor)) * WIDTH
+        } else {
+            v / max * WIDTH
+        }
+    };
+    let height = ROW * results.len() as f64 + 50.0;
+    let total = LABEL + WIDTH + 110.0;
+    let title = if log {
+        "MB/s, log scale (bars: mean; whiskers: 95 % interval)"
+    } else {
+        "MB/s (bars: mean; whiskers: 95 % interval)"
+    };
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{total}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"12\">\n<text x=\"{LABEL}\" y=\"16\">{title}</text>\n"
+    );
+    for (i, r) in results.iter().enumerate() {
+        let y = 28.0 + ROW * i as f64;
+        let w = scale(r.mb_per_s.mean);
+        let lo = scale((r.mb_per_s.mean - r.mb_per_s.ci95).max(0.0));
+        let hi = scale(r.mb_per_s.mean + r.mb_per_s.ci95);
+        svg.push_str(&format!(
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\n<rect x=\"{LABEL}\" y=\"{:.1}\" width=\"{w:.1}\" height=\"{:.1}\" fill=\"#4a7ab5\"/>\n<line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"black\"/>\n<text x=\"{:.1}\" y=\"{:.1}\">{:.1}</text>\n",
+            LABEL - 8.0,
+            y + 14.0,
+            xml_escape(&r.name),
+            y + 2.0,
+            ROW - 8.0,
+            LABEL + lo,
+            LABEL + hi,
+            y + 10.0,
+            y + 10.0,
+            LABEL + w.max(hi) + 6.0,
+            y + 14.0,
+            r.mb_per_s.mean
+        ));
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// Writes `results.json`, `results.csv`, `results.svg` and, with logs, `requests.csv`
+/// into `dir`.
 pub fn write_outputs(
     dir: &Path,
     results: &[WorkloadResult],
@@ -196,6 +265,7 @@ pub fn write_outputs(
         ));
     }
     std::fs::write(dir.join("results.csv"), csv)?;
+    std::fs::write(dir.join("results.svg"), svg_chart(results))?;
     if !logs.is_empty() {
         let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join("requests.csv"))?);
         writeln!(

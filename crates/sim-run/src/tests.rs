@@ -104,6 +104,10 @@ fn runs_repeat_for_a_seed_and_write_their_files() {
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
     assert_eq!(json[0]["name"], "w");
+    let svg = std::fs::read_to_string(dir.join("results.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    assert_eq!(svg.matches("<rect").count(), 1);
+    assert!(svg.contains(">w</text>"));
     let requests = std::fs::read_to_string(dir.join("requests.csv")).unwrap();
     assert_eq!(requests.lines().count(), 129);
     std::fs::remove_dir_all(dir).unwrap();
