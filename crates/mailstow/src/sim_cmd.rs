@@ -8,8 +8,8 @@ use clap::Subcommand;
 
 #[derive(Subcommand)]
 pub(crate) enum SimCommand {
-    /// Runs a scenario (docs/simulator.md 6) and writes results.json and results.csv (and
-    /// with --log, requests.csv) into DIR; prints one line per workload.
+    /// Runs a scenario (docs/simulator.md 4) and writes results.json, results.csv and
+    /// results.svg (with --log, requests.csv too) into DIR; prints one line per workload.
     Run {
         scenario: PathBuf,
         #[arg(long, value_name = "DIR")]
