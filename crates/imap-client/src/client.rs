@@ -148,6 +148,17 @@ enum Part<'a> {
     },
 }
 
+/// The data of the FETCH response for `uid` among a command's untagged responses (empty if
+/// it had none); None if no FETCH came back for the UID.
+fn fetched(done: Done, uid: u32) -> Option<Vec<u8>> {
+    done.untagged.into_iter().find_map(|r| match r {
+        Resp::Fetch {
+            uid: Some(u), data, ..
+        } if u == uid => Some(data.unwrap_or_default()),
+        _ => None,
+    })
+}
+
 /// A tagged OK and the untagged responses that came with it.
 struct Done {
     untagged: Vec<Resp>,
@@ -554,16 +565,7 @@ impl Client {
                 "UID FETCH {uid} (UID {section}{partial})"
             ))])
             .await?;
-        for r in done.untagged {
-            if let Resp::Fetch {
-                uid: Some(u), data, ..
-            } = r
-                && u == uid
-            {
-                return Ok(Some(data.unwrap_or_default()));
-            }
-        }
-        Ok(None)
+        Ok(fetched(done, uid))
     }
 
     /// A whole message, header and body: `UID FETCH uid BODY.PEEK[]` (RFC 3501 6.4.5).
@@ -575,16 +577,7 @@ impl Client {
         let done = self
             .command(vec![text(&format!("UID FETCH {uid} (UID BODY.PEEK[])"))])
             .await?;
-        for r in done.untagged {
-            if let Resp::Fetch {
-                uid: Some(u), data, ..
-            } = r
-                && u == uid
-            {
-                return Ok(Some(data.unwrap_or_default()));
-            }
-        }
-        Ok(None)
+        Ok(fetched(done, uid))
     }
 
     /// Like [`Client::uid_fetch_body`] for many UIDs in as few commands as possible;

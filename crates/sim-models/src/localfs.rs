@@ -132,6 +132,12 @@ pub struct Step {
     pub done: Vec<CallDone>,
 }
 
+impl Step {
+    fn finish(&mut self, call: u64, at: Nanos, hit: bool) {
+        self.done.push(CallDone { call, at, hit });
+    }
+}
+
 /// Why a device write was issued.
 #[derive(Debug, Clone)]
 enum WriteKind {
@@ -281,6 +287,13 @@ impl LocalFs {
         Ok(())
     }
 
+    /// A call's file size, the end of its range within the file, and its CPU time.
+    fn call_range(&self, file: u32, offset: u64, len: u64) -> Result<(u64, u64, Nanos), String> {
+        let &(_, size) = self.files.get(file as usize).ok_or("no such file")?;
+        let end = offset.saturating_add(len).min(size);
+        Ok((size, end, self.cpu.call_ns(end.saturating_sub(offset))))
+    }
+
     /// `read(file, offset, len)` issued at `now` by call `call`.
     pub fn read(
         &mut self,
@@ -290,16 +303,10 @@ impl LocalFs {
         offset: u64,
         len: u64,
     ) -> Result<Step, String> {
-        let &(_, size) = self.files.get(file as usize).ok_or("no such file")?;
-        let end = offset.saturating_add(len).min(size);
+        let (size, end, cpu_ns) = self.call_range(file, offset, len)?;
         let mut step = Step::default();
-        let cpu_ns = self.cpu.call_ns(end.saturating_sub(offset));
         if offset >= end {
-            step.done.push(CallDone {
-                call,
-                at: now + cpu_ns,
-                hit: true,
-            });
+            step.finish(call, now + cpu_ns, true);
             return Ok(step);
         }
         let file_pages = size.div_ceil(PAGE_BYTES);
@@ -331,11 +338,7 @@ impl LocalFs {
             .filter(|&k| self.cache.is_in_flight(k))
             .collect();
         if waiting.is_empty() {
-            step.done.push(CallDone {
-                call,
-                at: now + cpu_ns,
-                hit: !missed,
-            });
+            step.finish(call, now + cpu_ns, !missed);
         } else {
             for k in &waiting {
                 self.page_waiters.entry(*k).or_default().push(call);
@@ -421,11 +424,7 @@ impl LocalFs {
                     if w.pages_left == 0 {
                         let cpu_ns = w.cpu_ns;
                         self.waiting.remove(&call);
-                        step.done.push(CallDone {
-                            call,
-                            at: now + cpu_ns,
-                            hit: false,
-                        });
+                        step.finish(call, now + cpu_ns, false);
                     }
                 }
             }
@@ -435,11 +434,7 @@ impl LocalFs {
         if !self.throttled.is_empty() {
             if self.dirty.len() as u64 + self.under_writeback <= self.dirty_limit() {
                 for (call, cpu_ns) in self.throttled.drain(..) {
-                    step.done.push(CallDone {
-                        call,
-                        at: now + cpu_ns,
-                        hit: false,
-                    });
+                    step.finish(call, now + cpu_ns, false);
                 }
             } else if self.under_writeback == 0 {
                 let keys = self.first_dirty(self.wb.flush_pages);
@@ -496,11 +491,7 @@ impl LocalFs {
                     continue;
                 }
             }
-            step.done.push(CallDone {
-                call,
-                at: now + cpu_ns,
-                hit: false,
-            });
+            step.finish(call, now + cpu_ns, false);
         }
         Ok(())
     }
@@ -535,16 +526,10 @@ impl LocalFs {
         len: u64,
         sync: bool,
     ) -> Result<Step, String> {
-        let &(_, size) = self.files.get(file as usize).ok_or("no such file")?;
-        let end = offset.saturating_add(len).min(size);
+        let (_, end, cpu_ns) = self.call_range(file, offset, len)?;
         let mut step = Step::default();
-        let cpu_ns = self.cpu.call_ns(end.saturating_sub(offset));
         if offset >= end {
-            step.done.push(CallDone {
-                call,
-                at: now + cpu_ns,
-                hit: true,
-            });
+            step.finish(call, now + cpu_ns, true);
             return Ok(step);
         }
         let pages = offset / PAGE_BYTES..end.div_ceil(PAGE_BYTES);
@@ -597,11 +582,7 @@ impl LocalFs {
         if self.flusher_in_flight == 0 && self.dirty.len() as u64 > self.background_limit() {
             self.flush(now, &mut step)?;
         }
-        step.done.push(CallDone {
-            call,
-            at: now + cpu_ns,
-            hit: true,
-        });
+        step.finish(call, now + cpu_ns, true);
         Ok(step)
     }
 
@@ -647,11 +628,7 @@ impl LocalFs {
         }
         ids.extend(self.commit(now, step)?);
         if ids.is_empty() {
-            step.done.push(CallDone {
-                call,
-                at: now + cpu_ns,
-                hit: true,
-            });
+            step.finish(call, now + cpu_ns, true);
             return Ok(());
         }
         self.syncing.insert(call, (ids.len() as u64, cpu_ns));
@@ -814,11 +791,7 @@ impl LocalFs {
             self.commit(now, step)?;
         }
         for (call, cpu_ns) in waiters {
-            step.done.push(CallDone {
-                call,
-                at: now + cpu_ns,
-                hit: false,
-            });
+            step.finish(call, now + cpu_ns, false);
         }
         Ok(())
     }

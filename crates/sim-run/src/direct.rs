@@ -26,6 +26,53 @@ pub(crate) struct Run {
     pub hit_ratio: f64,
 }
 
+impl Run {
+    /// A run that ended at `end` on `bl`: its device figures from the block layer.
+    pub(crate) fn ended(
+        bl: &mut BlockLayer,
+        end: Nanos,
+        bytes: u64,
+        requests: u64,
+        latencies: Latencies,
+        hit_ratio: f64,
+    ) -> Run {
+        let report = bl.report(end);
+        Run {
+            seconds: end as f64 / 1e9,
+            bytes,
+            requests,
+            latencies,
+            utilisation: report.station.utilisation,
+            mean_queue: report.station.mean_queue,
+            merges: report.merges,
+            hit_ratio,
+        }
+    }
+}
+
+/// The scenario's device behind its scheduler, with random stream `stream` of `seed`.
+pub(crate) fn block_layer(s: &Scenario, seed: u64, stream: u64) -> Result<BlockLayer, SimError> {
+    let sched = sim_models::sched::build(&s.scheduler).map_err(SimError::Model)?;
+    Ok(BlockLayer::new(
+        device(&s.device)?,
+        sched,
+        des::stream(seed, stream),
+    ))
+}
+
+/// The scenario's local file system (page cache, read-ahead, CPU, writeback) over `block`.
+pub(crate) fn local_fs(s: &Scenario, block: BlockLayer) -> sim_models::localfs::LocalFs {
+    sim_models::localfs::LocalFs::with_writeback(
+        sim_models::pagecache::PageCache::new(
+            s.memory.page_cache_bytes / sim_models::pagecache::PAGE_BYTES,
+        ),
+        block,
+        s.readahead.clone(),
+        s.cpu.clone(),
+        s.writeback.clone(),
+    )
+}
+
 pub(crate) fn device(spec: &DeviceSpec) -> Result<Box<dyn Device>, SimError> {
     Ok(match spec {
         DeviceSpec::Hdd(p) => Box::new(Hdd::new(p.clone()).map_err(SimError::Model)?),
@@ -78,8 +125,7 @@ pub(crate) fn run(
     seed: u64,
     keep_log: bool,
 ) -> Result<(Run, Option<Vec<Logged>>), SimError> {
-    let sched = sim_models::sched::build(&s.scheduler).map_err(SimError::Model)?;
-    let mut bl = BlockLayer::new(device(&s.device)?, sched, des::stream(seed, 1));
+    let mut bl = block_layer(s, seed, 1)?;
     let capacity = bl.capacity_sectors() * SECTOR_BYTES;
     let region = w
         .region_bytes
@@ -143,18 +189,8 @@ pub(crate) fn run(
         )));
     }
     let end = sim.now();
-    let report = bl.report(end);
     Ok((
-        Run {
-            seconds: end as f64 / 1e9,
-            bytes: total * w.record_bytes,
-            requests: total,
-            latencies,
-            utilisation: report.station.utilisation,
-            mean_queue: report.station.mean_queue,
-            merges: report.merges,
-            hit_ratio: 0.0,
-        },
+        Run::ended(&mut bl, end, total * w.record_bytes, total, latencies, 0.0),
         log,
     ))
 }

@@ -5,12 +5,10 @@ use des::{Latencies, Nanos, Scheduler};
 use rand::RngExt;
 use sim_models::Op;
 use sim_models::Request;
-use sim_models::block::BlockLayer;
 use sim_models::localfs::{LocalFs, Step};
-use sim_models::pagecache::{PAGE_BYTES, PageCache};
 
 use crate::SimError;
-use crate::direct::{Run, device};
+use crate::direct::{Run, block_layer, local_fs};
 use crate::report::Logged;
 use crate::scenario::{CacheState, Pattern, Scenario, Workload};
 
@@ -45,15 +43,8 @@ pub(crate) fn run(
     seed: u64,
     keep_log: bool,
 ) -> Result<(Run, Option<Vec<Logged>>), SimError> {
-    let sched = sim_models::sched::build(&s.scheduler).map_err(SimError::Model)?;
-    let block = BlockLayer::new(device(&s.device)?, sched, des::stream(seed, 1));
-    let mut fs = LocalFs::with_writeback(
-        PageCache::new(s.memory.page_cache_bytes / PAGE_BYTES),
-        block,
-        s.readahead.clone(),
-        s.cpu.clone(),
-        s.writeback.clone(),
-    );
+    let block = block_layer(s, seed, 1)?;
+    let mut fs = local_fs(s, block);
     let size = w.file_bytes.unwrap_or(w.bytes);
     let file = fs
         .create(size)
@@ -148,18 +139,15 @@ pub(crate) fn run(
     // The run ends when the last call (or the final fsync) returns; writeback still going
     // on after that is not part of it.
     let end = finish_at;
-    let report = fs.block.report(end);
     Ok((
-        Run {
-            seconds: end as f64 / 1e9,
-            bytes: total * w.record_bytes,
-            requests: total,
+        Run::ended(
+            &mut fs.block,
+            end,
+            total * w.record_bytes,
+            total,
             latencies,
-            utilisation: report.station.utilisation,
-            mean_queue: report.station.mean_queue,
-            merges: report.merges,
-            hit_ratio: hits as f64 / total as f64,
-        },
+            hits as f64 / total as f64,
+        ),
         log,
     ))
 }

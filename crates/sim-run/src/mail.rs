@@ -9,7 +9,7 @@ use sim_models::block::BlockLayer;
 use sim_models::{Op, Request, SECTOR_BYTES};
 
 use crate::SimError;
-use crate::direct::{Run, device};
+use crate::direct::{Run, block_layer};
 use crate::scenario::{MailMode, Scenario, Workload};
 
 const PAGE: u64 = 4096;
@@ -47,25 +47,10 @@ fn submit(
     Ok(())
 }
 
-fn finish(bl: &mut BlockLayer, end: Nanos, bytes: u64, requests: u64, latencies: Latencies) -> Run {
-    let report = bl.report(end);
-    Run {
-        seconds: end as f64 / 1e9,
-        bytes,
-        requests,
-        latencies,
-        utilisation: report.station.utilisation,
-        mean_queue: report.station.mean_queue,
-        merges: report.merges,
-        hit_ratio: 0.0,
-    }
-}
-
 /// `sessions` writers each deliver a message as soon as the last one was accepted, until
 /// `messages` are in.
 pub(crate) fn queue(s: &Scenario, w: &Workload, seed: u64) -> Result<Run, SimError> {
-    let sched = sim_models::sched::build(&s.scheduler).map_err(SimError::Model)?;
-    let mut bl = BlockLayer::new(device(&s.device)?, sched, des::stream(seed, 1));
+    let mut bl = block_layer(s, seed, 1)?;
     let mut sim: Scheduler<Request> = Scheduler::new();
     let mut latencies = Latencies::new();
     let total = w.messages;
@@ -201,19 +186,19 @@ pub(crate) fn queue(s: &Scenario, w: &Workload, seed: u64) -> Result<Run, SimErr
         )));
     }
     let end = sim.now();
-    Ok(finish(
+    Ok(Run::ended(
         &mut bl,
         end,
         total * w.message_bytes,
         total,
         latencies,
+        0.0,
     ))
 }
 
 /// Deletes the message `distance` messages from the end of a mailbox of `messages`.
 pub(crate) fn delete(s: &Scenario, w: &Workload, seed: u64) -> Result<Run, SimError> {
-    let sched = sim_models::sched::build(&s.scheduler).map_err(SimError::Model)?;
-    let mut bl = BlockLayer::new(device(&s.device)?, sched, des::stream(seed, 1));
+    let mut bl = block_layer(s, seed, 1)?;
     let mut sim: Scheduler<Request> = Scheduler::new();
     let size = w.message_bytes;
     let victim = DATA_START + (w.messages - 1 - w.distance) * size;
@@ -260,5 +245,5 @@ pub(crate) fn delete(s: &Scenario, w: &Workload, seed: u64) -> Result<Run, SimEr
     let end = sim.now();
     let mut latencies = Latencies::new();
     latencies.record(end);
-    Ok(finish(&mut bl, end, moved, count, latencies))
+    Ok(Run::ended(&mut bl, end, moved, count, latencies, 0.0))
 }

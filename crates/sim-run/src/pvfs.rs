@@ -11,13 +11,12 @@ use std::collections::{HashMap, VecDeque};
 
 use des::{Latencies, Nanos, Scheduler};
 use serde::Deserialize;
-use sim_models::block::BlockLayer;
 use sim_models::localfs::{LocalFs, Step};
-use sim_models::pagecache::{PAGE_BYTES, PageCache};
+use sim_models::pagecache::PAGE_BYTES;
 use sim_models::{Op, Request};
 
 use crate::SimError;
-use crate::direct::{Run, device};
+use crate::direct::{Run, block_layer, local_fs};
 use crate::scenario::{Scenario, Workload};
 
 /// Most clients or servers in one run.
@@ -162,15 +161,7 @@ pub(crate) fn run(s: &Scenario, w: &Workload, seed: u64) -> Result<Run, SimError
     let local_bytes = total.div_ceil(p.stripe_bytes * servers as u64) * p.stripe_bytes;
     let mut nodes = Vec::new();
     for i in 0..servers {
-        let sched = sim_models::sched::build(&s.scheduler).map_err(SimError::Model)?;
-        let block = BlockLayer::new(device(&s.device)?, sched, des::stream(seed, 10 + i as u64));
-        let mut fs = LocalFs::with_writeback(
-            PageCache::new(s.memory.page_cache_bytes / PAGE_BYTES),
-            block,
-            s.readahead.clone(),
-            s.cpu.clone(),
-            s.writeback.clone(),
-        );
+        let mut fs = local_fs(s, block_layer(s, seed, 10 + i as u64)?);
         let file = fs
             .create(local_bytes.max(PAGE_BYTES))
             .map_err(SimError::Scenario)?;

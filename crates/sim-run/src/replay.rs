@@ -4,11 +4,10 @@
 use std::collections::HashMap;
 
 use des::{Latencies, Nanos, Scheduler};
-use sim_models::block::BlockLayer;
 use sim_models::{Request, SECTOR_BYTES};
 
 use crate::SimError;
-use crate::direct::{Run, device};
+use crate::direct::{Run, block_layer};
 use crate::report::Logged;
 use crate::scenario::{Scenario, Timing, Workload};
 use crate::trace::TraceRecord;
@@ -31,8 +30,7 @@ pub(crate) fn run(
             w.name
         )));
     }
-    let sched = sim_models::sched::build(&s.scheduler).map_err(SimError::Model)?;
-    let mut bl = BlockLayer::new(device(&s.device)?, sched, des::stream(seed, 1));
+    let mut bl = block_layer(s, seed, 1)?;
     let capacity = bl.capacity_sectors() * SECTOR_BYTES;
     let end = records
         .iter()
@@ -122,18 +120,15 @@ pub(crate) fn run(
         )));
     }
     let end = sim.now();
-    let report = bl.report(end);
     Ok((
-        Run {
-            seconds: end as f64 / 1e9,
-            bytes: records.iter().map(|r| r.bytes).sum(),
-            requests: records.len() as u64,
+        Run::ended(
+            &mut bl,
+            end,
+            records.iter().map(|r| r.bytes).sum(),
+            records.len() as u64,
             latencies,
-            utilisation: report.station.utilisation,
-            mean_queue: report.station.mean_queue,
-            merges: report.merges,
-            hit_ratio: 0.0,
-        },
+            0.0,
+        ),
         log,
     ))
 }
