@@ -201,21 +201,32 @@ fn validate(quick: bool, json: bool, dir: Option<PathBuf>) -> anyhow::Result<()>
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         let c = &report.calibration;
+        let curve: Vec<String> = c
+            .copy_curve
+            .iter()
+            .map(|(size, ns)| format!("{}K:{ns:.0}", size >> 10))
+            .collect();
+        println!("copy_curve_ns_per_page {}", curve.join(" "));
         println!(
-            "calibration: syscall {:.0} ns, page lookup {:.0} ns, copy {:.0} ns/page cached, {:.0} ns/page from memory, knee {} KiB; device read {:.0} MB/s {:.0} us, write {:.0} MB/s {:.0} us; page cache {} MiB, read-ahead {} pages, dirty {:.0} %/{:.0} %",
+            "calibration: call {:.0} ns, page lookup {:.0} ns, copy {:.0} ns/page cached, {:.0} ns/page from memory, knee {} KiB, random page +{:.0} ns, written page +{:.0} ns; device read {:.0} MB/s {:.0} us, write {:.0} MB/s {:.0} us, {} channels, flush {:.0} us; page cache {} MiB, read-ahead {} pages, dirty {:.0} %/{:.0} %, clock tick {} us",
             c.cpu.syscall_ns,
             c.cpu.page_lookup_ns,
             c.cpu.cached_ns_per_page,
             c.cpu.memory_ns_per_page,
             c.cpu.knee_bytes >> 10,
+            c.cpu.random_page_ns,
+            c.cpu.write_page_ns,
             c.device.read_mb_s,
             c.device.read_latency_us,
             c.device.write_mb_s,
             c.device.write_latency_us,
+            c.device.channels,
+            c.device.flush_latency_us,
             c.page_cache_bytes >> 20,
             c.readahead_pages,
             c.dirty_background_ratio * 100.0,
-            c.dirty_ratio * 100.0
+            c.dirty_ratio * 100.0,
+            c.timestamp_granularity_ns / 1000
         );
         for r in &report.cells {
             println!(

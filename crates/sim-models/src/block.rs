@@ -56,7 +56,7 @@ impl BlockLayer {
 
     /// Queues `req`; returns what went to the device now.
     pub fn submit(&mut self, now: Nanos, req: Request) -> Result<Vec<Dispatch>, String> {
-        if req.sectors == 0 || req.end() > self.device.capacity_sectors() {
+        if (req.sectors == 0) != req.flush || req.end() > self.device.capacity_sectors() {
             return Err(format!(
                 "request of {} sectors at {} is outside the device ({} sectors)",
                 req.sectors,
@@ -126,6 +126,7 @@ mod tests {
 
     fn req(id: u64, op: Op, sector: u64, sectors: u64, now: Nanos) -> Request {
         Request {
+            flush: false,
             ids: vec![id],
             op,
             sector,

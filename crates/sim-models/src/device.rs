@@ -113,6 +113,10 @@ impl Device for Hdd {
     }
 
     fn start(&mut self, now: Nanos, req: &Request, rng: &mut Stream) -> Nanos {
+        // This model has no volatile write cache: a flush has nothing to wait for.
+        if req.flush {
+            return now;
+        }
         let mut t = self.p.overhead_us * 1e3;
         if req.sector != self.head {
             t += self.seek_ns(self.head, req.sector);
@@ -141,6 +145,9 @@ pub struct SsdParams {
     pub read_mb_s: f64,
     pub write_mb_s: f64,
     pub channels: u32,
+    /// A cache flush: the volatile write cache's contents reach stable media.
+    #[serde(default)]
+    pub flush_latency_us: f64,
 }
 
 impl Default for SsdParams {
@@ -152,6 +159,7 @@ impl Default for SsdParams {
             read_mb_s: 520.0,
             write_mb_s: 480.0,
             channels: 8,
+            flush_latency_us: 0.0,
         }
     }
 }
@@ -170,7 +178,7 @@ impl Ssd {
         if !(p.read_mb_s > 0.0 && p.write_mb_s > 0.0) {
             return Err("ssd bandwidths must be positive".into());
         }
-        if p.read_latency_us < 0.0 || p.write_latency_us < 0.0 {
+        if p.read_latency_us < 0.0 || p.write_latency_us < 0.0 || p.flush_latency_us < 0.0 {
             return Err("ssd latencies cannot be negative".into());
         }
         Ok(Ssd { p, bus_free: 0 })
@@ -183,6 +191,11 @@ impl Device for Ssd {
     }
 
     fn start(&mut self, now: Nanos, req: &Request, _rng: &mut Stream) -> Nanos {
+        if req.flush {
+            // Waits for the transfers already started, then for the media.
+            let done = now.max(self.bus_free) + (self.p.flush_latency_us * 1e3).round() as Nanos;
+            return done;
+        }
         let (latency_us, mb_s) = match req.op {
             Op::Read => (self.p.read_latency_us, self.p.read_mb_s),
             Op::Write => (self.p.write_latency_us, self.p.write_mb_s),
@@ -205,6 +218,7 @@ mod tests {
 
     fn req(op: Op, sector: u64, sectors: u64) -> Request {
         Request {
+            flush: false,
             ids: vec![0],
             op,
             sector,

@@ -37,6 +37,9 @@ pub struct Request {
     pub op: Op,
     pub sector: u64,
     pub sectors: u64,
+    /// A cache flush (`REQ_PREFLUSH` with no data): the device's volatile write cache
+    /// reaches stable media before it completes. `sectors` is 0; never merged.
+    pub flush: bool,
     /// When it was submitted (virtual ns).
     pub submitted: des::Nanos,
 }

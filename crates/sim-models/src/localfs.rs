@@ -35,6 +35,9 @@ pub struct CpuParams {
     /// Per page a call touches, besides the copy: the page cache lookup and accounting
     /// (the dissertation's per-page loop in `generic_file_read`).
     pub page_lookup_ns: f64,
+    /// Per page a `write()` puts in the cache, besides the copy: allocating the page,
+    /// the file system's `write_begin`/`write_end`, dirty accounting.
+    pub write_page_ns: f64,
 }
 
 impl Default for CpuParams {
@@ -47,6 +50,7 @@ impl Default for CpuParams {
             memory_ns_per_page: 400.0,
             random_page_ns: 0.0,
             page_lookup_ns: 0.0,
+            write_page_ns: 0.0,
         }
     }
 }
@@ -87,6 +91,9 @@ pub struct WritebackParams {
     pub commit_interval_ms: u64,
     /// Pages the flusher writes per pass.
     pub flush_pages: u64,
+    /// The coarse clock's tick that stamps a file's modification time: an overwrite
+    /// dirties the inode (metadata a sync must commit) only when the clock has moved.
+    pub timestamp_granularity_ns: u64,
 }
 
 impl Default for WritebackParams {
@@ -100,6 +107,7 @@ impl Default for WritebackParams {
             journal_bytes: 128 << 20,
             commit_interval_ms: 5_000,
             flush_pages: 1024,
+            timestamp_granularity_ns: 4_000_000,
         }
     }
 }
@@ -145,6 +153,8 @@ enum WriteKind {
     Home(Vec<PageKey>),
     /// A journal write (descriptor, metadata, data in data mode, commit) of `pages` pages.
     Journal,
+    /// A sync's cache flush.
+    Flush,
 }
 
 struct Waiting {
@@ -191,6 +201,13 @@ pub struct LocalFs {
     request_waiters: HashMap<u64, Vec<u64>>,
     /// Ordered-mode syncs waiting for their data before they commit.
     commit_after: std::collections::HashSet<u64>,
+    /// Syncs that end with a cache flush once their writes are done.
+    flush_after: std::collections::HashSet<u64>,
+    /// The running transaction holds metadata (an inode whose modification time moved):
+    /// without it, ordered and writeback modes have nothing to commit.
+    metadata_dirty: bool,
+    /// Per file: the coarse-clock tick of its modification time.
+    mtime_tick: HashMap<u32, u64>,
     /// Next journal block (sector offset in the journal area) and pages journaled since
     /// the last checkpoint.
     journal_head: u64,
@@ -249,6 +266,9 @@ impl LocalFs {
             syncing: HashMap::new(),
             request_waiters: HashMap::new(),
             commit_after: Default::default(),
+            flush_after: Default::default(),
+            metadata_dirty: false,
+            mtime_tick: HashMap::new(),
             journal_head: 0,
             journal_used: 0,
             last_commit: 0,
@@ -370,6 +390,7 @@ impl LocalFs {
             fs.next_request += 1;
             fs.reads.insert(id, (file, r.clone()));
             let req = Request {
+                flush: false,
                 ids: vec![id],
                 op: Op::Read,
                 sector: start_sector + r.start * pages_per,
@@ -480,16 +501,20 @@ impl LocalFs {
             }
             let cpu_ns = *cpu_ns;
             self.syncing.remove(&call);
+            let mut ids = Vec::new();
             if self.commit_after.remove(&call) {
                 // Ordered mode: the data is on the device; now the commit.
-                let ids = self.commit(now, step)?;
-                if !ids.is_empty() {
-                    self.syncing.insert(call, (ids.len() as u64, cpu_ns));
-                    for id in ids {
-                        self.request_waiters.entry(id).or_default().push(call);
-                    }
-                    continue;
+                ids = self.commit(now, step)?;
+            }
+            if ids.is_empty() && self.flush_after.remove(&call) {
+                ids.push(self.submit_flush(now, step)?);
+            }
+            if !ids.is_empty() {
+                self.syncing.insert(call, (ids.len() as u64, cpu_ns));
+                for id in ids {
+                    self.request_waiters.entry(id).or_default().push(call);
                 }
+                continue;
             }
             step.finish(call, now + cpu_ns, false);
         }
@@ -533,6 +558,14 @@ impl LocalFs {
             return Ok(step);
         }
         let pages = offset / PAGE_BYTES..end.div_ceil(PAGE_BYTES);
+        let cpu_ns =
+            cpu_ns + ((pages.end - pages.start) as f64 * self.cpu.write_page_ns).round() as Nanos;
+        // `file_update_time`: the stamp comes from the coarse clock, so the inode is
+        // dirtied once per tick however many writes fall in it.
+        let tick = now / self.wb.timestamp_granularity_ns.max(1);
+        if self.mtime_tick.insert(file, tick) != Some(tick) {
+            self.metadata_dirty = true;
+        }
         for p in pages.clone() {
             let key = (file, p);
             if self.cache.contains(key) {
@@ -607,6 +640,9 @@ impl LocalFs {
         keys: Vec<PageKey>,
         step: &mut Step,
     ) -> Result<(), String> {
+        // ext4_sync_file: whatever was written, the device's cache is flushed last (the
+        // journal commit's PREFLUSH/FUA, or a flush of its own when nothing commits).
+        self.flush_after.insert(call);
         let mut ids = Vec::new();
         match self.wb.journal {
             // The commit puts the data in the journal; its home write can wait.
@@ -628,14 +664,30 @@ impl LocalFs {
         }
         ids.extend(self.commit(now, step)?);
         if ids.is_empty() {
-            step.finish(call, now + cpu_ns, true);
-            return Ok(());
+            self.flush_after.remove(&call);
+            ids.push(self.submit_flush(now, step)?);
         }
         self.syncing.insert(call, (ids.len() as u64, cpu_ns));
         for id in ids {
             self.request_waiters.entry(id).or_default().push(call);
         }
         Ok(())
+    }
+
+    fn submit_flush(&mut self, now: Nanos, step: &mut Step) -> Result<u64, String> {
+        let id = self.next_request;
+        self.next_request += 1;
+        self.writes.insert(id, WriteKind::Flush);
+        let req = Request {
+            flush: true,
+            ids: vec![id],
+            op: Op::Write,
+            sector: 0,
+            sectors: 0,
+            submitted: now,
+        };
+        step.dispatches.extend(self.block.submit(now, req)?);
+        Ok(id)
     }
 
     /// Writes `keys` that are still dirty to their home locations, one request per
@@ -685,6 +737,7 @@ impl LocalFs {
         self.writes.insert(id, WriteKind::Home(run));
         let per = PAGE_BYTES / SECTOR_BYTES;
         let req = Request {
+            flush: false,
             ids: vec![id],
             op: Op::Write,
             sector: self.files[file as usize].0 + first * per,
@@ -715,6 +768,7 @@ impl LocalFs {
             self.next_request += 1;
             self.writes.insert(id, WriteKind::Journal);
             let req = Request {
+                flush: false,
                 ids: vec![id],
                 op: Op::Write,
                 sector: self.journal_head,
@@ -750,7 +804,10 @@ impl LocalFs {
         let pages: Vec<PageKey> = std::mem::take(&mut self.txn).into_iter().collect();
         self.last_commit = now;
         let mut ids = Vec::new();
-        if pages.is_empty() {
+        // Overwrites within one clock tick change no metadata: in ordered and writeback
+        // mode the transaction is empty (the data is written back as any dirty page).
+        let inode_dirty = std::mem::take(&mut self.metadata_dirty);
+        if pages.is_empty() || (!inode_dirty && self.wb.journal != JournalMode::Data) {
             return Ok(ids);
         }
         if self.wb.journal == JournalMode::Ordered {
@@ -888,6 +945,72 @@ mod tests {
             }
         }
         (sim.now() - start, misses)
+    }
+
+    /// O_SYNC overwrites of `record` bytes, one at a time, each `gap` after the last
+    /// returned, on an SSD with a volatile cache; returns (journal bytes, flushes, time).
+    fn sync_overwrites(writes: u64, record: u64, gap: Nanos) -> (u64, u64, Nanos) {
+        let ssd = crate::device::Ssd::new(crate::device::SsdParams {
+            flush_latency_us: 50.0,
+            ..Default::default()
+        })
+        .unwrap();
+        let block = BlockLayer::new(
+            Box::new(ssd),
+            build(&SchedulerParams::default()).unwrap(),
+            des::stream(1, 1),
+        );
+        let mut fs = LocalFs::new(
+            PageCache::new(1 << 16),
+            block,
+            ReadaheadParams::default(),
+            CpuParams::default(),
+        );
+        let file = fs.create(64 << 20).unwrap();
+        let mut sim: Scheduler<Ev> = Scheduler::new();
+        let mut flushes = 0;
+        let mut done = 0;
+        let apply = |sim: &mut Scheduler<Ev>, step: Step, flushes: &mut u64| {
+            for d in step.dispatches {
+                *flushes += u64::from(d.req.flush);
+                sim.at(d.at, Ev::Io(d.req));
+            }
+            for c in step.done {
+                sim.at(c.at, Ev::Call(c));
+            }
+        };
+        let step = fs.write(0, 0, file, 0, record, true).unwrap();
+        apply(&mut sim, step, &mut flushes);
+        while let Some(ev) = sim.pop() {
+            let now = sim.now();
+            let step = match ev {
+                Ev::Io(r) => fs.complete(now, &r).unwrap(),
+                Ev::Call(_) => {
+                    done += 1;
+                    if done == writes {
+                        continue;
+                    }
+                    fs.write(now + gap, done, file, done * record, record, true)
+                        .unwrap()
+                }
+            };
+            apply(&mut sim, step, &mut flushes);
+        }
+        (fs.journal_written_bytes, flushes, sim.now())
+    }
+
+    #[test]
+    fn sync_overwrites_commit_once_per_clock_tick_and_each_flushes_the_cache() {
+        // 20 writes inside one 4 ms tick: one commit (the first write moved the
+        // modification time), a flush each.
+        let (journal, flushes, took) = sync_overwrites(20, 4096, 0);
+        assert!(took < 4_000_000, "{took}");
+        assert_eq!(journal, 3 * PAGE_BYTES, "descriptor, metadata, commit once");
+        assert_eq!(flushes, 20);
+        // One write per 5 ms: every one moves the time, so every one commits.
+        let (journal, flushes, _) = sync_overwrites(20, 4096, 5_000_000);
+        assert_eq!(journal, 20 * 3 * PAGE_BYTES);
+        assert_eq!(flushes, 20);
     }
 
     #[test]

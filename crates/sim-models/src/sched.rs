@@ -117,7 +117,7 @@ pub fn build(p: &SchedulerParams) -> Result<Box<dyn IoScheduler>, String> {
 
 /// Merges `req` into `into` if it continues or precedes it within the size limit.
 fn try_merge(into: &mut Request, req: &Request, max_sectors: u64) -> bool {
-    if into.op != req.op || into.sectors + req.sectors > max_sectors {
+    if into.op != req.op || into.flush || req.flush || into.sectors + req.sectors > max_sectors {
         return false;
     }
     if into.end() == req.sector {
@@ -308,6 +308,7 @@ mod tests {
 
     fn req(id: u64, op: Op, sector: u64, sectors: u64) -> Request {
         Request {
+            flush: false,
             ids: vec![id],
             op,
             sector,

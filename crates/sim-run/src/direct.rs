@@ -104,6 +104,7 @@ impl Generator<'_> {
         };
         let sector = (w.offset_bytes + record * w.record_bytes) / SECTOR_BYTES;
         let req = Request {
+            flush: false,
             ids: vec![self.issued],
             op: w.op,
             sector,

@@ -35,6 +35,7 @@ fn submit(
     bytes: u64,
 ) -> Result<(), SimError> {
     let req = Request {
+        flush: false,
         ids: vec![id],
         op,
         sector: at / SECTOR_BYTES,

@@ -71,6 +71,7 @@ pub(crate) fn run(
                 let sectors = (r.offset + r.bytes).div_ceil(SECTOR_BYTES) - sector;
                 outstanding.insert(i as u64, now);
                 let req = Request {
+                    flush: false,
                     ids: vec![i as u64],
                     op: r.op,
                     sector,

@@ -2,7 +2,6 @@
 //! its knee), a one-byte `pread` (the system call), and direct I/O (the device).
 
 use std::path::Path;
-use std::time::Instant;
 
 use serde::Serialize;
 use sim_models::Op;
@@ -15,7 +14,7 @@ use crate::real;
 #[derive(Debug, Clone, Serialize)]
 pub struct Calibration {
     pub cpu: CpuParams,
-    /// Measured: (copy size, ns per 4 KiB page) for in-memory copies.
+    /// Measured: (record size, ns per 4 KiB page copied) for `read()` of a cached file.
     pub copy_curve: Vec<(u64, f64)>,
     /// The CPU's L2 from sysfs, and where the dissertation says the knee is (L2 / 8).
     pub l2_bytes: u64,
@@ -27,6 +26,9 @@ pub struct Calibration {
     pub readahead_pages: u64,
     pub dirty_ratio: f64,
     pub dirty_background_ratio: f64,
+    /// The coarse clock's tick: a write changes a file's modification time (so dirties
+    /// its inode and needs a journal commit to sync) at most once per tick.
+    pub timestamp_granularity_ns: u64,
 }
 
 fn read_number(path: &str) -> Option<u64> {
@@ -81,134 +83,91 @@ fn readahead_pages(dir: &Path) -> u64 {
     32
 }
 
-/// Source of the copy runs: larger than the last-level cache, as the page cache is.
-const SOURCE_BYTES: usize = 512 << 20;
-
-/// ns per page of copying `size` bytes at a time out of `src`, stepping through it in
-/// order (a sequential `read()` copying out of the page cache), over `total` bytes.
-fn streaming_copy_ns_per_page(src: &[u8], size: usize, total: u64) -> f64 {
-    let mut dst = vec![0u8; size];
-    let rounds = (total / size as u64).max(2);
-    let mut at = 0;
-    let started = Instant::now();
-    for _ in 0..rounds {
-        if at + size > src.len() {
-            at = 0;
-        }
-        dst.copy_from_slice(std::hint::black_box(&src[at..at + size]));
-        std::hint::black_box(&mut dst);
-        at += size;
-    }
-    started.elapsed().as_nanos() as f64 / (rounds as f64 * (size as f64 / 4096.0))
-}
-
-/// ns per 4 KiB copied from a random page of `src` (a random `read()`).
-fn random_page_copy_ns(src: &[u8], copies: u32) -> f64 {
-    use rand::{RngExt, SeedableRng};
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
-    let pages = src.len() / 4096;
-    let mut dst = [0u8; 4096];
-    let picks: Vec<usize> = (0..copies)
-        .map(|_| rng.random_range(0..pages) * 4096)
-        .collect();
-    let started = Instant::now();
-    for &at in &picks {
-        dst.copy_from_slice(std::hint::black_box(&src[at..at + 4096]));
-        std::hint::black_box(&mut dst);
-    }
-    started.elapsed().as_nanos() as f64 / f64::from(copies)
-}
-
-/// Direct reads of `size` by `threads` threads at once over the file; returns MB/s.
-fn direct_read_parallel(
-    path: &Path,
-    threads: u64,
-    size: usize,
-    bytes: u64,
-) -> Result<f64, ValidateError> {
-    let started = Instant::now();
-    let results: Vec<Result<f64, ValidateError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| s.spawn(|| real::direct(path, Op::Read, true, size, bytes / threads)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(ValidateError::Sim("a calibration thread failed".into()))
-                })
-            })
-            .collect()
-    });
-    for r in results {
-        r?;
-    }
-    Ok(bytes as f64 / started.elapsed().as_secs_f64() / 1e6)
-}
+/// Record sizes of the copy-cost curve: odd powers of two, none a cell's record size.
+/// A one-page read is the first: it fixes the call's own cost.
+const CURVE_SHIFTS: [u32; 8] = [12, 13, 15, 17, 19, 21, 23, 25];
 
 pub(crate) fn calibrate(dir: &Path, quick: bool) -> Result<Calibration, ValidateError> {
-    let total: u64 = if quick { 256 << 20 } else { 1 << 30 };
-    let src: Vec<u8> = (0..SOURCE_BYTES).map(|i| (i % 251) as u8).collect();
-    // The least of three runs per size: interference only ever adds time.
-    let copy_curve: Vec<(u64, f64)> = (12..=24)
-        .map(|shift| {
-            let t = (0..3)
-                .map(|_| streaming_copy_ns_per_page(&src, 1 << shift, total / 3))
-                .fold(f64::INFINITY, f64::min);
-            (1u64 << shift, t)
-        })
+    let file_bytes: u64 = if quick { 256 << 20 } else { 512 << 20 };
+    let file = real::prepare(dir, "calibrate.dat", file_bytes)?;
+    real::warm_file(&file)?;
+    // The dissertation's copy cost (3.3, 4.5): `read()` of a cached file in records of
+    // growing size, the time per page. The file is larger than this CPU's caches, as a
+    // page cache is, and is not the cells' file.
+    let pass = file_bytes.min(128 << 20);
+    let seq_ns: Vec<(u64, f64)> = CURVE_SHIFTS
+        .iter()
+        .map(|&s| Ok((1u64 << s, real::cached_read_ns(&file, 1 << s, false, pass)?)))
+        .collect::<Result<_, ValidateError>>()?;
+    // A one-byte read touches one page; two bytes across a page boundary touch two: the
+    // difference is the per-page cost besides the copy.
+    let calls = if quick { 100_000 } else { 400_000 };
+    let one_page = real::pread_ns(&file, 0, 1, calls)?;
+    let two_pages = real::pread_ns(&file, 4095, 2, calls)?;
+    let page_lookup = (two_pages - one_page).max(0.0);
+    // The per-page cost of small records: the slope between 32 and 128 KiB; the call's
+    // own cost: what a one-page read takes beyond one page.
+    let pages = |bytes: u64| bytes as f64 / 4096.0;
+    let (_, t_page) = seq_ns[0];
+    let (r0, t0) = seq_ns[2];
+    let (r1, t1) = seq_ns[3];
+    let per_page = ((t1 - t0) / (pages(r1) - pages(r0))).max(0.0);
+    let syscall = (t_page - per_page).max(0.0);
+    let cached = (per_page - page_lookup).max(0.0);
+    let copy_curve: Vec<(u64, f64)> = seq_ns
+        .iter()
+        .map(|&(r, t)| (r, ((t - syscall) / pages(r) - page_lookup).max(0.0)))
         .collect();
-    let cached = {
-        let mut small: Vec<f64> = copy_curve.iter().take(5).map(|&(_, t)| t).collect();
-        small.sort_by(f64::total_cmp);
-        small[small.len() / 2]
-    };
-    // The knee: the largest size still within a quarter of the small copies' cost.
+    // Past the knee a page costs what the largest records' pages cost (the lesser of the
+    // two largest: noise only adds).
+    let n = copy_curve.len();
+    let memory = copy_curve[n - 2].1.min(copy_curve[n - 1].1).max(cached);
+    // The knee: the last record size before the per-page cost first rises a fifth over
+    // the small records'. Without such a rise the copy never leaves the cache's speed and
+    // the knee is the largest record measured.
     let knee_bytes = copy_curve
         .iter()
-        .take_while(|&&(_, t)| t <= cached * 1.25)
+        .take_while(|&&(_, t)| t <= cached * 1.2)
         .last()
         .map_or(4096, |&(s, _)| s);
-    let memory = copy_curve.last().map_or(cached, |&(_, t)| t);
-    let random_page = random_page_copy_ns(&src, if quick { 20_000 } else { 100_000 });
-    drop(src);
-    let file_bytes: u64 = if quick { 128 << 20 } else { 512 << 20 };
-    let direct_file = real::prepare(dir, "calibrate.dat", file_bytes)?;
-    // A one-byte read touches one page; two bytes across a page boundary touch two: the
-    // difference is the per-page cost besides the copy, the rest the system call.
-    let calls = if quick { 100_000 } else { 400_000 };
-    let one_page = real::pread_ns(&direct_file, 0, 1, calls)?;
-    let two_pages = real::pread_ns(&direct_file, 4095, 2, calls)?;
-    let page_lookup = (two_pages - one_page).max(0.0);
-    let syscall = (one_page - page_lookup).max(0.0);
-    let seq_bytes = file_bytes;
-    // Bandwidth with several large requests in flight (as read-ahead and writeback keep
-    // them); latency from single 4 KiB requests. One warm-up pass first.
-    real::direct(&direct_file, Op::Read, false, 4 << 20, seq_bytes)?;
-    // The device's bandwidth: the best of a few depths and sizes (its capability, which
-    // read-ahead's large windows reach).
-    let mut read_mb_s: f64 = 0.0;
-    for (threads, size) in [(1u64, 8usize << 20), (2, 8 << 20), (4, 4 << 20)] {
-        read_mb_s = read_mb_s.max(direct_read_parallel(
-            &direct_file,
-            threads,
-            size,
-            seq_bytes,
-        )?);
+    // The first page of a read that does not follow the last one: its page cache entry
+    // and its data are in no CPU cache, its address in no TLB.
+    let random_one = real::cached_read_ns(&file, 4096, true, pass / 4)?;
+    let random_page = (random_one - t_page).max(0.0);
+    // The device as read-ahead and writeback drive it (large folios, requests of up to
+    // the queue's largest): O_DIRECT from a user buffer is cut at the queue's segment
+    // limit into smaller requests, which this virtual disk serves more slowly. The
+    // median of three: its bandwidth wanders.
+    let mut reads = Vec::new();
+    let mut writes = Vec::new();
+    let mut write_ns = Vec::new();
+    for _ in 0..5 {
+        let (ns, mb_s) = real::writeback(&file)?;
+        write_ns.push(ns);
+        writes.push(mb_s);
+        reads.push(real::readahead_mb_s(&file)?);
     }
-    let write_s = real::direct(&direct_file, Op::Write, false, 4 << 20, seq_bytes)?;
-    let write_mb_s = seq_bytes as f64 / write_s / 1e6;
+    let read_mb_s = crate::median(reads);
+    let write_mb_s = crate::median(writes);
+    // A page written into the cache costs its copy from a large buffer and more.
+    let write_page = (crate::median(write_ns) - page_lookup - memory).max(0.0);
     let ops: u64 = if quick { 2_000 } else { 10_000 };
-    let rr = real::direct(&direct_file, Op::Read, true, 4096, ops * 4096)? / ops as f64;
-    let rw = real::direct(&direct_file, Op::Write, true, 4096, ops * 4096)? / ops as f64;
+    let rr = real::direct(&file, Op::Read, true, 4096, ops * 4096)? / ops as f64;
+    let rw = real::direct(&file, Op::Write, true, 4096, ops * 4096)? / ops as f64;
+    // How many requests the device serves at once: random writes from 32 threads (as
+    // deep as an fsync's writeback of scattered pages) against the latency of one.
+    let iops = real::direct_random_iops(&file, Op::Write, 32, ops / 4)?;
+    let channels = (iops * rw).round().clamp(1.0, 64.0) as u32;
+    let flush = (real::direct_write_flush(&file, ops / 4)? - rw).max(0.0);
     let transfer = |mb_s: f64| 4096.0 / (mb_s * 1e6);
     let device = SsdParams {
         capacity_bytes: 1 << 40,
         read_latency_us: ((rr - transfer(read_mb_s)) * 1e6).max(0.0),
         write_latency_us: ((rw - transfer(write_mb_s)) * 1e6).max(0.0),
+        flush_latency_us: flush * 1e6,
         read_mb_s,
         write_mb_s,
-        channels: 4,
+        channels,
     };
     let l2 = l2_bytes();
     Ok(Calibration {
@@ -217,8 +176,9 @@ pub(crate) fn calibrate(dir: &Path, quick: bool) -> Result<Calibration, Validate
             knee_bytes,
             cached_ns_per_page: cached,
             memory_ns_per_page: memory,
-            random_page_ns: (random_page - cached).max(0.0),
+            random_page_ns: random_page,
             page_lookup_ns: page_lookup,
+            write_page_ns: write_page,
         },
         copy_curve,
         l2_bytes: l2,
@@ -230,5 +190,13 @@ pub(crate) fn calibrate(dir: &Path, quick: bool) -> Result<Calibration, Validate
         dirty_background_ratio: read_number("/proc/sys/vm/dirty_background_ratio").unwrap_or(10)
             as f64
             / 100.0,
+        timestamp_granularity_ns: coarse_clock_ns(),
     })
+}
+
+/// The coarse clock's resolution: how often a file's modification time can change (the
+/// kernel stamps writes from it), so how often an overwrite dirties the inode.
+fn coarse_clock_ns() -> u64 {
+    let t = rustix::time::clock_getres(rustix::time::ClockId::RealtimeCoarse);
+    (t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64).max(1)
 }

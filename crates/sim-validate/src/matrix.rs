@@ -117,6 +117,7 @@ pub(crate) fn simulate(cal: &Calibration, cell: &Cell) -> Result<f64, ValidateEr
         writeback: WritebackParams {
             dirty_ratio: cal.dirty_ratio,
             dirty_background_ratio: cal.dirty_background_ratio.min(cal.dirty_ratio),
+            timestamp_granularity_ns: cal.timestamp_granularity_ns,
             ..WritebackParams::default()
         },
         pvfs: Default::default(),

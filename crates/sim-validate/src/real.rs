@@ -68,7 +68,11 @@ pub(crate) fn drop_cache(path: &Path) -> Result<(), ValidateError> {
         .map_err(|e| ValidateError::Io(path.display().to_string(), e.into()))
 }
 
+/// Caches the whole file the way a cold sequential read does: dropped, then read through
+/// (read-ahead fills the cache in large folios; pages left by earlier small writes sit in
+/// small ones, and a warm read over those costs a fifth more per call here).
 fn warm(path: &Path) -> Result<(), ValidateError> {
+    drop_cache(path)?;
     let mut f = File::open(path).map_err(io(path))?;
     let mut buf = vec![0u8; 1 << 20];
     while f.read(&mut buf).map_err(io(path))? > 0 {}
@@ -177,6 +181,99 @@ pub(crate) fn direct(
     Ok(started.elapsed().as_secs_f64())
 }
 
+/// Runs `work(k)` for `k` in `0..threads` at once; the first error wins.
+fn in_threads<T: Send>(
+    threads: u64,
+    work: &(dyn Fn(u64) -> Result<T, ValidateError> + Sync),
+) -> Result<Vec<T>, ValidateError> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads).map(|k| s.spawn(move || work(k))).collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(ValidateError::Sim("a calibration thread failed".into()))
+                })
+            })
+            .collect()
+    })
+}
+
+/// Random 4 KiB direct requests by `threads` threads at once; returns requests per second.
+pub(crate) fn direct_random_iops(
+    path: &Path,
+    op: Op,
+    threads: u64,
+    per_thread: u64,
+) -> Result<f64, ValidateError> {
+    let started = Instant::now();
+    in_threads(threads, &|_| {
+        direct(path, op, true, 4096, per_thread * 4096)
+    })?;
+    Ok((threads * per_thread) as f64 / started.elapsed().as_secs_f64())
+}
+
+/// Seconds per direct 4 KiB random write followed by `fdatasync` (the device's cache
+/// flush on top of the write), over `ops` writes.
+pub(crate) fn direct_write_flush(path: &Path, ops: u64) -> Result<f64, ValidateError> {
+    let size = std::fs::metadata(path).map_err(io(path))?.len();
+    let f = OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+        .map_err(io(path))?;
+    let mut buf = Aligned::new(4096);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(13);
+    let started = Instant::now();
+    for _ in 0..ops {
+        let at = rng.random_range(0..size / 4096) * 4096;
+        f.write_all_at(buf.get(), at).map_err(io(path))?;
+        f.sync_data().map_err(io(path))?;
+    }
+    Ok(started.elapsed().as_secs_f64() / ops as f64)
+}
+
+/// Nanoseconds per `read()` of `record` bytes from a cached file: streaming through it in
+/// order, or (`random`) from random record-aligned places, new ones each pass (a place
+/// read again would find its page's metadata in the CPU's caches); the median of three
+/// passes of `bytes` each, as the cells take the median of their runs.
+pub(crate) fn cached_read_ns(
+    path: &Path,
+    record: usize,
+    random: bool,
+    bytes: u64,
+) -> Result<f64, ValidateError> {
+    let f = File::open(path).map_err(io(path))?;
+    let size = f.metadata().map_err(io(path))?.len();
+    let records = (size / record as u64).max(1);
+    let calls = (bytes / record as u64).max(16);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(17);
+    let mut b = vec![0u8; record];
+    let mut passes = Vec::new();
+    for _ in 0..3 {
+        let at: Vec<u64> = (0..calls)
+            .map(|i| {
+                if random {
+                    rng.random_range(0..records) * record as u64
+                } else {
+                    (i % records) * record as u64
+                }
+            })
+            .collect();
+        let started = Instant::now();
+        for &o in &at {
+            f.read_exact_at(&mut b, o).map_err(io(path))?;
+        }
+        passes.push(started.elapsed().as_nanos() as f64 / calls as f64);
+    }
+    Ok(crate::median(passes))
+}
+
+/// Reads `path` through once so its pages are cached.
+pub(crate) fn warm_file(path: &Path) -> Result<(), ValidateError> {
+    warm(path)
+}
+
 /// Nanoseconds per `pread` of `len` cached bytes at `at` (the least of three runs).
 pub(crate) fn pread_ns(path: &Path, at: u64, len: usize, calls: u32) -> Result<f64, ValidateError> {
     let f = File::open(path).map_err(io(path))?;
@@ -191,4 +288,45 @@ pub(crate) fn pread_ns(path: &Path, at: u64, len: usize, calls: u32) -> Result<f
         best = best.min(started.elapsed().as_nanos() as f64 / f64::from(calls));
     }
     Ok(best)
+}
+
+/// The device as read-ahead drives it, with no copy to user space: the file's pages
+/// dropped, then one byte read from each page in order. Returns MB/s of the file.
+pub(crate) fn readahead_mb_s(path: &Path) -> Result<f64, ValidateError> {
+    drop_cache(path)?;
+    let f = File::open(path).map_err(io(path))?;
+    let size = f.metadata().map_err(io(path))?.len();
+    let mut b = [0u8; 1];
+    let started = Instant::now();
+    for page in 0..size / 4096 {
+        f.read_exact_at(&mut b, page * 4096).map_err(io(path))?;
+    }
+    Ok(size as f64 / started.elapsed().as_secs_f64() / 1e6)
+}
+
+/// The device as writeback drives it: the whole file dirtied in the page cache in 4 MiB
+/// writes, then `fdatasync`. Returns (ns per page written into the cache, MB/s of the
+/// `fdatasync`).
+pub(crate) fn writeback(path: &Path) -> Result<(f64, f64), ValidateError> {
+    drop_cache(path)?;
+    let f = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(io(path))?;
+    let size = f.metadata().map_err(io(path))?.len();
+    let chunk = vec![0xa5u8; 4 << 20];
+    let mut at = 0;
+    let started = Instant::now();
+    while at < size {
+        let n = (size - at).min(chunk.len() as u64) as usize;
+        f.write_all_at(&chunk[..n], at).map_err(io(path))?;
+        at += n as u64;
+    }
+    let write_ns = started.elapsed().as_nanos() as f64 / (size / 4096) as f64;
+    let started = Instant::now();
+    f.sync_data().map_err(io(path))?;
+    Ok((
+        write_ns,
+        size as f64 / started.elapsed().as_secs_f64() / 1e6,
+    ))
 }
