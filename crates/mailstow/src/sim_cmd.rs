@@ -238,6 +238,21 @@ fn validate(quick: bool, json: bool, dir: Option<PathBuf>) -> anyhow::Result<()>
                 r.error
             );
         }
+        for c in &report.ext4_calibrations {
+            println!(
+                "ext4 loop device: read {:.0} MB/s {:.0} us, write {:.0} MB/s {:.0} us, {} channels, flush {:.0} us, written page +{:.0} ns",
+                c.device.read_mb_s,
+                c.device.read_latency_us,
+                c.device.write_mb_s,
+                c.device.write_latency_us,
+                c.device.channels,
+                c.device.flush_latency_us,
+                c.cpu.write_page_ns
+            );
+        }
+        for s in &report.skipped {
+            println!("skipped {s}");
+        }
         println!(
             "copy_knee_bytes={} expected_knee_bytes={} l2_bytes={} wall_seconds={:.1}",
             c.cpu.knee_bytes,

@@ -207,6 +207,16 @@ fn validate_quick_measures_simulates_and_ends_with_the_median_errors() {
         assert!(c["sim_mb_s"].as_f64().unwrap() > 0.0, "{c}");
     }
     assert!(json["calibration"]["device"]["read_mb_s"].as_f64().unwrap() > 0.0);
+    // The ext4 cells ran on their loop mounts, or say why not.
+    let skipped = json["skipped"].as_array().unwrap();
+    for mode in ["ordered", "journal"] {
+        let name = format!("ext4-{mode}-seq-write-fsync-1m");
+        let ran = cells.iter().any(|c| c["name"] == name.as_str());
+        let why = skipped
+            .iter()
+            .any(|s| s.as_str().unwrap().starts_with(&format!("{name}: ")));
+        assert!(ran != why, "{name}: ran {ran}, skipped {why}");
+    }
     // Its files are left in the directory it was given.
     assert!(dir.path().join("validate.dat").exists());
 }

@@ -147,6 +147,20 @@ impl Step {
 }
 
 /// Why a device write was issued.
+/// Where a sync (fsync, O_SYNC) is. jbd2 writes a commit's body, then its commit block
+/// with PREFLUSH and FUA: on a device without FUA (most virtual disks), a flush, the
+/// block, and a flush. A sync that commits nothing ends with a flush of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SyncStage {
+    /// Ordered mode: the data goes home before the commit.
+    Data,
+    /// The journal body (and, in writeback mode, the data).
+    Body,
+    PreFlush,
+    CommitBlock,
+    Flush,
+}
+
 #[derive(Debug, Clone)]
 enum WriteKind {
     /// Pages written to their home location.
@@ -196,13 +210,10 @@ pub struct LocalFs {
     flusher_in_flight: u64,
     /// Calls waiting for the dirty count to fall under the limit.
     throttled: Vec<(u64, Nanos)>,
-    /// Calls waiting for particular requests (fsync, O_SYNC): call -> (requests left, cpu).
-    syncing: HashMap<u64, (u64, Nanos)>,
+    /// Calls waiting for particular requests (fsync, O_SYNC): call -> (requests left, cpu,
+    /// what those requests are).
+    syncing: HashMap<u64, (u64, Nanos, SyncStage)>,
     request_waiters: HashMap<u64, Vec<u64>>,
-    /// Ordered-mode syncs waiting for their data before they commit.
-    commit_after: std::collections::HashSet<u64>,
-    /// Syncs that end with a cache flush once their writes are done.
-    flush_after: std::collections::HashSet<u64>,
     /// The running transaction holds metadata (an inode whose modification time moved):
     /// without it, ordered and writeback modes have nothing to commit.
     metadata_dirty: bool,
@@ -265,8 +276,6 @@ impl LocalFs {
             throttled: Vec::new(),
             syncing: HashMap::new(),
             request_waiters: HashMap::new(),
-            commit_after: Default::default(),
-            flush_after: Default::default(),
             metadata_dirty: false,
             mtime_tick: HashMap::new(),
             journal_head: 0,
@@ -492,33 +501,43 @@ impl LocalFs {
             self.journal_space_freed(now, step)?;
         }
         for call in self.request_waiters.remove(&id).unwrap_or_default() {
-            let Some((left, cpu_ns)) = self.syncing.get_mut(&call) else {
+            let Some((left, cpu_ns, stage)) = self.syncing.get_mut(&call) else {
                 continue;
             };
             *left -= 1;
             if *left > 0 {
                 continue;
             }
-            let cpu_ns = *cpu_ns;
+            let (cpu_ns, stage) = (*cpu_ns, *stage);
             self.syncing.remove(&call);
-            let mut ids = Vec::new();
-            if self.commit_after.remove(&call) {
-                // Ordered mode: the data is on the device; now the commit.
-                ids = self.commit(now, step)?;
-            }
-            if ids.is_empty() && self.flush_after.remove(&call) {
-                ids.push(self.submit_flush(now, step)?);
-            }
-            if !ids.is_empty() {
-                self.syncing.insert(call, (ids.len() as u64, cpu_ns));
-                for id in ids {
-                    self.request_waiters.entry(id).or_default().push(call);
+            let (ids, next) = match stage {
+                SyncStage::Data => {
+                    // Ordered mode: the data is on the device; now the commit.
+                    let ids = self.commit(now, step, false)?;
+                    if ids.is_empty() {
+                        (vec![self.submit_flush(now, step)?], SyncStage::Flush)
+                    } else {
+                        (ids, SyncStage::Body)
+                    }
                 }
-                continue;
-            }
-            step.finish(call, now + cpu_ns, false);
+                SyncStage::Body => (vec![self.submit_flush(now, step)?], SyncStage::PreFlush),
+                SyncStage::PreFlush => (self.journal_write(now, 1, step)?, SyncStage::CommitBlock),
+                SyncStage::CommitBlock => (vec![self.submit_flush(now, step)?], SyncStage::Flush),
+                SyncStage::Flush => {
+                    step.finish(call, now + cpu_ns, false);
+                    continue;
+                }
+            };
+            self.wait_for(call, cpu_ns, next, ids);
         }
         Ok(())
+    }
+
+    fn wait_for(&mut self, call: u64, cpu_ns: Nanos, stage: SyncStage, ids: Vec<u64>) {
+        self.syncing.insert(call, (ids.len() as u64, cpu_ns, stage));
+        for id in ids {
+            self.request_waiters.entry(id).or_default().push(call);
+        }
     }
 
     fn dirty_limit(&self) -> u64 {
@@ -602,7 +621,7 @@ impl LocalFs {
                 }
                 return Ok(step);
             }
-            self.commit(now, &mut step)?;
+            self.commit(now, &mut step, true)?;
         }
         if self.dirty.len() as u64 + self.under_writeback > self.dirty_limit() {
             self.throttled.push((call, cpu_ns));
@@ -642,7 +661,6 @@ impl LocalFs {
     ) -> Result<(), String> {
         // ext4_sync_file: whatever was written, the device's cache is flushed last (the
         // journal commit's PREFLUSH/FUA, or a flush of its own when nothing commits).
-        self.flush_after.insert(call);
         let mut ids = Vec::new();
         match self.wb.journal {
             // The commit puts the data in the journal; its home write can wait.
@@ -651,26 +669,29 @@ impl LocalFs {
             JournalMode::Ordered => {
                 ids.extend(self.start_writeback(now, keys, step, false)?);
                 if !ids.is_empty() {
-                    self.commit_after.insert(call);
-                    self.syncing.insert(call, (ids.len() as u64, cpu_ns));
-                    for id in ids {
-                        self.request_waiters.entry(id).or_default().push(call);
-                    }
+                    self.wait_for(call, cpu_ns, SyncStage::Data, ids);
                     return Ok(());
                 }
             }
             // No ordering between the data and the commit.
             JournalMode::Writeback => ids.extend(self.start_writeback(now, keys, step, false)?),
         }
-        ids.extend(self.commit(now, step)?);
+        let body = self.commit(now, step, false)?;
+        let committing = !body.is_empty();
+        ids.extend(body);
         if ids.is_empty() {
-            self.flush_after.remove(&call);
-            ids.push(self.submit_flush(now, step)?);
+            let flush = vec![self.submit_flush(now, step)?];
+            self.wait_for(call, cpu_ns, SyncStage::Flush, flush);
+            return Ok(());
         }
-        self.syncing.insert(call, (ids.len() as u64, cpu_ns));
-        for id in ids {
-            self.request_waiters.entry(id).or_default().push(call);
-        }
+        // Writeback mode's data without a commit: a flush of its own after it (the
+        // commit-block stages are skipped by going straight to the last flush's wait).
+        let stage = if committing {
+            SyncStage::Body
+        } else {
+            SyncStage::CommitBlock
+        };
+        self.wait_for(call, cpu_ns, stage, ids);
         Ok(())
     }
 
@@ -800,7 +821,14 @@ impl LocalFs {
     /// with the commit, the caller waiting for both), in data mode into the journal; every
     /// mode writes a descriptor, one metadata block per 512 pages touched, and a commit
     /// block. Past half the journal, a checkpoint writes everything journaled home.
-    fn commit(&mut self, now: Nanos, step: &mut Step) -> Result<Vec<u64>, String> {
+    /// A sync writes the commit block itself, after the body and a flush
+    /// (`with_commit_block` false); a background commit writes it with the body.
+    fn commit(
+        &mut self,
+        now: Nanos,
+        step: &mut Step,
+        with_commit_block: bool,
+    ) -> Result<Vec<u64>, String> {
         let pages: Vec<PageKey> = std::mem::take(&mut self.txn).into_iter().collect();
         self.last_commit = now;
         let mut ids = Vec::new();
@@ -813,7 +841,7 @@ impl LocalFs {
         if self.wb.journal == JournalMode::Ordered {
             ids.extend(self.start_writeback(now, pages.clone(), step, false)?);
         }
-        let metadata = 2 + (pages.len() as u64).div_ceil(512);
+        let metadata = 1 + u64::from(with_commit_block) + (pages.len() as u64).div_ceil(512);
         let data = if self.wb.journal == JournalMode::Data {
             pages.len() as u64
         } else {
@@ -845,7 +873,7 @@ impl LocalFs {
         self.journal_used = 0;
         let waiters = std::mem::take(&mut self.journal_waiters);
         if !waiters.is_empty() {
-            self.commit(now, step)?;
+            self.commit(now, step, true)?;
         }
         for (call, cpu_ns) in waiters {
             step.finish(call, now + cpu_ns, false);
@@ -875,7 +903,7 @@ impl LocalFs {
             self.start_writeback(now, old, &mut step, true)?;
         }
         if now.saturating_sub(self.last_commit) >= self.wb.commit_interval_ms * des::MILLISECOND {
-            self.commit(now, &mut step)?;
+            self.commit(now, &mut step, true)?;
         }
         let next = now + self.wb.writeback_interval_ms.max(1) * des::MILLISECOND;
         Ok((step, next))
@@ -1002,15 +1030,15 @@ mod tests {
     #[test]
     fn sync_overwrites_commit_once_per_clock_tick_and_each_flushes_the_cache() {
         // 20 writes inside one 4 ms tick: one commit (the first write moved the
-        // modification time), a flush each.
+        // modification time), a flush each, and the commit's flush before its block.
         let (journal, flushes, took) = sync_overwrites(20, 4096, 0);
         assert!(took < 4_000_000, "{took}");
         assert_eq!(journal, 3 * PAGE_BYTES, "descriptor, metadata, commit once");
-        assert_eq!(flushes, 20);
+        assert_eq!(flushes, 21);
         // One write per 5 ms: every one moves the time, so every one commits.
         let (journal, flushes, _) = sync_overwrites(20, 4096, 5_000_000);
         assert_eq!(journal, 20 * 3 * PAGE_BYTES);
-        assert_eq!(flushes, 20);
+        assert_eq!(flushes, 40);
     }
 
     #[test]

@@ -118,18 +118,11 @@ pub(crate) fn calibrate(dir: &Path, quick: bool) -> Result<Calibration, Validate
         .iter()
         .map(|&(r, t)| (r, ((t - syscall) / pages(r) - page_lookup).max(0.0)))
         .collect();
-    // Past the knee a page costs what the largest records' pages cost (the lesser of the
-    // two largest: noise only adds).
-    let n = copy_curve.len();
-    let memory = copy_curve[n - 2].1.min(copy_curve[n - 1].1).max(cached);
-    // The knee: the last record size before the per-page cost first rises a fifth over
-    // the small records'. Without such a rise the copy never leaves the cache's speed and
-    // the knee is the largest record measured.
-    let knee_bytes = copy_curve
-        .iter()
-        .take_while(|&&(_, t)| t <= cached * 1.2)
-        .last()
-        .map_or(4096, |&(s, _)| s);
+    // The knee (4.5's `S_threshold`): the change point of the per-page cost, the split
+    // of the curve into a cheaper left and a dearer right that fits it best as a step.
+    // A step under 5 % is no knee: the copy never leaves the cache's speed, and the knee
+    // is the largest record measured.
+    let (knee_bytes, memory) = knee(&copy_curve, cached);
     // The first page of a read that does not follow the last one: its page cache entry
     // and its data are in no CPU cache, its address in no TLB.
     let random_one = real::cached_read_ns(&file, 4096, true, pass / 4)?;
@@ -192,6 +185,39 @@ pub(crate) fn calibrate(dir: &Path, quick: bool) -> Result<Calibration, Validate
             / 100.0,
         timestamp_granularity_ns: coarse_clock_ns(),
     })
+}
+
+/// Re-measures only what a page written into the cache costs, on another mount of the
+/// same device (data=journal: each page journaled through a buffer head, the writer
+/// waiting for log space; the model has no finer mechanism for it).
+pub(crate) fn write_page_ns(dir: &Path, cal: &Calibration) -> Result<f64, ValidateError> {
+    let file = real::prepare(dir, "calibrate.dat", 256 << 20)?;
+    let mut ns = Vec::new();
+    for _ in 0..3 {
+        ns.push(real::writeback(&file)?.0);
+    }
+    let _ = std::fs::remove_file(&file);
+    Ok((crate::median(ns) - cal.cpu.page_lookup_ns - cal.cpu.memory_ns_per_page).max(0.0))
+}
+
+/// The best single step through the curve's per-page costs: (last size before it, the
+/// cost after it); a step of less than 5 % is none.
+fn knee(curve: &[(u64, f64)], cached: f64) -> (u64, f64) {
+    let mean = |xs: &[(u64, f64)]| xs.iter().map(|&(_, t)| t).sum::<f64>() / xs.len() as f64;
+    let sse = |xs: &[(u64, f64)]| {
+        let m = mean(xs);
+        xs.iter().map(|&(_, t)| (t - m) * (t - m)).sum::<f64>()
+    };
+    let best = (1..curve.len())
+        .map(|i| (i, sse(&curve[..i]) + sse(&curve[i..])))
+        .min_by(|a, b| a.1.total_cmp(&b.1));
+    let largest = curve.last().map_or(4096, |&(s, _)| s);
+    match best {
+        Some((i, _)) if mean(&curve[i..]) > mean(&curve[..i]) * 1.05 => {
+            (curve[i - 1].0, mean(&curve[i..]).max(cached))
+        }
+        _ => (largest, cached),
+    }
 }
 
 /// The coarse clock's resolution: how often a file's modification time can change (the

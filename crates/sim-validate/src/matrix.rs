@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 use sim_models::Op;
-use sim_models::localfs::WritebackParams;
+use sim_models::localfs::{JournalMode, WritebackParams};
 use sim_models::readahead::ReadaheadParams;
 use sim_models::sched::SchedulerParams;
 use sim_run::{CacheState, DeviceSpec, MemoryParams, Pattern, Scenario, Workload, WorkloadKind};
@@ -21,6 +21,9 @@ pub struct Cell {
     pub warm: bool,
     pub sync: bool,
     pub end_fsync: bool,
+    /// The `data=` mode of the file system the cell runs on, and its journal's size.
+    pub journal: JournalMode,
+    pub journal_bytes: u64,
 }
 
 impl Cell {
@@ -51,7 +54,21 @@ impl Cell {
             warm: false,
             sync: false,
             end_fsync: false,
+            journal: JournalMode::Ordered,
+            journal_bytes: WritebackParams::default().journal_bytes,
         }
+    }
+
+    fn on_ext4(mut self, mode: JournalMode) -> Cell {
+        self.journal = mode;
+        self.journal_bytes = crate::loopfs::JOURNAL_MIB << 20;
+        let label = match mode {
+            JournalMode::Ordered => "ordered",
+            JournalMode::Writeback => "writeback",
+            JournalMode::Data => "journal",
+        };
+        self.name = format!("ext4-{label}-{}", self.name);
+        self
     }
 
     fn warm(mut self) -> Cell {
@@ -99,6 +116,38 @@ pub(crate) fn cells(quick: bool) -> Vec<Cell> {
     v
 }
 
+/// Cells on a fresh ext4 mounted with `data=<mode>` on a loop device (256 MiB files).
+pub(crate) fn ext4_cells(mode: JournalMode) -> Vec<Cell> {
+    use Op::Write;
+    use Pattern::{Random, Sequential};
+    let (k, m) = (1u64 << 10, 1u64 << 20);
+    let f = 256 * m;
+    vec![
+        Cell::new("seq-write-fsync-1m", Write, Sequential, m, f, f).fsync(),
+        Cell::new("seq-write-osync-64k", Write, Sequential, 64 * k, 16 * m, f).osync(),
+        Cell::new("rand-write-fsync-8k", Write, Random, 8 * k, 16 * m, f).fsync(),
+    ]
+    .into_iter()
+    .map(|c| c.on_ext4(mode))
+    .collect()
+}
+
+/// A sequential write of a file a quarter larger than the dirty limit, then `fsync`:
+/// writers are throttled once a fifth (`dirty_ratio`) of the cache is dirty.
+pub(crate) fn over_dirty_limit_cell(dirty_limit_bytes: u64) -> Cell {
+    let m = 1u64 << 20;
+    let f = (dirty_limit_bytes + dirty_limit_bytes / 4).div_ceil(m) * m;
+    Cell::new(
+        "seq-write-over-dirty-limit-1m",
+        Op::Write,
+        Pattern::Sequential,
+        m,
+        f,
+        f,
+    )
+    .fsync()
+}
+
 /// The cell in the simulator with the calibrated parameters; returns MB/s.
 pub(crate) fn simulate(cal: &Calibration, cell: &Cell) -> Result<f64, ValidateError> {
     let s = Scenario {
@@ -118,6 +167,8 @@ pub(crate) fn simulate(cal: &Calibration, cell: &Cell) -> Result<f64, ValidateEr
             dirty_ratio: cal.dirty_ratio,
             dirty_background_ratio: cal.dirty_background_ratio.min(cal.dirty_ratio),
             timestamp_granularity_ns: cal.timestamp_granularity_ns,
+            journal: cell.journal,
+            journal_bytes: cell.journal_bytes,
             ..WritebackParams::default()
         },
         pvfs: Default::default(),
