@@ -127,7 +127,6 @@ impl Journal {
         Ok(())
     }
 
-    /// A block still only in the journal.
     /// Whether the journal holds this block (not yet on the servers).
     pub(crate) fn has_block(&self, file: u64, b: &BlockRef) -> bool {
         self.state

@@ -208,7 +208,7 @@ fn validate(quick: bool, json: bool, dir: Option<PathBuf>) -> anyhow::Result<()>
             .collect();
         println!("copy_curve_ns_per_page {}", curve.join(" "));
         println!(
-            "calibration: call {:.0} ns, page lookup {:.0} ns, copy {:.0} ns/page cached, {:.0} ns/page from memory, knee {} KiB, random page +{:.0} ns, written page +{:.0} ns; device read {:.0} MB/s {:.0} us, write {:.0} MB/s {:.0} us, {} channels, flush {:.0} us; page cache {} MiB, read-ahead {} pages, dirty {:.0} %/{:.0} %, clock tick {} us",
+            "calibration: call {:.0} ns, page lookup {:.0} ns, copy {:.0} ns/page cached, {:.0} ns/page from memory, knee {} KiB, random page +{:.0} ns, written page +{:.0} ns; device {}; page cache {} MiB, read-ahead {} pages, dirty {:.0} %/{:.0} %, clock tick {} us",
             c.cpu.syscall_ns,
             c.cpu.page_lookup_ns,
             c.cpu.cached_ns_per_page,
@@ -216,12 +216,7 @@ fn validate(quick: bool, json: bool, dir: Option<PathBuf>) -> anyhow::Result<()>
             c.cpu.knee_bytes >> 10,
             c.cpu.random_page_ns,
             c.cpu.write_page_ns,
-            c.device.read_mb_s,
-            c.device.read_latency_us,
-            c.device.write_mb_s,
-            c.device.write_latency_us,
-            c.device.channels,
-            c.device.flush_latency_us,
+            c.device_summary(),
             c.page_cache_bytes >> 20,
             c.readahead_pages,
             c.dirty_background_ratio * 100.0,
@@ -240,13 +235,8 @@ fn validate(quick: bool, json: bool, dir: Option<PathBuf>) -> anyhow::Result<()>
         }
         for c in &report.ext4_calibrations {
             println!(
-                "ext4 loop device: read {:.0} MB/s {:.0} us, write {:.0} MB/s {:.0} us, {} channels, flush {:.0} us, written page +{:.0} ns",
-                c.device.read_mb_s,
-                c.device.read_latency_us,
-                c.device.write_mb_s,
-                c.device.write_latency_us,
-                c.device.channels,
-                c.device.flush_latency_us,
+                "ext4 loop device: {}, written page +{:.0} ns",
+                c.device_summary(),
                 c.cpu.write_page_ns
             );
         }

@@ -124,17 +124,6 @@ mod tests {
     use crate::sched::{SchedulerParams, build};
     use des::Scheduler;
 
-    fn req(id: u64, op: Op, sector: u64, sectors: u64, now: Nanos) -> Request {
-        Request {
-            flush: false,
-            ids: vec![id],
-            op,
-            sector,
-            sectors,
-            submitted: now,
-        }
-    }
-
     /// Submits everything at time 0 and runs to the end; returns (end time, completion
     /// order of request ids, report).
     fn run_all(mut bl: BlockLayer, reqs: Vec<Request>) -> (Nanos, Vec<u64>, BlockReport) {
@@ -163,7 +152,7 @@ mod tests {
             sectors
                 .iter()
                 .enumerate()
-                .map(|(i, &s)| req(i as u64, Op::Read, s * 100, 8, 0))
+                .map(|(i, &s)| Request::new(i as u64, Op::Read, s * 100, 8, 0))
                 .collect()
         };
         let noop = BlockLayer::new(
@@ -200,7 +189,9 @@ mod tests {
         );
         // 64 sequential 4 KiB writes submitted together: the first goes alone, the other 63
         // merge into one 252 KiB request.
-        let reqs: Vec<Request> = (0..64).map(|i| req(i, Op::Write, i * 8, 8, 0)).collect();
+        let reqs: Vec<Request> = (0..64)
+            .map(|i| Request::new(i, Op::Write, i * 8, 8, 0))
+            .collect();
         let (_, order, report) = run_all(bl, reqs);
         assert_eq!(order.len(), 64);
         assert_eq!(report.merges, 62);
@@ -215,7 +206,9 @@ mod tests {
             build(&SchedulerParams::Noop { max_sectors: 2048 }).unwrap(),
             des::stream(1, 1),
         );
-        let reqs: Vec<Request> = (0..16).map(|i| req(i, Op::Read, i * 1000, 8, 0)).collect();
+        let reqs: Vec<Request> = (0..16)
+            .map(|i| Request::new(i, Op::Read, i * 1000, 8, 0))
+            .collect();
         let (end, _, report) = run_all(bl, reqs);
         // Two rounds of 8 channels, each round a latency plus 8 transfers on the shared path.
         assert!(end < 2 * (80_000 + 8 * 7_877) + 10_000, "{end}");
@@ -230,7 +223,10 @@ mod tests {
             des::stream(1, 1),
         );
         let cap = bl.capacity_sectors();
-        assert!(bl.submit(0, req(0, Op::Read, cap - 4, 8, 0)).is_err());
-        assert!(bl.submit(0, req(0, Op::Read, 0, 0, 0)).is_err());
+        assert!(
+            bl.submit(0, Request::new(0, Op::Read, cap - 4, 8, 0))
+                .is_err()
+        );
+        assert!(bl.submit(0, Request::new(0, Op::Read, 0, 0, 0)).is_err());
     }
 }

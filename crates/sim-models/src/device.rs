@@ -193,8 +193,7 @@ impl Device for Ssd {
     fn start(&mut self, now: Nanos, req: &Request, _rng: &mut Stream) -> Nanos {
         if req.flush {
             // Waits for the transfers already started, then for the media.
-            let done = now.max(self.bus_free) + (self.p.flush_latency_us * 1e3).round() as Nanos;
-            return done;
+            return now.max(self.bus_free) + (self.p.flush_latency_us * 1e3).round() as Nanos;
         }
         let (latency_us, mb_s) = match req.op {
             Op::Read => (self.p.read_latency_us, self.p.read_mb_s),
@@ -217,14 +216,7 @@ mod tests {
     use super::*;
 
     fn req(op: Op, sector: u64, sectors: u64) -> Request {
-        Request {
-            flush: false,
-            ids: vec![0],
-            op,
-            sector,
-            sectors,
-            submitted: 0,
-        }
+        Request::new(0, op, sector, sectors, 0)
     }
 
     #[test]

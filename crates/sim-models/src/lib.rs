@@ -45,6 +45,26 @@ pub struct Request {
 }
 
 impl Request {
+    /// `sectors` sectors from `sector`, submitted at `submitted`, known as `id`.
+    pub fn new(id: u64, op: Op, sector: u64, sectors: u64, submitted: des::Nanos) -> Request {
+        Request {
+            ids: vec![id],
+            op,
+            sector,
+            sectors,
+            flush: false,
+            submitted,
+        }
+    }
+
+    /// A cache flush (a write of no sectors).
+    pub fn cache_flush(id: u64, submitted: des::Nanos) -> Request {
+        Request {
+            flush: true,
+            ..Request::new(id, Op::Write, 0, 0, submitted)
+        }
+    }
+
     pub fn end(&self) -> u64 {
         self.sector + self.sectors
     }

@@ -157,7 +157,9 @@ enum SyncStage {
     /// The journal body (and, in writeback mode, the data).
     Body,
     PreFlush,
-    CommitBlock,
+    /// The last write before the final flush: the commit block, or in writeback mode data
+    /// that needed no commit.
+    Tail,
     Flush,
 }
 
@@ -398,14 +400,13 @@ impl LocalFs {
             let id = fs.next_request;
             fs.next_request += 1;
             fs.reads.insert(id, (file, r.clone()));
-            let req = Request {
-                flush: false,
-                ids: vec![id],
-                op: Op::Read,
-                sector: start_sector + r.start * pages_per,
-                sectors: (r.end - r.start) * pages_per,
-                submitted: now,
-            };
+            let req = Request::new(
+                id,
+                Op::Read,
+                start_sector + r.start * pages_per,
+                (r.end - r.start) * pages_per,
+                now,
+            );
             step.dispatches.extend(fs.block.submit(now, req)?);
             Ok(())
         };
@@ -521,8 +522,8 @@ impl LocalFs {
                     }
                 }
                 SyncStage::Body => (vec![self.submit_flush(now, step)?], SyncStage::PreFlush),
-                SyncStage::PreFlush => (self.journal_write(now, 1, step)?, SyncStage::CommitBlock),
-                SyncStage::CommitBlock => (vec![self.submit_flush(now, step)?], SyncStage::Flush),
+                SyncStage::PreFlush => (self.journal_write(now, 1, step)?, SyncStage::Tail),
+                SyncStage::Tail => (vec![self.submit_flush(now, step)?], SyncStage::Flush),
                 SyncStage::Flush => {
                     step.finish(call, now + cpu_ns, false);
                     continue;
@@ -684,12 +685,11 @@ impl LocalFs {
             self.wait_for(call, cpu_ns, SyncStage::Flush, flush);
             return Ok(());
         }
-        // Writeback mode's data without a commit: a flush of its own after it (the
-        // commit-block stages are skipped by going straight to the last flush's wait).
+        // Writeback mode's data without a commit: then straight to the final flush.
         let stage = if committing {
             SyncStage::Body
         } else {
-            SyncStage::CommitBlock
+            SyncStage::Tail
         };
         self.wait_for(call, cpu_ns, stage, ids);
         Ok(())
@@ -699,14 +699,7 @@ impl LocalFs {
         let id = self.next_request;
         self.next_request += 1;
         self.writes.insert(id, WriteKind::Flush);
-        let req = Request {
-            flush: true,
-            ids: vec![id],
-            op: Op::Write,
-            sector: 0,
-            sectors: 0,
-            submitted: now,
-        };
+        let req = Request::cache_flush(id, now);
         step.dispatches.extend(self.block.submit(now, req)?);
         Ok(id)
     }
@@ -757,14 +750,13 @@ impl LocalFs {
         self.under_writeback += pages;
         self.writes.insert(id, WriteKind::Home(run));
         let per = PAGE_BYTES / SECTOR_BYTES;
-        let req = Request {
-            flush: false,
-            ids: vec![id],
-            op: Op::Write,
-            sector: self.files[file as usize].0 + first * per,
-            sectors: pages * per,
-            submitted: now,
-        };
+        let req = Request::new(
+            id,
+            Op::Write,
+            self.files[file as usize].0 + first * per,
+            pages * per,
+            now,
+        );
         step.dispatches.extend(self.block.submit(now, req)?);
         Ok(id)
     }
@@ -788,14 +780,7 @@ impl LocalFs {
             let id = self.next_request;
             self.next_request += 1;
             self.writes.insert(id, WriteKind::Journal);
-            let req = Request {
-                flush: false,
-                ids: vec![id],
-                op: Op::Write,
-                sector: self.journal_head,
-                sectors,
-                submitted: now,
-            };
+            let req = Request::new(id, Op::Write, self.journal_head, sectors, now);
             self.journal_head += sectors;
             self.journal_written_bytes += sectors * SECTOR_BYTES;
             step.dispatches.extend(self.block.submit(now, req)?);

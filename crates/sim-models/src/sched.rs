@@ -307,14 +307,7 @@ mod tests {
     use super::*;
 
     fn req(id: u64, op: Op, sector: u64, sectors: u64) -> Request {
-        Request {
-            flush: false,
-            ids: vec![id],
-            op,
-            sector,
-            sectors,
-            submitted: 0,
-        }
+        Request::new(id, op, sector, sectors, 0)
     }
 
     fn drain(s: &mut dyn IoScheduler, now: Nanos) -> Vec<(u64, u64)> {

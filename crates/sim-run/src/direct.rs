@@ -103,14 +103,7 @@ impl Generator<'_> {
             Pattern::Random => self.rng.random_range(0..self.records),
         };
         let sector = (w.offset_bytes + record * w.record_bytes) / SECTOR_BYTES;
-        let req = Request {
-            flush: false,
-            ids: vec![self.issued],
-            op: w.op,
-            sector,
-            sectors: self.sectors,
-            submitted: now,
-        };
+        let req = Request::new(self.issued, w.op, sector, self.sectors, now);
         outstanding.insert(self.issued, (now, sector));
         self.issued += 1;
         for d in bl.submit(now, req).map_err(SimError::Model)? {

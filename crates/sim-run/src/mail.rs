@@ -34,14 +34,13 @@ fn submit(
     at: u64,
     bytes: u64,
 ) -> Result<(), SimError> {
-    let req = Request {
-        flush: false,
-        ids: vec![id],
+    let req = Request::new(
+        id,
         op,
-        sector: at / SECTOR_BYTES,
-        sectors: bytes.div_ceil(SECTOR_BYTES).max(1),
-        submitted: now,
-    };
+        at / SECTOR_BYTES,
+        bytes.div_ceil(SECTOR_BYTES).max(1),
+        now,
+    );
     for d in bl.submit(now, req).map_err(SimError::Model)? {
         sim.at(d.at, d.req);
     }

@@ -70,14 +70,7 @@ pub(crate) fn run(
                 let sector = r.offset / SECTOR_BYTES;
                 let sectors = (r.offset + r.bytes).div_ceil(SECTOR_BYTES) - sector;
                 outstanding.insert(i as u64, now);
-                let req = Request {
-                    flush: false,
-                    ids: vec![i as u64],
-                    op: r.op,
-                    sector,
-                    sectors,
-                    submitted: now,
-                };
+                let req = Request::new(i as u64, r.op, sector, sectors, now);
                 for d in bl.submit(now, req).map_err(SimError::Model)? {
                     sim.at(d.at, Ev::Done(d.req));
                 }

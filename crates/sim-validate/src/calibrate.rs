@@ -31,6 +31,22 @@ pub struct Calibration {
     pub timestamp_granularity_ns: u64,
 }
 
+impl Calibration {
+    /// The device's figures on one line, as `sim validate` prints them.
+    pub fn device_summary(&self) -> String {
+        let d = &self.device;
+        format!(
+            "read {:.0} MB/s {:.0} us, write {:.0} MB/s {:.0} us, {} channels, flush {:.0} us",
+            d.read_mb_s,
+            d.read_latency_us,
+            d.write_mb_s,
+            d.write_latency_us,
+            d.channels,
+            d.flush_latency_us
+        )
+    }
+}
+
 fn read_number(path: &str) -> Option<u64> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
@@ -90,7 +106,7 @@ const CURVE_SHIFTS: [u32; 8] = [12, 13, 15, 17, 19, 21, 23, 25];
 pub(crate) fn calibrate(dir: &Path, quick: bool) -> Result<Calibration, ValidateError> {
     let file_bytes: u64 = if quick { 256 << 20 } else { 512 << 20 };
     let file = real::prepare(dir, "calibrate.dat", file_bytes)?;
-    real::warm_file(&file)?;
+    real::warm(&file)?;
     // The dissertation's copy cost (3.3, 4.5): `read()` of a cached file in records of
     // growing size, the time per page. The file is larger than this CPU's caches, as a
     // page cache is, and is not the cells' file.

@@ -71,7 +71,7 @@ pub(crate) fn drop_cache(path: &Path) -> Result<(), ValidateError> {
 /// Caches the whole file the way a cold sequential read does: dropped, then read through
 /// (read-ahead fills the cache in large folios; pages left by earlier small writes sit in
 /// small ones, and a warm read over those costs a fifth more per call here).
-fn warm(path: &Path) -> Result<(), ValidateError> {
+pub(crate) fn warm(path: &Path) -> Result<(), ValidateError> {
     drop_cache(path)?;
     let mut f = File::open(path).map_err(io(path))?;
     let mut buf = vec![0u8; 1 << 20];
@@ -181,24 +181,6 @@ pub(crate) fn direct(
     Ok(started.elapsed().as_secs_f64())
 }
 
-/// Runs `work(k)` for `k` in `0..threads` at once; the first error wins.
-fn in_threads<T: Send>(
-    threads: u64,
-    work: &(dyn Fn(u64) -> Result<T, ValidateError> + Sync),
-) -> Result<Vec<T>, ValidateError> {
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads).map(|k| s.spawn(move || work(k))).collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(ValidateError::Sim("a calibration thread failed".into()))
-                })
-            })
-            .collect()
-    })
-}
-
 /// Random 4 KiB direct requests by `threads` threads at once; returns requests per second.
 pub(crate) fn direct_random_iops(
     path: &Path,
@@ -207,8 +189,15 @@ pub(crate) fn direct_random_iops(
     per_thread: u64,
 ) -> Result<f64, ValidateError> {
     let started = Instant::now();
-    in_threads(threads, &|_| {
-        direct(path, op, true, 4096, per_thread * 4096)
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| s.spawn(|| direct(path, op, true, 4096, per_thread * 4096)))
+            .collect();
+        handles.into_iter().try_for_each(|h| {
+            h.join()
+                .unwrap_or_else(|_| Err(ValidateError::Sim("a calibration thread failed".into())))
+                .map(drop)
+        })
     })?;
     Ok((threads * per_thread) as f64 / started.elapsed().as_secs_f64())
 }
@@ -267,11 +256,6 @@ pub(crate) fn cached_read_ns(
         passes.push(started.elapsed().as_nanos() as f64 / calls as f64);
     }
     Ok(crate::median(passes))
-}
-
-/// Reads `path` through once so its pages are cached.
-pub(crate) fn warm_file(path: &Path) -> Result<(), ValidateError> {
-    warm(path)
 }
 
 /// Nanoseconds per `pread` of `len` cached bytes at `at` (the least of three runs).
