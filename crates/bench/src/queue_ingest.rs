@@ -96,6 +96,33 @@ pub fn run(options: &IngestOptions) -> Result<()> {
     Ok(())
 }
 
+/// The implementations `queue_ingest` compares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Implementation {
+    /// mailstow's queue: segments and group commit.
+    Mailstow,
+    /// Create, write and `fsync` a file per message.
+    FilePerMessage,
+    /// Append to one file and `fdatasync` after every message.
+    SharedFsync,
+}
+
+/// One run of `implementation` with `producers` sessions (`options.runs` and `deliver`
+/// aside): what `sim validate` predicts and then measures.
+pub fn measure(
+    options: &IngestOptions,
+    producers: usize,
+    implementation: Implementation,
+) -> Result<Ingest> {
+    match implementation {
+        Implementation::Mailstow => run_queue(options, producers),
+        Implementation::FilePerMessage => {
+            run_baseline(options, producers, Baseline::FilePerMessage)
+        }
+        Implementation::SharedFsync => run_baseline(options, producers, Baseline::SharedFsync),
+    }
+}
+
 /// Runs `one` `options.runs` times and keeps the run with the median rate; every run's rate
 /// goes to stderr.
 fn median_of(options: &IngestOptions, mut one: impl FnMut() -> Result<Ingest>) -> Result<Ingest> {

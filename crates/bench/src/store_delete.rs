@@ -22,7 +22,19 @@ pub struct DeleteOptions {
     pub runs: usize,
 }
 
-pub fn run(options: &DeleteOptions) -> Result<()> {
+/// One distance's expunges: median time and the bytes written, by three counts.
+pub struct Deleted {
+    pub distance_mb: u64,
+    pub time: Duration,
+    pub store_bytes: u64,
+    pub max_store_bytes: u64,
+    pub process_write_bytes: u64,
+    pub device_write_bytes: u64,
+}
+
+/// Fills a folder of `folder_mb` and expunges at each distance; returns the messages in the
+/// folder and each distance's figures.
+pub fn measure(options: &DeleteOptions) -> Result<(u64, Vec<Deleted>)> {
     let dir = options.dir.join("store-delete");
     if dir.exists() {
         std::fs::remove_dir_all(&dir)?;
@@ -30,13 +42,13 @@ pub fn run(options: &DeleteOptions) -> Result<()> {
     let store = open_store(&dir, store::StoreConfig::default())?;
     let user = "delete@example.com";
     let count = fill(&store, user, options.folder_mb * 1_000_000, 7)?;
-    eprintln!("filled {count} messages");
+    let mut out = Vec::new();
     for &distance_mb in &options.distances_mb {
         let mut times: Vec<Duration> = Vec::new();
         let mut store_bytes = Vec::new();
         let mut process_bytes = Vec::new();
         let mut device_bytes = Vec::new();
-        for run in 0..options.runs {
+        for run in 0..options.runs.max(1) {
             let view = store.open_folder(user, "INBOX")?;
             // Walk from the end until `distance` bytes lie behind the candidate.
             let target = distance_mb * 1_000_000;
@@ -68,28 +80,32 @@ pub fn run(options: &DeleteOptions) -> Result<()> {
         store_bytes.sort();
         process_bytes.sort();
         device_bytes.sort();
+        out.push(Deleted {
+            distance_mb,
+            time: median(&mut times),
+            store_bytes: store_bytes[store_bytes.len() / 2],
+            max_store_bytes: store_bytes.last().copied().unwrap_or(0),
+            process_write_bytes: process_bytes[process_bytes.len() / 2],
+            device_write_bytes: device_bytes[device_bytes.len() / 2],
+        });
+    }
+    Ok((count, out))
+}
+
+pub fn run(options: &DeleteOptions) -> Result<()> {
+    let (count, deleted) = measure(options)?;
+    eprintln!("filled {count} messages");
+    for d in deleted {
         result(
             "store_delete",
             &[
                 ("folder_msgs", count.to_string()),
-                ("distance_mb", distance_mb.to_string()),
-                ("time_ms", ms(median(&mut times))),
-                (
-                    "store_bytes",
-                    store_bytes[store_bytes.len() / 2].to_string(),
-                ),
-                (
-                    "process_write_bytes",
-                    process_bytes[process_bytes.len() / 2].to_string(),
-                ),
-                (
-                    "device_write_bytes",
-                    device_bytes[device_bytes.len() / 2].to_string(),
-                ),
-                (
-                    "max_store_bytes",
-                    store_bytes.last().copied().unwrap_or(0).to_string(),
-                ),
+                ("distance_mb", d.distance_mb.to_string()),
+                ("time_ms", ms(d.time)),
+                ("store_bytes", d.store_bytes.to_string()),
+                ("process_write_bytes", d.process_write_bytes.to_string()),
+                ("device_write_bytes", d.device_write_bytes.to_string()),
+                ("max_store_bytes", d.max_store_bytes.to_string()),
             ],
         );
     }

@@ -208,7 +208,7 @@ fn validate(quick: bool, json: bool, dir: Option<PathBuf>) -> anyhow::Result<()>
             .collect();
         println!("copy_curve_ns_per_page {}", curve.join(" "));
         println!(
-            "calibration: call {:.0} ns, page lookup {:.0} ns, copy {:.0} ns/page cached, {:.0} ns/page from memory, knee {} KiB, random page +{:.0} ns, written page +{:.0} ns; device {}; page cache {} MiB, read-ahead {} pages, dirty {:.0} %/{:.0} %, clock tick {} us",
+            "calibration: call {:.0} ns, page lookup {:.0} ns, copy {:.0} ns/page cached, {:.0} ns/page from memory, knee {} KiB, random page +{:.0} ns, written page +{:.0} ns; device {}; page cache {} MiB, read-ahead {} pages, dirty {:.0} %/{:.0} %, clock tick {} us, journal {}",
             c.cpu.syscall_ns,
             c.cpu.page_lookup_ns,
             c.cpu.cached_ns_per_page,
@@ -221,7 +221,8 @@ fn validate(quick: bool, json: bool, dir: Option<PathBuf>) -> anyhow::Result<()>
             c.readahead_pages,
             c.dirty_background_ratio * 100.0,
             c.dirty_ratio * 100.0,
-            c.timestamp_granularity_ns / 1000
+            c.timestamp_granularity_ns / 1000,
+            serde_json::to_value(c.journal)?.as_str().unwrap_or("?")
         );
         for r in &report.cells {
             println!(
@@ -231,6 +232,12 @@ fn validate(quick: bool, json: bool, dir: Option<PathBuf>) -> anyhow::Result<()>
                 r.real_mb_s,
                 r.sim_mb_s,
                 r.error
+            );
+        }
+        for m in &report.mailstow_cells {
+            println!(
+                "mailstow_cell={} unit={} real={:.2} sim={:.2} error={:.3}",
+                m.name, m.unit, m.real, m.sim, m.error
             );
         }
         for c in &report.ext4_calibrations {
@@ -251,6 +258,7 @@ fn validate(quick: bool, json: bool, dir: Option<PathBuf>) -> anyhow::Result<()>
             started.elapsed().as_secs_f64()
         );
     }
+    println!("median_error_mailstow={:.4}", report.median_error_mailstow);
     println!(
         "median_error_sequential={:.4}",
         report.median_error_sequential

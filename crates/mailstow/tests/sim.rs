@@ -195,11 +195,14 @@ fn validate_quick_measures_simulates_and_ends_with_the_median_errors() {
             .parse()
             .expect("a number")
     };
+    let mailstow = fraction(lines[n - 3], "median_error_mailstow=");
     let seq = fraction(lines[n - 2], "median_error_sequential=");
     let random = fraction(lines[n - 1], "median_error_random=");
-    assert!(seq.is_finite() && seq >= 0.0 && random.is_finite() && random >= 0.0);
+    for e in [mailstow, seq, random] {
+        assert!(e.is_finite() && e >= 0.0, "{stdout}");
+    }
     // The JSON before them: every cell measured and simulated, both positive.
-    let json: serde_json::Value = serde_json::from_str(&lines[..n - 2].join("\n")).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&lines[..n - 3].join("\n")).unwrap();
     let cells = json["cells"].as_array().unwrap();
     assert!(cells.len() >= 10, "{cells:?}");
     for c in cells {
@@ -216,6 +219,43 @@ fn validate_quick_measures_simulates_and_ends_with_the_median_errors() {
             .iter()
             .any(|s| s.as_str().unwrap().starts_with(&format!("{name}: ")));
         assert!(ran != why, "{name}: ran {ran}, skipped {why}");
+    }
+    // mailstow's storage: the deletes always run; the queue cells need tmpfs for their CPU.
+    let mail = json["mailstow_cells"].as_array().unwrap();
+    for name in [
+        "delete-mailstow-near-end",
+        "delete-mailstow-far-from-end",
+        "delete-mbox-near-end",
+        "delete-mbox-far-from-end",
+        "queue-group-commit-32x8k",
+        "queue-file-per-message-32x8k",
+    ] {
+        let cell = mail.iter().find(|c| c["name"] == name);
+        let why = skipped
+            .iter()
+            .any(|s| s.as_str().unwrap().starts_with("queue cells: "));
+        match cell {
+            Some(c) => {
+                assert!(c["real"].as_f64().unwrap() > 0.0, "{c}");
+                assert!(c["sim"].as_f64().unwrap() > 0.0, "{c}");
+            }
+            None => assert!(
+                name.starts_with("queue") && why,
+                "{name} neither ran nor says why"
+            ),
+        }
+    }
+    // The far mbox delete moves 2,000 times the near one's bytes.
+    let ms = |name: &str, key: &str| {
+        mail.iter().find(|c| c["name"] == name).unwrap()[key]
+            .as_f64()
+            .unwrap()
+    };
+    for key in ["real", "sim"] {
+        assert!(
+            ms("delete-mbox-far-from-end", key) > 10.0 * ms("delete-mbox-near-end", key),
+            "{key}"
+        );
     }
     // Its files are left in the directory it was given.
     assert!(dir.path().join("validate.dat").exists());

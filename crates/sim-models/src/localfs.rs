@@ -122,6 +122,10 @@ pub enum JournalMode {
     Writeback,
     /// Data and metadata journaled: every byte is written twice, to the journal and home.
     Data,
+    /// No journal (ext4 made without one, as this project's machine's root, or ext2): a
+    /// sync writes the data and then the inode in place, and flushes; nothing commits.
+    #[serde(rename = "none")]
+    NoJournal,
 }
 
 /// A call finished at `at`.
@@ -167,7 +171,8 @@ enum SyncStage {
 enum WriteKind {
     /// Pages written to their home location.
     Home(Vec<PageKey>),
-    /// A journal write (descriptor, metadata, data in data mode, commit) of `pages` pages.
+    /// A journal write (descriptor, metadata, data in data mode, commit) of `pages` pages,
+    /// or without a journal an inode written in place.
     Journal,
     /// A sync's cache flush.
     Flush,
@@ -674,11 +679,13 @@ impl LocalFs {
                     return Ok(());
                 }
             }
-            // No ordering between the data and the commit.
-            JournalMode::Writeback => ids.extend(self.start_writeback(now, keys, step, false)?),
+            // No ordering between the data and the commit (or the inode's write).
+            JournalMode::Writeback | JournalMode::NoJournal => {
+                ids.extend(self.start_writeback(now, keys, step, false)?)
+            }
         }
         let body = self.commit(now, step, false)?;
-        let committing = !body.is_empty();
+        let committing = !body.is_empty() && self.wb.journal != JournalMode::NoJournal;
         ids.extend(body);
         if ids.is_empty() {
             let flush = vec![self.submit_flush(now, step)?];
@@ -791,6 +798,17 @@ impl LocalFs {
         Ok(ids)
     }
 
+    /// Without a journal: the file's inode block written in place, at the device's start
+    /// (where the inode table of its first block group would be).
+    fn metadata_write(&mut self, now: Nanos, step: &mut Step) -> Result<u64, String> {
+        let id = self.next_request;
+        self.next_request += 1;
+        self.writes.insert(id, WriteKind::Journal);
+        let req = Request::new(id, Op::Write, 0, PAGE_BYTES / SECTOR_BYTES, now);
+        step.dispatches.extend(self.block.submit(now, req)?);
+        Ok(id)
+    }
+
     /// Journal blocks the running transaction will take at its commit.
     fn txn_journal_pages(&self) -> u64 {
         let pages = self.txn.len() as u64;
@@ -821,6 +839,11 @@ impl LocalFs {
         // mode the transaction is empty (the data is written back as any dirty page).
         let inode_dirty = std::mem::take(&mut self.metadata_dirty);
         if pages.is_empty() || (!inode_dirty && self.wb.journal != JournalMode::Data) {
+            return Ok(ids);
+        }
+        if self.wb.journal == JournalMode::NoJournal {
+            // The inode's block, in place (the inode table sits where a journal would).
+            ids.push(self.metadata_write(now, step)?);
             return Ok(ids);
         }
         if self.wb.journal == JournalMode::Ordered {
@@ -963,6 +986,19 @@ mod tests {
     /// O_SYNC overwrites of `record` bytes, one at a time, each `gap` after the last
     /// returned, on an SSD with a volatile cache; returns (journal bytes, flushes, time).
     fn sync_overwrites(writes: u64, record: u64, gap: Nanos) -> (u64, u64, Nanos) {
+        let (journal, flushes, _, took) =
+            sync_overwrites_on(JournalMode::Ordered, writes, record, gap);
+        (journal, flushes, took)
+    }
+
+    /// O_SYNC overwrites on a file system journaled in `journal`: the journal's bytes,
+    /// the flushes, the other writes, and the time taken.
+    fn sync_overwrites_on(
+        journal: JournalMode,
+        writes: u64,
+        record: u64,
+        gap: Nanos,
+    ) -> (u64, u64, u64, Nanos) {
         let ssd = crate::device::Ssd::new(crate::device::SsdParams {
             flush_latency_us: 50.0,
             ..Default::default()
@@ -973,19 +1009,25 @@ mod tests {
             build(&SchedulerParams::default()).unwrap(),
             des::stream(1, 1),
         );
-        let mut fs = LocalFs::new(
+        let mut fs = LocalFs::with_writeback(
             PageCache::new(1 << 16),
             block,
             ReadaheadParams::default(),
             CpuParams::default(),
+            WritebackParams {
+                journal,
+                ..WritebackParams::default()
+            },
         );
         let file = fs.create(64 << 20).unwrap();
         let mut sim: Scheduler<Ev> = Scheduler::new();
         let mut flushes = 0;
+        let mut other = 0;
         let mut done = 0;
-        let apply = |sim: &mut Scheduler<Ev>, step: Step, flushes: &mut u64| {
+        let mut apply = |sim: &mut Scheduler<Ev>, step: Step, flushes: &mut u64| {
             for d in step.dispatches {
                 *flushes += u64::from(d.req.flush);
+                other += u64::from(!d.req.flush && d.req.op == Op::Write);
                 sim.at(d.at, Ev::Io(d.req));
             }
             for c in step.done {
@@ -1009,7 +1051,7 @@ mod tests {
             };
             apply(&mut sim, step, &mut flushes);
         }
-        (fs.journal_written_bytes, flushes, sim.now())
+        (fs.journal_written_bytes, flushes, other, sim.now())
     }
 
     #[test]
@@ -1024,6 +1066,18 @@ mod tests {
         let (journal, flushes, _) = sync_overwrites(20, 4096, 5_000_000);
         assert_eq!(journal, 20 * 3 * PAGE_BYTES);
         assert_eq!(flushes, 40);
+    }
+
+    #[test]
+    fn without_a_journal_a_sync_writes_the_data_then_the_inode_in_place_and_flushes() {
+        // One write per 5 ms, so every one moves the modification time: the data, the
+        // inode, one flush each; nothing journaled.
+        let (journal, flushes, writes, _) =
+            sync_overwrites_on(JournalMode::NoJournal, 20, 4096, 5_000_000);
+        assert_eq!((journal, flushes, writes), (0, 20, 40));
+        // Inside one tick only the first write dirties the inode.
+        let (journal, flushes, writes, _) = sync_overwrites_on(JournalMode::NoJournal, 20, 4096, 0);
+        assert_eq!((journal, flushes, writes), (0, 20, 21));
     }
 
     #[test]

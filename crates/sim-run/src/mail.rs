@@ -1,11 +1,17 @@
-//! mailstow's own storage as workloads on the block layer (docs/simulator.md 5b): accepting
-//! mail (FlashQ's group commit against a file per message) and deleting it (a one-page mark
-//! against rewriting an mbox's tail). Device writes complete durably (no write cache).
+//! mailstow's own storage as workloads on the block layer (docs/simulator.md 6b): accepting
+//! mail (FlashQ's group commit against a file per message) and deleting it (an appended mark
+//! against rewriting an mbox's tail). Every durable point ends with a cache flush: free on a
+//! device without a volatile cache (the disk model), `flush_latency_us` on the SSD model.
+//!
+//! CPU: `message_cpu_ns` per message is what the implementation spends besides the device
+//! (system calls, copies, waking the session), on `cpus` cores. `sim validate` measures it
+//! by running the real implementation on tmpfs, where the device costs nothing.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use des::{Latencies, Nanos, Scheduler};
-use sim_models::block::BlockLayer;
+use sim_models::block::{BlockLayer, Dispatch};
+use sim_models::localfs::JournalMode;
 use sim_models::{Op, Request, SECTOR_BYTES};
 
 use crate::SimError;
@@ -15,166 +21,293 @@ use crate::scenario::{MailMode, Scenario, Workload};
 const PAGE: u64 = 4096;
 /// Largest group commit: messages per write.
 const BATCH_MAX: usize = 256;
-/// The journal's area (file-per-message): its first 128 MiB.
+/// The journal's area: the device's first 128 MiB.
 const JOURNAL_BYTES: u64 = 128 << 20;
 /// Where mail data starts on the device.
 const DATA_START: u64 = 1 << 30;
+/// Journal blocks a new file adds to a commit (inode, block bitmap, directory block); a
+/// truncation adds as many (inode, block bitmap, group descriptor).
+const FILE_JOURNAL_BLOCKS: u64 = 3;
+/// The mbox move's unit: a read, then the same bytes written `message_bytes` earlier.
+const MOVE_CHUNK: u64 = 1 << 20;
 
 fn pages(bytes: u64) -> u64 {
     bytes.div_ceil(PAGE) * PAGE
 }
 
-/// Submits a write or read of `bytes` at byte `at` as request `id`.
-fn submit(
-    bl: &mut BlockLayer,
-    sim: &mut Scheduler<Request>,
-    now: Nanos,
-    id: u64,
-    op: Op,
-    at: u64,
-    bytes: u64,
-) -> Result<(), SimError> {
-    let req = Request::new(
-        id,
-        op,
-        at / SECTOR_BYTES,
-        bytes.div_ceil(SECTOR_BYTES).max(1),
-        now,
-    );
-    for d in bl.submit(now, req).map_err(SimError::Model)? {
-        sim.at(d.at, d.req);
-    }
-    Ok(())
+enum Event {
+    Io(Request),
+    /// A CPU step of the workload's own ends, tagged by the workload.
+    Cpu(u64),
 }
+
+/// The block layer and the event list: requests and CPU steps on one clock.
+struct Sim {
+    bl: BlockLayer,
+    events: Scheduler<Event>,
+    next_id: u64,
+    requests: u64,
+    /// The journal's head; it wraps inside `JOURNAL_BYTES`.
+    journal_head: u64,
+    /// Whether the file system has a journal (`writeback.journal` is not `none`).
+    journaled: bool,
+}
+
+impl Sim {
+    fn new(s: &Scenario, seed: u64) -> Result<Sim, SimError> {
+        Ok(Sim {
+            bl: block_layer(s, seed, 1)?,
+            events: Scheduler::new(),
+            next_id: 0,
+            requests: 0,
+            journal_head: 0,
+            journaled: s.writeback.journal != JournalMode::NoJournal,
+        })
+    }
+
+    fn now(&self) -> Nanos {
+        self.events.now()
+    }
+
+    fn dispatch(&mut self, out: Vec<Dispatch>) {
+        for d in out {
+            self.events.at(d.at, Event::Io(d.req));
+        }
+    }
+
+    fn send(&mut self, req: Request) -> Result<u64, SimError> {
+        let id = req.ids[0];
+        self.next_id += 1;
+        self.requests += 1;
+        let out = self.bl.submit(self.now(), req).map_err(SimError::Model)?;
+        self.dispatch(out);
+        Ok(id)
+    }
+
+    /// A read or write of `bytes` at byte `at`; returns its id.
+    fn io(&mut self, op: Op, at: u64, bytes: u64) -> Result<u64, SimError> {
+        let sectors = bytes.div_ceil(SECTOR_BYTES).max(1);
+        let req = Request::new(self.next_id, op, at / SECTOR_BYTES, sectors, self.now());
+        self.send(req)
+    }
+
+    fn flush(&mut self) -> Result<u64, SimError> {
+        self.send(Request::cache_flush(self.next_id, self.now()))
+    }
+
+    /// `blocks` journal blocks at the journal's head.
+    fn journal(&mut self, blocks: u64) -> Result<u64, SimError> {
+        let bytes = (blocks * PAGE).min(JOURNAL_BYTES);
+        if self.journal_head + bytes > JOURNAL_BYTES {
+            self.journal_head = 0;
+        }
+        let at = self.journal_head;
+        self.journal_head += bytes;
+        self.io(Op::Write, at, bytes)
+    }
+
+    /// The next event; a finished request has already let the block layer dispatch what
+    /// waited behind it.
+    fn next(&mut self) -> Option<Event> {
+        let e = self.events.pop()?;
+        if let Event::Io(done) = &e {
+            let out = self.bl.complete(self.now(), done);
+            self.dispatch(out);
+        }
+        Some(e)
+    }
+
+    /// The run's figures; `requests` are messages for a queue, device requests for a delete.
+    fn ended(mut self, bytes: u64, requests: u64, latencies: Latencies) -> Run {
+        let end = self.now();
+        Run::ended(&mut self.bl, end, bytes, requests, latencies, 0.0)
+    }
+}
+
+/// Where a jbd2 commit is (docs/simulator.md 6, as the local model's `SyncStage`): its
+/// body, a flush, the commit block, a flush.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Commit {
+    Body,
+    PreFlush,
+    Block,
+    Flush,
+}
+
+impl Commit {
+    /// A commit of `blocks` journal blocks and a descriptor: its first request. Without a
+    /// journal the blocks are written in place (the inode table, at the device's start)
+    /// and a flush follows.
+    fn start(sim: &mut Sim, blocks: u64) -> Result<(Commit, u64), SimError> {
+        if !sim.journaled {
+            return Ok((Commit::Block, sim.io(Op::Write, 0, blocks * PAGE)?));
+        }
+        Ok((Commit::Body, sim.journal(1 + blocks)?))
+    }
+
+    /// Issues the step after this one; `None` once the commit is durable.
+    fn advance(self, sim: &mut Sim) -> Result<Option<(Commit, u64)>, SimError> {
+        Ok(match self {
+            Commit::Body => Some((Commit::PreFlush, sim.flush()?)),
+            Commit::PreFlush => Some((Commit::Block, sim.journal(1)?)),
+            Commit::Block => Some((Commit::Flush, sim.flush()?)),
+            Commit::Flush => None,
+        })
+    }
+}
+
+/// The group committer (FlashQ): writing a batch, flushing it, or on the CPU waking its
+/// sessions.
+enum Committer {
+    Idle,
+    Writing(u64),
+    Flushing(u64),
+    Waking,
+}
+
+/// A CPU tag: the committer is done waking its batch.
+const COMMITTER_DONE: u64 = u64::MAX;
 
 /// `sessions` writers each deliver a message as soon as the last one was accepted, until
 /// `messages` are in.
 pub(crate) fn queue(s: &Scenario, w: &Workload, seed: u64) -> Result<Run, SimError> {
-    let mut bl = block_layer(s, seed, 1)?;
-    let mut sim: Scheduler<Request> = Scheduler::new();
+    let mut sim = Sim::new(s, seed)?;
     let mut latencies = Latencies::new();
+    let cpu_ns = w.message_cpu_ns as Nanos;
     let total = w.messages;
-    let mut started = 0u64;
-    let mut accepted = 0u64;
-    // Arrival time of each waiting message (group commit) or of each session's message.
-    let mut waiting: VecDeque<Nanos> = VecDeque::new();
     let first = u64::from(w.sessions).min(total);
-    started += first;
-    let mut next_id = 0u64;
+    let mut started = first;
+    let mut accepted = 0u64;
     match w.mode {
         Some(MailMode::GroupCommit) => {
-            // The segment's head: batches are appended one after another.
+            // Every message waiting when the committer is free goes out in one write at
+            // the segment's head, then `fdatasync`: a flush (the segment is preallocated and
+            // zero-filled: no metadata to commit). The committer then wakes the batch's
+            // sessions one after another, `message_cpu_ns` each; each session hands in its
+            // next message as it wakes. A CPU tag is the message's arrival.
             let mut head = DATA_START;
-            let mut in_flight: Option<Vec<Nanos>> = None;
-            waiting.extend(std::iter::repeat_n(0, first as usize));
-            let mut flush = |now: Nanos,
-                             waiting: &mut VecDeque<Nanos>,
-                             in_flight: &mut Option<Vec<Nanos>>,
-                             bl: &mut BlockLayer,
-                             sim: &mut Scheduler<Request>|
-             -> Result<(), SimError> {
-                if in_flight.is_some() || waiting.is_empty() {
-                    return Ok(());
+            let mut waiting: VecDeque<Nanos> = std::iter::repeat_n(0, first as usize).collect();
+            let mut batch: Vec<Nanos> = Vec::new();
+            let mut committer = Committer::Idle;
+            loop {
+                if matches!(committer, Committer::Idle) && !waiting.is_empty() {
+                    let n = waiting.len().min(BATCH_MAX);
+                    batch.extend(waiting.drain(..n));
+                    let bytes = pages(w.message_bytes * n as u64);
+                    committer = Committer::Writing(sim.io(Op::Write, head, bytes)?);
+                    head += bytes;
                 }
-                let n = waiting.len().min(BATCH_MAX);
-                let batch: Vec<Nanos> = waiting.drain(..n).collect();
-                let bytes = pages(w.message_bytes * n as u64);
-                submit(bl, sim, now, next_id, Op::Write, head, bytes)?;
-                next_id += 1;
-                head += bytes;
-                *in_flight = Some(batch);
-                Ok(())
-            };
-            flush(0, &mut waiting, &mut in_flight, &mut bl, &mut sim)?;
-            while let Some(done) = sim.pop() {
-                let now = sim.now();
-                for d in bl.complete(now, &done) {
-                    sim.at(d.at, d.req);
-                }
-                for arrived in in_flight.take().unwrap_or_default() {
-                    latencies.record(now - arrived);
-                    accepted += 1;
-                    // That session's next message.
-                    if started < total {
-                        started += 1;
-                        waiting.push_back(now);
+                let Some(e) = sim.next() else { break };
+                match (e, &committer) {
+                    (Event::Io(done), Committer::Writing(id)) if done.ids.contains(id) => {
+                        committer = Committer::Flushing(sim.flush()?);
                     }
+                    (Event::Io(done), Committer::Flushing(id)) if done.ids.contains(id) => {
+                        let now = sim.now();
+                        let n = batch.len() as u64;
+                        for (i, arrived) in batch.drain(..).enumerate() {
+                            let woken = now + (i as u64 + 1) * cpu_ns;
+                            latencies.record(woken - arrived);
+                            accepted += 1;
+                            if started < total {
+                                started += 1;
+                                if woken == now {
+                                    waiting.push_back(now);
+                                } else {
+                                    sim.events.at(woken, Event::Cpu(woken));
+                                }
+                            }
+                        }
+                        committer = if cpu_ns == 0 {
+                            Committer::Idle
+                        } else {
+                            // After the sessions it woke: they were scheduled first.
+                            sim.events.at(now + n * cpu_ns, Event::Cpu(COMMITTER_DONE));
+                            Committer::Waking
+                        };
+                    }
+                    (Event::Cpu(COMMITTER_DONE), _) => committer = Committer::Idle,
+                    (Event::Cpu(arrived), _) => waiting.push_back(arrived),
+                    (Event::Io(_), _) => {}
                 }
-                flush(now, &mut waiting, &mut in_flight, &mut bl, &mut sim)?;
             }
         }
         _ => {
-            // A file per message: its data where the allocator puts it (one after another);
-            // once on the device, the file's fsync and then the directory's, each a journal
-            // commit. The journal commits one transaction at a time, every fsync waiting at
-            // that moment joining it (jbd2's batching): 3 blocks per file, 2 per directory
-            // update, plus a descriptor and a commit block.
-            let mut alloc = DATA_START;
-            let mut journal_head = 0u64;
-            // Data writes in flight: request id -> arrival.
-            let mut data: std::collections::HashMap<u64, Nanos> = Default::default();
-            // Waiting for a commit: (arrival, commits still needed).
-            let mut fsyncs: Vec<(Nanos, u8)> = Vec::new();
-            let mut committing: Option<(u64, Vec<(Nanos, u8)>)> = None;
+            // A file per message: create and write it (`message_cpu_ns` on one of `cpus`
+            // cores), its data where the allocator puts it, one after another; then its
+            // fsync, which ext4 serves with a journal commit carrying the new file. The
+            // journal commits one transaction at a time, every fsync waiting at that moment
+            // joining it (jbd2's batching). Without a journal each fsync writes its inode
+            // and directory block and flushes on its own. A CPU tag is the message's arrival.
+            let mut cpu_free: Vec<Nanos> = vec![0; w.cpus.max(1) as usize];
+            let mut on_cpu = |sim: &mut Sim, arrived: Nanos| {
+                let (slot, free) = cpu_free
+                    .iter_mut()
+                    .enumerate()
+                    .min_by_key(|(_, f)| **f)
+                    .map(|(i, f)| (i, *f))
+                    .unwrap_or((0, 0));
+                let end = free.max(sim.now()) + cpu_ns;
+                cpu_free[slot] = end;
+                sim.events.at(end, Event::Cpu(arrived));
+            };
             for _ in 0..first {
-                let bytes = pages(w.message_bytes);
-                submit(&mut bl, &mut sim, 0, next_id, Op::Write, alloc, bytes)?;
-                data.insert(next_id, 0);
-                next_id += 1;
-                alloc += bytes;
+                on_cpu(&mut sim, 0);
             }
-            while let Some(done) = sim.pop() {
-                let now = sim.now();
-                for d in bl.complete(now, &done) {
-                    sim.at(d.at, d.req);
-                }
-                for id in &done.ids {
-                    if let Some(arrived) = data.remove(id) {
-                        fsyncs.push((arrived, 2));
-                        continue;
+            let mut alloc = DATA_START;
+            // Data writes in flight: request id -> arrival.
+            let mut data: HashMap<u64, Nanos> = HashMap::new();
+            let mut fsyncs: Vec<Nanos> = Vec::new();
+            // Commits in flight: one at a time with a journal, one per fsync without.
+            let mut commits: Vec<(Commit, u64, Vec<Nanos>)> = Vec::new();
+            while let Some(e) = sim.next() {
+                match e {
+                    Event::Cpu(arrived) => {
+                        let bytes = pages(w.message_bytes);
+                        data.insert(sim.io(Op::Write, alloc, bytes)?, arrived);
+                        alloc += bytes;
                     }
-                    let Some((_, members)) = committing.take_if(|(c, _)| c == id) else {
-                        continue;
-                    };
-                    for (arrived, left) in members {
-                        if left > 1 {
-                            fsyncs.push((arrived, left - 1));
-                            continue;
+                    Event::Io(done) => {
+                        for id in &done.ids {
+                            if let Some(arrived) = data.remove(id) {
+                                fsyncs.push(arrived);
+                            }
                         }
-                        latencies.record(now - arrived);
-                        accepted += 1;
-                        if started < total {
-                            started += 1;
-                            let bytes = pages(w.message_bytes);
-                            submit(&mut bl, &mut sim, now, next_id, Op::Write, alloc, bytes)?;
-                            data.insert(next_id, now);
-                            next_id += 1;
-                            alloc += bytes;
+                        let mut i = 0;
+                        while i < commits.len() {
+                            let (stage, id, _) = commits[i];
+                            if !done.ids.contains(&id) {
+                                i += 1;
+                            } else if let Some((stage, id)) = stage.advance(&mut sim)? {
+                                (commits[i].0, commits[i].1) = (stage, id);
+                                i += 1;
+                            } else {
+                                let now = sim.now();
+                                for arrived in commits.swap_remove(i).2 {
+                                    latencies.record(now - arrived);
+                                    accepted += 1;
+                                    if started < total {
+                                        started += 1;
+                                        on_cpu(&mut sim, now);
+                                    }
+                                }
+                            }
                         }
                     }
                 }
-                if committing.is_none() && !fsyncs.is_empty() {
-                    let members = std::mem::take(&mut fsyncs);
-                    let blocks: u64 = 2 + members
-                        .iter()
-                        .map(|&(_, left)| if left == 2 { 3 } else { 2 })
-                        .sum::<u64>();
-                    let bytes = (blocks * PAGE).min(JOURNAL_BYTES);
-                    if journal_head + bytes > JOURNAL_BYTES {
-                        journal_head = 0;
+                if sim.journaled {
+                    if commits.is_empty() && !fsyncs.is_empty() {
+                        let members = std::mem::take(&mut fsyncs);
+                        let blocks = FILE_JOURNAL_BLOCKS * members.len() as u64;
+                        let (stage, id) = Commit::start(&mut sim, blocks)?;
+                        commits.push((stage, id, members));
                     }
-                    submit(
-                        &mut bl,
-                        &mut sim,
-                        now,
-                        next_id,
-                        Op::Write,
-                        journal_head,
-                        bytes,
-                    )?;
-                    journal_head += bytes;
-                    committing = Some((next_id, members));
-                    next_id += 1;
+                } else {
+                    // The inode and the directory's block, then a flush, per file.
+                    for arrived in std::mem::take(&mut fsyncs) {
+                        let (stage, id) = Commit::start(&mut sim, 2)?;
+                        commits.push((stage, id, vec![arrived]));
+                    }
                 }
             }
         }
@@ -185,65 +318,115 @@ pub(crate) fn queue(s: &Scenario, w: &Workload, seed: u64) -> Result<Run, SimErr
             w.name
         )));
     }
-    let end = sim.now();
-    Ok(Run::ended(
-        &mut bl,
-        end,
-        total * w.message_bytes,
-        total,
-        latencies,
-        0.0,
-    ))
+    Ok(sim.ended(total * w.message_bytes, total, latencies))
 }
 
 /// Deletes the message `distance` messages from the end of a mailbox of `messages`.
 pub(crate) fn delete(s: &Scenario, w: &Workload, seed: u64) -> Result<Run, SimError> {
-    let mut bl = block_layer(s, seed, 1)?;
-    let mut sim: Scheduler<Request> = Scheduler::new();
+    let mut sim = Sim::new(s, seed)?;
     let size = w.message_bytes;
     let victim = DATA_START + (w.messages - 1 - w.distance) * size;
-    // The steps, one after another: (read or write, byte, bytes).
-    let mut steps: VecDeque<(Op, u64, u64)> = VecDeque::new();
+    let mut moved = 0u64;
+    let mut commit = None;
     match w.mode {
         Some(MailMode::Mbox) => {
-            // Every message behind the victim moves up by one message: read a chunk, write
-            // it `size` earlier; then the truncation's journal commit.
+            // Every message behind the victim moves up by one. The tail is read from the
+            // device through read-ahead (a window of chunks ahead of the reader), copied to
+            // user space and back into the page cache, `message_bytes` earlier; `fsync`
+            // then writes it all and commits the truncation.
             let tail = w.distance * size;
-            let mut done = 0;
-            while done < tail {
-                let n = (tail - done).min(1 << 20);
-                let from = victim + size + done;
-                steps.push_back((Op::Read, from, n));
-                steps.push_back((Op::Write, from - size, n));
-                done += n;
+            let chunks: Vec<(u64, u64)> = (0..tail.div_ceil(MOVE_CHUNK))
+                .map(|i| {
+                    let done = i * MOVE_CHUNK;
+                    (victim + size + done, (tail - done).min(MOVE_CHUNK))
+                })
+                .collect();
+            let window = (s.readahead.max_pages * PAGE).div_ceil(MOVE_CHUNK).max(1);
+            let cpu = &s.cpu;
+            let copy_ns = |bytes: u64| {
+                let p = bytes.div_ceil(PAGE) as f64;
+                let per_page =
+                    2.0 * (cpu.memory_ns_per_page + cpu.page_lookup_ns) + cpu.write_page_ns;
+                (2.0 * cpu.syscall_ns + p * per_page) as Nanos
+            };
+            let mut reads: HashMap<u64, usize> = HashMap::new();
+            let mut next_read = 0usize;
+            let mut copied = 0usize;
+            let mut cpu_free: Nanos = 0;
+            let mut writes = 0usize;
+            while next_read < chunks.len() && (next_read as u64) < window {
+                let (at, n) = chunks[next_read];
+                reads.insert(sim.io(Op::Read, at, n)?, next_read);
+                next_read += 1;
             }
-            steps.push_back((Op::Write, 0, 3 * PAGE));
+            if chunks.is_empty() {
+                commit = Some(Commit::start(&mut sim, FILE_JOURNAL_BLOCKS)?);
+            }
+            while let Some(e) = sim.next() {
+                match e {
+                    Event::Io(done) => {
+                        // Merged neighbours complete together.
+                        let read: Vec<usize> =
+                            done.ids.iter().filter_map(|id| reads.remove(id)).collect();
+                        if !read.is_empty() {
+                            for chunk in read {
+                                let n = chunks[chunk].1;
+                                moved += n;
+                                cpu_free = cpu_free.max(sim.now()) + copy_ns(n);
+                                sim.events.at(cpu_free, Event::Cpu(chunk as u64));
+                            }
+                            continue;
+                        }
+                        if let Some((stage, id)) = commit
+                            && done.ids.contains(&id)
+                        {
+                            commit = stage.advance(&mut sim)?;
+                            continue;
+                        }
+                        // Writes of the moved tail.
+                        writes -= done.ids.len();
+                        if writes == 0 && copied == chunks.len() {
+                            commit = Some(Commit::start(&mut sim, FILE_JOURNAL_BLOCKS)?);
+                        }
+                    }
+                    Event::Cpu(_) => {
+                        // The reader moved on: read-ahead keeps its window ahead of it.
+                        copied += 1;
+                        if next_read < chunks.len() {
+                            let (at, n) = chunks[next_read];
+                            reads.insert(sim.io(Op::Read, at, n)?, next_read);
+                            next_read += 1;
+                        }
+                        if copied == chunks.len() {
+                            for &(at, n) in &chunks {
+                                sim.io(Op::Write, at - size, n)?;
+                                moved += n;
+                                writes += 1;
+                            }
+                        }
+                    }
+                }
+            }
         }
         _ => {
-            // mailstow: the message's mark, one page, wherever the message is.
-            steps.push_back((Op::Write, victim - victim % PAGE, PAGE));
+            // mailstow: the message's mark appended to the folder's log, then `fdatasync`:
+            // the page, and a commit for the log's new size.
+            let mark = sim.io(Op::Write, victim - victim % PAGE, PAGE)?;
+            moved += PAGE;
+            while let Some(e) = sim.next() {
+                let Event::Io(done) = e else { continue };
+                if done.ids.contains(&mark) {
+                    commit = Some(Commit::start(&mut sim, 1)?);
+                } else if let Some((stage, id)) = commit
+                    && done.ids.contains(&id)
+                {
+                    commit = stage.advance(&mut sim)?;
+                }
+            }
         }
     }
-    let count = steps.len() as u64;
-    let mut moved = 0u64;
-    let mut id = 0u64;
-    if let Some((op, at, n)) = steps.pop_front() {
-        submit(&mut bl, &mut sim, 0, id, op, at, n)?;
-        moved += n;
-    }
-    while let Some(done) = sim.pop() {
-        let now = sim.now();
-        for d in bl.complete(now, &done) {
-            sim.at(d.at, d.req);
-        }
-        if let Some((op, at, n)) = steps.pop_front() {
-            id += 1;
-            submit(&mut bl, &mut sim, now, id, op, at, n)?;
-            moved += n;
-        }
-    }
-    let end = sim.now();
     let mut latencies = Latencies::new();
-    latencies.record(end);
-    Ok(Run::ended(&mut bl, end, moved, count, latencies, 0.0))
+    latencies.record(sim.now());
+    let requests = sim.requests;
+    Ok(sim.ended(moved, requests, latencies))
 }

@@ -178,10 +178,50 @@ pub struct Workload {
     pub sessions: u32,
     #[serde(default)]
     pub distance: u64,
+    /// `queue` workloads: the implementation's CPU per message besides the device, and the
+    /// cores a file per message's sessions share (docs/simulator.md 6b).
+    #[serde(default)]
+    pub message_cpu_ns: f64,
+    #[serde(default = "one_u32")]
+    pub cpus: u32,
+}
+
+impl Workload {
+    /// A workload of `kind` with every other field at its default in a scenario file.
+    pub fn new(name: &str, kind: WorkloadKind) -> Workload {
+        Workload {
+            name: name.to_string(),
+            kind,
+            op: Op::default(),
+            pattern: Pattern::default(),
+            record_bytes: 0,
+            bytes: 0,
+            queue_depth: 1,
+            offset_bytes: 0,
+            region_bytes: None,
+            file_bytes: None,
+            cache: CacheState::default(),
+            sync: false,
+            end_fsync: yes(),
+            trace: None,
+            format: None,
+            timing: Timing::default(),
+            mode: None,
+            messages: 0,
+            message_bytes: 0,
+            sessions: 1,
+            distance: 0,
+            message_cpu_ns: 0.0,
+            cpus: 1,
+        }
+    }
 }
 
 /// Most concurrent sessions of a `queue` workload.
 pub const SESSIONS_MAX: u32 = 10_000;
+/// Most CPU a message may cost (one second), and most cores.
+pub(crate) const MESSAGE_CPU_NS_MAX: f64 = 1e9;
+pub(crate) const CPUS_MAX: u32 = 1_024;
 
 fn yes() -> bool {
     true
@@ -269,6 +309,14 @@ impl Scenario {
                 }
                 if w.sessions == 0 || w.sessions > SESSIONS_MAX {
                     return bad(format!("{name}: sessions must be 1..={SESSIONS_MAX}"));
+                }
+                if !(0.0..=MESSAGE_CPU_NS_MAX).contains(&w.message_cpu_ns) {
+                    return bad(format!(
+                        "{name}: message_cpu_ns must be 0..={MESSAGE_CPU_NS_MAX}"
+                    ));
+                }
+                if w.cpus == 0 || w.cpus > CPUS_MAX {
+                    return bad(format!("{name}: cpus must be 1..={CPUS_MAX}"));
                 }
                 if w.kind == WorkloadKind::Delete && w.distance >= w.messages {
                     return bad(format!("{name}: distance must be below messages"));

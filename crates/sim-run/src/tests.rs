@@ -479,6 +479,64 @@ fn group_commit_outruns_a_file_per_message_and_mailstow_deletes_in_constant_time
     }
 }
 
+fn mail_on(header: &str, workload: &str) -> WorkloadResult {
+    let s = Scenario::parse(&format!(
+        "replications = 1\n{header}\n[[workload]]\nname = \"m\"\n{workload}"
+    ))
+    .unwrap();
+    run(&s, false, &mut |_, _| {}).unwrap().0.remove(0)
+}
+
+#[test]
+fn a_queue_pays_its_cpu_per_message_and_without_a_journal_every_fsync_flushes_alone() {
+    let hdd = "[device]\nkind = \"hdd\"";
+    let group = |cpu_ns: u64| {
+        mail_on(
+            hdd,
+            &format!(
+                "kind = \"queue\"\nmode = \"group-commit\"\nmessages = 4000\nmessage_bytes = 4096\nsessions = 32\nmessage_cpu_ns = {cpu_ns}\n"
+            ),
+        )
+        .iops
+        .mean
+    };
+    // 100 us a message on the committer: never more than 10,000 a second, and slower than
+    // the device alone.
+    let (free, costly) = (group(0), group(100_000));
+    assert!(costly < 10_000.0 && costly < free, "{free} {costly}");
+    // Without a journal no fsync shares a commit: each writes its inode and directory block
+    // in place, a seek away from the data.
+    let files = |journal: &str| {
+        mail_on(
+            &format!("{hdd}\n[writeback]\njournal = \"{journal}\""),
+            "kind = \"queue\"\nmode = \"file-per-message\"\nmessages = 400\nmessage_bytes = 4096\nsessions = 32\n",
+        )
+        .iops
+        .mean
+    };
+    let (journaled, unjournaled) = (files("ordered"), files("none"));
+    assert!(unjournaled < journaled / 2.0, "{journaled} {unjournaled}");
+    // Sessions share `cpus` cores: twice the cores, up to twice the rate when CPU-bound.
+    let cores = |cpus: u32| {
+        mail_on(
+            hdd,
+            &format!(
+                "kind = \"queue\"\nmode = \"file-per-message\"\nmessages = 400\nmessage_bytes = 4096\nsessions = 32\nmessage_cpu_ns = 5000000\ncpus = {cpus}\n"
+            ),
+        )
+        .iops
+        .mean
+    };
+    let (one, two) = (cores(1), cores(2));
+    assert!(one < 200.0 && two > 1.5 * one, "{one} {two}");
+    for bad in ["cpus = 0", "message_cpu_ns = -1.0", "message_cpu_ns = 2e9"] {
+        let text = format!(
+            "{hdd}\n[[workload]]\nname = \"m\"\nkind = \"queue\"\nmode = \"group-commit\"\nmessages = 1\nmessage_bytes = 1\n{bad}\n"
+        );
+        assert!(Scenario::parse(&text).is_err(), "{bad}");
+    }
+}
+
 fn pvfs(op: &str, clients: u32, extra: &str) -> WorkloadResult {
     let s = Scenario::parse(&format!(
         "[device]\nkind = \"hdd\"\n[pvfs]\nservers = 4\nclients = {clients}\n{extra}\n[[workload]]\nname = \"p\"\nkind = \"pvfs\"\nop = \"{op}\"\nrecord_bytes = 1048576\nbytes = 67108864\n"

@@ -6,7 +6,7 @@ use std::path::Path;
 use serde::Serialize;
 use sim_models::Op;
 use sim_models::device::SsdParams;
-use sim_models::localfs::CpuParams;
+use sim_models::localfs::{CpuParams, JournalMode};
 
 use crate::ValidateError;
 use crate::real;
@@ -26,6 +26,9 @@ pub struct Calibration {
     pub readahead_pages: u64,
     pub dirty_ratio: f64,
     pub dirty_background_ratio: f64,
+    /// The journal of the file system calibrated on (ext4's `journal_task` says whether it
+    /// has one; `ordered`, ext4's default, when it cannot be told).
+    pub journal: JournalMode,
     /// The coarse clock's tick: a write changes a file's modification time (so dirties
     /// its inode and needs a journal commit to sync) at most once per tick.
     pub timestamp_granularity_ns: u64,
@@ -200,6 +203,7 @@ pub(crate) fn calibrate(dir: &Path, quick: bool) -> Result<Calibration, Validate
             as f64
             / 100.0,
         timestamp_granularity_ns: coarse_clock_ns(),
+        journal: journal_of(dir),
     })
 }
 
@@ -238,6 +242,24 @@ fn knee(curve: &[(u64, f64)], cached: f64) -> (u64, f64) {
 
 /// The coarse clock's resolution: how often a file's modification time can change (the
 /// kernel stamps writes from it), so how often an overwrite dirties the inode.
+/// Whether the ext4 holding `dir` has a journal: its block device's name from the file's
+/// device number, then `/sys/fs/ext4/<name>/journal_task` (`<none>` without a journal).
+fn journal_of(dir: &Path) -> JournalMode {
+    let told = || -> Option<JournalMode> {
+        let st = rustix::fs::stat(dir).ok()?;
+        let (major, minor) = (rustix::fs::major(st.st_dev), rustix::fs::minor(st.st_dev));
+        let link = std::fs::read_link(format!("/sys/dev/block/{major}:{minor}")).ok()?;
+        let name = link.file_name()?.to_str()?.to_string();
+        let task = std::fs::read_to_string(format!("/sys/fs/ext4/{name}/journal_task")).ok()?;
+        Some(if task.trim() == "<none>" {
+            JournalMode::NoJournal
+        } else {
+            JournalMode::Ordered
+        })
+    };
+    told().unwrap_or(JournalMode::Ordered)
+}
+
 fn coarse_clock_ns() -> u64 {
     let t = rustix::time::clock_getres(rustix::time::ClockId::RealtimeCoarse);
     (t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64).max(1)

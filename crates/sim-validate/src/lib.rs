@@ -9,12 +9,14 @@
 
 mod calibrate;
 mod loopfs;
+mod mailcells;
 mod matrix;
 mod real;
 
 use std::path::PathBuf;
 
 pub use calibrate::Calibration;
+pub use mailcells::MailCellResult;
 pub use matrix::{Cell, CellResult};
 use sim_models::localfs::JournalMode;
 
@@ -40,8 +42,11 @@ pub struct Report {
     /// mount's (the same but for the cost of a page written).
     pub ext4_calibrations: Vec<Calibration>,
     pub cells: Vec<CellResult>,
+    /// mailstow's storage models predicted, then measured (docs/simulator.md 6b).
+    pub mailstow_cells: Vec<MailCellResult>,
     /// Cells this machine or this mode could not run, with why.
     pub skipped: Vec<String>,
+    pub median_error_mailstow: f64,
     pub median_error_sequential: f64,
     pub median_error_random: f64,
 }
@@ -70,7 +75,7 @@ pub fn validate(
     let cells = matrix::cells(opts.quick);
     let modes = [JournalMode::Ordered, JournalMode::Data];
     let ext4_per_mode = matrix::ext4_cells(JournalMode::Ordered).len() as u64;
-    let steps = 1 + cells.len() as u64 + modes.len() as u64 * (1 + ext4_per_mode) + 1;
+    let steps = 1 + cells.len() as u64 + modes.len() as u64 * (1 + ext4_per_mode) + 2;
     let mut step = 0;
     let mut tick = |what: &str| {
         progress(step, steps, what);
@@ -78,6 +83,11 @@ pub fn validate(
     };
     tick("calibrating");
     let calibration = calibrate::calibrate(&opts.dir, opts.quick)?;
+    // The disk's cells run on the file system `dir` is on, journaled or not.
+    let cells: Vec<matrix::Cell> = cells
+        .into_iter()
+        .map(|c| c.on_journal(calibration.journal))
+        .collect();
     let mut results = Vec::new();
     let mut skipped = Vec::new();
     for cell in &cells {
@@ -86,7 +96,7 @@ pub fn validate(
     }
     // A file larger than the dirty limit: several GB here, so only in the full run.
     let dirty_limit = (calibration.page_cache_bytes as f64 * calibration.dirty_ratio) as u64;
-    let cell = matrix::over_dirty_limit_cell(dirty_limit);
+    let cell = matrix::over_dirty_limit_cell(dirty_limit).on_journal(calibration.journal);
     tick(&cell.name);
     if opts.quick {
         skipped.push(format!(
@@ -140,6 +150,8 @@ pub fn validate(
             results.push(run_cell(&mount.dir, &cal, cell, repeats)?);
         }
     }
+    tick("mailstow storage");
+    let mailstow_cells = mailcells::cells(&opts.dir, &calibration, opts.quick, &mut skipped)?;
     progress(steps, steps, "done");
     let errors = |seq: bool| {
         median(
@@ -151,6 +163,8 @@ pub fn validate(
         )
     };
     Ok(Report {
+        median_error_mailstow: median(mailstow_cells.iter().map(|c| c.error).collect()),
+        mailstow_cells,
         median_error_sequential: errors(true),
         median_error_random: errors(false),
         calibration,

@@ -69,13 +69,18 @@ impl LoopMount {
             mounted: false,
         };
         let journal = format!("size={JOURNAL_MIB}");
-        if let Err(e) = run("mkfs.ext4", &["-q", "-F", "-J", &journal, &m.device]) {
+        let mkfs: &[&str] = match mode {
+            JournalMode::NoJournal => &["-q", "-F", "-O", "^has_journal"],
+            _ => &["-q", "-F", "-J", &journal],
+        };
+        if let Err(e) = run("mkfs.ext4", &[mkfs, &[m.device.as_str()]].concat()) {
             return Ok(Err(e));
         }
         let data = match mode {
             JournalMode::Ordered => "data=ordered",
             JournalMode::Writeback => "data=writeback",
             JournalMode::Data => "data=journal",
+            JournalMode::NoJournal => "defaults",
         };
         let target = m.dir.display().to_string();
         if let Err(e) = run("mount", &["-t", "ext4", "-o", data, &m.device, &target]) {

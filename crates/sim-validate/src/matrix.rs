@@ -66,8 +66,15 @@ impl Cell {
             JournalMode::Ordered => "ordered",
             JournalMode::Writeback => "writeback",
             JournalMode::Data => "journal",
+            JournalMode::NoJournal => "nojournal",
         };
         self.name = format!("ext4-{label}-{}", self.name);
+        self
+    }
+
+    /// The cell on a file system journaled in `mode` (the journal's size unchanged).
+    pub(crate) fn on_journal(mut self, mode: JournalMode) -> Cell {
+        self.journal = mode;
         self
     }
 
@@ -148,9 +155,15 @@ pub(crate) fn over_dirty_limit_cell(dirty_limit_bytes: u64) -> Cell {
     .fsync()
 }
 
-/// The cell in the simulator with the calibrated parameters; returns MB/s.
-pub(crate) fn simulate(cal: &Calibration, cell: &Cell) -> Result<f64, ValidateError> {
-    let s = Scenario {
+/// A scenario of one workload on this machine: the calibrated device, CPU and memory, a
+/// journal of `journal_bytes` in `journal` mode.
+pub(crate) fn calibrated(
+    cal: &Calibration,
+    journal: JournalMode,
+    journal_bytes: u64,
+    workload: Workload,
+) -> Scenario {
+    Scenario {
         seed: 1,
         replications: 1,
         device: DeviceSpec::Ssd(cal.device.clone()),
@@ -167,41 +180,42 @@ pub(crate) fn simulate(cal: &Calibration, cell: &Cell) -> Result<f64, ValidateEr
             dirty_ratio: cal.dirty_ratio,
             dirty_background_ratio: cal.dirty_background_ratio.min(cal.dirty_ratio),
             timestamp_granularity_ns: cal.timestamp_granularity_ns,
-            journal: cell.journal,
-            journal_bytes: cell.journal_bytes,
+            journal,
+            journal_bytes,
             ..WritebackParams::default()
         },
         pvfs: Default::default(),
-        workloads: vec![Workload {
-            name: cell.name.clone(),
-            kind: WorkloadKind::File,
-            op: cell.op,
-            pattern: cell.pattern,
-            record_bytes: cell.record,
-            bytes: cell.bytes,
-            queue_depth: 1,
-            offset_bytes: 0,
-            region_bytes: None,
-            file_bytes: Some(cell.file_bytes),
-            cache: if cell.warm {
-                CacheState::Warm
-            } else {
-                CacheState::Cold
-            },
-            sync: cell.sync,
-            end_fsync: cell.end_fsync,
-            trace: None,
-            format: None,
-            timing: Default::default(),
-            mode: None,
-            messages: 0,
-            message_bytes: 0,
-            sessions: 1,
-            distance: 0,
-        }],
-    };
+        workloads: vec![workload],
+    }
+}
+
+/// Runs a one-workload scenario.
+pub(crate) fn run_one(s: &Scenario) -> Result<sim_run::WorkloadResult, ValidateError> {
     s.check().map_err(|e| ValidateError::Sim(e.to_string()))?;
-    let (results, _) =
-        sim_run::run(&s, false, &mut |_, _| {}).map_err(|e| ValidateError::Sim(e.to_string()))?;
-    Ok(results.first().map_or(0.0, |r| r.mb_per_s.mean))
+    let (mut results, _) =
+        sim_run::run(s, false, &mut |_, _| {}).map_err(|e| ValidateError::Sim(e.to_string()))?;
+    results
+        .pop()
+        .ok_or_else(|| ValidateError::Sim("no result".into()))
+}
+
+/// The cell in the simulator with the calibrated parameters; returns MB/s.
+pub(crate) fn simulate(cal: &Calibration, cell: &Cell) -> Result<f64, ValidateError> {
+    let workload = Workload {
+        op: cell.op,
+        pattern: cell.pattern,
+        record_bytes: cell.record,
+        bytes: cell.bytes,
+        file_bytes: Some(cell.file_bytes),
+        cache: if cell.warm {
+            CacheState::Warm
+        } else {
+            CacheState::Cold
+        },
+        sync: cell.sync,
+        end_fsync: cell.end_fsync,
+        ..Workload::new(&cell.name, WorkloadKind::File)
+    };
+    let s = calibrated(cal, cell.journal, cell.journal_bytes, workload);
+    Ok(run_one(&s)?.mb_per_s.mean)
 }
