@@ -122,10 +122,54 @@ pub(crate) fn run(command: SimCommand) -> anyhow::Result<()> {
                     w.queue_depth
                 );
             }
+            if let Some(sweep) = &s.sweep {
+                println!("  sweep: {} over {:?}", sweep.parameter, sweep.values);
+            }
             if dry_run {
                 return Ok(());
             }
             let started = Instant::now();
+            if let Some(sweep) = s.sweep.clone() {
+                anyhow::ensure!(!log, "--log is for runs without a [sweep]");
+                let points = crate::progress::with_progress("sim run", |progress| {
+                    sim_run::sweep::run(&s, &sweep, progress)
+                })?;
+                let results: Vec<sim_run::WorkloadResult> = points
+                    .iter()
+                    .map(|p| {
+                        let mut r = p.result.clone();
+                        r.name = format!("{}@{}", p.workload, p.x);
+                        r
+                    })
+                    .collect();
+                sim_run::write_outputs(&out, &results, &[])
+                    .with_context(|| format!("writing {}", out.display()))?;
+                let title = scenario
+                    .file_stem()
+                    .map_or("sweep".into(), |n| n.to_string_lossy().to_string());
+                std::fs::write(out.join("sweep.csv"), sim_run::sweep::csv(&sweep, &points))?;
+                std::fs::write(
+                    out.join("sweep.svg"),
+                    sim_run::sweep::svg(&title, &sweep, &points),
+                )?;
+                for p in &points {
+                    println!(
+                        "workload={} {}={} mb_per_s={:.2} iops={:.1} ms={:.3}",
+                        p.workload,
+                        sweep.parameter,
+                        p.x,
+                        p.result.mb_per_s.mean,
+                        p.result.iops.mean,
+                        p.result.seconds.mean * 1e3
+                    );
+                }
+                println!(
+                    "results={} wall_seconds={:.3}",
+                    out.display(),
+                    started.elapsed().as_secs_f64()
+                );
+                return Ok(());
+            }
             let (results, logs) = crate::progress::with_progress("sim run", |progress| {
                 sim_run::run(&s, log, progress)
             })?;

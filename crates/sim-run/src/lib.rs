@@ -9,6 +9,7 @@ pub mod pvfs;
 mod replay;
 mod report;
 mod scenario;
+pub mod sweep;
 pub mod trace;
 
 pub use report::{Estimate, RequestLog, WorkloadResult, svg_chart, write_outputs};

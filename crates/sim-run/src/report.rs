@@ -154,7 +154,7 @@ fn lower<T: Serialize>(v: &T) -> String {
         .unwrap_or_default()
 }
 
-fn xml_escape(s: &str) -> String {
+pub(crate) fn xml_escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

@@ -37,6 +37,9 @@ pub struct Scenario {
     pub pvfs: crate::pvfs::PvfsParams,
     #[serde(rename = "workload")]
     pub workloads: Vec<Workload>,
+    /// Run every workload once per value of one parameter (`crate::sweep`).
+    #[serde(default)]
+    pub sweep: Option<crate::sweep::SweepSpec>,
 }
 
 fn one() -> u64 {
@@ -247,6 +250,9 @@ impl Scenario {
     pub fn parse(text: &str) -> Result<Scenario, SimError> {
         let s: Scenario = toml::from_str(text).map_err(|e| SimError::Scenario(e.to_string()))?;
         s.check()?;
+        if let Some(sweep) = &s.sweep {
+            crate::sweep::check(&s, sweep)?;
+        }
         Ok(s)
     }
 

@@ -581,3 +581,42 @@ fn pvfs_scales_with_clients_until_the_servers_saturate() {
         );
     }
 }
+
+#[test]
+fn a_sweep_runs_every_workload_at_every_value_and_draws_a_line_each() {
+    let text = "[device]\nkind = \"hdd\"\n[[workload]]\nname = \"mbox\"\nkind = \"delete\"\nmode = \"mbox\"\nmessages = 200\nmessage_bytes = 65536\n[[workload]]\nname = \"mailstow\"\nkind = \"delete\"\nmode = \"mailstow\"\nmessages = 200\nmessage_bytes = 65536\n[sweep]\nparameter = \"distance\"\nvalues = [10, 100, 190]\nmetric = \"ms\"\n";
+    let s = Scenario::parse(text).unwrap();
+    let sweep = s.sweep.clone().unwrap();
+    let points = crate::sweep::run(&s, &sweep, &mut |_, _| {}).unwrap();
+    assert_eq!(points.len(), 6);
+    let ms = |name: &str, x: f64| {
+        let p = points
+            .iter()
+            .find(|p| p.workload == name && p.x == x)
+            .unwrap();
+        p.result.seconds.mean
+    };
+    // The mbox's time grows with the distance; mailstow's does not.
+    assert!(ms("mbox", 190.0) > 5.0 * ms("mbox", 10.0));
+    assert!((ms("mailstow", 190.0) - ms("mailstow", 10.0)).abs() < 0.5 * ms("mailstow", 10.0));
+    let csv = crate::sweep::csv(&sweep, &points);
+    assert_eq!(csv.lines().count(), 7);
+    assert!(csv.starts_with("workload,distance,ms,ci95\n"));
+    let svg = crate::sweep::svg("t", &sweep, &points);
+    assert_eq!(svg.matches("<polyline").count(), 2);
+    assert_eq!(svg.matches("<circle").count(), 6);
+    // Unknown parameters, empty or too many values, and values a workload refuses fail
+    // when the scenario is read.
+    let base = text.split("[sweep]").next().unwrap();
+    let many: Vec<String> = (1..=65).map(|v| v.to_string()).collect();
+    for bad in [
+        "parameter = \"colour\"\nvalues = [1]".to_string(),
+        "parameter = \"distance\"\nvalues = []".to_string(),
+        format!("parameter = \"distance\"\nvalues = [{}]", many.join(", ")),
+        "parameter = \"distance\"\nvalues = [200]".to_string(),
+        "parameter = \"distance\"\nvalues = [1.5]".to_string(),
+    ] {
+        let text = format!("{base}[sweep]\n{bad}\n");
+        assert!(Scenario::parse(&text).is_err(), "{bad}");
+    }
+}

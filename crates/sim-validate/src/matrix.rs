@@ -186,6 +186,7 @@ pub(crate) fn calibrated(
         },
         pvfs: Default::default(),
         workloads: vec![workload],
+        sweep: None,
     }
 }
 
