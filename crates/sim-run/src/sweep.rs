@@ -34,6 +34,15 @@ pub enum Metric {
 }
 
 impl Metric {
+    /// Its name in a scenario and as `sweep.csv`'s column.
+    fn name(self) -> &'static str {
+        match self {
+            Metric::MbPerS => "mb_per_s",
+            Metric::Iops => "iops",
+            Metric::Ms => "ms",
+        }
+    }
+
     fn label(self) -> &'static str {
         match self {
             Metric::MbPerS => "MB/s",
@@ -125,9 +134,18 @@ pub fn apply(s: &Scenario, parameter: &str, v: f64) -> Result<Scenario, SimError
     Ok(s)
 }
 
-/// Checks a sweep before anything runs: a known parameter and 1..=`SWEEP_VALUES_MAX`
-/// finite values, each giving a valid scenario.
+/// Checks a sweep when its scenario is read: `check_spec`, and every value giving a valid
+/// scenario.
 pub fn check(s: &Scenario, sweep: &SweepSpec) -> Result<(), SimError> {
+    check_spec(sweep)?;
+    for &v in &sweep.values {
+        apply(s, &sweep.parameter, v)?;
+    }
+    Ok(())
+}
+
+/// A known parameter and 1..=`SWEEP_VALUES_MAX` finite values.
+fn check_spec(sweep: &SweepSpec) -> Result<(), SimError> {
     if !PARAMETERS.contains(&sweep.parameter.as_str()) {
         return Err(SimError::Scenario(format!(
             "sweep: unknown parameter {:?}; one of {}",
@@ -144,7 +162,6 @@ pub fn check(s: &Scenario, sweep: &SweepSpec) -> Result<(), SimError> {
         if !v.is_finite() {
             return Err(SimError::Scenario(format!("sweep: {v} is not a number")));
         }
-        apply(s, &sweep.parameter, v)?;
     }
     Ok(())
 }
@@ -163,7 +180,8 @@ pub fn run(
     sweep: &SweepSpec,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Vec<SweepPoint>, SimError> {
-    check(s, sweep)?;
+    // Each value is checked as it is applied.
+    check_spec(sweep)?;
     let per_value = s.workloads.len() as u64 * u64::from(s.replications);
     let total = per_value * sweep.values.len() as u64;
     let mut points = Vec::new();
@@ -207,21 +225,13 @@ pub fn csv(sweep: &SweepSpec, points: &[SweepPoint]) -> String {
     let mut out = format!(
         "workload,{},{},ci95\n",
         sweep.parameter,
-        sweep_metric_name(sweep)
+        sweep.metric.name()
     );
     for p in points {
         let (mean, ci) = sweep.metric.of(&p.result);
         out.push_str(&format!("{},{},{mean:.4},{ci:.4}\n", p.workload, trim(p.x)));
     }
     out
-}
-
-fn sweep_metric_name(sweep: &SweepSpec) -> &'static str {
-    match sweep.metric {
-        Metric::MbPerS => "mb_per_s",
-        Metric::Iops => "iops",
-        Metric::Ms => "ms",
-    }
 }
 
 /// A line per workload over the sweep's values, in plain SVG. The x axis is logarithmic

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use bench::queue_ingest::{self, Implementation, IngestOptions};
 use serde::Serialize;
 use sim_models::localfs::WritebackParams;
-use sim_run::{MailMode, Workload, WorkloadKind};
+use sim_run::{MailMode, Workload, WorkloadKind, WorkloadResult};
 
 use crate::matrix::{calibrated, run_one};
 use crate::{Calibration, ValidateError};
@@ -65,6 +65,12 @@ impl MailCellResult {
             error: (real_ms - sim_ms).abs() / sim_ms.max(1e-9),
         }
     }
+}
+
+/// The workload on this machine's calibrated device, journal and CPU.
+fn predict(cal: &Calibration, workload: Workload) -> Result<WorkloadResult, ValidateError> {
+    let journal_bytes = WritebackParams::default().journal_bytes;
+    run_one(&calibrated(cal, cal.journal, journal_bytes, workload))
 }
 
 fn bench_err(what: &str) -> impl Fn(anyhow::Error) -> ValidateError + '_ {
@@ -149,13 +155,7 @@ fn queue_cells(
             cpus: model_cpus,
             ..Workload::new(name, WorkloadKind::Queue)
         };
-        let s = calibrated(
-            cal,
-            cal.journal,
-            WritebackParams::default().journal_bytes,
-            workload,
-        );
-        let sim = run_one(&s)?.iops.mean;
+        let sim = predict(cal, workload)?.iops.mean;
         out.push(MailCellResult::rate(name, crate::median(rates), sim));
     }
     Ok(out)
@@ -188,13 +188,7 @@ fn mailstow_delete_cells(
             distance,
             ..Workload::new(&name, WorkloadKind::Delete)
         };
-        let s = calibrated(
-            cal,
-            cal.journal,
-            WritebackParams::default().journal_bytes,
-            workload,
-        );
-        let sim = run_one(&s)?.seconds.mean;
+        let sim = predict(cal, workload)?.seconds.mean;
         out.push(MailCellResult::time(&name, d.time, sim));
     }
     Ok(out)
@@ -252,13 +246,7 @@ fn mbox_delete_cells(
             distance,
             ..Workload::new(&name, WorkloadKind::Delete)
         };
-        let s = calibrated(
-            cal,
-            cal.journal,
-            WritebackParams::default().journal_bytes,
-            workload,
-        );
-        let sim = run_one(&s)?.seconds.mean;
+        let sim = predict(cal, workload)?.seconds.mean;
         out.push(MailCellResult::time(&name, times[times.len() / 2], sim));
     }
     let _ = std::fs::remove_file(dir.join("mbox.dat"));
