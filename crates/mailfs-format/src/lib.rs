@@ -24,20 +24,52 @@ pub use segments::{
 /// AES-256-GCM under a key derived per message from the data key and the first half of the
 /// 192-bit nonce (the second half is GCM's 96-bit nonce), so random nonces stay safe for
 /// any number of messages, as with XChaCha20.
-fn aes_for(
-    key: &[u8; 32],
-    nonce: &[u8; NONCE_BYTES],
-) -> (
-    aes_gcm::Aes256Gcm,
-    aes_gcm::Nonce<aes_gcm::aes::cipher::consts::U12>,
-) {
+fn aes_for(key: &[u8; 32], nonce: &[u8; NONCE_BYTES]) -> (AesGcm, [u8; 12]) {
+    let mut n = [0u8; 12];
+    n.copy_from_slice(&nonce[12..]);
+    (AesGcm::new(&aes_message_key(key, nonce)), n)
+}
+
+/// The per-message AES key: keyed BLAKE3 of the data key over the nonce's first half.
+fn aes_message_key(key: &[u8; 32], nonce: &[u8; NONCE_BYTES]) -> [u8; 32] {
     let mut h = blake3::Hasher::new_keyed(key);
     h.update(b"mailfs 1 aes-256-gcm message key");
     h.update(&nonce[..12]);
-    let k: [u8; 32] = *h.finalize().as_bytes();
-    let mut n = [0u8; 12];
-    n.copy_from_slice(&nonce[12..]);
-    (aes_gcm::Aes256Gcm::new(&k.into()), n.into())
+    *h.finalize().as_bytes()
+}
+
+/// AES-256-GCM (NIST SP 800-38D) with detached tags, in place.
+struct AesGcm(aws_lc_rs::aead::LessSafeKey);
+
+impl AesGcm {
+    fn new(key: &[u8; 32]) -> AesGcm {
+        use aws_lc_rs::aead::{AES_256_GCM, LessSafeKey, UnboundKey};
+        // A 32-byte key is always a valid AES-256 key.
+        let key = UnboundKey::new(&AES_256_GCM, key).expect("AES-256 takes a 32-byte key");
+        AesGcm(LessSafeKey::new(key))
+    }
+
+    fn seal(&self, nonce: [u8; 12], ad: &[u8], buf: &mut [u8]) -> Result<[u8; TAG_BYTES], ()> {
+        use aws_lc_rs::aead::{Aad, Nonce};
+        let tag = self
+            .0
+            .seal_in_place_separate_tag(Nonce::assume_unique_for_key(nonce), Aad::from(ad), buf)
+            .map_err(|_| ())?;
+        tag.as_ref().try_into().map_err(|_| ())
+    }
+
+    fn open(&self, nonce: [u8; 12], ad: &[u8], buf: &mut [u8], tag: &[u8]) -> Result<(), ()> {
+        use aws_lc_rs::aead::{Aad, Nonce};
+        self.0
+            .open_in_place_separate_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(ad),
+                tag,
+                buf,
+            )
+            .map(|_| ())
+            .map_err(|_| ())
+    }
 }
 
 /// `MFS1`.
@@ -213,9 +245,9 @@ pub fn seal(
             out.extend_from_slice(payload);
             let (cipher, n) = aes_for(key, &nonce);
             let tag = cipher
-                .encrypt_inout_detached(&n, &aad, (&mut out[start..]).into())
-                .map_err(too_large)?;
-            out.extend_from_slice(tag.as_slice());
+                .seal(n, &aad, &mut out[start..])
+                .map_err(|()| FormatError::TooLarge(payload.len()))?;
+            out.extend_from_slice(&tag);
         }
         Sealing::MacOnly(key) => {
             // The nonce field is zero: nothing is encrypted.
@@ -308,13 +340,8 @@ pub fn open(sealing: &Sealing, expected: &Header, bytes: &[u8]) -> Result<Vec<u8
             let mut plain = ciphertext.to_vec();
             let (cipher, gcm_nonce) = aes_for(key, &n);
             cipher
-                .decrypt_inout_detached(
-                    &gcm_nonce,
-                    aad,
-                    plain.as_mut_slice().into(),
-                    tag.try_into().map_err(|_| FormatError::Forged)?,
-                )
-                .map_err(|_| FormatError::Forged)?;
+                .open(gcm_nonce, aad, &mut plain, tag)
+                .map_err(|()| FormatError::Forged)?;
             Ok(plain)
         }
         Sealing::MacOnly(key) => {

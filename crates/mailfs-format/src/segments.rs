@@ -15,8 +15,8 @@ use chacha20poly1305::aead::{AeadInOut, KeyInit};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 
 use crate::{
-    FormatError, HEADER_BYTES, Header, NONCE_BYTES, PAYLOAD_BYTES_MAX, Sealing, TAG_BYTES, aes_for,
-    check_expected, mac,
+    AesGcm, FormatError, HEADER_BYTES, Header, NONCE_BYTES, PAYLOAD_BYTES_MAX, Sealing, TAG_BYTES,
+    aes_for, check_expected, mac,
 };
 
 /// Header flag: the payload is sealed in segments.
@@ -52,7 +52,7 @@ pub fn segments_for(len: usize, range: Range<usize>) -> Range<usize> {
 /// One message's cipher, keyed once, sealing or opening its segments.
 enum Cipher {
     XChaCha(Box<XChaCha20Poly1305>, [u8; NONCE_BYTES]),
-    Aes(Box<aes_gcm::Aes256Gcm>, [u8; 12]),
+    Aes(Box<AesGcm>, [u8; 12]),
     /// The MAC covers the nonce too, so segments of two messages with one header (and
     /// different content) cannot be mixed.
     Mac([u8; 32], [u8; NONCE_BYTES]),
@@ -66,7 +66,7 @@ impl Cipher {
             }
             Sealing::AesGcm(key) => {
                 let (cipher, n) = aes_for(key, nonce);
-                Cipher::Aes(Box::new(cipher), n.into())
+                Cipher::Aes(Box::new(cipher), n)
             }
             Sealing::MacOnly(key) => Cipher::Mac(*key, *nonce),
         }
@@ -80,9 +80,8 @@ impl Cipher {
                 .map_err(forged)?
                 .into(),
             Cipher::Aes(c, n) => c
-                .encrypt_inout_detached(&fold(*n, i).into(), ad, buf.into())
-                .map_err(forged)?
-                .into(),
+                .seal(fold(*n, i), ad, buf)
+                .map_err(|()| FormatError::Forged)?,
             Cipher::Mac(key, n) => mac(key, &[ad, n].concat(), buf),
         })
     }
@@ -95,8 +94,8 @@ impl Cipher {
                 .decrypt_inout_detached(&XNonce::from(fold(*n, i)), ad, buf.into(), &tag.into())
                 .map_err(forged),
             Cipher::Aes(c, n) => c
-                .decrypt_inout_detached(&fold(*n, i).into(), ad, buf.into(), &tag.into())
-                .map_err(forged),
+                .open(fold(*n, i), ad, buf, &tag)
+                .map_err(|()| FormatError::Forged),
             Cipher::Mac(key, n) => {
                 let want = mac(key, &[ad, n].concat(), buf);
                 let equal = want.iter().zip(tag).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0;

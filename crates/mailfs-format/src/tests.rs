@@ -295,3 +295,51 @@ fn moved_cut_or_foreign_segments_do_not_open() {
         ));
     }
 }
+
+/// The AES-GCM envelope is standard AES-256-GCM: a second, independent implementation
+/// (RustCrypto's, which sealed every AES file system before AWS-LC took over) computes the
+/// same ciphertext and tag for every segment, so stored messages read either way.
+#[test]
+fn aes_gcm_envelopes_match_an_independent_implementation() {
+    use aes_gcm::aead::{AeadInOut, KeyInit};
+    let key = [5u8; 32];
+    let nonce = [3u8; NONCE_BYTES];
+    let plain = data(2 * SEGMENT_BYTES + 9);
+    let sealed = seal(&Sealing::AesGcm(key), &segmented(), nonce, &plain).unwrap();
+    let other = aes_gcm::Aes256Gcm::new(&aes_message_key(&key, &nonce).into());
+    let aad = segmented().encode();
+    let count = segment_count(plain.len());
+    for i in 0..count {
+        let span = segment_span(plain.len(), i);
+        let (ciphertext, tag) = sealed[span.clone()].split_at(span.len() - TAG_BYTES);
+        let tag: [u8; TAG_BYTES] = tag.try_into().unwrap();
+        let mut buf = ciphertext.to_vec();
+        let mut n = [0u8; 12];
+        n.copy_from_slice(&nonce[12..]);
+        for (b, x) in n[8..].iter_mut().zip((i as u32).to_le_bytes()) {
+            *b ^= x;
+        }
+        let mut ad = aad.to_vec();
+        ad.extend_from_slice(&(i as u32).to_le_bytes());
+        ad.push(u8::from(i + 1 == count));
+        other
+            .decrypt_inout_detached(&n.into(), &ad, buf.as_mut_slice().into(), &tag.into())
+            .unwrap();
+        let at = i * SEGMENT_BYTES;
+        assert_eq!(buf, plain[at..at + buf.len()], "segment {i}");
+    }
+    // And a whole (unsegmented) message sealed by the other one opens here.
+    let h = header();
+    let aad = h.encode();
+    let mut n = [0u8; 12];
+    n.copy_from_slice(&nonce[12..]);
+    let mut body = plain.clone();
+    let tag = other
+        .encrypt_inout_detached(&n.into(), &aad, body.as_mut_slice().into())
+        .unwrap();
+    let mut message = aad.to_vec();
+    message.extend_from_slice(&nonce);
+    message.extend_from_slice(&body);
+    message.extend_from_slice(tag.as_slice());
+    assert_eq!(open(&Sealing::AesGcm(key), &h, &message).unwrap(), plain);
+}

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
     ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request,
     TimeOrNow, WriteFlags,
@@ -26,11 +26,19 @@ const WRITE_BYTES_MAX: u32 = 1 << 20;
 
 pub struct MailFuse {
     fs: Arc<Fs>,
+    /// Bypass the page cache if the kernel allows it (see `init`).
+    direct_io: bool,
+    /// What files are opened with: FOPEN_DIRECT_IO when `direct_io` and the kernel agreed.
+    open_flags: FopenFlags,
 }
 
 impl MailFuse {
-    pub fn new(fs: Arc<Fs>) -> MailFuse {
-        MailFuse { fs }
+    pub fn new(fs: Arc<Fs>, direct_io: bool) -> MailFuse {
+        MailFuse {
+            fs,
+            direct_io,
+            open_flags: FopenFlags::empty(),
+        }
     }
 }
 
@@ -123,6 +131,15 @@ impl Filesystem for MailFuse {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         let _ = config.set_max_write(WRITE_BYTES_MAX);
         let _ = config.set_max_readahead(WRITE_BYTES_MAX);
+        // Only where shared mmap of such files still works (Linux 6.6 and later): older
+        // kernels refuse it, and programs that map files would break.
+        if self.direct_io
+            && config
+                .add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP)
+                .is_ok()
+        {
+            self.open_flags = FopenFlags::FOPEN_DIRECT_IO;
+        }
         Ok(())
     }
 
@@ -294,7 +311,7 @@ impl Filesystem for MailFuse {
 
     fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         match self.fs.open_file(ino.0) {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Ok(fh) => reply.opened(FileHandle(fh), self.open_flags),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -455,7 +472,7 @@ impl Filesystem for MailFuse {
                 &attr(&st, self.fs.block_size),
                 Generation(0),
                 FileHandle(fh),
-                FopenFlags::empty(),
+                self.open_flags,
             ),
             Err(e) => reply.error(errno(&e)),
         }
@@ -465,6 +482,8 @@ impl Filesystem for MailFuse {
 pub struct MountOptions {
     pub threads: usize,
     pub allow_other: bool,
+    /// `[fs] direct_io`.
+    pub direct_io: bool,
 }
 
 /// Mounts and serves until the file system is unmounted.
@@ -483,7 +502,7 @@ pub fn serve(fs: Arc<Fs>, mountpoint: &Path, opts: &MountOptions) -> std::io::Re
     }
     config.n_threads = Some(opts.threads.max(1));
     let fs2 = fs.clone();
-    let r = fuser::mount(MailFuse::new(fs), mountpoint, &config);
+    let r = fuser::mount(MailFuse::new(fs, opts.direct_io), mountpoint, &config);
     fs2.shutdown();
     let _ = background.join();
     r

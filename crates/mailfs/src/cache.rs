@@ -45,6 +45,8 @@ struct Lru {
 /// disk: a cold sequential read spent half its CPU time copying blocks into cache files.
 /// Past this many bytes queued, new entries are dropped (a cache may forget).
 const DISK_WRITES_QUEUED_BYTES_MAX: u64 = 64 << 20;
+/// Blocks remembered as scanned once (then the memory starts over).
+const SCANNED_MAX: usize = 65_536;
 
 pub struct Cache {
     memory: Mutex<Lru>,
@@ -57,6 +59,8 @@ pub struct Cache {
     disk_writer: Option<std::thread::JoinHandle<()>>,
     fsid: [u8; 16],
     sealing: Sealing,
+    /// Blocks a scan fetched and did not put on disk: a second fetch puts them there.
+    scanned: Mutex<std::collections::HashSet<BlockId>>,
 }
 
 /// A cache file to write: its path and its bytes.
@@ -119,7 +123,18 @@ impl Cache {
             disk_writer: Some(disk_writer),
             fsid,
             sealing,
+            scanned: Mutex::new(Default::default()),
         }
+    }
+
+    /// Whether a scan fetched `id` before; remembers it otherwise (ARC's ghost list, in
+    /// its simplest form: the second fetch of a block is what admits it to the disk).
+    pub fn scanned_before(&self, id: BlockId) -> bool {
+        let mut scanned = self.scanned.lock().unwrap();
+        if scanned.len() >= SCANNED_MAX && !scanned.contains(&id) {
+            scanned.clear();
+        }
+        !scanned.insert(id)
     }
 
     /// The key disk entries are sealed and opened with (known only once the superblock
@@ -192,10 +207,17 @@ impl Cache {
         self.put_memory(id, data);
     }
 
-    /// Keeps a block in memory and, on disk, the envelope exactly as an account holds it
-    /// (sealed for `raid`), so caching costs no second encryption.
-    pub fn put_sealed(&self, id: BlockId, raid: u8, envelope: Vec<u8>, data: Arc<Vec<u8>>) {
-        if self.disk.bytes_max > 0 {
+    /// Keeps a block in memory and, `to_disk`, on disk the envelope exactly as an account
+    /// holds it (sealed for `raid`), so caching costs no second encryption.
+    pub fn put_sealed(
+        &self,
+        id: BlockId,
+        raid: u8,
+        envelope: Vec<u8>,
+        data: Arc<Vec<u8>>,
+        to_disk: bool,
+    ) {
+        if to_disk && self.disk.bytes_max > 0 {
             self.put_disk(id, raid, envelope);
         }
         self.put_memory(id, data);

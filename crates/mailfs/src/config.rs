@@ -61,6 +61,11 @@ pub struct FsSection {
     pub readahead_blocks: usize,
     /// Dirty bytes one open file may hold in memory before full blocks are uploaded early.
     pub dirty_bytes_max: u64,
+    /// Bypass the kernel's page cache for file data (FOPEN_DIRECT_IO, where the kernel
+    /// still allows shared mmap of such files): the engine's caches already hold the
+    /// blocks, so the page cache would be a second copy of each byte, made on every read
+    /// and write. false: the kernel caches file data as for a local file system.
+    pub direct_io: bool,
 }
 
 impl Default for FsSection {
@@ -77,6 +82,7 @@ impl Default for FsSection {
             timeout_ms: 10_000,
             readahead_blocks: 8,
             dirty_bytes_max: 256 << 20,
+            direct_io: true,
         }
     }
 }
@@ -91,6 +97,11 @@ pub struct CacheSection {
     /// Also keep blocks this mount wrote in the disk cache (not only blocks it read): saves
     /// a download after a remount, at the cost of writing every block locally too.
     pub keep_written: bool,
+    /// A sequential read further than this into its stream is a scan (a copy, a backup, a
+    /// media file): blocks its read-ahead fetches go to the disk cache only when fetched a
+    /// second time, so one pass over a large file neither pays a local write of every byte
+    /// nor evicts the cache's working set. 0: every fetched block goes to the disk cache.
+    pub scan_bytes: u64,
 }
 
 impl Default for CacheSection {
@@ -101,6 +112,7 @@ impl Default for CacheSection {
             memory_bytes: 256 << 20,
             journal_bytes_max: 1 << 30,
             keep_written: false,
+            scan_bytes: 32 << 20,
         }
     }
 }

@@ -56,6 +56,11 @@ impl Remote for Shared {
 impl Rig {
     /// Four accounts in two groups of two, 4 KiB blocks.
     fn new(extra: &str) -> Rig {
+        Rig::with_cache(extra, "")
+    }
+
+    /// Like [`Rig::new`], with `cache_extra` in the `[cache]` section.
+    fn with_cache(extra: &str, cache_extra: &str) -> Rig {
         let cache = tempfile::tempdir().unwrap();
         // `extra` may override a default.
         let defaults: String = [
@@ -68,7 +73,7 @@ impl Rig {
         .map(|d| format!("{d}\n"))
         .collect();
         let mut text = format!(
-            "[fs]\n{defaults}{extra}\n[cache]\ndir = {:?}\n[encryption]\npassphrase = \"test\"\n",
+            "[fs]\n{defaults}{extra}\n[cache]\ndir = {:?}\n{cache_extra}\n[encryption]\npassphrase = \"test\"\n",
             cache.path()
         );
         for g in 0..2 {
@@ -1045,4 +1050,77 @@ fn random_small_reads_fetch_only_their_segments_and_tampering_still_shows() {
     );
     // Two partial reads opened (block 1 early, block 0); the tampered one did not count.
     assert_eq!(fs.stats.partial_fetches.load(Ordering::Relaxed), 2);
+}
+
+/// Files in the disk cache (every mount of a rig shares one state directory).
+fn disk_cache_files(rig: &Rig) -> usize {
+    walk(&rig.config.cache.dir)
+        .iter()
+        .filter(|p| p.parent().is_some_and(|d| d.ends_with("blocks")))
+        .count()
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_long_sequential_read_is_a_scan_whose_blocks_reach_the_disk_cache_when_read_again() {
+    // 4 KiB blocks, four read ahead; a stream is a scan past 16 KiB; memory holds 16 blocks.
+    const BLOCKS: u64 = 64;
+    let rig = Rig::with_cache(
+        "readahead_blocks = 4",
+        "memory_bytes = 65536\nscan_bytes = 16384",
+    );
+    let fs = rig.mkfs();
+    let data = pattern(BLOCKS as usize * 4096, 3);
+    write_file(&fs, ROOT, "stream", &data);
+    drop(fs);
+    std::fs::remove_dir_all(rig.config.cache.dir.clone()).unwrap();
+    // A reader slower than the fetchers: each block it asks for was read ahead, except
+    // the first.
+    let pass = |fs: &Fs| {
+        let ino = fs.lookup(ROOT, b"stream").unwrap().ino;
+        for i in 0..BLOCKS {
+            let got = fs.read(ino, i * 4096, 4096).unwrap();
+            let at = i as usize * 4096;
+            assert!(got == data[at..at + 4096], "block {i}");
+            fs.settle_read_ahead();
+        }
+        fs.settle_disk_cache();
+    };
+    let fs = rig.mount();
+    let background = fs.spawn_background();
+    pass(&fs);
+    // Block 0 was read, blocks 1 to 3 read ahead within the first 16 KiB: on disk. The
+    // rest was read ahead as a scan: in memory only.
+    assert_eq!(fs.stats.blocks_fetched.load(Ordering::Relaxed), BLOCKS);
+    assert_eq!(
+        fs.stats.scan_blocks_uncached.load(Ordering::Relaxed),
+        BLOCKS - 4
+    );
+    assert_eq!(disk_cache_files(&rig) as u64, 4);
+    // A second pass fetches again what memory no longer holds: the second fetch admits.
+    pass(&fs);
+    assert_eq!(
+        fs.stats.blocks_fetched.load(Ordering::Relaxed),
+        2 * BLOCKS - 4
+    );
+    assert_eq!(disk_cache_files(&rig) as u64, BLOCKS);
+    fs.shutdown();
+    background.join().unwrap();
+    drop(fs);
+    // A remount reads it all from the disk cache.
+    let fs = rig.mount();
+    pass(&fs);
+    assert_eq!(fs.stats.blocks_fetched.load(Ordering::Relaxed), 0);
 }

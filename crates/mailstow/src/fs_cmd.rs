@@ -117,6 +117,7 @@ pub(crate) fn run(command: FsCommand, config_path: Option<&Path>) -> anyhow::Res
             let opts = mailfs_fuse::MountOptions {
                 threads,
                 allow_other,
+                direct_io: config.fs.direct_io,
             };
             spawn_signal_unmount(&rt, &mountpoint);
             mailfs_fuse::serve(fs, &mountpoint, &opts)

@@ -306,6 +306,27 @@ fn posix_workload(roots: &[&Path]) {
             .unwrap();
         symlink("../x/big", r("a/link")).unwrap();
         std::os::unix::fs::chown(r("a/small13"), Some(1234), Some(5678)).unwrap();
+        // A shared writable mapping (files bypass the page cache, FOPEN_DIRECT_IO, where
+        // the kernel still maps them): changed through the map, read back through it.
+        fs::write(r("a/mapped"), pattern(200_000, 4)).unwrap();
+        let script = "import mmap, sys\n\
+            with open(sys.argv[1], 'r+b') as f:\n\
+            \x20   m = mmap.mmap(f.fileno(), 0)\n\
+            \x20   m[70000:70005] = b'MAPPD'\n\
+            \x20   m.flush()\n\
+            \x20   assert m[69999:70006] == bytes([m[69999]]) + b'MAPPD' + bytes([m[70005]])\n\
+            \x20   m.close()\n";
+        let out = std::process::Command::new("python3")
+            .args(["-c", script])
+            .arg(r("a/mapped"))
+            .output()
+            .expect("python3");
+        assert!(
+            out.status.success(),
+            "mmap on {}: {}",
+            root.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 

@@ -78,7 +78,7 @@ impl Fs {
             .map(|a| format!("{}={}", a.raid, if a.is_up() { "up" } else { "down" }))
             .collect();
         format!(
-            "pending_ops={ops}\npending_bytes={bytes}\njournal_ops={}\naccounts={}\nintegrity_errors={}\ndir_writes={}\nblocks_written={}\nbytes_written={}\nblocks_fetched={}\nbytes_fetched={}\nrepairs={}\njournal_sent={}\njournal_coalesced={}\ncache_memory_bytes={}\ncache_disk_bytes={}\nchunks_written={}\nchunks_reused={}\nbytes_deduplicated={}\npartial_fetches={}\n",
+            "pending_ops={ops}\npending_bytes={bytes}\njournal_ops={}\naccounts={}\nintegrity_errors={}\ndir_writes={}\nblocks_written={}\nbytes_written={}\nblocks_fetched={}\nbytes_fetched={}\nrepairs={}\njournal_sent={}\njournal_coalesced={}\ncache_memory_bytes={}\ncache_disk_bytes={}\nchunks_written={}\nchunks_reused={}\nbytes_deduplicated={}\npartial_fetches={}\nscan_blocks_uncached={}\n",
             self.journal.pending().0,
             up.join(","),
             s.integrity_errors.load(Ordering::Relaxed),
@@ -96,6 +96,7 @@ impl Fs {
             s.chunks_reused.load(Ordering::Relaxed),
             s.bytes_deduplicated.load(Ordering::Relaxed),
             s.partial_fetches.load(Ordering::Relaxed),
+            s.scan_blocks_uncached.load(Ordering::Relaxed),
         )
     }
 

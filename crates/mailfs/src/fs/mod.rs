@@ -25,6 +25,7 @@ use crate::meta::{
 };
 use crate::remote::{Remote, RemoteError};
 use crate::{FsError, now_ns, now_secs};
+use read::{Fetch, Stream};
 
 pub const ROOT: u64 = 1;
 /// Object ids are random in this range, so they are valid inode numbers with room above
@@ -81,6 +82,9 @@ pub struct Stats {
     pub bytes_deduplicated: AtomicU64,
     /// Reads served by fetching only the segments they need (partial FETCH).
     pub partial_fetches: AtomicU64,
+    /// Blocks a scan fetched for the first time: kept in memory, not written to the disk
+    /// cache (config `scan_bytes`).
+    pub scan_blocks_uncached: AtomicU64,
 }
 
 #[derive(Debug, Clone)]
@@ -218,6 +222,9 @@ pub struct Fs {
     journal: crate::journal::Journal,
     asynchronous: bool,
     keep_written: bool,
+    /// How far into a sequential stream its read-ahead counts as a scan (config
+    /// `scan_bytes`; 0: never).
+    scan_bytes: u64,
     /// New blocks are stored as chunk manifests (docs/mailfs.md 5, deduplication).
     dedup: bool,
     /// Keys chunk names (derived from the data key): the servers cannot confirm a guess of
@@ -225,11 +232,12 @@ pub struct Fs {
     chunk_key: [u8; 32],
     inflight: Mutex<HashMap<BlockId, Arc<Slot>>>,
     /// Read-ahead requests for the background fetchers (present while mounted).
-    readahead_tx: Mutex<Option<std::sync::mpsc::Sender<(u64, BlockRef)>>>,
+    readahead_tx: Mutex<Option<std::sync::mpsc::Sender<(u64, BlockRef, Fetch)>>>,
     readahead_queued: Mutex<std::collections::HashSet<BlockId>>,
-    /// Where each file's last read ended: a read far from it is random access, served
-    /// without read-ahead and, for a small part of a block, by partial FETCH.
-    read_ends: Mutex<HashMap<u64, u64>>,
+    /// Where each file's last read ended, and where its sequential stream started: a read
+    /// far from the end is random access, served without read-ahead and, for a small part
+    /// of a block, by partial FETCH; read-ahead far into a stream is a scan.
+    read_ends: Mutex<HashMap<u64, Stream>>,
     /// Blocks read in part once: a second partial read loads the whole block.
     read_in_part: Mutex<std::collections::HashSet<BlockId>>,
     pub retention: std::time::Duration,
@@ -459,6 +467,7 @@ impl Fs {
             )?,
             asynchronous: config.fs.mode == crate::config::Mode::Async,
             keep_written: config.cache.keep_written,
+            scan_bytes: config.cache.scan_bytes,
             dedup: config.fs.dedup,
             chunk_key: [0; 32],
             inflight: Mutex::new(HashMap::new()),
@@ -676,6 +685,20 @@ impl Fs {
     /// Like [`Fs::get_sealed`], taking only a copy `accept` agrees with (a block's hash): a
     /// name can have several copies, and a crash orphan or a planted message that
     /// authenticates but is not the expected content is skipped, not served.
+    /// Waits until queued disk cache files are written (tests).
+    #[cfg(test)]
+    pub(crate) fn settle_disk_cache(&self) {
+        self.cache.settle_disk();
+    }
+
+    /// Waits until the read-ahead fetchers have loaded everything queued (tests).
+    #[cfg(test)]
+    pub(crate) fn settle_read_ahead(&self) {
+        while !self.readahead_queued.lock().unwrap().is_empty() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
     pub(crate) fn get_sealed_where(
         &self,
         targets: &[usize],

@@ -13,9 +13,32 @@ const READ_IN_PART_MAX: usize = 65_536;
 /// Files whose last read position is remembered (then the memory starts over).
 const READ_ENDS_MAX: usize = 4096;
 
+/// Why a block is fetched, which decides whether it goes to the disk cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fetch {
+    /// A read, a write's base, fsck: kept.
+    Demand,
+    /// Read-ahead near the start of a sequential stream: kept.
+    Ahead,
+    /// Read-ahead further than `scan_bytes` into a stream: kept on disk only when the
+    /// block was scanned before (docs/mailfs.md 6).
+    Scan,
+}
+
+/// A file's sequential read stream: where its last read ended and where it began.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Stream {
+    end: u64,
+    start: u64,
+}
+
 impl Fs {
     /// One block's plain content, from the caches or from a member of its group.
     pub(crate) fn load_block(&self, file: u64, b: &BlockRef) -> Result<Arc<Vec<u8>>, FsError> {
+        self.load_block_for(file, b, Fetch::Demand)
+    }
+
+    fn load_block_for(&self, file: u64, b: &BlockRef, why: Fetch) -> Result<Arc<Vec<u8>>, FsError> {
         let cid = BlockId::of(file, b);
         if let Some(d) = self.cache.get(cid) {
             return Ok(d);
@@ -45,7 +68,7 @@ impl Fs {
             }
             return done.clone().expect("set");
         }
-        let r = self.fetch_block(file, b, cid);
+        let r = self.fetch_block(file, b, cid, why);
         *slot.done.lock().unwrap() = Some(r.clone());
         slot.ready.notify_all();
         self.inflight.lock().unwrap().remove(&cid);
@@ -57,7 +80,15 @@ impl Fs {
         file: u64,
         b: &BlockRef,
         cid: BlockId,
+        why: Fetch,
     ) -> Result<Arc<Vec<u8>>, FsError> {
+        // Scan resistance: a block a scan fetches for the first time stays in memory only.
+        let to_disk = why != Fetch::Scan || self.cache.scanned_before(cid);
+        if !to_disk {
+            self.stats
+                .scan_blocks_uncached
+                .fetch_add(1, Ordering::Relaxed);
+        }
         let members = self
             .groups
             .get(b.group as usize)
@@ -66,7 +97,7 @@ impl Fs {
         if b.version & MANIFEST_BIT != 0 {
             let data = Arc::new(self.fetch_chunked(members, id, b)?);
             self.stats.blocks_fetched.fetch_add(1, Ordering::Relaxed);
-            self.cache.put(cid, data.clone(), true);
+            self.cache.put(cid, data.clone(), to_disk);
             return Ok(data);
         }
         // Try each member until one copy authenticates and hashes right.
@@ -83,7 +114,8 @@ impl Fs {
                         .bytes_fetched
                         .fetch_add(data.len() as u64, Ordering::Relaxed);
                     let data = Arc::new(data);
-                    self.cache.put_sealed(cid, raid, envelope, data.clone());
+                    self.cache
+                        .put_sealed(cid, raid, envelope, data.clone(), to_disk);
                     return Ok(data);
                 }
                 Err(e) => last = e,
@@ -202,7 +234,7 @@ impl Fs {
         let first = offset / bs;
         let last = (end - 1) / bs;
         let by_index: HashMap<u64, Source> = sources.into_iter().collect();
-        let random = self.note_read(ino, offset, end);
+        let (random, stream_start) = self.note_read(ino, offset, end);
         // The blocks this read needs are fetched now, in parallel; the next few are handed to
         // the background fetchers (read-ahead), so a sequential reader finds them cached.
         let missing = |i: &u64| match by_index.get(i) {
@@ -215,7 +247,7 @@ impl Fs {
             let ahead: Vec<BlockRef> = (last + 1..=last + self.readahead as u64)
                 .filter_map(|i| missing(&i))
                 .collect();
-            self.read_ahead(file, ahead);
+            self.read_ahead(file, ahead, stream_start);
         }
         let needed: Vec<BlockRef> = (first..=last).filter_map(|i| missing(&i)).collect();
         if needed.len() > 1 {
@@ -269,21 +301,27 @@ impl Fs {
         Ok(reply(&out))
     }
 
-    /// Records a read of `offset..end` and says whether it is random access: further than
-    /// the kernel's read-ahead window from where the file's last read ended (a first read
-    /// is sequential only near the start). Concurrent read-ahead requests arrive a little
-    /// out of order, hence the slack.
-    fn note_read(&self, ino: u64, offset: u64, end: u64) -> bool {
+    /// Records a read of `offset..end`; says whether it is random access (further than
+    /// the kernel's read-ahead window from where the file's last read ended; a first read
+    /// is sequential only near the start) and where its sequential stream started.
+    /// Concurrent read-ahead requests arrive a little out of order, hence the slack.
+    fn note_read(&self, ino: u64, offset: u64, end: u64) -> (bool, u64) {
         let slack = SEQUENTIAL_SLACK_BYTES;
         let mut ends = self.read_ends.lock().unwrap();
         if ends.len() >= READ_ENDS_MAX && !ends.contains_key(&ino) {
             ends.clear();
         }
-        let previous = ends.insert(ino, end);
-        match previous {
-            Some(p) => offset.abs_diff(p) > slack,
+        let previous = ends.get(&ino).copied();
+        let random = match previous {
+            Some(p) => offset.abs_diff(p.end) > slack,
             None => offset > slack,
-        }
+        };
+        let start = match previous {
+            Some(p) if !random => p.start.min(offset),
+            _ => offset,
+        };
+        ends.insert(ino, Stream { end, start });
+        (random, start)
     }
 
     /// Plain bytes `range` of a stored block that is in no cache and was not read in part
@@ -402,22 +440,27 @@ impl Fs {
         });
     }
 
-    /// Queues blocks for the background fetchers (none outside a mount: then nothing).
-    pub(super) fn read_ahead(&self, file: u64, blocks: Vec<BlockRef>) {
+    /// Queues blocks for the background fetchers (none outside a mount: then nothing);
+    /// those further than `scan_bytes` from `stream_start` are a scan's.
+    pub(super) fn read_ahead(&self, file: u64, blocks: Vec<BlockRef>, stream_start: u64) {
         let tx = self.readahead_tx.lock().unwrap();
         let Some(tx) = tx.as_ref() else { return };
         let mut queued = self.readahead_queued.lock().unwrap();
         for b in blocks {
             let id = BlockId::of(file, &b);
+            let scan = self.scan_bytes > 0
+                && b.index.saturating_mul(self.bs())
+                    >= stream_start.saturating_add(self.scan_bytes);
+            let why = if scan { Fetch::Scan } else { Fetch::Ahead };
             if queued.insert(id) {
-                let _ = tx.send((file, b));
+                let _ = tx.send((file, b, why));
             }
         }
     }
 
     /// Starts `n` read-ahead fetchers; they stop when the file system shuts down.
     pub(super) fn spawn_fetchers(self: &Arc<Self>, n: usize) {
-        let (tx, rx) = std::sync::mpsc::channel::<(u64, BlockRef)>();
+        let (tx, rx) = std::sync::mpsc::channel::<(u64, BlockRef, Fetch)>();
         let rx = Arc::new(Mutex::new(rx));
         *self.readahead_tx.lock().unwrap() = Some(tx);
         for _ in 0..n {
@@ -433,9 +476,9 @@ impl Fs {
                     if fs.stop.load(Ordering::SeqCst) {
                         break;
                     }
-                    let Ok((file, b)) = job else { continue };
+                    let Ok((file, b, why)) = job else { continue };
                     // Errors surface when the block is read for real.
-                    let _ = fs.load_block(file, &b);
+                    let _ = fs.load_block_for(file, &b, why);
                     fs.readahead_queued
                         .lock()
                         .unwrap()

@@ -223,7 +223,13 @@ impl Fs {
                                     && let Some(id) = job.cache_as
                                 {
                                     let env = std::mem::take(env);
-                                    self.cache.put_sealed(id, a as u8, env, job.payload.clone());
+                                    self.cache.put_sealed(
+                                        id,
+                                        a as u8,
+                                        env,
+                                        job.payload.clone(),
+                                        true,
+                                    );
                                 }
                                 got.push(a);
                             }
