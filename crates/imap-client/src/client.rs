@@ -1,5 +1,6 @@
 //! The connection and its commands.
 
+use bytes::Bytes;
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
@@ -150,7 +151,7 @@ enum Part<'a> {
 
 /// The data of the FETCH response for `uid` among a command's untagged responses (empty if
 /// it had none); None if no FETCH came back for the UID.
-fn fetched(done: Done, uid: u32) -> Option<Vec<u8>> {
+fn fetched(done: Done, uid: u32) -> Option<Bytes> {
     done.untagged.into_iter().find_map(|r| match r {
         Resp::Fetch {
             uid: Some(u), data, ..
@@ -565,7 +566,7 @@ impl Client {
                 "UID FETCH {uid} (UID {section}{partial})"
             ))])
             .await?;
-        Ok(fetched(done, uid))
+        Ok(fetched(done, uid).map(Vec::from))
     }
 
     /// A whole message, header and body: `UID FETCH uid BODY.PEEK[]` (RFC 3501 6.4.5).
@@ -573,7 +574,8 @@ impl Client {
     /// must scan a message to find where its body starts and how long it is (Dovecot's
     /// maildir: a 1 MiB body cost it as much CPU as sending it). None if no FETCH came
     /// back for the UID.
-    pub async fn uid_fetch_message(&mut self, uid: u32) -> Result<Option<Vec<u8>>, Error> {
+    /// The message is a view of the buffer it was received in (no copy).
+    pub async fn uid_fetch_message(&mut self, uid: u32) -> Result<Option<Bytes>, Error> {
         let done = self
             .command(vec![text(&format!("UID FETCH {uid} (UID BODY.PEEK[])"))])
             .await?;
@@ -595,7 +597,7 @@ impl Client {
                 } = r
                     && uids.contains(&u)
                 {
-                    out.push((u, data.unwrap_or_default()));
+                    out.push((u, data.map(Vec::from).unwrap_or_default()));
                 }
             }
         }
@@ -812,7 +814,7 @@ impl Client {
 
     async fn read_response(&mut self) -> Result<Resp, Error> {
         let bytes = self.read_response_bytes().await?;
-        match parse::parse(&bytes) {
+        match parse::parse_owned(bytes) {
             Ok(r) => Ok(r),
             Err(e) => Err(self.fail(e)),
         }

@@ -1,6 +1,7 @@
 //! Turning one framed response into a [`Resp`]: imap-codec first, then small own
 //! parsers for what imap-codec rejects but real servers send.
 
+use bytes::Bytes;
 use imap_codec::ResponseCodec;
 use imap_codec::decode::Decoder;
 use imap_codec::imap_types::core::{IString, NString, NString8};
@@ -37,7 +38,7 @@ pub(crate) enum Resp {
     Fetch {
         seq: u32,
         uid: Option<u32>,
-        data: Option<Vec<u8>>,
+        data: Option<Bytes>,
     },
     /// `* QUOTA root (resource usage limit ...)` (RFC 2087 5.1 / RFC 9208 5.1).
     Quota(Vec<(String, u64, u64)>),
@@ -54,18 +55,29 @@ pub(crate) enum Kind {
 }
 
 /// Parses one complete response as framed by [`crate::framer::Framer`].
+#[cfg(test)]
 pub(crate) fn parse(bytes: &[u8]) -> Result<Resp, Error> {
+    parse_owned(bytes.to_vec())
+}
+
+/// Parses one complete response, keeping a large FETCH literal where it was received: the
+/// data handed back is a view of `bytes`, not a copy.
+pub(crate) fn parse_owned(bytes: Vec<u8>) -> Result<Resp, Error> {
     if bytes.starts_with(b"+") {
         return Ok(Resp::Continue);
     }
     if bytes.len() >= LITERAL_CUT_MIN
-        && let Some(resp) = parse_cutting_literal(bytes)
+        && let Some((seq, uid, literal)) = parse_cutting_literal(&bytes)
     {
-        return Ok(resp);
+        return Ok(Resp::Fetch {
+            seq,
+            uid,
+            data: Some(Bytes::from(bytes).slice(literal)),
+        });
     }
-    match ResponseCodec::default().decode(bytes) {
-        Ok((b"", response)) => Ok(from_codec(bytes, response)),
-        _ => fallback(bytes),
+    match ResponseCodec::default().decode(&bytes) {
+        Ok((b"", response)) => Ok(from_codec(&bytes, response)),
+        _ => fallback(&bytes),
     }
 }
 
@@ -75,8 +87,9 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Resp, Error> {
 const LITERAL_CUT_MIN: usize = 64 * 1024;
 
 /// A FETCH with one large literal: the response is parsed with the literal announced as
-/// `{0}`, then given the literal's bytes. None (parse it whole) for anything else.
-fn parse_cutting_literal(bytes: &[u8]) -> Option<Resp> {
+/// `{0}`; its sequence number, UID and where the literal lies in `bytes`. None (parse it
+/// whole) for anything else.
+fn parse_cutting_literal(bytes: &[u8]) -> Option<(u32, Option<u32>, std::ops::Range<usize>)> {
     let mut big = None;
     let mut at = 0;
     while let Some(lf) = memchr::memchr(b'\n', &bytes[at..]) {
@@ -106,11 +119,7 @@ fn parse_cutting_literal(bytes: &[u8]) -> Option<Resp> {
                 seq,
                 uid,
                 data: Some(d),
-            } if d.is_empty() => Some(Resp::Fetch {
-                seq,
-                uid,
-                data: Some(bytes[literal].to_vec()),
-            }),
+            } if d.is_empty() => Some((seq, uid, literal)),
             _ => None,
         },
         _ => None,
@@ -159,7 +168,7 @@ fn from_codec(bytes: &[u8], response: Response<'_>) -> Resp {
                     MessageDataItem::Binary { value, .. } => {
                         data = match value {
                             NString8::NString(d) => nstring(d),
-                            NString8::Literal8(l) => Some(l.data.into_owned()),
+                            NString8::Literal8(l) => Some(Bytes::from(l.data.into_owned())),
                         }
                     }
                     _ => {}
@@ -187,11 +196,11 @@ fn from_codec(bytes: &[u8], response: Response<'_>) -> Resp {
     }
 }
 
-fn nstring(n: NString<'_>) -> Option<Vec<u8>> {
+fn nstring(n: NString<'_>) -> Option<Bytes> {
     match n.0 {
         None => None,
-        Some(IString::Literal(l)) => Some(l.data().to_vec()),
-        Some(IString::Quoted(q)) => Some(q.inner().as_bytes().to_vec()),
+        Some(IString::Literal(l)) => Some(Bytes::copy_from_slice(l.data())),
+        Some(IString::Quoted(q)) => Some(Bytes::copy_from_slice(q.inner().as_bytes())),
     }
 }
 
@@ -295,7 +304,7 @@ fn fetch(p: &mut Cursor<'_>, seq: u32) -> Result<Resp, Error> {
             }
         } else if name.starts_with(b"BODY[") || name.starts_with(b"BINARY[") {
             data = match value {
-                Value::Bytes(b) => Some(b),
+                Value::Bytes(b) => Some(Bytes::from(b)),
                 _ => None,
             };
         }
@@ -683,7 +692,7 @@ mod tests {
             Resp::Fetch {
                 seq: 3,
                 uid: Some(12),
-                data: Some(vec![0, 255, b'\r', b'\n'])
+                data: Some(Bytes::from(vec![0, 255, b'\r', b'\n']))
             }
         );
         // Partial: imap-codec has no origin for BINARY; the own parser takes over.
@@ -695,7 +704,7 @@ mod tests {
             Resp::Fetch {
                 seq: 3,
                 uid: Some(12),
-                data: Some(vec![0, 1])
+                data: Some(Bytes::from(vec![0, 1]))
             }
         );
         // NUL inside a plain literal (imap-codec refuses it).
@@ -707,7 +716,7 @@ mod tests {
             Resp::Fetch {
                 seq: 4,
                 uid: Some(13),
-                data: Some(b"a\0b".to_vec())
+                data: Some(Bytes::from_static(b"a\0b"))
             }
         );
     }
@@ -727,9 +736,13 @@ mod tests {
         let expected = Resp::Fetch {
             seq: 9,
             uid: Some(41),
-            data: Some(body.clone()),
+            data: Some(Bytes::from(body.clone())),
         };
-        assert_eq!(parse_cutting_literal(&raw), Some(expected.clone()));
+        let header = format!("* 9 FETCH (UID 41 BODY[] {{{}}}\r\n", body.len()).len();
+        assert_eq!(
+            parse_cutting_literal(&raw),
+            Some((9, Some(41), header..header + body.len()))
+        );
         // The same as imap-codec parsing it whole.
         let (_, whole) = ResponseCodec::default().decode(&raw).unwrap();
         assert_eq!(from_codec(&raw, whole), expected);
@@ -745,7 +758,7 @@ mod tests {
             Resp::Fetch {
                 seq: 9,
                 uid: Some(41),
-                data: Some(binary)
+                data: Some(Bytes::from(binary))
             }
         );
         // Two large literals, a literal announced past the end, or no FETCH: not cut.

@@ -196,14 +196,9 @@ pub fn open_segments(
     Ok(out)
 }
 
-/// Opens a whole segmented message (`open` for a header with `FLAG_SEGMENTED`).
-pub(crate) fn open_all(
-    sealing: &Sealing,
-    expected: &Header,
-    bytes: &[u8],
-) -> Result<Vec<u8>, FormatError> {
+/// The payload length and segment count of a whole segmented message of `bytes` bytes.
+fn payload_shape(bytes: usize) -> Result<(usize, usize), FormatError> {
     let rest = bytes
-        .len()
         .checked_sub(PREFIX_BYTES)
         .filter(|&r| r >= TAG_BYTES)
         .ok_or(FormatError::Truncated)?;
@@ -212,6 +207,45 @@ pub(crate) fn open_all(
     if segment_count(len) != count {
         return Err(FormatError::Truncated);
     }
+    Ok((len, count))
+}
+
+/// Opens a whole segmented message in place, its header already checked: each segment is
+/// authenticated and decrypted where it lies, then moved down to follow the previous one.
+pub(crate) fn open_all_in_place(
+    sealing: &Sealing,
+    mut bytes: Vec<u8>,
+) -> Result<Vec<u8>, FormatError> {
+    let (len, count) = payload_shape(bytes.len())?;
+    if len > PAYLOAD_BYTES_MAX {
+        return Err(FormatError::TooLarge(len));
+    }
+    let mut aad = [0u8; HEADER_BYTES];
+    aad.copy_from_slice(&bytes[..HEADER_BYTES]);
+    let mut nonce = [0u8; NONCE_BYTES];
+    nonce.copy_from_slice(&bytes[HEADER_BYTES..PREFIX_BYTES]);
+    let cipher = Cipher::new(sealing, &nonce);
+    let mut end = 0;
+    for i in 0..count {
+        let span = segment_span(len, i);
+        let plain = span.start..span.end - TAG_BYTES;
+        let (body, tag) = bytes[span].split_at_mut(plain.len());
+        cipher.open(i, &segment_ad(&aad, i, i + 1 == count), body, tag)?;
+        bytes.copy_within(plain.clone(), end);
+        end += plain.len();
+    }
+    debug_assert_eq!(end, len);
+    bytes.truncate(end);
+    Ok(bytes)
+}
+
+/// Opens a whole segmented message (`open` for a header with `FLAG_SEGMENTED`).
+pub(crate) fn open_all(
+    sealing: &Sealing,
+    expected: &Header,
+    bytes: &[u8],
+) -> Result<Vec<u8>, FormatError> {
+    let (len, count) = payload_shape(bytes.len())?;
     open_segments(
         sealing,
         expected,

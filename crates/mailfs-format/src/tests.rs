@@ -146,6 +146,26 @@ proptest::proptest! {
             proptest::prop_assert!(open(&s, &header(), &bytes).is_err());
         }
     }
+
+    #[test]
+    fn opening_in_place_agrees_with_opening_a_copy(
+        len in 0usize..(3 * SEGMENT_BYTES),
+        flip in proptest::option::of(proptest::prelude::any::<usize>()),
+        cut in proptest::option::of(proptest::prelude::any::<usize>()),
+    ) {
+        for s in sealings() {
+            let mut m = seal(&s, &segmented(), [1; NONCE_BYTES], &data(len)).unwrap();
+            if let Some(f) = flip {
+                let at = f % m.len();
+                m[at] ^= 1;
+            }
+            if let Some(c) = cut {
+                m.truncate(c % m.len());
+            }
+            let copy = open(&s, &header(), &m);
+            proptest::prop_assert_eq!(open_owned(&s, &header(), m), copy);
+        }
+    }
 }
 
 fn segmented() -> Header {
@@ -176,6 +196,27 @@ fn segmented_messages_round_trip_at_every_boundary() {
                 open(&sealing, &header(), &sealed).unwrap() == plain,
                 "len {len}"
             );
+            // Opened in place: the same bytes, or the same refusal.
+            assert!(
+                open_owned(&sealing, &header(), sealed.clone()).unwrap() == plain,
+                "len {len}"
+            );
+            let mut bad = sealed.clone();
+            let last = bad.len() - 1;
+            bad[last / 2] ^= 4;
+            assert_eq!(
+                open_owned(&sealing, &header(), bad.clone()),
+                open(&sealing, &header(), &bad).map(|_| unreachable!())
+            );
+            let other = Header {
+                index: 18,
+                ..segmented()
+            };
+            assert_eq!(
+                open_owned(&sealing, &other, sealed.clone()),
+                Err(FormatError::Unexpected("another block or page"))
+            );
+            assert!(open_owned(&sealing, &header(), sealed[..sealed.len() - 1].to_vec()).is_err());
         }
     }
 }

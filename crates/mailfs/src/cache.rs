@@ -198,6 +198,11 @@ impl Cache {
         self.memory.lock().unwrap().map.contains_key(&id)
     }
 
+    /// Whether there is a disk cache at all (`disk_bytes` above 0).
+    pub fn has_disk(&self) -> bool {
+        self.disk.bytes_max > 0
+    }
+
     /// Whether the disk cache has a file for `id` (not checked until it is read).
     pub fn on_disk(&self, id: BlockId) -> bool {
         self.disk.bytes_max > 0 && self.path(id).exists()

@@ -216,7 +216,6 @@ fn encode_base64_lines(data: &[u8], out: &mut Vec<u8>) {
 pub fn decode_base64_lines(text: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(text.len() / 4 * 3 + 3);
     let mut lines_text = [0u8; BASE64_LINE * BASE64_STEP_LINES];
-    let mut lines_data = [0u8; BASE64_LINE_BYTES * BASE64_STEP_LINES];
     let mut rest = text;
     loop {
         let mut lines = 0;
@@ -232,15 +231,11 @@ pub fn decode_base64_lines(text: &[u8]) -> Option<Vec<u8>> {
         if lines == 0 {
             break;
         }
-        // Decoded into a buffer that stays in L1, then appended: the output is written
-        // once, not zeroed first.
-        let d = STANDARD
-            .decode(
-                &lines_text[..lines * BASE64_LINE],
-                Out::from_slice(&mut lines_data),
-            )
+        // Gathered without line breaks in a buffer that stays in L1, then decoded straight
+        // into the output (reserved above: written once, never zeroed or moved).
+        STANDARD
+            .decode_append(&lines_text[..lines * BASE64_LINE], &mut out)
             .ok()?;
-        out.extend_from_slice(d);
         if lines_text[lines * BASE64_LINE - 1] == b'=' {
             // Padding ends the data: nothing but white space may follow.
             return rest.iter().all(|b| b.is_ascii_whitespace()).then_some(out);
@@ -294,6 +289,7 @@ impl Remote for ImapRemote {
     }
 
     fn fetch(&self, uid: u32) -> Result<Option<Vec<u8>>, RemoteError> {
+        // The message stays in the buffer it was received in; its body is decoded from there.
         self.with(true, async move |c| {
             if c.capabilities().binary {
                 // Decoded by the server: the envelope, or base64 written in the other mode.

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use mailfs_format::{Kind as MsgKind, Sealing, open, seal};
+use mailfs_format::{Kind as MsgKind, Sealing, open, open_owned, seal};
 
 use crate::account::Account;
 use crate::cache::{BlockId, Cache};
@@ -661,30 +661,6 @@ impl Fs {
         Ok(())
     }
 
-    /// Reads and authenticates one message from the first member that has a good copy.
-    pub(crate) fn get(
-        &self,
-        targets: &[usize],
-        id: KeyId,
-        sealing: &Sealing,
-    ) -> Result<Vec<u8>, FsError> {
-        self.get_sealed(targets, id, sealing).map(|(p, _, _)| p)
-    }
-
-    /// Like [`Fs::get`], also returning the RAID index and the envelope as the account held
-    /// it (for the disk cache).
-    pub(crate) fn get_sealed(
-        &self,
-        targets: &[usize],
-        id: KeyId,
-        sealing: &Sealing,
-    ) -> Result<(Vec<u8>, u8, Vec<u8>), FsError> {
-        self.get_sealed_where(targets, id, sealing, |_| true)
-    }
-
-    /// Like [`Fs::get_sealed`], taking only a copy `accept` agrees with (a block's hash): a
-    /// name can have several copies, and a crash orphan or a planted message that
-    /// authenticates but is not the expected content is skipped, not served.
     /// Waits until queued disk cache files are written (tests).
     #[cfg(test)]
     pub(crate) fn settle_disk_cache(&self) {
@@ -699,11 +675,28 @@ impl Fs {
         }
     }
 
+    /// Reads and authenticates one message from the first member that has a good copy.
+    pub(crate) fn get(
+        &self,
+        targets: &[usize],
+        id: KeyId,
+        sealing: &Sealing,
+    ) -> Result<Vec<u8>, FsError> {
+        self.get_sealed_where(targets, id, sealing, false, |_| true)
+            .map(|(p, _, _)| p)
+    }
+
+    /// Like [`Fs::get`], taking only a copy `accept` agrees with (a block's hash): a name
+    /// can have several copies, and a crash orphan or a planted message that authenticates
+    /// but is not the expected content is skipped, not served. Also returns the RAID index
+    /// and, with `keep_envelope`, the envelope as the account held it (for the disk cache;
+    /// otherwise it is opened in place and comes back empty).
     pub(crate) fn get_sealed_where(
         &self,
         targets: &[usize],
         id: KeyId,
         sealing: &Sealing,
+        keep_envelope: bool,
         accept: impl Fn(&[u8]) -> bool,
     ) -> Result<(Vec<u8>, u8, Vec<u8>), FsError> {
         let mut order: Vec<usize> = targets
@@ -732,9 +725,16 @@ impl Fs {
             }
             .header(t as u8);
             for uid in uids {
+                let opened = |bytes: Vec<u8>| {
+                    if keep_envelope {
+                        open(sealing, &expected, &bytes).map(|p| (p, bytes))
+                    } else {
+                        open_owned(sealing, &expected, bytes).map(|p| (p, Vec::new()))
+                    }
+                };
                 match acct.fetch(uid) {
-                    Ok(Some(bytes)) => match open(sealing, &expected, &bytes) {
-                        Ok(p) if accept(&p) => return Ok((p, t as u8, bytes)),
+                    Ok(Some(bytes)) => match opened(bytes) {
+                        Ok((p, bytes)) if accept(&p) => return Ok((p, t as u8, bytes)),
                         Ok(_) => {
                             self.stats.integrity_errors.fetch_add(1, Ordering::Relaxed);
                             why = format!(

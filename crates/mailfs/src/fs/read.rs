@@ -83,8 +83,9 @@ impl Fs {
         why: Fetch,
     ) -> Result<Arc<Vec<u8>>, FsError> {
         // Scan resistance: a block a scan fetches for the first time stays in memory only.
-        let to_disk = why != Fetch::Scan || self.cache.scanned_before(cid);
-        if !to_disk {
+        let admitted = why != Fetch::Scan || self.cache.scanned_before(cid);
+        let to_disk = admitted && self.cache.has_disk();
+        if !admitted {
             self.stats
                 .scan_blocks_uncached
                 .fetch_add(1, Ordering::Relaxed);
@@ -106,7 +107,7 @@ impl Fs {
             let expected = |data: &[u8]| {
                 data.len() == b.len as usize && *blake3::hash(data).as_bytes() == b.hash
             };
-            match self.get_sealed_where(&[m], id, &self.sealing, expected) {
+            match self.get_sealed_where(&[m], id, &self.sealing, to_disk, expected) {
                 // `get_sealed_where` only returns a copy whose length and hash match.
                 Ok((data, raid, envelope)) => {
                     self.stats.blocks_fetched.fetch_add(1, Ordering::Relaxed);
@@ -175,7 +176,7 @@ impl Fs {
             d.len() == c.len as usize
                 && blake3::keyed_hash(&self.chunk_key, d).as_bytes()[..16] == c.id
         };
-        let (data, _, _) = self.get_sealed_where(members, kid, &self.sealing, expected)?;
+        let (data, _, _) = self.get_sealed_where(members, kid, &self.sealing, false, expected)?;
         self.stats
             .bytes_fetched
             .fetch_add(data.len() as u64, Ordering::Relaxed);
