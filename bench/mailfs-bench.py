@@ -8,7 +8,10 @@ loopback holds every account. Rows (RESULT lines on stdout):
           latency for 32 KiB and 32 MiB files over block sizes 128 KiB..4 MiB, stripe widths
           1, 2, 4, 8 and 1 or 2 connections per account (thesis figures 4.2 to 4.5);
   raw     the same bytes as plain IMAP APPEND/FETCH over the same accounts/connections;
-  big     large-file bandwidth through the mount vs raw (the 70 % target);
+  big     large-file bandwidth through the mount vs raw (the 70 % target), twice: with
+          every process sharing both cores, and with Dovecot on core 0 and the client side
+          (the mount and the program reading or writing, or raw_imap) on core 1, as when the
+          accounts are on another machine (rows big and big_pinned);
   meta    stat and readdir per second through the mount (the 20,000/s target);
   postmark the thesis's Postmark configurations, on the mount and on a local directory;
   fio     sequential and random runs on the mount and on a local directory.
@@ -20,6 +23,7 @@ runs of the same disk's writeback. The mount's cache stays on disk (WORK, under 
 The big rows are repeated (REPS, default 3) and reported as medians.
 
 Env: ONLY=sweep,raw,big,meta,postmark,fio (default all), QUICK=1 (fewer sweep points),
+PLACEMENTS=shared,pinned (the big rows' CPU placements, default both),
 MAILDIR_TMP, REPS, BIG_ROWS (only the first N large-file configurations), CIPHER
 (auto, the default: AES-256-GCM on CPUs with AES instructions; xchacha20poly1305; aes-256-gcm),
 TRANSFER (base64, the default, or binary: the accounts' `transfer`, and the raw ceiling's).
@@ -39,6 +43,30 @@ TRANSFER = os.environ.get("TRANSFER", "base64")
 USERS = 8
 WORK = tempfile.mkdtemp(prefix="mailfs-bench-")
 run_no = [0]
+PLACEMENTS = (os.environ.get("PLACEMENTS") or "shared,pinned").split(",")
+# The CPU a process runs on, by role, in the current placement (None: anywhere).
+cpu = {"server": None, "client": None}
+
+
+def on_cpu(role, cmd):
+    """`cmd` under taskset when the current placement pins `role`."""
+    return cmd if cpu[role] is None else ["taskset", "-c", str(cpu[role]), *cmd]
+
+
+class Pinned:
+    """Runs a block with the server on core 0 and the client (this process too) on core 1."""
+
+    def __init__(self, placement):
+        self.placement = placement
+
+    def __enter__(self):
+        if self.placement == "pinned":
+            cpu.update(server=0, client=1)
+            os.sched_setaffinity(0, {1})
+
+    def __exit__(self, *exc):
+        cpu.update(server=None, client=None)
+        os.sched_setaffinity(0, range(os.cpu_count()))
 
 
 def log(*a):
@@ -54,7 +82,7 @@ class Dovecot:
 
     def __enter__(self):
         env = dict(os.environ, TMPDIR=MAILDIR_TMP)
-        self.proc = subprocess.Popen([DOVECOT, str(USERS)], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen(on_cpu("server", [DOVECOT, str(USERS)]), stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, env=env)
         line = self.proc.stdout.readline()
         m = re.search(r"port=(\d+)", line)
@@ -90,7 +118,8 @@ class Mount:
         self.fs("mkfs")
 
     def fs(self, *args):
-        r = subprocess.run([MAILSTOW, "fs", "--config", self.config, *args], capture_output=True, text=True)
+        r = subprocess.run(on_cpu("client", [MAILSTOW, "fs", "--config", self.config, *args]),
+                           capture_output=True, text=True)
         if r.returncode != 0:
             sys.exit(f"mailstow fs {args}: {r.stdout}{r.stderr}")
         return r.stdout
@@ -132,7 +161,7 @@ def read_file(path):
 
 def raw(port, width, conns, block, total):
     users = ",".join(f"user{g + 1}:pw{g + 1}" for g in range(width))
-    out = subprocess.run([RAW, str(port), users, str(conns), str(block), str(total), TRANSFER],
+    out = subprocess.run(on_cpu("client", [RAW, str(port), users, str(conns), str(block), str(total), TRANSFER]),
                          capture_output=True, text=True, check=True).stdout
     m = dict(re.findall(r"(\w+)=([\d.]+)", out))
     return float(m["raw_write_s"]), float(m["raw_read_s"])
@@ -174,7 +203,8 @@ def median(xs):
 
 
 def big():
-    """Large-file bandwidth through the mount against raw IMAP on a fresh server each.
+    """Large-file bandwidth through the mount against raw IMAP on a fresh server each, in
+    each CPU placement.
 
     The machine's speed drifts (it is a shared virtual machine), so each repetition measures
     the mount and raw back to back, alternating which goes first, and the reported ratio is
@@ -183,43 +213,52 @@ def big():
     data = os.urandom(total)
     mb = total / 1e6
     configs = [(4, 2, 1 << 20), (4, 2, 4 << 20), (8, 2, 1 << 20)]
-    for width, conns, block in configs[:int(os.environ.get("BIG_ROWS", len(configs)))]:
-        rows = []
-        for rep in range(REPS):
-            def mount_run():
-                with Dovecot() as port:
-                    m = Mount(port, width, conns, block)
-                    m.mount()
-                    w = write_file(os.path.join(m.mnt, "big"), data)
-                    m.umount()
-                    m.mount(wipe_cache=True)
-                    r, n = read_file(os.path.join(m.mnt, "big"))
-                    assert n == total
-                    m.umount()
-                    m.remove()
-                    return w, r
+    for placement in PLACEMENTS:
+        with Pinned(placement):
+            for width, conns, block in configs[:int(os.environ.get("BIG_ROWS", len(configs)))]:
+                big_config(placement, data, width, conns, block)
 
-            def raw_run():
-                with Dovecot() as port:
-                    return raw(port, width, conns, block, total)
 
-            if rep % 2 == 0:
-                (w, r), (rw, rr) = mount_run(), raw_run()
-            else:
-                (rw, rr), (w, r) = raw_run(), mount_run()
-            rows.append((w, r, rw, rr))
-            result(row="big_rep", rep=rep, block=block, width=width, conns=conns,
-                   mount_write_s=f"{w:.3f}", raw_write_s=f"{rw:.3f}",
-                   mount_read_s=f"{r:.3f}", raw_read_s=f"{rr:.3f}")
-        w = median([x[0] for x in rows])
-        r = median([x[1] for x in rows])
-        rw = median([x[2] for x in rows])
-        rr = median([x[3] for x in rows])
-        result(row="big", bytes=total, block=block, width=width, conns=conns,
-               mount_write_MBps=f"{mb / w:.1f}", raw_write_MBps=f"{mb / rw:.1f}",
-               write_ratio=f"{median([x[2] / x[0] for x in rows]):.3f}",
-               mount_read_MBps=f"{mb / r:.1f}", raw_read_MBps=f"{mb / rr:.1f}",
-               read_ratio=f"{median([x[3] / x[1] for x in rows]):.3f}")
+def big_config(placement, data, width, conns, block):
+    total = len(data)
+    mb = total / 1e6
+    rows = []
+    for rep in range(REPS):
+        def mount_run():
+            with Dovecot() as port:
+                m = Mount(port, width, conns, block)
+                m.mount()
+                w = write_file(os.path.join(m.mnt, "big"), data)
+                m.umount()
+                m.mount(wipe_cache=True)
+                r, n = read_file(os.path.join(m.mnt, "big"))
+                assert n == total
+                m.umount()
+                m.remove()
+                return w, r
+
+        def raw_run():
+            with Dovecot() as port:
+                return raw(port, width, conns, block, total)
+
+        if rep % 2 == 0:
+            (w, r), (rw, rr) = mount_run(), raw_run()
+        else:
+            (rw, rr), (w, r) = raw_run(), mount_run()
+        rows.append((w, r, rw, rr))
+        result(row="big_rep", placement=placement, rep=rep, block=block, width=width,
+               conns=conns, mount_write_s=f"{w:.3f}", raw_write_s=f"{rw:.3f}",
+               mount_read_s=f"{r:.3f}", raw_read_s=f"{rr:.3f}")
+    w = median([x[0] for x in rows])
+    r = median([x[1] for x in rows])
+    rw = median([x[2] for x in rows])
+    rr = median([x[3] for x in rows])
+    result(row="big" if placement == "shared" else f"big_{placement}", bytes=total,
+           block=block, width=width, conns=conns,
+           mount_write_MBps=f"{mb / w:.1f}", raw_write_MBps=f"{mb / rw:.1f}",
+           write_ratio=f"{median([x[2] / x[0] for x in rows]):.3f}",
+           mount_read_MBps=f"{mb / r:.1f}", raw_read_MBps=f"{mb / rr:.1f}",
+           read_ratio=f"{median([x[3] / x[1] for x in rows]):.3f}")
 
 
 def meta():
