@@ -252,6 +252,22 @@ pub fn decode_base64_lines(text: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// Runs a UID FETCH (`fetch`) and, if the message is not there, once more after a NOOP.
+/// A session learns of messages other sessions appended only when a command lets the
+/// server report them (RFC 3501 5.2, 6.1.2: NOOP is the poll); until then a UID FETCH of
+/// one answers OK with no data. The pool hands a read any session, often not the one that
+/// appended the block a moment before.
+async fn seen_after_sync<T>(
+    c: &mut Client,
+    fetch: impl AsyncFn(&mut Client) -> Result<Option<T>, ImapError>,
+) -> Result<Option<T>, ImapError> {
+    if let Some(found) = fetch(c).await? {
+        return Ok(Some(found));
+    }
+    c.noop().await?;
+    fetch(c).await
+}
+
 /// A fetched body as the envelope it carries (see the module comment); None if it is
 /// the envelope already (the caller keeps it as it is). A body that is neither is passed on
 /// as it is, for the envelope check to reject by name.
@@ -289,19 +305,24 @@ impl Remote for ImapRemote {
     }
 
     fn fetch(&self, uid: u32) -> Result<Option<Vec<u8>>, RemoteError> {
-        // The message stays in the buffer it was received in; its body is decoded from there.
         self.with(true, async move |c| {
-            if c.capabilities().binary {
-                // Decoded by the server: the envelope, or base64 written in the other mode.
-                let body = c.uid_fetch_body(uid, None).await?;
-                return Ok(body.map(|b| envelope_of(&b).unwrap_or(b)));
-            }
-            // The whole message, not BODY[TEXT], which costs Dovecot a scan of the message.
-            let message = c.uid_fetch_message(uid).await?;
-            Ok(message.map(|m| {
-                let body = &m[imap_client::body_start(&m)..];
-                envelope_of(body).unwrap_or_else(|| body.to_vec())
-            }))
+            seen_after_sync(c, async |c: &mut Client| {
+                if c.capabilities().binary {
+                    // Decoded by the server: the envelope, or base64 written in the other
+                    // mode.
+                    let body = c.uid_fetch_body(uid, None).await?;
+                    return Ok(body.map(|b| envelope_of(&b).unwrap_or(b)));
+                }
+                // The whole message, not BODY[TEXT], which costs Dovecot a scan of the
+                // message. It stays in the buffer it was received in; its body is decoded
+                // from there.
+                let message = c.uid_fetch_message(uid).await?;
+                Ok(message.map(|m| {
+                    let body = &m[imap_client::body_start(&m)..];
+                    envelope_of(body).unwrap_or_else(|| body.to_vec())
+                }))
+            })
+            .await
         })
     }
 
@@ -312,25 +333,28 @@ impl Remote for ImapRemote {
         len: usize,
     ) -> Result<Option<Vec<u8>>, RemoteError> {
         self.with(true, async move |c| {
-            if c.capabilities().binary {
-                // RFC 3516 4.2: a partial BINARY fetch counts decoded octets.
-                let origin = u64::try_from(start).unwrap_or(u64::MAX);
-                let len = u32::try_from(len).unwrap_or(u32::MAX);
-                return c.uid_fetch_body(uid, Some((origin, len))).await;
-            }
-            // Base64 as we write it: envelope bytes 57 L.. are text 78 L.. of the body, so
-            // whole lines are fetched and decoded, and the range cut from them.
-            let first_line = start / BASE64_LINE_BYTES;
-            let lines = (start + len).div_ceil(BASE64_LINE_BYTES) - first_line;
-            let text_start = (first_line * (BASE64_LINE + 2)) as u64;
-            let text_len = u32::try_from(lines * (BASE64_LINE + 2)).unwrap_or(u32::MAX);
-            let Some(text) = c.uid_fetch_body(uid, Some((text_start, text_len))).await? else {
-                return Ok(None);
-            };
-            // Text that is not our base64 gives bytes the envelope check rejects.
-            let bytes = decode_base64_lines(&text).unwrap_or_default();
-            let from = (start - first_line * BASE64_LINE_BYTES).min(bytes.len());
-            Ok(Some(bytes[from..(from + len).min(bytes.len())].to_vec()))
+            seen_after_sync(c, async |c: &mut Client| {
+                if c.capabilities().binary {
+                    // RFC 3516 4.2: a partial BINARY fetch counts decoded octets.
+                    let origin = u64::try_from(start).unwrap_or(u64::MAX);
+                    let len = u32::try_from(len).unwrap_or(u32::MAX);
+                    return c.uid_fetch_body(uid, Some((origin, len))).await;
+                }
+                // Base64 as we write it: envelope bytes 57 L.. are text 78 L.. of the body,
+                // so whole lines are fetched and decoded, and the range cut from them.
+                let first_line = start / BASE64_LINE_BYTES;
+                let lines = (start + len).div_ceil(BASE64_LINE_BYTES) - first_line;
+                let text_start = (first_line * (BASE64_LINE + 2)) as u64;
+                let text_len = u32::try_from(lines * (BASE64_LINE + 2)).unwrap_or(u32::MAX);
+                let Some(text) = c.uid_fetch_body(uid, Some((text_start, text_len))).await? else {
+                    return Ok(None);
+                };
+                // Text that is not our base64 gives bytes the envelope check rejects.
+                let bytes = decode_base64_lines(&text).unwrap_or_default();
+                let from = (start - first_line * BASE64_LINE_BYTES).min(bytes.len());
+                Ok(Some(bytes[from..(from + len).min(bytes.len())].to_vec()))
+            })
+            .await
         })
     }
 
@@ -349,6 +373,12 @@ impl Remote for ImapRemote {
     fn find(&self, name: &str) -> Result<Vec<u32>, RemoteError> {
         let name = name.to_string();
         self.with(true, async move |c| {
+            let found = c.uid_search_header(NAME_HEADER, &name).await?;
+            if !found.is_empty() {
+                return Ok(found);
+            }
+            // Perhaps appended over another session since this one last synchronised.
+            c.noop().await?;
             c.uid_search_header(NAME_HEADER, &name).await
         })
     }

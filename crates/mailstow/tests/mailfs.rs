@@ -950,3 +950,60 @@ fn random_reads_fetch_only_their_segments_in_both_transfer_modes() {
         rig.umount();
     }
 }
+
+/// Reads straight after a write go to the servers (a 1 MiB memory cache, no page cache)
+/// over whichever pooled session is free, and a session that has not yet seen the
+/// messages another one just appended must still find them (a server reports new messages
+/// only when a command lets it: RFC 3501 5.2, 6.1.2).
+#[test]
+fn a_file_reads_back_straight_after_it_is_written_from_any_session() {
+    use std::os::unix::fs::FileExt;
+    if !fuse_available() {
+        eprintln!("skipped: no /dev/fuse");
+        return;
+    }
+    let server = Dovecot::start(2).unwrap();
+    let rig = Rig::new(
+        &[
+            vec![Account {
+                server: &server,
+                user: 1,
+            }],
+            vec![Account {
+                server: &server,
+                user: 2,
+            }],
+        ],
+        "block_size = 1048576",
+    );
+    let config = fs::read_to_string(&rig.config)
+        .unwrap()
+        .replace("[cache]\n", "[cache]\nmemory_bytes = 1048576\n");
+    fs::write(&rig.config, config).unwrap();
+    rig.ok(&["mkfs"]);
+    rig.mount();
+    for round in 0..3u64 {
+        let name = rig.mnt.join(format!("fresh{round}"));
+        let data = pattern(32 << 20, round);
+        // In small writes, as fio lays out a file: many uploads over every session.
+        {
+            use std::io::Write;
+            let mut f = fs::File::create(&name).unwrap();
+            for piece in data.chunks(64 << 10) {
+                f.write_all(piece).unwrap();
+            }
+        }
+        let file = fs::File::open(&name).unwrap();
+        for i in 0..64u64 {
+            let o = (i * 7_919_993 + round * 1_234_567) % (data.len() as u64 - 4096);
+            let mut got = vec![0u8; 4096];
+            file.read_exact_at(&mut got, o)
+                .unwrap_or_else(|e| panic!("round {round}, offset {o}: {e}"));
+            assert!(
+                got == data[o as usize..o as usize + 4096],
+                "round {round} at {o}"
+            );
+        }
+    }
+    rig.umount();
+}

@@ -5,25 +5,33 @@ use std::collections::HashSet;
 use super::*;
 
 impl Fs {
-    /// Sends blocks now (synchronous mode) or through the journal (asynchronous mode).
+    /// Sends blocks now (synchronous mode) or through the journal (asynchronous mode), and
+    /// keeps them in the memory cache: what was just written is what is read next (the
+    /// page cache would have kept it, and files bypass it).
     pub(super) fn emit_blocks(
         &self,
         file: u64,
         jobs: &[(BlockRef, Arc<Vec<u8>>)],
     ) -> Result<(), FsError> {
-        if !self.asynchronous {
-            return self.put_blocks(file, jobs);
-        }
         if jobs.is_empty() {
             return Ok(());
         }
-        self.journal.append(&crate::journal::Record::Blocks {
-            file,
-            blocks: jobs
-                .iter()
-                .map(|(b, d)| (b.clone(), serde_bytes::ByteBuf::from(d.as_ref().clone())))
-                .collect(),
-        })
+        if self.asynchronous {
+            self.journal.append(&crate::journal::Record::Blocks {
+                file,
+                blocks: jobs
+                    .iter()
+                    .map(|(b, d)| (b.clone(), serde_bytes::ByteBuf::from(d.as_ref().clone())))
+                    .collect(),
+            })?;
+        } else {
+            self.put_blocks(file, jobs)?;
+        }
+        for (r, data) in jobs {
+            self.cache
+                .put_memory_only(BlockId::of(file, r), data.clone());
+        }
+        Ok(())
     }
 
     pub(crate) fn superblock_sealing(&self) -> Sealing {

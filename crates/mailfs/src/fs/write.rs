@@ -490,10 +490,6 @@ impl Fs {
         if let Err(e) = self.emit_blocks(ino, &planned) {
             return give_back(e);
         }
-        for (r, data) in &planned {
-            self.cache
-                .put_memory_only(BlockId::of(ino, r), data.clone());
-        }
         // Step 3: clean, wherever the entry is now (it may have been renamed meanwhile).
         let step3 = (|| {
             let mut tree = self.lock();
