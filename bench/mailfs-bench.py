@@ -342,7 +342,9 @@ def postmark():
 
 FIO = [
     ("seq_write", "--rw=write --bs=1M --size=256M --end_fsync=1"),
-    ("seq_read", "--rw=read --bs=1M --size=256M"),
+    # seq_write's file from a fresh mount with empty caches (a file fio laid out itself
+    # would still be in the mount's memory cache).
+    ("seq_read", "--rw=read --bs=1M --size=256M --filename=seq_write.0.0"),
     ("rand_read", "--rw=randread --bs=4k --size=64M --runtime=15 --time_based"),
     # The same file from a fresh mount with empty caches: every read goes to the servers
     # (partial FETCH of the segments it needs).
