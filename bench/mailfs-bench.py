@@ -408,6 +408,11 @@ def main():
         if "fio" in ONLY:
             fio()
     finally:
+        # A run that failed half way leaves its mount: unmount before removing it.
+        for run in sorted(os.listdir(WORK)) if os.path.isdir(WORK) else []:
+            mnt = os.path.join(WORK, run, "mnt")
+            if os.path.ismount(mnt):
+                subprocess.run([MAILSTOW, "fs", "umount", mnt], capture_output=True)
         shutil.rmtree(WORK, ignore_errors=True)
 
 

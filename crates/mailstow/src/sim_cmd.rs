@@ -232,6 +232,8 @@ fn validate(quick: bool, json: bool, dir: Option<PathBuf>) -> anyhow::Result<()>
     let opts = sim_validate::Options {
         dir: dir.clone(),
         quick,
+        // This binary mounts the mail file system for its cells.
+        mailstow: std::env::current_exe().ok(),
     };
     let started = Instant::now();
     let report = crate::progress::with_progress("sim validate", |progress| {
@@ -284,6 +286,33 @@ fn validate(quick: bool, json: bool, dir: Option<PathBuf>) -> anyhow::Result<()>
                 m.name, m.unit, m.real, m.sim, m.error
             );
         }
+        if let Some(m) = &report.mailfs_calibration {
+            println!(
+                "mailfs calibration: latency {:.1} us; server APPEND {:.0} us + {:.2} ns per wire byte, FETCH {:.0} us + {:.2} ns; mount write {:.0} us per block + {:.2} ns per byte, read {:.0} us + {:.2} ns; serial path {:.2} ns per byte written, {:.2} read; per file {:.0} us written, {:.0} read, {:.0} us per directory message; a session's login {:.0} us; {} cores shared",
+                m.latency_us,
+                m.server_append_ns / 1e3,
+                m.server_append_ns_per_byte,
+                m.server_fetch_ns / 1e3,
+                m.server_fetch_ns_per_byte,
+                m.client_write_message_ns / 1e3,
+                m.client_write_ns_per_byte,
+                m.client_read_message_ns / 1e3,
+                m.client_read_ns_per_byte,
+                m.program_write_ns_per_byte,
+                m.program_read_ns_per_byte,
+                m.file_write_ns / 1e3,
+                m.file_read_ns / 1e3,
+                m.client_metadata_ns / 1e3,
+                m.connect_ns / 1e3,
+                m.cores
+            );
+        }
+        for m in &report.mailfs_cells {
+            println!(
+                "mailfs_cell={} real_ms={:.2} sim_ms={:.2} error={:.3}",
+                m.name, m.real_ms, m.sim_ms, m.error
+            );
+        }
         for c in &report.ext4_calibrations {
             println!(
                 "ext4 loop device: {}, written page +{:.0} ns",
@@ -303,6 +332,7 @@ fn validate(quick: bool, json: bool, dir: Option<PathBuf>) -> anyhow::Result<()>
         );
     }
     println!("median_error_mailstow={:.4}", report.median_error_mailstow);
+    println!("median_error_mailfs={:.4}", report.median_error_mailfs);
     println!(
         "median_error_sequential={:.4}",
         report.median_error_sequential

@@ -195,14 +195,19 @@ fn validate_quick_measures_simulates_and_ends_with_the_median_errors() {
             .parse()
             .expect("a number")
     };
-    let mailstow = fraction(lines[n - 3], "median_error_mailstow=");
+    let mailstow = fraction(lines[n - 4], "median_error_mailstow=");
+    let mailfs: f64 = lines[n - 3]
+        .strip_prefix("median_error_mailfs=")
+        .unwrap_or_else(|| panic!("{:?}", lines[n - 3]))
+        .parse()
+        .expect("a number or NaN");
     let seq = fraction(lines[n - 2], "median_error_sequential=");
     let random = fraction(lines[n - 1], "median_error_random=");
     for e in [mailstow, seq, random] {
         assert!(e.is_finite() && e >= 0.0, "{stdout}");
     }
     // The JSON before them: every cell measured and simulated, both positive.
-    let json: serde_json::Value = serde_json::from_str(&lines[..n - 3].join("\n")).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&lines[..n - 4].join("\n")).unwrap();
     let cells = json["cells"].as_array().unwrap();
     assert!(cells.len() >= 10, "{cells:?}");
     for c in cells {
@@ -257,6 +262,51 @@ fn validate_quick_measures_simulates_and_ends_with_the_median_errors() {
             "{key}"
         );
     }
+    // The mail file system's striping: predicted and measured on a loopback Dovecot
+    // through a real mount, or skipped with why (no Dovecot, no /dev/fuse).
+    let cells = json["mailfs_cells"].as_array().unwrap();
+    let why = skipped
+        .iter()
+        .any(|s| s.as_str().unwrap().starts_with("mail file system cells: "));
+    assert!(
+        cells.is_empty() == why,
+        "mailfs cells: {} ran, skipped {why}",
+        cells.len()
+    );
+    if !why {
+        assert_eq!(cells.len(), 16, "{cells:?}");
+        assert!(mailfs.is_finite() && mailfs >= 0.0, "{stdout}");
+        let ms = |name: &str, key: &str| {
+            cells.iter().find(|c| c["name"] == name).unwrap()[key]
+                .as_f64()
+                .unwrap()
+        };
+        for c in cells {
+            assert!(c["real_ms"].as_f64().unwrap() > 0.0, "{c}");
+            assert!(c["sim_ms"].as_f64().unwrap() > 0.0, "{c}");
+        }
+        // A 32 MiB file takes longer than a 32 KiB one, measured and predicted; small
+        // files cost more over four accounts (their directory messages go to each).
+        for key in ["real_ms", "sim_ms"] {
+            assert!(
+                ms("mailfs-write-32768k-b1024k-w4-c2", key)
+                    > 3.0 * ms("mailfs-write-32k-b1024k-w4-c2", key),
+                "{key}"
+            );
+        }
+        assert!(
+            ms("mailfs-write-32k-b1024k-w4-c2", "sim_ms")
+                > ms("mailfs-write-32k-b1024k-w1-c2", "sim_ms")
+        );
+        let cal = &json["mailfs_calibration"];
+        for key in [
+            "server_append_ns_per_byte",
+            "client_write_ns_per_byte",
+            "latency_us",
+        ] {
+            assert!(cal[key].as_f64().unwrap() > 0.0, "{key}: {cal}");
+        }
+    }
     // Its files are left in the directory it was given.
     assert!(dir.path().join("validate.dat").exists());
 }
@@ -294,4 +344,35 @@ fn a_trace_is_summarised_on_a_dry_run_and_replayed() {
         csv.contains("\nmixed-as-traced,trace,") && csv.contains("\nmixed-fast-qd8,trace,"),
         "{csv}"
     );
+}
+
+/// The mail file system's striping what-if as shipped: over slow accounts, wider stripes
+/// go faster until the client's link is full.
+#[test]
+fn the_mail_file_system_width_sweep_scales_then_levels_off() {
+    let out_dir = tempfile::tempdir().unwrap();
+    let scenario = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/sweeps/mailfs-width.toml"
+    );
+    let out = sim(&["run", scenario, "--out", out_dir.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    let csv = std::fs::read_to_string(out_dir.path().join("sweep.csv")).unwrap();
+    let rate = |workload: &str, accounts: u32| -> f64 {
+        csv.lines()
+            .find(|l| l.starts_with(&format!("{workload},{accounts},")))
+            .unwrap_or_else(|| panic!("{workload} {accounts}: {csv}"))
+            .split(',')
+            .nth(2)
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    for w in ["write", "read"] {
+        assert!(rate(w, 2) > 1.8 * rate(w, 1), "{csv}");
+        assert!(rate(w, 4) > 1.8 * rate(w, 2), "{csv}");
+        // 12.5 MB/s of base64 carries at most 9.1 MB/s of data.
+        assert!(rate(w, 8) < 9.2 && rate(w, 8) < 1.3 * rate(w, 5), "{csv}");
+    }
+    assert!(out_dir.path().join("sweep.svg").exists());
 }

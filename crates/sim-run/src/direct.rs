@@ -24,6 +24,8 @@ pub(crate) struct Run {
     pub merges: u64,
     /// Calls served without waiting for the device (page cache hits), of all calls.
     pub hit_ratio: f64,
+    /// What limits the run, when the model knows better than the device's utilisation.
+    pub bottleneck: Option<String>,
 }
 
 impl Run {
@@ -46,6 +48,7 @@ impl Run {
             mean_queue: report.station.mean_queue,
             merges: report.merges,
             hit_ratio,
+            bottleneck: None,
         }
     }
 }

@@ -5,6 +5,7 @@
 mod direct;
 mod file;
 mod mail;
+pub mod mailfs;
 pub mod pvfs;
 mod replay;
 mod report;
@@ -57,6 +58,7 @@ pub fn run(
                 WorkloadKind::Queue => (mail::queue(scenario, w, seed)?, None),
                 WorkloadKind::Delete => (mail::delete(scenario, w, seed)?, None),
                 WorkloadKind::Pvfs => (pvfs::run(scenario, w, seed)?, None),
+                WorkloadKind::Mailfs => (mailfs::run(&scenario.mailfs, w)?, None),
             };
             runs.push(run);
             if let Some(requests) = requests {

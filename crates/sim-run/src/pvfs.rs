@@ -357,5 +357,6 @@ pub(crate) fn run(s: &Scenario, w: &Workload, seed: u64) -> Result<Run, SimError
         mean_queue: queue / servers as f64,
         merges: 0,
         hit_ratio: 0.0,
+        bottleneck: None,
     })
 }

@@ -78,7 +78,9 @@ pub(crate) fn summarise(w: &Workload, runs: &[Run]) -> WorkloadResult {
     let of = |f: &dyn Fn(&Run) -> f64| estimate(&runs.iter().map(f).collect::<Vec<_>>());
     let us = |ns: u64| ns as f64 / 1e3;
     let utilisation = of(&|r| r.utilisation);
-    let bottleneck = if w.kind == WorkloadKind::File && utilisation.mean < 0.5 {
+    let bottleneck = if let Some(b) = runs.first().and_then(|r| r.bottleneck.clone()) {
+        b
+    } else if w.kind == WorkloadKind::File && utilisation.mean < 0.5 {
         format!(
             "the CPU: system calls and copies (device {:.0} % busy, {:.0} % of calls from the page cache)",
             utilisation.mean * 100.0,

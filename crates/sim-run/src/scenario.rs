@@ -35,6 +35,8 @@ pub struct Scenario {
     pub writeback: WritebackParams,
     #[serde(default)]
     pub pvfs: crate::pvfs::PvfsParams,
+    #[serde(default)]
+    pub mailfs: crate::mailfs::MailfsParams,
     #[serde(rename = "workload")]
     pub workloads: Vec<Workload>,
     /// Run every workload once per value of one parameter (`crate::sweep`).
@@ -93,6 +95,10 @@ pub enum WorkloadKind {
     /// Each of `[pvfs] clients` reads or writes `bytes` of its own region of a file striped
     /// over `[pvfs] servers`, in `record_bytes` requests (docs/simulator.md 8).
     Pvfs,
+    /// One program writes (create, write, fsync, close) or reads (a fresh mount) a file of
+    /// `bytes` in `record_bytes` calls on the mail file system, striped over `[mailfs]
+    /// accounts` (docs/simulator.md 8b).
+    Mailfs,
 }
 
 /// How `queue` and `delete` workloads store mail.
@@ -368,6 +374,9 @@ impl Scenario {
                         "{name}: pvfs requests are whole pages, and bytes a whole number of them"
                     ));
                 }
+            }
+            if w.kind == WorkloadKind::Mailfs {
+                self.mailfs.check().map_err(SimError::Scenario)?;
             }
             if w.kind == WorkloadKind::File {
                 if w.record_bytes % 4096 != 0 && w.op == sim_models::Op::Write {

@@ -79,6 +79,13 @@ pub const PARAMETERS: &[&str] = &[
     "pvfs.stripe_bytes",
     "pvfs.link_mb_s",
     "pvfs.latency_us",
+    "mailfs.accounts",
+    "mailfs.connections",
+    "mailfs.block_bytes",
+    "mailfs.readahead_blocks",
+    "mailfs.link_mb_s",
+    "mailfs.account_mb_s",
+    "mailfs.latency_us",
 ];
 
 /// `s` with the sweep's parameter set to `v`; the result is checked as a scenario file is.
@@ -107,6 +114,13 @@ pub fn apply(s: &Scenario, parameter: &str, v: f64) -> Result<Scenario, SimError
         "pvfs.stripe_bytes" => s.pvfs.stripe_bytes = whole(v)?,
         "pvfs.link_mb_s" => s.pvfs.link_mb_s = v,
         "pvfs.latency_us" => s.pvfs.latency_us = v,
+        "mailfs.accounts" => s.mailfs.accounts = small(v)?,
+        "mailfs.connections" => s.mailfs.connections = small(v)?,
+        "mailfs.block_bytes" => s.mailfs.block_bytes = whole(v)?,
+        "mailfs.readahead_blocks" => s.mailfs.readahead_blocks = small(v)?,
+        "mailfs.link_mb_s" => s.mailfs.link_mb_s = v,
+        "mailfs.account_mb_s" => s.mailfs.account_mb_s = v,
+        "mailfs.latency_us" => s.mailfs.latency_us = v,
         _ => {
             for w in &mut s.workloads {
                 match parameter {

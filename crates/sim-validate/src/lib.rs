@@ -10,6 +10,7 @@
 mod calibrate;
 mod loopfs;
 mod mailcells;
+mod mailfscells;
 mod matrix;
 mod real;
 
@@ -17,6 +18,7 @@ use std::path::PathBuf;
 
 pub use calibrate::Calibration;
 pub use mailcells::MailCellResult;
+pub use mailfscells::{MailfsCalibration, MailfsCellResult};
 pub use matrix::{Cell, CellResult};
 use sim_models::localfs::JournalMode;
 
@@ -33,6 +35,8 @@ pub struct Options {
     pub dir: PathBuf,
     /// Smaller files and fewer cells: within five minutes here.
     pub quick: bool,
+    /// The `mailstow` binary, to mount the mail file system for its cells (None: skipped).
+    pub mailstow: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -44,9 +48,14 @@ pub struct Report {
     pub cells: Vec<CellResult>,
     /// mailstow's storage models predicted, then measured (docs/simulator.md 6b).
     pub mailstow_cells: Vec<MailCellResult>,
+    /// The mail file system's striping model, calibrated on loopback Dovecot, predicted,
+    /// then measured (docs/simulator.md 8b).
+    pub mailfs_calibration: Option<MailfsCalibration>,
+    pub mailfs_cells: Vec<MailfsCellResult>,
     /// Cells this machine or this mode could not run, with why.
     pub skipped: Vec<String>,
     pub median_error_mailstow: f64,
+    pub median_error_mailfs: f64,
     pub median_error_sequential: f64,
     pub median_error_random: f64,
 }
@@ -75,7 +84,7 @@ pub fn validate(
     let cells = matrix::cells(opts.quick);
     let modes = [JournalMode::Ordered, JournalMode::Data];
     let ext4_per_mode = matrix::ext4_cells(JournalMode::Ordered).len() as u64;
-    let steps = 1 + cells.len() as u64 + modes.len() as u64 * (1 + ext4_per_mode) + 2;
+    let steps = 1 + cells.len() as u64 + modes.len() as u64 * (1 + ext4_per_mode) + 3;
     let mut step = 0;
     let mut tick = |what: &str| {
         progress(step, steps, what);
@@ -152,6 +161,13 @@ pub fn validate(
     }
     tick("mailstow storage");
     let mailstow_cells = mailcells::cells(&opts.dir, &calibration, opts.quick, &mut skipped)?;
+    tick("mail file system");
+    let (mailfs_calibration, mailfs_cells) = mailfscells::cells(
+        opts.mailstow.as_deref(),
+        &opts.dir,
+        opts.quick,
+        &mut skipped,
+    )?;
     progress(steps, steps, "done");
     let errors = |seq: bool| {
         median(
@@ -165,6 +181,9 @@ pub fn validate(
     Ok(Report {
         median_error_mailstow: median(mailstow_cells.iter().map(|c| c.error).collect()),
         mailstow_cells,
+        median_error_mailfs: median(mailfs_cells.iter().map(|c| c.error).collect()),
+        mailfs_calibration,
+        mailfs_cells,
         median_error_sequential: errors(true),
         median_error_random: errors(false),
         calibration,

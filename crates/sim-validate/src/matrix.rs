@@ -185,6 +185,7 @@ pub(crate) fn calibrated(
             ..WritebackParams::default()
         },
         pvfs: Default::default(),
+        mailfs: Default::default(),
         workloads: vec![workload],
         sweep: None,
     }

@@ -1,7 +1,9 @@
-//! Test-only peers: a private Dovecot 2.3 instance on loopback for integration tests.
+//! Peers to measure against: a private Dovecot 2.3 instance on loopback, for integration
+//! tests, for `bench/` (through the `dovecot` example) and for `mailstow sim validate`'s
+//! mail file system cells. Nothing else in mailstow starts one.
 //!
-//! Use only as a dev-dependency. Each [`Dovecot`] runs its own `dovecot -F` master
-//! with everything under one temporary directory:
+//! Each [`Dovecot`] runs its own `dovecot -F` master with everything under one temporary
+//! directory:
 //!
 //! ```text
 //! <tmp>/dovecot.conf   the whole configuration (no includes of /etc/dovecot)
@@ -52,10 +54,16 @@ impl Dovecot {
     /// Waits until the port accepts and the greeting arrives; returns an error carrying
     /// the log tail if it does not come up within 20 s.
     pub fn start(users: usize) -> io::Result<Dovecot> {
+        Dovecot::start_in(&std::env::temp_dir(), users)
+    }
+
+    /// [`Dovecot::start`] with its directory (mail included) under `parent`, e.g. a tmpfs
+    /// so that the server's writes cost CPU and never wait for a disk.
+    pub fn start_in(parent: &Path, users: usize) -> io::Result<Dovecot> {
         let (uid, gid) = ensure_vmail()?;
         let dir = tempfile::Builder::new()
             .prefix("test-peers-dovecot-")
-            .tempdir()?;
+            .tempdir_in(parent)?;
         let root = dir.path().to_path_buf();
         let port = free_port()?;
         write_files(&root, port, users, uid, gid)?;
