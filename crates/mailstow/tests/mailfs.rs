@@ -337,19 +337,7 @@ fn posix_operations_match_a_local_directory_and_survive_a_remount() {
         return;
     }
     let server = Dovecot::start(2).unwrap();
-    let rig = Rig::new(
-        &[
-            vec![Account {
-                server: &server,
-                user: 1,
-            }],
-            vec![Account {
-                server: &server,
-                user: 2,
-            }],
-        ],
-        "",
-    );
+    let rig = Rig::new(&one_per_group(&server, 2), "");
     rig.ok(&["mkfs"]);
     rig.mount();
     let local = rig.dir.path().join("local");
@@ -391,6 +379,11 @@ fn posix_operations_match_a_local_directory_and_survive_a_remount() {
     rig.umount();
     let fsck = rig.ok(&["fsck"]);
     assert!(fsck.contains("fsck: clean"), "{fsck}");
+}
+
+/// Accounts `1..=n` of `server`, each its own replication group.
+fn one_per_group(server: &Dovecot, n: usize) -> Vec<Vec<Account<'_>>> {
+    (1..=n).map(|user| vec![Account { server, user }]).collect()
 }
 
 fn two_by_two<'a>(a: &'a Dovecot, b: &'a Dovecot) -> Vec<Vec<Account<'a>>> {
@@ -462,19 +455,7 @@ fn sigkill_during_writes_and_renames_leaves_every_file_old_or_new() {
         return;
     }
     let server = Dovecot::start(2).unwrap();
-    let rig = Rig::new(
-        &[
-            vec![Account {
-                server: &server,
-                user: 1,
-            }],
-            vec![Account {
-                server: &server,
-                user: 2,
-            }],
-        ],
-        "",
-    );
+    let rig = Rig::new(&one_per_group(&server, 2), "");
     rig.ok(&["mkfs"]);
     // Sizes of several blocks each, so a torn write would show as mixed generations.
     let sizes: Vec<usize> = (0..6).map(|i| 200_000 + i * 90_000).collect();
@@ -815,16 +796,7 @@ fn dedup_stores_a_copy_as_manifests_and_reads_it_back() {
     }
     let server = Dovecot::start(2).unwrap();
     let rig = Rig::new(
-        &[
-            vec![Account {
-                server: &server,
-                user: 1,
-            }],
-            vec![Account {
-                server: &server,
-                user: 2,
-            }],
-        ],
+        &one_per_group(&server, 2),
         "dedup = true\norphan_grace = \"1h\"",
     );
     rig.ok(&["mkfs"]);
@@ -963,19 +935,7 @@ fn a_file_reads_back_straight_after_it_is_written_from_any_session() {
         return;
     }
     let server = Dovecot::start(2).unwrap();
-    let rig = Rig::new(
-        &[
-            vec![Account {
-                server: &server,
-                user: 1,
-            }],
-            vec![Account {
-                server: &server,
-                user: 2,
-            }],
-        ],
-        "block_size = 1048576",
-    );
+    let rig = Rig::new(&one_per_group(&server, 2), "block_size = 1048576");
     let config = fs::read_to_string(&rig.config)
         .unwrap()
         .replace("[cache]\n", "[cache]\nmemory_bytes = 1048576\n");

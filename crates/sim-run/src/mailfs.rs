@@ -234,6 +234,13 @@ enum Stage {
     Done,
 }
 
+#[derive(Debug, Clone, Copy)]
+enum Direction {
+    /// Client to server.
+    Up,
+    Down,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Purpose {
     Metadata,
@@ -663,18 +670,32 @@ impl Sim<'_> {
         }
     }
 
+    /// Message `id` crosses the client's link and its account's, each a FIFO at its
+    /// bandwidth, one way; when it has left both.
+    fn transfer(&mut self, id: usize, way: Direction) -> Nanos {
+        let now = self.sched.now();
+        let m = &self.messages[id];
+        let (bytes, a) = match way {
+            Direction::Up => (m.up_bytes, m.account),
+            Direction::Down => (m.down_bytes, m.account),
+        };
+        let (client, account) = match way {
+            Direction::Up => (&mut self.up_free_at, &mut self.account_up_free_at[a]),
+            Direction::Down => (&mut self.down_free_at, &mut self.account_down_free_at[a]),
+        };
+        *client = (*client).max(now) + MailfsParams::wire_ns(self.p.link_mb_s, bytes);
+        *account = (*account).max(now) + MailfsParams::wire_ns(self.p.account_mb_s, bytes);
+        (*client).max(*account)
+    }
+
     fn stage(&mut self, id: usize, stage: Stage) {
         let now = self.sched.now();
         let latency = Self::ns(self.p.latency_us * 1e3);
         match stage {
             Stage::Prepared => {
-                let (bytes, a) = (self.messages[id].up_bytes, self.messages[id].account);
-                self.up_free_at =
-                    self.up_free_at.max(now) + MailfsParams::wire_ns(self.p.link_mb_s, bytes);
-                self.account_up_free_at[a] = self.account_up_free_at[a].max(now)
-                    + MailfsParams::wire_ns(self.p.account_mb_s, bytes);
+                let sent = self.transfer(id, Direction::Up);
                 self.sched.at(
-                    self.up_free_at.max(self.account_up_free_at[a]) + latency,
+                    sent + latency,
                     Ev::Msg {
                         id,
                         stage: Stage::Arrived,
@@ -704,13 +725,9 @@ impl Sim<'_> {
                 );
             }
             Stage::Served => {
-                let (bytes, a) = (self.messages[id].down_bytes, self.messages[id].account);
-                self.down_free_at =
-                    self.down_free_at.max(now) + MailfsParams::wire_ns(self.p.link_mb_s, bytes);
-                self.account_down_free_at[a] = self.account_down_free_at[a].max(now)
-                    + MailfsParams::wire_ns(self.p.account_mb_s, bytes);
+                let sent = self.transfer(id, Direction::Down);
                 self.sched.at(
-                    self.down_free_at.max(self.account_down_free_at[a]) + latency,
+                    sent + latency,
                     Ev::Msg {
                         id,
                         stage: Stage::Replied,

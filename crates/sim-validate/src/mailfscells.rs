@@ -447,6 +447,26 @@ fn mount_cost(
     })
 }
 
+/// `runs` new files of `data`, each written on a mount and read back from a fresh one
+/// with an empty cache: their write and read times.
+fn write_then_read(
+    rig: &mut Rig<'_>,
+    data: &[u8],
+    runs: usize,
+) -> Result<(Vec<Duration>, Vec<Duration>), ValidateError> {
+    let (mut writes, mut reads) = (Vec::new(), Vec::new());
+    for r in 0..runs {
+        let file = rig.mnt.join(format!("f{}.{r}", data.len()));
+        rig.mount(false)?;
+        writes.push(write_file(&file, data)?);
+        rig.umount()?;
+        rig.mount(true)?;
+        reads.push(read_file(&file, data.len())?);
+        rig.umount()?;
+    }
+    Ok((writes, reads))
+}
+
 fn pattern(n: usize, seed: u64) -> Vec<u8> {
     (0..n)
         .map(|i| (i as u64).wrapping_mul(0x9e37_79b9).wrapping_add(seed) as u8)
@@ -510,17 +530,7 @@ fn small_file_residual(
         CALIBRATION_CONNECTIONS,
         1 << 20,
     )?;
-    let data = pattern(bytes, 3);
-    let (mut writes, mut reads) = (Vec::new(), Vec::new());
-    for i in 0..5 {
-        let path = rig.mnt.join(format!("small{i}"));
-        rig.mount(false)?;
-        writes.push(write_file(&path, &data)?);
-        rig.umount()?;
-        rig.mount(true)?;
-        reads.push(read_file(&path, bytes)?);
-        rig.umount()?;
-    }
+    let (writes, reads) = write_then_read(&mut rig, &pattern(bytes, 3), 5)?;
     let p = params(cal, accounts, CALIBRATION_CONNECTIONS, 1 << 20);
     let w = median_ms(writes) * 1e6 - predict(&p, Op::Write, bytes as u64)? * 1e9;
     let r = median_ms(reads) * 1e6 - predict(&p, Op::Read, bytes as u64)? * 1e9;
@@ -724,18 +734,9 @@ pub(crate) fn cells(
                 let p = params(&cal, w, c, b);
                 let mut rig = Rig::new(mailstow, &work, &server, n, w, c, b)?;
                 for &size in &sizes {
-                    let data = pattern(size, n as u64);
                     let runs = if size < 1 << 20 { repeats } else { 3 };
-                    let (mut writes, mut reads) = (Vec::new(), Vec::new());
-                    for r in 0..runs {
-                        let file = rig.mnt.join(format!("f{size}.{r}"));
-                        rig.mount(false)?;
-                        writes.push(write_file(&file, &data)?);
-                        rig.umount()?;
-                        rig.mount(true)?;
-                        reads.push(read_file(&file, size)?);
-                        rig.umount()?;
-                    }
+                    let (writes, reads) =
+                        write_then_read(&mut rig, &pattern(size, n as u64), runs)?;
                     let label =
                         |op: &str| format!("mailfs-{op}-{}k-b{}k-w{w}-c{c}", size >> 10, b >> 10);
                     out.push(cell(
