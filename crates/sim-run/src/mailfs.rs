@@ -201,6 +201,20 @@ impl Cores {
             waiting: VecDeque::new(),
         }
     }
+
+    /// A free core takes the job at the head of the line now: `ns` of work, then `then`.
+    fn start(&mut self, sched: &mut Scheduler<Ev>, pool: usize, ns: Nanos, then: Ev) {
+        let now = sched.now();
+        self.station.dequeue(now);
+        self.station.start(now);
+        sched.at(
+            now + ns,
+            Ev::CpuDone {
+                pool,
+                then: Box::new(then),
+            },
+        );
+    }
 }
 
 const CLIENT: usize = 0;
@@ -258,6 +272,51 @@ struct Message {
     server_ns: Nanos,
     client_after_ns: Nanos,
     purpose: Purpose,
+}
+
+impl Message {
+    /// An APPEND of an envelope of `len` bytes; `client_extra_ns` on top of a block's
+    /// client cost (a directory's encoding).
+    fn append(
+        p: &MailfsParams,
+        account: usize,
+        len: u64,
+        client_extra_ns: f64,
+        purpose: Purpose,
+    ) -> Message {
+        let up = p.on_wire(len);
+        Message {
+            account,
+            connecting: false,
+            up_bytes: up,
+            down_bytes: CONTROL_BYTES,
+            client_before_ns: ns(p.client_write_message_ns
+                + client_extra_ns
+                + p.client_write_ns_per_byte * len as f64),
+            server_ns: ns(p.server_append_ns + p.server_append_ns_per_byte * up as f64),
+            client_after_ns: 0,
+            purpose,
+        }
+    }
+
+    /// A FETCH of block `block`, whose envelope is `len` bytes.
+    fn fetch(p: &MailfsParams, account: usize, len: u64, block: u64) -> Message {
+        let down = p.on_wire(len);
+        Message {
+            account,
+            connecting: false,
+            up_bytes: CONTROL_BYTES,
+            down_bytes: down,
+            client_before_ns: 0,
+            server_ns: ns(p.server_fetch_ns + p.server_fetch_ns_per_byte * down as f64),
+            client_after_ns: ns(p.client_read_message_ns + p.client_read_ns_per_byte * len as f64),
+            purpose: Purpose::Fetch { block },
+        }
+    }
+}
+
+fn ns(x: f64) -> Nanos {
+    x.round().max(0.0) as Nanos
 }
 
 /// What a write is waiting for.
@@ -355,7 +414,7 @@ pub(crate) fn run(p: &MailfsParams, w: &Workload) -> Result<Run, SimError> {
         blocks,
         sent: 0,
     };
-    let opened = Sim::ns(match w.op {
+    let opened = ns(match w.op {
         Op::Write => p.file_write_ns,
         Op::Read => p.file_read_ns,
     });
@@ -404,10 +463,6 @@ pub(crate) fn run(p: &MailfsParams, w: &Workload) -> Result<Run, SimError> {
 }
 
 impl Sim<'_> {
-    fn ns(x: f64) -> Nanos {
-        x.round().max(0.0) as Nanos
-    }
-
     fn server_pool(&self) -> usize {
         if self.p.shared_cores { CLIENT } else { SERVER }
     }
@@ -418,15 +473,7 @@ impl Sim<'_> {
         let cores = &mut self.pools[pool];
         cores.station.enqueue(now);
         if cores.station.idle_server() {
-            cores.station.dequeue(now);
-            cores.station.start(now);
-            self.sched.at(
-                now + ns,
-                Ev::CpuDone {
-                    pool,
-                    then: Box::new(then),
-                },
-            );
+            cores.start(&mut self.sched, pool, ns, then);
         } else {
             cores.waiting.push_back((ns, then));
         }
@@ -460,30 +507,17 @@ impl Sim<'_> {
         );
     }
 
-    fn metadata(&mut self, account: usize) -> Message {
-        let p = self.p;
-        let up = p.on_wire(p.metadata_bytes);
-        Message {
-            account,
-            connecting: false,
-            up_bytes: up,
-            down_bytes: CONTROL_BYTES,
-            client_before_ns: Self::ns(
-                p.client_write_message_ns
-                    + p.client_metadata_ns
-                    + p.client_write_ns_per_byte * p.metadata_bytes as f64,
-            ),
-            server_ns: Self::ns(p.server_append_ns + p.server_append_ns_per_byte * up as f64),
-            client_after_ns: 0,
-            purpose: Purpose::Metadata,
-        }
-    }
-
     /// A directory message to every account (the create, the dirty and the clean entry).
     fn metadata_round(&mut self) {
         self.phase_left = self.p.accounts as usize;
         for a in 0..self.p.accounts as usize {
-            let m = self.metadata(a);
+            let m = Message::append(
+                self.p,
+                a,
+                self.p.metadata_bytes,
+                self.p.client_metadata_ns,
+                Purpose::Metadata,
+            );
             self.send(m);
         }
     }
@@ -495,20 +529,14 @@ impl Sim<'_> {
     fn upload(&mut self, blocks: Vec<u64>, batch: usize) {
         let p = self.p;
         for b in blocks {
-            let len = self.block_len(b);
-            let up = p.on_wire(len);
-            let m = Message {
-                account: (b % u64::from(p.accounts)) as usize,
-                connecting: false,
-                up_bytes: up,
-                down_bytes: CONTROL_BYTES,
-                client_before_ns: Self::ns(
-                    p.client_write_message_ns + p.client_write_ns_per_byte * len as f64,
-                ),
-                server_ns: Self::ns(p.server_append_ns + p.server_append_ns_per_byte * up as f64),
-                client_after_ns: 0,
-                purpose: Purpose::Upload { batch },
-            };
+            let account = (b % u64::from(p.accounts)) as usize;
+            let m = Message::append(
+                p,
+                account,
+                self.block_len(b),
+                0.0,
+                Purpose::Upload { batch },
+            );
             self.send(m);
         }
     }
@@ -517,21 +545,8 @@ impl Sim<'_> {
         if block >= self.blocks || !self.asked.insert(block) {
             return;
         }
-        let p = self.p;
-        let len = self.block_len(block);
-        let down = p.on_wire(len);
-        let m = Message {
-            account: (block % u64::from(p.accounts)) as usize,
-            connecting: false,
-            up_bytes: CONTROL_BYTES,
-            down_bytes: down,
-            client_before_ns: 0,
-            server_ns: Self::ns(p.server_fetch_ns + p.server_fetch_ns_per_byte * down as f64),
-            client_after_ns: Self::ns(
-                p.client_read_message_ns + p.client_read_ns_per_byte * len as f64,
-            ),
-            purpose: Purpose::Fetch { block },
-        };
+        let account = (block % u64::from(self.p.accounts)) as usize;
+        let m = Message::fetch(self.p, account, self.block_len(block), block);
         self.send(m);
     }
 
@@ -552,7 +567,7 @@ impl Sim<'_> {
     /// wait for write-behind).
     fn write_record(&mut self, record: u64) {
         self.record_started = self.sched.now();
-        let ns = Self::ns(self.p.program_write_ns_per_byte * self.record_len(record) as f64);
+        let ns = ns(self.p.program_write_ns_per_byte * self.record_len(record) as f64);
         self.cpu(CLIENT, ns, Ev::Program { record });
     }
 
@@ -621,7 +636,7 @@ impl Sim<'_> {
         let last = (o + self.record_len(record) - 1) / self.p.block_bytes;
         if (first..=last).all(|b| self.arrived.contains(&b)) {
             self.reading = None;
-            let ns = Self::ns(self.p.program_read_ns_per_byte * self.record_len(record) as f64);
+            let ns = ns(self.p.program_read_ns_per_byte * self.record_len(record) as f64);
             self.cpu(CLIENT, ns, Ev::Program { record });
         }
     }
@@ -633,15 +648,7 @@ impl Sim<'_> {
                 let cores = &mut self.pools[pool];
                 cores.station.finish(now);
                 if let Some((ns, next)) = cores.waiting.pop_front() {
-                    cores.station.dequeue(now);
-                    cores.station.start(now);
-                    self.sched.at(
-                        now + ns,
-                        Ev::CpuDone {
-                            pool,
-                            then: Box::new(next),
-                        },
-                    );
+                    cores.start(&mut self.sched, pool, ns, next);
                 }
                 self.handle(*then);
             }
@@ -690,7 +697,7 @@ impl Sim<'_> {
 
     fn stage(&mut self, id: usize, stage: Stage) {
         let now = self.sched.now();
-        let latency = Self::ns(self.p.latency_us * 1e3);
+        let latency = ns(self.p.latency_us * 1e3);
         match stage {
             Stage::Prepared => {
                 let sent = self.transfer(id, Direction::Up);
@@ -704,20 +711,21 @@ impl Sim<'_> {
             }
             Stage::Arrived => {
                 let m = &mut self.messages[id];
-                let mut ns = m.server_ns;
+                let mut work = m.server_ns;
                 if m.connecting {
                     // The login's round trips before the command's own.
                     m.connecting = false;
-                    ns += Self::ns(self.p.connect_ns);
+                    work += ns(self.p.connect_ns);
                     let trips = 2 * latency * Nanos::from(self.p.connect_round_trips);
                     let pool = self.server_pool();
-                    self.sched.at(now + trips, Ev::Connected { id, pool, ns });
+                    self.sched
+                        .at(now + trips, Ev::Connected { id, pool, ns: work });
                     return;
                 }
                 let pool = self.server_pool();
                 self.cpu(
                     pool,
-                    ns,
+                    work,
                     Ev::Msg {
                         id,
                         stage: Stage::Served,
