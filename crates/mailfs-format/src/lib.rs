@@ -24,10 +24,10 @@ pub use segments::{
 /// AES-256-GCM under a key derived per message from the data key and the first half of the
 /// 192-bit nonce (the second half is GCM's 96-bit nonce), so random nonces stay safe for
 /// any number of messages, as with XChaCha20.
-fn aes_for(key: &[u8; 32], nonce: &[u8; NONCE_BYTES]) -> (AesGcm, [u8; 12]) {
+fn aes_for(key: &[u8; 32], nonce: &[u8; NONCE_BYTES]) -> Result<(AesGcm, [u8; 12]), FormatError> {
     let mut n = [0u8; 12];
     n.copy_from_slice(&nonce[12..]);
-    (AesGcm::new(&aes_message_key(key, nonce)), n)
+    Ok((AesGcm::new(&aes_message_key(key, nonce))?, n))
 }
 
 /// The per-message AES key: keyed BLAKE3 of the data key over the nonce's first half.
@@ -42,11 +42,10 @@ fn aes_message_key(key: &[u8; 32], nonce: &[u8; NONCE_BYTES]) -> [u8; 32] {
 struct AesGcm(aws_lc_rs::aead::LessSafeKey);
 
 impl AesGcm {
-    fn new(key: &[u8; 32]) -> AesGcm {
+    fn new(key: &[u8; 32]) -> Result<AesGcm, FormatError> {
         use aws_lc_rs::aead::{AES_256_GCM, LessSafeKey, UnboundKey};
-        // A 32-byte key is always a valid AES-256 key.
-        let key = UnboundKey::new(&AES_256_GCM, key).expect("AES-256 takes a 32-byte key");
-        AesGcm(LessSafeKey::new(key))
+        let key = UnboundKey::new(&AES_256_GCM, key).map_err(|_| FormatError::Key)?;
+        Ok(AesGcm(LessSafeKey::new(key)))
     }
 
     fn seal(&self, nonce: [u8; 12], ad: &[u8], buf: &mut [u8]) -> Result<[u8; TAG_BYTES], ()> {
@@ -204,6 +203,9 @@ pub enum FormatError {
     /// version or account): a swapped, replayed or misplaced message.
     #[error("message is not the expected one: {0}")]
     Unexpected(&'static str),
+    /// The cipher library refused the key.
+    #[error("the cipher refused its key")]
+    Key,
     /// The tag or MAC does not verify: the message was altered, or the key is wrong.
     #[error("message failed authentication")]
     Forged,
@@ -243,7 +245,7 @@ pub fn seal(
         Sealing::AesGcm(key) => {
             out.extend_from_slice(&nonce);
             out.extend_from_slice(payload);
-            let (cipher, n) = aes_for(key, &nonce);
+            let (cipher, n) = aes_for(key, &nonce)?;
             let tag = cipher
                 .seal(n, &aad, &mut out[start..])
                 .map_err(|()| FormatError::TooLarge(payload.len()))?;
@@ -353,7 +355,7 @@ pub fn open(sealing: &Sealing, expected: &Header, bytes: &[u8]) -> Result<Vec<u8
             n.copy_from_slice(nonce);
             let (ciphertext, tag) = sealed.split_at(sealed.len() - TAG_BYTES);
             let mut plain = ciphertext.to_vec();
-            let (cipher, gcm_nonce) = aes_for(key, &n);
+            let (cipher, gcm_nonce) = aes_for(key, &n)?;
             cipher
                 .open(gcm_nonce, aad, &mut plain, tag)
                 .map_err(|()| FormatError::Forged)?;

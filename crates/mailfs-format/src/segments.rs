@@ -59,17 +59,17 @@ enum Cipher {
 }
 
 impl Cipher {
-    fn new(sealing: &Sealing, nonce: &[u8; NONCE_BYTES]) -> Cipher {
-        match sealing {
+    fn new(sealing: &Sealing, nonce: &[u8; NONCE_BYTES]) -> Result<Cipher, FormatError> {
+        Ok(match sealing {
             Sealing::Aead(key) => {
                 Cipher::XChaCha(Box::new(XChaCha20Poly1305::new(&(*key).into())), *nonce)
             }
             Sealing::AesGcm(key) => {
-                let (cipher, n) = aes_for(key, nonce);
+                let (cipher, n) = aes_for(key, nonce)?;
                 Cipher::Aes(Box::new(cipher), n)
             }
             Sealing::MacOnly(key) => Cipher::Mac(*key, *nonce),
-        }
+        })
     }
 
     fn seal(&self, i: usize, ad: &[u8], buf: &mut [u8]) -> Result<[u8; TAG_BYTES], FormatError> {
@@ -140,7 +140,7 @@ pub(crate) fn seal_segmented(
     let mut out = Vec::with_capacity(PREFIX_BYTES + payload.len() + count * TAG_BYTES);
     out.extend_from_slice(&aad);
     out.extend_from_slice(&nonce);
-    let cipher = Cipher::new(sealing, &nonce);
+    let cipher = Cipher::new(sealing, &nonce)?;
     for i in 0..count {
         let plain = &payload
             [(i * SEGMENT_BYTES).min(payload.len())..((i + 1) * SEGMENT_BYTES).min(payload.len())];
@@ -183,7 +183,7 @@ pub fn open_segments(
     aad.copy_from_slice(&prefix[..HEADER_BYTES]);
     let mut nonce = [0u8; NONCE_BYTES];
     nonce.copy_from_slice(&prefix[HEADER_BYTES..]);
-    let cipher = Cipher::new(sealing, &nonce);
+    let cipher = Cipher::new(sealing, &nonce)?;
     let mut out = Vec::with_capacity(sealed.len());
     for i in segments {
         let span = segment_span(len, i);
@@ -224,7 +224,7 @@ pub(crate) fn open_all_in_place(
     aad.copy_from_slice(&bytes[..HEADER_BYTES]);
     let mut nonce = [0u8; NONCE_BYTES];
     nonce.copy_from_slice(&bytes[HEADER_BYTES..PREFIX_BYTES]);
-    let cipher = Cipher::new(sealing, &nonce);
+    let cipher = Cipher::new(sealing, &nonce)?;
     let mut end = 0;
     for i in 0..count {
         let span = segment_span(len, i);

@@ -222,10 +222,17 @@ impl Cache {
         data: Arc<Vec<u8>>,
         to_disk: bool,
     ) {
-        if to_disk && self.disk.bytes_max > 0 {
-            self.put_disk(id, raid, envelope);
+        if to_disk {
+            self.put_disk_sealed(id, raid, envelope);
         }
         self.put_memory(id, data);
+    }
+
+    /// The disk half of [`Cache::put_sealed`], for a block memory already holds.
+    pub fn put_disk_sealed(&self, id: BlockId, raid: u8, envelope: Vec<u8>) {
+        if self.disk.bytes_max > 0 {
+            self.put_disk(id, raid, envelope);
+        }
     }
 
     /// Seals a copy for the disk cache under the reserved local RAID index (tests, and

@@ -434,7 +434,7 @@ pub(crate) fn run(p: &MailfsParams, w: &Workload) -> Result<Run, SimError> {
         .iter()
         .max_by(|a, b| a.utilisation.total_cmp(&b.utilisation))
         .cloned()
-        .expect("one pool at least");
+        .ok_or_else(|| SimError::Model(format!("{}: no cores", w.name)))?;
     let mut run = Run {
         seconds: end as f64 / 1e9,
         bytes: w.bytes,

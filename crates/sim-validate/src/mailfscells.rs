@@ -667,8 +667,7 @@ fn predict(p: &MailfsParams, op: Op, bytes: u64) -> Result<f64, ValidateError> {
 }
 
 fn median_ms(mut xs: Vec<Duration>) -> f64 {
-    xs.sort();
-    xs[xs.len() / 2].as_secs_f64() * 1e3
+    bench::median(&mut xs).as_secs_f64() * 1e3
 }
 
 fn cell(name: String, real_ms: f64, sim_s: f64) -> MailfsCellResult {

@@ -25,7 +25,7 @@ use crate::meta::{
 };
 use crate::remote::{Remote, RemoteError};
 use crate::{FsError, now_ns, now_secs};
-use read::{Fetch, Stream};
+use read::Stream;
 
 pub const ROOT: u64 = 1;
 /// Object ids are random in this range, so they are valid inode numbers with room above
@@ -232,7 +232,8 @@ pub struct Fs {
     chunk_key: [u8; 32],
     inflight: Mutex<HashMap<BlockId, Arc<Slot>>>,
     /// Read-ahead requests for the background fetchers (present while mounted).
-    readahead_tx: Mutex<Option<std::sync::mpsc::Sender<(u64, BlockRef, Fetch)>>>,
+    /// (file, block, whether it is a scan's: `read::load_block_for`).
+    readahead_tx: Mutex<Option<std::sync::mpsc::Sender<(u64, BlockRef, bool)>>>,
     readahead_queued: Mutex<std::collections::HashSet<BlockId>>,
     /// Where each file's last read ended, and where its sequential stream started: a read
     /// far from the end is random access, served without read-ahead and, for a small part

@@ -13,18 +13,6 @@ const READ_IN_PART_MAX: usize = 65_536;
 /// Files whose last read position is remembered (then the memory starts over).
 const READ_ENDS_MAX: usize = 4096;
 
-/// Why a block is fetched, which decides whether it goes to the disk cache.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Fetch {
-    /// A read, a write's base, fsck: kept.
-    Demand,
-    /// Read-ahead near the start of a sequential stream: kept.
-    Ahead,
-    /// Read-ahead further than `scan_bytes` into a stream: kept on disk only when the
-    /// block was scanned before (docs/mailfs.md 6).
-    Scan,
-}
-
 /// A file's sequential read stream: where its last read ended and where it began.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Stream {
@@ -35,10 +23,12 @@ pub(crate) struct Stream {
 impl Fs {
     /// One block's plain content, from the caches or from a member of its group.
     pub(crate) fn load_block(&self, file: u64, b: &BlockRef) -> Result<Arc<Vec<u8>>, FsError> {
-        self.load_block_for(file, b, Fetch::Demand)
+        self.load_block_for(file, b, false)
     }
 
-    fn load_block_for(&self, file: u64, b: &BlockRef, why: Fetch) -> Result<Arc<Vec<u8>>, FsError> {
+    /// `scan`: read-ahead further than `scan_bytes` into a sequential stream, whose block
+    /// goes to the disk cache only if a scan fetched it before (docs/mailfs.md 6).
+    fn load_block_for(&self, file: u64, b: &BlockRef, scan: bool) -> Result<Arc<Vec<u8>>, FsError> {
         let cid = BlockId::of(file, b);
         if let Some(d) = self.cache.get(cid) {
             return Ok(d);
@@ -68,7 +58,7 @@ impl Fs {
             }
             return done.clone().expect("set");
         }
-        let r = self.fetch_block(file, b, cid, why);
+        let r = self.fetch_block(file, b, cid, scan);
         *slot.done.lock().unwrap() = Some(r.clone());
         slot.ready.notify_all();
         self.inflight.lock().unwrap().remove(&cid);
@@ -80,10 +70,10 @@ impl Fs {
         file: u64,
         b: &BlockRef,
         cid: BlockId,
-        why: Fetch,
+        scan: bool,
     ) -> Result<Arc<Vec<u8>>, FsError> {
         // Scan resistance: a block a scan fetches for the first time stays in memory only.
-        let admitted = why != Fetch::Scan || self.cache.scanned_before(cid);
+        let admitted = !scan || self.cache.scanned_before(cid);
         let to_disk = admitted && self.cache.has_disk();
         if !admitted {
             self.stats
@@ -452,16 +442,15 @@ impl Fs {
             let scan = self.scan_bytes > 0
                 && b.index.saturating_mul(self.bs())
                     >= stream_start.saturating_add(self.scan_bytes);
-            let why = if scan { Fetch::Scan } else { Fetch::Ahead };
             if queued.insert(id) {
-                let _ = tx.send((file, b, why));
+                let _ = tx.send((file, b, scan));
             }
         }
     }
 
     /// Starts `n` read-ahead fetchers; they stop when the file system shuts down.
     pub(super) fn spawn_fetchers(self: &Arc<Self>, n: usize) {
-        let (tx, rx) = std::sync::mpsc::channel::<(u64, BlockRef, Fetch)>();
+        let (tx, rx) = std::sync::mpsc::channel::<(u64, BlockRef, bool)>();
         let rx = Arc::new(Mutex::new(rx));
         *self.readahead_tx.lock().unwrap() = Some(tx);
         for _ in 0..n {
@@ -477,9 +466,9 @@ impl Fs {
                     if fs.stop.load(Ordering::SeqCst) {
                         break;
                     }
-                    let Ok((file, b, why)) = job else { continue };
+                    let Ok((file, b, scan)) = job else { continue };
                     // Errors surface when the block is read for real.
-                    let _ = fs.load_block_for(file, &b, why);
+                    let _ = fs.load_block_for(file, &b, scan);
                     fs.readahead_queued
                         .lock()
                         .unwrap()

@@ -230,14 +230,9 @@ impl Fs {
                                     && self.keep_written
                                     && let Some(id) = job.cache_as
                                 {
+                                    // Memory gets it from `emit_blocks`.
                                     let env = std::mem::take(env);
-                                    self.cache.put_sealed(
-                                        id,
-                                        a as u8,
-                                        env,
-                                        job.payload.clone(),
-                                        true,
-                                    );
+                                    self.cache.put_disk_sealed(id, a as u8, env);
                                 }
                                 got.push(a);
                             }
