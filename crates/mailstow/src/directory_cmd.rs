@@ -99,16 +99,16 @@ pub(crate) fn domain(command: DomainCommand, paths: &Paths) -> Result<()> {
         match command {
             DomainCommand::Add { name } => {
                 d.add_domain(&name).await?;
-                println!("domain added: {}", name.to_ascii_lowercase());
+                out!("domain added: {}", name.to_ascii_lowercase());
             }
             DomainCommand::List => {
                 for name in d.list_domains().await? {
-                    println!("{name}");
+                    out!("{name}");
                 }
             }
             DomainCommand::Del { name } => {
                 d.del_domain(&name).await?;
-                println!("domain removed: {}", name.to_ascii_lowercase());
+                out!("domain removed: {}", name.to_ascii_lowercase());
             }
         }
         Ok(())
@@ -125,7 +125,7 @@ pub(crate) fn user(command: UserCommand, paths: &Paths) -> Result<()> {
             } => {
                 d.add_user(&address, &password(password_file, literal)?)
                     .await?;
-                println!("user added: {}", address.to_ascii_lowercase());
+                out!("user added: {}", address.to_ascii_lowercase());
             }
             UserCommand::Passwd {
                 address,
@@ -134,7 +134,7 @@ pub(crate) fn user(command: UserCommand, paths: &Paths) -> Result<()> {
             } => {
                 d.set_password(&address, &password(password_file, literal)?)
                     .await?;
-                println!("password changed: {}", address.to_ascii_lowercase());
+                out!("password changed: {}", address.to_ascii_lowercase());
             }
             UserCommand::Import { file } => {
                 let text = std::fs::read_to_string(&file)
@@ -163,19 +163,19 @@ pub(crate) fn user(command: UserCommand, paths: &Paths) -> Result<()> {
                         }
                     }
                 }
-                println!("users imported: {added} added, {skipped} already present");
+                out!("users imported: {added} added, {skipped} already present");
             }
             UserCommand::List { domain } => {
                 for user in d.list_users(domain.as_deref()).await? {
                     match user.quota_bytes {
-                        Some(q) => println!("{} quota={q}", user.address),
-                        None => println!("{} quota=none", user.address),
+                        Some(q) => out!("{} quota={q}", user.address),
+                        None => out!("{} quota=none", user.address),
                     }
                 }
             }
             UserCommand::Del { address } => {
                 d.del_user(&address).await?;
-                println!("user removed: {}", address.to_ascii_lowercase());
+                out!("user removed: {}", address.to_ascii_lowercase());
             }
             UserCommand::Quota { address, bytes } => {
                 let quota = if bytes.eq_ignore_ascii_case("none") {
@@ -186,7 +186,7 @@ pub(crate) fn user(command: UserCommand, paths: &Paths) -> Result<()> {
                     })?)
                 };
                 d.set_quota(&address, quota).await?;
-                println!("quota set: {} {}", address.to_ascii_lowercase(), bytes);
+                out!("quota set: {} {}", address.to_ascii_lowercase(), bytes);
             }
         }
         Ok(())
@@ -201,11 +201,11 @@ pub(crate) fn alias(command: AliasCommand, paths: &Paths) -> Result<()> {
                 destination,
             } => {
                 d.add_alias(&source, &destination).await?;
-                println!("alias added: {source} -> {destination}");
+                out!("alias added: {source} -> {destination}");
             }
             AliasCommand::List => {
                 for (source, destination) in d.list_aliases().await? {
-                    println!("{source} -> {destination}");
+                    out!("{source} -> {destination}");
                 }
             }
             AliasCommand::Del {
@@ -213,7 +213,7 @@ pub(crate) fn alias(command: AliasCommand, paths: &Paths) -> Result<()> {
                 destination,
             } => {
                 d.del_alias(&source, destination.as_deref()).await?;
-                println!("alias removed: {source}");
+                out!("alias removed: {source}");
             }
         }
         Ok(())

@@ -92,7 +92,7 @@ pub(crate) fn run(command: FsCommand, config_path: Option<&Path>) -> anyhow::Res
         FsCommand::Mkfs => {
             let fsid = Fs::mkfs(&config, remotes)?;
             let n: usize = config.groups.iter().map(|g| g.accounts.len()).sum();
-            println!(
+            out!(
                 "mkfs: file system {} on {n} accounts in {} groups, block size {}, cipher {}",
                 hex(&fsid),
                 config.groups.len(),
@@ -127,27 +127,27 @@ pub(crate) fn run(command: FsCommand, config_path: Option<&Path>) -> anyhow::Res
             let fs = Fs::open(&config, remotes)?;
             if rebuild {
                 let r = progress("rebuild", |p| fs.rebuild(p))?;
-                println!("directories_recreated={}", r.directories_recreated);
-                println!("files_recovered={}", r.files_recovered);
+                out!("directories_recreated={}", r.directories_recreated);
+                out!("files_recovered={}", r.files_recovered);
             }
             let report = progress("fsck", |p| fs.fsck(p))?;
-            println!("directories={}", report.directories);
-            println!("blocks={}", report.blocks);
-            println!("chunks={}", report.chunks);
-            println!("foreign_messages={}", report.foreign_messages);
-            println!("accounts_down={}", report.accounts_down);
+            out!("directories={}", report.directories);
+            out!("blocks={}", report.blocks);
+            out!("chunks={}", report.chunks);
+            out!("foreign_messages={}", report.foreign_messages);
+            out!("accounts_down={}", report.accounts_down);
             for r in &report.repaired {
-                println!("repaired: {r}");
+                out!("repaired: {r}");
             }
             for u in &report.unrecoverable {
-                println!("unrecoverable: {u}");
+                out!("unrecoverable: {u}");
             }
-            println!("repaired={}", report.repaired.len());
-            println!("unrecoverable={}", report.unrecoverable.len());
+            out!("repaired={}", report.repaired.len());
+            out!("unrecoverable={}", report.unrecoverable.len());
             if !report.unrecoverable.is_empty() {
                 bail!("fsck found damage it could not repair");
             }
-            println!(
+            out!(
                 "fsck: {}",
                 if report.repaired.is_empty() && report.accounts_down == 0 {
                     "clean"
@@ -159,16 +159,19 @@ pub(crate) fn run(command: FsCommand, config_path: Option<&Path>) -> anyhow::Res
         FsCommand::Gc => {
             let fs = Fs::open(&config, remotes)?;
             let r = progress("gc", |p| fs.gc(p))?;
-            println!(
+            out!(
                 "gc: removed directories={} blocks={} other={} chunks={}",
-                r.directories, r.blocks, r.other, r.chunks
+                r.directories,
+                r.blocks,
+                r.other,
+                r.chunks
             );
         }
         FsCommand::Versions { path } => {
             let fs = Fs::open(&config, remotes)?;
             fs.set_read_only(true);
             for v in fs.versions(&path)? {
-                println!(
+                out!(
                     "version={} size={} mtime={} dir_version={}",
                     v.version,
                     v.size,
@@ -180,12 +183,12 @@ pub(crate) fn run(command: FsCommand, config_path: Option<&Path>) -> anyhow::Res
         FsCommand::Restore { path, version } => {
             let fs = Fs::open(&config, remotes)?;
             let new = fs.restore(&path, version)?;
-            println!("restored {path} version {version} as version {new}");
+            out!("restored {path} version {version} as version {new}");
         }
         FsCommand::Snapshot { name } => {
             let fs = Fs::open(&config, remotes)?;
             let dirs = fs.snapshot(&name)?;
-            println!("snapshot {name}: {dirs} directories pinned");
+            out!("snapshot {name}: {dirs} directories pinned");
         }
         FsCommand::Stats => {
             let fs = Fs::open(&config, remotes)?;
@@ -307,7 +310,7 @@ fn mount_in_background(
     let started = Instant::now();
     loop {
         if is_mounted(mountpoint) {
-            println!(
+            out!(
                 "mounted {} (server pid {}, log {})",
                 mountpoint.display(),
                 child.id(),
@@ -416,7 +419,7 @@ fn umount(mountpoint: &Path) -> anyhow::Result<()> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    println!("unmounted {}", mountpoint.display());
+    out!("unmounted {}", mountpoint.display());
     Ok(())
 }
 

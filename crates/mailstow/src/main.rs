@@ -1,6 +1,15 @@
 //! `mailstow`: one binary with subcommands. This file parses the command line and maps every
 //! failure to one line on stderr and a non-zero exit; the work lives in the subcommand modules.
 
+/// `println!` for the commands' output: a closed standard output (`mailstow sim run … |
+/// head`) is an error the command returns, not a panic.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)?
+    }};
+}
+
 mod bench_cmd;
 mod config;
 mod directory_cmd;
@@ -124,12 +133,13 @@ fn init(paths: &Paths, config: &config::Config) -> anyhow::Result<()> {
     queue.close()?;
     let (store, store_report) = store::Store::open(disk, &paths.store(), config.store_config())?;
     drop(store);
-    println!("data directory: {}", paths.data_dir.display());
-    println!(
+    out!("data directory: {}", paths.data_dir.display());
+    out!(
         "queue: {} pending, {} deferred",
-        queue_report.pending, queue_report.deferred
+        queue_report.pending,
+        queue_report.deferred
     );
-    println!("store: {store_report}");
+    out!("store: {store_report}");
     Ok(())
 }
 
@@ -137,6 +147,15 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of our output went away (`| head`): stop quietly, as a program
+        // killed by SIGPIPE does.
+        Err(error)
+            if error
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            ExitCode::from(141)
+        }
         Err(error) => {
             // One line, whatever a library put in its message.
             let message: Vec<String> = format!("{error:#}")

@@ -47,16 +47,21 @@ pub(crate) fn run(command: QueueCommand, paths: &Paths, config: &Config) -> Resu
             let _lock = server::DataDirLock::acquire(&paths.data_dir)?;
             let (queue, report) = queue::Queue::open(disk, &dir, config.queue_config())?;
             let s = queue.stats();
-            println!(
+            out!(
                 "segments: {} main, {} deferred, {} free",
-                s.main_segments, s.deferred_segments, s.free_segments
+                s.main_segments,
+                s.deferred_segments,
+                s.free_segments
             );
-            println!(
+            out!(
                 "messages: {} pending, {} deferred, {} bounces, {} quarantined",
-                s.pending_messages, s.deferred_messages, s.bounces, s.quarantined
+                s.pending_messages,
+                s.deferred_messages,
+                s.bounces,
+                s.quarantined
             );
-            println!("bytes in use: {}", s.bytes_used);
-            println!(
+            out!("bytes in use: {}", s.bytes_used);
+            out!(
                 "recovered in {:.1} ms",
                 report.elapsed.as_secs_f64() * 1000.0
             );
@@ -67,7 +72,7 @@ pub(crate) fn run(command: QueueCommand, paths: &Paths, config: &Config) -> Resu
             let report = with_progress("fsck", |progress| {
                 queue::check(disk, &dir, repair, progress)
             })?;
-            println!("{report}");
+            out!("{report}");
             if !report.is_clean() && !repair {
                 bail!("the queue has problems; run `mailstow queue fsck --repair`");
             }

@@ -83,7 +83,7 @@ pub(crate) fn run(command: SimCommand) -> anyhow::Result<()> {
                 );
                 s.replications = r;
             }
-            println!(
+            out!(
                 "scenario {}: {} workload(s), {} replication(s), seed {}",
                 scenario.display(),
                 s.workloads.len(),
@@ -96,7 +96,7 @@ pub(crate) fn run(command: SimCommand) -> anyhow::Result<()> {
                     let records =
                         sim_run::trace::read(path, format, sim_run::REQUESTS_PER_RUN_MAX)?;
                     let t = sim_run::trace::summarise(&records);
-                    println!(
+                    out!(
                         "  {}: trace {} ({format:?}): {} requests ({} reads, {} writes), {} bytes, span {}, up to byte {}, timing {:?}",
                         w.name,
                         path.display(),
@@ -111,7 +111,7 @@ pub(crate) fn run(command: SimCommand) -> anyhow::Result<()> {
                     );
                     continue;
                 }
-                println!(
+                out!(
                     "  {}: {:?} {:?} {:?}, {} requests of {} bytes, queue depth {}",
                     w.name,
                     w.kind,
@@ -123,7 +123,7 @@ pub(crate) fn run(command: SimCommand) -> anyhow::Result<()> {
                 );
             }
             if let Some(sweep) = &s.sweep {
-                println!("  sweep: {} over {:?}", sweep.parameter, sweep.values);
+                out!("  sweep: {} over {:?}", sweep.parameter, sweep.values);
             }
             if dry_run {
                 return Ok(());
@@ -153,7 +153,7 @@ pub(crate) fn run(command: SimCommand) -> anyhow::Result<()> {
                     sim_run::sweep::svg(&title, &sweep, &points),
                 )?;
                 for p in &points {
-                    println!(
+                    out!(
                         "workload={} {}={} mb_per_s={:.2} iops={:.1} ms={:.3}",
                         p.workload,
                         sweep.parameter,
@@ -163,7 +163,7 @@ pub(crate) fn run(command: SimCommand) -> anyhow::Result<()> {
                         p.result.seconds.mean * 1e3
                     );
                 }
-                println!(
+                out!(
                     "results={} wall_seconds={:.3}",
                     out.display(),
                     started.elapsed().as_secs_f64()
@@ -176,7 +176,7 @@ pub(crate) fn run(command: SimCommand) -> anyhow::Result<()> {
             sim_run::write_outputs(&out, &results, &logs)
                 .with_context(|| format!("writing {}", out.display()))?;
             for r in &results {
-                println!(
+                out!(
                     "workload={} mb_per_s={:.2} ci95={:.2} iops={:.1} latency_p99_us={:.1} bottleneck=\"{}\"",
                     r.name,
                     r.mb_per_s.mean,
@@ -186,7 +186,7 @@ pub(crate) fn run(command: SimCommand) -> anyhow::Result<()> {
                     r.bottleneck
                 );
             }
-            println!(
+            out!(
                 "results={} wall_seconds={:.3}",
                 out.display(),
                 started.elapsed().as_secs_f64()
@@ -207,12 +207,12 @@ pub(crate) fn run(command: SimCommand) -> anyhow::Result<()> {
             let started = Instant::now();
             let report = des::speed(events, stations, jobs, seed);
             let wall = started.elapsed().as_secs_f64();
-            println!("events={}", report.events);
-            println!("stations={stations} jobs={jobs} seed={seed}");
-            println!("virtual_seconds={:.6}", report.virtual_ns as f64 / 1e9);
-            println!("mean_utilisation={:.4}", report.mean_utilisation);
-            println!("wall_seconds={wall:.3}");
-            println!(
+            out!("events={}", report.events);
+            out!("stations={stations} jobs={jobs} seed={seed}");
+            out!("virtual_seconds={:.6}", report.virtual_ns as f64 / 1e9);
+            out!("mean_utilisation={:.4}", report.mean_utilisation);
+            out!("wall_seconds={wall:.3}");
+            out!(
                 "events_per_second={:.0}",
                 report.events as f64 / wall.max(1e-9)
             );
@@ -244,7 +244,7 @@ fn validate(quick: bool, json: bool, dir: Option<PathBuf>) -> anyhow::Result<()>
     }
     let report = report?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        out!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         let c = &report.calibration;
         let curve: Vec<String> = c
@@ -252,9 +252,9 @@ fn validate(quick: bool, json: bool, dir: Option<PathBuf>) -> anyhow::Result<()>
             .iter()
             .map(|(size, ns)| format!("{}K:{ns:.0}", size >> 10))
             .collect();
-        println!("copy_curve_ns_per_page {}", curve.join(" "));
-        println!(
-            "calibration: call {:.0} ns, page lookup {:.0} ns, copy {:.0} ns/page cached, {:.0} ns/page from memory, knee {} KiB, random page +{:.0} ns, written page +{:.0} ns; device {}; page cache {} MiB, read-ahead {} pages, dirty {:.0} %/{:.0} %, clock tick {} us, journal {}",
+        out!("copy_curve_ns_per_page {}", curve.join(" "));
+        out!(
+            "calibration: call {:.0} ns, page lookup {:.0} ns, copy {:.0} ns/page cached, {:.0} ns/page from memory, knee {} KiB, random page +{:.0} ns, written page +{:.0} ns, write call +{:.0} ns; device {}; page cache {} MiB, read-ahead {} pages, dirty {:.0} %/{:.0} %, clock tick {} us, journal {}",
             c.cpu.syscall_ns,
             c.cpu.page_lookup_ns,
             c.cpu.cached_ns_per_page,
@@ -262,6 +262,7 @@ fn validate(quick: bool, json: bool, dir: Option<PathBuf>) -> anyhow::Result<()>
             c.cpu.knee_bytes >> 10,
             c.cpu.random_page_ns,
             c.cpu.write_page_ns,
+            c.cpu.write_call_ns,
             c.device_summary(),
             c.page_cache_bytes >> 20,
             c.readahead_pages,
@@ -271,7 +272,7 @@ fn validate(quick: bool, json: bool, dir: Option<PathBuf>) -> anyhow::Result<()>
             serde_json::to_value(c.journal)?.as_str().unwrap_or("?")
         );
         for r in &report.cells {
-            println!(
+            out!(
                 "cell={} kind={} real_mb_s={:.1} sim_mb_s={:.1} error={:.3}",
                 r.name,
                 if r.sequential { "sequential" } else { "random" },
@@ -281,13 +282,17 @@ fn validate(quick: bool, json: bool, dir: Option<PathBuf>) -> anyhow::Result<()>
             );
         }
         for m in &report.mailstow_cells {
-            println!(
+            out!(
                 "mailstow_cell={} unit={} real={:.2} sim={:.2} error={:.3}",
-                m.name, m.unit, m.real, m.sim, m.error
+                m.name,
+                m.unit,
+                m.real,
+                m.sim,
+                m.error
             );
         }
         if let Some(m) = &report.mailfs_calibration {
-            println!(
+            out!(
                 "mailfs calibration: latency {:.1} us; server APPEND {:.0} us + {:.2} ns per wire byte, FETCH {:.0} us + {:.2} ns; mount write {:.0} us per block + {:.2} ns per byte, read {:.0} us + {:.2} ns; serial path {:.2} ns per byte written, {:.2} read; per file {:.0} us written, {:.0} read, {:.0} us per directory message; a session's login {:.0} us; {} cores shared",
                 m.latency_us,
                 m.server_append_ns / 1e3,
@@ -308,22 +313,25 @@ fn validate(quick: bool, json: bool, dir: Option<PathBuf>) -> anyhow::Result<()>
             );
         }
         for m in &report.mailfs_cells {
-            println!(
+            out!(
                 "mailfs_cell={} real_ms={:.2} sim_ms={:.2} error={:.3}",
-                m.name, m.real_ms, m.sim_ms, m.error
+                m.name,
+                m.real_ms,
+                m.sim_ms,
+                m.error
             );
         }
         for c in &report.ext4_calibrations {
-            println!(
+            out!(
                 "ext4 loop device: {}, written page +{:.0} ns",
                 c.device_summary(),
                 c.cpu.write_page_ns
             );
         }
         for s in &report.skipped {
-            println!("skipped {s}");
+            out!("skipped {s}");
         }
-        println!(
+        out!(
             "copy_knee_bytes={} expected_knee_bytes={} l2_bytes={} wall_seconds={:.1}",
             c.cpu.knee_bytes,
             c.expected_knee_bytes,
@@ -331,12 +339,12 @@ fn validate(quick: bool, json: bool, dir: Option<PathBuf>) -> anyhow::Result<()>
             started.elapsed().as_secs_f64()
         );
     }
-    println!("median_error_mailstow={:.4}", report.median_error_mailstow);
-    println!("median_error_mailfs={:.4}", report.median_error_mailfs);
-    println!(
+    out!("median_error_mailstow={:.4}", report.median_error_mailstow);
+    out!("median_error_mailfs={:.4}", report.median_error_mailfs);
+    out!(
         "median_error_sequential={:.4}",
         report.median_error_sequential
     );
-    println!("median_error_random={:.4}", report.median_error_random);
+    out!("median_error_random={:.4}", report.median_error_random);
     Ok(())
 }

@@ -54,14 +54,14 @@ pub(crate) fn run(command: StoreCommand, paths: &Paths, config: &Config) -> Resu
         StoreCommand::Stats => print_stats(&store)?,
         StoreCommand::Fsck { repair } => {
             let report = with_progress("fsck", |progress| store.fsck(repair, progress))?;
-            println!("{report}");
+            out!("{report}");
             if !report.is_clean() && !repair {
                 bail!("the store has problems; run `mailstow store fsck --repair`");
             }
         }
         StoreCommand::Defrag => {
             let report = with_progress("defrag", |progress| store.defrag(progress))?;
-            println!("{report}");
+            out!("{report}");
         }
     }
     Ok(())
@@ -69,17 +69,25 @@ pub(crate) fn run(command: StoreCommand, paths: &Paths, config: &Config) -> Resu
 
 fn print_stats(store: &store::Store) -> Result<()> {
     let stats = store.stats();
-    println!(
+    out!(
         "{:<32} {:<24} {:>10} {:>14} {:>10}",
-        "user", "folder", "messages", "bytes", "fragments"
+        "user",
+        "folder",
+        "messages",
+        "bytes",
+        "fragments"
     );
     for folder in &stats.folders {
-        println!(
+        out!(
             "{:<32} {:<24} {:>10} {:>14} {:>10}",
-            folder.user, folder.folder, folder.messages, folder.bytes, folder.fragments
+            folder.user,
+            folder.folder,
+            folder.messages,
+            folder.bytes,
+            folder.fragments
         );
     }
-    println!(
+    out!(
         "volume: {} bytes, used {}, free {} in {} extents, reserved {}",
         stats.volume_bytes,
         stats.used_bytes,

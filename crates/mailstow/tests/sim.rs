@@ -142,6 +142,25 @@ fn run_writes_results_and_prints_a_line_per_workload() {
 }
 
 #[test]
+fn output_into_a_closed_pipe_stops_quietly_not_with_a_panic() {
+    // `mailstow sim run … | head -1`: the reader is gone before the lines are written.
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("s.toml");
+    std::fs::write(&scenario, SCENARIO).unwrap();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_mailstow"))
+        .args(["sim", "run", scenario.to_str().unwrap(), "--out"])
+        .arg(dir.path().join("out"))
+        .stdout(writer)
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(141), "{stderr}");
+}
+
+#[test]
 fn run_refuses_a_bad_scenario_in_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let scenario = dir.path().join("s.toml");

@@ -28,7 +28,8 @@ pub struct BlockLayer {
 /// What the block layer did over a run.
 #[derive(Debug, Clone)]
 pub struct BlockReport {
-    /// The device as a queueing station: utilisation of its servers, the scheduler's queue.
+    /// The device as a queueing station: utilisation of its servers (or of the path they
+    /// share, when that is the busier), the scheduler's queue.
     pub station: StationReport,
     pub merges: u64,
     /// Requests and bytes completed, reads then writes (after merging).
@@ -52,6 +53,12 @@ impl BlockLayer {
 
     pub fn capacity_sectors(&self) -> u64 {
         self.device.capacity_sectors()
+    }
+
+    /// The largest request the queue takes: a submitter splits a longer run into pieces
+    /// of this size, as the kernel splits a bio at `max_sectors_kb`.
+    pub fn max_request_sectors(&self) -> u64 {
+        self.sched.max_sectors().max(1)
     }
 
     /// Queues `req`; returns what went to the device now.
@@ -108,8 +115,14 @@ impl BlockLayer {
     }
 
     pub fn report(&mut self, now: Nanos) -> BlockReport {
+        let mut station = self.station.report(now);
+        // Busy as its busiest part: the channels, or the path they share.
+        if now > 0 {
+            let shared = self.device.shared_busy_ns() as f64 / now as f64;
+            station.utilisation = station.utilisation.max(shared.min(1.0));
+        }
         BlockReport {
-            station: self.station.report(now),
+            station,
             merges: self.sched.merges(),
             requests: self.requests,
             bytes: self.bytes,

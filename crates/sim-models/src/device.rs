@@ -14,6 +14,11 @@ pub trait Device {
     /// position, busy bus) moves on.
     fn start(&mut self, now: Nanos, req: &Request, rng: &mut Stream) -> Nanos;
     fn capacity_sectors(&self) -> u64;
+    /// How long a path all requests share (an SSD's transfer path) has been busy: a
+    /// device can be saturated there with most of its channels idle.
+    fn shared_busy_ns(&self) -> Nanos {
+        0
+    }
 }
 
 /// A spinning disk (defaults: a 7200 rpm, 1 TB SATA drive).
@@ -136,6 +141,9 @@ impl Device for Hdd {
 /// A flash SSD: a fixed latency per request, `channels` requests in their latency phase at
 /// once, and one shared transfer path at the device's bandwidth. Small random requests
 /// then scale with queue depth up to `channels / latency`, large ones reach the bandwidth.
+/// One request alone moves its data no faster than one channel does
+/// (`request_read_mb_s`, `request_write_mb_s`): a single large read takes longer than
+/// its bytes at the bandwidth, which only several requests in flight reach together.
 #[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SsdParams {
@@ -148,6 +156,11 @@ pub struct SsdParams {
     /// A cache flush: the volatile write cache's contents reach stable media.
     #[serde(default)]
     pub flush_latency_us: f64,
+    /// One request's own transfer rate; 0 is the device's bandwidth.
+    #[serde(default)]
+    pub request_read_mb_s: f64,
+    #[serde(default)]
+    pub request_write_mb_s: f64,
 }
 
 impl Default for SsdParams {
@@ -160,14 +173,17 @@ impl Default for SsdParams {
             write_mb_s: 480.0,
             channels: 8,
             flush_latency_us: 0.0,
+            request_read_mb_s: 0.0,
+            request_write_mb_s: 0.0,
         }
     }
 }
 
 pub struct Ssd {
     p: SsdParams,
-    /// When the shared transfer path is next free.
+    /// When the shared transfer path is next free, and how long it has been busy.
     bus_free: Nanos,
+    bus_busy: Nanos,
 }
 
 impl Ssd {
@@ -181,7 +197,14 @@ impl Ssd {
         if p.read_latency_us < 0.0 || p.write_latency_us < 0.0 || p.flush_latency_us < 0.0 {
             return Err("ssd latencies cannot be negative".into());
         }
-        Ok(Ssd { p, bus_free: 0 })
+        if !(p.request_read_mb_s >= 0.0 && p.request_write_mb_s >= 0.0) {
+            return Err("ssd request rates cannot be negative (0: the bandwidth)".into());
+        }
+        Ok(Ssd {
+            p,
+            bus_free: 0,
+            bus_busy: 0,
+        })
     }
 }
 
@@ -195,19 +218,38 @@ impl Device for Ssd {
             // Waits for the transfers already started, then for the media.
             return now.max(self.bus_free) + (self.p.flush_latency_us * 1e3).round() as Nanos;
         }
-        let (latency_us, mb_s) = match req.op {
-            Op::Read => (self.p.read_latency_us, self.p.read_mb_s),
-            Op::Write => (self.p.write_latency_us, self.p.write_mb_s),
+        let (latency_us, mb_s, request_mb_s) = match req.op {
+            Op::Read => (
+                self.p.read_latency_us,
+                self.p.read_mb_s,
+                self.p.request_read_mb_s,
+            ),
+            Op::Write => (
+                self.p.write_latency_us,
+                self.p.write_mb_s,
+                self.p.request_write_mb_s,
+            ),
         };
+        let ns = |rate: f64| (req.bytes() as f64 / (rate * 1e6) * SECOND as f64).round() as Nanos;
         let ready = now + (latency_us * 1e3).round() as Nanos;
-        let transfer = (req.bytes() as f64 / (mb_s * 1e6) * SECOND as f64).round() as Nanos;
         let begin = ready.max(self.bus_free);
-        self.bus_free = begin + transfer;
-        self.bus_free
+        self.bus_free = begin + ns(mb_s);
+        self.bus_busy += ns(mb_s);
+        // Its own channel's pace, or the shared path's when that is the slower.
+        let own = if request_mb_s > 0.0 {
+            ready + ns(request_mb_s)
+        } else {
+            ready
+        };
+        own.max(self.bus_free)
     }
 
     fn capacity_sectors(&self) -> u64 {
         self.p.capacity_bytes / SECTOR_BYTES
+    }
+
+    fn shared_busy_ns(&self) -> Nanos {
+        self.bus_busy
     }
 }
 
@@ -284,6 +326,33 @@ mod tests {
         }
         let mb_s = 954.0 * 1048576.0 / (now as f64 / 1e9) / 1e6;
         assert!(mb_s < 480.0 && mb_s > 440.0, "{mb_s}");
+    }
+
+    #[test]
+    fn one_request_moves_at_its_channel_s_rate_several_share_the_bandwidth() {
+        let mut rng = des::stream(1, 0);
+        let p = SsdParams {
+            read_latency_us: 50.0,
+            read_mb_s: 3000.0,
+            request_read_mb_s: 1000.0,
+            ..SsdParams::default()
+        };
+        // 1,024,000 bytes alone: its latency and 1.024 ms at the channel's 1000 MB/s.
+        let mut s = Ssd::new(p.clone()).unwrap();
+        let mb = 2000;
+        assert_eq!(
+            s.start(0, &req(Op::Read, 0, mb), &mut rng),
+            50_000 + 1_024_000
+        );
+        // Six at once: each channel needs 1.024 ms, the shared path a third of that each: the last
+        // ends when the path has moved them all, at the device's bandwidth.
+        let mut s = Ssd::new(p).unwrap();
+        let ends: Vec<Nanos> = (0..6)
+            .map(|i| s.start(0, &req(Op::Read, i * mb, mb), &mut rng))
+            .collect();
+        assert_eq!(ends[0], 50_000 + 1_024_000);
+        assert_eq!(ends[5], 50_000 + 6 * 341_333);
+        assert!(ends.windows(2).all(|w| w[0] <= w[1]));
     }
 
     #[test]

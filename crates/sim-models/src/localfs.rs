@@ -38,6 +38,12 @@ pub struct CpuParams {
     /// Per page a `write()` puts in the cache, besides the copy: allocating the page,
     /// the file system's `write_begin`/`write_end`, dirty accounting.
     pub write_page_ns: f64,
+    /// Per `write()` call, besides the system call and its pages: the file system's
+    /// per-call work (`ext4_da_write_begin`'s journal and reservation checks, the
+    /// `file_update_time` and `balance_dirty_pages_ratelimited` calls). Large writes hide
+    /// it; a 4 KiB write into a dropped file costs several times its page.
+    #[serde(default)]
+    pub write_call_ns: f64,
 }
 
 impl Default for CpuParams {
@@ -51,6 +57,7 @@ impl Default for CpuParams {
             random_page_ns: 0.0,
             page_lookup_ns: 0.0,
             write_page_ns: 0.0,
+            write_call_ns: 0.0,
         }
     }
 }
@@ -191,8 +198,10 @@ pub struct LocalFs {
     /// Per file: first sector and size in bytes.
     files: Vec<(u64, u64)>,
     readahead: HashMap<u32, Readahead>,
-    /// Where each file's last read ended (page), for the copy's random-access cost.
+    /// Where each file's last read and last write ended (page), for the random-access
+    /// cost.
     last_read_end: HashMap<u32, u64>,
+    last_write_end: HashMap<u32, u64>,
     waiting: HashMap<u64, Waiting>,
     page_waiters: HashMap<PageKey, Vec<u64>>,
     /// Block request id -> the pages it reads.
@@ -267,6 +276,7 @@ impl LocalFs {
             files: Vec::new(),
             readahead: HashMap::new(),
             last_read_end: HashMap::new(),
+            last_write_end: HashMap::new(),
             waiting: HashMap::new(),
             page_waiters: HashMap::new(),
             reads: HashMap::new(),
@@ -415,6 +425,7 @@ impl LocalFs {
             step.dispatches.extend(fs.block.submit(now, req)?);
             Ok(())
         };
+        let max_pages = (self.block.max_request_sectors() / pages_per).max(1);
         for p in range {
             if self.cache.contains((file, p)) {
                 if let Some(r) = run.take() {
@@ -424,6 +435,9 @@ impl LocalFs {
             }
             if !self.cache.insert_in_flight((file, p)) {
                 return Err("the page cache is full of pages being read".into());
+            }
+            if let Some(r) = run.take_if(|r| r.end - r.start >= max_pages) {
+                flush(self, r, step)?;
             }
             run = Some(match run {
                 Some(r) => r.start..p + 1,
@@ -583,8 +597,19 @@ impl LocalFs {
             return Ok(step);
         }
         let pages = offset / PAGE_BYTES..end.div_ceil(PAGE_BYTES);
-        let cpu_ns =
-            cpu_ns + ((pages.end - pages.start) as f64 * self.cpu.write_page_ns).round() as Nanos;
+        // A write that does not follow the last one starts where no CPU cache or TLB has
+        // the page cache's tree, as a read does.
+        let follows = self.last_write_end.insert(file, pages.end) == Some(pages.start);
+        let random_ns = if follows {
+            0.0
+        } else {
+            self.cpu.random_page_ns
+        };
+        let cpu_ns = cpu_ns
+            + ((pages.end - pages.start) as f64 * self.cpu.write_page_ns
+                + self.cpu.write_call_ns
+                + random_ns)
+                .round() as Nanos;
         // `file_update_time`: the stamp comes from the coarse clock, so the inode is
         // dirtied once per tick however many writes fall in it.
         let tick = now / self.wb.timestamp_granularity_ns.max(1);
@@ -723,12 +748,13 @@ impl LocalFs {
         keys.sort_unstable();
         let mut ids = Vec::new();
         let mut run: Vec<PageKey> = Vec::new();
+        let max_pages = (self.block.max_request_sectors() / (PAGE_BYTES / SECTOR_BYTES)).max(1);
         for key in keys {
             if self.dirty.remove(&key).is_none() {
                 continue;
             }
             if let Some(&(f, p)) = run.last()
-                && (f != key.0 || p + 1 != key.1)
+                && (f != key.0 || p + 1 != key.1 || run.len() as u64 >= max_pages)
             {
                 ids.push(self.submit_home(now, std::mem::take(&mut run), step)?);
             }
@@ -769,7 +795,7 @@ impl LocalFs {
     }
 
     /// `pages` journal blocks written at the journal's head, sequentially, wrapping at the
-    /// journal's end (one request per piece).
+    /// journal's end (one request per piece of at most the queue's largest).
     fn journal_write(
         &mut self,
         now: Nanos,
@@ -783,7 +809,9 @@ impl LocalFs {
             if self.journal_head >= self.journal_sectors() {
                 self.journal_head = 0;
             }
-            let sectors = left.min(self.journal_sectors() - self.journal_head);
+            let sectors = left
+                .min(self.journal_sectors() - self.journal_head)
+                .min(self.block.max_request_sectors());
             let id = self.next_request;
             self.next_request += 1;
             self.writes.insert(id, WriteKind::Journal);

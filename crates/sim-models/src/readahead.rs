@@ -1,8 +1,10 @@
 //! Read-ahead, adaptive as the dissertation's 8.4.1 asks: the window grows while a file is
 //! read sequentially (doubling up to `max_pages`, as the kernel's on-demand read-ahead
-//! does) and falls back to the request itself when an access is not sequential. Part of
-//! each window is read ahead asynchronously: when a read reaches the window's mark, the
-//! next window is requested without waiting for it.
+//! does) and falls back to the request itself when an access is not sequential. What a
+//! window holds past the read that caused it is read ahead asynchronously: when a read
+//! reaches the window's mark, the next window is requested without waiting for it. The
+//! mark is where the kernel's `PG_readahead` goes (mm/readahead.c): just past the request
+//! in the first window, on the first page of every later one.
 
 use std::ops::Range;
 
@@ -81,9 +83,9 @@ impl Readahead {
         }
         .max(req);
         let end = (pages.start + self.window).min(file_pages);
-        // The second half of the window is the asynchronous part: reaching its first page
-        // starts the next window.
-        self.mark = Some(pages.start + self.window.div_ceil(2)).filter(|&m| m < end);
+        // What the window holds past the request is its asynchronous part: the next read
+        // reaches it and starts the next window (the kernel's `async_size = size - req`).
+        self.mark = Some(pages.end).filter(|&m| m < end);
         self.next = end;
         pages.start..end
     }
@@ -108,9 +110,9 @@ impl Readahead {
         self.window = (self.window * 2).min(p.max_pages).max(1);
         let start = self.next;
         let end = (start + self.window).min(file_pages);
-        self.mark = Some(start + self.window.div_ceil(2))
-            .filter(|&m| m < end)
-            .or(Some(start));
+        // A window read ahead is asynchronous all through (`async_size = size`): reading
+        // its first page starts the next, so one window is always on its way.
+        self.mark = Some(start);
         self.next = end;
         Some(start..end)
     }
@@ -126,17 +128,24 @@ mod tests {
         let mut ra = Readahead::default();
         // 4 KiB reads from the start of a 1000-page file: first 4 pages (4x the request).
         assert_eq!(ra.on_miss(&p, 0..1, 1000), 0..4);
-        assert_eq!(ra.on_hit(&p, 1..2, 1000), None);
-        // Reaching the mark (page 2) asks for the next, doubled window in the background.
-        assert_eq!(ra.on_hit(&p, 2..3, 1000), Some(4..12));
+        // The next read reaches the window's asynchronous part (past the first request):
+        // the next, doubled window goes out in the background.
+        assert_eq!(ra.on_hit(&p, 1..2, 1000), Some(4..12));
+        assert_eq!(ra.on_hit(&p, 2..3, 1000), None);
         assert_eq!(ra.on_hit(&p, 3..4, 1000), None);
+        // Reading the first page of a window read ahead starts the one after it.
+        assert_eq!(ra.on_hit(&p, 4..5, 1000), Some(12..28));
         let mut windows = Vec::new();
-        for page in 4..200 {
+        for page in 5..200 {
             if let Some(w) = ra.on_hit(&p, page..page + 1, 1000) {
-                windows.push(w.end - w.start);
+                windows.push((page, w));
             }
         }
-        assert_eq!(windows[..3], [16, 32, 32], "doubling up to 128 KiB");
+        assert_eq!(
+            windows[..3],
+            [(12, 28..60), (28, 60..92), (60, 92..124)],
+            "doubling up to 128 KiB, one window always ahead"
+        );
     }
 
     #[test]

@@ -19,6 +19,8 @@ pub trait IoScheduler {
     }
     /// Requests merged into others so far.
     fn merges(&self) -> u64;
+    /// The largest request it builds (`max_sectors_kb`); submitters split larger ones.
+    fn max_sectors(&self) -> u64;
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -71,6 +73,28 @@ impl Default for SchedulerParams {
             write_expire_ms: write_expire_ms_default(),
             fifo_batch: fifo_batch_default(),
             writes_starved: writes_starved_default(),
+        }
+    }
+}
+
+impl SchedulerParams {
+    /// The same scheduler building requests of at most `max_sectors`.
+    pub fn with_max_sectors(self, max_sectors: u64) -> SchedulerParams {
+        match self {
+            SchedulerParams::Noop { .. } => SchedulerParams::Noop { max_sectors },
+            SchedulerParams::Deadline {
+                read_expire_ms,
+                write_expire_ms,
+                fifo_batch,
+                writes_starved,
+                ..
+            } => SchedulerParams::Deadline {
+                max_sectors,
+                read_expire_ms,
+                write_expire_ms,
+                fifo_batch,
+                writes_starved,
+            },
         }
     }
 }
@@ -160,6 +184,10 @@ impl IoScheduler for Noop {
 
     fn merges(&self) -> u64 {
         self.merges
+    }
+
+    fn max_sectors(&self) -> u64 {
+        self.max_sectors
     }
 }
 
@@ -299,6 +327,10 @@ impl IoScheduler for Deadline {
 
     fn merges(&self) -> u64 {
         self.merges
+    }
+
+    fn max_sectors(&self) -> u64 {
+        self.max_sectors
     }
 }
 

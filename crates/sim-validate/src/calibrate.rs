@@ -24,6 +24,8 @@ pub struct Calibration {
     pub device: SsdParams,
     pub page_cache_bytes: u64,
     pub readahead_pages: u64,
+    /// `max_sectors_kb`: read-ahead windows and writeback runs go out in pieces this big.
+    pub max_request_bytes: u64,
     pub dirty_ratio: f64,
     pub dirty_background_ratio: f64,
     /// The journal of the file system calibrated on (ext4's `journal_task` says whether it
@@ -39,10 +41,12 @@ impl Calibration {
     pub fn device_summary(&self) -> String {
         let d = &self.device;
         format!(
-            "read {:.0} MB/s {:.0} us, write {:.0} MB/s {:.0} us, {} channels, flush {:.0} us",
+            "read {:.0} MB/s ({:.0} one request) {:.0} us, write {:.0} MB/s ({:.0} one request) {:.0} us, {} channels, flush {:.0} us",
             d.read_mb_s,
+            d.request_read_mb_s,
             d.read_latency_us,
             d.write_mb_s,
+            d.request_write_mb_s,
             d.write_latency_us,
             d.channels,
             d.flush_latency_us
@@ -86,20 +90,25 @@ fn mem_available() -> u64 {
         .map_or(1 << 30, |kb| kb << 10)
 }
 
+/// A queue setting (`queue/<name>`) of the block device holding `dir` (or of the whole
+/// disk when `dir` is on a partition).
+fn queue_setting(dir: &Path, name: &str) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(dir).ok()?.dev();
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    ["queue", "../queue"]
+        .iter()
+        .find_map(|q| read_number(&format!("/sys/dev/block/{major}:{minor}/{q}/{name}")))
+}
+
 /// The read-ahead of the block device holding `dir`.
 fn readahead_pages(dir: &Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(meta) = std::fs::metadata(dir) else {
-        return 32;
-    };
-    let dev = meta.dev();
-    let (major, minor) = (libc::major(dev), libc::minor(dev));
-    for rel in ["queue/read_ahead_kb", "../queue/read_ahead_kb"] {
-        if let Some(kb) = read_number(&format!("/sys/dev/block/{major}:{minor}/{rel}")) {
-            return (kb / 4).max(1);
-        }
-    }
-    32
+    queue_setting(dir, "read_ahead_kb").map_or(32, |kb| (kb / 4).max(1))
+}
+
+/// The largest request the device's queue builds.
+fn max_request_bytes(dir: &Path) -> u64 {
+    queue_setting(dir, "max_sectors_kb").map_or(1 << 20, |kb| (kb << 10).max(4096))
 }
 
 /// Record sizes of the copy-cost curve: odd powers of two, none a cell's record size.
@@ -163,9 +172,27 @@ pub(crate) fn calibrate(dir: &Path, quick: bool) -> Result<Calibration, Validate
     let write_mb_s = crate::median(writes);
     // A page written into the cache costs its copy from a large buffer and more.
     let write_page = (crate::median(write_ns) - page_lookup - memory).max(0.0);
+    // A small write costs more than its page: what a one-page write into the dropped
+    // file takes beyond the call, its page and its copy is the file system's per call.
+    let small_writes = (0..3)
+        .map(|_| real::buffered_write_ns(&file, 4096, pass / 4))
+        .collect::<Result<Vec<f64>, _>>()?;
+    let write_call =
+        (crate::median(small_writes) - syscall - page_lookup - cached - write_page).max(0.0);
     let ops: u64 = if quick { 2_000 } else { 10_000 };
     let rr = real::direct(&file, Op::Read, true, 4096, ops * 4096)? / ops as f64;
     let rw = real::direct(&file, Op::Write, true, 4096, ops * 4096)? / ops as f64;
+    // One request's own transfer rate: single random direct requests of 128 KiB (no
+    // cell's size) against 4 KiB ones. One large read alone is slower than its bytes
+    // at the bandwidth (here 1 to 2 GB/s against 3): several in flight share it.
+    let large = 128 << 10;
+    let large_ops = ops / 8;
+    let request_rate = |op: Op, small: f64| -> Result<f64, ValidateError> {
+        let t = real::direct(&file, op, true, large, large_ops * large as u64)? / large_ops as f64;
+        Ok(((large - 4096) as f64 / (t - small).max(1e-9) / 1e6).max(1.0))
+    };
+    let request_read_mb_s = request_rate(Op::Read, rr)?;
+    let request_write_mb_s = request_rate(Op::Write, rw)?;
     // How many requests the device serves at once: random writes from 32 threads (as
     // deep as an fsync's writeback of scattered pages) against the latency of one.
     let iops = real::direct_random_iops(&file, Op::Write, 32, ops / 4)?;
@@ -174,12 +201,14 @@ pub(crate) fn calibrate(dir: &Path, quick: bool) -> Result<Calibration, Validate
     let transfer = |mb_s: f64| 4096.0 / (mb_s * 1e6);
     let device = SsdParams {
         capacity_bytes: 1 << 40,
-        read_latency_us: ((rr - transfer(read_mb_s)) * 1e6).max(0.0),
-        write_latency_us: ((rw - transfer(write_mb_s)) * 1e6).max(0.0),
+        read_latency_us: ((rr - transfer(request_read_mb_s.min(read_mb_s))) * 1e6).max(0.0),
+        write_latency_us: ((rw - transfer(request_write_mb_s.min(write_mb_s))) * 1e6).max(0.0),
         flush_latency_us: flush * 1e6,
         read_mb_s,
         write_mb_s,
         channels,
+        request_read_mb_s,
+        request_write_mb_s,
     };
     let l2 = l2_bytes();
     Ok(Calibration {
@@ -191,6 +220,7 @@ pub(crate) fn calibrate(dir: &Path, quick: bool) -> Result<Calibration, Validate
             random_page_ns: random_page,
             page_lookup_ns: page_lookup,
             write_page_ns: write_page,
+            write_call_ns: write_call,
         },
         copy_curve,
         l2_bytes: l2,
@@ -198,6 +228,7 @@ pub(crate) fn calibrate(dir: &Path, quick: bool) -> Result<Calibration, Validate
         device,
         page_cache_bytes: mem_available(),
         readahead_pages: readahead_pages(dir),
+        max_request_bytes: max_request_bytes(dir),
         dirty_ratio: read_number("/proc/sys/vm/dirty_ratio").unwrap_or(20) as f64 / 100.0,
         dirty_background_ratio: read_number("/proc/sys/vm/dirty_background_ratio").unwrap_or(10)
             as f64

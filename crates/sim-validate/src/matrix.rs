@@ -167,7 +167,8 @@ pub(crate) fn calibrated(
         seed: 1,
         replications: 1,
         device: DeviceSpec::Ssd(cal.device.clone()),
-        scheduler: SchedulerParams::default(),
+        scheduler: SchedulerParams::default()
+            .with_max_sectors(cal.max_request_bytes / sim_models::SECTOR_BYTES),
         memory: MemoryParams {
             page_cache_bytes: cal.page_cache_bytes,
         },

@@ -314,3 +314,28 @@ pub(crate) fn writeback(path: &Path) -> Result<(f64, f64), ValidateError> {
         size as f64 / started.elapsed().as_secs_f64() / 1e6,
     ))
 }
+
+/// Nanoseconds per buffered `write()` of `record` bytes, in order from the start of the
+/// file with its pages dropped (each call puts new pages in the cache), over `bytes`;
+/// the written pages are then synced, untimed.
+pub(crate) fn buffered_write_ns(
+    path: &Path,
+    record: usize,
+    bytes: u64,
+) -> Result<f64, ValidateError> {
+    drop_cache(path)?;
+    let f = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(io(path))?;
+    let size = f.metadata().map_err(io(path))?.len();
+    let calls = (bytes.min(size) / record as u64).max(1);
+    let buf = vec![0x3cu8; record];
+    let started = Instant::now();
+    for i in 0..calls {
+        f.write_all_at(&buf, i * record as u64).map_err(io(path))?;
+    }
+    let ns = started.elapsed().as_nanos() as f64 / calls as f64;
+    f.sync_data().map_err(io(path))?;
+    Ok(ns)
+}
