@@ -332,10 +332,11 @@ fn validate(quick: bool, json: bool, dir: Option<PathBuf>) -> anyhow::Result<()>
             out!("skipped {s}");
         }
         out!(
-            "copy_knee_bytes={} expected_knee_bytes={} l2_bytes={} wall_seconds={:.1}",
+            "copy_knee_bytes={} expected_knee_bytes={} l2_bytes={} llc_bytes={} wall_seconds={:.1}",
             c.cpu.knee_bytes,
             c.expected_knee_bytes,
             c.l2_bytes,
+            c.llc_bytes,
             started.elapsed().as_secs_f64()
         );
     }

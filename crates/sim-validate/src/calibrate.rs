@@ -18,6 +18,8 @@ pub struct Calibration {
     pub copy_curve: Vec<(u64, f64)>,
     /// The CPU's L2 from sysfs, and where the dissertation says the knee is (L2 / 8).
     pub l2_bytes: u64,
+    /// The last-level cache: where the copy's data goes once it no longer fits L2.
+    pub llc_bytes: u64,
     pub expected_knee_bytes: u64,
     /// The device, as the simulator's SSD model (latency of single small requests,
     /// bandwidth with four large ones in flight).
@@ -58,24 +60,31 @@ fn read_number(path: &str) -> Option<u64> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
-fn l2_bytes() -> u64 {
-    for i in 0..8 {
-        let base = format!("/sys/devices/system/cpu/cpu0/cache/index{i}");
-        let level = std::fs::read_to_string(format!("{base}/level")).unwrap_or_default();
-        if level.trim() == "2"
-            && let Ok(size) = std::fs::read_to_string(format!("{base}/size"))
-        {
+/// The data caches of CPU 0 from sysfs: (level, bytes), in level order.
+fn data_caches() -> Vec<(u32, u64)> {
+    let mut caches: Vec<(u32, u64)> = (0..8)
+        .filter_map(|i| {
+            let base = format!("/sys/devices/system/cpu/cpu0/cache/index{i}");
+            let read = |name: &str| std::fs::read_to_string(format!("{base}/{name}")).ok();
+            if read("type")?.trim() == "Instruction" {
+                return None;
+            }
+            let level: u32 = read("level")?.trim().parse().ok()?;
+            let size = read("size")?;
             let s = size.trim();
             let (n, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-            let n: u64 = n.parse().unwrap_or(0);
-            return match unit {
+            let n: u64 = n.parse().ok()?;
+            let bytes = match unit {
                 "K" => n << 10,
                 "M" => n << 20,
+                "G" => n << 30,
                 _ => n,
             };
-        }
-    }
-    1 << 20
+            Some((level, bytes))
+        })
+        .collect();
+    caches.sort_unstable();
+    caches
 }
 
 fn mem_available() -> u64 {
@@ -111,9 +120,10 @@ fn max_request_bytes(dir: &Path) -> u64 {
     queue_setting(dir, "max_sectors_kb").map_or(1 << 20, |kb| (kb << 10).max(4096))
 }
 
-/// Record sizes of the copy-cost curve: odd powers of two, none a cell's record size.
+/// Record sizes of the copy-cost curve: odd powers of two and 16 MiB, none a cell's
+/// record size.
 /// A one-page read is the first: it fixes the call's own cost.
-const CURVE_SHIFTS: [u32; 8] = [12, 13, 15, 17, 19, 21, 23, 25];
+const CURVE_SHIFTS: [u32; 9] = [12, 13, 15, 17, 19, 21, 23, 24, 25];
 
 pub(crate) fn calibrate(dir: &Path, quick: bool) -> Result<Calibration, ValidateError> {
     let file_bytes: u64 = if quick { 256 << 20 } else { 512 << 20 };
@@ -210,7 +220,12 @@ pub(crate) fn calibrate(dir: &Path, quick: bool) -> Result<Calibration, Validate
         request_read_mb_s,
         request_write_mb_s,
     };
-    let l2 = l2_bytes();
+    let caches = data_caches();
+    let l2 = caches
+        .iter()
+        .find(|&&(level, _)| level == 2)
+        .map_or(1 << 20, |&(_, b)| b);
+    let llc = caches.last().map_or(l2, |&(_, b)| b.max(l2));
     Ok(Calibration {
         cpu: CpuParams {
             syscall_ns: syscall,
@@ -224,7 +239,10 @@ pub(crate) fn calibrate(dir: &Path, quick: bool) -> Result<Calibration, Validate
         },
         copy_curve,
         l2_bytes: l2,
-        expected_knee_bytes: l2 / 8,
+        llc_bytes: llc,
+        // Table 2's rule, an eighth of the cache, on the last level: the dissertation's
+        // Xeons had no L3, so their L2 was it.
+        expected_knee_bytes: llc / 8,
         device,
         page_cache_bytes: mem_available(),
         readahead_pages: readahead_pages(dir),
