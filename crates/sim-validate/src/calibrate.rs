@@ -240,9 +240,11 @@ pub(crate) fn calibrate(dir: &Path, quick: bool) -> Result<Calibration, Validate
         copy_curve,
         l2_bytes: l2,
         llc_bytes: llc,
-        // Table 2's rule, an eighth of the cache, on the last level: the dissertation's
-        // Xeons had no L3, so their L2 was it.
-        expected_knee_bytes: llc / 8,
+        // A cached read copies a record from page-cache pages it has not touched before
+        // into the same user buffer every call: the buffer stays in the CPU's cache while
+        // it and the source both fit the last level, up to half of it (docs/simulator.md
+        // 7 says why this replaces the dissertation's L2 / 8).
+        expected_knee_bytes: llc / 2,
         device,
         page_cache_bytes: mem_available(),
         readahead_pages: readahead_pages(dir),
