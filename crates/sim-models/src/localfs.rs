@@ -357,8 +357,7 @@ impl LocalFs {
         }
         let file_pages = size.div_ceil(PAGE_BYTES);
         let pages = offset / PAGE_BYTES..end.div_ceil(PAGE_BYTES);
-        let follows = self.last_read_end.get(&file) == Some(&pages.start);
-        self.last_read_end.insert(file, pages.end);
+        let follows = continues(&mut self.last_read_end, file, &pages);
         let cpu_ns = if follows {
             cpu_ns
         } else {
@@ -400,6 +399,11 @@ impl LocalFs {
         Ok(step)
     }
 
+    /// The most pages one request carries: runs longer than this go out in pieces.
+    fn max_request_pages(&self) -> u64 {
+        (self.block.max_request_sectors() / (PAGE_BYTES / SECTOR_BYTES)).max(1)
+    }
+
     /// Reads the pages of `range` that are not in the cache, one request per contiguous run.
     fn fetch(
         &mut self,
@@ -425,7 +429,7 @@ impl LocalFs {
             step.dispatches.extend(fs.block.submit(now, req)?);
             Ok(())
         };
-        let max_pages = (self.block.max_request_sectors() / pages_per).max(1);
+        let max_pages = self.max_request_pages();
         for p in range {
             if self.cache.contains((file, p)) {
                 if let Some(r) = run.take() {
@@ -599,7 +603,7 @@ impl LocalFs {
         let pages = offset / PAGE_BYTES..end.div_ceil(PAGE_BYTES);
         // A write that does not follow the last one starts where no CPU cache or TLB has
         // the page cache's tree, as a read does.
-        let follows = self.last_write_end.insert(file, pages.end) == Some(pages.start);
+        let follows = continues(&mut self.last_write_end, file, &pages);
         let random_ns = if follows {
             0.0
         } else {
@@ -748,7 +752,7 @@ impl LocalFs {
         keys.sort_unstable();
         let mut ids = Vec::new();
         let mut run: Vec<PageKey> = Vec::new();
-        let max_pages = (self.block.max_request_sectors() / (PAGE_BYTES / SECTOR_BYTES)).max(1);
+        let max_pages = self.max_request_pages();
         for key in keys {
             if self.dirty.remove(&key).is_none() {
                 continue;
@@ -944,6 +948,12 @@ impl LocalFs {
         let next = now + self.wb.writeback_interval_ms.max(1) * des::MILLISECOND;
         Ok((step, next))
     }
+}
+
+/// Whether a call on `pages` of `file` starts where the last one ended; records where it
+/// ends.
+fn continues(last_end: &mut HashMap<u32, u64>, file: u32, pages: &Range<u64>) -> bool {
+    last_end.insert(file, pages.end) == Some(pages.start)
 }
 
 #[cfg(test)]

@@ -288,29 +288,41 @@ pub(crate) fn readahead_mb_s(path: &Path) -> Result<f64, ValidateError> {
     Ok(size as f64 / started.elapsed().as_secs_f64() / 1e6)
 }
 
-/// The device as writeback drives it: the whole file dirtied in the page cache in 4 MiB
-/// writes, then `fdatasync`. Returns (ns per page written into the cache, MB/s of the
-/// `fdatasync`).
-pub(crate) fn writeback(path: &Path) -> Result<(f64, f64), ValidateError> {
+/// Writes the file from its start, its pages dropped first, in `record`-byte calls over
+/// `bytes` (at most the file); returns the open file, the calls made and their time in ns.
+fn write_dropped(
+    path: &Path,
+    record: usize,
+    bytes: u64,
+) -> Result<(File, u64, f64), ValidateError> {
     drop_cache(path)?;
     let f = OpenOptions::new()
         .write(true)
         .open(path)
         .map_err(io(path))?;
-    let size = f.metadata().map_err(io(path))?.len();
-    let chunk = vec![0xa5u8; 4 << 20];
-    let mut at = 0;
+    let end = bytes.min(f.metadata().map_err(io(path))?.len());
+    let buf = vec![0xa5u8; record];
+    let (mut at, mut calls) = (0u64, 0u64);
     let started = Instant::now();
-    while at < size {
-        let n = (size - at).min(chunk.len() as u64) as usize;
-        f.write_all_at(&chunk[..n], at).map_err(io(path))?;
+    while at < end {
+        let n = (end - at).min(record as u64) as usize;
+        f.write_all_at(&buf[..n], at).map_err(io(path))?;
         at += n as u64;
+        calls += 1;
     }
-    let write_ns = started.elapsed().as_nanos() as f64 / (size / 4096) as f64;
+    Ok((f, calls, started.elapsed().as_nanos() as f64))
+}
+
+/// The device as writeback drives it: the whole file dirtied in the page cache in 4 MiB
+/// writes, then `fdatasync`. Returns (ns per page written into the cache, MB/s of the
+/// `fdatasync`).
+pub(crate) fn writeback(path: &Path) -> Result<(f64, f64), ValidateError> {
+    let (f, _, ns) = write_dropped(path, 4 << 20, u64::MAX)?;
+    let size = f.metadata().map_err(io(path))?.len();
     let started = Instant::now();
     f.sync_data().map_err(io(path))?;
     Ok((
-        write_ns,
+        ns / (size / 4096).max(1) as f64,
         size as f64 / started.elapsed().as_secs_f64() / 1e6,
     ))
 }
@@ -323,19 +335,7 @@ pub(crate) fn buffered_write_ns(
     record: usize,
     bytes: u64,
 ) -> Result<f64, ValidateError> {
-    drop_cache(path)?;
-    let f = OpenOptions::new()
-        .write(true)
-        .open(path)
-        .map_err(io(path))?;
-    let size = f.metadata().map_err(io(path))?.len();
-    let calls = (bytes.min(size) / record as u64).max(1);
-    let buf = vec![0x3cu8; record];
-    let started = Instant::now();
-    for i in 0..calls {
-        f.write_all_at(&buf, i * record as u64).map_err(io(path))?;
-    }
-    let ns = started.elapsed().as_nanos() as f64 / calls as f64;
+    let (f, calls, ns) = write_dropped(path, record, bytes)?;
     f.sync_data().map_err(io(path))?;
-    Ok(ns)
+    Ok(ns / calls.max(1) as f64)
 }
