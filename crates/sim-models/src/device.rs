@@ -144,6 +144,13 @@ impl Device for Hdd {
 /// One request alone moves its data no faster than one channel does
 /// (`request_read_mb_s`, `request_write_mb_s`): a single large read takes longer than
 /// its bytes at the bandwidth, which only several requests in flight reach together.
+///
+/// A translation map (an FTL's cached mapping table, as DFTL models it, or a virtual
+/// disk's map on its host): the device keeps the mapping of the last
+/// `map_cache_bytes / map_region_bytes` regions it touched; a request into any other
+/// region first looks it up, one lookup at a time, `map_miss_us` each. Random requests
+/// over a span larger than the cache then pay for a lookup most times, requests sorted
+/// by sector once per region: scattered writes get slower as their span grows.
 #[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SsdParams {
@@ -161,6 +168,14 @@ pub struct SsdParams {
     pub request_read_mb_s: f64,
     #[serde(default)]
     pub request_write_mb_s: f64,
+    /// The translation map: bytes one cached entry maps (0: no map is modelled), bytes
+    /// all cached entries map, and one lookup's time.
+    #[serde(default)]
+    pub map_region_bytes: u64,
+    #[serde(default)]
+    pub map_cache_bytes: u64,
+    #[serde(default)]
+    pub map_miss_us: f64,
 }
 
 impl Default for SsdParams {
@@ -175,15 +190,27 @@ impl Default for SsdParams {
             flush_latency_us: 0.0,
             request_read_mb_s: 0.0,
             request_write_mb_s: 0.0,
+            map_region_bytes: 0,
+            map_cache_bytes: 0,
+            map_miss_us: 0.0,
         }
     }
 }
+
+/// Most regions a translation map may cache (at 4 KiB regions, 64 GiB mapped).
+pub const MAP_REGIONS_MAX: u64 = 1 << 24;
 
 pub struct Ssd {
     p: SsdParams,
     /// When the shared transfer path is next free, and how long it has been busy.
     bus_free: Nanos,
     bus_busy: Nanos,
+    /// The regions the translation map holds, least recently used first; when its
+    /// lookups are next free, and how long they have been busy.
+    mapped: hashlink::LruCache<u64, ()>,
+    map_sectors: u64,
+    map_free: Nanos,
+    map_busy: Nanos,
 }
 
 impl Ssd {
@@ -200,11 +227,55 @@ impl Ssd {
         if !(p.request_read_mb_s >= 0.0 && p.request_write_mb_s >= 0.0) {
             return Err("ssd request rates cannot be negative (0: the bandwidth)".into());
         }
+        let regions = if p.map_region_bytes == 0 {
+            0
+        } else {
+            if !p.map_region_bytes.is_multiple_of(SECTOR_BYTES) {
+                return Err("map_region_bytes must be a whole number of 512-byte sectors".into());
+            }
+            if p.map_miss_us.is_nan() || p.map_miss_us < 0.0 {
+                return Err("map_miss_us cannot be negative".into());
+            }
+            let regions = p.map_cache_bytes / p.map_region_bytes;
+            if regions > MAP_REGIONS_MAX {
+                return Err(format!(
+                    "the translation map would cache {regions} regions; at most {MAP_REGIONS_MAX}"
+                ));
+            }
+            regions
+        };
         Ok(Ssd {
+            mapped: hashlink::LruCache::new(regions.max(1) as usize),
+            map_sectors: p.map_region_bytes / SECTOR_BYTES,
+            map_free: 0,
+            map_busy: 0,
             p,
             bus_free: 0,
             bus_busy: 0,
         })
+    }
+
+    /// When `req`'s regions are all mapped, having come in at `now`: each region the map
+    /// does not hold waits for the lookups before it.
+    fn mapped_at(&mut self, now: Nanos, req: &Request) -> Nanos {
+        if self.map_sectors == 0 || req.sectors == 0 {
+            return now;
+        }
+        let miss = (self.p.map_miss_us * 1e3).round() as Nanos;
+        let cached = self.p.map_cache_bytes >= self.p.map_region_bytes;
+        let mut at = now;
+        for region in req.sector / self.map_sectors..=(req.end() - 1) / self.map_sectors {
+            if cached && self.mapped.get(&region).is_some() {
+                continue;
+            }
+            at = at.max(self.map_free) + miss;
+            self.map_free = at;
+            self.map_busy += miss;
+            if cached {
+                self.mapped.insert(region, ());
+            }
+        }
+        at
     }
 }
 
@@ -231,7 +302,7 @@ impl Device for Ssd {
             ),
         };
         let ns = |rate: f64| (req.bytes() as f64 / (rate * 1e6) * SECOND as f64).round() as Nanos;
-        let ready = now + (latency_us * 1e3).round() as Nanos;
+        let ready = self.mapped_at(now, req) + (latency_us * 1e3).round() as Nanos;
         let begin = ready.max(self.bus_free);
         self.bus_free = begin + ns(mb_s);
         self.bus_busy += ns(mb_s);
@@ -248,8 +319,9 @@ impl Device for Ssd {
         self.p.capacity_bytes / SECTOR_BYTES
     }
 
+    /// The busier of its two shared paths: the transfer and the map's lookups.
     fn shared_busy_ns(&self) -> Nanos {
-        self.bus_busy
+        self.bus_busy.max(self.map_busy)
     }
 }
 
@@ -356,6 +428,65 @@ mod tests {
     }
 
     #[test]
+    fn the_translation_map_charges_lookups_for_regions_it_does_not_hold() {
+        use rand::RngExt;
+        let mut rng = des::stream(1, 0);
+        let p = SsdParams {
+            write_latency_us: 10.0,
+            channels: 1,
+            map_region_bytes: 2 << 20,
+            map_cache_bytes: 64 << 20,
+            map_miss_us: 20.0,
+            ..SsdParams::default()
+        };
+        let region = (2 << 20) / SECTOR_BYTES;
+        // Random 4 KiB writes one after another: `span` bytes, 4000 of them, after 4000
+        // that warm the map up. The time per write beyond the no-lookup one is the
+        // lookups' share.
+        let lookups_per_write = |span: u64, rng: &mut Stream| {
+            let mut s = Ssd::new(p.clone()).unwrap();
+            let sectors = span / SECTOR_BYTES - 8;
+            let mut now = 0;
+            for _ in 0..4000 {
+                now = s.start(now, &req(Op::Write, rng.random_range(0..sectors), 8), rng);
+            }
+            let (from, busy) = (now, s.map_busy);
+            for _ in 0..4000 {
+                now = s.start(now, &req(Op::Write, rng.random_range(0..sectors), 8), rng);
+            }
+            let per_write = (now - from) as f64 / 4000.0 - 10_000.0 - 8_533.0;
+            assert!((per_write - (s.map_busy - busy) as f64 / 4000.0).abs() < 1.0);
+            per_write / 20_000.0
+        };
+        // Within the cache: no lookups once warm. Sixteen times the cache: all but a
+        // sixteenth miss (LRU under uniform random access).
+        assert!(lookups_per_write(32 << 20, &mut rng) < 0.001);
+        let far = lookups_per_write(1 << 30, &mut rng);
+        assert!((far - 15.0 / 16.0).abs() < 0.02, "{far}");
+        // Writes sorted by sector 512 KiB apart over 1 GiB: one lookup per region, a
+        // quarter of the writes.
+        let mut s = Ssd::new(p.clone()).unwrap();
+        let mut now = 0;
+        for i in 0..2048u64 {
+            now = s.start(now, &req(Op::Write, i * 1024, 16), &mut rng);
+        }
+        assert_eq!(s.map_busy, 512 * 20_000);
+        // A request across a region boundary looks both regions up.
+        let mut s = Ssd::new(p.clone()).unwrap();
+        assert_eq!(
+            s.start(0, &req(Op::Write, region - 8, 16), &mut rng),
+            2 * 20_000 + 10_000 + 17_067
+        );
+        // No map, no lookups.
+        let mut s = Ssd::new(SsdParams {
+            map_region_bytes: 0,
+            ..p
+        })
+        .unwrap();
+        assert_eq!(s.start(0, &req(Op::Write, 0, 8), &mut rng), 10_000 + 8_533);
+    }
+
+    #[test]
     fn nonsense_parameters_are_refused() {
         let bad = HddParams {
             average_seek_ms: 20.0,
@@ -383,5 +514,14 @@ mod tests {
             })
             .is_err()
         );
+        for (region, cache) in [(1000, 1 << 20), (4096, 1 << 40)] {
+            let bad = SsdParams {
+                map_region_bytes: region,
+                map_cache_bytes: cache,
+                map_miss_us: 10.0,
+                ..SsdParams::default()
+            };
+            assert!(Ssd::new(bad).is_err(), "{region} {cache}");
+        }
     }
 }

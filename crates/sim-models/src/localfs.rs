@@ -984,8 +984,14 @@ mod tests {
 
     /// Reads `file` from start to end in `record` calls, one at a time; returns the time
     /// and the calls that waited for the device.
-    fn read_through(fs: &mut LocalFs, file: u32, size: u64, record: u64) -> (Nanos, u64) {
-        let mut sim: Scheduler<Ev> = Scheduler::new();
+    /// Reads all of `file` in `record`s on `sim`'s clock, which goes on from the last pass.
+    fn read_through(
+        sim: &mut Scheduler<Ev>,
+        fs: &mut LocalFs,
+        file: u32,
+        size: u64,
+        record: u64,
+    ) -> (Nanos, u64) {
         let mut offset = 0;
         let mut misses = 0;
         let mut call = 0;
@@ -998,14 +1004,14 @@ mod tests {
             }
         };
         let start = sim.now();
-        let step = fs.read(0, call, file, offset, record).unwrap();
-        apply(&mut sim, step);
+        let step = fs.read(start, call, file, offset, record).unwrap();
+        apply(sim, step);
         while let Some(ev) = sim.pop() {
             let now = sim.now();
             match ev {
                 Ev::Io(r) => {
                     let step = fs.complete(now, &r).unwrap();
-                    apply(&mut sim, step);
+                    apply(sim, step);
                 }
                 Ev::Call(c) => {
                     misses += u64::from(!c.hit);
@@ -1013,7 +1019,7 @@ mod tests {
                     if offset < size {
                         call += 1;
                         let step = fs.read(now, call, file, offset, record).unwrap();
-                        apply(&mut sim, step);
+                        apply(sim, step);
                     }
                 }
             }
@@ -1123,13 +1129,14 @@ mod tests {
         let mut f = fs(1 << 20);
         let size = 64 << 20;
         let file = f.create(size).unwrap();
-        let (cold, waited) = read_through(&mut f, file, size, 64 << 10);
+        let mut sim = Scheduler::new();
+        let (cold, waited) = read_through(&mut sim, &mut f, file, size, 64 << 10);
         let cold_mb_s = size as f64 / (cold as f64 / 1e9) / 1e6;
         // Read-ahead keeps the disk streaming: close to its 200 MB/s.
         assert!((150.0..201.0).contains(&cold_mb_s), "{cold_mb_s} MB/s");
         assert!(waited < 1024, "{waited} of 1024 calls waited");
         // Again: every page cached, only system calls and copies.
-        let (warm, waited) = read_through(&mut f, file, size, 64 << 10);
+        let (warm, waited) = read_through(&mut sim, &mut f, file, size, 64 << 10);
         assert_eq!(waited, 0);
         let per_call = warm as f64 / 1024.0;
         assert!((per_call - CpuParams::default().call_ns(64 << 10) as f64).abs() < 1.0);
@@ -1152,9 +1159,10 @@ mod tests {
         let mut f = fs(4096);
         let size = 64 << 20;
         let file = f.create(size).unwrap();
-        read_through(&mut f, file, size, 1 << 20);
+        let mut sim = Scheduler::new();
+        read_through(&mut sim, &mut f, file, size, 1 << 20);
         let hits_before = f.cache.stats.hits;
-        let (_, waited) = read_through(&mut f, file, size, 1 << 20);
+        let (_, waited) = read_through(&mut sim, &mut f, file, size, 1 << 20);
         assert!(waited > 50, "{waited} of 64 calls waited");
         assert!(f.cache.len() <= 4096);
         assert!(f.cache.stats.evictions > 0 && f.cache.stats.hits >= hits_before);

@@ -16,6 +16,8 @@ use sim_models::{Op, Request, SECTOR_BYTES};
 
 use crate::SimError;
 use crate::direct::{Run, block_layer};
+
+mod unjournaled;
 use crate::scenario::{MailMode, Scenario, Workload};
 
 const PAGE: u64 = 4096;
@@ -237,8 +239,8 @@ pub(crate) fn queue(s: &Scenario, w: &Workload, seed: u64) -> Result<Run, SimErr
             // cores), its data where the allocator puts it, one after another; then its
             // fsync, which ext4 serves with a journal commit carrying the new file. The
             // journal commits one transaction at a time, every fsync waiting at that moment
-            // joining it (jbd2's batching). Without a journal each fsync writes its inode
-            // and directory block and flushes on its own. A CPU tag is the message's arrival.
+            // joining it (jbd2's batching). Without a journal each fsync writes the shared
+            // metadata blocks itself (`unjournaled`). A CPU tag is the message's arrival.
             let mut cpu_free: Vec<Nanos> = vec![0; w.cpus.max(1) as usize];
             let mut on_cpu = |sim: &mut Sim, arrived: Nanos| {
                 let (slot, free) = cpu_free
@@ -258,14 +260,30 @@ pub(crate) fn queue(s: &Scenario, w: &Workload, seed: u64) -> Result<Run, SimErr
             // Data writes in flight: request id -> arrival.
             let mut data: HashMap<u64, Nanos> = HashMap::new();
             let mut fsyncs: Vec<Nanos> = Vec::new();
-            // Commits in flight: one at a time with a journal, one per fsync without.
+            // The journal's commit in flight, with the fsyncs it carries.
             let mut commits: Vec<(Commit, u64, Vec<Nanos>)> = Vec::new();
+            let mut unjournaled = unjournaled::Unjournaled::default();
             while let Some(e) = sim.next() {
                 match e {
                     Event::Cpu(arrived) => {
                         let bytes = pages(w.message_bytes);
-                        data.insert(sim.io(Op::Write, alloc, bytes)?, arrived);
+                        if sim.journaled {
+                            data.insert(sim.io(Op::Write, alloc, bytes)?, arrived);
+                        } else {
+                            unjournaled.create(&mut sim, arrived, alloc, bytes)?;
+                        }
                         alloc += bytes;
+                    }
+                    Event::Io(done) if !sim.journaled => {
+                        let now = sim.now();
+                        for arrived in unjournaled.done(&mut sim, &done)? {
+                            latencies.record(now - arrived);
+                            accepted += 1;
+                            if started < total {
+                                started += 1;
+                                on_cpu(&mut sim, now);
+                            }
+                        }
                     }
                     Event::Io(done) => {
                         for id in &done.ids {
@@ -295,19 +313,11 @@ pub(crate) fn queue(s: &Scenario, w: &Workload, seed: u64) -> Result<Run, SimErr
                         }
                     }
                 }
-                if sim.journaled {
-                    if commits.is_empty() && !fsyncs.is_empty() {
-                        let members = std::mem::take(&mut fsyncs);
-                        let blocks = FILE_JOURNAL_BLOCKS * members.len() as u64;
-                        let (stage, id) = Commit::start(&mut sim, blocks)?;
-                        commits.push((stage, id, members));
-                    }
-                } else {
-                    // The inode and the directory's block, then a flush, per file.
-                    for arrived in std::mem::take(&mut fsyncs) {
-                        let (stage, id) = Commit::start(&mut sim, 2)?;
-                        commits.push((stage, id, vec![arrived]));
-                    }
+                if commits.is_empty() && !fsyncs.is_empty() {
+                    let members = std::mem::take(&mut fsyncs);
+                    let blocks = FILE_JOURNAL_BLOCKS * members.len() as u64;
+                    let (stage, id) = Commit::start(&mut sim, blocks)?;
+                    commits.push((stage, id, members));
                 }
             }
         }

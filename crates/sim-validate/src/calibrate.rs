@@ -52,7 +52,16 @@ impl Calibration {
             d.write_latency_us,
             d.channels,
             d.flush_latency_us
-        )
+        ) + &if d.map_region_bytes > 0 {
+            format!(
+                ", map {} KiB regions, {} MiB cached, lookup {:.1} us",
+                d.map_region_bytes >> 10,
+                d.map_cache_bytes >> 20,
+                d.map_miss_us
+            )
+        } else {
+            ", no map".to_string()
+        }
     }
 }
 
@@ -203,11 +212,31 @@ pub(crate) fn calibrate(dir: &Path, quick: bool) -> Result<Calibration, Validate
     };
     let request_read_mb_s = request_rate(Op::Read, rr)?;
     let request_write_mb_s = request_rate(Op::Write, rw)?;
-    // How many requests the device serves at once: random writes from 32 threads (as
-    // deep as an fsync's writeback of scattered pages) against the latency of one.
-    let iops = real::direct_random_iops(&file, Op::Write, 32, ops / 4)?;
-    let channels = (iops * rw).round().clamp(1.0, 64.0) as u32;
-    let flush = (real::direct_write_flush(&file, ops / 4)? - rw).max(0.0);
+    // The translation map (the SSD model's doc): random writes from 32 threads (as deep
+    // as an fsync's writeback of scattered pages) over growing spans of the file, and
+    // sorted ones 512 KiB apart through all of it. The smallest span is within any map
+    // cache: it is the device without lookups.
+    let per_thread = ops / 4;
+    let seconds_per_write = |spread: real::Spread| -> Result<f64, ValidateError> {
+        Ok(1.0 / real::direct_iops(&file, Op::Write, 32, per_thread, spread)?)
+    };
+    let spans: Vec<(u64, f64)> = MAP_SPANS
+        .iter()
+        .map(|&span| span.min(file_bytes))
+        .chain([file_bytes])
+        .map(|span| Ok((span, seconds_per_write(real::Spread::Random { span })?)))
+        .collect::<Result<_, ValidateError>>()?;
+    let sorted = seconds_per_write(real::Spread::Sorted {
+        stride: MAP_SORTED_STRIDE,
+    })?;
+    let map = fit_map(&spans, (MAP_SORTED_STRIDE, sorted));
+    // How many requests the device serves at once: the small span's rate against the
+    // latency of one without its lookups.
+    let lookups = |span: u64| map.map_or(0.0, |m| m.lookups(span) * m.miss_s);
+    let rr = (rr - lookups(file_bytes)).max(0.0);
+    let rw = (rw - lookups(file_bytes)).max(0.0);
+    let channels = (rw / spans[0].1).round().clamp(1.0, 64.0) as u32;
+    let flush = (real::direct_write_flush(&file, ops / 4)? - rw - lookups(file_bytes)).max(0.0);
     let transfer = |mb_s: f64| 4096.0 / (mb_s * 1e6);
     let device = SsdParams {
         capacity_bytes: 1 << 40,
@@ -219,6 +248,9 @@ pub(crate) fn calibrate(dir: &Path, quick: bool) -> Result<Calibration, Validate
         channels,
         request_read_mb_s,
         request_write_mb_s,
+        map_region_bytes: map.map_or(0, |m| m.region_bytes),
+        map_cache_bytes: map.map_or(0, |m| m.cache_bytes),
+        map_miss_us: map.map_or(0.0, |m| m.miss_s * 1e6),
     };
     let caches = data_caches();
     let l2 = caches
@@ -255,6 +287,75 @@ pub(crate) fn calibrate(dir: &Path, quick: bool) -> Result<Calibration, Validate
             / 100.0,
         timestamp_granularity_ns: coarse_clock_ns(),
         journal: journal_of(dir),
+    })
+}
+
+/// Spans of the map's random runs besides the whole file: the first within any cache.
+const MAP_SPANS: [u64; 3] = [8 << 20, 32 << 20, 128 << 20];
+const MAP_SORTED_STRIDE: u64 = 512 << 10;
+
+/// A translation map fitted to runs of direct writes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct MapFit {
+    region_bytes: u64,
+    cache_bytes: u64,
+    miss_s: f64,
+}
+
+impl MapFit {
+    /// Lookups per request of uniformly random ones over `span` bytes: an LRU cache
+    /// holds `cache / span` of the regions they touch.
+    fn lookups(&self, span: u64) -> f64 {
+        (1.0 - self.cache_bytes as f64 / span.max(1) as f64).max(0.0)
+    }
+}
+
+/// The map that explains `spans` (span, seconds per write at depth) best, the first span's
+/// time taken as the device's without lookups: the cache size (a power of two) whose
+/// least-squares lookup time leaves the least error; the region size from the sorted
+/// run (stride, seconds per write): one lookup per region it crosses. None when the
+/// times do not rise with the span.
+fn fit_map(spans: &[(u64, f64)], sorted: (u64, f64)) -> Option<MapFit> {
+    let &(smallest, base) = spans.first()?;
+    let &(largest, _) = spans.last()?;
+    let (cache_bytes, miss_s, _) = (smallest.max(2).ilog2()..largest.max(4).ilog2())
+        .map(|shift| {
+            let fit = MapFit {
+                region_bytes: 4096,
+                cache_bytes: 1 << shift,
+                miss_s: 0.0,
+            };
+            let (num, den) = spans.iter().fold((0.0, 0.0), |(n, d), &(span, t)| {
+                let m = fit.lookups(span);
+                (n + (t - base) * m, d + m * m)
+            });
+            let miss = if den > 0.0 { num / den } else { 0.0 };
+            let error: f64 = spans
+                .iter()
+                .map(|&(span, t)| (t - base - miss * fit.lookups(span)).powi(2))
+                .sum();
+            (fit.cache_bytes, miss, error)
+        })
+        .min_by(|a, b| a.2.total_cmp(&b.2))?;
+    // Lookups that add under a twentieth to the widest span's writes are no map.
+    let added = miss_s * (1.0 - cache_bytes as f64 / largest as f64);
+    if added.is_nan() || added <= base / 20.0 {
+        return None;
+    }
+    let (stride, t) = sorted;
+    let per_write = ((t - base) / miss_s).clamp(0.0, 1.0);
+    let region = if per_write > 0.0 {
+        (stride as f64 / per_write).min(cache_bytes as f64) as u64
+    } else {
+        cache_bytes
+    };
+    let smallest_region = stride.max(4096);
+    Some(MapFit {
+        region_bytes: region
+            .next_power_of_two()
+            .clamp(smallest_region, cache_bytes.max(smallest_region)),
+        cache_bytes,
+        miss_s,
     })
 }
 
@@ -314,4 +415,70 @@ fn journal_of(dir: &Path) -> JournalMode {
 fn coarse_clock_ns() -> u64 {
     let t = rustix::time::clock_getres(rustix::time::ClockId::RealtimeCoarse);
     (t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const M: u64 = 1 << 20;
+
+    /// Seconds per write at depth of a device with `map`, 10 us without lookups.
+    fn device(map: MapFit) -> (Vec<(u64, f64)>, (u64, f64)) {
+        let base = 10e-6;
+        let spans = [8 * M, 32 * M, 128 * M, 512 * M]
+            .map(|span| (span, base + map.miss_s * map.lookups(span)))
+            .to_vec();
+        let stride = MAP_SORTED_STRIDE;
+        let sorted = base + map.miss_s * stride as f64 / map.region_bytes as f64;
+        (spans, (stride, sorted))
+    }
+
+    #[test]
+    fn the_map_fitted_is_the_map_that_made_the_times() {
+        for map in [
+            MapFit {
+                region_bytes: 2 * M,
+                cache_bytes: 64 * M,
+                miss_s: 16e-6,
+            },
+            MapFit {
+                region_bytes: 8 * M,
+                cache_bytes: 16 * M,
+                miss_s: 4e-6,
+            },
+        ] {
+            let (spans, sorted) = device(map);
+            let fit = fit_map(&spans, sorted).unwrap();
+            assert_eq!(fit.cache_bytes, map.cache_bytes);
+            assert_eq!(fit.region_bytes, map.region_bytes);
+            assert!((fit.miss_s - map.miss_s).abs() < 1e-9, "{fit:?}");
+        }
+    }
+
+    #[test]
+    fn times_that_do_not_rise_with_the_span_are_no_map() {
+        let flat: Vec<(u64, f64)> = [8 * M, 32 * M, 128 * M, 512 * M]
+            .map(|s| (s, 10e-6))
+            .to_vec();
+        assert_eq!(fit_map(&flat, (MAP_SORTED_STRIDE, 10e-6)), None);
+        // Noise that falls: no map either.
+        let falling = vec![(8 * M, 10e-6), (32 * M, 9.8e-6), (512 * M, 9.5e-6)];
+        assert_eq!(fit_map(&falling, (MAP_SORTED_STRIDE, 10e-6)), None);
+        assert_eq!(fit_map(&[], (MAP_SORTED_STRIDE, 10e-6)), None);
+    }
+
+    #[test]
+    fn a_sorted_run_as_slow_as_a_random_one_gives_the_smallest_region() {
+        let map = MapFit {
+            region_bytes: 2 * M,
+            cache_bytes: 64 * M,
+            miss_s: 16e-6,
+        };
+        let (spans, _) = device(map);
+        let fit = fit_map(&spans, (MAP_SORTED_STRIDE, 1e-3)).unwrap();
+        assert_eq!(fit.region_bytes, MAP_SORTED_STRIDE);
+        let fit = fit_map(&spans, (MAP_SORTED_STRIDE, 0.0)).unwrap();
+        assert_eq!(fit.region_bytes, 64 * M);
+    }
 }

@@ -181,22 +181,65 @@ pub(crate) fn direct(
     Ok(started.elapsed().as_secs_f64())
 }
 
-/// Random 4 KiB direct requests by `threads` threads at once; returns requests per second.
-pub(crate) fn direct_random_iops(
+/// Where a run of direct requests goes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Spread {
+    /// Anywhere in the first `span` bytes of the file, each thread its own sequence.
+    Random { span: u64 },
+    /// Through the file in order `stride` bytes apart, the threads taking turns, as a
+    /// writeback of scattered pages sorted by sector sends them.
+    Sorted { stride: u64 },
+}
+
+/// 4 KiB direct requests by `threads` threads at once, `per_thread` each; returns the
+/// requests per second.
+pub(crate) fn direct_iops(
     path: &Path,
     op: Op,
     threads: u64,
     per_thread: u64,
+    spread: Spread,
 ) -> Result<f64, ValidateError> {
+    let size = std::fs::metadata(path).map_err(io(path))?.len();
+    let next = std::sync::atomic::AtomicU64::new(0);
+    let one_thread = |thread: u64| -> Result<(), ValidateError> {
+        let mut options = OpenOptions::new();
+        options.custom_flags(libc::O_DIRECT);
+        match op {
+            Op::Read => options.read(true),
+            Op::Write => options.write(true),
+        };
+        let f = options.open(path).map_err(io(path))?;
+        let mut buf = Aligned::new(4096);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1000 + thread);
+        for _ in 0..per_thread {
+            let at = match spread {
+                Spread::Random { span } => {
+                    rng.random_range(0..(span.min(size) / 4096).max(1)) * 4096
+                }
+                Spread::Sorted { stride } => {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    (i * stride.max(4096)) % (size - size % 4096).max(4096)
+                }
+            };
+            match op {
+                Op::Read => f.read_exact_at(buf.get(), at).map_err(io(path))?,
+                Op::Write => f.write_all_at(buf.get(), at).map_err(io(path))?,
+            }
+        }
+        Ok(())
+    };
     let started = Instant::now();
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
-            .map(|_| s.spawn(|| direct(path, op, true, 4096, per_thread * 4096)))
+            .map(|t| {
+                let one_thread = &one_thread;
+                s.spawn(move || one_thread(t))
+            })
             .collect();
         handles.into_iter().try_for_each(|h| {
             h.join()
                 .unwrap_or_else(|_| Err(ValidateError::Sim("a calibration thread failed".into())))
-                .map(drop)
         })
     })?;
     Ok((threads * per_thread) as f64 / started.elapsed().as_secs_f64())
