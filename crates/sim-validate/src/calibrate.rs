@@ -135,7 +135,9 @@ fn max_request_bytes(dir: &Path) -> u64 {
 const CURVE_SHIFTS: [u32; 9] = [12, 13, 15, 17, 19, 21, 23, 24, 25];
 
 pub(crate) fn calibrate(dir: &Path, quick: bool) -> Result<Calibration, ValidateError> {
-    let file_bytes: u64 = if quick { 256 << 20 } else { 512 << 20 };
+    // As large as the cells' file: the device's translation map is measured over the
+    // spans the cells use.
+    let file_bytes: u64 = if quick { 256 << 20 } else { 1 << 30 };
     let file = real::prepare(dir, "calibrate.dat", file_bytes)?;
     real::warm(&file)?;
     // The dissertation's copy cost (3.3, 4.5): `read()` of a cached file in records of
@@ -222,7 +224,8 @@ pub(crate) fn calibrate(dir: &Path, quick: bool) -> Result<Calibration, Validate
     };
     let spans: Vec<(u64, f64)> = MAP_SPANS
         .iter()
-        .map(|&span| span.min(file_bytes))
+        .filter(|&&span| span < file_bytes)
+        .copied()
         .chain([file_bytes])
         .map(|span| Ok((span, seconds_per_write(real::Spread::Random { span })?)))
         .collect::<Result<_, ValidateError>>()?;
@@ -291,7 +294,7 @@ pub(crate) fn calibrate(dir: &Path, quick: bool) -> Result<Calibration, Validate
 }
 
 /// Spans of the map's random runs besides the whole file: the first within any cache.
-const MAP_SPANS: [u64; 3] = [8 << 20, 32 << 20, 128 << 20];
+const MAP_SPANS: [u64; 4] = [8 << 20, 32 << 20, 128 << 20, 512 << 20];
 const MAP_SORTED_STRIDE: u64 = 512 << 10;
 
 /// A translation map fitted to runs of direct writes.
