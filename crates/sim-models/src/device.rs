@@ -7,6 +7,33 @@ use serde::Deserialize;
 
 use crate::{Op, Request, SECTOR_BYTES};
 
+/// Longest time one device parameter may stand for (a latency, a seek, a lookup): a
+/// minute. Slowest and fastest rate: 1 KB/s and 1 PB/s. Within these a run's virtual clock
+/// cannot overflow.
+pub const DEVICE_TIME_US_MAX: f64 = 60e6;
+pub const DEVICE_MB_S_MIN: f64 = 1e-3;
+pub const DEVICE_MB_S_MAX: f64 = 1e9;
+
+fn check_us(name: &str, us: f64) -> Result<(), String> {
+    if (0.0..=DEVICE_TIME_US_MAX).contains(&us) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name} must be between 0 and {DEVICE_TIME_US_MAX} us (a minute), not {us}"
+        ))
+    }
+}
+
+fn check_mb_s(name: &str, mb_s: f64) -> Result<(), String> {
+    if (DEVICE_MB_S_MIN..=DEVICE_MB_S_MAX).contains(&mb_s) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name} must be between {DEVICE_MB_S_MIN} and {DEVICE_MB_S_MAX} MB/s, not {mb_s}"
+        ))
+    }
+}
+
 pub trait Device {
     /// Requests it can work on at once.
     fn parallelism(&self) -> u32;
@@ -80,6 +107,10 @@ impl Hdd {
         if !(p.inner_mb_s > 0.0 && p.outer_mb_s >= p.inner_mb_s) {
             return Err("media rates must be positive, outer at least inner".into());
         }
+        check_us("full_stroke_ms", p.full_stroke_ms * 1e3)?;
+        check_us("overhead_us", p.overhead_us)?;
+        check_mb_s("inner_mb_s", p.inner_mb_s)?;
+        check_mb_s("outer_mb_s", p.outer_mb_s)?;
         // Through (0, t2t), (1/3, average), (1, full).
         let a = p.track_to_track_ms;
         let third = 1.0_f64 / 3.0;
@@ -218,23 +249,26 @@ impl Ssd {
         if p.capacity_bytes < SECTOR_BYTES || p.channels == 0 {
             return Err("an ssd needs a capacity and at least one channel".into());
         }
-        if !(p.read_mb_s > 0.0 && p.write_mb_s > 0.0) {
-            return Err("ssd bandwidths must be positive".into());
+        check_mb_s("read_mb_s", p.read_mb_s)?;
+        check_mb_s("write_mb_s", p.write_mb_s)?;
+        for (name, rate) in [
+            ("request_read_mb_s", p.request_read_mb_s),
+            ("request_write_mb_s", p.request_write_mb_s),
+        ] {
+            // 0: the bandwidth.
+            if rate != 0.0 {
+                check_mb_s(name, rate)?;
+            }
         }
-        if p.read_latency_us < 0.0 || p.write_latency_us < 0.0 || p.flush_latency_us < 0.0 {
-            return Err("ssd latencies cannot be negative".into());
-        }
-        if !(p.request_read_mb_s >= 0.0 && p.request_write_mb_s >= 0.0) {
-            return Err("ssd request rates cannot be negative (0: the bandwidth)".into());
-        }
+        check_us("read_latency_us", p.read_latency_us)?;
+        check_us("write_latency_us", p.write_latency_us)?;
+        check_us("flush_latency_us", p.flush_latency_us)?;
+        check_us("map_miss_us", p.map_miss_us)?;
         let regions = if p.map_region_bytes == 0 {
             0
         } else {
             if !p.map_region_bytes.is_multiple_of(SECTOR_BYTES) {
                 return Err("map_region_bytes must be a whole number of 512-byte sectors".into());
-            }
-            if p.map_miss_us.is_nan() || p.map_miss_us < 0.0 {
-                return Err("map_miss_us cannot be negative".into());
             }
             let regions = p.map_cache_bytes / p.map_region_bytes;
             if regions > MAP_REGIONS_MAX {
@@ -514,6 +548,26 @@ mod tests {
             })
             .is_err()
         );
+        for bad in [
+            SsdParams {
+                read_latency_us: f64::NAN,
+                ..SsdParams::default()
+            },
+            SsdParams {
+                flush_latency_us: 1e300,
+                ..SsdParams::default()
+            },
+            SsdParams {
+                request_write_mb_s: -1.0,
+                ..SsdParams::default()
+            },
+            SsdParams {
+                write_mb_s: f64::INFINITY,
+                ..SsdParams::default()
+            },
+        ] {
+            assert!(Ssd::new(bad).is_err());
+        }
         for (region, cache) in [(1000, 1 << 20), (4096, 1 << 40)] {
             let bad = SsdParams {
                 map_region_bytes: region,

@@ -99,6 +99,9 @@ impl SchedulerParams {
     }
 }
 
+/// Longest deadline a request may be given.
+pub const EXPIRE_MS_MAX: u64 = 3_600_000;
+
 pub fn build(p: &SchedulerParams) -> Result<Box<dyn IoScheduler>, String> {
     Ok(match *p {
         SchedulerParams::Noop { max_sectors } => {
@@ -120,6 +123,11 @@ pub fn build(p: &SchedulerParams) -> Result<Box<dyn IoScheduler>, String> {
         } => {
             if max_sectors == 0 || fifo_batch == 0 {
                 return Err("max_sectors and fifo_batch must be at least 1".into());
+            }
+            if read_expire_ms > EXPIRE_MS_MAX || write_expire_ms > EXPIRE_MS_MAX {
+                return Err(format!(
+                    "read_expire_ms and write_expire_ms must be at most {EXPIRE_MS_MAX} (an hour)"
+                ));
             }
             Box::new(Deadline {
                 sorted: [BTreeMap::new(), BTreeMap::new()],

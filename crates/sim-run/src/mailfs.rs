@@ -166,8 +166,18 @@ impl MailfsParams {
             self.server_fetch_ns,
             self.server_fetch_ns_per_byte,
         ];
-        if costs.iter().any(|c| !c.is_finite() || *c < 0.0) {
-            return Err("mailfs: costs, latency and link must be finite and not negative".into());
+        // Each is ns, ns per byte, us or MB/s: a minute's worth in ns bounds them all so
+        // the virtual clock cannot overflow; rates must also move something.
+        use sim_models::device::{DEVICE_MB_S_MIN, DEVICE_TIME_US_MAX};
+        let cost_max = DEVICE_TIME_US_MAX * 1e3;
+        if costs.iter().any(|c| !(0.0..=cost_max).contains(c))
+            || [self.link_mb_s, self.account_mb_s]
+                .iter()
+                .any(|&r| r != 0.0 && r < DEVICE_MB_S_MIN)
+        {
+            return Err(format!(
+                "mailfs: costs, latency and links must be 0 to {cost_max}, links 0 (unlimited) or at least {DEVICE_MB_S_MIN} MB/s"
+            ));
         }
         if !self.wire_ratio.is_finite() || self.wire_ratio < 1.0 {
             return Err("mailfs: wire_ratio must be at least 1".into());
@@ -998,6 +1008,14 @@ mod tests {
             },
             MailfsParams {
                 latency_us: f64::NAN,
+                ..free()
+            },
+            MailfsParams {
+                server_append_ns: 1e300,
+                ..free()
+            },
+            MailfsParams {
+                link_mb_s: 1e-300,
                 ..free()
             },
             MailfsParams {

@@ -230,6 +230,10 @@ impl Workload {
 pub const SESSIONS_MAX: u32 = 10_000;
 /// Most CPU a message may cost (one second), and most cores.
 pub(crate) const MESSAGE_CPU_NS_MAX: f64 = 1e9;
+/// Most a CPU cost of the local model may be, per call or per page.
+pub(crate) const CPU_NS_MAX: f64 = 1e9;
+/// Longest writeback expiry or interval.
+pub(crate) const INTERVAL_MS_MAX: u64 = 3_600_000;
 pub(crate) const CPUS_MAX: u32 = 1_024;
 
 fn yes() -> bool {
@@ -283,6 +287,38 @@ impl Scenario {
                 "writeback: journal_bytes at least 1 MiB, flush_pages and writeback_interval_ms at least 1"
                     .into(),
             );
+        }
+        // Times that, multiplied out to ns and added up over a run, must not overflow the
+        // virtual clock.
+        if [
+            wb.dirty_expire_ms,
+            wb.writeback_interval_ms,
+            wb.commit_interval_ms,
+        ]
+        .iter()
+        .any(|&ms| ms > INTERVAL_MS_MAX)
+            || wb.timestamp_granularity_ns > INTERVAL_MS_MAX * 1_000_000
+        {
+            return bad(format!(
+                "writeback: expiry, intervals and timestamp granularity must be at most {INTERVAL_MS_MAX} ms (an hour)"
+            ));
+        }
+        let cpu = &self.cpu;
+        if [
+            cpu.syscall_ns,
+            cpu.cached_ns_per_page,
+            cpu.memory_ns_per_page,
+            cpu.random_page_ns,
+            cpu.page_lookup_ns,
+            cpu.write_page_ns,
+            cpu.write_call_ns,
+        ]
+        .iter()
+        .any(|ns| !(0.0..=CPU_NS_MAX).contains(ns))
+        {
+            return bad(format!(
+                "cpu: every cost must be 0..={CPU_NS_MAX} ns (a second)"
+            ));
         }
         if self.workloads.is_empty() || self.workloads.len() > WORKLOADS_MAX {
             return bad(format!("a scenario has 1..={WORKLOADS_MAX} workloads"));

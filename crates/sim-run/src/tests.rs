@@ -157,6 +157,40 @@ fn bad_scenarios_are_refused_with_a_reason() {
                 ),
             "within the device",
         ),
+        // Times and rates that would overflow the virtual clock.
+        (
+            "[device]\nkind = \"ssd\"\nread_latency_us = 1e300\n".to_string() + ok_workload,
+            "read_latency_us",
+        ),
+        (
+            "[device]\nkind = \"ssd\"\nmap_region_bytes = 4096\nmap_cache_bytes = 8192\nmap_miss_us = 1e300\n".to_string()
+                + ok_workload,
+            "map_miss_us",
+        ),
+        (
+            "[device]\nkind = \"ssd\"\nwrite_mb_s = 1e-300\n".to_string() + ok_workload,
+            "write_mb_s",
+        ),
+        (
+            "[device]\nkind = \"hdd\"\noverhead_us = 1e300\n".to_string() + ok_workload,
+            "overhead_us",
+        ),
+        (
+            "[device]\nkind = \"hdd\"\n[cpu]\nsyscall_ns = 1e300\n".to_string() + ok_workload,
+            "cpu",
+        ),
+        (
+            "[device]\nkind = \"hdd\"\n[writeback]\ndirty_expire_ms = 18446744073709551615\n"
+                .to_string()
+                + ok_workload,
+            "an hour",
+        ),
+        (
+            "[device]\nkind = \"hdd\"\n[scheduler]\nkind = \"deadline\"\nread_expire_ms = 18446744073709551615\n"
+                .to_string()
+                + ok_workload,
+            "read_expire_ms",
+        ),
     ];
     for (text, why) in cases {
         let err = Scenario::parse(&text)
@@ -583,7 +617,13 @@ fn pvfs_scales_with_clients_until_the_servers_saturate() {
     // A ten times faster network lifts one client's ceiling.
     let fast = pvfs("write", 1, "link_mb_s = 1250.0\n");
     assert!(fast.mb_per_s.mean > 3.0 * one.mb_per_s.mean, "{fast:?}");
-    for bad in ["servers = 0", "stripe_bytes = 1000", "mtu_bytes = 40"] {
+    for bad in [
+        "servers = 0",
+        "stripe_bytes = 1000",
+        "mtu_bytes = 40",
+        "latency_us = 1e300",
+        "link_mb_s = 1e-300",
+    ] {
         let text = format!(
             "[device]\nkind = \"hdd\"\n[pvfs]\n{bad}\n[[workload]]\nname = \"p\"\nkind = \"pvfs\"\nop = \"read\"\nrecord_bytes = 4096\nbytes = 4096\n"
         );
