@@ -227,6 +227,8 @@ pub(crate) fn open(
     let mut salvaged = salvaged_snapshot;
     let mut discard_from = None;
     let mut recreate_gen = None;
+    // The last log's torn record, if it has one: (generation, offset).
+    let mut torn_at = None;
     for (expected, (i, &generation)) in (snap_gen + 1..).zip(logs.iter().enumerate()) {
         let last = i + 1 == logs.len();
         let stop = |what: String, report: &mut OpenReport| -> Result<(), StoreError> {
@@ -324,6 +326,7 @@ pub(crate) fn open(
                     "{} record at {offset}: {reason}",
                     log_name(generation)
                 ));
+                torn_at = Some((generation, *offset));
             }
             ScanEnd::Torn { offset, reason } => {
                 stop(
@@ -381,6 +384,24 @@ pub(crate) fn open(
             Journal::create(&*disk, dir, store_id, generation, prealloc)?
         }
     };
+    if let Some((generation, at)) = torn_at
+        && generation == journal.generation
+    {
+        // The cut is made durable before anything else is written: a zero length ends the
+        // chain here. Otherwise a checkpoint cut short after this open would leave this log
+        // with a later one, and its torn record would then read as a log that ends early
+        // (damage) instead of a tail never acknowledged (docs/storage.md, crash analysis).
+        debug_assert_eq!(
+            at, journal.tail,
+            "records are appended where the chain ends"
+        );
+        let what = || format!("cutting the torn tail of {}", journal.path.display());
+        journal
+            .file
+            .write_all_at(&[0u8; journal::RECORD_HEADER_BYTES as usize], at)
+            .ctx(what)?;
+        journal.file.sync_data().ctx(what)?;
+    }
     if journal.len < prealloc {
         // A journal cut short (or made with a smaller setting): give it its room back, so
         // appends never change its length. Synced with the next record.

@@ -382,3 +382,23 @@ proptest! {
         run_sequence(actions);
     }
 }
+
+/// Found by the proptest above in CI (2026-11-25): an append cut by an I/O failure and a
+/// power cut, then a checkpoint cut the same way; recovery then found the older index log
+/// torn with a later log after it.
+#[test]
+fn a_checkpoint_cut_after_a_cut_append_recovers() {
+    run_sequence(vec![
+        Action::Create(0, 2),
+        Action::Append(vec![(1, 0, 1), (0, 0, 246)]),
+        Action::Append(vec![(1, 0, 1), (0, 2, 1)]),
+        Action::Create(0, 0),
+        Action::FailThenCrash(
+            5,
+            Box::new(Action::Append(vec![(0, 0, 758), (0, 0, 246), (0, 0, 246)])),
+            3253707980260573439,
+            1,
+        ),
+        Action::FailThenCrash(5, Box::new(Action::Checkpoint), 4841635940404475345, 1),
+    ]);
+}
