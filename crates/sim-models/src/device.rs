@@ -14,7 +14,8 @@ pub const DEVICE_TIME_US_MAX: f64 = 60e6;
 pub const DEVICE_MB_S_MIN: f64 = 1e-3;
 pub const DEVICE_MB_S_MAX: f64 = 1e9;
 
-fn check_us(name: &str, us: f64) -> Result<(), String> {
+/// `us` within 0 and [`DEVICE_TIME_US_MAX`], else why not, naming `name`.
+pub fn check_us(name: &str, us: f64) -> Result<(), String> {
     if (0.0..=DEVICE_TIME_US_MAX).contains(&us) {
         Ok(())
     } else {
@@ -24,7 +25,8 @@ fn check_us(name: &str, us: f64) -> Result<(), String> {
     }
 }
 
-fn check_mb_s(name: &str, mb_s: f64) -> Result<(), String> {
+/// `mb_s` within [`DEVICE_MB_S_MIN`] and [`DEVICE_MB_S_MAX`], else why not, naming `name`.
+pub fn check_mb_s(name: &str, mb_s: f64) -> Result<(), String> {
     if (DEVICE_MB_S_MIN..=DEVICE_MB_S_MAX).contains(&mb_s) {
         Ok(())
     } else {

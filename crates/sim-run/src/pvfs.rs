@@ -67,14 +67,8 @@ impl PvfsParams {
         if self.stripe_bytes == 0 || !self.stripe_bytes.is_multiple_of(PAGE_BYTES) {
             return Err("pvfs: stripe_bytes must be a positive multiple of 4096".into());
         }
-        use sim_models::device::{DEVICE_MB_S_MAX, DEVICE_MB_S_MIN, DEVICE_TIME_US_MAX};
-        if !(DEVICE_MB_S_MIN..=DEVICE_MB_S_MAX).contains(&self.link_mb_s)
-            || !(0.0..=DEVICE_TIME_US_MAX).contains(&self.latency_us)
-        {
-            return Err(format!(
-                "pvfs: link_mb_s must be {DEVICE_MB_S_MIN} to {DEVICE_MB_S_MAX}, latency_us 0 to {DEVICE_TIME_US_MAX}"
-            ));
-        }
+        sim_models::device::check_mb_s("pvfs: link_mb_s", self.link_mb_s)?;
+        sim_models::device::check_us("pvfs: latency_us", self.latency_us)?;
         if self.mtu_bytes <= self.header_bytes {
             return Err("pvfs: mtu_bytes must exceed header_bytes".into());
         }

@@ -141,6 +141,17 @@ fn measure_once(dir: &Path, cell: &Cell) -> Result<f64, ValidateError> {
     Ok(cell.bytes as f64 / seconds.max(1e-9) / 1e6)
 }
 
+/// `path` opened for direct reads or writes.
+fn open_direct(path: &Path, op: Op) -> Result<File, ValidateError> {
+    let mut options = OpenOptions::new();
+    options.custom_flags(libc::O_DIRECT);
+    match op {
+        Op::Read => options.read(true),
+        Op::Write => options.write(true),
+    };
+    options.open(path).map_err(io(path))
+}
+
 /// Direct I/O of `bytes` in `record` requests (sequential or random over the file);
 /// returns seconds.
 pub(crate) fn direct(
@@ -151,13 +162,7 @@ pub(crate) fn direct(
     bytes: u64,
 ) -> Result<f64, ValidateError> {
     let size = std::fs::metadata(path).map_err(io(path))?.len();
-    let mut options = OpenOptions::new();
-    options.custom_flags(libc::O_DIRECT);
-    match op {
-        Op::Read => options.read(true),
-        Op::Write => options.write(true),
-    };
-    let f = options.open(path).map_err(io(path))?;
+    let f = open_direct(path, op)?;
     let mut buf = Aligned::new(record);
     let records = (size / record as u64).max(1);
     let n = bytes / record as u64;
@@ -203,13 +208,7 @@ pub(crate) fn direct_iops(
     let size = std::fs::metadata(path).map_err(io(path))?.len();
     let next = std::sync::atomic::AtomicU64::new(0);
     let one_thread = |thread: u64| -> Result<(), ValidateError> {
-        let mut options = OpenOptions::new();
-        options.custom_flags(libc::O_DIRECT);
-        match op {
-            Op::Read => options.read(true),
-            Op::Write => options.write(true),
-        };
-        let f = options.open(path).map_err(io(path))?;
+        let f = open_direct(path, op)?;
         let mut buf = Aligned::new(4096);
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1000 + thread);
         for _ in 0..per_thread {
@@ -249,11 +248,7 @@ pub(crate) fn direct_iops(
 /// flush on top of the write), over `ops` writes.
 pub(crate) fn direct_write_flush(path: &Path, ops: u64) -> Result<f64, ValidateError> {
     let size = std::fs::metadata(path).map_err(io(path))?.len();
-    let f = OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(path)
-        .map_err(io(path))?;
+    let f = open_direct(path, Op::Write)?;
     let mut buf = Aligned::new(4096);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(13);
     let started = Instant::now();
