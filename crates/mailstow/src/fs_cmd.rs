@@ -119,7 +119,7 @@ pub(crate) fn run(command: FsCommand, config_path: Option<&Path>) -> anyhow::Res
                 allow_other,
                 direct_io: config.fs.direct_io,
             };
-            spawn_signal_unmount(&rt, &mountpoint);
+            spawn_signal_unmount(&rt, &mountpoint)?;
             mailfs_fuse::serve(fs, &mountpoint, &opts)
                 .with_context(|| format!("mounting {}", mountpoint.display()))?;
         }
@@ -425,20 +425,20 @@ fn umount(mountpoint: &Path) -> anyhow::Result<()> {
 
 /// SIGTERM or SIGINT unmounts, so the server flushes and exits instead of leaving a dead
 /// mount behind.
-fn spawn_signal_unmount(rt: &tokio::runtime::Runtime, mountpoint: &Path) {
+/// The handlers are registered before this returns, so a signal sent as soon as the mount
+/// is ready is never the default (killing) action.
+fn spawn_signal_unmount(rt: &tokio::runtime::Runtime, mountpoint: &Path) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
     let mountpoint = mountpoint.to_path_buf();
+    let _runtime = rt.enter();
+    let mut term = signal(SignalKind::terminate()).context("handling SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("handling SIGINT")?;
     rt.spawn(async move {
-        use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut term), Ok(mut int)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) else {
-            return;
-        };
         tokio::select! {
             _ = term.recv() => {}
             _ = int.recv() => {}
         }
         let _ = tokio::task::spawn_blocking(move || umount(&mountpoint)).await;
     });
+    Ok(())
 }

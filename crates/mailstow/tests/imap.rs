@@ -42,7 +42,7 @@ fn imaplib_command_matrix_and_idle_between_two_sessions() {
         "imap_matrix.py failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&run.stderr)
     );
-    assert!(server.stop().success());
+    server.stop_cleanly();
 }
 
 #[test]
@@ -87,7 +87,7 @@ fn curl_lists_appends_and_fetches() {
         String::from_utf8_lossy(&out.stdout).contains("Subject: via curl imap"),
         "{out:?}"
     );
-    assert!(server.stop().success());
+    server.stop_cleanly();
 }
 
 #[test]
@@ -117,5 +117,5 @@ fn mbsync_round_trips_a_folder_tree_with_flags() {
         "mbsync round trip failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&run.stderr)
     );
-    assert!(server.stop().success());
+    server.stop_cleanly();
 }

@@ -244,7 +244,7 @@ fn online_through_the_admin_socket() {
         fails(mailstow(&data, &["queue", "show", &id.to_string()])).contains("not in the queue")
     );
 
-    assert!(server.stop().success());
+    server.stop_cleanly();
     assert!(!socket.exists(), "the socket is removed at shutdown");
     // The removal was durable: the queue opened offline agrees.
     assert_eq!(must(mailstow(&data, &["queue", "list"])), "0 messages\n");

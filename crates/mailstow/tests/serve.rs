@@ -33,8 +33,7 @@ fn python_clients_over_every_listener_then_restart() {
         "python e2e failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&run.stderr)
     );
-    let status = server.stop();
-    assert!(status.success(), "serve exited with {status:?}");
+    server.stop_cleanly();
 
     // UIDL is stable across restarts (RFC 1939 7).
     let server = Server::start(&data);
@@ -57,7 +56,7 @@ fn python_clients_over_every_listener_then_restart() {
         before.trim(),
         "UIDL changed across a restart"
     );
-    assert!(server.stop().success());
+    server.stop_cleanly();
 }
 
 #[test]
@@ -136,7 +135,7 @@ fn curl_speaks_smtp_and_pop3_with_tls() {
         .expect("curl");
     assert!(listed.status.success(), "{listed:?}");
     assert!(String::from_utf8_lossy(&listed.stdout).starts_with("1 "));
-    assert!(server.stop().success());
+    server.stop_cleanly();
 }
 
 /// Postfix's `lmtp` transport (Debian's postfix, installed by `.ci/run`) relays into our LMTP
@@ -199,7 +198,7 @@ fn postfix_relays_into_mailstow_over_lmtp() {
         log.contains("status=sent") && log.contains("lmtp"),
         "postfix log shows no LMTP delivery:\n{log}"
     );
-    assert!(server.stop().success());
+    server.stop_cleanly();
 }
 
 /// Connections beyond the per-address limit get `421` and are closed, and a freed place is
@@ -245,7 +244,20 @@ fn connections_over_the_per_address_limit_get_421() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(server.stop().success());
+    server.stop_cleanly();
+}
+
+/// SIGTERM sent the moment the listeners are announced stops the server in order (exit 0),
+/// never by the signal's default action: a supervisor may stop it as soon as it is up.
+#[test]
+fn sigterm_right_after_the_listeners_are_announced_stops_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    setup(&data);
+    for _ in 0..5 {
+        Server::start(&data).stop_cleanly();
+    }
 }
 
 /// Outbound through a smarthost: server A relays mail for another domain to server B (another
@@ -291,8 +303,8 @@ fn relays_remote_mail_to_a_smarthost_and_bounces_its_refusals() {
         .expect("python3");
     let text = String::from_utf8_lossy(&body.stdout);
     assert!(text.contains("\n.leading dot line"), "{text}");
-    assert!(a.stop().success());
-    assert!(b.stop().success());
+    a.stop_cleanly();
+    b.stop_cleanly();
 }
 
 /// Quotas (set with the CLI while the server runs): a message declared larger than the quota
@@ -337,7 +349,7 @@ fn quota_is_enforced_at_rcpt() {
         String::from_utf8_lossy(&run.stdout),
         String::from_utf8_lossy(&run.stderr)
     );
-    assert!(server.stop().success());
+    server.stop_cleanly();
 }
 
 /// Direct delivery: no relay; the recipient domain's MX (from a DNS server on loopback, a stub
@@ -396,8 +408,8 @@ fn delivers_to_the_recipient_domains_mx() {
         "Subject: to null mx\r\n\r\nhi\r\n",
     );
     wait_for_delivery_and_bounce(&a, &b, "via mx");
-    assert!(a.stop().success());
-    assert!(b.stop().success());
+    a.stop_cleanly();
+    b.stop_cleanly();
 }
 
 /// Server B of the outbound tests: domain `remote.test` with carol (password `secret`).

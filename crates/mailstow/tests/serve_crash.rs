@@ -161,5 +161,5 @@ fn every_acknowledged_message_survives_sigkill() {
         "{unacked_arrived} unacknowledged messages arrived, only {} were in flight",
         in_flight.len()
     );
-    assert!(server.stop().success());
+    server.stop_cleanly();
 }

@@ -556,16 +556,21 @@ async fn write_stats(ctx: Arc<Ctx>) {
 
 /// Runs `start`, prints each listener's address, and serves until SIGTERM or SIGINT.
 pub async fn serve(config: ServerConfig) -> Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    // The handlers go in before the listeners are announced: a supervisor (or a test) may
+    // send SIGTERM the moment it reads them, and an unhandled SIGTERM kills the process
+    // without the orderly stop below.
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
     let running = start(config).await?;
     for (service, address) in &running.addresses {
         println!("{} listening on {address}", service.name());
     }
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
         _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
+        _ = int.recv() => {}
     }
     println!("stopping");
     running.stop().await?;

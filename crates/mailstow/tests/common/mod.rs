@@ -1,11 +1,12 @@
 //! Shared by the server tests: run the binary, start and stop `mailstow serve`.
 #![allow(dead_code)]
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead as _, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub(crate) fn mailstow(data_dir: &Path, args: &[&str]) -> Output {
@@ -34,10 +35,24 @@ pub(crate) const SERVICES: [&str; 8] = [
     "imaps",
 ];
 
+/// How many of the server's last output lines a failed stop shows.
+const OUTPUT_LINES_MAX: usize = 200;
+
 /// A running server; killed if the test fails before stopping it.
 pub(crate) struct Server {
     pub(crate) child: Child,
     pub(crate) addresses: HashMap<String, SocketAddr>,
+    /// The server's last stdout and stderr lines, for the message of a failed stop.
+    output: Arc<Mutex<VecDeque<String>>>,
+}
+
+/// Keeps `line` among the last [`OUTPUT_LINES_MAX`].
+fn remember(output: &Mutex<VecDeque<String>>, line: String) {
+    let mut output = output.lock().unwrap();
+    if output.len() == OUTPUT_LINES_MAX {
+        output.pop_front();
+    }
+    output.push_back(line);
 }
 
 impl Server {
@@ -64,17 +79,28 @@ impl Server {
             )
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("start mailstow serve");
+        let output = Arc::new(Mutex::new(VecDeque::new()));
         let stdout = child.stdout.take().expect("stdout");
         let (tx, rx) = std::sync::mpsc::channel();
+        let kept = output.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
+                remember(&kept, line.clone());
+                let _ = tx.send(line);
+            }
+        });
+        // stderr still reaches the terminal, and is kept for a failed stop's message.
+        let stderr = child.stderr.take().expect("stderr");
+        let kept = output.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                eprintln!("{line}");
+                remember(&kept, line);
             }
         });
         let mut addresses = HashMap::new();
@@ -90,11 +116,32 @@ impl Server {
         }
         // Keep draining stdout so the server never blocks on a full pipe.
         std::thread::spawn(move || while rx.recv().is_ok() {});
-        Server { child, addresses }
+        Server {
+            child,
+            addresses,
+            output,
+        }
     }
 
     pub(crate) fn addr(&self, service: &str) -> String {
         self.addresses[service].to_string()
+    }
+
+    /// [`Server::stop`], which must end in exit 0; otherwise fails showing the status and the
+    /// server's last output.
+    pub(crate) fn stop_cleanly(self) {
+        let output = self.output.clone();
+        let status = self.stop();
+        if !status.success() {
+            // The pipes reach end of file once the process is gone; give the readers a moment.
+            std::thread::sleep(Duration::from_millis(200));
+            let output = output.lock().unwrap();
+            let lines: Vec<&str> = output.iter().map(String::as_str).collect();
+            panic!(
+                "serve exited with {status:?}; its last output:\n{}",
+                lines.join("\n")
+            );
+        }
     }
 
     /// SIGTERM, then the exit status within a deadline.
