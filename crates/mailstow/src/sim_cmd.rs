@@ -254,7 +254,7 @@ fn validate(quick: bool, json: bool, dir: Option<PathBuf>) -> anyhow::Result<()>
             .collect();
         out!("copy_curve_ns_per_page {}", curve.join(" "));
         out!(
-            "calibration: call {:.0} ns, page lookup {:.0} ns, copy {:.0} ns/page cached, {:.0} ns/page from memory, knee {} KiB, random page +{:.0} ns, written page +{:.0} ns, write call +{:.0} ns; device {}; page cache {} MiB, read-ahead {} pages, dirty {:.0} %/{:.0} %, clock tick {} us, journal {}",
+            "calibration: call {:.0} ns, page lookup {:.0} ns, copy {:.0} ns/page cached, {:.0} ns/page from memory, knee {} KiB, random page +{:.0} ns, written page +{:.0} ns, write call +{:.0} ns; device {}; page cache {} MiB, read-ahead {} pages, dirty {:.0} %/{:.0} %, clock tick {} us, journal {}, truncate {:.0} us + {:.0} us/MiB",
             c.cpu.syscall_ns,
             c.cpu.page_lookup_ns,
             c.cpu.cached_ns_per_page,
@@ -269,7 +269,9 @@ fn validate(quick: bool, json: bool, dir: Option<PathBuf>) -> anyhow::Result<()>
             c.dirty_background_ratio * 100.0,
             c.dirty_ratio * 100.0,
             c.timestamp_granularity_ns / 1000,
-            serde_json::to_value(c.journal)?.as_str().unwrap_or("?")
+            serde_json::to_value(c.journal)?.as_str().unwrap_or("?"),
+            c.truncate_us,
+            c.truncate_us_per_mib
         );
         for r in &report.cells {
             out!(

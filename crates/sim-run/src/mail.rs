@@ -32,6 +32,8 @@ const DATA_START: u64 = 1 << 30;
 const FILE_JOURNAL_BLOCKS: u64 = 3;
 /// The mbox move's unit: a read, then the same bytes written `message_bytes` earlier.
 const MOVE_CHUNK: u64 = 1 << 20;
+/// The mbox's truncation is done (an `Event::Cpu` tag no chunk index reaches).
+const TRUNCATED: u64 = u64::MAX;
 
 fn pages(bytes: u64) -> u64 {
     bytes.div_ceil(PAGE) * PAGE
@@ -337,7 +339,7 @@ pub(crate) fn delete(s: &Scenario, w: &Workload, seed: u64) -> Result<Run, SimEr
     let size = w.message_bytes;
     let victim = DATA_START + (w.messages - 1 - w.distance) * size;
     let mut moved = 0u64;
-    let mut commit = None;
+    let mut commit: Option<(Commit, u64)> = None;
     match w.mode {
         Some(MailMode::Mbox) => {
             // Every message behind the victim moves up by one. The tail is read from the
@@ -369,8 +371,13 @@ pub(crate) fn delete(s: &Scenario, w: &Workload, seed: u64) -> Result<Run, SimEr
                 reads.insert(sim.io(Op::Read, at, n)?, next_read);
                 next_read += 1;
             }
+            // The truncation frees the mbox's last message and costs its caller (the
+            // discard it waits for, on a file system without a journal mounted with
+            // online discard); `fsync` follows it.
+            let truncate_ns = s.writeback.truncate_ns(size);
             if chunks.is_empty() {
-                commit = Some(Commit::start(&mut sim, FILE_JOURNAL_BLOCKS)?);
+                sim.events
+                    .at(sim.now() + truncate_ns, Event::Cpu(TRUNCATED));
             }
             while let Some(e) = sim.next() {
                 match e {
@@ -399,6 +406,17 @@ pub(crate) fn delete(s: &Scenario, w: &Workload, seed: u64) -> Result<Run, SimEr
                             commit = Some(Commit::start(&mut sim, FILE_JOURNAL_BLOCKS)?);
                         }
                     }
+                    Event::Cpu(TRUNCATED) => {
+                        // `fsync`: the moved tail's dirty pages, then the commit.
+                        for &(at, n) in &chunks {
+                            sim.io(Op::Write, at - size, n)?;
+                            moved += n;
+                            writes += 1;
+                        }
+                        if chunks.is_empty() {
+                            commit = Some(Commit::start(&mut sim, FILE_JOURNAL_BLOCKS)?);
+                        }
+                    }
                     Event::Cpu(_) => {
                         // The reader moved on: read-ahead keeps its window ahead of it.
                         copied += 1;
@@ -408,11 +426,8 @@ pub(crate) fn delete(s: &Scenario, w: &Workload, seed: u64) -> Result<Run, SimEr
                             next_read += 1;
                         }
                         if copied == chunks.len() {
-                            for &(at, n) in &chunks {
-                                sim.io(Op::Write, at - size, n)?;
-                                moved += n;
-                                writes += 1;
-                            }
+                            sim.events
+                                .at(sim.now() + truncate_ns, Event::Cpu(TRUNCATED));
                         }
                     }
                 }

@@ -303,6 +303,12 @@ impl Scenario {
                 "writeback: expiry, intervals and timestamp granularity must be at most {INTERVAL_MS_MAX} ms (an hour)"
             ));
         }
+        for (name, us) in [
+            ("writeback.truncate_us", wb.truncate_us),
+            ("writeback.truncate_us_per_mib", wb.truncate_us_per_mib),
+        ] {
+            sim_models::device::check_us(name, us).map_err(SimError::Scenario)?;
+        }
         let cpu = &self.cpu;
         if [
             cpu.syscall_ns,

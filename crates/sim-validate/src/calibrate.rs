@@ -36,6 +36,9 @@ pub struct Calibration {
     /// The coarse clock's tick: a write changes a file's modification time (so dirties
     /// its inode and needs a journal commit to sync) at most once per tick.
     pub timestamp_granularity_ns: u64,
+    /// A truncate's cost to its caller: fixed, and per MiB freed (`WritebackParams`).
+    pub truncate_us: f64,
+    pub truncate_us_per_mib: f64,
 }
 
 impl Calibration {
@@ -255,6 +258,8 @@ pub(crate) fn calibrate(dir: &Path, quick: bool) -> Result<Calibration, Validate
         map_cache_bytes: map.map_or(0, |m| m.cache_bytes),
         map_miss_us: map.map_or(0.0, |m| m.miss_s * 1e6),
     };
+    // Freeing blocks: cuts of 64 KiB and 16 MiB off a file.
+    let truncates = real::truncate_us(dir, if quick { 3 } else { 5 })?;
     let caches = data_caches();
     let l2 = caches
         .iter()
@@ -290,6 +295,8 @@ pub(crate) fn calibrate(dir: &Path, quick: bool) -> Result<Calibration, Validate
             / 100.0,
         timestamp_granularity_ns: coarse_clock_ns(),
         journal: journal_of(dir),
+        truncate_us: truncates.us,
+        truncate_us_per_mib: truncates.us_per_mib,
     })
 }
 
@@ -395,8 +402,6 @@ fn knee(curve: &[(u64, f64)], cached: f64) -> (u64, f64) {
     }
 }
 
-/// The coarse clock's resolution: how often a file's modification time can change (the
-/// kernel stamps writes from it), so how often an overwrite dirties the inode.
 /// Whether the ext4 holding `dir` has a journal: its block device's name from the file's
 /// device number, then `/sys/fs/ext4/<name>/journal_task` (`<none>` without a journal).
 fn journal_of(dir: &Path) -> JournalMode {
@@ -415,6 +420,8 @@ fn journal_of(dir: &Path) -> JournalMode {
     told().unwrap_or(JournalMode::Ordered)
 }
 
+/// The coarse clock's resolution: how often a file's modification time can change (the
+/// kernel stamps writes from it), so how often an overwrite dirties the inode.
 fn coarse_clock_ns() -> u64 {
     let t = rustix::time::clock_getres(rustix::time::ClockId::RealtimeCoarse);
     (t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64).max(1)

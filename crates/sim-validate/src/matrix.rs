@@ -181,6 +181,8 @@ pub(crate) fn calibrated(
             dirty_ratio: cal.dirty_ratio,
             dirty_background_ratio: cal.dirty_background_ratio.min(cal.dirty_ratio),
             timestamp_granularity_ns: cal.timestamp_granularity_ns,
+            truncate_us: cal.truncate_us,
+            truncate_us_per_mib: cal.truncate_us_per_mib,
             journal,
             journal_bytes,
             ..WritebackParams::default()
