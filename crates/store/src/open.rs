@@ -8,7 +8,8 @@
 //! 3. `index.snap` (if any) is loaded; its generation G covers every log ≤ G, and those logs
 //!    are removed.
 //! 4. The logs G+1, G+2, … are replayed in order through [`crate::index::apply`]. The last one
-//!    may end in a torn record, which is cut (it was never acknowledged). Anything else
+//!    may end in a torn record, which is cut (it was never acknowledged): everything past its
+//!    chain is zeroed and synced before anything is written (S8). Anything else
 //!    broken — a damaged record followed by valid ones, a cut-short older log, a gap, a record
 //!    that does not fit the index — refuses the open, unless `StoreConfig::salvage`, which
 //!    keeps the valid prefix and checkpoints at once.
@@ -53,6 +54,19 @@ fn read_all(file: &dyn File, what: &str) -> Result<Vec<u8>, StoreError> {
         done += n;
     }
     Ok(buf)
+}
+
+/// Writes zeros over `from..to` and syncs them.
+fn zero_range(file: &dyn File, from: u64, to: u64) -> std::io::Result<()> {
+    const CHUNK_BYTES: u64 = 1 << 20;
+    let zeros = vec![0u8; CHUNK_BYTES.min(to.saturating_sub(from)) as usize];
+    let mut at = from;
+    while at < to {
+        let n = CHUNK_BYTES.min(to - at) as usize;
+        file.write_all_at(&zeros[..n], at)?;
+        at += n as u64;
+    }
+    file.sync_data()
 }
 
 fn random_id() -> u64 {
@@ -227,8 +241,9 @@ pub(crate) fn open(
     let mut salvaged = salvaged_snapshot;
     let mut discard_from = None;
     let mut recreate_gen = None;
-    // The last log's torn record, if it has one: (generation, offset).
-    let mut torn_at = None;
+    // Bytes past the last log's chain (a torn record, or what a write cut by a failure or a
+    // power cut left beyond it): (generation, chain end, end of the last non-zero byte).
+    let mut stale = None;
     for (expected, (i, &generation)) in (snap_gen + 1..).zip(logs.iter().enumerate()) {
         let last = i + 1 == logs.len();
         let stop = |what: String, report: &mut OpenReport| -> Result<(), StoreError> {
@@ -326,7 +341,6 @@ pub(crate) fn open(
                     "{} record at {offset}: {reason}",
                     log_name(generation)
                 ));
-                torn_at = Some((generation, *offset));
             }
             ScanEnd::Torn { offset, reason } => {
                 stop(
@@ -347,6 +361,14 @@ pub(crate) fn open(
                     &mut report,
                 )?;
                 cut_here = true;
+            }
+        }
+        if last {
+            let end = usize::try_from(scan.end)
+                .unwrap_or(image.len())
+                .min(image.len());
+            if let Some(nonzero) = image[end..].iter().rposition(|&b| b != 0) {
+                stale = Some((generation, scan.end, scan.end + nonzero as u64 + 1));
             }
         }
         let len = file.len().ctx(|| format!("reading {}", path.display()))?;
@@ -384,23 +406,20 @@ pub(crate) fn open(
             Journal::create(&*disk, dir, store_id, generation, prealloc)?
         }
     };
-    if let Some((generation, at)) = torn_at
+    if let Some((generation, from, to)) = stale
         && generation == journal.generation
     {
-        // The cut is made durable before anything else is written: a zero length ends the
-        // chain here. Otherwise a checkpoint cut short after this open would leave this log
-        // with a later one, and its torn record would then read as a log that ends early
-        // (damage) instead of a tail never acknowledged (docs/storage.md, crash analysis).
+        // S8: everything past the chain's end is zeroed for good before anything else is
+        // written. Otherwise a later record shorter than the bytes it lands on leaves the
+        // rest beyond the new end, or a torn record's header reads as a zero length over its
+        // surviving payload; once a checkpoint cut short has made a later log, this log then
+        // "ends early" (damage) instead of ending cleanly (docs/storage.md, crash analysis).
         debug_assert_eq!(
-            at, journal.tail,
+            from, journal.tail,
             "records are appended where the chain ends"
         );
-        let what = || format!("cutting the torn tail of {}", journal.path.display());
-        journal
-            .file
-            .write_all_at(&[0u8; journal::RECORD_HEADER_BYTES as usize], at)
-            .ctx(what)?;
-        journal.file.sync_data().ctx(what)?;
+        zero_range(&*journal.file, from, to)
+            .ctx(|| format!("zeroing past the end of {}", journal.path.display()))?;
     }
     if journal.len < prealloc {
         // A journal cut short (or made with a smaller setting): give it its room back, so
