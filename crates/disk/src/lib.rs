@@ -41,6 +41,25 @@ pub trait Disk: Send + Sync + 'static {
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
 }
 
+/// What [`File::write_zeros`] writes per call.
+pub const ZERO_CHUNK_BYTES: u64 = 1 << 20;
+
+/// Calls `write(zeros, at)` over `[offset, offset + len)` in chunks of [`ZERO_CHUNK_BYTES`].
+fn zeros_in_chunks(
+    offset: u64,
+    len: u64,
+    mut write: impl FnMut(&[u8], u64) -> io::Result<()>,
+) -> io::Result<()> {
+    let zeros = vec![0u8; ZERO_CHUNK_BYTES.min(len) as usize];
+    let mut at = offset;
+    while at < offset + len {
+        let n = ZERO_CHUNK_BYTES.min(offset + len - at) as usize;
+        write(&zeros[..n], at)?;
+        at += n as u64;
+    }
+    Ok(())
+}
+
 /// An open file. All I/O is positional, so one handle serves many threads.
 // `len` is a fallible query of the file, not a collection size; `is_empty` would mean nothing.
 #[allow(clippy::len_without_is_empty)]
@@ -58,6 +77,13 @@ pub trait File: Send + Sync {
     fn allocate(&self, len: u64) -> io::Result<()>;
     /// `fdatasync`: every write and length change before it is durable when it returns.
     fn sync_data(&self) -> io::Result<()>;
+
+    /// Writes zeros over `[offset, offset + len)`, volatile until [`File::sync_data`] like
+    /// any write. The real disk writes them past the page cache where it can (see its
+    /// implementation); this default copies them through it.
+    fn write_zeros(&self, offset: u64, len: u64) -> io::Result<()> {
+        zeros_in_chunks(offset, len, |zeros, at| self.write_all_at(zeros, at))
+    }
 
     /// Reads exactly `buf.len()` bytes or fails with `UnexpectedEof`.
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {

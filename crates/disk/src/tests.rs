@@ -97,3 +97,42 @@ fn real_disk_round_trip_and_allocate() {
     assert!(file.read_exact_at(&mut buf, (1 << 20) - 2).is_err());
     assert_eq!(RealDisk.list(dir.path()).unwrap(), vec!["f".to_string()]);
 }
+
+/// `write_zeros` on the real disk: direct I/O for aligned ranges, the page cache for the rest
+/// and where direct I/O is not taken (tmpfs, when this machine has one), and never another
+/// file that was renamed over the path.
+#[test]
+fn real_disk_write_zeros_aligned_unaligned_and_renamed_over() {
+    let tmp = tempfile::tempdir().unwrap();
+    let shm = std::path::Path::new("/dev/shm");
+    let shm = shm
+        .is_dir()
+        .then(|| tempfile::tempdir_in(shm).ok())
+        .flatten();
+    for dir in std::iter::once(tmp.path()).chain(shm.as_ref().map(|d| d.path())) {
+        let path = dir.join("z");
+        let file = RealDisk.open(&path, true).unwrap();
+        let len = (3 << 20) + 4096;
+        file.write_all_at(&vec![0xab; len], 0).unwrap();
+        // Dirty pages in the range, too: direct I/O must not leave them to win later.
+        file.write_zeros(4096, (2 << 20) + 8192).unwrap();
+        file.write_zeros(100, 3000).unwrap();
+        file.sync_data().unwrap();
+        let mut back = vec![0u8; len];
+        file.read_exact_at(&mut back, 0).unwrap();
+        let zero =
+            |at: usize| (100..3100).contains(&at) || (4096..4096 + (2 << 20) + 8192).contains(&at);
+        let wrong = (0..len).find(|&at| (back[at] == 0) != zero(at));
+        assert_eq!(wrong, None, "{}", dir.display());
+
+        // Another file renamed over the path is not the one zeroed.
+        let other = dir.join("other");
+        std::fs::write(&other, vec![0xcd; 8192]).unwrap();
+        std::fs::rename(&other, &path).unwrap();
+        file.write_zeros(0, 4096).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), vec![0xcd; 8192]);
+        let mut head = [1u8; 4096];
+        file.read_exact_at(&mut head, 0).unwrap();
+        assert_eq!(head, [0u8; 4096]);
+    }
+}

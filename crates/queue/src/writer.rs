@@ -181,9 +181,10 @@ pub(crate) struct Writer {
 }
 
 /// A main segment prepared ahead of need while the queue grows: created under its temporary
-/// name, preallocated, zero-filled and synced by a helper thread, so the writer never stalls
-/// on zero-filling 64 MiB at a rollover. It becomes a segment only when the writer writes its
-/// header and renames it; a crash before that leaves a `.tmp` file that recovery removes.
+/// name, preallocated, zero-filled (past the page cache: `File::write_zeros`) and synced by a
+/// helper thread, so the writer never stalls on zero-filling 64 MiB at a rollover. It becomes
+/// a segment only when the writer writes its header and renames it; a crash before that leaves
+/// a `.tmp` file that recovery removes.
 pub(crate) struct Spare {
     seq: u64,
     tmp: PathBuf,
@@ -211,7 +212,7 @@ impl Spare {
                 let bytes = core.config.segment_bytes;
                 let file = core.disk.open(&path, true)?;
                 file.allocate(bytes)?;
-                zero_fill(&*file, bytes)?;
+                file.write_zeros(0, bytes)?;
                 file.sync_data()?;
                 core.fdatasyncs.fetch_add(1, Ordering::Relaxed);
                 Ok(file)
@@ -851,17 +852,4 @@ fn insert(st: &mut crate::queue::State, placed: Placed, kind: Kind, class: Class
             lease: None,
         },
     );
-}
-
-/// Writes zeros over `[0, len)` in large chunks.
-fn zero_fill(file: &dyn disk::File, len: u64) -> std::io::Result<()> {
-    const CHUNK_BYTES: u64 = 1 << 20;
-    let zeros = vec![0u8; CHUNK_BYTES as usize];
-    let mut offset = 0;
-    while offset < len {
-        let n = CHUNK_BYTES.min(len - offset) as usize;
-        file.write_all_at(&zeros[..n], offset)?;
-        offset += n as u64;
-    }
-    Ok(())
 }
