@@ -44,16 +44,17 @@ pub trait Disk: Send + Sync + 'static {
 /// What [`File::write_zeros`] writes per call.
 pub const ZERO_CHUNK_BYTES: u64 = 1 << 20;
 
-/// Calls `write(zeros, at)` over `[offset, offset + len)` in chunks of [`ZERO_CHUNK_BYTES`].
+/// Calls `write(zeros, at)` over `[offset, offset + len)` in chunks of at most `zeros.len()`
+/// (not empty).
 fn zeros_in_chunks(
+    zeros: &[u8],
     offset: u64,
     len: u64,
     mut write: impl FnMut(&[u8], u64) -> io::Result<()>,
 ) -> io::Result<()> {
-    let zeros = vec![0u8; ZERO_CHUNK_BYTES.min(len) as usize];
     let mut at = offset;
     while at < offset + len {
-        let n = ZERO_CHUNK_BYTES.min(offset + len - at) as usize;
+        let n = (zeros.len() as u64).min(offset + len - at) as usize;
         write(&zeros[..n], at)?;
         at += n as u64;
     }
@@ -82,7 +83,10 @@ pub trait File: Send + Sync {
     /// any write. The real disk writes them past the page cache where it can (see its
     /// implementation); this default copies them through it.
     fn write_zeros(&self, offset: u64, len: u64) -> io::Result<()> {
-        zeros_in_chunks(offset, len, |zeros, at| self.write_all_at(zeros, at))
+        let zeros = vec![0u8; ZERO_CHUNK_BYTES.min(len).max(1) as usize];
+        zeros_in_chunks(&zeros, offset, len, |zeros, at| {
+            self.write_all_at(zeros, at)
+        })
     }
 
     /// Reads exactly `buf.len()` bytes or fails with `UnexpectedEof`.

@@ -106,22 +106,18 @@ impl RealFile {
         let skew = buffer.as_ptr() as usize % DIRECT_ALIGN as usize;
         let start = (DIRECT_ALIGN as usize - skew) % DIRECT_ALIGN as usize;
         let zeros = &buffer[start..start + chunk];
-        let mut at = offset;
-        while at < offset + len {
-            let n = ZERO_CHUNK_BYTES.min(offset + len - at) as usize;
-            match direct.write_all_at(&zeros[..n], at) {
-                Ok(()) => at += n as u64,
-                // Refused before anything was written (a file system that opens O_DIRECT
-                // but will not do it): the page cache path writes the whole range.
-                Err(e)
-                    if at == offset
-                        && e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) =>
-                {
-                    return Ok(false);
-                }
-                Err(e) => return Err(e),
+        // The first chunk probes: a file system that opens O_DIRECT but will not do it says
+        // EINVAL before anything is written, and the page cache path writes the whole range.
+        let first = ZERO_CHUNK_BYTES.min(len);
+        match direct.write_all_at(&zeros[..first as usize], offset) {
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => {
+                return Ok(false);
             }
+            other => other?,
         }
+        crate::zeros_in_chunks(zeros, offset + first, len - first, |zeros, at| {
+            direct.write_all_at(zeros, at)
+        })?;
         // Later writes of parts of these pages would read each one back first; have the
         // kernel bring them in now, in large requests, off the writer's path. Only advice.
         let _ = rustix::fs::fadvise(
@@ -186,6 +182,9 @@ impl File for RealFile {
         if self.write_zeros_direct(offset, len)? {
             return Ok(());
         }
-        crate::zeros_in_chunks(offset, len, |zeros, at| self.file.write_all_at(zeros, at))
+        let zeros = vec![0u8; ZERO_CHUNK_BYTES.min(len).max(1) as usize];
+        crate::zeros_in_chunks(&zeros, offset, len, |zeros, at| {
+            self.file.write_all_at(zeros, at)
+        })
     }
 }

@@ -74,19 +74,6 @@ fn last_nonzero(bytes: &[u8]) -> Option<usize> {
     })
 }
 
-/// Writes zeros over `from..to` and syncs them.
-fn zero_range(file: &dyn File, from: u64, to: u64) -> std::io::Result<()> {
-    const CHUNK_BYTES: u64 = 1 << 20;
-    let zeros = vec![0u8; CHUNK_BYTES.min(to.saturating_sub(from)) as usize];
-    let mut at = from;
-    while at < to {
-        let n = CHUNK_BYTES.min(to - at) as usize;
-        file.write_all_at(&zeros[..n], at)?;
-        at += n as u64;
-    }
-    file.sync_data()
-}
-
 fn random_id() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -436,8 +423,9 @@ pub(crate) fn open(
             from, journal.tail,
             "records are appended where the chain ends"
         );
-        zero_range(&*journal.file, from, to)
-            .ctx(|| format!("zeroing past the end of {}", journal.path.display()))?;
+        let what = || format!("zeroing past the end of {}", journal.path.display());
+        journal.file.write_zeros(from, to - from).ctx(what)?;
+        journal.file.sync_data().ctx(what)?;
     }
     if journal.len < prealloc {
         // A journal cut short (or made with a smaller setting): give it its room back, so
