@@ -6,7 +6,7 @@ mod common;
 
 use std::process::Command;
 
-use common::{Server, script, setup};
+use common::{Server, script, set_up_data_dir};
 
 fn curl(args: &[&str]) -> std::process::Output {
     Command::new("curl")
@@ -25,10 +25,7 @@ fn curl(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn imaplib_command_matrix_and_idle_between_two_sessions() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    setup(&data);
+    let (_dir, data) = set_up_data_dir();
     let server = Server::start(&data);
     let run = Command::new("python3")
         .arg(script("imap_matrix.py"))
@@ -47,10 +44,7 @@ fn imaplib_command_matrix_and_idle_between_two_sessions() {
 
 #[test]
 fn curl_lists_appends_and_fetches() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    setup(&data);
+    let (dir, data) = set_up_data_dir();
     let server = Server::start(&data);
     let base = format!("imaps://{}", server.addr("imaps"));
     let upload = dir.path().join("upload.eml");
@@ -92,10 +86,7 @@ fn curl_lists_appends_and_fetches() {
 
 #[test]
 fn mbsync_round_trips_a_folder_tree_with_flags() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    setup(&data);
+    let (dir, data) = set_up_data_dir();
     // mbsync speaks plain IMAP here (SSLType None), so LOGIN without TLS must be allowed.
     let config = dir.path().join("mailstow.toml");
     std::fs::write(&config, "[server]\nauth_without_tls = true\n").unwrap();

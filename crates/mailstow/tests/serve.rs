@@ -6,14 +6,11 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Server, mailstow, must, script, setup};
+use common::{Server, mailstow, must, script, set_up_data_dir, setup};
 
 #[test]
 fn python_clients_over_every_listener_then_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    setup(&data);
+    let (dir, data) = set_up_data_dir();
     let listed = must(mailstow(&data, &["user", "list"]));
     assert!(listed.contains("alice@example.test") && listed.contains("bob@example.test"));
 
@@ -61,10 +58,7 @@ fn python_clients_over_every_listener_then_restart() {
 
 #[test]
 fn curl_speaks_smtp_and_pop3_with_tls() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    setup(&data);
+    let (dir, data) = set_up_data_dir();
     let server = Server::start(&data);
     // The running server owns the engines: a second process is refused, in one line.
     let refused = mailstow(&data, &["store", "stats"]);
@@ -143,10 +137,7 @@ fn curl_speaks_smtp_and_pop3_with_tls() {
 /// retry it: our per-recipient 550 after RCPT).
 #[test]
 fn postfix_relays_into_mailstow_over_lmtp() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    setup(&data);
+    let (dir, data) = set_up_data_dir();
     let server = Server::start(&data);
     let root = dir.path().join("postfix");
     let port = {
@@ -206,10 +197,7 @@ fn postfix_relays_into_mailstow_over_lmtp() {
 #[test]
 fn connections_over_the_per_address_limit_get_421() {
     use std::io::{BufRead as _, BufReader};
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    setup(&data);
+    let (dir, data) = set_up_data_dir();
     let config = dir.path().join("mailstow.toml");
     std::fs::write(&config, "[server]\nconnections_per_ip_max = 2\n").unwrap();
     let server = Server::start_with(&data, Some(&config));
@@ -251,10 +239,7 @@ fn connections_over_the_per_address_limit_get_421() {
 /// never by the signal's default action: a supervisor may stop it as soon as it is up.
 #[test]
 fn sigterm_right_after_the_listeners_are_announced_stops_in_order() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    setup(&data);
+    let (_dir, data) = set_up_data_dir();
     for _ in 0..5 {
         Server::start(&data).stop_cleanly();
     }
@@ -311,10 +296,7 @@ fn relays_remote_mail_to_a_smarthost_and_bounces_its_refusals() {
 /// gets 552 5.2.2 at RCPT, and once the mailbox is full further mail gets 452 4.2.2.
 #[test]
 fn quota_is_enforced_at_rcpt() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    setup(&data);
+    let (_dir, data) = set_up_data_dir();
     let server = Server::start(&data);
     must(mailstow(
         &data,

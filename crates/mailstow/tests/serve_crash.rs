@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Server, setup, smtp_reply as reply};
+use common::{Server, set_up_data_dir, smtp_reply as reply};
 
 const SENDERS: usize = 8;
 
@@ -79,10 +79,7 @@ fn every_acknowledged_message_survives_sigkill() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(4);
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    setup(&data);
+    let (_dir, data) = set_up_data_dir();
     let next = Arc::new(AtomicU64::new(0));
     let acked = Arc::new(Mutex::new(HashSet::new()));
     let in_flight = Arc::new(Mutex::new(Vec::new()));

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Server, setup, smtp_reply as reply};
+use common::{Server, set_up_data_dir, smtp_reply as reply};
 
 const IDLE_CONNECTIONS: usize = 1000;
 const SENDERS: usize = 32;
@@ -53,10 +53,7 @@ fn a_thousand_idle_connections_and_32_senders() {
             },
         );
     }
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    setup(&data);
+    let (dir, data) = set_up_data_dir();
     // Every connection comes from 127.0.0.1: raise the per-address limit above the load.
     let config = dir.path().join("mailstow.toml");
     std::fs::write(

@@ -170,6 +170,16 @@ impl Drop for Server {
     }
 }
 
+/// A temporary directory holding `data`, made and [`setup`]; the directory lives as long as
+/// the returned handle.
+pub(crate) fn set_up_data_dir() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).expect("data directory");
+    setup(&data);
+    (dir, data)
+}
+
 pub(crate) fn setup(data: &Path) {
     must(mailstow(data, &["domain", "add", "example.test"]));
     let password_file = data.parent().unwrap().join("password");
