@@ -73,6 +73,17 @@ where
     Ok(count > 0)
 }
 
+async fn being_deleted<'e, E>(executor: E, address: &str) -> Result<bool, DirectoryError>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Sqlite>,
+{
+    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM deleted_users WHERE address = $1")
+        .bind(address)
+        .fetch_one(executor)
+        .await?;
+    Ok(count > 0)
+}
+
 async fn user_exists<'e, E>(executor: E, address: &str) -> Result<bool, DirectoryError>
 where
     E: sqlx::Executor<'e, Database = sqlx::Sqlite>,
@@ -126,6 +137,11 @@ impl Directory {
                 aliases,
             });
         }
+        // Its signing keys go with it.
+        sqlx::query("DELETE FROM dkim_keys WHERE domain = $1")
+            .bind(&name)
+            .execute(&mut *tx)
+            .await?;
         sqlx::query("DELETE FROM domains WHERE name = $1")
             .bind(&name)
             .execute(&mut *tx)
@@ -157,11 +173,18 @@ impl Directory {
         if user_exists(&self.inner.pool, &address).await? {
             return Err(DirectoryError::UserExists(address));
         }
+        if being_deleted(&self.inner.pool, &address).await? {
+            return Err(DirectoryError::UserBeingDeleted(address));
+        }
         let hash = self.hash_password(password).await?;
 
         let mut tx = db::begin_write(&self.inner.pool).await?;
         if !domain_exists(&mut *tx, &domain).await? {
             return Err(DirectoryError::NoSuchDomain(domain));
+        }
+        // The old account's mail is still in the store: the new one must not inherit it.
+        if being_deleted(&mut *tx, &address).await? {
+            return Err(DirectoryError::UserBeingDeleted(address));
         }
         let inserted = sqlx::query(
             "INSERT INTO users (address, domain, password_hash, quota_bytes, created_at) \
@@ -206,9 +229,12 @@ impl Directory {
         Ok(())
     }
 
-    /// Deletes a user. Aliases pointing at the address stay (they resolve to nothing, or to
-    /// the catch-all, until removed or the user is added again).
-    pub async fn del_user(&self, address: &str) -> Result<(), DirectoryError> {
+    /// Deletes a user and records the address in `deleted_users`, in one transaction: the
+    /// user can no longer log in or receive mail, and the address cannot be added again
+    /// until whoever owns the store has removed the user's mail and called [`Directory::purged`].
+    /// Aliases pointing at the address stay (they resolve to nothing, or to the catch-all,
+    /// until removed or the user is added again). Returns the canonical address.
+    pub async fn del_user(&self, address: &str) -> Result<String, DirectoryError> {
         let address = address_arg(address, LocalCase::Fold)?.joined();
         let mut tx = db::begin_write(&self.inner.pool).await?;
         let deleted = sqlx::query("DELETE FROM users WHERE address = $1")
@@ -218,8 +244,37 @@ impl Directory {
         if deleted.rows_affected() == 0 {
             return Err(DirectoryError::NoSuchUser(address));
         }
+        sqlx::query(
+            "INSERT INTO deleted_users (address, deleted_at) VALUES ($1, $2) \
+             ON CONFLICT (address) DO NOTHING",
+        )
+        .bind(&address)
+        .bind(unix_now_s())
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         self.refresh_after_write().await;
+        Ok(address)
+    }
+
+    /// Addresses deleted whose mail the store may still hold, oldest first.
+    pub async fn pending_deletions(&self) -> Result<Vec<String>, DirectoryError> {
+        let rows =
+            sqlx::query_scalar("SELECT address FROM deleted_users ORDER BY deleted_at, address")
+                .fetch_all(&self.inner.pool)
+                .await?;
+        Ok(rows)
+    }
+
+    /// The store no longer holds anything of the deleted user `address`: the address may be
+    /// added again. Idempotent.
+    pub async fn purged(&self, address: &str) -> Result<(), DirectoryError> {
+        let mut tx = db::begin_write(&self.inner.pool).await?;
+        sqlx::query("DELETE FROM deleted_users WHERE address = $1")
+            .bind(address)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
         Ok(())
     }
 

@@ -37,6 +37,7 @@ use sqlx::SqlitePool;
 
 use crate::address::{LocalCase, parse_address, subaddress_base};
 use crate::db;
+use crate::dkim::DkimKey;
 use crate::error::DirectoryError;
 
 /// Where a message for one address goes.
@@ -87,6 +88,8 @@ pub(crate) struct Snapshot {
     pub(crate) users: HashMap<String, Option<u64>>,
     /// source (`local@dom` or `@dom`) -> destinations, sorted.
     pub(crate) aliases: HashMap<String, Vec<String>>,
+    /// domain -> the key that signs its mail (the newest).
+    pub(crate) dkim: HashMap<String, DkimKey>,
 }
 
 /// The in-memory directory snapshot; see the module documentation.
@@ -163,6 +166,14 @@ impl Cache {
         self.snapshot()
             .users
             .contains_key(&address.to_ascii_lowercase())
+    }
+
+    /// The key that signs mail from `domain` (any case), if it has one.
+    pub fn dkim_key(&self, domain: &str) -> Option<DkimKey> {
+        self.snapshot()
+            .dkim
+            .get(&domain.to_ascii_lowercase())
+            .cloned()
     }
 
     /// The quota of the user with this address (any case): `None` when unlimited or when

@@ -13,6 +13,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
 use crate::cache::Snapshot;
+use crate::dkim::DkimKey;
 use crate::error::DirectoryError;
 
 /// The embedded migrations, oldest first: (version, SQL). Versions are 1, 2, 3, ...; a file
@@ -20,6 +21,7 @@ use crate::error::DirectoryError;
 const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../migrations/0001_initial.sql")),
     (2, include_str!("../migrations/0002_subscriptions.sql")),
+    (3, include_str!("../migrations/0003_deletions_and_dkim.sql")),
 ];
 
 /// The schema version this program writes.
@@ -144,6 +146,7 @@ pub(crate) async fn load_snapshot(pool: &SqlitePool) -> Result<Snapshot, Directo
         sqlx::query_as("SELECT source, destination FROM aliases ORDER BY source, destination")
             .fetch_all(&mut *tx)
             .await?;
+    let keys = load_dkim_keys(&mut *tx).await?;
     tx.commit().await?;
 
     let mut snapshot = Snapshot {
@@ -155,6 +158,10 @@ pub(crate) async fn load_snapshot(pool: &SqlitePool) -> Result<Snapshot, Directo
         let quota = quota_from_sql(&address, quota)?;
         snapshot.users.insert(address, quota);
     }
+    // Newest first within a domain: the first one seen signs.
+    for key in keys {
+        snapshot.dkim.entry(key.domain.clone()).or_insert(key);
+    }
     for (source, destination) in aliases {
         snapshot
             .aliases
@@ -163,6 +170,33 @@ pub(crate) async fn load_snapshot(pool: &SqlitePool) -> Result<Snapshot, Directo
             .push(destination);
     }
     Ok(snapshot)
+}
+
+/// Every DKIM key, by domain, newest first within a domain.
+pub(crate) async fn load_dkim_keys<'e, E>(executor: E) -> Result<Vec<DkimKey>, DirectoryError>
+where
+    E: sqlx::Executor<'e, Database = Sqlite>,
+{
+    type Row = (String, String, String, String, String, i64);
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT domain, selector, algorithm, private_key, public_key, created_at \
+         FROM dkim_keys ORDER BY domain, created_at DESC, selector",
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(
+            |(domain, selector, algorithm, private_key, public_key, created_at)| DkimKey {
+                domain,
+                selector,
+                algorithm,
+                private_key,
+                public_key,
+                created_at,
+            },
+        )
+        .collect())
 }
 
 /// A quota as stored (`BIGINT`, NULL = unlimited) back to bytes.

@@ -46,6 +46,11 @@ pub enum DirectoryError {
     UserExists(String),
     #[error("no such user {0}")]
     NoSuchUser(String),
+    /// The address was deleted and the store still holds its mail; `user add` of it waits
+    /// until the mail is gone (a running server removes it at once, an offline `user del`
+    /// before it returns).
+    #[error("user {0} was deleted and its mail is still being removed; try again shortly")]
+    UserBeingDeleted(String),
     #[error("alias {alias} -> {destination} already exists")]
     AliasExists { alias: String, destination: String },
     /// `del_alias` matched nothing; `alias` is the source; `destination` is `None` when all
@@ -63,6 +68,13 @@ pub enum DirectoryError {
     /// One alias source may not have more destinations than an expansion may produce.
     #[error("alias {alias} already has {count} destinations (expansion_targets_max)")]
     TooManyDestinations { alias: String, count: usize },
+    /// A DKIM selector is one DNS label.
+    #[error("invalid DKIM selector {0}: use letters, digits and inner hyphens, at most 63")]
+    InvalidSelector(String),
+    #[error("DKIM key {selector}._domainkey.{domain} already exists")]
+    DkimKeyExists { domain: String, selector: String },
+    #[error("no DKIM key {selector}._domainkey.{domain}")]
+    NoSuchDkimKey { domain: String, selector: String },
     #[error("invalid password: {0}")]
     InvalidPassword(&'static str),
     /// Quotas are stored as signed 64-bit integers (portable `BIGINT`).
@@ -74,6 +86,10 @@ pub enum DirectoryError {
     /// A per-user limit (subscriptions) was reached.
     #[error("limit reached: {0}")]
     Limit(String),
+    /// Too many password verifications are waiting (`Options::hash_queue_max`): a
+    /// temporary condition, answered as "try again later".
+    #[error("too many logins being checked; try again later")]
+    Busy,
     /// A blocking task (argon2) panicked or was cancelled.
     #[error("password task failed: {0}")]
     Task(String),

@@ -46,7 +46,9 @@ mod address;
 mod admin;
 mod cache;
 mod db;
+mod dkim;
 mod error;
+mod hasher;
 mod password;
 mod subscriptions;
 mod verified;
@@ -67,6 +69,7 @@ pub use address::{
 };
 pub use argon2::Params as Argon2Params;
 pub use cache::{Cache, ExpansionLimit, Resolution, Target};
+pub use dkim::{DkimKey, SELECTOR_BYTES_MAX};
 pub use error::DirectoryError;
 pub use subscriptions::{SUBSCRIPTION_BYTES_MAX, SUBSCRIPTIONS_PER_USER_MAX};
 
@@ -95,10 +98,18 @@ pub struct Options {
     /// Longest password accepted (default 1024 bytes): no human password is longer, and it
     /// bounds what one AUTH attempt makes us hash.
     pub password_bytes_max: usize,
-    /// Most argon2 computations at once (default: the number of CPUs). Each holds `m` KiB of
-    /// memory (19 MiB by default); more runs than cores would only queue inside the blocking
-    /// pool while holding that memory, so a burst of logins could exhaust RAM.
+    /// Password verifications at once: the verifier threads (default: the number of CPUs).
+    /// Each keeps its own argon2 memory (19 MiB with the default cost) for every job it runs;
+    /// more threads than cores would only hold more memory while they wait for a CPU.
     pub hash_concurrency_max: usize,
+    /// The most argon2 memory one verification may use (default 64 MiB). A stored hash that
+    /// needs more is reported as corrupt instead of being computed: with the verifier
+    /// threads, this bounds the memory logins can take at
+    /// `hash_concurrency_max × hash_memory_bytes_max`.
+    pub hash_memory_bytes_max: usize,
+    /// Verifications waiting for a thread (default 64); past it a login is answered "try
+    /// again later" at once.
+    pub hash_queue_max: usize,
     /// How long a write waits for another writer (another process) to finish (default 5 s).
     pub busy_timeout: Duration,
     /// Most pooled SQLite connections (default 4): readers run in parallel under WAL, writes
@@ -120,6 +131,8 @@ impl Default for Options {
             expansion_depth_max: 10,
             password_bytes_max: 1024,
             hash_concurrency_max: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            hash_memory_bytes_max: 64 << 20,
+            hash_queue_max: 64,
             busy_timeout: Duration::from_secs(5),
             connections_max: 4,
             verified_logins_max: 100_000,
@@ -145,6 +158,19 @@ impl Options {
         }
         if self.hash_concurrency_max == 0 {
             return bad("hash_concurrency_max must be at least 1".into());
+        }
+        if self.hash_queue_max == 0 {
+            return bad("hash_queue_max must be at least 1".into());
+        }
+        let needed = self
+            .argon2_params
+            .block_count()
+            .saturating_mul(argon2::Block::SIZE);
+        if self.hash_memory_bytes_max < needed {
+            return bad(format!(
+                "hash_memory_bytes_max ({}) is below what argon2_params need ({needed})",
+                self.hash_memory_bytes_max
+            ));
         }
         if self.connections_max == 0 {
             return bad("connections_max must be at least 1".into());
@@ -172,7 +198,11 @@ struct Inner {
     pool: SqlitePool,
     cache: Cache,
     options: Options,
+    /// New hashes (adding users, changing passwords): argon2 on the blocking pool, a few at
+    /// a time. Administrative, never reachable by a client.
     hashers: Semaphore,
+    /// Verifications: the bounded pool of `hasher.rs`.
+    verifiers: hasher::Hashers,
     /// A hash of a fixed password, made with the configured parameters on first use, so an
     /// unknown user costs the same verification as a known one.
     dummy_hash: OnceLock<String>,
@@ -214,6 +244,11 @@ impl Directory {
                 pool,
                 cache,
                 hashers: Semaphore::new(options.hash_concurrency_max),
+                verifiers: hasher::Hashers::start(
+                    options.hash_concurrency_max,
+                    options.hash_memory_bytes_max,
+                    options.hash_queue_max,
+                )?,
                 verified: verified::Verified::new(
                     options.verified_login_ttl,
                     options.verified_logins_max,
@@ -286,25 +321,41 @@ impl Directory {
         {
             return Ok(Some(address));
         }
-        let inner = Arc::clone(&self.inner);
-        let password = password.to_owned();
-        let who = address.clone();
-        let matched = self
-            .run_hasher(move || match stored {
-                Some(phc) => {
-                    let ok = password::verify(&phc, &password)?;
-                    if ok {
-                        inner.verified.remember(&who, &phc, &password);
-                    }
-                    Ok(ok)
+        let matched = match stored {
+            Some(phc) => {
+                let ok = self
+                    .inner
+                    .verifiers
+                    .verify(phc.clone(), password.to_owned())
+                    .await?;
+                if ok {
+                    self.inner.verified.remember(&address, &phc, password);
                 }
-                None => {
-                    let dummy = inner.dummy_hash()?;
-                    password::verify(dummy, &password).map(|_| false)
-                }
-            })
-            .await?;
+                ok
+            }
+            None => {
+                let dummy = self.dummy_hash().await?;
+                self.inner
+                    .verifiers
+                    .verify(dummy, password.to_owned())
+                    .await?;
+                false
+            }
+        };
         Ok(matched.then_some(address))
+    }
+
+    /// A hash of a fixed password made with the configured parameters, made once.
+    async fn dummy_hash(&self) -> Result<String, DirectoryError> {
+        if let Some(hash) = self.inner.dummy_hash.get() {
+            return Ok(hash.clone());
+        }
+        let params = self.inner.options.argon2_params.clone();
+        let hash = self
+            .run_hasher(move || password::hash(&params, "mailstow dummy password"))
+            .await?;
+        // Two racing first calls both hash; either result will do.
+        Ok(self.inner.dummy_hash.get_or_init(|| hash).clone())
     }
 
     /// Runs an argon2 job on the blocking pool, at most `hash_concurrency_max` at once.
@@ -331,16 +382,5 @@ impl Directory {
         if let Err(error) = self.inner.cache.refresh_if_changed().await {
             tracing::warn!(%error, "directory cache refresh after a write failed");
         }
-    }
-}
-
-impl Inner {
-    fn dummy_hash(&self) -> Result<&str, DirectoryError> {
-        if let Some(hash) = self.dummy_hash.get() {
-            return Ok(hash);
-        }
-        let hash = password::hash(&self.options.argon2_params, "mailstow dummy password")?;
-        // Two racing first calls both hash; either result will do.
-        Ok(self.dummy_hash.get_or_init(|| hash))
     }
 }

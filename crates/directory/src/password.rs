@@ -1,11 +1,12 @@
 //! Password hashes: argon2id in PHC string form (`$argon2id$v=19$m=19456,t=2,p=1$salt$hash`).
 //!
-//! Hashing and verification are CPU- and memory-heavy by design, so callers run them on
-//! tokio's blocking pool behind a semaphore (see `Directory::run_hasher`). Verification reads
-//! the parameters from the stored string, so hashes made with older parameters keep working
-//! after `Options::argon2_params` changes.
+//! Hashing is CPU- and memory-heavy by design, so callers run it on tokio's blocking pool
+//! behind a semaphore (see `Directory::run_hasher`); it only happens when an administrator
+//! sets a password. Verification, which any client can cause, runs on the bounded pool of
+//! `hasher.rs` and reads the parameters from the stored string, so hashes made with older
+//! parameters keep working after `Options::argon2_params` changes.
 
-use argon2::password_hash::{PasswordHasher, PasswordVerifier};
+use argon2::password_hash::PasswordHasher;
 use argon2::{Algorithm, Argon2, Params, Version};
 
 use crate::error::DirectoryError;
@@ -37,15 +38,4 @@ pub(crate) fn hash(params: &Params, password: &str) -> Result<String, DirectoryE
         .hash_password(password.as_bytes())
         .map_err(|e| DirectoryError::Hash(e.to_string()))?;
     Ok(phc.to_string())
-}
-
-/// Whether `password` matches the PHC string `phc`. A string that does not parse is corrupt
-/// data, not a wrong password.
-pub(crate) fn verify(phc: &str, password: &str) -> Result<bool, DirectoryError> {
-    // The algorithm, version and parameters come from `phc`; these are only defaults.
-    match Argon2::default().verify_password(password.as_bytes(), phc) {
-        Ok(()) => Ok(true),
-        Err(argon2::password_hash::Error::PasswordInvalid) => Ok(false),
-        Err(e) => Err(DirectoryError::Corrupt(format!("password hash: {e}"))),
-    }
 }

@@ -1,11 +1,17 @@
 //! Session limits and identity. Every limit is named `*_max` and enforced by the session.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use limits::ByteBudget;
 
 /// RFC 9051 5.4: an inactivity autologout timer must be at least 30 minutes once logged in.
 pub const AUTOLOGOUT: Duration = Duration::from_secs(30 * 60);
 /// Before login there is nothing to protect by waiting long.
 pub const LOGIN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// RFC 7888 4: what LITERAL- allows a non-synchronising literal to be.
+pub const LITERAL_MINUS_BYTES_MAX: u64 = 4096;
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -31,6 +37,33 @@ pub struct Config {
     pub output_chunk_bytes: usize,
     /// Autologout timer once logged in (RFC 9051 5.4) and while idling.
     pub autologout: Duration,
+    /// Before login: the longest line. Nothing a client sends before login needs more than a
+    /// few KiB (AUTHENTICATE PLAIN with SASL-IR is the longest), and every byte before login
+    /// is a stranger's. Default 8 KiB.
+    pub prelogin_line_bytes_max: usize,
+    /// Before login: the largest literal, synchronising or not. A larger synchronising one
+    /// gets `BAD [TOOBIG]` instead of `+`; a larger non-synchronising one (RFC 7888 4's
+    /// LITERAL- rule, which is what we advertise before login) gets `BAD [TOOBIG]` and the
+    /// connection is closed rather than read. Default 4096.
+    pub prelogin_literal_bytes_max: u64,
+    /// The time from connect to a successful login, whatever the client sends. Default 60 s.
+    pub login_deadline: Duration,
+    /// A command must be complete (line and literals) this long after its first byte, plus
+    /// one second per `transfer_rate_min` literal bytes received, at most
+    /// `command_deadline_max`. Default 60 s.
+    pub command_deadline: Duration,
+    /// The slowest literal transfer that keeps earning time, bytes per second. Default 1024.
+    pub transfer_rate_min: u64,
+    /// The longest one command may take to arrive. Default one hour.
+    pub command_deadline_max: Duration,
+    /// The longest one IDLE may last (RFC 9051 6.3.13: the server may log out a client that
+    /// idles past its inactivity timeout; clients re-issue IDLE every 29 minutes). Default
+    /// 30 minutes.
+    pub idle_deadline: Duration,
+    /// Literal bytes held in memory by every connection together (APPEND). A literal that
+    /// does not fit is refused with `NO [LIMIT]` (before `+`), or read and discarded and then
+    /// refused (LITERAL+). `None`: no shared budget (tests).
+    pub inflight: Option<Arc<ByteBudget>>,
 }
 
 impl Default for Config {
@@ -47,6 +80,14 @@ impl Default for Config {
             append_messages_max: 1000,
             output_chunk_bytes: 1 << 20,
             autologout: AUTOLOGOUT,
+            prelogin_line_bytes_max: 8 << 10,
+            prelogin_literal_bytes_max: LITERAL_MINUS_BYTES_MAX,
+            login_deadline: LOGIN_TIMEOUT,
+            command_deadline: Duration::from_secs(60),
+            transfer_rate_min: 1024,
+            command_deadline_max: Duration::from_secs(60 * 60),
+            idle_deadline: AUTOLOGOUT,
+            inflight: None,
         }
     }
 }

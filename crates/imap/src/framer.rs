@@ -2,10 +2,17 @@
 //! announces, the literal's octets and the line after it (RFC 9051 4.3, 7.5).
 //!
 //! Every limit is enforced here, before any parsing: line length, literal size (the
-//! APPENDLIMIT), the whole command's size, and the nesting depth of parenthesised lists. A
-//! command that breaks one is dropped whole: a synchronising literal is refused by answering
-//! instead of sending `+` (the client then abandons the command); a non-synchronising one
-//! (LITERAL+, RFC 7888) is read and thrown away, so the stream stays in step.
+//! APPENDLIMIT), the whole command's size, the nesting depth of parenthesised lists, the
+//! smaller line and literal sizes allowed before login, and the server's shared budget for
+//! literal bytes in memory. A command that breaks one is dropped whole: a synchronising
+//! literal is refused by answering instead of sending `+` (the client then abandons the
+//! command); a non-synchronising one (LITERAL+, RFC 7888) is read and thrown away, so the
+//! stream stays in step, except before login, where reading a stranger's megabytes is not
+//! worth staying in step for (RFC 7888 4 lets the server close instead).
+
+use std::sync::Arc;
+
+use limits::{ByteBudget, Reservation};
 
 use crate::config::Config;
 
@@ -18,26 +25,30 @@ pub(crate) enum Frame {
     Continue,
     /// The command broke a limit and was dropped; `tag` is its tag when one was seen.
     Dropped { tag: Option<String>, limit: Limit },
+    /// Before login, a non-synchronising literal over the limit: the command is refused and
+    /// the connection must be closed (its bytes are on their way and will not be read).
+    Closing { tag: Option<String>, limit: Limit },
 }
 
+/// Which limit a dropped command broke, with the bound that applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Limit {
-    Line,
-    Literal,
-    Command,
-    Nesting,
+    Line(usize),
+    Literal(u64),
+    Command(u64),
+    Nesting(u32),
+    /// The server's shared budget for literal bytes had no room.
+    Budget,
 }
 
 impl Limit {
-    pub(crate) fn text(self, config: &Config) -> String {
+    pub(crate) fn text(self) -> String {
         match self {
-            Limit::Line => format!("line longer than {} octets", config.line_bytes_max),
-            Limit::Literal => format!("literal larger than {} octets", config.literal_bytes_max),
-            Limit::Command => format!("command larger than {} octets", config.command_bytes_max),
-            Limit::Nesting => format!(
-                "parenthesised lists nested deeper than {}",
-                config.nesting_depth_max
-            ),
+            Limit::Line(n) => format!("line longer than {n} octets"),
+            Limit::Literal(n) => format!("literal larger than {n} octets"),
+            Limit::Command(n) => format!("command larger than {n} octets"),
+            Limit::Nesting(n) => format!("parenthesised lists nested deeper than {n}"),
+            Limit::Budget => "server busy, no room for this literal now; try again later".into(),
         }
     }
 }
@@ -56,6 +67,15 @@ pub(crate) struct Framer {
     literal_bytes_max: u64,
     command_bytes_max: u64,
     nesting_depth_max: u32,
+    prelogin_line_bytes_max: usize,
+    prelogin_literal_bytes_max: u64,
+    /// Logged in: the full limits apply, and literals are charged to `inflight`.
+    authenticated: bool,
+    inflight: Option<Arc<ByteBudget>>,
+    /// The current command's share of `inflight`.
+    reservation: Option<Reservation>,
+    /// The last command handed out still runs; its share goes back at the next `next`.
+    handed_out: Option<Reservation>,
     input: Vec<u8>,
     /// How far `input` was searched for a line end without finding one.
     scanned: usize,
@@ -67,6 +87,10 @@ pub(crate) struct Framer {
     dropping: Option<(Option<String>, Limit)>,
     /// The end of a line too long to keep, while it is dropped.
     tail: Vec<u8>,
+    /// Commands finished (handed out or dropped): numbers the one in progress.
+    finished: u64,
+    /// Literal bytes of the current command received so far.
+    literal_received: u64,
 }
 
 impl Framer {
@@ -76,6 +100,14 @@ impl Framer {
             literal_bytes_max: config.literal_bytes_max,
             command_bytes_max: config.command_bytes_max,
             nesting_depth_max: config.nesting_depth_max,
+            prelogin_line_bytes_max: config.prelogin_line_bytes_max.min(config.line_bytes_max),
+            prelogin_literal_bytes_max: config
+                .prelogin_literal_bytes_max
+                .min(config.literal_bytes_max),
+            authenticated: false,
+            inflight: config.inflight.clone(),
+            reservation: None,
+            handed_out: None,
             input: Vec::new(),
             scanned: 0,
             state: State::Line,
@@ -83,6 +115,8 @@ impl Framer {
             depth: 0,
             dropping: None,
             tail: Vec::new(),
+            finished: 0,
+            literal_received: 0,
         }
     }
 
@@ -95,6 +129,28 @@ impl Framer {
         self.input.len()
     }
 
+    /// The line limit in force (smaller before login).
+    pub(crate) fn line_max(&self) -> usize {
+        if self.authenticated {
+            self.line_bytes_max
+        } else {
+            self.prelogin_line_bytes_max
+        }
+    }
+
+    fn literal_max(&self) -> u64 {
+        if self.authenticated {
+            self.literal_bytes_max
+        } else {
+            self.prelogin_literal_bytes_max
+        }
+    }
+
+    /// The client logged in: the full limits apply from the next command on.
+    pub(crate) fn logged_in(&mut self) {
+        self.authenticated = true;
+    }
+
     /// Forgets everything buffered (STARTTLS: nothing sent in plaintext may be read as if
     /// it came over TLS, RFC 9051 6.2.1).
     pub(crate) fn discard_input(&mut self) {
@@ -102,13 +158,44 @@ impl Framer {
         self.scanned = 0;
     }
 
-    /// True when a command is partly received (the shell's idle timer should not apply
-    /// the short pre-login timeout to a slow literal, for instance).
+    /// True when a command is partly received: its clock is running.
     pub(crate) fn in_command(&self) -> bool {
-        !self.command.is_empty() || self.state != State::Line || self.dropping.is_some()
+        !self.input.is_empty()
+            || !self.command.is_empty()
+            || self.state != State::Line
+            || self.dropping.is_some()
+    }
+
+    /// Numbers the command in progress (changes when one is finished).
+    pub(crate) fn command_number(&self) -> u64 {
+        self.finished
+    }
+
+    /// Literal bytes of the command in progress received so far.
+    pub(crate) fn literal_received(&self) -> u64 {
+        self.literal_received
     }
 
     pub(crate) fn next(&mut self) -> Option<Frame> {
+        // The command handed out last time has run by now.
+        self.handed_out = None;
+        let frame = self.frame();
+        if matches!(
+            frame,
+            Some(Frame::Command(_) | Frame::Dropped { .. } | Frame::Closing { .. })
+        ) {
+            self.finished = self.finished.wrapping_add(1);
+            self.literal_received = 0;
+            if matches!(frame, Some(Frame::Command(_))) {
+                self.handed_out = self.reservation.take();
+            } else {
+                self.reservation = None;
+            }
+        }
+        frame
+    }
+
+    fn frame(&mut self) -> Option<Frame> {
         loop {
             match self.state {
                 State::Literal { left } => {
@@ -116,6 +203,7 @@ impl Framer {
                         return None;
                     }
                     let take = (left.min(self.input.len() as u64)) as usize;
+                    self.literal_received = self.literal_received.saturating_add(take as u64);
                     if self.dropping.is_none() {
                         self.command.extend_from_slice(&self.input[..take]);
                     }
@@ -131,10 +219,10 @@ impl Framer {
                     let Some(end) = self.input[self.scanned..].iter().position(|&b| b == b'\n')
                     else {
                         self.scanned = self.input.len();
-                        if self.dropping.is_some() || self.input.len() > self.line_bytes_max {
+                        if self.dropping.is_some() || self.input.len() > self.line_max() {
                             if self.dropping.is_none() {
                                 let tag = self.current_tag(&self.input);
-                                self.drop_command(tag, Limit::Line);
+                                self.drop_command(tag, Limit::Line(self.line_max()));
                             }
                             self.keep_tail_of_input();
                         }
@@ -174,12 +262,36 @@ impl Framer {
         self.dropping = Some((tag, limit));
         self.command = Vec::new();
         self.depth = 0;
+        self.reservation = None;
     }
 
     fn finish_dropped(&mut self) -> Frame {
-        let (tag, limit) = self.dropping.take().unwrap_or((None, Limit::Line));
+        let (tag, limit) = self
+            .dropping
+            .take()
+            .unwrap_or((None, Limit::Line(self.line_max())));
         self.tail.clear();
         Frame::Dropped { tag, limit }
+    }
+
+    /// Charges the current command, with a literal of `n` more bytes about to arrive, to the
+    /// shared budget (after login only; before it the literal limit is a few KiB). Reserves the
+    /// command buffer's room too, so what was charged is all it will take.
+    fn charge(&mut self, n: u64) -> bool {
+        if !self.authenticated {
+            return true;
+        }
+        let Some(budget) = &self.inflight else {
+            return true;
+        };
+        let reservation = self.reservation.get_or_insert_with(|| budget.reservation());
+        let needed = (self.command.len() as u64).saturating_add(n);
+        if !reservation.grow_to(limits::rounded_up(needed)) {
+            return false;
+        }
+        self.command
+            .reserve_exact(usize::try_from(n).unwrap_or(usize::MAX));
+        true
     }
 
     fn line(&mut self, line: Vec<u8>) -> Option<Frame> {
@@ -196,9 +308,9 @@ impl Framer {
                 _ => Some(self.finish_dropped()),
             };
         }
-        if line.len() > self.line_bytes_max {
+        if line.len() > self.line_max() {
             let tag = self.current_tag(&line);
-            self.drop_command(tag, Limit::Line);
+            self.drop_command(tag, Limit::Line(self.line_max()));
             self.tail = line;
             return self.line(Vec::new());
         }
@@ -206,7 +318,7 @@ impl Framer {
             (depth, deepest) if deepest <= self.nesting_depth_max => self.depth = depth,
             _ => {
                 let tag = self.current_tag(&line);
-                self.drop_command(tag, Limit::Nesting);
+                self.drop_command(tag, Limit::Nesting(self.nesting_depth_max));
                 self.tail = line;
                 return self.line(Vec::new());
             }
@@ -216,15 +328,25 @@ impl Framer {
             self.depth = 0;
             return Some(Frame::Command(std::mem::take(&mut self.command)));
         };
-        let limit = if n > self.literal_bytes_max {
-            Some(Limit::Literal)
+        let limit = if n > self.literal_max() {
+            Some(Limit::Literal(self.literal_max()))
         } else if self.command.len() as u64 + n > self.command_bytes_max {
-            Some(Limit::Command)
+            Some(Limit::Command(self.command_bytes_max))
+        } else if !self.charge(n) {
+            Some(Limit::Budget)
         } else {
             None
         };
         if let Some(limit) = limit {
             let tag = tag_of(&self.command);
+            if !sync && !self.authenticated {
+                // RFC 7888 4: over LITERAL-'s limit; the server may close rather than read.
+                self.drop_command(None, limit);
+                self.dropping = None;
+                self.input.clear();
+                self.scanned = 0;
+                return Some(Frame::Closing { tag, limit });
+            }
             self.drop_command(tag, limit);
             if sync {
                 // RFC 9051 7.5: refusing a synchronising literal ends the command.

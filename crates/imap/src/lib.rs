@@ -36,7 +36,7 @@ mod selected;
 mod session;
 
 pub use cache::{HeaderCache, ViewCache};
-pub use config::{AUTOLOGOUT, Config, LOGIN_TIMEOUT};
+pub use config::{AUTOLOGOUT, Config, LITERAL_MINUS_BYTES_MAX, LOGIN_TIMEOUT};
 pub use event::{AuthResult, Event};
 pub use session::{Backend, Session, Subscriptions};
 

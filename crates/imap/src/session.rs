@@ -5,11 +5,12 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
+use limits::{Deadline, Deadlines};
 use store::Store;
 
 use crate::config::{Config, LOGIN_TIMEOUT};
 use crate::event::{AuthResult, Event};
-use crate::framer::{Frame, Framer};
+use crate::framer::{Frame, Framer, Limit};
 use crate::parse::parse;
 use crate::selected::Selected;
 
@@ -83,6 +84,8 @@ pub struct Session {
     pub(crate) pending_login: Option<String>,
     pub(crate) errors: u32,
     pub(crate) closed: bool,
+    /// IDLE commands entered: numbers the one in progress, for its deadline.
+    pub(crate) idles: u64,
 }
 
 impl Session {
@@ -104,6 +107,7 @@ impl Session {
             pending_login: None,
             errors: 0,
             closed: false,
+            idles: 0,
         };
         let caps = s.capabilities();
         s.untagged(&format!(
@@ -125,7 +129,7 @@ impl Session {
         !self.closed
             && !matches!(self.waiting, Some(Waiting::Auth { .. }))
             && self.work.is_none()
-            && self.framer.buffered() < self.config.line_bytes_max * 4
+            && self.framer.buffered() < self.framer.line_max().saturating_mul(4)
     }
 
     /// In IDLE: the shell should also wake when the user's mail changes.
@@ -144,25 +148,76 @@ impl Session {
 
     /// How long the shell waits for input before calling `timed_out`.
     pub fn timeout(&self) -> Duration {
-        if self.state == State::NotAuthenticated && !self.framer.in_command() {
-            LOGIN_TIMEOUT
+        if self.state == State::NotAuthenticated {
+            LOGIN_TIMEOUT.min(self.config.autologout)
         } else {
             self.config.autologout
         }
     }
 
+    /// What bounds the time of the current step, whatever trickles in (see
+    /// [`limits::Deadline`]): all of the time before login, one IDLE, and the command being
+    /// received (its line and literals, earning time at `transfer_rate_min`).
+    pub fn deadlines(&self) -> Deadlines {
+        let mut deadlines = Deadlines::default();
+        if self.closed {
+            return deadlines;
+        }
+        let config = &self.config;
+        if self.state == State::NotAuthenticated {
+            deadlines.phase = Some(Deadline {
+                step: 0,
+                within: config.login_deadline,
+            });
+        } else if self.is_idle() {
+            deadlines.phase = Some(Deadline {
+                step: self.idles,
+                within: config.idle_deadline,
+            });
+        }
+        if self.framer.in_command() {
+            deadlines.request = Some(Deadline {
+                step: self.framer.command_number(),
+                within: Deadline::transfer(
+                    config.command_deadline,
+                    self.framer.literal_received(),
+                    config.transfer_rate_min,
+                    config.command_deadline_max,
+                ),
+            });
+        }
+        deadlines
+    }
+
     /// RFC 9051 5.4: the autologout timer ran out.
     pub fn timed_out(&mut self) {
-        if !self.closed {
-            self.untagged("BYE Autologout; idle for too long");
-            self.close();
+        self.bye("BYE Autologout; idle for too long");
+    }
+
+    /// A deadline from [`Session::deadlines`] passed: before login, in IDLE (RFC 9051
+    /// 6.3.13: the client should have re-issued it), or a command that took too long to
+    /// arrive.
+    pub fn deadline_passed(&mut self) {
+        if self.is_idle() {
+            self.bye("BYE Autologout; IDLE for too long, re-issue it more often");
+        } else {
+            self.bye("BYE Too slow; closing");
         }
     }
 
     /// The server is shutting down.
-    pub fn shutdown(&mut self) {
+    pub fn shutting_down(&mut self) {
+        self.bye("BYE Server shutting down");
+    }
+
+    /// The logged-in account was deleted.
+    pub fn revoked(&mut self) {
+        self.bye("BYE Account removed");
+    }
+
+    fn bye(&mut self, text: &str) {
         if !self.closed {
-            self.untagged("BYE Server shutting down");
+            self.untagged(text);
             self.close();
         }
     }
@@ -180,6 +235,7 @@ impl Session {
             AuthResult::Success { user } => {
                 self.user = Some(user);
                 self.state = State::Authenticated;
+                self.framer.logged_in();
                 self.pending_login = Some(tag);
             }
             AuthResult::BadCredentials => {
@@ -237,19 +293,31 @@ impl Session {
         match frame {
             Frame::Continue => self.out.extend_from_slice(b"+ Ready for literal data\r\n"),
             Frame::Dropped { tag, limit } => {
-                let text = limit.text(&self.config);
+                let text = limit.text();
                 let tag = tag.unwrap_or_else(|| "*".into());
-                let code = if limit == crate::framer::Limit::Literal {
-                    "[TOOBIG] "
-                } else {
-                    ""
+                let response = match limit {
+                    // RFC 9051 7.1: LIMIT, a server limit, not the client's error.
+                    Limit::Budget => format!("NO [LIMIT] {text}"),
+                    // RFC 4469 and RFC 7888 4's TOOBIG.
+                    Limit::Literal(_) => format!("BAD [TOOBIG] {text}"),
+                    _ => format!("BAD {text}"),
                 };
                 if tag == "*" {
-                    self.untagged(&format!("BAD {code}{text}"));
+                    self.untagged(&response);
                 } else {
-                    self.tagged(&tag, &format!("BAD {code}{text}"));
+                    self.tagged(&tag, &response);
                 }
-                self.error();
+                if limit != Limit::Budget {
+                    self.error();
+                }
+            }
+            Frame::Closing { tag, limit } => {
+                let response = format!("BAD [TOOBIG] {}", limit.text());
+                match tag {
+                    Some(tag) => self.tagged(&tag, &response),
+                    None => self.untagged(&response),
+                }
+                self.bye("BYE Literal too large before login");
             }
             Frame::Command(bytes) => match self.waiting.take() {
                 Some(Waiting::Idle { tag }) => self.idle_line(&tag, &bytes, backend),
@@ -336,8 +404,15 @@ impl Session {
                 caps.push_str(" LOGINDISABLED");
             }
         }
+        // RFC 7888: before login only LITERAL- (non-synchronising literals up to 4096
+        // octets); after it, LITERAL+.
+        caps.push_str(if self.state == State::NotAuthenticated {
+            " LITERAL-"
+        } else {
+            " LITERAL+"
+        });
         caps.push_str(
-            " LITERAL+ ENABLE IDLE ID NAMESPACE UNSELECT UIDPLUS MOVE CHILDREN SPECIAL-USE \
+            " ENABLE IDLE ID NAMESPACE UNSELECT UIDPLUS MOVE CHILDREN SPECIAL-USE \
              LIST-EXTENDED LIST-STATUS ESEARCH MULTIAPPEND BINARY CONDSTORE STATUS=SIZE",
         );
         caps.push_str(&format!(" APPENDLIMIT={}", self.config.literal_bytes_max));

@@ -49,7 +49,36 @@ pub(crate) struct ServerSection {
     pub(crate) imap_header_cache_bytes_max: Option<usize>,
     /// Memory for folder views IMAP SELECT shares between sessions.
     pub(crate) imap_view_cache_bytes_max: Option<usize>,
+    /// Failed logins from one address (all user names) in `auth_failure_window_seconds`
+    /// before further attempts are refused unchecked.
     pub(crate) auth_failures_max: Option<u32>,
+    /// Failed logins of one user name from one address.
+    pub(crate) auth_user_failures_max: Option<u32>,
+    /// Failed logins from one /24 (IPv4) or /64 (IPv6) network.
+    pub(crate) auth_network_failures_max: Option<u32>,
+    pub(crate) auth_failure_window_seconds: Option<u64>,
+    /// Password verifications at once (threads), the argon2 memory one may use, and how many
+    /// may wait.
+    pub(crate) hash_concurrency_max: Option<usize>,
+    pub(crate) hash_memory_bytes_max: Option<usize>,
+    pub(crate) hash_queue_max: Option<usize>,
+    /// Message bytes in memory, all connections together (SMTP content, IMAP literals).
+    pub(crate) inflight_bytes_max: Option<u64>,
+    /// Total time from connect to login (submission, POP3, IMAP).
+    pub(crate) login_deadline_seconds: Option<u64>,
+    /// Total time for one command line (with an IMAP command's literals) to arrive.
+    pub(crate) command_deadline_seconds: Option<u64>,
+    /// Total time for a message transfer: this plus a second per `transfer_rate_min` bytes,
+    /// at most `transfer_deadline_max_seconds`.
+    pub(crate) transfer_deadline_seconds: Option<u64>,
+    pub(crate) transfer_rate_min: Option<u64>,
+    pub(crate) transfer_deadline_max_seconds: Option<u64>,
+    /// The longest IMAP IDLE.
+    pub(crate) idle_deadline_seconds: Option<u64>,
+    /// Unknown recipients an SMTP session may name before each RCPT is delayed by
+    /// `tarpit_delay_ms`; at twice as many the session is closed.
+    pub(crate) recipients_unknown_max: Option<usize>,
+    pub(crate) tarpit_delay_ms: Option<u64>,
     pub(crate) delivery_threads: Option<usize>,
     /// Smarthost for mail to other domains, `host:port`.
     pub(crate) relay_host: Option<String>,
@@ -77,6 +106,11 @@ pub(crate) struct StoreSection {
     pub(crate) defrag_on_delete: Option<bool>,
     pub(crate) volume_grow_bytes: Option<u64>,
     pub(crate) defrag_move_bytes_max: Option<u64>,
+    /// Folders one user may have (default 1,000).
+    pub(crate) folders_per_user_max: Option<usize>,
+    /// Longest folder name in bytes (default 255) and deepest hierarchy (default 16).
+    pub(crate) folder_name_bytes_max: Option<usize>,
+    pub(crate) folder_depth_max: Option<usize>,
 }
 
 impl Config {
@@ -122,6 +156,15 @@ impl Config {
         }
         if let Some(bytes) = self.store.defrag_move_bytes_max {
             config.defrag_move_bytes_max = bytes;
+        }
+        if let Some(n) = self.store.folders_per_user_max {
+            config.folders_per_user_max = n;
+        }
+        if let Some(n) = self.store.folder_name_bytes_max {
+            config.folder_name_bytes_max = n;
+        }
+        if let Some(n) = self.store.folder_depth_max {
+            config.folder_depth_max = n;
         }
         config
     }

@@ -1,5 +1,7 @@
 //! `mailstow domain|user|alias ...`: the directory (`<data_dir>/directory.db`). Safe to run
-//! while the server runs: the server's cache notices the change within seconds.
+//! while the server runs: the server's cache notices the change within seconds. `user del`
+//! goes through the running server (which closes the user's sessions and removes the mail),
+//! or removes the mail itself when no server runs.
 
 use std::path::PathBuf;
 
@@ -7,6 +9,8 @@ use anyhow::{Context, Result, bail};
 use clap::Subcommand;
 
 use crate::Paths;
+use crate::config::Config;
+use server::admin::Request;
 
 #[derive(Subcommand)]
 pub(crate) enum DomainCommand {
@@ -43,7 +47,8 @@ pub(crate) enum UserCommand {
     Import { file: PathBuf },
     /// List users (of one domain, or all).
     List { domain: Option<String> },
-    /// Remove a user (their stored mail stays until removed with the store tools).
+    /// Remove a user and all of their mail (closing their sessions if the server runs); the
+    /// address can be added again afterwards and starts empty.
     Del { address: String },
     /// Set a user's quota in bytes, or `none` for unlimited.
     Quota { address: String, bytes: String },
@@ -115,7 +120,42 @@ pub(crate) fn domain(command: DomainCommand, paths: &Paths) -> Result<()> {
     })
 }
 
-pub(crate) fn user(command: UserCommand, paths: &Paths) -> Result<()> {
+/// Removes the mail of every user the directory lists as deleted, with no server running:
+/// the data directory is locked first, so none can start meanwhile. Returns what each
+/// removal freed.
+async fn finish_deletions_offline(
+    d: &directory::Directory,
+    paths: &Paths,
+    config: &Config,
+) -> Result<Vec<(String, store::DeletedUser)>> {
+    let pending = d.pending_deletions().await?;
+    if pending.is_empty() {
+        return Ok(Vec::new());
+    }
+    let _lock = server::DataDirLock::acquire(&paths.data_dir)?;
+    let mut done = Vec::new();
+    let store_dir = paths.store();
+    let store = if store_dir.is_dir() {
+        let disk: std::sync::Arc<dyn disk::Disk> = std::sync::Arc::new(disk::RealDisk);
+        Some(store::Store::open(disk, &store_dir, config.store_config())?.0)
+    } else {
+        None
+    };
+    for user in pending {
+        let deleted = match &store {
+            Some(store) => store.delete_user(&user)?,
+            None => store::DeletedUser::default(),
+        };
+        d.purged(&user).await?;
+        done.push((user, deleted));
+    }
+    if let Some(store) = store {
+        store.checkpoint()?;
+    }
+    Ok(done)
+}
+
+pub(crate) fn user(command: UserCommand, paths: &Paths, config: &Config) -> Result<()> {
     with_directory(paths, async |d| {
         match command {
             UserCommand::Add {
@@ -123,8 +163,19 @@ pub(crate) fn user(command: UserCommand, paths: &Paths) -> Result<()> {
                 password_file,
                 password: literal,
             } => {
-                d.add_user(&address, &password(password_file, literal)?)
-                    .await?;
+                let password = password(password_file, literal)?;
+                match d.add_user(&address, &password).await {
+                    // Deleted while no server ran and its mail is still there: with no
+                    // server to finish the removal, finish it here, then add.
+                    Err(directory::DirectoryError::UserBeingDeleted(_))
+                        if server::admin::request(&paths.data_dir, &Request::AuthBlocked)
+                            .is_none() =>
+                    {
+                        finish_deletions_offline(&d, paths, config).await?;
+                        d.add_user(&address, &password).await?;
+                    }
+                    other => other?,
+                }
                 out!("user added: {}", address.to_ascii_lowercase());
             }
             UserCommand::Passwd {
@@ -174,8 +225,32 @@ pub(crate) fn user(command: UserCommand, paths: &Paths) -> Result<()> {
                 }
             }
             UserCommand::Del { address } => {
-                d.del_user(&address).await?;
-                out!("user removed: {}", address.to_ascii_lowercase());
+                // The running server closes the user's sessions and removes the mail.
+                let request = Request::DeleteUser(address.clone());
+                match server::admin::request(&paths.data_dir, &request) {
+                    Some(Ok(output)) => {
+                        use std::io::Write as _;
+                        std::io::stdout().write_all(&output)?;
+                    }
+                    Some(Err(message)) => bail!("{message}"),
+                    None => {
+                        // No server: lock the data directory first, so none starts between
+                        // the two steps.
+                        let _lock = server::DataDirLock::acquire(&paths.data_dir)?;
+                        let user = d.del_user(&address).await?;
+                        drop(_lock);
+                        for (removed, deleted) in
+                            finish_deletions_offline(&d, paths, config).await?
+                        {
+                            if removed == user {
+                                out!(
+                                    "{}",
+                                    server::admin::format_deleted(&user, &deleted).trim_end()
+                                );
+                            }
+                        }
+                    }
+                }
             }
             UserCommand::Quota { address, bytes } => {
                 let quota = if bytes.eq_ignore_ascii_case("none") {

@@ -10,6 +10,7 @@ macro_rules! out {
     }};
 }
 
+mod auth_cmd;
 mod bench_cmd;
 mod config;
 mod directory_cmd;
@@ -58,6 +59,9 @@ enum Command {
     /// Aliases and catch-alls.
     #[command(subcommand)]
     Alias(directory_cmd::AliasCommand),
+    /// Failed-login blocks of the running server: list them, clear them.
+    #[command(subcommand)]
+    Auth(auth_cmd::AuthCommand),
     /// The mailbox store: stats, fsck, defrag.
     #[command(subcommand)]
     Store(store_cmd::StoreCommand),
@@ -112,7 +116,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Init => init(&paths, &config),
         Command::Serve(args) => serve_cmd::run(args, &paths, &config),
         Command::Domain(command) => directory_cmd::domain(command, &paths),
-        Command::User(command) => directory_cmd::user(command, &paths),
+        Command::User(command) => directory_cmd::user(command, &paths, &config),
+        Command::Auth(command) => auth_cmd::run(command, &paths),
         Command::Alias(command) => directory_cmd::alias(command, &paths),
         Command::Store(command) => store_cmd::run(command, &paths, &config),
         Command::Queue(command) => queue_cmd::run(command, &paths, &config),

@@ -2,6 +2,7 @@
 //! turned into a `server::ServerConfig`, then served until SIGTERM.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -112,7 +113,71 @@ pub(crate) fn server_config(
         server.imap_view_cache_bytes_max = v;
     }
     if let Some(v) = section.auth_failures_max {
-        server.auth_failures_max = v;
+        server.throttle.address_failures_max = v;
+    }
+    if let Some(v) = section.auth_user_failures_max {
+        server.throttle.user_failures_max = v;
+    }
+    if let Some(v) = section.auth_network_failures_max {
+        server.throttle.network_failures_max = v;
+    }
+    if let Some(v) = section.auth_failure_window_seconds {
+        server.throttle.window = Duration::from_secs(v);
+    }
+    if let Some(v) = section.hash_concurrency_max {
+        server.hash_concurrency_max = v;
+    }
+    if let Some(v) = section.hash_memory_bytes_max {
+        server.hash_memory_bytes_max = v;
+    }
+    if let Some(v) = section.hash_queue_max {
+        server.hash_queue_max = v;
+    }
+    if let Some(v) = section.inflight_bytes_max {
+        server.inflight_bytes_max = v;
+    }
+    let seconds = |v: Option<u64>, name: &str, to: &mut Duration| -> Result<()> {
+        if let Some(v) = v {
+            if v == 0 {
+                bail!("[server] {name} must be at least 1");
+            }
+            *to = Duration::from_secs(v);
+        }
+        Ok(())
+    };
+    seconds(
+        section.login_deadline_seconds,
+        "login_deadline_seconds",
+        &mut server.login_deadline,
+    )?;
+    seconds(
+        section.command_deadline_seconds,
+        "command_deadline_seconds",
+        &mut server.command_deadline,
+    )?;
+    seconds(
+        section.transfer_deadline_seconds,
+        "transfer_deadline_seconds",
+        &mut server.transfer_deadline,
+    )?;
+    seconds(
+        section.transfer_deadline_max_seconds,
+        "transfer_deadline_max_seconds",
+        &mut server.transfer_deadline_max,
+    )?;
+    seconds(
+        section.idle_deadline_seconds,
+        "idle_deadline_seconds",
+        &mut server.idle_deadline,
+    )?;
+    if let Some(v) = section.transfer_rate_min {
+        server.transfer_rate_min = v;
+    }
+    if let Some(v) = section.recipients_unknown_max {
+        server.recipients_unknown_max = v;
+    }
+    if let Some(v) = section.tarpit_delay_ms {
+        server.tarpit_delay = Duration::from_millis(v);
     }
     if let Some(v) = section.delivery_threads {
         server.delivery_threads = v;

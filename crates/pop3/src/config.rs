@@ -33,6 +33,11 @@ pub struct Config {
     /// server must be able to refuse clear-text logins without an encryption layer); then the
     /// session answers `-ERR [AUTH]` and `CAPA` does not list `USER` or `SASL`.
     pub plaintext_auth: bool,
+    /// AUTHORIZATION may last this long in total, however the client spreads its commands
+    /// (the autologout timer alone restarts with every byte). Default 60 s.
+    pub login_deadline: Duration,
+    /// A command line must be complete this long after its first byte. Default 60 s.
+    pub command_deadline: Duration,
     /// Pipelined input (RFC 2449 6.6) the session holds beyond one partial line while a
     /// decision is outstanding. A shell that reads at most this much per `feed`, and only while
     /// `wants_input()`, never reaches it; past it the session answers `-ERR input buffer full`
@@ -48,6 +53,8 @@ impl Default for Config {
             errors_max: 10,
             tls_available: false,
             plaintext_auth: false,
+            login_deadline: Duration::from_secs(60),
+            command_deadline: Duration::from_secs(60),
             input_buffer_max: 64 * 1024,
         }
     }

@@ -14,6 +14,8 @@ pub(crate) struct Input {
     start: usize,
     /// `bytes[tail..]` is the line still being received (no LF yet).
     tail: usize,
+    /// Lines ended (LF received) since the session started: numbers the line in progress.
+    ended: u64,
 }
 
 /// A line taken from the input, without its line ending.
@@ -34,9 +36,22 @@ impl Input {
         self.start < self.tail
     }
 
+    /// Whether part of a line has arrived (its LF has not).
+    pub(crate) fn has_partial(&self) -> bool {
+        self.bytes.len() > self.tail
+    }
+
+    /// Lines ended so far: the number of the line in progress.
+    pub(crate) fn lines_ended(&self) -> u64 {
+        self.ended
+    }
+
     /// Drops everything held (after STLS, nothing sent in plaintext may survive).
     pub(crate) fn clear(&mut self) {
-        *self = Input::default();
+        *self = Input {
+            ended: self.ended,
+            ..Input::default()
+        };
     }
 
     /// Takes bytes from `data` while fewer than `bound` bytes are held, dropping the excess of
@@ -59,6 +74,7 @@ impl Input {
                 self.bytes.push(b'\n');
                 taken += 1;
                 self.tail = self.bytes.len();
+                self.ended = self.ended.wrapping_add(1);
                 continue;
             }
             let room = bound.saturating_sub(self.held());
@@ -73,6 +89,7 @@ impl Input {
                 Some(newline) => {
                     self.bytes.extend_from_slice(&window[..=newline]);
                     self.tail = self.bytes.len();
+                    self.ended = self.ended.wrapping_add(1);
                     taken += newline + 1;
                 }
                 None => {

@@ -11,6 +11,7 @@ use crate::event::{AuthResult, Event};
 use crate::input::{Input, Line};
 use crate::mailbox::Mailbox;
 use crate::reply;
+use limits::{Deadline, Deadlines};
 
 /// One POP3 connection, without the connection. See the crate docs for the protocol.
 #[derive(Debug)]
@@ -149,6 +150,54 @@ impl Session {
     /// The autologout timer expired. RFC 1939 3: the session does not enter UPDATE (marked
     /// messages stay) and sends no response; it only closes.
     pub fn timed_out(&mut self) {
+        self.close();
+    }
+
+    /// What bounds the time of the current step (see [`limits::Deadline`]): all of
+    /// AUTHORIZATION, and the command line being received.
+    pub fn deadlines(&self) -> Deadlines {
+        let mut deadlines = Deadlines::default();
+        if !self.reads_input() {
+            return deadlines;
+        }
+        if matches!(self.state, State::Authorization(_)) {
+            deadlines.phase = Some(Deadline {
+                step: 0,
+                within: self.config.login_deadline,
+            });
+        }
+        if self.input.has_partial() {
+            deadlines.request = Some(Deadline {
+                step: self.input.lines_ended(),
+                within: self.config.command_deadline,
+            });
+        }
+        deadlines
+    }
+
+    /// A deadline from [`Session::deadlines`] passed. Like an autologout (RFC 1939 3), nothing
+    /// marked is removed; the client is told why before the close.
+    pub fn deadline_passed(&mut self) {
+        self.goodbye("[SYS/TEMP] too slow, closing");
+    }
+
+    /// The server is shutting down. Not QUIT: nothing marked is removed (RFC 1939 6).
+    pub fn shutting_down(&mut self) {
+        self.goodbye("[SYS/TEMP] server shutting down");
+    }
+
+    /// The logged-in account was deleted.
+    pub fn revoked(&mut self) {
+        self.goodbye("[AUTH] account removed");
+    }
+
+    fn goodbye(&mut self, text: &str) {
+        if self.is_closed() {
+            return;
+        }
+        // The answer to a decision in flight is void now.
+        self.waiting = None;
+        self.send(reply::err(text));
         self.close();
     }
 

@@ -1,4 +1,5 @@
-//! The admin socket and the operator queue commands behind `mailstow queue list|show|retry|remove`.
+//! The admin socket: the operator commands that need the running server's state, `mailstow
+//! queue list|show|retry|remove`, `user del` and `auth blocked|unblock`.
 //!
 //! While `mailstow serve` runs it owns the queue, so the CLI cannot open it: it sends the
 //! command to `<data_dir>/admin.sock` instead, and the server runs it on its own `Queue`.
@@ -6,7 +7,8 @@
 //! directly. Both paths produce their text here, so they print the same.
 //!
 //! Protocol: the client sends one request line (`list`, `show ID`, `retry ID`, `remove ID`,
-//! at most [`REQUEST_BYTES_MAX`] bytes); the server answers with a status line, `ok` or
+//! `user del ADDRESS`, `auth blocked`, `auth unblock ADDRESS|USER`; at most
+//! [`REQUEST_BYTES_MAX`] bytes); the server answers with a status line, `ok` or
 //! `error: <one line>`, then (after `ok`) the command's output verbatim, and closes the
 //! connection. The end of the output is the end of the stream, so message content needs no
 //! escaping. The socket is mode 0600: only the user the server runs as can use it.
@@ -23,7 +25,7 @@ use tokio::net::{UnixListener, UnixStream};
 
 use crate::Ctx;
 
-/// Longest request line accepted (the longest real one is `remove` and a 20-digit id).
+/// Longest request line accepted (the longest real one is `user del` and a 254-byte address).
 pub const REQUEST_BYTES_MAX: usize = 1024;
 /// A client that has not sent its request line by then is dropped.
 const REQUEST_WAIT_MAX: Duration = Duration::from_secs(10);
@@ -34,12 +36,18 @@ pub fn socket_path(data_dir: &Path) -> PathBuf {
 }
 
 /// One operator command.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
     List,
     Show(MessageId),
     Retry(MessageId),
     Remove(MessageId),
+    /// Delete a user and its mail, closing its sessions (`mailstow user del`).
+    DeleteUser(String),
+    /// Failed-login blocks in force (`mailstow auth blocked`).
+    AuthBlocked,
+    /// Clear the failed-login counters of an address or a user (`mailstow auth unblock`).
+    AuthUnblock(String),
 }
 
 impl Request {
@@ -55,7 +63,14 @@ impl Request {
             ["show", n] => Ok(Request::Show(id(n)?)),
             ["retry", n] => Ok(Request::Retry(id(n)?)),
             ["remove", n] => Ok(Request::Remove(id(n)?)),
-            _ => Err("expected: list | show ID | retry ID | remove ID".into()),
+            ["user", "del", address] => Ok(Request::DeleteUser((*address).to_string())),
+            ["auth", "blocked"] => Ok(Request::AuthBlocked),
+            ["auth", "unblock", what] => Ok(Request::AuthUnblock((*what).to_string())),
+            _ => Err(
+                "expected: list | show ID | retry ID | remove ID | user del ADDRESS | \
+                      auth blocked | auth unblock ADDRESS|USER"
+                    .into(),
+            ),
         }
     }
 
@@ -66,24 +81,46 @@ impl Request {
             Request::Show(id) => format!("show {id}"),
             Request::Retry(id) => format!("retry {id}"),
             Request::Remove(id) => format!("remove {id}"),
+            Request::DeleteUser(address) => format!("user del {address}"),
+            Request::AuthBlocked => "auth blocked".into(),
+            Request::AuthUnblock(what) => format!("auth unblock {what}"),
         }
+    }
+
+    /// Whether the queue alone answers it (so the CLI can run it without a server).
+    pub fn is_queue(&self) -> bool {
+        matches!(
+            self,
+            Request::List | Request::Show(_) | Request::Retry(_) | Request::Remove(_)
+        )
     }
 }
 
-/// Runs `request` on `queue` and returns the text to print.
+/// Runs a queue `request` on `queue` and returns the text to print.
 pub fn execute(queue: &Queue, request: &Request) -> Result<Vec<u8>, queue::QueueError> {
-    Ok(match *request {
+    Ok(match request {
         Request::List => format_list(&queue.list()?).into_bytes(),
-        Request::Show(id) => format_show(&queue.show(id)?),
+        Request::Show(id) => format_show(&queue.show(*id)?),
         Request::Retry(id) => {
-            queue.retry(id)?;
+            queue.retry(*id)?;
             format!("retried {id}\n").into_bytes()
         }
         Request::Remove(id) => {
-            queue.remove(id)?;
+            queue.remove(*id)?;
             format!("removed {id}\n").into_bytes()
         }
+        Request::DeleteUser(_) | Request::AuthBlocked | Request::AuthUnblock(_) => {
+            b"this command needs the running server\n".to_vec()
+        }
     })
+}
+
+/// `user del`'s answer.
+pub fn format_deleted(user: &str, deleted: &store::DeletedUser) -> String {
+    format!(
+        "user removed: {user} ({} folders, {} messages, {} bytes freed)\n",
+        deleted.folders, deleted.messages, deleted.bytes
+    )
 }
 
 /// One line per message, then `<n> messages`:
@@ -277,22 +314,7 @@ async fn serve_one(ctx: Arc<Ctx>, stream: UnixStream) {
             .map_err(|_| "the request line is not UTF-8".to_string())
             .and_then(Request::parse)
         {
-            Ok(request) => {
-                let queue = ctx.queue.clone();
-                let result =
-                    tokio::task::spawn_blocking(move || (execute(&queue, &request), request)).await;
-                match result {
-                    Ok((Ok(output), request)) => {
-                        if matches!(request, Request::Retry(_)) {
-                            // Delivery threads idle until woken or their poll interval.
-                            ctx.wakeup.notify();
-                        }
-                        Ok(output)
-                    }
-                    Ok((Err(e), _)) => Err(e.to_string()),
-                    Err(e) => Err(format!("the command failed: {e}")),
-                }
-            }
+            Ok(request) => run(&ctx, request).await,
             Err(e) => Err(e),
         },
     };
@@ -310,6 +332,55 @@ async fn serve_one(ctx: Arc<Ctx>, stream: UnixStream) {
     let _ = write.shutdown().await;
 }
 
+/// Runs one request on the running server.
+async fn run(ctx: &Arc<Ctx>, request: Request) -> Result<Vec<u8>, String> {
+    match request {
+        Request::DeleteUser(address) => crate::accounts::delete_user(ctx, &address)
+            .await
+            .map(|(user, deleted)| format_deleted(&user, &deleted).into_bytes())
+            .map_err(|e| format!("{e:#}")),
+        Request::AuthBlocked => {
+            let blocked = ctx.throttle.blocked();
+            let mut out = String::new();
+            for b in &blocked {
+                out.push_str(&format!(
+                    "{} failures={} lifts_in={}s\n",
+                    b.key,
+                    b.failures,
+                    b.remaining.as_secs()
+                ));
+            }
+            out.push_str(&format!("{} blocked\n", blocked.len()));
+            Ok(out.into_bytes())
+        }
+        Request::AuthUnblock(what) => {
+            let cleared = ctx.throttle.unblock(&what);
+            tracing::info!("auth: unblocked {} ({cleared} counters)", one_line(&what));
+            Ok(format!(
+                "unblocked {}: {cleared} counters cleared\n",
+                one_line(&what)
+            )
+            .into_bytes())
+        }
+        request => {
+            let queue = ctx.queue.clone();
+            let retry = matches!(request, Request::Retry(_));
+            let result = tokio::task::spawn_blocking(move || execute(&queue, &request)).await;
+            match result {
+                Ok(Ok(output)) => {
+                    if retry {
+                        // Delivery threads idle until woken or their poll interval.
+                        ctx.wakeup.notify();
+                    }
+                    Ok(output)
+                }
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(e) => Err(format!("the command failed: {e}")),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,6 +392,9 @@ mod tests {
             Request::Show(7),
             Request::Retry(8),
             Request::Remove(u64::MAX),
+            Request::DeleteUser("a@example.org".into()),
+            Request::AuthBlocked,
+            Request::AuthUnblock("192.0.2.1".into()),
         ] {
             assert_eq!(Request::parse(&format!("{}\r\n", r.line())), Ok(r));
         }

@@ -1,5 +1,5 @@
 //! What every connection shares: a socket that can be upgraded to TLS in place (STARTTLS, STLS),
-//! connection limits (in total and per client address) and failed-authentication throttling.
+//! connection limits (in total and per client address) and the login check.
 
 use std::collections::HashMap;
 use std::io;
@@ -7,10 +7,12 @@ use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
+
+use crate::throttle::Gate;
 
 /// How long a client may take over a TLS handshake (implicit TLS, STARTTLS, STLS).
 pub(crate) const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -19,6 +21,8 @@ pub(crate) const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
 pub(crate) enum Stream {
     Plain(TcpStream),
     Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+    /// Gone: a failed TLS upgrade took the socket. Reads end, writes fail.
+    Closed,
 }
 
 impl Stream {
@@ -36,6 +40,7 @@ impl Stream {
                     .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake"))??;
                 Ok(Stream::Tls(Box::new(tls)))
             }
+            Stream::Closed => Err(io::ErrorKind::NotConnected.into()),
             tls => Ok(tls),
         }
     }
@@ -54,6 +59,7 @@ impl AsyncRead for Stream {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
             Stream::Tls(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Closed => Poll::Ready(Ok(())),
         }
     }
 }
@@ -67,6 +73,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
             Stream::Tls(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Closed => Poll::Ready(Err(io::ErrorKind::NotConnected.into())),
         }
     }
 
@@ -74,6 +81,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_flush(cx),
             Stream::Tls(s) => Pin::new(s).poll_flush(cx),
+            Stream::Closed => Poll::Ready(Ok(())),
         }
     }
 
@@ -81,41 +89,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
             Stream::Tls(s) => Pin::new(s).poll_shutdown(cx),
-        }
-    }
-}
-
-/// What waiting for the client produced.
-pub(crate) enum Input {
-    Bytes(usize),
-    /// The session's own timeout passed with nothing read.
-    TimedOut,
-    /// The client closed the connection, or it failed.
-    Closed,
-    /// The server is shutting down; `goodbye` was sent.
-    Stopping,
-}
-
-/// After the replies are flushed: reads what the client sends next into `buf`, within the
-/// session's `timeout`, unless the server starts shutting down first, in which case `goodbye`
-/// is sent (best effort) instead.
-pub(crate) async fn next_input(
-    stream: &mut Stream,
-    buf: &mut [u8],
-    timeout: Duration,
-    shutdown: &mut tokio::sync::watch::Receiver<bool>,
-    goodbye: &[u8],
-) -> Input {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    tokio::select! {
-        read = tokio::time::timeout(timeout, stream.read(buf)) => match read {
-            Err(_) => Input::TimedOut,
-            Ok(Ok(0)) | Ok(Err(_)) => Input::Closed,
-            Ok(Ok(n)) => Input::Bytes(n),
-        },
-        () = stopping(shutdown) => {
-            let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(goodbye)).await;
-            Input::Stopping
+            Stream::Closed => Poll::Ready(Ok(())),
         }
     }
 }
@@ -124,27 +98,6 @@ pub(crate) async fn next_input(
 pub(crate) async fn stopping(shutdown: &mut tokio::sync::watch::Receiver<bool>) {
     // The borrow `wait_for` returns must not live across the caller's awaits.
     let _ = shutdown.wait_for(|stop| *stop).await.map(|_| ());
-}
-
-/// Writes `out` (and empties it) within `timeout`: a client that stops reading our replies
-/// must not hold the task forever.
-pub(crate) async fn flush(
-    stream: &mut Stream,
-    out: &mut Vec<u8>,
-    timeout: Duration,
-) -> io::Result<()> {
-    use tokio::io::AsyncWriteExt as _;
-    if out.is_empty() {
-        return Ok(());
-    }
-    let result = tokio::time::timeout(timeout, async {
-        stream.write_all(out).await?;
-        stream.flush().await
-    })
-    .await
-    .unwrap_or_else(|_| Err(io::ErrorKind::TimedOut.into()));
-    out.clear();
-    result
 }
 
 /// RFC 4616 2: SASL PLAIN may name an authorization identity. Acting as another user is not
@@ -156,39 +109,55 @@ pub(crate) fn authzid_allowed(authzid: &str, username: &str) -> bool {
 
 /// Why a login was not accepted.
 pub(crate) enum LoginRefused {
-    /// Too many recent failures from this address.
+    /// Too many recent failures (of this user from this address, of this address, or of its
+    /// network).
     Throttled,
     /// Unknown user or wrong password.
     BadCredentials,
-    /// The directory could not answer.
+    /// The directory could not answer, or too many logins are being checked.
     Unavailable,
 }
 
-/// The one login check every protocol uses: the per-address throttle (refuse, or delay after
-/// failures), the password against the directory, then the throttle told how it went.
-/// Returns the canonical user.
+/// The one login check every protocol uses: the throttle (refuse, or count the attempt and
+/// delay it), the password against the directory, the verdict back to the throttle, and one
+/// log line. Returns the canonical user.
 pub(crate) async fn check_login(
-    throttle: &AuthThrottle,
-    directory: &directory::Directory,
+    ctx: &crate::Ctx,
+    service: &str,
     ip: IpAddr,
     username: &str,
     password: &str,
 ) -> Result<String, LoginRefused> {
-    match throttle.gate(ip) {
-        Gate::Refuse => return Err(LoginRefused::Throttled),
-        Gate::Check(delay) => tokio::time::sleep(delay).await,
-    }
-    match directory.authenticate(username, password).await {
+    let shown = crate::log::shown(username);
+    let ticket = match ctx.throttle.gate(ip, username) {
+        Gate::Refuse(level) => {
+            tracing::info!(
+                "login refused: service={service} user={shown} ip={ip} reason=throttled level={}",
+                level.name()
+            );
+            return Err(LoginRefused::Throttled);
+        }
+        Gate::Check { delay, ticket } => {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            ticket
+        }
+    };
+    match ctx.directory.authenticate(username, password).await {
         Ok(Some(user)) => {
-            throttle.succeeded(ip);
+            ticket.succeeded();
+            tracing::info!("login: service={service} user={user} ip={ip}");
             Ok(user)
         }
         Ok(None) => {
-            throttle.failed(ip);
+            ticket.failed();
+            tracing::info!("login failed: service={service} user={shown} ip={ip}");
             Err(LoginRefused::BadCredentials)
         }
         Err(e) => {
-            tracing::warn!("directory: {e}");
+            ticket.abandoned();
+            tracing::warn!("login unavailable: service={service} user={shown} ip={ip}: {e}");
             Err(LoginRefused::Unavailable)
         }
     }
@@ -258,71 +227,6 @@ impl Drop for ConnectionSlot {
     }
 }
 
-/// Failed logins per client address. Each failure in the window delays the next answer a
-/// little more; past `failures_max` the address gets a temporary refusal without the password
-/// being checked, until the window passes. Password guessing then costs the guesser, not us
-/// (an argon2 verification is ~20 ms of CPU).
-pub(crate) struct AuthThrottle {
-    failures_max: u32,
-    window: Duration,
-    failures: Mutex<HashMap<IpAddr, (u32, Instant)>>,
-}
-
-/// What the throttle says before a login attempt.
-pub(crate) enum Gate {
-    /// Check the password after this delay.
-    Check(Duration),
-    /// Too many failures: answer "try later" without checking.
-    Refuse,
-}
-
-/// Entries kept at most; beyond it the oldest half is dropped (a spray from many addresses
-/// must not grow the map without bound).
-const THROTTLE_ENTRIES_MAX: usize = 65_536;
-
-impl AuthThrottle {
-    pub(crate) fn new(failures_max: u32, window: Duration) -> Self {
-        AuthThrottle {
-            failures_max,
-            window,
-            failures: Mutex::new(HashMap::new()),
-        }
-    }
-
-    pub(crate) fn gate(&self, ip: IpAddr) -> Gate {
-        let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        match map.get(&ip) {
-            Some(&(_, since)) if since.elapsed() > self.window => {
-                map.remove(&ip);
-                Gate::Check(Duration::ZERO)
-            }
-            Some(&(n, _)) if n >= self.failures_max => Gate::Refuse,
-            Some(&(n, _)) => Gate::Check(Duration::from_millis(250) * n.min(8)),
-            None => Gate::Check(Duration::ZERO),
-        }
-    }
-
-    pub(crate) fn failed(&self, ip: IpAddr) {
-        let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        if map.len() >= THROTTLE_ENTRIES_MAX {
-            let mut by_age: Vec<(IpAddr, Instant)> = map.iter().map(|(ip, v)| (*ip, v.1)).collect();
-            by_age.sort_by_key(|e| e.1);
-            for (old, _) in by_age.into_iter().take(THROTTLE_ENTRIES_MAX / 2) {
-                map.remove(&old);
-            }
-        }
-        let entry = map.entry(ip).or_insert((0, Instant::now()));
-        entry.0 += 1;
-    }
-
-    pub(crate) fn succeeded(&self, ip: IpAddr) {
-        self.failures
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&ip);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -340,22 +244,5 @@ mod tests {
         drop(a1);
         assert_eq!(limits.open(), 2);
         assert!(limits.admit(b).is_ok());
-    }
-
-    #[test]
-    fn throttle_delays_then_refuses_then_forgets() {
-        let throttle = AuthThrottle::new(3, Duration::from_millis(50));
-        let ip: IpAddr = "10.0.0.1".parse().unwrap();
-        assert!(matches!(throttle.gate(ip), Gate::Check(d) if d.is_zero()));
-        throttle.failed(ip);
-        assert!(matches!(throttle.gate(ip), Gate::Check(d) if !d.is_zero()));
-        throttle.failed(ip);
-        throttle.failed(ip);
-        assert!(matches!(throttle.gate(ip), Gate::Refuse));
-        std::thread::sleep(Duration::from_millis(60));
-        assert!(matches!(throttle.gate(ip), Gate::Check(d) if d.is_zero()));
-        throttle.failed(ip);
-        throttle.succeeded(ip);
-        assert!(matches!(throttle.gate(ip), Gate::Check(d) if d.is_zero()));
     }
 }

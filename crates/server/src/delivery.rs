@@ -107,6 +107,8 @@ pub(crate) struct Delivery {
     pub(crate) delivered: Arc<std::sync::atomic::AtomicU64>,
     /// Where remote recipients go; `None`: they wait in the deferred queue.
     pub(crate) outbound: Option<Arc<Outbound>>,
+    /// Held shared from routing a batch to appending it (see `Ctx::mailboxes`).
+    pub(crate) mailboxes: Arc<std::sync::RwLock<()>>,
 }
 
 pub(crate) fn now_ms() -> u64 {
@@ -156,6 +158,9 @@ impl Delivery {
     }
 
     fn deliver(&self, batch: &[QueuedMessage], now: u64) -> Result<(), queue::QueueError> {
+        // From the routing to the append: a user deleted meanwhile waits for this batch, and
+        // a batch that starts after the deletion routes the user as unknown.
+        let mailboxes = self.mailboxes.read().unwrap_or_else(|p| p.into_inner());
         // Every (message, recipient index) and where its copy goes.
         let mut appends = Vec::new();
         // (message, recipient, index of its append) for every local copy.
@@ -198,6 +203,7 @@ impl Delivery {
         } else {
             self.store.append_batch(appends)
         };
+        drop(mailboxes);
         for (m, r, index) in slots {
             let outcome = match results.get(index) {
                 Some(Ok(_)) => {
@@ -244,6 +250,7 @@ impl Delivery {
         let sender = &message.envelope.sender;
         if !sender.is_empty() {
             let report = bounce::dsn(message, &self.hostname, now);
+            let _mailboxes = self.mailboxes.read().unwrap_or_else(|p| p.into_inner());
             match self.router.route(sender) {
                 Route::Local(user) => {
                     let appended = self.store.append(

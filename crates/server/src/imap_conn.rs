@@ -1,91 +1,18 @@
-//! One IMAP connection: socket ↔ `imap::Session`. Logins are checked against the directory;
-//! commands run against the store on the blocking pool; a session in IDLE also wakes when
-//! the store commits a change to its user's folders (the store's observer → [`Users`]).
+//! One IMAP connection: the `imap::Session` under the connection driver. Logins are checked
+//! against the directory; commands run against the store on the blocking pool; a session in
+//! IDLE also wakes when the store commits a change to its user's folders (the store's
+//! observer → [`crate::users::Users`]).
 
-use std::collections::HashMap;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use imap::{AuthResult, Event};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::sync::watch;
+use limits::Deadlines;
 
-use crate::Ctx;
-use crate::conn::{LoginRefused, Stream, TLS_HANDSHAKE_TIMEOUT, check_login, flush, stopping};
-
-const READ_CHUNK: usize = 64 << 10;
-const WRITE_TIMEOUT: Duration = Duration::from_secs(600);
-
-/// Logged-in users: how many sessions each has, and a change counter IDLE waits on.
-#[derive(Clone)]
-pub(crate) struct Users(Arc<UsersInner>);
-
-struct UsersInner {
-    sessions_max: usize,
-    map: Mutex<HashMap<String, UserEntry>>,
-}
-
-struct UserEntry {
-    sessions: usize,
-    changed: watch::Sender<u64>,
-}
-
-/// One session's place among its user's sessions; leaves on drop.
-pub(crate) struct Membership {
-    users: Users,
-    user: String,
-    changes: watch::Receiver<u64>,
-}
-
-impl Users {
-    pub(crate) fn new(sessions_max: usize) -> Users {
-        Users(Arc::new(UsersInner {
-            sessions_max,
-            map: Mutex::new(HashMap::new()),
-        }))
-    }
-
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, UserEntry>> {
-        self.0.map.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Called by the store after every committed change to `user`'s folders.
-    pub(crate) fn changed(&self, user: &str) {
-        if let Some(entry) = self.map().get(user) {
-            entry.changed.send_modify(|n| *n = n.wrapping_add(1));
-        }
-    }
-
-    fn enter(&self, user: &str) -> Option<Membership> {
-        let mut map = self.map();
-        let entry = map.entry(user.to_string()).or_insert_with(|| UserEntry {
-            sessions: 0,
-            changed: watch::channel(0).0,
-        });
-        if entry.sessions >= self.0.sessions_max {
-            return None;
-        }
-        entry.sessions += 1;
-        Some(Membership {
-            users: self.clone(),
-            user: user.to_string(),
-            changes: entry.changed.subscribe(),
-        })
-    }
-}
-
-impl Drop for Membership {
-    fn drop(&mut self) {
-        let mut map = self.users.map();
-        if let Some(entry) = map.get_mut(&self.user) {
-            entry.sessions -= 1;
-            if entry.sessions == 0 {
-                map.remove(&self.user);
-            }
-        }
-    }
-}
+use crate::conn::{LoginRefused, check_login};
+use crate::driver::{Conn, Protocol, Step};
+use crate::{Ctx, users};
 
 /// Subscriptions live in the directory; sessions call in from the blocking pool.
 struct DirectorySubscriptions {
@@ -144,38 +71,47 @@ async fn poll(ctx: &Arc<Ctx>, session: imap::Session) -> Option<(imap::Session, 
     .ok()
 }
 
-pub(crate) async fn run(
-    ctx: Arc<Ctx>,
-    stream: Stream,
-    peer: SocketAddr,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let mut stream = stream;
-    let mut session = imap::Session::new(ctx.imap.clone(), stream.is_tls());
-    let mut membership: Option<Membership> = None;
-    let mut buf = vec![0u8; READ_CHUNK];
-    let mut out: Vec<u8> = Vec::new();
-    loop {
-        let Some((s, events, quiet)) = poll(&ctx, session).await else {
-            return;
+/// An IMAP session and its shell. The session is `None` only while it runs on the blocking
+/// pool (and for good if that task died).
+pub(crate) struct Imap {
+    session: Option<imap::Session>,
+    ip: IpAddr,
+}
+
+impl Imap {
+    pub(crate) fn new(ctx: &Ctx, peer: SocketAddr, tls: bool) -> Imap {
+        Imap {
+            session: Some(imap::Session::new(ctx.imap.clone(), tls)),
+            ip: peer.ip(),
+        }
+    }
+
+    fn session(&mut self) -> Option<&mut imap::Session> {
+        self.session.as_mut()
+    }
+}
+
+impl Protocol for Imap {
+    async fn step(&mut self, conn: &mut Conn) -> Step {
+        let Some(session) = self.session.take() else {
+            return Step::Close;
         };
-        session = s;
+        let Some((session, events, quiet)) = poll(&conn.ctx, session).await else {
+            return Step::Close;
+        };
+        let session = self.session.insert(session);
         for event in events {
             match event {
                 Event::Write(bytes) => {
-                    out.extend_from_slice(&bytes);
-                    if flush(&mut stream, &mut out, WRITE_TIMEOUT).await.is_err() {
-                        return;
+                    conn.out.extend_from_slice(&bytes);
+                    if conn.flush().await.is_err() {
+                        return Step::Close;
                     }
                 }
                 Event::StartTls => {
-                    if flush(&mut stream, &mut out, WRITE_TIMEOUT).await.is_err() {
-                        return;
+                    if conn.start_tls().await.is_err() {
+                        return Step::Close;
                     }
-                    stream = match stream.upgrade(&ctx.tls, TLS_HANDSHAKE_TIMEOUT).await {
-                        Ok(s) => s,
-                        Err(_) => return,
-                    };
                     session.tls_started();
                 }
                 Event::Auth {
@@ -183,97 +119,96 @@ pub(crate) async fn run(
                     password,
                     authzid,
                 } => {
-                    if !crate::conn::authzid_allowed(&authzid, &username) {
-                        session.auth_result(AuthResult::BadCredentials);
-                        continue;
-                    }
-                    let (result, member) = login(&ctx, peer, &username, &password).await;
-                    if member.is_some() {
-                        membership = member;
-                    }
+                    let result = if !crate::conn::authzid_allowed(&authzid, &username) {
+                        AuthResult::BadCredentials
+                    } else {
+                        login(conn, self.ip, &username, &password).await
+                    };
                     session.auth_result(result);
                 }
-                Event::Close => {
-                    let _ = flush(&mut stream, &mut out, WRITE_TIMEOUT).await;
-                    let _ = stream.shutdown().await;
-                    return;
-                }
+                Event::Close => return Step::Close,
             }
         }
-        if flush(&mut stream, &mut out, WRITE_TIMEOUT).await.is_err() {
-            return;
-        }
         if session.is_closed() {
-            return;
+            return Step::Close;
         }
         if !quiet || !session.wants_input() {
             // More output, work, or the answer to a decision is pending: poll again.
-            continue;
+            return Step::Again;
         }
-        let idle = session.is_idle();
-        let changes = membership.as_mut().map(|m| &mut m.changes);
-        let timeout = session.timeout();
-        let input = tokio::select! {
-            read = tokio::time::timeout(timeout, stream.read(&mut buf)) => match read {
-                Err(_) => Some(Input::TimedOut),
-                Ok(Ok(0)) | Ok(Err(_)) => return,
-                Ok(Ok(n)) => Some(Input::Bytes(n)),
-            },
-            () = changed(changes, idle) => None,
-            () = stopping(&mut shutdown) => Some(Input::Stopping),
-        };
-        match input {
-            Some(Input::Bytes(n)) => session.feed(&buf[..n]),
-            Some(Input::TimedOut) => session.timed_out(),
-            Some(Input::Stopping) => session.shutdown(),
-            // A change while idling: the next poll pushes it.
-            None => {}
+        Step::Read
+    }
+
+    fn feed(&mut self, bytes: &[u8]) {
+        if let Some(session) = self.session() {
+            session.feed(bytes);
         }
     }
-}
 
-enum Input {
-    Bytes(usize),
-    TimedOut,
-    Stopping,
-}
+    fn timeout(&self) -> Duration {
+        self.session
+            .as_ref()
+            .map_or(Duration::ZERO, imap::Session::timeout)
+    }
 
-/// Resolves when the user's folders change, only while idling (otherwise updates wait for
-/// the client's next command, RFC 9051 5.3).
-async fn changed(changes: Option<&mut watch::Receiver<u64>>, idle: bool) {
-    match changes {
-        Some(rx) if idle => {
-            if rx.changed().await.is_err() {
-                std::future::pending::<()>().await
-            }
+    fn deadlines(&self) -> Deadlines {
+        self.session
+            .as_ref()
+            .map(imap::Session::deadlines)
+            .unwrap_or_default()
+    }
+
+    fn timed_out(&mut self) {
+        if let Some(session) = self.session() {
+            session.timed_out();
         }
-        _ => std::future::pending::<()>().await,
+    }
+
+    fn deadline_passed(&mut self) {
+        tracing::info!("imap: ip={} too slow, closed", self.ip);
+        if let Some(session) = self.session() {
+            session.deadline_passed();
+        }
+    }
+
+    fn shutting_down(&mut self) {
+        if let Some(session) = self.session() {
+            session.shutting_down();
+        }
+    }
+
+    fn revoked(&mut self) {
+        if let Some(session) = self.session() {
+            session.revoked();
+        }
+    }
+
+    fn wants_changes(&self) -> bool {
+        // Only while idling: otherwise updates wait for the client's next command (RFC 9051
+        // 5.3).
+        self.session.as_ref().is_some_and(imap::Session::is_idle)
     }
 }
 
 /// Checks the password and the per-user session limit.
-async fn login(
-    ctx: &Arc<Ctx>,
-    peer: SocketAddr,
-    username: &str,
-    password: &str,
-) -> (AuthResult, Option<Membership>) {
-    let user = match check_login(&ctx.throttle, &ctx.directory, peer.ip(), username, password).await
-    {
+async fn login(conn: &mut Conn, ip: IpAddr, username: &str, password: &str) -> AuthResult {
+    let ctx = conn.ctx.clone();
+    let user = match check_login(&ctx, "imap", ip, username, password).await {
         Ok(user) => user,
-        Err(LoginRefused::BadCredentials) => return (AuthResult::BadCredentials, None),
+        Err(LoginRefused::BadCredentials) => return AuthResult::BadCredentials,
         Err(LoginRefused::Throttled) => {
-            return (
-                AuthResult::Temporary("too many failed logins, try later".into()),
-                None,
-            );
+            return AuthResult::Temporary("too many failed logins, try later".into());
         }
         Err(LoginRefused::Unavailable) => {
-            return (AuthResult::Temporary("directory unavailable".into()), None);
+            return AuthResult::Temporary("directory unavailable".into());
         }
     };
-    match ctx.imap_users.enter(&user) {
-        Some(member) => (AuthResult::Success { user }, Some(member)),
-        None => (AuthResult::TooManySessions, None),
+    match ctx.users.enter(&user, users::Protocol::Imap) {
+        Ok(member) => {
+            conn.member = Some(member);
+            AuthResult::Success { user }
+        }
+        Err(users::Refused::TooManySessions) => AuthResult::TooManySessions,
+        Err(users::Refused::Revoked) => AuthResult::Temporary("account unavailable".into()),
     }
 }

@@ -10,16 +10,21 @@
 //! POP3. The queue and the store are synchronous engines; the async side reaches them through
 //! callbacks (enqueue) and `spawn_blocking` (reads, expunges).
 
+mod accounts;
 pub mod admin;
 mod bounce;
 mod conn;
 pub mod delivery;
+mod driver;
 mod imap_conn;
 mod lock;
+mod log;
 pub mod outbound;
 mod pop3_conn;
 mod smtp_conn;
+mod throttle;
 mod tls;
+mod users;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -32,6 +37,7 @@ use tokio::net::TcpListener;
 
 pub use delivery::{Route, Router};
 pub use lock::DataDirLock;
+pub use throttle::ThrottleConfig;
 pub use tls::TlsSource;
 
 /// Which protocol a listener speaks, and whether TLS starts at connect.
@@ -142,8 +148,33 @@ pub struct ServerConfig {
     pub imap_header_cache_bytes_max: usize,
     /// Memory for folder views SELECT shares between sessions.
     pub imap_view_cache_bytes_max: usize,
-    pub auth_failures_max: u32,
-    pub auth_failure_window: Duration,
+    /// Failed-login limits per user and address, per address, per network.
+    pub throttle: ThrottleConfig,
+    /// Password verifications at once, the argon2 memory one may use, and how many may
+    /// wait (see `directory::Options`).
+    pub hash_concurrency_max: usize,
+    pub hash_memory_bytes_max: usize,
+    pub hash_queue_max: usize,
+    /// Message bytes held in memory by every connection together (SMTP/LMTP message
+    /// content, IMAP literals). Past it, SMTP answers 452 4.3.1 and IMAP `NO [LIMIT]`.
+    pub inflight_bytes_max: u64,
+    /// Total time from connect to a successful login (submission, POP3, IMAP).
+    pub login_deadline: Duration,
+    /// Total time for one command line (and an IMAP command's literals) to arrive, from
+    /// its first byte.
+    pub command_deadline: Duration,
+    /// Total time for a message transfer (SMTP DATA, BDAT; IMAP literals earn time the same
+    /// way): this, plus one second per `transfer_rate_min` bytes received, at most
+    /// `transfer_deadline_max`.
+    pub transfer_deadline: Duration,
+    pub transfer_rate_min: u64,
+    pub transfer_deadline_max: Duration,
+    /// The longest IMAP IDLE (RFC 9051 6.3.13).
+    pub idle_deadline: Duration,
+    /// Unknown recipients an SMTP session may name before each further RCPT waits
+    /// `tarpit_delay`; at twice as many the session is closed (421 4.7.0).
+    pub recipients_unknown_max: usize,
+    pub tarpit_delay: Duration,
     pub delivery_threads: usize,
     /// The smarthost for mail to other domains. Without one, `direct` decides.
     pub relay: Option<outbound::Relay>,
@@ -186,8 +217,19 @@ impl ServerConfig {
             imap_sessions_per_user_max: 50,
             imap_header_cache_bytes_max: 64 << 20,
             imap_view_cache_bytes_max: 64 << 20,
-            auth_failures_max: 10,
-            auth_failure_window: Duration::from_secs(600),
+            throttle: ThrottleConfig::default(),
+            hash_concurrency_max: directory::Options::default().hash_concurrency_max,
+            hash_memory_bytes_max: directory::Options::default().hash_memory_bytes_max,
+            hash_queue_max: directory::Options::default().hash_queue_max,
+            inflight_bytes_max: 128 << 20,
+            login_deadline: Duration::from_secs(60),
+            command_deadline: Duration::from_secs(60),
+            transfer_deadline: Duration::from_secs(5 * 60),
+            transfer_rate_min: 1024,
+            transfer_deadline_max: Duration::from_secs(60 * 60),
+            idle_deadline: Duration::from_secs(30 * 60),
+            recipients_unknown_max: 10,
+            tarpit_delay: Duration::from_secs(2),
             delivery_threads: 2,
             relay: None,
             direct: None,
@@ -213,7 +255,15 @@ pub(crate) struct Ctx {
     pub(crate) directory: directory::Directory,
     pub(crate) tls: tokio_rustls::TlsAcceptor,
     pub(crate) limits: Arc<conn::ConnectionLimits>,
-    pub(crate) throttle: conn::AuthThrottle,
+    pub(crate) throttle: throttle::Throttle,
+    /// Message bytes in memory, all connections together.
+    pub(crate) inflight: Arc<limits::ByteBudget>,
+    /// Held shared by every delivery batch from routing its recipients to appending their
+    /// copies, and exclusively while a deleted user's mail is removed: a copy routed to the
+    /// user before the deletion cannot land after it.
+    pub(crate) mailboxes: Arc<std::sync::RwLock<()>>,
+    /// Logged-in users of every protocol.
+    pub(crate) users: users::Users,
     pub(crate) wakeup: Arc<delivery::Wakeup>,
     pub(crate) smtp: Arc<smtp::Config>,
     pub(crate) submission: Arc<smtp::Config>,
@@ -221,7 +271,6 @@ pub(crate) struct Ctx {
     pub(crate) pop3: Arc<pop3::Config>,
     pub(crate) maildrops: pop3_conn::Maildrops,
     pub(crate) imap: Arc<imap::Config>,
-    pub(crate) imap_users: imap_conn::Users,
     pub(crate) imap_headers: imap::HeaderCache,
     pub(crate) imap_views: imap::ViewCache,
     pub(crate) sessions: AtomicU64,
@@ -291,6 +340,14 @@ pub fn raise_file_limit() -> u64 {
 /// Opens the engines and the directory, binds every listener and starts serving. Returns once
 /// every listener is bound.
 pub async fn start(config: ServerConfig) -> Result<Running> {
+    if config.inflight_bytes_max < config.message_bytes_max {
+        anyhow::bail!(
+            "inflight_bytes_max ({}) must be at least message_bytes_max ({}): a message of the \
+             largest size could never be received",
+            config.inflight_bytes_max,
+            config.message_bytes_max
+        );
+    }
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating {}", config.data_dir.display()))?;
     let data_lock = DataDirLock::acquire(&config.data_dir)?;
@@ -312,9 +369,17 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
     let queue = Arc::new(queue);
     let (store, _) =
         store::Store::open(disk, &store_dir, config.store.clone()).context("opening the store")?;
-    let directory = directory::Directory::open(&config.data_dir.join("directory.db"))
-        .await
-        .context("opening the directory")?;
+    let directory = directory::Directory::open_with(
+        &config.data_dir.join("directory.db"),
+        directory::Options {
+            hash_concurrency_max: config.hash_concurrency_max,
+            hash_memory_bytes_max: config.hash_memory_bytes_max,
+            hash_queue_max: config.hash_queue_max,
+            ..directory::Options::default()
+        },
+    )
+    .await
+    .context("opening the directory")?;
     let refresher = directory.spawn_refresher(Duration::from_secs(2));
     let tls = tls::acceptor(&config.tls)?;
     tracing::info!(
@@ -323,6 +388,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         queue_report.deferred
     );
 
+    let inflight = limits::ByteBudget::new(config.inflight_bytes_max);
     let smtp_config = |mode: smtp::Mode| {
         Arc::new(smtp::Config {
             hostname: config.hostname.clone(),
@@ -332,6 +398,12 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
             tls_available: true,
             auth_without_tls: config.auth_without_tls,
             require_auth: mode == smtp::Mode::Submission,
+            command_deadline: config.command_deadline,
+            transfer_deadline: config.transfer_deadline,
+            transfer_rate_min: config.transfer_rate_min,
+            transfer_deadline_max: config.transfer_deadline_max,
+            login_deadline: config.login_deadline,
+            inflight: Some(inflight.clone()),
             ..smtp::Config::default()
         })
     };
@@ -341,7 +413,10 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         directory: directory.clone(),
         tls,
         limits: conn::ConnectionLimits::new(config.connections_max, config.connections_per_ip_max),
-        throttle: conn::AuthThrottle::new(config.auth_failures_max, config.auth_failure_window),
+        throttle: throttle::Throttle::new(config.throttle),
+        inflight: inflight.clone(),
+        mailboxes: Arc::new(std::sync::RwLock::new(())),
+        users: users::Users::new(config.imap_sessions_per_user_max),
         wakeup: Arc::new(delivery::Wakeup::default()),
         smtp: smtp_config(smtp::Mode::Mx),
         submission: smtp_config(smtp::Mode::Submission),
@@ -350,6 +425,8 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
             hostname: config.hostname.clone(),
             tls_available: true,
             plaintext_auth: config.auth_without_tls,
+            login_deadline: config.login_deadline,
+            command_deadline: config.command_deadline,
             ..pop3::Config::default()
         }),
         maildrops: pop3_conn::Maildrops::default(),
@@ -359,9 +436,14 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
             starttls: true,
             literal_bytes_max: config.message_bytes_max,
             command_bytes_max: config.message_bytes_max + (16 << 20),
+            login_deadline: config.login_deadline,
+            command_deadline: config.command_deadline,
+            transfer_rate_min: config.transfer_rate_min,
+            command_deadline_max: config.transfer_deadline_max,
+            idle_deadline: config.idle_deadline,
+            inflight: Some(inflight),
             ..imap::Config::default()
         }),
-        imap_users: imap_conn::Users::new(config.imap_sessions_per_user_max),
         imap_headers: imap::HeaderCache::new(config.imap_header_cache_bytes_max),
         imap_views: imap::ViewCache::new(config.imap_view_cache_bytes_max),
         sessions: AtomicU64::new(0),
@@ -371,7 +453,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
     });
 
     // IMAP sessions in IDLE wake on their user's changes, whoever made them.
-    let users = ctx.imap_users.clone();
+    let users = ctx.users.clone();
     ctx.store
         .set_observer(Arc::new(move |user: &str| users.changed(user)));
 
@@ -404,6 +486,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
             hostname: ctx.config.hostname.clone(),
             delivered: ctx.delivered.clone(),
             outbound: outbound.clone(),
+            mailboxes: ctx.mailboxes.clone(),
         };
         workers.push(
             std::thread::Builder::new()
@@ -430,6 +513,8 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         )));
     }
 
+    // Users deleted while no server ran, or whose removal a crash cut short.
+    accounts::finish_deletions(&ctx).await;
     let admin_task = admin::start(ctx.clone()).context("starting the admin socket")?;
     let stats_task = tokio::spawn(write_stats(ctx.clone()));
     let done = tokio::spawn(async move {
@@ -509,10 +594,21 @@ async fn accept_loop(
                     Err(_) => return,
                 };
             }
+            let tls = stream.is_tls();
+            let conn = driver::Conn::new(ctx.clone(), stream);
             match service {
-                Service::Pop3 | Service::Pop3s => pop3_conn::run(ctx, stream, peer, shutdown).await,
-                Service::Imap | Service::Imaps => imap_conn::run(ctx, stream, peer, shutdown).await,
-                _ => smtp_conn::run(ctx, service, stream, peer, shutdown).await,
+                Service::Pop3 | Service::Pop3s => {
+                    let pop3 = pop3_conn::Pop3::new(&ctx, peer, tls);
+                    driver::drive(pop3, conn, shutdown).await
+                }
+                Service::Imap | Service::Imaps => {
+                    let imap = imap_conn::Imap::new(&ctx, peer, tls);
+                    driver::drive(imap, conn, shutdown).await
+                }
+                _ => {
+                    let smtp = smtp_conn::Smtp::new(&ctx, service, peer, tls);
+                    driver::drive(smtp, conn, shutdown).await
+                }
             }
         });
     }
@@ -535,7 +631,7 @@ async fn write_stats(ctx: Arc<Ctx>) {
         let text = format!(
             "accepted {}\ndelivered {}\nconnections {}\nqueue_pending {}\nqueue_deferred {}\n\
              queue_bounces {}\nqueue_fdatasyncs {}\nstore_data_syncs {}\nstore_journal_syncs {}\n\
-             store_messages_appended {}\n",
+             store_messages_appended {}\ninflight_bytes {}\ninflight_refusals {}\n",
             ctx.accepted.load(Ordering::Relaxed),
             ctx.delivered.load(Ordering::Relaxed),
             ctx.limits.open(),
@@ -546,6 +642,8 @@ async fn write_stats(ctx: Arc<Ctx>) {
             store.data_syncs,
             store.journal_syncs,
             store.messages_appended,
+            ctx.inflight.reserved(),
+            ctx.inflight.refusals(),
         );
         if std::fs::write(&tmp, text).is_ok() {
             let _ = std::fs::rename(&tmp, &path);

@@ -1,22 +1,20 @@
-//! One POP3 connection: socket ↔ `pop3::Session`, with logins checked against the directory,
-//! the maildrop locked exclusively (RFC 1939 8: one session per maildrop) and opened from the
-//! store's index, and QUIT's deletions applied with the store's constant-time expunge.
+//! One POP3 connection: the `pop3::Session` under the connection driver, with logins checked
+//! against the directory, the maildrop locked exclusively (RFC 1939 8: one session per
+//! maildrop) and opened from the store's index, and QUIT's deletions applied with the store's
+//! constant-time expunge.
 
 use std::collections::HashSet;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use limits::Deadlines;
 use pop3::{AuthResult, Event, Maildrop};
-use tokio::io::AsyncWriteExt as _;
 
-use crate::Ctx;
-use crate::conn::{
-    Input, LoginRefused, Stream, TLS_HANDSHAKE_TIMEOUT, check_login, flush, next_input,
-};
+use crate::conn::{LoginRefused, check_login};
+use crate::driver::{Conn, Protocol, Step};
+use crate::{Ctx, users};
 
-const READ_CHUNK: usize = 16 << 10;
-const WRITE_TIMEOUT: Duration = Duration::from_secs(600);
 const FOLDER: &str = "INBOX";
 
 /// Users whose maildrop a session holds.
@@ -48,151 +46,162 @@ impl Drop for MaildropLock {
     }
 }
 
-pub(crate) async fn run(
-    ctx: Arc<Ctx>,
-    stream: Stream,
-    peer: SocketAddr,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
-) {
-    let mut stream = stream;
-    let mut session = pop3::Session::new(ctx.pop3.clone(), stream.is_tls());
-    let mut lock: Option<(String, MaildropLock)> = None;
-    let mut out: Vec<u8> = Vec::new();
-    let mut buf = vec![0u8; READ_CHUNK];
-    loop {
-        while let Some(event) = session.poll() {
+/// A POP3 session and its shell.
+pub(crate) struct Pop3 {
+    session: pop3::Session,
+    ip: IpAddr,
+    /// The logged-in user and their maildrop lock.
+    lock: Option<(String, MaildropLock)>,
+}
+
+impl Pop3 {
+    pub(crate) fn new(ctx: &Ctx, peer: SocketAddr, tls: bool) -> Pop3 {
+        Pop3 {
+            session: pop3::Session::new(ctx.pop3.clone(), tls),
+            ip: peer.ip(),
+            lock: None,
+        }
+    }
+}
+
+impl Protocol for Pop3 {
+    async fn step(&mut self, conn: &mut Conn) -> Step {
+        while let Some(event) = self.session.poll() {
             match event {
-                Event::Reply(bytes) => out.extend_from_slice(&bytes),
+                Event::Reply(bytes) => conn.out.extend_from_slice(&bytes),
                 Event::StartTls => {
-                    if flush(&mut stream, &mut out, WRITE_TIMEOUT).await.is_err() {
-                        return;
+                    if conn.start_tls().await.is_err() {
+                        return Step::Close;
                     }
-                    stream = match stream.upgrade(&ctx.tls, TLS_HANDSHAKE_TIMEOUT).await {
-                        Ok(s) => s,
-                        Err(_) => return,
-                    };
-                    session.tls_started();
+                    self.session.tls_started();
                 }
                 Event::Auth {
                     username,
                     password,
                     authzid,
                 } => {
-                    if flush(&mut stream, &mut out, WRITE_TIMEOUT).await.is_err() {
-                        return;
+                    if conn.flush().await.is_err() {
+                        return Step::Close;
                     }
                     if !crate::conn::authzid_allowed(&authzid, &username) {
-                        session.auth_result(AuthResult::BadCredentials);
+                        self.session.auth_result(AuthResult::BadCredentials);
                         continue;
                     }
-                    let (result, held) = login(&ctx, peer, &username, &password).await;
-                    lock = held;
-                    session.auth_result(result);
+                    let result = self.login(conn, &username, &password).await;
+                    self.session.auth_result(result);
                 }
                 Event::Retrieve { uid, .. } => {
-                    let Some((user, _)) = &lock else {
-                        session.message(Err("not logged in".into()));
+                    let Some((user, _)) = &self.lock else {
+                        self.session.message(Err("not logged in".into()));
                         continue;
                     };
-                    let store = ctx.store.clone();
+                    let store = conn.ctx.store.clone();
                     let user = user.clone();
                     let content =
                         tokio::task::spawn_blocking(move || store.read(&user, FOLDER, uid)).await;
-                    session.message(match content {
+                    self.session.message(match content {
                         Ok(Ok(bytes)) => Ok(bytes),
                         Ok(Err(e)) => Err(e.to_string()),
                         Err(e) => Err(e.to_string()),
                     });
                 }
                 Event::Update { expunge } => {
-                    let Some((user, _)) = &lock else {
-                        session.update_result(Err("not logged in".into()));
+                    let Some((user, _)) = &self.lock else {
+                        self.session.update_result(Err("not logged in".into()));
                         continue;
                     };
-                    let store = ctx.store.clone();
+                    let store = conn.ctx.store.clone();
                     let user = user.clone();
                     let result = tokio::task::spawn_blocking(move || {
                         store.expunge(&user, FOLDER, &expunge).map(|_| ())
                     })
                     .await;
-                    session.update_result(match result {
+                    self.session.update_result(match result {
                         Ok(Ok(())) => Ok(()),
                         Ok(Err(e)) => Err(e.to_string()),
                         Err(e) => Err(e.to_string()),
                     });
                 }
-                Event::Close => {
-                    let _ = flush(&mut stream, &mut out, WRITE_TIMEOUT).await;
-                    let _ = stream.shutdown().await;
-                    return;
-                }
+                Event::Close => return Step::Close,
             }
         }
-        if flush(&mut stream, &mut out, WRITE_TIMEOUT).await.is_err() {
-            return;
-        }
-        if !session.wants_input() {
+        if self.session.wants_input() {
+            Step::Read
+        } else {
             tracing::warn!("pop3 session: no progress possible, closing");
-            return;
+            Step::Close
         }
-        // Shutting down is not QUIT: nothing marked deleted is removed (RFC 1939 6).
-        let goodbye = b"-ERR [SYS/TEMP] server shutting down\r\n";
-        match next_input(
-            &mut stream,
-            &mut buf,
-            session.timeout(),
-            &mut shutdown,
-            goodbye.as_ref(),
-        )
-        .await
-        {
-            Input::Bytes(n) => session.feed(&buf[..n]),
-            Input::TimedOut => session.timed_out(),
-            Input::Closed | Input::Stopping => return,
-        }
+    }
+
+    fn feed(&mut self, bytes: &[u8]) {
+        self.session.feed(bytes);
+    }
+
+    fn timeout(&self) -> Duration {
+        self.session.timeout()
+    }
+
+    fn deadlines(&self) -> Deadlines {
+        self.session.deadlines()
+    }
+
+    fn timed_out(&mut self) {
+        self.session.timed_out();
+    }
+
+    fn deadline_passed(&mut self) {
+        tracing::info!("pop3: ip={} too slow, closed", self.ip);
+        self.session.deadline_passed();
+    }
+
+    fn shutting_down(&mut self) {
+        self.session.shutting_down();
+    }
+
+    fn revoked(&mut self) {
+        self.session.revoked();
     }
 }
 
-/// Checks the password, takes the maildrop lock and opens INBOX from the index.
-async fn login(
-    ctx: &Arc<Ctx>,
-    peer: SocketAddr,
-    username: &str,
-    password: &str,
-) -> (AuthResult, Option<(String, MaildropLock)>) {
-    let user = match check_login(&ctx.throttle, &ctx.directory, peer.ip(), username, password).await
-    {
-        Ok(user) => user,
-        Err(LoginRefused::BadCredentials) => return (AuthResult::BadCredentials, None),
-        Err(LoginRefused::Throttled) => {
-            return (
-                AuthResult::Temporary("too many failed logins, try later".into()),
-                None,
-            );
-        }
-        Err(LoginRefused::Unavailable) => {
-            return (AuthResult::Temporary("directory unavailable".into()), None);
-        }
-    };
-    let Some(held) = ctx.maildrops.lock(&user) else {
-        return (AuthResult::InUse, None);
-    };
-    let store = ctx.store.clone();
-    let who = user.clone();
-    let view = tokio::task::spawn_blocking(move || store.open_folder(&who, FOLDER)).await;
-    let maildrop = match view {
-        Ok(Ok(view)) => Maildrop {
-            uidvalidity: view.status.uidvalidity,
-            messages: view.messages.iter().map(|m| (m.uid, m.size)).collect(),
-        },
-        // No mail delivered yet: an empty maildrop. UIDVALIDITY 0 is never a real one, and
-        // no UIDL is shown for an empty drop.
-        Ok(Err(e)) if e.is_not_found() => Maildrop {
-            uidvalidity: 0,
-            messages: Vec::new(),
-        },
-        Ok(Err(e)) => return (AuthResult::Temporary(e.to_string()), None),
-        Err(e) => return (AuthResult::Temporary(e.to_string()), None),
-    };
-    (AuthResult::Success { maildrop }, Some((user, held)))
+impl Pop3 {
+    /// Checks the password, takes the maildrop lock and opens INBOX from the index.
+    async fn login(&mut self, conn: &mut Conn, username: &str, password: &str) -> AuthResult {
+        let ctx = conn.ctx.clone();
+        let user = match check_login(&ctx, "pop3", self.ip, username, password).await {
+            Ok(user) => user,
+            Err(LoginRefused::BadCredentials) => return AuthResult::BadCredentials,
+            Err(LoginRefused::Throttled) => {
+                return AuthResult::Temporary("too many failed logins, try later".into());
+            }
+            Err(LoginRefused::Unavailable) => {
+                return AuthResult::Temporary("directory unavailable".into());
+            }
+        };
+        let Ok(member) = ctx.users.enter(&user, users::Protocol::Pop3) else {
+            return AuthResult::Temporary("account unavailable".into());
+        };
+        let Some(held) = ctx.maildrops.lock(&user) else {
+            return AuthResult::InUse;
+        };
+        let store = ctx.store.clone();
+        let who = user.clone();
+        let view = tokio::task::spawn_blocking(move || store.open_folder(&who, FOLDER)).await;
+        let maildrop = match view {
+            Ok(Ok(view)) => Maildrop {
+                uidvalidity: view.status.uidvalidity,
+                messages: view.messages.iter().map(|m| (m.uid, m.size)).collect(),
+            },
+            // No mail delivered yet: an empty maildrop. UIDVALIDITY 0 is never a real one,
+            // and no UIDL is shown for an empty drop.
+            Ok(Err(e)) if e.is_not_found() => Maildrop {
+                uidvalidity: 0,
+                messages: Vec::new(),
+            },
+            Ok(Err(e)) => return AuthResult::Temporary(e.to_string()),
+            Err(e) => return AuthResult::Temporary(e.to_string()),
+        };
+        conn.member = Some(member);
+        self.lock = Some((user, held));
+        AuthResult::Success { maildrop }
+    }
 }

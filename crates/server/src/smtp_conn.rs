@@ -1,24 +1,18 @@
-//! One SMTP, submission or LMTP connection: socket ↔ `smtp::Session`, and the session's
-//! decisions answered from the directory, the queue and the store.
+//! One SMTP, submission or LMTP connection: the `smtp::Session` under the connection driver,
+//! and the session's decisions answered from the directory, the queue and the store.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use limits::Deadlines;
 use smtp::{AuthResult, Event, Reply, Verdict};
-use tokio::io::AsyncWriteExt as _;
 
-use crate::conn::{
-    Input, LoginRefused, Stream, TLS_HANDSHAKE_TIMEOUT, check_login, flush, next_input,
-};
-use crate::{Ctx, Service, delivery};
-
-/// Bytes read from the socket at a time.
-const READ_CHUNK: usize = 64 << 10;
-/// A client that does not take our replies within this long is gone (RFC 5321 4.5.3.2 gives
-/// the client's timeouts; ours for writing mirror the command timeout).
-const WRITE_TIMEOUT: Duration = Duration::from_secs(300);
+use crate::conn::{LoginRefused, check_login};
+use crate::driver::{Conn, Protocol, Step};
+use crate::log::shown;
+use crate::{Ctx, Service, delivery, users};
 
 /// What the shell remembers of the open transaction.
 #[derive(Default)]
@@ -32,53 +26,48 @@ struct Transaction {
     incoming: Option<queue::Incoming>,
 }
 
-pub(crate) async fn run(
-    ctx: Arc<Ctx>,
+/// An SMTP-family session and its shell.
+pub(crate) struct Smtp {
+    session: smtp::Session,
     service: Service,
-    stream: Stream,
-    peer: SocketAddr,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
-) {
-    let mut stream = stream;
-    let config = match service {
-        Service::Lmtp => ctx.lmtp.clone(),
-        Service::Submission | Service::Submissions => ctx.submission.clone(),
-        _ => ctx.smtp.clone(),
-    };
-    let session_id = ctx.sessions.fetch_add(1, Ordering::Relaxed);
-    let mut session = smtp::Session::new(
-        config,
-        smtp::Peer {
+    ip: IpAddr,
+    session_id: u64,
+    authenticated: Option<String>,
+    transaction: Transaction,
+    /// RCPTs refused as unknown in this session (the tarpit counts them).
+    unknown_recipients: usize,
+}
+
+impl Smtp {
+    pub(crate) fn new(ctx: &Ctx, service: Service, peer: SocketAddr, tls: bool) -> Smtp {
+        let config = match service {
+            Service::Lmtp => ctx.lmtp.clone(),
+            Service::Submission | Service::Submissions => ctx.submission.clone(),
+            _ => ctx.smtp.clone(),
+        };
+        Smtp {
+            session: smtp::Session::new(config, smtp::Peer { ip: peer.ip(), tls }),
+            service,
             ip: peer.ip(),
-            tls: stream.is_tls(),
-        },
-    );
-    let mut shell = Shell {
-        ctx: &ctx,
-        ip: peer.ip(),
-        session_id,
-        lmtp: service == Service::Lmtp,
-        authenticated: None,
-        transaction: Transaction::default(),
-    };
-    let mut out: Vec<u8> = Vec::new();
-    let mut buf = vec![0u8; READ_CHUNK];
-    // RFC 5321 3.8: a server that must shut down may close with 421.
-    let goodbye = format!("421 4.3.2 {} shutting down\r\n", ctx.config.hostname);
-    loop {
-        while let Some(event) = session.poll() {
+            session_id: ctx.sessions.fetch_add(1, Ordering::Relaxed),
+            authenticated: None,
+            transaction: Transaction::default(),
+            unknown_recipients: 0,
+        }
+    }
+}
+
+impl Protocol for Smtp {
+    async fn step(&mut self, conn: &mut Conn) -> Step {
+        while let Some(event) = self.session.poll() {
             match event {
-                Event::Reply(bytes) => out.extend_from_slice(&bytes),
+                Event::Reply(bytes) => conn.out.extend_from_slice(&bytes),
                 Event::StartTls => {
-                    if flush(&mut stream, &mut out, WRITE_TIMEOUT).await.is_err() {
-                        return;
+                    if conn.start_tls().await.is_err() {
+                        return Step::Close;
                     }
-                    stream = match stream.upgrade(&ctx.tls, TLS_HANDSHAKE_TIMEOUT).await {
-                        Ok(s) => s,
-                        Err(_) => return,
-                    };
-                    session.tls_started();
-                    shell.transaction = Transaction::default();
+                    self.session.tls_started();
+                    self.transaction = Transaction::default();
                 }
                 Event::Auth {
                     username,
@@ -87,83 +76,106 @@ pub(crate) async fn run(
                     ..
                 } => {
                     // The client waits for this answer anyway; send what is pending first.
-                    if flush(&mut stream, &mut out, WRITE_TIMEOUT).await.is_err() {
-                        return;
+                    if conn.flush().await.is_err() {
+                        return Step::Close;
                     }
                     let result = if !crate::conn::authzid_allowed(&authzid, &username) {
                         AuthResult::Failed
                     } else {
-                        shell.authenticate(&username, &password).await
+                        self.authenticate(conn, &username, &password).await
                     };
-                    session.auth_result(result);
+                    self.session.auth_result(result);
                 }
                 Event::MailFrom { from, size, .. } => {
-                    shell.transaction = Transaction {
+                    self.transaction = Transaction {
                         size: size.unwrap_or(0),
                         ..Transaction::default()
                     };
-                    session.mail_result(shell.sender(&from, service));
+                    let verdict = self.sender(&conn.ctx, &from);
+                    self.session.mail_result(verdict);
                 }
                 Event::RcptTo { to, .. } => {
-                    let verdict = shell.recipient(&to, service).await;
-                    session.rcpt_result(verdict);
+                    if conn.flush().await.is_err() {
+                        return Step::Close;
+                    }
+                    let verdict = self.recipient(&conn.ctx, &to).await;
+                    self.session.rcpt_result(verdict);
                 }
                 Event::Message { envelope, content } => {
-                    if flush(&mut stream, &mut out, WRITE_TIMEOUT).await.is_err() {
-                        return;
+                    if conn.flush().await.is_err() {
+                        return Step::Close;
                     }
-                    let verdicts = shell.accept_message(&envelope, content).await;
-                    session.message_result(verdicts);
+                    let verdicts = self.accept_message(&conn.ctx, &envelope, content).await;
+                    self.session.message_result(verdicts);
                 }
-                Event::Close => {
-                    let _ = flush(&mut stream, &mut out, WRITE_TIMEOUT).await;
-                    let _ = stream.shutdown().await;
-                    return;
-                }
+                Event::Close => return Step::Close,
             }
         }
-        if flush(&mut stream, &mut out, WRITE_TIMEOUT).await.is_err() {
-            return;
-        }
-        if !session.wants_input() {
+        if self.session.wants_input() {
+            Step::Read
+        } else {
             // Nothing to read and nothing to answer: the session is stuck, which it never
             // should be; end the connection instead of spinning.
-            tracing::warn!("smtp session {session_id}: no progress possible, closing");
-            return;
+            tracing::warn!(
+                "smtp session {}: no progress possible, closing",
+                self.session_id
+            );
+            Step::Close
         }
-        match next_input(
-            &mut stream,
-            &mut buf,
-            session.timeout(),
-            &mut shutdown,
-            goodbye.as_ref(),
-        )
-        .await
-        {
-            Input::Bytes(n) => session.feed(&buf[..n]),
-            Input::TimedOut => session.timed_out(),
-            Input::Closed | Input::Stopping => return,
-        }
+    }
+
+    fn feed(&mut self, bytes: &[u8]) {
+        self.session.feed(bytes);
+    }
+
+    fn timeout(&self) -> Duration {
+        self.session.timeout()
+    }
+
+    fn deadlines(&self) -> Deadlines {
+        self.session.deadlines()
+    }
+
+    fn timed_out(&mut self) {
+        self.session.timed_out();
+    }
+
+    fn deadline_passed(&mut self) {
+        tracing::info!(
+            "{}: session {} ip={} too slow, closed",
+            self.service.name(),
+            self.session_id,
+            self.ip
+        );
+        self.session.deadline_passed();
+    }
+
+    fn shutting_down(&mut self) {
+        self.session.shutting_down();
+    }
+
+    fn revoked(&mut self) {
+        self.session.revoked();
     }
 }
 
-struct Shell<'a> {
-    ctx: &'a Arc<Ctx>,
-    ip: IpAddr,
-    session_id: u64,
-    lmtp: bool,
-    authenticated: Option<String>,
-    transaction: Transaction,
-}
-
-impl Shell<'_> {
-    async fn authenticate(&mut self, username: &str, password: &str) -> AuthResult {
-        let ctx = self.ctx;
-        match check_login(&ctx.throttle, &ctx.directory, self.ip, username, password).await {
-            Ok(user) => {
-                self.authenticated = Some(user.clone());
-                AuthResult::Success { user }
-            }
+impl Smtp {
+    async fn authenticate(
+        &mut self,
+        conn: &mut Conn,
+        username: &str,
+        password: &str,
+    ) -> AuthResult {
+        let ctx = conn.ctx.clone();
+        match check_login(&ctx, self.service.name(), self.ip, username, password).await {
+            Ok(user) => match ctx.users.enter(&user, users::Protocol::Submission) {
+                Ok(member) => {
+                    conn.member = Some(member);
+                    self.authenticated = Some(user.clone());
+                    AuthResult::Success { user }
+                }
+                Err(_) => AuthResult::TemporaryFailure,
+            },
             Err(LoginRefused::BadCredentials) => AuthResult::Failed,
             Err(LoginRefused::Throttled | LoginRefused::Unavailable) => {
                 AuthResult::TemporaryFailure
@@ -174,9 +186,10 @@ impl Shell<'_> {
     /// MAIL policy. On submission the sender must be the authenticated user, or an address
     /// that delivers to that user (an alias of theirs): a logged-in account must not send as
     /// somebody else (Postfix's `reject_sender_login_mismatch`). The null sender is allowed
-    /// (RFC 5321 4.5.5: notifications). MX and LMTP senders are not ours to vouch for.
-    fn sender(&self, from: &str, service: Service) -> Verdict {
-        if !matches!(service, Service::Submission | Service::Submissions) || from.is_empty() {
+    /// (RFC 5321 4.5.5: notifications). MX and LMTP senders are checked after the data
+    /// (SPF, DKIM and DMARC need the message).
+    fn sender(&self, ctx: &Ctx, from: &str) -> Verdict {
+        if !matches!(self.service, Service::Submission | Service::Submissions) || from.is_empty() {
             return Verdict::Accept;
         }
         let Some(user) = &self.authenticated else {
@@ -186,7 +199,7 @@ impl Shell<'_> {
         if from.eq_ignore_ascii_case(user) {
             return Verdict::Accept;
         }
-        match self.ctx.directory.cache().resolve(from) {
+        match ctx.directory.cache().resolve(from) {
             directory::Resolution::Local(targets)
                 if targets.iter().any(
                     |t| matches!(t, directory::Target::User(u) if u.eq_ignore_ascii_case(user)),
@@ -203,11 +216,45 @@ impl Shell<'_> {
     }
 
     /// RCPT policy: local users (after aliases) are accepted within quota; other domains only
-    /// from authenticated clients (no open relay); LMTP takes local recipients only.
-    async fn recipient(&mut self, to: &str, service: Service) -> Verdict {
-        let cache = self.ctx.directory.cache();
+    /// from authenticated clients (no open relay); LMTP takes local recipients only. A client
+    /// that keeps naming unknown recipients is slowed down, then disconnected (the tarpit).
+    async fn recipient(&mut self, ctx: &Ctx, to: &str) -> Verdict {
+        let tarpit = self.service != Service::Lmtp;
+        let unknown_max = ctx.config.recipients_unknown_max;
+        if tarpit && self.unknown_recipients >= unknown_max {
+            if self.unknown_recipients >= unknown_max.saturating_mul(2) {
+                tracing::info!(
+                    "{}: session {} ip={} closed: {} unknown recipients",
+                    self.service.name(),
+                    self.session_id,
+                    self.ip,
+                    self.unknown_recipients
+                );
+                // RFC 5321 3.8: 421 closes the session.
+                return Verdict::Reject(Reply::new(
+                    421,
+                    (4, 7, 0),
+                    format!(
+                        "{} too many unknown recipients, closing",
+                        ctx.config.hostname
+                    ),
+                ));
+            }
+            tokio::time::sleep(ctx.config.tarpit_delay).await;
+        }
+        let cache = ctx.directory.cache();
         let targets = match cache.resolve(to) {
             directory::Resolution::UnknownUser => {
+                self.unknown_recipients += 1;
+                if tarpit && self.unknown_recipients == unknown_max {
+                    tracing::info!(
+                        "{}: session {} ip={} tarpitted after {} unknown recipients",
+                        self.service.name(),
+                        self.session_id,
+                        self.ip,
+                        unknown_max
+                    );
+                }
                 return Verdict::Reject(Reply::new(
                     550,
                     (5, 1, 1),
@@ -215,8 +262,14 @@ impl Shell<'_> {
                 ));
             }
             directory::Resolution::NotLocal => {
-                if service == Service::Lmtp || self.authenticated.is_none() {
+                if self.service == Service::Lmtp || self.authenticated.is_none() {
                     // RFC 5321 3.6.2, RFC 7372 (5.7.1: relaying denied)
+                    tracing::info!(
+                        "{}: relay refused: to={} ip={}",
+                        self.service.name(),
+                        shown(to),
+                        self.ip
+                    );
                     return Verdict::Reject(Reply::new(554, (5, 7, 1), "relay access denied"));
                 }
                 vec![to.to_string()]
@@ -226,7 +279,7 @@ impl Shell<'_> {
                 for target in targets {
                     match target {
                         directory::Target::User(user) => {
-                            if let Some(reject) = self.over_quota(&user).await {
+                            if let Some(reject) = self.over_quota(ctx, &user).await {
                                 return Verdict::Reject(reject);
                             }
                             addresses.push(user);
@@ -239,15 +292,15 @@ impl Shell<'_> {
         };
         self.transaction.targets.push(targets);
         if self.transaction.incoming.is_none() {
-            self.transaction.incoming = Some(self.ctx.queue.incoming());
+            self.transaction.incoming = Some(ctx.queue.incoming());
         }
         Verdict::Accept
     }
 
     /// RFC 3463 4.2.2 (mailbox full, temporary) and 5.2.2 (the message alone exceeds it).
-    async fn over_quota(&self, user: &str) -> Option<Reply> {
-        let quota = self.ctx.directory.cache().quota(user)?;
-        let store = self.ctx.store.clone();
+    async fn over_quota(&self, ctx: &Ctx, user: &str) -> Option<Reply> {
+        let quota = ctx.directory.cache().quota(user)?;
+        let store = ctx.store.clone();
         let who = user.to_string();
         let used = tokio::task::spawn_blocking(move || {
             store
@@ -276,10 +329,17 @@ impl Shell<'_> {
     /// commit callback produces the `250` (guarantee 1).
     async fn accept_message(
         &mut self,
+        ctx: &Arc<Ctx>,
         envelope: &smtp::Envelope,
         content: Vec<u8>,
     ) -> Vec<Verdict> {
         let accepted = envelope.recipients.len();
+        // LMTP (RFC 2033 4.2): one reply per accepted recipient; all share the commit.
+        let replies = if self.service == Service::Lmtp {
+            accepted.max(1)
+        } else {
+            1
+        };
         let targets = std::mem::take(&mut self.transaction.targets);
         let mut recipients: Vec<String> = targets.into_iter().flatten().collect();
         recipients.sort();
@@ -288,19 +348,21 @@ impl Shell<'_> {
         let id = format!("{:x}.{:x}", now, self.session_id);
         let received = smtp::received_header(
             envelope,
-            &self.ctx.config.hostname,
+            &ctx.config.hostname,
             &id,
             &crate::bounce::rfc5322_date(now),
         );
-        let mut message = Vec::with_capacity(received.len() + content.len());
-        message.extend_from_slice(received.as_bytes());
-        message.extend_from_slice(&content);
+        // The header goes in front of the content in place: the content's buffer usually
+        // has the room, so the message is not held twice.
+        let mut message = content;
+        let size = message.len();
+        message.splice(0..0, received.bytes());
         let queued = queue::Envelope {
             sender: envelope.from.clone(),
             recipients: recipients
-                .into_iter()
+                .iter()
                 .map(|address| queue::Recipient {
-                    address,
+                    address: address.clone(),
                     status: queue::RecipientStatus::Pending,
                     last_error: None,
                 })
@@ -308,8 +370,8 @@ impl Shell<'_> {
             arrival_ms: now,
         };
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let wakeup = self.ctx.wakeup.clone();
-        self.ctx.queue.enqueue_with(
+        let wakeup = ctx.wakeup.clone();
+        ctx.queue.enqueue_with(
             queued,
             message,
             Box::new(move |result| {
@@ -322,8 +384,19 @@ impl Shell<'_> {
         // Submitted: the writer need not wait for this session any more.
         self.transaction.incoming = None;
         let verdict = match rx.await {
-            Ok(Ok(_)) => {
-                self.ctx.accepted.fetch_add(1, Ordering::Relaxed);
+            Ok(Ok(queue_id)) => {
+                ctx.accepted.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(
+                    "{}: accepted queue_id={queue_id} id={id} from=<{}> to={} size={size} ip={}{}",
+                    self.service.name(),
+                    shown(&envelope.from),
+                    recipients.len(),
+                    self.ip,
+                    self.authenticated
+                        .as_deref()
+                        .map(|u| format!(" user={u}"))
+                        .unwrap_or_default()
+                );
                 Verdict::Accept
             }
             Ok(Err(e)) => {
@@ -332,8 +405,6 @@ impl Shell<'_> {
             }
             Err(_) => Verdict::Reject(Reply::new(451, (4, 3, 0), "queue closed, try again later")),
         };
-        // LMTP (RFC 2033 4.2): one reply per accepted recipient; all share the commit.
-        let replies = if self.lmtp { accepted.max(1) } else { 1 };
         vec![verdict; replies]
     }
 }

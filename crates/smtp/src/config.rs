@@ -2,6 +2,10 @@
 //! a listener, and the peer of one connection.
 
 use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use limits::ByteBudget;
 
 /// Which protocol a listener speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,8 +19,9 @@ pub enum Mode {
     Lmtp,
 }
 
-/// Limits and options of a listener. Every size an outsider controls has a `*_max` here.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Limits and options of a listener. Every size an outsider controls has a `*_max` here, and
+/// every step a client can drag out has a deadline.
+#[derive(Debug, Clone)]
 pub struct Config {
     /// Our name in the greeting, the EHLO reply and the Received header.
     pub hostname: String,
@@ -55,6 +60,27 @@ pub struct Config {
     pub auth_without_tls: bool,
     /// In `Mode::Submission`, MAIL needs a successful AUTH (RFC 6409 4.3). Other modes ignore it.
     pub require_auth: bool,
+    /// A command or SASL line must be complete this long after its first byte arrived,
+    /// however slowly the rest trickles in (the idle timeout alone would let one byte every
+    /// few minutes hold the connection forever). Default 60 s.
+    pub command_deadline: Duration,
+    /// A message transfer (DATA to the final dot; a BDAT transaction from its first chunk to
+    /// LAST) may take this long, plus one second per `transfer_rate_min` bytes received, at
+    /// most `transfer_deadline_max`. The base is RFC 5321 4.5.3.2.7's 5 minutes, so a client
+    /// that pauses as long as the RFC lets it never runs out. Default 5 minutes.
+    pub transfer_deadline: Duration,
+    /// The slowest transfer rate that keeps earning time, bytes per second (Postfix's
+    /// `smtpd_min_data_rate` plays the same part). Default 1024.
+    pub transfer_rate_min: u64,
+    /// The longest any one message transfer may take. Default one hour.
+    pub transfer_deadline_max: Duration,
+    /// In `Mode::Submission` with `require_auth`: the time from connect to a successful
+    /// AUTH. Default 60 s.
+    pub login_deadline: Duration,
+    /// Message bytes held in memory by every connection together. A message that would go
+    /// past it is read to its end but refused with 452 4.3.1 (RFC 3463: mail system full).
+    /// `None`: no shared budget (tests).
+    pub inflight: Option<Arc<ByteBudget>>,
 }
 
 impl Default for Config {
@@ -72,6 +98,12 @@ impl Default for Config {
             tls_available: false,
             auth_without_tls: false,
             require_auth: true,
+            command_deadline: Duration::from_secs(60),
+            transfer_deadline: Duration::from_secs(5 * 60),
+            transfer_rate_min: 1024,
+            transfer_deadline_max: Duration::from_secs(60 * 60),
+            login_deadline: Duration::from_secs(60),
+            inflight: None,
         }
     }
 }

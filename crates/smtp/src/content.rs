@@ -34,6 +34,9 @@ struct Faults {
     bare_newline: bool,
     nul: bool,
     long_line: bool,
+    /// The server's shared budget for message bytes in memory ran out while this message
+    /// arrived; what was held is freed and the rest is only counted.
+    no_room: bool,
 }
 
 #[derive(Debug)]
@@ -83,6 +86,50 @@ impl Content {
 
     pub(crate) fn is_too_big(&self) -> bool {
         self.faults.too_big
+    }
+
+    pub(crate) fn has_no_room(&self) -> bool {
+        self.faults.no_room
+    }
+
+    /// Bytes of content received so far (dot-unstuffed), kept or not.
+    pub(crate) fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// What the content's memory will be once `incoming` more bytes are in: unstuffing only
+    /// shrinks input, so at most its length more, with the buffer's own growth (doubling, but
+    /// never past what `bytes_max` can use) as [`Content::make_room`] performs it.
+    pub(crate) fn capacity_for(&self, incoming: usize) -> u64 {
+        let len = self.bytes.len();
+        let capacity = self.bytes.capacity();
+        let needed = len.saturating_add(incoming);
+        let grown = if needed <= capacity {
+            capacity
+        } else {
+            let limit = usize::try_from(self.bytes_max)
+                .unwrap_or(usize::MAX)
+                .saturating_add(2);
+            capacity.saturating_mul(2).min(limit).max(needed)
+        };
+        u64::try_from(grown).unwrap_or(u64::MAX)
+    }
+
+    /// Grows the buffer to [`Content::capacity_for`] `incoming`, so ingesting that much
+    /// allocates nothing more.
+    pub(crate) fn make_room(&mut self, incoming: usize) {
+        let target = usize::try_from(self.capacity_for(incoming)).unwrap_or(usize::MAX);
+        let additional = target.saturating_sub(self.bytes.len());
+        if target > self.bytes.capacity() {
+            self.bytes.reserve_exact(additional);
+        }
+    }
+
+    /// The budget cannot cover this message: free what it holds and keep only counting and
+    /// scanning to its end, where it is refused with 452 4.3.1.
+    pub(crate) fn shed(&mut self) {
+        self.faults.no_room = true;
+        self.bytes = Vec::new();
     }
 
     /// Takes as much of `input` as belongs to the content. For `Framing::Chunks` that is all
@@ -185,6 +232,8 @@ impl Content {
         if faults.too_big {
             // RFC 5321 4.5.3.1.9 ("552 Too much mail data"), RFC 1870 6.3.
             Some(too_big(self.bytes_max))
+        } else if faults.no_room {
+            Some(no_room())
         } else if faults.bare_newline {
             // RFC 5321 2.3.8: refuse rather than repair, the message may be a smuggling
             // attempt; 5.5.2 "syntax error" (RFC 3463).
@@ -208,9 +257,10 @@ impl Content {
         }
     }
 
-    /// Counts the fault against `Config::errors_max` (a size overrun is not a protocol error).
+    /// Counts the fault against `Config::errors_max` (a size overrun or our own lack of room
+    /// is not a protocol error).
     pub(crate) fn is_protocol_error(&self) -> bool {
-        !self.faults.too_big && self.fault().is_some()
+        !self.faults.too_big && !self.faults.no_room && self.fault().is_some()
     }
 
     pub(crate) fn into_bytes(self) -> Vec<u8> {
@@ -248,8 +298,21 @@ impl Content {
             }
             return;
         }
+        if self.faults.no_room {
+            return;
+        }
         self.bytes.extend_from_slice(bytes);
     }
+}
+
+/// 452 4.3.1 (RFC 5321 4.2.2 "insufficient system storage", RFC 3463 4.3.1 "mail system
+/// full"): temporary, so the sender tries again later.
+pub(crate) fn no_room() -> Reply {
+    Reply::new(
+        452,
+        (4, 3, 1),
+        "Insufficient system storage, try again later",
+    )
 }
 
 /// 552 5.3.4 (RFC 1870 6.1 and 6.3, RFC 3463 X.3.4).

@@ -12,6 +12,7 @@ use crate::content::{Body, Content};
 use crate::event::Event;
 use crate::line::{self, Framed, LineFault};
 use crate::reply::{AuthResult, Reply, Verdict};
+use limits::{Deadline, Deadlines, Reservation};
 
 /// RFC 5321 4.5.3.2.7: "at least 5 minutes while it is awaiting the next command".
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(5 * 60);
@@ -40,6 +41,11 @@ pub struct Session {
     pub(crate) transaction: Option<Transaction>,
     errors: usize,
     commands_without_progress: usize,
+    /// Command and SASL lines completed (or dropped whole): the step of the command
+    /// deadline.
+    lines: u64,
+    /// Message transfers started: the step of the transfer deadline.
+    pub(crate) transfers: u64,
 }
 
 /// What the session is doing with the next input.
@@ -96,6 +102,10 @@ pub(crate) struct Transaction {
     pub(crate) recipients: Vec<String>,
     /// Set by the first BDAT; from then on DATA and RCPT are out of sequence (RFC 3030 2).
     pub(crate) chunks: Option<Chunks>,
+    /// This message's share of `Config::inflight`, held until the transaction ends (the
+    /// shell's answer to `Message`, a refusal, RSET), so it also covers the copy the shell
+    /// hands to the queue.
+    pub(crate) reservation: Option<Reservation>,
 }
 
 impl Session {
@@ -114,6 +124,8 @@ impl Session {
             transaction: None,
             errors: 0,
             commands_without_progress: 0,
+            lines: 0,
+            transfers: 0,
         };
         let protocol = match session.config.mode {
             Mode::Lmtp => "LMTP",
@@ -173,11 +185,99 @@ impl Session {
 
     /// The timeout expired: 421 4.4.2 (RFC 5321 3.8, RFC 3463 X.4.2) and Close.
     pub fn timed_out(&mut self) {
+        self.goodbye(Reply::new(
+            421,
+            (4, 4, 2),
+            format!("{} Error: timeout exceeded", self.config.hostname),
+        ));
+    }
+
+    /// What bounds the time of the current step, whatever trickles in (see
+    /// [`limits::Deadline`]): the login on a submission port, the message transfer, the
+    /// command line being received.
+    pub fn deadlines(&self) -> Deadlines {
+        let config = &self.config;
+        let mut deadlines = Deadlines::default();
+        if matches!(self.phase, Phase::Closed) {
+            return deadlines;
+        }
+        if config.mode == Mode::Submission && config.require_auth && self.authenticated.is_none() {
+            deadlines.phase = Some(Deadline {
+                step: 0,
+                within: config.login_deadline,
+            });
+        }
+        let transfer = |bytes: u64| {
+            Some(Deadline {
+                step: self.transfers,
+                within: Deadline::transfer(
+                    config.transfer_deadline,
+                    bytes,
+                    config.transfer_rate_min,
+                    config.transfer_deadline_max,
+                ),
+            })
+        };
+        let chunked = self
+            .transaction
+            .as_ref()
+            .and_then(|transaction| transaction.chunks.as_ref())
+            .map(|chunks| chunks.size());
+        match &self.phase {
+            Phase::Command | Phase::Sasl(_) => {
+                if !self.input.is_empty() || self.discarding_line {
+                    deadlines.request = Some(Deadline {
+                        step: self.lines,
+                        within: config.command_deadline,
+                    });
+                }
+                // Between the chunks of a BDAT transaction, the transfer's clock runs on.
+                if let Some(bytes) = chunked {
+                    deadlines.transfer = transfer(bytes);
+                }
+            }
+            Phase::Data(content) => deadlines.transfer = transfer(content.size()),
+            Phase::Bdat(chunk) => {
+                deadlines.transfer = transfer(chunked.unwrap_or_else(|| chunk.read()))
+            }
+            Phase::Pending(_) | Phase::AwaitingTls | Phase::Closed => {}
+        }
+        deadlines
+    }
+
+    /// A deadline from [`Session::deadlines`] passed: 421 4.4.2 and Close.
+    pub fn deadline_passed(&mut self) {
+        self.goodbye(Reply::new(
+            421,
+            (4, 4, 2),
+            format!("{} Error: too slow, closing", self.config.hostname),
+        ));
+    }
+
+    /// The server is shutting down: 421 4.3.2 (RFC 5321 3.8: a server that must shut down
+    /// may close with 421) and Close.
+    pub fn shutting_down(&mut self) {
+        self.goodbye(Reply::new(
+            421,
+            (4, 3, 2),
+            format!("{} shutting down", self.config.hostname),
+        ));
+    }
+
+    /// The authenticated account was deleted: 421 4.7.0 and Close.
+    pub fn revoked(&mut self) {
+        self.goodbye(Reply::new(
+            421,
+            (4, 7, 0),
+            format!("{} account removed, closing", self.config.hostname),
+        ));
+    }
+
+    fn goodbye(&mut self, reply: Reply) {
         if matches!(self.phase, Phase::Closed) {
             return;
         }
-        let text = format!("{} Error: timeout exceeded", self.config.hostname);
-        self.reply(Reply::new(421, (4, 4, 2), text));
+        self.reply(reply);
         self.close();
     }
 
@@ -240,6 +340,7 @@ impl Session {
         let mut position = 0;
         loop {
             let rest = input.get(position..).unwrap_or_default();
+            self.cover_content(rest.len());
             // Every step consumes input or changes the phase, so this loop ends.
             let consumed = match &self.phase {
                 Phase::Command | Phase::Sasl(_) => self.line_step(rest),
@@ -261,8 +362,50 @@ impl Session {
         }
     }
 
+    /// Keeps `Config::inflight` covering the memory of the message being received, before
+    /// the next `incoming` bytes can make it grow. When the budget cannot cover it, the
+    /// content is shed: the rest of the message is only counted, and its end answered with
+    /// 452 4.3.1.
+    fn cover_content(&mut self, incoming: usize) {
+        let Some(budget) = &self.config.inflight else {
+            return;
+        };
+        let Some(transaction) = &mut self.transaction else {
+            return;
+        };
+        let content = match &mut self.phase {
+            Phase::Data(content) => &mut **content,
+            Phase::Bdat(_) => match &mut transaction.chunks {
+                Some(chunks) => chunks.content_mut(),
+                None => return,
+            },
+            _ => return,
+        };
+        if content.is_too_big() || content.has_no_room() {
+            return;
+        }
+        let reservation = transaction
+            .reservation
+            .get_or_insert_with(|| budget.reservation());
+        let needed = limits::rounded_up(content.capacity_for(incoming));
+        if reservation.grow_to(needed) {
+            content.make_room(incoming);
+        } else {
+            content.shed();
+            reservation.release();
+        }
+    }
+
     /// One command or SASL line.
     fn line_step(&mut self, rest: &[u8]) -> Option<usize> {
+        let framed = self.frame_line(rest);
+        if framed.is_some() && !self.discarding_line {
+            self.lines = self.lines.wrapping_add(1);
+        }
+        framed
+    }
+
+    fn frame_line(&mut self, rest: &[u8]) -> Option<usize> {
         match line::frame(rest, self.config.line_max(), &mut self.discarding_line) {
             Framed::NeedMore => None,
             Framed::Skipped { consumed } => Some(consumed),
@@ -378,6 +521,17 @@ impl Session {
     pub(crate) fn set_phase(&mut self, phase: Phase) {
         if !matches!(self.phase, Phase::Closed) {
             self.phase = phase;
+        }
+    }
+
+    /// Sends the shell's refusal; a 421 also ends the session (RFC 5321 3.8: 421 means the
+    /// server is closing the transmission channel).
+    pub(crate) fn refuse(&mut self, reply: Reply) {
+        let reply = Session::refusal(reply);
+        let closing = reply.code == 421;
+        self.reply(reply);
+        if closing {
+            self.close();
         }
     }
 

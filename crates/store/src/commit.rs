@@ -32,7 +32,7 @@ use crate::format::{MSG_HEADER_BYTES, MsgHeader, UNIT, encode_summary, parse_sum
 use crate::index::{Catalog, Folder, FolderCell, Freed};
 use crate::journal::{AppendOp, Journal, Op, encode_ops};
 use crate::names::{normalize_folder, validate_keyword, validate_user};
-use crate::{AppendRequest, Appended, ExpungeReport, FolderStatus};
+use crate::{AppendRequest, Appended, DeletedUser, ExpungeReport, FolderStatus};
 
 /// Largest single `pwrite` when laying out a batch's adjacent messages.
 const WRITE_RUN_BYTES_MAX: usize = 8 << 20;
@@ -741,6 +741,97 @@ impl Inner {
         self.commit(&mut w, &[op])?;
         drop(w);
         self.status(user, &name)
+    }
+
+    /// Creates `folder` and every missing folder above it in one journal record: either all
+    /// of them exist afterwards, or (on any refusal: a bad name, the folder limit, an existing
+    /// target) none was created.
+    pub(crate) fn create_folder_path(
+        &self,
+        user: &str,
+        folder: &str,
+    ) -> Result<FolderStatus, StoreError> {
+        validate_user(user, &self.config)?;
+        let name = normalize_folder(folder, &self.config)?;
+        let parts: Vec<&str> = name.split('/').collect();
+        let mut names = Vec::with_capacity(parts.len());
+        for depth in 1..=parts.len() {
+            names.push(normalize_folder(&parts[..depth].join("/"), &self.config)?);
+        }
+        let mut w = self.writer()?;
+        let ops = {
+            let cat = self.catalog();
+            let existing = cat.users.get(user);
+            let exists = |n: &String| existing.is_some_and(|e| e.contains_key(n));
+            if exists(&name) {
+                return Err(StoreError::FolderExists {
+                    user: user.to_string(),
+                    folder: name,
+                });
+            }
+            let missing: Vec<&String> = names.iter().filter(|n| !exists(n)).collect();
+            let count = existing.map_or(0, |e| e.len());
+            if count.saturating_add(missing.len()) > self.config.folders_per_user_max {
+                return Err(StoreError::Limit {
+                    what: format!("{} folders per user", self.config.folders_per_user_max),
+                });
+            }
+            let mut id = cat.next_folder_id;
+            let mut uidvalidity = cat.last_uidvalidity;
+            missing
+                .into_iter()
+                .map(|missing| {
+                    uidvalidity = Self::next_uidvalidity(uidvalidity);
+                    let op = Op::CreateFolder {
+                        folder: id,
+                        uidvalidity,
+                        user: user.to_string(),
+                        name: missing.clone(),
+                    };
+                    id = id.saturating_add(1);
+                    op
+                })
+                .collect::<Vec<_>>()
+        };
+        self.commit(&mut w, &ops)?;
+        drop(w);
+        self.status(user, &name)
+    }
+
+    /// Deletes every folder of `user`, INBOX included, in one journal record, and frees their
+    /// space; the user is gone from the store when this returns (durably).
+    pub(crate) fn delete_user(&self, user: &str) -> Result<DeletedUser, StoreError> {
+        validate_user(user, &self.config)?;
+        let mut w = self.writer()?;
+        let cells: Vec<Arc<FolderCell>> = {
+            let cat = self.catalog();
+            cat.users
+                .get(user)
+                .map(|names| {
+                    names
+                        .values()
+                        .filter_map(|id| cat.folders.get(id).cloned())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let mut deleted = DeletedUser::default();
+        let mut ops = Vec::with_capacity(cells.len());
+        for cell in &cells {
+            let f = cell.read();
+            if f.deleted {
+                continue;
+            }
+            deleted.folders += 1;
+            deleted.messages += f.messages.len() as u64;
+            deleted.bytes += f.bytes;
+            ops.push(Op::DeleteFolder { folder: cell.id });
+        }
+        self.commit(&mut w, &ops)?;
+        for cell in &cells {
+            w.alloc.release_reservation(cell.id);
+        }
+        Ok(deleted)
     }
 
     pub(crate) fn rename_folder(&self, user: &str, from: &str, to: &str) -> Result<(), StoreError> {

@@ -72,7 +72,7 @@ impl Default for StoreConfig {
             read_chunk_bytes_max: 1 << 20,
             keywords_per_folder_max: KEYWORDS_PER_FOLDER_LIMIT,
             keyword_bytes_max: 64,
-            folders_per_user_max: 10_000,
+            folders_per_user_max: 1_000,
             folder_name_bytes_max: 255,
             folder_depth_max: 16,
             user_name_bytes_max: 255,

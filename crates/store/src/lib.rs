@@ -158,6 +158,14 @@ pub struct OpenReport {
     pub elapsed: Duration,
 }
 
+/// What `Store::delete_user` removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeletedUser {
+    pub folders: u64,
+    pub messages: u64,
+    pub bytes: u64,
+}
+
 /// What one expunge did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExpungeReport {
@@ -258,6 +266,18 @@ impl Store {
     /// Creates a folder (and the user, if new).
     pub fn create_folder(&self, user: &str, folder: &str) -> Result<FolderStatus, StoreError> {
         self.inner.create_folder(user, folder)
+    }
+
+    /// Creates a folder and every missing folder above it, atomically: a refusal (bad name,
+    /// `folders_per_user_max`, the folder exists) creates nothing.
+    pub fn create_folder_path(&self, user: &str, folder: &str) -> Result<FolderStatus, StoreError> {
+        self.inner.create_folder_path(user, folder)
+    }
+
+    /// Deletes every folder of a user, INBOX included, in one durable journal record, and
+    /// returns their space. What was removed is reported.
+    pub fn delete_user(&self, user: &str) -> Result<DeletedUser, StoreError> {
+        self.inner.delete_user(user)
     }
 
     /// Renames a folder and the folders below it. INBOX cannot be renamed.

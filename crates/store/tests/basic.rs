@@ -167,3 +167,78 @@ fn changes_since_uids_and_the_observer_see_every_committed_change() {
     assert_eq!(summary, store.summary("alice", "INBOX", 3).unwrap());
     assert_eq!(content, store.read("alice", "INBOX", 3).unwrap());
 }
+
+#[test]
+fn creating_a_deep_folder_creates_its_parents_in_one_step_or_nothing() {
+    let disk = SimDisk::new();
+    let config = store::StoreConfig {
+        folders_per_user_max: 5,
+        folder_depth_max: 4,
+        ..small_config()
+    };
+    let store = open(&disk, config.clone());
+    store.create_folder("u", "INBOX").unwrap();
+    store.create_folder_path("u", "a/b/c").unwrap();
+    assert_eq!(store.list_folders("u"), ["INBOX", "a", "a/b", "a/b/c"]);
+    assert!(matches!(
+        store.create_folder_path("u", "a/b/c"),
+        Err(StoreError::FolderExists { .. })
+    ));
+    // Too deep: nothing is created, not even the parents that would fit.
+    assert!(matches!(
+        store.create_folder_path("u", "x/y/z/w/v"),
+        Err(StoreError::InvalidName { .. })
+    ));
+    // Over the folder limit with its parents (4 + 2 > 5): nothing either.
+    assert!(matches!(
+        store.create_folder_path("u", "p/q"),
+        Err(StoreError::Limit { .. })
+    ));
+    assert_eq!(store.list_folders("u").len(), 4);
+    store.create_folder_path("u", "a/b/d").unwrap();
+    assert!(matches!(
+        store.create_folder_path("u", "a/e"),
+        Err(StoreError::Limit { .. })
+    ));
+    assert_clean(&store);
+    drop(store);
+    let store = open(&disk, config);
+    assert_eq!(
+        store.list_folders("u"),
+        ["INBOX", "a", "a/b", "a/b/c", "a/b/d"]
+    );
+}
+
+#[test]
+fn deleting_a_user_removes_every_folder_and_frees_its_space_durably() {
+    let disk = SimDisk::new();
+    let store = open(&disk, small_config());
+    for i in 0..20 {
+        store.append("gone", "INBOX", message(i, 2000)).unwrap();
+        store
+            .append("kept", "INBOX", message(100 + i, 500))
+            .unwrap();
+    }
+    store.create_folder_path("gone", "Archive/2024").unwrap();
+    let used = store.stats().used_bytes;
+    let deleted = store.delete_user("gone").unwrap();
+    assert_eq!(
+        (deleted.folders, deleted.messages, deleted.bytes),
+        (3, 20, 40_000)
+    );
+    assert!(store.list_folders("gone").is_empty());
+    assert_eq!(store.list_users(), ["kept"]);
+    assert!(store.stats().used_bytes < used);
+    assert_eq!(store.delete_user("gone").unwrap().folders, 0, "idempotent");
+    assert_clean(&store);
+    drop(store);
+    // A power cut after it returned: still gone.
+    disk.crash(7, 0.0);
+    let store = open(&disk, small_config());
+    assert!(store.list_folders("gone").is_empty());
+    assert_eq!(store.status("kept", "INBOX").unwrap().messages, 20);
+    // The address starts empty.
+    store.append("gone", "INBOX", message(999, 10)).unwrap();
+    assert_eq!(store.status("gone", "INBOX").unwrap().messages, 1);
+    assert_clean(&store);
+}

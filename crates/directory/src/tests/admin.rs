@@ -200,8 +200,9 @@ async fn production_parameters_are_owasp() {
         hash.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"),
         "{hash}"
     );
-    assert!(crate::password::verify(&hash, "pw").unwrap());
-    assert!(!crate::password::verify(&hash, "pW").unwrap());
+    let mut memory = Vec::new();
+    assert!(crate::hasher::verify(&hash, "pw", &mut memory, 64 << 20).unwrap());
+    assert!(!crate::hasher::verify(&hash, "pW", &mut memory, 64 << 20).unwrap());
 }
 
 #[tokio::test]
@@ -641,8 +642,93 @@ async fn subscriptions_are_a_per_user_set_that_goes_with_the_user() {
         Err(DirectoryError::Limit(_))
     ));
     d.del_user("b@example.org").await.unwrap();
+    d.purged("b@example.org").await.unwrap();
     d.add_user("b@example.org", "pw-b-long-enough")
         .await
         .unwrap();
     assert!(d.subscriptions("b@example.org").await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_deleted_address_is_refused_until_its_mail_is_purged() {
+    let f = Fixture::new().await;
+    let d = &f.dir;
+    d.add_domain("example.org").await.unwrap();
+    d.add_user("a@example.org", "pw").await.unwrap();
+    d.add_user("b@example.org", "pw").await.unwrap();
+    assert_eq!(d.del_user("A@Example.org").await.unwrap(), "a@example.org");
+    d.del_user("b@example.org").await.unwrap();
+    assert_eq!(
+        d.pending_deletions().await.unwrap(),
+        vec!["a@example.org".to_string(), "b@example.org".to_string()]
+    );
+    let err = d.add_user("a@example.org", "pw").await.unwrap_err();
+    assert!(matches!(err, DirectoryError::UserBeingDeleted(_)), "{err}");
+    assert!(err.to_string().contains("still being removed"), "{err}");
+    d.purged("a@example.org").await.unwrap();
+    d.purged("a@example.org").await.unwrap();
+    assert_eq!(
+        d.pending_deletions().await.unwrap(),
+        vec!["b@example.org".to_string()]
+    );
+    d.add_user("a@example.org", "pw").await.unwrap();
+    // Deleted again before the first purge of b: still one row.
+    assert!(d.add_user("b@example.org", "pw").await.is_err());
+}
+
+fn key(domain: &str, selector: &str, created_at: i64) -> crate::DkimKey {
+    crate::DkimKey {
+        domain: domain.into(),
+        selector: selector.into(),
+        algorithm: "ed25519".into(),
+        private_key: format!("private {selector}"),
+        public_key: format!("public {selector}"),
+        created_at,
+    }
+}
+
+#[tokio::test]
+async fn the_newest_dkim_key_of_a_domain_signs_and_goes_with_the_domain() {
+    let f = Fixture::new().await;
+    let d = &f.dir;
+    assert!(matches!(
+        d.add_dkim_key(&key("example.org", "s1", 1)).await,
+        Err(DirectoryError::NoSuchDomain(_))
+    ));
+    d.add_domain("example.org").await.unwrap();
+    d.add_dkim_key(&key("Example.ORG", "S1", 1)).await.unwrap();
+    assert_eq!(d.cache().dkim_key("example.org").unwrap().selector, "s1");
+    d.add_dkim_key(&key("example.org", "s2", 2)).await.unwrap();
+    assert_eq!(d.cache().dkim_key("EXAMPLE.org").unwrap().selector, "s2");
+    assert!(matches!(
+        d.add_dkim_key(&key("example.org", "s2", 3)).await,
+        Err(DirectoryError::DkimKeyExists { .. })
+    ));
+    for bad in ["", "-a", "a-", "a.b", "a b", &"x".repeat(64)] {
+        assert!(
+            matches!(
+                d.add_dkim_key(&key("example.org", bad, 3)).await,
+                Err(DirectoryError::InvalidSelector(_))
+            ),
+            "{bad:?}"
+        );
+    }
+    let keys = d.dkim_keys().await.unwrap();
+    assert_eq!(
+        keys.iter().map(|k| k.selector.as_str()).collect::<Vec<_>>(),
+        ["s2", "s1"]
+    );
+    assert!(
+        !format!("{:?}", keys[0]).contains("private s2"),
+        "the key never shows"
+    );
+    d.del_dkim_key("example.org", "s2").await.unwrap();
+    assert_eq!(d.cache().dkim_key("example.org").unwrap().selector, "s1");
+    assert!(matches!(
+        d.del_dkim_key("example.org", "s2").await,
+        Err(DirectoryError::NoSuchDkimKey { .. })
+    ));
+    d.del_domain("example.org").await.unwrap();
+    assert!(d.dkim_keys().await.unwrap().is_empty());
+    assert!(d.cache().dkim_key("example.org").is_none());
 }

@@ -12,19 +12,10 @@ pub(crate) fn run(s: &mut Session, tag: &str, name: &str, b: &Backend<'_>) {
         s.tagged(tag, "NO [ALREADYEXISTS] INBOX always exists");
         return;
     }
-    // Create missing superior names, so the hierarchy can be listed and selected.
-    let parts: Vec<&str> = name.split('/').collect();
-    let existing = b.store.list_folders(&user);
-    for depth in 1..parts.len() {
-        let parent = parts[..depth].join("/");
-        if !existing.contains(&parent)
-            && let Err(e) = b.store.create_folder(&user, &parent)
-        {
-            super::no(s, tag, &e);
-            return;
-        }
-    }
-    match b.store.create_folder(&user, name) {
+    // RFC 9051 6.3.4: missing superior names are created too, so the hierarchy can be
+    // listed and selected; all of them in one store commit, so a refused CREATE (too deep,
+    // too many folders) leaves nothing behind.
+    match b.store.create_folder_path(&user, name) {
         Ok(_) => s.done(tag, "OK CREATE completed", b, true),
         Err(e) => super::no(s, tag, &e),
     }

@@ -10,8 +10,14 @@ fn config() -> Config {
     }
 }
 
+/// Frames `input` after login (the full limits).
 fn frames(input: &[&[u8]]) -> Vec<Frame> {
     let mut f = Framer::new(&config());
+    f.logged_in();
+    frames_with(&mut f, input)
+}
+
+fn frames_with(f: &mut Framer, input: &[&[u8]]) -> Vec<Frame> {
     let mut out = Vec::new();
     for chunk in input {
         f.feed(chunk);
@@ -71,7 +77,7 @@ fn a_literal_over_the_limit_is_refused_without_reading_it() {
         vec![
             Frame::Dropped {
                 tag: Some("a".into()),
-                limit: Limit::Literal
+                limit: Limit::Literal(100)
             },
             cmd("b NOOP\r\n")
         ]
@@ -88,7 +94,7 @@ fn a_non_synchronising_literal_over_the_limit_is_skipped_then_refused() {
         vec![
             Frame::Dropped {
                 tag: Some("a".into()),
-                limit: Limit::Literal
+                limit: Limit::Literal(100)
             },
             cmd("b NOOP\r\n")
         ]
@@ -106,7 +112,7 @@ fn a_long_line_is_dropped_and_the_stream_recovers() {
         vec![
             Frame::Dropped {
                 tag: Some("a".into()),
-                limit: Limit::Line
+                limit: Limit::Line(64)
             },
             cmd("b NOOP\r\n")
         ]
@@ -127,7 +133,7 @@ fn the_whole_command_is_bounded_too() {
         vec![
             Frame::Dropped {
                 tag: Some("a".into()),
-                limit: Limit::Command
+                limit: Limit::Command(200)
             },
             cmd("b NOOP\r\n")
         ]
@@ -141,7 +147,7 @@ fn nesting_beyond_the_limit_is_dropped() {
         vec![
             Frame::Dropped {
                 tag: Some("a".into()),
-                limit: Limit::Nesting
+                limit: Limit::Nesting(3)
             },
             cmd("b NOOP\r\n")
         ]
@@ -169,6 +175,129 @@ fn tags() {
     assert_eq!(tag_of(b"+ NOOP"), None);
     assert_eq!(tag_of(b"a(b NOOP"), None);
     assert_eq!(tag_of(b"\r\n"), None);
+}
+
+fn prelogin_config() -> Config {
+    Config {
+        prelogin_line_bytes_max: 32,
+        prelogin_literal_bytes_max: 10,
+        ..config()
+    }
+}
+
+#[test]
+fn before_login_lines_and_literals_are_small_and_a_big_literal_plus_closes() {
+    let mut f = Framer::new(&prelogin_config());
+    // A synchronising literal over the pre-login limit: refused, no `+`.
+    assert_eq!(
+        frames_with(&mut f, &[b"a LOGIN {11}\r\n", b"b NOOP\r\n"]),
+        vec![
+            Frame::Dropped {
+                tag: Some("a".into()),
+                limit: Limit::Literal(10)
+            },
+            cmd("b NOOP\r\n")
+        ]
+    );
+    // A line over the pre-login limit.
+    let long = format!("c LOGIN {} x\r\nd NOOP\r\n", "u".repeat(40));
+    assert_eq!(
+        frames_with(&mut f, &[long.as_bytes()]),
+        vec![
+            Frame::Dropped {
+                tag: Some("c".into()),
+                limit: Limit::Line(32)
+            },
+            cmd("d NOOP\r\n")
+        ]
+    );
+    // A non-synchronising literal over it: refused, and nothing after it is read.
+    assert_eq!(
+        frames_with(&mut f, &[b"e LOGIN {5000000+}\r\nxxxx\r\nf NOOP\r\n"]),
+        vec![Frame::Closing {
+            tag: Some("e".into()),
+            limit: Limit::Literal(10)
+        }]
+    );
+    assert_eq!(f.buffered(), 0);
+    // After login the full limits apply.
+    let mut f = Framer::new(&prelogin_config());
+    f.logged_in();
+    assert_eq!(
+        frames_with(&mut f, &[b"a LOGIN {11}\r\n"]),
+        vec![Frame::Continue]
+    );
+}
+
+#[test]
+fn literals_after_login_are_charged_to_the_shared_budget_until_the_command_ran() {
+    let budget = limits::ByteBudget::new(128 << 10);
+    let config = Config {
+        literal_bytes_max: 1 << 20,
+        command_bytes_max: 2 << 20,
+        inflight: Some(budget.clone()),
+        ..config()
+    };
+    let mut a = Framer::new(&config);
+    a.logged_in();
+    let mut b = Framer::new(&config);
+    b.logged_in();
+    assert_eq!(
+        frames_with(&mut a, &[b"a APPEND x {70000}\r\n"]),
+        vec![Frame::Continue]
+    );
+    assert_eq!(budget.reserved(), 128 << 10, "rounded up to 64 KiB steps");
+    // No room for a second one: refused before `+`, and not counted as a client error.
+    assert_eq!(
+        frames_with(&mut b, &[b"b APPEND x {70000}\r\n"]),
+        vec![Frame::Dropped {
+            tag: Some("b".into()),
+            limit: Limit::Budget
+        }]
+    );
+    // The same with LITERAL+: its bytes are read and thrown away, then refused.
+    let mut input = b"c APPEND x {70000+}\r\n".to_vec();
+    input.extend_from_slice(&vec![b'z'; 70_000]);
+    input.extend_from_slice(b"\r\nd NOOP\r\n");
+    assert_eq!(
+        frames_with(&mut b, &[&input]),
+        vec![
+            Frame::Dropped {
+                tag: Some("c".into()),
+                limit: Limit::Budget
+            },
+            cmd("d NOOP\r\n")
+        ]
+    );
+    let mut body = vec![b'y'; 70_000];
+    body.extend_from_slice(b"\r\n");
+    a.feed(&body);
+    assert!(matches!(a.next(), Some(Frame::Command(c)) if c.len() > 70_000));
+    assert_eq!(budget.reserved(), 128 << 10, "held while the command runs");
+    assert_eq!(a.next(), None);
+    assert_eq!(budget.reserved(), 0, "given back at the next command");
+}
+
+#[test]
+fn the_command_number_and_literal_bytes_time_each_command() {
+    let mut f = Framer::new(&config());
+    f.logged_in();
+    assert!(!f.in_command());
+    f.feed(b"a NO");
+    assert_eq!(f.next(), None);
+    assert!(f.in_command());
+    let first = f.command_number();
+    f.feed(b"OP\r\nb APPEND x {5}\r\n");
+    assert_eq!(f.next(), Some(cmd("a NOOP\r\n")));
+    assert_eq!(f.next(), Some(Frame::Continue));
+    assert_ne!(f.command_number(), first);
+    f.feed(b"abc");
+    assert_eq!(f.next(), None);
+    assert_eq!(f.literal_received(), 3);
+    f.feed(b"de\r\n");
+    assert!(matches!(f.next(), Some(Frame::Command(_))));
+    assert_eq!(f.literal_received(), 0);
+    assert!(!f.in_command());
 }
 
 proptest::proptest! {

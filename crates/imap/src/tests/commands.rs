@@ -9,7 +9,8 @@ fn greeting_capability_login_logout() {
     let greeting = c.greeting();
     assert!(
         greeting.starts_with(
-            "* OK [CAPABILITY IMAP4rev1 IMAP4rev2 STARTTLS AUTH=PLAIN SASL-IR LITERAL+"
+            // RFC 7888: LITERAL- before login, LITERAL+ after.
+            "* OK [CAPABILITY IMAP4rev1 IMAP4rev2 STARTTLS AUTH=PLAIN SASL-IR LITERAL-"
         ),
         "{greeting}"
     );

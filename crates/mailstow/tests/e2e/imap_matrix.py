@@ -54,10 +54,14 @@ ok(m.logout(), "LOGOUT") if False else m.logout()
 host, port = hostport(imaps)
 m = imaplib.IMAP4_SSL(host, port, ssl_context=context())
 caps = m.capabilities
-for cap in ("IMAP4REV2", "IMAP4REV1", "IDLE", "UIDPLUS", "MOVE", "CONDSTORE", "SPECIAL-USE", "LITERAL+", "BINARY", "ESEARCH"):
+# RFC 7888: before login only LITERAL- (small non-synchronising literals), after it LITERAL+.
+for cap in ("IMAP4REV2", "IMAP4REV1", "IDLE", "UIDPLUS", "MOVE", "CONDSTORE", "SPECIAL-USE", "LITERAL-", "BINARY", "ESEARCH"):
     assert cap in caps, (cap, caps)
+assert "LITERAL+" not in caps, caps
 print("ok CAPABILITY", " ".join(caps))
 ok(m.login(user, password), "LOGIN")
+after = ok(m.capability(), "CAPABILITY after login")[0].decode().upper().split()
+assert "LITERAL+" in after and "LITERAL-" not in after, after
 ok(m.enable("CONDSTORE"), "ENABLE")
 ok(m.xatom("ID", "NIL"), "ID")
 ok(m.namespace(), "NAMESPACE")

@@ -135,6 +135,7 @@ fn config(errors_max: usize, line_max: usize, plaintext_auth: bool) -> Arc<Confi
         tls_available: false,
         plaintext_auth,
         input_buffer_max: 64 * 1024,
+        ..Config::default()
     })
 }
 

@@ -64,3 +64,77 @@ fn answers_after_a_timeout_are_ignored() {
     assert!(session.is_closed());
     assert!(!session.wants_input());
 }
+
+#[test]
+fn deadlines_bound_authorization_and_each_line() {
+    let config = pop3::Config {
+        login_deadline: Duration::from_secs(13),
+        command_deadline: Duration::from_secs(5),
+        ..plain()
+    };
+    let mut session = Session::new(Arc::new(config), false);
+    while session.poll().is_some() {}
+    let d = session.deadlines();
+    assert_eq!(d.phase.map(|d| d.within), Some(Duration::from_secs(13)));
+    assert_eq!(d.request, None);
+
+    session.feed(b"US");
+    let first = session.deadlines().request.expect("a partial line");
+    assert_eq!(first.within, Duration::from_secs(5));
+    session.feed(b"ER alice");
+    assert_eq!(
+        session.deadlines().request,
+        Some(first),
+        "same line, same step"
+    );
+    session.feed(b"\r\n");
+    while session.poll().is_some() {}
+    assert_eq!(session.deadlines().request, None);
+    session.feed(b"P");
+    assert_ne!(session.deadlines().request.unwrap().step, first.step);
+    session.feed(b"ASS secret\r\n");
+    while let Some(event) = session.poll() {
+        if let pop3::Event::Auth { .. } = event {
+            session.auth_result(AuthResult::Success {
+                maildrop: Maildrop::default(),
+            });
+        }
+    }
+    assert_eq!(session.deadlines().phase, None, "logged in");
+
+    session.feed(b"NO");
+    session.deadline_passed();
+    let mut replies = Vec::new();
+    while let Some(event) = session.poll() {
+        replies.push(event);
+    }
+    assert_eq!(
+        replies,
+        vec![
+            pop3::Event::Reply(b"-ERR [SYS/TEMP] too slow, closing\r\n".to_vec()),
+            pop3::Event::Close
+        ]
+    );
+    assert_eq!(session.deadlines(), limits::Deadlines::default());
+}
+
+#[test]
+fn shutdown_and_revocation_say_why_and_close() {
+    for (end, text) in [
+        (
+            Session::shutting_down as fn(&mut Session),
+            "-ERR [SYS/TEMP] server shutting down\r\n",
+        ),
+        (Session::revoked, "-ERR [AUTH] account removed\r\n"),
+    ] {
+        let mut session = Session::new(Arc::new(plain()), false);
+        while session.poll().is_some() {}
+        end(&mut session);
+        assert_eq!(
+            session.poll(),
+            Some(pop3::Event::Reply(text.as_bytes().to_vec()))
+        );
+        assert_eq!(session.poll(), Some(pop3::Event::Close));
+        assert!(session.is_closed());
+    }
+}

@@ -4,7 +4,7 @@
 //! after the command, and reading them as commands would execute message content. The reply
 //! comes after the last byte of the chunk.
 
-use crate::content::{Body, Content, Framing, too_big};
+use crate::content::{Body, Content, Framing, no_room, too_big};
 use crate::reply::Reply;
 use crate::session::{Phase, Session};
 
@@ -17,6 +17,17 @@ pub(crate) struct Chunks {
     failed: Option<Reply>,
 }
 
+impl Chunks {
+    /// Content bytes received in the transaction's chunks so far.
+    pub(crate) fn size(&self) -> u64 {
+        self.content.size()
+    }
+
+    pub(crate) fn content_mut(&mut self) -> &mut Content {
+        &mut self.content
+    }
+}
+
 /// The chunk being read.
 #[derive(Debug)]
 pub(crate) struct Chunk {
@@ -26,6 +37,13 @@ pub(crate) struct Chunk {
     size: u64,
     last: bool,
     disposition: Disposition,
+}
+
+impl Chunk {
+    /// Bytes of this chunk read so far.
+    pub(crate) fn read(&self) -> u64 {
+        self.size.saturating_sub(self.remaining)
+    }
 }
 
 #[derive(Debug)]
@@ -53,6 +71,9 @@ impl Session {
                 is_error: false,
             },
             Some(transaction) => {
+                if transaction.chunks.is_none() {
+                    self.transfers = self.transfers.wrapping_add(1);
+                }
                 let chunks = transaction.chunks.get_or_insert_with(|| Chunks {
                     content: Content::new(
                         Framing::Chunks,
@@ -69,6 +90,9 @@ impl Session {
                 }
             }
         };
+        if matches!(disposition, Disposition::Refuse { .. }) {
+            self.transfers = self.transfers.wrapping_add(1);
+        }
         let size = u64::try_from(size).unwrap_or(u64::MAX);
         self.set_phase(Phase::Bdat(Chunk {
             remaining: size,
@@ -142,6 +166,10 @@ impl Session {
                     // RFC 3030 2 and RFC 1870 6.3: answer 552 right after the chunk that
                     // crossed the limit, so the client stops early.
                     chunks.failed = Some(too_big(self.config.message_bytes_max));
+                    self.chunk_failed(false);
+                } else if chunks.content.has_no_room() {
+                    // No room now: say so after this chunk, so the client stops sending.
+                    chunks.failed = Some(no_room());
                     self.chunk_failed(false);
                 } else {
                     if size > 0 {

@@ -31,6 +31,7 @@ impl Session {
             self.config.text_line_max,
         );
         self.reply(Reply::plain(354, "End data with <CR><LF>.<CR><LF>"));
+        self.transfers = self.transfers.wrapping_add(1);
         self.set_phase(Phase::Data(Box::new(content)));
     }
 
@@ -95,32 +96,37 @@ impl Session {
             .unwrap_or_default();
         let mut results = results.into_iter();
         let mut accepted = false;
+        let mut replies = Vec::new();
+        let mut answer = |result: Option<Verdict>, accept: Reply| match result {
+            Some(Verdict::Accept) => {
+                accepted = true;
+                accept
+            }
+            Some(Verdict::Reject(reply)) => Session::refusal(reply),
+            None => Reply::temporary_failure(),
+        };
         if self.config.mode == Mode::Lmtp {
             // RFC 2033 4.2: one reply per accepted recipient, in RCPT order.
             for recipient in &recipients {
-                let reply = match results.next() {
-                    Some(Verdict::Accept) => {
-                        accepted = true;
-                        Reply::new(250, (2, 0, 0), format!("<{recipient}> Delivered"))
-                    }
-                    Some(Verdict::Reject(reply)) => Session::refusal(reply),
-                    None => Reply::temporary_failure(),
-                };
-                self.reply(reply);
+                let delivered = Reply::new(250, (2, 0, 0), format!("<{recipient}> Delivered"));
+                replies.push(answer(results.next(), delivered));
             }
         } else {
-            let reply = match results.next() {
-                Some(Verdict::Accept) => {
-                    accepted = true;
-                    Reply::new(250, (2, 0, 0), "Ok: queued")
-                }
-                Some(Verdict::Reject(reply)) => Session::refusal(reply),
-                None => Reply::temporary_failure(),
-            };
+            replies.push(answer(
+                results.next(),
+                Reply::new(250, (2, 0, 0), "Ok: queued"),
+            ));
+        }
+        // RFC 5321 3.8: a 421 closes the transmission channel.
+        let closing = replies.iter().any(|reply| reply.code == 421);
+        for reply in replies {
             self.reply(reply);
         }
         if accepted {
             self.progress();
+        }
+        if closing {
+            self.close();
         }
     }
 

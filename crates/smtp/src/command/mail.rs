@@ -90,6 +90,7 @@ impl Session {
             envid: from.env_id.map(Cow::into_owned),
             recipients: Vec::new(),
             chunks: None,
+            reservation: None,
         };
         self.event(Event::MailFrom {
             from: transaction.from.clone(),
@@ -117,7 +118,7 @@ impl Session {
                 self.progress();
                 self.reply(Reply::new(250, (2, 1, 0), "Ok"));
             }
-            Verdict::Reject(reply) => self.reply(Session::refusal(reply)),
+            Verdict::Reject(reply) => self.refuse(reply),
         }
     }
 }

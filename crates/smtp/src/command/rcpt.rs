@@ -74,7 +74,7 @@ impl Session {
                 self.progress();
                 self.reply(Reply::new(250, (2, 1, 5), "Ok"));
             }
-            Verdict::Reject(reply) => self.reply(Session::refusal(reply)),
+            Verdict::Reject(reply) => self.refuse(reply),
         }
     }
 }

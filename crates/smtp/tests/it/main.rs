@@ -2,6 +2,7 @@
 
 mod auth;
 mod bdat;
+mod budget;
 mod commands;
 mod defences;
 mod lmtp;

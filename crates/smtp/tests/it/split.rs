@@ -112,6 +112,7 @@ fn config(mode: Mode) -> Config {
         tls_available: true,
         auth_without_tls: true,
         require_auth: true,
+        ..Config::default()
     }
 }
 

@@ -1,0 +1,274 @@
+//! The one connection driver every protocol runs under: it moves bytes between the socket and
+//! a sans-IO session, and owns the clock.
+//!
+//! Each loop: the protocol runs its session as far as it can ([`Protocol::step`]: writes
+//! replies into the connection's output and answers the session's decisions), the driver
+//! flushes, then waits for the first of
+//!
+//! - input from the client (fed to the session);
+//! - the session's idle timeout ([`Protocol::timeout`]);
+//! - the first of its deadlines ([`Protocol::deadlines`], timed from when each step first
+//!   appeared), which trickled input cannot push back;
+//! - a change to the logged-in user's mail, while the session wants to hear of it (IMAP IDLE);
+//! - the user's deletion (every session of the user ends);
+//! - the server shutting down.
+//!
+//! Every byte written comes from the session: a timeout, a deadline, a deletion or the
+//! shutdown only tells the session, which says its goodbye on the next step.
+
+use std::future::Future;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use limits::Deadlines;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::Ctx;
+use crate::conn::{Stream, TLS_HANDSHAKE_TIMEOUT};
+use crate::users::Membership;
+
+/// The first read buffer of a connection; it doubles (up to [`READ_BUFFER_MAX`]) while reads
+/// fill it, so idle connections stay small and bulk transfers read in large chunks.
+const READ_BUFFER_MIN: usize = 4 << 10;
+pub(crate) const READ_BUFFER_MAX: usize = 64 << 10;
+/// A client that does not take our output within this long is gone.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// What the driver should do after a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// The session waits for client input.
+    Read,
+    /// The session has more to do before it needs input: step again.
+    Again,
+    /// The session is over: flush and close.
+    Close,
+}
+
+/// A protocol's session and the shell's answers to its decisions.
+pub(crate) trait Protocol: Send {
+    /// Runs the session until it needs input, is over, or should yield: replies go into
+    /// `conn.out`, decisions are answered (they may wait on the directory, the queue or the
+    /// store).
+    fn step(&mut self, conn: &mut Conn) -> impl Future<Output = Step> + Send;
+    fn feed(&mut self, bytes: &[u8]);
+    /// How long to wait for input before `timed_out`.
+    fn timeout(&self) -> Duration;
+    fn deadlines(&self) -> Deadlines;
+    fn timed_out(&mut self);
+    fn deadline_passed(&mut self);
+    fn shutting_down(&mut self);
+    /// The logged-in user was deleted.
+    fn revoked(&mut self);
+    /// Wake on changes to the user's mail now (IMAP IDLE).
+    fn wants_changes(&self) -> bool {
+        false
+    }
+}
+
+/// One client connection as the protocols see it.
+pub(crate) struct Conn {
+    pub(crate) ctx: Arc<Ctx>,
+    pub(crate) stream: Stream,
+    /// Replies not yet written.
+    pub(crate) out: Vec<u8>,
+    /// The logged-in user's place among its sessions, once logged in.
+    pub(crate) member: Option<Membership>,
+}
+
+impl Conn {
+    pub(crate) fn new(ctx: Arc<Ctx>, stream: Stream) -> Conn {
+        Conn {
+            ctx,
+            stream,
+            out: Vec::new(),
+            member: None,
+        }
+    }
+
+    /// Writes what is pending, within the write timeout: a client that stops reading our
+    /// replies must not hold the connection forever.
+    pub(crate) async fn flush(&mut self) -> io::Result<()> {
+        if self.out.is_empty() {
+            return Ok(());
+        }
+        let out = std::mem::take(&mut self.out);
+        let stream = &mut self.stream;
+        tokio::time::timeout(WRITE_TIMEOUT, async {
+            stream.write_all(&out).await?;
+            stream.flush().await
+        })
+        .await
+        .unwrap_or_else(|_| Err(io::ErrorKind::TimedOut.into()))
+    }
+
+    /// Flushes (the answer to STARTTLS goes in plaintext), then runs the TLS handshake.
+    pub(crate) async fn start_tls(&mut self) -> io::Result<()> {
+        self.flush().await?;
+        let plain = std::mem::replace(&mut self.stream, Stream::Closed);
+        self.stream = plain.upgrade(&self.ctx.tls, TLS_HANDSHAKE_TIMEOUT).await?;
+        Ok(())
+    }
+}
+
+/// Each deadline kind's step and when the driver first saw it.
+#[derive(Default)]
+struct Clocks([Option<(u64, Instant)>; 3]);
+
+impl Clocks {
+    /// Starts clocks for new steps, stops those gone; returns when the first one is due.
+    fn due(&mut self, deadlines: Deadlines, now: Instant) -> Option<Instant> {
+        let mut due: Option<Instant> = None;
+        for (clock, deadline) in self.0.iter_mut().zip(deadlines.kinds()) {
+            let Some(deadline) = deadline else {
+                *clock = None;
+                continue;
+            };
+            let started = match clock {
+                Some((step, started)) if *step == deadline.step => *started,
+                _ => {
+                    *clock = Some((deadline.step, now));
+                    now
+                }
+            };
+            let at = started + deadline.within;
+            due = Some(due.map_or(at, |d| d.min(at)));
+        }
+        due
+    }
+}
+
+/// Runs `protocol` on `conn` until the session ends or the connection fails.
+pub(crate) async fn drive<P: Protocol>(
+    mut protocol: P,
+    mut conn: Conn,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut buf = vec![0u8; READ_BUFFER_MIN];
+    let mut clocks = Clocks::default();
+    loop {
+        let step = protocol.step(&mut conn).await;
+        if conn.flush().await.is_err() {
+            return;
+        }
+        match step {
+            Step::Close => {
+                let _ = tokio::time::timeout(Duration::from_secs(5), conn.stream.shutdown()).await;
+                return;
+            }
+            Step::Again => continue,
+            Step::Read => {}
+        }
+        let now = Instant::now();
+        let due = clocks.due(protocol.deadlines(), now);
+        let idle = now + protocol.timeout();
+        let wake = due.map_or(idle, |due| due.min(idle));
+        let wants_changes = protocol.wants_changes();
+        let Conn { stream, member, .. } = &mut conn;
+        let (changes, revoked) = match member {
+            Some(m) => (
+                Some(&mut m.changes).filter(|_| wants_changes),
+                Some(&mut m.revoked),
+            ),
+            None => (None, None),
+        };
+        tokio::select! {
+            read = stream.read(&mut buf) => match read {
+                Ok(0) | Err(_) => return,
+                Ok(n) => {
+                    protocol.feed(&buf[..n]);
+                    if n == buf.len() && buf.len() < READ_BUFFER_MAX {
+                        buf.resize(buf.len() * 2, 0);
+                    }
+                }
+            },
+            () = tokio::time::sleep_until(wake) => {
+                if due.is_some_and(|due| due <= Instant::now()) {
+                    protocol.deadline_passed();
+                } else {
+                    protocol.timed_out();
+                }
+            }
+            () = changed(changes) => {}
+            () = revocation(revoked) => protocol.revoked(),
+            () = crate::conn::stopping(&mut shutdown) => protocol.shutting_down(),
+        }
+    }
+}
+
+/// Resolves on the next change to the user's mail; never without a receiver.
+async fn changed(changes: Option<&mut watch::Receiver<u64>>) {
+    match changes {
+        Some(rx) => {
+            if rx.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending::<()>().await,
+    }
+}
+
+/// Resolves once the user is revoked; never without a receiver.
+async fn revocation(revoked: Option<&mut watch::Receiver<bool>>) {
+    match revoked {
+        Some(rx) => {
+            if rx.wait_for(|revoked| *revoked).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending::<()>().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use limits::Deadline;
+
+    #[test]
+    fn clocks_start_when_a_step_appears_and_ignore_trickling() {
+        let mut clocks = Clocks::default();
+        let t0 = Instant::now();
+        let request = |step| Deadlines {
+            request: Some(Deadline {
+                step,
+                within: Duration::from_secs(10),
+            }),
+            ..Deadlines::default()
+        };
+        assert_eq!(
+            clocks.due(request(1), t0),
+            Some(t0 + Duration::from_secs(10))
+        );
+        // More bytes of the same step: the deadline does not move.
+        let t1 = t0 + Duration::from_secs(4);
+        assert_eq!(
+            clocks.due(request(1), t1),
+            Some(t0 + Duration::from_secs(10))
+        );
+        // A new step starts its own clock.
+        assert_eq!(
+            clocks.due(request(2), t1),
+            Some(t1 + Duration::from_secs(10))
+        );
+        // Gone, then back: a fresh clock.
+        assert_eq!(clocks.due(Deadlines::default(), t1), None);
+        let t2 = t1 + Duration::from_secs(1);
+        assert_eq!(
+            clocks.due(request(2), t2),
+            Some(t2 + Duration::from_secs(10))
+        );
+        // The earliest of several kinds.
+        let both = Deadlines {
+            phase: Some(Deadline {
+                step: 0,
+                within: Duration::from_secs(3),
+            }),
+            ..request(2)
+        };
+        assert_eq!(clocks.due(both, t2), Some(t2 + Duration::from_secs(3)));
+    }
+}

@@ -1,0 +1,528 @@
+//! Failed-login throttling that cannot be raced or reset by a guesser.
+//!
+//! Failures are counted at three levels, each with its own limit: per (client address, user
+//! name) a low one, per client address a higher one, and per network (the /24 of an IPv4
+//! address, the /64 of an IPv6 one) a higher one still. So one user's typos behind a NAT lock
+//! out that user at that address, not everyone behind it, while a guesser spraying many names
+//! from one address, or from a whole network, is stopped too.
+//!
+//! - **Attempts in flight count.** [`Throttle::gate`] counts the attempt before its password is
+//!   verified and hands back a [`Ticket`]; the verdict only turns it into a failure (or, for
+//!   the user level, clears it). Sixty parallel guesses from one address are therefore as
+//!   limited as sixty sequential ones. A ticket dropped without a verdict (the client hung up
+//!   while its password was checked) counts as a failure.
+//! - **A success clears only its own user at its own address.** The address and network
+//!   counts are never cleared by a success, so logging in to an account of one's own does not
+//!   buy more guesses at another.
+//! - **Delay before refusal.** Below the limits, each attempt waits `delay_base × 2^(k-1)`
+//!   (at most `delay_max`) before it is verified, `k` being the busiest level's count scaled
+//!   to the user level's limit; at a limit the attempt is refused without being verified, until
+//!   `window` has passed since that level's last failure.
+//!
+//! Memory is bounded: at most [`ENTRIES_MAX`] counters; past it the oldest half goes.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Counters kept at most.
+pub(crate) const ENTRIES_MAX: usize = 65_536;
+/// Longest user name kept as a key (the longest address is 254 bytes).
+const USER_KEY_BYTES_MAX: usize = 254;
+
+/// The limits; see the module documentation.
+#[derive(Debug, Clone, Copy)]
+pub struct ThrottleConfig {
+    /// Failures of one user name from one address (default 5).
+    pub user_failures_max: u32,
+    /// Failures from one address, all user names (default 30).
+    pub address_failures_max: u32,
+    /// Failures from one /24 (IPv4) or /64 (IPv6) network (default 100).
+    pub network_failures_max: u32,
+    /// How long a level's failures count after its last one (default 10 minutes).
+    pub window: Duration,
+    /// The first delay (default 250 ms); it doubles with each failure.
+    pub delay_base: Duration,
+    /// The longest delay before a verification (default 8 s).
+    pub delay_max: Duration,
+}
+
+impl Default for ThrottleConfig {
+    fn default() -> Self {
+        ThrottleConfig {
+            user_failures_max: 5,
+            address_failures_max: 30,
+            network_failures_max: 100,
+            window: Duration::from_secs(600),
+            delay_base: Duration::from_millis(250),
+            delay_max: Duration::from_secs(8),
+        }
+    }
+}
+
+/// What a counter counts.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Key {
+    User(IpAddr, String),
+    Address(IpAddr),
+    Network(IpAddr),
+}
+
+impl Key {
+    fn keys(ip: IpAddr, user: &str) -> [Key; 3] {
+        [
+            Key::User(ip, user_key(user)),
+            Key::Address(ip),
+            Key::Network(network(ip)),
+        ]
+    }
+}
+
+/// The name as a key: case-folded and cut, so variants of one name share a counter.
+fn user_key(user: &str) -> String {
+    let mut key = user.trim().to_ascii_lowercase();
+    if key.len() > USER_KEY_BYTES_MAX {
+        let mut cut = USER_KEY_BYTES_MAX;
+        while !key.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        key.truncate(cut);
+    }
+    key
+}
+
+/// The /24 of an IPv4 address, the /64 of an IPv6 one (IPv4-mapped IPv6 as IPv4).
+pub(crate) fn network(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, c, _] = v4.octets();
+            IpAddr::from([a, b, c, 0])
+        }
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => network(IpAddr::V4(v4)),
+            None => {
+                let s = v6.segments();
+                IpAddr::from([s[0], s[1], s[2], s[3], 0, 0, 0, 0])
+            }
+        },
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Counter {
+    failures: u32,
+    in_flight: u32,
+    last: Instant,
+}
+
+impl Counter {
+    fn count(&self) -> u32 {
+        self.failures.saturating_add(self.in_flight)
+    }
+}
+
+struct Inner {
+    config: ThrottleConfig,
+    counters: Mutex<HashMap<Key, Counter>>,
+}
+
+/// Failed-login counters, shared by every listener.
+#[derive(Clone)]
+pub(crate) struct Throttle(Arc<Inner>);
+
+/// The throttle's answer before an attempt is verified.
+pub(crate) enum Gate {
+    /// Verify after `delay`, then give the verdict to the ticket.
+    Check { delay: Duration, ticket: Ticket },
+    /// Refused without verifying: the level named is at its limit.
+    Refuse(Level),
+}
+
+/// Which level refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Level {
+    User,
+    Address,
+    Network,
+}
+
+impl Level {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Level::User => "user",
+            Level::Address => "address",
+            Level::Network => "network",
+        }
+    }
+}
+
+/// An attempt in flight; its verdict goes back to the counters.
+pub(crate) struct Ticket {
+    throttle: Throttle,
+    keys: [Key; 3],
+    resolved: bool,
+}
+
+/// One blocked counter, for `mailstow auth blocked`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Blocked {
+    pub(crate) key: Key,
+    pub(crate) failures: u32,
+    /// Until the block lifts, if no further failure comes.
+    pub(crate) remaining: Duration,
+}
+
+impl Throttle {
+    pub(crate) fn new(config: ThrottleConfig) -> Throttle {
+        Throttle(Arc::new(Inner {
+            config,
+            counters: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    fn counters(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Counter>> {
+        self.0.counters.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn limit(&self, key: &Key) -> u32 {
+        let config = &self.0.config;
+        match key {
+            Key::User(..) => config.user_failures_max,
+            Key::Address(_) => config.address_failures_max,
+            Key::Network(_) => config.network_failures_max,
+        }
+    }
+
+    /// Counts an attempt by `user` from `ip` and says whether (and when) to verify it.
+    pub(crate) fn gate(&self, ip: IpAddr, user: &str) -> Gate {
+        let config = self.0.config;
+        let now = Instant::now();
+        let keys = Key::keys(ip, user);
+        let mut counters = self.counters();
+        let mut scaled = 0u64;
+        for (key, level) in keys
+            .iter()
+            .zip([Level::User, Level::Address, Level::Network])
+        {
+            let count = match counters.get_mut(key) {
+                Some(counter) if now.duration_since(counter.last) > config.window => {
+                    counter.failures = 0;
+                    counter.count()
+                }
+                Some(counter) => counter.count(),
+                None => 0,
+            };
+            let limit = self.limit(key).max(1);
+            if count >= limit {
+                return Gate::Refuse(level);
+            }
+            // The level's count on the user level's scale.
+            let k =
+                u64::from(count) * u64::from(config.user_failures_max.max(1)) / u64::from(limit);
+            scaled = scaled.max(k);
+        }
+        if counters.len() + keys.len() > ENTRIES_MAX {
+            prune(&mut counters);
+        }
+        for key in &keys {
+            let counter = counters.entry(key.clone()).or_insert(Counter {
+                failures: 0,
+                in_flight: 0,
+                last: now,
+            });
+            counter.in_flight = counter.in_flight.saturating_add(1);
+        }
+        let delay = match scaled {
+            0 => Duration::ZERO,
+            k => {
+                let shift = u32::try_from(k - 1).unwrap_or(u32::MAX).min(20);
+                config
+                    .delay_base
+                    .saturating_mul(1 << shift)
+                    .min(config.delay_max)
+            }
+        };
+        Gate::Check {
+            delay,
+            ticket: Ticket {
+                throttle: self.clone(),
+                keys,
+                resolved: false,
+            },
+        }
+    }
+
+    fn resolve(&self, keys: &[Key; 3], success: bool) {
+        let now = Instant::now();
+        let mut counters = self.counters();
+        for key in keys {
+            let Some(counter) = counters.get_mut(key) else {
+                continue;
+            };
+            counter.in_flight = counter.in_flight.saturating_sub(1);
+            if success {
+                // Only the user's own counter at this address is cleared.
+                if matches!(key, Key::User(..)) {
+                    counter.failures = 0;
+                }
+            } else {
+                counter.failures = counter.failures.saturating_add(1);
+                counter.last = now;
+            }
+            if counter.count() == 0 {
+                counters.remove(key);
+            }
+        }
+    }
+
+    /// Every counter at its limit, sorted.
+    pub(crate) fn blocked(&self) -> Vec<Blocked> {
+        let now = Instant::now();
+        let window = self.0.config.window;
+        let counters = self.counters();
+        let mut blocked: Vec<Blocked> = counters
+            .iter()
+            .filter(|(key, counter)| {
+                now.duration_since(counter.last) <= window && counter.count() >= self.limit(key)
+            })
+            .map(|(key, counter)| Blocked {
+                key: key.clone(),
+                failures: counter.failures,
+                remaining: window.saturating_sub(now.duration_since(counter.last)),
+            })
+            .collect();
+        blocked.sort_by(|a, b| a.key.cmp(&b.key));
+        blocked
+    }
+
+    /// Clears every counter of an address (with its network) or of a user name (at every
+    /// address). Returns how many counters went.
+    pub(crate) fn unblock(&self, what: &str) -> usize {
+        let mut counters = self.counters();
+        let before = counters.len();
+        match what.trim().parse::<IpAddr>() {
+            Ok(ip) => {
+                let net = network(ip);
+                counters.retain(|key, _| match key {
+                    Key::User(a, _) | Key::Address(a) => *a != ip,
+                    Key::Network(n) => *n != net,
+                });
+            }
+            Err(_) => {
+                let user = user_key(what);
+                counters.retain(|key, _| !matches!(key, Key::User(_, u) if *u == user));
+            }
+        }
+        before - counters.len()
+    }
+}
+
+/// Drops the older half of the counters (a spray from many addresses must not grow the map
+/// without bound). Counters with attempts in flight stay.
+fn prune(counters: &mut HashMap<Key, Counter>) {
+    let mut by_age: Vec<(Instant, Key)> = counters
+        .iter()
+        .filter(|(_, c)| c.in_flight == 0)
+        .map(|(k, c)| (c.last, k.clone()))
+        .collect();
+    by_age.sort_by_key(|(last, _)| *last);
+    for (_, key) in by_age.into_iter().take(ENTRIES_MAX / 2) {
+        counters.remove(&key);
+    }
+}
+
+impl Ticket {
+    /// The password was right.
+    pub(crate) fn succeeded(mut self) {
+        self.resolved = true;
+        self.throttle.resolve(&self.keys, true);
+    }
+
+    /// The password was wrong (or the user unknown).
+    pub(crate) fn failed(mut self) {
+        self.resolved = true;
+        self.throttle.resolve(&self.keys, false);
+    }
+
+    /// No verdict (the directory could not answer): the attempt is not counted.
+    pub(crate) fn abandoned(mut self) {
+        self.resolved = true;
+        let mut counters = self.throttle.counters();
+        for key in &self.keys {
+            if let Some(counter) = counters.get_mut(key) {
+                counter.in_flight = counter.in_flight.saturating_sub(1);
+                if counter.count() == 0 {
+                    counters.remove(key);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        // The client left while its guess was being checked: still a guess.
+        if !self.resolved {
+            self.throttle.resolve(&self.keys, false);
+        }
+    }
+}
+
+impl std::fmt::Display for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Key::User(ip, user) => write!(f, "user {user} from {ip}"),
+            Key::Address(ip) => write!(f, "address {ip}"),
+            Key::Network(net) => match net {
+                IpAddr::V4(_) => write!(f, "network {net}/24"),
+                IpAddr::V6(_) => write!(f, "network {net}/64"),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> ThrottleConfig {
+        ThrottleConfig {
+            user_failures_max: 3,
+            address_failures_max: 6,
+            network_failures_max: 9,
+            window: Duration::from_millis(200),
+            delay_base: Duration::from_millis(10),
+            delay_max: Duration::from_millis(40),
+        }
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    fn check(gate: Gate) -> (Duration, Ticket) {
+        match gate {
+            Gate::Check { delay, ticket } => (delay, ticket),
+            Gate::Refuse(level) => panic!("refused at the {level:?} level"),
+        }
+    }
+
+    fn refused(gate: Gate) -> Level {
+        match gate {
+            Gate::Refuse(level) => level,
+            Gate::Check { .. } => panic!("not refused"),
+        }
+    }
+
+    #[test]
+    fn attempts_in_flight_count_before_their_verdict() {
+        let t = Throttle::new(config());
+        let a = ip("10.0.0.1");
+        let tickets: Vec<_> = (0..3).map(|_| check(t.gate(a, "u")).1).collect();
+        assert_eq!(refused(t.gate(a, "u")), Level::User);
+        assert_eq!(refused(t.gate(a, "U")), Level::User, "names fold");
+        drop(tickets); // hung up mid-check: failures
+        assert_eq!(refused(t.gate(a, "u")), Level::User);
+        assert_eq!(t.blocked().len(), 1);
+        assert_eq!(t.blocked()[0].key, Key::User(a, "u".into()));
+    }
+
+    #[test]
+    fn delays_grow_exponentially_then_refuse() {
+        let t = Throttle::new(config());
+        let a = ip("10.0.0.1");
+        let mut delays = Vec::new();
+        for _ in 0..3 {
+            let (delay, ticket) = check(t.gate(a, "u"));
+            delays.push(delay);
+            ticket.failed();
+        }
+        assert_eq!(
+            delays,
+            [0, 10, 20].map(Duration::from_millis),
+            "0, base, 2 × base"
+        );
+        assert_eq!(refused(t.gate(a, "u")), Level::User);
+        std::thread::sleep(Duration::from_millis(250));
+        assert_eq!(check(t.gate(a, "u")).0, Duration::ZERO, "the window passed");
+    }
+
+    #[test]
+    fn a_success_clears_only_its_own_user_and_never_the_address() {
+        let t = Throttle::new(config());
+        let a = ip("10.0.0.1");
+        for _ in 0..2 {
+            check(t.gate(a, "victim")).1.failed();
+        }
+        // The guesser logs in to an account of its own: the victim's count stays.
+        check(t.gate(a, "mine")).1.succeeded();
+        check(t.gate(a, "victim")).1.failed();
+        assert_eq!(refused(t.gate(a, "victim")), Level::User);
+        // Another user at the same address still gets in (one user's typos behind a NAT).
+        let (delay, ticket) = check(t.gate(a, "colleague"));
+        assert!(delay <= Duration::from_millis(20), "{delay:?}");
+        ticket.succeeded();
+        // But the address as a whole has a limit: 3 victim + 3 more failures.
+        for name in ["x", "y", "z"] {
+            check(t.gate(a, name)).1.failed();
+        }
+        assert_eq!(refused(t.gate(a, "fresh")), Level::Address);
+    }
+
+    #[test]
+    fn a_network_is_limited_across_its_addresses() {
+        let t = Throttle::new(config());
+        for n in 1..=9 {
+            let ip = ip(&format!("192.0.2.{n}"));
+            check(t.gate(ip, &format!("u{n}"))).1.failed();
+        }
+        assert_eq!(refused(t.gate(ip("192.0.2.200"), "v")), Level::Network);
+        assert!(matches!(t.gate(ip("192.0.3.1"), "v"), Gate::Check { .. }));
+        let v6 = ip("2001:db8:1:2:3:4:5:6");
+        assert_eq!(network(v6), ip("2001:db8:1:2::"));
+        assert_eq!(network(ip("::ffff:192.0.2.9")), ip("192.0.2.0"));
+    }
+
+    #[test]
+    fn unblock_by_address_or_user() {
+        let t = Throttle::new(config());
+        let a = ip("10.0.0.1");
+        for _ in 0..3 {
+            check(t.gate(a, "u")).1.failed();
+        }
+        for _ in 0..3 {
+            check(t.gate(ip("10.0.0.2"), "w")).1.failed();
+        }
+        assert_eq!(t.blocked().len(), 2);
+        assert!(t.unblock("U") >= 1);
+        assert!(matches!(t.gate(a, "u"), Gate::Check { .. }));
+        assert!(t.unblock("10.0.0.2") >= 2);
+        assert!(matches!(t.gate(ip("10.0.0.2"), "w"), Gate::Check { .. }));
+        assert_eq!(t.unblock("nobody"), 0);
+    }
+
+    #[test]
+    fn an_abandoned_attempt_is_not_a_failure() {
+        let t = Throttle::new(config());
+        let a = ip("10.0.0.1");
+        for _ in 0..5 {
+            check(t.gate(a, "u")).1.abandoned();
+        }
+        assert_eq!(check(t.gate(a, "u")).0, Duration::ZERO);
+    }
+
+    #[test]
+    fn the_map_is_bounded() {
+        let t = Throttle::new(ThrottleConfig {
+            window: Duration::from_secs(600),
+            ..ThrottleConfig::default()
+        });
+        for n in 0..(ENTRIES_MAX as u32 / 3 + 10) {
+            // One address per /24, so no network reaches its limit.
+            let ip = IpAddr::from((n << 8).to_be_bytes());
+            check(t.gate(ip, "u")).1.failed();
+        }
+        assert!(t.counters().len() <= ENTRIES_MAX);
+    }
+}

@@ -1,0 +1,223 @@
+//! Who is logged in: every authenticated session of every protocol holds a [`Membership`] of
+//! its user. Through it IMAP sessions in IDLE wake when the store commits a change to their
+//! user's folders, the per-user IMAP session limit is kept, and deleting a user ends all of
+//! its sessions ([`Users::revoke`]) and waits until they are gone before its mail is removed.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+/// Which protocol a session speaks, for the per-protocol limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Protocol {
+    Imap,
+    Pop3,
+    Submission,
+}
+
+/// Logged-in users: their sessions, a change counter IDLE waits on, and a revocation flag.
+#[derive(Clone)]
+pub(crate) struct Users(Arc<UsersInner>);
+
+struct UsersInner {
+    imap_sessions_max: usize,
+    map: Mutex<HashMap<String, UserEntry>>,
+}
+
+struct UserEntry {
+    imap_sessions: usize,
+    sessions: usize,
+    changed: watch::Sender<u64>,
+    /// Set by `revoke`: every session of the user ends, and none may start until the
+    /// deletion is over (`Revocation` dropped).
+    revoked: watch::Sender<bool>,
+    /// The number of sessions, for `revoke` to wait on.
+    count: watch::Sender<usize>,
+}
+
+/// Why a login could not join its user's sessions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// The user has `imap_sessions_per_user_max` IMAP sessions already.
+    TooManySessions,
+    /// The user is being deleted.
+    Revoked,
+}
+
+/// One session's place among its user's sessions; leaves on drop.
+pub(crate) struct Membership {
+    users: Users,
+    user: String,
+    protocol: Protocol,
+    /// Bumped after every committed change to the user's folders.
+    pub(crate) changes: watch::Receiver<u64>,
+    /// Turns true when the user is deleted.
+    pub(crate) revoked: watch::Receiver<bool>,
+}
+
+/// A user being deleted: no session may join until this is dropped.
+pub(crate) struct Revocation {
+    users: Users,
+    user: String,
+}
+
+impl Users {
+    pub(crate) fn new(imap_sessions_max: usize) -> Users {
+        Users(Arc::new(UsersInner {
+            imap_sessions_max,
+            map: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, UserEntry>> {
+        self.0.map.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn entry<'a>(map: &'a mut HashMap<String, UserEntry>, user: &str) -> &'a mut UserEntry {
+        map.entry(user.to_string()).or_insert_with(|| UserEntry {
+            imap_sessions: 0,
+            sessions: 0,
+            changed: watch::channel(0).0,
+            revoked: watch::channel(false).0,
+            count: watch::channel(0).0,
+        })
+    }
+
+    /// Called by the store after every committed change to `user`'s folders.
+    pub(crate) fn changed(&self, user: &str) {
+        if let Some(entry) = self.map().get(user) {
+            entry.changed.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
+    /// A session of `user` logged in with `protocol`.
+    pub(crate) fn enter(&self, user: &str, protocol: Protocol) -> Result<Membership, Refused> {
+        let mut map = self.map();
+        let entry = Users::entry(&mut map, user);
+        if *entry.revoked.borrow() {
+            return Err(Refused::Revoked);
+        }
+        if protocol == Protocol::Imap {
+            if entry.imap_sessions >= self.0.imap_sessions_max {
+                return Err(Refused::TooManySessions);
+            }
+            entry.imap_sessions += 1;
+        }
+        entry.sessions += 1;
+        entry.count.send_replace(entry.sessions);
+        Ok(Membership {
+            users: self.clone(),
+            user: user.to_string(),
+            protocol,
+            changes: entry.changed.subscribe(),
+            revoked: entry.revoked.subscribe(),
+        })
+    }
+
+    /// Ends every session of `user` (each says why and closes) and refuses new ones until
+    /// the returned `Revocation` is dropped. Waits up to `wait` for the sessions to be gone;
+    /// false if some were still there.
+    pub(crate) async fn revoke(&self, user: &str, wait: Duration) -> (Revocation, bool) {
+        let mut count = {
+            let mut map = self.map();
+            let entry = Users::entry(&mut map, user);
+            entry.revoked.send_replace(true);
+            entry.count.subscribe()
+        };
+        let revocation = Revocation {
+            users: self.clone(),
+            user: user.to_string(),
+        };
+        let gone = tokio::time::timeout(wait, count.wait_for(|n| *n == 0))
+            .await
+            .is_ok_and(|r| r.is_ok());
+        (revocation, gone)
+    }
+
+    /// Sessions of `user` now, all protocols.
+    pub(crate) fn sessions(&self, user: &str) -> usize {
+        self.map().get(user).map_or(0, |e| e.sessions)
+    }
+
+    fn forget_if_unused(map: &mut HashMap<String, UserEntry>, user: &str) {
+        if let Some(entry) = map.get(user)
+            && entry.sessions == 0
+            && !*entry.revoked.borrow()
+        {
+            map.remove(user);
+        }
+    }
+}
+
+impl Drop for Membership {
+    fn drop(&mut self) {
+        let mut map = self.users.map();
+        if let Some(entry) = map.get_mut(&self.user) {
+            if self.protocol == Protocol::Imap {
+                entry.imap_sessions = entry.imap_sessions.saturating_sub(1);
+            }
+            entry.sessions = entry.sessions.saturating_sub(1);
+            entry.count.send_replace(entry.sessions);
+        }
+        Users::forget_if_unused(&mut map, &self.user);
+    }
+}
+
+impl Drop for Revocation {
+    fn drop(&mut self) {
+        let mut map = self.users.map();
+        if let Some(entry) = map.get_mut(&self.user) {
+            entry.revoked.send_replace(false);
+        }
+        Users::forget_if_unused(&mut map, &self.user);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn imap_sessions_are_limited_and_revocation_waits_for_every_session() {
+        let users = Users::new(2);
+        let a = users.enter("u", Protocol::Imap).unwrap();
+        let _b = users.enter("u", Protocol::Imap).unwrap();
+        assert_eq!(
+            users.enter("u", Protocol::Imap).err(),
+            Some(Refused::TooManySessions)
+        );
+        let pop = users.enter("u", Protocol::Pop3).unwrap();
+        assert_eq!(users.sessions("u"), 3);
+
+        let mut revoked = a.revoked.clone();
+        let users2 = users.clone();
+        let revoking = tokio::spawn(async move {
+            let (revocation, gone) = users2.revoke("u", Duration::from_secs(5)).await;
+            (revocation, gone)
+        });
+        revoked.wait_for(|r| *r).await.unwrap();
+        assert_eq!(
+            users.enter("u", Protocol::Submission).err(),
+            Some(Refused::Revoked)
+        );
+        drop(a);
+        drop(pop);
+        assert!(!revoking.is_finished() || users.sessions("u") == 0);
+        drop(_b);
+        let (revocation, gone) = revoking.await.unwrap();
+        assert!(gone);
+        assert!(users.enter("u", Protocol::Imap).is_err());
+        drop(revocation);
+        assert!(users.enter("u", Protocol::Imap).is_ok());
+    }
+
+    #[tokio::test]
+    async fn revocation_gives_up_waiting_after_its_time() {
+        let users = Users::new(2);
+        let _held = users.enter("u", Protocol::Imap).unwrap();
+        let (_revocation, gone) = users.revoke("u", Duration::from_millis(50)).await;
+        assert!(!gone);
+    }
+}
