@@ -34,6 +34,8 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
     echo "missing packages: ${need_pkgs[*]} (run as root or install them)" >&2; exit 1
   fi
 fi
+# dkimpy, the independent DKIM verifier of sender-auth's tests, with PyNaCl for ed25519.
+python3 -c 'import dkim, nacl' 2>/dev/null || python3 -m pip install -q 'dkimpy[ed25519]'
 
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
