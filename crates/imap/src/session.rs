@@ -198,7 +198,7 @@ impl Session {
     /// 6.3.13: the client should have re-issued it), or a command that took too long to
     /// arrive.
     pub fn deadline_passed(&mut self) {
-        if self.is_idle() {
+        if self.is_idle() && !self.framer.in_command() {
             self.bye("BYE Autologout; IDLE for too long, re-issue it more often");
         } else {
             self.bye("BYE Too slow; closing");

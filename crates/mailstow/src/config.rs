@@ -87,8 +87,16 @@ pub(crate) struct ServerSection {
     /// Without a relay: deliver to each domain's MX hosts found in DNS (default false: such
     /// mail waits in the deferred queue).
     pub(crate) direct_delivery: Option<bool>,
-    /// Name servers for direct delivery, `ip:port` (default: /etc/resolv.conf).
+    /// Name servers for SPF/DKIM/DMARC checks and direct delivery, `ip:port` (default:
+    /// /etc/resolv.conf).
     pub(crate) dns_servers: Option<Vec<String>>,
+    /// SPF, DKIM and DMARC checks of mail on the MX port (default true).
+    pub(crate) sender_checks: Option<bool>,
+    /// Refuse mail failing DMARC under `p=reject` (default true); false: record it only.
+    pub(crate) dmarc_enforce: Option<bool>,
+    /// Refuse unauthenticated MX mail from our own domains unless SPF or DKIM passes for it
+    /// (default true).
+    pub(crate) local_sender_check: Option<bool>,
     /// The exchangers' port (default 25; another only on test networks).
     pub(crate) mx_port: Option<u16>,
 }

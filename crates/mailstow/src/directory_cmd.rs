@@ -83,7 +83,7 @@ fn password(file: Option<PathBuf>, literal: Option<String>) -> Result<String> {
     Ok(password)
 }
 
-fn with_directory<T>(
+pub(crate) fn with_directory<T>(
     paths: &Paths,
     work: impl AsyncFnOnce(directory::Directory) -> Result<T>,
 ) -> Result<T> {

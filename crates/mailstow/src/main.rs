@@ -14,6 +14,7 @@ mod auth_cmd;
 mod bench_cmd;
 mod config;
 mod directory_cmd;
+mod dkim_cmd;
 mod fs_cmd;
 mod progress;
 mod queue_cmd;
@@ -59,6 +60,9 @@ enum Command {
     /// Aliases and catch-alls.
     #[command(subcommand)]
     Alias(directory_cmd::AliasCommand),
+    /// DKIM keys of our domains: generate (and print the DNS record), list, delete.
+    #[command(subcommand)]
+    Dkim(dkim_cmd::DkimCommand),
     /// Failed-login blocks of the running server: list them, clear them.
     #[command(subcommand)]
     Auth(auth_cmd::AuthCommand),
@@ -118,6 +122,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Domain(command) => directory_cmd::domain(command, &paths),
         Command::User(command) => directory_cmd::user(command, &paths, &config),
         Command::Auth(command) => auth_cmd::run(command, &paths),
+        Command::Dkim(command) => dkim_cmd::run(command, &paths),
         Command::Alias(command) => directory_cmd::alias(command, &paths),
         Command::Store(command) => store_cmd::run(command, &paths, &config),
         Command::Queue(command) => queue_cmd::run(command, &paths, &config),

@@ -205,20 +205,29 @@ pub(crate) fn server_config(
             address: None,
         });
     }
+    server.dns_servers = section
+        .dns_servers
+        .iter()
+        .flatten()
+        .map(|s| {
+            s.parse::<SocketAddr>()
+                .with_context(|| format!("[server] dns_servers: '{s}' is not ip:port"))
+        })
+        .collect::<Result<Vec<_>>>()?;
     if section.direct_delivery.unwrap_or(false) {
-        let dns_servers = section
-            .dns_servers
-            .iter()
-            .flatten()
-            .map(|s| {
-                s.parse::<SocketAddr>()
-                    .with_context(|| format!("[server] dns_servers: '{s}' is not ip:port"))
-            })
-            .collect::<Result<Vec<_>>>()?;
         server.direct = Some(server::Direct {
-            dns_servers,
+            dns_servers: server.dns_servers.clone(),
             mx_port: section.mx_port.unwrap_or(25),
         });
+    }
+    if let Some(v) = section.sender_checks {
+        server.sender_checks = v;
+    }
+    if let Some(v) = section.dmarc_enforce {
+        server.dmarc_enforce = v;
+    }
+    if let Some(v) = section.local_sender_check {
+        server.local_sender_check = v;
     }
     server.queue = config.queue_config();
     server.store = config.store_config();

@@ -6,7 +6,7 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Server, mailstow, must, script, set_up_data_dir, setup};
+use common::{FakeDns, Server, mailstow, must, script, set_up_data_dir, setup};
 
 #[test]
 fn python_clients_over_every_listener_then_restart() {
@@ -340,36 +340,12 @@ fn quota_is_enforced_at_rcpt() {
 fn delivers_to_the_recipient_domains_mx() {
     let dir = tempfile::tempdir().unwrap();
     let b = start_remote(dir.path());
-    let port_file = dir.path().join("dns.port");
-    let mut dns = Command::new("python3")
-        .arg(script("fake_dns.py"))
-        .arg(&port_file)
-        .args([
-            "remote.test MX mx1.remote.test",
-            "mx1.remote.test A 127.0.0.1",
-            "nomail.test NULLMX",
-        ])
-        .spawn()
-        .expect("python3");
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let dns_port = loop {
-        if let Ok(port) = std::fs::read_to_string(&port_file)
-            && !port.is_empty()
-        {
-            break port;
-        }
-        assert!(Instant::now() < deadline, "fake DNS did not start");
-        assert!(dns.try_wait().unwrap().is_none(), "fake DNS exited");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let _dns = Kill(dns);
+    let dns = FakeDns::start(&[
+        "remote.test MX mx1.remote.test",
+        "mx1.remote.test A 127.0.0.1",
+        "nomail.test NULLMX",
+    ]);
+    let dns_port = dns.address.port();
     let a_data = dir.path().join("a");
     std::fs::create_dir_all(&a_data).unwrap();
     setup(&a_data);

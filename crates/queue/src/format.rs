@@ -468,6 +468,8 @@ pub(crate) struct RecordView<'a> {
     pub(crate) statuses: &'a [u8],
     pub(crate) envelope: &'a [u8],
     pub(crate) content: &'a [u8],
+    /// Where `content` starts in the record.
+    pub(crate) content_start: usize,
 }
 
 /// Checks record bytes `b` (exactly `slot.len` long) against their slot: id, lengths, CRC.
@@ -510,6 +512,7 @@ pub(crate) fn check_record<'a>(b: &'a [u8], slot: &Slot) -> Result<RecordView<'a
         statuses: &b[RECORD_HEADER_BYTES..env_start],
         envelope: &b[env_start..content_start],
         content: &b[content_start..end],
+        content_start,
     })
 }
 

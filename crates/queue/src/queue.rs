@@ -285,10 +285,22 @@ impl Core {
             let mut buf = vec![0u8; (end - start) as usize];
             match picks[i].file.read_exact_at(&mut buf, start) {
                 Ok(()) => {
+                    let run_of_one = j == i + 1;
                     for p in &picks[i..j] {
                         let a = (u64::from(p.slot.offset) - start) as usize;
                         match decode_message(&buf[a..a + p.slot.len as usize], p, bounce) {
-                            Ok(Decoded::Message(msg, statuses)) => {
+                            Ok(Decoded::Message(mut msg, statuses, content)) => {
+                                let content = (a + content.start)..(a + content.end);
+                                msg.content = if run_of_one {
+                                    // The read buffer becomes the content: a large message
+                                    // is not held twice.
+                                    let mut own = std::mem::take(&mut buf);
+                                    own.copy_within(content.clone(), 0);
+                                    own.truncate(content.len());
+                                    own
+                                } else {
+                                    buf[content].to_vec()
+                                };
                                 leases.push((p.id, p.token, statuses));
                                 out.push(msg);
                             }
@@ -640,8 +652,9 @@ fn cut_reason(reason: &str) -> String {
 
 /// What a record read by Ahead Read turned out to be.
 enum Decoded {
-    /// A message to hand out, with its status bytes.
-    Message(QueuedMessage, Vec<u8>),
+    /// A message to hand out (its content still empty), its status bytes, and where its
+    /// content lies in the record.
+    Message(QueuedMessage, Vec<u8>, std::ops::Range<usize>),
     /// Nothing left to hand out: no pending recipient (for a bounce: no failed one).
     Settled { failed: bool },
 }
@@ -685,10 +698,11 @@ fn decode_message(bytes: &[u8], p: &Pick, bounce: bool) -> Result<Decoded, Strin
     let msg = QueuedMessage {
         id: p.id,
         envelope,
-        content: view.content.to_vec(),
+        content: Vec::new(),
         attempts: u32::from(p.slot.attempts),
         pending: wanted,
         deferred: p.kind == Kind::Deferred,
     };
-    Ok(Decoded::Message(msg, view.statuses.to_vec()))
+    let content = view.content_start..view.content_start + view.content.len();
+    Ok(Decoded::Message(msg, view.statuses.to_vec(), content))
 }

@@ -148,8 +148,9 @@ impl Delivery {
             .next_batch(now, BATCH_RECORDS_MAX, BATCH_BYTES_MAX)?;
         let bounces = self.queue.take_bounces(BATCH_RECORDS_MAX)?;
         let handled = batch.len() + bounces.len();
+        let mut batch = batch;
         if !batch.is_empty() {
-            self.deliver(&batch, now)?;
+            self.deliver(&mut batch, now)?;
         }
         for message in bounces {
             self.bounce(&message, now)?;
@@ -157,7 +158,7 @@ impl Delivery {
         Ok(handled)
     }
 
-    fn deliver(&self, batch: &[QueuedMessage], now: u64) -> Result<(), queue::QueueError> {
+    fn deliver(&self, batch: &mut [QueuedMessage], now: u64) -> Result<(), queue::QueueError> {
         // From the routing to the append: a user deleted meanwhile waits for this batch, and
         // a batch that starts after the deletion routes the user as unknown.
         let mailboxes = self.mailboxes.read().unwrap_or_else(|p| p.into_inner());
@@ -168,18 +169,39 @@ impl Delivery {
         let mut outcomes: Vec<Vec<(usize, Outcome)>> = vec![Vec::new(); batch.len()];
         // Per message, its remote recipients.
         let mut remote: Vec<(usize, Vec<usize>)> = Vec::new();
-        for (m, message) in batch.iter().enumerate() {
-            for &r in &message.pending {
-                let address = &message.envelope.recipients[r].address;
-                match self.router.route(address) {
+        for (m, message) in batch.iter_mut().enumerate() {
+            let routes: Vec<(usize, Route)> = message
+                .pending
+                .iter()
+                .map(|&r| {
+                    (
+                        r,
+                        self.router.route(&message.envelope.recipients[r].address),
+                    )
+                })
+                .collect();
+            // The last local copy takes the content itself: a large message is not held twice
+            // (remote recipients read it later, so then every local copy is a clone).
+            let has_remote =
+                self.outbound.is_some() && routes.iter().any(|(_, route)| *route == Route::Remote);
+            let last_local = routes
+                .iter()
+                .rposition(|(_, route)| matches!(route, Route::Local(_)));
+            for (i, (r, route)) in routes.into_iter().enumerate() {
+                match route {
                     Route::Local(user) => {
+                        let content = if Some(i) == last_local && !has_remote {
+                            std::mem::take(&mut message.content)
+                        } else {
+                            message.content.clone()
+                        };
                         slots.push((m, r, appends.len()));
                         appends.push(AppendRequest {
                             user,
                             folder: "INBOX".to_string(),
                             message: NewMessage {
                                 internal_date: (message.envelope.arrival_ms / 1000) as i64,
-                                content: message.content.clone(),
+                                content,
                                 ..NewMessage::default()
                             },
                         });

@@ -15,6 +15,7 @@ pub mod admin;
 mod bounce;
 mod conn;
 pub mod delivery;
+mod dkim;
 mod driver;
 mod imap_conn;
 mod lock;
@@ -171,6 +172,18 @@ pub struct ServerConfig {
     pub transfer_deadline_max: Duration,
     /// The longest IMAP IDLE (RFC 9051 6.3.13).
     pub idle_deadline: Duration,
+    /// Name servers (`ip:port`) for SPF/DKIM/DMARC and direct delivery; empty: the system's
+    /// (`/etc/resolv.conf`).
+    pub dns_servers: Vec<SocketAddr>,
+    /// Check SPF, DKIM and DMARC of mail arriving on the MX port and record them in an
+    /// Authentication-Results header field (RFC 8601).
+    pub sender_checks: bool,
+    /// Refuse (550 5.7.1) mail whose DMARC check fails under a `p=reject` policy (RFC 7489
+    /// 6.6.2); off: only record the result.
+    pub dmarc_enforce: bool,
+    /// Refuse unauthenticated MX mail naming one of our domains in MAIL FROM or From: unless
+    /// SPF or DKIM passes for that domain.
+    pub local_sender_check: bool,
     /// Unknown recipients an SMTP session may name before each further RCPT waits
     /// `tarpit_delay`; at twice as many the session is closed (421 4.7.0).
     pub recipients_unknown_max: usize,
@@ -230,6 +243,10 @@ impl ServerConfig {
             idle_deadline: Duration::from_secs(30 * 60),
             recipients_unknown_max: 10,
             tarpit_delay: Duration::from_secs(2),
+            dns_servers: Vec::new(),
+            sender_checks: true,
+            dmarc_enforce: true,
+            local_sender_check: true,
             delivery_threads: 2,
             relay: None,
             direct: None,
@@ -264,6 +281,10 @@ pub(crate) struct Ctx {
     pub(crate) mailboxes: Arc<std::sync::RwLock<()>>,
     /// Logged-in users of every protocol.
     pub(crate) users: users::Users,
+    /// SPF, DKIM and DMARC of MX mail (`None` when `sender_checks` is off).
+    pub(crate) checker: Option<sender_auth::Checker>,
+    /// DKIM signers made from the directory's keys, by (domain, selector).
+    pub(crate) signers: dkim::Signers,
     pub(crate) wakeup: Arc<delivery::Wakeup>,
     pub(crate) smtp: Arc<smtp::Config>,
     pub(crate) submission: Arc<smtp::Config>,
@@ -417,6 +438,15 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         inflight: inflight.clone(),
         mailboxes: Arc::new(std::sync::RwLock::new(())),
         users: users::Users::new(config.imap_sessions_per_user_max),
+        checker: if config.sender_checks {
+            Some(
+                sender_auth::Checker::new(&config.dns_servers, &config.hostname)
+                    .context("setting up the SPF/DKIM/DMARC checks")?,
+            )
+        } else {
+            None
+        },
+        signers: dkim::Signers::default(),
         wakeup: Arc::new(delivery::Wakeup::default()),
         smtp: smtp_config(smtp::Mode::Mx),
         submission: smtp_config(smtp::Mode::Submission),

@@ -297,6 +297,67 @@ impl Smtp {
         Verdict::Accept
     }
 
+    /// What the SPF/DKIM/DMARC verdict means for an MX message: refused when its DMARC
+    /// policy says reject (RFC 7489 6.6.2), or when it names one of our domains in MAIL FROM
+    /// or From: without SPF or DKIM vouching for that domain (only our users may send as
+    /// our domains, and they submit with AUTH). A DNS failure makes the second refusal
+    /// temporary.
+    fn sender_policy(
+        &self,
+        ctx: &Ctx,
+        envelope: &smtp::Envelope,
+        verdict: &sender_auth::Verdict,
+    ) -> Option<Reply> {
+        let config = &ctx.config;
+        if config.dmarc_enforce && verdict.dmarc_rejects() {
+            let domain = verdict
+                .from_domain
+                .as_deref()
+                .unwrap_or("the sender's domain");
+            return Some(Reply::new(
+                550,
+                (5, 7, 1),
+                format!("rejected by the DMARC policy of {}", shown(domain)),
+            ));
+        }
+        if !config.local_sender_check {
+            return None;
+        }
+        let cache = ctx.directory.cache();
+        let mail_from_domain = envelope
+            .from
+            .rsplit_once('@')
+            .map(|(_, domain)| domain.to_ascii_lowercase());
+        let ours = [mail_from_domain, verdict.from_domain.clone()]
+            .into_iter()
+            .flatten()
+            .find(|domain| cache.is_local_domain(domain) && !verdict.authenticated_for(domain))?;
+        let unsure = verdict.spf == sender_auth::SpfResult::TempError
+            || verdict
+                .dkim
+                .iter()
+                .any(|d| d.result == sender_auth::DkimResult::TempError);
+        Some(if unsure {
+            Reply::new(
+                451,
+                (4, 7, 0),
+                format!(
+                    "cannot verify a sender in {} now, try again later",
+                    shown(&ours)
+                ),
+            )
+        } else {
+            Reply::new(
+                550,
+                (5, 7, 1),
+                format!(
+                    "{} is a local domain: log in to send as it (SPF and DKIM do not pass)",
+                    shown(&ours)
+                ),
+            )
+        })
+    }
+
     /// RFC 3463 4.2.2 (mailbox full, temporary) and 5.2.2 (the message alone exceeds it).
     async fn over_quota(&self, ctx: &Ctx, user: &str) -> Option<Reply> {
         let quota = ctx.directory.cache().quota(user)?;
@@ -346,17 +407,79 @@ impl Smtp {
         recipients.dedup();
         let now = delivery::now_ms();
         let id = format!("{:x}.{:x}", now, self.session_id);
-        let received = smtp::received_header(
+        let mut message = content;
+        // Header fields to put in front, newest first (RFC 5321 4.4: trace fields at the top).
+        let mut prepend = smtp::received_header(
             envelope,
             &ctx.config.hostname,
             &id,
             &crate::bounce::rfc5322_date(now),
         );
-        // The header goes in front of the content in place: the content's buffer usually
-        // has the room, so the message is not held twice.
-        let mut message = content;
+        let mut verdicts = String::new();
+        match self.service {
+            Service::Smtp => {
+                if let Some(checker) = &ctx.checker {
+                    // RFC 8601 5: a field claiming to be ours was not written by us.
+                    if let std::borrow::Cow::Owned(stripped) =
+                        sender_auth::strip_our_authentication_results(
+                            &message,
+                            &ctx.config.hostname,
+                        )
+                    {
+                        message = stripped;
+                    }
+                    let verdict = checker
+                        .check(&sender_auth::CheckInput {
+                            ip: self.ip,
+                            helo: &envelope.helo,
+                            mail_from: &envelope.from,
+                            message: &message,
+                        })
+                        .await;
+                    verdicts = format!(
+                        " spf={} dkim={} dmarc={}",
+                        verdict.spf.name(),
+                        verdict
+                            .dkim
+                            .iter()
+                            .map(|d| d.result.name())
+                            .collect::<Vec<_>>()
+                            .join(","),
+                        verdict.dmarc.name()
+                    );
+                    if let Some(refusal) = self.sender_policy(ctx, envelope, &verdict) {
+                        tracing::info!(
+                            "smtp: refused from=<{}> ip={} helo={}{verdicts}: {}",
+                            shown(&envelope.from),
+                            self.ip,
+                            shown(&envelope.helo),
+                            refusal.text
+                        );
+                        self.transaction.incoming = None;
+                        return vec![Verdict::Reject(refusal); replies];
+                    }
+                    // Above our Received: the result of this hop's checks.
+                    prepend = format!("{}{prepend}", verdict.header);
+                }
+            }
+            Service::Submission | Service::Submissions => {
+                // RFC 6376: sign with the key of the From: domain, when we hold one.
+                if let Some(domain) = sender_auth::from_domain(&message)
+                    && let Some(signer) = ctx.signers.for_domain(&ctx.directory, &domain)
+                {
+                    match signer.sign(&message) {
+                        Ok(signature) => prepend.push_str(&signature),
+                        Err(e) => tracing::warn!("dkim: signing for {domain}: {e}"),
+                    }
+                }
+            }
+            // LMTP is for trusted MTAs on this host or network: no checks.
+            _ => {}
+        }
+        // The fields go in front of the content in place: the content's buffer usually has
+        // the room, so the message is not held twice.
         let size = message.len();
-        message.splice(0..0, received.bytes());
+        message.splice(0..0, prepend.bytes());
         let queued = queue::Envelope {
             sender: envelope.from.clone(),
             recipients: recipients
@@ -387,7 +510,7 @@ impl Smtp {
             Ok(Ok(queue_id)) => {
                 ctx.accepted.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(
-                    "{}: accepted queue_id={queue_id} id={id} from=<{}> to={} size={size} ip={}{}",
+                    "{}: accepted queue_id={queue_id} id={id} from=<{}> to={} size={size} ip={}{}{verdicts}",
                     self.service.name(),
                     shown(&envelope.from),
                     recipients.len(),

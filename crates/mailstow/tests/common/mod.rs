@@ -38,12 +38,58 @@ pub(crate) const SERVICES: [&str; 8] = [
 /// How many of the server's last output lines a failed stop shows.
 const OUTPUT_LINES_MAX: usize = 200;
 
+/// The repository's tiny authoritative DNS server (`tests/e2e/fake_dns.py`) on a loopback
+/// port, serving `zone` (see the script for the line forms); killed when dropped.
+pub(crate) struct FakeDns {
+    child: Child,
+    pub(crate) address: SocketAddr,
+}
+
+impl FakeDns {
+    pub(crate) fn start(zone: &[&str]) -> FakeDns {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let port_file = dir.path().join("dns.port");
+        let mut child = Command::new("python3")
+            .arg(script("fake_dns.py"))
+            .arg(&port_file)
+            .args(zone)
+            .spawn()
+            .expect("python3");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let port: u16 = loop {
+            if let Ok(port) = std::fs::read_to_string(&port_file)
+                && let Ok(port) = port.trim().parse()
+            {
+                break port;
+            }
+            assert!(Instant::now() < deadline, "fake DNS did not start");
+            assert!(child.try_wait().unwrap().is_none(), "fake DNS exited");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        FakeDns {
+            child,
+            address: SocketAddr::from(([127, 0, 0, 1], port)),
+        }
+    }
+}
+
+impl Drop for FakeDns {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A running server; killed if the test fails before stopping it.
 pub(crate) struct Server {
     pub(crate) child: Child,
     pub(crate) addresses: HashMap<String, SocketAddr>,
     /// The server's last stdout and stderr lines, for the message of a failed stop.
     output: Arc<Mutex<VecDeque<String>>>,
+    /// The name server it asks, when the test did not name one: an empty zone, so SPF, DKIM
+    /// and DMARC checks of MX mail get quick answers (none) instead of waiting for a name
+    /// server this machine cannot reach.
+    _dns: Option<FakeDns>,
 }
 
 /// Keeps `line` among the last [`OUTPUT_LINES_MAX`].
@@ -62,10 +108,32 @@ impl Server {
         Server::start_with(data_dir, None)
     }
 
-    /// [`Server::start`] with a configuration file.
+    /// [`Server::start`] with a configuration file. Unless it sets `dns_servers`, the server
+    /// gets a private empty-zone name server (see `Server::_dns`).
     pub(crate) fn start_with(data_dir: &Path, config: Option<&Path>) -> Server {
+        let text = config
+            .map(|c| std::fs::read_to_string(c).expect("config file"))
+            .unwrap_or_default();
+        let mut dns = None;
+        let config = if text.contains("dns_servers") {
+            config.map(Path::to_path_buf)
+        } else {
+            let fake = FakeDns::start(&[]);
+            let line = format!("dns_servers = [\"{}\"]\n", fake.address);
+            let text = match text.find("[server]\n") {
+                Some(at) => {
+                    let at = at + "[server]\n".len();
+                    format!("{}{line}{}", &text[..at], &text[at..])
+                }
+                None => format!("[server]\n{line}{text}"),
+            };
+            let path = data_dir.with_extension("server.toml");
+            std::fs::write(&path, text).expect("config file");
+            dns = Some(fake);
+            Some(path)
+        };
         let mut command = Command::new(env!("CARGO_BIN_EXE_mailstow"));
-        if let Some(config) = config {
+        if let Some(config) = &config {
             command.arg("--config").arg(config);
         }
         let mut child = command
@@ -120,6 +188,7 @@ impl Server {
             child,
             addresses,
             output,
+            _dns: dns,
         }
     }
 
