@@ -6,19 +6,39 @@
 //! 16 MB to over 1 GB resident, and the memory stayed after the burst: every blocking thread
 //! allocated its own blocks, and the allocator kept them in per-thread arenas. Here the
 //! memory is `hash_concurrency_max × hash_memory_bytes_max` at most, allocated once per
-//! thread and kept for the next job; a burst waits in a bounded queue
-//! (`hash_queue_max`), and beyond it a login gets a temporary failure at once.
+//! thread and kept for the next job; a burst waits in a bounded queue (`hash_queue_max`),
+//! and beyond it a login gets a temporary failure at once.
 //!
-//! Verification parses the PHC string (RFC-less, but the argon2 crate's format), checks that
-//! its memory cost fits the limit, recomputes the hash into the thread's blocks and compares
-//! with the stored output in constant time (`Output`'s `PartialEq`).
+//! Two more things keep a flood of wrong passwords from starving everyone else:
+//! - two queues: attempts the caller calls [`Priority::Suspect`] (the server's throttle has
+//!   seen failures from that address) wait behind [`Priority::Normal`] ones;
+//! - the threads run at a lower CPU priority (nice 10), so while they are busy the threads
+//!   serving sessions still get the CPU first.
+//!
+//! Verification parses the PHC string, checks that its memory cost fits the limit, recomputes
+//! the hash into the thread's blocks and compares with the stored output in constant time
+//! (`Output`'s `PartialEq`).
 
-use std::sync::mpsc;
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex};
 
 use argon2::password_hash::phc::{Output, PasswordHash};
 use argon2::{Algorithm, Argon2, Block, Params, Version};
 
 use crate::error::DirectoryError;
+
+/// Which queue a verification waits in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Priority {
+    #[default]
+    Normal,
+    /// From an address (or network) with recent failed logins: served after every normal
+    /// one.
+    Suspect,
+}
+
+/// The CPU priority of the verifier threads (see the module documentation).
+const VERIFIER_NICE: i32 = 10;
 
 /// One verification: a stored PHC string and a candidate password.
 struct Job {
@@ -27,67 +47,116 @@ struct Job {
     answer: tokio::sync::oneshot::Sender<Result<bool, DirectoryError>>,
 }
 
+#[derive(Default)]
+struct Queues {
+    normal: VecDeque<Job>,
+    suspect: VecDeque<Job>,
+    closed: bool,
+}
+
+struct Shared {
+    queues: Mutex<Queues>,
+    ready: Condvar,
+    queue_max: usize,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queues> {
+        self.queues.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The next job, normal ones first; `None` once the pool is closed and drained.
+    fn next(&self) -> Option<Job> {
+        let mut queues = self.lock();
+        loop {
+            if let Some(job) = queues
+                .normal
+                .pop_front()
+                .or_else(|| queues.suspect.pop_front())
+            {
+                return Some(job);
+            }
+            if queues.closed {
+                return None;
+            }
+            queues = self.ready.wait(queues).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
 /// The pool's handle; the threads end when it is dropped.
 pub(crate) struct Hashers {
-    jobs: mpsc::SyncSender<Job>,
+    shared: Arc<Shared>,
 }
 
 impl Hashers {
     /// Starts `threads` verifier threads, each allowed `memory_bytes_max` of argon2 memory,
-    /// behind a queue of `queue_max` waiting jobs.
+    /// behind two queues of `queue_max` waiting jobs each.
     pub(crate) fn start(
         threads: usize,
         memory_bytes_max: usize,
         queue_max: usize,
     ) -> Result<Hashers, DirectoryError> {
-        let (jobs, receiver) = mpsc::sync_channel::<Job>(queue_max);
-        let receiver = std::sync::Arc::new(std::sync::Mutex::new(receiver));
+        let shared = Arc::new(Shared {
+            queues: Mutex::new(Queues::default()),
+            ready: Condvar::new(),
+            queue_max,
+        });
         for n in 0..threads.max(1) {
-            let receiver = receiver.clone();
+            let shared = shared.clone();
             std::thread::Builder::new()
                 .name(format!("argon2-{n}"))
                 .spawn(move || {
+                    // Best effort: a thread that cannot lower its priority keeps the default.
+                    let _ = rustix::process::setpriority_process(
+                        Some(rustix::thread::gettid()),
+                        VERIFIER_NICE,
+                    );
                     let mut memory: Vec<Block> = Vec::new();
-                    loop {
-                        // One thread takes the next job; the lock is held only to receive.
-                        let job = {
-                            let receiver = receiver.lock().unwrap_or_else(|p| p.into_inner());
-                            receiver.recv()
-                        };
-                        let Ok(job) = job else {
-                            return;
-                        };
+                    while let Some(job) = shared.next() {
                         let result = verify(&job.phc, &job.password, &mut memory, memory_bytes_max);
                         let _ = job.answer.send(result);
                     }
                 })
                 .map_err(|e| DirectoryError::Task(format!("starting a verifier thread: {e}")))?;
         }
-        Ok(Hashers { jobs })
+        Ok(Hashers { shared })
     }
 
-    /// Verifies `password` against `phc` on the pool. `Busy` when the queue is full.
+    /// Verifies `password` against `phc` on the pool. `Busy` when its queue is full.
     pub(crate) async fn verify(
         &self,
         phc: String,
         password: String,
+        priority: Priority,
     ) -> Result<bool, DirectoryError> {
         let (answer, result) = tokio::sync::oneshot::channel();
-        let job = Job {
-            phc,
-            password,
-            answer,
-        };
-        match self.jobs.try_send(job) {
-            Ok(()) => {}
-            Err(mpsc::TrySendError::Full(_)) => return Err(DirectoryError::Busy),
-            Err(mpsc::TrySendError::Disconnected(_)) => {
-                return Err(DirectoryError::Task("the verifier threads are gone".into()));
+        {
+            let mut queues = self.shared.lock();
+            let queue = match priority {
+                Priority::Normal => &mut queues.normal,
+                Priority::Suspect => &mut queues.suspect,
+            };
+            if queue.len() >= self.shared.queue_max {
+                return Err(DirectoryError::Busy);
             }
+            queue.push_back(Job {
+                phc,
+                password,
+                answer,
+            });
         }
+        self.shared.ready.notify_one();
         result
             .await
             .map_err(|_| DirectoryError::Task("a verifier thread stopped".into()))?
+    }
+}
+
+impl Drop for Hashers {
+    fn drop(&mut self) {
+        self.shared.lock().closed = true;
+        self.shared.ready.notify_all();
     }
 }
 
@@ -152,27 +221,26 @@ mod tests {
     async fn verifies_like_the_argon2_crate_and_reuses_its_memory() {
         let phc = crate::password::hash(&params(), "battery staple").unwrap();
         let hashers = Hashers::start(2, 1 << 20, 8).unwrap();
+        let verify_as =
+            |password: &str, priority| hashers.verify(phc.clone(), password.to_string(), priority);
+        assert!(verify_as("battery staple", Priority::Normal).await.unwrap());
         assert!(
-            hashers
-                .verify(phc.clone(), "battery staple".into())
-                .await
-                .unwrap()
-        );
-        assert!(
-            !hashers
-                .verify(phc.clone(), "battery stable".into())
+            !verify_as("battery stable", Priority::Suspect)
                 .await
                 .unwrap()
         );
         assert!(matches!(
             hashers
-                .verify("$argon2id$nonsense".into(), "x".into())
+                .verify("$argon2id$nonsense".into(), "x".into(), Priority::Normal)
                 .await,
             Err(DirectoryError::Corrupt(_))
         ));
         // The production default hash (19 MiB) against a pool allowed 1 MiB.
         let big = crate::password::hash(&Params::default(), "pw").unwrap();
-        let err = hashers.verify(big, "pw".into()).await.unwrap_err();
+        let err = hashers
+            .verify(big, "pw".into(), Priority::Normal)
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("hash_memory_bytes_max"), "{err}");
         // The same memory serves every job of a thread.
         let mut memory = Vec::new();
@@ -186,12 +254,12 @@ mod tests {
     async fn a_full_queue_answers_busy_at_once() {
         let slow = Params::new(64 << 10, 4, 1, None).unwrap();
         let phc = crate::password::hash(&slow, "pw").unwrap();
-        let hashers = std::sync::Arc::new(Hashers::start(1, 128 << 20, 1).unwrap());
+        let hashers = Arc::new(Hashers::start(1, 128 << 20, 1).unwrap());
         let mut tasks = Vec::new();
         for _ in 0..6 {
             let (hashers, phc) = (hashers.clone(), phc.clone());
             tasks.push(tokio::spawn(async move {
-                hashers.verify(phc, "pw".into()).await
+                hashers.verify(phc, "pw".into(), Priority::Normal).await
             }));
         }
         let mut busy = 0;
@@ -204,5 +272,42 @@ mod tests {
             }
         }
         assert!(busy >= 1 && ok >= 1, "busy {busy}, ok {ok}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn normal_verifications_go_before_suspect_ones() {
+        let slow = Params::new(16 << 10, 8, 1, None).unwrap();
+        let phc = crate::password::hash(&slow, "pw").unwrap();
+        let hashers = Arc::new(Hashers::start(1, 64 << 20, 64).unwrap());
+        let order = Arc::new(Mutex::new(Vec::new()));
+        // Keep the one thread busy, then queue suspects before a normal one.
+        let mut tasks = Vec::new();
+        for (n, priority) in [
+            (0, Priority::Normal),
+            (1, Priority::Suspect),
+            (2, Priority::Suspect),
+            (3, Priority::Suspect),
+            (4, Priority::Normal),
+        ] {
+            let (hashers, phc, order) = (hashers.clone(), phc.clone(), order.clone());
+            tasks.push(tokio::spawn(async move {
+                hashers.verify(phc, "pw".into(), priority).await.unwrap();
+                order.lock().unwrap().push(n);
+            }));
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let order = order.lock().unwrap().clone();
+        let position = |n: usize| order.iter().position(|&m| m == n).unwrap();
+        let before = [1, 2, 3]
+            .iter()
+            .filter(|&&s| position(s) < position(4))
+            .count();
+        assert!(
+            before <= 1,
+            "the normal job waited behind the suspects: {order:?}"
+        );
     }
 }

@@ -71,6 +71,7 @@ pub use argon2::Params as Argon2Params;
 pub use cache::{Cache, ExpansionLimit, Resolution, Target};
 pub use dkim::{DkimKey, SELECTOR_BYTES_MAX};
 pub use error::DirectoryError;
+pub use hasher::Priority;
 pub use subscriptions::{SUBSCRIPTION_BYTES_MAX, SUBSCRIPTIONS_PER_USER_MAX};
 
 use crate::address::{LocalCase, parse_address};
@@ -303,6 +304,18 @@ impl Directory {
         username: &str,
         password: &str,
     ) -> Result<Option<String>, DirectoryError> {
+        self.authenticate_with(username, password, Priority::Normal)
+            .await
+    }
+
+    /// [`Directory::authenticate`], waiting for a verifier thread in the queue `priority`
+    /// names (see [`Priority`]).
+    pub async fn authenticate_with(
+        &self,
+        username: &str,
+        password: &str,
+        priority: Priority,
+    ) -> Result<Option<String>, DirectoryError> {
         // These answers depend only on the input, never on who exists.
         if password.is_empty() || password.len() > self.inner.options.password_bytes_max {
             return Ok(None);
@@ -326,7 +339,7 @@ impl Directory {
                 let ok = self
                     .inner
                     .verifiers
-                    .verify(phc.clone(), password.to_owned())
+                    .verify(phc.clone(), password.to_owned(), priority)
                     .await?;
                 if ok {
                     self.inner.verified.remember(&address, &phc, password);
@@ -337,7 +350,7 @@ impl Directory {
                 let dummy = self.dummy_hash().await?;
                 self.inner
                     .verifiers
-                    .verify(dummy, password.to_owned())
+                    .verify(dummy, password.to_owned(), priority)
                     .await?;
                 false
             }

@@ -129,7 +129,7 @@ pub(crate) async fn check_login(
     password: &str,
 ) -> Result<String, LoginRefused> {
     let shown = crate::log::shown(username);
-    let ticket = match ctx.throttle.gate(ip, username) {
+    let (ticket, priority) = match ctx.throttle.gate(ip, username) {
         Gate::Refuse(level) => {
             tracing::info!(
                 "login refused: service={service} user={shown} ip={ip} reason=throttled level={}",
@@ -137,14 +137,27 @@ pub(crate) async fn check_login(
             );
             return Err(LoginRefused::Throttled);
         }
-        Gate::Check { delay, ticket } => {
+        Gate::Check {
+            delay,
+            suspect,
+            ticket,
+        } => {
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
-            ticket
+            let priority = if suspect {
+                directory::Priority::Suspect
+            } else {
+                directory::Priority::Normal
+            };
+            (ticket, priority)
         }
     };
-    match ctx.directory.authenticate(username, password).await {
+    match ctx
+        .directory
+        .authenticate_with(username, password, priority)
+        .await
+    {
         Ok(Some(user)) => {
             ticket.succeeded();
             tracing::info!("login: service={service} user={user} ip={ip}");

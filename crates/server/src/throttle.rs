@@ -133,8 +133,13 @@ pub(crate) struct Throttle(Arc<Inner>);
 
 /// The throttle's answer before an attempt is verified.
 pub(crate) enum Gate {
-    /// Verify after `delay`, then give the verdict to the ticket.
-    Check { delay: Duration, ticket: Ticket },
+    /// Verify after `delay`, then give the verdict to the ticket. `suspect`: the address
+    /// or its network has failed recently (its verification waits behind clean ones).
+    Check {
+        delay: Duration,
+        suspect: bool,
+        ticket: Ticket,
+    },
     /// Refused without verifying: the level named is at its limit.
     Refuse(Level),
 }
@@ -201,6 +206,7 @@ impl Throttle {
         let keys = Key::keys(ip, user);
         let mut counters = self.counters();
         let mut scaled = 0u64;
+        let mut suspect = false;
         for (key, level) in keys
             .iter()
             .zip([Level::User, Level::Address, Level::Network])
@@ -210,7 +216,10 @@ impl Throttle {
                     counter.failures = 0;
                     counter.count()
                 }
-                Some(counter) => counter.count(),
+                Some(counter) => {
+                    suspect |= level != Level::User && counter.failures > 0;
+                    counter.count()
+                }
                 None => 0,
             };
             let limit = self.limit(key).max(1);
@@ -245,6 +254,7 @@ impl Throttle {
         };
         Gate::Check {
             delay,
+            suspect,
             ticket: Ticket {
                 throttle: self.clone(),
                 keys,
@@ -403,7 +413,7 @@ mod tests {
 
     fn check(gate: Gate) -> (Duration, Ticket) {
         match gate {
-            Gate::Check { delay, ticket } => (delay, ticket),
+            Gate::Check { delay, ticket, .. } => (delay, ticket),
             Gate::Refuse(level) => panic!("refused at the {level:?} level"),
         }
     }
@@ -500,6 +510,20 @@ mod tests {
         assert!(t.unblock("10.0.0.2") >= 2);
         assert!(matches!(t.gate(ip("10.0.0.2"), "w"), Gate::Check { .. }));
         assert_eq!(t.unblock("nobody"), 0);
+    }
+
+    #[test]
+    fn an_address_or_network_with_failures_is_suspect() {
+        let t = Throttle::new(config());
+        let suspect = |gate: Gate| match gate {
+            Gate::Check { suspect, .. } => suspect,
+            Gate::Refuse(_) => panic!("refused"),
+        };
+        assert!(!suspect(t.gate(ip("10.0.0.1"), "u")));
+        check(t.gate(ip("10.0.0.1"), "u")).1.failed();
+        assert!(suspect(t.gate(ip("10.0.0.1"), "other")));
+        assert!(suspect(t.gate(ip("10.0.0.2"), "x")), "same network");
+        assert!(!suspect(t.gate(ip("10.0.1.1"), "x")));
     }
 
     #[test]
