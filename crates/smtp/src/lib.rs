@@ -63,8 +63,22 @@
 //! | more than `recipients_max` recipients             | `452 4.5.3`                     |
 //! | `errors_max` protocol errors                      | that error's reply, `421 4.7.0`, Close |
 //! | `commands_without_progress_max` idle commands     | `421 4.7.0` for the next one, Close |
+//! | content past the shared `inflight` budget         | `452 4.3.1` (content read to the end; a BDAT chunk at its end) |
+//! | a deadline from `deadlines()` passed              | `421 4.4.2`, Close               |
+//! | a 421 from the shell (to any decision)            | that reply, Close (RFC 5321 3.8) |
 //!
 //! BINARYMIME content (BDAT only) is exempt from the text checks.
+//!
+//! # Deadlines
+//!
+//! The idle timeout (`timeout()`) restarts with every byte, so on its own a client sending one
+//! byte a minute would hold the connection forever. `deadlines()` names what must be complete
+//! in total: the login on a submission port (`login_deadline`), the command line being
+//! received (`command_deadline` from its first byte), the message transfer (`DATA` to the
+//! final dot, a `BDAT` transaction from its first chunk to `LAST`: `transfer_deadline` plus a
+//! second per `transfer_rate_min` bytes, at most `transfer_deadline_max`). Each comes with a
+//! step number that changes when a new step starts; the shell times each from when it first
+//! sees it and calls `deadline_passed()`.
 
 //! # Invariants
 //!
