@@ -23,6 +23,19 @@ pub struct SmtpLoadOptions {
     /// Recipients, used round robin.
     pub recipients: Vec<String>,
     pub label: String,
+    /// Sign every message with this key (as a sending MTA would), so a server that checks
+    /// DKIM has a signature to verify.
+    pub dkim: Option<DkimKey>,
+}
+
+/// A DKIM key for `SmtpLoadOptions::dkim`.
+pub struct DkimKey {
+    pub domain: String,
+    pub selector: String,
+    /// `ed25519` or `rsa`.
+    pub algorithm: String,
+    /// PKCS#8 PEM.
+    pub private_key_pem: String,
 }
 
 fn reply(reader: &mut BufReader<TcpStream>) -> Result<u16> {
@@ -63,14 +76,33 @@ fn session(
     writer.write_all(b"EHLO bench.mailstow\r\n")?;
     expect(&mut reader, 250, "EHLO")?;
     let filler = "x".repeat(76);
+    let signer = match &options.dkim {
+        Some(key) => Some(
+            sender_auth::Signer::new(
+                &key.domain,
+                &key.selector,
+                key.algorithm.parse()?,
+                &key.private_key_pem,
+            )
+            .context("the DKIM key")?,
+        ),
+        None => None,
+    };
     let mut local = Histogram::<u64>::new(3)?;
     let mut sent = 0u64;
     while !stop.load(Ordering::Relaxed) {
         let rcpt = &options.recipients[(index + sent as usize) % options.recipients.len()];
-        let mut message = format!("Subject: bench {index}-{sent}\r\n\r\n");
+        let mut message = format!(
+            "From: <{}>\r\nTo: <{rcpt}>\r\nSubject: bench {index}-{sent}\r\n\r\n",
+            options.sender
+        );
         while message.len() + 78 < options.message_bytes {
             message.push_str(&filler);
             message.push_str("\r\n");
+        }
+        if let Some(signer) = &signer {
+            let signature = signer.sign(message.as_bytes())?;
+            message.insert_str(0, &signature);
         }
         message.push_str(".\r\n");
         writer.write_all(format!("MAIL FROM:<{}>\r\n", options.sender).as_bytes())?;

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use clap::{Args, Subcommand};
 
 #[derive(Args)]
@@ -67,6 +67,9 @@ pub(crate) enum BenchCommand {
         /// Printed in the RESULT lines.
         #[arg(long, default_value = "server")]
         label: String,
+        /// DKIM-sign every message: `DOMAIN:SELECTOR:ALGORITHM:KEYFILE` (PKCS#8 PEM).
+        #[arg(long, value_name = "DOMAIN:SELECTOR:ALGORITHM:KEYFILE")]
+        dkim: Option<String>,
     },
     /// Reopen a queue holding many pending messages, warm and cold.
     Recovery {
@@ -163,15 +166,37 @@ pub(crate) fn run(command: BenchCommand) -> Result<()> {
             sender,
             recipients,
             label,
-        } => bench::smtp_load::run(&bench::smtp_load::SmtpLoadOptions {
-            address,
-            connections,
-            seconds,
-            message_bytes,
-            sender,
-            recipients,
-            label,
-        }),
+            dkim,
+        } => {
+            let dkim = match dkim {
+                Some(spec) => {
+                    let mut parts = spec.splitn(4, ':');
+                    let (Some(domain), Some(selector), Some(algorithm), Some(file)) =
+                        (parts.next(), parts.next(), parts.next(), parts.next())
+                    else {
+                        anyhow::bail!("--dkim wants DOMAIN:SELECTOR:ALGORITHM:KEYFILE");
+                    };
+                    Some(bench::smtp_load::DkimKey {
+                        domain: domain.to_string(),
+                        selector: selector.to_string(),
+                        algorithm: algorithm.to_string(),
+                        private_key_pem: std::fs::read_to_string(file)
+                            .with_context(|| format!("reading {file}"))?,
+                    })
+                }
+                None => None,
+            };
+            bench::smtp_load::run(&bench::smtp_load::SmtpLoadOptions {
+                address,
+                connections,
+                seconds,
+                message_bytes,
+                sender,
+                recipients,
+                label,
+                dkim,
+            })
+        }
         BenchCommand::Recovery {
             scratch,
             messages,
