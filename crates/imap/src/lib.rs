@@ -35,6 +35,10 @@ mod response;
 mod selected;
 mod session;
 
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
+
 pub use cache::{HeaderCache, ViewCache};
 pub use config::{AUTOLOGOUT, Config, LITERAL_MINUS_BYTES_MAX, LOGIN_TIMEOUT};
 pub use event::{AuthResult, Event};

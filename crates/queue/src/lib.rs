@@ -26,6 +26,10 @@ mod recovery;
 mod segment;
 mod writer;
 
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
+
 #[cfg(test)]
 mod tests;
 

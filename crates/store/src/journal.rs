@@ -26,6 +26,10 @@ pub(crate) const JOURNAL_HEADER_BYTES: u64 = 4096;
 pub(crate) const RECORD_HEADER_BYTES: u64 = 8;
 /// No record is longer than this (a sanity bound on an untrusted length).
 pub(crate) const RECORD_PAYLOAD_MAX: u64 = 1 << 30;
+/// The largest generation a log name or a snapshot may give: more checkpoints than a store
+/// will ever make, and far from `u64::MAX`, so `generation + 1` (the next log) never overflows
+/// whatever a damaged snapshot or a stray file name says (found by fuzzing, docs/fuzzing.md).
+pub(crate) const GENERATION_MAX: u64 = 1 << 62;
 
 /// One change to the index.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -470,7 +474,7 @@ pub(crate) fn parse_log_name(name: &str) -> Option<u64> {
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    digits.parse().ok()
+    digits.parse().ok().filter(|&g| g <= GENERATION_MAX)
 }
 
 /// The open journal the writer appends to.

@@ -37,6 +37,10 @@ mod open;
 mod read;
 mod snapshot;
 
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
+
 use std::fmt;
 use std::path::Path;
 use std::sync::Arc;

@@ -25,6 +25,7 @@ use crate::error::{IoContext, StoreError};
 use crate::flags::KeywordSet;
 use crate::format::{Dec, DecodeError, Enc, FORMAT_VERSION, le_u32};
 use crate::index::{Catalog, Entry, Folder};
+use crate::journal::GENERATION_MAX;
 
 pub(crate) const SNAP_MAGIC: [u8; 8] = *b"MSTWSNAP";
 pub(crate) const SNAP_NAME: &str = "index.snap";
@@ -221,6 +222,12 @@ pub(crate) fn read(image: &[u8], store_id: u64, salvage: bool) -> Result<Loaded,
                     out.last_uidvalidity = d.u32()?;
                     if version != FORMAT_VERSION || id != store_id {
                         return Err(DecodeError::new("header names another version or store"));
+                    }
+                    if out.generation > GENERATION_MAX {
+                        return Err(DecodeError::new(format!(
+                            "header names generation {}, past any real one",
+                            out.generation
+                        )));
                     }
                     header_seen = true;
                 }
