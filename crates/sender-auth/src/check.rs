@@ -14,7 +14,7 @@ use mail_auth::hickory_resolver::Resolver;
 use mail_auth::hickory_resolver::config::{ConnectionConfig, NameServerConfig, ResolverConfig};
 use mail_auth::hickory_resolver::net::runtime::TokioRuntimeProvider;
 use mail_auth::spf::verify::SpfParameters;
-use mail_auth::{AuthenticatedMessage, DkimOutput, MessageAuthenticator, Parameters, SpfOutput};
+use mail_auth::{AuthenticatedMessage, DkimOutput, MessageAuthenticator, SpfOutput};
 use tokio::time::{Instant, timeout_at};
 
 use crate::Error;
@@ -225,6 +225,8 @@ impl Verdict {
 pub struct Checker {
     authenticator: MessageAuthenticator,
     hostname: String,
+    /// Parsed records between messages (hickory caches the answers, not their parse).
+    caches: crate::cache::Caches,
 }
 
 impl std::fmt::Debug for Checker {
@@ -268,6 +270,7 @@ impl Checker {
         Ok(Checker {
             authenticator: MessageAuthenticator(resolver),
             hostname: hostname.trim_end_matches('.').to_ascii_lowercase(),
+            caches: crate::cache::Caches::default(),
         })
     }
 
@@ -291,13 +294,15 @@ impl Checker {
         };
         let spf = timeout_at(
             deadline,
-            self.authenticator.verify_spf(Parameters::new(spf_identity)),
+            self.authenticator
+                .verify_spf(self.caches.parameters(spf_identity)),
         );
         let dkim = async {
             match &parsed {
                 Some(message) => timeout_at(
                     deadline,
-                    self.authenticator.verify_dkim(Parameters::new(message)),
+                    self.authenticator
+                        .verify_dkim(self.caches.parameters(message)),
                 )
                 .await
                 .ok(),
@@ -316,7 +321,7 @@ impl Checker {
                 let dmarc = timeout_at(
                     deadline,
                     self.authenticator
-                        .verify_dmarc(Parameters::new(DmarcParameters {
+                        .verify_dmarc(self.caches.parameters(DmarcParameters {
                             message,
                             dkim_output: dkim,
                             dkim2_output: None,

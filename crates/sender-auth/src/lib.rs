@@ -36,11 +36,13 @@
 //! - No input panics: malformed messages give none/neutral results (a property test feeds
 //!   random bytes and mutations of signed messages).
 
+mod cache;
 mod check;
 mod headers;
 mod keys;
 mod sign;
 
+pub use cache::RECORD_CACHE_ENTRIES_MAX;
 pub use check::{
     CHECK_TIME_MAX, CheckInput, Checker, DKIM_SIGNATURES_MAX, DKIM_SIGNED_FIELDS_MAX, DNS_TIMEOUT,
     DNS_TRIES, DkimOutcome, DkimResult, DmarcPolicy, DmarcResult, SpfResult, Verdict,
