@@ -44,12 +44,15 @@ done
 # the detecting), but its LLVM runs the SanitizerCoverage pass when asked with -Cpasses and
 # takes the pass's options through -Cllvm-args: exactly what cargo-fuzz passes on nightly
 # minus the sanitizer. --cfg fuzzing is what libfuzzer-sys and other crates test for.
+# Debug assertions and overflow checks come from fuzz/Cargo.toml's release profile rather than
+# -Cdebug-assertions -Coverflow-checks here, which would also force them on in mail-parser,
+# whose one debug_assert!(false) is a path it handles (the profile turns it off there).
 export RUSTFLAGS="--cfg fuzzing -Cpasses=sancov-module \
 -Cllvm-args=-sanitizer-coverage-level=4 \
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters \
 -Cllvm-args=-sanitizer-coverage-pc-table \
 -Cllvm-args=-sanitizer-coverage-trace-compares \
--Cdebug-assertions -Coverflow-checks -Cforce-frame-pointers=yes"
+-Cforce-frame-pointers=yes"
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/work/target-fuzz}
 # --target keeps RUSTFLAGS off build scripts and proc macros (they must not be instrumented:
 # they would need libFuzzer's symbols to link).

@@ -18,6 +18,7 @@ use std::sync::{Arc, OnceLock};
 
 use disk::{Disk, SimDisk};
 use libfuzzer_sys::fuzz_target;
+use mailstow_fuzz::CappedDisk;
 use store::{FlagOp, Flags, NewMessage, Store, StoreConfig};
 
 const DIR: &str = "/s";
@@ -229,14 +230,19 @@ fuzz_target!(|data: &[u8]| {
     }
     disk.sync_dir(Path::new(DIR)).expect("sync dir");
     let salvage = flags & 1 != 0;
-    let Ok((store, _report)) = Store::open(Arc::new(disk.clone()), Path::new(DIR), config(salvage))
-    else {
+    let capped = |disk: &SimDisk| -> Arc<dyn Disk> {
+        Arc::new(CappedDisk {
+            inner: disk.clone(),
+            bytes_max: 64 << 20,
+        })
+    };
+    let Ok((store, _report)) = Store::open(capped(&disk), Path::new(DIR), config(salvage)) else {
         return;
     };
     exercise(&store);
     drop(store);
     // What the store wrote itself must open without salvage.
-    if let Err(e) = Store::open(Arc::new(disk), Path::new(DIR), config(false)) {
+    if let Err(e) = Store::open(capped(&disk), Path::new(DIR), config(false)) {
         panic!("a store this process wrote does not open again: {e}");
     }
 });

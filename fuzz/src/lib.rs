@@ -71,3 +71,90 @@ pub fn lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
         .filter(|l| !l.is_empty())
         .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
 }
+
+/// A `disk::Disk` that refuses to let any file grow past `bytes_max`, as a real disk that is
+/// full (or a file system's size limit) does, with an I/O error: a damaged index may name data
+/// far past the end of the volume, and the store then grows the volume to it, which on the
+/// in-memory `SimDisk` would be an out-of-memory abort rather than the error a real disk gives.
+pub struct CappedDisk {
+    pub inner: disk::SimDisk,
+    pub bytes_max: u64,
+}
+
+struct CappedFile {
+    inner: std::sync::Arc<dyn disk::File>,
+    bytes_max: u64,
+}
+
+fn too_large() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::StorageFull, "fuzz disk: file too large")
+}
+
+impl disk::Disk for CappedDisk {
+    fn open(
+        &self,
+        path: &std::path::Path,
+        create: bool,
+    ) -> std::io::Result<std::sync::Arc<dyn disk::File>> {
+        let inner = self.inner.open(path, create)?;
+        Ok(std::sync::Arc::new(CappedFile {
+            inner,
+            bytes_max: self.bytes_max,
+        }))
+    }
+    fn create_dir_all(&self, path: &std::path::Path) -> std::io::Result<()> {
+        self.inner.create_dir_all(path)
+    }
+    fn list(&self, dir: &std::path::Path) -> std::io::Result<Vec<String>> {
+        self.inner.list(dir)
+    }
+    fn exists(&self, path: &std::path::Path) -> bool {
+        self.inner.exists(path)
+    }
+    fn rename(&self, from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn remove(&self, path: &std::path::Path) -> std::io::Result<()> {
+        self.inner.remove(path)
+    }
+    fn sync_dir(&self, dir: &std::path::Path) -> std::io::Result<()> {
+        self.inner.sync_dir(dir)
+    }
+}
+
+impl CappedFile {
+    fn check(&self, end: Option<u64>) -> std::io::Result<()> {
+        match end {
+            Some(end) if end <= self.bytes_max => Ok(()),
+            _ => Err(too_large()),
+        }
+    }
+}
+
+impl disk::File for CappedFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        self.inner.read_at(buf, offset)
+    }
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        self.check(offset.checked_add(buf.len() as u64))?;
+        self.inner.write_all_at(buf, offset)
+    }
+    fn len(&self) -> std::io::Result<u64> {
+        self.inner.len()
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.check(Some(len))?;
+        self.inner.set_len(len)
+    }
+    fn allocate(&self, len: u64) -> std::io::Result<()> {
+        self.check(Some(len))?;
+        self.inner.allocate(len)
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        self.inner.sync_data()
+    }
+    fn write_zeros(&self, offset: u64, len: u64) -> std::io::Result<()> {
+        self.check(offset.checked_add(len))?;
+        self.inner.write_zeros(offset, len)
+    }
+}

@@ -182,7 +182,8 @@ pub(crate) fn parse_segment_name(name: &str) -> Option<(Kind, u64)> {
     if digits.len() < 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    Some((kind, digits.parse().ok()?))
+    let seq = digits.parse().ok().filter(|&seq| seq <= COUNTER_MAX)?;
+    Some((kind, seq))
 }
 
 /// Slots in a segment of `segment_bytes`.
@@ -209,6 +210,11 @@ pub(crate) fn pad8(len: u64) -> u64 {
 pub(crate) fn chain_seed(generation: u64) -> u32 {
     crc32c::crc32c(&generation.to_le_bytes())
 }
+
+/// Message ids, generations and segment sequence numbers count up by one from 1, so none
+/// comes near this; one read from disk above it is damage, and refusing it keeps every
+/// `+ 1` the queue does on them inside u64 (found by fuzzing, docs/fuzzing.md).
+pub(crate) const COUNTER_MAX: u64 = 1 << 62;
 
 /// A decoded segment header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -292,6 +298,12 @@ impl Header {
             segment_bytes,
             get_u64(b, H_ID_FLOOR),
         );
+        if [header.seq, header.generation, header.id_floor]
+            .iter()
+            .any(|&n| n > COUNTER_MAX)
+        {
+            return Err("implausible sequence number, generation or id floor".into());
+        }
         if get_u32(b, H_SLOT_COUNT) != header.slot_count
             || get_u32(b, H_DATA_OFFSET) != header.data_offset
         {
@@ -388,8 +400,8 @@ impl Slot {
                 self.generation, header.generation
             ));
         }
-        if self.id == 0 {
-            return Err("message id 0".into());
+        if self.id == 0 || self.id > COUNTER_MAX {
+            return Err(format!("implausible message id {}", self.id));
         }
         if self.recipients == 0 {
             return Err("no recipients".into());

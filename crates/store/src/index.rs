@@ -31,6 +31,20 @@ pub(crate) struct Entry {
     pub(crate) flags: u8,
 }
 
+/// No extent reaches past this unit: far beyond any volume (2^50 units of 512 bytes), and
+/// low enough that every unit number times the unit size, and every `start + units`, stays
+/// inside u64.
+pub(crate) const UNITS_MAX: u64 = 1 << 50;
+
+/// Whether an extent read from a journal or snapshot lies where data may: past the volume
+/// header and below [`UNITS_MAX`]. A damaged record that names one elsewhere would otherwise
+/// overflow the arithmetic on it, or have the volume grown to its end (found by fuzzing,
+/// docs/fuzzing.md).
+pub(crate) fn extent_fits(start: u64, units: u64) -> bool {
+    start >= crate::format::DATA_START_UNIT
+        && start.checked_add(units).is_some_and(|end| end <= UNITS_MAX)
+}
+
 impl Entry {
     pub(crate) fn units(&self) -> u64 {
         units_for(self.summary_len, self.content_len)
@@ -313,6 +327,9 @@ pub(crate) fn apply(
                 .messages
                 .get_mut(uid)
                 .ok_or_else(|| format!("move of missing UID {uid}"))?;
+            if !extent_fits(*start, e.units()) {
+                return Err(format!("move of UID {uid} to unit {start} is out of range"));
+            }
             freed.push(Freed {
                 uid: *uid,
                 start: e.start,
@@ -349,6 +366,12 @@ fn append(f: &mut Folder, a: &AppendOp) -> Result<(), String> {
     }
     if crate::Flags::from_bits(a.flags).is_none() {
         return Err("undefined flag bits".into());
+    }
+    if !extent_fits(a.start, units_for(a.summary_len, a.content_len)) {
+        return Err(format!(
+            "UID {} extent at unit {} is out of range",
+            a.uid, a.start
+        ));
     }
     bump_modseq(f, a.modseq)?;
     f.uidnext = a.uid + 1;

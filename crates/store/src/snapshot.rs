@@ -217,18 +217,25 @@ pub(crate) fn read(image: &[u8], store_id: u64, salvage: bool) -> Result<Loaded,
                 1 => {
                     let version = d.u32()?;
                     let id = d.u64()?;
-                    out.generation = d.u64()?;
-                    out.next_folder_id = d.u32()?;
-                    out.last_uidvalidity = d.u32()?;
+                    let generation = d.u64()?;
+                    let next_folder_id = d.u32()?;
+                    let last_uidvalidity = d.u32()?;
                     if version != FORMAT_VERSION || id != store_id {
                         return Err(DecodeError::new("header names another version or store"));
                     }
-                    if out.generation > GENERATION_MAX {
+                    if generation > GENERATION_MAX {
                         return Err(DecodeError::new(format!(
-                            "header names generation {}, past any real one",
-                            out.generation
+                            "header names generation {generation}, past any real one"
                         )));
                     }
+                    if !d.is_empty() {
+                        return Err(DecodeError::new("section has trailing bytes"));
+                    }
+                    // Only a header that checks out counts: with salvage, a damaged one after
+                    // a good one must not leave its values behind (found by fuzzing).
+                    out.generation = generation;
+                    out.next_folder_id = next_folder_id;
+                    out.last_uidvalidity = last_uidvalidity;
                     header_seen = true;
                 }
                 2 => {
@@ -269,7 +276,8 @@ pub(crate) fn read(image: &[u8], store_id: u64, salvage: bool) -> Result<Loaded,
                                 .is_none_or(|(&last, _)| uid > last)
                             && crate::Flags::from_bits(e.flags).is_some()
                             && e.keywords.fits(f.keywords.len())
-                            && e.modseq <= f.highest_modseq;
+                            && e.modseq <= f.highest_modseq
+                            && crate::index::extent_fits(e.start, e.units());
                         if !valid {
                             return Err(DecodeError::new(format!(
                                 "folder {id} UID {uid} entry is inconsistent"

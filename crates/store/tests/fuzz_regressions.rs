@@ -76,3 +76,85 @@ fn log_named_past_every_generation_is_ignored() {
     );
     assert_eq!(store.read("u", "INBOX", 1).unwrap(), body(1, ONE_UNIT));
 }
+
+/// fuzz store_journal: an Append record (checksum chain intact) naming an extent at unit
+/// u64::MAX overflowed `start + units` at open, and one naming a unit far past the volume
+/// had open grow the volume to it. Such a record is now damage: refused without salvage,
+/// dropped with it.
+#[test]
+fn append_record_with_an_extent_out_of_range_is_damage() {
+    let disk = SimDisk::new();
+    let store = open(&disk, small_config());
+    store.append("u", "INBOX", message(1, ONE_UNIT)).unwrap();
+    // The second append's record is the Append alone (the first also creates INBOX).
+    store.append("u", "INBOX", message(2, ONE_UNIT)).unwrap();
+    drop(store);
+    let mut log = file_bytes(&disk, "index-00000001.log");
+    // Records from 4096: len u32, crc u32, payload. The last one is the Append: tag 5,
+    // folder u32, uid u32, start u64 (payload bytes 9..17).
+    let mut pos = 4096usize;
+    let mut records = Vec::new();
+    loop {
+        let len = u32::from_le_bytes(log[pos..pos + 4].try_into().unwrap()) as usize;
+        if len == 0 {
+            break;
+        }
+        records.push((pos, len));
+        pos += 8 + len;
+    }
+    let (at, len) = *records.last().unwrap();
+    assert_eq!(log[at + 8], 5, "the last record is the Append");
+    for start in [u64::MAX, 1 << 55] {
+        log[at + 17..at + 25].copy_from_slice(&start.to_le_bytes());
+        // The CRC chains on the previous record's.
+        let (p, _) = records[records.len() - 2];
+        let prev = u32::from_le_bytes(log[p + 4..p + 8].try_into().unwrap());
+        let crc = crc32c::crc32c_append(prev, &log[at..at + 4]);
+        let crc = crc32c::crc32c_append(crc, &log[at + 8..at + 8 + len]);
+        log[at + 4..at + 8].copy_from_slice(&crc.to_le_bytes());
+        write_file(&disk, "index-00000001.log", &log);
+        let err = Store::open(Arc::new(disk.clone()), &dir(), small_config())
+            .err()
+            .expect("a record naming no real extent does not open");
+        assert!(err.to_string().contains("out of range"), "{err}");
+        let (store, report) = Store::open(Arc::new(disk.clone()), &dir(), salvage()).unwrap();
+        assert_eq!(store.uids("u", "INBOX").unwrap(), vec![1], "{report}");
+    }
+}
+
+/// fuzz store_journal: with salvage, a second header section (checksum intact) that is
+/// refused still left its generation behind, because the fields were stored before they
+/// were checked; the checkpoint at the end of the open then wrote a snapshot naming that
+/// generation, and the store no longer opened. A refused header now changes nothing.
+#[test]
+fn refused_second_header_section_leaves_nothing_behind() {
+    let disk = SimDisk::new();
+    let store = open(&disk, small_config());
+    store.append("u", "INBOX", message(1, ONE_UNIT)).unwrap();
+    store.checkpoint().unwrap();
+    drop(store);
+    let snap = file_bytes(&disk, "index.snap");
+    let len = u32::from_le_bytes(snap[9..13].try_into().unwrap()) as usize;
+    let header_end = 17 + len;
+    let mut bad = snap[8..header_end].to_vec();
+    bad[17..25].copy_from_slice(&(1u64 << 63).to_le_bytes());
+    let crc = crc32c::crc32c(&bad[..5 + len]);
+    bad[5 + len..].copy_from_slice(&crc.to_le_bytes());
+    let mut damaged = snap[..header_end].to_vec();
+    damaged.extend_from_slice(&bad);
+    damaged.extend_from_slice(&snap[header_end..]);
+    write_file(&disk, "index.snap", &damaged);
+
+    let (store, report) = Store::open(Arc::new(disk.clone()), &dir(), salvage()).unwrap();
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.contains("past any real one")),
+        "{report}"
+    );
+    store.checkpoint().unwrap();
+    drop(store);
+    let (store, _) = Store::open(Arc::new(disk), &dir(), small_config()).expect("reopens");
+    assert_eq!(store.read("u", "INBOX", 1).unwrap(), body(1, ONE_UNIT));
+}
