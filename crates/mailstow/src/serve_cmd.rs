@@ -245,6 +245,8 @@ pub(crate) fn run(args: ServeArgs, paths: &Paths, config: &Config) -> Result<()>
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only for a person watching, never in a log file.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
