@@ -13,6 +13,11 @@ Attacks (each the finding of issue 18 it reproduces):
                        --every seconds (default 10) to SMTP, IMAP and POP3 in turn
   flood                wrong POP3 passwords from --addresses source addresses (default 256, one
                        per /24) on --threads threads, for --seconds, as fast as answered
+  warm                 one right POP3 login for every user of --users FILE (8 at a time), so
+                       later logins are remembered and the measurement sees no first logins
+  legit                right POP3 logins (USER, PASS, QUIT) of the users of --users FILE from
+                       127.0.0.1 on --threads threads for --seconds: a client that counts its own
+                       successes, beside rabid
 
 For every attack but flood it prints one line per phase:
   RESULT hostile attack=NAME rss_before_mib=.. rss_peak_mib=.. rss_after_mib=.. rss_1min_mib=..
@@ -42,6 +47,7 @@ parser.add_argument("--threads", type=int, default=32)
 parser.add_argument("--seconds", type=float, default=60.0)
 parser.add_argument("--settle", type=float, default=60.0)
 parser.add_argument("--offset", type=int, default=0, help="first attacker address number")
+parser.add_argument("--users", help="address password per line (warm)")
 args = parser.parse_args()
 
 
@@ -278,11 +284,60 @@ def attack():
         for t in threads:
             t.join()
         return " ".join(f"{k}={v}" for k, v in counts.items())
+    if name == "legit":
+        with open(args.users) as f:
+            users = [line.split()[:2] for line in f if line.strip()]
+        stop = time.time() + args.seconds
+        counts = {"ok": 0, "failed": 0}
+        lock = threading.Lock()
+
+        def worker(t):
+            i = t
+            while time.time() < stop:
+                user, password = users[i % len(users)]
+                i += args.threads
+                try:
+                    s = connect(args.pop3)
+                    f = s.makefile("rb")
+                    read_line(f)
+                    s.sendall(f"USER {user}\r\nPASS {password}\r\nQUIT\r\n".encode())
+                    read_line(f)
+                    ok = read_line(f).startswith("+OK")
+                    read_line(f)
+                    s.close()
+                except OSError:
+                    ok = False
+                with lock:
+                    counts["ok" if ok else "failed"] += 1
+        threads = [threading.Thread(target=worker, args=(t,)) for t in range(args.threads)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return f"logins={counts['ok']} failed={counts['failed']} per_s={counts['ok'] / args.seconds:.1f}"
+    if name == "warm":
+        def login(line):
+            user, password = line.split()[:2]
+            try:
+                s = connect(args.pop3)
+                f = s.makefile("rb")
+                read_line(f)
+                s.sendall(f"USER {user}\r\nPASS {password}\r\nQUIT\r\n".encode())
+                read_line(f)
+                answer = read_line(f)
+                s.close()
+                return answer
+            except OSError as e:
+                return f"error {e}"
+        with open(args.users) as f:
+            lines = [line for line in f if line.strip()]
+        answers = run_parallel([lambda line=line: login(line) for line in lines], 8)
+        return f"users={len(lines)} ok={sum(a.startswith('+OK') for a in answers)}"
     raise SystemExit(f"unknown attack {name}")
 
 
-if args.attack == "flood":
-    print(f"RESULT hostile_flood seconds={args.seconds} {attack()}", flush=True)
+if args.attack in ("flood", "warm", "legit"):
+    print(f"RESULT hostile_{args.attack} {attack()}", flush=True)
 else:
     before = rss_mib()
     sampler = Sampler()
