@@ -98,7 +98,7 @@ impl Folder {
             .collect()
     }
 
-    fn remove(&mut self, uid: u32, freed: &mut Vec<Freed>) {
+    pub(crate) fn remove(&mut self, uid: u32, freed: &mut Vec<Freed>) {
         if let Some(e) = self.messages.remove(&uid) {
             self.bytes -= e.content_len as u64;
             freed.push(Freed {

@@ -443,6 +443,45 @@ pub(crate) fn open(
     let mut max_end = DATA_START_UNIT;
     {
         let cat = catalog.read().unwrap_or_else(|p| p.into_inner());
+        // Two messages sharing units is damage (a record that passed its checksum but names
+        // the wrong place): freeing one would free the other's data too, and the allocator
+        // would count those units twice (found by fuzzing, docs/fuzzing.md). Without salvage
+        // the store refuses to open; with it, the message that starts later is dropped.
+        let mut extents = Vec::new();
+        for cell in cat.folders.values() {
+            let f = cell.read();
+            extents.extend(
+                f.messages
+                    .iter()
+                    .map(|(&uid, e)| (e.start, e.end(), f.id, uid)),
+            );
+        }
+        extents.sort_unstable();
+        let mut covered = DATA_START_UNIT;
+        for (start, end, folder, uid) in extents {
+            if start >= covered {
+                covered = end;
+                continue;
+            }
+            let Some(cell) = cat.folders.get(&folder) else {
+                continue;
+            };
+            let mut f = cell.write();
+            let what = format!(
+                "{}/{} UID {uid} shares units [{start}, {}) with another message",
+                f.user,
+                f.name,
+                end.min(covered)
+            );
+            if !salvage {
+                return Err(StoreError::corrupt(format!(
+                    "index: {what}; open with salvage to drop it"
+                )));
+            }
+            f.remove(uid, &mut Vec::new());
+            report.problems.push(format!("index: {what}; dropped"));
+            salvaged = true;
+        }
         report.folders = cat.folders.len() as u64;
         for cell in cat.folders.values() {
             let f = cell.read();
