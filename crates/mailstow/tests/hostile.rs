@@ -251,6 +251,31 @@ fn parallel_wrong_logins_are_throttled_and_memory_stays_bounded() {
 }
 
 #[test]
+fn many_right_logins_at_once_from_one_address_all_get_in() {
+    // A webmail server or a mail client opening several connections: not a guesser.
+    let (_dir, data) = set_up_data_dir();
+    let server = start(&data, "");
+    let from = IpAddr::from([127, 0, 0, 3]);
+    let answers: Vec<String> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..40)
+            .map(|n| {
+                let server = &server;
+                let user = if n % 2 == 0 {
+                    "alice@example.test"
+                } else {
+                    "bob@example.test"
+                };
+                s.spawn(move || imap_login(server, from, user, "secret"))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let o = count(&answers);
+    assert_eq!(o.ok, 40, "{answers:?}");
+    server.stop_cleanly();
+}
+
+#[test]
 fn one_users_failures_neither_lock_out_another_nor_reset_by_a_success() {
     let (_dir, data) = set_up_data_dir();
     let server = start(&data, "");

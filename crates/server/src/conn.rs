@@ -129,7 +129,7 @@ pub(crate) async fn check_login(
     password: &str,
 ) -> Result<String, LoginRefused> {
     let shown = crate::log::shown(username);
-    let (ticket, priority) = match ctx.throttle.gate(ip, username) {
+    let (ticket, priority) = match ctx.throttle.gate(ip, username).await {
         Gate::Refuse(level) => {
             tracing::info!(
                 "login refused: service={service} user={shown} ip={ip} reason=throttled level={}",

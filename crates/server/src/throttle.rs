@@ -6,17 +6,21 @@
 //! out that user at that address, not everyone behind it, while a guesser spraying many names
 //! from one address, or from a whole network, is stopped too.
 //!
-//! - **Attempts in flight count.** [`Throttle::gate`] counts the attempt before its password is
-//!   verified and hands back a [`Ticket`]; the verdict only turns it into a failure (or, for
-//!   the user level, clears it). Sixty parallel guesses from one address are therefore as
-//!   limited as sixty sequential ones. A ticket dropped without a verdict (the client hung up
-//!   while its password was checked) counts as a failure.
+//! - **Attempts in flight count.** [`Throttle::gate`] takes one attempt per (address, user)
+//!   at a time: a second attempt of the same user from the same address waits until the first
+//!   one's verdict is in, so it is judged with that failure counted (a mail client opening
+//!   five connections at once waits a moment; the later ones find its login remembered).
+//!   Attempts in flight also count toward the address and network limits, so sixty parallel
+//!   guesses for sixty names from one address are limited like sixty sequential ones. A
+//!   ticket dropped without a verdict (the client hung up while its password was checked)
+//!   counts as a failure.
 //! - **A success clears only its own user at its own address.** The address and network
 //!   counts are never cleared by a success, so logging in to an account of one's own does not
 //!   buy more guesses at another.
 //! - **Delay before refusal.** Below the limits, each attempt waits `delay_base × 2^(k-1)`
-//!   (at most `delay_max`) before it is verified, `k` being the busiest level's count scaled
-//!   to the user level's limit; at a limit the attempt is refused without being verified, until
+//!   (at most `delay_max`) before it is verified, `k` being the busiest level's failures scaled
+//!   to the user level's limit (failures only: clients that log in a lot at once are not
+//!   slowed down for it); at a limit the attempt is refused without being verified, until
 //!   `window` has passed since that level's last failure.
 //!
 //! Memory is bounded: at most [`ENTRIES_MAX`] counters; past it the oldest half goes.
@@ -28,6 +32,9 @@ use std::time::{Duration, Instant};
 
 /// Counters kept at most.
 pub(crate) const ENTRIES_MAX: usize = 65_536;
+/// Locks that take one attempt per (address, user) at a time, by hash: a fixed set, so they
+/// cost no memory per key (two keys sharing a stripe only wait for each other's verdicts).
+const STRIPES: usize = 1024;
 /// Longest user name kept as a key (the longest address is 254 bytes).
 const USER_KEY_BYTES_MAX: usize = 254;
 
@@ -125,6 +132,8 @@ impl Counter {
 struct Inner {
     config: ThrottleConfig,
     counters: Mutex<HashMap<Key, Counter>>,
+    stripes: Vec<Arc<tokio::sync::Mutex<()>>>,
+    stripe_hasher: std::collections::hash_map::RandomState,
 }
 
 /// Failed-login counters, shared by every listener.
@@ -162,11 +171,13 @@ impl Level {
     }
 }
 
-/// An attempt in flight; its verdict goes back to the counters.
+/// An attempt in flight; its verdict goes back to the counters. Until then no other attempt
+/// of the same user from the same address is let through.
 pub(crate) struct Ticket {
     throttle: Throttle,
     keys: [Key; 3],
     resolved: bool,
+    _turn: tokio::sync::OwnedMutexGuard<()>,
 }
 
 /// One blocked counter, for `mailstow auth blocked`.
@@ -183,6 +194,10 @@ impl Throttle {
         Throttle(Arc::new(Inner {
             config,
             counters: Mutex::new(HashMap::new()),
+            stripes: (0..STRIPES)
+                .map(|_| Arc::new(tokio::sync::Mutex::new(())))
+                .collect(),
+            stripe_hasher: std::collections::hash_map::RandomState::new(),
         }))
     }
 
@@ -199,11 +214,20 @@ impl Throttle {
         }
     }
 
-    /// Counts an attempt by `user` from `ip` and says whether (and when) to verify it.
-    pub(crate) fn gate(&self, ip: IpAddr, user: &str) -> Gate {
+    /// Waits for the turn of `user` at `ip` (the verdict of its attempt in flight, if any),
+    /// then counts this attempt and says whether (and when) to verify it.
+    pub(crate) async fn gate(&self, ip: IpAddr, user: &str) -> Gate {
+        let keys = Key::keys(ip, user);
+        // Keyed per process, so nobody can pick names that share a stripe with another's.
+        let stripe =
+            (std::hash::BuildHasher::hash_one(&self.0.stripe_hasher, &keys[0]) as usize) % STRIPES;
+        let turn = self.0.stripes[stripe].clone().lock_owned().await;
+        self.counted(keys, turn)
+    }
+
+    fn counted(&self, keys: [Key; 3], turn: tokio::sync::OwnedMutexGuard<()>) -> Gate {
         let config = self.0.config;
         let now = Instant::now();
-        let keys = Key::keys(ip, user);
         let mut counters = self.counters();
         let mut scaled = 0u64;
         let mut suspect = false;
@@ -211,24 +235,24 @@ impl Throttle {
             .iter()
             .zip([Level::User, Level::Address, Level::Network])
         {
-            let count = match counters.get_mut(key) {
+            let (count, failures) = match counters.get_mut(key) {
                 Some(counter) if now.duration_since(counter.last) > config.window => {
                     counter.failures = 0;
-                    counter.count()
+                    (counter.count(), 0)
                 }
                 Some(counter) => {
                     suspect |= level != Level::User && counter.failures > 0;
-                    counter.count()
+                    (counter.count(), counter.failures)
                 }
-                None => 0,
+                None => (0, 0),
             };
             let limit = self.limit(key).max(1);
             if count >= limit {
                 return Gate::Refuse(level);
             }
-            // The level's count on the user level's scale.
+            // The level's failures on the user level's scale.
             let k =
-                u64::from(count) * u64::from(config.user_failures_max.max(1)) / u64::from(limit);
+                u64::from(failures) * u64::from(config.user_failures_max.max(1)) / u64::from(limit);
             scaled = scaled.max(k);
         }
         if counters.len() + keys.len() > ENTRIES_MAX {
@@ -259,6 +283,7 @@ impl Throttle {
                 throttle: self.clone(),
                 keys,
                 resolved: false,
+                _turn: turn,
             },
         }
     }
@@ -425,26 +450,56 @@ mod tests {
         }
     }
 
-    #[test]
-    fn attempts_in_flight_count_before_their_verdict() {
+    #[tokio::test]
+    async fn one_attempt_per_user_and_address_at_a_time() {
         let t = Throttle::new(config());
         let a = ip("10.0.0.1");
-        let tickets: Vec<_> = (0..3).map(|_| check(t.gate(a, "u")).1).collect();
-        assert_eq!(refused(t.gate(a, "u")), Level::User);
-        assert_eq!(refused(t.gate(a, "U")), Level::User, "names fold");
-        drop(tickets); // hung up mid-check: failures
-        assert_eq!(refused(t.gate(a, "u")), Level::User);
-        assert_eq!(t.blocked().len(), 1);
-        assert_eq!(t.blocked()[0].key, Key::User(a, "u".into()));
+        let (_, first) = check(t.gate(a, "u").await);
+        // The same user from the same address waits for the first verdict ...
+        let waiting = tokio::time::timeout(Duration::from_millis(50), t.gate(a, "U")).await;
+        assert!(
+            waiting.is_err(),
+            "a second attempt was let through before the verdict"
+        );
+        // ... which it is then judged with.
+        let t2 = t.clone();
+        let second = tokio::spawn(async move { check(t2.gate(a, "u").await).0 });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        first.failed();
+        assert_eq!(second.await.unwrap(), Duration::from_millis(10));
+        // Another user, or the same user elsewhere, never waits.
+        let _other = check(t.gate(a, "v").await);
+        let _elsewhere = check(t.gate(ip("10.9.0.1"), "u").await);
     }
 
-    #[test]
-    fn delays_grow_exponentially_then_refuse() {
+    #[tokio::test]
+    async fn attempts_in_flight_count_toward_the_address_limit() {
+        let t = Throttle::new(config());
+        let a = ip("10.0.0.1");
+        let tickets: Vec<Ticket> = futures_join(&t, a, 6).await;
+        assert_eq!(refused(t.gate(a, "u6").await), Level::Address);
+        drop(tickets); // hung up mid-check: failures
+        assert_eq!(refused(t.gate(a, "fresh").await), Level::Address);
+        assert_eq!(t.blocked().len(), 1);
+        assert_eq!(t.blocked()[0].key, Key::Address(a));
+    }
+
+    /// `n` attempts in flight from `ip`, by as many users.
+    async fn futures_join(t: &Throttle, ip: IpAddr, n: usize) -> Vec<Ticket> {
+        let mut tickets = Vec::new();
+        for k in 0..n {
+            tickets.push(check(t.gate(ip, &format!("u{k}")).await).1);
+        }
+        tickets
+    }
+
+    #[tokio::test]
+    async fn delays_grow_exponentially_with_failures_then_refuse() {
         let t = Throttle::new(config());
         let a = ip("10.0.0.1");
         let mut delays = Vec::new();
         for _ in 0..3 {
-            let (delay, ticket) = check(t.gate(a, "u"));
+            let (delay, ticket) = check(t.gate(a, "u").await);
             delays.push(delay);
             ticket.failed();
         }
@@ -453,91 +508,109 @@ mod tests {
             [0, 10, 20].map(Duration::from_millis),
             "0, base, 2 × base"
         );
-        assert_eq!(refused(t.gate(a, "u")), Level::User);
-        std::thread::sleep(Duration::from_millis(250));
-        assert_eq!(check(t.gate(a, "u")).0, Duration::ZERO, "the window passed");
+        assert_eq!(refused(t.gate(a, "u").await), Level::User);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert_eq!(
+            check(t.gate(a, "u").await).0,
+            Duration::ZERO,
+            "the window passed"
+        );
+        // Many attempts in flight without failures cost no delay.
+        let t = Throttle::new(config());
+        let tickets = futures_join(&t, a, 5).await;
+        assert_eq!(check(t.gate(a, "x").await).0, Duration::ZERO);
+        drop(tickets);
     }
 
-    #[test]
-    fn a_success_clears_only_its_own_user_and_never_the_address() {
+    #[tokio::test]
+    async fn a_success_clears_only_its_own_user_and_never_the_address() {
         let t = Throttle::new(config());
         let a = ip("10.0.0.1");
         for _ in 0..2 {
-            check(t.gate(a, "victim")).1.failed();
+            check(t.gate(a, "victim").await).1.failed();
         }
         // The guesser logs in to an account of its own: the victim's count stays.
-        check(t.gate(a, "mine")).1.succeeded();
-        check(t.gate(a, "victim")).1.failed();
-        assert_eq!(refused(t.gate(a, "victim")), Level::User);
+        check(t.gate(a, "mine").await).1.succeeded();
+        check(t.gate(a, "victim").await).1.failed();
+        assert_eq!(refused(t.gate(a, "victim").await), Level::User);
         // Another user at the same address still gets in (one user's typos behind a NAT).
-        let (delay, ticket) = check(t.gate(a, "colleague"));
+        let (delay, ticket) = check(t.gate(a, "colleague").await);
         assert!(delay <= Duration::from_millis(20), "{delay:?}");
         ticket.succeeded();
         // But the address as a whole has a limit: 3 victim + 3 more failures.
         for name in ["x", "y", "z"] {
-            check(t.gate(a, name)).1.failed();
+            check(t.gate(a, name).await).1.failed();
         }
-        assert_eq!(refused(t.gate(a, "fresh")), Level::Address);
+        assert_eq!(refused(t.gate(a, "fresh").await), Level::Address);
     }
 
-    #[test]
-    fn a_network_is_limited_across_its_addresses() {
+    #[tokio::test]
+    async fn a_network_is_limited_across_its_addresses() {
         let t = Throttle::new(config());
         for n in 1..=9 {
             let ip = ip(&format!("192.0.2.{n}"));
-            check(t.gate(ip, &format!("u{n}"))).1.failed();
+            check(t.gate(ip, &format!("u{n}")).await).1.failed();
         }
-        assert_eq!(refused(t.gate(ip("192.0.2.200"), "v")), Level::Network);
-        assert!(matches!(t.gate(ip("192.0.3.1"), "v"), Gate::Check { .. }));
+        assert_eq!(
+            refused(t.gate(ip("192.0.2.200"), "v").await),
+            Level::Network
+        );
+        assert!(matches!(
+            t.gate(ip("192.0.3.1"), "v").await,
+            Gate::Check { .. }
+        ));
         let v6 = ip("2001:db8:1:2:3:4:5:6");
         assert_eq!(network(v6), ip("2001:db8:1:2::"));
         assert_eq!(network(ip("::ffff:192.0.2.9")), ip("192.0.2.0"));
     }
 
-    #[test]
-    fn unblock_by_address_or_user() {
+    #[tokio::test]
+    async fn unblock_by_address_or_user() {
         let t = Throttle::new(config());
         let a = ip("10.0.0.1");
         for _ in 0..3 {
-            check(t.gate(a, "u")).1.failed();
+            check(t.gate(a, "u").await).1.failed();
         }
         for _ in 0..3 {
-            check(t.gate(ip("10.0.0.2"), "w")).1.failed();
+            check(t.gate(ip("10.0.0.2"), "w").await).1.failed();
         }
         assert_eq!(t.blocked().len(), 2);
         assert!(t.unblock("U") >= 1);
-        assert!(matches!(t.gate(a, "u"), Gate::Check { .. }));
+        assert!(matches!(t.gate(a, "u").await, Gate::Check { .. }));
         assert!(t.unblock("10.0.0.2") >= 2);
-        assert!(matches!(t.gate(ip("10.0.0.2"), "w"), Gate::Check { .. }));
+        assert!(matches!(
+            t.gate(ip("10.0.0.2"), "w").await,
+            Gate::Check { .. }
+        ));
         assert_eq!(t.unblock("nobody"), 0);
     }
 
-    #[test]
-    fn an_address_or_network_with_failures_is_suspect() {
+    #[tokio::test]
+    async fn an_address_or_network_with_failures_is_suspect() {
         let t = Throttle::new(config());
         let suspect = |gate: Gate| match gate {
             Gate::Check { suspect, .. } => suspect,
             Gate::Refuse(_) => panic!("refused"),
         };
-        assert!(!suspect(t.gate(ip("10.0.0.1"), "u")));
-        check(t.gate(ip("10.0.0.1"), "u")).1.failed();
-        assert!(suspect(t.gate(ip("10.0.0.1"), "other")));
-        assert!(suspect(t.gate(ip("10.0.0.2"), "x")), "same network");
-        assert!(!suspect(t.gate(ip("10.0.1.1"), "x")));
+        assert!(!suspect(t.gate(ip("10.0.0.1"), "u").await));
+        check(t.gate(ip("10.0.0.1"), "u").await).1.failed();
+        assert!(suspect(t.gate(ip("10.0.0.1"), "other").await));
+        assert!(suspect(t.gate(ip("10.0.0.2"), "x").await), "same network");
+        assert!(!suspect(t.gate(ip("10.0.1.1"), "x").await));
     }
 
-    #[test]
-    fn an_abandoned_attempt_is_not_a_failure() {
+    #[tokio::test]
+    async fn an_abandoned_attempt_is_not_a_failure() {
         let t = Throttle::new(config());
         let a = ip("10.0.0.1");
         for _ in 0..5 {
-            check(t.gate(a, "u")).1.abandoned();
+            check(t.gate(a, "u").await).1.abandoned();
         }
-        assert_eq!(check(t.gate(a, "u")).0, Duration::ZERO);
+        assert_eq!(check(t.gate(a, "u").await).0, Duration::ZERO);
     }
 
-    #[test]
-    fn the_map_is_bounded() {
+    #[tokio::test]
+    async fn the_map_is_bounded() {
         let t = Throttle::new(ThrottleConfig {
             window: Duration::from_secs(600),
             ..ThrottleConfig::default()
@@ -545,7 +618,7 @@ mod tests {
         for n in 0..(ENTRIES_MAX as u32 / 3 + 10) {
             // One address per /24, so no network reaches its limit.
             let ip = IpAddr::from((n << 8).to_be_bytes());
-            check(t.gate(ip, "u")).1.failed();
+            check(t.gate(ip, "u").await).1.failed();
         }
         assert!(t.counters().len() <= ENTRIES_MAX);
     }
