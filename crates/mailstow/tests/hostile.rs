@@ -320,6 +320,41 @@ fn one_users_failures_neither_lock_out_another_nor_reset_by_a_success() {
 }
 
 #[test]
+fn an_address_over_its_limit_is_refused_at_connect_by_the_login_services() {
+    let (_dir, data) = set_up_data_dir();
+    let server = start(&data, "auth_failures_max = 6\ntarpit_delay_ms = 100\n");
+    let from = IpAddr::from([127, 0, 0, 8]);
+    for n in 0..6 {
+        let answer = imap_login(&server, from, &format!("nobody{n}@example.test"), "guess");
+        assert!(answer.contains("AUTHENTICATIONFAILED"), "{answer}");
+    }
+    let greeting = |service: &str| {
+        let mut c = Client::new(connect_from(from, server.addresses[service]));
+        c.line()
+    };
+    assert_eq!(
+        greeting("imap"),
+        "* BYE [UNAVAILABLE] too many failed logins from your address, try again later\r\n"
+    );
+    assert!(greeting("pop3").starts_with("-ERR [SYS/TEMP] too many failed logins"));
+    assert!(greeting("submission").starts_with("421 4.7.0"));
+    // Mail from that address is still taken on the MX port.
+    assert!(greeting("smtp").starts_with("220 "));
+    // Other addresses are not concerned.
+    assert!(
+        Client::new(connect_from(
+            IpAddr::from([127, 0, 1, 8]),
+            server.addresses["imap"]
+        ))
+        .line()
+        .starts_with("* OK")
+    );
+    must(mailstow(&data, &["auth", "unblock", "127.0.0.8"]));
+    assert!(greeting("imap").starts_with("* OK"));
+    server.stop_cleanly();
+}
+
+#[test]
 fn prelogin_literals_over_the_cap_are_refused_without_a_continuation() {
     let (_dir, data) = set_up_data_dir();
     let server = start(&data, "");

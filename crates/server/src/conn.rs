@@ -135,6 +135,8 @@ pub(crate) async fn check_login(
                 "login refused: service={service} user={shown} ip={ip} reason=throttled level={}",
                 level.name()
             );
+            // A guesser that is refused at once just asks again: make it wait.
+            tokio::time::sleep(ctx.config.tarpit_delay).await;
             return Err(LoginRefused::Throttled);
         }
         Gate::Check {

@@ -87,6 +87,22 @@ impl Service {
         }
     }
 
+    /// What a client blocked for failed logins is told at connect (in plaintext, even on an
+    /// implicit-TLS port: nothing more is spent on it).
+    fn blocked(self, hostname: &str) -> String {
+        let why = "too many failed logins from your address, try again later";
+        match self {
+            Service::Pop3 | Service::Pop3s => format!("-ERR [SYS/TEMP] {why}\r\n"),
+            Service::Imap | Service::Imaps => format!("* BYE [UNAVAILABLE] {why}\r\n"),
+            _ => format!("421 4.7.0 {hostname} {why}\r\n"),
+        }
+    }
+
+    /// The services where clients log in (and can guess passwords).
+    fn takes_logins(self) -> bool {
+        !matches!(self, Service::Smtp | Service::Lmtp)
+    }
+
     fn implicit_tls(self) -> bool {
         matches!(self, Service::Submissions | Service::Pop3s | Service::Imaps)
     }
@@ -618,6 +634,26 @@ async fn accept_loop(
                     return;
                 }
             };
+            // An address (or network) blocked for failed logins gets nothing more from the
+            // login services: not a TLS handshake, not a session. The pause makes a guesser
+            // that reconnects in a loop wait, holding one of its own connection slots.
+            if service.takes_logins()
+                && let Some(level) = ctx.throttle.address_blocked(peer.ip())
+            {
+                use tokio::io::AsyncWriteExt as _;
+                tracing::debug!(
+                    "{}: refused at connect: ip={} blocked ({} level)",
+                    service.name(),
+                    peer.ip(),
+                    level.name()
+                );
+                tokio::time::sleep(ctx.config.tarpit_delay).await;
+                let line = service.blocked(&ctx.config.hostname);
+                let _ =
+                    tokio::time::timeout(Duration::from_secs(5), stream.write_all(line.as_bytes()))
+                        .await;
+                return;
+            }
             if service.implicit_tls() {
                 stream = match stream.upgrade(&ctx.tls, conn::TLS_HANDSHAKE_TIMEOUT).await {
                     Ok(tls) => tls,

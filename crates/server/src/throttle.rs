@@ -311,6 +311,25 @@ impl Throttle {
         }
     }
 
+    /// Whether `ip` itself (its address or its network, not one user at it) is at its limit:
+    /// such a client is refused at connect, before anything else is spent on it.
+    pub(crate) fn address_blocked(&self, ip: IpAddr) -> Option<Level> {
+        let now = Instant::now();
+        let window = self.0.config.window;
+        let counters = self.counters();
+        [
+            (Key::Address(ip), Level::Address),
+            (Key::Network(network(ip)), Level::Network),
+        ]
+        .into_iter()
+        .find(|(key, _)| {
+            counters.get(key).is_some_and(|c| {
+                now.duration_since(c.last) <= window && c.failures >= self.limit(key)
+            })
+        })
+        .map(|(_, level)| level)
+    }
+
     /// Every counter at its limit, sorted.
     pub(crate) fn blocked(&self) -> Vec<Blocked> {
         let now = Instant::now();
@@ -597,6 +616,23 @@ mod tests {
         assert!(suspect(t.gate(ip("10.0.0.1"), "other").await));
         assert!(suspect(t.gate(ip("10.0.0.2"), "x").await), "same network");
         assert!(!suspect(t.gate(ip("10.0.1.1"), "x").await));
+    }
+
+    #[tokio::test]
+    async fn a_blocked_address_or_network_is_known_before_any_login() {
+        let t = Throttle::new(config());
+        let a = ip("10.0.0.1");
+        for n in 0..6 {
+            check(t.gate(a, &format!("u{n}")).await).1.failed();
+        }
+        assert_eq!(t.address_blocked(a), Some(Level::Address));
+        assert_eq!(t.address_blocked(ip("10.0.0.2")), None);
+        for n in 2..5 {
+            check(t.gate(ip(&format!("10.0.0.{n}")), "x").await)
+                .1
+                .failed();
+        }
+        assert_eq!(t.address_blocked(ip("10.0.0.9")), Some(Level::Network));
     }
 
     #[tokio::test]
