@@ -36,6 +36,12 @@ pub(crate) struct Entry {
 /// inside u64.
 pub(crate) const UNITS_MAX: u64 = 1 << 50;
 
+/// Folder ids count up from 1 and MODSEQs by one per change; a value read from disk above
+/// these is damage. The headroom keeps the store's own `+ 1` on them inside the type
+/// (found by fuzzing, docs/fuzzing.md).
+pub(crate) const FOLDER_ID_MAX: u32 = 1 << 31;
+pub(crate) const MODSEQ_MAX: u64 = 1 << 62;
+
 /// Whether an extent read from a journal or snapshot lies where data may: past the volume
 /// header and below [`UNITS_MAX`]. A damaged record that names one elsewhere would otherwise
 /// overflow the arithmetic on it, or have the volume grown to its end (found by fuzzing,
@@ -202,6 +208,9 @@ pub(crate) fn apply(
             user,
             name,
         } => {
+            if *folder > FOLDER_ID_MAX {
+                return Err(format!("folder id {folder} is out of range"));
+            }
             let mut cat = catalog.write().unwrap_or_else(|p| p.into_inner());
             if cat.folders.contains_key(folder) {
                 return Err(format!("folder id {folder} created twice"));
@@ -343,6 +352,9 @@ pub(crate) fn apply(
 
 /// S4: a folder's MODSEQ strictly ascends with every committed change.
 fn bump_modseq(f: &mut Folder, modseq: u64) -> Result<(), String> {
+    if modseq > MODSEQ_MAX {
+        return Err(format!("MODSEQ {modseq} is out of range"));
+    }
     if modseq <= f.highest_modseq {
         return Err(format!(
             "MODSEQ {modseq} does not ascend past {}",

@@ -303,6 +303,7 @@ pub(crate) fn open(
         }
         let seed = journal::chain_seed(store_id, generation);
         let mut bad_op = None;
+        let mut skipped_op = false;
         let scan = journal::scan(&image, seed, |offset, payload| {
             if bad_op.is_some() {
                 return Ok(());
@@ -329,11 +330,17 @@ pub(crate) fn open(
                         return Err(StoreError::corrupt(what));
                     }
                     report.problems.push(what);
+                    skipped_op = true;
                 }
             }
             report.journal_records_replayed += 1;
             Ok(())
         })?;
+        // A skipped operation is damage salvaged like any other: the checkpoint at the end
+        // of the open takes it off the disk, or every later open would need salvage again.
+        if skipped_op {
+            salvaged = true;
+        }
         if let Some(what) = bad_op {
             stop(what, &mut report)?;
             salvaged = true;

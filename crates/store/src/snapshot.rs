@@ -24,7 +24,7 @@ use disk::Disk;
 use crate::error::{IoContext, StoreError};
 use crate::flags::KeywordSet;
 use crate::format::{Dec, DecodeError, Enc, FORMAT_VERSION, le_u32};
-use crate::index::{Catalog, Entry, Folder};
+use crate::index::{Catalog, Entry, FOLDER_ID_MAX, Folder, MODSEQ_MAX};
 use crate::journal::GENERATION_MAX;
 
 pub(crate) const SNAP_MAGIC: [u8; 8] = *b"MSTWSNAP";
@@ -223,6 +223,9 @@ pub(crate) fn read(image: &[u8], store_id: u64, salvage: bool) -> Result<Loaded,
                     if version != FORMAT_VERSION || id != store_id {
                         return Err(DecodeError::new("header names another version or store"));
                     }
+                    if next_folder_id > FOLDER_ID_MAX + 1 {
+                        return Err(DecodeError::new("header names a folder id out of range"));
+                    }
                     if generation > GENERATION_MAX {
                         return Err(DecodeError::new(format!(
                             "header names generation {generation}, past any real one"
@@ -251,6 +254,11 @@ pub(crate) fn read(image: &[u8], store_id: u64, salvage: bool) -> Result<Loaded,
                     }
                     let keywords = (0..n).map(|_| d.str()).collect::<Result<Vec<_>, _>>()?;
                     let count = d.u64()?;
+                    if id > FOLDER_ID_MAX || highest_modseq > MODSEQ_MAX {
+                        return Err(DecodeError::new(format!(
+                            "folder {id}: id or MODSEQ out of range"
+                        )));
+                    }
                     let mut f = Folder::new(id, &user, &name, uidvalidity);
                     f.uidnext = uidnext;
                     f.highest_modseq = highest_modseq;

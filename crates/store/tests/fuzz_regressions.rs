@@ -83,30 +83,20 @@ fn log_named_past_every_generation_is_ignored() {
 /// dropped with it.
 #[test]
 fn append_record_with_an_extent_out_of_range_is_damage() {
-    let disk = SimDisk::new();
-    let store = open(&disk, small_config());
-    store.append("u", "INBOX", message(1, ONE_UNIT)).unwrap();
-    // The second append's record is the Append alone (the first also creates INBOX).
-    store.append("u", "INBOX", message(2, ONE_UNIT)).unwrap();
-    drop(store);
-    let mut log = file_bytes(&disk, "index-00000001.log");
-    // Records from 4096: len u32, crc u32, payload. The last one is the Append: tag 5,
-    // folder u32, uid u32, start u64 (payload bytes 9..17).
-    let mut pos = 4096usize;
-    let mut records = Vec::new();
-    loop {
-        let len = u32::from_le_bytes(log[pos..pos + 4].try_into().unwrap()) as usize;
-        if len == 0 {
-            break;
-        }
-        records.push((pos, len));
-        pos += 8 + len;
-    }
-    let (at, len) = *records.last().unwrap();
-    assert_eq!(log[at + 8], 5, "the last record is the Append");
     for start in [u64::MAX, 1 << 55] {
+        let disk = SimDisk::new();
+        let store = open(&disk, small_config());
+        store.append("u", "INBOX", message(1, ONE_UNIT)).unwrap();
+        // The second append's record is the Append alone (the first also creates INBOX).
+        store.append("u", "INBOX", message(2, ONE_UNIT)).unwrap();
+        drop(store);
+        let mut log = file_bytes(&disk, "index-00000001.log");
+        // The last record is the Append: tag 5, folder u32, uid u32, start u64 (payload
+        // bytes 9..17); its CRC chains on the previous record's.
+        let records = records(&log);
+        let (at, len) = *records.last().unwrap();
+        assert_eq!(log[at + 8], 5, "the last record is the Append");
         log[at + 17..at + 25].copy_from_slice(&start.to_le_bytes());
-        // The CRC chains on the previous record's.
         let (p, _) = records[records.len() - 2];
         let prev = u32::from_le_bytes(log[p + 4..p + 8].try_into().unwrap());
         let crc = crc32c::crc32c_append(prev, &log[at..at + 4]);
@@ -119,6 +109,9 @@ fn append_record_with_an_extent_out_of_range_is_damage() {
         assert!(err.to_string().contains("out of range"), "{err}");
         let (store, report) = Store::open(Arc::new(disk.clone()), &dir(), salvage()).unwrap();
         assert_eq!(store.uids("u", "INBOX").unwrap(), vec![1], "{report}");
+        drop(store);
+        // The salvaging open checkpointed: the damage is gone from disk.
+        Store::open(Arc::new(disk), &dir(), small_config()).unwrap();
     }
 }
 
@@ -218,4 +211,72 @@ fn messages_sharing_units_are_damage() {
     drop(store);
     let (store, _) = Store::open(Arc::new(disk), &dir(), small_config()).unwrap();
     assert_eq!(store.read("u", "INBOX", 4).unwrap(), body(4, ONE_UNIT));
+}
+
+/// The records of `index-00000001.log`: (offset, payload length), from 4096.
+fn records(log: &[u8]) -> Vec<(usize, usize)> {
+    let mut pos = 4096usize;
+    let mut out = Vec::new();
+    loop {
+        let len = u32::from_le_bytes(log[pos..pos + 4].try_into().unwrap()) as usize;
+        if len == 0 {
+            return out;
+        }
+        out.push((pos, len));
+        pos += 8 + len;
+    }
+}
+
+/// Appends a record with `payload` to the chain of `index-00000001.log`.
+fn append_record(disk: &SimDisk, payload: &[u8]) {
+    let mut log = file_bytes(disk, "index-00000001.log");
+    let (last, last_len) = *records(&log).last().unwrap();
+    let prev = u32::from_le_bytes(log[last + 4..last + 8].try_into().unwrap());
+    let len = (payload.len() as u32).to_le_bytes();
+    let crc = crc32c::crc32c_append(crc32c::crc32c_append(prev, &len), payload);
+    let at = last + 8 + last_len;
+    log[at..at + 4].copy_from_slice(&len);
+    log[at + 4..at + 8].copy_from_slice(&crc.to_le_bytes());
+    log[at + 8..at + 8 + payload.len()].copy_from_slice(payload);
+    write_file(disk, "index-00000001.log", &log);
+}
+
+/// fuzz store_journal: a CreateFolder record (checksums intact) with folder id u32::MAX set
+/// the next folder id to u32::MAX, and the next folder the store created overflowed
+/// `next_id + 1` (a panic with overflow checks; a reused folder id without). A MODSEQ of
+/// u64::MAX did the same to `highest_modseq + 1`. Both are now out of range, damage.
+#[test]
+fn folder_id_and_modseq_at_the_end_of_their_range_are_damage() {
+    let create = |id: u32| {
+        let mut p = vec![1u8];
+        p.extend_from_slice(&id.to_le_bytes());
+        p.extend_from_slice(&7u32.to_le_bytes());
+        p.extend_from_slice(&1u16.to_le_bytes());
+        p.extend_from_slice(b"v");
+        p.extend_from_slice(&5u16.to_le_bytes());
+        p.extend_from_slice(b"INBOX");
+        p
+    };
+    // Expunge (tag 7) in folder 1 with MODSEQ u64::MAX and no UIDs.
+    let mut expunge = vec![7u8];
+    expunge.extend_from_slice(&1u32.to_le_bytes());
+    expunge.extend_from_slice(&u64::MAX.to_le_bytes());
+    expunge.extend_from_slice(&0u32.to_le_bytes());
+    for payload in [create(u32::MAX), expunge] {
+        let disk = SimDisk::new();
+        let store = open(&disk, small_config());
+        store.append("u", "INBOX", message(1, ONE_UNIT)).unwrap();
+        drop(store);
+        append_record(&disk, &payload);
+        let err = Store::open(Arc::new(disk.clone()), &dir(), small_config())
+            .err()
+            .expect("an id or MODSEQ out of range does not open without salvage");
+        assert!(err.to_string().contains("out of range"), "{err}");
+        let (store, _) = Store::open(Arc::new(disk.clone()), &dir(), salvage()).unwrap();
+        store.append("w", "INBOX", message(2, ONE_UNIT)).unwrap();
+        store.append("u", "INBOX", message(3, ONE_UNIT)).unwrap();
+        drop(store);
+        let (store, _) = Store::open(Arc::new(disk), &dir(), small_config()).unwrap();
+        assert_eq!(store.read("w", "INBOX", 1).unwrap(), body(2, ONE_UNIT));
+    }
 }
