@@ -156,7 +156,7 @@ impl Shell {
                         expunge.is_sorted(),
                         "Update UIDs not ascending: {expunge:?}"
                     );
-                    let result = if self.next() % 2 == 0 {
+                    let result = if self.next().is_multiple_of(2) {
                         Ok(())
                     } else {
                         Err("disk full".to_owned())
