@@ -32,9 +32,9 @@ use std::time::{Duration, Instant};
 
 /// Counters kept at most.
 pub(crate) const ENTRIES_MAX: usize = 65_536;
-/// Locks that take one attempt per (address, user) at a time, by hash: a fixed set, so they
-/// cost no memory per key (two keys sharing a stripe only wait for each other's verdicts).
-const STRIPES: usize = 1024;
+/// Turn locks kept before the ones no attempt holds any more are swept out (they go as soon
+/// as their attempts do; this only bounds how often the map is swept).
+const TURNS_SWEEP_AT: usize = 8192;
 /// Longest user name kept as a key (the longest address is 254 bytes).
 const USER_KEY_BYTES_MAX: usize = 254;
 
@@ -132,8 +132,9 @@ impl Counter {
 struct Inner {
     config: ThrottleConfig,
     counters: Mutex<HashMap<Key, Counter>>,
-    stripes: Vec<Arc<tokio::sync::Mutex<()>>>,
-    stripe_hasher: std::collections::hash_map::RandomState,
+    /// One lock per (address, user) with an attempt in flight or waiting: exact keys, never
+    /// shared, so a guesser's attempts waiting for a busy verifier hold up nobody else.
+    turns: Mutex<HashMap<Key, std::sync::Weak<tokio::sync::Mutex<()>>>>,
 }
 
 /// Failed-login counters, shared by every listener.
@@ -194,10 +195,7 @@ impl Throttle {
         Throttle(Arc::new(Inner {
             config,
             counters: Mutex::new(HashMap::new()),
-            stripes: (0..STRIPES)
-                .map(|_| Arc::new(tokio::sync::Mutex::new(())))
-                .collect(),
-            stripe_hasher: std::collections::hash_map::RandomState::new(),
+            turns: Mutex::new(HashMap::new()),
         }))
     }
 
@@ -218,11 +216,22 @@ impl Throttle {
     /// then counts this attempt and says whether (and when) to verify it.
     pub(crate) async fn gate(&self, ip: IpAddr, user: &str) -> Gate {
         let keys = Key::keys(ip, user);
-        // Keyed per process, so nobody can pick names that share a stripe with another's.
-        let stripe =
-            (std::hash::BuildHasher::hash_one(&self.0.stripe_hasher, &keys[0]) as usize) % STRIPES;
-        let turn = self.0.stripes[stripe].clone().lock_owned().await;
+        let turn = self.turn_lock(&keys[0]).lock_owned().await;
         self.counted(keys, turn)
+    }
+
+    /// The lock of one (address, user).
+    fn turn_lock(&self, key: &Key) -> Arc<tokio::sync::Mutex<()>> {
+        let mut turns = self.0.turns.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(lock) = turns.get(key).and_then(std::sync::Weak::upgrade) {
+            return lock;
+        }
+        if turns.len() >= TURNS_SWEEP_AT {
+            turns.retain(|_, lock| lock.strong_count() > 0);
+        }
+        let lock = Arc::new(tokio::sync::Mutex::new(()));
+        turns.insert(key.clone(), Arc::downgrade(&lock));
+        lock
     }
 
     fn counted(&self, keys: [Key; 3], turn: tokio::sync::OwnedMutexGuard<()>) -> Gate {
@@ -643,6 +652,16 @@ mod tests {
             check(t.gate(a, "u").await).1.abandoned();
         }
         assert_eq!(check(t.gate(a, "u").await).0, Duration::ZERO);
+    }
+
+    #[tokio::test]
+    async fn turn_locks_go_with_their_attempts() {
+        let t = Throttle::new(config());
+        for n in 0..(TURNS_SWEEP_AT + 100) {
+            let ticket = check(t.gate(ip("10.1.0.1"), &format!("user{n}")).await).1;
+            ticket.abandoned();
+        }
+        assert!(t.0.turns.lock().unwrap().len() <= TURNS_SWEEP_AT);
     }
 
     #[tokio::test]
