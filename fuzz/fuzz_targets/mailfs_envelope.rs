@@ -150,7 +150,7 @@ fuzz_target!(|data: &[u8]| {
     let [mode, bytes @ ..] = data else {
         return;
     };
-    if mode & 1 == 0 {
+    if mode & 1 == 0 || mailstow_fuzz::decoders_only() {
         fetched(bytes);
     } else {
         round_trip(bytes);

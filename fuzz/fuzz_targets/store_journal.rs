@@ -208,7 +208,7 @@ fuzz_target!(|data: &[u8]| {
     let [mode, bytes @ ..] = data else {
         return;
     };
-    if mode & 1 == 0 {
+    if mode & 1 == 0 || mailstow_fuzz::decoders_only() {
         if let Some(again) = store::fuzzing::reencode_ops(bytes) {
             assert_eq!(again, bytes, "a record that decodes encodes differently");
         }

@@ -6,6 +6,14 @@
 
 pub mod smtp_shell;
 
+/// Set `MAILSTOW_FUZZ_DECODERS=1` to keep the targets that also build whole files or stores
+/// (`queue_record`, `store_journal`, `mailfs_envelope`) to their decoder modes: thousands of
+/// times faster per input, for long runs of the decoders alone.
+pub fn decoders_only() -> bool {
+    static ONLY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ONLY.get_or_init(|| std::env::var_os("MAILSTOW_FUZZ_DECODERS").is_some_and(|v| v == "1"))
+}
+
 /// Separates the client's flights in a session target's input: what it sends before it waits
 /// for an answer. Only STARTTLS makes flights matter (input after the STARTTLS line in the
 /// same flight is discarded, RFC 3207 4.2), so everything else is split-independent.
