@@ -62,37 +62,52 @@ fn unix_now_s() -> i64 {
     i64::try_from(since_epoch.as_secs()).unwrap_or(i64::MAX)
 }
 
+/// Whether `count` (a `SELECT COUNT(*) ... WHERE key = $1`) finds a row for `key`.
+async fn any<'e, E>(executor: E, count: &'static str, key: &str) -> Result<bool, DirectoryError>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Sqlite>,
+{
+    let rows: i64 = sqlx::query_scalar(count)
+        .bind(key)
+        .fetch_one(executor)
+        .await?;
+    Ok(rows > 0)
+}
+
 async fn domain_exists<'e, E>(executor: E, domain: &str) -> Result<bool, DirectoryError>
 where
     E: sqlx::Executor<'e, Database = sqlx::Sqlite>,
 {
-    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM domains WHERE name = $1")
-        .bind(domain)
-        .fetch_one(executor)
-        .await?;
-    Ok(count > 0)
+    any(
+        executor,
+        "SELECT COUNT(*) FROM domains WHERE name = $1",
+        domain,
+    )
+    .await
 }
 
 async fn being_deleted<'e, E>(executor: E, address: &str) -> Result<bool, DirectoryError>
 where
     E: sqlx::Executor<'e, Database = sqlx::Sqlite>,
 {
-    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM deleted_users WHERE address = $1")
-        .bind(address)
-        .fetch_one(executor)
-        .await?;
-    Ok(count > 0)
+    any(
+        executor,
+        "SELECT COUNT(*) FROM deleted_users WHERE address = $1",
+        address,
+    )
+    .await
 }
 
 async fn user_exists<'e, E>(executor: E, address: &str) -> Result<bool, DirectoryError>
 where
     E: sqlx::Executor<'e, Database = sqlx::Sqlite>,
 {
-    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM users WHERE address = $1")
-        .bind(address)
-        .fetch_one(executor)
-        .await?;
-    Ok(count > 0)
+    any(
+        executor,
+        "SELECT COUNT(*) FROM users WHERE address = $1",
+        address,
+    )
+    .await
 }
 
 impl Directory {

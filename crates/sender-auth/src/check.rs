@@ -237,6 +237,39 @@ impl std::fmt::Debug for Checker {
     }
 }
 
+/// A DNS resolver asking `dns_servers` (`ip:port`, over UDP and TCP; empty: the system's,
+/// from /etc/resolv.conf), each query `tries` times at most, `timeout` each. Shared by the
+/// checks and by direct delivery's MX lookups.
+pub fn resolver(
+    dns_servers: &[SocketAddr],
+    timeout: Duration,
+    tries: usize,
+) -> Result<mail_auth::hickory_resolver::TokioResolver, Error> {
+    let mut builder = if dns_servers.is_empty() {
+        Resolver::builder_tokio().map_err(|err| Error::Dns(err.to_string()))?
+    } else {
+        let servers = dns_servers
+            .iter()
+            .map(|server| {
+                let mut udp = ConnectionConfig::udp();
+                udp.port = server.port();
+                // RFC 7766: answers too long for UDP come back truncated; TCP gets them.
+                let mut tcp = ConnectionConfig::tcp();
+                tcp.port = server.port();
+                NameServerConfig::new(server.ip(), true, vec![udp, tcp])
+            })
+            .collect();
+        Resolver::builder_with_config(
+            ResolverConfig::from_name_servers(servers),
+            TokioRuntimeProvider::default(),
+        )
+    };
+    builder.options_mut().timeout = timeout;
+    // hickory's `attempts` counts the retries after the first try (its RetryDnsHandle).
+    builder.options_mut().attempts = tries.saturating_sub(1);
+    builder.build().map_err(|err| Error::Dns(err.to_string()))
+}
+
 impl Checker {
     /// `dns_servers`: `ip:port` name servers to ask, over UDP and TCP (empty: the system's,
     /// from /etc/resolv.conf). `hostname` is our authserv-id (RFC 8601 2.5), a DNS name.
@@ -244,29 +277,7 @@ impl Checker {
         if !is_dns_name(hostname) {
             return Err(Error::InvalidHostname(shown(hostname)));
         }
-        let mut builder = if dns_servers.is_empty() {
-            Resolver::builder_tokio().map_err(|err| Error::Dns(err.to_string()))?
-        } else {
-            let servers = dns_servers
-                .iter()
-                .map(|server| {
-                    let mut udp = ConnectionConfig::udp();
-                    udp.port = server.port();
-                    // RFC 7766: answers too long for UDP come back truncated; TCP gets them.
-                    let mut tcp = ConnectionConfig::tcp();
-                    tcp.port = server.port();
-                    NameServerConfig::new(server.ip(), true, vec![udp, tcp])
-                })
-                .collect();
-            Resolver::builder_with_config(
-                ResolverConfig::from_name_servers(servers),
-                TokioRuntimeProvider::default(),
-            )
-        };
-        builder.options_mut().timeout = DNS_TIMEOUT;
-        // hickory's `attempts` counts the retries after the first try (its RetryDnsHandle).
-        builder.options_mut().attempts = DNS_TRIES - 1;
-        let resolver = builder.build().map_err(|err| Error::Dns(err.to_string()))?;
+        let resolver = resolver(dns_servers, DNS_TIMEOUT, DNS_TRIES)?;
         Ok(Checker {
             authenticator: MessageAuthenticator(resolver),
             hostname: hostname.trim_end_matches('.').to_ascii_lowercase(),

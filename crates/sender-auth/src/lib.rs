@@ -45,7 +45,7 @@ mod sign;
 pub use cache::RECORD_CACHE_ENTRIES_MAX;
 pub use check::{
     CHECK_TIME_MAX, CheckInput, Checker, DKIM_SIGNATURES_MAX, DKIM_SIGNED_FIELDS_MAX, DNS_TIMEOUT,
-    DNS_TRIES, DkimOutcome, DkimResult, DmarcPolicy, DmarcResult, SpfResult, Verdict,
+    DNS_TRIES, DkimOutcome, DkimResult, DmarcPolicy, DmarcResult, SpfResult, Verdict, resolver,
 };
 pub use headers::{from_domain, strip_our_authentication_results};
 pub use keys::{Algorithm, GeneratedKey, dns_record, generate};

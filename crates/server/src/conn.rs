@@ -108,6 +108,7 @@ pub(crate) fn authzid_allowed(authzid: &str, username: &str) -> bool {
 }
 
 /// Why a login was not accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum LoginRefused {
     /// Too many recent failures (of this user from this address, of this address, or of its
     /// network).
@@ -116,6 +117,18 @@ pub(crate) enum LoginRefused {
     BadCredentials,
     /// The directory could not answer, or too many logins are being checked.
     Unavailable,
+}
+
+impl LoginRefused {
+    /// What a client is told about a temporary refusal (`None`: wrong credentials, which get
+    /// the protocol's own failure answer).
+    pub(crate) fn temporary(self) -> Option<&'static str> {
+        match self {
+            LoginRefused::Throttled => Some("too many failed logins, try later"),
+            LoginRefused::Unavailable => Some("directory unavailable, try later"),
+            LoginRefused::BadCredentials => None,
+        }
+    }
 }
 
 /// The one login check every protocol uses: the throttle (refuse, or count the attempt and

@@ -10,7 +10,7 @@ use std::time::Duration;
 use imap::{AuthResult, Event};
 use limits::Deadlines;
 
-use crate::conn::{LoginRefused, check_login};
+use crate::conn::check_login;
 use crate::driver::{Conn, Protocol, Step};
 use crate::{Ctx, users};
 
@@ -195,12 +195,11 @@ async fn login(conn: &mut Conn, ip: IpAddr, username: &str, password: &str) -> A
     let ctx = conn.ctx.clone();
     let user = match check_login(&ctx, "imap", ip, username, password).await {
         Ok(user) => user,
-        Err(LoginRefused::BadCredentials) => return AuthResult::BadCredentials,
-        Err(LoginRefused::Throttled) => {
-            return AuthResult::Temporary("too many failed logins, try later".into());
-        }
-        Err(LoginRefused::Unavailable) => {
-            return AuthResult::Temporary("directory unavailable".into());
+        Err(refused) => {
+            return match refused.temporary() {
+                Some(text) => AuthResult::Temporary(text.into()),
+                None => AuthResult::BadCredentials,
+            };
         }
     };
     match ctx.users.enter(&user, users::Protocol::Imap) {

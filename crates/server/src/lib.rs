@@ -118,32 +118,9 @@ pub struct Direct {
 }
 
 fn resolver(direct: &Direct) -> Result<hickory_resolver::TokioResolver> {
-    use hickory_resolver::config::{ConnectionConfig, NameServerConfig, ResolverConfig};
-    use hickory_resolver::net::runtime::TokioRuntimeProvider;
-    let mut builder = if direct.dns_servers.is_empty() {
-        hickory_resolver::Resolver::builder_tokio()
-            .context("reading the system's DNS configuration")?
-    } else {
-        let servers = direct
-            .dns_servers
-            .iter()
-            .map(|server| {
-                let mut udp = ConnectionConfig::udp();
-                udp.port = server.port();
-                let mut tcp = ConnectionConfig::tcp();
-                tcp.port = server.port();
-                NameServerConfig::new(server.ip(), true, vec![udp, tcp])
-            })
-            .collect();
-        hickory_resolver::Resolver::builder_with_config(
-            ResolverConfig::from_name_servers(servers),
-            TokioRuntimeProvider::default(),
-        )
-    };
-    // A slow or dead name server must not hold a delivery batch for long.
-    builder.options_mut().timeout = Duration::from_secs(5);
-    builder.options_mut().attempts = 2;
-    builder.build().context("building the DNS resolver")
+    // A slow or dead name server must not hold a delivery batch for long: 2 tries of 5 s.
+    sender_auth::resolver(&direct.dns_servers, Duration::from_secs(5), 2)
+        .context("building the DNS resolver")
 }
 
 /// Everything `serve` needs, resolved from the configuration file and the command line.

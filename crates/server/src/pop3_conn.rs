@@ -11,7 +11,7 @@ use std::time::Duration;
 use limits::Deadlines;
 use pop3::{AuthResult, Event, Maildrop};
 
-use crate::conn::{LoginRefused, check_login};
+use crate::conn::check_login;
 use crate::driver::{Conn, Protocol, Step};
 use crate::{Ctx, users};
 
@@ -169,12 +169,11 @@ impl Pop3 {
         let ctx = conn.ctx.clone();
         let user = match check_login(&ctx, "pop3", self.ip, username, password).await {
             Ok(user) => user,
-            Err(LoginRefused::BadCredentials) => return AuthResult::BadCredentials,
-            Err(LoginRefused::Throttled) => {
-                return AuthResult::Temporary("too many failed logins, try later".into());
-            }
-            Err(LoginRefused::Unavailable) => {
-                return AuthResult::Temporary("directory unavailable".into());
+            Err(refused) => {
+                return match refused.temporary() {
+                    Some(text) => AuthResult::Temporary(text.into()),
+                    None => AuthResult::BadCredentials,
+                };
             }
         };
         let Ok(member) = ctx.users.enter(&user, users::Protocol::Pop3) else {

@@ -709,55 +709,36 @@ impl Inner {
         user: &str,
         folder: &str,
     ) -> Result<FolderStatus, StoreError> {
-        validate_user(user, &self.config)?;
-        let name = normalize_folder(folder, &self.config)?;
-        let mut w = self.writer()?;
-        let (id, uidvalidity) = {
-            let cat = self.catalog();
-            if let Some(names) = cat.users.get(user) {
-                if names.contains_key(&name) {
-                    return Err(StoreError::FolderExists {
-                        user: user.to_string(),
-                        folder: name,
-                    });
-                }
-                if names.len() >= self.config.folders_per_user_max {
-                    return Err(StoreError::Limit {
-                        what: format!("{} folders per user", self.config.folders_per_user_max),
-                    });
-                }
-            }
-            (
-                cat.next_folder_id,
-                Self::next_uidvalidity(cat.last_uidvalidity),
-            )
-        };
-        let op = Op::CreateFolder {
-            folder: id,
-            uidvalidity,
-            user: user.to_string(),
-            name: name.clone(),
-        };
-        self.commit(&mut w, &[op])?;
-        drop(w);
-        self.status(user, &name)
+        self.create_folders(user, folder, false)
     }
 
-    /// Creates `folder` and every missing folder above it in one journal record: either all
-    /// of them exist afterwards, or (on any refusal: a bad name, the folder limit, an existing
-    /// target) none was created.
     pub(crate) fn create_folder_path(
         &self,
         user: &str,
         folder: &str,
     ) -> Result<FolderStatus, StoreError> {
+        self.create_folders(user, folder, true)
+    }
+
+    /// Creates `folder`, with `parents` also every missing folder above it, in one journal
+    /// record: either all of them exist afterwards, or (on any refusal: a bad name, the folder
+    /// limit, an existing target) none was created.
+    fn create_folders(
+        &self,
+        user: &str,
+        folder: &str,
+        parents: bool,
+    ) -> Result<FolderStatus, StoreError> {
         validate_user(user, &self.config)?;
         let name = normalize_folder(folder, &self.config)?;
-        let parts: Vec<&str> = name.split('/').collect();
-        let mut names = Vec::with_capacity(parts.len());
-        for depth in 1..=parts.len() {
-            names.push(normalize_folder(&parts[..depth].join("/"), &self.config)?);
+        let mut names = Vec::new();
+        if parents {
+            let parts: Vec<&str> = name.split('/').collect();
+            for depth in 1..parts.len() {
+                names.push(normalize_folder(&parts[..depth].join("/"), &self.config)?);
+            }
         }
+        names.push(name.clone());
         let mut w = self.writer()?;
         let ops = {
             let cat = self.catalog();
