@@ -815,6 +815,53 @@ impl Inner {
         Ok(deleted)
     }
 
+    /// One record with a `ChangeUser` per folder: the folders keep their ids, so their
+    /// messages, reservations and the extents readers hold stay valid under the new name.
+    pub(crate) fn rename_user(&self, from: &str, to: &str) -> Result<crate::Usage, StoreError> {
+        validate_user(from, &self.config)?;
+        validate_user(to, &self.config)?;
+        let mut w = self.writer()?;
+        let (cells, to_has_folders) = {
+            let cat = self.catalog();
+            let cells: Vec<Arc<FolderCell>> = cat
+                .users
+                .get(from)
+                .map(|names| {
+                    names
+                        .values()
+                        .filter_map(|id| cat.folders.get(id).cloned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            (cells, cat.users.contains_key(to))
+        };
+        if cells.is_empty() {
+            return Ok(crate::Usage::default());
+        }
+        if from == to || to_has_folders {
+            return Err(StoreError::Invalid(format!(
+                "cannot rename {from} to {to}: {to} already has folders"
+            )));
+        }
+        let mut moved = crate::Usage::default();
+        let mut ops = Vec::with_capacity(cells.len());
+        for cell in &cells {
+            let f = cell.read();
+            if f.deleted {
+                continue;
+            }
+            moved.folders += 1;
+            moved.messages += f.messages.len() as u64;
+            moved.bytes += f.bytes;
+            ops.push(Op::ChangeUser {
+                folder: cell.id,
+                user: to.to_string(),
+            });
+        }
+        self.commit(&mut w, &ops)?;
+        Ok(moved)
+    }
+
     pub(crate) fn rename_folder(&self, user: &str, from: &str, to: &str) -> Result<(), StoreError> {
         let cell = self.folder(user, from)?;
         let to = normalize_folder(to, &self.config)?;

@@ -255,6 +255,30 @@ pub(crate) fn apply(
             }
             f.deleted = true;
         }
+        Op::ChangeUser { folder, user } => {
+            let mut cat = catalog.write().unwrap_or_else(|p| p.into_inner());
+            let cell = cat
+                .folders
+                .get(folder)
+                .cloned()
+                .ok_or("user change of a missing folder")?;
+            let mut f = cell.write();
+            let taken = cat.users.get(user);
+            if taken.is_some_and(|names| names.contains_key(&f.name)) {
+                return Err(format!("folder {user}/{} exists already", f.name));
+            }
+            if let Some(names) = cat.users.get_mut(&f.user) {
+                names.remove(&f.name);
+                if names.is_empty() {
+                    cat.users.remove(&f.user);
+                }
+            }
+            cat.users
+                .entry(user.clone())
+                .or_default()
+                .insert(f.name.clone(), *folder);
+            f.user = user.clone();
+        }
         Op::DefineKeyword {
             folder,
             index,

@@ -47,6 +47,11 @@ pub(crate) enum Op {
     DeleteFolder {
         folder: u32,
     },
+    /// The folder now belongs to `user` (a user rename: one record, one op per folder).
+    ChangeUser {
+        folder: u32,
+        user: String,
+    },
     /// Keyword tables are append-only: `index` is always the table's current length.
     DefineKeyword {
         folder: u32,
@@ -88,6 +93,7 @@ impl Op {
             Op::CreateFolder { folder, .. }
             | Op::RenameFolder { folder, .. }
             | Op::DeleteFolder { folder }
+            | Op::ChangeUser { folder, .. }
             | Op::DefineKeyword { folder, .. }
             | Op::SetFlags { folder, .. }
             | Op::Expunge { folder, .. }
@@ -153,6 +159,11 @@ pub(crate) fn encode_ops(ops: &[Op]) -> Vec<u8> {
             Op::DeleteFolder { folder } => {
                 e.u8(3);
                 e.u32(*folder);
+            }
+            Op::ChangeUser { folder, user } => {
+                e.u8(11);
+                e.u32(*folder);
+                e.str(user);
             }
             Op::DefineKeyword {
                 folder,
@@ -243,6 +254,10 @@ pub(crate) fn decode_ops(payload: &[u8]) -> Result<Vec<Op>, DecodeError> {
                 name: d.str()?,
             },
             3 => Op::DeleteFolder { folder: d.u32()? },
+            11 => Op::ChangeUser {
+                folder: d.u32()?,
+                user: d.str()?,
+            },
             4 => Op::DefineKeyword {
                 folder: d.u32()?,
                 index: d.u8()?,
@@ -566,6 +581,10 @@ mod tests {
             Op::RenameFolder {
                 folder: 3,
                 name: "X/Y".into(),
+            },
+            Op::ChangeUser {
+                folder: 3,
+                user: "v".into(),
             },
             Op::DefineKeyword {
                 folder: 3,

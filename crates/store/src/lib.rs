@@ -34,6 +34,7 @@ mod index;
 mod journal;
 mod names;
 mod open;
+mod quota;
 mod read;
 mod snapshot;
 
@@ -50,6 +51,7 @@ pub use config::{KEYWORDS_PER_FOLDER_LIMIT, StoreConfig};
 pub use error::StoreError;
 pub use flags::{FlagOp, Flags};
 pub use fsck::FsckReport;
+pub use quota::{OverQuota, Quota, Usage};
 
 use commit::Inner;
 
@@ -282,6 +284,19 @@ impl Store {
     /// returns their space. What was removed is reported.
     pub fn delete_user(&self, user: &str) -> Result<DeletedUser, StoreError> {
         self.inner.delete_user(user)
+    }
+
+    /// Gives every folder of `from` to `to`, in one durable journal record: UIDs,
+    /// UIDVALIDITY, flags and data stay as they are. Refused when `to` has folders; a user
+    /// with none (renamed already, or never given mail) renames as a no-op. Returns what
+    /// moved.
+    pub fn rename_user(&self, from: &str, to: &str) -> Result<Usage, StoreError> {
+        self.inner.rename_user(from, to)
+    }
+
+    /// What a user holds: folders, messages and their bytes, from the index (no I/O).
+    pub fn usage(&self, user: &str) -> Usage {
+        self.inner.usage(user)
     }
 
     /// Renames a folder and the folders below it. INBOX cannot be renamed.

@@ -338,6 +338,21 @@ impl Inner {
         self.catalog().users.keys().cloned().collect()
     }
 
+    pub(crate) fn usage(&self, user: &str) -> crate::Usage {
+        let mut usage = crate::Usage::default();
+        let cat = self.catalog();
+        let Some(names) = cat.users.get(user) else {
+            return usage;
+        };
+        for cell in names.values().filter_map(|id| cat.folders.get(id)) {
+            let f = cell.read();
+            usage.folders += 1;
+            usage.messages += f.messages.len() as u64;
+            usage.bytes += f.bytes;
+        }
+        usage
+    }
+
     pub(crate) fn io_counters(&self) -> crate::IoCounters {
         let c = &self.counters;
         let get = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);

@@ -242,3 +242,67 @@ fn deleting_a_user_removes_every_folder_and_frees_its_space_durably() {
     assert_eq!(store.status("gone", "INBOX").unwrap().messages, 1);
     assert_clean(&store);
 }
+
+#[test]
+fn renaming_a_user_keeps_folders_uids_and_data_durably() {
+    let disk = SimDisk::new();
+    let store = open(&disk, small_config());
+    for i in 0..5 {
+        store.append("old", "INBOX", message(i, 1000)).unwrap();
+    }
+    store.create_folder_path("old", "Archive/2024").unwrap();
+    store
+        .append("old", "Archive/2024", message(50, 300))
+        .unwrap();
+    store.append("other", "INBOX", message(60, 10)).unwrap();
+    let inbox = store.status("old", "INBOX").unwrap();
+    assert_eq!(
+        store.usage("old"),
+        store::Usage {
+            folders: 3,
+            messages: 6,
+            bytes: 5300
+        }
+    );
+    // The target must not have folders of its own.
+    assert!(matches!(
+        store.rename_user("old", "other"),
+        Err(StoreError::Invalid(_))
+    ));
+    let moved = store.rename_user("old", "new").unwrap();
+    assert_eq!((moved.folders, moved.messages, moved.bytes), (3, 6, 5300));
+    assert!(store.list_folders("old").is_empty());
+    assert_eq!(store.usage("old"), store::Usage::default());
+    assert_eq!(
+        store.list_folders("new"),
+        ["Archive", "Archive/2024", "INBOX"]
+    );
+    assert_eq!(store.status("new", "INBOX").unwrap(), inbox);
+    assert_eq!(store.read("new", "INBOX", 3).unwrap(), body(2, 1000));
+    // Renaming a user that has nothing is a no-op (a rename finished before a crash).
+    assert_eq!(
+        store.rename_user("old", "new").unwrap(),
+        store::Usage::default()
+    );
+    assert_clean(&store);
+    // Replayed from the journal after a power cut...
+    drop(store);
+    disk.crash(3, 0.0);
+    let store = open(&disk, small_config());
+    assert_eq!(store.list_users(), ["new", "other"]);
+    assert_eq!(store.status("new", "INBOX").unwrap(), inbox);
+    assert_eq!(store.read("new", "Archive/2024", 1).unwrap(), body(50, 300));
+    // ... and from a checkpoint.
+    store.checkpoint().unwrap();
+    drop(store);
+    let store = open(&disk, small_config());
+    assert_eq!(store.usage("new").messages, 6);
+    // The old name starts empty, and the new one takes mail as before.
+    store.append("old", "INBOX", message(70, 10)).unwrap();
+    assert_eq!(store.status("old", "INBOX").unwrap().uidnext, 2);
+    assert_eq!(
+        store.append("new", "INBOX", message(71, 10)).unwrap().uid,
+        6
+    );
+    assert_clean(&store);
+}
