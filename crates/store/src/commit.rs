@@ -65,11 +65,15 @@ pub(crate) struct Writer {
 
 /// An append validated and laid out outside any lock.
 pub(crate) struct Prepared {
-    user: String,
-    folder: String,
-    flags: Flags,
-    keywords: Vec<String>,
-    internal_date: i64,
+    pub(crate) user: String,
+    pub(crate) folder: String,
+    pub(crate) flags: Flags,
+    pub(crate) keywords: Vec<String>,
+    pub(crate) internal_date: i64,
+    /// The UID an import asks for: used if it ascends past the folder's UIDNEXT when the
+    /// batch is planned, else the next UID is given (see `Store::import_batch`). `None` for
+    /// ordinary appends.
+    pub(crate) uid: Option<u32>,
     /// Header placeholder, summary, content, zero padding to a whole unit.
     record: Vec<u8>,
     summary_len: u32,
@@ -308,7 +312,7 @@ impl Inner {
 
     // ---- appends ----------------------------------------------------------------------
 
-    fn prepare(&self, req: AppendRequest) -> Result<Prepared, StoreError> {
+    pub(crate) fn prepare(&self, req: AppendRequest) -> Result<Prepared, StoreError> {
         let c = &self.config;
         validate_user(&req.user, c)?;
         let folder = normalize_folder(&req.folder, c)?;
@@ -352,6 +356,7 @@ impl Inner {
             flags: m.flags,
             keywords,
             internal_date: m.internal_date,
+            uid: None,
             record,
             summary_len,
             content_len,
@@ -438,7 +443,7 @@ impl Inner {
         }
     }
 
-    fn commit_appends(
+    pub(crate) fn commit_appends(
         &self,
         w: &mut Writer,
         mut preps: Vec<Option<Prepared>>,
@@ -580,8 +585,12 @@ impl Inner {
                 Ok(s) => s,
                 Err(e) => return self.fail_batch(w, &placed, results, e),
             };
-            let uid = t.uidnext;
-            t.uidnext += 1;
+            // An import's UID is kept when it ascends (S3); anything else gets the next one.
+            let uid = match p.uid {
+                Some(u) if u >= t.uidnext && u < u32::MAX - 1 => u,
+                _ => t.uidnext,
+            };
+            t.uidnext = uid + 1;
             t.modseq += 1;
             t.tail_end = Some(start + units);
             let header = MsgHeader {
@@ -709,7 +718,7 @@ impl Inner {
         user: &str,
         folder: &str,
     ) -> Result<FolderStatus, StoreError> {
-        self.create_folders(user, folder, false)
+        self.create_folders(user, folder, false, None)
     }
 
     pub(crate) fn create_folder_path(
@@ -717,17 +726,20 @@ impl Inner {
         user: &str,
         folder: &str,
     ) -> Result<FolderStatus, StoreError> {
-        self.create_folders(user, folder, true)
+        self.create_folders(user, folder, true, None)
     }
 
     /// Creates `folder`, with `parents` also every missing folder above it, in one journal
     /// record: either all of them exist afterwards, or (on any refusal: a bad name, the folder
-    /// limit, an existing target) none was created.
-    fn create_folders(
+    /// limit, an existing target) none was created. `uidvalidity` is given to `folder` itself
+    /// (an import keeping its source's); parents, and `folder` without it, get the store's
+    /// next value.
+    pub(crate) fn create_folders(
         &self,
         user: &str,
         folder: &str,
         parents: bool,
+        uidvalidity: Option<u32>,
     ) -> Result<FolderStatus, StoreError> {
         validate_user(user, &self.config)?;
         let name = normalize_folder(folder, &self.config)?;
@@ -758,11 +770,17 @@ impl Inner {
                 });
             }
             let mut id = cat.next_folder_id;
-            let mut uidvalidity = cat.last_uidvalidity;
+            let mut last = cat.last_uidvalidity;
             missing
                 .into_iter()
                 .map(|missing| {
-                    uidvalidity = Self::next_uidvalidity(uidvalidity);
+                    let uidvalidity = match uidvalidity {
+                        Some(given) if *missing == name => given,
+                        _ => {
+                            last = Self::next_uidvalidity(last);
+                            last
+                        }
+                    };
                     let op = Op::CreateFolder {
                         folder: id,
                         uidvalidity,

@@ -353,6 +353,23 @@ pub(crate) fn apply(
                 });
             }
         }
+        Op::SetUidNext {
+            folder,
+            modseq,
+            uidnext,
+        } => {
+            let cell = folder_cell(*folder)?;
+            let mut f = cell.write();
+            // S3 holds: UIDNEXT only goes up, and stays below u32::MAX like an append's.
+            if *uidnext <= f.uidnext || *uidnext == u32::MAX {
+                return Err(format!(
+                    "UIDNEXT {uidnext} does not ascend past {}",
+                    f.uidnext
+                ));
+            }
+            bump_modseq(&mut f, *modseq)?;
+            f.uidnext = *uidnext;
+        }
         Op::Move { folder, uid, start } => {
             let cell = folder_cell(*folder)?;
             let mut f = cell.write();

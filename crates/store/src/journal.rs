@@ -84,6 +84,13 @@ pub(crate) enum Op {
         uid: u32,
         start: u64,
     },
+    /// Raises the folder's UIDNEXT (never lowers it): an import keeps the source's next UID,
+    /// so a UID the source already gave out (to a message expunged there) is never reused.
+    SetUidNext {
+        folder: u32,
+        modseq: u64,
+        uidnext: u32,
+    },
 }
 
 impl Op {
@@ -98,7 +105,8 @@ impl Op {
             | Op::SetFlags { folder, .. }
             | Op::Expunge { folder, .. }
             | Op::ExpungeBelow { folder, .. }
-            | Op::Move { folder, .. } => *folder,
+            | Op::Move { folder, .. }
+            | Op::SetUidNext { folder, .. } => *folder,
             Op::Append(a) => a.folder,
         }
     }
@@ -232,6 +240,16 @@ pub(crate) fn encode_ops(ops: &[Op]) -> Vec<u8> {
                 e.u32(*uid);
                 e.u64(*start);
             }
+            Op::SetUidNext {
+                folder,
+                modseq,
+                uidnext,
+            } => {
+                e.u8(10);
+                e.u32(*folder);
+                e.u64(*modseq);
+                e.u32(*uidnext);
+            }
         }
     }
     e.0
@@ -297,6 +315,11 @@ pub(crate) fn decode_ops(payload: &[u8]) -> Result<Vec<Op>, DecodeError> {
                 folder: d.u32()?,
                 uid: d.u32()?,
                 start: d.u64()?,
+            },
+            10 => Op::SetUidNext {
+                folder: d.u32()?,
+                modseq: d.u64()?,
+                uidnext: d.u32()?,
             },
             tag => return Err(DecodeError::new(format!("unknown operation tag {tag}"))),
         };
@@ -625,6 +648,11 @@ mod tests {
                 folder: 3,
                 uid: 9,
                 start: 1 << 40,
+            },
+            Op::SetUidNext {
+                folder: 3,
+                modseq: 6,
+                uidnext: 25_022,
             },
             Op::DeleteFolder { folder: 3 },
         ]

@@ -30,6 +30,7 @@ mod error;
 mod flags;
 mod format;
 mod fsck;
+mod import;
 mod index;
 mod journal;
 mod names;
@@ -51,6 +52,7 @@ pub use config::{KEYWORDS_PER_FOLDER_LIMIT, StoreConfig};
 pub use error::StoreError;
 pub use flags::{FlagOp, Flags};
 pub use fsck::FsckReport;
+pub use import::ImportBatch;
 pub use quota::{OverQuota, Quota, Usage};
 
 use commit::Inner;
@@ -83,6 +85,52 @@ pub struct AppendRequest {
     pub user: String,
     pub folder: String,
     pub message: NewMessage,
+}
+
+/// A message to import ([`Store::prepare_import`]): a [`NewMessage`] with the UID its source
+/// gave it, if it had one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImportedMessage {
+    /// Kept if it ascends past the folder's UIDNEXT when its batch commits; otherwise (or if
+    /// `None`) the message gets the folder's next UID.
+    pub uid: Option<u32>,
+    pub flags: Flags,
+    pub keywords: Vec<String>,
+    /// Unix seconds.
+    pub internal_date: i64,
+    pub content: Vec<u8>,
+}
+
+/// The folder an import writes to ([`Store::import_folder`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImportTarget {
+    pub status: FolderStatus,
+    /// The import created the folder (and any missing parent).
+    pub created: bool,
+    /// The folder's UIDVALIDITY is the one the source gave: its UIDs mean the same here.
+    pub uidvalidity_kept: bool,
+}
+
+/// What one imported message got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImportOutcome {
+    pub uid: u32,
+    /// The message asked for a UID and got it.
+    pub uid_kept: bool,
+    pub modseq: u64,
+    /// Keywords left off the message, with the reason: not an IMAP atom, or past the folder's
+    /// keyword limit ([`KEYWORDS_PER_FOLDER_LIMIT`]).
+    pub dropped_keywords: Vec<(String, String)>,
+}
+
+/// What [`Store::import`] did to one folder.
+#[derive(Debug, Clone)]
+pub struct ImportReport {
+    pub target: ImportTarget,
+    /// One per message, in the order given.
+    pub outcomes: Vec<Result<ImportOutcome, StoreError>>,
+    /// The folder after the import (UIDNEXT raised).
+    pub status: FolderStatus,
 }
 
 /// What an acknowledged append got.
@@ -342,6 +390,104 @@ impl Store {
     /// Appends many messages (any users and folders); results in request order.
     pub fn append_batch(&self, requests: Vec<AppendRequest>) -> Vec<Result<Appended, StoreError>> {
         self.inner.append_batch(requests)
+    }
+
+    /// Gets the folder an import writes to, creating it (and its missing parents, in one
+    /// record) if it does not exist. A new folder gets `uidvalidity` (the source's) unless it
+    /// is 0 or far ahead of the clock and of every UIDVALIDITY the store gave
+    /// (2^24 seconds), which would use up the store-wide ascending sequence; an existing
+    /// folder keeps its own. [`ImportTarget::uidvalidity_kept`] says which happened.
+    pub fn import_folder(
+        &self,
+        user: &str,
+        folder: &str,
+        uidvalidity: Option<u32>,
+    ) -> Result<ImportTarget, StoreError> {
+        self.inner.import_folder(user, folder, uidvalidity)
+    }
+
+    /// Validates and lays out messages for [`Store::commit_import`]: summaries and MIME
+    /// structures are computed here, without any lock, so a caller can prepare the next batch
+    /// while the last one commits. A message too large, and keywords that are not IMAP atoms,
+    /// are refused here (the message, or only the keyword, reported in the outcome).
+    pub fn prepare_import(
+        &self,
+        user: &str,
+        folder: &str,
+        messages: Vec<ImportedMessage>,
+    ) -> Result<ImportBatch, StoreError> {
+        self.inner.prepare_import(user, folder, messages)
+    }
+
+    /// Commits one prepared batch into an existing folder as one transaction: the data of
+    /// every message, one volume sync, one journal record, one journal sync (the same commit
+    /// as a group-committed append batch, but holding only this batch). In order, each
+    /// message keeps the UID it asks for if that is at least the folder's UIDNEXT at that
+    /// point (below `u32::MAX - 1`); a UID that would go backwards or collide, or none, is
+    /// replaced by UIDNEXT, and [`ImportOutcome::uid_kept`] is false. Keywords beyond the
+    /// folder's limit are left off the message and reported. Per-message results are in
+    /// order; an `Err` of the whole call (I/O, a missing folder, a stopped store) means nothing
+    /// of the batch was committed. Keep a batch within `batch_messages_max` and
+    /// `batch_bytes_max` (one record holds it all).
+    pub fn commit_import(
+        &self,
+        batch: ImportBatch,
+    ) -> Result<Vec<Result<ImportOutcome, StoreError>>, StoreError> {
+        self.inner.commit_import(batch)
+    }
+
+    /// Raises the folder's UIDNEXT to `uidnext` (one journal record, a new MODSEQ); a value
+    /// at or below the current UIDNEXT changes nothing. An import calls it last with its
+    /// source's next UID, so UIDs the source gave out are never given again here.
+    pub fn raise_uidnext(
+        &self,
+        user: &str,
+        folder: &str,
+        uidnext: u32,
+    ) -> Result<FolderStatus, StoreError> {
+        self.inner.raise_uidnext(user, folder, uidnext)
+    }
+
+    /// Imports a whole folder: [`Store::import_folder`] with `uidvalidity`, then the messages
+    /// in batches of at most `batch_messages_max` messages and `batch_bytes_max` bytes (each
+    /// one [`Store::commit_import`]), then, if the folder's UIDVALIDITY is the source's,
+    /// [`Store::raise_uidnext`] to `uidnext`. A crash leaves a prefix of whole batches.
+    pub fn import(
+        &self,
+        user: &str,
+        folder: &str,
+        uidvalidity: Option<u32>,
+        uidnext: Option<u32>,
+        messages: Vec<ImportedMessage>,
+    ) -> Result<ImportReport, StoreError> {
+        let target = self.import_folder(user, folder, uidvalidity)?;
+        let mut outcomes = Vec::with_capacity(messages.len());
+        let config = self.config();
+        let mut batch: Vec<ImportedMessage> = Vec::new();
+        let mut bytes = 0usize;
+        let mut messages = messages.into_iter().peekable();
+        while let Some(m) = messages.next() {
+            bytes += m.content.len();
+            batch.push(m);
+            let full = messages.peek().is_none_or(|next| {
+                batch.len() >= config.batch_messages_max
+                    || bytes + next.content.len() > config.batch_bytes_max
+            });
+            if full {
+                let prepared = self.prepare_import(user, folder, std::mem::take(&mut batch))?;
+                outcomes.extend(self.commit_import(prepared)?);
+                bytes = 0;
+            }
+        }
+        let status = match uidnext {
+            Some(next) if target.uidvalidity_kept => self.raise_uidnext(user, folder, next)?,
+            _ => self.status(user, folder)?,
+        };
+        Ok(ImportReport {
+            target,
+            outcomes,
+            status,
+        })
     }
 
     /// A folder's counters, O(1).

@@ -1,0 +1,303 @@
+//! Importing mail from another server: folders created with their source's UIDVALIDITY,
+//! messages appended with their source's UIDs where those ascend, UIDNEXT raised to the
+//! source's next UID (docs/storage.md, "Import").
+//!
+//! An import batch goes through the same commit as a group-committed append batch
+//! ([`Inner::commit_appends`]): the messages' data is written with as few writes as their
+//! extents allow, the volume synced, then one journal record names them all and is synced.
+//! So a batch costs one data sync and one journal sync, and is atomic: a crash leaves every
+//! batch whole or absent, and an import cut by a crash leaves a prefix of whole batches.
+//! Unlike group commit, a batch is the caller's and nobody else's: the writer lock is taken
+//! for it, so the record never mixes it with other appends, and a batch is exactly what the
+//! caller sent (the caller keeps it within `batch_messages_max` and `batch_bytes_max`).
+//!
+//! Preparing a batch (summaries and MIME structures, the CPU work) takes no lock, so a
+//! caller can prepare the next batch on another thread while this one commits.
+
+use crate::commit::{Inner, Prepared};
+use crate::config::StoreConfig;
+use crate::error::StoreError;
+use crate::journal::Op;
+use crate::names::{normalize_folder, validate_keyword, validate_user};
+use crate::{
+    AppendRequest, FolderStatus, ImportOutcome, ImportTarget, ImportedMessage, NewMessage,
+};
+
+/// A source UIDVALIDITY more than this above both the clock and the store's last one is not
+/// kept: UIDVALIDITY ascends store-wide (a re-created folder never repeats one), and a value
+/// near `u32::MAX` would use that sequence up.
+pub(crate) const UIDVALIDITY_AHEAD_MAX: u32 = 1 << 24;
+
+/// Messages validated and laid out for [`Inner::commit_import`], outside any lock.
+pub struct ImportBatch {
+    pub(crate) user: String,
+    pub(crate) folder: String,
+    pub(crate) items: Vec<Result<PreparedImport, StoreError>>,
+}
+
+/// Where a committed message's outcome goes, the UID it asked for, the keywords it lost.
+type Pending = (usize, Option<u32>, Vec<(String, String)>);
+
+pub(crate) struct PreparedImport {
+    pub(crate) prepared: Prepared,
+    pub(crate) requested_uid: Option<u32>,
+    pub(crate) dropped: Vec<(String, String)>,
+}
+
+impl ImportBatch {
+    /// Messages in the batch (including ones already refused while preparing).
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+fn now_secs() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs().min(u32::MAX as u64) as u32)
+        .unwrap_or(0)
+}
+
+/// Keeps the keywords an IMAP keyword can be, once each, up to the per-folder limit; the
+/// others are returned with the reason.
+fn screen_keywords(
+    keywords: Vec<String>,
+    config: &StoreConfig,
+) -> (Vec<String>, Vec<(String, String)>) {
+    let mut kept: Vec<String> = Vec::new();
+    let mut dropped = Vec::new();
+    for k in keywords {
+        if kept.contains(&k) {
+            continue;
+        }
+        if let Err(e) = validate_keyword(&k, config) {
+            dropped.push((k, e.to_string()));
+        } else if kept.len() >= config.keywords_per_folder_max {
+            dropped.push((
+                k,
+                format!(
+                    "more than {} keywords on one message",
+                    config.keywords_per_folder_max
+                ),
+            ));
+        } else {
+            kept.push(k);
+        }
+    }
+    (kept, dropped)
+}
+
+impl Inner {
+    pub(crate) fn import_folder(
+        &self,
+        user: &str,
+        folder: &str,
+        uidvalidity: Option<u32>,
+    ) -> Result<ImportTarget, StoreError> {
+        validate_user(user, &self.config)?;
+        let name = normalize_folder(folder, &self.config)?;
+        let existing = |status: FolderStatus| ImportTarget {
+            uidvalidity_kept: uidvalidity == Some(status.uidvalidity),
+            status,
+            created: false,
+        };
+        match self.status(user, &name) {
+            Ok(status) => return Ok(existing(status)),
+            Err(StoreError::NoSuchFolder { .. } | StoreError::NoSuchUser(_)) => {}
+            Err(e) => return Err(e),
+        }
+        let last = self.catalog().last_uidvalidity;
+        let ceiling = now_secs()
+            .max(last)
+            .saturating_add(UIDVALIDITY_AHEAD_MAX)
+            .min(u32::MAX - 1);
+        let keep = uidvalidity.filter(|&v| v != 0 && v <= ceiling);
+        match self.create_folders(user, &name, true, keep) {
+            Ok(status) => Ok(ImportTarget {
+                uidvalidity_kept: keep.is_some() && keep == Some(status.uidvalidity),
+                status,
+                created: true,
+            }),
+            // Created by someone else since we looked: import into it like any existing one.
+            Err(StoreError::FolderExists { .. }) => Ok(existing(self.status(user, &name)?)),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(crate) fn prepare_import(
+        &self,
+        user: &str,
+        folder: &str,
+        messages: Vec<ImportedMessage>,
+    ) -> Result<ImportBatch, StoreError> {
+        validate_user(user, &self.config)?;
+        let folder = normalize_folder(folder, &self.config)?;
+        let items = messages
+            .into_iter()
+            .map(|m| {
+                let (keywords, dropped) = screen_keywords(m.keywords, &self.config);
+                let mut prepared = self.prepare(AppendRequest {
+                    user: user.to_string(),
+                    folder: folder.clone(),
+                    message: NewMessage {
+                        flags: m.flags,
+                        keywords,
+                        internal_date: m.internal_date,
+                        content: m.content,
+                    },
+                })?;
+                prepared.uid = m.uid;
+                Ok(PreparedImport {
+                    prepared,
+                    requested_uid: m.uid,
+                    dropped,
+                })
+            })
+            .collect();
+        Ok(ImportBatch {
+            user: user.to_string(),
+            folder,
+            items,
+        })
+    }
+
+    pub(crate) fn commit_import(
+        &self,
+        batch: ImportBatch,
+    ) -> Result<Vec<Result<ImportOutcome, StoreError>>, StoreError> {
+        let cell = self.folder(&batch.user, &batch.folder)?;
+        let mut w = self.writer()?;
+        // Under the writer lock nothing else changes the folder: plan its keyword table so
+        // that no message is refused for the folder's keyword limit; extra keywords are
+        // dropped from the message and reported instead.
+        let mut table = {
+            let f = cell.read();
+            if f.deleted {
+                return Err(StoreError::NoSuchFolder {
+                    user: batch.user.clone(),
+                    folder: batch.folder.clone(),
+                });
+            }
+            f.keywords.clone()
+        };
+        let max = self.config.keywords_per_folder_max;
+        let mut out: Vec<Option<Result<ImportOutcome, StoreError>>> = Vec::new();
+        let mut preps: Vec<Option<Prepared>> = Vec::new();
+        let mut meta: Vec<Pending> = Vec::new();
+        for item in batch.items {
+            match item {
+                Err(e) => out.push(Some(Err(e))),
+                Ok(mut item) => {
+                    let keywords = std::mem::take(&mut item.prepared.keywords);
+                    for k in keywords {
+                        if table.contains(&k) {
+                            item.prepared.keywords.push(k);
+                        } else if table.len() < max {
+                            table.push(k.clone());
+                            item.prepared.keywords.push(k);
+                        } else {
+                            item.dropped
+                                .push((k, format!("the folder already has {max} keywords")));
+                        }
+                    }
+                    meta.push((out.len(), item.requested_uid, item.dropped));
+                    out.push(None);
+                    preps.push(Some(item.prepared));
+                }
+            }
+        }
+        if !preps.is_empty() {
+            let results = self.commit_appends(&mut w, preps);
+            for (r, (at, requested, dropped)) in results.into_iter().zip(meta) {
+                match r {
+                    Ok(a) => {
+                        out[at] = Some(Ok(ImportOutcome {
+                            uid: a.uid,
+                            uid_kept: requested == Some(a.uid),
+                            modseq: a.modseq,
+                            dropped_keywords: dropped,
+                        }))
+                    }
+                    // The batch as a whole failed (nothing of it is committed).
+                    Err(
+                        e @ (StoreError::Io { .. }
+                        | StoreError::Failed(_)
+                        | StoreError::Corrupt { .. }
+                        | StoreError::NoSuchFolder { .. }
+                        | StoreError::NoSuchUser(_)),
+                    ) => return Err(e),
+                    Err(e) => out[at] = Some(Err(e)),
+                }
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(StoreError::Invalid("import lost a result".into()))))
+            .collect())
+    }
+
+    pub(crate) fn raise_uidnext(
+        &self,
+        user: &str,
+        folder: &str,
+        uidnext: u32,
+    ) -> Result<FolderStatus, StoreError> {
+        let cell = self.folder(user, folder)?;
+        if uidnext >= u32::MAX - 1 {
+            return Err(StoreError::Invalid(format!(
+                "UIDNEXT {uidnext} leaves no UID to assign"
+            )));
+        }
+        let mut w = self.writer()?;
+        let op = {
+            let f = cell.read();
+            if f.deleted {
+                return Err(StoreError::NoSuchFolder {
+                    user: user.to_string(),
+                    folder: f.name.clone(),
+                });
+            }
+            (uidnext > f.uidnext).then(|| Op::SetUidNext {
+                folder: f.id,
+                modseq: f.highest_modseq + 1,
+                uidnext,
+            })
+        };
+        if let Some(op) = op {
+            self.commit(&mut w, &[op])?;
+        }
+        drop(w);
+        self.status(user, folder)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keywords_are_screened_once_each_within_the_limit() {
+        let config = StoreConfig {
+            keywords_per_folder_max: 2,
+            ..StoreConfig::default()
+        };
+        let (kept, dropped) = screen_keywords(
+            vec![
+                "$Junk".into(),
+                "$Junk".into(),
+                "bad word".into(),
+                "a".into(),
+                "b".into(),
+            ],
+            &config,
+        );
+        assert_eq!(kept, vec!["$Junk".to_string(), "a".to_string()]);
+        assert_eq!(dropped.len(), 2);
+        assert_eq!(dropped[0].0, "bad word");
+        assert_eq!(dropped[1].0, "b");
+    }
+}
