@@ -55,7 +55,7 @@ fn source_arg(source: &str) -> Result<Source, DirectoryError> {
     }
 }
 
-fn unix_now_s() -> i64 {
+pub(crate) fn unix_now_s() -> i64 {
     let since_epoch = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
@@ -98,6 +98,19 @@ where
     .await
 }
 
+/// Whether a `user rename` from or to `address` has not finished.
+async fn being_renamed<'e, E>(executor: E, address: &str) -> Result<bool, DirectoryError>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Sqlite>,
+{
+    any(
+        executor,
+        "SELECT COUNT(*) FROM renamed_users WHERE old_address = $1 OR new_address = $1",
+        address,
+    )
+    .await
+}
+
 async fn user_exists<'e, E>(executor: E, address: &str) -> Result<bool, DirectoryError>
 where
     E: sqlx::Executor<'e, Database = sqlx::Sqlite>,
@@ -108,6 +121,22 @@ where
         address,
     )
     .await
+}
+
+/// `address, quota_bytes, quota_messages, last_login_at` of `users`.
+type UserRow = (String, Option<i64>, Option<i64>, Option<i64>);
+
+fn user_info(
+    (address, quota_bytes, quota_messages, last_login_at): UserRow,
+) -> Result<UserInfo, DirectoryError> {
+    let quota_bytes = db::quota_from_sql(&address, quota_bytes)?;
+    let quota_messages = db::quota_from_sql(&address, quota_messages)?;
+    Ok(UserInfo {
+        address,
+        quota_bytes,
+        quota_messages,
+        last_login_at,
+    })
 }
 
 impl Directory {
@@ -201,6 +230,10 @@ impl Directory {
         if being_deleted(&mut *tx, &address).await? {
             return Err(DirectoryError::UserBeingDeleted(address));
         }
+        // Mail is being handed from or to this address (`rename_user`).
+        if being_renamed(&mut *tx, &address).await? {
+            return Err(DirectoryError::UserBeingRenamed(address));
+        }
         let inserted = sqlx::query(
             "INSERT INTO users (address, domain, password_hash, quota_bytes, created_at) \
              VALUES ($1, $2, $3, NULL, $4)",
@@ -252,6 +285,9 @@ impl Directory {
     pub async fn del_user(&self, address: &str) -> Result<String, DirectoryError> {
         let address = address_arg(address, LocalCase::Fold)?.joined();
         let mut tx = db::begin_write(&self.inner.pool).await?;
+        if being_renamed(&mut *tx, &address).await? {
+            return Err(DirectoryError::UserBeingRenamed(address));
+        }
         let deleted = sqlx::query("DELETE FROM users WHERE address = $1")
             .bind(&address)
             .execute(&mut *tx)
@@ -295,34 +331,43 @@ impl Directory {
 
     /// Users sorted by address, of one domain or of all.
     pub async fn list_users(&self, domain: Option<&str>) -> Result<Vec<UserInfo>, DirectoryError> {
-        let rows: Vec<(String, Option<i64>)> = match domain {
+        let rows: Vec<UserRow> = match domain {
             Some(domain) => {
                 let domain = domain_arg(domain)?;
                 if !domain_exists(&self.inner.pool, &domain).await? {
                     return Err(DirectoryError::NoSuchDomain(domain));
                 }
                 sqlx::query_as(
-                    "SELECT address, quota_bytes FROM users WHERE domain = $1 ORDER BY address",
+                    "SELECT address, quota_bytes, quota_messages, last_login_at FROM users \
+                     WHERE domain = $1 ORDER BY address",
                 )
                 .bind(domain)
                 .fetch_all(&self.inner.pool)
                 .await?
             }
             None => {
-                sqlx::query_as("SELECT address, quota_bytes FROM users ORDER BY address")
-                    .fetch_all(&self.inner.pool)
-                    .await?
+                sqlx::query_as(
+                    "SELECT address, quota_bytes, quota_messages, last_login_at FROM users \
+                     ORDER BY address",
+                )
+                .fetch_all(&self.inner.pool)
+                .await?
             }
         };
-        rows.into_iter()
-            .map(|(address, quota)| {
-                let quota_bytes = db::quota_from_sql(&address, quota)?;
-                Ok(UserInfo {
-                    address,
-                    quota_bytes,
-                })
-            })
-            .collect()
+        rows.into_iter().map(user_info).collect()
+    }
+
+    /// One user, as [`Directory::list_users`] lists it; `None` when there is no such user.
+    pub async fn user(&self, address: &str) -> Result<Option<UserInfo>, DirectoryError> {
+        let address = address_arg(address, LocalCase::Fold)?.joined();
+        let row: Option<UserRow> = sqlx::query_as(
+            "SELECT address, quota_bytes, quota_messages, last_login_at FROM users \
+             WHERE address = $1",
+        )
+        .bind(&address)
+        .fetch_optional(&self.inner.pool)
+        .await?;
+        row.map(user_info).transpose()
     }
 
     /// Sets a user's quota; `None` = unlimited.
@@ -347,17 +392,83 @@ impl Directory {
         Ok(())
     }
 
+    /// Sets a user's message-count quota (RFC 9208 5.2, MESSAGE); `None` = unlimited.
+    pub async fn set_message_quota(
+        &self,
+        address: &str,
+        quota_messages: Option<u64>,
+    ) -> Result<(), DirectoryError> {
+        let address = address_arg(address, LocalCase::Fold)?.joined();
+        let quota = quota_messages
+            .map(|q| {
+                i64::try_from(q)
+                    .map_err(|_| DirectoryError::MessageQuotaTooLarge { quota_messages: q })
+            })
+            .transpose()?;
+        let mut tx = db::begin_write(&self.inner.pool).await?;
+        let updated = sqlx::query("UPDATE users SET quota_messages = $1 WHERE address = $2")
+            .bind(quota)
+            .bind(&address)
+            .execute(&mut *tx)
+            .await?;
+        if updated.rows_affected() == 0 {
+            return Err(DirectoryError::NoSuchUser(address));
+        }
+        tx.commit().await?;
+        self.refresh_after_write().await;
+        Ok(())
+    }
+
     /// Adds `source -> destination`. `source` is an address in one of our domains, or
     /// `@domain` for the domain's catch-all (one per domain, one destination). `destination`
-    /// is any address: a local user, another alias, or a remote address (its local part kept
-    /// as written). One source may have up to `expansion_targets_max` destinations.
+    /// is a local user, another alias (its source), or an address in a domain that is not
+    /// ours (its local part kept as written); a local address that is neither is refused,
+    /// since mail to the alias would be accepted and then bounce. One source may have up to
+    /// `expansion_targets_max` destinations.
     pub async fn add_alias(&self, source: &str, destination: &str) -> Result<(), DirectoryError> {
+        self.insert_alias(source, destination, true).await
+    }
+
+    /// [`Directory::add_alias`] without the destination check: the state a user deleted
+    /// after its aliases leaves, which resolution must survive.
+    #[cfg(test)]
+    pub(crate) async fn add_alias_unchecked(
+        &self,
+        source: &str,
+        destination: &str,
+    ) -> Result<(), DirectoryError> {
+        self.insert_alias(source, destination, false).await
+    }
+
+    async fn insert_alias(
+        &self,
+        source: &str,
+        destination: &str,
+        check_destination: bool,
+    ) -> Result<(), DirectoryError> {
         let source = source_arg(source)?;
         let destination = address_arg(destination, LocalCase::Keep)?.joined();
         let key = source.key();
         let mut tx = db::begin_write(&self.inner.pool).await?;
         if !domain_exists(&mut *tx, source.domain()).await? {
             return Err(DirectoryError::NoSuchDomain(source.domain().to_owned()));
+        }
+        if let Some((local, domain)) = destination.rsplit_once('@')
+            && check_destination
+        {
+            let domain = domain.to_ascii_lowercase();
+            let folded = format!("{}@{domain}", local.to_ascii_lowercase());
+            if domain_exists(&mut *tx, &domain).await?
+                && !user_exists(&mut *tx, &folded).await?
+                && !any(
+                    &mut *tx,
+                    "SELECT COUNT(*) FROM aliases WHERE source = $1",
+                    &folded,
+                )
+                .await?
+            {
+                return Err(DirectoryError::NoSuchDestination(destination));
+            }
         }
         let existing: Vec<String> =
             sqlx::query_scalar("SELECT destination FROM aliases WHERE source = $1")
@@ -440,6 +551,114 @@ impl Directory {
                 .fetch_all(&self.inner.pool)
                 .await?;
         Ok(aliases)
+    }
+
+    /// Starts renaming the user `old` to `new` (a new address in one of our domains, not a
+    /// user, not being deleted): records the intent in `renamed_users` and returns both
+    /// canonical addresses. Nothing else changes yet: whoever owns the store now gives
+    /// `old`'s folders to `new` and then calls [`Directory::finish_rename`]; until then
+    /// neither address can be added, deleted or renamed.
+    pub async fn begin_rename(
+        &self,
+        old: &str,
+        new: &str,
+    ) -> Result<(String, String), DirectoryError> {
+        let old = address_arg(old, LocalCase::Fold)?.joined();
+        let new = address_arg(new, LocalCase::Fold)?;
+        let domain = new.domain.clone();
+        let new = new.joined();
+        let mut tx = db::begin_write(&self.inner.pool).await?;
+        if !user_exists(&mut *tx, &old).await? {
+            return Err(DirectoryError::NoSuchUser(old));
+        }
+        if !domain_exists(&mut *tx, &domain).await? {
+            return Err(DirectoryError::NoSuchDomain(domain));
+        }
+        if old == new || user_exists(&mut *tx, &new).await? {
+            return Err(DirectoryError::UserExists(new));
+        }
+        if being_deleted(&mut *tx, &new).await? {
+            return Err(DirectoryError::UserBeingDeleted(new));
+        }
+        for address in [&old, &new] {
+            if being_renamed(&mut *tx, address).await? {
+                return Err(DirectoryError::UserBeingRenamed(address.clone()));
+            }
+        }
+        sqlx::query(
+            "INSERT INTO renamed_users (old_address, new_address, renamed_at) VALUES ($1, $2, $3)",
+        )
+        .bind(&old)
+        .bind(&new)
+        .bind(unix_now_s())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok((old, new))
+    }
+
+    /// Finishes a rename [`Directory::begin_rename`] started, in one transaction: the user
+    /// row (password, quotas, last login) and its subscriptions move to `new`, aliases whose
+    /// destination is `old` now point at `new`, and the intent is forgotten. Idempotent: a
+    /// rename already finished only forgets the intent.
+    pub async fn finish_rename(&self, old: &str, new: &str) -> Result<(), DirectoryError> {
+        let domain = address_arg(new, LocalCase::Fold)?.domain;
+        let mut tx = db::begin_write(&self.inner.pool).await?;
+        if user_exists(&mut *tx, old).await? {
+            // A new row and then the old one's removal: `subscriptions` references the
+            // address, so the key cannot change in place.
+            sqlx::query(
+                "INSERT INTO users (address, domain, password_hash, quota_bytes, created_at, \
+                 quota_messages, last_login_at) \
+                 SELECT $1, $2, password_hash, quota_bytes, created_at, quota_messages, \
+                 last_login_at FROM users WHERE address = $3",
+            )
+            .bind(new)
+            .bind(&domain)
+            .bind(old)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query("UPDATE subscriptions SET address = $1 WHERE address = $2")
+                .bind(new)
+                .bind(old)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("DELETE FROM users WHERE address = $1")
+                .bind(old)
+                .execute(&mut *tx)
+                .await?;
+            // An alias that named both keeps one destination (the pair is its key).
+            sqlx::query(
+                "DELETE FROM aliases WHERE LOWER(destination) = $1 AND source IN \
+                 (SELECT source FROM aliases WHERE LOWER(destination) = $2)",
+            )
+            .bind(old)
+            .bind(new)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query("UPDATE aliases SET destination = $1 WHERE LOWER(destination) = $2")
+                .bind(new)
+                .bind(old)
+                .execute(&mut *tx)
+                .await?;
+        }
+        sqlx::query("DELETE FROM renamed_users WHERE old_address = $1")
+            .bind(old)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        self.refresh_after_write().await;
+        Ok(())
+    }
+
+    /// Renames begun and not finished, `(old, new)`, oldest first.
+    pub async fn pending_renames(&self) -> Result<Vec<(String, String)>, DirectoryError> {
+        let rows = sqlx::query_as(
+            "SELECT old_address, new_address FROM renamed_users ORDER BY renamed_at, old_address",
+        )
+        .fetch_all(&self.inner.pool)
+        .await?;
+        Ok(rows)
     }
 
     async fn hash_password(&self, password: &str) -> Result<String, DirectoryError> {

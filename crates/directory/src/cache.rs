@@ -1,8 +1,8 @@
 //! The in-memory snapshot the delivery path asks: domains, users with quotas, aliases.
 //!
-//! **Invariant:** [`Cache::resolve`], [`Cache::is_local_domain`] and [`Cache::quota`] never do
-//! I/O (beyond a `tracing` event when an expansion limit is hit) and never wait on anything
-//! but a short `RwLock` read to clone an `Arc`.
+//! **Invariant:** [`Cache::resolve`], [`Cache::is_local_domain`], [`Cache::quota`] and
+//! [`Cache::message_quota`] never do I/O (beyond a `tracing` event when an expansion limit is
+//! hit) and never wait on anything but a short `RwLock` read to clone an `Arc`.
 //!
 //! Freshness: every directory write bumps the `generation` row in the same transaction
 //! (`db::begin_write`). [`Cache::refresh_if_changed`] reads that one row and reloads the
@@ -19,7 +19,11 @@
 //! 3. subaddressing (RFC 5233): if `local` is `base+detail`, an alias `base@domain`, then a
 //!    user `base@domain` (the detail is dropped from the target);
 //! 4. the domain's catch-all alias `@domain`;
-//! 5. otherwise the address is unknown.
+//! 5. `postmaster@domain` (RFC 5321 4.5.1: every domain must take it, unconfigured): the
+//!    configured postmaster address (`Options::postmaster`, itself resolved by these rules),
+//!    else the domain's first user (the oldest); a bare `postmaster` (RCPT TO:<Postmaster>)
+//!    is the same for the first domain, by name, that has a user;
+//! 6. otherwise the address is unknown.
 //!
 //! So an alias shadows a user of the same address (a forward); `a@d -> a@d, x@remote` keeps a
 //! copy, because an alias is never expanded inside its own expansion: the address falls
@@ -86,16 +90,22 @@ pub(crate) struct Snapshot {
     pub(crate) domains: HashSet<String>,
     /// address -> quota (`None` = unlimited).
     pub(crate) users: HashMap<String, Option<u64>>,
+    /// address -> message-count quota, for the users that have one.
+    pub(crate) message_quotas: HashMap<String, u64>,
     /// source (`local@dom` or `@dom`) -> destinations, sorted.
     pub(crate) aliases: HashMap<String, Vec<String>>,
     /// domain -> the key that signs its mail (the newest).
     pub(crate) dkim: HashMap<String, DkimKey>,
+    /// domain -> its oldest user: who gets `postmaster@domain` by default.
+    pub(crate) first_users: HashMap<String, String>,
 }
 
 /// The in-memory directory snapshot; see the module documentation.
 pub struct Cache {
     pool: SqlitePool,
     limits: ExpansionLimits,
+    /// Where unconfigured `postmaster@` mail goes (`Options::postmaster`).
+    postmaster: Option<String>,
     snapshot: RwLock<Arc<Snapshot>>,
     /// Serialises reloads, so a slow reload can never install an older snapshot over a newer
     /// one.
@@ -118,11 +128,13 @@ impl Cache {
     pub(crate) async fn load(
         pool: SqlitePool,
         limits: ExpansionLimits,
+        postmaster: Option<String>,
     ) -> Result<Cache, DirectoryError> {
         let snapshot = db::load_snapshot(&pool).await?;
         Ok(Cache {
             pool,
             limits,
+            postmaster,
             snapshot: RwLock::new(Arc::new(snapshot)),
             reload: tokio::sync::Mutex::new(()),
         })
@@ -186,6 +198,15 @@ impl Cache {
             .flatten()
     }
 
+    /// The message-count quota of the user with this address (any case): `None` when
+    /// unlimited or when there is no such user.
+    pub fn message_quota(&self, user: &str) -> Option<u64> {
+        self.snapshot()
+            .message_quotas
+            .get(&user.to_ascii_lowercase())
+            .copied()
+    }
+
     /// Where mail for `address` goes, from the snapshot alone (see the module documentation
     /// for the rules). An address that fails the syntax check resolves as unknown in our
     /// domains and as not local elsewhere.
@@ -196,7 +217,7 @@ impl Cache {
     /// server that prefers a temporary failure (`451 4.3.0`) while an administrator fixes it.
     pub fn resolve(&self, address: &str) -> Resolution {
         self.try_resolve(address).unwrap_or_else(|limit| {
-            tracing::warn!(address = ?address, %limit, "directory: refusing a recipient");
+            tracing::warn!(event = "alias_limit", address = ?address, %limit, msg = "refusing a recipient");
             Resolution::UnknownUser
         })
     }
@@ -204,6 +225,21 @@ impl Cache {
     /// [`Cache::resolve`], with an expansion limit reported as an error.
     pub fn try_resolve(&self, address: &str) -> Result<Resolution, ExpansionLimit> {
         let snapshot = self.snapshot();
+        // RFC 5321 4.5.1: `RCPT TO:<Postmaster>` names this host's postmaster.
+        let bare_postmaster;
+        let address = if address.eq_ignore_ascii_case("postmaster") {
+            let mut domains: Vec<&String> = snapshot.first_users.keys().collect();
+            domains.sort();
+            match domains.first() {
+                Some(domain) => {
+                    bare_postmaster = format!("postmaster@{domain}");
+                    bare_postmaster.as_str()
+                }
+                None => return Ok(Resolution::NotLocal),
+            }
+        } else {
+            address
+        };
         let parsed = match parse_address(address, LocalCase::Fold) {
             Ok(parsed) => parsed,
             Err(_) => {
@@ -221,6 +257,8 @@ impl Cache {
         let mut expansion = Expansion {
             snapshot: &snapshot,
             limits: self.limits,
+            postmaster: self.postmaster.as_deref(),
+            postmaster_taken: false,
             path: Vec::new(),
             expanded: HashSet::new(),
             targets: Vec::new(),
@@ -239,6 +277,10 @@ impl Cache {
 struct Expansion<'s> {
     snapshot: &'s Snapshot,
     limits: ExpansionLimits,
+    postmaster: Option<&'s str>,
+    /// Rule 5 applies once per expansion: a configured postmaster that is itself an
+    /// unknown `postmaster@` cannot loop.
+    postmaster_taken: bool,
     /// Alias sources being expanded, outermost first (the recursion stack).
     path: Vec<&'s str>,
     /// Alias sources whose expansion finished; meeting one again adds nothing.
@@ -298,6 +340,16 @@ impl<'s> Expansion<'s> {
                     }
                     return self.expand(source, destinations);
                 }
+            }
+        }
+        // Rule 5: RFC 5321 4.5.1.
+        if local == "postmaster" && !self.postmaster_taken {
+            self.postmaster_taken = true;
+            if let Some(configured) = self.postmaster {
+                return self.visit(configured);
+            }
+            if let Some(first) = self.snapshot.first_users.get(&domain) {
+                return self.push(Target::User(first.clone()));
             }
         }
         Ok(())

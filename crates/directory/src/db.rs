@@ -22,6 +22,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../migrations/0001_initial.sql")),
     (2, include_str!("../migrations/0002_subscriptions.sql")),
     (3, include_str!("../migrations/0003_deletions_and_dkim.sql")),
+    (4, include_str!("../migrations/0004_user_life.sql")),
 ];
 
 /// The schema version this program writes.
@@ -139,7 +140,7 @@ pub(crate) async fn load_snapshot(pool: &SqlitePool) -> Result<Snapshot, Directo
         .fetch_all(&mut *tx)
         .await?;
     let users: Vec<(String, Option<i64>)> =
-        sqlx::query_as("SELECT address, quota_bytes FROM users")
+        sqlx::query_as("SELECT address, quota_bytes FROM users ORDER BY rowid")
             .fetch_all(&mut *tx)
             .await?;
     let aliases: Vec<(String, String)> =
@@ -147,6 +148,11 @@ pub(crate) async fn load_snapshot(pool: &SqlitePool) -> Result<Snapshot, Directo
             .fetch_all(&mut *tx)
             .await?;
     let keys = load_dkim_keys(&mut *tx).await?;
+    let message_quotas: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT address, quota_messages FROM users WHERE quota_messages IS NOT NULL",
+    )
+    .fetch_all(&mut *tx)
+    .await?;
     tx.commit().await?;
 
     let mut snapshot = Snapshot {
@@ -156,6 +162,12 @@ pub(crate) async fn load_snapshot(pool: &SqlitePool) -> Result<Snapshot, Directo
     snapshot.domains.extend(domains);
     for (address, quota) in users {
         let quota = quota_from_sql(&address, quota)?;
+        if let Some((_, domain)) = address.rsplit_once('@') {
+            snapshot
+                .first_users
+                .entry(domain.to_string())
+                .or_insert_with(|| address.clone());
+        }
         snapshot.users.insert(address, quota);
     }
     // Newest first within a domain: the first one seen signs.
@@ -168,6 +180,10 @@ pub(crate) async fn load_snapshot(pool: &SqlitePool) -> Result<Snapshot, Directo
             .entry(source)
             .or_default()
             .push(destination);
+    }
+    for (address, quota) in message_quotas {
+        let quota = quota_from_sql(&address, Some(quota))?.unwrap_or(u64::MAX);
+        snapshot.message_quotas.insert(address, quota);
     }
     Ok(snapshot)
 }

@@ -51,8 +51,17 @@ pub enum DirectoryError {
     /// before it returns).
     #[error("user {0} was deleted and its mail is still being removed; try again shortly")]
     UserBeingDeleted(String),
+    /// A `user rename` from or to the address has not finished (its mail is being handed
+    /// over; a crash in the middle is finished at the server's next start or by the next
+    /// offline `user rename`).
+    #[error("user {0} is being renamed; try again shortly")]
+    UserBeingRenamed(String),
     #[error("alias {alias} -> {destination} already exists")]
     AliasExists { alias: String, destination: String },
+    /// `add_alias` to an address of one of our domains that is neither a user nor an alias:
+    /// mail to the alias would be accepted and then bounce.
+    #[error("{0} is in a local domain but is neither a user nor an alias; add the user first")]
+    NoSuchDestination(String),
     /// `del_alias` matched nothing; `alias` is the source; `destination` is `None` when all
     /// were asked for.
     #[error("no such alias {alias}{}", destination.as_ref().map(|d| format!(" -> {d}")).unwrap_or_default())]
@@ -80,6 +89,8 @@ pub enum DirectoryError {
     /// Quotas are stored as signed 64-bit integers (portable `BIGINT`).
     #[error("quota {quota_bytes} bytes is too large (max {})", i64::MAX)]
     QuotaTooLarge { quota_bytes: u64 },
+    #[error("quota {quota_messages} messages is too large (max {})", i64::MAX)]
+    MessageQuotaTooLarge { quota_messages: u64 },
     /// argon2 refused to hash (parameters, internal error).
     #[error("password hashing failed: {0}")]
     Hash(String),

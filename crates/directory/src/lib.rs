@@ -20,7 +20,7 @@
 //! # Schema and migrations
 //!
 //! Tables `domains`, `users`, `aliases` and `meta` (schema version and generation); the DDL
-//! is `migrations/0001_initial.sql`, embedded with `include_str!` and applied by a small
+//! is `migrations/0001_initial.sql` and the files after it, embedded with `include_str!` and applied by a small
 //! versioned migrator in `db.rs` (sqlx's `migrate!` needs the `macros` feature, which we
 //! leave off).
 //!
@@ -49,6 +49,7 @@ mod db;
 mod dkim;
 mod error;
 mod hasher;
+mod logins;
 mod password;
 mod subscriptions;
 mod verified;
@@ -122,6 +123,9 @@ pub struct Options {
     pub verified_logins_max: usize,
     /// How long a remembered login stays valid (default one hour).
     pub verified_login_ttl: Duration,
+    /// Where `postmaster@` of a local domain goes when no user, alias or catch-all takes it
+    /// (default `None`: the domain's oldest user). See the resolution rules in `cache`.
+    pub postmaster: Option<String>,
 }
 
 impl Default for Options {
@@ -138,6 +142,7 @@ impl Default for Options {
             connections_max: 4,
             verified_logins_max: 100_000,
             verified_login_ttl: Duration::from_secs(3600),
+            postmaster: None,
         }
     }
 }
@@ -187,6 +192,11 @@ pub struct UserInfo {
     pub address: String,
     /// `None` = unlimited.
     pub quota_bytes: Option<u64>,
+    /// `None` = unlimited.
+    pub quota_messages: Option<u64>,
+    /// Unix seconds of the last successful login (any protocol; recorded at most once a
+    /// minute, see [`Directory::note_login`]); `None` = never since it was recorded.
+    pub last_login_at: Option<i64>,
 }
 
 /// The directory handle; see the crate documentation. Cloning shares the pool and the cache.
@@ -208,6 +218,7 @@ struct Inner {
     /// unknown user costs the same verification as a known one.
     dummy_hash: OnceLock<String>,
     verified: verified::Verified,
+    last_logins: logins::LastLogins,
 }
 
 impl std::fmt::Debug for Directory {
@@ -239,7 +250,7 @@ impl Directory {
             targets_max: options.expansion_targets_max,
             depth_max: options.expansion_depth_max,
         };
-        let cache = Cache::load(pool.clone(), limits).await?;
+        let cache = Cache::load(pool.clone(), limits, options.postmaster.clone()).await?;
         Ok(Directory {
             inner: Arc::new(Inner {
                 pool,
@@ -256,6 +267,7 @@ impl Directory {
                 ),
                 options,
                 dummy_hash: OnceLock::new(),
+                last_logins: logins::LastLogins::default(),
             }),
         })
     }
@@ -286,7 +298,7 @@ impl Directory {
                     return;
                 };
                 if let Err(error) = inner.cache.refresh_if_changed().await {
-                    tracing::warn!(%error, "directory cache refresh failed; retrying");
+                    tracing::warn!(event = "directory_error", %error, msg = "cache refresh failed; retrying");
                 }
             }
         })
@@ -393,7 +405,7 @@ impl Directory {
     /// The write stands either way; a failed refresh is logged and the refresher retries.
     async fn refresh_after_write(&self) {
         if let Err(error) = self.inner.cache.refresh_if_changed().await {
-            tracing::warn!(%error, "directory cache refresh after a write failed");
+            tracing::warn!(event = "directory_error", %error, msg = "cache refresh after a write failed");
         }
     }
 }

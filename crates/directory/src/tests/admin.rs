@@ -8,6 +8,8 @@ fn user(address: &str, quota_bytes: Option<u64>) -> UserInfo {
     UserInfo {
         address: address.into(),
         quota_bytes,
+        quota_messages: None,
+        last_login_at: None,
     }
 }
 
@@ -258,6 +260,18 @@ async fn quotas() {
 async fn aliases_add_list_delete() {
     let f = Fixture::new().await;
     f.dir.add_domain("example.org").await.unwrap();
+    // A local destination must exist: mail to the alias would be accepted, then bounce.
+    let err = f
+        .dir
+        .add_alias("sales@example.org", "a@example.org")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "a@example.org is in a local domain but is neither a user nor an alias; add the user first"
+    );
+    f.dir.add_user("a@example.org", "pw").await.unwrap();
+    f.dir.add_user("b@example.org", "pw").await.unwrap();
     f.dir
         .add_alias("Sales@Example.org", "Boss@Remote.NET")
         .await
@@ -345,6 +359,8 @@ async fn aliases_add_list_delete() {
 async fn one_catch_all_per_domain() {
     let f = Fixture::new().await;
     f.dir.add_domain("example.org").await.unwrap();
+    f.dir.add_user("a@example.org", "pw").await.unwrap();
+    f.dir.add_user("b@example.org", "pw").await.unwrap();
     f.dir
         .add_alias("@Example.org", "a@example.org")
         .await

@@ -5,6 +5,7 @@ mod admin;
 mod auth;
 mod refresh;
 mod resolve;
+mod user_life;
 
 use std::path::{Path, PathBuf};
 

@@ -51,13 +51,61 @@ async fn users_unknown_and_not_local() {
 }
 
 #[tokio::test]
+async fn postmaster_of_every_domain_reaches_someone() {
+    // RFC 5321 4.5.1: without a user or alias of that name, the domain's oldest user.
+    let f = fixture().await;
+    let cache = f.dir.cache();
+    let first = local(&[user("a@example.org")]);
+    assert_eq!(cache.resolve("postmaster@example.org"), first);
+    assert_eq!(cache.resolve("PostMaster@Example.org"), first);
+    // RCPT TO:<Postmaster>: the first domain (by name) that has a user.
+    assert_eq!(cache.resolve("postmaster"), first);
+    // An alias or a user of that name comes first.
+    f.dir
+        .add_alias("postmaster@example.org", "c@example.org")
+        .await
+        .unwrap();
+    assert_eq!(
+        cache.resolve("postmaster@example.org"),
+        local(&[user("c@example.org")])
+    );
+    // A domain without users has nobody to take it.
+    f.dir.add_domain("empty.org").await.unwrap();
+    assert_eq!(
+        cache.resolve("postmaster@empty.org"),
+        Resolution::UnknownUser
+    );
+
+    // A configured postmaster takes every domain's, and resolves like any address.
+    let f = fixture_with(Options {
+        postmaster: Some("b@example.org".into()),
+        ..fast_options()
+    })
+    .await;
+    f.dir.add_domain("other.org").await.unwrap();
+    let cache = f.dir.cache();
+    let b = local(&[user("b@example.org")]);
+    assert_eq!(cache.resolve("postmaster@example.org"), b);
+    assert_eq!(cache.resolve("postmaster@other.org"), b);
+    // A configured postmaster@ of ours that is itself unconfigured cannot loop.
+    let f = fixture_with(Options {
+        postmaster: Some("postmaster@example.org".into()),
+        ..fast_options()
+    })
+    .await;
+    assert_eq!(
+        f.dir.cache().resolve("postmaster@example.org"),
+        Resolution::UnknownUser
+    );
+}
+
+#[tokio::test]
 async fn malformed_addresses() {
     let f = fixture().await;
     let cache = f.dir.cache();
     assert_eq!(cache.resolve("a b@example.org"), Resolution::UnknownUser);
     assert_eq!(cache.resolve("\"a\"@EXAMPLE.org"), Resolution::UnknownUser);
     assert_eq!(cache.resolve("a b@elsewhere.org"), Resolution::NotLocal);
-    assert_eq!(cache.resolve("postmaster"), Resolution::NotLocal);
     assert_eq!(cache.resolve(""), Resolution::NotLocal);
     let long = format!("{}@example.org", "a".repeat(65));
     assert_eq!(cache.resolve(&long), Resolution::UnknownUser);
@@ -91,7 +139,7 @@ async fn subaddressing() {
         d.cache().resolve("a+special@example.org"),
         local(&[user("a+special@example.org")])
     );
-    d.add_alias("a+fwd@example.org", "x@remote.net")
+    d.add_alias_unchecked("a+fwd@example.org", "x@remote.net")
         .await
         .unwrap();
     assert_eq!(
@@ -100,7 +148,7 @@ async fn subaddressing() {
     );
 
     // The base may be an alias.
-    d.add_alias("sales@example.org", "b@example.org")
+    d.add_alias_unchecked("sales@example.org", "b@example.org")
         .await
         .unwrap();
     assert_eq!(
@@ -108,7 +156,7 @@ async fn subaddressing() {
         local(&[user("b@example.org")])
     );
     // Destinations are subaddressed too.
-    d.add_alias("tagged@example.org", "c+from-tagged@example.org")
+    d.add_alias_unchecked("tagged@example.org", "c+from-tagged@example.org")
         .await
         .unwrap();
     assert_eq!(
@@ -121,16 +169,16 @@ async fn subaddressing() {
 async fn aliases_expand_recursively_and_keep_remote_case() {
     let f = fixture().await;
     let d = &f.dir;
-    d.add_alias("team@example.org", "a@example.org")
+    d.add_alias_unchecked("team@example.org", "a@example.org")
         .await
         .unwrap();
-    d.add_alias("team@example.org", "sub@example.org")
+    d.add_alias_unchecked("team@example.org", "sub@example.org")
         .await
         .unwrap();
-    d.add_alias("sub@example.org", "B@example.org")
+    d.add_alias_unchecked("sub@example.org", "B@example.org")
         .await
         .unwrap();
-    d.add_alias("sub@example.org", "Partner@Remote.NET")
+    d.add_alias_unchecked("sub@example.org", "Partner@Remote.NET")
         .await
         .unwrap();
     assert_eq!(
@@ -147,13 +195,17 @@ async fn aliases_expand_recursively_and_keep_remote_case() {
 async fn an_alias_shadows_a_user_and_can_keep_a_copy() {
     let f = fixture().await;
     let d = &f.dir;
-    d.add_alias("a@example.org", "x@remote.net").await.unwrap();
+    d.add_alias_unchecked("a@example.org", "x@remote.net")
+        .await
+        .unwrap();
     assert_eq!(
         d.cache().resolve("a@example.org"),
         local(&[remote("x@remote.net")])
     );
     // a -> a delivers to the mailbox: the alias is not expanded inside itself.
-    d.add_alias("a@example.org", "a@example.org").await.unwrap();
+    d.add_alias_unchecked("a@example.org", "a@example.org")
+        .await
+        .unwrap();
     assert_eq!(
         d.cache().resolve("a@example.org"),
         local(&[user("a@example.org"), remote("x@remote.net")])
@@ -169,7 +221,9 @@ async fn an_alias_shadows_a_user_and_can_keep_a_copy() {
 async fn catch_all() {
     let f = fixture().await;
     let d = &f.dir;
-    d.add_alias("@example.org", "c@example.org").await.unwrap();
+    d.add_alias_unchecked("@example.org", "c@example.org")
+        .await
+        .unwrap();
     assert_eq!(
         d.cache().resolve("anything@example.org"),
         local(&[user("c@example.org")])
@@ -183,7 +237,7 @@ async fn catch_all() {
         local(&[user("a@example.org")])
     );
     // An alias to a missing address falls to the catch-all too.
-    d.add_alias("old@example.org", "gone@example.org")
+    d.add_alias_unchecked("old@example.org", "gone@example.org")
         .await
         .unwrap();
     assert_eq!(
@@ -192,7 +246,7 @@ async fn catch_all() {
     );
     // A catch-all to a remote address.
     d.add_domain("other.org").await.unwrap();
-    d.add_alias("@other.org", "Someone@Remote.net")
+    d.add_alias_unchecked("@other.org", "Someone@Remote.net")
         .await
         .unwrap();
     assert_eq!(
@@ -205,7 +259,7 @@ async fn catch_all() {
 async fn a_catch_all_to_a_missing_local_address_is_unknown_not_a_loop() {
     let f = fixture().await;
     let d = &f.dir;
-    d.add_alias("@example.org", "nobody@example.org")
+    d.add_alias_unchecked("@example.org", "nobody@example.org")
         .await
         .unwrap();
     assert_eq!(
@@ -227,13 +281,23 @@ async fn cycles_end() {
     let f = fixture().await;
     let d = &f.dir;
     // Two aliases pointing at each other with nobody to deliver to: unknown, not a hang.
-    d.add_alias("x@example.org", "y@example.org").await.unwrap();
-    d.add_alias("y@example.org", "x@example.org").await.unwrap();
+    d.add_alias_unchecked("x@example.org", "y@example.org")
+        .await
+        .unwrap();
+    d.add_alias_unchecked("y@example.org", "x@example.org")
+        .await
+        .unwrap();
     assert_eq!(d.cache().resolve("x@example.org"), Resolution::UnknownUser);
     // A cycle through a user delivers to that user once.
-    d.add_alias("a@example.org", "p@example.org").await.unwrap();
-    d.add_alias("p@example.org", "a@example.org").await.unwrap();
-    d.add_alias("p@example.org", "b@example.org").await.unwrap();
+    d.add_alias_unchecked("a@example.org", "p@example.org")
+        .await
+        .unwrap();
+    d.add_alias_unchecked("p@example.org", "a@example.org")
+        .await
+        .unwrap();
+    d.add_alias_unchecked("p@example.org", "b@example.org")
+        .await
+        .unwrap();
     assert_eq!(
         d.cache().resolve("a@example.org"),
         local(&[user("a@example.org"), user("b@example.org")])
@@ -245,16 +309,16 @@ async fn cycles_end() {
         local(&[user("b@example.org")])
     );
     // A longer ring.
-    d.add_alias("r1@example.org", "r2@example.org")
+    d.add_alias_unchecked("r1@example.org", "r2@example.org")
         .await
         .unwrap();
-    d.add_alias("r2@example.org", "r3@example.org")
+    d.add_alias_unchecked("r2@example.org", "r3@example.org")
         .await
         .unwrap();
-    d.add_alias("r3@example.org", "r1@example.org")
+    d.add_alias_unchecked("r3@example.org", "r1@example.org")
         .await
         .unwrap();
-    d.add_alias("r3@example.org", "c@example.org")
+    d.add_alias_unchecked("r3@example.org", "c@example.org")
         .await
         .unwrap();
     assert_eq!(
@@ -269,17 +333,17 @@ async fn targets_are_deduplicated() {
     let d = &f.dir;
     // A diamond: all -> {l1, l2}, both -> a and x@remote.
     for list in ["l1", "l2"] {
-        d.add_alias("all@example.org", &format!("{list}@example.org"))
+        d.add_alias_unchecked("all@example.org", &format!("{list}@example.org"))
             .await
             .unwrap();
-        d.add_alias(&format!("{list}@example.org"), "a@example.org")
+        d.add_alias_unchecked(&format!("{list}@example.org"), "a@example.org")
             .await
             .unwrap();
-        d.add_alias(&format!("{list}@example.org"), "x@remote.net")
+        d.add_alias_unchecked(&format!("{list}@example.org"), "x@remote.net")
             .await
             .unwrap();
     }
-    d.add_alias("all@example.org", "A+dup@example.org")
+    d.add_alias_unchecked("all@example.org", "A+dup@example.org")
         .await
         .unwrap();
     assert_eq!(
@@ -292,14 +356,14 @@ async fn targets_are_deduplicated() {
 async fn dangling_destinations_are_skipped() {
     let f = fixture().await;
     let d = &f.dir;
-    d.add_alias("list@example.org", "gone@example.org")
+    d.add_alias_unchecked("list@example.org", "gone@example.org")
         .await
         .unwrap();
     assert_eq!(
         d.cache().resolve("list@example.org"),
         Resolution::UnknownUser
     );
-    d.add_alias("list@example.org", "b@example.org")
+    d.add_alias_unchecked("list@example.org", "b@example.org")
         .await
         .unwrap();
     assert_eq!(
@@ -307,7 +371,7 @@ async fn dangling_destinations_are_skipped() {
         local(&[user("b@example.org")])
     );
     // A deleted user leaves its aliases dangling.
-    d.add_alias("fwd@example.org", "c@example.org")
+    d.add_alias_unchecked("fwd@example.org", "c@example.org")
         .await
         .unwrap();
     d.del_user("c@example.org").await.unwrap();
@@ -327,17 +391,17 @@ async fn expansion_targets_max() {
     .await;
     let d = &f.dir;
     for n in 0..2 {
-        d.add_alias("l1@example.org", &format!("m{n}@remote.net"))
+        d.add_alias_unchecked("l1@example.org", &format!("m{n}@remote.net"))
             .await
             .unwrap();
-        d.add_alias("l2@example.org", &format!("n{n}@remote.net"))
+        d.add_alias_unchecked("l2@example.org", &format!("n{n}@remote.net"))
             .await
             .unwrap();
     }
-    d.add_alias("all@example.org", "l1@example.org")
+    d.add_alias_unchecked("all@example.org", "l1@example.org")
         .await
         .unwrap();
-    d.add_alias("all@example.org", "l2@example.org")
+    d.add_alias_unchecked("all@example.org", "l2@example.org")
         .await
         .unwrap();
     // Exactly 4 targets: fine.
@@ -346,12 +410,12 @@ async fn expansion_targets_max() {
     };
     assert_eq!(targets.len(), 4);
     // A duplicate does not count.
-    d.add_alias("all@example.org", "m0@remote.net")
+    d.add_alias_unchecked("all@example.org", "m0@remote.net")
         .await
         .unwrap();
     assert!(matches!(d.cache().resolve("all@example.org"), Resolution::Local(t) if t.len() == 4));
     // The fifth distinct one is over the limit.
-    d.add_alias("l2@example.org", "n2@remote.net")
+    d.add_alias_unchecked("l2@example.org", "n2@remote.net")
         .await
         .unwrap();
     assert_eq!(
@@ -375,13 +439,13 @@ async fn expansion_depth_max() {
     .await;
     let d = &f.dir;
     // d1 -> d2 -> d3 -> a: three aliases deep.
-    d.add_alias("d1@example.org", "d2@example.org")
+    d.add_alias_unchecked("d1@example.org", "d2@example.org")
         .await
         .unwrap();
-    d.add_alias("d2@example.org", "d3@example.org")
+    d.add_alias_unchecked("d2@example.org", "d3@example.org")
         .await
         .unwrap();
-    d.add_alias("d3@example.org", "a@example.org")
+    d.add_alias_unchecked("d3@example.org", "a@example.org")
         .await
         .unwrap();
     assert_eq!(
@@ -389,7 +453,7 @@ async fn expansion_depth_max() {
         local(&[user("a@example.org")])
     );
     // d0 -> d1 makes four.
-    d.add_alias("d0@example.org", "d1@example.org")
+    d.add_alias_unchecked("d0@example.org", "d1@example.org")
         .await
         .unwrap();
     assert_eq!(
@@ -410,14 +474,14 @@ async fn default_limits_hold_at_their_edges() {
     let options = Options::default();
     // A chain of exactly expansion_depth_max aliases.
     for n in 0..options.expansion_depth_max {
-        d.add_alias(
+        d.add_alias_unchecked(
             &format!("c{n}@example.org"),
             &format!("c{}@example.org", n + 1),
         )
         .await
         .unwrap();
     }
-    d.add_alias(
+    d.add_alias_unchecked(
         &format!("c{}@example.org", options.expansion_depth_max),
         "a@example.org",
     )
@@ -433,7 +497,7 @@ async fn default_limits_hold_at_their_edges() {
     );
     // One alias with exactly expansion_targets_max remote destinations.
     for n in 0..options.expansion_targets_max {
-        d.add_alias("big@example.org", &format!("m{n}@remote.net"))
+        d.add_alias_unchecked("big@example.org", &format!("m{n}@remote.net"))
             .await
             .unwrap();
     }
@@ -449,11 +513,11 @@ async fn default_limits_hold_at_their_edges() {
 async fn is_user_sees_mailboxes_not_aliases() {
     let f = fixture().await;
     f.dir
-        .add_alias("a@example.org", "b@example.org")
+        .add_alias_unchecked("a@example.org", "b@example.org")
         .await
         .unwrap();
     f.dir
-        .add_alias("list@example.org", "c@example.org")
+        .add_alias_unchecked("list@example.org", "c@example.org")
         .await
         .unwrap();
     let cache = f.dir.cache();
