@@ -14,7 +14,9 @@ pub enum Event {
     StartTls,
     /// Check these credentials (LOGIN or AUTHENTICATE PLAIN), then call `auth_result`.
     /// `authzid` is empty unless the client asked to act as another user (RFC 4616 2).
+    /// `mechanism`: `LOGIN` or `PLAIN`, for the shell's log (not shown by `Debug`).
     Auth {
+        mechanism: &'static str,
         username: String,
         password: String,
         authzid: String,

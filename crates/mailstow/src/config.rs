@@ -3,12 +3,12 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// The data directory used when neither `--data-dir` nor the config file names one.
 pub(crate) const DATA_DIR_DEFAULT: &str = "./mailstow-data";
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Config {
     pub(crate) data_dir: Option<PathBuf>,
@@ -18,11 +18,23 @@ pub(crate) struct Config {
     pub(crate) store: StoreSection,
     #[serde(default)]
     pub(crate) server: ServerSection,
+    #[serde(default)]
+    pub(crate) log: LogSection,
+}
+
+/// `[log]`: where the mail log goes and how much of it.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LogSection {
+    /// error, warn, info (default), debug or trace; `RUST_LOG` overrides it.
+    pub(crate) level: Option<String>,
+    /// Append to this file instead of writing to stderr; reopened on SIGHUP (logrotate).
+    pub(crate) file: Option<PathBuf>,
 }
 
 /// `[server]`: listeners, TLS and limits of `mailstow serve`. Listener addresses are strings so
 /// that an empty one disables the listener.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ServerSection {
     pub(crate) hostname: Option<String>,
@@ -99,15 +111,21 @@ pub(crate) struct ServerSection {
     pub(crate) local_sender_check: Option<bool>,
     /// The exchangers' port (default 25; another only on test networks).
     pub(crate) mx_port: Option<u16>,
+    /// Serve Prometheus metrics at `/metrics` and a health check at `/healthz` on this
+    /// address (default: off). Bind it to loopback or a private network.
+    pub(crate) metrics: Option<String>,
+    /// Where mail to `postmaster@` of a local domain goes when the domain has no such user
+    /// or alias (RFC 5321 4.5.1; default: the domain's first user).
+    pub(crate) postmaster: Option<String>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct QueueSection {
     pub(crate) segment_bytes: Option<u64>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct StoreSection {
     pub(crate) reservation_bytes: Option<u64>,
@@ -141,6 +159,97 @@ impl Config {
                 error.message().trim()
             )
         })
+    }
+
+    /// This file with every key filled in as the server would run it: what `config check`
+    /// prints.
+    pub(crate) fn effective(&self, data_dir: &Path, server: &server::ServerConfig) -> Config {
+        let listener = |service: server::Service| {
+            Some(
+                server
+                    .listeners
+                    .iter()
+                    .find(|(s, _)| *s == service)
+                    .map(|(_, address)| address.to_string())
+                    .unwrap_or_default(),
+            )
+        };
+        let (tls_cert, tls_key) = match &server.tls {
+            server::TlsSource::Files { cert, key } => (Some(cert.clone()), Some(key.clone())),
+            server::TlsSource::SelfSigned { .. } => (None, None),
+        };
+        let queue = server.queue.clone();
+        let store = &server.store;
+        Config {
+            data_dir: Some(data_dir.to_path_buf()),
+            queue: QueueSection {
+                segment_bytes: Some(queue.segment_bytes),
+            },
+            store: StoreSection {
+                reservation_bytes: Some(store.reservation_bytes),
+                defrag_on_delete: Some(store.defrag_on_delete),
+                volume_grow_bytes: Some(store.volume_grow_bytes),
+                defrag_move_bytes_max: Some(store.defrag_move_bytes_max),
+                folders_per_user_max: Some(store.folders_per_user_max),
+                folder_name_bytes_max: Some(store.folder_name_bytes_max),
+                folder_depth_max: Some(store.folder_depth_max),
+            },
+            server: ServerSection {
+                hostname: Some(server.hostname.clone()),
+                smtp: listener(server::Service::Smtp),
+                submission: listener(server::Service::Submission),
+                submissions: listener(server::Service::Submissions),
+                lmtp: listener(server::Service::Lmtp),
+                pop3: listener(server::Service::Pop3),
+                pop3s: listener(server::Service::Pop3s),
+                imap: listener(server::Service::Imap),
+                imaps: listener(server::Service::Imaps),
+                tls_cert,
+                tls_key,
+                auth_without_tls: Some(server.auth_without_tls),
+                connections_max: Some(server.connections_max),
+                connections_per_ip_max: Some(server.connections_per_ip_max),
+                message_bytes_max: Some(server.message_bytes_max),
+                recipients_max: Some(server.recipients_max),
+                imap_sessions_per_user_max: Some(server.imap_sessions_per_user_max),
+                imap_header_cache_bytes_max: Some(server.imap_header_cache_bytes_max),
+                imap_view_cache_bytes_max: Some(server.imap_view_cache_bytes_max),
+                auth_failures_max: Some(server.throttle.address_failures_max),
+                auth_user_failures_max: Some(server.throttle.user_failures_max),
+                auth_network_failures_max: Some(server.throttle.network_failures_max),
+                auth_failure_window_seconds: Some(server.throttle.window.as_secs()),
+                hash_concurrency_max: Some(server.hash_concurrency_max),
+                hash_memory_bytes_max: Some(server.hash_memory_bytes_max),
+                hash_queue_max: Some(server.hash_queue_max),
+                inflight_bytes_max: Some(server.inflight_bytes_max),
+                login_deadline_seconds: Some(server.login_deadline.as_secs()),
+                command_deadline_seconds: Some(server.command_deadline.as_secs()),
+                transfer_deadline_seconds: Some(server.transfer_deadline.as_secs()),
+                transfer_rate_min: Some(server.transfer_rate_min),
+                transfer_deadline_max_seconds: Some(server.transfer_deadline_max.as_secs()),
+                idle_deadline_seconds: Some(server.idle_deadline.as_secs()),
+                recipients_unknown_max: Some(server.recipients_unknown_max),
+                tarpit_delay_ms: Some(server.tarpit_delay.as_millis() as u64),
+                delivery_threads: Some(server.delivery_threads),
+                relay_host: server
+                    .relay
+                    .as_ref()
+                    .map(|r| format!("{}:{}", r.host, r.port)),
+                relay_tls: server.relay.as_ref().map(|r| r.tls.name().to_string()),
+                direct_delivery: Some(server.direct.is_some()),
+                dns_servers: Some(server.dns_servers.iter().map(|a| a.to_string()).collect()),
+                sender_checks: Some(server.sender_checks),
+                dmarc_enforce: Some(server.dmarc_enforce),
+                local_sender_check: Some(server.local_sender_check),
+                mx_port: server.direct.as_ref().map(|d| d.mx_port),
+                metrics: Some(server.metrics.map(|a| a.to_string()).unwrap_or_default()),
+                postmaster: server.postmaster.clone(),
+            },
+            log: LogSection {
+                level: Some(self.log.level.clone().unwrap_or_else(|| "info".into())),
+                file: self.log.file.clone(),
+            },
+        }
     }
 
     pub(crate) fn queue_config(&self) -> queue::QueueConfig {

@@ -27,7 +27,7 @@ pub(crate) enum UserCommand {
     /// Add a user (its domain must exist).
     Add {
         address: String,
-        /// A file whose first line is the password.
+        /// A file whose first line is the password; `-` reads it from standard input.
         #[arg(long, value_name = "FILE", conflicts_with = "password")]
         password_file: Option<PathBuf>,
         /// The password itself (visible to other local users in the process list: for tests).
@@ -37,6 +37,7 @@ pub(crate) enum UserCommand {
     /// Change a user's password.
     Passwd {
         address: String,
+        /// A file whose first line is the password; `-` reads it from standard input.
         #[arg(long, value_name = "FILE", conflicts_with = "password")]
         password_file: Option<PathBuf>,
         #[arg(long)]
@@ -69,6 +70,14 @@ pub(crate) enum AliasCommand {
 
 fn password(file: Option<PathBuf>, literal: Option<String>) -> Result<String> {
     let password = match (file, literal) {
+        // `-`: standard input, so a password need not touch the disk or the process list.
+        (Some(path), None) if path.as_os_str() == "-" => {
+            let mut line = String::new();
+            std::io::stdin()
+                .read_line(&mut line)
+                .context("cannot read the password from standard input")?;
+            line.trim_end_matches(['\r', '\n']).to_string()
+        }
         (Some(path), None) => {
             let text = std::fs::read_to_string(&path)
                 .with_context(|| format!("cannot read password file {}", path.display()))?;
@@ -91,12 +100,24 @@ pub(crate) fn with_directory<T>(
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(async {
-        std::fs::create_dir_all(&paths.data_dir)
-            .with_context(|| format!("creating {}", paths.data_dir.display()))?;
+    let (result, changed) = runtime.block_on(async {
         let directory = directory::Directory::open(&paths.directory()).await?;
-        work(directory).await
-    })
+        let before = directory.cache().generation();
+        let result = work(directory.clone()).await;
+        anyhow::Ok((result, directory.cache().generation() != before))
+    })?;
+    if changed {
+        // A running server reloads its copy of the directory now rather than at its next
+        // poll; without one there is nothing to tell.
+        if let Some(Err(message)) =
+            server::admin::request(&paths.data_dir, &server::admin::Request::DirectoryChanged)
+        {
+            eprintln!(
+                "mailstow: warning: the running server did not reload the directory: {message}"
+            );
+        }
+    }
+    result
 }
 
 pub(crate) fn domain(command: DomainCommand, paths: &Paths) -> Result<()> {

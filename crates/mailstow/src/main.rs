@@ -13,9 +13,11 @@ macro_rules! out {
 mod auth_cmd;
 mod bench_cmd;
 mod config;
+mod config_cmd;
 mod directory_cmd;
 mod dkim_cmd;
 mod fs_cmd;
+mod logging;
 mod progress;
 mod queue_cmd;
 mod serve_cmd;
@@ -49,8 +51,12 @@ enum Command {
     /// Create the data directory with an empty queue and store (an existing one is only
     /// opened and recovered).
     Init,
-    /// Run the mail server (SMTP, submission, LMTP, POP3) until SIGTERM.
+    /// Run the mail server (SMTP, submission, LMTP, POP3, IMAP) until SIGTERM; SIGHUP
+    /// reloads the configuration and the certificate.
     Serve(serve_cmd::ServeArgs),
+    /// The configuration file: check it and print the effective configuration.
+    #[command(subcommand)]
+    Config(config_cmd::ConfigCommand),
     /// Local domains.
     #[command(subcommand)]
     Domain(directory_cmd::DomainCommand),
@@ -84,6 +90,22 @@ enum Command {
     Sim(sim_cmd::SimCommand),
 }
 
+impl Command {
+    /// Whether the command works on an existing data directory (all but those that create
+    /// one, or need none).
+    fn needs_data_dir(&self) -> bool {
+        !matches!(
+            self,
+            Command::Init
+                | Command::Serve(_)
+                | Command::Config(_)
+                | Command::Bench(_)
+                | Command::Fs(_)
+                | Command::Sim(_)
+        )
+    }
+}
+
 /// Where the engines keep their files, resolved from the flag, the config file or the default.
 pub(crate) struct Paths {
     pub(crate) data_dir: PathBuf,
@@ -111,14 +133,36 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         return sim_cmd::run(command);
     }
     let config = config::Config::load(cli.config.as_deref())?;
+    let data_dir_flag = cli.data_dir.clone();
     let data_dir = cli
         .data_dir
         .or_else(|| config.data_dir.clone())
         .unwrap_or_else(|| PathBuf::from(config::DATA_DIR_DEFAULT));
     let paths = Paths { data_dir };
+    // Only `init` and `serve` make a data directory: a command run in the wrong folder must
+    // say so, not leave an empty data directory behind and report an empty system.
+    if cli.command.needs_data_dir() && !paths.data_dir.is_dir() {
+        let shown = std::path::absolute(&paths.data_dir).unwrap_or(paths.data_dir.clone());
+        anyhow::bail!(
+            "no data directory at {} (give --data-dir or --config, or run `mailstow init` \
+             to create one)",
+            shown.display()
+        );
+    }
     match cli.command {
+        Command::Config(command) => {
+            config_cmd::run(command, cli.config.as_deref(), &paths, &config)
+        }
         Command::Init => init(&paths, &config),
-        Command::Serve(args) => serve_cmd::run(args, &paths, &config),
+        Command::Serve(args) => serve_cmd::run(
+            args,
+            serve_cmd::Sources {
+                config_file: cli.config.clone(),
+                data_dir_flag: data_dir_flag.clone(),
+            },
+            &paths,
+            &config,
+        ),
         Command::Domain(command) => directory_cmd::domain(command, &paths),
         Command::User(command) => directory_cmd::user(command, &paths, &config),
         Command::Auth(command) => auth_cmd::run(command, &paths),

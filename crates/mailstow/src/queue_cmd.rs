@@ -1,8 +1,9 @@
 //! `mailstow queue stats|fsck|list|show|retry|remove`.
 //!
-//! `list`, `show`, `retry` and `remove` go to a running server through its admin socket
-//! (the server owns the queue while it runs); with no server there, they open the queue
-//! directly. Both paths print the text `server::admin` formats.
+//! `stats`, `list`, `show`, `retry` and `remove` go to a running server through its admin
+//! socket (the server owns the queue while it runs); with no server there, they open the
+//! queue directly. Both paths print the text `server::admin` formats. `fsck` needs the queue
+//! to itself: it refuses while the server runs.
 
 use std::io::Write as _;
 use std::sync::Arc;
@@ -43,32 +44,9 @@ pub(crate) fn run(command: QueueCommand, paths: &Paths, config: &Config) -> Resu
     }
     let disk: Arc<dyn disk::Disk> = Arc::new(disk::RealDisk);
     match command {
-        QueueCommand::Stats => {
-            let _lock = server::DataDirLock::acquire(&paths.data_dir)?;
-            let (queue, report) = queue::Queue::open(disk, &dir, config.queue_config())?;
-            let s = queue.stats();
-            out!(
-                "segments: {} main, {} deferred, {} free",
-                s.main_segments,
-                s.deferred_segments,
-                s.free_segments
-            );
-            out!(
-                "messages: {} pending, {} deferred, {} bounces, {} quarantined",
-                s.pending_messages,
-                s.deferred_messages,
-                s.bounces,
-                s.quarantined
-            );
-            out!("bytes in use: {}", s.bytes_used);
-            out!(
-                "recovered in {:.1} ms",
-                report.elapsed.as_secs_f64() * 1000.0
-            );
-            queue.close()?;
-        }
+        QueueCommand::Stats => operator(&Request::QueueStats, disk, paths, config)?,
         QueueCommand::Fsck { repair } => {
-            let _lock = server::DataDirLock::acquire(&paths.data_dir)?;
+            let _lock = crate::store_cmd::exclusive(paths, "queue fsck")?;
             let report = with_progress("fsck", |progress| {
                 queue::check(disk, &dir, repair, progress)
             })?;
@@ -97,7 +75,7 @@ fn operator(
         Some(Ok(output)) => output,
         Some(Err(message)) => bail!("{message}"),
         None => {
-            let _lock = server::DataDirLock::acquire(&paths.data_dir)?;
+            let _lock = crate::store_cmd::exclusive(paths, "this command")?;
             let (queue, _) = queue::Queue::open(disk, &paths.queue(), config.queue_config())?;
             let result = server::admin::execute(&queue, request);
             queue.close()?;

@@ -2,6 +2,7 @@
 //! turned into a `server::ServerConfig`, then served until SIGTERM.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -33,6 +34,9 @@ pub(crate) struct ServeArgs {
     /// IMAP over implicit TLS (RFC 8314).
     #[arg(long, value_name = "ADDR")]
     imaps: Option<String>,
+    /// Prometheus metrics at /metrics and a health check at /healthz (`[server] metrics`).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
 }
 
 pub(crate) fn server_config(
@@ -229,6 +233,23 @@ pub(crate) fn server_config(
     if let Some(v) = section.local_sender_check {
         server.local_sender_check = v;
     }
+    if let Some(value) = args.metrics.as_ref().or(section.metrics.as_ref()) {
+        let value = value.trim();
+        server.metrics = if value.is_empty() {
+            None
+        } else {
+            Some(value.parse().with_context(|| {
+                format!("metrics: '{value}' is not an address like 127.0.0.1:9187")
+            })?)
+        };
+    }
+    if let Some(address) = &section.postmaster {
+        let address = address.trim();
+        if !address.contains('@') {
+            bail!("[server] postmaster '{address}' is not an address");
+        }
+        server.postmaster = Some(address.to_ascii_lowercase());
+    }
     server.queue = config.queue_config();
     server.store = config.store_config();
     if server.listeners.is_empty() {
@@ -237,20 +258,47 @@ pub(crate) fn server_config(
     Ok(server)
 }
 
-pub(crate) fn run(args: ServeArgs, paths: &Paths, config: &Config) -> Result<()> {
+/// Where `serve` found its settings, so that SIGHUP can read them again.
+pub(crate) struct Sources {
+    /// `--config`.
+    pub(crate) config_file: Option<PathBuf>,
+    /// `--data-dir`.
+    pub(crate) data_dir_flag: Option<PathBuf>,
+}
+
+pub(crate) fn run(args: ServeArgs, sources: Sources, paths: &Paths, config: &Config) -> Result<()> {
     let server = server_config(&args, paths, config)?;
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        // Colour codes only for a person watching, never in a log file.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    let logging = crate::logging::init(
+        config.log.level.as_deref().unwrap_or("info"),
+        config.log.file.as_deref(),
+    )?;
+    let log_file = config.log.file.clone();
+    // SIGHUP: reopen the log (logrotate moved it), read the file again, apply what can be.
+    let reread = || -> Result<ServerConfig> {
+        logging.reopen();
+        let config = Config::load(sources.config_file.as_deref())?;
+        let data_dir = sources
+            .data_dir_flag
+            .clone()
+            .or_else(|| config.data_dir.clone())
+            .unwrap_or_else(|| PathBuf::from(crate::config::DATA_DIR_DEFAULT));
+        let server = server_config(&args, &Paths { data_dir }, &config)?;
+        logging.set_level(config.log.level.as_deref().unwrap_or("info"))?;
+        if config.log.file != log_file {
+            tracing::warn!(
+                event = "reload",
+                restart_needed = "log.file",
+                msg = "the log file changes at the next start"
+            );
+        }
+        Ok(server)
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(server::serve(server))
+    let result = runtime.block_on(server::serve(server, reread));
+    drop(runtime);
+    drop(logging);
+    result
 }

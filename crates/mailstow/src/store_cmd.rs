@@ -1,4 +1,8 @@
 //! `mailstow store stats|fsck|defrag`.
+//!
+//! `stats` and `fsck` (without `--repair`) go to a running server through its admin socket,
+//! which owns the store while it runs; with no server they open the store here. `fsck
+//! --repair` and `defrag` need the store to themselves and refuse while a server runs.
 
 use std::sync::Arc;
 
@@ -47,11 +51,37 @@ fn open(paths: &Paths, config: &Config, salvage: bool) -> Result<store::Store> {
 }
 
 pub(crate) fn run(command: StoreCommand, paths: &Paths, config: &Config) -> Result<()> {
+    let request = match command {
+        StoreCommand::Stats => Some(server::admin::Request::StoreStats),
+        StoreCommand::Fsck { repair: false } => Some(server::admin::Request::StoreCheck),
+        _ => None,
+    };
+    if let Some(request) = &request
+        && let Some(answer) = server::admin::request(&paths.data_dir, request)
+    {
+        let output = answer.map_err(|message| anyhow::anyhow!("{message}"))?;
+        let text = String::from_utf8_lossy(&output);
+        out!("{}", text.trim_end());
+        if *request == server::admin::Request::StoreCheck && !text.trim_end().ends_with(": clean") {
+            bail!("the store has problems; stop the server and run `mailstow store fsck --repair`");
+        }
+        return Ok(());
+    }
     let salvage = matches!(command, StoreCommand::Fsck { repair: true });
-    let _lock = server::DataDirLock::acquire(&paths.data_dir)?;
+    let what = match command {
+        StoreCommand::Fsck { repair: true } => "store fsck --repair",
+        StoreCommand::Defrag => "store defrag",
+        _ => "this command",
+    };
+    let _lock = exclusive(paths, what)?;
     let store = open(paths, config, salvage)?;
     match command {
-        StoreCommand::Stats => print_stats(&store)?,
+        StoreCommand::Stats => {
+            out!(
+                "{}",
+                server::admin::format_store_stats(&store.stats()).trim_end()
+            )
+        }
         StoreCommand::Fsck { repair } => {
             let report = with_progress("fsck", |progress| store.fsck(repair, progress))?;
             out!("{report}");
@@ -67,33 +97,12 @@ pub(crate) fn run(command: StoreCommand, paths: &Paths, config: &Config) -> Resu
     Ok(())
 }
 
-fn print_stats(store: &store::Store) -> Result<()> {
-    let stats = store.stats();
-    out!(
-        "{:<32} {:<24} {:>10} {:>14} {:>10}",
-        "user",
-        "folder",
-        "messages",
-        "bytes",
-        "fragments"
-    );
-    for folder in &stats.folders {
-        out!(
-            "{:<32} {:<24} {:>10} {:>14} {:>10}",
-            folder.user,
-            folder.folder,
-            folder.messages,
-            folder.bytes,
-            folder.fragments
-        );
-    }
-    out!(
-        "volume: {} bytes, used {}, free {} in {} extents, reserved {}",
-        stats.volume_bytes,
-        stats.used_bytes,
-        stats.free_bytes,
-        stats.free_extents,
-        stats.reserved_bytes
-    );
-    Ok(())
+/// The data directory's lock, for a command that opens the engines itself; while a server
+/// holds it, says which command must wait for the server to stop.
+pub(crate) fn exclusive(paths: &Paths, what: &str) -> Result<Option<server::DataDirLock>> {
+    server::DataDirLock::acquire(&paths.data_dir).map_err(|e| {
+        anyhow::anyhow!(
+            "{what} needs the engines to itself and a server holds them; stop it first ({e:#})"
+        )
+    })
 }

@@ -15,7 +15,10 @@ pub enum Event {
     /// Check these credentials (from `USER`+`PASS` or `AUTH PLAIN`), then call `auth_result`.
     /// `authzid` is empty unless an `AUTH PLAIN` client asked to act as another user; whether
     /// that is allowed is the shell's decision (RFC 4616 2).
+    /// `mechanism`: `USER` (USER and PASS) or `PLAIN` (AUTH PLAIN), for the shell's log
+    /// (not shown by `Debug`).
     Auth {
+        mechanism: &'static str,
         username: String,
         password: String,
         authzid: String,
@@ -42,6 +45,7 @@ impl fmt::Debug for Event {
                 username,
                 password: _,
                 authzid,
+                ..
             } => formatter
                 .debug_struct("Auth")
                 .field("username", username)

@@ -395,8 +395,15 @@ impl Session {
         }
     }
 
-    pub(crate) fn ask_auth(&mut self, username: String, password: String, authzid: String) {
+    pub(crate) fn ask_auth(
+        &mut self,
+        mechanism: &'static str,
+        username: String,
+        password: String,
+        authzid: String,
+    ) {
         self.events.push_back(Event::Auth {
+            mechanism,
             username,
             password,
             authzid,

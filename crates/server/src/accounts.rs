@@ -42,9 +42,11 @@ async fn purge(ctx: &Arc<Ctx>, user: &str) -> Result<store::DeletedUser> {
     let (revocation, gone) = ctx.users.revoke(user, SESSIONS_WAIT_MAX).await;
     if !gone {
         tracing::warn!(
-            "user {user}: {} session(s) still open after {} s; removing the mail anyway",
-            ctx.users.sessions(user),
-            SESSIONS_WAIT_MAX.as_secs()
+            event = "user_sessions_open",
+            user,
+            sessions = ctx.users.sessions(user),
+            waited_seconds = SESSIONS_WAIT_MAX.as_secs(),
+            msg = "removing the mail anyway"
         );
     }
     let store = ctx.store.clone();
@@ -60,10 +62,12 @@ async fn purge(ctx: &Arc<Ctx>, user: &str) -> Result<store::DeletedUser> {
     ctx.directory.purged(user).await?;
     drop(revocation);
     tracing::info!(
-        "user deleted: user={user} sessions_closed={sessions} folders={} messages={} bytes={}",
-        deleted.folders,
-        deleted.messages,
-        deleted.bytes
+        event = "user_deleted",
+        user,
+        sessions_closed = sessions,
+        folders = deleted.folders,
+        messages = deleted.messages,
+        bytes = deleted.bytes
     );
     Ok(deleted)
 }
@@ -74,13 +78,18 @@ pub(crate) async fn finish_deletions(ctx: &Arc<Ctx>) {
     let pending = match ctx.directory.pending_deletions().await {
         Ok(pending) => pending,
         Err(e) => {
-            tracing::warn!("listing deleted users: {e}");
+            tracing::warn!(event = "directory_error", error = %e, msg = "listing deleted users");
             return;
         }
     };
     for user in pending {
         if let Err(e) = purge(ctx, &user).await {
-            tracing::warn!("finishing the deletion of {user}: {e:#}");
+            tracing::warn!(
+                event = "user_delete_failed",
+                user,
+                error = %format!("{e:#}"),
+                msg = "retried at the next start"
+            );
         }
     }
 }

@@ -1,5 +1,6 @@
-//! The admin socket: the operator commands that need the running server's state, `mailstow
-//! queue list|show|retry|remove`, `user del` and `auth blocked|unblock`.
+//! The admin socket: the operator commands that need the running server's state or its
+//! engines, `mailstow queue stats|list|show|retry|remove`, `store stats|fsck`, `user del`,
+//! `auth blocked|unblock`, and the CLI's notice that it changed the directory.
 //!
 //! While `mailstow serve` runs it owns the queue, so the CLI cannot open it: it sends the
 //! command to `<data_dir>/admin.sock` instead, and the server runs it on its own `Queue`.
@@ -7,7 +8,8 @@
 //! directly. Both paths produce their text here, so they print the same.
 //!
 //! Protocol: the client sends one request line (`list`, `show ID`, `retry ID`, `remove ID`,
-//! `user del ADDRESS`, `auth blocked`, `auth unblock ADDRESS|USER`; at most
+//! `user del ADDRESS`, `auth blocked`, `auth unblock ADDRESS|USER`, `queue stats`, `store
+//! stats`, `store fsck`, `directory changed`; at most
 //! [`REQUEST_BYTES_MAX`] bytes); the server answers with a status line, `ok` or
 //! `error: <one line>`, then (after `ok`) the command's output verbatim, and closes the
 //! connection. The end of the output is the end of the stream, so message content needs no
@@ -48,6 +50,15 @@ pub enum Request {
     AuthBlocked,
     /// Clear the failed-login counters of an address or a user (`mailstow auth unblock`).
     AuthUnblock(String),
+    /// The queue's counters (`mailstow queue stats`).
+    QueueStats,
+    /// Per-folder counters and the volume's space (`mailstow store stats`).
+    StoreStats,
+    /// Check the store without repairing (`mailstow store fsck`).
+    StoreCheck,
+    /// The directory was changed by the CLI: reload its cache now (`mailstow user|alias|
+    /// domain …` send it after every change).
+    DirectoryChanged,
 }
 
 impl Request {
@@ -66,9 +77,14 @@ impl Request {
             ["user", "del", address] => Ok(Request::DeleteUser((*address).to_string())),
             ["auth", "blocked"] => Ok(Request::AuthBlocked),
             ["auth", "unblock", what] => Ok(Request::AuthUnblock((*what).to_string())),
+            ["queue", "stats"] => Ok(Request::QueueStats),
+            ["store", "stats"] => Ok(Request::StoreStats),
+            ["store", "fsck"] => Ok(Request::StoreCheck),
+            ["directory", "changed"] => Ok(Request::DirectoryChanged),
             _ => Err(
                 "expected: list | show ID | retry ID | remove ID | user del ADDRESS | \
-                      auth blocked | auth unblock ADDRESS|USER"
+                      auth blocked | auth unblock ADDRESS|USER | queue stats | store stats | \
+                      store fsck | directory changed"
                     .into(),
             ),
         }
@@ -84,6 +100,10 @@ impl Request {
             Request::DeleteUser(address) => format!("user del {address}"),
             Request::AuthBlocked => "auth blocked".into(),
             Request::AuthUnblock(what) => format!("auth unblock {what}"),
+            Request::QueueStats => "queue stats".into(),
+            Request::StoreStats => "store stats".into(),
+            Request::StoreCheck => "store fsck".into(),
+            Request::DirectoryChanged => "directory changed".into(),
         }
     }
 
@@ -91,7 +111,11 @@ impl Request {
     pub fn is_queue(&self) -> bool {
         matches!(
             self,
-            Request::List | Request::Show(_) | Request::Retry(_) | Request::Remove(_)
+            Request::List
+                | Request::Show(_)
+                | Request::Retry(_)
+                | Request::Remove(_)
+                | Request::QueueStats
         )
     }
 }
@@ -109,10 +133,49 @@ pub fn execute(queue: &Queue, request: &Request) -> Result<Vec<u8>, queue::Queue
             queue.remove(*id)?;
             format!("removed {id}\n").into_bytes()
         }
-        Request::DeleteUser(_) | Request::AuthBlocked | Request::AuthUnblock(_) => {
-            b"this command needs the running server\n".to_vec()
-        }
+        Request::QueueStats => format_queue_stats(&queue.stats()).into_bytes(),
+        _ => b"this command needs the running server\n".to_vec(),
     })
+}
+
+/// `queue stats`'s answer.
+pub fn format_queue_stats(s: &queue::QueueStats) -> String {
+    format!(
+        "segments: {} main, {} deferred, {} free\n\
+         messages: {} pending, {} deferred, {} bounces, {} quarantined\n\
+         bytes in use: {}\n",
+        s.main_segments,
+        s.deferred_segments,
+        s.free_segments,
+        s.pending_messages,
+        s.deferred_messages,
+        s.bounces,
+        s.quarantined,
+        s.bytes_used
+    )
+}
+
+/// `store stats`'s answer: one line per folder, then the volume.
+pub fn format_store_stats(stats: &store::StoreStats) -> String {
+    let mut out = format!(
+        "{:<32} {:<24} {:>10} {:>14} {:>10}\n",
+        "user", "folder", "messages", "bytes", "fragments"
+    );
+    for folder in &stats.folders {
+        out.push_str(&format!(
+            "{:<32} {:<24} {:>10} {:>14} {:>10}\n",
+            folder.user, folder.folder, folder.messages, folder.bytes, folder.fragments
+        ));
+    }
+    out.push_str(&format!(
+        "volume: {} bytes, used {}, free {} in {} extents, reserved {}\n",
+        stats.volume_bytes,
+        stats.used_bytes,
+        stats.free_bytes,
+        stats.free_extents,
+        stats.reserved_bytes
+    ));
+    out
 }
 
 /// `user del`'s answer.
@@ -286,7 +349,7 @@ pub(crate) fn start(ctx: Arc<Ctx>) -> Result<tokio::task::JoinHandle<()>> {
                     tokio::spawn(serve_one(ctx.clone(), stream));
                 }
                 Err(e) => {
-                    tracing::warn!("admin socket: accept: {e}");
+                    tracing::warn!(event = "admin_error", error = %e, msg = "accept");
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             }
@@ -327,7 +390,7 @@ async fn serve_one(ctx: Arc<Ctx>, stream: UnixStream) {
         Err(e) => format!("error: {}\n", one_line(&e)).into_bytes(),
     };
     if let Err(e) = write.write_all(&bytes).await {
-        tracing::debug!("admin socket: {e}");
+        tracing::debug!(event = "admin_error", error = %e);
     }
     let _ = write.shutdown().await;
 }
@@ -355,12 +418,35 @@ async fn run(ctx: &Arc<Ctx>, request: Request) -> Result<Vec<u8>, String> {
         }
         Request::AuthUnblock(what) => {
             let cleared = ctx.throttle.unblock(&what);
-            tracing::info!("auth: unblocked {} ({cleared} counters)", one_line(&what));
+            tracing::info!(event = "unblocked", what = %one_line(&what), counters = cleared);
             Ok(format!(
                 "unblocked {}: {cleared} counters cleared\n",
                 one_line(&what)
             )
             .into_bytes())
+        }
+        Request::StoreStats => {
+            let store = ctx.store.clone();
+            tokio::task::spawn_blocking(move || format_store_stats(&store.stats()).into_bytes())
+                .await
+                .map_err(|e| format!("the command failed: {e}"))
+        }
+        Request::StoreCheck => {
+            let store = ctx.store.clone();
+            let report = tokio::task::spawn_blocking(move || store.fsck(false, &mut |_, _| {}))
+                .await
+                .map_err(|e| format!("the command failed: {e}"))?
+                .map_err(|e| e.to_string())?;
+            tracing::info!(event = "store_fsck", clean = report.is_clean());
+            Ok(format!("{report}\n").into_bytes())
+        }
+        Request::DirectoryChanged => {
+            ctx.directory
+                .cache()
+                .refresh_if_changed()
+                .await
+                .map_err(|e| format!("reloading the directory: {e}"))?;
+            Ok(b"directory reloaded\n".to_vec())
         }
         request => {
             let queue = ctx.queue.clone();
@@ -395,6 +481,10 @@ mod tests {
             Request::DeleteUser("a@example.org".into()),
             Request::AuthBlocked,
             Request::AuthUnblock("192.0.2.1".into()),
+            Request::QueueStats,
+            Request::StoreStats,
+            Request::StoreCheck,
+            Request::DirectoryChanged,
         ] {
             assert_eq!(Request::parse(&format!("{}\r\n", r.line())), Ok(r));
         }

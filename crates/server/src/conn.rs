@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::io;
 use std::net::IpAddr;
 use std::pin::Pin;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -132,24 +133,21 @@ impl LoginRefused {
 }
 
 /// The one login check every protocol uses: the throttle (refuse, or count the attempt and
-/// delay it), the password against the directory, the verdict back to the throttle, and one
-/// log line. Returns the canonical user.
+/// delay it), the password against the directory, the verdict back to the throttle. Logs the
+/// refusals (`throttled`, `login result=failed|unavailable`); a caller that gets `Ok` logs the
+/// login's outcome with [`Login::ok`] or [`Login::refused`] once it has admitted the session.
 pub(crate) async fn check_login(
     ctx: &crate::Ctx,
-    service: &str,
-    ip: IpAddr,
-    username: &str,
+    login: &Login<'_>,
     password: &str,
 ) -> Result<String, LoginRefused> {
-    let shown = crate::log::shown(username);
+    let (ip, username) = (login.ip, login.username);
     let (ticket, priority) = match ctx.throttle.gate(ip, username).await {
         Gate::Refuse(level) => {
-            tracing::info!(
-                "login refused: service={service} user={shown} ip={ip} reason=throttled level={}",
-                level.name()
-            );
+            ctx.telemetry
+                .throttled(login.proto, username, ip, level.name());
             // A guesser that is refused at once just asks again: make it wait.
-            tokio::time::sleep(ctx.config.tarpit_delay).await;
+            tokio::time::sleep(ctx.live().config.tarpit_delay).await;
             return Err(LoginRefused::Throttled);
         }
         Gate::Check {
@@ -175,26 +173,62 @@ pub(crate) async fn check_login(
     {
         Ok(Some(user)) => {
             ticket.succeeded();
-            tracing::info!("login: service={service} user={user} ip={ip}");
             Ok(user)
         }
         Ok(None) => {
             ticket.failed();
-            tracing::info!("login failed: service={service} user={shown} ip={ip}");
+            login.log(ctx, username, "failed");
             Err(LoginRefused::BadCredentials)
         }
         Err(e) => {
             ticket.abandoned();
-            tracing::warn!("login unavailable: service={service} user={shown} ip={ip}: {e}");
+            tracing::warn!(
+                event = "directory_error",
+                user = %crate::log::shown(username),
+                error = %e
+            );
+            login.log(ctx, username, "unavailable");
             Err(LoginRefused::Unavailable)
         }
     }
 }
 
+/// Who is logging in, how and from where: what a `login` log line names.
+pub(crate) struct Login<'a> {
+    pub(crate) proto: &'static str,
+    pub(crate) mechanism: &'static str,
+    pub(crate) username: &'a str,
+    pub(crate) ip: IpAddr,
+}
+
+impl Login<'_> {
+    /// The session is open as `user`.
+    pub(crate) fn ok(&self, ctx: &crate::Ctx, user: &str) {
+        self.log(ctx, user, "ok");
+    }
+
+    /// The password was right but the session was not opened (too many sessions, the
+    /// account is being deleted, the maildrop is locked).
+    pub(crate) fn refused(&self, ctx: &crate::Ctx, user: &str) {
+        self.log(ctx, user, "refused");
+    }
+
+    /// Refused before the password was checked (an authorization identity we do not allow).
+    pub(crate) fn failed(&self, ctx: &crate::Ctx) {
+        self.log(ctx, self.username, "failed");
+    }
+
+    fn log(&self, ctx: &crate::Ctx, user: &str, result: &'static str) {
+        ctx.telemetry
+            .login(self.proto, user, self.mechanism, result, self.ip);
+    }
+}
+
 /// Connection counts, in total and per client address, shared by every listener.
 pub(crate) struct ConnectionLimits {
-    connections_max: usize,
-    connections_per_ip_max: usize,
+    /// Both may change on reload (SIGHUP); connections already open stay.
+    connections_max: std::sync::atomic::AtomicUsize,
+    connections_per_ip_max: std::sync::atomic::AtomicUsize,
     open: Mutex<(usize, HashMap<IpAddr, usize>)>,
 }
 
@@ -214,19 +248,19 @@ pub(crate) struct ConnectionSlot {
 impl ConnectionLimits {
     pub(crate) fn new(connections_max: usize, connections_per_ip_max: usize) -> Arc<Self> {
         Arc::new(ConnectionLimits {
-            connections_max,
-            connections_per_ip_max,
+            connections_max: connections_max.into(),
+            connections_per_ip_max: connections_per_ip_max.into(),
             open: Mutex::new((0, HashMap::new())),
         })
     }
 
     pub(crate) fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<ConnectionSlot, Refused> {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        if open.0 >= self.connections_max {
+        if open.0 >= self.connections_max.load(Ordering::Relaxed) {
             return Err(Refused::Total);
         }
         let per_ip = open.1.entry(ip).or_insert(0);
-        if *per_ip >= self.connections_per_ip_max {
+        if *per_ip >= self.connections_per_ip_max.load(Ordering::Relaxed) {
             return Err(Refused::PerIp);
         }
         *per_ip += 1;
@@ -235,6 +269,14 @@ impl ConnectionLimits {
             limits: self.clone(),
             ip,
         })
+    }
+
+    /// New limits for the next connections (a reload).
+    pub(crate) fn set_max(&self, connections_max: usize, connections_per_ip_max: usize) {
+        self.connections_max
+            .store(connections_max, Ordering::Relaxed);
+        self.connections_per_ip_max
+            .store(connections_per_ip_max, Ordering::Relaxed);
     }
 
     pub(crate) fn open(&self) -> usize {

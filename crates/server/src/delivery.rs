@@ -17,6 +17,7 @@ use queue::{Outcome, Queue, QueuedMessage};
 use store::{AppendRequest, NewMessage, Store};
 
 use crate::bounce;
+use crate::events::Telemetry;
 use crate::outbound::{self, Relay, Sent};
 
 /// Most relay connections one delivery batch opens at once.
@@ -109,6 +110,8 @@ pub(crate) struct Delivery {
     pub(crate) outbound: Option<Arc<Outbound>>,
     /// Held shared from routing a batch to appending it (see `Ctx::mailboxes`).
     pub(crate) mailboxes: Arc<std::sync::RwLock<()>>,
+    /// The mail log and metrics.
+    pub(crate) telemetry: Arc<Telemetry>,
 }
 
 pub(crate) fn now_ms() -> u64 {
@@ -133,7 +136,7 @@ impl Delivery {
                 Ok(n) if n < BATCH_FULL => std::thread::sleep(LINGER),
                 Ok(_) => {}
                 Err(e) => {
-                    tracing::error!("delivery stopped: {e}");
+                    tracing::error!(event = "delivery_stopped", error = %e);
                     return;
                 }
             }
@@ -190,10 +193,17 @@ impl Delivery {
             for (i, (r, route)) in routes.into_iter().enumerate() {
                 match route {
                     Route::Local(user) => {
+                        let trace = final_delivery_fields(&message.envelope.sender, &user);
                         let content = if Some(i) == last_local && !has_remote {
-                            std::mem::take(&mut message.content)
+                            let mut content = std::mem::take(&mut message.content);
+                            content.splice(0..0, trace.bytes());
+                            content
                         } else {
-                            message.content.clone()
+                            let mut content =
+                                Vec::with_capacity(trace.len() + message.content.len());
+                            content.extend_from_slice(trace.as_bytes());
+                            content.extend_from_slice(&message.content);
+                            content
                         };
                         slots.push((m, r, appends.len()));
                         appends.push(AppendRequest {
@@ -206,17 +216,22 @@ impl Delivery {
                             },
                         });
                     }
-                    Route::Unknown => outcomes[m].push((
-                        r,
-                        Outcome::Failed {
+                    Route::Unknown => {
+                        let outcome = Outcome::Failed {
                             reason: "550 5.1.1 mailbox no longer exists".to_string(),
-                        },
-                    )),
+                        };
+                        self.log(message, r, "local", &outcome, None, now);
+                        outcomes[m].push((r, outcome));
+                    }
                     Route::Remote if self.outbound.is_some() => match remote.last_mut() {
                         Some((last, rs)) if *last == m => rs.push(r),
                         _ => remote.push((m, vec![r])),
                     },
-                    Route::Remote => outcomes[m].push((r, remote_outcome(message, now))),
+                    Route::Remote => {
+                        let outcome = remote_outcome(message, now);
+                        self.log(message, r, "none", &outcome, None, now);
+                        outcomes[m].push((r, outcome));
+                    }
                 }
             }
         }
@@ -227,20 +242,27 @@ impl Delivery {
         };
         drop(mailboxes);
         for (m, r, index) in slots {
-            let outcome = match results.get(index) {
-                Some(Ok(_)) => {
+            let (outcome, uid) = match results.get(index) {
+                Some(Ok(appended)) => {
                     self.delivered.fetch_add(1, Ordering::Relaxed);
-                    Outcome::Delivered
+                    (Outcome::Delivered, Some(appended.uid))
                 }
-                Some(Err(e)) => retry_or_fail(&batch[m], now, format!("451 4.3.0 store: {e}")),
-                None => retry_or_fail(&batch[m], now, "451 4.3.0 store gave no result".into()),
+                Some(Err(e)) => (
+                    retry_or_fail(&batch[m], now, format!("451 4.3.0 store: {e}")),
+                    None,
+                ),
+                None => (
+                    retry_or_fail(&batch[m], now, "451 4.3.0 store gave no result".into()),
+                    None,
+                ),
             };
+            self.log(&batch[m], r, "local", &outcome, uid, now);
             outcomes[m].push((r, outcome));
         }
         if let Some(out) = &self.outbound
             && !remote.is_empty()
         {
-            for (m, r, sent) in relay_batch(out, batch, remote) {
+            for (m, r, relay, sent) in relay_batch(out, batch, remote) {
                 let outcome = match sent {
                     Sent::Delivered => {
                         self.delivered.fetch_add(1, Ordering::Relaxed);
@@ -249,6 +271,7 @@ impl Delivery {
                     Sent::Temporary(reason) => retry_or_fail(&batch[m], now, reason),
                     Sent::Permanent(reason) => Outcome::Failed { reason },
                 };
+                self.log(&batch[m], r, &relay, &outcome, None, now);
                 outcomes[m].push((r, outcome));
             }
         }
@@ -259,10 +282,45 @@ impl Delivery {
             .collect();
         for (result, (id, _)) in self.queue.finish_many(&items).into_iter().zip(&items) {
             if let Err(e) = result {
-                tracing::warn!("queue message {id}: recording the delivery failed: {e}");
+                tracing::warn!(event = "queue_error", queue_id = id, error = %e);
             }
         }
         Ok(())
+    }
+
+    /// One line of the mail log (and the metrics) for a recipient's outcome.
+    fn log(
+        &self,
+        message: &QueuedMessage,
+        r: usize,
+        relay: &str,
+        outcome: &Outcome,
+        uid: Option<u32>,
+        now: u64,
+    ) {
+        let to = message
+            .envelope
+            .recipients
+            .get(r)
+            .map_or("", |recipient| recipient.address.as_str());
+        let delay = Duration::from_millis(now.saturating_sub(message.envelope.arrival_ms));
+        match outcome {
+            Outcome::Delivered => match uid {
+                Some(uid) => self
+                    .telemetry
+                    .delivered_local(message.id, to, "INBOX", uid, delay),
+                None => self
+                    .telemetry
+                    .delivered_remote(message.id, to, relay, delay),
+            },
+            Outcome::Deferred {
+                retry_at_ms,
+                reason,
+            } => self
+                .telemetry
+                .deferred(message.id, to, relay, reason, *retry_at_ms),
+            Outcome::Failed { reason } => self.telemetry.bounced(message.id, to, relay, reason),
+        }
     }
 
     /// Sends the delivery status notification for a message whose recipients failed, then
@@ -275,20 +333,30 @@ impl Delivery {
             let _mailboxes = self.mailboxes.read().unwrap_or_else(|p| p.into_inner());
             match self.router.route(sender) {
                 Route::Local(user) => {
+                    let mut content = final_delivery_fields("", &user).into_bytes();
+                    content.extend_from_slice(&report);
                     let appended = self.store.append(
                         &user,
                         "INBOX",
                         NewMessage {
                             internal_date: (now / 1000) as i64,
-                            content: report,
+                            content,
                             ..NewMessage::default()
                         },
                     );
-                    if let Err(e) = appended {
-                        // Keep the bounce leased-and-released so it is tried again later.
-                        tracing::warn!("bounce to {sender}: {e}");
-                        self.queue.release(message.id);
-                        return Ok(());
+                    match appended {
+                        Ok(appended) => self.telemetry.dsn(message.id, &user, Some(appended.uid)),
+                        Err(e) => {
+                            // Keep the bounce leased-and-released so it is tried again later.
+                            tracing::warn!(
+                                event = "dsn_deferred",
+                                queue_id = message.id,
+                                to = %crate::log::shown(sender),
+                                error = %e
+                            );
+                            self.queue.release(message.id);
+                            return Ok(());
+                        }
                     }
                 }
                 Route::Remote | Route::Unknown => {
@@ -301,7 +369,8 @@ impl Delivery {
                         }],
                         arrival_ms: now,
                     };
-                    self.queue.enqueue(envelope, report)?;
+                    let dsn_id = self.queue.enqueue(envelope, report)?;
+                    self.telemetry.dsn_queued(message.id, sender, dsn_id);
                 }
             }
         }
@@ -316,7 +385,7 @@ fn relay_batch(
     out: &Arc<Outbound>,
     batch: &[QueuedMessage],
     remote: Vec<(usize, Vec<usize>)>,
-) -> Vec<(usize, usize, Sent)> {
+) -> Vec<(usize, usize, String, Sent)> {
     let slots = Arc::new(tokio::sync::Semaphore::new(RELAY_CONNECTIONS_MAX));
     let mut expected: Vec<(usize, usize)> = Vec::new();
     let results = out.runtime.block_on(async {
@@ -350,9 +419,9 @@ fn relay_batch(
                 let content = message.content.clone();
                 sessions.spawn(async move {
                     let _slot = slots.acquire_owned().await;
-                    let sent = match &out.path {
+                    let (relay, sent) = match &out.path {
                         Path::Relay(relay) => {
-                            outbound::send(
+                            let sent = outbound::send(
                                 relay,
                                 &out.clients,
                                 &out.hostname,
@@ -360,7 +429,8 @@ fn relay_batch(
                                 &recipients,
                                 &content,
                             )
-                            .await
+                            .await;
+                            (relay.name(), sent)
                         }
                         Path::Mx(mx) => {
                             outbound::send_mx(
@@ -375,31 +445,50 @@ fn relay_batch(
                             .await
                         }
                     };
-                    (m, rs, sent)
+                    (m, rs, relay, sent)
                 });
             }
         }
         let mut done = Vec::new();
         while let Some(joined) = sessions.join_next().await {
-            if let Ok((m, rs, sent)) = joined {
-                done.extend(rs.into_iter().zip(sent).map(|(r, s)| (m, r, s)));
+            if let Ok((m, rs, relay, sent)) = joined {
+                done.extend(
+                    rs.into_iter()
+                        .zip(sent)
+                        .map(|(r, s)| (m, r, relay.clone(), s)),
+                );
             }
         }
         done
     });
     let answered: std::collections::HashSet<(usize, usize)> =
-        results.iter().map(|&(m, r, _)| (m, r)).collect();
+        results.iter().map(|&(m, r, _, _)| (m, r)).collect();
     let mut all = results;
     for (m, r) in expected {
         if !answered.contains(&(m, r)) {
             all.push((
                 m,
                 r,
+                "none".to_string(),
                 Sent::Temporary("451 4.3.0 relay session failed".into()),
             ));
         }
     }
     all
+}
+
+/// The trace fields final delivery puts on top of a copy: `Return-Path` with the envelope
+/// sender (RFC 5321 4.4: the delivering server adds it) and `Delivered-To` with the mailbox
+/// (as Postfix and Dovecot write it; loops show up as repeats). Both addresses passed the
+/// SMTP parser, which admits no line break; control characters are dropped anyway, so no
+/// address can add a header field.
+fn final_delivery_fields(sender: &str, mailbox: &str) -> String {
+    let clean = |s: &str| s.chars().filter(|c| !c.is_control()).collect::<String>();
+    format!(
+        "Return-Path: <{}>\r\nDelivered-To: {}\r\n",
+        clean(sender),
+        clean(mailbox)
+    )
 }
 
 /// With neither a relay nor direct delivery, remote recipients wait in the deferred queue and

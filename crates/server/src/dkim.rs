@@ -28,7 +28,11 @@ impl Signers {
         let algorithm = match key.algorithm.parse::<Algorithm>() {
             Ok(algorithm) => algorithm,
             Err(e) => {
-                tracing::warn!("dkim: key {}._domainkey.{}: {e}", key.selector, key.domain);
+                tracing::warn!(
+                    event = "dkim_error",
+                    key = %format!("{}._domainkey.{}", key.selector, key.domain),
+                    error = %e
+                );
                 return None;
             }
         };
@@ -39,7 +43,11 @@ impl Signers {
                 Some(signer)
             }
             Err(e) => {
-                tracing::warn!("dkim: key {}._domainkey.{}: {e}", key.selector, key.domain);
+                tracing::warn!(
+                    event = "dkim_error",
+                    key = %format!("{}._domainkey.{}", key.selector, key.domain),
+                    error = %e
+                );
                 None
             }
         }

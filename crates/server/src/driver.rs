@@ -109,7 +109,8 @@ impl Conn {
     pub(crate) async fn start_tls(&mut self) -> io::Result<()> {
         self.flush().await?;
         let plain = std::mem::replace(&mut self.stream, Stream::Closed);
-        self.stream = plain.upgrade(&self.ctx.tls, TLS_HANDSHAKE_TIMEOUT).await?;
+        let tls = self.ctx.live().tls.clone();
+        self.stream = plain.upgrade(&tls, TLS_HANDSHAKE_TIMEOUT).await?;
         Ok(())
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use imap::{AuthResult, Event};
 use limits::Deadlines;
 
-use crate::conn::check_login;
+use crate::conn::{Login, check_login};
 use crate::driver::{Conn, Protocol, Step};
 use crate::{Ctx, users};
 
@@ -36,7 +36,11 @@ impl imap::Subscriptions for DirectorySubscriptions {
 
 /// Runs the session on the blocking pool until it needs the shell: a full chunk of output,
 /// a decision, or input. `quiet` is true when it stopped because it needs input.
-async fn poll(ctx: &Arc<Ctx>, session: imap::Session) -> Option<(imap::Session, Vec<Event>, bool)> {
+async fn poll(
+    ctx: &Arc<Ctx>,
+    session: imap::Session,
+    output_chunk_bytes: usize,
+) -> Option<(imap::Session, Vec<Event>, bool)> {
     let ctx = ctx.clone();
     let runtime = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
@@ -62,7 +66,7 @@ async fn poll(ctx: &Arc<Ctx>, session: imap::Session) -> Option<(imap::Session, 
                 bytes += w.len();
             }
             events.push(event);
-            if decision || bytes >= ctx.imap.output_chunk_bytes {
+            if decision || bytes >= output_chunk_bytes {
                 return (session, events, false);
             }
         }
@@ -76,12 +80,16 @@ async fn poll(ctx: &Arc<Ctx>, session: imap::Session) -> Option<(imap::Session, 
 pub(crate) struct Imap {
     session: Option<imap::Session>,
     ip: IpAddr,
+    /// Output the session may produce before the shell writes it (its config's).
+    output_chunk_bytes: usize,
 }
 
 impl Imap {
     pub(crate) fn new(ctx: &Ctx, peer: SocketAddr, tls: bool) -> Imap {
+        let config = ctx.live().imap.clone();
         Imap {
-            session: Some(imap::Session::new(ctx.imap.clone(), tls)),
+            output_chunk_bytes: config.output_chunk_bytes,
+            session: Some(imap::Session::new(config, tls)),
             ip: peer.ip(),
         }
     }
@@ -96,7 +104,9 @@ impl Protocol for Imap {
         let Some(session) = self.session.take() else {
             return Step::Close;
         };
-        let Some((session, events, quiet)) = poll(&conn.ctx, session).await else {
+        let Some((session, events, quiet)) =
+            poll(&conn.ctx, session, self.output_chunk_bytes).await
+        else {
             return Step::Close;
         };
         let session = self.session.insert(session);
@@ -115,14 +125,22 @@ impl Protocol for Imap {
                     session.tls_started();
                 }
                 Event::Auth {
+                    mechanism,
                     username,
                     password,
                     authzid,
                 } => {
+                    let attempt = Login {
+                        proto: "imap",
+                        mechanism,
+                        username: &username,
+                        ip: self.ip,
+                    };
                     let result = if !crate::conn::authzid_allowed(&authzid, &username) {
+                        attempt.failed(&conn.ctx);
                         AuthResult::BadCredentials
                     } else {
-                        login(conn, self.ip, &username, &password).await
+                        login(conn, &attempt, &password).await
                     };
                     session.auth_result(result);
                 }
@@ -165,7 +183,7 @@ impl Protocol for Imap {
     }
 
     fn deadline_passed(&mut self) {
-        tracing::info!("imap: ip={} too slow, closed", self.ip);
+        tracing::debug!(event = "deadline", proto = "imap", client = %self.ip);
         if let Some(session) = self.session() {
             session.deadline_passed();
         }
@@ -191,9 +209,9 @@ impl Protocol for Imap {
 }
 
 /// Checks the password and the per-user session limit.
-async fn login(conn: &mut Conn, ip: IpAddr, username: &str, password: &str) -> AuthResult {
+async fn login(conn: &mut Conn, attempt: &Login<'_>, password: &str) -> AuthResult {
     let ctx = conn.ctx.clone();
-    let user = match check_login(&ctx, "imap", ip, username, password).await {
+    let user = match check_login(&ctx, attempt, password).await {
         Ok(user) => user,
         Err(refused) => {
             return match refused.temporary() {
@@ -202,7 +220,12 @@ async fn login(conn: &mut Conn, ip: IpAddr, username: &str, password: &str) -> A
             };
         }
     };
-    match ctx.users.enter(&user, users::Protocol::Imap) {
+    let entered = ctx.users.enter(&user, users::Protocol::Imap);
+    match &entered {
+        Ok(_) => attempt.ok(&ctx, &user),
+        Err(_) => attempt.refused(&ctx, &user),
+    }
+    match entered {
         Ok(member) => {
             conn.member = Some(member);
             AuthResult::Success { user }

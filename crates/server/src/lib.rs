@@ -17,9 +17,11 @@ mod conn;
 pub mod delivery;
 mod dkim;
 mod driver;
+mod events;
 mod imap_conn;
 mod lock;
 mod log;
+mod metrics;
 pub mod outbound;
 mod pop3_conn;
 mod smtp_conn;
@@ -39,7 +41,7 @@ use tokio::net::TcpListener;
 pub use delivery::{Route, Router};
 pub use lock::DataDirLock;
 pub use throttle::ThrottleConfig;
-pub use tls::TlsSource;
+pub use tls::{Certificate, TlsSource};
 
 /// Which protocol a listener speaks, and whether TLS starts at connect.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -189,6 +191,11 @@ pub struct ServerConfig {
     pub direct: Option<Direct>,
     pub queue: queue::QueueConfig,
     pub store: store::StoreConfig,
+    /// Serve Prometheus metrics at `/metrics` and a health check at `/healthz` here.
+    pub metrics: Option<SocketAddr>,
+    /// Where mail to `postmaster@` a local domain goes when the domain has neither a user
+    /// nor an alias of that name (RFC 5321 4.5.1); `None`: the domain's first user.
+    pub postmaster: Option<String>,
 }
 
 impl ServerConfig {
@@ -245,6 +252,8 @@ impl ServerConfig {
             direct: None,
             queue: queue::QueueConfig::default(),
             store: store::StoreConfig::default(),
+            metrics: None,
+            postmaster: None,
         }
     }
 }
@@ -263,7 +272,8 @@ pub(crate) struct Ctx {
     pub(crate) queue: Arc<queue::Queue>,
     pub(crate) store: store::Store,
     pub(crate) directory: directory::Directory,
-    pub(crate) tls: tokio_rustls::TlsAcceptor,
+    /// What SIGHUP reloads: read it with [`Ctx::live`] where a setting is used.
+    live: std::sync::RwLock<Arc<Live>>,
     pub(crate) limits: Arc<conn::ConnectionLimits>,
     pub(crate) throttle: throttle::Throttle,
     /// Message bytes in memory, all connections together.
@@ -279,18 +289,117 @@ pub(crate) struct Ctx {
     /// DKIM signers made from the directory's keys, by (domain, selector).
     pub(crate) signers: dkim::Signers,
     pub(crate) wakeup: Arc<delivery::Wakeup>,
-    pub(crate) smtp: Arc<smtp::Config>,
-    pub(crate) submission: Arc<smtp::Config>,
-    pub(crate) lmtp: Arc<smtp::Config>,
-    pub(crate) pop3: Arc<pop3::Config>,
     pub(crate) maildrops: pop3_conn::Maildrops,
-    pub(crate) imap: Arc<imap::Config>,
     pub(crate) imap_headers: imap::HeaderCache,
     pub(crate) imap_views: imap::ViewCache,
     pub(crate) sessions: AtomicU64,
     /// Messages made durable in the queue (SMTP and LMTP) since start.
     pub(crate) accepted: AtomicU64,
     pub(crate) delivered: Arc<AtomicU64>,
+    /// The mail log and the metrics.
+    pub(crate) telemetry: Arc<events::Telemetry>,
+    /// What `/healthz` answers.
+    pub(crate) health: Arc<metrics::Health>,
+}
+
+impl Ctx {
+    /// The settings in force now (a connection takes them when it opens and keeps them).
+    pub(crate) fn live(&self) -> Arc<Live> {
+        self.live.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// The settings SIGHUP can change without a restart, and what is built from them: the TLS
+/// acceptor (certificate and key re-read on every reload) and the protocol sessions'
+/// configurations. Sessions already open keep what they started with.
+pub(crate) struct Live {
+    pub(crate) config: ServerConfig,
+    pub(crate) tls: tokio_rustls::TlsAcceptor,
+    pub(crate) certificate: tls::Certificate,
+    pub(crate) smtp: Arc<smtp::Config>,
+    pub(crate) submission: Arc<smtp::Config>,
+    pub(crate) lmtp: Arc<smtp::Config>,
+    pub(crate) pop3: Arc<pop3::Config>,
+    pub(crate) imap: Arc<imap::Config>,
+}
+
+impl Live {
+    fn build(config: ServerConfig, inflight: &Arc<limits::ByteBudget>) -> Result<Live> {
+        if config.inflight_bytes_max < config.message_bytes_max {
+            anyhow::bail!(
+                "inflight_bytes_max ({}) must be at least message_bytes_max ({}): a message \
+                 of the largest size could never be received",
+                config.inflight_bytes_max,
+                config.message_bytes_max
+            );
+        }
+        let (tls, certificate) = tls::load(&config.tls)?;
+        let smtp_config = |mode: smtp::Mode| {
+            Arc::new(smtp::Config {
+                hostname: config.hostname.clone(),
+                mode,
+                message_bytes_max: config.message_bytes_max,
+                recipients_max: config.recipients_max,
+                tls_available: true,
+                auth_without_tls: config.auth_without_tls,
+                require_auth: mode == smtp::Mode::Submission,
+                command_deadline: config.command_deadline,
+                transfer_deadline: config.transfer_deadline,
+                transfer_rate_min: config.transfer_rate_min,
+                transfer_deadline_max: config.transfer_deadline_max,
+                login_deadline: config.login_deadline,
+                inflight: Some(inflight.clone()),
+                ..smtp::Config::default()
+            })
+        };
+        Ok(Live {
+            tls,
+            certificate,
+            smtp: smtp_config(smtp::Mode::Mx),
+            submission: smtp_config(smtp::Mode::Submission),
+            lmtp: smtp_config(smtp::Mode::Lmtp),
+            pop3: Arc::new(pop3::Config {
+                hostname: config.hostname.clone(),
+                tls_available: true,
+                plaintext_auth: config.auth_without_tls,
+                login_deadline: config.login_deadline,
+                command_deadline: config.command_deadline,
+                ..pop3::Config::default()
+            }),
+            imap: Arc::new(imap::Config {
+                hostname: config.hostname.clone(),
+                plaintext_auth: config.auth_without_tls,
+                starttls: true,
+                literal_bytes_max: config.message_bytes_max,
+                command_bytes_max: config.message_bytes_max + (16 << 20),
+                login_deadline: config.login_deadline,
+                command_deadline: config.command_deadline,
+                transfer_rate_min: config.transfer_rate_min,
+                command_deadline_max: config.transfer_deadline_max,
+                idle_deadline: config.idle_deadline,
+                inflight: Some(inflight.clone()),
+                ..imap::Config::default()
+            }),
+            config,
+        })
+    }
+}
+
+/// Checks what `start` would refuse without starting anything: settings that contradict
+/// each other, and a configured certificate and key that do not load or do not match. (A
+/// self-signed pair is not generated here.)
+pub fn validate(config: &ServerConfig) -> Result<()> {
+    if config.inflight_bytes_max < config.message_bytes_max {
+        anyhow::bail!(
+            "inflight_bytes_max ({}) must be at least message_bytes_max ({})",
+            config.inflight_bytes_max,
+            config.message_bytes_max
+        );
+    }
+    if let TlsSource::Files { .. } = config.tls {
+        tls::acceptor(&config.tls)?;
+    }
+    Ok(())
 }
 
 /// Routes recipients with the directory cache: a user of a local domain is local.
@@ -320,11 +429,141 @@ impl Router for DirectoryRouter {
 /// A running server: its bound addresses, and how to stop it.
 pub struct Running {
     pub addresses: Vec<(Service, SocketAddr)>,
+    /// Where `/metrics` and `/healthz` are served, when configured.
+    pub metrics: Option<SocketAddr>,
+    ctx: Arc<Ctx>,
     shutdown: tokio::sync::watch::Sender<bool>,
     done: tokio::task::JoinHandle<Result<()>>,
 }
 
+/// What [`Running::reload`] did.
+#[derive(Debug)]
+pub struct Reloaded {
+    /// The certificate now served.
+    pub certificate: Certificate,
+    /// Settings now in force that differ from before (the certificate is re-read always).
+    pub changed: Vec<&'static str>,
+    /// Settings that differ in the new configuration but take effect only after a restart.
+    pub restart_needed: Vec<&'static str>,
+}
+
+/// The names of the fields whose values differ (compared through `Debug`, which every
+/// setting has and which shows everything a setting holds).
+macro_rules! differing {
+    ($a:expr, $b:expr, $($field:ident),* $(,)?) => {{
+        let mut names: Vec<&'static str> = Vec::new();
+        $(
+            if format!("{:?}", $a.$field) != format!("{:?}", $b.$field) {
+                names.push(stringify!($field));
+            }
+        )*
+        names
+    }};
+}
+
+/// The settings a reload applies: `into` takes them from `from`; everything else stays as
+/// it was when the server started.
+fn take_reloadable(from: &ServerConfig, into: &mut ServerConfig) {
+    into.tls = match &from.tls {
+        // The self-signed certificate names the host name in force, which a reload keeps.
+        TlsSource::SelfSigned { dir, .. } => TlsSource::SelfSigned {
+            dir: dir.clone(),
+            hostname: into.hostname.clone(),
+        },
+        files => files.clone(),
+    };
+    into.auth_without_tls = from.auth_without_tls;
+    into.connections_max = from.connections_max;
+    into.connections_per_ip_max = from.connections_per_ip_max;
+    into.message_bytes_max = from.message_bytes_max;
+    into.recipients_max = from.recipients_max;
+    into.throttle = from.throttle;
+    into.login_deadline = from.login_deadline;
+    into.command_deadline = from.command_deadline;
+    into.transfer_deadline = from.transfer_deadline;
+    into.transfer_rate_min = from.transfer_rate_min;
+    into.transfer_deadline_max = from.transfer_deadline_max;
+    into.idle_deadline = from.idle_deadline;
+    into.dmarc_enforce = from.dmarc_enforce;
+    into.local_sender_check = from.local_sender_check;
+    into.recipients_unknown_max = from.recipients_unknown_max;
+    into.tarpit_delay = from.tarpit_delay;
+}
+
 impl Running {
+    /// The certificate served now.
+    pub fn certificate(&self) -> Certificate {
+        self.ctx.live().certificate.clone()
+    }
+
+    /// Applies a new configuration without dropping a session: re-reads the certificate and
+    /// key, takes the new limits, deadlines and policies for new connections and logins,
+    /// and names the settings that need a restart. On error (a certificate that does not
+    /// load, limits that contradict each other) nothing changes.
+    pub fn reload(&self, new: &ServerConfig) -> Result<Reloaded> {
+        let ctx = &self.ctx;
+        let before = ctx.live();
+        let mut effective = ctx.config.clone();
+        take_reloadable(new, &mut effective);
+        let restart_needed = differing!(
+            effective,
+            new,
+            hostname,
+            data_dir,
+            listeners,
+            imap_sessions_per_user_max,
+            imap_header_cache_bytes_max,
+            imap_view_cache_bytes_max,
+            hash_concurrency_max,
+            hash_memory_bytes_max,
+            hash_queue_max,
+            inflight_bytes_max,
+            dns_servers,
+            sender_checks,
+            delivery_threads,
+            relay,
+            direct,
+            queue,
+            store,
+            metrics,
+            postmaster,
+        );
+        let live = Live::build(effective, &ctx.inflight)?;
+        let certificate = live.certificate.clone();
+        let changed = differing!(
+            before.config,
+            live.config,
+            tls,
+            auth_without_tls,
+            connections_max,
+            connections_per_ip_max,
+            message_bytes_max,
+            recipients_max,
+            throttle,
+            login_deadline,
+            command_deadline,
+            transfer_deadline,
+            transfer_rate_min,
+            transfer_deadline_max,
+            idle_deadline,
+            dmarc_enforce,
+            local_sender_check,
+            recipients_unknown_max,
+            tarpit_delay,
+        );
+        ctx.limits.set_max(
+            live.config.connections_max,
+            live.config.connections_per_ip_max,
+        );
+        ctx.throttle.set_config(live.config.throttle);
+        *ctx.live.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(live);
+        Ok(Reloaded {
+            certificate,
+            changed,
+            restart_needed,
+        })
+    }
+
     /// Stops accepting, ends sessions, stops delivery and closes the queue and the store.
     pub async fn stop(self) -> Result<()> {
         let _ = self.shutdown.send(true);
@@ -354,22 +593,19 @@ pub fn raise_file_limit() -> u64 {
 /// Opens the engines and the directory, binds every listener and starts serving. Returns once
 /// every listener is bound.
 pub async fn start(config: ServerConfig) -> Result<Running> {
-    if config.inflight_bytes_max < config.message_bytes_max {
-        anyhow::bail!(
-            "inflight_bytes_max ({}) must be at least message_bytes_max ({}): a message of the \
-             largest size could never be received",
-            config.inflight_bytes_max,
-            config.message_bytes_max
-        );
-    }
+    let inflight = limits::ByteBudget::new(config.inflight_bytes_max);
+    // Checks the settings and builds TLS before anything is opened or bound.
+    let live = Live::build(config.clone(), &inflight)?;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating {}", config.data_dir.display()))?;
     let data_lock = DataDirLock::acquire(&config.data_dir)?;
     let files = raise_file_limit();
     if (files as usize) < config.connections_max + 64 {
         tracing::warn!(
-            "open-file limit {files} is below connections_max {} (+64 for the engines)",
-            config.connections_max
+            event = "file_limit",
+            open_files_max = files,
+            connections_max = config.connections_max,
+            msg = "the open-file limit is below connections_max + 64 (for the engines)"
         );
     }
     let disk: Arc<dyn disk::Disk> = Arc::new(disk::RealDisk);
@@ -389,43 +625,24 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
             hash_concurrency_max: config.hash_concurrency_max,
             hash_memory_bytes_max: config.hash_memory_bytes_max,
             hash_queue_max: config.hash_queue_max,
+            postmaster: config.postmaster.clone(),
             ..directory::Options::default()
         },
     )
     .await
     .context("opening the directory")?;
     let refresher = directory.spawn_refresher(Duration::from_secs(2));
-    let tls = tls::acceptor(&config.tls)?;
     tracing::info!(
-        "queue: {} pending, {} deferred",
-        queue_report.pending,
-        queue_report.deferred
+        event = "queue_opened",
+        pending = queue_report.pending,
+        deferred = queue_report.deferred
     );
 
-    let inflight = limits::ByteBudget::new(config.inflight_bytes_max);
-    let smtp_config = |mode: smtp::Mode| {
-        Arc::new(smtp::Config {
-            hostname: config.hostname.clone(),
-            mode,
-            message_bytes_max: config.message_bytes_max,
-            recipients_max: config.recipients_max,
-            tls_available: true,
-            auth_without_tls: config.auth_without_tls,
-            require_auth: mode == smtp::Mode::Submission,
-            command_deadline: config.command_deadline,
-            transfer_deadline: config.transfer_deadline,
-            transfer_rate_min: config.transfer_rate_min,
-            transfer_deadline_max: config.transfer_deadline_max,
-            login_deadline: config.login_deadline,
-            inflight: Some(inflight.clone()),
-            ..smtp::Config::default()
-        })
-    };
     let ctx = Arc::new(Ctx {
         queue: queue.clone(),
         store: store.clone(),
         directory: directory.clone(),
-        tls,
+        live: std::sync::RwLock::new(Arc::new(live)),
         limits: conn::ConnectionLimits::new(config.connections_max, config.connections_per_ip_max),
         throttle: throttle::Throttle::new(config.throttle),
         inflight: inflight.clone(),
@@ -441,39 +658,18 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         },
         signers: dkim::Signers::default(),
         wakeup: Arc::new(delivery::Wakeup::default()),
-        smtp: smtp_config(smtp::Mode::Mx),
-        submission: smtp_config(smtp::Mode::Submission),
-        lmtp: smtp_config(smtp::Mode::Lmtp),
-        pop3: Arc::new(pop3::Config {
-            hostname: config.hostname.clone(),
-            tls_available: true,
-            plaintext_auth: config.auth_without_tls,
-            login_deadline: config.login_deadline,
-            command_deadline: config.command_deadline,
-            ..pop3::Config::default()
-        }),
         maildrops: pop3_conn::Maildrops::default(),
-        imap: Arc::new(imap::Config {
-            hostname: config.hostname.clone(),
-            plaintext_auth: config.auth_without_tls,
-            starttls: true,
-            literal_bytes_max: config.message_bytes_max,
-            command_bytes_max: config.message_bytes_max + (16 << 20),
-            login_deadline: config.login_deadline,
-            command_deadline: config.command_deadline,
-            transfer_rate_min: config.transfer_rate_min,
-            command_deadline_max: config.transfer_deadline_max,
-            idle_deadline: config.idle_deadline,
-            inflight: Some(inflight),
-            ..imap::Config::default()
-        }),
         imap_headers: imap::HeaderCache::new(config.imap_header_cache_bytes_max),
         imap_views: imap::ViewCache::new(config.imap_view_cache_bytes_max),
         sessions: AtomicU64::new(0),
         accepted: AtomicU64::new(0),
         delivered: Arc::new(AtomicU64::new(0)),
+        telemetry: events::Telemetry::new(),
+        health: Arc::new(metrics::Health::default()),
         config,
     });
+    ctx.telemetry
+        .register_engines(ctx.queue.clone(), ctx.store.clone());
 
     // IMAP sessions in IDLE wake on their user's changes, whoever made them.
     let users = ctx.users.clone();
@@ -510,6 +706,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
             delivered: ctx.delivered.clone(),
             outbound: outbound.clone(),
             mailboxes: ctx.mailboxes.clone(),
+            telemetry: ctx.telemetry.clone(),
         };
         workers.push(
             std::thread::Builder::new()
@@ -536,13 +733,27 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         )));
     }
 
+    let metrics = match ctx.config.metrics {
+        Some(address) => {
+            let (bound, task) =
+                metrics::start(address, ctx.telemetry.clone(), ctx.health.clone()).await?;
+            Some((bound, task))
+        }
+        None => None,
+    };
+    let metrics_address = metrics.as_ref().map(|(bound, _)| *bound);
+
     // Users deleted while no server ran, or whose removal a crash cut short.
     accounts::finish_deletions(&ctx).await;
     let admin_task = admin::start(ctx.clone()).context("starting the admin socket")?;
     let stats_task = tokio::spawn(write_stats(ctx.clone()));
+    // Every listener is bound and the engines are open.
+    ctx.health.ready();
+    let running_ctx = ctx.clone();
     let done = tokio::spawn(async move {
         let mut watch = watch;
         let _ = watch.wait_for(|stop| *stop).await;
+        ctx.health.stopping();
         for task in &accept_tasks {
             task.abort();
         }
@@ -556,6 +767,9 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         }
         refresher.abort();
         stats_task.abort();
+        if let Some((_, task)) = &metrics {
+            task.abort();
+        }
         stop.store(true, Ordering::Relaxed);
         ctx.wakeup.notify();
         tokio::task::spawn_blocking(move || {
@@ -572,6 +786,8 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
     });
     Ok(Running {
         addresses,
+        metrics: metrics_address,
+        ctx: running_ctx,
         shutdown,
         done,
     })
@@ -588,7 +804,7 @@ async fn accept_loop(
             Ok(accepted) => accepted,
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.
-                tracing::warn!("{}: accept: {e}", service.name());
+                tracing::warn!(event = "accept_error", proto = service.name(), error = %e);
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
@@ -603,6 +819,8 @@ async fn accept_loop(
                 Err(refused) => {
                     use tokio::io::AsyncWriteExt as _;
                     let line = service.refusal(refused, &ctx.config.hostname);
+                    ctx.telemetry
+                        .refused_connection(service.name(), peer, line.trim_end());
                     let _ = tokio::time::timeout(
                         Duration::from_secs(5),
                         stream.write_all(line.as_bytes()),
@@ -618,21 +836,24 @@ async fn accept_loop(
                 && let Some(level) = ctx.throttle.address_blocked(peer.ip())
             {
                 use tokio::io::AsyncWriteExt as _;
-                tracing::debug!(
-                    "{}: refused at connect: ip={} blocked ({} level)",
-                    service.name(),
-                    peer.ip(),
-                    level.name()
-                );
-                tokio::time::sleep(ctx.config.tarpit_delay).await;
                 let line = service.blocked(&ctx.config.hostname);
+                ctx.telemetry.refused_connection(
+                    service.name(),
+                    peer,
+                    &format!("{} ({} level)", line.trim_end(), level.name()),
+                );
+                tokio::time::sleep(ctx.live().config.tarpit_delay).await;
                 let _ =
                     tokio::time::timeout(Duration::from_secs(5), stream.write_all(line.as_bytes()))
                         .await;
                 return;
             }
+            let _open = ctx
+                .telemetry
+                .connection(service.name(), peer, service.implicit_tls());
             if service.implicit_tls() {
-                stream = match stream.upgrade(&ctx.tls, conn::TLS_HANDSHAKE_TIMEOUT).await {
+                let tls = ctx.live().tls.clone();
+                stream = match stream.upgrade(&tls, conn::TLS_HANDSHAKE_TIMEOUT).await {
                     Ok(tls) => tls,
                     Err(_) => return,
                 };
@@ -695,26 +916,87 @@ async fn write_stats(ctx: Arc<Ctx>) {
     }
 }
 
-/// Runs `start`, prints each listener's address, and serves until SIGTERM or SIGINT.
-pub async fn serve(config: ServerConfig) -> Result<()> {
+/// Runs `start`, prints each listener's address, and serves until SIGTERM or SIGINT. On
+/// SIGHUP it calls `reread` for the configuration (the caller re-reads its file and reopens
+/// its log) and applies it with [`Running::reload`]; a configuration that fails keeps the
+/// old one in force, and the log says why.
+pub async fn serve(
+    config: ServerConfig,
+    mut reread: impl FnMut() -> Result<ServerConfig>,
+) -> Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     // The handlers go in before the listeners are announced: a supervisor (or a test) may
     // send SIGTERM the moment it reads them, and an unhandled SIGTERM kills the process
     // without the orderly stop below.
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
+    let mut hangup = signal(SignalKind::hangup())?;
+    let data_dir = std::path::absolute(&config.data_dir).unwrap_or(config.data_dir.clone());
     let running = start(config).await?;
+    let certificate = running.certificate();
+    println!("data directory: {}", data_dir.display());
+    println!(
+        "certificate: {}{}",
+        std::path::absolute(&certificate.path)
+            .unwrap_or(certificate.path.clone())
+            .display(),
+        match (&certificate.self_signed_for, certificate.generated) {
+            (Some(host), true) => format!(" (self-signed for {host}, generated now)"),
+            (Some(host), false) => format!(" (self-signed for {host})"),
+            (None, _) => String::new(),
+        }
+    );
+    println!("certificate sha256: {}", certificate.sha256);
     for (service, address) in &running.addresses {
         println!("{} listening on {address}", service.name());
     }
+    if let Some(address) = running.metrics {
+        println!("metrics listening on {address}");
+    }
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+    tracing::info!(
+        event = "started",
+        data_dir = %data_dir.display(),
+        certificate = %certificate.path.display(),
+        sha256 = %certificate.sha256,
+        listeners = running.addresses.len()
+    );
+    loop {
+        tokio::select! {
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+            _ = hangup.recv() => {
+                match reread().and_then(|new| running.reload(&new)) {
+                    Ok(reloaded) => tracing::info!(
+                        event = "reload",
+                        result = "ok",
+                        changed = %names(&reloaded.changed),
+                        restart_needed = %names(&reloaded.restart_needed),
+                        certificate_sha256 = %reloaded.certificate.sha256
+                    ),
+                    Err(e) => tracing::warn!(
+                        event = "reload",
+                        result = "failed",
+                        error = %format!("{e:#}"),
+                        kept = "the configuration in force"
+                    ),
+                }
+            }
+        }
     }
     println!("stopping");
+    tracing::info!(event = "stopping");
     running.stop().await?;
     println!("stopped");
     Ok(())
+}
+
+/// A list of setting names for the log: comma-separated, `-` when empty.
+fn names(list: &[&str]) -> String {
+    if list.is_empty() {
+        "-".to_string()
+    } else {
+        list.join(",")
+    }
 }

@@ -14,9 +14,6 @@ pub(crate) fn shown(text: &str) -> String {
     if text.chars().nth(SHOWN_CHARS_MAX).is_some() {
         out.push('…');
     }
-    if out.is_empty() {
-        out.push_str("\"\"");
-    }
     out
 }
 
@@ -27,7 +24,7 @@ mod tests {
     #[test]
     fn one_line_and_short() {
         assert_eq!(shown("a\r\nb"), "a??b");
-        assert_eq!(shown(""), "\"\"");
+        assert_eq!(shown(""), "");
         let long = "x".repeat(500);
         assert_eq!(shown(&long).chars().count(), SHOWN_CHARS_MAX + 1);
     }

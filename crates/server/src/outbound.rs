@@ -30,6 +30,17 @@ pub enum RelayTls {
     Verify,
 }
 
+impl RelayTls {
+    /// The `[server] relay_tls` value.
+    pub fn name(self) -> &'static str {
+        match self {
+            RelayTls::None => "none",
+            RelayTls::May => "may",
+            RelayTls::Verify => "verify",
+        }
+    }
+}
+
 /// Where remote mail goes.
 #[derive(Clone, Debug)]
 pub struct Relay {
@@ -40,6 +51,16 @@ pub struct Relay {
     /// The address to connect to when it is already known (an MX host resolved through our
     /// own resolver); `None`: resolve `host` with the system's resolver.
     pub address: Option<std::net::IpAddr>,
+}
+
+impl Relay {
+    /// How the mail log names it, as Postfix does: `host[address]:port`, or `host:port`.
+    pub(crate) fn name(&self) -> String {
+        match self.address {
+            Some(ip) => format!("{}[{ip}]:{}", self.host, self.port),
+            None => format!("{}:{}", self.host, self.port),
+        }
+    }
 }
 
 /// One recipient's result.
@@ -404,32 +425,40 @@ pub(crate) async fn send_mx(
     sender: &str,
     recipients: &[String],
     content: &[u8],
-) -> Vec<Sent> {
+) -> (String, Vec<Sent>) {
     let hosts = match exchangers(&mx.resolver, domain).await {
         Exchangers::Hosts(hosts) => hosts,
         Exchangers::NullMx => {
-            return vec![
-                Sent::Permanent(format!("556 5.1.10 {domain} accepts no mail (null MX)"));
-                recipients.len()
-            ];
+            return (
+                "none".into(),
+                vec![
+                    Sent::Permanent(format!("556 5.1.10 {domain} accepts no mail (null MX)"));
+                    recipients.len()
+                ],
+            );
         }
         Exchangers::NoSuchDomain => {
-            return vec![
-                Sent::Permanent(format!(
-                    "550 5.1.2 {domain}: no such domain or no address"
-                ));
-                recipients.len()
-            ];
+            return (
+                "none".into(),
+                vec![
+                    Sent::Permanent(format!("550 5.1.2 {domain}: no such domain or no address"));
+                    recipients.len()
+                ],
+            );
         }
         Exchangers::Unavailable(why) => {
-            return vec![
-                Sent::Temporary(format!("451 4.4.3 DNS for {domain}: {why}"));
-                recipients.len()
-            ];
+            return (
+                "none".into(),
+                vec![
+                    Sent::Temporary(format!("451 4.4.3 DNS for {domain}: {why}"));
+                    recipients.len()
+                ],
+            );
         }
     };
     let mut last =
         vec![Sent::Temporary("451 4.4.1 no exchanger answered".into()); recipients.len()];
+    let mut tried = "none".to_string();
     for (host, addresses) in hosts {
         for address in addresses {
             let relay = Relay {
@@ -438,13 +467,14 @@ pub(crate) async fn send_mx(
                 tls: RelayTls::May,
                 address: Some(address),
             };
+            tried = relay.name();
             last = send(&relay, clients, hostname, sender, recipients, content).await;
             if !last.iter().all(|s| matches!(s, Sent::Temporary(_))) {
-                return last;
+                return (tried, last);
             }
         }
     }
-    last
+    (tried, last)
 }
 
 /// Accepts any certificate but still checks that the relay holds its key (the handshake

@@ -11,7 +11,7 @@ use std::time::Duration;
 use limits::Deadlines;
 use pop3::{AuthResult, Event, Maildrop};
 
-use crate::conn::check_login;
+use crate::conn::{Login, check_login};
 use crate::driver::{Conn, Protocol, Step};
 use crate::{Ctx, users};
 
@@ -57,7 +57,7 @@ pub(crate) struct Pop3 {
 impl Pop3 {
     pub(crate) fn new(ctx: &Ctx, peer: SocketAddr, tls: bool) -> Pop3 {
         Pop3 {
-            session: pop3::Session::new(ctx.pop3.clone(), tls),
+            session: pop3::Session::new(ctx.live().pop3.clone(), tls),
             ip: peer.ip(),
             lock: None,
         }
@@ -76,6 +76,7 @@ impl Protocol for Pop3 {
                     self.session.tls_started();
                 }
                 Event::Auth {
+                    mechanism,
                     username,
                     password,
                     authzid,
@@ -83,11 +84,18 @@ impl Protocol for Pop3 {
                     if conn.flush().await.is_err() {
                         return Step::Close;
                     }
+                    let attempt = Login {
+                        proto: "pop3",
+                        mechanism,
+                        username: &username,
+                        ip: self.ip,
+                    };
                     if !crate::conn::authzid_allowed(&authzid, &username) {
+                        attempt.failed(&conn.ctx);
                         self.session.auth_result(AuthResult::BadCredentials);
                         continue;
                     }
-                    let result = self.login(conn, &username, &password).await;
+                    let result = self.login(conn, &attempt, &password).await;
                     self.session.auth_result(result);
                 }
                 Event::Retrieve { uid, .. } => {
@@ -128,7 +136,7 @@ impl Protocol for Pop3 {
         if self.session.wants_input() {
             Step::Read
         } else {
-            tracing::warn!("pop3 session: no progress possible, closing");
+            tracing::warn!(event = "session_stuck", proto = "pop3", client = %self.ip);
             Step::Close
         }
     }
@@ -150,7 +158,7 @@ impl Protocol for Pop3 {
     }
 
     fn deadline_passed(&mut self) {
-        tracing::info!("pop3: ip={} too slow, closed", self.ip);
+        tracing::debug!(event = "deadline", proto = "pop3", client = %self.ip);
         self.session.deadline_passed();
     }
 
@@ -165,9 +173,9 @@ impl Protocol for Pop3 {
 
 impl Pop3 {
     /// Checks the password, takes the maildrop lock and opens INBOX from the index.
-    async fn login(&mut self, conn: &mut Conn, username: &str, password: &str) -> AuthResult {
+    async fn login(&mut self, conn: &mut Conn, attempt: &Login<'_>, password: &str) -> AuthResult {
         let ctx = conn.ctx.clone();
-        let user = match check_login(&ctx, "pop3", self.ip, username, password).await {
+        let user = match check_login(&ctx, attempt, password).await {
             Ok(user) => user,
             Err(refused) => {
                 return match refused.temporary() {
@@ -177,9 +185,11 @@ impl Pop3 {
             }
         };
         let Ok(member) = ctx.users.enter(&user, users::Protocol::Pop3) else {
+            attempt.refused(&ctx, &user);
             return AuthResult::Temporary("account unavailable".into());
         };
         let Some(held) = ctx.maildrops.lock(&user) else {
+            attempt.refused(&ctx, &user);
             return AuthResult::InUse;
         };
         let store = ctx.store.clone();
@@ -196,9 +206,16 @@ impl Pop3 {
                 uidvalidity: 0,
                 messages: Vec::new(),
             },
-            Ok(Err(e)) => return AuthResult::Temporary(e.to_string()),
-            Err(e) => return AuthResult::Temporary(e.to_string()),
+            Ok(Err(e)) => {
+                attempt.refused(&ctx, &user);
+                return AuthResult::Temporary(e.to_string());
+            }
+            Err(e) => {
+                attempt.refused(&ctx, &user);
+                return AuthResult::Temporary(e.to_string());
+            }
         };
+        attempt.ok(&ctx, &user);
         conn.member = Some(member);
         self.lock = Some((user, held));
         AuthResult::Success { maildrop }

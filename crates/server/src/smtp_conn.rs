@@ -9,8 +9,9 @@ use std::time::Duration;
 use limits::Deadlines;
 use smtp::{AuthResult, Event, Reply, Verdict};
 
-use crate::conn::{LoginRefused, check_login};
+use crate::conn::{Login, LoginRefused, check_login};
 use crate::driver::{Conn, Protocol, Step};
+use crate::events::{Accepted, SenderChecks};
 use crate::log::shown;
 use crate::{Ctx, Service, delivery, users};
 
@@ -39,26 +40,8 @@ pub(crate) struct Smtp {
 }
 
 impl Smtp {
-    pub(crate) fn new(ctx: &Ctx, service: Service, peer: SocketAddr, tls: bool) -> Smtp {
-        let config = match service {
-            Service::Lmtp => ctx.lmtp.clone(),
-            Service::Submission | Service::Submissions => ctx.submission.clone(),
-            _ => ctx.smtp.clone(),
-        };
-        Smtp {
-            session: smtp::Session::new(config, smtp::Peer { ip: peer.ip(), tls }),
-            service,
-            ip: peer.ip(),
-            session_id: ctx.sessions.fetch_add(1, Ordering::Relaxed),
-            authenticated: None,
-            transaction: Transaction::default(),
-            unknown_recipients: 0,
-        }
-    }
-}
-
-impl Protocol for Smtp {
-    async fn step(&mut self, conn: &mut Conn) -> Step {
+    /// Runs the session until it needs input, answering its decisions.
+    async fn answer(&mut self, conn: &mut Conn) -> Step {
         while let Some(event) = self.session.poll() {
             match event {
                 Event::Reply(bytes) => conn.out.extend_from_slice(&bytes),
@@ -70,19 +53,30 @@ impl Protocol for Smtp {
                     self.transaction = Transaction::default();
                 }
                 Event::Auth {
+                    mechanism,
                     username,
                     password,
                     authzid,
-                    ..
                 } => {
                     // The client waits for this answer anyway; send what is pending first.
                     if conn.flush().await.is_err() {
                         return Step::Close;
                     }
+                    let attempt = Login {
+                        proto: self.service.name(),
+                        mechanism: if mechanism.eq_ignore_ascii_case("LOGIN") {
+                            "LOGIN"
+                        } else {
+                            "PLAIN"
+                        },
+                        username: &username,
+                        ip: self.ip,
+                    };
                     let result = if !crate::conn::authzid_allowed(&authzid, &username) {
+                        attempt.failed(&conn.ctx);
                         AuthResult::Failed
                     } else {
-                        self.authenticate(conn, &username, &password).await
+                        self.authenticate(conn, &attempt, &password).await
                     };
                     self.session.auth_result(result);
                 }
@@ -117,11 +111,43 @@ impl Protocol for Smtp {
             // Nothing to read and nothing to answer: the session is stuck, which it never
             // should be; end the connection instead of spinning.
             tracing::warn!(
-                "smtp session {}: no progress possible, closing",
-                self.session_id
+                event = "session_stuck",
+                proto = self.service.name(),
+                client = %self.ip
             );
             Step::Close
         }
+    }
+
+    pub(crate) fn new(ctx: &Ctx, service: Service, peer: SocketAddr, tls: bool) -> Smtp {
+        let live = ctx.live();
+        let config = match service {
+            Service::Lmtp => live.lmtp.clone(),
+            Service::Submission | Service::Submissions => live.submission.clone(),
+            _ => live.smtp.clone(),
+        };
+        Smtp {
+            session: smtp::Session::new(config, smtp::Peer { ip: peer.ip(), tls }),
+            service,
+            ip: peer.ip(),
+            session_id: ctx.sessions.fetch_add(1, Ordering::Relaxed),
+            authenticated: None,
+            transaction: Transaction::default(),
+            unknown_recipients: 0,
+        }
+    }
+}
+
+impl Protocol for Smtp {
+    async fn step(&mut self, conn: &mut Conn) -> Step {
+        let step = self.answer(conn).await;
+        // One `rejected` line per failure reply, whichever step produced it.
+        for refusal in self.session.take_refusals() {
+            conn.ctx
+                .telemetry
+                .rejected(self.service.name(), &refusal, self.ip);
+        }
+        step
     }
 
     fn feed(&mut self, bytes: &[u8]) {
@@ -141,11 +167,10 @@ impl Protocol for Smtp {
     }
 
     fn deadline_passed(&mut self) {
-        tracing::info!(
-            "{}: session {} ip={} too slow, closed",
-            self.service.name(),
-            self.session_id,
-            self.ip
+        tracing::debug!(
+            event = "deadline",
+            proto = self.service.name(),
+            client = %self.ip
         );
         self.session.deadline_passed();
     }
@@ -163,18 +188,22 @@ impl Smtp {
     async fn authenticate(
         &mut self,
         conn: &mut Conn,
-        username: &str,
+        attempt: &Login<'_>,
         password: &str,
     ) -> AuthResult {
         let ctx = conn.ctx.clone();
-        match check_login(&ctx, self.service.name(), self.ip, username, password).await {
+        match check_login(&ctx, attempt, password).await {
             Ok(user) => match ctx.users.enter(&user, users::Protocol::Submission) {
                 Ok(member) => {
+                    attempt.ok(&ctx, &user);
                     conn.member = Some(member);
                     self.authenticated = Some(user.clone());
                     AuthResult::Success { user }
                 }
-                Err(_) => AuthResult::TemporaryFailure,
+                Err(_) => {
+                    attempt.refused(&ctx, &user);
+                    AuthResult::TemporaryFailure
+                }
             },
             Err(LoginRefused::BadCredentials) => AuthResult::Failed,
             Err(LoginRefused::Throttled | LoginRefused::Unavailable) => {
@@ -220,16 +249,10 @@ impl Smtp {
     /// that keeps naming unknown recipients is slowed down, then disconnected (the tarpit).
     async fn recipient(&mut self, ctx: &Ctx, to: &str) -> Verdict {
         let tarpit = self.service != Service::Lmtp;
-        let unknown_max = ctx.config.recipients_unknown_max;
+        let live = ctx.live();
+        let unknown_max = live.config.recipients_unknown_max;
         if tarpit && self.unknown_recipients >= unknown_max {
             if self.unknown_recipients >= unknown_max.saturating_mul(2) {
-                tracing::info!(
-                    "{}: session {} ip={} closed: {} unknown recipients",
-                    self.service.name(),
-                    self.session_id,
-                    self.ip,
-                    self.unknown_recipients
-                );
                 // RFC 5321 3.8: 421 closes the session.
                 return Verdict::Reject(Reply::new(
                     421,
@@ -240,7 +263,7 @@ impl Smtp {
                     ),
                 ));
             }
-            tokio::time::sleep(ctx.config.tarpit_delay).await;
+            tokio::time::sleep(live.config.tarpit_delay).await;
         }
         let cache = ctx.directory.cache();
         let targets = match cache.resolve(to) {
@@ -248,11 +271,11 @@ impl Smtp {
                 self.unknown_recipients += 1;
                 if tarpit && self.unknown_recipients == unknown_max {
                     tracing::info!(
-                        "{}: session {} ip={} tarpitted after {} unknown recipients",
-                        self.service.name(),
-                        self.session_id,
-                        self.ip,
-                        unknown_max
+                        event = "tarpit",
+                        proto = self.service.name(),
+                        client = %self.ip,
+                        unknown_recipients = unknown_max,
+                        delay_ms = live.config.tarpit_delay.as_millis() as u64
                     );
                 }
                 return Verdict::Reject(Reply::new(
@@ -264,12 +287,6 @@ impl Smtp {
             directory::Resolution::NotLocal => {
                 if self.service == Service::Lmtp || self.authenticated.is_none() {
                     // RFC 5321 3.6.2, RFC 7372 (5.7.1: relaying denied)
-                    tracing::info!(
-                        "{}: relay refused: to={} ip={}",
-                        self.service.name(),
-                        shown(to),
-                        self.ip
-                    );
                     return Verdict::Reject(Reply::new(554, (5, 7, 1), "relay access denied"));
                 }
                 vec![to.to_string()]
@@ -308,7 +325,8 @@ impl Smtp {
         envelope: &smtp::Envelope,
         verdict: &sender_auth::Verdict,
     ) -> Option<Reply> {
-        let config = &ctx.config;
+        let live = ctx.live();
+        let config = &live.config;
         if config.dmarc_enforce && verdict.dmarc_rejects() {
             let domain = verdict
                 .from_domain
@@ -415,7 +433,8 @@ impl Smtp {
             &id,
             &crate::bounce::rfc5322_date(now),
         );
-        let mut verdicts = String::new();
+        let data_end = std::time::Instant::now();
+        let mut checks = None;
         match self.service {
             Service::Smtp => {
                 if let Some(checker) = &ctx.checker {
@@ -436,25 +455,32 @@ impl Smtp {
                             message: &message,
                         })
                         .await;
-                    verdicts = format!(
-                        " spf={} dkim={} dmarc={}",
-                        verdict.spf.name(),
-                        verdict
-                            .dkim
-                            .iter()
-                            .map(|d| d.result.name())
-                            .collect::<Vec<_>>()
-                            .join(","),
-                        verdict.dmarc.name()
-                    );
+                    let dkim: Vec<&str> = verdict.dkim.iter().map(|d| d.result.name()).collect();
+                    checks = Some(SenderChecks {
+                        spf: verdict.spf.name(),
+                        dkim: if dkim.is_empty() {
+                            "none".to_string()
+                        } else {
+                            dkim.join(",")
+                        },
+                        dmarc: verdict.dmarc.name(),
+                    });
                     if let Some(refusal) = self.sender_policy(ctx, envelope, &verdict) {
-                        tracing::info!(
-                            "smtp: refused from=<{}> ip={} helo={}{verdicts}: {}",
-                            shown(&envelope.from),
-                            self.ip,
-                            shown(&envelope.helo),
-                            refusal.text
-                        );
+                        // The refusal itself is logged as `rejected` (stage data) with the
+                        // reply; this line adds what the checks found.
+                        if let Some(c) = &checks {
+                            tracing::info!(
+                                event = "sender_checks",
+                                proto = self.service.name(),
+                                from = %format!("<{}>", shown(&envelope.from)),
+                                client = %self.ip,
+                                helo = %shown(&envelope.helo),
+                                spf = c.spf,
+                                dkim = %c.dkim,
+                                dmarc = c.dmarc,
+                                result = "refused"
+                            );
+                        }
                         self.transaction.incoming = None;
                         return vec![Verdict::Reject(refusal); replies];
                     }
@@ -469,7 +495,11 @@ impl Smtp {
                 {
                     match signer.sign(&message) {
                         Ok(signature) => prepend.push_str(&signature),
-                        Err(e) => tracing::warn!("dkim: signing for {domain}: {e}"),
+                        Err(e) => tracing::warn!(
+                            event = "dkim_error",
+                            domain = %shown(&domain),
+                            error = %e
+                        ),
                     }
                 }
             }
@@ -509,21 +539,23 @@ impl Smtp {
         let verdict = match rx.await {
             Ok(Ok(queue_id)) => {
                 ctx.accepted.fetch_add(1, Ordering::Relaxed);
-                tracing::info!(
-                    "{}: accepted queue_id={queue_id} id={id} from=<{}> to={} size={size} ip={}{}{verdicts}",
-                    self.service.name(),
-                    shown(&envelope.from),
-                    recipients.len(),
-                    self.ip,
-                    self.authenticated
-                        .as_deref()
-                        .map(|u| format!(" user={u}"))
-                        .unwrap_or_default()
+                ctx.telemetry.accepted(
+                    &Accepted {
+                        proto: self.service.name(),
+                        queue_id,
+                        from: &envelope.from,
+                        to: &recipients,
+                        size,
+                        client: self.ip,
+                        user: self.authenticated.as_deref(),
+                        checks,
+                    },
+                    data_end.elapsed(),
                 );
                 Verdict::Accept
             }
             Ok(Err(e)) => {
-                tracing::error!("queue: {e}");
+                tracing::error!(event = "queue_error", error = %e);
                 Verdict::Reject(Reply::new(451, (4, 3, 0), "queue error, try again later"))
             }
             Err(_) => Verdict::Reject(Reply::new(451, (4, 3, 0), "queue closed, try again later")),

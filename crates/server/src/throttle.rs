@@ -39,7 +39,7 @@ const TURNS_SWEEP_AT: usize = 8192;
 const USER_KEY_BYTES_MAX: usize = 254;
 
 /// The limits; see the module documentation.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ThrottleConfig {
     /// Failures of one user name from one address (default 5).
     pub user_failures_max: u32,
@@ -130,7 +130,8 @@ impl Counter {
 }
 
 struct Inner {
-    config: ThrottleConfig,
+    /// Replaced on reload (SIGHUP); counters carry over.
+    config: std::sync::RwLock<ThrottleConfig>,
     counters: Mutex<HashMap<Key, Counter>>,
     /// One lock per (address, user) with an attempt in flight or waiting: exact keys, never
     /// shared, so a guesser's attempts waiting for a busy verifier hold up nobody else.
@@ -193,10 +194,19 @@ pub(crate) struct Blocked {
 impl Throttle {
     pub(crate) fn new(config: ThrottleConfig) -> Throttle {
         Throttle(Arc::new(Inner {
-            config,
+            config: std::sync::RwLock::new(config),
             counters: Mutex::new(HashMap::new()),
             turns: Mutex::new(HashMap::new()),
         }))
+    }
+
+    fn config(&self) -> ThrottleConfig {
+        *self.0.config.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// New limits for the next attempts (a reload).
+    pub(crate) fn set_config(&self, config: ThrottleConfig) {
+        *self.0.config.write().unwrap_or_else(|p| p.into_inner()) = config;
     }
 
     fn counters(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Counter>> {
@@ -204,7 +214,7 @@ impl Throttle {
     }
 
     fn limit(&self, key: &Key) -> u32 {
-        let config = &self.0.config;
+        let config = self.config();
         match key {
             Key::User(..) => config.user_failures_max,
             Key::Address(_) => config.address_failures_max,
@@ -235,7 +245,7 @@ impl Throttle {
     }
 
     fn counted(&self, keys: [Key; 3], turn: tokio::sync::OwnedMutexGuard<()>) -> Gate {
-        let config = self.0.config;
+        let config = self.config();
         let now = Instant::now();
         let mut counters = self.counters();
         let mut scaled = 0u64;
@@ -324,7 +334,7 @@ impl Throttle {
     /// such a client is refused at connect, before anything else is spent on it.
     pub(crate) fn address_blocked(&self, ip: IpAddr) -> Option<Level> {
         let now = Instant::now();
-        let window = self.0.config.window;
+        let window = self.config().window;
         let counters = self.counters();
         [
             (Key::Address(ip), Level::Address),
@@ -342,7 +352,7 @@ impl Throttle {
     /// Every counter at its limit, sorted.
     pub(crate) fn blocked(&self) -> Vec<Blocked> {
         let now = Instant::now();
-        let window = self.0.config.window;
+        let window = self.config().window;
         let counters = self.counters();
         let mut blocked: Vec<Blocked> = counters
             .iter()

@@ -106,4 +106,4 @@ pub use config::{Config, Mode, Peer};
 pub use event::{Envelope, Event};
 pub use received::received_header;
 pub use reply::{AuthResult, Reply, Verdict};
-pub use session::Session;
+pub use session::{Refusal, Session, Stage};

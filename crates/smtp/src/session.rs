@@ -46,6 +46,61 @@ pub struct Session {
     lines: u64,
     /// Message transfers started: the step of the transfer deadline.
     pub(crate) transfers: u64,
+    /// The step of the protocol the session is in, for `refusals`.
+    pub(crate) stage: Stage,
+    /// The envelope as the command being answered left it, for `refusals`: the sender, and
+    /// RCPT's recipient (or, for the data, every accepted recipient).
+    pub(crate) refused_from: Option<String>,
+    pub(crate) refused_to: Option<String>,
+    /// Failure replies sent and not yet taken by the shell (at most `REFUSALS_KEPT`).
+    refusals: VecDeque<Refusal>,
+}
+
+/// Failure replies kept for a shell that does not take them.
+const REFUSALS_KEPT: usize = 64;
+
+/// The step of the protocol a reply answered, for the shell's mail log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Before any command: the greeting, or the connection itself.
+    Connect,
+    /// EHLO, HELO, LHLO.
+    Helo,
+    Starttls,
+    Auth,
+    Mail,
+    Rcpt,
+    /// DATA or BDAT, and the end of the message.
+    Data,
+    /// Anything else: RSET, NOOP, VRFY, an unknown command, a line that broke a rule.
+    Command,
+}
+
+impl Stage {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Connect => "connect",
+            Stage::Helo => "helo",
+            Stage::Starttls => "starttls",
+            Stage::Auth => "auth",
+            Stage::Mail => "mail",
+            Stage::Rcpt => "rcpt",
+            Stage::Data => "data",
+            Stage::Command => "command",
+        }
+    }
+}
+
+/// A 4xx or 5xx reply the session sent, the step it answered, and the envelope so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub stage: Stage,
+    pub reply: Reply,
+    /// The sender: MAIL's address, or the open transaction's.
+    pub from: Option<String>,
+    /// The recipient a refused RCPT named; for a refused message, its accepted recipients
+    /// (comma-separated).
+    pub to: Option<String>,
 }
 
 /// What the session is doing with the next input.
@@ -126,6 +181,10 @@ impl Session {
             commands_without_progress: 0,
             lines: 0,
             transfers: 0,
+            stage: Stage::Connect,
+            refused_from: None,
+            refused_to: None,
+            refusals: VecDeque::new(),
         };
         let protocol = match session.config.mode {
             Mode::Lmtp => "LMTP",
@@ -324,6 +383,13 @@ impl Session {
         self.advance();
     }
 
+    /// The failure replies (4xx, 5xx) sent since the last call, with the step each answered:
+    /// what the shell logs as rejections. Only the last 64 are kept for a shell that never
+    /// asks.
+    pub fn take_refusals(&mut self) -> Vec<Refusal> {
+        self.refusals.drain(..).collect()
+    }
+
     /// Bytes received and not processed yet (for tests and metrics).
     pub fn buffered_len(&self) -> usize {
         self.input.len()
@@ -438,12 +504,14 @@ impl Session {
                 "Authentication Exchange line is too long",
             ));
         } else if self.begin_command() {
+            self.stage = Stage::Command;
             // RFC 5321 4.5.3.1.4 and 4.5.3.1.9: "500 Line too long".
             self.error(Reply::new(500, (5, 5, 6), "Line too long"));
         }
     }
 
     fn line_fault(&mut self, fault: LineFault) {
+        self.stage = Stage::Command;
         let text = match fault {
             // RFC 5321 2.3.8; Postfix refuses these too.
             LineFault::BareNewline => "Bare CR or LF in command (RFC 5321 2.3.8)",
@@ -480,6 +548,17 @@ impl Session {
             return;
         }
         self.output.push_back(Event::Reply(reply.to_bytes()));
+        if reply.is_failure() {
+            if self.refusals.len() == REFUSALS_KEPT {
+                self.refusals.pop_front();
+            }
+            self.refusals.push_back(Refusal {
+                stage: self.stage,
+                reply,
+                from: self.refused_from.clone(),
+                to: self.refused_to.clone(),
+            });
+        }
     }
 
     /// A reply to a protocol error; the `errors_max`th is followed by 421 and Close.

@@ -29,7 +29,7 @@ pub(crate) fn login(s: &mut Session, tag: &str, username: &[u8], password: &[u8]
         s.tagged(tag, "NO [AUTHENTICATIONFAILED] Authentication failed");
         return;
     };
-    ask(s, tag, username, password, "");
+    ask(s, tag, "LOGIN", username, password, "");
 }
 
 pub(crate) fn authenticate(
@@ -90,7 +90,7 @@ fn plain(s: &mut Session, tag: &str, response: &[u8]) {
         })
         .flatten();
     match decoded {
-        Some((authzid, authcid, password)) => ask(s, tag, authcid, password, authzid),
+        Some((authzid, authcid, password)) => ask(s, tag, "PLAIN", authcid, password, authzid),
         None => {
             s.tagged(tag, "BAD Malformed PLAIN response");
             s.error();
@@ -98,7 +98,14 @@ fn plain(s: &mut Session, tag: &str, response: &[u8]) {
     }
 }
 
-fn ask(s: &mut Session, tag: &str, username: &str, password: &str, authzid: &str) {
+fn ask(
+    s: &mut Session,
+    tag: &str,
+    mechanism: &'static str,
+    username: &str,
+    password: &str,
+    authzid: &str,
+) {
     s.waiting = Some(Waiting::Auth {
         tag: tag.to_string(),
     });
@@ -107,6 +114,7 @@ fn ask(s: &mut Session, tag: &str, username: &str, password: &str, authzid: &str
         s.events.push_back(Event::Write(out));
     }
     s.events.push_back(Event::Auth {
+        mechanism,
         username: username.to_string(),
         password: password.to_string(),
         authzid: authzid.to_string(),

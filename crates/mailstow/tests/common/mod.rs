@@ -84,12 +84,32 @@ impl Drop for FakeDns {
 pub(crate) struct Server {
     pub(crate) child: Child,
     pub(crate) addresses: HashMap<String, SocketAddr>,
+    /// Where `/metrics` and `/healthz` are served, when asked for.
+    pub(crate) metrics: Option<SocketAddr>,
+    /// Everything the server printed on stdout before its listeners were up (data directory,
+    /// certificate, listeners).
+    pub(crate) banner: Vec<String>,
     /// The server's last stdout and stderr lines, for the message of a failed stop.
     output: Arc<Mutex<VecDeque<String>>>,
     /// The name server it asks, when the test did not name one: an empty zone, so SPF, DKIM
     /// and DMARC checks of MX mail get quick answers (none) instead of waiting for a name
     /// server this machine cannot reach.
     _dns: Option<FakeDns>,
+    /// The file given with `--config` (the test's own, or a copy naming the private name
+    /// server).
+    config_file: Option<PathBuf>,
+}
+
+/// `text` with `dns_servers` naming `name_server`, first in its `[server]` table.
+fn with_name_server(text: &str, name_server: SocketAddr) -> String {
+    let line = format!("dns_servers = [\"{name_server}\"]\n");
+    match text.find("[server]\n") {
+        Some(at) => {
+            let at = at + "[server]\n".len();
+            format!("{}{line}{}", &text[..at], &text[at..])
+        }
+        None => format!("[server]\n{line}{text}"),
+    }
 }
 
 /// Keeps `line` among the last [`OUTPUT_LINES_MAX`].
@@ -111,6 +131,18 @@ impl Server {
     /// [`Server::start`] with a configuration file. Unless it sets `dns_servers`, the server
     /// gets a private empty-zone name server (see `Server::_dns`).
     pub(crate) fn start_with(data_dir: &Path, config: Option<&Path>) -> Server {
+        Server::start_opts(data_dir, config, Some("warn"), &[])
+    }
+
+    /// [`Server::start_with`], with `RUST_LOG` set to `rust_log` (or left unset, so the
+    /// config file's `[log] level` rules) and more arguments for `serve`. With `--metrics` in
+    /// `args` (or `metrics` in the file) it also waits for the metrics listener.
+    pub(crate) fn start_opts(
+        data_dir: &Path,
+        config: Option<&Path>,
+        rust_log: Option<&str>,
+        args: &[&str],
+    ) -> Server {
         let text = config
             .map(|c| std::fs::read_to_string(c).expect("config file"))
             .unwrap_or_default();
@@ -119,16 +151,8 @@ impl Server {
             config.map(Path::to_path_buf)
         } else {
             let fake = FakeDns::start(&[]);
-            let line = format!("dns_servers = [\"{}\"]\n", fake.address);
-            let text = match text.find("[server]\n") {
-                Some(at) => {
-                    let at = at + "[server]\n".len();
-                    format!("{}{line}{}", &text[..at], &text[at..])
-                }
-                None => format!("[server]\n{line}{text}"),
-            };
             let path = data_dir.with_extension("server.toml");
-            std::fs::write(&path, text).expect("config file");
+            std::fs::write(&path, with_name_server(&text, fake.address)).expect("config file");
             dns = Some(fake);
             Some(path)
         };
@@ -145,7 +169,9 @@ impl Server {
                     .iter()
                     .flat_map(|s| [format!("--{s}"), "127.0.0.1:0".to_string()]),
             )
-            .env("RUST_LOG", "warn")
+            .args(args)
+            .env_remove("RUST_LOG")
+            .envs(rust_log.map(|level| ("RUST_LOG", level)))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -171,15 +197,26 @@ impl Server {
                 remember(&kept, line);
             }
         });
+        let wants_metrics = args.contains(&"--metrics")
+            || text.lines().any(|l| l.trim_start().starts_with("metrics"));
         let mut addresses = HashMap::new();
+        let mut metrics = None;
+        let mut banner = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(60);
-        while addresses.len() < SERVICES.len() {
+        while SERVICES.iter().any(|s| !addresses.contains_key(*s))
+            || (wants_metrics && metrics.is_none())
+        {
             let left = deadline.saturating_duration_since(Instant::now());
             let line = rx
                 .recv_timeout(left)
                 .expect("server printed its listeners in time");
-            if let Some((service, address)) = line.split_once(" listening on ") {
-                addresses.insert(service.to_string(), address.parse().expect("address"));
+            banner.push(line.clone());
+            match line.split_once(" listening on ") {
+                Some(("metrics", address)) => metrics = Some(address.parse().expect("address")),
+                Some((service, address)) => {
+                    addresses.insert(service.to_string(), address.parse().expect("address"));
+                }
+                None => {}
             }
         }
         // Keep draining stdout so the server never blocks on a full pipe.
@@ -187,9 +224,35 @@ impl Server {
         Server {
             child,
             addresses,
+            metrics,
+            banner,
             output,
             _dns: dns,
+            config_file: config,
         }
+    }
+
+    /// Replaces the configuration file the server reads (keeping its private name server),
+    /// for a reload.
+    pub(crate) fn rewrite_config(&self, text: &str) {
+        let path = self
+            .config_file
+            .as_ref()
+            .expect("started with a config file");
+        let text = match &self._dns {
+            Some(dns) => with_name_server(text, dns.address),
+            None => text.to_string(),
+        };
+        std::fs::write(path, text).expect("config file");
+    }
+
+    /// Sends SIGHUP (reload).
+    pub(crate) fn hangup(&self) {
+        let sent = Command::new("kill")
+            .args(["-HUP", &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(sent.success());
     }
 
     pub(crate) fn addr(&self, service: &str) -> String {

@@ -77,7 +77,7 @@ fn plain(session: &mut Session, message: &[u8]) -> Result<(), Error> {
     }
     let text = |bytes: &[u8]| String::from_utf8(bytes.to_vec()).map_err(|_| Error::Plain);
     let (authzid, username, password) = (text(authzid)?, text(authcid)?, text(passwd)?);
-    session.ask_auth(username, password, authzid);
+    session.ask_auth("PLAIN", username, password, authzid);
     Ok(())
 }
 

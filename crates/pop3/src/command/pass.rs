@@ -15,6 +15,6 @@ pub(crate) fn run(session: &mut Session, mut args: Args<'_>) -> Result<(), Error
     };
     // RFC 1939 7: "a POP3 server may treat spaces in the argument as part of the password".
     let secret = password(args.remainder(USAGE)?)?;
-    session.ask_auth(username, secret, String::new());
+    session.ask_auth("USER", username, secret, String::new());
     Ok(())
 }

@@ -25,7 +25,7 @@ fn plain_with_initial_response() {
     check_plain(
         r#"
         C: AUTH PLAIN AGFsaWNlAHNlY3JldA==
-        E: Auth { username: "alice", password: "secret", authzid: "" }
+        E: Auth { mechanism: "PLAIN", username: "alice", password: "secret", authzid: "" }
         > auth ok 7 3:120
         S: +OK maildrop has 1 message (120 octets)
         "#,
@@ -37,7 +37,7 @@ fn plain_with_authzid_and_without_padding() {
     check_plain(
         r#"
         C: auth plain YWRtaW4AYWxpY2UAc2VjcmV0
-        E: Auth { username: "alice", password: "secret", authzid: "admin" }
+        E: Auth { mechanism: "PLAIN", username: "alice", password: "secret", authzid: "admin" }
         "#,
     );
 }
@@ -50,7 +50,7 @@ fn plain_with_continuation() {
         C: AUTH PLAIN
         S: +\x20
         C: AGFsaWNlAG15IHNlY3JldA==
-        E: Auth { username: "alice", password: "my secret", authzid: "" }
+        E: Auth { mechanism: "PLAIN", username: "alice", password: "my secret", authzid: "" }
         > auth bad
         S: -ERR [AUTH] Authentication failed
         "#,
@@ -63,7 +63,7 @@ fn pipelined_auth_and_response() {
         r#"
         C| AUTH PLAIN\r\nAGFsaWNlAHNlY3JldA==\r\nSTAT\r\n
         S: +\x20
-        E: Auth { username: "alice", password: "secret", authzid: "" }
+        E: Auth { mechanism: "PLAIN", username: "alice", password: "secret", authzid: "" }
         > auth ok 7
         S: +OK maildrop has 0 messages (0 octets)
         S: +OK 0 0

@@ -39,7 +39,7 @@ fn pipelined_session_in_one_feed() {
         S: IMPLEMENTATION mailstow
         S: .
         S: +OK send PASS
-        E: Auth { username: "alice", password: "secret", authzid: "" }
+        E: Auth { mechanism: "USER", username: "alice", password: "secret", authzid: "" }
         > auth ok 7 3:120 5:200
         S: +OK maildrop has 2 messages (320 octets)
         S: +OK 2 320
@@ -162,6 +162,7 @@ fn many_pipelined_replies_wait_for_polls() {
 #[test]
 fn debug_of_an_auth_event_hides_the_password() {
     let event = Event::Auth {
+        mechanism: "USER",
         username: "alice".to_owned(),
         password: "hunter2".to_owned(),
         authzid: String::new(),

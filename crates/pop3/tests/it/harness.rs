@@ -46,7 +46,7 @@ pub(crate) const LOGIN: &str = r#"
     C: USER alice
     S: +OK send PASS
     C: PASS secret
-    E: Auth { username: "alice", password: "secret", authzid: "" }
+    E: Auth { mechanism: "USER", username: "alice", password: "secret", authzid: "" }
     > auth ok 7 3:120 5:200 9:30
     S: +OK maildrop has 3 messages (350 octets)
 "#;
@@ -124,11 +124,12 @@ fn drain(session: &mut Session, transcript: &mut Vec<String>) {
             Event::Reply(bytes) => render_reply(&bytes, transcript),
             // Debug hides the password; the transcript shows it.
             Event::Auth {
+                mechanism,
                 username,
                 password,
                 authzid,
             } => transcript.push(format!(
-                "E: Auth {{ username: {username:?}, password: {password:?}, authzid: {authzid:?} }}"
+                "E: Auth {{ mechanism: {mechanism:?}, username: {username:?}, password: {password:?}, authzid: {authzid:?} }}"
             )),
             other => transcript.push(format!("E: {other:?}")),
         }

@@ -74,7 +74,7 @@ fn too_many_errors_closes() {
         C: USER alice
         S: +OK send PASS
         C: PASS guess
-        E: Auth { username: "alice", password: "guess", authzid: "" }
+        E: Auth { mechanism: "USER", username: "alice", password: "guess", authzid: "" }
         # Failed logins count: a connection gets errors_max guesses at most.
         > auth bad
         S: -ERR [AUTH] Authentication failed
@@ -102,13 +102,13 @@ fn server_side_failures_do_not_count() {
         C: USER alice
         S: +OK send PASS
         C: PASS secret
-        E: Auth { username: "alice", password: "secret", authzid: "" }
+        E: Auth { mechanism: "USER", username: "alice", password: "secret", authzid: "" }
         > auth in-use
         S: -ERR [IN-USE] maildrop locked by another session
         C: USER alice
         S: +OK send PASS
         C: PASS secret
-        E: Auth { username: "alice", password: "secret", authzid: "" }
+        E: Auth { mechanism: "USER", username: "alice", password: "secret", authzid: "" }
         > auth temp try later
         S: -ERR [SYS/TEMP] try later
         C: QUIT

@@ -79,7 +79,7 @@ fn list_of_an_empty_maildrop() {
         C: USER alice
         S: +OK send PASS
         C: PASS secret
-        E: Auth { username: "alice", password: "secret", authzid: "" }
+        E: Auth { mechanism: "USER", username: "alice", password: "secret", authzid: "" }
         > auth ok 1
         S: +OK maildrop has 0 messages (0 octets)
         C: LIST

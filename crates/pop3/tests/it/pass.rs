@@ -25,7 +25,7 @@ fn spaces_belong_to_the_password() {
         C: USER alice
         S: +OK send PASS
         C| PASS  my secret \r\n
-        E: Auth { username: "alice", password: " my secret ", authzid: "" }
+        E: Auth { mechanism: "USER", username: "alice", password: " my secret ", authzid: "" }
         "#,
     );
 }
@@ -61,7 +61,7 @@ fn failed_login_starts_authorization_over() {
         C: USER alice
         S: +OK send PASS
         C: PASS wrong
-        E: Auth { username: "alice", password: "wrong", authzid: "" }
+        E: Auth { mechanism: "USER", username: "alice", password: "wrong", authzid: "" }
         > auth bad
         S: -ERR [AUTH] Authentication failed
         C: PASS secret
@@ -71,7 +71,7 @@ fn failed_login_starts_authorization_over() {
         C: USER alice
         S: +OK send PASS
         C: PASS secret
-        E: Auth { username: "alice", password: "secret", authzid: "" }
+        E: Auth { mechanism: "USER", username: "alice", password: "secret", authzid: "" }
         > auth ok 1
         S: +OK maildrop has 0 messages (0 octets)
         C: STAT
@@ -91,7 +91,7 @@ fn maildrop_in_use() {
         C: USER alice
         S: +OK send PASS
         C: PASS secret
-        E: Auth { username: "alice", password: "secret", authzid: "" }
+        E: Auth { mechanism: "USER", username: "alice", password: "secret", authzid: "" }
         > auth in-use
         S: -ERR [IN-USE] maildrop locked by another session
         C: STAT
@@ -99,7 +99,7 @@ fn maildrop_in_use() {
         C: USER alice
         S: +OK send PASS
         C: PASS secret
-        E: Auth { username: "alice", password: "secret", authzid: "" }
+        E: Auth { mechanism: "USER", username: "alice", password: "secret", authzid: "" }
         > auth ok 7 3:1
         S: +OK maildrop has 1 message (1 octets)
         "#,
@@ -117,13 +117,13 @@ fn temporary_failure_text_is_one_line() {
         C: USER alice
         S: +OK send PASS
         C: PASS secret
-        E: Auth { username: "alice", password: "secret", authzid: "" }
+        E: Auth { mechanism: "USER", username: "alice", password: "secret", authzid: "" }
         > auth temp index busy\r\n+OK fake
         S: -ERR [SYS/TEMP] index busy  +OK fake
         C: USER alice
         S: +OK send PASS
         C: PASS secret
-        E: Auth { username: "alice", password: "secret", authzid: "" }
+        E: Auth { mechanism: "USER", username: "alice", password: "secret", authzid: "" }
         > auth temp
         S: -ERR [SYS/TEMP] temporary failure, try again later
         "#,
@@ -150,7 +150,7 @@ fn input_waits_while_the_login_is_decided() {
         S: +OK pop.example.org POP3 server ready
         C| USER alice\r\nPASS secret\r\nSTAT\r\n
         S: +OK send PASS
-        E: Auth { username: "alice", password: "secret", authzid: "" }
+        E: Auth { mechanism: "USER", username: "alice", password: "secret", authzid: "" }
         > wants-input
         = false
         > auth ok 7 3:120

@@ -33,7 +33,7 @@ fn stls_then_login() {
         C: USER alice
         S: +OK send PASS
         C: PASS secret
-        E: Auth { username: "alice", password: "secret", authzid: "" }
+        E: Auth { mechanism: "USER", username: "alice", password: "secret", authzid: "" }
         "#,
     );
 }

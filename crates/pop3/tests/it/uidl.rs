@@ -50,7 +50,7 @@ fn uidl_is_stable_when_message_numbers_move() {
         C: USER alice
         S: +OK send PASS
         C: PASS secret
-        E: Auth { username: "alice", password: "secret", authzid: "" }
+        E: Auth { mechanism: "USER", username: "alice", password: "secret", authzid: "" }
         > auth ok 7 5:200 9:30 4294967295:1
         S: +OK maildrop has 3 messages (231 octets)
         C: UIDL

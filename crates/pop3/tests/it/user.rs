@@ -20,7 +20,7 @@ fn every_name_gets_the_same_answer() {
         C: USER nobody-by-this-name
         S: +OK send PASS
         C: PASS secret
-        E: Auth { username: "nobody-by-this-name", password: "secret", authzid: "" }
+        E: Auth { mechanism: "USER", username: "nobody-by-this-name", password: "secret", authzid: "" }
         > auth bad
         S: -ERR [AUTH] Authentication failed
         "#,
@@ -37,7 +37,7 @@ fn keyword_is_case_insensitive_and_name_is_kept_as_sent() {
         C: uSeR Alice@Example.ORG
         S: +OK send PASS
         C: pass x
-        E: Auth { username: "Alice@Example.ORG", password: "x", authzid: "" }
+        E: Auth { mechanism: "USER", username: "Alice@Example.ORG", password: "x", authzid: "" }
         "#,
     );
 }

@@ -14,14 +14,41 @@ pub(crate) mod starttls;
 use smtp_proto::{Error as ParseError, Request};
 
 use crate::reply::Reply;
-use crate::session::{Hello, Session};
+use crate::session::{Hello, Session, Stage};
 
 impl Session {
     /// A complete command line: `line` as received (CRLF included), `text` without CRLF.
     pub(crate) fn command(&mut self, line: &[u8], text: &str) {
         let request = match Request::parse(&mut line.iter()) {
             Ok(request) => request,
-            Err(error) => return self.parse_error(error),
+            Err(error) => {
+                self.stage = Stage::Command;
+                (self.refused_from, self.refused_to) = (None, None);
+                return self.parse_error(error);
+            }
+        };
+        self.stage = match &request {
+            Request::Ehlo { .. } | Request::Helo { .. } | Request::Lhlo { .. } => Stage::Helo,
+            Request::Mail { .. } => Stage::Mail,
+            Request::Rcpt { .. } => Stage::Rcpt,
+            Request::Data | Request::Bdat { .. } => Stage::Data,
+            Request::Auth { .. } => Stage::Auth,
+            Request::StartTls => Stage::Starttls,
+            _ => Stage::Command,
+        };
+        // What a refusal of this command is logged with.
+        let sender = self.transaction.as_ref().map(|t| t.from.clone());
+        (self.refused_from, self.refused_to) = match &request {
+            Request::Mail { from } => (Some(from.address.to_string()), None),
+            Request::Rcpt { to } if to.address.is_empty() => {
+                (sender, Some("postmaster".to_string()))
+            }
+            Request::Rcpt { to } => (sender, Some(to.address.to_string())),
+            Request::Data | Request::Bdat { .. } => (
+                sender,
+                self.transaction.as_ref().map(|t| t.recipients.join(",")),
+            ),
+            _ => (None, None),
         };
         match request {
             Request::Ehlo { host } => self.hello(Hello::Ehlo, &host),

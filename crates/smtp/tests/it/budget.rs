@@ -254,3 +254,40 @@ fn a_421_from_the_shell_closes_and_goodbyes_are_421s() {
     assert_eq!(text, "421 4.7.0 localhost account removed, closing\r\n");
     assert!(closed);
 }
+
+#[test]
+fn every_refusal_is_kept_with_the_step_it_answered() {
+    let mut s = session(Config::default());
+    s.feed(b"EHLO c\r\nMAIL FROM:<a@x.org>\r\nRCPT TO:<b@y.org>\r\nXYZZY\r\n");
+    while let Some(event) = s.poll() {
+        match event {
+            Event::MailFrom { .. } => s.mail_result(Verdict::Accept),
+            Event::RcptTo { .. } => {
+                s.rcpt_result(Verdict::Reject(Reply::new(550, (5, 1, 1), "no such user")))
+            }
+            _ => {}
+        }
+    }
+    let refusals = s.take_refusals();
+    let seen: Vec<(&str, u16)> = refusals
+        .iter()
+        .map(|r| (r.stage.name(), r.reply.code))
+        .collect();
+    assert_eq!(seen, [("rcpt", 550), ("command", 500)]);
+    // The refused RCPT names its recipient and the transaction's sender.
+    assert_eq!(refusals[0].from.as_deref(), Some("a@x.org"));
+    assert_eq!(refusals[0].to.as_deref(), Some("b@y.org"));
+    assert!(s.take_refusals().is_empty(), "taken once");
+    // A message refused after its data: the data stage.
+    s.feed(b"RCPT TO:<c@y.org>\r\nDATA\r\na\nb\r\n.\r\n");
+    drain(&mut s);
+    let refusals = s.take_refusals();
+    assert_eq!(
+        refusals.last().map(|r| (r.stage, r.reply.code)),
+        Some((smtp::Stage::Data, 550))
+    );
+    assert_eq!(
+        refusals.last().and_then(|r| r.to.as_deref()),
+        Some("c@y.org")
+    );
+}

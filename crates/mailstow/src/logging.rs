@@ -1,0 +1,357 @@
+//! The mail log: one line per event, `key=value` pairs (logfmt), so that
+//! `grep event=delivered` or any logfmt tool reads it.
+//!
+//! ```text
+//! ts=2026-11-25T14:03:07.118Z level=info event=accepted proto=smtp queue_id=8213 from=<a@b.example> rcpts=1 size=8192 client=192.0.2.7
+//! ```
+//!
+//! - Where: stderr, or `[log] file` (appended to; reopened on SIGHUP, for logrotate).
+//! - Level: `RUST_LOG` if set, else `[log] level` (default `info`); other crates' chatter is
+//!   kept at `warn` unless `RUST_LOG` asks for it.
+//! - Colour (the level only) when writing to a terminal, never in a file.
+//! - Lines go to a writer thread through a bounded queue, batched into few writes under load;
+//!   a full queue makes the logging thread wait rather than drop lines of the mail log.
+//! - Values are quoted when they hold a space, `=` or `"`, escaped when they hold control
+//!   characters, and cut at [`VALUE_CHARS_MAX`], so what a client sends can neither split a
+//!   line nor flood it.
+
+use std::fmt::{self, Write as _};
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufWriter, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, Result};
+use tracing::field::{Field, Visit};
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::registry::LookupSpan;
+
+/// The longest value written, in characters.
+pub(crate) const VALUE_CHARS_MAX: usize = 512;
+/// Lines waiting for the writer thread.
+const QUEUED_LINES_MAX: usize = 128 * 1024;
+/// Our crates: their `info` events are the mail log. Everything else starts at `warn`.
+const OUR_CRATES: [&str; 6] = [
+    "server",
+    "mailstow",
+    "queue",
+    "store",
+    "directory",
+    "sender_auth",
+];
+
+/// The running log: keep it alive for as long as lines should be written.
+pub(crate) struct Logging {
+    reopen: Arc<AtomicBool>,
+    /// Sets the filter of `[log] level` (`None` when `RUST_LOG` rules).
+    set_filter: Option<Box<dyn Fn(tracing_subscriber::EnvFilter) -> Result<()> + Send + Sync>>,
+    _writer: tracing_appender::non_blocking::WorkerGuard,
+}
+
+impl Logging {
+    /// Asks the writer to reopen the log file before its next line (after logrotate moved it).
+    pub(crate) fn reopen(&self) {
+        self.reopen.store(true, Ordering::Relaxed);
+    }
+
+    /// Applies a new `[log] level` (a reload); `RUST_LOG`, when set, keeps ruling.
+    pub(crate) fn set_level(&self, level: &str) -> Result<()> {
+        let filter = filter(level)?;
+        match &self.set_filter {
+            Some(set) => set(filter),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The filter for `level` (one of error, warn, info, debug, trace): our crates at `level`,
+/// others at `warn` (or at `level` when it is quieter than that).
+pub(crate) fn filter(level: &str) -> Result<tracing_subscriber::EnvFilter> {
+    let parsed: Level = level.parse().map_err(|_| {
+        anyhow::anyhow!("[log] level '{level}': use error, warn, info, debug or trace")
+    })?;
+    let others = if parsed < Level::WARN {
+        parsed
+    } else {
+        Level::WARN
+    };
+    let mut directives = others.to_string().to_lowercase();
+    for krate in OUR_CRATES {
+        directives.push_str(&format!(",{krate}={}", parsed.to_string().to_lowercase()));
+    }
+    Ok(tracing_subscriber::EnvFilter::new(directives))
+}
+
+/// Starts the log: `file` or stderr, at `level` unless `RUST_LOG` is set.
+pub(crate) fn init(level: &str, file: Option<&Path>) -> Result<Logging> {
+    let from_env = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|directives| !directives.trim().is_empty());
+    let filter = match &from_env {
+        Some(directives) => tracing_subscriber::EnvFilter::try_new(directives)
+            .with_context(|| format!("RUST_LOG '{directives}'"))?,
+        None => filter(level)?,
+    };
+    let reopen = Arc::new(AtomicBool::new(false));
+    let (target, ansi) = match file {
+        Some(path) => (Target::file(path, reopen.clone())?, false),
+        None => (Target::Stderr, io::stderr().is_terminal()),
+    };
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .buffered_lines_limit(QUEUED_LINES_MAX)
+        .thread_name("log")
+        .finish(target);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .event_format(Logfmt { ansi })
+        .with_writer(writer)
+        .with_filter_reloading();
+    let handle = builder.reload_handle();
+    builder
+        .try_init()
+        .map_err(|e| anyhow::anyhow!("starting the log: {e}"))?;
+    let set_filter: Option<Box<dyn Fn(_) -> Result<()> + Send + Sync>> = match from_env {
+        Some(_) => None,
+        None => Some(Box::new(move |filter| {
+            handle
+                .reload(filter)
+                .map_err(|e| anyhow::anyhow!("changing the log level: {e}"))
+        })),
+    };
+    Ok(Logging {
+        reopen,
+        set_filter,
+        _writer: guard,
+    })
+}
+
+/// Where the writer thread writes.
+enum Target {
+    Stderr,
+    File {
+        path: PathBuf,
+        file: BufWriter<File>,
+        reopen: Arc<AtomicBool>,
+    },
+}
+
+impl Target {
+    fn file(path: &Path, reopen: Arc<AtomicBool>) -> Result<Target> {
+        Ok(Target::File {
+            file: BufWriter::new(open_log(path)?),
+            path: path.to_path_buf(),
+            reopen,
+        })
+    }
+}
+
+fn open_log(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("opening the log file {}", path.display()))
+}
+
+impl Write for Target {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Target::Stderr => io::stderr().write(buf),
+            Target::File { path, file, reopen } => {
+                if reopen.swap(false, Ordering::Relaxed) {
+                    file.flush()?;
+                    match open_log(path) {
+                        Ok(new) => *file = BufWriter::new(new),
+                        // Keep writing where we were rather than lose the lines.
+                        Err(e) => eprintln!("mailstow: {e:#}"),
+                    }
+                }
+                file.write(buf)
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Target::Stderr => io::stderr().flush(),
+            Target::File { file, .. } => file.flush(),
+        }
+    }
+}
+
+/// The logfmt line format.
+struct Logfmt {
+    ansi: bool,
+}
+
+impl<S, N> FormatEvent<S, N> for Logfmt
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        _ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
+        let meta = event.metadata();
+        let level = meta.level().as_str().to_ascii_lowercase();
+        write!(writer, "ts={} level=", rfc3339_ms(SystemTime::now()))?;
+        if self.ansi {
+            let colour = match *meta.level() {
+                Level::ERROR => "31",
+                Level::WARN => "33",
+                Level::INFO => "32",
+                _ => "2",
+            };
+            write!(writer, "\x1b[{colour}m{level}\x1b[0m")?;
+        } else {
+            writer.write_str(&level)?;
+        }
+        let krate = meta.target().split("::").next().unwrap_or_default();
+        if !OUR_CRATES.contains(&krate) {
+            writer.write_str(" target=")?;
+            write_value(&mut writer, meta.target())?;
+        }
+        let mut fields = Fields {
+            writer: &mut writer,
+            result: Ok(()),
+        };
+        event.record(&mut fields);
+        fields.result?;
+        writeln!(writer)
+    }
+}
+
+/// Writes each field as ` key=value`; the message as `msg=`.
+struct Fields<'w, 'a> {
+    writer: &'w mut Writer<'a>,
+    result: fmt::Result,
+}
+
+impl Visit for Fields<'_, '_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if self.result.is_ok() {
+            self.result = write_field(self.writer, field.name(), value);
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if self.result.is_ok() {
+            let mut text = String::new();
+            let _ = write!(text, "{value:?}");
+            self.result = write_field(self.writer, field.name(), &text);
+        }
+    }
+}
+
+fn write_field(writer: &mut Writer<'_>, name: &str, value: &str) -> fmt::Result {
+    let name = if name == "message" { "msg" } else { name };
+    write!(writer, " {name}=")?;
+    write_value(writer, value)
+}
+
+/// A value as logfmt wants it: bare when it can be, else quoted with `\"`, `\\` and control
+/// characters escaped; at most [`VALUE_CHARS_MAX`] characters of it.
+fn write_value(writer: &mut impl fmt::Write, value: &str) -> fmt::Result {
+    let long = value.chars().nth(VALUE_CHARS_MAX).is_some();
+    let bare = !value.is_empty()
+        && !long
+        && value
+            .chars()
+            .all(|c| !c.is_control() && !matches!(c, ' ' | '=' | '"' | '\\'));
+    if bare {
+        return writer.write_str(value);
+    }
+    writer.write_char('"')?;
+    for c in value.chars().take(VALUE_CHARS_MAX) {
+        match c {
+            '"' => writer.write_str("\\\"")?,
+            '\\' => writer.write_str("\\\\")?,
+            '\n' => writer.write_str("\\n")?,
+            '\r' => writer.write_str("\\r")?,
+            '\t' => writer.write_str("\\t")?,
+            c if c.is_control() => write!(writer, "\\x{:02x}", u32::from(c))?,
+            c => writer.write_char(c)?,
+        }
+    }
+    if long {
+        writer.write_char('…')?;
+    }
+    writer.write_char('"')
+}
+
+/// `time` as RFC 3339 in UTC with milliseconds.
+pub(crate) fn rfc3339_ms(time: SystemTime) -> String {
+    let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = since.as_secs();
+    let (year, month, day) = civil_from_days((secs / 86_400) as i64);
+    let rest = secs % 86_400;
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60,
+        since.subsec_millis()
+    )
+}
+
+/// The proleptic Gregorian date of a day number since 1970-01-01 (Howard Hinnant's
+/// algorithm).
+pub(crate) fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn value(v: &str) -> String {
+        let mut out = String::new();
+        write_value(&mut out, v).unwrap();
+        out
+    }
+
+    #[test]
+    fn values_stay_on_one_line_and_parse_back() {
+        assert_eq!(value("plain"), "plain");
+        assert_eq!(value("<a@b.example>"), "<a@b.example>");
+        assert_eq!(value(""), "\"\"");
+        assert_eq!(value("two words"), "\"two words\"");
+        assert_eq!(value("a=b"), "\"a=b\"");
+        assert_eq!(value("say \"hi\"\r\n"), "\"say \\\"hi\\\"\\r\\n\"");
+        assert_eq!(value("\u{7}"), "\"\\x07\"");
+        let long = value(&"x".repeat(VALUE_CHARS_MAX + 10));
+        assert_eq!(long.chars().count(), VALUE_CHARS_MAX + 3);
+    }
+
+    #[test]
+    fn timestamps_and_dates() {
+        let t = UNIX_EPOCH + std::time::Duration::from_millis(1_764_079_387_118);
+        assert_eq!(rfc3339_ms(t), "2025-11-25T14:03:07.118Z");
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(-1), (1969, 12, 31));
+        assert_eq!(civil_from_days(11_016), (2000, 3, 1));
+    }
+
+    #[test]
+    fn the_level_filter_keeps_other_crates_at_warn() {
+        assert!(filter("info").unwrap().to_string().starts_with("warn"));
+        assert!(filter("error").unwrap().to_string().starts_with("error"));
+        assert!(filter("loud").is_err());
+    }
+}

@@ -1,0 +1,523 @@
+//! What the server tells its operator: one function per event, each writing one line of the
+//! mail log (`event=<name>` and `key=value` fields, logfmt through the binary's formatter)
+//! and moving the Prometheus metrics that count it. Nothing else in the server logs mail
+//! events or touches a metric, so the two always agree.
+//!
+//! The queue id (`queue_id=`, the queue's message id) ties an `accepted` line to every
+//! `delivered`, `deferred` and `bounced` line of the same message, as Postfix's queue ids do.
+//!
+//! | event | fields |
+//! |---|---|
+//! | `connect`, `disconnect` | proto, client, tls; disconnect: duration |
+//! | `login` | proto, user, mechanism, result (ok, failed, unavailable, refused), client |
+//! | `throttled` | proto, user, client, scope (user, address, network) |
+//! | `accepted` | proto, queue_id, from, rcpts, to, size, client, user, spf/dkim/dmarc |
+//! | `rejected` | proto, stage, code, enhanced, reason, client |
+//! | `delivered` | queue_id, to, folder, uid, delay (local); relay (remote) |
+//! | `deferred` | queue_id, to, relay, reply, next_attempt |
+//! | `bounced` | queue_id, to, relay, reply |
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::log::shown;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProtocolLabel {
+    protocol: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LoginLabels {
+    protocol: &'static str,
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RejectLabels {
+    protocol: &'static str,
+    stage: &'static str,
+}
+
+/// The metrics, registered once; cheap to update from any thread.
+pub(crate) struct Telemetry {
+    registry: std::sync::Mutex<Registry>,
+    accepted: Family<ProtocolLabel, Counter>,
+    rejected: Family<RejectLabels, Counter>,
+    delivered: Counter,
+    deferred: Counter,
+    bounced: Counter,
+    connections: Family<ProtocolLabel, Gauge>,
+    logins: Family<LoginLabels, Counter>,
+    /// From the end of DATA (or BDAT LAST) to the reply: the wait group commit adds.
+    reply_seconds: Histogram,
+    /// From acceptance to delivery into a mailbox or to a remote server.
+    delivery_seconds: Histogram,
+}
+
+impl Telemetry {
+    pub(crate) fn new() -> Arc<Telemetry> {
+        let mut registry = Registry::default();
+        let accepted = Family::<ProtocolLabel, Counter>::default();
+        let rejected = Family::<RejectLabels, Counter>::default();
+        let delivered = Counter::default();
+        let deferred = Counter::default();
+        let bounced = Counter::default();
+        let connections = Family::<ProtocolLabel, Gauge>::default();
+        let logins = Family::<LoginLabels, Counter>::default();
+        // 100 us to ~3.3 s.
+        let reply_seconds = Histogram::new(exponential_buckets(0.0001, 2.0, 16));
+        // 1 ms to ~2.3 h.
+        let delivery_seconds = Histogram::new(exponential_buckets(0.001, 2.0, 24));
+        registry.register(
+            "mailstow_messages_accepted",
+            "Messages made durable in the queue (SMTP, submission, LMTP)",
+            accepted.clone(),
+        );
+        registry.register(
+            "mailstow_messages_rejected",
+            "Refusals sent to SMTP, submission and LMTP clients, by the step they answered",
+            rejected.clone(),
+        );
+        registry.register(
+            "mailstow_messages_delivered",
+            "Recipient copies delivered to a mailbox or to a remote server",
+            delivered.clone(),
+        );
+        registry.register(
+            "mailstow_messages_deferred",
+            "Recipient delivery attempts that failed temporarily",
+            deferred.clone(),
+        );
+        registry.register(
+            "mailstow_messages_bounced",
+            "Recipients that failed for good",
+            bounced.clone(),
+        );
+        registry.register(
+            "mailstow_connections",
+            "Open client connections, by protocol",
+            connections.clone(),
+        );
+        registry.register(
+            "mailstow_logins",
+            "Login attempts, by protocol and result",
+            logins.clone(),
+        );
+        registry.register(
+            "mailstow_data_reply_seconds",
+            "Time from the end of a message's data to the reply (250 once durable)",
+            reply_seconds.clone(),
+        );
+        registry.register(
+            "mailstow_delivery_delay_seconds",
+            "Time from a message's acceptance to a recipient's delivery",
+            delivery_seconds.clone(),
+        );
+        Arc::new(Telemetry {
+            registry: std::sync::Mutex::new(registry),
+            accepted,
+            rejected,
+            delivered,
+            deferred,
+            bounced,
+            connections,
+            logins,
+            reply_seconds,
+            delivery_seconds,
+        })
+    }
+
+    /// Adds the engines' own counters (read on each scrape).
+    pub(crate) fn register_engines(&self, queue: Arc<queue::Queue>, store: store::Store) {
+        self.registry
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .register_collector(Box::new(Engines { queue, store }));
+    }
+
+    /// The metrics in Prometheus' text format.
+    pub(crate) fn encode(&self) -> String {
+        let mut out = String::new();
+        let registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
+        if prometheus_client::encoding::text::encode(&mut out, &registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+
+    /// A connection was admitted: logs `connect` now and `disconnect` when the guard drops.
+    pub(crate) fn connection(
+        self: &Arc<Self>,
+        proto: &'static str,
+        client: SocketAddr,
+        tls: bool,
+    ) -> OpenConnection {
+        self.connections
+            .get_or_create(&ProtocolLabel { protocol: proto })
+            .inc();
+        tracing::info!(event = "connect", proto, client = %client, tls);
+        OpenConnection {
+            telemetry: self.clone(),
+            proto,
+            client,
+            opened: Instant::now(),
+        }
+    }
+
+    /// A connection refused before any session (too many connections, a blocked address):
+    /// `line` is what it was told.
+    pub(crate) fn refused_connection(&self, proto: &'static str, client: SocketAddr, line: &str) {
+        self.rejected
+            .get_or_create(&RejectLabels {
+                protocol: proto,
+                stage: "connect",
+            })
+            .inc();
+        tracing::info!(
+            event = "rejected",
+            proto,
+            stage = "connect",
+            reason = %shown(line),
+            client = %client
+        );
+    }
+
+    /// `result`: ok, failed (wrong credentials), unavailable (directory or verifier
+    /// busy), refused (the account is being deleted, too many sessions).
+    pub(crate) fn login(
+        &self,
+        proto: &'static str,
+        user: &str,
+        mechanism: &str,
+        result: &'static str,
+        client: std::net::IpAddr,
+    ) {
+        self.logins
+            .get_or_create(&LoginLabels {
+                protocol: proto,
+                result,
+            })
+            .inc();
+        tracing::info!(
+            event = "login",
+            proto,
+            user = %shown(user),
+            mechanism = %shown(mechanism),
+            result,
+            client = %client
+        );
+    }
+
+    pub(crate) fn throttled(
+        &self,
+        proto: &'static str,
+        user: &str,
+        client: std::net::IpAddr,
+        scope: &'static str,
+    ) {
+        self.logins
+            .get_or_create(&LoginLabels {
+                protocol: proto,
+                result: "throttled",
+            })
+            .inc();
+        tracing::info!(
+            event = "throttled",
+            proto,
+            user = %shown(user),
+            client = %client,
+            scope
+        );
+    }
+
+    /// A message made durable in the queue; `reply_wait` is from the end of its data to
+    /// the moment the `250` could be sent.
+    pub(crate) fn accepted(&self, message: &Accepted<'_>, reply_wait: Duration) {
+        self.accepted
+            .get_or_create(&ProtocolLabel {
+                protocol: message.proto,
+            })
+            .inc();
+        self.reply_seconds.observe(reply_wait.as_secs_f64());
+        let checks = message.checks.as_ref();
+        tracing::info!(
+            event = "accepted",
+            proto = message.proto,
+            queue_id = message.queue_id,
+            from = %format!("<{}>", shown(message.from)),
+            rcpts = message.to.len(),
+            to = %shown(&message.to.join(",")),
+            size = message.size,
+            client = %message.client,
+            user = %message.user.map_or_else(|| "-".to_string(), shown),
+            spf = checks.map_or("-", |c| c.spf),
+            dkim = %checks.map_or("-", |c| c.dkim.as_str()),
+            dmarc = checks.map_or("-", |c| c.dmarc),
+            reply_wait = %seconds(reply_wait)
+        );
+    }
+
+    /// A failure reply an SMTP, submission or LMTP session sent.
+    pub(crate) fn rejected(
+        &self,
+        proto: &'static str,
+        refusal: &smtp::Refusal,
+        client: std::net::IpAddr,
+    ) {
+        let stage = refusal.stage.name();
+        self.rejected
+            .get_or_create(&RejectLabels {
+                protocol: proto,
+                stage,
+            })
+            .inc();
+        let reply = &refusal.reply;
+        let enhanced = reply
+            .enhanced
+            .map(|(a, b, c)| format!("{a}.{b}.{c}"))
+            .unwrap_or_else(|| "-".into());
+        tracing::info!(
+            event = "rejected",
+            proto,
+            stage,
+            code = reply.code,
+            enhanced = %enhanced,
+            reason = %shown(&reply.text),
+            from = %refusal.from.as_deref().map_or_else(|| "-".to_string(), |f| format!("<{}>", shown(f))),
+            to = %refusal.to.as_deref().map_or_else(|| "-".to_string(), shown),
+            client = %client
+        );
+    }
+
+    pub(crate) fn delivered_local(
+        &self,
+        queue_id: u64,
+        to: &str,
+        folder: &str,
+        uid: u32,
+        delay: Duration,
+    ) {
+        self.delivered.inc();
+        self.delivery_seconds.observe(delay.as_secs_f64());
+        tracing::info!(
+            event = "delivered",
+            queue_id,
+            to = %shown(to),
+            folder = %shown(folder),
+            uid,
+            delay = %seconds(delay)
+        );
+    }
+
+    pub(crate) fn delivered_remote(&self, queue_id: u64, to: &str, relay: &str, delay: Duration) {
+        self.delivered.inc();
+        self.delivery_seconds.observe(delay.as_secs_f64());
+        tracing::info!(
+            event = "delivered",
+            queue_id,
+            to = %shown(to),
+            relay = %shown(relay),
+            delay = %seconds(delay)
+        );
+    }
+
+    pub(crate) fn deferred(
+        &self,
+        queue_id: u64,
+        to: &str,
+        relay: &str,
+        reply: &str,
+        next_attempt_ms: u64,
+    ) {
+        self.deferred.inc();
+        tracing::info!(
+            event = "deferred",
+            queue_id,
+            to = %shown(to),
+            relay = %shown(relay),
+            reply = %shown(reply),
+            next_attempt = %rfc3339(next_attempt_ms)
+        );
+    }
+
+    /// The delivery status notification of message `queue_id` was put in its sender's
+    /// mailbox.
+    pub(crate) fn dsn(&self, queue_id: u64, to: &str, uid: Option<u32>) {
+        tracing::info!(
+            event = "dsn",
+            queue_id,
+            to = %shown(to),
+            folder = "INBOX",
+            uid = uid.unwrap_or(0)
+        );
+    }
+
+    /// The notification for a remote sender was queued as message `dsn_id`.
+    pub(crate) fn dsn_queued(&self, queue_id: u64, to: &str, dsn_id: u64) {
+        tracing::info!(
+            event = "dsn",
+            queue_id,
+            to = %shown(to),
+            dsn_queue_id = dsn_id
+        );
+    }
+
+    pub(crate) fn bounced(&self, queue_id: u64, to: &str, relay: &str, reply: &str) {
+        self.bounced.inc();
+        tracing::info!(
+            event = "bounced",
+            queue_id,
+            to = %shown(to),
+            relay = %shown(relay),
+            reply = %shown(reply)
+        );
+    }
+}
+
+/// What an `accepted` line says about a message.
+pub(crate) struct Accepted<'a> {
+    pub(crate) proto: &'static str,
+    pub(crate) queue_id: u64,
+    pub(crate) from: &'a str,
+    pub(crate) to: &'a [String],
+    /// Bytes received (without the header fields we added).
+    pub(crate) size: usize,
+    pub(crate) client: std::net::IpAddr,
+    /// The logged-in user (submission).
+    pub(crate) user: Option<&'a str>,
+    /// SPF, DKIM and DMARC of MX mail, when checked.
+    pub(crate) checks: Option<SenderChecks>,
+}
+
+/// The sender checks' results, by their Authentication-Results names.
+pub(crate) struct SenderChecks {
+    pub(crate) spf: &'static str,
+    /// One result per signature, comma-separated; `none` without a signature.
+    pub(crate) dkim: String,
+    pub(crate) dmarc: &'static str,
+}
+
+/// Logs `disconnect` (and lowers the open-connections gauge) when the connection ends,
+/// however it ends.
+pub(crate) struct OpenConnection {
+    telemetry: Arc<Telemetry>,
+    proto: &'static str,
+    client: SocketAddr,
+    opened: Instant,
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.telemetry
+            .connections
+            .get_or_create(&ProtocolLabel {
+                protocol: self.proto,
+            })
+            .dec();
+        tracing::info!(
+            event = "disconnect",
+            proto = self.proto,
+            client = %self.client,
+            duration = %seconds(self.opened.elapsed())
+        );
+    }
+}
+
+/// A duration as seconds with milliseconds, as delays are read.
+fn seconds(d: Duration) -> String {
+    format!("{:.3}", d.as_secs_f64())
+}
+
+fn rfc3339(ms: u64) -> String {
+    mail_parser::DateTime::from_timestamp((ms / 1000) as i64).to_rfc3339()
+}
+
+/// The queue's and the store's counters, read at scrape time.
+struct Engines {
+    queue: Arc<queue::Queue>,
+    store: store::Store,
+}
+
+impl std::fmt::Debug for Engines {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Engines")
+    }
+}
+
+impl Collector for Engines {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let queue = self.queue.stats();
+        let store = self.store.io_counters();
+        let fsyncs = ConstCounter::new(
+            queue
+                .fdatasyncs
+                .saturating_add(store.data_syncs)
+                .saturating_add(store.journal_syncs),
+        );
+        fsyncs.encode(encoder.encode_descriptor(
+            "mailstow_fsync",
+            "fdatasync calls of the queue and the store (data and journal)",
+            None,
+            fsyncs.metric_type(),
+        )?)?;
+        let pending = ConstGauge::new(queue.pending_messages as i64);
+        pending.encode(encoder.encode_descriptor(
+            "mailstow_queue_messages",
+            "Messages waiting in the queue for delivery (deferred ones included)",
+            None,
+            pending.metric_type(),
+        )?)?;
+        let deferred = ConstGauge::new(queue.deferred_messages as i64);
+        deferred.encode(encoder.encode_descriptor(
+            "mailstow_queue_deferred_messages",
+            "Messages in the deferred queue (waiting for a retry)",
+            None,
+            deferred.metric_type(),
+        )?)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_metrics_have_our_names_and_move() {
+        let t = Telemetry::new();
+        let client: SocketAddr = "192.0.2.1:2525".parse().unwrap();
+        let _open = t.connection("imap", client, true);
+        t.login("imap", "a@b.example", "PLAIN", "ok", client.ip());
+        t.rejected(
+            "smtp",
+            &smtp::Refusal {
+                stage: smtp::Stage::Rcpt,
+                reply: smtp::Reply::new(550, (5, 1, 1), "no such user"),
+                from: Some("a@b.example".into()),
+                to: Some("c@d.example".into()),
+            },
+            client.ip(),
+        );
+        t.delivered_local(7, "a@b.example", "INBOX", 3, Duration::from_millis(12));
+        let text = t.encode();
+        for line in [
+            "mailstow_connections{protocol=\"imap\"} 1",
+            "mailstow_logins_total{protocol=\"imap\",result=\"ok\"} 1",
+            "mailstow_messages_rejected_total{protocol=\"smtp\",stage=\"rcpt\"} 1",
+            "mailstow_messages_delivered_total 1",
+            "mailstow_delivery_delay_seconds_count 1",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+    }
+}
