@@ -3,6 +3,8 @@
 # peers from shared/bench, against `mailstow serve` on the same disk.
 #
 #   bench/run-smtp.sh            # postal at 8 and 32 connections, smtp-source -s 32, smtp-sink
+#   ONLY=observability bench/run-smtp.sh   # mailstow alone: the mail log at its default level
+#                                # and /metrics scraped every second, against both off
 #
 # postal (NODELAY=1: see shared/bench/BASELINE.md) reports accepted and delivered msg/s; one
 # postal process cannot exceed 409.6 msg/s, so 8 connections are 8 processes x 1 thread and 32
@@ -35,6 +37,58 @@ smtp_source() {
   t1=$(date +%s.%N)
   echo "RESULT smtp_source_msgs_per_s label=$label conns=32 msgs=$SMTP_SOURCE_MSGS seconds=$(echo "$t1 - $t0" | bc) msgs_per_s=$(echo "scale=1; $SMTP_SOURCE_MSGS / ($t1 - $t0)" | bc)"
 }
+
+median() { printf '%s\n' "$@" | sort -n | awk '{v[NR]=$1} END{print (NR%2)? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+
+# The cost of telling the operator: `mailstow bench smtp` (32 connections, 8 KiB messages to
+# 100 local users, 20 s) against a fresh server with the mail log at its default level (info,
+# stderr to a file, as under systemd) and /metrics scraped every second, then the same build
+# with `[log] level = "off"` and no metrics; alternating, RUNS pairs. SPF/DKIM/DMARC are off in
+# both (this machine has no DNS to ask; their cost is measured by bench/run-hostile.sh).
+observability() {
+  local users=$SCRATCH.users recipients on=() off=() mode line rate scraper
+  for i in $(seq -w 1 100); do echo "user$i@example.com pw$i"; done > "$users"
+  recipients=$(cut -d' ' -f1 "$users" | paste -sd,)
+  for ((r=1; r<=RUNS; r++)); do
+    for mode in on off; do
+      rm -rf "$SCRATCH"; mkdir -p "$SCRATCH"
+      if [ $mode = on ]; then
+        printf '[server]\nsender_checks = false\nmetrics = "127.0.0.1:9155"\n[log]\nlevel = "info"\n' > "$SCRATCH.toml"
+      else
+        printf '[server]\nsender_checks = false\n[log]\nlevel = "off"\n' > "$SCRATCH.toml"
+      fi
+      "$BIN" --config "$SCRATCH.toml" --data-dir "$SCRATCH" domain add example.com >&2
+      "$BIN" --config "$SCRATCH.toml" --data-dir "$SCRATCH" user import "$users" >&2
+      "$BIN" --config "$SCRATCH.toml" --data-dir "$SCRATCH" serve --smtp "127.0.0.1:$OUR_SMTP_PORT" \
+        --submission "" --submissions "" --lmtp "" --pop3 "" --pop3s "" --imap "" --imaps "" \
+        > "$SCRATCH.out" 2> "$SCRATCH.err" & pid=$!
+      for _ in $(seq 100); do grep -q "smtp listening" "$SCRATCH.out" 2>/dev/null && break; sleep 0.1; done
+      scraper=
+      if [ $mode = on ]; then
+        ( while curl -sf -o /dev/null http://127.0.0.1:9155/metrics; do sleep 1; done ) & scraper=$!
+      fi
+      sleep 1
+      line=$("$BIN" bench smtp --address "127.0.0.1:$OUR_SMTP_PORT" --connections 32 --seconds 20 \
+        --recipients "$recipients" --label "observability-$mode" 2>/dev/null | grep '^RESULT')
+      echo "$line run=$r log_lines=$(wc -l < "$SCRATCH.err")"
+      rate=$(echo "$line" | sed -n 's/.*msgs_per_s=\([0-9.]*\).*/\1/p')
+      if [ $mode = on ]; then on+=("$rate"); else off+=("$rate"); fi
+      [ -n "$scraper" ] && kill "$scraper" 2>/dev/null
+      kill -TERM "$pid"; wait "$pid" || true
+    done
+  done
+  echo "RESULT smtp_ingest_observability median_on=$(median "${on[@]}") median_off=$(median "${off[@]}") ratio=$(echo "scale=3; $(median "${on[@]}") / $(median "${off[@]}")" | bc) runs=$RUNS on=${on[*]} off=${off[*]} conns=32"
+}
+
+if [ "${ONLY:-all}" = observability ]; then
+  {
+    echo "# $(date -u +%FT%TZ) commit $(git rev-parse --short=12 HEAD)$(git diff --quiet || echo +dirty)"
+    echo "# $(uname -r), $(nproc) cores, $(awk '/MemTotal/{printf "%d GiB", $2/1048576}' /proc/meminfo), scratch $SCRATCH on $(df --output=fstype "$(dirname "$SCRATCH")" | tail -1)"
+    observability
+  } 2>&1 | tee "$LOG" | grep --line-buffered '^RESULT\|^#'
+  echo "log: $LOG"
+  exit 0
+fi
 
 # DATA latency (mailstow bench smtp): sessions reuse their connection, recipients among the
 # first 100 users.

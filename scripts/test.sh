@@ -19,6 +19,10 @@ command -v mbsync >/dev/null || need_pkgs+=(isync)
 # for unmounting (the mount itself is done by the binary through /dev/fuse).
 [ -x /usr/sbin/dovecot ] || need_pkgs+=(dovecot-imapd)
 command -v fusermount3 >/dev/null || need_pkgs+=(fuse3)
+# The operator tests: openssl makes certificates for the reload test, systemd-analyze checks
+# contrib/mailstow.service.
+command -v openssl >/dev/null || need_pkgs+=(openssl)
+command -v systemd-analyze >/dev/null || need_pkgs+=(systemd)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "postfix postfix/main_mailer_type select No configuration" | debconf-set-selections

@@ -41,12 +41,7 @@ fn zone_line(name: &str, record: &str) -> String {
 }
 
 fn default_selector() -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let (year, month, _) = crate::logging::civil_from_days((now / 86_400) as i64);
-    format!("ms{year:04}{month:02}")
+    chrono::Utc::now().format("ms%Y%m").to_string()
 }
 
 pub(crate) fn run(command: DkimCommand, paths: &Paths) -> Result<()> {

@@ -53,6 +53,18 @@ fn bad_paths_and_config_are_one_clear_line() {
     let missing = dir.path().join("nothing-here");
     assert_one_line_error(
         &mailstow(&missing, &["store", "stats"]),
+        "no data directory at",
+    );
+    assert_one_line_error(
+        &mailstow(&missing, &["queue", "stats"]),
+        "no data directory at",
+    );
+    // Nothing was created by asking.
+    assert!(!missing.exists());
+    // An existing folder that holds no store is named too.
+    std::fs::create_dir(&missing).unwrap();
+    assert_one_line_error(
+        &mailstow(&missing, &["store", "stats"]),
         "no mailbox store at",
     );
     assert_one_line_error(&mailstow(&missing, &["queue", "stats"]), "no mail queue at");

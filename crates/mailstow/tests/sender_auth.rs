@@ -284,7 +284,11 @@ fn mx_mail_is_checked_with_spf_dkim_and_dmarc() {
     let (code, text) = mx(&server, "x@remote.test", "bob@example.test", &message);
     assert_eq!(code, 250, "{text}");
     let delivered = String::from_utf8_lossy(&newest(&server, "bob@example.test", 1)).into_owned();
-    let first = delivered.lines().next().unwrap_or_default();
+    // Our Authentication-Results comes first after the delivery's own trace.
+    let first = delivered
+        .lines()
+        .find(|l| !l.starts_with("Return-Path: ") && !l.starts_with("Delivered-To: "))
+        .unwrap_or_default();
     assert!(
         first.starts_with(&format!("Authentication-Results: {HOSTNAME};")),
         "{delivered}"

@@ -60,12 +60,14 @@ fn python_clients_over_every_listener_then_restart() {
 fn curl_speaks_smtp_and_pop3_with_tls() {
     let (dir, data) = set_up_data_dir();
     let server = Server::start(&data);
-    // The running server owns the engines: a second process is refused, in one line.
-    let refused = mailstow(&data, &["store", "stats"]);
+    // The running server owns the engines: a command that needs them to itself is refused,
+    // in one line (`store stats` and `store fsck` go through the server instead).
+    let refused = mailstow(&data, &["store", "defrag"]);
     assert!(!refused.status.success());
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(
-        stderr.contains("in use by another mailstow process") && stderr.lines().count() == 1,
+        stderr.contains("needs the engines to itself and a server holds them; stop it first")
+            && stderr.lines().count() == 1,
         "{stderr}"
     );
     let mail = dir.path().join("mail.eml");

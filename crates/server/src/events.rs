@@ -123,6 +123,22 @@ impl Telemetry {
             "Time from a message's acceptance to a recipient's delivery",
             delivery_seconds.clone(),
         );
+        // Every series a dashboard or an alert names exists from the start, at 0: a rate over
+        // a series that appears with its first event would miss that event.
+        for protocol in ["smtp", "submission", "lmtp"] {
+            accepted.get_or_create(&ProtocolLabel { protocol });
+            for stage in ["connect", "mail", "rcpt", "data"] {
+                rejected.get_or_create(&RejectLabels { protocol, stage });
+            }
+        }
+        for protocol in ["smtp", "submission", "lmtp", "pop3", "imap"] {
+            connections.get_or_create(&ProtocolLabel { protocol });
+        }
+        for protocol in ["submission", "pop3", "imap"] {
+            for result in ["ok", "failed"] {
+                logins.get_or_create(&LoginLabels { protocol, result });
+            }
+        }
         Arc::new(Telemetry {
             registry: std::sync::Mutex::new(registry),
             accepted,
@@ -495,6 +511,16 @@ mod tests {
     #[test]
     fn the_metrics_have_our_names_and_move() {
         let t = Telemetry::new();
+        let fresh = t.encode();
+        for line in [
+            "mailstow_messages_accepted_total{protocol=\"smtp\"} 0",
+            "mailstow_messages_rejected_total{protocol=\"smtp\",stage=\"rcpt\"} 0",
+            "mailstow_connections{protocol=\"pop3\"} 0",
+            "mailstow_logins_total{protocol=\"imap\",result=\"failed\"} 0",
+            "mailstow_messages_delivered_total 0",
+        ] {
+            assert!(fresh.contains(line), "{line} missing from\n{fresh}");
+        }
         let client: SocketAddr = "192.0.2.1:2525".parse().unwrap();
         let _open = t.connection("imap", client, true);
         t.login("imap", "a@b.example", "PLAIN", "ok", client.ip());

@@ -934,12 +934,12 @@ pub async fn serve(
     let data_dir = std::path::absolute(&config.data_dir).unwrap_or(config.data_dir.clone());
     let running = start(config).await?;
     let certificate = running.certificate();
+    let certificate_path =
+        std::path::absolute(&certificate.path).unwrap_or(certificate.path.clone());
     println!("data directory: {}", data_dir.display());
     println!(
         "certificate: {}{}",
-        std::path::absolute(&certificate.path)
-            .unwrap_or(certificate.path.clone())
-            .display(),
+        certificate_path.display(),
         match (&certificate.self_signed_for, certificate.generated) {
             (Some(host), true) => format!(" (self-signed for {host}, generated now)"),
             (Some(host), false) => format!(" (self-signed for {host})"),
@@ -958,7 +958,7 @@ pub async fn serve(
     tracing::info!(
         event = "started",
         data_dir = %data_dir.display(),
-        certificate = %certificate.path.display(),
+        certificate = %certificate_path.display(),
         sha256 = %certificate.sha256,
         listeners = running.addresses.len()
     );
