@@ -126,17 +126,17 @@ impl Telemetry {
         // Every series a dashboard or an alert names exists from the start, at 0: a rate over
         // a series that appears with its first event would miss that event.
         for protocol in ["smtp", "submission", "lmtp"] {
-            accepted.get_or_create(&ProtocolLabel { protocol });
+            let _ = accepted.get_or_create(&ProtocolLabel { protocol });
             for stage in ["connect", "mail", "rcpt", "data"] {
-                rejected.get_or_create(&RejectLabels { protocol, stage });
+                let _ = rejected.get_or_create(&RejectLabels { protocol, stage });
             }
         }
         for protocol in ["smtp", "submission", "lmtp", "pop3", "imap"] {
-            connections.get_or_create(&ProtocolLabel { protocol });
+            let _ = connections.get_or_create(&ProtocolLabel { protocol });
         }
         for protocol in ["submission", "pop3", "imap"] {
             for result in ["ok", "failed"] {
-                logins.get_or_create(&LoginLabels { protocol, result });
+                let _ = logins.get_or_create(&LoginLabels { protocol, result });
             }
         }
         Arc::new(Telemetry {
