@@ -70,6 +70,11 @@ observability() {
       sleep 1
       line=$("$BIN" bench smtp --address "127.0.0.1:$OUR_SMTP_PORT" --connections 32 --seconds 20 \
         --recipients "$recipients" --label "observability-$mode" 2>/dev/null | grep '^RESULT')
+      if [ -z "$line" ]; then
+        echo "no RESULT from mode $mode run $r; server said: $(tail -3 "$SCRATCH.err")" >&2
+        kill -TERM "$pid" 2>/dev/null; [ -n "$scraper" ] && kill "$scraper" 2>/dev/null
+        return 1
+      fi
       echo "$line run=$r log_lines=$(wc -l < "$SCRATCH.err")"
       rate=$(echo "$line" | sed -n 's/.*msgs_per_s=\([0-9.]*\).*/\1/p')
       if [ $mode = on ]; then on+=("$rate"); else off+=("$rate"); fi

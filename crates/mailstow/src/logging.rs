@@ -25,6 +25,7 @@ use std::time::SystemTime;
 
 use anyhow::{Context as _, Result};
 use tracing::field::{Field, Visit};
+use tracing::level_filters::LevelFilter;
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
@@ -68,17 +69,13 @@ impl Logging {
     }
 }
 
-/// The filter for `level` (one of error, warn, info, debug, trace): our crates at `level`,
-/// others at `warn` (or at `level` when it is quieter than that).
+/// The filter for `level` (one of off, error, warn, info, debug, trace): our crates at
+/// `level`, others at `warn` (or at `level` when it is quieter than that).
 pub(crate) fn filter(level: &str) -> Result<tracing_subscriber::EnvFilter> {
-    let parsed: Level = level.parse().map_err(|_| {
-        anyhow::anyhow!("[log] level '{level}': use error, warn, info, debug or trace")
+    let parsed: LevelFilter = level.parse().map_err(|_| {
+        anyhow::anyhow!("[log] level '{level}': use off, error, warn, info, debug or trace")
     })?;
-    let others = if parsed < Level::WARN {
-        parsed
-    } else {
-        Level::WARN
-    };
+    let others = parsed.min(LevelFilter::WARN);
     let mut directives = others.to_string().to_lowercase();
     for krate in OUR_CRATES {
         directives.push_str(&format!(",{krate}={}", parsed.to_string().to_lowercase()));
@@ -339,6 +336,9 @@ mod tests {
         let error = directives("error");
         assert!(error.iter().any(|d| d == "error"), "{error:?}");
         assert!(!error.iter().any(|d| d == "warn"), "{error:?}");
+        let off = directives("off");
+        assert!(off.iter().any(|d| d == "off"), "{off:?}");
+        assert!(off.iter().any(|d| d == "server=off"), "{off:?}");
         assert!(filter("loud").is_err());
     }
 }
