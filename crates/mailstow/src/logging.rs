@@ -21,7 +21,7 @@ use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::SystemTime;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result};
 use tracing::field::{Field, Visit};
@@ -96,7 +96,10 @@ pub(crate) fn init(level: &str, file: Option<&Path>) -> Result<Logging> {
     let reopen = Arc::new(AtomicBool::new(false));
     let (target, ansi) = match file {
         Some(path) => (Target::file(path, reopen.clone())?, false),
-        None => (Target::Stderr, io::stderr().is_terminal()),
+        None => (
+            Target::Stderr(BufWriter::new(io::stderr())),
+            io::stderr().is_terminal(),
+        ),
     };
     let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
         .lossy(false)
@@ -127,9 +130,11 @@ pub(crate) fn init(level: &str, file: Option<&Path>) -> Result<Logging> {
     })
 }
 
-/// Where the writer thread writes.
+/// Where the writer thread writes. Both are buffered: the thread writes every line it finds
+/// queued, then flushes once (`tracing_appender`'s worker), so a busy server makes one
+/// `write` per batch of lines rather than one per line.
 enum Target {
-    Stderr,
+    Stderr(BufWriter<io::Stderr>),
     File {
         path: PathBuf,
         file: BufWriter<File>,
@@ -158,7 +163,7 @@ fn open_log(path: &Path) -> Result<File> {
 impl Write for Target {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
-            Target::Stderr => io::stderr().write(buf),
+            Target::Stderr(stderr) => stderr.write(buf),
             Target::File { path, file, reopen } => {
                 if reopen.swap(false, Ordering::Relaxed) {
                     file.flush()?;
@@ -175,7 +180,7 @@ impl Write for Target {
 
     fn flush(&mut self) -> io::Result<()> {
         match self {
-            Target::Stderr => io::stderr().flush(),
+            Target::Stderr(stderr) => stderr.flush(),
             Target::File { file, .. } => file.flush(),
         }
     }
@@ -198,8 +203,16 @@ where
         event: &Event<'_>,
     ) -> fmt::Result {
         let meta = event.metadata();
-        let level = meta.level().as_str().to_ascii_lowercase();
-        write!(writer, "ts={} level=", rfc3339_ms(SystemTime::now()))?;
+        let level = match *meta.level() {
+            Level::ERROR => "error",
+            Level::WARN => "warn",
+            Level::INFO => "info",
+            Level::DEBUG => "debug",
+            Level::TRACE => "trace",
+        };
+        writer.write_str("ts=")?;
+        write_timestamp(&mut writer, SystemTime::now())?;
+        writer.write_str(" level=")?;
         if self.ansi {
             let colour = match *meta.level() {
                 Level::ERROR => "31",
@@ -209,7 +222,7 @@ where
             };
             write!(writer, "\x1b[{colour}m{level}\x1b[0m")?;
         } else {
-            writer.write_str(&level)?;
+            writer.write_str(level)?;
         }
         let krate = meta.target().split("::").next().unwrap_or_default();
         if !OUR_CRATES.contains(&krate) {
@@ -241,9 +254,15 @@ impl Visit for Fields<'_, '_> {
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
         if self.result.is_ok() {
-            let mut text = String::new();
-            let _ = write!(text, "{value:?}");
-            self.result = write_field(self.writer, field.name(), &text);
+            // One scratch string per thread: a line is written without allocating.
+            SCRATCH.with_borrow_mut(|text| {
+                text.clear();
+                let _ = write!(text, "{value:?}");
+                self.result = write_field(self.writer, field.name(), text);
+                if text.capacity() > VALUE_CHARS_MAX * 4 {
+                    *text = String::new();
+                }
+            });
         }
     }
 }
@@ -284,17 +303,38 @@ fn write_value(writer: &mut impl fmt::Write, value: &str) -> fmt::Result {
     writer.write_char('"')
 }
 
-/// `time` as RFC 3339 in UTC with milliseconds.
-pub(crate) fn rfc3339_ms(time: SystemTime) -> String {
-    chrono::DateTime::<chrono::Utc>::from(time)
-        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
-        .to_string()
+thread_local! {
+    static SCRATCH: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+    /// The second last formatted on this thread and its text up to the seconds.
+    static SECOND: std::cell::RefCell<(u64, String)> =
+        const { std::cell::RefCell::new((u64::MAX, String::new())) };
+}
+
+/// `time` as RFC 3339 in UTC with milliseconds, formatting the date and time only when the
+/// second changes.
+fn write_timestamp(writer: &mut impl fmt::Write, time: SystemTime) -> fmt::Result {
+    let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+    SECOND.with_borrow_mut(|(second, text)| {
+        if *second != since.as_secs() {
+            *second = since.as_secs();
+            *text = chrono::DateTime::<chrono::Utc>::from(time)
+                .format("%Y-%m-%dT%H:%M:%S")
+                .to_string();
+        }
+        write!(writer, "{text}.{:03}Z", since.subsec_millis())
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::UNIX_EPOCH;
+
+    /// `time` as RFC 3339 in UTC with milliseconds.
+    fn rfc3339_ms(time: SystemTime) -> String {
+        chrono::DateTime::<chrono::Utc>::from(time)
+            .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+            .to_string()
+    }
 
     fn value(v: &str) -> String {
         let mut out = String::new();
@@ -322,6 +362,13 @@ mod tests {
         assert_eq!(rfc3339_ms(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
         let leap = UNIX_EPOCH + std::time::Duration::from_secs(11_016 * 86_400 + 86_399);
         assert_eq!(rfc3339_ms(leap), "2000-02-29T23:59:59.000Z");
+        // The cached second gives the same text, and moves on with the clock.
+        let mut cached = String::new();
+        for time in [t, t + std::time::Duration::from_millis(1), leap, t] {
+            cached.clear();
+            write_timestamp(&mut cached, time).unwrap();
+            assert_eq!(cached, rfc3339_ms(time));
+        }
     }
 
     #[test]
