@@ -24,6 +24,7 @@ mod log;
 mod metrics;
 pub mod outbound;
 mod pop3_conn;
+mod quota;
 mod smtp_conn;
 mod throttle;
 mod tls;
