@@ -15,10 +15,24 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use disk::SimDisk;
-use imap::{AuthResult, Backend, Config, Event, HeaderCache, Session, Subscriptions, ViewCache};
+use imap::{
+    AuthResult, Backend, Config, Event, HeaderCache, Quotas, Session, Subscriptions, ViewCache,
+};
 use libfuzzer_sys::fuzz_target;
 use mailstow_fuzz::{Split, assert_crlf_lines, flights};
 use store::{AppendRequest, NewMessage, Store, StoreConfig};
+
+/// A quota small enough that APPEND, COPY and MOVE reach it (`NO [OVERQUOTA]`).
+struct SmallQuota;
+
+impl Quotas for SmallQuota {
+    fn quota(&self, _user: &str) -> store::Quota {
+        store::Quota {
+            bytes_max: Some(256 << 10),
+            messages_max: Some(32),
+        }
+    }
+}
 
 #[derive(Default)]
 struct MemorySubscriptions(Mutex<BTreeSet<(String, String)>>);
@@ -110,6 +124,7 @@ impl Client {
         let backend = Backend {
             store: &world.store,
             subscriptions: &world.subscriptions,
+            quotas: &SmallQuota,
             headers: &world.headers,
             views: &world.views,
         };
@@ -213,6 +228,7 @@ fuzz_target!(|data: &[u8]| {
             let backend = Backend {
                 store: &world.store,
                 subscriptions: &world.subscriptions,
+                quotas: &SmallQuota,
                 headers: &world.headers,
                 views: &world.views,
             };
