@@ -309,7 +309,11 @@ fn quota_is_enforced_at_rcpt() {
         .expect("bob listed")
         .split_whitespace()
         .collect();
-    assert_eq!(bob[..4], ["bob@example.test", "0", "0", "19.5K"], "{listed}");
+    assert_eq!(
+        bob[..4],
+        ["bob@example.test", "0", "0", "19.5K"],
+        "{listed}"
+    );
     let run = Command::new("python3")
         .arg("-c")
         .arg(

@@ -286,7 +286,7 @@ pub fn human_bytes(bytes: u64) -> String {
         return format!("{bytes}B");
     }
     let whole = 1u64 << (10 * unit);
-    if bytes % whole == 0 {
+    if bytes.is_multiple_of(whole) {
         return format!("{}{}", bytes / whole, UNITS[unit]);
     }
     let tenths = (bytes as f64 / whole as f64 * 10.0).round() / 10.0;
