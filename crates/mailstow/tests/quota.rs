@@ -2,7 +2,8 @@
 //! mail (IMAP APPEND, COPY and MOVE answer `NO [OVERQUOTA]`, SMTP RCPT 452 4.2.2 and 552
 //! 5.2.2), the QUOTA extension (GETQUOTAROOT, GETQUOTA), `user quota` with units, `user list`
 //! and `user show` with usage while the server runs and without it, and `user rename` keeping
-//! the mail (same UIDs and UIDVALIDITY) while the server runs and without it.
+//! the mail (same UIDs and UIDVALIDITY) while the server runs, without it, and after a crash
+//! cut it short.
 
 mod common;
 
@@ -424,5 +425,44 @@ fn rename_keeps_the_mail_while_running_and_offline() {
     let mut c = Imap::login(&server.addr("imap"), "rob@example.test");
     assert_eq!(uids(&mut c, "INBOX"), before);
     drop(c);
+    server.stop_cleanly();
+}
+
+/// A rename a crash cut short (the intent recorded, no mail moved yet) is finished by the
+/// next start.
+#[test]
+fn a_rename_cut_short_is_finished_at_start() {
+    let (_dir, data) = set_up_data_dir();
+    let server = start(&data);
+    let mut c = Imap::login(&server.addr("imap"), "bob@example.test");
+    assert!(c.append("INBOX", 200).contains("OK [APPENDUID"));
+    let before = uids(&mut c, "INBOX");
+    drop(c);
+    server.stop_cleanly();
+    // What `Directory::begin_rename` writes, and nothing after it.
+    let recorded = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import sqlite3,sys\n\
+             db=sqlite3.connect(sys.argv[1])\n\
+             db.execute(\"INSERT INTO renamed_users (old_address, new_address, renamed_at) \
+             VALUES ('bob@example.test', 'robert@example.test', 1)\")\n\
+             db.commit()",
+        )
+        .arg(data.join("directory.db"))
+        .output()
+        .expect("python3");
+    assert!(recorded.status.success(), "{recorded:?}");
+    assert!(
+        fails(&data, &["user", "del", "bob@example.test"]).contains("renamed"),
+        "a pending rename holds both names"
+    );
+
+    let server = start(&data);
+    let mut c = Imap::login(&server.addr("imap"), "robert@example.test");
+    assert_eq!(uids(&mut c, "INBOX"), before);
+    drop(c);
+    let mut old = Imap::connect(&server.addr("imap"));
+    assert!(status(&old.run("LOGIN bob@example.test secret")).starts_with("NO "));
     server.stop_cleanly();
 }
