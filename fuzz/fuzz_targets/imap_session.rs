@@ -4,7 +4,8 @@
 //! chunk-size byte, then client bytes. Flights separated by `\xff\xfe` alternate between two
 //! sessions of the same user, so one sees the other's changes (EXISTS, EXPUNGE, FETCH
 //! FLAGS). Both log in through the `Auth` event as a fresh user whose INBOX holds four
-//! messages; the user is deleted afterwards, so the one store of the process stays small.
+//! messages, under a quota small enough that APPEND, COPY and MOVE meet `NO [OVERQUOTA]`;
+//! the user is deleted afterwards, so the one store of the process stays small.
 //! Checks: no panic, every write ends a response (CRLF), nothing after Close, and the store
 //! passes fsck after every input.
 #![no_main]
