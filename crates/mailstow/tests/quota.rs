@@ -130,6 +130,17 @@ fn start(data: &Path) -> Server {
     Server::start_with(data, Some(&config))
 }
 
+/// [`start`], with the mail log (level info) in `log`.
+fn start_logged(data: &Path, log: &Path) -> Server {
+    let config = data.with_extension("logged.toml");
+    let text = format!(
+        "[server]\nauth_without_tls = true\n[log]\nfile = \"{}\"\nlevel = \"info\"\n",
+        log.display()
+    );
+    std::fs::write(&config, text).unwrap();
+    Server::start_opts(data, Some(&config), None, &[])
+}
+
 /// `mailstow ARGS` must fail; returns its standard error.
 fn fails(data: &Path, args: &[&str]) -> String {
     let out = mailstow(data, args);
@@ -330,8 +341,9 @@ fn password_file(data: &Path) -> PathBuf {
 
 #[test]
 fn rename_keeps_the_mail_while_running_and_offline() {
-    let (_dir, data) = set_up_data_dir();
-    let server = start(&data);
+    let (dir, data) = set_up_data_dir();
+    let log = dir.path().join("mail.log");
+    let server = start_logged(&data, &log);
     let imap = server.addr("imap");
     let bob = "bob@example.test";
     let mut c = Imap::login(&imap, bob);
@@ -371,6 +383,24 @@ fn rename_keeps_the_mail_while_running_and_offline() {
         out.trim(),
         "user renamed: bob@example.test -> robert@example.test (7 folders, 3 messages, 900 bytes kept)",
     );
+    // The log is written by a background thread: wait for the line.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let line = loop {
+        let logged = std::fs::read_to_string(&log).unwrap_or_default();
+        if let Some(line) = logged.lines().find(|l| l.contains("event=user_rename")) {
+            break line.to_string();
+        }
+        assert!(Instant::now() < deadline, "no user_rename in\n{logged}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    for field in [
+        "user=bob@example.test",
+        "new_user=robert@example.test",
+        "sessions_closed=1",
+        "messages=3",
+    ] {
+        assert!(line.contains(field), "{field}: {line}");
+    }
     // Bob's open session was closed.
     let mut rest = String::new();
     let _ = c.reader.read_to_string(&mut rest);
