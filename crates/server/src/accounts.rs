@@ -13,6 +13,9 @@
 //!
 //! A crash anywhere leaves the address in `deleted_users`; the next start (or an offline
 //! `mailstow user del`/`user add`) finishes steps 3 and 4 ([`finish_deletions`]).
+//!
+//! Renaming a user ([`rename_user`]) follows the same pattern: the intent first, then the
+//! sessions, then the store under the exclusive lock, resumed at start ([`finish_renames`]).
 
 use std::sync::Arc;
 use std::time::Duration;
