@@ -4,7 +4,8 @@
 //! chunk-size byte, then client bytes. Flights separated by `\xff\xfe` alternate between two
 //! sessions of the same user, so one sees the other's changes (EXISTS, EXPUNGE, FETCH
 //! FLAGS). Both log in through the `Auth` event as a fresh user whose INBOX holds four
-//! messages; the user is deleted afterwards, so the one store of the process stays small.
+//! messages, under a quota small enough that APPEND, COPY and MOVE meet `NO [OVERQUOTA]`;
+//! the user is deleted afterwards, so the one store of the process stays small.
 //! Checks: no panic, every write ends a response (CRLF), nothing after Close, and the store
 //! passes fsck after every input.
 #![no_main]
@@ -15,10 +16,24 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use disk::SimDisk;
-use imap::{AuthResult, Backend, Config, Event, HeaderCache, Session, Subscriptions, ViewCache};
+use imap::{
+    AuthResult, Backend, Config, Event, HeaderCache, Quotas, Session, Subscriptions, ViewCache,
+};
 use libfuzzer_sys::fuzz_target;
 use mailstow_fuzz::{Split, assert_crlf_lines, flights};
 use store::{AppendRequest, NewMessage, Store, StoreConfig};
+
+/// A quota small enough that APPEND, COPY and MOVE reach it (`NO [OVERQUOTA]`).
+struct SmallQuota;
+
+impl Quotas for SmallQuota {
+    fn quota(&self, _user: &str) -> store::Quota {
+        store::Quota {
+            bytes_max: Some(256 << 10),
+            messages_max: Some(32),
+        }
+    }
+}
 
 #[derive(Default)]
 struct MemorySubscriptions(Mutex<BTreeSet<(String, String)>>);
@@ -110,6 +125,7 @@ impl Client {
         let backend = Backend {
             store: &world.store,
             subscriptions: &world.subscriptions,
+            quotas: &SmallQuota,
             headers: &world.headers,
             views: &world.views,
         };
@@ -213,6 +229,7 @@ fuzz_target!(|data: &[u8]| {
             let backend = Backend {
                 store: &world.store,
                 subscriptions: &world.subscriptions,
+                quotas: &SmallQuota,
                 headers: &world.headers,
                 views: &world.views,
             };

@@ -651,6 +651,18 @@ impl Directory {
         Ok(())
     }
 
+    /// Forgets a rename [`Directory::begin_rename`] started whose mail could not move (the
+    /// store refused and moved nothing): both addresses are free again, `old` unchanged.
+    pub async fn abandon_rename(&self, old: &str) -> Result<(), DirectoryError> {
+        let mut tx = db::begin_write(&self.inner.pool).await?;
+        sqlx::query("DELETE FROM renamed_users WHERE old_address = $1")
+            .bind(old)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     /// Renames begun and not finished, `(old, new)`, oldest first.
     pub async fn pending_renames(&self) -> Result<Vec<(String, String)>, DirectoryError> {
         let rows = sqlx::query_as(

@@ -42,7 +42,7 @@ pub mod fuzzing;
 pub use cache::{HeaderCache, ViewCache};
 pub use config::{AUTOLOGOUT, Config, LITERAL_MINUS_BYTES_MAX, LOGIN_TIMEOUT};
 pub use event::{AuthResult, Event};
-pub use session::{Backend, Session, Subscriptions};
+pub use session::{Backend, Quotas, Session, Subscriptions};
 
 #[cfg(test)]
 mod tests;

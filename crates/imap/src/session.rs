@@ -21,10 +21,18 @@ pub trait Subscriptions: Send + Sync {
     fn set(&self, user: &str, mailbox: &str, subscribed: bool) -> Result<(), String>;
 }
 
+/// Where a user's limits live (RFC 9208): outside the store, in the directory. Asked at every
+/// addition, so a limit changed while a session is open applies to its next APPEND.
+pub trait Quotas: Send + Sync {
+    /// The user's limits; unlimited when it has none.
+    fn quota(&self, user: &str) -> store::Quota;
+}
+
 /// What a session works on while it runs a command.
 pub struct Backend<'a> {
     pub store: &'a Store,
     pub subscriptions: &'a dyn Subscriptions,
+    pub quotas: &'a dyn Quotas,
     /// Header fields for SEARCH, shared by all sessions.
     pub headers: &'a crate::cache::HeaderCache,
     /// Folder views for SELECT, shared by all sessions.
@@ -416,6 +424,10 @@ impl Session {
              LIST-EXTENDED LIST-STATUS ESEARCH MULTIAPPEND BINARY CONDSTORE STATUS=SIZE",
         );
         caps.push_str(&format!(" APPENDLIMIT={}", self.config.literal_bytes_max));
+        if self.state != State::NotAuthenticated {
+            // RFC 9208 3.2, 5.1, 5.2: the resources GETQUOTA and GETQUOTAROOT report.
+            caps.push_str(" QUOTA QUOTA=RES-STORAGE QUOTA=RES-MESSAGE");
+        }
         caps
     }
 

@@ -5,6 +5,7 @@
 mod commands;
 mod fetch;
 mod limits;
+mod quota;
 mod updates;
 
 use std::collections::BTreeSet;
@@ -14,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use disk::SimDisk;
 use store::{NewMessage, Store, StoreConfig};
 
-use crate::{AuthResult, Backend, Config, Event, Session, Subscriptions};
+use crate::{AuthResult, Backend, Config, Event, Quotas, Session, Subscriptions};
 
 #[derive(Default)]
 pub(crate) struct MemorySubscriptions(Mutex<BTreeSet<(String, String)>>);
@@ -38,6 +39,27 @@ impl Subscriptions for MemorySubscriptions {
             set.remove(&(user.to_string(), mailbox.to_string()));
         }
         Ok(())
+    }
+}
+
+/// Each user's limits, as a test sets them.
+#[derive(Default)]
+pub(crate) struct MemoryQuotas(Mutex<std::collections::HashMap<String, store::Quota>>);
+
+impl MemoryQuotas {
+    pub(crate) fn set(&self, user: &str, quota: store::Quota) {
+        self.0.lock().unwrap().insert(user.to_string(), quota);
+    }
+}
+
+impl Quotas for MemoryQuotas {
+    fn quota(&self, user: &str) -> store::Quota {
+        self.0
+            .lock()
+            .unwrap()
+            .get(user)
+            .copied()
+            .unwrap_or_default()
     }
 }
 
@@ -68,6 +90,7 @@ pub(crate) struct Client {
     pub(crate) views: Arc<crate::ViewCache>,
     pub(crate) store: Store,
     pub(crate) subs: Arc<MemorySubscriptions>,
+    pub(crate) quotas: Arc<MemoryQuotas>,
     pub(crate) closed: bool,
     pub(crate) starttls: bool,
 }
@@ -80,6 +103,7 @@ impl Client {
             views: Arc::new(crate::ViewCache::new(1 << 20)),
             store: store.clone(),
             subs: Arc::new(MemorySubscriptions::default()),
+            quotas: Arc::new(MemoryQuotas::default()),
             closed: false,
             starttls: false,
         }
@@ -93,6 +117,7 @@ impl Client {
             let backend = Backend {
                 store: &self.store,
                 subscriptions: &*self.subs,
+                quotas: &*self.quotas,
                 headers: &self.headers,
                 views: &self.views,
             };

@@ -1,7 +1,8 @@
 //! `mailstow domain|user|alias ...`: the directory (`<data_dir>/directory.db`). Safe to run
 //! while the server runs: the server's cache notices the change within seconds. `user del`
-//! goes through the running server (which closes the user's sessions and removes the mail),
-//! or removes the mail itself when no server runs.
+//! and `user rename` go through the running server (which closes the user's sessions and
+//! removes or moves the mail), and `user list` and `user show` ask it for what users hold;
+//! with no server running they open the store themselves.
 
 use std::path::PathBuf;
 
@@ -46,13 +47,28 @@ pub(crate) enum UserCommand {
     /// Add many users from FILE: one `address password` per line (blank lines and `#` comments
     /// skipped); existing users are reported and skipped.
     Import { file: PathBuf },
-    /// List users (of one domain, or all).
+    /// List users (of one domain, or all): messages and size held, quota, message quota,
+    /// last login (recorded at most once a minute).
     List { domain: Option<String> },
+    /// A user's quota, usage and last login, and every folder with its messages and size.
+    Show { address: String },
+    /// Rename a user, keeping its mail (same folders, UIDs and UIDVALIDITY), password,
+    /// quotas, subscriptions and the aliases that name it. Closes its sessions if the server
+    /// runs. NEW must be a new address in a local domain.
+    Rename { old: String, new: String },
     /// Remove a user and all of their mail (closing their sessions if the server runs); the
     /// address can be added again afterwards and starts empty.
     Del { address: String },
-    /// Set a user's quota in bytes, or `none` for unlimited.
-    Quota { address: String, bytes: String },
+    /// Set a user's quota: SIZE in bytes or with a binary unit (`500M`, `2G`, `1.5G`; K, M, G
+    /// and T are powers of 1024), or `none` for unlimited; `--messages N|none` sets the
+    /// message-count quota. IMAP APPEND, COPY and MOVE and SMTP/LMTP RCPT check both.
+    Quota {
+        address: String,
+        size: Option<String>,
+        /// The most messages the user may hold, or `none`.
+        #[arg(long, value_name = "N")]
+        messages: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -90,6 +106,140 @@ fn password(file: Option<PathBuf>, literal: Option<String>) -> Result<String> {
         bail!("the password is empty");
     }
     Ok(password)
+}
+
+/// A `user quota` size: bytes, or a number (decimals allowed) with a binary unit K, M, G or
+/// T (optionally followed by `B` or `iB`, any case), as Dovecot reads them; `none` is
+/// unlimited. Zero is refused: it would refuse all mail, and `none` is what is meant.
+pub(crate) fn parse_size(text: &str) -> Result<Option<u64>> {
+    let help = "expected a size such as 1048576, 500M, 2G or 1.5G (K, M, G, T are powers of \
+                1024), or 'none'";
+    let trimmed = text.trim();
+    if trimmed.eq_ignore_ascii_case("none") {
+        return Ok(None);
+    }
+    let lower = trimmed.to_ascii_lowercase();
+    let number = lower
+        .strip_suffix("ib")
+        .or_else(|| lower.strip_suffix('b'))
+        .unwrap_or(&lower);
+    let (digits, shift) = match number.chars().last() {
+        Some('k') => (&number[..number.len() - 1], 10),
+        Some('m') => (&number[..number.len() - 1], 20),
+        Some('g') => (&number[..number.len() - 1], 30),
+        Some('t') => (&number[..number.len() - 1], 40),
+        _ => (number, 0),
+    };
+    let valid = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+        && digits.bytes().filter(|&b| b == b'.').count() <= 1
+        && digits != ".";
+    if !valid {
+        bail!("quota '{text}': {help}");
+    }
+    let bytes = if digits.contains('.') {
+        let value: f64 = digits
+            .parse()
+            .with_context(|| format!("quota '{text}': {help}"))?;
+        let bytes = (value * (1u64 << shift) as f64).round();
+        if bytes >= u64::MAX as f64 {
+            bail!("quota '{text}' is too large");
+        }
+        bytes as u64
+    } else {
+        digits
+            .parse::<u64>()
+            .ok()
+            .and_then(|n| n.checked_mul(1u64 << shift))
+            .with_context(|| format!("quota '{text}' is too large"))?
+    };
+    if bytes == 0 {
+        bail!("quota '{text}' would refuse all mail; use 'none' for no limit");
+    }
+    Ok(Some(bytes))
+}
+
+/// A `user quota --messages` count, or `none`.
+fn parse_messages(text: &str) -> Result<Option<u64>> {
+    if text.trim().eq_ignore_ascii_case("none") {
+        return Ok(None);
+    }
+    match text.trim().parse::<u64>() {
+        Ok(0) => bail!("a message quota of 0 would refuse all mail; use 'none' for no limit"),
+        Ok(n) => Ok(Some(n)),
+        Err(_) => bail!("message quota '{text}': expected a number of messages or 'none'"),
+    }
+}
+
+/// The store, opened here because no server runs (the caller holds the data directory's
+/// lock); `None` when there is none yet.
+fn open_store(paths: &Paths, config: &Config) -> Result<Option<store::Store>> {
+    let store_dir = paths.store();
+    if !store_dir.is_dir() {
+        return Ok(None);
+    }
+    let disk: std::sync::Arc<dyn disk::Disk> = std::sync::Arc::new(disk::RealDisk);
+    Ok(Some(
+        store::Store::open(disk, &store_dir, config.store_config())?.0,
+    ))
+}
+
+/// Sends `request` to the running server and prints its answer; false when none runs.
+fn through_server(paths: &Paths, request: &Request) -> Result<bool> {
+    match server::admin::request(&paths.data_dir, request) {
+        Some(Ok(output)) => {
+            use std::io::Write as _;
+            std::io::stdout().write_all(&output)?;
+            Ok(true)
+        }
+        Some(Err(message)) => bail!("{message}"),
+        None => Ok(false),
+    }
+}
+
+/// `user rename` with no server running: the data directory is locked first, so none can
+/// start meanwhile; the same steps as the server's (intent, store, directory).
+async fn rename_offline(
+    d: &directory::Directory,
+    paths: &Paths,
+    config: &Config,
+    old: &str,
+    new: &str,
+) -> Result<()> {
+    let _lock = server::DataDirLock::acquire(&paths.data_dir)?;
+    let (old, new) = d.begin_rename(old, new).await?;
+    let moved = match open_store(paths, config)? {
+        Some(store) => {
+            let moved = store.rename_user(&old, &new);
+            if moved.is_ok() {
+                store.checkpoint()?;
+            }
+            moved
+        }
+        None => Ok(store::Usage::default()),
+    };
+    match moved {
+        Ok(moved) => {
+            d.finish_rename(&old, &new).await?;
+            tracing::info!(
+                event = "user_rename",
+                user = old,
+                new_user = new,
+                folders = moved.folders,
+                messages = moved.messages,
+                bytes = moved.bytes
+            );
+            out!(
+                "{}",
+                server::admin::format_renamed(&old, &new, &moved).trim_end()
+            );
+            Ok(())
+        }
+        Err(e) => {
+            d.abandon_rename(&old).await?;
+            Err(anyhow::Error::from(e).context(format!("moving the mail of {old} to {new}")))
+        }
+    }
 }
 
 pub(crate) fn with_directory<T>(
@@ -238,11 +388,30 @@ pub(crate) fn user(command: UserCommand, paths: &Paths, config: &Config) -> Resu
                 out!("users imported: {added} added, {skipped} already present");
             }
             UserCommand::List { domain } => {
-                for user in d.list_users(domain.as_deref()).await? {
-                    match user.quota_bytes {
-                        Some(q) => out!("{} quota={q}", user.address),
-                        None => out!("{} quota=none", user.address),
-                    }
+                // Usage is in the store, which a running server owns.
+                if !through_server(paths, &Request::UserList(domain.clone()))? {
+                    let users = d.list_users(domain.as_deref()).await?;
+                    let _lock = server::DataDirLock::acquire(&paths.data_dir)?;
+                    let store = open_store(paths, config)?;
+                    let text = server::admin::format_user_list(&users, store.as_ref());
+                    out!("{}", text.trim_end());
+                }
+            }
+            UserCommand::Show { address } => {
+                if !through_server(paths, &Request::UserShow(address.clone()))? {
+                    let Some(user) = d.user(&address).await? else {
+                        bail!("no such user: {address}");
+                    };
+                    let _lock = server::DataDirLock::acquire(&paths.data_dir)?;
+                    let store = open_store(paths, config)?;
+                    let text = server::admin::format_user_show(&user, store.as_ref());
+                    out!("{}", text.trim_end());
+                }
+            }
+            UserCommand::Rename { old, new } => {
+                let request = Request::RenameUser(old.clone(), new.clone());
+                if !through_server(paths, &request)? {
+                    rename_offline(&d, paths, config, &old, &new).await?;
                 }
             }
             UserCommand::Del { address } => {
@@ -273,16 +442,28 @@ pub(crate) fn user(command: UserCommand, paths: &Paths, config: &Config) -> Resu
                     }
                 }
             }
-            UserCommand::Quota { address, bytes } => {
-                let quota = if bytes.eq_ignore_ascii_case("none") {
-                    None
-                } else {
-                    Some(bytes.parse::<u64>().with_context(|| {
-                        format!("quota '{bytes}' is not a number of bytes or 'none'")
-                    })?)
-                };
-                d.set_quota(&address, quota).await?;
-                out!("quota set: {} {}", address.to_ascii_lowercase(), bytes);
+            UserCommand::Quota {
+                address,
+                size,
+                messages,
+            } => {
+                if size.is_none() && messages.is_none() {
+                    bail!("give a SIZE (500M, 2G, none) or --messages N|none, or both");
+                }
+                // Both parsed before either is set, so garbage changes nothing.
+                let bytes = size.as_deref().map(parse_size).transpose()?;
+                let count = messages.as_deref().map(parse_messages).transpose()?;
+                let address = address.to_ascii_lowercase();
+                if let Some(bytes) = bytes {
+                    d.set_quota(&address, bytes).await?;
+                    let shown = bytes.map_or("none".into(), server::admin::human_bytes);
+                    out!("quota set: {address} {shown}");
+                }
+                if let Some(count) = count {
+                    d.set_message_quota(&address, count).await?;
+                    let shown = count.map_or("none".into(), |n| n.to_string());
+                    out!("message quota set: {address} {shown}");
+                }
             }
         }
         Ok(())
@@ -314,4 +495,42 @@ pub(crate) fn alias(command: AliasCommand, paths: &Paths) -> Result<()> {
         }
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_take_binary_units() {
+        let ok = |text: &str| parse_size(text).unwrap();
+        assert_eq!(ok("none"), None);
+        assert_eq!(ok("NONE"), None);
+        assert_eq!(ok("1048576"), Some(1 << 20));
+        assert_eq!(ok("512K"), Some(512 << 10));
+        assert_eq!(ok("500M"), Some(500 << 20));
+        assert_eq!(ok("500m"), Some(500 << 20));
+        assert_eq!(ok("2G"), Some(2 << 30));
+        assert_eq!(ok("2GB"), Some(2 << 30));
+        assert_eq!(ok("2GiB"), Some(2 << 30));
+        assert_eq!(ok("1.5G"), Some(3 << 29));
+        assert_eq!(ok("1T"), Some(1 << 40));
+        assert_eq!(ok(" 7 "), Some(7));
+        assert_eq!(ok("100B"), Some(100));
+        for garbage in [
+            "", "M", "12X", "1.2.3G", ".", "-5M", "5 M", "1e9", "0", "0M", "0.0001K",
+        ] {
+            assert!(parse_size(garbage).is_err(), "{garbage:?} was taken");
+        }
+        assert!(parse_size("99999999999T").is_err());
+        assert!(parse_size("18446744073709551616").is_err());
+    }
+
+    #[test]
+    fn message_counts() {
+        assert_eq!(parse_messages("none").unwrap(), None);
+        assert_eq!(parse_messages("1000").unwrap(), Some(1000));
+        assert!(parse_messages("0").is_err());
+        assert!(parse_messages("10k").is_err());
+    }
 }

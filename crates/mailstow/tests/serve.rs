@@ -305,7 +305,17 @@ fn quota_is_enforced_at_rcpt() {
         &["user", "quota", "bob@example.test", "20000"],
     ));
     let listed = must(mailstow(&data, &["user", "list"]));
-    assert!(listed.contains("bob@example.test quota=20000"), "{listed}");
+    let bob: Vec<&str> = listed
+        .lines()
+        .find(|l| l.starts_with("bob@example.test "))
+        .expect("bob listed")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        bob[..4],
+        ["bob@example.test", "0", "0", "19.5K"],
+        "{listed}"
+    );
     let run = Command::new("python3")
         .arg("-c")
         .arg(

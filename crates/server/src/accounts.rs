@@ -13,6 +13,9 @@
 //!
 //! A crash anywhere leaves the address in `deleted_users`; the next start (or an offline
 //! `mailstow user del`/`user add`) finishes steps 3 and 4 ([`finish_deletions`]).
+//!
+//! Renaming a user ([`rename_user`]) follows the same pattern: the intent first, then the
+//! sessions, then the store under the exclusive lock, resumed at start ([`finish_renames`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -87,6 +90,111 @@ pub(crate) async fn finish_deletions(ctx: &Arc<Ctx>) {
             tracing::warn!(
                 event = "user_delete_failed",
                 user,
+                error = %format!("{e:#}"),
+                msg = "retried at the next start"
+            );
+        }
+    }
+}
+
+/// Renames the user `old` to `new` while the server runs; returns both canonical addresses
+/// and what the store moved.
+///
+/// 1. the directory records the intent (`renamed_users`): neither address can be added,
+///    deleted or renamed meanwhile;
+/// 2. `old`'s sessions are told and closed, and no new one may join (as for a deletion);
+/// 3. under the exclusive mailbox lock, so no delivery batch routes or appends meanwhile,
+///    the store gives `old`'s folders to `new` (one durable record: UIDs and UIDVALIDITY
+///    stay) and the directory moves the account (password, quotas, subscriptions, aliases
+///    naming it); the lock is released once the directory's cache knows `new`, so the next
+///    batch routes there.
+///
+/// Mail queued for `old`'s address and delivered afterwards finds no such user (it bounces
+/// unless an alias keeps the old address). A crash after step 1 leaves the intent; the next
+/// start (or an offline `user rename`) finishes it ([`finish_renames`]).
+pub(crate) async fn rename_user(
+    ctx: &Arc<Ctx>,
+    old: &str,
+    new: &str,
+) -> Result<(String, String, store::Usage)> {
+    let (old, new) = ctx.directory.begin_rename(old, new).await?;
+    let moved = finish_rename(ctx, &old, &new).await?;
+    Ok((old, new, moved))
+}
+
+/// Steps 2 and 3 for a rename the directory has begun. When the store refuses (`new` holds
+/// folders already), nothing moved and the directory forgets the intent.
+async fn finish_rename(ctx: &Arc<Ctx>, old: &str, new: &str) -> Result<store::Usage> {
+    let sessions = ctx.users.sessions(old);
+    let (revocation, gone) = ctx.users.revoke(old, SESSIONS_WAIT_MAX).await;
+    if !gone {
+        tracing::warn!(
+            event = "user_sessions_open",
+            user = old,
+            sessions = ctx.users.sessions(old),
+            waited_seconds = SESSIONS_WAIT_MAX.as_secs(),
+            msg = "renaming anyway"
+        );
+    }
+    // The exclusive lock is a std lock held by a blocking thread: it takes the lock, renames
+    // in the store, and waits for the directory's part before it lets go.
+    let (locked_tx, locked_rx) = tokio::sync::oneshot::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let (store, mailboxes) = (ctx.store.clone(), ctx.mailboxes.clone());
+    let (from, to) = (old.to_string(), new.to_string());
+    let holder = tokio::task::spawn_blocking(move || {
+        let _exclusive = mailboxes.write().unwrap_or_else(|p| p.into_inner());
+        let moved = store.rename_user(&from, &to);
+        let failed = moved.is_err();
+        let _ = locked_tx.send(moved);
+        if !failed {
+            // Released when the directory is done (or its side was dropped).
+            let _ = release_rx.recv();
+        }
+    });
+    let moved = locked_rx
+        .await
+        .context("the store task failed")?
+        .with_context(|| format!("moving the mail of {old} to {new}"));
+    let finished = match &moved {
+        Ok(_) => ctx.directory.finish_rename(old, new).await,
+        // The store moved nothing (one record, all or none): `old` stays as it was.
+        Err(_) => ctx.directory.abandon_rename(old).await,
+    };
+    drop(release_tx);
+    holder.await.context("the store task failed")?;
+    let moved = moved?;
+    finished?;
+    drop(revocation);
+    tracing::info!(
+        event = "user_rename",
+        user = old,
+        new_user = new,
+        sessions_closed = sessions,
+        folders = moved.folders,
+        messages = moved.messages,
+        bytes = moved.bytes
+    );
+    Ok(moved)
+}
+
+/// Finishes every rename the directory still lists (one a crash cut short, or one begun by
+/// an offline `user rename` that did not finish). Failures are logged and retried at the
+/// next start.
+pub(crate) async fn finish_renames(ctx: &Arc<Ctx>) {
+    let pending = match ctx.directory.pending_renames().await {
+        Ok(pending) => pending,
+        Err(e) => {
+            tracing::warn!(event = "directory_error", error = %e, msg = "listing renamed users");
+            return;
+        }
+    };
+    for (old, new) in pending {
+        if let Err(e) = finish_rename(ctx, &old, &new).await {
+            tracing::warn!(
+                event = "user_rename_failed",
+                user = old,
+                new_user = new,
                 error = %format!("{e:#}"),
                 msg = "retried at the next start"
             );

@@ -1,6 +1,7 @@
 //! The admin socket: the operator commands that need the running server's state or its
-//! engines, `mailstow queue stats|list|show|retry|remove`, `store stats|fsck`, `user del`,
-//! `auth blocked|unblock`, and the CLI's notice that it changed the directory.
+//! engines, `mailstow queue stats|list|show|retry|remove`, `store stats|fsck`, `user
+//! del|rename|list|show`, `auth blocked|unblock`, and the CLI's notice that it changed the
+//! directory.
 //!
 //! While `mailstow serve` runs it owns the queue, so the CLI cannot open it: it sends the
 //! command to `<data_dir>/admin.sock` instead, and the server runs it on its own `Queue`.
@@ -8,7 +9,8 @@
 //! directly. Both paths produce their text here, so they print the same.
 //!
 //! Protocol: the client sends one request line (`list`, `show ID`, `retry ID`, `remove ID`,
-//! `user del ADDRESS`, `auth blocked`, `auth unblock ADDRESS|USER`, `queue stats`, `store
+//! `user del ADDRESS`, `user rename OLD NEW`, `user list [DOMAIN]`, `user show ADDRESS`,
+//! `auth blocked`, `auth unblock ADDRESS|USER`, `queue stats`, `store
 //! stats`, `store fsck`, `directory changed`; at most
 //! [`REQUEST_BYTES_MAX`] bytes); the server answers with a status line, `ok` or
 //! `error: <one line>`, then (after `ok`) the command's output verbatim, and closes the
@@ -27,7 +29,8 @@ use tokio::net::{UnixListener, UnixStream};
 
 use crate::Ctx;
 
-/// Longest request line accepted (the longest real one is `user del` and a 254-byte address).
+/// Longest request line accepted (the longest real one is `user rename` and two 254-byte
+/// addresses).
 pub const REQUEST_BYTES_MAX: usize = 1024;
 /// A client that has not sent its request line by then is dropped.
 const REQUEST_WAIT_MAX: Duration = Duration::from_secs(10);
@@ -46,6 +49,12 @@ pub enum Request {
     Remove(MessageId),
     /// Delete a user and its mail, closing its sessions (`mailstow user del`).
     DeleteUser(String),
+    /// Rename a user keeping its mail, closing its sessions (`mailstow user rename`).
+    RenameUser(String, String),
+    /// Users (of one domain, or all) with their usage (`mailstow user list`).
+    UserList(Option<String>),
+    /// A user's limits, usage and folders (`mailstow user show`).
+    UserShow(String),
     /// Failed-login blocks in force (`mailstow auth blocked`).
     AuthBlocked,
     /// Clear the failed-login counters of an address or a user (`mailstow auth unblock`).
@@ -75,6 +84,12 @@ impl Request {
             ["retry", n] => Ok(Request::Retry(id(n)?)),
             ["remove", n] => Ok(Request::Remove(id(n)?)),
             ["user", "del", address] => Ok(Request::DeleteUser((*address).to_string())),
+            ["user", "rename", old, new] => {
+                Ok(Request::RenameUser((*old).to_string(), (*new).to_string()))
+            }
+            ["user", "list"] => Ok(Request::UserList(None)),
+            ["user", "list", domain] => Ok(Request::UserList(Some((*domain).to_string()))),
+            ["user", "show", address] => Ok(Request::UserShow((*address).to_string())),
             ["auth", "blocked"] => Ok(Request::AuthBlocked),
             ["auth", "unblock", what] => Ok(Request::AuthUnblock((*what).to_string())),
             ["queue", "stats"] => Ok(Request::QueueStats),
@@ -83,6 +98,7 @@ impl Request {
             ["directory", "changed"] => Ok(Request::DirectoryChanged),
             _ => Err(
                 "expected: list | show ID | retry ID | remove ID | user del ADDRESS | \
+                      user rename OLD NEW | user list [DOMAIN] | user show ADDRESS | \
                       auth blocked | auth unblock ADDRESS|USER | queue stats | store stats | \
                       store fsck | directory changed"
                     .into(),
@@ -98,6 +114,10 @@ impl Request {
             Request::Retry(id) => format!("retry {id}"),
             Request::Remove(id) => format!("remove {id}"),
             Request::DeleteUser(address) => format!("user del {address}"),
+            Request::RenameUser(old, new) => format!("user rename {old} {new}"),
+            Request::UserList(None) => "user list".into(),
+            Request::UserList(Some(domain)) => format!("user list {domain}"),
+            Request::UserShow(address) => format!("user show {address}"),
             Request::AuthBlocked => "auth blocked".into(),
             Request::AuthUnblock(what) => format!("auth unblock {what}"),
             Request::QueueStats => "queue stats".into(),
@@ -176,6 +196,108 @@ pub fn format_store_stats(stats: &store::StoreStats) -> String {
         stats.reserved_bytes
     ));
     out
+}
+
+/// `user rename`'s answer.
+pub fn format_renamed(old: &str, new: &str, moved: &store::Usage) -> String {
+    format!(
+        "user renamed: {old} -> {new} ({} folders, {} messages, {} bytes kept)\n",
+        moved.folders, moved.messages, moved.bytes
+    )
+}
+
+/// `user list`'s answer: one line per user with what it holds (from the store's index; all
+/// zero without a store), its limits and its last login.
+pub fn format_user_list(users: &[directory::UserInfo], store: Option<&store::Store>) -> String {
+    let mut out = format!(
+        "{:<40} {:>9} {:>8} {:>8} {:>9}  {}\n",
+        "address", "messages", "size", "quota", "max msgs", "last login"
+    );
+    for user in users {
+        let used = store.map(|s| s.usage(&user.address)).unwrap_or_default();
+        out.push_str(&format!(
+            "{:<40} {:>9} {:>8} {:>8} {:>9}  {}\n",
+            user.address,
+            used.messages,
+            human_bytes(used.bytes),
+            user.quota_bytes.map_or("none".into(), human_bytes),
+            user.quota_messages
+                .map_or("none".into(), |max| max.to_string()),
+            last_login(user.last_login_at)
+        ));
+    }
+    out.push_str(&format!("{} users\n", users.len()));
+    out
+}
+
+/// `user show`'s answer: the user's limits, usage and last login, then every folder with
+/// its messages and bytes.
+pub fn format_user_show(user: &directory::UserInfo, store: Option<&store::Store>) -> String {
+    let used = store.map(|s| s.usage(&user.address)).unwrap_or_default();
+    let limit = |max: Option<u64>, show: fn(u64) -> String| max.map_or("none".into(), show);
+    let mut out = format!(
+        "address: {}\nquota: {}\nmax messages: {}\nusage: {} messages, {} ({} bytes) in {} folders\n\
+         last login: {}\n",
+        user.address,
+        limit(user.quota_bytes, human_bytes),
+        limit(user.quota_messages, |max| max.to_string()),
+        used.messages,
+        human_bytes(used.bytes),
+        used.bytes,
+        used.folders,
+        last_login(user.last_login_at)
+    );
+    out.push_str(&format!(
+        "{:<40} {:>9} {:>14} {:>8}\n",
+        "folder", "messages", "bytes", "size"
+    ));
+    let Some(store) = store else {
+        return out;
+    };
+    let mut folders = store.list_folders(&user.address);
+    folders.sort();
+    for folder in folders {
+        // Deleted meanwhile: left out.
+        let Ok(status) = store.status(&user.address, &folder) else {
+            continue;
+        };
+        out.push_str(&format!(
+            "{:<40} {:>9} {:>14} {:>8}\n",
+            one_line(&folder),
+            status.messages,
+            status.bytes,
+            human_bytes(status.bytes)
+        ));
+    }
+    out
+}
+
+/// A size in binary units, as `user quota` takes them: `0`, `512B`, `1.5K`, `500M`, `2G`.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "K", "M", "G", "T"];
+    if bytes == 0 {
+        return "0".into();
+    }
+    let mut unit = 0;
+    while unit + 1 < UNITS.len() && bytes >= 1u64 << (10 * (unit + 1)) {
+        unit += 1;
+    }
+    if unit == 0 {
+        return format!("{bytes}B");
+    }
+    let whole = 1u64 << (10 * unit);
+    if bytes.is_multiple_of(whole) {
+        return format!("{}{}", bytes / whole, UNITS[unit]);
+    }
+    let tenths = (bytes as f64 / whole as f64 * 10.0).round() / 10.0;
+    format!("{tenths}{}", UNITS[unit])
+}
+
+fn last_login(at: Option<i64>) -> String {
+    match at {
+        Some(at) => mail_parser::DateTime::from_timestamp(at).to_rfc3339(),
+        None => "never".into(),
+    }
 }
 
 /// `user del`'s answer.
@@ -402,6 +524,35 @@ async fn run(ctx: &Arc<Ctx>, request: Request) -> Result<Vec<u8>, String> {
             .await
             .map(|(user, deleted)| format_deleted(&user, &deleted).into_bytes())
             .map_err(|e| format!("{e:#}")),
+        Request::RenameUser(old, new) => crate::accounts::rename_user(ctx, &old, &new)
+            .await
+            .map(|(old, new, moved)| format_renamed(&old, &new, &moved).into_bytes())
+            .map_err(|e| format!("{e:#}")),
+        Request::UserList(domain) => {
+            let users = ctx
+                .directory
+                .list_users(domain.as_deref())
+                .await
+                .map_err(|e| e.to_string())?;
+            let store = ctx.store.clone();
+            tokio::task::spawn_blocking(move || format_user_list(&users, Some(&store)))
+                .await
+                .map(String::into_bytes)
+                .map_err(|e| format!("the command failed: {e}"))
+        }
+        Request::UserShow(address) => {
+            let user = ctx
+                .directory
+                .user(&address)
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("no such user: {}", one_line(&address)))?;
+            let store = ctx.store.clone();
+            tokio::task::spawn_blocking(move || format_user_show(&user, Some(&store)))
+                .await
+                .map(String::into_bytes)
+                .map_err(|e| format!("the command failed: {e}"))
+        }
         Request::AuthBlocked => {
             let blocked = ctx.throttle.blocked();
             let mut out = String::new();
@@ -479,6 +630,10 @@ mod tests {
             Request::Retry(8),
             Request::Remove(u64::MAX),
             Request::DeleteUser("a@example.org".into()),
+            Request::RenameUser("a@example.org".into(), "b@example.org".into()),
+            Request::UserList(None),
+            Request::UserList(Some("example.org".into())),
+            Request::UserShow("a@example.org".into()),
             Request::AuthBlocked,
             Request::AuthUnblock("192.0.2.1".into()),
             Request::QueueStats,
@@ -492,6 +647,18 @@ mod tests {
         assert!(Request::parse("show x").is_err());
         assert!(Request::parse("list 1").is_err());
         assert!(Request::parse("flush").is_err());
+    }
+
+    #[test]
+    fn sizes_in_binary_units() {
+        assert_eq!(human_bytes(0), "0");
+        assert_eq!(human_bytes(1023), "1023B");
+        assert_eq!(human_bytes(1024), "1K");
+        assert_eq!(human_bytes(1536), "1.5K");
+        assert_eq!(human_bytes(500 << 20), "500M");
+        assert_eq!(human_bytes(3 << 29), "1.5G");
+        assert_eq!(human_bytes(2 << 40), "2T");
+        assert_eq!(human_bytes(u64::MAX), "16777216T");
     }
 
     #[test]

@@ -202,9 +202,10 @@ pub(crate) struct Login<'a> {
 }
 
 impl Login<'_> {
-    /// The session is open as `user`.
+    /// The session is open as `user`; its last login is recorded (`user list`).
     pub(crate) fn ok(&self, ctx: &crate::Ctx, user: &str) {
         self.log(ctx, user, "ok");
+        ctx.directory.note_login(user);
     }
 
     /// The password was right but the session was not opened (too many sessions, the

@@ -49,9 +49,11 @@ async fn poll(
             directory: ctx.directory.clone(),
             runtime,
         };
+        let quotas = crate::quota::DirectoryQuotas(&ctx.directory);
         let backend = imap::Backend {
             store: &ctx.store,
             subscriptions: &subscriptions,
+            quotas: &quotas,
             headers: &ctx.imap_headers,
             views: &ctx.imap_views,
         };

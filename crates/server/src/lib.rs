@@ -24,6 +24,7 @@ mod log;
 mod metrics;
 pub mod outbound;
 mod pop3_conn;
+mod quota;
 mod smtp_conn;
 mod throttle;
 mod tls;
@@ -745,6 +746,8 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
 
     // Users deleted while no server ran, or whose removal a crash cut short.
     accounts::finish_deletions(&ctx).await;
+    // Renames a crash cut short, or begun by an offline `user rename` that did not finish.
+    accounts::finish_renames(&ctx).await;
     let admin_task = admin::start(ctx.clone()).context("starting the admin socket")?;
     let stats_task = tokio::spawn(write_stats(ctx.clone()));
     // Every listener is bound and the engines are open.

@@ -296,7 +296,7 @@ impl Smtp {
                 for target in targets {
                     match target {
                         directory::Target::User(user) => {
-                            if let Some(reject) = self.over_quota(ctx, &user).await {
+                            if let Some(reject) = self.over_quota(ctx, &user) {
                                 return Verdict::Reject(reject);
                             }
                             addresses.push(user);
@@ -377,30 +377,28 @@ impl Smtp {
     }
 
     /// RFC 3463 4.2.2 (mailbox full, temporary) and 5.2.2 (the message alone exceeds it).
-    async fn over_quota(&self, ctx: &Ctx, user: &str) -> Option<Reply> {
-        let quota = ctx.directory.cache().quota(user)?;
-        let store = ctx.store.clone();
-        let who = user.to_string();
-        let used = tokio::task::spawn_blocking(move || {
-            store
-                .list_folders(&who)
-                .iter()
-                .filter_map(|f| store.status(&who, f).ok())
-                .map(|s| s.bytes)
-                .sum::<u64>()
-        })
-        .await
-        .unwrap_or(0);
-        if self.transaction.size > quota {
-            Some(Reply::new(
+    fn over_quota(&self, ctx: &Ctx, user: &str) -> Option<Reply> {
+        let quota = crate::quota::of(&ctx.directory, user);
+        if !quota.is_limited() {
+            return None;
+        }
+        // A message of unknown size (no SIZE=) counts as one byte: a user at the limit is
+        // full whatever comes.
+        let added = store::Usage {
+            folders: 0,
+            messages: 1,
+            bytes: self.transaction.size.max(1),
+        };
+        // Usage comes from the store's index (no I/O).
+        match quota.admits(ctx.store.usage(user), added) {
+            Ok(()) => None,
+            // RFC 3463 3.3: X.2.2 mailbox full; permanent when it could never fit.
+            Err(store::OverQuota::TooLarge) => Some(Reply::new(
                 552,
                 (5, 2, 2),
                 "message exceeds the mailbox quota",
-            ))
-        } else if used.saturating_add(self.transaction.size) >= quota {
-            Some(Reply::new(452, (4, 2, 2), "mailbox full"))
-        } else {
-            None
+            )),
+            Err(store::OverQuota::Full) => Some(Reply::new(452, (4, 2, 2), "mailbox full")),
         }
     }
 

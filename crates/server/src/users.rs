@@ -1,7 +1,8 @@
 //! Who is logged in: every authenticated session of every protocol holds a [`Membership`] of
 //! its user. Through it IMAP sessions in IDLE wake when the store commits a change to their
-//! user's folders, the per-user IMAP session limit is kept, and deleting a user ends all of
-//! its sessions ([`Users::revoke`]) and waits until they are gone before its mail is removed.
+//! user's folders, the per-user IMAP session limit is kept, and deleting or renaming a user
+//! ends all of its sessions ([`Users::revoke`]) and waits until they are gone before its mail
+//! is removed or moved.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -42,7 +43,7 @@ struct UserEntry {
 pub(crate) enum Refused {
     /// The user has `imap_sessions_per_user_max` IMAP sessions already.
     TooManySessions,
-    /// The user is being deleted.
+    /// The user is being deleted or renamed.
     Revoked,
 }
 

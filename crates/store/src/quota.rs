@@ -1,5 +1,5 @@
 //! Per-user quotas: the one check every path that adds mail goes through (SMTP and LMTP at
-//! RCPT, IMAP APPEND and COPY), so they all refuse at the same point.
+//! RCPT, IMAP APPEND, COPY and MOVE), so they all refuse at the same point.
 //!
 //! The store counts what a user holds ([`Usage`], from the in-memory index: no I/O); the
 //! limits come from whoever owns accounts (the directory) as a [`Quota`]. The check is

@@ -196,4 +196,15 @@ async fn rename_moves_the_row_subscriptions_and_aliases() {
     // Finishing again is harmless.
     f.dir.finish_rename(&old, &new).await.unwrap();
     f.dir.add_user("a@example.org", "pw-new").await.unwrap();
+
+    // A rename whose mail could not move is abandoned: the user stays, both names are free.
+    let (old, new) = f
+        .dir
+        .begin_rename("a@example.org", "b2@other.org")
+        .await
+        .unwrap();
+    f.dir.abandon_rename(&old).await.unwrap();
+    assert!(f.dir.pending_renames().await.unwrap().is_empty());
+    assert!(f.dir.cache().is_user(&old) && !f.dir.cache().is_user(&new));
+    f.dir.begin_rename(&old, &new).await.unwrap();
 }

@@ -1,5 +1,5 @@
-//! RFC 9051 6.3.12 APPEND, with MULTIAPPEND (RFC 3502), APPENDUID (RFC 4315 3) and
-//! literal8 (RFC 3516 4.4).
+//! RFC 9051 6.3.12 APPEND, with MULTIAPPEND (RFC 3502), APPENDUID (RFC 4315 3),
+//! literal8 (RFC 3516 4.4) and the quota check (RFC 9208 4.3.1).
 //!
 //! All messages of one APPEND go to the store as one batch: one group commit, and each
 //! session's appends share syncs with every other session's.
@@ -42,6 +42,16 @@ pub(crate) fn run(
             return;
         }
     };
+    // RFC 9208 4.3.1: checked before anything is written; all messages count together,
+    // since MULTIAPPEND adds all or none (RFC 3502 6).
+    let added = store::Usage {
+        folders: 0,
+        messages: messages.len() as u64,
+        bytes: messages.iter().map(|m| m.content.len() as u64).sum(),
+    };
+    if !super::quota::admits(s, tag, &user, added, b) {
+        return;
+    }
     let now = chrono::Utc::now().timestamp();
     let requests: Vec<AppendRequest> = messages
         .into_iter()

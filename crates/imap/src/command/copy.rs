@@ -1,4 +1,5 @@
-//! RFC 9051 6.4.7 COPY and 6.4.8 MOVE (RFC 6851), with COPYUID (RFC 4315 3).
+//! RFC 9051 6.4.7 COPY and 6.4.8 MOVE (RFC 6851), with COPYUID (RFC 4315 3) and the quota
+//! check (RFC 9208 4.3.1).
 //!
 //! The store has no copy primitive: each message is read and appended to the destination,
 //! in batches that share one group commit. MOVE then expunges the originals with one
@@ -50,6 +51,20 @@ pub(crate) fn run(
     let folder = sel.name.clone();
     let messages: Vec<store::MessageInfo> =
         indexes.iter().map(|&i| sel.messages[i].clone()).collect();
+    // RFC 9208 4.3.1: checked before the first copy is written. MOVE is checked as the
+    // copy it starts with: the copies exist beside the originals until the expunge, and a
+    // MOVE that went through past the quota would let a user already over it (its limit
+    // was lowered) keep shuffling mail around instead of deleting some. Dovecot lets MOVE
+    // through since usage does not grow in the end; we refuse it like COPY, which a client
+    // that is told OVERQUOTA handles the same way.
+    let added = store::Usage {
+        folders: 0,
+        messages: messages.len() as u64,
+        bytes: messages.iter().map(|m| m.size).sum(),
+    };
+    if !super::quota::admits(s, tag, &user, added, b) {
+        return;
+    }
     let mut source_uids = Vec::new();
     let mut dest_uids = Vec::new();
     let mut batch: Vec<AppendRequest> = Vec::new();

@@ -17,6 +17,7 @@ pub(crate) mod list;
 pub(crate) mod logout;
 pub(crate) mod namespace;
 pub(crate) mod noop;
+pub(crate) mod quota;
 pub(crate) mod rename;
 pub(crate) mod search;
 pub(crate) mod select;
@@ -176,6 +177,11 @@ fn codec(s: &mut Session, tag: &str, body: CommandBody<'static>, b: &Backend<'_>
             uid,
         } => copy::run(s, tag, sequence_set, &mailbox_name(&mailbox), uid, true, b),
         CommandBody::Id { .. } => id::run(s, tag, b),
+        CommandBody::GetQuota { root } => quota::get_quota(s, tag, root.as_ref(), b),
+        CommandBody::GetQuotaRoot { mailbox } => {
+            quota::get_quota_root(s, tag, &mailbox_name(&mailbox), b)
+        }
+        CommandBody::SetQuota { .. } => quota::set_quota(s, tag),
         _ => {
             s.tagged(tag, "BAD Command not supported");
             s.error();

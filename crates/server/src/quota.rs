@@ -1,0 +1,22 @@
+//! Users' quotas: the limits from the directory's cache, checked over the store's usage by
+//! the one [`store::Quota::admits`] that SMTP and LMTP (at RCPT) and IMAP (APPEND, COPY,
+//! MOVE) share.
+
+/// `user`'s limits from the directory's in-memory cache (no I/O): a change made with
+/// `mailstow user quota` applies once the cache reloads, to open sessions too.
+pub(crate) fn of(directory: &directory::Directory, user: &str) -> store::Quota {
+    let cache = directory.cache();
+    store::Quota {
+        bytes_max: cache.quota(user),
+        messages_max: cache.message_quota(user),
+    }
+}
+
+/// What IMAP sessions ask for their user's limits.
+pub(crate) struct DirectoryQuotas<'a>(pub(crate) &'a directory::Directory);
+
+impl imap::Quotas for DirectoryQuotas<'_> {
+    fn quota(&self, user: &str) -> store::Quota {
+        of(self.0, user)
+    }
+}
