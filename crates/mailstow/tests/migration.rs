@@ -16,6 +16,13 @@ use common::{Server, mailstow, must, script, set_up_data_dir};
 const ALICE: &str = "alice@example.test";
 const BOB: &str = "bob@example.test";
 
+/// Starts the server with plain-text IMAP logins allowed (the scripts speak plain IMAP).
+fn start(data: &Path) -> Server {
+    let config = data.parent().unwrap().join("mailstow.toml");
+    std::fs::write(&config, "[server]\nauth_without_tls = true\n").unwrap();
+    Server::start_with(data, Some(&config))
+}
+
 /// Runs the helper script; panics with its output unless it succeeds.
 fn tool(args: &[&str]) -> String {
     let output = Command::new("python3")
@@ -117,7 +124,7 @@ fn python_maildir_and_mbox_round_trip_offline_and_through_the_server() {
 
     // Through the running server: the mbox directory into bob, plus a directory with one
     // file that is not an mbox (reported, not fatal).
-    let server = Server::start(&data);
+    let server = start(&data);
     std::fs::copy(neither.join("notes.txt"), mbox.join("notes")).unwrap();
     let output = mailstow(&data, &["mailbox", "import", BOB, p(&mbox)]);
     let stdout = must(output);
@@ -237,7 +244,7 @@ fn dovecot_maildir_keeps_uids_and_uidvalidity() {
 
     let output = must(mailstow(&data, &["mailbox", "import", ALICE, p(&maildir)]));
     assert!(output.contains("4 UIDVALIDITYs kept"), "{output}");
-    let server = Server::start(&data);
+    let server = start(&data);
     let ours = work.join("ours.json");
     dump_imap(&server, ALICE, &ours);
     same(&expected, &ours, "body,flags,keywords,date,uid,uidvalidity");

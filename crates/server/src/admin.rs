@@ -1,6 +1,7 @@
 //! The admin socket: the operator commands that need the running server's state or its
 //! engines, `mailstow queue stats|list|show|retry|remove`, `store stats|fsck`, `user del`,
-//! `auth blocked|unblock`, and the CLI's notice that it changed the directory.
+//! `auth blocked|unblock`, `mailbox import|export`, and the CLI's notice that it changed the
+//! directory.
 //!
 //! While `mailstow serve` runs it owns the queue, so the CLI cannot open it: it sends the
 //! command to `<data_dir>/admin.sock` instead, and the server runs it on its own `Queue`.
@@ -9,11 +10,13 @@
 //!
 //! Protocol: the client sends one request line (`list`, `show ID`, `retry ID`, `remove ID`,
 //! `user del ADDRESS`, `auth blocked`, `auth unblock ADDRESS|USER`, `queue stats`, `store
-//! stats`, `store fsck`, `directory changed`; at most
-//! [`REQUEST_BYTES_MAX`] bytes); the server answers with a status line, `ok` or
-//! `error: <one line>`, then (after `ok`) the command's output verbatim, and closes the
-//! connection. The end of the output is the end of the stream, so message content needs no
-//! escaping. The socket is mode 0600: only the user the server runs as can use it.
+//! stats`, `store fsck`, `directory changed`, `mailbox import USER PATH`, `mailbox export
+//! USER FORMAT PATH`; at most [`REQUEST_BYTES_MAX`] bytes); the server answers with a status
+//! line, `ok` or `error: <one line>`, then (after `ok`) the command's output verbatim, and
+//! closes the connection. The end of the output is the end of the stream, so message content
+//! needs no escaping. `mailbox` requests stream lines instead, the last one `done SUMMARY` or
+//! `error: TEXT` (see [`request_streaming`]). The socket is mode 0600: only the user the
+//! server runs as can use it.
 
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};

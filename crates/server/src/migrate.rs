@@ -934,6 +934,141 @@ mod tests {
         );
     }
 
+    /// A maildir with a uidlist, a subfolder, a keyword and a message over the size limit:
+    /// imported with its UIDs, UIDVALIDITY and UIDNEXT, exported in both formats unchanged.
+    #[test]
+    fn maildir_round_trips_through_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = store::StoreConfig {
+            message_bytes_max: 200,
+            ..store::StoreConfig::default()
+        };
+        let (store, _) = Store::open(
+            std::sync::Arc::new(disk::RealDisk),
+            &dir.path().join("store"),
+            config,
+        )
+        .unwrap();
+        let src = dir.path().join("src");
+        let writer = MaildirWriter::create(&src).unwrap();
+        let seen = mailbox_formats::Flags {
+            seen: true,
+            ..Default::default()
+        };
+        let junk = vec!["$Junk".to_string()];
+        let big = [b"Subject: big\n\n".as_slice(), &[b'x'; 300]].concat();
+        let inbox: [(u32, &[u8], &[String]); 3] = [
+            (3, b"Subject: a\n\nFrom me\n", &junk),
+            (7, b"Subject: b\n\nbody b\n", &[]),
+            (8, &big, &[]),
+        ];
+        let mut folder = writer.folder(&[], 12_345).unwrap();
+        for (uid, content, keywords) in inbox {
+            let m = OutMessage {
+                uid,
+                flags: seen,
+                keywords,
+                internal_date: 1_600_000_000 + i64::from(uid),
+                content,
+            };
+            folder.write(&m).unwrap();
+        }
+        folder.finish(10).unwrap();
+        let path = vec!["Work".to_string(), "Old".to_string()];
+        let mut sub = writer.folder(&path, 777).unwrap();
+        let m = OutMessage {
+            uid: 1,
+            flags: mailbox_formats::Flags::default(),
+            keywords: &[],
+            internal_date: 5,
+            content: b"Subject: c\n\nc\n",
+        };
+        sub.write(&m).unwrap();
+        sub.finish(2).unwrap();
+
+        let mut problems = Vec::new();
+        let summary = import(&store, "u@x.test", &src, &Guards::default(), &mut |n| {
+            if let Note::Problem(p) = n {
+                problems.push(p)
+            }
+        })
+        .unwrap();
+        assert_eq!(
+            (summary.folders, summary.messages, summary.skipped),
+            (2, 3, 1)
+        );
+        assert_eq!((summary.uids_kept, summary.uidvalidities_kept), (3, 2));
+        // Per folder: its creation, one batch (volume and journal), at most one UIDNEXT record.
+        assert!((4..=8).contains(&summary.syncs), "{summary}");
+        assert!(
+            problems[0].contains("above the limit of 200"),
+            "{problems:?}"
+        );
+        let status = store.status("u@x.test", "INBOX").unwrap();
+        assert_eq!((status.uidvalidity, status.uidnext), (12_345, 10));
+        assert_eq!(store.uids("u@x.test", "Work/Old").unwrap(), vec![1]);
+
+        let out = dir.path().join("out");
+        let exported = export(
+            &store,
+            "u@x.test",
+            &out,
+            Format::Maildir,
+            &Guards::default(),
+            &mut |_| {},
+        )
+        .unwrap();
+        assert_eq!(exported.messages, 3);
+        let tree = maildir::scan_tree(&out).unwrap();
+        let inbox_out = &tree[0];
+        assert_eq!(
+            (inbox_out.uidvalidity, inbox_out.uidnext),
+            (Some(12_345), Some(10))
+        );
+        for (m, (uid, content, keywords)) in inbox_out.messages.iter().zip(&inbox[..2]) {
+            assert_eq!(m.uid, Some(*uid));
+            assert_eq!(std::fs::read(&m.path).unwrap(), *content);
+            assert_eq!(m.keywords, *keywords);
+            assert!(m.flags.seen);
+            assert_eq!(m.mtime, 1_600_000_000 + i64::from(*uid));
+        }
+        assert_eq!(tree[1].path, path);
+
+        let out = dir.path().join("out-mbox");
+        export(
+            &store,
+            "u@x.test",
+            &out,
+            Format::Mbox,
+            &Guards::default(),
+            &mut |_| {},
+        )
+        .unwrap();
+        let file = std::fs::File::open(out.join("INBOX")).unwrap();
+        let mut reader = MboxReader::new(std::io::BufReader::new(file), Quoting::Mboxrd, 1000);
+        for (uid, content, keywords) in &inbox[..2] {
+            let Some(MboxItem::Message(m)) = reader.next_item().unwrap() else {
+                panic!("missing message")
+            };
+            assert_eq!((m.uid, m.content.as_slice()), (Some(*uid), *content));
+            assert_eq!((m.keywords.as_slice(), m.flags), (*keywords, seen));
+        }
+        assert_eq!(reader.base().unwrap().uidvalidity, 12_345);
+        assert!(out.join("Work.sbd").join("Old").is_file());
+        // Into an existing, non-empty directory: refused.
+        assert!(
+            export(
+                &store,
+                "u@x.test",
+                &out,
+                Format::Mbox,
+                &Guards::default(),
+                &mut |_| {}
+            )
+            .is_err()
+        );
+    }
+
     #[test]
     fn export_paths() {
         let root = Path::new("/x");

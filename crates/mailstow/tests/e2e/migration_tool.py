@@ -162,6 +162,24 @@ def mutf7_decode(name):
         return name
 
 
+def mutf7_encode(name):
+    out, run = [], []
+
+    def flush():
+        if run:
+            b64 = base64.b64encode("".join(run).encode("utf-16-be")).decode()
+            out.append("&" + b64.rstrip("=").replace("/", ",") + "-")
+            run.clear()
+    for ch in name:
+        if " " <= ch <= "~":
+            flush()
+            out.append("&-" if ch == "&" else ch)
+        else:
+            run.append(ch)
+    flush()
+    return "".join(out)
+
+
 def dump_maildir(root):
     md = mailbox.Maildir(root, factory=None, create=False)
     out = {}
@@ -280,20 +298,25 @@ def fill_imap(host, port, user, password):
     c.logout()
 
 
-FETCH = re.compile(rb"UID (\d+)|FLAGS \(([^)]*)\)|INTERNALDATE \"([^\"]*)\"")
-
-
 def dump_imap(host, port, user, password):
     c = imap(host, port, user, password)
     typ, data = c.list()
     out = {}
     for line in data:
-        m = re.match(rb'\(([^)]*)\) "(.)" (.*)', line)
-        flags, delim, name = m.group(1), m.group(2).decode(), m.group(3).decode()
-        if "\\Noselect" in flags.decode() or "\\NonExistent" in flags.decode():
+        if isinstance(line, tuple):
+            # The name came as a literal: "(flags) "/" {n}" and then the name's bytes.
+            head, raw_name = line
+            line = head[:head.rindex(b"{")] + b'"' + raw_name + b'"'
+        if not line:
             continue
-        name = name.strip('"')
-        typ, _ = c.select(f'"{name}"', readonly=True)
+        m = re.match(rb'\(([^)]*)\) "(.)" (.*)', line)
+        flags, delim, raw_name = m.group(1), m.group(2).decode(), m.group(3)
+        if b"\\Noselect" in flags or b"\\NonExistent" in flags:
+            continue
+        raw_name = raw_name.strip(b'"')
+        name = mutf7_decode(raw_name.decode("utf-8"))
+        typ, _ = c.select('"' + mutf7_encode(name) + '"', readonly=True)
+        assert typ == "OK", (typ, raw_name)
         uidvalidity = int(c.untagged_responses.get("UIDVALIDITY", [b"0"])[0])
         messages = {}
         typ, fetched = c.uid("FETCH", "1:*", "(UID FLAGS INTERNALDATE BODY.PEEK[])")
@@ -301,12 +324,10 @@ def dump_imap(host, port, user, password):
             if not isinstance(item, tuple):
                 continue
             meta, raw = item
-            uid = flags_text = date = None
-            for u, fl, d in FETCH.findall(meta):
-                uid = int(u) if u else uid
-                flags_text = fl if fl or b"FLAGS (" in meta else flags_text
-                date = d or date
-            words = (flags_text or b"").decode().split()
+            uid = int(re.search(rb"UID (\d+)", meta).group(1))
+            flags_text = re.search(rb"FLAGS \(([^)]*)\)", meta).group(1)
+            date = re.search(rb'INTERNALDATE "([^"]*)"', meta).group(1)
+            words = flags_text.decode().split()
             system = {w for w in words if w.startswith("\\") and w != "\\Recent"}
             keywords = {w for w in words if not w.startswith("\\")}
             t = imaplib.Internaldate2tuple(b'INTERNALDATE "' + date + b'"')
@@ -321,6 +342,9 @@ def dump_imap(host, port, user, password):
 def compare(a, b, fields):
     problems = []
     for folder in sorted(set(a) | set(b)):
+        if folder not in a and not b[folder]["messages"] or \
+                folder not in b and not a[folder]["messages"]:
+            continue  # an empty folder (a server's Drafts, Sent, ...)
         if folder not in a or folder not in b:
             problems.append(f"folder {folder!r} only in {'A' if folder in a else 'B'}")
             continue
