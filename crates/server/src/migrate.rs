@@ -266,9 +266,19 @@ enum Read {
     },
 }
 
+/// How many maildir files ahead of the one being read the kernel is asked to read
+/// (`POSIX_FADV_WILLNEED`): one file at a time, a cold maildir is read at the disk's
+/// latency; asked ahead, the disk gets many reads at once.
+const FILES_AHEAD_MAX: usize = 256;
+
 /// A folder's messages, read one at a time.
 enum Messages {
-    Maildir(std::vec::IntoIter<maildir::MaildirMessage>),
+    Maildir {
+        files: Vec<maildir::MaildirMessage>,
+        next: usize,
+        /// Files up to here were advised.
+        advised: usize,
+    },
     Mbox {
         reader: Box<MboxReader<std::io::BufReader<std::fs::File>>>,
         file: PathBuf,
@@ -281,8 +291,29 @@ enum Messages {
 impl Messages {
     fn next(&mut self, message_bytes_max: usize) -> Option<Read> {
         match self {
-            Messages::Maildir(files) => {
-                let m = files.next()?;
+            Messages::Maildir {
+                files,
+                next,
+                advised,
+            } => {
+                while *advised < files.len() && *advised < *next + FILES_AHEAD_MAX {
+                    if let Ok(f) = std::fs::File::open(&files[*advised].path) {
+                        let _ = rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::WillNeed);
+                    }
+                    *advised += 1;
+                }
+                let m = std::mem::replace(
+                    files.get_mut(*next)?,
+                    maildir::MaildirMessage {
+                        path: PathBuf::new(),
+                        uid: None,
+                        flags: mailbox_formats::Flags::default(),
+                        keywords: Vec::new(),
+                        mtime: 0,
+                        size: 0,
+                    },
+                );
+                *next += 1;
                 if m.size > message_bytes_max as u64 {
                     return Some(Read::Skipped {
                         problem: format!(
@@ -327,7 +358,11 @@ impl Messages {
                             *at = reader.offset();
                             // The rest of the file is not read: the reader is at an error.
                             let problem = format!("{}: {e}; the rest is skipped", file.display());
-                            *self = Messages::Maildir(Vec::new().into_iter());
+                            *self = Messages::Maildir {
+                                files: Vec::new(),
+                                next: 0,
+                                advised: 0,
+                            };
                             return Some(Read::Skipped {
                                 problem,
                                 source_bytes,
@@ -438,7 +473,11 @@ fn import_folder(
         SourceFolder::Maildir(f) => (
             f.uidvalidity,
             f.uidnext,
-            Messages::Maildir(f.messages.into_iter()),
+            Messages::Maildir {
+                files: f.messages,
+                next: 0,
+                advised: 0,
+            },
             f.problems,
         ),
         SourceFolder::Mbox { file, .. } => {
