@@ -36,6 +36,8 @@ syncs() { awk '$NF=="fsync"{f=$4} $NF=="fdatasync"{d=$4} END{printf "%d %d", f, 
   bytes=$(du -sb "$SCRATCH/Maildir" | cut -f1)
   echo "# source: $IMPORT_COUNT messages, $bytes bytes (du -sb)"
   for r in $(seq "$RUNS"); do
+    # Other work on the machine (another build) shows here.
+    echo "# run $r: load average $(cut -d' ' -f1-3 /proc/loadavg)"
     # mailstow: a fresh data directory, the user, then the import.
     data=$SCRATCH/data-$r
     "$BIN" --data-dir "$data" init >/dev/null
