@@ -206,12 +206,35 @@ fn python_maildir_and_mbox_round_trip_offline_and_through_the_server() {
         // The export carries the store's UIDs and UIDVALIDITY.
         same(imap, &dumped, "uid,uidvalidity");
     }
-    // A maildir written by Python, exported again as a maildir: the same file bytes.
+    // A maildir written by Python, exported again as a maildir: INBOX has as many files in
+    // cur/ (their bytes were compared above).
     let inbox_source = std::fs::read_dir(maildir.join("cur")).unwrap().count();
     let inbox_export = std::fs::read_dir(alice_maildir.join("cur"))
         .unwrap()
         .count();
     assert_eq!(inbox_source, inbox_export);
+
+    // Our own mbox export carries X-IMAPbase and X-UID: imported into a new user, every
+    // folder keeps its UIDVALIDITY and every message its UID.
+    let dave = "dave@example.test";
+    must(mailstow(
+        &data,
+        &["user", "add", dave, "--password", "secret"],
+    ));
+    let output = must(mailstow(
+        &data,
+        &["mailbox", "import", dave, p(&alice_mbox)],
+    ));
+    assert!(output.contains("15 UIDs kept"), "{output}");
+    let server = start(&data);
+    let imap_dave = work.join("imap-dave.json");
+    dump_imap(&server, dave, &imap_dave);
+    server.stop_cleanly();
+    same(
+        &imap_alice,
+        &imap_dave,
+        "body,flags,keywords,date,uid,uidvalidity",
+    );
 }
 
 #[test]
