@@ -541,68 +541,12 @@ fn import_folder(
         ));
     }
     let keep_uids = target.uidvalidity_kept;
-    let max = config.message_bytes_max;
     let folder_name = name.as_str();
     std::thread::scope(|scope| -> Result<()> {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Prepared>>(1);
         let reader = scope.spawn(move || {
-            let mut messages = messages;
-            let mut pending: Option<Read> = None;
-            loop {
-                let mut batch: Vec<ImportedMessage> = Vec::new();
-                let mut skipped = Vec::new();
-                let mut batch_bytes = 0usize;
-                let mut source_bytes = 0u64;
-                while let Some(read) = pending.take().or_else(|| messages.next(max)) {
-                    match read {
-                        Read::Skipped {
-                            problem,
-                            source_bytes: n,
-                        } => {
-                            skipped.push(problem);
-                            source_bytes += n;
-                        }
-                        Read::Message {
-                            mut message,
-                            source_bytes: n,
-                        } => {
-                            let len = message.content.len();
-                            if !batch.is_empty()
-                                && (batch.len() >= config.batch_messages_max
-                                    || batch_bytes + len > config.batch_bytes_max)
-                            {
-                                pending = Some(Read::Message {
-                                    message,
-                                    source_bytes: n,
-                                });
-                                break;
-                            }
-                            if !keep_uids {
-                                message.uid = None;
-                            }
-                            batch_bytes += len;
-                            source_bytes += n;
-                            batch.push(message);
-                        }
-                    }
-                }
-                if batch.is_empty() && skipped.is_empty() {
-                    return;
-                }
-                let sizes = batch.iter().map(|m| m.content.len() as u64).collect();
-                let prepared = store
-                    .prepare_import(user, folder_name, batch)
-                    .map(|batch| Prepared {
-                        batch,
-                        sizes,
-                        skipped,
-                        source_bytes,
-                    })
-                    .map_err(anyhow::Error::from);
-                if tx.send(prepared).is_err() {
-                    return;
-                }
-            }
+            let target = (store, user, folder_name);
+            read_batches(target, messages, keep_uids, &config, &tx);
         });
         let mut result = Ok(());
         for prepared in rx.iter() {
@@ -631,6 +575,75 @@ fn import_folder(
             .with_context(|| format!("raising UIDNEXT of {name}"))?;
     }
     Ok(())
+}
+
+/// The reader thread: cuts the folder's messages into batches within the store's batch
+/// limits, prepares each (`Store::prepare_import`) and sends it, until the messages end or
+/// the receiver is gone.
+fn read_batches(
+    (store, user, folder): (&Store, &str, &str),
+    mut messages: Messages,
+    keep_uids: bool,
+    config: &store::StoreConfig,
+    tx: &std::sync::mpsc::SyncSender<Result<Prepared>>,
+) {
+    let max = config.message_bytes_max;
+    let mut pending: Option<Read> = None;
+    loop {
+        let mut batch: Vec<ImportedMessage> = Vec::new();
+        let mut skipped = Vec::new();
+        let mut batch_bytes = 0usize;
+        let mut source_bytes = 0u64;
+        while let Some(read) = pending.take().or_else(|| messages.next(max)) {
+            let (mut message, n) = match read {
+                Read::Skipped {
+                    problem,
+                    source_bytes: n,
+                } => {
+                    skipped.push(problem);
+                    source_bytes += n;
+                    continue;
+                }
+                Read::Message {
+                    message,
+                    source_bytes: n,
+                } => (message, n),
+            };
+            let len = message.content.len();
+            if !batch.is_empty()
+                && (batch.len() >= config.batch_messages_max
+                    || batch_bytes + len > config.batch_bytes_max)
+            {
+                pending = Some(Read::Message {
+                    message,
+                    source_bytes: n,
+                });
+                break;
+            }
+            if !keep_uids {
+                message.uid = None;
+            }
+            batch_bytes += len;
+            source_bytes += n;
+            batch.push(message);
+        }
+        if batch.is_empty() && skipped.is_empty() {
+            return;
+        }
+        let sizes = batch.iter().map(|m| m.content.len() as u64).collect();
+        let prepared = store
+            .prepare_import(user, folder, batch)
+            .map(|batch| Prepared {
+                batch,
+                sizes,
+                skipped,
+                source_bytes,
+            })
+            .map_err(anyhow::Error::from);
+        if tx.send(prepared).is_err() {
+            return;
+        }
+    }
 }
 
 fn commit_batch(
