@@ -20,6 +20,7 @@ cd "$ROOT"
 cargo build --release --locked -p mailstow 2>&1 | tail -1
 BIN=$TARGET/release/mailstow
 USER_ADDR=big@example.com
+command -v strace >/dev/null || apt-get install -y -qq strace
 id vmail >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin vmail
 
 # "seconds fsyncs fdatasyncs" from an strace -c summary file and a start time.
