@@ -127,11 +127,18 @@ fn python_maildir_and_mbox_round_trip_offline_and_through_the_server() {
     let server = start(&data);
     std::fs::copy(neither.join("notes.txt"), mbox.join("notes")).unwrap();
     let output = mailstow(&data, &["mailbox", "import", BOB, p(&mbox)]);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     let stdout = must(output);
     assert!(
         stdout.contains("imported 3 folders, 15 messages"),
         "{stdout}"
     );
+    // The server's problem lines reach the CLI's stderr.
+    assert!(
+        stderr.contains("mailstow: warning:") && stderr.contains("notes: not an mbox file"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("1 problems"), "{stdout}");
     std::fs::remove_file(mbox.join("notes")).unwrap();
 
     // Over IMAP: every message with its flags, keywords, internal date and body.

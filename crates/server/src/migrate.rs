@@ -211,8 +211,8 @@ fn looks_like_mbox(file: &Path) -> std::io::Result<bool> {
     Ok(head[start..].starts_with(b"From ") || start == head.len())
 }
 
-/// What `source` is, and its folders.
-fn scan_source(store: &Store, source: &Path) -> Result<(Format, Vec<SourceFolder>)> {
+/// What `source` is, its folders, and the files in it that are not mail (described).
+fn scan_source(store: &Store, source: &Path) -> Result<(Format, Vec<SourceFolder>, Vec<String>)> {
     let meta = std::fs::metadata(source).with_context(|| format!("{}", source.display()))?;
     if meta.is_dir() && maildir::is_maildir(source) {
         let tree = maildir::scan_tree(source)
@@ -220,15 +220,22 @@ fn scan_source(store: &Store, source: &Path) -> Result<(Format, Vec<SourceFolder
         return Ok((
             Format::Maildir,
             tree.into_iter().map(SourceFolder::Maildir).collect(),
+            Vec::new(),
         ));
     }
     if meta.is_dir() {
         let files = mbox::scan_tree(source, store.config().folder_depth_max)
             .with_context(|| format!("reading the directory {}", source.display()))?;
         let mut folders = Vec::new();
+        let mut skipped = Vec::new();
         for (path, file) in files {
-            if looks_like_mbox(&file).unwrap_or(false) {
-                folders.push(SourceFolder::Mbox { path, file });
+            match looks_like_mbox(&file) {
+                Ok(true) => folders.push(SourceFolder::Mbox { path, file }),
+                Ok(false) => skipped.push(format!(
+                    "{}: not an mbox file (no From_ line at its start), skipped",
+                    file.display()
+                )),
+                Err(e) => skipped.push(format!("{}: {e}, skipped", file.display())),
             }
         }
         if folders.is_empty() {
@@ -237,7 +244,7 @@ fn scan_source(store: &Store, source: &Path) -> Result<(Format, Vec<SourceFolder
                 source.display()
             );
         }
-        return Ok((Format::Mbox, folders));
+        return Ok((Format::Mbox, folders, skipped));
     }
     if !looks_like_mbox(source).with_context(|| format!("reading {}", source.display()))? {
         bail!(
@@ -251,6 +258,7 @@ fn scan_source(store: &Store, source: &Path) -> Result<(Format, Vec<SourceFolder
             path: Vec::new(),
             file: source.to_path_buf(),
         }],
+        Vec::new(),
     ))
 }
 
@@ -419,7 +427,7 @@ pub fn import(
     let started = Instant::now();
     let syncs = |c: store::IoCounters| c.data_syncs + c.journal_syncs;
     let syncs_before = syncs(store.io_counters());
-    let (format, folders) = scan_source(store, source)?;
+    let (format, folders, not_mail) = scan_source(store, source)?;
     let mut r = Reporter {
         note,
         summary: Summary {
@@ -427,6 +435,9 @@ pub fn import(
             ..Summary::default()
         },
     };
+    for problem in not_mail {
+        r.problem(problem);
+    }
     let total: u64 = folders.iter().map(SourceFolder::bytes).sum();
     let mut done = 0u64;
     let result = (|| -> Result<()> {
