@@ -15,8 +15,8 @@ command -v curl >/dev/null || need_pkgs+=(curl)
 [ -x /usr/sbin/postfix ] || need_pkgs+=(postfix)
 # mbsync, the real synchronisation client of the IMAP round-trip test.
 command -v mbsync >/dev/null || need_pkgs+=(isync)
-# The mail file system's tests: private Dovecot instances as the accounts, and fusermount3
-# for unmounting (the mount itself is done by the binary through /dev/fuse).
+# The mail file system's tests: private Dovecot instances as the accounts (also the writer of
+# the real Dovecot maildir that tests/migration.rs imports), and fusermount3 for unmounting (the mount itself is done by the binary through /dev/fuse).
 [ -x /usr/sbin/dovecot ] || need_pkgs+=(dovecot-imapd)
 command -v fusermount3 >/dev/null || need_pkgs+=(fuse3)
 # The operator tests: openssl makes certificates for the reload test, systemd-analyze checks

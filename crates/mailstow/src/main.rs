@@ -18,6 +18,7 @@ mod directory_cmd;
 mod dkim_cmd;
 mod fs_cmd;
 mod logging;
+mod mailbox_cmd;
 mod progress;
 mod queue_cmd;
 mod serve_cmd;
@@ -72,6 +73,9 @@ enum Command {
     /// Failed-login blocks of the running server: list them, clear them.
     #[command(subcommand)]
     Auth(auth_cmd::AuthCommand),
+    /// A user's mail in from, or out to, maildir trees and mbox files.
+    #[command(subcommand)]
+    Mailbox(mailbox_cmd::MailboxCommand),
     /// The mailbox store: stats, fsck, defrag.
     #[command(subcommand)]
     Store(store_cmd::StoreCommand),
@@ -168,6 +172,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Auth(command) => auth_cmd::run(command, &paths),
         Command::Dkim(command) => dkim_cmd::run(command, &paths),
         Command::Alias(command) => directory_cmd::alias(command, &paths),
+        Command::Mailbox(command) => mailbox_cmd::run(command, &paths, &config),
         Command::Store(command) => store_cmd::run(command, &paths, &config),
         Command::Queue(command) => queue_cmd::run(command, &paths, &config),
         Command::Bench(command) => bench_cmd::run(command),

@@ -1,7 +1,7 @@
 //! The admin socket: the operator commands that need the running server's state or its
 //! engines, `mailstow queue stats|list|show|retry|remove`, `store stats|fsck`, `user
-//! del|rename|list|show`, `auth blocked|unblock`, and the CLI's notice that it changed the
-//! directory.
+//! del|rename|list|show`, `auth blocked|unblock`, `mailbox import|export`, and the CLI's
+//! notice that it changed the directory.
 //!
 //! While `mailstow serve` runs it owns the queue, so the CLI cannot open it: it sends the
 //! command to `<data_dir>/admin.sock` instead, and the server runs it on its own `Queue`.
@@ -10,12 +10,14 @@
 //!
 //! Protocol: the client sends one request line (`list`, `show ID`, `retry ID`, `remove ID`,
 //! `user del ADDRESS`, `user rename OLD NEW`, `user list [DOMAIN]`, `user show ADDRESS`,
-//! `auth blocked`, `auth unblock ADDRESS|USER`, `queue stats`, `store
-//! stats`, `store fsck`, `directory changed`; at most
-//! [`REQUEST_BYTES_MAX`] bytes); the server answers with a status line, `ok` or
+//! `auth blocked`, `auth unblock ADDRESS|USER`, `queue stats`, `store stats`, `store fsck`,
+//! `directory changed`, `mailbox import USER PATH`, `mailbox export USER FORMAT PATH`; at
+//! most [`REQUEST_BYTES_MAX`] bytes); the server answers with a status line, `ok` or
 //! `error: <one line>`, then (after `ok`) the command's output verbatim, and closes the
 //! connection. The end of the output is the end of the stream, so message content needs no
-//! escaping. The socket is mode 0600: only the user the server runs as can use it.
+//! escaping. `mailbox` requests stream lines instead, the last one `done SUMMARY` or
+//! `error: TEXT` (see [`request_streaming`]). The socket is mode 0600: only the user the
+//! server runs as can use it.
 
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
@@ -68,11 +70,26 @@ pub enum Request {
     /// The directory was changed by the CLI: reload its cache now (`mailstow user|alias|
     /// domain …` send it after every change).
     DirectoryChanged,
+    /// Import a maildir or mbox at an absolute path into a user's folders (`mailstow mailbox
+    /// import`); the answer streams (see [`request_streaming`]).
+    Import {
+        user: String,
+        path: PathBuf,
+    },
+    /// Export a user's folders to an absolute path (`mailstow mailbox export`); streams.
+    Export {
+        user: String,
+        path: PathBuf,
+        format: crate::migrate::Format,
+    },
 }
 
 impl Request {
     /// Parses a request line (without or with its line end).
     pub fn parse(line: &str) -> Result<Request, String> {
+        if let Some(rest) = line.strip_prefix("mailbox ") {
+            return Request::parse_mailbox(rest.trim_end_matches(['\r', '\n']));
+        }
         let words: Vec<&str> = line.split_whitespace().collect();
         let id = |w: &str| {
             w.parse::<MessageId>()
@@ -106,6 +123,39 @@ impl Request {
         }
     }
 
+    /// `import USER PATH` or `export USER FORMAT PATH`: the path is the rest of the line (it
+    /// may hold spaces), and absolute (the server's working directory is not the CLI's).
+    fn parse_mailbox(rest: &str) -> Result<Request, String> {
+        let usage = "expected: mailbox import USER PATH | mailbox export USER maildir|mbox PATH";
+        let (verb, rest) = rest.split_once(' ').ok_or(usage)?;
+        let (user, rest) = rest.split_once(' ').ok_or(usage)?;
+        let (format, path) = match verb {
+            "import" => (None, rest),
+            "export" => {
+                let (format, path) = rest.split_once(' ').ok_or(usage)?;
+                let format = crate::migrate::Format::parse(format)
+                    .ok_or_else(|| format!("'{}' is not maildir or mbox", one_line(format)))?;
+                (Some(format), path)
+            }
+            _ => return Err(usage.into()),
+        };
+        let path = PathBuf::from(path);
+        if !path.is_absolute() {
+            return Err(format!("{} is not an absolute path", path.display()));
+        }
+        let user = user.to_string();
+        Ok(match format {
+            None => Request::Import { user, path },
+            Some(format) => Request::Export { user, path, format },
+        })
+    }
+
+    /// Whether the answer is streamed: progress lines, then a last line (see
+    /// [`request_streaming`]).
+    pub fn is_streaming(&self) -> bool {
+        matches!(self, Request::Import { .. } | Request::Export { .. })
+    }
+
     /// The request line, without its line end.
     pub fn line(&self) -> String {
         match self {
@@ -124,6 +174,12 @@ impl Request {
             Request::StoreStats => "store stats".into(),
             Request::StoreCheck => "store fsck".into(),
             Request::DirectoryChanged => "directory changed".into(),
+            Request::Import { user, path } => {
+                format!("mailbox import {user} {}", path.display())
+            }
+            Request::Export { user, path, format } => {
+                format!("mailbox export {user} {} {}", format.name(), path.display())
+            }
         }
     }
 
@@ -499,6 +555,9 @@ async fn serve_one(ctx: Arc<Ctx>, stream: UnixStream) {
             .map_err(|_| "the request line is not UTF-8".to_string())
             .and_then(Request::parse)
         {
+            Ok(request) if request.is_streaming() => {
+                return stream_migration(ctx, request, write).await;
+            }
             Ok(request) => run(&ctx, request).await,
             Err(e) => Err(e),
         },
@@ -515,6 +574,139 @@ async fn serve_one(ctx: Arc<Ctx>, stream: UnixStream) {
         tracing::debug!(event = "admin_error", error = %e);
     }
     let _ = write.shutdown().await;
+}
+
+/// Runs an import or export on the running server, streaming its notes: `ok`, then
+/// `progress DONE TOTAL MESSAGES` and `problem TEXT` lines, then `done SUMMARY` or
+/// `error: TEXT` as the last line. A client that goes away cancels the work after its
+/// current batch.
+async fn stream_migration(
+    ctx: Arc<Ctx>,
+    request: Request,
+    mut write: tokio::net::unix::OwnedWriteHalf,
+) {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<String>(64);
+    let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let work = {
+        let ctx = ctx.clone();
+        let cancel = cancel.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut note = |n: crate::migrate::Note| {
+                let line = match n {
+                    crate::migrate::Note::Progress {
+                        done,
+                        total,
+                        messages,
+                    } => format!("progress {done} {total} {messages}"),
+                    crate::migrate::Note::Problem(text) => format!("problem {}", one_line(&text)),
+                };
+                // A client that stopped reading: stop after this batch.
+                if tx.blocking_send(line).is_err() {
+                    cancel.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+            };
+            let result = run_migration(&ctx, &request, &cancel, &mut note);
+            let last = match result {
+                Ok(summary) => format!("done {summary}"),
+                Err(e) => format!("error: {}", one_line(&format!("{e:#}"))),
+            };
+            let _ = tx.blocking_send(last);
+        })
+    };
+    let mut gone = write.write_all(b"ok\n").await.is_err();
+    while let Some(line) = rx.recv().await {
+        if !gone
+            && write
+                .write_all(format!("{line}\n").as_bytes())
+                .await
+                .is_err()
+        {
+            gone = true;
+            cancel.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    if let Err(e) = work.await {
+        tracing::warn!(event = "admin_error", error = %e, msg = "mailbox task");
+    }
+    let _ = write.shutdown().await;
+}
+
+/// An import or export with the server's guards: the user must be in the directory (checked
+/// again before each batch, under the mailbox lock a deletion takes exclusively).
+fn run_migration(
+    ctx: &Arc<Ctx>,
+    request: &Request,
+    cancel: &std::sync::atomic::AtomicBool,
+    note: &mut dyn FnMut(crate::migrate::Note),
+) -> Result<crate::migrate::Summary> {
+    let (Request::Import { user, .. } | Request::Export { user, .. }) = request else {
+        anyhow::bail!("not a mailbox request");
+    };
+    let exists = || ctx.directory.cache().is_user(user);
+    if !exists() {
+        anyhow::bail!("no such user: {user}");
+    }
+    let guards = crate::migrate::Guards {
+        mailboxes: Some(&ctx.mailboxes),
+        user_exists: Some(&exists),
+        cancel: Some(cancel),
+    };
+    match request {
+        Request::Import { path, .. } => {
+            crate::migrate::import(&ctx.store, user, path, &guards, note)
+        }
+        Request::Export { path, format, .. } => {
+            crate::migrate::export(&ctx.store, user, path, *format, &guards, note)
+        }
+        _ => anyhow::bail!("not a mailbox request"),
+    }
+}
+
+/// Sends a streaming `request` (import, export) to a running server, calling `line` with
+/// each `progress` and `problem` line. `None` when no server listens; else the last line:
+/// `Ok(summary)` or `Err(message)`.
+pub fn request_streaming(
+    data_dir: &Path,
+    request: &Request,
+    line: &mut dyn FnMut(&str),
+) -> Option<Result<String, String>> {
+    let path = socket_path(data_dir);
+    let mut stream = std::os::unix::net::UnixStream::connect(&path).ok()?;
+    let sent = stream
+        .write_all(format!("{}\n", request.line()).as_bytes())
+        .and_then(|()| stream.shutdown(std::net::Shutdown::Write));
+    if let Err(e) = sent {
+        return Some(Err(format!("{}: {e}", path.display())));
+    }
+    let mut reader = std::io::BufReader::new(stream);
+    let mut first = true;
+    let mut text = String::new();
+    loop {
+        text.clear();
+        match std::io::BufRead::read_line(&mut reader, &mut text) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => return Some(Err(format!("{}: {e}", path.display()))),
+        }
+        let l = text.trim_end_matches(['\r', '\n']);
+        if let Some(message) = l.strip_prefix("error: ") {
+            return Some(Err(message.to_string()));
+        }
+        if std::mem::replace(&mut first, false) {
+            if l != "ok" {
+                break;
+            }
+            continue;
+        }
+        if let Some(summary) = l.strip_prefix("done ") {
+            return Some(Ok(summary.to_string()));
+        }
+        line(l);
+    }
+    Some(Err(format!(
+        "{}: the server closed the connection without an answer",
+        path.display()
+    )))
 }
 
 /// Runs one request on the running server.
@@ -640,6 +832,15 @@ mod tests {
             Request::StoreStats,
             Request::StoreCheck,
             Request::DirectoryChanged,
+            Request::Import {
+                user: "a@example.org".into(),
+                path: "/tmp/with space/Maildir".into(),
+            },
+            Request::Export {
+                user: "a@example.org".into(),
+                path: "/tmp/out".into(),
+                format: crate::migrate::Format::Mbox,
+            },
         ] {
             assert_eq!(Request::parse(&format!("{}\r\n", r.line())), Ok(r));
         }
@@ -647,6 +848,9 @@ mod tests {
         assert!(Request::parse("show x").is_err());
         assert!(Request::parse("list 1").is_err());
         assert!(Request::parse("flush").is_err());
+        assert!(Request::parse("mailbox import a@b relative/path").is_err());
+        assert!(Request::parse("mailbox export a@b tar /x").is_err());
+        assert!(Request::parse("mailbox import a@b").is_err());
     }
 
     #[test]

@@ -22,6 +22,7 @@ mod imap_conn;
 mod lock;
 mod log;
 mod metrics;
+pub mod migrate;
 pub mod outbound;
 mod pop3_conn;
 mod quota;
