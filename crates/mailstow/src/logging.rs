@@ -9,8 +9,10 @@
 //! - Level: `RUST_LOG` if set, else `[log] level` (default `info`); other crates' chatter is
 //!   kept at `warn` unless `RUST_LOG` asks for it.
 //! - Colour (the level only) when writing to a terminal, never in a file.
-//! - Lines go to a writer thread through a bounded queue, batched into few writes under load;
-//!   a full queue makes the logging thread wait rather than drop lines of the mail log.
+//! - Lines are appended to a shared buffer that a writer thread empties every
+//!   [`FLUSH_INTERVAL`] (or as soon as it holds [`FLUSH_BYTES`]) with one write: a busy server
+//!   pays neither a write nor a thread wake-up per line. A buffer at [`BUFFERED_BYTES_MAX`]
+//!   makes the logging thread wait rather than drop lines of the mail log.
 //! - Values are quoted when they hold a space, `=` or `"`, escaped when they hold control
 //!   characters, and cut at [`VALUE_CHARS_MAX`], so what a client sends can neither split a
 //!   line nor flood it.
@@ -19,9 +21,9 @@ use std::fmt::{self, Write as _};
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result};
 use tracing::field::{Field, Visit};
@@ -33,8 +35,12 @@ use tracing_subscriber::registry::LookupSpan;
 
 /// The longest value written, in characters.
 pub(crate) const VALUE_CHARS_MAX: usize = 512;
-/// Lines waiting for the writer thread.
-const QUEUED_LINES_MAX: usize = 128 * 1024;
+/// How long a line may wait in the buffer before the writer thread writes it.
+const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
+/// A buffer this full is written at once, without waiting for the interval.
+const FLUSH_BYTES: usize = 256 * 1024;
+/// Bytes of lines waiting for the writer thread; past this, logging threads wait for it.
+const BUFFERED_BYTES_MAX: usize = 16 * 1024 * 1024;
 /// Our crates: their `info` events are the mail log. Everything else starts at `warn`.
 const OUR_CRATES: [&str; 6] = [
     "server",
@@ -50,7 +56,7 @@ pub(crate) struct Logging {
     reopen: Arc<AtomicBool>,
     /// Sets the filter of `[log] level` (`None` when `RUST_LOG` rules).
     set_filter: Option<Box<dyn Fn(tracing_subscriber::EnvFilter) -> Result<()> + Send + Sync>>,
-    _writer: tracing_appender::non_blocking::WorkerGuard,
+    _writer: WriterThread,
 }
 
 impl Logging {
@@ -101,11 +107,7 @@ pub(crate) fn init(level: &str, file: Option<&Path>) -> Result<Logging> {
             io::stderr().is_terminal(),
         ),
     };
-    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .lossy(false)
-        .buffered_lines_limit(QUEUED_LINES_MAX)
-        .thread_name("log")
-        .finish(target);
+    let (writer, guard) = WriterThread::start(target)?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .event_format(Logfmt { ansi })
@@ -130,9 +132,132 @@ pub(crate) fn init(level: &str, file: Option<&Path>) -> Result<Logging> {
     })
 }
 
-/// Where the writer thread writes. Both are buffered: the thread writes every line it finds
-/// queued, then flushes once (`tracing_appender`'s worker), so a busy server makes one
-/// `write` per batch of lines rather than one per line.
+/// Lines waiting for the writer thread.
+struct Pending {
+    lines: Vec<u8>,
+    /// The log is being stopped: write what is left and end.
+    closing: bool,
+}
+
+struct Shared {
+    pending: Mutex<Pending>,
+    /// Wakes the writer thread early (a full buffer, the stop).
+    wake: Condvar,
+    /// Wakes logging threads waiting for room.
+    room: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// What `tracing` writes each formatted line to (one `write_all` per line, so a line is never
+/// split between batches).
+#[derive(Clone)]
+struct LineSink(Arc<Shared>);
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LineSink {
+    type Writer = &'a Shared;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        &self.0
+    }
+}
+
+impl Write for &Shared {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let mut pending = self.lock();
+        while pending.lines.len() >= BUFFERED_BYTES_MAX && !pending.closing {
+            pending = self.room.wait(pending).unwrap_or_else(|p| p.into_inner());
+        }
+        pending.lines.extend_from_slice(buf);
+        if pending.lines.len() >= FLUSH_BYTES {
+            self.wake.notify_one();
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The thread that writes the buffered lines; dropping it writes the last ones and joins it.
+struct WriterThread {
+    shared: Arc<Shared>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl WriterThread {
+    fn start(mut target: Target) -> Result<(LineSink, WriterThread)> {
+        let shared = Arc::new(Shared {
+            pending: Mutex::new(Pending {
+                lines: Vec::new(),
+                closing: false,
+            }),
+            wake: Condvar::new(),
+            room: Condvar::new(),
+        });
+        let thread = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("log".into())
+                .spawn(move || {
+                    let mut batch = Vec::new();
+                    loop {
+                        let closing = {
+                            let mut pending = shared.lock();
+                            if pending.lines.len() < FLUSH_BYTES && !pending.closing {
+                                pending = shared
+                                    .wake
+                                    .wait_timeout(pending, FLUSH_INTERVAL)
+                                    .unwrap_or_else(|p| p.into_inner())
+                                    .0;
+                            }
+                            // Swap buffers: each keeps its capacity for the next batch.
+                            std::mem::swap(&mut batch, &mut pending.lines);
+                            shared.room.notify_all();
+                            pending.closing
+                        };
+                        if !batch.is_empty() {
+                            // Nowhere to report a failed write of the log but stderr.
+                            if let Err(e) = target.write_all(&batch).and_then(|()| target.flush())
+                            {
+                                eprintln!("mailstow: writing the log: {e}");
+                            }
+                            batch.clear();
+                        }
+                        if closing && shared.lock().lines.is_empty() {
+                            break;
+                        }
+                    }
+                })
+                .context("starting the log's writer thread")?
+        };
+        Ok((
+            LineSink(shared.clone()),
+            WriterThread {
+                shared,
+                thread: Some(thread),
+            },
+        ))
+    }
+}
+
+impl Drop for WriterThread {
+    fn drop(&mut self) {
+        self.shared.lock().closing = true;
+        self.shared.wake.notify_one();
+        self.shared.room.notify_all();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Where the writer thread writes, buffered: one `write` per batch of lines.
 enum Target {
     Stderr(BufWriter<io::Stderr>),
     File {
