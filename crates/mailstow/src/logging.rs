@@ -223,8 +223,7 @@ impl WriterThread {
                         };
                         if !batch.is_empty() {
                             // Nowhere to report a failed write of the log but stderr.
-                            if let Err(e) = target.write_all(&batch).and_then(|()| target.flush())
-                            {
+                            if let Err(e) = target.write_all(&batch).and_then(|()| target.flush()) {
                                 eprintln!("mailstow: writing the log: {e}");
                             }
                             batch.clear();
