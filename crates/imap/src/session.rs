@@ -26,6 +26,9 @@ pub trait Subscriptions: Send + Sync {
 pub trait Quotas: Send + Sync {
     /// The user's limits; unlimited when it has none.
     fn quota(&self, user: &str) -> store::Quota;
+
+    /// An addition of `added` was refused `NO [OVERQUOTA]`: for the shell's mail log.
+    fn refused(&self, _user: &str, _added: store::Usage, _why: store::OverQuota) {}
 }
 
 /// What a session works on while it runs a command.

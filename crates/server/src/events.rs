@@ -315,6 +315,35 @@ impl Telemetry {
         );
     }
 
+    /// An IMAP APPEND, COPY or MOVE refused `NO [OVERQUOTA]` (SMTP and LMTP refusals at RCPT
+    /// are `rejected` lines of their own).
+    pub(crate) fn over_quota(
+        &self,
+        proto: &'static str,
+        user: &str,
+        added: store::Usage,
+        why: store::OverQuota,
+    ) {
+        self.rejected
+            .get_or_create(&RejectLabels {
+                protocol: proto,
+                stage: "quota",
+            })
+            .inc();
+        tracing::info!(
+            event = "rejected",
+            proto,
+            stage = "quota",
+            user = %shown(user),
+            messages = added.messages,
+            size = added.bytes,
+            reason = match why {
+                store::OverQuota::TooLarge => "larger than the quota",
+                store::OverQuota::Full => "quota exceeded",
+            }
+        );
+    }
+
     pub(crate) fn delivered_local(
         &self,
         queue_id: u64,

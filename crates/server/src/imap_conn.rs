@@ -49,7 +49,10 @@ async fn poll(
             directory: ctx.directory.clone(),
             runtime,
         };
-        let quotas = crate::quota::DirectoryQuotas(&ctx.directory);
+        let quotas = crate::quota::DirectoryQuotas {
+            directory: &ctx.directory,
+            telemetry: &ctx.telemetry,
+        };
         let backend = imap::Backend {
             store: &ctx.store,
             subscriptions: &subscriptions,

@@ -12,11 +12,18 @@ pub(crate) fn of(directory: &directory::Directory, user: &str) -> store::Quota {
     }
 }
 
-/// What IMAP sessions ask for their user's limits.
-pub(crate) struct DirectoryQuotas<'a>(pub(crate) &'a directory::Directory);
+/// What IMAP sessions ask for their user's limits, and tell of a refusal.
+pub(crate) struct DirectoryQuotas<'a> {
+    pub(crate) directory: &'a directory::Directory,
+    pub(crate) telemetry: &'a crate::events::Telemetry,
+}
 
 impl imap::Quotas for DirectoryQuotas<'_> {
     fn quota(&self, user: &str) -> store::Quota {
-        of(self.0, user)
+        of(self.directory, user)
+    }
+
+    fn refused(&self, user: &str, added: store::Usage, why: store::OverQuota) {
+        self.telemetry.over_quota("imap", user, added, why);
     }
 }

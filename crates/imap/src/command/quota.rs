@@ -30,6 +30,7 @@ pub(crate) fn admits(
     match quota.admits(b.store.usage(user), added) {
         Ok(()) => true,
         Err(why) => {
+            b.quotas.refused(user, added, why);
             // RFC 9208 4.3.1 and RFC 5530 3: OVERQUOTA, for a NO to APPEND, COPY or MOVE.
             let text = match why {
                 OverQuota::TooLarge => "NO [OVERQUOTA] Larger than the mailbox quota",
