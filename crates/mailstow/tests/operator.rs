@@ -6,13 +6,13 @@
 
 mod common;
 
-use std::io::{BufRead as _, BufReader, Write as _};
+use std::io::{BufReader, Write as _};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Server, mailstow, must, set_up_data_dir, smtp_reply};
+use common::{Imap, Server, mailstow, must, set_up_data_dir, smtp_reply};
 
 /// A blocking SMTP client that checks every reply's code.
 struct Smtp {
@@ -70,53 +70,6 @@ fn send_mail(address: &str, from: &str, to: &[&str], subject: &str) {
     }
     assert_eq!(smtp.data(&format!("Subject: {subject}\r\n\r\nbody")), 250);
     assert_eq!(smtp.send("QUIT"), 221);
-}
-
-/// A blocking IMAP client over plain TCP.
-struct Imap {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
-    tag: u32,
-}
-
-impl Imap {
-    fn connect(address: &str) -> Imap {
-        let stream = TcpStream::connect(address).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .unwrap();
-        let mut imap = Imap {
-            reader: BufReader::new(stream.try_clone().unwrap()),
-            writer: stream,
-            tag: 0,
-        };
-        let mut greeting = String::new();
-        imap.reader.read_line(&mut greeting).unwrap();
-        assert!(greeting.starts_with("* OK"), "{greeting}");
-        imap
-    }
-
-    /// Runs one command; returns every line of the answer, the tagged one last.
-    fn run(&mut self, command: &str) -> Vec<String> {
-        self.tag += 1;
-        let tag = format!("a{}", self.tag);
-        self.writer
-            .write_all(format!("{tag} {command}\r\n").as_bytes())
-            .unwrap();
-        let mut lines = Vec::new();
-        loop {
-            let mut line = String::new();
-            assert!(
-                self.reader.read_line(&mut line).unwrap() > 0,
-                "connection closed"
-            );
-            let done = line.starts_with(&format!("{tag} "));
-            lines.push(line.trim_end().to_string());
-            if done {
-                return lines;
-            }
-        }
-    }
 }
 
 /// Waits until `path` holds a line for which `wanted` is true; returns all its lines.

@@ -12,62 +12,15 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{Server, mailstow, must, set_up_data_dir};
+use common::{Imap, Server, mailstow, must, set_up_data_dir};
 
-/// A blocking IMAP client over plain TCP.
-struct Imap {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
-    tag: u32,
-}
-
+/// What these tests add to the shared client.
 impl Imap {
-    fn connect(address: &str) -> Imap {
-        let stream = TcpStream::connect(address).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .unwrap();
-        let mut imap = Imap {
-            reader: BufReader::new(stream.try_clone().unwrap()),
-            writer: stream,
-            tag: 0,
-        };
-        let greeting = imap.line();
-        assert!(greeting.starts_with("* OK"), "{greeting}");
-        imap
-    }
-
     fn login(address: &str, user: &str) -> Imap {
         let mut imap = Imap::connect(address);
         let answer = imap.run(&format!("LOGIN {user} secret"));
         assert!(answer.last().unwrap().contains(" OK "), "{answer:?}");
         imap
-    }
-
-    fn line(&mut self) -> String {
-        let mut line = String::new();
-        self.reader.read_line(&mut line).unwrap();
-        line.trim_end().to_string()
-    }
-
-    /// Runs one command (`{tag}` in it is replaced by its tag); returns every line of the
-    /// answer, the tagged one last.
-    fn run(&mut self, command: &str) -> Vec<String> {
-        self.tag += 1;
-        let tag = format!("a{}", self.tag);
-        self.writer
-            .write_all(format!("{tag} {command}\r\n").as_bytes())
-            .unwrap();
-        let mut lines = Vec::new();
-        loop {
-            let line = self.line();
-            assert!(!line.is_empty(), "connection closed after {lines:?}");
-            let done = line.starts_with(&format!("{tag} "));
-            lines.push(line);
-            if done {
-                return lines;
-            }
-        }
     }
 
     /// APPEND of a message of exactly `size` bytes; returns the tagged answer, untagged.

@@ -2,8 +2,8 @@
 #![allow(dead_code)]
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{BufRead as _, BufReader};
-use std::net::SocketAddr;
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
@@ -370,6 +370,56 @@ pub(crate) fn smtp_reply(reader: &mut BufReader<std::net::TcpStream>) -> std::io
         let code = line.get(..3).and_then(|c| c.parse().ok()).unwrap_or(0);
         if line.as_bytes().get(3) != Some(&b'-') {
             return Ok(code);
+        }
+    }
+}
+
+/// A blocking IMAP client over plain TCP.
+pub(crate) struct Imap {
+    pub(crate) reader: BufReader<TcpStream>,
+    writer: TcpStream,
+    tag: u32,
+}
+
+impl Imap {
+    pub(crate) fn connect(address: &str) -> Imap {
+        let stream = TcpStream::connect(address).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut imap = Imap {
+            reader: BufReader::new(stream.try_clone().unwrap()),
+            writer: stream,
+            tag: 0,
+        };
+        let greeting = imap.line();
+        assert!(greeting.starts_with("* OK"), "{greeting}");
+        imap
+    }
+
+    pub(crate) fn line(&mut self) -> String {
+        let mut line = String::new();
+        self.reader.read_line(&mut line).unwrap();
+        line.trim_end().to_string()
+    }
+
+    /// Runs one command under the next tag; returns every line of the answer, the tagged
+    /// one last.
+    pub(crate) fn run(&mut self, command: &str) -> Vec<String> {
+        self.tag += 1;
+        let tag = format!("a{}", self.tag);
+        self.writer
+            .write_all(format!("{tag} {command}\r\n").as_bytes())
+            .unwrap();
+        let mut lines = Vec::new();
+        loop {
+            let line = self.line();
+            assert!(!line.is_empty(), "connection closed after {lines:?}");
+            let done = line.starts_with(&format!("{tag} "));
+            lines.push(line);
+            if done {
+                return lines;
+            }
         }
     }
 }
