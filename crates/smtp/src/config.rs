@@ -81,6 +81,12 @@ pub struct Config {
     /// past it is read to its end but refused with 452 4.3.1 (RFC 3463: mail system full).
     /// `None`: no shared budget (tests).
     pub inflight: Option<Arc<ByteBudget>>,
+    /// In `Mode::Lmtp`: take the routing parameters of mailstow's cluster (advertised as
+    /// `XMAILSTOW-ROUTE`): `XORIGIN=node:queue-id` on MAIL (who hands the message over, so
+    /// the owner can recognise a retry of a message it already stored) and `XEPOCH=n` on RCPT
+    /// (the owner epoch the sender routed with, so a stale route is refused). They reach the
+    /// shell in [`crate::Envelope`]. Default false: the parameters are unknown (555).
+    pub cluster_routes: bool,
 }
 
 impl Default for Config {
@@ -104,6 +110,7 @@ impl Default for Config {
             transfer_deadline_max: Duration::from_secs(60 * 60),
             login_deadline: Duration::from_secs(60),
             inflight: None,
+            cluster_routes: false,
         }
     }
 }

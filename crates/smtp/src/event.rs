@@ -81,4 +81,9 @@ pub struct Envelope {
     pub smtputf8: bool,
     pub ret_full: Option<bool>,
     pub envid: Option<String>,
+    /// `XORIGIN=` of a cluster peer's MAIL ([`crate::Config::cluster_routes`]): the node that
+    /// handed the message over and its queue id there, `node:id`.
+    pub origin: Option<String>,
+    /// `XEPOCH=` of each recipient's RCPT, parallel to `recipients` (`None` where absent).
+    pub epochs: Vec<Option<u64>>,
 }

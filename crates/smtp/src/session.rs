@@ -54,6 +54,9 @@ pub struct Session {
     pub(crate) refused_to: Option<String>,
     /// Failure replies sent and not yet taken by the shell (at most `REFUSALS_KEPT`).
     refusals: VecDeque<Refusal>,
+    /// The cluster parameters taken off the MAIL or RCPT line being answered
+    /// (`command/cluster.rs`).
+    pub(crate) route: crate::command::cluster::RouteParams,
 }
 
 /// Failure replies kept for a shell that does not take them.
@@ -155,6 +158,9 @@ pub(crate) struct Transaction {
     pub(crate) ret_full: Option<bool>,
     pub(crate) envid: Option<String>,
     pub(crate) recipients: Vec<String>,
+    /// `XORIGIN=` and each recipient's `XEPOCH=` (cluster peers only, `command/cluster.rs`).
+    pub(crate) origin: Option<String>,
+    pub(crate) epochs: Vec<Option<u64>>,
     /// Set by the first BDAT; from then on DATA and RCPT are out of sequence (RFC 3030 2).
     pub(crate) chunks: Option<Chunks>,
     /// This message's share of `Config::inflight`, held until the transaction ends (the
@@ -185,6 +191,7 @@ impl Session {
             refused_from: None,
             refused_to: None,
             refusals: VecDeque::new(),
+            route: Default::default(),
         };
         let protocol = match session.config.mode {
             Mode::Lmtp => "LMTP",

@@ -164,6 +164,8 @@ impl Session {
             smtputf8: transaction.smtputf8,
             ret_full: transaction.ret_full,
             envid: transaction.envid.clone(),
+            origin: transaction.origin.clone(),
+            epochs: transaction.epochs.clone(),
         })
     }
 }

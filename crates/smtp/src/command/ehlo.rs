@@ -54,6 +54,9 @@ impl Session {
         if config.mode != Mode::Lmtp && (self.peer.tls || config.auth_without_tls) {
             lines.push("AUTH PLAIN LOGIN".to_string());
         }
+        if config.mode == Mode::Lmtp && config.cluster_routes {
+            lines.push(crate::command::cluster::KEYWORD.to_string());
+        }
         lines
     }
 }

@@ -89,6 +89,8 @@ impl Session {
             ret_full,
             envid: from.env_id.map(Cow::into_owned),
             recipients: Vec::new(),
+            origin: self.route.origin.take(),
+            epochs: Vec::new(),
             chunks: None,
             reservation: None,
         };

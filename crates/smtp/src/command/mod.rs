@@ -4,6 +4,7 @@
 
 pub(crate) mod auth;
 pub(crate) mod bdat;
+pub(crate) mod cluster;
 pub(crate) mod data;
 pub(crate) mod ehlo;
 pub(crate) mod mail;
@@ -19,6 +20,19 @@ use crate::session::{Hello, Session, Stage};
 impl Session {
     /// A complete command line: `line` as received (CRLF included), `text` without CRLF.
     pub(crate) fn command(&mut self, line: &[u8], text: &str) {
+        let stripped;
+        let (line, text) = match self.take_route_params(text) {
+            Ok(None) => (line, text),
+            Ok(Some(rest)) => {
+                stripped = rest;
+                (stripped.0.as_slice(), stripped.1.as_str())
+            }
+            Err(reply) => {
+                self.stage = Stage::Command;
+                (self.refused_from, self.refused_to) = (None, None);
+                return self.error(reply);
+            }
+        };
         let request = match Request::parse(&mut line.iter()) {
             Ok(request) => request,
             Err(error) => {

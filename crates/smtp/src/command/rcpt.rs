@@ -68,8 +68,10 @@ impl Session {
         };
         match verdict {
             Verdict::Accept => {
+                let epoch = self.route.epoch.take();
                 if let Some(transaction) = &mut self.transaction {
                     transaction.recipients.push(address);
+                    transaction.epochs.push(epoch);
                 }
                 self.progress();
                 self.reply(Reply::new(250, (2, 1, 5), "Ok"));

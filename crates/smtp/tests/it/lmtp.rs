@@ -139,3 +139,50 @@ fn data_without_recipients_is_503() {
         S: 503 5.5.1 No valid recipients"
         ));
 }
+
+/// mailstow's cluster parameters (`Config::cluster_routes`): the origin of a handed-over
+/// message and the owner epoch of each recipient reach the shell in the envelope; without
+/// the option they are unknown parameters (RFC 5321 4.1.1.11: 555).
+#[test]
+fn cluster_route_parameters_reach_the_envelope() {
+    let shell = lmtp()
+        .config(|config| config.cluster_routes = true)
+        .run(
+            "S: 220 lmtp.example LMTP ready
+            C: LHLO n1.example
+            S: 250-lmtp.example
+            S: 250-PIPELINING
+            S: 250-SIZE 52428800
+            S: 250-8BITMIME
+            S: 250-ENHANCEDSTATUSCODES
+            S: 250-SMTPUTF8
+            S: 250-CHUNKING
+            S: 250-BINARYMIME
+            S: 250 XMAILSTOW-ROUTE
+            C: MAIL FROM:<a@example.org> XORIGIN=n1:42 BODY=8BITMIME
+            S: 250 2.1.0 Ok
+            C: RCPT TO:<b@example.net> XEPOCH=3
+            S: 250 2.1.5 Ok
+            C: RCPT TO:<c@example.net>
+            S: 250 2.1.5 Ok
+            C: RCPT TO:<d@example.net> xepoch=x
+            S: 501 5.5.4 Invalid value for XEPOCH
+            C: DATA
+            S: 354 End data with <CR><LF>.<CR><LF>
+            C: hi
+            C: .
+            S: 250 2.0.0 <b@example.net> Delivered
+            S: 250 2.0.0 <c@example.net> Delivered",
+        );
+    let messages = shell.messages();
+    let envelope = &messages[0].0;
+    assert_eq!(envelope.origin.as_deref(), Some("n1:42"));
+    assert_eq!(envelope.epochs, vec![Some(3), None]);
+    assert!(envelope.body_8bit);
+
+    lmtp().run(&format!(
+        "{LHLO}
+        C: MAIL FROM:<a@example.org> XORIGIN=n1:42
+        S: 555 5.5.4 Unsupported parameter XORIGIN"
+    ));
+}

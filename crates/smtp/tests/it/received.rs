@@ -17,6 +17,8 @@ fn envelope(recipients: &[&str], ip: IpAddr) -> Envelope {
         smtputf8: false,
         ret_full: None,
         envid: None,
+        origin: None,
+        epochs: Vec::new(),
     }
 }
 
