@@ -183,6 +183,6 @@ fn cluster_route_parameters_reach_the_envelope() {
     lmtp().run(&format!(
         "{LHLO}
         C: MAIL FROM:<a@example.org> XORIGIN=n1:42
-        S: 555 5.5.4 Unsupported parameter XORIGIN"
+        S: 555 5.5.4 Unsupported parameter XORIGIN=N1:42"
     ));
 }
