@@ -151,6 +151,12 @@ impl Framer {
         self.authenticated = true;
     }
 
+    /// Hands over everything received and not yet cut into a command (a proxy forwards it).
+    pub(crate) fn take_unread(&mut self) -> Vec<u8> {
+        self.scanned = 0;
+        std::mem::take(&mut self.input)
+    }
+
     /// Forgets everything buffered (STARTTLS: nothing sent in plaintext may be read as if
     /// it came over TLS, RFC 9051 6.2.1).
     pub(crate) fn discard_input(&mut self) {

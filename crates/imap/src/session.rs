@@ -262,6 +262,32 @@ impl Session {
         }
     }
 
+    /// The tag of the login command waiting for [`Session::auth_result`].
+    pub fn auth_tag(&self) -> Option<&str> {
+        match &self.waiting {
+            Some(Waiting::Auth { tag }) => Some(tag),
+            _ => None,
+        }
+    }
+
+    /// Instead of [`Session::auth_result`]: the shell has checked the credentials and hands
+    /// the rest of the connection to the server that holds the user's mail (a cluster
+    /// proxy), which answers the login command itself. Returns that command's tag and the
+    /// input received after it; the session is over and writes nothing more (no `Close`
+    /// event either: the shell owns the connection now). `None` when no login is waiting.
+    pub fn hand_over(&mut self) -> Option<(String, Vec<u8>)> {
+        let Some(Waiting::Auth { tag }) = self.waiting.take() else {
+            return None;
+        };
+        let unread = self.framer.take_unread();
+        self.state = State::Logout;
+        self.closed = true;
+        self.work = None;
+        self.out.clear();
+        self.events.clear();
+        Some((tag, unread))
+    }
+
     /// Runs what can run: frames input, executes commands against `backend`, and returns
     /// the next thing for the shell to do, or `None` when it needs input (or a change, in
     /// IDLE).

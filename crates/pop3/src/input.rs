@@ -47,6 +47,13 @@ impl Input {
     }
 
     /// Drops everything held (after STLS, nothing sent in plaintext may survive).
+    /// Everything held, complete lines and tail, taken out.
+    pub(crate) fn take(&mut self) -> Vec<u8> {
+        let held = self.bytes[self.start..].to_vec();
+        self.clear();
+        held
+    }
+
     pub(crate) fn clear(&mut self) {
         *self = Input {
             ended: self.ended,

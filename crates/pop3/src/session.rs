@@ -453,6 +453,23 @@ impl Session {
         }
     }
 
+    /// Instead of [`Session::auth_result`]: the shell has checked the credentials and hands
+    /// the rest of the connection to the server that holds the user's mail (a cluster
+    /// proxy), which answers the login itself. Returns the input received after the login;
+    /// the session is over and writes nothing more (no `Close` event either: the shell owns
+    /// the connection now). `None` when no login is waiting.
+    pub fn hand_over(&mut self) -> Option<Vec<u8>> {
+        if self.waiting != Some(Waiting::Auth) {
+            return None;
+        }
+        self.waiting = None;
+        let unread = self.input.take();
+        self.state = State::Closed;
+        self.events.clear();
+        self.queued_bytes = 0;
+        Some(unread)
+    }
+
     /// Ends the session once: `Close` is the last event, and everything after it is ignored.
     fn close(&mut self) {
         if self.is_closed() {

@@ -27,6 +27,14 @@ pub(crate) enum Stream {
 }
 
 impl Stream {
+    /// The TLS exporter value a node's pre-authentication is bound to; `None` in plaintext.
+    pub(crate) fn tls_exporter(&self) -> Option<[u8; 32]> {
+        match self {
+            Stream::Tls(tls) => crate::cluster::server_exporter(tls.get_ref().1),
+            _ => None,
+        }
+    }
+
     /// Runs the TLS handshake on a plain connection (within `timeout`); a TLS one is returned
     /// unchanged.
     pub(crate) async fn upgrade(
@@ -106,6 +114,58 @@ pub(crate) async fn stopping(shutdown: &mut tokio::sync::watch::Receiver<bool>) 
 /// fail the login, never be silently ignored.
 pub(crate) fn authzid_allowed(authzid: &str, username: &str) -> bool {
     authzid.is_empty() || authzid.eq_ignore_ascii_case(username)
+}
+
+/// A node's pre-authentication (see `cluster.rs`), as checked on the owner.
+pub(crate) enum Preauth {
+    /// Valid on this connection, and the user's mail is here.
+    Valid {
+        user: String,
+        client: IpAddr,
+        /// `cluster:<node>`: who handed the session over.
+        node: String,
+    },
+    /// Not valid (logged).
+    Invalid,
+    /// Valid, but the user's mail is not (or no longer) here: the text for the client.
+    NotHere(String),
+}
+
+/// Checks a node's pre-authentication on this connection; `None` for an ordinary login.
+pub(crate) fn preauth(
+    conn: &crate::driver::Conn,
+    proto: &'static str,
+    authzid: &str,
+    username: &str,
+    password: &str,
+) -> Option<Preauth> {
+    let cluster = conn.ctx.cluster.as_ref()?;
+    let checked = cluster.check_preauth(
+        proto,
+        authzid,
+        username,
+        password,
+        conn.stream.tls_exporter(),
+    )?;
+    Some(match checked {
+        Ok((user, client)) => match cluster.home(&conn.ctx.directory, &user) {
+            crate::cluster::Home::Local => Preauth::Valid {
+                user,
+                client,
+                node: username.to_string(),
+            },
+            _ => Preauth::NotHere("mailbox is not on this node; log in again".into()),
+        },
+        Err(why) => {
+            tracing::warn!(
+                event = "cluster_preauth_refused",
+                proto,
+                node = %crate::log::shown(username),
+                error = why
+            );
+            Preauth::Invalid
+        }
+    })
 }
 
 /// Why a login was not accepted.
@@ -212,6 +272,19 @@ impl Login<'_> {
     /// account is being deleted, the maildrop is locked).
     pub(crate) fn refused(&self, ctx: &crate::Ctx, user: &str) {
         self.log(ctx, user, "refused");
+    }
+
+    /// The password was right and the session was handed to the user's node.
+    pub(crate) fn proxied(&self, ctx: &crate::Ctx, user: &str, node: &str) {
+        ctx.telemetry
+            .login_cluster(self.proto, user, self.mechanism, "proxied", self.ip, node);
+        ctx.directory.note_login(user);
+    }
+
+    /// The password was right but the user's node is down or does not answer.
+    pub(crate) fn unavailable(&self, ctx: &crate::Ctx, user: &str, why: &str) {
+        ctx.telemetry
+            .login_cluster(self.proto, user, self.mechanism, "unavailable", self.ip, why);
     }
 
     /// Refused before the password was checked (an authorization identity we do not allow).

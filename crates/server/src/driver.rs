@@ -46,6 +46,9 @@ pub(crate) enum Step {
     Again,
     /// The session is over: flush and close.
     Close,
+    /// The session was handed to the user's node: splice the connection to it
+    /// ([`Protocol::take_handover`]).
+    Proxy,
 }
 
 /// A protocol's session and the shell's answers to its decisions.
@@ -63,6 +66,10 @@ pub(crate) trait Protocol: Send {
     fn shutting_down(&mut self);
     /// The logged-in user was deleted.
     fn revoked(&mut self);
+    /// After [`Step::Proxy`]: the connection to the user's node.
+    fn take_handover(&mut self) -> Option<crate::cluster::Handover> {
+        None
+    }
     /// Wake on changes to the user's mail now (IMAP IDLE).
     fn wants_changes(&self) -> bool {
         false
@@ -161,6 +168,12 @@ pub(crate) async fn drive<P: Protocol>(
                 return;
             }
             Step::Again => continue,
+            Step::Proxy => {
+                if let Some(handover) = protocol.take_handover() {
+                    crate::cluster::splice(&mut conn, handover, &mut shutdown).await;
+                }
+                return;
+            }
             Step::Read => {}
         }
         let now = Instant::now();

@@ -234,6 +234,35 @@ impl Telemetry {
         );
     }
 
+    /// A login that involved another node of the cluster: `proxied` (the password was right
+    /// and the session now runs on `node`, the user's), `unavailable` (right, but `node` is
+    /// down), or, on the owner, `ok` for a session a node handed over (`node` is that node).
+    pub(crate) fn login_cluster(
+        &self,
+        proto: &'static str,
+        user: &str,
+        mechanism: &str,
+        result: &'static str,
+        client: std::net::IpAddr,
+        node: &str,
+    ) {
+        self.logins
+            .get_or_create(&LoginLabels {
+                protocol: proto,
+                result,
+            })
+            .inc();
+        tracing::info!(
+            event = "login",
+            proto,
+            user = %shown(user),
+            mechanism = %shown(mechanism),
+            result,
+            client = %client,
+            node = %shown(node)
+        );
+    }
+
     pub(crate) fn throttled(
         &self,
         proto: &'static str,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use imap::{AuthResult, Event};
 use limits::Deadlines;
 
-use crate::conn::{Login, check_login};
+use crate::conn::{Login, Preauth, check_login};
 use crate::driver::{Conn, Protocol, Step};
 use crate::{Ctx, users};
 
@@ -87,6 +87,8 @@ pub(crate) struct Imap {
     ip: IpAddr,
     /// Output the session may produce before the shell writes it (its config's).
     output_chunk_bytes: usize,
+    /// The connection handed to the user's node (cluster).
+    handover: Option<crate::cluster::Handover>,
 }
 
 impl Imap {
@@ -96,6 +98,7 @@ impl Imap {
             output_chunk_bytes: config.output_chunk_bytes,
             session: Some(imap::Session::new(config, tls)),
             ip: peer.ip(),
+            handover: None,
         }
     }
 
@@ -141,11 +144,35 @@ impl Protocol for Imap {
                         username: &username,
                         ip: self.ip,
                     };
+                    if let Some(preauth) =
+                        crate::conn::preauth(conn, "imap", &authzid, &username, &password)
+                    {
+                        let result = match preauth {
+                            Preauth::Valid { user, client, node } => {
+                                enter(conn, &attempt, user, Some((client, &node)))
+                            }
+                            Preauth::Invalid => AuthResult::BadCredentials,
+                            Preauth::NotHere(text) => AuthResult::Temporary(text),
+                        };
+                        session.auth_result(result);
+                        continue;
+                    }
                     let result = if !crate::conn::authzid_allowed(&authzid, &username) {
                         attempt.failed(&conn.ctx);
                         AuthResult::BadCredentials
                     } else {
-                        login(conn, &attempt, &password).await
+                        let tag = session.auth_tag().unwrap_or("*").to_string();
+                        match login(conn, &attempt, &password, &tag, self.ip).await {
+                            Ok(result) => result,
+                            Err(handover) => {
+                                let (_, to_owner) = session.hand_over().unwrap_or_default();
+                                self.handover = Some(crate::cluster::Handover {
+                                    to_owner,
+                                    ..handover
+                                });
+                                return Step::Proxy;
+                            }
+                        }
                     };
                     session.auth_result(result);
                 }
@@ -206,6 +233,10 @@ impl Protocol for Imap {
         }
     }
 
+    fn take_handover(&mut self) -> Option<crate::cluster::Handover> {
+        self.handover.take()
+    }
+
     fn wants_changes(&self) -> bool {
         // Only while idling: otherwise updates wait for the client's next command (RFC 9051
         // 5.3).
@@ -213,22 +244,70 @@ impl Protocol for Imap {
     }
 }
 
-/// Checks the password and the per-user session limit.
-async fn login(conn: &mut Conn, attempt: &Login<'_>, password: &str) -> AuthResult {
+/// Checks the password, then enters the session here, or (`Err`) hands the connection to
+/// the user's node in a cluster.
+async fn login(
+    conn: &mut Conn,
+    attempt: &Login<'_>,
+    password: &str,
+    tag: &str,
+    client: IpAddr,
+) -> Result<AuthResult, crate::cluster::Handover> {
     let ctx = conn.ctx.clone();
     let user = match check_login(&ctx, attempt, password).await {
         Ok(user) => user,
         Err(refused) => {
-            return match refused.temporary() {
+            return Ok(match refused.temporary() {
                 Some(text) => AuthResult::Temporary(text.into()),
                 None => AuthResult::BadCredentials,
-            };
+            });
         }
     };
+    if let Some(cluster) = &ctx.cluster {
+        match cluster.home(&ctx.directory, &user) {
+            crate::cluster::Home::Local => {}
+            crate::cluster::Home::Unavailable(text) => {
+                attempt.unavailable(&ctx, &user, &text);
+                return Ok(AuthResult::Temporary(text));
+            }
+            crate::cluster::Home::Node(owner) => {
+                return match cluster.open_imap(&owner, &user, client, tag).await {
+                    Ok((upstream, to_client)) => {
+                        attempt.proxied(&ctx, &user, &owner.name);
+                        Err(crate::cluster::Handover {
+                            upstream,
+                            to_client,
+                            to_owner: Vec::new(),
+                        })
+                    }
+                    Err(text) => {
+                        attempt.unavailable(&ctx, &user, &text);
+                        Ok(AuthResult::Temporary(text))
+                    }
+                };
+            }
+        }
+    }
+    Ok(enter(conn, attempt, user, None))
+}
+
+/// A logged-in user's session starts here, within the per-user session limit. `via`: the
+/// client's address and the node that handed the session over.
+fn enter(
+    conn: &mut Conn,
+    attempt: &Login<'_>,
+    user: String,
+    via: Option<(IpAddr, &str)>,
+) -> AuthResult {
+    let ctx = conn.ctx.clone();
     let entered = ctx.users.enter(&user, users::Protocol::Imap);
-    match &entered {
-        Ok(_) => attempt.ok(&ctx, &user),
-        Err(_) => attempt.refused(&ctx, &user),
+    match (&entered, via) {
+        (Ok(_), Some((client, node))) => {
+            ctx.telemetry
+                .login_cluster("imap", &user, "cluster", "ok", client, node);
+        }
+        (Ok(_), None) => attempt.ok(&ctx, &user),
+        (Err(_), _) => attempt.refused(&ctx, &user),
     }
     match entered {
         Ok(member) => {

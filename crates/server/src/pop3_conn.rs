@@ -11,7 +11,7 @@ use std::time::Duration;
 use limits::Deadlines;
 use pop3::{AuthResult, Event, Maildrop};
 
-use crate::conn::{Login, check_login};
+use crate::conn::{Login, Preauth, check_login};
 use crate::driver::{Conn, Protocol, Step};
 use crate::{Ctx, users};
 
@@ -52,6 +52,8 @@ pub(crate) struct Pop3 {
     ip: IpAddr,
     /// The logged-in user and their maildrop lock.
     lock: Option<(String, MaildropLock)>,
+    /// The connection handed to the user's node (cluster).
+    handover: Option<crate::cluster::Handover>,
 }
 
 impl Pop3 {
@@ -60,6 +62,7 @@ impl Pop3 {
             session: pop3::Session::new(ctx.live().pop3.clone(), tls),
             ip: peer.ip(),
             lock: None,
+            handover: None,
         }
     }
 }
@@ -90,13 +93,33 @@ impl Protocol for Pop3 {
                         username: &username,
                         ip: self.ip,
                     };
+                    if let Some(preauth) = crate::conn::preauth(conn, "pop3", &authzid, &username, &password) {
+                        let result = match preauth {
+                            Preauth::Valid { user, client, node } => {
+                                self.open(conn, &attempt, user, Some((client, &node))).await
+                            }
+                            Preauth::Invalid => AuthResult::BadCredentials,
+                            Preauth::NotHere(text) => AuthResult::Temporary(text),
+                        };
+                        self.session.auth_result(result);
+                        continue;
+                    }
                     if !crate::conn::authzid_allowed(&authzid, &username) {
                         attempt.failed(&conn.ctx);
                         self.session.auth_result(AuthResult::BadCredentials);
                         continue;
                     }
-                    let result = self.login(conn, &attempt, &password).await;
-                    self.session.auth_result(result);
+                    match self.login(conn, &attempt, &password).await {
+                        Ok(result) => self.session.auth_result(result),
+                        Err(handover) => {
+                            let to_owner = self.session.hand_over().unwrap_or_default();
+                            self.handover = Some(crate::cluster::Handover {
+                                to_owner,
+                                ..handover
+                            });
+                            return Step::Proxy;
+                        }
+                    }
                 }
                 Event::Retrieve { uid, .. } => {
                     let Some((user, _)) = &self.lock else {
@@ -169,21 +192,68 @@ impl Protocol for Pop3 {
     fn revoked(&mut self) {
         self.session.revoked();
     }
+
+    fn take_handover(&mut self) -> Option<crate::cluster::Handover> {
+        self.handover.take()
+    }
 }
 
 impl Pop3 {
-    /// Checks the password, takes the maildrop lock and opens INBOX from the index.
-    async fn login(&mut self, conn: &mut Conn, attempt: &Login<'_>, password: &str) -> AuthResult {
+    /// Checks the password, then opens the maildrop here, or (`Err`) on the user's node in a
+    /// cluster.
+    async fn login(
+        &mut self,
+        conn: &mut Conn,
+        attempt: &Login<'_>,
+        password: &str,
+    ) -> Result<AuthResult, crate::cluster::Handover> {
         let ctx = conn.ctx.clone();
         let user = match check_login(&ctx, attempt, password).await {
             Ok(user) => user,
             Err(refused) => {
-                return match refused.temporary() {
+                return Ok(match refused.temporary() {
                     Some(text) => AuthResult::Temporary(text.into()),
                     None => AuthResult::BadCredentials,
-                };
+                });
             }
         };
+        if let Some(cluster) = &ctx.cluster {
+            match cluster.home(&ctx.directory, &user) {
+                crate::cluster::Home::Local => {}
+                crate::cluster::Home::Unavailable(text) => {
+                    attempt.unavailable(&ctx, &user, &text);
+                    return Ok(AuthResult::Temporary(text));
+                }
+                crate::cluster::Home::Node(owner) => {
+                    return match cluster.open_pop3(&owner, &user, self.ip).await {
+                        Ok((upstream, to_client)) => {
+                            attempt.proxied(&ctx, &user, &owner.name);
+                            Err(crate::cluster::Handover {
+                                upstream,
+                                to_client,
+                                to_owner: Vec::new(),
+                            })
+                        }
+                        Err(text) => {
+                            attempt.unavailable(&ctx, &user, &text);
+                            Ok(AuthResult::Temporary(text))
+                        }
+                    };
+                }
+            }
+        }
+        Ok(self.open(conn, attempt, user, None).await)
+    }
+
+    /// Takes the maildrop lock and opens INBOX from the index for a logged-in user.
+    async fn open(
+        &mut self,
+        conn: &mut Conn,
+        attempt: &Login<'_>,
+        user: String,
+        via: Option<(IpAddr, &str)>,
+    ) -> AuthResult {
+        let ctx = conn.ctx.clone();
         let Ok(member) = ctx.users.enter(&user, users::Protocol::Pop3) else {
             attempt.refused(&ctx, &user);
             return AuthResult::Temporary("account unavailable".into());
@@ -215,7 +285,14 @@ impl Pop3 {
                 return AuthResult::Temporary(e.to_string());
             }
         };
-        attempt.ok(&ctx, &user);
+        match via {
+            // Handed over by another node: log the client's address and that node.
+            Some((client, node)) => {
+                ctx.telemetry
+                    .login_cluster("pop3", &user, "cluster", "ok", client, node);
+            }
+            None => attempt.ok(&ctx, &user),
+        }
         conn.member = Some(member);
         self.lock = Some((user, held));
         AuthResult::Success { maildrop }

@@ -1,0 +1,243 @@
+//! What an owner node remembers of the mail other nodes handed it, so that a message it
+//! stored is not stored again when the origin retries (issue 20: "the owner deduplicates by
+//! (origin node, queue id)").
+//!
+//! The origin keeps a recipient pending until the owner's `250` for it reaches its queue. If
+//! the origin crashes (or the connection drops) after the owner's store commit and before
+//! the origin's completion, the origin hands the message over again. The owner then finds
+//! the key (origin node, origin queue id, recipient) here and answers `250` without storing.
+//!
+//! **Format** (`<data_dir>/cluster-delivered`): one line per stored copy,
+//! `<unix seconds> <key as 32 hex digits>\n`, the key a BLAKE3 hash of the three fields.
+//! Lines are appended and the file is `fdatasync`ed after the store's commit and before the
+//! `250`; a torn last line is ignored when the file is read back.
+//!
+//! **Crash rule:** store commit, then this record, then the reply. A crash between the first
+//! two leaves a copy stored but not recorded: the origin's retry stores it a second time.
+//! That window is the same one local delivery has between the store's commit and the
+//! queue's completion (duplicates bounded by one batch, never a loss); recording first
+//! would instead lose mail on a failed commit.
+//!
+//! **Bounds:** at most `entries_max` keys are kept (the oldest go first), and keys older
+//! than the queue's lifetime are dropped, since no origin retries after that. The file is
+//! rewritten with the live keys when it opens and whenever it has grown to twice them.
+
+use std::collections::{HashMap, VecDeque};
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufRead as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The file in the data directory.
+const FILE_NAME: &str = "cluster-delivered";
+/// One line: 10+ digits, space, 32 hex digits, LF.
+const LINE_BYTES_MAX: usize = 64;
+
+type Key = [u8; 16];
+
+/// The keys of copies this node stored for other nodes.
+pub(crate) struct Delivered {
+    path: PathBuf,
+    retain: Duration,
+    entries_max: usize,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    file: File,
+    /// Key -> when it was recorded (unix seconds).
+    keys: HashMap<Key, u64>,
+    /// Oldest first.
+    order: VecDeque<(u64, Key)>,
+    /// Lines in the file (live or not).
+    lines: usize,
+}
+
+/// The key of one handed-over copy.
+pub(crate) fn key(origin: &str, recipient: &str) -> Key {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(&(origin.len() as u64).to_le_bytes());
+    hasher.update(origin.as_bytes());
+    hasher.update(recipient.to_ascii_lowercase().as_bytes());
+    let mut key = [0u8; 16];
+    key.copy_from_slice(&hasher.finalize().as_bytes()[..16]);
+    key
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl Delivered {
+    /// Reads the file in `data_dir` (creating it), keeping keys younger than `retain`, at
+    /// most `entries_max`, and rewrites it with those.
+    pub(crate) fn open(
+        data_dir: &Path,
+        retain: Duration,
+        entries_max: usize,
+    ) -> io::Result<Delivered> {
+        let path = data_dir.join(FILE_NAME);
+        let now = unix_now();
+        let mut order = VecDeque::new();
+        match File::open(&path) {
+            Ok(file) => {
+                for line in io::BufReader::new(file).split(b'\n') {
+                    let line = line?;
+                    if let Some((at, key)) = parse(&line)
+                        && now.saturating_sub(at) <= retain.as_secs()
+                    {
+                        order.push_back((at, key));
+                    }
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        while order.len() > entries_max {
+            order.pop_front();
+        }
+        let keys = order.iter().map(|&(at, key)| (key, at)).collect();
+        let file = rewrite(&path, &order)?;
+        Ok(Delivered {
+            path,
+            retain,
+            entries_max: entries_max.max(1),
+            inner: Mutex::new(Inner {
+                file,
+                lines: order.len(),
+                keys,
+                order,
+            }),
+        })
+    }
+
+    /// Whether this copy was stored here already.
+    pub(crate) fn contains(&self, key: &Key) -> bool {
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner.keys.contains_key(key)
+    }
+
+    /// Records copies just committed to the store, durably, before their `250`.
+    pub(crate) fn record(&self, keys: &[Key]) -> io::Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let now = unix_now();
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut text = Vec::with_capacity(keys.len() * 48);
+        for key in keys {
+            text.extend_from_slice(format!("{now} {}\n", hex(key)).as_bytes());
+        }
+        inner.file.write_all(&text)?;
+        inner.file.sync_data()?;
+        inner.lines += keys.len();
+        for key in keys {
+            if inner.keys.insert(*key, now).is_none() {
+                inner.order.push_back((now, *key));
+            }
+        }
+        let retain = self.retain.as_secs();
+        while let Some(&(at, key)) = inner.order.front() {
+            if inner.order.len() <= self.entries_max && now.saturating_sub(at) <= retain {
+                break;
+            }
+            inner.order.pop_front();
+            if inner.keys.get(&key) == Some(&at) {
+                inner.keys.remove(&key);
+            }
+        }
+        if inner.lines > 2 * inner.order.len().max(1024) {
+            inner.file = rewrite(&self.path, &inner.order)?;
+            inner.lines = inner.order.len();
+        }
+        Ok(())
+    }
+}
+
+fn hex(key: &Key) -> String {
+    key.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn parse(line: &[u8]) -> Option<(u64, Key)> {
+    if line.len() > LINE_BYTES_MAX {
+        return None;
+    }
+    let text = std::str::from_utf8(line).ok()?;
+    let (at, hex) = text.split_once(' ')?;
+    if hex.len() != 32 {
+        return None;
+    }
+    let mut key = [0u8; 16];
+    for (i, byte) in key.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some((at.parse().ok()?, key))
+}
+
+/// Writes `order` to a new file and renames it over `path` (synced, then the directory).
+fn rewrite(path: &Path, order: &VecDeque<(u64, Key)>) -> io::Result<File> {
+    let tmp = path.with_extension("tmp");
+    let mut file = File::create(&tmp)?;
+    let mut text = Vec::with_capacity(order.len() * 48);
+    for (at, key) in order {
+        text.extend_from_slice(format!("{at} {}\n", hex(key)).as_bytes());
+    }
+    file.write_all(&text)?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        File::open(dir)?.sync_all()?;
+    }
+    OpenOptions::new().append(true).open(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_survive_a_reopen_and_torn_lines_are_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let week = Duration::from_secs(7 * 86_400);
+        let delivered = Delivered::open(dir.path(), week, 100).unwrap();
+        let a = key("n1:7", "a@example.org");
+        let b = key("n1:7", "b@example.org");
+        assert_ne!(a, b);
+        assert_ne!(a, key("n2:7", "a@example.org"));
+        assert_eq!(a, key("n1:7", "A@example.org"));
+        delivered.record(&[a]).unwrap();
+        assert!(delivered.contains(&a));
+        assert!(!delivered.contains(&b));
+        drop(delivered);
+        // A torn line after the last whole one.
+        let mut file = OpenOptions::new()
+            .append(true)
+            .open(dir.path().join(FILE_NAME))
+            .unwrap();
+        file.write_all(b"17000000 00ff").unwrap();
+        drop(file);
+        let delivered = Delivered::open(dir.path(), week, 100).unwrap();
+        assert!(delivered.contains(&a));
+        assert!(!delivered.contains(&b));
+    }
+
+    #[test]
+    fn the_oldest_keys_go_past_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let delivered = Delivered::open(dir.path(), Duration::from_secs(86_400), 3).unwrap();
+        let keys: Vec<Key> = (0..5).map(|i| key(&format!("n1:{i}"), "a@x")).collect();
+        for key in &keys {
+            delivered.record(std::slice::from_ref(key)).unwrap();
+        }
+        assert!(!delivered.contains(&keys[0]));
+        assert!(!delivered.contains(&keys[1]));
+        assert!(keys[2..].iter().all(|k| delivered.contains(k)));
+        drop(delivered);
+        let delivered = Delivered::open(dir.path(), Duration::from_secs(86_400), 3).unwrap();
+        assert!(keys[2..].iter().all(|k| delivered.contains(k)));
+        assert!(!delivered.contains(&keys[1]));
+    }
+}
