@@ -41,7 +41,7 @@ fn domain_arg(name: &str) -> Result<String, DirectoryError> {
     })
 }
 
-fn address_arg(address: &str, case: LocalCase) -> Result<Address, DirectoryError> {
+pub(crate) fn address_arg(address: &str, case: LocalCase) -> Result<Address, DirectoryError> {
     parse_address(address, case).map_err(|reason| DirectoryError::InvalidAddress {
         address: shown(address),
         reason,
@@ -65,7 +65,7 @@ pub(crate) fn unix_now_s() -> i64 {
 /// Whether `count` (a `SELECT COUNT(*) ... WHERE key = $1`) finds a row for `key`.
 async fn any<'e, E>(executor: E, count: &'static str, key: &str) -> Result<bool, DirectoryError>
 where
-    E: sqlx::Executor<'e, Database = sqlx::Sqlite>,
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
 {
     let rows: i64 = sqlx::query_scalar(count)
         .bind(key)
@@ -76,7 +76,7 @@ where
 
 async fn domain_exists<'e, E>(executor: E, domain: &str) -> Result<bool, DirectoryError>
 where
-    E: sqlx::Executor<'e, Database = sqlx::Sqlite>,
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
 {
     any(
         executor,
@@ -88,7 +88,7 @@ where
 
 async fn being_deleted<'e, E>(executor: E, address: &str) -> Result<bool, DirectoryError>
 where
-    E: sqlx::Executor<'e, Database = sqlx::Sqlite>,
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
 {
     any(
         executor,
@@ -101,7 +101,7 @@ where
 /// Whether a `user rename` from or to `address` has not finished.
 async fn being_renamed<'e, E>(executor: E, address: &str) -> Result<bool, DirectoryError>
 where
-    E: sqlx::Executor<'e, Database = sqlx::Sqlite>,
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
 {
     any(
         executor,
@@ -113,7 +113,7 @@ where
 
 async fn user_exists<'e, E>(executor: E, address: &str) -> Result<bool, DirectoryError>
 where
-    E: sqlx::Executor<'e, Database = sqlx::Sqlite>,
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
 {
     any(
         executor,
@@ -123,11 +123,14 @@ where
     .await
 }
 
-/// `address, quota_bytes, quota_messages, last_login_at` of `users`.
-type UserRow = (String, Option<i64>, Option<i64>, Option<i64>);
+/// `address, quota_bytes, quota_messages, last_login_at, node, epoch` of `users`.
+type UserRow = (String, Option<i64>, Option<i64>, Option<i64>, Option<String>, i64);
+
+/// The columns of a [`UserRow`].
+const USER_COLUMNS: &str = "address, quota_bytes, quota_messages, last_login_at, node, epoch";
 
 fn user_info(
-    (address, quota_bytes, quota_messages, last_login_at): UserRow,
+    (address, quota_bytes, quota_messages, last_login_at, node, epoch): UserRow,
 ) -> Result<UserInfo, DirectoryError> {
     let quota_bytes = db::quota_from_sql(&address, quota_bytes)?;
     let quota_messages = db::quota_from_sql(&address, quota_messages)?;
@@ -136,6 +139,8 @@ fn user_info(
         quota_bytes,
         quota_messages,
         last_login_at,
+        node,
+        epoch,
     })
 }
 
@@ -204,8 +209,23 @@ impl Directory {
     }
 
     /// Adds a user with an argon2id hash of `password`. The domain must exist; the address is
-    /// stored lowercase.
+    /// stored lowercase. The owner node is chosen as [`Directory::add_user_on`] does without
+    /// a node.
     pub async fn add_user(&self, address: &str, password: &str) -> Result<(), DirectoryError> {
+        self.add_user_on(address, password, None).await.map(drop)
+    }
+
+    /// [`Directory::add_user`] on the node `node`. Without one: when the directory has
+    /// nodes, the one that owns the fewest users (ties by name), chosen in the same
+    /// transaction; when it has none, no node (the single-node setup). An unknown node is an
+    /// error. Returns the owner node.
+    pub async fn add_user_on(
+        &self,
+        address: &str,
+        password: &str,
+        node: Option<&str>,
+    ) -> Result<Option<String>, DirectoryError> {
+        let node = node.map(crate::nodes::node_arg).transpose()?;
         let address = address_arg(address, LocalCase::Fold)?;
         password::check_new(password, self.inner.options.password_bytes_max)?;
         let domain = address.domain.clone();
@@ -234,14 +254,35 @@ impl Directory {
         if being_renamed(&mut *tx, &address).await? {
             return Err(DirectoryError::UserBeingRenamed(address));
         }
+        let node = match node {
+            Some(node) => {
+                if !any(&mut *tx, "SELECT COUNT(*) FROM nodes WHERE name = $1", &node).await? {
+                    return Err(DirectoryError::NoSuchNode(node));
+                }
+                Some(node)
+            }
+            // The writers' lock (the generation row) makes the count and the insert one step.
+            None => {
+                sqlx::query_scalar(
+                    "SELECT n.name FROM nodes n ORDER BY \
+                     (SELECT COUNT(*) FROM users u WHERE u.node = n.name), n.name LIMIT 1",
+                )
+                .fetch_optional(&mut *tx)
+                .await?
+            }
+        };
+        // `created_seq`: this transaction's generation, which orders users added within
+        // the same second.
         let inserted = sqlx::query(
-            "INSERT INTO users (address, domain, password_hash, quota_bytes, created_at) \
-             VALUES ($1, $2, $3, NULL, $4)",
+            "INSERT INTO users (address, domain, password_hash, quota_bytes, created_at, node, \
+             created_seq) \
+             VALUES ($1, $2, $3, NULL, $4, $5, (SELECT value FROM meta WHERE key = 'generation'))",
         )
         .bind(&address)
         .bind(&domain)
         .bind(&hash)
         .bind(unix_now_s())
+        .bind(&node)
         .execute(&mut *tx)
         .await;
         match inserted {
@@ -252,7 +293,7 @@ impl Directory {
         };
         tx.commit().await?;
         self.refresh_after_write().await;
-        Ok(())
+        Ok(node)
     }
 
     /// Replaces a user's password hash.
@@ -337,19 +378,17 @@ impl Directory {
                 if !domain_exists(&self.inner.pool, &domain).await? {
                     return Err(DirectoryError::NoSuchDomain(domain));
                 }
-                sqlx::query_as(
-                    "SELECT address, quota_bytes, quota_messages, last_login_at FROM users \
-                     WHERE domain = $1 ORDER BY address",
-                )
+                sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                    "SELECT {USER_COLUMNS} FROM users WHERE domain = $1 ORDER BY address"
+                )))
                 .bind(domain)
                 .fetch_all(&self.inner.pool)
                 .await?
             }
             None => {
-                sqlx::query_as(
-                    "SELECT address, quota_bytes, quota_messages, last_login_at FROM users \
-                     ORDER BY address",
-                )
+                sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                    "SELECT {USER_COLUMNS} FROM users ORDER BY address"
+                )))
                 .fetch_all(&self.inner.pool)
                 .await?
             }
@@ -360,10 +399,9 @@ impl Directory {
     /// One user, as [`Directory::list_users`] lists it; `None` when there is no such user.
     pub async fn user(&self, address: &str) -> Result<Option<UserInfo>, DirectoryError> {
         let address = address_arg(address, LocalCase::Fold)?.joined();
-        let row: Option<UserRow> = sqlx::query_as(
-            "SELECT address, quota_bytes, quota_messages, last_login_at FROM users \
-             WHERE address = $1",
-        )
+        let row: Option<UserRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {USER_COLUMNS} FROM users WHERE address = $1"
+        )))
         .bind(&address)
         .fetch_optional(&self.inner.pool)
         .await?;
@@ -609,9 +647,10 @@ impl Directory {
             // address, so the key cannot change in place.
             sqlx::query(
                 "INSERT INTO users (address, domain, password_hash, quota_bytes, created_at, \
-                 quota_messages, last_login_at) \
+                 quota_messages, last_login_at, node, epoch, move_state, created_seq) \
                  SELECT $1, $2, password_hash, quota_bytes, created_at, quota_messages, \
-                 last_login_at FROM users WHERE address = $3",
+                 last_login_at, node, epoch, move_state, created_seq FROM users \
+                 WHERE address = $3",
             )
             .bind(new)
             .bind(&domain)

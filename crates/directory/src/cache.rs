@@ -34,10 +34,10 @@
 //! hole. Targets are deduplicated and keep the order of a depth-first walk over destinations
 //! sorted by address.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 
-use sqlx::SqlitePool;
+use sqlx::AnyPool;
 
 use crate::address::{LocalCase, parse_address, subaddress_base};
 use crate::db;
@@ -88,8 +88,8 @@ pub(crate) struct ExpansionLimits {
 pub(crate) struct Snapshot {
     pub(crate) generation: i64,
     pub(crate) domains: HashSet<String>,
-    /// address -> quota (`None` = unlimited).
-    pub(crate) users: HashMap<String, Option<u64>>,
+    /// address -> the user's row (quota, hash, owner).
+    pub(crate) users: HashMap<String, UserRow>,
     /// address -> message-count quota, for the users that have one.
     pub(crate) message_quotas: HashMap<String, u64>,
     /// source (`local@dom` or `@dom`) -> destinations, sorted.
@@ -98,11 +98,57 @@ pub(crate) struct Snapshot {
     pub(crate) dkim: HashMap<String, DkimKey>,
     /// domain -> its oldest user: who gets `postmaster@domain` by default.
     pub(crate) first_users: HashMap<String, String>,
+    /// name -> the node's addresses (its up state is kept apart, see [`Cache::node_up`]).
+    pub(crate) nodes: BTreeMap<String, NodeRow>,
+}
+
+/// What the snapshot keeps of one user.
+#[derive(Debug)]
+pub(crate) struct UserRow {
+    /// `None` = unlimited.
+    pub(crate) quota: Option<u64>,
+    /// The argon2id PHC string: logins work from the cache while the database is down.
+    pub(crate) password_hash: String,
+    pub(crate) owner: Owner,
+}
+
+/// A node's addresses as stored.
+#[derive(Clone, Debug)]
+pub(crate) struct NodeRow {
+    pub(crate) name: String,
+    pub(crate) lmtp: String,
+    pub(crate) imap: String,
+    pub(crate) pop3: String,
+    pub(crate) web: Option<String>,
+}
+
+/// Which node holds a user's mailbox ([`Cache::owner`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Owner {
+    /// The owner node; `None` = the single node (no cluster).
+    pub node: Option<String>,
+    /// Bumped by every finished move (starts at 1): a node can tell a stale owner.
+    pub epoch: i64,
+    /// A move is in progress (`Directory::begin_move`): the mailbox must not change.
+    pub frozen: bool,
+}
+
+/// One node of the cluster ([`Cache::node`], `Directory::list_nodes`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeInfo {
+    pub name: String,
+    /// `host:port` of its LMTP listener (mail handed over by the other nodes).
+    pub lmtp: String,
+    pub imap: String,
+    pub pop3: String,
+    pub web: Option<String>,
+    /// Its lease lay in the future by the database's clock at the last poll.
+    pub up: bool,
 }
 
 /// The in-memory directory snapshot; see the module documentation.
 pub struct Cache {
-    pool: SqlitePool,
+    pool: AnyPool,
     limits: ExpansionLimits,
     /// Where unconfigured `postmaster@` mail goes (`Options::postmaster`).
     postmaster: Option<String>,
@@ -110,6 +156,9 @@ pub struct Cache {
     /// Serialises reloads, so a slow reload can never install an older snapshot over a newer
     /// one.
     reload: tokio::sync::Mutex<()>,
+    /// node name -> up, from the last liveness poll ([`Cache::refresh_node_states`]); kept
+    /// apart from the snapshot so lease renewals never cost a reload.
+    up: RwLock<HashMap<String, bool>>,
 }
 
 impl std::fmt::Debug for Cache {
@@ -126,7 +175,7 @@ impl std::fmt::Debug for Cache {
 
 impl Cache {
     pub(crate) async fn load(
-        pool: SqlitePool,
+        pool: AnyPool,
         limits: ExpansionLimits,
         postmaster: Option<String>,
     ) -> Result<Cache, DirectoryError> {
@@ -137,6 +186,7 @@ impl Cache {
             postmaster,
             snapshot: RwLock::new(Arc::new(snapshot)),
             reload: tokio::sync::Mutex::new(()),
+            up: RwLock::new(HashMap::new()),
         })
     }
 
@@ -164,6 +214,80 @@ impl Cache {
         let snapshot = Arc::new(db::load_snapshot(&self.pool).await?);
         *self.snapshot.write().unwrap_or_else(|e| e.into_inner()) = snapshot;
         Ok(true)
+    }
+
+    /// Reloads the snapshot whatever the generation says (after the database came back: a
+    /// notification may have been missed).
+    pub async fn reload(&self) -> Result<(), DirectoryError> {
+        let _reload = self.reload.lock().await;
+        let snapshot = Arc::new(db::load_snapshot(&self.pool).await?);
+        *self.snapshot.write().unwrap_or_else(|e| e.into_inner()) = snapshot;
+        Ok(())
+    }
+
+    /// Polls which nodes are up (one small SELECT comparing each lease with the database's
+    /// clock) and keeps the answer for [`Cache::node_up`]. On failure the last known states
+    /// stay.
+    pub async fn refresh_node_states(&self) -> Result<(), DirectoryError> {
+        let states = db::node_states(&self.pool).await?;
+        *self.up.write().unwrap_or_else(|e| e.into_inner()) = states.into_iter().collect();
+        Ok(())
+    }
+
+    /// The hash the snapshot holds for a canonical address.
+    pub(crate) fn password_hash(&self, address: &str) -> Option<String> {
+        self.snapshot()
+            .users
+            .get(address)
+            .map(|user| user.password_hash.clone())
+    }
+
+    /// The owner node, epoch and move state of the user with this canonical address (as in
+    /// [`Target::User`]; any case); `None` when there is no such user. No I/O.
+    pub fn owner(&self, address: &str) -> Option<Owner> {
+        self.snapshot()
+            .users
+            .get(&address.to_ascii_lowercase())
+            .map(|user| user.owner.clone())
+    }
+
+    /// Whether the node's lease was in the future at the last liveness poll; `false` for an
+    /// unknown node or one not polled yet. No I/O.
+    pub fn node_up(&self, name: &str) -> bool {
+        self.up
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .copied()
+            .unwrap_or(false)
+    }
+
+    /// One node, by name. No I/O.
+    pub fn node(&self, name: &str) -> Option<NodeInfo> {
+        let row = self.snapshot().nodes.get(name).cloned()?;
+        Some(self.node_info(row))
+    }
+
+    /// Every node, sorted by name. No I/O.
+    pub fn nodes(&self) -> Vec<NodeInfo> {
+        let snapshot = self.snapshot();
+        snapshot
+            .nodes
+            .values()
+            .map(|row| self.node_info(row.clone()))
+            .collect()
+    }
+
+    fn node_info(&self, row: NodeRow) -> NodeInfo {
+        let up = self.node_up(&row.name);
+        NodeInfo {
+            name: row.name,
+            lmtp: row.lmtp,
+            imap: row.imap,
+            pop3: row.pop3,
+            web: row.web,
+            up,
+        }
     }
 
     /// Whether `domain` (any case) is one of ours.
@@ -194,8 +318,7 @@ impl Cache {
         self.snapshot()
             .users
             .get(&user.to_ascii_lowercase())
-            .copied()
-            .flatten()
+            .and_then(|row| row.quota)
     }
 
     /// The message-count quota of the user with this address (any case): `None` when

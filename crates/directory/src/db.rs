@@ -9,49 +9,121 @@
 use std::path::Path;
 use std::time::Duration;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Sqlite, SqlitePool, Transaction};
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::{Any, AnyPool, Executor, Transaction};
 
-use crate::cache::Snapshot;
+use crate::cache::{NodeRow, Owner, Snapshot, UserRow};
 use crate::dkim::DkimKey;
 use crate::error::DirectoryError;
 
-/// The embedded migrations, oldest first: (version, SQL). Versions are 1, 2, 3, ...; a file
-/// is never edited once released, a change is a new file.
-const MIGRATIONS: &[(i64, &str)] = &[
-    (1, include_str!("../migrations/0001_initial.sql")),
-    (2, include_str!("../migrations/0002_subscriptions.sql")),
-    (3, include_str!("../migrations/0003_deletions_and_dkim.sql")),
-    (4, include_str!("../migrations/0004_user_life.sql")),
+/// Which SQL backend a pool speaks; the few statements that differ branch on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    /// The backend of a pool, from its URL's scheme (`sqlite:` or `postgres[ql]:`).
+    pub(crate) fn of(pool: &AnyPool) -> Backend {
+        match pool.connect_options().database_url.scheme() {
+            "postgres" | "postgresql" => Backend::Postgres,
+            _ => Backend::Sqlite,
+        }
+    }
+
+    /// An SQL expression for "now" in milliseconds since the Unix epoch, by the database's
+    /// clock (`BIGINT`): leases are compared with the clock that wrote them.
+    pub(crate) fn now_ms(self) -> &'static str {
+        match self {
+            Backend::Postgres => "(extract(epoch from clock_timestamp()) * 1000)::bigint",
+            Backend::Sqlite => "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
+        }
+    }
+}
+
+/// The PostgreSQL channel every directory write notifies (`LISTEN mailstow_directory`).
+pub(crate) const CHANNEL: &str = "mailstow_directory";
+
+/// The key of the advisory lock `migrate` holds on PostgreSQL ("mailstow" in ASCII).
+const MIGRATION_LOCK: i64 = 0x6d61_696c_7374_6f77;
+
+/// The embedded migrations, oldest first: (version, SQLite SQL, PostgreSQL SQL). Versions are
+/// 1, 2, 3, ...; a file is never edited once released, a change is a new file. Most are one
+/// portable file for both backends; a migration that needs different DDL has a variant per
+/// backend.
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        include_str!("../migrations/0001_initial.sql"),
+        include_str!("../migrations/0001_initial.sql"),
+    ),
+    (
+        2,
+        include_str!("../migrations/0002_subscriptions.sql"),
+        include_str!("../migrations/0002_subscriptions.sql"),
+    ),
+    (
+        3,
+        include_str!("../migrations/0003_deletions_and_dkim.sql"),
+        include_str!("../migrations/0003_deletions_and_dkim.sql"),
+    ),
+    (
+        4,
+        include_str!("../migrations/0004_user_life.sql"),
+        include_str!("../migrations/0004_user_life.sql"),
+    ),
+    (
+        5,
+        include_str!("../migrations/0005_cluster.sqlite.sql"),
+        include_str!("../migrations/0005_cluster.postgres.sql"),
+    ),
 ];
 
 /// The schema version this program writes.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;
 
 /// Opens (creating if needed) the SQLite file with the pragmas the directory relies on.
-pub(crate) async fn connect(
+pub(crate) async fn connect_sqlite(
     path: &Path,
     busy_timeout: Duration,
     connections_max: u32,
-) -> Result<SqlitePool, sqlx::Error> {
-    let options = SqliteConnectOptions::new()
-        .filename(path)
-        .create_if_missing(true)
-        // WAL: the server's readers (refresh, authenticate) never block on the CLI's writes.
-        .journal_mode(SqliteJournalMode::Wal)
-        // FULL: each commit is synced to the WAL before `add_user` returns. The directory is
-        // small and rarely written; an added user must not vanish on power loss.
-        .synchronous(SqliteSynchronous::Full)
-        .foreign_keys(true)
-        // Writers (server and CLI) take turns on SQLite's single write lock; wait, don't fail.
-        .busy_timeout(busy_timeout);
+) -> Result<AnyPool, sqlx::Error> {
+    sqlx::any::install_default_drivers();
+    let path = std::path::absolute(path).map_err(sqlx::Error::Io)?;
+    let url = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&path)
+        .create_if_missing(true);
+    let url = sqlx::ConnectOptions::to_url_lossy(&url);
+    let options = <AnyConnectOptions as sqlx::ConnectOptions>::from_url(&url)?;
+    // The Any driver connects from a URL, which carries no pragmas: they are set on each new
+    // connection instead.
+    // WAL: the server's readers (refresh, authenticate) never block on the CLI's writes.
+    // FULL: each commit is synced to the WAL before `add_user` returns. The directory is
+    // small and rarely written; an added user must not vanish on power loss.
+    // busy_timeout: writers (server and CLI) take turns on SQLite's single write lock; wait,
+    // don't fail.
+    let pragmas = format!(
+        "PRAGMA busy_timeout = {}; PRAGMA foreign_keys = ON; PRAGMA journal_mode = WAL; \
+         PRAGMA synchronous = FULL;",
+        busy_timeout.as_millis()
+    );
     // Switching a fresh file to WAL takes an exclusive lock, and SQLite answers SQLITE_BUSY
     // at once (no busy handler) when another process is creating or migrating the same
     // file. Retry that, within the same busy timeout.
     let deadline = std::time::Instant::now() + busy_timeout;
     loop {
-        let result = SqlitePoolOptions::new()
+        let pragmas = pragmas.clone();
+        let result = AnyPoolOptions::new()
             .max_connections(connections_max)
+            .after_connect(move |conn, _meta| {
+                let pragmas = pragmas.clone();
+                Box::pin(async move {
+                    conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(pragmas)))
+                        .await?;
+                    Ok(())
+                })
+            })
             .connect_with(options.clone())
             .await;
         match result {
@@ -65,17 +137,47 @@ pub(crate) async fn connect(
     }
 }
 
+/// Connects to PostgreSQL at `url`. Connecting fails fast (`acquire_timeout`) so a database
+/// that is down answers with an error instead of stalling a refresh or a CLI command.
+pub(crate) async fn connect_postgres(
+    url: &str,
+    acquire_timeout: Duration,
+    connections_max: u32,
+) -> Result<AnyPool, sqlx::Error> {
+    sqlx::any::install_default_drivers();
+    let options: AnyConnectOptions = url.parse()?;
+    AnyPoolOptions::new()
+        .max_connections(connections_max)
+        .acquire_timeout(acquire_timeout)
+        .connect_with(options)
+        .await
+}
+
 /// Brings the schema to [`SCHEMA_VERSION`]; refuses a database from a newer program.
-pub(crate) async fn migrate(pool: &SqlitePool) -> Result<(), DirectoryError> {
-    // Outside the transaction and idempotent: a second process racing here waits on the
-    // write lock, then finds the table.
-    sqlx::query(
-        "CREATE TABLE IF NOT EXISTS meta (key VARCHAR(64) NOT NULL PRIMARY KEY, \
-         value BIGINT NOT NULL)",
-    )
-    .execute(pool)
-    .await?;
-    let mut tx = pool.begin().await?;
+pub(crate) async fn migrate(pool: &AnyPool) -> Result<(), DirectoryError> {
+    let backend = Backend::of(pool);
+    let create_meta = "CREATE TABLE IF NOT EXISTS meta (key VARCHAR(64) NOT NULL PRIMARY KEY, \
+                       value BIGINT NOT NULL)";
+    let mut tx;
+    match backend {
+        Backend::Sqlite => {
+            // Outside the transaction and idempotent: a second process racing here waits on
+            // the write lock, then finds the table.
+            sqlx::query(create_meta).execute(pool).await?;
+            tx = pool.begin().await?;
+        }
+        Backend::Postgres => {
+            // Concurrent `CREATE TABLE IF NOT EXISTS` can fail on PostgreSQL (both see no
+            // table, one insert into the catalog loses): every migrator takes turns on one
+            // advisory lock, held until its transaction ends. DDL is transactional there.
+            tx = pool.begin().await?;
+            sqlx::query("SELECT 1 FROM pg_advisory_xact_lock($1)")
+                .bind(MIGRATION_LOCK)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query(create_meta).execute(&mut *tx).await?;
+        }
+    }
     // A write first: it takes the write lock, so the version read below cannot go stale
     // before commit.
     sqlx::query(
@@ -92,7 +194,11 @@ pub(crate) async fn migrate(pool: &SqlitePool) -> Result<(), DirectoryError> {
             supported: SCHEMA_VERSION,
         });
     }
-    for &(version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > found) {
+    for &(version, sqlite, postgres) in MIGRATIONS.iter().filter(|(v, _, _)| *v > found) {
+        let sql = match backend {
+            Backend::Sqlite => sqlite,
+            Backend::Postgres => postgres,
+        };
         sqlx::raw_sql(sql).execute(&mut *tx).await?;
         sqlx::query("UPDATE meta SET value = $1 WHERE key = 'schema_version'")
             .bind(version)
@@ -109,40 +215,70 @@ pub(crate) async fn migrate(pool: &SqlitePool) -> Result<(), DirectoryError> {
 /// every check that follows sees the state the write will land on, and a concurrent writer
 /// waits on `busy_timeout` instead of failing when a read transaction tries to upgrade
 /// (`SQLITE_BUSY_SNAPSHOT`). On PostgreSQL it locks the `generation` row, which serialises
-/// directory writers the same way. A failed operation rolls back, bump included.
+/// directory writers the same way, and `NOTIFY mailstow_directory` is queued in the same
+/// transaction: PostgreSQL delivers it at commit, and drops it with a rollback. A failed
+/// operation rolls back, bump included.
 pub(crate) async fn begin_write(
-    pool: &SqlitePool,
-) -> Result<Transaction<'static, Sqlite>, DirectoryError> {
+    pool: &AnyPool,
+) -> Result<Transaction<'static, Any>, DirectoryError> {
     let mut tx = pool.begin().await?;
     sqlx::query("UPDATE meta SET value = value + 1 WHERE key = 'generation'")
         .execute(&mut *tx)
         .await?;
+    if Backend::of(pool) == Backend::Postgres {
+        sqlx::raw_sql("NOTIFY mailstow_directory")
+            .execute(&mut *tx)
+            .await?;
+    }
     Ok(tx)
 }
 
 /// The current generation: the cache's cheap "did anything change?" query.
-pub(crate) async fn generation(pool: &SqlitePool) -> Result<i64, DirectoryError> {
+pub(crate) async fn generation(pool: &AnyPool) -> Result<i64, DirectoryError> {
     let generation = sqlx::query_scalar("SELECT value FROM meta WHERE key = 'generation'")
         .fetch_one(pool)
         .await?;
     Ok(generation)
 }
 
-/// Reads the whole directory (minus password hashes) in one read transaction, so the
-/// generation and the rows belong together. SQLite in WAL mode gives a deferred transaction
-/// one snapshot from its first read; PostgreSQL would need `REPEATABLE READ` for the same.
-pub(crate) async fn load_snapshot(pool: &SqlitePool) -> Result<Snapshot, DirectoryError> {
+/// Each node's name and whether its lease is in the future by the database's clock: the
+/// cheap liveness poll (one small SELECT).
+pub(crate) async fn node_states(pool: &AnyPool) -> Result<Vec<(String, bool)>, DirectoryError> {
+    let now = Backend::of(pool).now_ms();
+    let sql = format!(
+        "SELECT name, CASE WHEN lease_until > {now} THEN 1 ELSE 0 END FROM nodes ORDER BY name"
+    );
+    let rows: Vec<(String, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .fetch_all(pool)
+        .await?;
+    Ok(rows.into_iter().map(|(name, up)| (name, up != 0)).collect())
+}
+
+/// `address, quota_bytes, password_hash, node, epoch, move_state` as the snapshot reads them.
+type SnapshotUser = (String, Option<i64>, String, Option<String>, i64, Option<String>);
+
+/// Reads the whole directory in one read transaction, so the generation and the rows belong
+/// together. SQLite in WAL mode gives a deferred transaction one snapshot from its first read;
+/// on PostgreSQL the transaction is `REPEATABLE READ` for the same.
+pub(crate) async fn load_snapshot(pool: &AnyPool) -> Result<Snapshot, DirectoryError> {
     let mut tx = pool.begin().await?;
+    if Backend::of(pool) == Backend::Postgres {
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .execute(&mut *tx)
+            .await?;
+    }
     let generation: i64 = sqlx::query_scalar("SELECT value FROM meta WHERE key = 'generation'")
         .fetch_one(&mut *tx)
         .await?;
     let domains: Vec<String> = sqlx::query_scalar("SELECT name FROM domains")
         .fetch_all(&mut *tx)
         .await?;
-    let users: Vec<(String, Option<i64>)> =
-        sqlx::query_as("SELECT address, quota_bytes FROM users ORDER BY rowid")
-            .fetch_all(&mut *tx)
-            .await?;
+    let users: Vec<SnapshotUser> = sqlx::query_as(
+        "SELECT address, quota_bytes, password_hash, node, epoch, move_state FROM users \
+         ORDER BY created_at, created_seq, address",
+    )
+    .fetch_all(&mut *tx)
+    .await?;
     let aliases: Vec<(String, String)> =
         sqlx::query_as("SELECT source, destination FROM aliases ORDER BY source, destination")
             .fetch_all(&mut *tx)
@@ -153,6 +289,10 @@ pub(crate) async fn load_snapshot(pool: &SqlitePool) -> Result<Snapshot, Directo
     )
     .fetch_all(&mut *tx)
     .await?;
+    let nodes: Vec<(String, String, String, String, Option<String>)> =
+        sqlx::query_as("SELECT name, lmtp, imap, pop3, web FROM nodes ORDER BY name")
+            .fetch_all(&mut *tx)
+            .await?;
     tx.commit().await?;
 
     let mut snapshot = Snapshot {
@@ -160,7 +300,7 @@ pub(crate) async fn load_snapshot(pool: &SqlitePool) -> Result<Snapshot, Directo
         ..Snapshot::default()
     };
     snapshot.domains.extend(domains);
-    for (address, quota) in users {
+    for (address, quota, hash, node, epoch, move_state) in users {
         let quota = quota_from_sql(&address, quota)?;
         if let Some((_, domain)) = address.rsplit_once('@') {
             snapshot
@@ -168,7 +308,18 @@ pub(crate) async fn load_snapshot(pool: &SqlitePool) -> Result<Snapshot, Directo
                 .entry(domain.to_string())
                 .or_insert_with(|| address.clone());
         }
-        snapshot.users.insert(address, quota);
+        snapshot.users.insert(
+            address,
+            UserRow {
+                quota,
+                password_hash: hash,
+                owner: Owner {
+                    node,
+                    epoch,
+                    frozen: move_state.is_some(),
+                },
+            },
+        );
     }
     // Newest first within a domain: the first one seen signs.
     for key in keys {
@@ -185,13 +336,25 @@ pub(crate) async fn load_snapshot(pool: &SqlitePool) -> Result<Snapshot, Directo
         let quota = quota_from_sql(&address, Some(quota))?.unwrap_or(u64::MAX);
         snapshot.message_quotas.insert(address, quota);
     }
+    for (name, lmtp, imap, pop3, web) in nodes {
+        snapshot.nodes.insert(
+            name.clone(),
+            NodeRow {
+                name,
+                lmtp,
+                imap,
+                pop3,
+                web,
+            },
+        );
+    }
     Ok(snapshot)
 }
 
 /// Every DKIM key, by domain, newest first within a domain.
 pub(crate) async fn load_dkim_keys<'e, E>(executor: E) -> Result<Vec<DkimKey>, DirectoryError>
 where
-    E: sqlx::Executor<'e, Database = Sqlite>,
+    E: sqlx::Executor<'e, Database = Any>,
 {
     type Row = (String, String, String, String, String, i64);
     let rows: Vec<Row> = sqlx::query_as(

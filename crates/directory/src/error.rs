@@ -10,6 +10,12 @@ pub enum DirectoryError {
     /// The database file could not be opened or created.
     #[error("open directory {}: {source}", path.display())]
     Open { path: PathBuf, source: sqlx::Error },
+    /// The PostgreSQL directory could not be reached; `url` is shown without its password.
+    #[error("connect to directory {url}: {source}")]
+    Connect { url: String, source: sqlx::Error },
+    /// A directory location (`[directory] url`) that is neither a path nor a PostgreSQL URL.
+    #[error("invalid directory location {0}: use postgres://... or postgresql://...")]
+    InvalidLocation(String),
     /// A query failed (I/O, lock timeout, constraint the code did not expect).
     #[error("directory database: {0}")]
     Database(#[from] sqlx::Error),
@@ -91,6 +97,22 @@ pub enum DirectoryError {
     QuotaTooLarge { quota_bytes: u64 },
     #[error("quota {quota_messages} messages is too large (max {})", i64::MAX)]
     MessageQuotaTooLarge { quota_messages: u64 },
+    /// A node name failed the syntax check.
+    #[error("invalid node name {name}: {reason}")]
+    InvalidNode { name: String, reason: &'static str },
+    #[error("node {0} already exists")]
+    NodeExists(String),
+    #[error("no such node {0}")]
+    NoSuchNode(String),
+    /// `remove_node` while users live on it.
+    #[error("node {node} still owns {users} user(s); move them first")]
+    NodeOwnsUsers { node: String, users: i64 },
+    /// `begin_move` of a user already moving, or any other change a move forbids.
+    #[error("user {0} is being moved; finish or abort the move first")]
+    UserMoving(String),
+    /// `finish_move` of a user that is not moving to that node.
+    #[error("user {address} is not being moved to {node}")]
+    NotMoving { address: String, node: String },
     /// argon2 refused to hash (parameters, internal error).
     #[error("password hashing failed: {0}")]
     Hash(String),

@@ -50,6 +50,7 @@ mod dkim;
 mod error;
 mod hasher;
 mod logins;
+mod nodes;
 mod password;
 mod subscriptions;
 mod verified;
@@ -57,11 +58,11 @@ mod verified;
 #[cfg(test)]
 mod tests;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use sqlx::SqlitePool;
+use sqlx::AnyPool;
 use tokio::sync::Semaphore;
 
 pub use address::{
@@ -69,11 +70,12 @@ pub use address::{
     SUBADDRESS_SEPARATOR,
 };
 pub use argon2::Params as Argon2Params;
-pub use cache::{Cache, ExpansionLimit, Resolution, Target};
+pub use cache::{Cache, ExpansionLimit, NodeInfo, Owner, Resolution, Target};
 pub use dkim::{DkimKey, SELECTOR_BYTES_MAX};
 pub use error::DirectoryError;
 pub use hasher::Priority;
 pub use subscriptions::{SUBSCRIPTION_BYTES_MAX, SUBSCRIPTIONS_PER_USER_MAX};
+pub use nodes::NODE_NAME_BYTES_MAX;
 
 use crate::address::{LocalCase, parse_address};
 use crate::cache::ExpansionLimits;
@@ -84,6 +86,107 @@ pub const EXPANSION_DEPTH_CEILING: usize = 100;
 
 /// Shortest refresher period: shorter would poll the database in a busy loop.
 pub const REFRESH_PERIOD_MIN: Duration = Duration::from_millis(100);
+
+/// How often a PostgreSQL refresher checks the generation even without a notification: a
+/// backstop for a notification lost some way the listener did not notice.
+pub const BACKSTOP_PERIOD: Duration = Duration::from_secs(10);
+
+/// How often the refresher polls which nodes are up (one small SELECT).
+pub const NODE_POLL_PERIOD: Duration = Duration::from_secs(1);
+
+/// Shortest interval between two warnings of the same background task while the database
+/// stays unreachable.
+const WARN_INTERVAL: Duration = Duration::from_secs(30);
+
+/// Where the directory lives.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Location {
+    /// An SQLite file (the single-node default), created if missing.
+    Sqlite(PathBuf),
+    /// A PostgreSQL database, by `postgres://` or `postgresql://` URL.
+    Postgres(String),
+}
+
+impl std::fmt::Debug for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self}")
+    }
+}
+
+impl std::fmt::Display for Location {
+    /// The path, or the URL without its password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::Sqlite(path) => write!(f, "{}", path.display()),
+            Location::Postgres(url) => f.write_str(&redacted(url)),
+        }
+    }
+}
+
+impl Location {
+    /// A `postgres://` or `postgresql://` URL as a PostgreSQL location; `sqlite://PATH` or
+    /// `sqlite:PATH` as an SQLite file. Anything else is refused.
+    pub fn parse(url: &str) -> Result<Location, DirectoryError> {
+        let lower = url.get(..13).unwrap_or(url).to_ascii_lowercase();
+        if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
+            if url.parse::<sqlx::any::AnyConnectOptions>().is_err() {
+                return Err(DirectoryError::InvalidLocation(error::shown(&redacted(url))));
+            }
+            return Ok(Location::Postgres(url.to_owned()));
+        }
+        if let Some(path) = url
+            .strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+            && !path.is_empty()
+        {
+            return Ok(Location::Sqlite(PathBuf::from(path)));
+        }
+        Err(DirectoryError::InvalidLocation(error::shown(&redacted(url))))
+    }
+}
+
+/// A URL with its password replaced by `***` (for messages and logs).
+fn redacted(url: &str) -> String {
+    match url.parse::<sqlx::any::AnyConnectOptions>() {
+        Ok(options) => {
+            let mut url = options.database_url;
+            if url.password().is_some() {
+                let _ = url.set_password(Some("***"));
+            }
+            url.to_string()
+        }
+        Err(_) => "(unparsable url)".to_owned(),
+    }
+}
+
+/// A background task's warnings while the database stays unreachable: the first at once,
+/// then at most one per [`WARN_INTERVAL`]; one info line when it answers again.
+#[derive(Default)]
+struct Warnings {
+    last: Option<Instant>,
+    suppressed: u64,
+}
+
+impl Warnings {
+    fn failed(&mut self, what: &'static str, error: &DirectoryError) {
+        let now = Instant::now();
+        match self.last {
+            Some(last) if now.duration_since(last) < WARN_INTERVAL => self.suppressed += 1,
+            _ => {
+                tracing::warn!(event = "directory_error", task = what, %error, suppressed = self.suppressed, msg = "directory database unreachable; working from the cache");
+                self.last = Some(now);
+                self.suppressed = 0;
+            }
+        }
+    }
+
+    fn succeeded(&mut self, what: &'static str) {
+        if self.last.take().is_some() {
+            tracing::info!(event = "directory_ok", task = what, msg = "directory database reachable again");
+            self.suppressed = 0;
+        }
+    }
+}
 
 /// Tunables of a [`Directory`]. `Default` is for production.
 #[derive(Clone, Debug)]
@@ -113,6 +216,8 @@ pub struct Options {
     /// again later" at once.
     pub hash_queue_max: usize,
     /// How long a write waits for another writer (another process) to finish (default 5 s).
+    /// On PostgreSQL also how long a query waits for a connection (a database that is down
+    /// fails a write after this long).
     pub busy_timeout: Duration,
     /// Most pooled SQLite connections (default 4): readers run in parallel under WAL, writes
     /// take turns anyway.
@@ -197,6 +302,10 @@ pub struct UserInfo {
     /// Unix seconds of the last successful login (any protocol; recorded at most once a
     /// minute, see [`Directory::note_login`]); `None` = never since it was recorded.
     pub last_login_at: Option<i64>,
+    /// The node holding the mailbox; `None` = the single node (no cluster).
+    pub node: Option<String>,
+    /// Bumped by every finished move (starts at 1).
+    pub epoch: i64,
 }
 
 /// The directory handle; see the crate documentation. Cloning shares the pool and the cache.
@@ -206,7 +315,8 @@ pub struct Directory {
 }
 
 struct Inner {
-    pool: SqlitePool,
+    pool: AnyPool,
+    location: Location,
     cache: Cache,
     options: Options,
     /// New hashes (adding users, changing passwords): argon2 on the blocking pool, a few at
@@ -238,22 +348,42 @@ impl Directory {
 
     /// [`Directory::open`] with explicit options.
     pub async fn open_with(path: &Path, options: Options) -> Result<Directory, DirectoryError> {
+        Directory::open_at(&Location::Sqlite(path.to_owned()), options).await
+    }
+
+    /// Opens the directory at `location` (an SQLite file, created if missing, or a
+    /// PostgreSQL database) and brings its schema up to date.
+    pub async fn open_at(location: &Location, options: Options) -> Result<Directory, DirectoryError> {
         options.validate()?;
-        let pool = db::connect(path, options.busy_timeout, options.connections_max)
-            .await
-            .map_err(|source| DirectoryError::Open {
-                path: path.to_owned(),
-                source,
-            })?;
+        let pool = match location {
+            Location::Sqlite(path) => {
+                db::connect_sqlite(path, options.busy_timeout, options.connections_max)
+                    .await
+                    .map_err(|source| DirectoryError::Open {
+                        path: path.to_owned(),
+                        source,
+                    })?
+            }
+            Location::Postgres(url) => {
+                db::connect_postgres(url, options.busy_timeout, options.connections_max)
+                    .await
+                    .map_err(|source| DirectoryError::Connect {
+                        url: redacted(url),
+                        source,
+                    })?
+            }
+        };
         db::migrate(&pool).await?;
         let limits = ExpansionLimits {
             targets_max: options.expansion_targets_max,
             depth_max: options.expansion_depth_max,
         };
         let cache = Cache::load(pool.clone(), limits, options.postmaster.clone()).await?;
+        cache.refresh_node_states().await?;
         Ok(Directory {
             inner: Arc::new(Inner {
                 pool,
+                location: location.clone(),
                 cache,
                 hashers: Semaphore::new(options.hash_concurrency_max),
                 verifiers: hasher::Hashers::start(
@@ -283,22 +413,76 @@ impl Directory {
         &self.inner.cache
     }
 
-    /// Starts a task that calls [`Cache::refresh_if_changed`] every `period` (at least
-    /// [`REFRESH_PERIOD_MIN`]), logging failures. It ends by itself once every clone of this
-    /// `Directory` is dropped; abort the handle to stop it sooner. Needs a tokio runtime.
+    /// Where this directory lives.
+    pub fn location(&self) -> &Location {
+        &self.inner.location
+    }
+
+    /// Starts the task that keeps [`Directory::cache`] current. It ends by itself once every
+    /// clone of this `Directory` is dropped; abort the handle to stop it sooner. Needs a tokio
+    /// runtime.
+    ///
+    /// On SQLite it calls [`Cache::refresh_if_changed`] every `period` (at least
+    /// [`REFRESH_PERIOD_MIN`]). On PostgreSQL it listens on the `mailstow_directory` channel:
+    /// each notification refreshes (a change reaches every node within milliseconds), every
+    /// (re)connection of the listener reloads in full (notifications sent while it was away
+    /// are lost), and the generation is still checked every [`BACKSTOP_PERIOD`] (`period` is
+    /// not used). Both poll the nodes' up states every [`NODE_POLL_PERIOD`]. While the
+    /// database is unreachable the cache keeps its last snapshot and states, and the task
+    /// logs a warning at most every 30 s.
     pub fn spawn_refresher(&self, period: Duration) -> tokio::task::JoinHandle<()> {
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        match &self.inner.location {
+            Location::Sqlite(_) => tokio::spawn(poll_refresher(weak, period.max(REFRESH_PERIOD_MIN))),
+            Location::Postgres(url) => {
+                tokio::spawn(listen_refresher(weak, url.clone(), self.inner.options.busy_timeout))
+            }
+        }
+    }
+
+    /// Sets `node`'s lease to the database's clock plus `ttl`: the node counts as up until
+    /// then. Bumps no generation and notifies nobody (renewals are frequent and change
+    /// nothing the snapshot holds).
+    pub async fn renew_lease(&self, node: &str, ttl: Duration) -> Result<(), DirectoryError> {
+        let ttl = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX / 2);
+        let now = db::Backend::of(&self.inner.pool).now_ms();
+        let sql = format!("UPDATE nodes SET lease_until = {now} + $1 WHERE name = $2");
+        let updated = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(ttl)
+            .bind(node)
+            .execute(&self.inner.pool)
+            .await?;
+        if updated.rows_affected() == 0 {
+            return Err(DirectoryError::NoSuchNode(error::shown(node)));
+        }
+        Ok(())
+    }
+
+    /// Starts a task that calls [`Directory::renew_lease`] every `period` (at least
+    /// [`REFRESH_PERIOD_MIN`]), logging failures (at most one warning every 30 s) and going
+    /// on. Ends once every clone of this `Directory` is dropped.
+    pub fn spawn_lease(
+        &self,
+        node: &str,
+        period: Duration,
+        ttl: Duration,
+    ) -> tokio::task::JoinHandle<()> {
+        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        let node = node.to_owned();
         let period = period.max(REFRESH_PERIOD_MIN);
         tokio::spawn(async move {
             let mut interval = tokio::time::interval(period);
             interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut warnings = Warnings::default();
             loop {
                 interval.tick().await;
                 let Some(inner) = weak.upgrade() else {
                     return;
                 };
-                if let Err(error) = inner.cache.refresh_if_changed().await {
-                    tracing::warn!(event = "directory_error", %error, msg = "cache refresh failed; retrying");
+                let directory = Directory { inner };
+                match directory.renew_lease(&node, ttl).await {
+                    Ok(()) => warnings.succeeded("lease"),
+                    Err(error) => warnings.failed("lease", &error),
                 }
             }
         })
@@ -306,7 +490,8 @@ impl Directory {
 
     /// Checks `username` (a full address, any case) and `password`. Returns the canonical
     /// address on success and `None` for a wrong password, an unknown user or a malformed
-    /// name. The database is asked every time (a new password works at once); argon2 runs on
+    /// name. The hash comes from the cache's snapshot, so logins work while the database is
+    /// down (see the crate documentation for how a new password reaches it); argon2 runs on
     /// the blocking pool, except for a password already verified against the same stored hash
     /// (`Options::verified_logins_max`). An unknown user is verified against a dummy hash with the same
     /// parameters, so the time taken does not tell whether the user exists (hashes made
@@ -336,11 +521,14 @@ impl Directory {
             return Ok(None);
         };
         let address = address.joined();
-        let stored: Option<String> =
-            sqlx::query_scalar("SELECT password_hash FROM users WHERE address = $1")
-                .bind(&address)
-                .fetch_optional(&self.inner.pool)
-                .await?;
+        // On SQLite the file is local and never "down": check the generation first, so a
+        // change made by another process (the CLI) applies at once. On PostgreSQL the
+        // listener brings changes within milliseconds, and a login must not wait on a
+        // database that may be unreachable.
+        if matches!(self.inner.location, Location::Sqlite(_)) {
+            self.refresh_after_write().await;
+        }
+        let stored = self.inner.cache.password_hash(&address);
         if let Some(phc) = &stored
             && self.inner.verified.check(&address, phc, password)
         {
@@ -406,6 +594,124 @@ impl Directory {
     async fn refresh_after_write(&self) {
         if let Err(error) = self.inner.cache.refresh_if_changed().await {
             tracing::warn!(event = "directory_error", %error, msg = "cache refresh after a write failed");
+        }
+    }
+}
+
+/// The SQLite refresher: the generation every `period`, the nodes every
+/// [`NODE_POLL_PERIOD`].
+async fn poll_refresher(weak: Weak<Inner>, period: Duration) {
+    let mut interval = tokio::time::interval(period);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut warnings = Warnings::default();
+    let mut nodes_polled: Option<Instant> = None;
+    loop {
+        interval.tick().await;
+        let Some(inner) = weak.upgrade() else {
+            return;
+        };
+        let mut result = inner.cache.refresh_if_changed().await.map(drop);
+        if result.is_ok() && nodes_polled.is_none_or(|at| at.elapsed() >= NODE_POLL_PERIOD) {
+            nodes_polled = Some(Instant::now());
+            result = inner.cache.refresh_node_states().await;
+        }
+        match result {
+            Ok(()) => warnings.succeeded("refresh"),
+            Err(error) => warnings.failed("refresh", &error),
+        }
+    }
+}
+
+/// The PostgreSQL refresher; see [`Directory::spawn_refresher`].
+async fn listen_refresher(weak: Weak<Inner>, url: String, connect_timeout: Duration) {
+    use sqlx::postgres::{PgListener, PgPoolOptions};
+    let listener_pool = match PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(connect_timeout)
+        .connect_lazy(&url)
+    {
+        Ok(pool) => pool,
+        Err(error) => {
+            tracing::error!(event = "directory_error", error = %DirectoryError::from(error), msg = "cannot listen for directory changes; the cache will not refresh");
+            return;
+        }
+    };
+    let mut listener: Option<PgListener> = None;
+    let mut warnings = Warnings::default();
+    let mut node_tick = tokio::time::interval(NODE_POLL_PERIOD);
+    node_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut backstop = tokio::time::interval(BACKSTOP_PERIOD);
+    backstop.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    backstop.reset();
+    loop {
+        if weak.strong_count() == 0 {
+            return;
+        }
+        if listener.is_none() {
+            let connected = async {
+                let mut new = PgListener::connect_with(&listener_pool).await?;
+                new.listen(db::CHANNEL).await?;
+                Ok::<_, sqlx::Error>(new)
+            }
+            .await;
+            match connected {
+                Ok(new) => {
+                    listener = Some(new);
+                    // Notifications sent while no one listened are lost: reload in full.
+                    let Some(inner) = weak.upgrade() else {
+                        return;
+                    };
+                    match inner.cache.reload().await {
+                        Ok(()) => warnings.succeeded("refresh"),
+                        Err(error) => {
+                            warnings.failed("refresh", &error);
+                            listener = None;
+                        }
+                    }
+                }
+                Err(error) => warnings.failed("refresh", &DirectoryError::from(error)),
+            }
+        }
+        enum Event {
+            Notified(Result<Option<sqlx::postgres::PgNotification>, sqlx::Error>),
+            Nodes,
+            Backstop,
+        }
+        let event = match listener.as_mut() {
+            Some(active) => tokio::select! {
+                received = active.try_recv() => Event::Notified(received),
+                _ = node_tick.tick() => Event::Nodes,
+                _ = backstop.tick() => Event::Backstop,
+            },
+            None => {
+                // Not listening: try again at the next node poll (at most a second away).
+                node_tick.tick().await;
+                Event::Nodes
+            }
+        };
+        let Some(inner) = weak.upgrade() else {
+            return;
+        };
+        match event {
+            Event::Notified(Ok(Some(_))) | Event::Backstop => {
+                match inner.cache.refresh_if_changed().await {
+                    Ok(_) => warnings.succeeded("refresh"),
+                    Err(error) => warnings.failed("refresh", &error),
+                }
+            }
+            Event::Notified(Ok(None)) => {
+                // The connection was lost; the next turn reconnects and reloads.
+                listener = None;
+            }
+            Event::Notified(Err(error)) => {
+                warnings.failed("refresh", &DirectoryError::from(error));
+                listener = None;
+            }
+            Event::Nodes => {
+                if let Err(error) = inner.cache.refresh_node_states().await {
+                    warnings.failed("nodes", &error);
+                }
+            }
         }
     }
 }

@@ -10,6 +10,8 @@ fn user(address: &str, quota_bytes: Option<u64>) -> UserInfo {
         quota_bytes,
         quota_messages: None,
         last_login_at: None,
+        node: None,
+        epoch: 1,
     }
 }
 

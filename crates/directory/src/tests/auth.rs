@@ -153,6 +153,12 @@ async fn a_corrupt_hash_is_an_error_not_a_wrong_password() {
         .execute(&f.dir.inner.pool)
         .await
         .unwrap();
+    // Logins read the cached hash; a change reaches the cache through the generation, as
+    // every directory write bumps it.
+    sqlx::query("UPDATE meta SET value = value + 1 WHERE key = 'generation'")
+        .execute(&f.dir.inner.pool)
+        .await
+        .unwrap();
     let err = f
         .dir
         .authenticate("alice@example.org", "correct horse")

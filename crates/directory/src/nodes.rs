@@ -1,0 +1,252 @@
+//! The cluster's nodes and the moves of users between them.
+//!
+//! Node rows change through `db::begin_write` like every other directory change (generation
+//! bump, and on PostgreSQL a notification), except the lease, which
+//! [`Directory::renew_lease`] writes alone.
+
+use crate::admin::{address_arg, unix_now_s};
+use crate::address::LocalCase;
+use crate::cache::NodeInfo;
+use crate::error::{DirectoryError, shown};
+use crate::{Directory, db};
+
+/// Longest node name.
+pub const NODE_NAME_BYTES_MAX: usize = 64;
+
+/// A node name: 1 to 64 of `a-z 0-9 - _ .`, starting with a letter or digit (stored as
+/// given; names are case-sensitive but the allowed set has no upper case).
+pub(crate) fn node_arg(name: &str) -> Result<String, DirectoryError> {
+    let bad = |reason| DirectoryError::InvalidNode {
+        name: shown(name),
+        reason,
+    };
+    if name.is_empty() || name.len() > NODE_NAME_BYTES_MAX {
+        return Err(bad("use 1 to 64 characters"));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.".contains(&b))
+    {
+        return Err(bad("use lowercase letters, digits, '-', '_' and '.'"));
+    }
+    if !name.as_bytes()[0].is_ascii_alphanumeric() {
+        return Err(bad("start with a letter or a digit"));
+    }
+    Ok(name.to_owned())
+}
+
+/// A node's address (`host:port`): not empty, at most 255 bytes, no whitespace or control
+/// characters.
+fn endpoint_arg(node: &str, what: &'static str, value: &str) -> Result<String, DirectoryError> {
+    if value.is_empty()
+        || value.len() > 255
+        || value.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(DirectoryError::InvalidNode {
+            name: shown(node),
+            reason: match what {
+                "lmtp" => "the lmtp address must be host:port",
+                "imap" => "the imap address must be host:port",
+                "pop3" => "the pop3 address must be host:port",
+                _ => "the web address must be host:port",
+            },
+        });
+    }
+    Ok(value.to_owned())
+}
+
+impl Directory {
+    /// Adds a node with its addresses (`host:port` each; `web` optional). Its lease starts
+    /// expired: it is down until it renews ([`Directory::renew_lease`]).
+    pub async fn add_node(
+        &self,
+        name: &str,
+        lmtp: &str,
+        imap: &str,
+        pop3: &str,
+        web: Option<&str>,
+    ) -> Result<(), DirectoryError> {
+        let name = node_arg(name)?;
+        let lmtp = endpoint_arg(&name, "lmtp", lmtp)?;
+        let imap = endpoint_arg(&name, "imap", imap)?;
+        let pop3 = endpoint_arg(&name, "pop3", pop3)?;
+        let web = web.map(|w| endpoint_arg(&name, "web", w)).transpose()?;
+        let mut tx = db::begin_write(&self.inner.pool).await?;
+        let inserted = sqlx::query(
+            "INSERT INTO nodes (name, lmtp, imap, pop3, web, lease_until, created_at) \
+             VALUES ($1, $2, $3, $4, $5, 0, $6)",
+        )
+        .bind(&name)
+        .bind(&lmtp)
+        .bind(&imap)
+        .bind(&pop3)
+        .bind(&web)
+        .bind(unix_now_s())
+        .execute(&mut *tx)
+        .await;
+        match inserted {
+            Err(e) if db::is_unique_violation(&e) => return Err(DirectoryError::NodeExists(name)),
+            other => other?,
+        };
+        tx.commit().await?;
+        self.refresh_after_write().await;
+        self.refresh_node_states_after_write().await;
+        Ok(())
+    }
+
+    /// Removes a node; refused ([`DirectoryError::NodeOwnsUsers`]) while users live on it
+    /// or are being moved to it.
+    pub async fn remove_node(&self, name: &str) -> Result<(), DirectoryError> {
+        let name = node_arg(name)?;
+        let mut tx = db::begin_write(&self.inner.pool).await?;
+        let users: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM users WHERE node = $1 OR move_state = $2")
+                .bind(&name)
+                .bind(format!("frozen:{name}"))
+                .fetch_one(&mut *tx)
+                .await?;
+        if users > 0 {
+            return Err(DirectoryError::NodeOwnsUsers { node: name, users });
+        }
+        let deleted = sqlx::query("DELETE FROM nodes WHERE name = $1")
+            .bind(&name)
+            .execute(&mut *tx)
+            .await?;
+        if deleted.rows_affected() == 0 {
+            return Err(DirectoryError::NoSuchNode(name));
+        }
+        tx.commit().await?;
+        self.refresh_after_write().await;
+        self.refresh_node_states_after_write().await;
+        Ok(())
+    }
+
+    /// Every node, sorted by name, with the number of users it owns. `up` is computed now
+    /// by the database's clock (not from the cache).
+    pub async fn list_nodes(&self) -> Result<Vec<(NodeInfo, u64)>, DirectoryError> {
+        type Row = (String, String, String, String, Option<String>, i64, i64);
+        let now = db::Backend::of(&self.inner.pool).now_ms();
+        let sql = format!(
+            "SELECT n.name, n.lmtp, n.imap, n.pop3, n.web, \
+             CASE WHEN n.lease_until > {now} THEN 1 ELSE 0 END, \
+             (SELECT COUNT(*) FROM users u WHERE u.node = n.name) \
+             FROM nodes n ORDER BY n.name"
+        );
+        let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .fetch_all(&self.inner.pool)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(name, lmtp, imap, pop3, web, up, users)| {
+                (
+                    NodeInfo {
+                        name,
+                        lmtp,
+                        imap,
+                        pop3,
+                        web,
+                        up: up != 0,
+                    },
+                    u64::try_from(users).unwrap_or(0),
+                )
+            })
+            .collect())
+    }
+
+    /// Starts moving a user to `to_node`: sets its move state to `frozen:<to_node>` (the
+    /// mailbox must not change until [`Directory::finish_move`] or
+    /// [`Directory::abort_move`]). Returns the canonical address. Refused for an unknown
+    /// user or node, a user already on `to_node`, or one already moving.
+    pub async fn begin_move(&self, address: &str, to_node: &str) -> Result<String, DirectoryError> {
+        let address = address_arg(address, LocalCase::Fold)?.joined();
+        let to_node = node_arg(to_node)?;
+        let mut tx = db::begin_write(&self.inner.pool).await?;
+        let user: Option<(Option<String>, Option<String>)> =
+            sqlx::query_as("SELECT node, move_state FROM users WHERE address = $1")
+                .bind(&address)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let Some((node, move_state)) = user else {
+            return Err(DirectoryError::NoSuchUser(address));
+        };
+        if move_state.is_some() {
+            return Err(DirectoryError::UserMoving(address));
+        }
+        let exists: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM nodes WHERE name = $1")
+            .bind(&to_node)
+            .fetch_one(&mut *tx)
+            .await?;
+        if exists == 0 {
+            return Err(DirectoryError::NoSuchNode(to_node));
+        }
+        if node.as_deref() == Some(to_node.as_str()) {
+            return Err(DirectoryError::NotMoving {
+                address,
+                node: format!("{to_node} (it is already there)"),
+            });
+        }
+        sqlx::query("UPDATE users SET move_state = $1 WHERE address = $2")
+            .bind(format!("frozen:{to_node}"))
+            .bind(&address)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        self.refresh_after_write().await;
+        Ok(address)
+    }
+
+    /// Finishes a move [`Directory::begin_move`] started, in one transaction: the user's
+    /// node becomes `to_node`, its epoch goes up by one and its move state is cleared.
+    /// Returns the new epoch. Refused unless the user is frozen for exactly `to_node`.
+    pub async fn finish_move(&self, address: &str, to_node: &str) -> Result<i64, DirectoryError> {
+        let address = address_arg(address, LocalCase::Fold)?.joined();
+        let to_node = node_arg(to_node)?;
+        let mut tx = db::begin_write(&self.inner.pool).await?;
+        let updated = sqlx::query(
+            "UPDATE users SET node = $1, epoch = epoch + 1, move_state = NULL \
+             WHERE address = $2 AND move_state = $3",
+        )
+        .bind(&to_node)
+        .bind(&address)
+        .bind(format!("frozen:{to_node}"))
+        .execute(&mut *tx)
+        .await?;
+        if updated.rows_affected() == 0 {
+            return Err(DirectoryError::NotMoving {
+                address,
+                node: to_node,
+            });
+        }
+        let epoch: i64 = sqlx::query_scalar("SELECT epoch FROM users WHERE address = $1")
+            .bind(&address)
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        self.refresh_after_write().await;
+        Ok(epoch)
+    }
+
+    /// Abandons a move: clears the user's move state, node and epoch unchanged. Idempotent
+    /// for a user not moving; an unknown user is an error.
+    pub async fn abort_move(&self, address: &str) -> Result<(), DirectoryError> {
+        let address = address_arg(address, LocalCase::Fold)?.joined();
+        let mut tx = db::begin_write(&self.inner.pool).await?;
+        let updated = sqlx::query("UPDATE users SET move_state = NULL WHERE address = $1")
+            .bind(&address)
+            .execute(&mut *tx)
+            .await?;
+        if updated.rows_affected() == 0 {
+            return Err(DirectoryError::NoSuchUser(address));
+        }
+        tx.commit().await?;
+        self.refresh_after_write().await;
+        Ok(())
+    }
+
+    /// After adding or removing a node: poll the up states so the cache knows the node.
+    async fn refresh_node_states_after_write(&self) {
+        if let Err(error) = self.inner.cache.refresh_node_states().await {
+            tracing::warn!(event = "directory_error", %error, msg = "node state poll after a write failed");
+        }
+    }
+}
