@@ -47,6 +47,10 @@ pub(crate) const PROXY_OPEN_TIMEOUT: Duration = Duration::from_secs(3);
 pub(crate) const SUSPECT_FOR: Duration = Duration::from_secs(5);
 /// Longest line of an owner's answer to the pre-authentication.
 const OWNER_LINE_MAX: usize = 8 << 10;
+/// How often a node renews its lease, and how long a lease lasts: a node that stops
+/// renewing is down for every other node within `LEASE_TTL` (plus their 1 s poll).
+pub(crate) const LEASE_RENEW: Duration = Duration::from_secs(2);
+pub(crate) const LEASE_TTL: Duration = Duration::from_secs(6);
 /// The TLS exporter label (RFC 5705 4: labels beginning with "EXPERIMENTAL").
 const EXPORTER_LABEL: &[u8] = b"EXPERIMENTAL-mailstow-cluster-preauth";
 

@@ -482,7 +482,7 @@ fn relay_batch(
 /// (as Postfix and Dovecot write it; loops show up as repeats). Both addresses passed the
 /// SMTP parser, which admits no line break; control characters are dropped anyway, so no
 /// address can add a header field.
-fn final_delivery_fields(sender: &str, mailbox: &str) -> String {
+pub(crate) fn final_delivery_fields(sender: &str, mailbox: &str) -> String {
     let clean = |s: &str| s.chars().filter(|c| !c.is_control()).collect::<String>();
     format!(
         "Return-Path: <{}>\r\nDelivered-To: {}\r\n",

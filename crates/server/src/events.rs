@@ -393,6 +393,27 @@ impl Telemetry {
         );
     }
 
+    /// A copy another node handed over (`origin` = that node and its queue id) stored here.
+    pub(crate) fn delivered_handed_over(
+        &self,
+        origin: &str,
+        to: &str,
+        folder: &str,
+        uid: u32,
+        delay: Duration,
+    ) {
+        self.delivered.inc();
+        self.delivery_seconds.observe(delay.as_secs_f64());
+        tracing::info!(
+            event = "delivered",
+            origin = %shown(origin),
+            to = %shown(to),
+            folder = %shown(folder),
+            uid,
+            delay = %seconds(delay)
+        );
+    }
+
     pub(crate) fn delivered_remote(&self, queue_id: u64, to: &str, relay: &str, delay: Duration) {
         self.delivered.inc();
         self.delivery_seconds.observe(delay.as_secs_f64());

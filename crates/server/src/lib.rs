@@ -13,8 +13,10 @@
 mod accounts;
 pub mod admin;
 mod bounce;
+pub mod cluster;
 mod conn;
 pub mod delivery;
+mod dedup;
 mod dkim;
 mod driver;
 mod events;
@@ -198,6 +200,13 @@ pub struct ServerConfig {
     /// Where mail to `postmaster@` a local domain goes when the domain has neither a user
     /// nor an alias of that name (RFC 5321 4.5.1); `None`: the domain's first user.
     pub postmaster: Option<String>,
+    /// Where the directory is; `None`: `directory.db` (SQLite) in the data directory.
+    pub directory: Option<directory::Location>,
+    /// This node of a cluster (needs a shared PostgreSQL directory); `None`: a single node.
+    pub cluster: Option<cluster::ClusterConfig>,
+    /// Copies handed over by other nodes that this node remembers having stored (see
+    /// `dedup.rs`); the oldest are forgotten past this.
+    pub cluster_delivered_max: usize,
 }
 
 impl ServerConfig {
@@ -256,6 +265,9 @@ impl ServerConfig {
             store: store::StoreConfig::default(),
             metrics: None,
             postmaster: None,
+            directory: None,
+            cluster: None,
+            cluster_delivered_max: 1_000_000,
         }
     }
 }
@@ -302,6 +314,10 @@ pub(crate) struct Ctx {
     pub(crate) telemetry: Arc<events::Telemetry>,
     /// What `/healthz` answers.
     pub(crate) health: Arc<metrics::Health>,
+    /// This node of a cluster.
+    pub(crate) cluster: Option<Arc<cluster::Cluster>>,
+    /// Copies other nodes handed over and this node stored (cluster only).
+    pub(crate) delivered_here: Option<dedup::Delivered>,
 }
 
 impl Ctx {
@@ -359,7 +375,11 @@ impl Live {
             certificate,
             smtp: smtp_config(smtp::Mode::Mx),
             submission: smtp_config(smtp::Mode::Submission),
-            lmtp: smtp_config(smtp::Mode::Lmtp),
+            lmtp: {
+                let mut lmtp = (*smtp_config(smtp::Mode::Lmtp)).clone();
+                lmtp.cluster_routes = config.cluster.is_some();
+                Arc::new(lmtp)
+            },
             pop3: Arc::new(pop3::Config {
                 hostname: config.hostname.clone(),
                 tls_available: true,
@@ -621,8 +641,18 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
     let queue = Arc::new(queue);
     let (store, _) =
         store::Store::open(disk, &store_dir, config.store.clone()).context("opening the store")?;
-    let directory = directory::Directory::open_with(
-        &config.data_dir.join("directory.db"),
+    let location = config
+        .directory
+        .clone()
+        .unwrap_or_else(|| directory::Location::Sqlite(config.data_dir.join("directory.db")));
+    if config.cluster.is_some() && !matches!(location, directory::Location::Postgres(_)) {
+        anyhow::bail!(
+            "[cluster] needs the directory every node shares: set [directory] url to a \
+             postgres:// URL"
+        );
+    }
+    let directory = directory::Directory::open_at(
+        &location,
         directory::Options {
             hash_concurrency_max: config.hash_concurrency_max,
             hash_memory_bytes_max: config.hash_memory_bytes_max,
@@ -634,6 +664,30 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
     .await
     .context("opening the directory")?;
     let refresher = directory.spawn_refresher(Duration::from_secs(2));
+    let (cluster, lease, delivered_here) = match &config.cluster {
+        Some(cluster) => {
+            if directory.cache().node(&cluster.node).is_none() {
+                anyhow::bail!(
+                    "node {} is not in the directory: add it with `mailstow node add`",
+                    cluster.node
+                );
+            }
+            let lease = directory.spawn_lease(&cluster.node, cluster::LEASE_RENEW, cluster::LEASE_TTL);
+            let delivered = dedup::Delivered::open(
+                &config.data_dir,
+                delivery::RETRY_FOR + Duration::from_secs(86_400),
+                config.cluster_delivered_max,
+            )
+            .context("opening the record of handed-over mail (cluster-delivered)")?;
+            let tls = Arc::new(outbound::opportunistic_client_config());
+            (
+                Some(Arc::new(cluster::Cluster::new(cluster, tls))),
+                Some(lease),
+                Some(delivered),
+            )
+        }
+        None => (None, None, None),
+    };
     tracing::info!(
         event = "queue_opened",
         pending = queue_report.pending,
@@ -668,6 +722,8 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         delivered: Arc::new(AtomicU64::new(0)),
         telemetry: events::Telemetry::new(),
         health: Arc::new(metrics::Health::default()),
+        cluster,
+        delivered_here,
         config,
     });
     ctx.telemetry
@@ -770,6 +826,9 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         refresher.abort();
+        if let Some(lease) = &lease {
+            lease.abort();
+        }
         stats_task.abort();
         if let Some((_, task)) = &metrics {
             task.abort();

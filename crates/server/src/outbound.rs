@@ -207,6 +207,16 @@ impl Clients {
     }
 }
 
+/// A TLS client that takes any certificate (see [`AnyCertificate`]): the cluster's proxy
+/// towards owner nodes, whose pre-authentication is bound to the TLS connection instead.
+pub fn opportunistic_client_config() -> rustls::ClientConfig {
+    crate::tls::install_provider();
+    rustls::ClientConfig::builder()
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyCertificate::new()))
+        .with_no_client_auth()
+}
+
 /// Delivers `content` from `sender` to `recipients` through `relay`; one outcome per
 /// recipient, in order.
 pub(crate) async fn send(

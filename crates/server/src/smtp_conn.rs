@@ -410,6 +410,12 @@ impl Smtp {
         envelope: &smtp::Envelope,
         content: Vec<u8>,
     ) -> Vec<Verdict> {
+        if self.service == Service::Lmtp
+            && let Some(origin) = &envelope.origin
+            && ctx.cluster.is_some()
+        {
+            return self.accept_handed_over(ctx, envelope, origin, content).await;
+        }
         let accepted = envelope.recipients.len();
         // LMTP (RFC 2033 4.2): one reply per accepted recipient; all share the commit.
         let replies = if self.service == Service::Lmtp {
@@ -559,5 +565,118 @@ impl Smtp {
             Err(_) => Verdict::Reject(Reply::new(451, (4, 3, 0), "queue closed, try again later")),
         };
         vec![verdict; replies]
+    }
+
+    /// A message another node of the cluster handed over (LMTP with `XORIGIN`): straight
+    /// into the store, one reply per recipient (the seed's version 2: no second queue on
+    /// the way). A recipient is refused (4xx, the origin retries) unless this node owns it
+    /// at the epoch the origin routed with; a copy this node already stored for the same
+    /// origin message is acknowledged without storing it again (`dedup.rs`).
+    async fn accept_handed_over(
+        &mut self,
+        ctx: &Arc<Ctx>,
+        envelope: &smtp::Envelope,
+        origin: &str,
+        content: Vec<u8>,
+    ) -> Vec<Verdict> {
+        self.transaction.incoming = None;
+        self.transaction.targets.clear();
+        let (Some(cluster), Some(delivered)) = (&ctx.cluster, &ctx.delivered_here) else {
+            return vec![Verdict::Reject(Reply::new(451, (4, 3, 0), "not a cluster node")); envelope.recipients.len()];
+        };
+        let now = delivery::now_ms();
+        let id = format!("{:x}.{:x}", now, self.session_id);
+        let received = smtp::received_header(
+            envelope,
+            &ctx.config.hostname,
+            &id,
+            &crate::bounce::rfc5322_date(now),
+        );
+        let cache = ctx.directory.cache();
+        let mut verdicts: Vec<Option<Verdict>> = vec![None; envelope.recipients.len()];
+        let mut appends = Vec::new();
+        let mut slots = Vec::new();
+        for (i, recipient) in envelope.recipients.iter().enumerate() {
+            let user = recipient.to_ascii_lowercase();
+            let routed = envelope.epochs.get(i).copied().flatten();
+            let owner = cache.owner(&user);
+            let ours = owner.as_ref().is_some_and(|o| {
+                o.node.as_deref() == Some(cluster.node.as_str())
+                    && !o.frozen
+                    && routed.is_none_or(|e| u64::try_from(o.epoch).is_ok_and(|ours| ours == e))
+            });
+            if !ours {
+                let epoch = owner.map_or(0, |o| o.epoch);
+                tracing::info!(
+                    event = "stale_route",
+                    origin = %shown(origin),
+                    to = %shown(&user),
+                    routed_epoch = routed.unwrap_or(0),
+                    epoch
+                );
+                verdicts[i] = Some(Verdict::Reject(Reply::new(
+                    451,
+                    (4, 4, 0),
+                    format!("stale route: the mailbox is not on this node at that epoch (ours {epoch})"),
+                )));
+                continue;
+            }
+            let key = crate::dedup::key(origin, &user);
+            if delivered.contains(&key) {
+                tracing::info!(event = "duplicate", origin = %shown(origin), to = %shown(&user));
+                verdicts[i] = Some(Verdict::Accept);
+                continue;
+            }
+            let trace = delivery::final_delivery_fields(&envelope.from, &user);
+            let mut message = Vec::with_capacity(received.len() + trace.len() + content.len());
+            message.extend_from_slice(trace.as_bytes());
+            message.extend_from_slice(received.as_bytes());
+            message.extend_from_slice(&content);
+            slots.push((i, user.clone(), key));
+            appends.push(store::AppendRequest {
+                user,
+                folder: "INBOX".to_string(),
+                message: store::NewMessage {
+                    internal_date: (now / 1000) as i64,
+                    content: message,
+                    ..store::NewMessage::default()
+                },
+            });
+        }
+        if !appends.is_empty() {
+            let store = ctx.store.clone();
+            let mailboxes = ctx.mailboxes.clone();
+            let results = tokio::task::spawn_blocking(move || {
+                // Shared, like a delivery batch: a user's removal waits for this copy.
+                let _held = mailboxes.read().unwrap_or_else(|p| p.into_inner());
+                store.append_batch(appends)
+            })
+            .await
+            .unwrap_or_default();
+            let mut stored = Vec::new();
+            for (n, (i, user, key)) in slots.into_iter().enumerate() {
+                verdicts[i] = Some(match results.get(n) {
+                    Some(Ok(appended)) => {
+                        stored.push(key);
+                        ctx.delivered.fetch_add(1, Ordering::Relaxed);
+                        ctx.telemetry.delivered_handed_over(origin, &user, "INBOX", appended.uid, Duration::from_millis(0));
+                        Verdict::Accept
+                    }
+                    Some(Err(e)) => {
+                        tracing::warn!(event = "store_error", to = %shown(&user), error = %e);
+                        Verdict::Reject(Reply::new(451, (4, 3, 0), "store error, try again later"))
+                    }
+                    None => Verdict::Reject(Reply::new(451, (4, 3, 0), "store error, try again later")),
+                });
+            }
+            // After the store's commit, before the replies (see dedup.rs for the order).
+            if let Err(e) = delivered.record(&stored) {
+                tracing::error!(event = "cluster_delivered_error", error = %e, msg = "a retry of these copies would store them again");
+            }
+        }
+        verdicts
+            .into_iter()
+            .map(|v| v.unwrap_or_else(|| Verdict::Reject(Reply::new(451, (4, 3, 0), "try again later"))))
+            .collect()
     }
 }
