@@ -26,6 +26,7 @@ mod log;
 mod metrics;
 pub mod migrate;
 pub mod outbound;
+mod peer;
 mod pop3_conn;
 mod quota;
 mod smtp_conn;
