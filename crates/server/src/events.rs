@@ -5,6 +5,8 @@
 //!
 //! The queue id (`queue_id=`, the queue's message id) ties an `accepted` line to every
 //! `delivered`, `deferred` and `bounced` line of the same message, as Postfix's queue ids do.
+//! Those (and `dsn`) come from the `delivery` crate's threads, through the
+//! `delivery::DeliveryEvents` implementation below.
 //!
 //! | event | fields |
 //! |---|---|
@@ -343,15 +345,12 @@ impl Telemetry {
             }
         );
     }
+}
 
-    pub(crate) fn delivered_local(
-        &self,
-        queue_id: u64,
-        to: &str,
-        folder: &str,
-        uid: u32,
-        delay: Duration,
-    ) {
+/// Delivery's events (the `delivery` crate's threads call them): `delivered`, `deferred`,
+/// `bounced` and `dsn` lines with their metrics, and delivery's warnings.
+impl delivery::DeliveryEvents for Telemetry {
+    fn delivered_local(&self, queue_id: u64, to: &str, folder: &str, uid: u32, delay: Duration) {
         self.delivered.inc();
         self.delivery_seconds.observe(delay.as_secs_f64());
         tracing::info!(
@@ -364,7 +363,7 @@ impl Telemetry {
         );
     }
 
-    pub(crate) fn delivered_remote(&self, queue_id: u64, to: &str, relay: &str, delay: Duration) {
+    fn delivered_remote(&self, queue_id: u64, to: &str, relay: &str, delay: Duration) {
         self.delivered.inc();
         self.delivery_seconds.observe(delay.as_secs_f64());
         tracing::info!(
@@ -376,14 +375,7 @@ impl Telemetry {
         );
     }
 
-    pub(crate) fn deferred(
-        &self,
-        queue_id: u64,
-        to: &str,
-        relay: &str,
-        reply: &str,
-        next_attempt_ms: u64,
-    ) {
+    fn deferred(&self, queue_id: u64, to: &str, relay: &str, reply: &str, next_attempt_ms: u64) {
         self.deferred.inc();
         tracing::info!(
             event = "deferred",
@@ -397,7 +389,7 @@ impl Telemetry {
 
     /// The delivery status notification of message `queue_id` was put in its sender's
     /// mailbox.
-    pub(crate) fn dsn(&self, queue_id: u64, to: &str, uid: Option<u32>) {
+    fn dsn(&self, queue_id: u64, to: &str, uid: Option<u32>) {
         tracing::info!(
             event = "dsn",
             queue_id,
@@ -408,7 +400,7 @@ impl Telemetry {
     }
 
     /// The notification for a remote sender was queued as message `dsn_id`.
-    pub(crate) fn dsn_queued(&self, queue_id: u64, to: &str, dsn_id: u64) {
+    fn dsn_queued(&self, queue_id: u64, to: &str, dsn_id: u64) {
         tracing::info!(
             event = "dsn",
             queue_id,
@@ -417,7 +409,7 @@ impl Telemetry {
         );
     }
 
-    pub(crate) fn bounced(&self, queue_id: u64, to: &str, relay: &str, reply: &str) {
+    fn bounced(&self, queue_id: u64, to: &str, relay: &str, reply: &str) {
         self.bounced.inc();
         tracing::info!(
             event = "bounced",
@@ -426,6 +418,23 @@ impl Telemetry {
             relay = %shown(relay),
             reply = %shown(reply)
         );
+    }
+
+    fn dsn_deferred(&self, queue_id: u64, to: &str, error: &store::StoreError) {
+        tracing::warn!(
+            event = "dsn_deferred",
+            queue_id,
+            to = %shown(to),
+            error = %error
+        );
+    }
+
+    fn queue_error(&self, queue_id: u64, error: &queue::QueueError) {
+        tracing::warn!(event = "queue_error", queue_id, error = %error);
+    }
+
+    fn stopped(&self, error: &queue::QueueError) {
+        tracing::error!(event = "delivery_stopped", error = %error);
     }
 }
 
@@ -536,6 +545,7 @@ impl Collector for Engines {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use delivery::DeliveryEvents as _;
 
     #[test]
     fn the_metrics_have_our_names_and_move() {

@@ -6,15 +6,13 @@
 //! durable) from the directory cache, the queue and the store. No protocol logic lives here.
 //!
 //! Data flow: SMTP/LMTP `DATA` → [`queue::Queue::enqueue_with`] → the reply `250` only from the
-//! queue's commit callback (guarantee 1) → delivery threads ([`delivery`]) → [`store::Store`] →
+//! queue's commit callback (guarantee 1) → delivery threads (the `delivery` crate) → [`store::Store`] →
 //! POP3. The queue and the store are synchronous engines; the async side reaches them through
 //! callbacks (enqueue) and `spawn_blocking` (reads, expunges).
 
 mod accounts;
 pub mod admin;
-mod bounce;
 mod conn;
-pub mod delivery;
 mod dkim;
 mod driver;
 mod events;
@@ -23,7 +21,6 @@ mod lock;
 mod log;
 mod metrics;
 pub mod migrate;
-pub mod outbound;
 mod pop3_conn;
 mod quota;
 mod smtp_conn;
@@ -40,7 +37,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use tokio::net::TcpListener;
 
-pub use delivery::{Route, Router};
+use delivery::{Route, Router};
 pub use lock::DataDirLock;
 pub use throttle::ThrottleConfig;
 pub use tls::{Certificate, TlsSource};
@@ -187,7 +184,7 @@ pub struct ServerConfig {
     pub tarpit_delay: Duration,
     pub delivery_threads: usize,
     /// The smarthost for mail to other domains. Without one, `direct` decides.
-    pub relay: Option<outbound::Relay>,
+    pub relay: Option<delivery::Relay>,
     /// Deliver mail for other domains to their MX hosts (DNS); without a relay and without
     /// this, such mail waits in the deferred queue.
     pub direct: Option<Direct>,
@@ -682,7 +679,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
     let router: Arc<dyn Router> = Arc::new(DirectoryRouter(directory.clone()));
     let path = match (&ctx.config.relay, &ctx.config.direct) {
         (Some(relay), _) => Some(delivery::Path::Relay(relay.clone())),
-        (None, Some(direct)) => Some(delivery::Path::Mx(Box::new(outbound::Mx {
+        (None, Some(direct)) => Some(delivery::Path::Mx(Box::new(delivery::outbound::Mx {
             resolver: resolver(direct)?,
             port: direct.mx_port,
         }))),
@@ -691,7 +688,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
     let outbound = path.map(|path| {
         Arc::new(delivery::Outbound {
             path,
-            clients: outbound::Clients::new(),
+            clients: delivery::outbound::Clients::new(),
             runtime: tokio::runtime::Handle::current(),
             hostname: ctx.config.hostname.clone(),
         })
@@ -708,7 +705,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
             delivered: ctx.delivered.clone(),
             outbound: outbound.clone(),
             mailboxes: ctx.mailboxes.clone(),
-            telemetry: ctx.telemetry.clone(),
+            events: ctx.telemetry.clone(),
         };
         workers.push(
             std::thread::Builder::new()

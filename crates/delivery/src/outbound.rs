@@ -183,14 +183,23 @@ fn dot_stuffed(content: &[u8]) -> Vec<u8> {
 }
 
 /// The TLS client configurations, built once.
-pub(crate) struct Clients {
+pub struct Clients {
     verifying: Arc<rustls::ClientConfig>,
     opportunistic: Arc<rustls::ClientConfig>,
 }
 
+impl Default for Clients {
+    fn default() -> Clients {
+        Clients::new()
+    }
+}
+
 impl Clients {
-    pub(crate) fn new() -> Clients {
-        crate::tls::install_provider();
+    /// A verifying client (Mozilla roots) and an opportunistic one (any certificate).
+    pub fn new() -> Clients {
+        // The process-wide crypto provider (aws-lc-rs), as the server's listeners install it:
+        // rustls panics at the first handshake if none is installed and several are built in.
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
         let roots =
             rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
         let verifying = rustls::ClientConfig::builder()
@@ -407,9 +416,9 @@ pub(crate) async fn exchangers(
 
 /// Direct delivery: the resolver that finds exchangers, and their SMTP port (25 on the
 /// internet; another only on test networks).
-pub(crate) struct Mx {
-    pub(crate) resolver: hickory_resolver::TokioResolver,
-    pub(crate) port: u16,
+pub struct Mx {
+    pub resolver: hickory_resolver::TokioResolver,
+    pub port: u16,
 }
 
 /// Exchangers tried per domain at most (RFC 5321 5.1 asks for at least two when there are).
