@@ -197,12 +197,12 @@ pub(crate) fn server_config(
             .and_then(|(h, p)| Some((h.trim_matches(['[', ']']), p.parse::<u16>().ok()?)))
             .with_context(|| format!("[server] relay_host '{relay}' is not host:port"))?;
         let tls = match section.relay_tls.as_deref().unwrap_or("may") {
-            "may" => server::outbound::RelayTls::May,
-            "verify" => server::outbound::RelayTls::Verify,
-            "none" => server::outbound::RelayTls::None,
+            "may" => delivery::RelayTls::May,
+            "verify" => delivery::RelayTls::Verify,
+            "none" => delivery::RelayTls::None,
             other => bail!("[server] relay_tls '{other}': use may, verify or none"),
         };
-        server.relay = Some(server::outbound::Relay {
+        server.relay = Some(delivery::Relay {
             host: host.to_string(),
             port,
             tls,

@@ -5,6 +5,8 @@
 //!
 //! The queue id (`queue_id=`, the queue's message id) ties an `accepted` line to every
 //! `delivered`, `deferred` and `bounced` line of the same message, as Postfix's queue ids do.
+//! Those (and `dsn`) come from the `delivery` crate's threads, through the
+//! `delivery::DeliveryEvents` implementation below.
 //!
 //! | event | fields |
 //! |---|---|
@@ -263,6 +265,27 @@ impl Telemetry {
         );
     }
 
+    /// A copy another node handed over (`origin` = that node and its queue id) stored here.
+    pub(crate) fn delivered_handed_over(
+        &self,
+        origin: &str,
+        to: &str,
+        folder: &str,
+        uid: u32,
+        delay: Duration,
+    ) {
+        self.delivered.inc();
+        self.delivery_seconds.observe(delay.as_secs_f64());
+        tracing::info!(
+            event = "delivered",
+            origin = %shown(origin),
+            to = %shown(to),
+            folder = %shown(folder),
+            uid,
+            delay = %seconds(delay)
+        );
+    }
+
     pub(crate) fn throttled(
         &self,
         proto: &'static str,
@@ -372,15 +395,12 @@ impl Telemetry {
             }
         );
     }
+}
 
-    pub(crate) fn delivered_local(
-        &self,
-        queue_id: u64,
-        to: &str,
-        folder: &str,
-        uid: u32,
-        delay: Duration,
-    ) {
+/// Delivery's events (the `delivery` crate's threads call them): `delivered`, `deferred`,
+/// `bounced` and `dsn` lines with their metrics, and delivery's warnings.
+impl delivery::DeliveryEvents for Telemetry {
+    fn delivered_local(&self, queue_id: u64, to: &str, folder: &str, uid: u32, delay: Duration) {
         self.delivered.inc();
         self.delivery_seconds.observe(delay.as_secs_f64());
         tracing::info!(
@@ -393,28 +413,7 @@ impl Telemetry {
         );
     }
 
-    /// A copy another node handed over (`origin` = that node and its queue id) stored here.
-    pub(crate) fn delivered_handed_over(
-        &self,
-        origin: &str,
-        to: &str,
-        folder: &str,
-        uid: u32,
-        delay: Duration,
-    ) {
-        self.delivered.inc();
-        self.delivery_seconds.observe(delay.as_secs_f64());
-        tracing::info!(
-            event = "delivered",
-            origin = %shown(origin),
-            to = %shown(to),
-            folder = %shown(folder),
-            uid,
-            delay = %seconds(delay)
-        );
-    }
-
-    pub(crate) fn delivered_remote(&self, queue_id: u64, to: &str, relay: &str, delay: Duration) {
+    fn delivered_remote(&self, queue_id: u64, to: &str, relay: &str, delay: Duration) {
         self.delivered.inc();
         self.delivery_seconds.observe(delay.as_secs_f64());
         tracing::info!(
@@ -426,14 +425,7 @@ impl Telemetry {
         );
     }
 
-    pub(crate) fn deferred(
-        &self,
-        queue_id: u64,
-        to: &str,
-        relay: &str,
-        reply: &str,
-        next_attempt_ms: u64,
-    ) {
+    fn deferred(&self, queue_id: u64, to: &str, relay: &str, reply: &str, next_attempt_ms: u64) {
         self.deferred.inc();
         tracing::info!(
             event = "deferred",
@@ -447,7 +439,7 @@ impl Telemetry {
 
     /// The delivery status notification of message `queue_id` was put in its sender's
     /// mailbox.
-    pub(crate) fn dsn(&self, queue_id: u64, to: &str, uid: Option<u32>) {
+    fn dsn(&self, queue_id: u64, to: &str, uid: Option<u32>) {
         tracing::info!(
             event = "dsn",
             queue_id,
@@ -458,7 +450,7 @@ impl Telemetry {
     }
 
     /// The notification for a remote sender was queued as message `dsn_id`.
-    pub(crate) fn dsn_queued(&self, queue_id: u64, to: &str, dsn_id: u64) {
+    fn dsn_queued(&self, queue_id: u64, to: &str, dsn_id: u64) {
         tracing::info!(
             event = "dsn",
             queue_id,
@@ -467,7 +459,7 @@ impl Telemetry {
         );
     }
 
-    pub(crate) fn bounced(&self, queue_id: u64, to: &str, relay: &str, reply: &str) {
+    fn bounced(&self, queue_id: u64, to: &str, relay: &str, reply: &str) {
         self.bounced.inc();
         tracing::info!(
             event = "bounced",
@@ -476,6 +468,23 @@ impl Telemetry {
             relay = %shown(relay),
             reply = %shown(reply)
         );
+    }
+
+    fn dsn_deferred(&self, queue_id: u64, to: &str, error: &store::StoreError) {
+        tracing::warn!(
+            event = "dsn_deferred",
+            queue_id,
+            to = %shown(to),
+            error = %error
+        );
+    }
+
+    fn queue_error(&self, queue_id: u64, error: &queue::QueueError) {
+        tracing::warn!(event = "queue_error", queue_id, error = %error);
+    }
+
+    fn stopped(&self, error: &queue::QueueError) {
+        tracing::error!(event = "delivery_stopped", error = %error);
     }
 }
 
@@ -586,6 +595,7 @@ impl Collector for Engines {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use delivery::DeliveryEvents as _;
 
     #[test]
     fn the_metrics_have_our_names_and_move() {

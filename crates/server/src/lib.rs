@@ -6,16 +6,14 @@
 //! durable) from the directory cache, the queue and the store. No protocol logic lives here.
 //!
 //! Data flow: SMTP/LMTP `DATA` → [`queue::Queue::enqueue_with`] → the reply `250` only from the
-//! queue's commit callback (guarantee 1) → delivery threads ([`delivery`]) → [`store::Store`] →
+//! queue's commit callback (guarantee 1) → delivery threads (the `delivery` crate) → [`store::Store`] →
 //! POP3. The queue and the store are synchronous engines; the async side reaches them through
 //! callbacks (enqueue) and `spawn_blocking` (reads, expunges).
 
 mod accounts;
 pub mod admin;
-mod bounce;
 pub mod cluster;
 mod conn;
-pub mod delivery;
 mod dedup;
 mod dkim;
 mod driver;
@@ -25,8 +23,6 @@ mod lock;
 mod log;
 mod metrics;
 pub mod migrate;
-pub mod outbound;
-mod peer;
 mod pop3_conn;
 mod quota;
 mod smtp_conn;
@@ -43,7 +39,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use tokio::net::TcpListener;
 
-pub use delivery::{Route, Router};
+use delivery::{Route, Router};
 pub use lock::DataDirLock;
 pub use throttle::ThrottleConfig;
 pub use tls::{Certificate, TlsSource};
@@ -190,7 +186,7 @@ pub struct ServerConfig {
     pub tarpit_delay: Duration,
     pub delivery_threads: usize,
     /// The smarthost for mail to other domains. Without one, `direct` decides.
-    pub relay: Option<outbound::Relay>,
+    pub relay: Option<delivery::Relay>,
     /// Deliver mail for other domains to their MX hosts (DNS); without a relay and without
     /// this, such mail waits in the deferred queue.
     pub direct: Option<Direct>,
@@ -680,7 +676,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
                 config.cluster_delivered_max,
             )
             .context("opening the record of handed-over mail (cluster-delivered)")?;
-            let tls = Arc::new(outbound::opportunistic_client_config());
+            let tls = Arc::new(delivery::outbound::opportunistic_client_config());
             (
                 Some(Arc::new(cluster::Cluster::new(cluster, tls))),
                 Some(lease),
@@ -739,7 +735,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
     let router: Arc<dyn Router> = Arc::new(DirectoryRouter(directory.clone()));
     let path = match (&ctx.config.relay, &ctx.config.direct) {
         (Some(relay), _) => Some(delivery::Path::Relay(relay.clone())),
-        (None, Some(direct)) => Some(delivery::Path::Mx(Box::new(outbound::Mx {
+        (None, Some(direct)) => Some(delivery::Path::Mx(Box::new(delivery::outbound::Mx {
             resolver: resolver(direct)?,
             port: direct.mx_port,
         }))),
@@ -748,7 +744,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
     let outbound = path.map(|path| {
         Arc::new(delivery::Outbound {
             path,
-            clients: outbound::Clients::new(),
+            clients: delivery::outbound::Clients::new(),
             runtime: tokio::runtime::Handle::current(),
             hostname: ctx.config.hostname.clone(),
         })
@@ -765,7 +761,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
             delivered: ctx.delivered.clone(),
             outbound: outbound.clone(),
             mailboxes: ctx.mailboxes.clone(),
-            telemetry: ctx.telemetry.clone(),
+            events: ctx.telemetry.clone(),
         };
         workers.push(
             std::thread::Builder::new()

@@ -13,7 +13,7 @@ use crate::conn::{Login, LoginRefused, check_login};
 use crate::driver::{Conn, Protocol, Step};
 use crate::events::{Accepted, SenderChecks};
 use crate::log::shown;
-use crate::{Ctx, Service, delivery, users};
+use crate::{Ctx, Service, users};
 
 /// What the shell remembers of the open transaction.
 #[derive(Default)]
@@ -435,7 +435,7 @@ impl Smtp {
             envelope,
             &ctx.config.hostname,
             &id,
-            &crate::bounce::rfc5322_date(now),
+            &delivery::bounce::rfc5322_date(now),
         );
         let data_end = std::time::Instant::now();
         let mut checks = None;
@@ -590,7 +590,7 @@ impl Smtp {
             envelope,
             &ctx.config.hostname,
             &id,
-            &crate::bounce::rfc5322_date(now),
+            &delivery::bounce::rfc5322_date(now),
         );
         let cache = ctx.directory.cache();
         let mut verdicts: Vec<Option<Verdict>> = vec![None; envelope.recipients.len()];

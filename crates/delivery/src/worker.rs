@@ -7,7 +7,7 @@
 //! are delivered again after restart, so duplicates are bounded by one batch (guarantee 2).
 //!
 //! Who owns a recipient is asked of [`Router`], the seam where a cluster later hands the
-//! message to another node instead of the local store.
+//! message to another node instead of the local store ([`Route::Peer`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -17,25 +17,27 @@ use queue::{Outcome, Queue, QueuedMessage};
 use store::{AppendRequest, NewMessage, Store};
 
 use crate::bounce;
-use crate::events::Telemetry;
+use crate::events::DeliveryEvents;
 use crate::outbound::{self, Relay, Sent};
+use crate::route::{Route, Router};
 
 /// Most relay connections one delivery batch opens at once.
 const RELAY_CONNECTIONS_MAX: usize = 16;
 
 /// Where outbound mail goes.
-pub(crate) enum Path {
+pub enum Path {
     Relay(Relay),
     /// Each recipient domain's exchangers.
     Mx(Box<outbound::Mx>),
 }
 
 /// What outbound delivery needs: the path, TLS clients, and the runtime to run sessions on.
-pub(crate) struct Outbound {
-    pub(crate) path: Path,
-    pub(crate) clients: outbound::Clients,
-    pub(crate) runtime: tokio::runtime::Handle,
-    pub(crate) hostname: String,
+pub struct Outbound {
+    pub path: Path,
+    pub clients: outbound::Clients,
+    pub runtime: tokio::runtime::Handle,
+    /// The name we give in EHLO.
+    pub hostname: String,
 }
 
 /// Messages leased per batch, and their record bytes.
@@ -43,7 +45,7 @@ const BATCH_RECORDS_MAX: usize = 256;
 const BATCH_BYTES_MAX: usize = 32 << 20;
 /// How long a message may stay undelivered before it bounces (RFC 5321 4.5.4.1: "at least
 /// 4-5 days").
-pub(crate) const RETRY_FOR: Duration = Duration::from_secs(5 * 24 * 3600);
+pub const RETRY_FOR: Duration = Duration::from_secs(5 * 24 * 3600);
 /// Without a wake-up, the worker still looks for due deferred mail this often.
 const IDLE_POLL: Duration = Duration::from_secs(1);
 /// Under load, a worker whose last batch was small waits this long before the next one, so
@@ -55,31 +57,15 @@ const LINGER: Duration = Duration::from_millis(50);
 /// A batch at least this big was not small: the next one starts at once.
 const BATCH_FULL: usize = BATCH_RECORDS_MAX;
 
-/// Where a recipient's copy goes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Route {
-    /// A mailbox in this node's store (the canonical user address).
-    Local(String),
-    /// Another domain: outbound SMTP.
-    Remote,
-    /// Was local once and is no longer (user deleted since the message was accepted).
-    Unknown,
-}
-
-/// The location query: who owns this recipient.
-pub trait Router: Send + Sync {
-    fn route(&self, address: &str) -> Route;
-}
-
 /// Wakes delivery threads when the queue commits new mail.
 #[derive(Default)]
-pub(crate) struct Wakeup {
+pub struct Wakeup {
     pending: Mutex<bool>,
     signal: Condvar,
 }
 
 impl Wakeup {
-    pub(crate) fn notify(&self) {
+    pub fn notify(&self) {
         *self.pending.lock().unwrap_or_else(|p| p.into_inner()) = true;
         self.signal.notify_all();
     }
@@ -97,24 +83,29 @@ impl Wakeup {
     }
 }
 
-pub(crate) struct Delivery {
-    pub(crate) queue: Arc<Queue>,
-    pub(crate) store: Store,
-    pub(crate) router: Arc<dyn Router>,
-    pub(crate) wakeup: Arc<Wakeup>,
-    pub(crate) stop: Arc<AtomicBool>,
-    pub(crate) hostname: String,
-    /// Recipient copies appended to the store since start.
-    pub(crate) delivered: Arc<std::sync::atomic::AtomicU64>,
+/// One delivery thread's state: run it with [`Delivery::run`] on a thread of its own.
+pub struct Delivery {
+    pub queue: Arc<Queue>,
+    pub store: Store,
+    pub router: Arc<dyn Router>,
+    pub wakeup: Arc<Wakeup>,
+    pub stop: Arc<AtomicBool>,
+    /// The name DSNs are reported from (`Reporting-MTA`, `MAILER-DAEMON@`).
+    pub hostname: String,
+    /// Recipient copies delivered (to the store or a remote server) since start.
+    pub delivered: Arc<std::sync::atomic::AtomicU64>,
     /// Where remote recipients go; `None`: they wait in the deferred queue.
-    pub(crate) outbound: Option<Arc<Outbound>>,
-    /// Held shared from routing a batch to appending it (see `Ctx::mailboxes`).
-    pub(crate) mailboxes: Arc<std::sync::RwLock<()>>,
+    pub outbound: Option<Arc<Outbound>>,
+    /// Held shared from routing a batch to appending it, and exclusively by whoever removes
+    /// or moves a user's mail (the server's `user del` and `user rename`): a copy routed to a
+    /// user before such a change cannot land after it.
+    pub mailboxes: Arc<std::sync::RwLock<()>>,
     /// The mail log and metrics.
-    pub(crate) telemetry: Arc<Telemetry>,
+    pub events: Arc<dyn DeliveryEvents>,
 }
 
-pub(crate) fn now_ms() -> u64 {
+/// Milliseconds since the epoch, as the queue records times.
+pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
@@ -122,21 +113,21 @@ pub(crate) fn now_ms() -> u64 {
 }
 
 /// The wait before attempt `attempts + 1`: 1, 2, 4 ... minutes, at most an hour.
-pub(crate) fn backoff(attempts: u32) -> Duration {
+pub fn backoff(attempts: u32) -> Duration {
     Duration::from_secs(60u64 << attempts.min(6)).min(Duration::from_secs(3600))
 }
 
 impl Delivery {
     /// Runs until `stop` is set. Errors from the queue end the thread (the queue is poisoned
     /// and the server must restart to recover); store errors defer the affected recipients.
-    pub(crate) fn run(self) {
+    pub fn run(self) {
         while !self.stop.load(Ordering::Relaxed) {
             match self.round() {
                 Ok(0) => self.wakeup.wait(IDLE_POLL),
                 Ok(n) if n < BATCH_FULL => std::thread::sleep(LINGER),
                 Ok(_) => {}
                 Err(e) => {
-                    tracing::error!(event = "delivery_stopped", error = %e);
+                    self.events.stopped(&e);
                     return;
                 }
             }
@@ -185,8 +176,12 @@ impl Delivery {
                 .collect();
             // The last local copy takes the content itself: a large message is not held twice
             // (remote recipients read it later, so then every local copy is a clone).
-            let has_remote =
-                self.outbound.is_some() && routes.iter().any(|(_, route)| *route == Route::Remote);
+            // cluster: a peer's copy will read the content too (handed over LMTP in peer.rs).
+            let has_remote = routes.iter().any(|(_, route)| match route {
+                Route::Remote => self.outbound.is_some(),
+                Route::Peer { .. } => true,
+                Route::Local(_) | Route::Unknown => false,
+            });
             let last_local = routes
                 .iter()
                 .rposition(|(_, route)| matches!(route, Route::Local(_)));
@@ -230,6 +225,20 @@ impl Delivery {
                     Route::Remote => {
                         let outcome = remote_outcome(message, now);
                         self.log(message, r, "none", &outcome, None, now);
+                        outcomes[m].push((r, outcome));
+                    }
+                    // cluster: handed to the owner node's LMTP in peer.rs. Until then the
+                    // copy waits in the deferred queue like one for an unreachable relay.
+                    Route::Peer { node, user, epoch } => {
+                        let outcome = retry_or_fail(
+                            message,
+                            now,
+                            format!(
+                                "451 4.3.0 {user} is on node {node} (epoch {epoch}): \
+                                 delivery to peers is not available"
+                            ),
+                        );
+                        self.log(message, r, &node, &outcome, None, now);
                         outcomes[m].push((r, outcome));
                     }
                 }
@@ -282,7 +291,7 @@ impl Delivery {
             .collect();
         for (result, (id, _)) in self.queue.finish_many(&items).into_iter().zip(&items) {
             if let Err(e) = result {
-                tracing::warn!(event = "queue_error", queue_id = id, error = %e);
+                self.events.queue_error(*id, &e);
             }
         }
         Ok(())
@@ -307,19 +316,17 @@ impl Delivery {
         match outcome {
             Outcome::Delivered => match uid {
                 Some(uid) => self
-                    .telemetry
+                    .events
                     .delivered_local(message.id, to, "INBOX", uid, delay),
-                None => self
-                    .telemetry
-                    .delivered_remote(message.id, to, relay, delay),
+                None => self.events.delivered_remote(message.id, to, relay, delay),
             },
             Outcome::Deferred {
                 retry_at_ms,
                 reason,
             } => self
-                .telemetry
+                .events
                 .deferred(message.id, to, relay, reason, *retry_at_ms),
-            Outcome::Failed { reason } => self.telemetry.bounced(message.id, to, relay, reason),
+            Outcome::Failed { reason } => self.events.bounced(message.id, to, relay, reason),
         }
     }
 
@@ -345,21 +352,18 @@ impl Delivery {
                         },
                     );
                     match appended {
-                        Ok(appended) => self.telemetry.dsn(message.id, &user, Some(appended.uid)),
+                        Ok(appended) => self.events.dsn(message.id, &user, Some(appended.uid)),
                         Err(e) => {
                             // Keep the bounce leased-and-released so it is tried again later.
-                            tracing::warn!(
-                                event = "dsn_deferred",
-                                queue_id = message.id,
-                                to = %crate::log::shown(sender),
-                                error = %e
-                            );
+                            self.events.dsn_deferred(message.id, sender, &e);
                             self.queue.release(message.id);
                             return Ok(());
                         }
                     }
                 }
-                Route::Remote | Route::Unknown => {
+                // cluster: a sender on another node gets the notification like any mail for
+                // it: queued, then delivered by route (peer.rs).
+                Route::Remote | Route::Unknown | Route::Peer { .. } => {
                     let envelope = queue::Envelope {
                         sender: String::new(),
                         recipients: vec![queue::Recipient {
@@ -370,7 +374,7 @@ impl Delivery {
                         arrival_ms: now,
                     };
                     let dsn_id = self.queue.enqueue(envelope, report)?;
-                    self.telemetry.dsn_queued(message.id, sender, dsn_id);
+                    self.events.dsn_queued(message.id, sender, dsn_id);
                 }
             }
         }
@@ -482,7 +486,7 @@ fn relay_batch(
 /// (as Postfix and Dovecot write it; loops show up as repeats). Both addresses passed the
 /// SMTP parser, which admits no line break; control characters are dropped anyway, so no
 /// address can add a header field.
-pub(crate) fn final_delivery_fields(sender: &str, mailbox: &str) -> String {
+pub fn final_delivery_fields(sender: &str, mailbox: &str) -> String {
     let clean = |s: &str| s.chars().filter(|c| !c.is_control()).collect::<String>();
     format!(
         "Return-Path: <{}>\r\nDelivered-To: {}\r\n",
@@ -521,6 +525,149 @@ fn retry_or_fail(message: &QueuedMessage, now: u64, reason: String) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use queue::{Envelope, Recipient, RecipientStatus};
+
+    /// Routes by the recipient's local part.
+    struct ByName;
+
+    impl Router for ByName {
+        fn route(&self, address: &str) -> Route {
+            match address.split('@').next() {
+                Some("alice") => Route::Local(address.to_string()),
+                Some("peter") => Route::Peer {
+                    node: "node-2".into(),
+                    user: address.to_string(),
+                    epoch: 3,
+                },
+                Some("gone") => Route::Unknown,
+                _ => Route::Remote,
+            }
+        }
+    }
+
+    /// Every event as one line, as the server's log would carry it.
+    #[derive(Default)]
+    struct Recorded(Mutex<Vec<String>>);
+
+    impl Recorded {
+        fn push(&self, line: String) {
+            self.0.lock().unwrap().push(line);
+        }
+    }
+
+    impl DeliveryEvents for Recorded {
+        fn delivered_local(&self, id: u64, to: &str, folder: &str, uid: u32, _: Duration) {
+            self.push(format!("delivered {id} {to} {folder} {uid}"));
+        }
+        fn delivered_remote(&self, id: u64, to: &str, relay: &str, _: Duration) {
+            self.push(format!("delivered {id} {to} {relay}"));
+        }
+        fn deferred(&self, id: u64, to: &str, relay: &str, reply: &str, _: u64) {
+            self.push(format!("deferred {id} {to} {relay} {reply}"));
+        }
+        fn bounced(&self, id: u64, to: &str, relay: &str, reply: &str) {
+            self.push(format!("bounced {id} {to} {relay} {reply}"));
+        }
+        fn dsn(&self, id: u64, to: &str, uid: Option<u32>) {
+            self.push(format!("dsn {id} {to} {uid:?}"));
+        }
+        fn dsn_queued(&self, id: u64, to: &str, dsn_id: u64) {
+            self.push(format!("dsn {id} {to} queued {dsn_id}"));
+        }
+        fn dsn_deferred(&self, id: u64, to: &str, error: &store::StoreError) {
+            self.push(format!("dsn_deferred {id} {to} {error}"));
+        }
+        fn queue_error(&self, id: u64, error: &queue::QueueError) {
+            self.push(format!("queue_error {id} {error}"));
+        }
+        fn stopped(&self, error: &queue::QueueError) {
+            self.push(format!("stopped {error}"));
+        }
+    }
+
+    #[test]
+    fn one_batch_routes_each_recipient_and_reports_each_outcome() {
+        let disk: Arc<dyn disk::Disk> = Arc::new(disk::SimDisk::new());
+        let (queue, _) = Queue::open(
+            disk.clone(),
+            std::path::Path::new("/queue"),
+            queue::QueueConfig {
+                segment_bytes: 1 << 20,
+                ..queue::QueueConfig::default()
+            },
+        )
+        .unwrap();
+        let (store, _) = Store::open(
+            disk,
+            std::path::Path::new("/store"),
+            store::StoreConfig {
+                volume_grow_bytes: 256 << 10,
+                journal_checkpoint_bytes: 256 << 10,
+                reservation_bytes: 0,
+                ..store::StoreConfig::default()
+            },
+        )
+        .unwrap();
+        store.create_folder("alice@a.example", "INBOX").unwrap();
+        let recipient = |address: &str| Recipient {
+            address: address.into(),
+            status: RecipientStatus::Pending,
+            last_error: None,
+        };
+        let id = queue
+            .enqueue(
+                Envelope {
+                    sender: "sam@b.example".into(),
+                    recipients: vec![
+                        recipient("alice@a.example"),
+                        recipient("peter@a.example"),
+                        recipient("gone@a.example"),
+                        recipient("rita@b.example"),
+                    ],
+                    arrival_ms: now_ms(),
+                },
+                b"Subject: hi\r\n\r\nbody\r\n".to_vec(),
+            )
+            .unwrap();
+        let events = Arc::new(Recorded::default());
+        let delivered = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let worker = Delivery {
+            queue: Arc::new(queue),
+            store: store.clone(),
+            router: Arc::new(ByName),
+            wakeup: Arc::new(Wakeup::default()),
+            stop: Arc::new(AtomicBool::new(false)),
+            hostname: "mx.a.example".into(),
+            delivered: delivered.clone(),
+            outbound: None,
+            mailboxes: Arc::new(std::sync::RwLock::new(())),
+            events: events.clone(),
+        };
+        assert_eq!(worker.round().unwrap(), 1);
+        let mut lines = events.0.lock().unwrap().clone();
+        lines.sort();
+        assert_eq!(
+            lines,
+            [
+                format!("bounced {id} gone@a.example local 550 5.1.1 mailbox no longer exists"),
+                format!(
+                    "deferred {id} peter@a.example node-2 451 4.3.0 peter@a.example is on node \
+                     node-2 (epoch 3): delivery to peers is not available"
+                ),
+                format!(
+                    "deferred {id} rita@b.example none 451 4.4.0 no outbound route configured \
+                     ([server] relay_host)"
+                ),
+                format!("delivered {id} alice@a.example INBOX 1"),
+            ]
+        );
+        assert_eq!(delivered.load(Ordering::Relaxed), 1);
+        assert_eq!(
+            store.read("alice@a.example", "INBOX", 1).unwrap(),
+            b"Return-Path: <sam@b.example>\r\nDelivered-To: alice@a.example\r\n\
+              Subject: hi\r\n\r\nbody\r\n"
+        );
+    }
 
     #[test]
     fn backoff_doubles_then_caps() {

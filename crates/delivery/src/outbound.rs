@@ -183,23 +183,29 @@ fn dot_stuffed(content: &[u8]) -> Vec<u8> {
 }
 
 /// The TLS client configurations, built once.
-pub(crate) struct Clients {
+pub struct Clients {
     verifying: Arc<rustls::ClientConfig>,
     opportunistic: Arc<rustls::ClientConfig>,
 }
 
+impl Default for Clients {
+    fn default() -> Clients {
+        Clients::new()
+    }
+}
+
 impl Clients {
-    pub(crate) fn new() -> Clients {
-        crate::tls::install_provider();
+    /// A verifying client (Mozilla roots) and an opportunistic one (any certificate).
+    pub fn new() -> Clients {
+        // The process-wide crypto provider (aws-lc-rs), as the server's listeners install it:
+        // rustls panics at the first handshake if none is installed and several are built in.
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
         let roots =
             rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
         let verifying = rustls::ClientConfig::builder()
             .with_root_certificates(roots)
             .with_no_client_auth();
-        let opportunistic = rustls::ClientConfig::builder()
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AnyCertificate::new()))
-            .with_no_client_auth();
+        let opportunistic = opportunistic_client_config();
         Clients {
             verifying: Arc::new(verifying),
             opportunistic: Arc::new(opportunistic),
@@ -210,7 +216,7 @@ impl Clients {
 /// A TLS client that takes any certificate (see [`AnyCertificate`]): the cluster's proxy
 /// towards owner nodes, whose pre-authentication is bound to the TLS connection instead.
 pub fn opportunistic_client_config() -> rustls::ClientConfig {
-    crate::tls::install_provider();
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     rustls::ClientConfig::builder()
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(AnyCertificate::new()))
@@ -417,9 +423,9 @@ pub(crate) async fn exchangers(
 
 /// Direct delivery: the resolver that finds exchangers, and their SMTP port (25 on the
 /// internet; another only on test networks).
-pub(crate) struct Mx {
-    pub(crate) resolver: hickory_resolver::TokioResolver,
-    pub(crate) port: u16,
+pub struct Mx {
+    pub resolver: hickory_resolver::TokioResolver,
+    pub port: u16,
 }
 
 /// Exchangers tried per domain at most (RFC 5321 5.1 asks for at least two when there are).

@@ -35,7 +35,7 @@ const LINE_MAX: usize = 4096;
 
 /// What became of one recipient.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Handed {
+pub enum Handed {
     Delivered,
     /// Try again soon: the owner is down, did not answer, or refused for now (4xx).
     Temporary(String),
@@ -45,13 +45,13 @@ pub(crate) enum Handed {
 
 /// One recipient of a handed-over message: the user and the owner epoch it was routed with.
 #[derive(Debug, Clone)]
-pub(crate) struct PeerRecipient {
-    pub(crate) user: String,
-    pub(crate) epoch: i64,
+pub struct PeerRecipient {
+    pub user: String,
+    pub epoch: i64,
 }
 
 /// Pooled LMTP connections to the other nodes.
-pub(crate) struct Peers {
+pub struct Peers {
     /// Our node name (the `XORIGIN`).
     node: String,
     /// Our host name (LHLO).
@@ -64,7 +64,7 @@ struct Connection {
 }
 
 impl Peers {
-    pub(crate) fn new(node: &str, hostname: &str) -> Peers {
+    pub fn new(node: &str, hostname: &str) -> Peers {
         Peers {
             node: node.to_string(),
             hostname: hostname.to_string(),
@@ -93,7 +93,7 @@ impl Peers {
 
     /// Hands message `queue_id` to the owner at `address` (its LMTP listener); one outcome
     /// per recipient, in order.
-    pub(crate) async fn hand_over(
+    pub async fn hand_over(
         &self,
         address: &str,
         queue_id: u64,

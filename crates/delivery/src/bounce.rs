@@ -9,13 +9,13 @@ use queue::QueuedMessage;
 const QUOTED_HEADER_BYTES_MAX: usize = 64 << 10;
 
 /// An RFC 5322 date for `ms` since the epoch.
-pub(crate) fn rfc5322_date(ms: u64) -> String {
+pub fn rfc5322_date(ms: u64) -> String {
     mail_parser::DateTime::from_timestamp((ms / 1000) as i64).to_rfc822()
 }
 
 /// A `multipart/report; report-type=delivery-status` message for the failed recipients of
 /// `message` (its `pending` indexes, as `take_bounces` hands them out).
-pub(crate) fn dsn(message: &QueuedMessage, hostname: &str, now_ms: u64) -> Vec<u8> {
+pub fn dsn(message: &QueuedMessage, hostname: &str, now_ms: u64) -> Vec<u8> {
     let boundary = format!("=_mailstow_{}_{}", message.id, now_ms);
     let date = rfc5322_date(now_ms);
     let mut out = String::new();

@@ -1,0 +1,32 @@
+//! What delivery tells the operator. The server implements it with its telemetry, which
+//! writes one mail log line per call and moves the metrics of the same event, so the line
+//! formats and field names live there, in one place, beside every other event's.
+
+use std::time::Duration;
+
+/// One call per event; every call is one line of the mail log.
+pub trait DeliveryEvents: Send + Sync {
+    /// A recipient's copy was appended to `folder` of its mailbox as `uid` (`event=delivered`).
+    fn delivered_local(&self, queue_id: u64, to: &str, folder: &str, uid: u32, delay: Duration);
+    /// A remote server (`relay`, as `host[address]:port`) took a recipient's copy
+    /// (`event=delivered`).
+    fn delivered_remote(&self, queue_id: u64, to: &str, relay: &str, delay: Duration);
+    /// A recipient failed temporarily and is tried again at `next_attempt_ms`
+    /// (`event=deferred`).
+    fn deferred(&self, queue_id: u64, to: &str, relay: &str, reply: &str, next_attempt_ms: u64);
+    /// A recipient failed for good; its sender will get a notification (`event=bounced`).
+    fn bounced(&self, queue_id: u64, to: &str, relay: &str, reply: &str);
+    /// The notification about message `queue_id` was put in its sender's INBOX as `uid`
+    /// (`event=dsn`).
+    fn dsn(&self, queue_id: u64, to: &str, uid: Option<u32>);
+    /// The notification for a sender elsewhere was queued as message `dsn_id` (`event=dsn`).
+    fn dsn_queued(&self, queue_id: u64, to: &str, dsn_id: u64);
+    /// The notification could not be stored now; it is tried again later
+    /// (`event=dsn_deferred`, a warning).
+    fn dsn_deferred(&self, queue_id: u64, to: &str, error: &store::StoreError);
+    /// Recording the outcomes of message `queue_id` failed (`event=queue_error`, a warning).
+    fn queue_error(&self, queue_id: u64, error: &queue::QueueError);
+    /// A delivery thread stopped on a queue error; the server must restart to recover
+    /// (`event=delivery_stopped`, an error).
+    fn stopped(&self, error: &queue::QueueError);
+}

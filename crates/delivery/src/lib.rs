@@ -1,0 +1,27 @@
+//! Delivery: what happens to a message after the queue made it durable.
+//!
+//! Delivery threads ([`Delivery`]) lease batches of adjacent queued messages, ask a
+//! [`Router`] where each recipient's copy goes, append the local copies to the store in one
+//! batch, send the remote ones over SMTP to a smarthost or the domains' exchangers
+//! ([`outbound`]), record every outcome with one queue commit, and turn permanent failures
+//! into delivery status notifications ([`bounce`]). Everything it tells the operator goes
+//! through [`DeliveryEvents`].
+//!
+//! Boundary: this crate knows the queue, the store and outbound SMTP. It learns routes from a
+//! `Router` and reports through `DeliveryEvents`, both implemented by whoever runs it (the
+//! server, from its directory cache and its telemetry); it runs no listener and reads no
+//! configuration file.
+
+pub mod bounce;
+mod events;
+pub mod outbound;
+pub mod peer;
+mod route;
+mod worker;
+
+pub use events::DeliveryEvents;
+pub use outbound::{Relay, RelayTls};
+pub use route::{Route, Router};
+pub use worker::{
+    Delivery, Outbound, Path, RETRY_FOR, Wakeup, backoff, final_delivery_fields, now_ms,
+};
