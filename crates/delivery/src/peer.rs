@@ -14,7 +14,7 @@
 //! dropped; connections idle longer than [`IDLE_MAX`] are not reused (the owner may have
 //! closed them).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -48,6 +48,45 @@ pub enum Handed {
 pub struct PeerRecipient {
     pub user: String,
     pub epoch: i64,
+}
+
+/// What delivery threads need to hand copies over: the connections, the runtime to run them
+/// on, and which queued messages wait for which node.
+pub struct PeerPath {
+    pub peers: Peers,
+    pub runtime: tokio::runtime::Handle,
+    waiting: Mutex<HashMap<String, HashSet<queue::MessageId>>>,
+}
+
+impl PeerPath {
+    pub fn new(peers: Peers, runtime: tokio::runtime::Handle) -> PeerPath {
+        PeerPath {
+            peers,
+            runtime,
+            waiting: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Message `id` has a copy waiting for `node`.
+    pub(crate) fn waiting(&self, node: &str, id: queue::MessageId) {
+        self.waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(node.to_string())
+            .or_default()
+            .insert(id);
+    }
+
+    /// The messages waiting for `node` (which just came back): the server retries them at
+    /// once instead of at their next short-schedule attempt.
+    pub fn take_waiting(&self, node: &str) -> Vec<queue::MessageId> {
+        self.waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(node)
+            .map(|ids| ids.into_iter().collect())
+            .unwrap_or_default()
+    }
 }
 
 /// Pooled LMTP connections to the other nodes.
@@ -91,12 +130,13 @@ impl Peers {
         }
     }
 
-    /// Hands message `queue_id` to the owner at `address` (its LMTP listener); one outcome
-    /// per recipient, in order.
+    /// Hands a message to the owner at `address` (its LMTP listener); one outcome per
+    /// recipient, in order. `origin_id` names the message on this node for good (the
+    /// owner's duplicate check).
     pub async fn hand_over(
         &self,
         address: &str,
-        queue_id: u64,
+        origin_id: &str,
         sender: &str,
         recipients: &[PeerRecipient],
         content: &[u8],
@@ -113,7 +153,7 @@ impl Peers {
         let limit = TRANSACTION_TIMEOUT + Duration::from_secs(content.len() as u64 / RATE_MIN);
         let mut result = tokio::time::timeout(
             limit,
-            self.transaction(&mut connection, queue_id, sender, recipients, content),
+            self.transaction(&mut connection, origin_id, sender, recipients, content),
         )
         .await
         .unwrap_or_else(|_| Err("no answer in time".to_string()));
@@ -126,7 +166,7 @@ impl Peers {
             };
             result = tokio::time::timeout(
                 limit,
-                self.transaction(&mut connection, queue_id, sender, recipients, content),
+                self.transaction(&mut connection, origin_id, sender, recipients, content),
             )
             .await
             .unwrap_or_else(|_| Err("no answer in time".to_string()));
@@ -171,13 +211,13 @@ impl Peers {
     async fn transaction(
         &self,
         connection: &mut Connection,
-        queue_id: u64,
+        origin_id: &str,
         sender: &str,
         recipients: &[PeerRecipient],
         content: &[u8],
     ) -> Result<Vec<Handed>, String> {
         let mut out = format!(
-            "MAIL FROM:<{sender}> XORIGIN={}:{queue_id} BODY=BINARYMIME\r\n",
+            "MAIL FROM:<{sender}> XORIGIN={}:{origin_id} BODY=BINARYMIME\r\n",
             self.node
         );
         for recipient in recipients {

@@ -10,13 +10,19 @@ pub enum Route {
     /// Was local once and is no longer (user deleted since the message was accepted).
     Unknown,
     /// A user of ours whose mailbox another node of the cluster owns: `user` (the canonical
-    /// address) lives on `node` as of the directory's ownership `epoch`. No router returns it
-    /// yet; delivery treats it as a temporary failure.
+    /// address) lives on `node` as of the directory's ownership `epoch`; the copy is handed
+    /// to the node's LMTP listener at `lmtp` (`peer.rs`), or, while the node is not `up`,
+    /// waits in the deferred queue on a short schedule.
     Peer {
         node: String,
         user: String,
         epoch: i64,
+        lmtp: String,
+        up: bool,
     },
+    /// A user of ours whose mailbox must not change now (it is being moved between nodes):
+    /// the copy waits in the deferred queue on the short schedule. The text says why.
+    Held(String),
 }
 
 /// The location query: who owns this recipient. The server implements it from its directory

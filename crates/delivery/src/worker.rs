@@ -19,6 +19,7 @@ use store::{AppendRequest, NewMessage, Store};
 use crate::bounce;
 use crate::events::DeliveryEvents;
 use crate::outbound::{self, Relay, Sent};
+use crate::peer::{Handed, PeerPath, PeerRecipient};
 use crate::route::{Route, Router};
 
 /// Most relay connections one delivery batch opens at once.
@@ -102,6 +103,8 @@ pub struct Delivery {
     pub mailboxes: Arc<std::sync::RwLock<()>>,
     /// The mail log and metrics.
     pub events: Arc<dyn DeliveryEvents>,
+    /// Where copies for users of other nodes go (a cluster node); `None`: a single node.
+    pub peers: Option<Arc<PeerPath>>,
 }
 
 /// Milliseconds since the epoch, as the queue records times.
@@ -163,6 +166,8 @@ impl Delivery {
         let mut outcomes: Vec<Vec<(usize, Outcome)>> = vec![Vec::new(); batch.len()];
         // Per message, its remote recipients.
         let mut remote: Vec<(usize, Vec<usize>)> = Vec::new();
+        // Per message and owner node: (message, node, its LMTP address, recipients).
+        let mut peer: PeerGroups = Vec::new();
         for (m, message) in batch.iter_mut().enumerate() {
             let routes: Vec<(usize, Route)> = message
                 .pending
@@ -179,8 +184,8 @@ impl Delivery {
             // cluster: a peer's copy will read the content too (handed over LMTP in peer.rs).
             let has_remote = routes.iter().any(|(_, route)| match route {
                 Route::Remote => self.outbound.is_some(),
-                Route::Peer { .. } => true,
-                Route::Local(_) | Route::Unknown => false,
+                Route::Peer { up, .. } => *up && self.peers.is_some(),
+                Route::Local(_) | Route::Unknown | Route::Held(_) => false,
             });
             let last_local = routes
                 .iter()
@@ -227,18 +232,39 @@ impl Delivery {
                         self.log(message, r, "none", &outcome, None, now);
                         outcomes[m].push((r, outcome));
                     }
-                    // cluster: handed to the owner node's LMTP in peer.rs. Until then the
-                    // copy waits in the deferred queue like one for an unreachable relay.
-                    Route::Peer { node, user, epoch } => {
-                        let outcome = retry_or_fail(
-                            message,
-                            now,
-                            format!(
-                                "451 4.3.0 {user} is on node {node} (epoch {epoch}): \
-                                 delivery to peers is not available"
-                            ),
-                        );
-                        self.log(message, r, &node, &outcome, None, now);
+                    Route::Peer {
+                        node,
+                        user,
+                        epoch,
+                        lmtp,
+                        up,
+                    } => {
+                        if !up || self.peers.is_none() {
+                            let reason = if up {
+                                format!("451 4.3.0 {user} is on node {node}: this node is not in the cluster")
+                            } else {
+                                format!("451 4.4.1 node {node} (owner of {user}) is down")
+                            };
+                            let outcome = peer_retry(message, now, reason);
+                            if let Some(peers) = &self.peers {
+                                peers.waiting(&node, message.id);
+                            }
+                            self.log(message, r, &node, &outcome, None, now);
+                            outcomes[m].push((r, outcome));
+                            continue;
+                        }
+                        let recipient = PeerRecipient { user, epoch };
+                        match peer
+                            .iter_mut()
+                            .find(|(pm, pn, _, _)| *pm == m && *pn == node)
+                        {
+                            Some((_, _, _, list)) => list.push((r, recipient)),
+                            None => peer.push((m, node, lmtp, vec![(r, recipient)])),
+                        }
+                    }
+                    Route::Held(why) => {
+                        let outcome = peer_retry(message, now, format!("451 4.2.0 {why}"));
+                        self.log(message, r, "local", &outcome, None, now);
                         outcomes[m].push((r, outcome));
                     }
                 }
@@ -281,6 +307,25 @@ impl Delivery {
                     Sent::Permanent(reason) => Outcome::Failed { reason },
                 };
                 self.log(&batch[m], r, &relay, &outcome, None, now);
+                outcomes[m].push((r, outcome));
+            }
+        }
+        if let Some(peers) = &self.peers
+            && !peer.is_empty()
+        {
+            for (m, r, node, handed) in peer_batch(peers, batch, peer) {
+                let outcome = match handed {
+                    Handed::Delivered => {
+                        self.delivered.fetch_add(1, Ordering::Relaxed);
+                        Outcome::Delivered
+                    }
+                    Handed::Temporary(reason) => {
+                        peers.waiting(&node, batch[m].id);
+                        peer_retry(&batch[m], now, reason)
+                    }
+                    Handed::Permanent(reason) => Outcome::Failed { reason },
+                };
+                self.log(&batch[m], r, &node, &outcome, None, now);
                 outcomes[m].push((r, outcome));
             }
         }
@@ -363,7 +408,7 @@ impl Delivery {
                 }
                 // cluster: a sender on another node gets the notification like any mail for
                 // it: queued, then delivered by route (peer.rs).
-                Route::Remote | Route::Unknown | Route::Peer { .. } => {
+                Route::Remote | Route::Unknown | Route::Peer { .. } | Route::Held(_) => {
                     let envelope = queue::Envelope {
                         sender: String::new(),
                         recipients: vec![queue::Recipient {
@@ -504,6 +549,85 @@ fn remote_outcome(message: &QueuedMessage, now: u64) -> Outcome {
         "451 4.4.0 no outbound route configured ([server] relay_host)".to_string(),
     )
 }
+
+/// A copy for another node of the cluster that could not be handed over now: retried on a
+/// short schedule (1, 2, 4 ... seconds, at most [`PEER_RETRY_MAX`]), since the owner is
+/// expected back within seconds (and its return wakes the copy anyway, `PeerPath::waiting`);
+/// bounced only past [`RETRY_FOR`] like any mail.
+fn peer_retry(message: &QueuedMessage, now: u64, reason: String) -> Outcome {
+    let age = Duration::from_millis(now.saturating_sub(message.envelope.arrival_ms));
+    if age >= RETRY_FOR {
+        return Outcome::Failed {
+            reason: format!(
+                "{reason} (gave up after {} days)",
+                RETRY_FOR.as_secs() / 86_400
+            ),
+        };
+    }
+    let wait = Duration::from_secs(1u64 << message.attempts.min(6)).min(PEER_RETRY_MAX);
+    Outcome::Deferred {
+        retry_at_ms: now + wait.as_millis() as u64,
+        reason,
+    }
+}
+
+/// The longest wait between two attempts to hand a copy to its owner node.
+pub(crate) const PEER_RETRY_MAX: Duration = Duration::from_secs(30);
+
+type PeerGroups = Vec<(usize, String, String, Vec<(usize, PeerRecipient)>)>;
+
+/// Hands every message's copies to their owner nodes, at most `PEER_CONNECTIONS_MAX`
+/// transactions at once; one (message, recipient, node, outcome) per copy.
+fn peer_batch(
+    peers: &Arc<PeerPath>,
+    batch: &[QueuedMessage],
+    groups: PeerGroups,
+) -> Vec<(usize, usize, String, Handed)> {
+    let slots = Arc::new(tokio::sync::Semaphore::new(PEER_CONNECTIONS_MAX));
+    let mut expected: Vec<(usize, usize, String)> = Vec::new();
+    let results = peers.runtime.block_on(async {
+        let mut sessions = tokio::task::JoinSet::new();
+        for (m, node, lmtp, recipients) in groups {
+            let message = &batch[m];
+            expected.extend(recipients.iter().map(|(r, _)| (m, *r, node.clone())));
+            let (peers, slots) = (peers.clone(), slots.clone());
+            let sender = message.envelope.sender.clone();
+            // The origin's key: the queue id with the arrival time, unique even if this
+            // node's queue were ever started afresh.
+            let origin_id = format!("{}.{}", message.id, message.envelope.arrival_ms);
+            let content = message.content.clone();
+            sessions.spawn(async move {
+                let _slot = slots.acquire_owned().await;
+                let (rs, list): (Vec<usize>, Vec<PeerRecipient>) = recipients.into_iter().unzip();
+                let handed = peers
+                    .peers
+                    .hand_over(&lmtp, &origin_id, &sender, &list, &content)
+                    .await;
+                (m, node, rs, handed)
+            });
+        }
+        let mut results = Vec::new();
+        while let Some(joined) = sessions.join_next().await {
+            if let Ok((m, node, rs, handed)) = joined {
+                for (r, h) in rs.into_iter().zip(handed) {
+                    results.push((m, r, node.clone(), h));
+                }
+            }
+        }
+        results
+    });
+    // A task that panicked leaves its copies for a later attempt.
+    let mut out = results;
+    for (m, r, node) in expected {
+        if !out.iter().any(|(om, or, _, _)| *om == m && *or == r) {
+            out.push((m, r, node, Handed::Temporary("451 4.3.0 hand-over failed".into())));
+        }
+    }
+    out
+}
+
+/// Transactions with owner nodes at once, per delivery batch.
+const PEER_CONNECTIONS_MAX: usize = 16;
 
 fn retry_or_fail(message: &QueuedMessage, now: u64, reason: String) -> Outcome {
     let age = Duration::from_millis(now.saturating_sub(message.envelope.arrival_ms));

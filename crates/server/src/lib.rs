@@ -421,26 +421,87 @@ pub fn validate(config: &ServerConfig) -> Result<()> {
     Ok(())
 }
 
-/// Routes recipients with the directory cache: a user of a local domain is local.
-struct DirectoryRouter(directory::Directory);
+/// Routes recipients with the directory cache (no I/O): a user of a local domain is local,
+/// or, in a cluster, on the node that owns it.
+struct DirectoryRouter {
+    directory: directory::Directory,
+    /// Our node's name, in a cluster.
+    node: Option<String>,
+}
+
+impl DirectoryRouter {
+    /// Where a user of ours goes: here, held (its mailbox is frozen for a move), or the
+    /// owner node.
+    fn user(&self, user: String) -> Route {
+        let Some(node) = &self.node else {
+            return Route::Local(user);
+        };
+        let cache = self.directory.cache();
+        let Some(owner) = cache.owner(&user) else {
+            return Route::Local(user);
+        };
+        if owner.frozen {
+            return Route::Held(format!("the mailbox of {user} is being moved"));
+        }
+        match owner.node {
+            Some(owner_node) if owner_node != *node => {
+                let (lmtp, up) = cache
+                    .node(&owner_node)
+                    .map_or((String::new(), false), |n| (n.lmtp, n.up));
+                Route::Peer {
+                    node: owner_node,
+                    user,
+                    epoch: owner.epoch,
+                    lmtp,
+                    up,
+                }
+            }
+            _ => Route::Local(user),
+        }
+    }
+}
 
 impl Router for DirectoryRouter {
     fn route(&self, address: &str) -> Route {
-        let cache = self.0.cache();
+        let cache = self.directory.cache();
         // Recipients were expanded through aliases at RCPT time: a user's mailbox is itself,
         // even if an alias of the same address exists (expanding again would follow it).
         if cache.is_user(address) {
-            return Route::Local(address.to_ascii_lowercase());
+            return self.user(address.to_ascii_lowercase());
         }
         // Anything else (a bounce's sender, say) is resolved like a recipient.
         match cache.resolve(address) {
             directory::Resolution::Local(targets) => match targets.into_iter().next() {
-                Some(directory::Target::User(user)) => Route::Local(user),
+                Some(directory::Target::User(user)) => self.user(user),
                 Some(directory::Target::Remote(_)) => Route::Remote,
                 None => Route::Unknown,
             },
             directory::Resolution::UnknownUser => Route::Unknown,
             directory::Resolution::NotLocal => Route::Remote,
+        }
+    }
+}
+
+/// Hands copies that waited for a node to the delivery threads as soon as the node is up
+/// again (its lease renewed), instead of at their next attempt.
+async fn wake_on_return(ctx: Arc<Ctx>, peers: Arc<delivery::peer::PeerPath>) {
+    let mut up: std::collections::HashMap<String, bool> = std::collections::HashMap::new();
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        tick.tick().await;
+        for node in ctx.directory.cache().nodes() {
+            let was = up.insert(node.name.clone(), node.up);
+            if node.up && was == Some(false) {
+                let ids = peers.take_waiting(&node.name);
+                tracing::info!(event = "node_up", node = %node.name, waiting = ids.len());
+                for id in ids {
+                    // Already delivered or removed meanwhile: nothing to do.
+                    let _ = ctx.queue.retry(id);
+                }
+                ctx.wakeup.notify();
+            } else if !node.up && was == Some(true) {
+                tracing::warn!(event = "node_down", node = %node.name);
+            }
         }
     }
 }
@@ -732,7 +793,19 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         .set_observer(Arc::new(move |user: &str| users.changed(user)));
 
     let stop = Arc::new(AtomicBool::new(false));
-    let router: Arc<dyn Router> = Arc::new(DirectoryRouter(directory.clone()));
+    let router: Arc<dyn Router> = Arc::new(DirectoryRouter {
+        directory: directory.clone(),
+        node: ctx.cluster.as_ref().map(|c| c.node.clone()),
+    });
+    let peers = ctx.cluster.as_ref().map(|cluster| {
+        Arc::new(delivery::peer::PeerPath::new(
+            delivery::peer::Peers::new(&cluster.node, &ctx.config.hostname),
+            tokio::runtime::Handle::current(),
+        ))
+    });
+    let wake_task = peers
+        .clone()
+        .map(|peers| tokio::spawn(wake_on_return(ctx.clone(), peers)));
     let path = match (&ctx.config.relay, &ctx.config.direct) {
         (Some(relay), _) => Some(delivery::Path::Relay(relay.clone())),
         (None, Some(direct)) => Some(delivery::Path::Mx(Box::new(delivery::outbound::Mx {
@@ -762,6 +835,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
             outbound: outbound.clone(),
             mailboxes: ctx.mailboxes.clone(),
             events: ctx.telemetry.clone(),
+            peers: peers.clone(),
         };
         workers.push(
             std::thread::Builder::new()
@@ -825,6 +899,9 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         refresher.abort();
         if let Some(lease) = &lease {
             lease.abort();
+        }
+        if let Some(task) = &wake_task {
+            task.abort();
         }
         stats_task.abort();
         if let Some((_, task)) = &metrics {

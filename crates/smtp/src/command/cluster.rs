@@ -12,6 +12,8 @@ use crate::session::Session;
 pub(crate) const KEYWORD: &str = "XMAILSTOW-ROUTE";
 /// Longest node name in `XORIGIN`.
 const NODE_BYTES_MAX: usize = 64;
+/// Longest id in `XORIGIN`.
+const ID_BYTES_MAX: usize = 40;
 
 /// The parameters of the MAIL or RCPT being answered.
 #[derive(Debug, Default)]
@@ -20,17 +22,20 @@ pub(crate) struct RouteParams {
     pub(crate) epoch: Option<u64>,
 }
 
-/// `node:id`, node of `[A-Za-z0-9._-]` (1 to 64 bytes), id decimal.
+/// `node:id`, node of `[A-Za-z0-9._-]` (1 to 64 bytes), id of `[A-Za-z0-9.-]` (1 to 40
+/// bytes; mailstow sends `<queue id>.<arrival ms>`, unique even if a node's queue restarts
+/// from scratch).
 fn valid_origin(value: &str) -> bool {
     let Some((node, id)) = value.rsplit_once(':') else {
         return false;
     };
+    let name = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
     !node.is_empty()
         && node.len() <= NODE_BYTES_MAX
-        && node
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-        && id.parse::<u64>().is_ok()
+        && node.bytes().all(name)
+        && !id.is_empty()
+        && id.len() <= ID_BYTES_MAX
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-'))
 }
 
 impl Session {
@@ -103,7 +108,10 @@ mod tests {
         assert!(!valid_origin("n1"));
         assert!(!valid_origin(":42"));
         assert!(!valid_origin("n 1:42"));
-        assert!(!valid_origin("n1:4x"));
+        assert!(valid_origin("n1:42.1764000000000"));
+        assert!(!valid_origin("n1:"));
+        assert!(!valid_origin("n1:4_2"));
+        assert!(!valid_origin(&format!("n1:{}", "1".repeat(41))));
         assert!(!valid_origin(&format!("{}:1", "n".repeat(65))));
     }
 }
