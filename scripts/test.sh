@@ -18,6 +18,9 @@ command -v mbsync >/dev/null || need_pkgs+=(isync)
 # The mail file system's tests: private Dovecot instances as the accounts (also the writer of
 # the real Dovecot maildir that tests/migration.rs imports), and fusermount3 for unmounting (the mount itself is done by the binary through /dev/fuse).
 [ -x /usr/sbin/dovecot ] || need_pkgs+=(dovecot-imapd)
+# The directory's PostgreSQL tests: a private instance per test (test-peers' Postgres, initdb
+# and pg_ctl as the postgres user); the package's own cluster is not started (policy-rc.d).
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_pkgs+=(postgresql)
 command -v fusermount3 >/dev/null || need_pkgs+=(fuse3)
 # The operator tests: openssl makes certificates for the reload test, systemd-analyze checks
 # contrib/mailstow.service.
@@ -26,7 +29,7 @@ command -v systemd-analyze >/dev/null || need_pkgs+=(systemd)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "postfix postfix/main_mailer_type select No configuration" | debconf-set-selections
-    # Debian's postinst must not start system-wide daemons on ports 25/110.
+    # Debian's postinst must not start system-wide daemons on ports 25/110 (or PostgreSQL's).
     added_policy=0
     if [ ! -e /usr/sbin/policy-rc.d ]; then
       printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d

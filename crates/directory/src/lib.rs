@@ -74,8 +74,8 @@ pub use cache::{Cache, ExpansionLimit, NodeInfo, Owner, Resolution, Target};
 pub use dkim::{DkimKey, SELECTOR_BYTES_MAX};
 pub use error::DirectoryError;
 pub use hasher::Priority;
-pub use subscriptions::{SUBSCRIPTION_BYTES_MAX, SUBSCRIPTIONS_PER_USER_MAX};
 pub use nodes::NODE_NAME_BYTES_MAX;
+pub use subscriptions::{SUBSCRIPTION_BYTES_MAX, SUBSCRIPTIONS_PER_USER_MAX};
 
 use crate::address::{LocalCase, parse_address};
 use crate::cache::ExpansionLimits;
@@ -93,6 +93,12 @@ pub const BACKSTOP_PERIOD: Duration = Duration::from_secs(10);
 
 /// How often the refresher polls which nodes are up (one small SELECT).
 pub const NODE_POLL_PERIOD: Duration = Duration::from_secs(1);
+
+/// How long the PostgreSQL listener waits for a connection before trying again.
+const LISTENER_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The pause between two failed connections of the listener (after the timeout, if any).
+const RECONNECT_PAUSE: Duration = Duration::from_millis(250);
 
 /// Shortest interval between two warnings of the same background task while the database
 /// stays unreachable.
@@ -130,7 +136,9 @@ impl Location {
         let lower = url.get(..13).unwrap_or(url).to_ascii_lowercase();
         if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
             if url.parse::<sqlx::any::AnyConnectOptions>().is_err() {
-                return Err(DirectoryError::InvalidLocation(error::shown(&redacted(url))));
+                return Err(DirectoryError::InvalidLocation(error::shown(&redacted(
+                    url,
+                ))));
             }
             return Ok(Location::Postgres(url.to_owned()));
         }
@@ -141,7 +149,9 @@ impl Location {
         {
             return Ok(Location::Sqlite(PathBuf::from(path)));
         }
-        Err(DirectoryError::InvalidLocation(error::shown(&redacted(url))))
+        Err(DirectoryError::InvalidLocation(error::shown(&redacted(
+            url,
+        ))))
     }
 }
 
@@ -182,7 +192,11 @@ impl Warnings {
 
     fn succeeded(&mut self, what: &'static str) {
         if self.last.take().is_some() {
-            tracing::info!(event = "directory_ok", task = what, msg = "directory database reachable again");
+            tracing::info!(
+                event = "directory_ok",
+                task = what,
+                msg = "directory database reachable again"
+            );
             self.suppressed = 0;
         }
     }
@@ -353,7 +367,10 @@ impl Directory {
 
     /// Opens the directory at `location` (an SQLite file, created if missing, or a
     /// PostgreSQL database) and brings its schema up to date.
-    pub async fn open_at(location: &Location, options: Options) -> Result<Directory, DirectoryError> {
+    pub async fn open_at(
+        location: &Location,
+        options: Options,
+    ) -> Result<Directory, DirectoryError> {
         options.validate()?;
         let pool = match location {
             Location::Sqlite(path) => {
@@ -433,10 +450,10 @@ impl Directory {
     pub fn spawn_refresher(&self, period: Duration) -> tokio::task::JoinHandle<()> {
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
         match &self.inner.location {
-            Location::Sqlite(_) => tokio::spawn(poll_refresher(weak, period.max(REFRESH_PERIOD_MIN))),
-            Location::Postgres(url) => {
-                tokio::spawn(listen_refresher(weak, url.clone(), self.inner.options.busy_timeout))
+            Location::Sqlite(_) => {
+                tokio::spawn(poll_refresher(weak, period.max(REFRESH_PERIOD_MIN)))
             }
+            Location::Postgres(url) => tokio::spawn(listen_refresher(weak, url.clone())),
         }
     }
 
@@ -622,12 +639,41 @@ async fn poll_refresher(weak: Weak<Inner>, period: Duration) {
     }
 }
 
-/// The PostgreSQL refresher; see [`Directory::spawn_refresher`].
-async fn listen_refresher(weak: Weak<Inner>, url: String, connect_timeout: Duration) {
+/// The PostgreSQL refresher; see [`Directory::spawn_refresher`]. Two loops in one task: the
+/// listener and the node poll, neither cancelling the other's waits.
+async fn listen_refresher(weak: Weak<Inner>, url: String) {
+    tokio::select! {
+        () = listen_loop(weak.clone(), url) => {}
+        () = node_poll_loop(weak) => {}
+    }
+}
+
+/// Polls the nodes' up states every [`NODE_POLL_PERIOD`].
+async fn node_poll_loop(weak: Weak<Inner>) {
+    let mut tick = tokio::time::interval(NODE_POLL_PERIOD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut warnings = Warnings::default();
+    loop {
+        tick.tick().await;
+        let Some(inner) = weak.upgrade() else {
+            return;
+        };
+        match inner.cache.refresh_node_states().await {
+            Ok(()) => warnings.succeeded("nodes"),
+            Err(error) => warnings.failed("nodes", &error),
+        }
+    }
+}
+
+/// `LISTEN mailstow_directory` on a connection of its own: a refresh per notification, a full
+/// reload per (re)connection, the generation every [`BACKSTOP_PERIOD`].
+async fn listen_loop(weak: Weak<Inner>, url: String) {
     use sqlx::postgres::{PgListener, PgPoolOptions};
+    // A short connection timeout: while the database is down each attempt waits this long,
+    // so a restarted database is found again within about a second.
     let listener_pool = match PgPoolOptions::new()
         .max_connections(1)
-        .acquire_timeout(connect_timeout)
+        .acquire_timeout(LISTENER_CONNECT_TIMEOUT)
         .connect_lazy(&url)
     {
         Ok(pool) => pool,
@@ -638,8 +684,6 @@ async fn listen_refresher(weak: Weak<Inner>, url: String, connect_timeout: Durat
     };
     let mut listener: Option<PgListener> = None;
     let mut warnings = Warnings::default();
-    let mut node_tick = tokio::time::interval(NODE_POLL_PERIOD);
-    node_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut backstop = tokio::time::interval(BACKSTOP_PERIOD);
     backstop.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     backstop.reset();
@@ -647,70 +691,57 @@ async fn listen_refresher(weak: Weak<Inner>, url: String, connect_timeout: Durat
         if weak.strong_count() == 0 {
             return;
         }
-        if listener.is_none() {
+        let Some(active) = listener.as_mut() else {
             let connected = async {
                 let mut new = PgListener::connect_with(&listener_pool).await?;
+                // A lost connection is reported (`Ok(None)`) instead of being re-made
+                // inside `try_recv`: this loop reconnects and reloads.
+                new.eager_reconnect(false);
                 new.listen(db::CHANNEL).await?;
                 Ok::<_, sqlx::Error>(new)
             }
             .await;
             match connected {
                 Ok(new) => {
-                    listener = Some(new);
                     // Notifications sent while no one listened are lost: reload in full.
                     let Some(inner) = weak.upgrade() else {
                         return;
                     };
                     match inner.cache.reload().await {
-                        Ok(()) => warnings.succeeded("refresh"),
+                        Ok(()) => {
+                            warnings.succeeded("refresh");
+                            listener = Some(new);
+                        }
                         Err(error) => {
                             warnings.failed("refresh", &error);
-                            listener = None;
+                            tokio::time::sleep(RECONNECT_PAUSE).await;
                         }
                     }
                 }
-                Err(error) => warnings.failed("refresh", &DirectoryError::from(error)),
+                Err(error) => {
+                    warnings.failed("refresh", &DirectoryError::from(error));
+                    tokio::time::sleep(RECONNECT_PAUSE).await;
+                }
             }
-        }
-        enum Event {
-            Notified(Result<Option<sqlx::postgres::PgNotification>, sqlx::Error>),
-            Nodes,
-            Backstop,
-        }
-        let event = match listener.as_mut() {
-            Some(active) => tokio::select! {
-                received = active.try_recv() => Event::Notified(received),
-                _ = node_tick.tick() => Event::Nodes,
-                _ = backstop.tick() => Event::Backstop,
-            },
-            None => {
-                // Not listening: try again at the next node poll (at most a second away).
-                node_tick.tick().await;
-                Event::Nodes
-            }
+            continue;
+        };
+        let notified = tokio::select! {
+            received = active.try_recv() => Some(received),
+            _ = backstop.tick() => None,
         };
         let Some(inner) = weak.upgrade() else {
             return;
         };
-        match event {
-            Event::Notified(Ok(Some(_))) | Event::Backstop => {
-                match inner.cache.refresh_if_changed().await {
-                    Ok(_) => warnings.succeeded("refresh"),
-                    Err(error) => warnings.failed("refresh", &error),
-                }
-            }
-            Event::Notified(Ok(None)) => {
-                // The connection was lost; the next turn reconnects and reloads.
-                listener = None;
-            }
-            Event::Notified(Err(error)) => {
+        match notified {
+            Some(Ok(Some(_))) | None => match inner.cache.refresh_if_changed().await {
+                Ok(_) => warnings.succeeded("refresh"),
+                Err(error) => warnings.failed("refresh", &error),
+            },
+            // The connection was lost; the next turn reconnects and reloads.
+            Some(Ok(None)) => listener = None,
+            Some(Err(error)) => {
                 warnings.failed("refresh", &DirectoryError::from(error));
                 listener = None;
-            }
-            Event::Nodes => {
-                if let Err(error) = inner.cache.refresh_node_states().await {
-                    warnings.failed("nodes", &error);
-                }
             }
         }
     }

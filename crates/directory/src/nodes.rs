@@ -4,8 +4,8 @@
 //! bump, and on PostgreSQL a notification), except the lease, which
 //! [`Directory::renew_lease`] writes alone.
 
-use crate::admin::{address_arg, unix_now_s};
 use crate::address::LocalCase;
+use crate::admin::{address_arg, unix_now_s};
 use crate::cache::NodeInfo;
 use crate::error::{DirectoryError, shown};
 use crate::{Directory, db};

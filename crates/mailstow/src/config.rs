@@ -20,6 +20,29 @@ pub(crate) struct Config {
     pub(crate) server: ServerSection,
     #[serde(default)]
     pub(crate) log: LogSection,
+    #[serde(default)]
+    pub(crate) directory: DirectorySection,
+    #[serde(default)]
+    pub(crate) cluster: ClusterSection,
+}
+
+/// `[directory]`: where the directory lives.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DirectorySection {
+    /// `postgres://user@host:port/db`: the directory every node of a cluster shares. Absent:
+    /// the SQLite file `directory.db` in the data directory.
+    pub(crate) url: Option<String>,
+}
+
+/// `[cluster]`: this node's place in a cluster (needs `[directory] url`).
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ClusterSection {
+    /// This node's name, as `mailstow node add` registered it.
+    pub(crate) node: Option<String>,
+    /// A file holding the secret the nodes share to authenticate each other.
+    pub(crate) secret_file: Option<PathBuf>,
 }
 
 /// `[log]`: where the mail log goes and how much of it.
@@ -249,6 +272,17 @@ impl Config {
                 level: Some(self.log.level.clone().unwrap_or_else(|| "info".into())),
                 file: self.log.file.clone(),
             },
+            directory: DirectorySection {
+                // Shown without its password.
+                url: self.directory.url.as_deref().map(|url| {
+                    directory::Location::parse(url)
+                        .map_or_else(|_| url.to_owned(), |location| location.to_string())
+                }),
+            },
+            cluster: ClusterSection {
+                node: self.cluster.node.clone(),
+                secret_file: self.cluster.secret_file.clone(),
+            },
         }
     }
 
@@ -304,5 +338,24 @@ mod tests {
                 .unwrap();
         assert_eq!(config.queue_config().segment_bytes, 2 << 20);
         assert!(!config.store_config().defrag_on_delete);
+    }
+
+    #[test]
+    fn directory_and_cluster_sections_parse() {
+        let config: Config = toml::from_str(
+            "[directory]\nurl = 'postgres://mail@db:5432/mail'\n\
+             [cluster]\nnode = 'n1'\nsecret_file = '/etc/mailstow/secret'\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config.directory.url.as_deref(),
+            Some("postgres://mail@db:5432/mail")
+        );
+        assert_eq!(config.cluster.node.as_deref(), Some("n1"));
+        assert_eq!(
+            config.cluster.secret_file.as_deref(),
+            Some(Path::new("/etc/mailstow/secret"))
+        );
+        assert!(toml::from_str::<Config>("[cluster]\nbogus = 1\n").is_err());
     }
 }

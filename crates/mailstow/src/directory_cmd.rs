@@ -34,6 +34,10 @@ pub(crate) enum UserCommand {
         /// The password itself (visible to other local users in the process list: for tests).
         #[arg(long)]
         password: Option<String>,
+        /// The cluster node holding the mailbox (default: the node with the fewest users,
+        /// when there are nodes).
+        #[arg(long, value_name = "NAME")]
+        node: Option<String>,
     },
     /// Change a user's password.
     Passwd {
@@ -69,6 +73,27 @@ pub(crate) enum UserCommand {
         #[arg(long, value_name = "N")]
         messages: Option<String>,
     },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum NodeCommand {
+    /// Register a cluster node with the addresses the other nodes reach it at.
+    Add {
+        name: String,
+        /// Its LMTP listener (`host:port`): mail handed over by the other nodes.
+        #[arg(long, value_name = "ADDR")]
+        lmtp: String,
+        #[arg(long, value_name = "ADDR")]
+        imap: String,
+        #[arg(long, value_name = "ADDR")]
+        pop3: String,
+        #[arg(long, value_name = "ADDR")]
+        web: Option<String>,
+    },
+    /// One line per node: `NAME up|down users=N` (up: its lease is current).
+    List,
+    /// Remove a node (refused while it owns users).
+    Del { name: String },
 }
 
 #[derive(Subcommand)]
@@ -251,7 +276,9 @@ pub(crate) fn with_directory<T>(
         .build()
         .context("starting the async runtime")?;
     let (result, changed) = runtime.block_on(async {
-        let directory = directory::Directory::open(&paths.directory()).await?;
+        let location = paths.directory_location()?;
+        let directory =
+            directory::Directory::open_at(&location, directory::Options::default()).await?;
         let before = directory.cache().generation();
         let result = work(directory.clone()).await;
         anyhow::Ok((result, directory.cache().generation() != before))
@@ -333,9 +360,11 @@ pub(crate) fn user(command: UserCommand, paths: &Paths, config: &Config) -> Resu
                 address,
                 password_file,
                 password: literal,
+                node,
             } => {
                 let password = password(password_file, literal)?;
-                match d.add_user(&address, &password).await {
+                let node = node.as_deref();
+                let added = match d.add_user_on(&address, &password, node).await {
                     // Deleted while no server ran and its mail is still there: with no
                     // server to finish the removal, finish it here, then add.
                     Err(directory::DirectoryError::UserBeingDeleted(_))
@@ -343,11 +372,14 @@ pub(crate) fn user(command: UserCommand, paths: &Paths, config: &Config) -> Resu
                             .is_none() =>
                     {
                         finish_deletions_offline(&d, paths, config).await?;
-                        d.add_user(&address, &password).await?;
+                        d.add_user_on(&address, &password, node).await?
                     }
                     other => other?,
+                };
+                match added {
+                    Some(node) => out!("user added: {} node={node}", address.to_ascii_lowercase()),
+                    None => out!("user added: {}", address.to_ascii_lowercase()),
                 }
-                out!("user added: {}", address.to_ascii_lowercase());
             }
             UserCommand::Passwd {
                 address,
@@ -464,6 +496,35 @@ pub(crate) fn user(command: UserCommand, paths: &Paths, config: &Config) -> Resu
                     let shown = count.map_or("none".into(), |n| n.to_string());
                     out!("message quota set: {address} {shown}");
                 }
+            }
+        }
+        Ok(())
+    })
+}
+
+pub(crate) fn node(command: NodeCommand, paths: &Paths) -> Result<()> {
+    with_directory(paths, async |d| {
+        match command {
+            NodeCommand::Add {
+                name,
+                lmtp,
+                imap,
+                pop3,
+                web,
+            } => {
+                d.add_node(&name, &lmtp, &imap, &pop3, web.as_deref())
+                    .await?;
+                out!("node added: {name}");
+            }
+            NodeCommand::List => {
+                for (node, users) in d.list_nodes().await? {
+                    let state = if node.up { "up" } else { "down" };
+                    out!("{} {state} users={users}", node.name);
+                }
+            }
+            NodeCommand::Del { name } => {
+                d.remove_node(&name).await?;
+                out!("node removed: {name}");
             }
         }
         Ok(())

@@ -67,6 +67,9 @@ enum Command {
     /// Aliases and catch-alls.
     #[command(subcommand)]
     Alias(directory_cmd::AliasCommand),
+    /// Cluster nodes: add, list (up or down, users owned), delete.
+    #[command(subcommand)]
+    Node(directory_cmd::NodeCommand),
     /// DKIM keys of our domains: generate (and print the DNS record), list, delete.
     #[command(subcommand)]
     Dkim(dkim_cmd::DkimCommand),
@@ -113,6 +116,8 @@ impl Command {
 /// Where the engines keep their files, resolved from the flag, the config file or the default.
 pub(crate) struct Paths {
     pub(crate) data_dir: PathBuf,
+    /// `[directory] url`: the PostgreSQL directory; `None` = `directory.db` in the data dir.
+    pub(crate) directory_url: Option<String>,
 }
 
 impl Paths {
@@ -124,6 +129,13 @@ impl Paths {
     }
     pub(crate) fn directory(&self) -> PathBuf {
         self.data_dir.join("directory.db")
+    }
+    /// Where the directory lives: `[directory] url` when set, else the SQLite file.
+    pub(crate) fn directory_location(&self) -> anyhow::Result<directory::Location> {
+        match &self.directory_url {
+            Some(url) => Ok(directory::Location::parse(url)?),
+            None => Ok(directory::Location::Sqlite(self.directory())),
+        }
     }
 }
 
@@ -142,7 +154,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         .data_dir
         .or_else(|| config.data_dir.clone())
         .unwrap_or_else(|| PathBuf::from(config::DATA_DIR_DEFAULT));
-    let paths = Paths { data_dir };
+    let paths = Paths {
+        data_dir,
+        directory_url: config.directory.url.clone(),
+    };
     // Only `init` and `serve` make a data directory: a command run in the wrong folder must
     // say so, not leave an empty data directory behind and report an empty system.
     if cli.command.needs_data_dir() && !paths.data_dir.is_dir() {
@@ -172,6 +187,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Auth(command) => auth_cmd::run(command, &paths),
         Command::Dkim(command) => dkim_cmd::run(command, &paths),
         Command::Alias(command) => directory_cmd::alias(command, &paths),
+        Command::Node(command) => directory_cmd::node(command, &paths),
         Command::Mailbox(command) => mailbox_cmd::run(command, &paths, &config),
         Command::Store(command) => store_cmd::run(command, &paths, &config),
         Command::Queue(command) => queue_cmd::run(command, &paths, &config),

@@ -282,7 +282,11 @@ pub(crate) fn run(args: ServeArgs, sources: Sources, paths: &Paths, config: &Con
             .clone()
             .or_else(|| config.data_dir.clone())
             .unwrap_or_else(|| PathBuf::from(crate::config::DATA_DIR_DEFAULT));
-        let server = server_config(&args, &Paths { data_dir }, &config)?;
+        let paths = Paths {
+            data_dir,
+            directory_url: config.directory.url.clone(),
+        };
+        let server = server_config(&args, &paths, &config)?;
         logging.set_level(config.log.level.as_deref().unwrap_or("info"))?;
         if config.log.file != log_file {
             tracing::warn!(

@@ -203,3 +203,111 @@ fn store_defrag_joins_the_fragments_deletions_left() {
     );
     assert!(mailstow(&data, &["store", "fsck"]).status.success());
 }
+
+/// The directory commands against a PostgreSQL directory (`[directory] url` in the config
+/// file), with no server running: nodes, fewest-users placement, `node list`'s lines, and a
+/// node that owns a user refused.
+#[test]
+fn directory_commands_work_against_postgres() {
+    let pg = match test_peers::Postgres::new() {
+        Ok(pg) => pg,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("skipping: {e}");
+            return;
+        }
+        Err(e) => panic!("start PostgreSQL: {e}"),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let config = dir.path().join("mailstow.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[directory]\nurl = \"{}\"\n[cluster]\nnode = \"n1\"\n",
+            pg.url()
+        ),
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let mut all = vec!["--config", config.to_str().unwrap()];
+        all.extend_from_slice(args);
+        mailstow(&data, &all)
+    };
+    let ok = |args: &[&str]| {
+        let output = run(args);
+        assert!(output.status.success(), "{args:?}: {output:?}");
+        text(&output.stdout)
+    };
+    ok(&["domain", "add", "example.org"]);
+    ok(&[
+        "node",
+        "add",
+        "n1",
+        "--lmtp",
+        "10.0.0.1:24",
+        "--imap",
+        "10.0.0.1:143",
+        "--pop3",
+        "10.0.0.1:110",
+    ]);
+    ok(&[
+        "node",
+        "add",
+        "n2",
+        "--lmtp",
+        "10.0.0.2:24",
+        "--imap",
+        "10.0.0.2:143",
+        "--pop3",
+        "10.0.0.2:110",
+        "--web",
+        "10.0.0.2:80",
+    ]);
+    assert!(
+        ok(&[
+            "user",
+            "add",
+            "a@example.org",
+            "--password",
+            "pw",
+            "--node",
+            "n2"
+        ])
+        .contains("node=n2")
+    );
+    // The fewest users: n1.
+    assert!(ok(&["user", "add", "b@example.org", "--password", "pw"]).contains("node=n1"));
+    assert_eq!(ok(&["node", "list"]), "n1 down users=1\nn2 down users=1\n");
+    assert_one_line_error(
+        &run(&["node", "del", "n2"]),
+        "node n2 still owns 1 user(s); move them first",
+    );
+    assert_one_line_error(
+        &run(&[
+            "user",
+            "add",
+            "c@example.org",
+            "--password",
+            "pw",
+            "--node",
+            "n9",
+        ]),
+        "no such node n9",
+    );
+    // The SQLite file was never made: everything went to PostgreSQL.
+    assert!(!data.join("directory.db").exists());
+    assert_eq!(ok(&["domain", "list"]), "example.org\n");
+    let list = ok(&["user", "list"]);
+    let a = list
+        .lines()
+        .find(|l| l.starts_with("a@example.org"))
+        .unwrap();
+    assert!(a.ends_with(" node=n2"), "{list}");
+    // `config check` shows both sections.
+    let check = ok(&["config", "check"]);
+    assert!(
+        check.contains("[directory]") && check.contains("[cluster]"),
+        "{check}"
+    );
+}

@@ -281,6 +281,11 @@ pub fn format_user_list(users: &[directory::UserInfo], store: Option<&store::Sto
                 .map_or("none".into(), |max| max.to_string()),
             last_login(user.last_login_at)
         ));
+        // In a cluster, the owner node last, as `node=NAME`.
+        if let Some(node) = &user.node {
+            out.truncate(out.len() - 1);
+            out.push_str(&format!(" node={node}\n"));
+        }
     }
     out.push_str(&format!("{} users\n", users.len()));
     out

@@ -1,6 +1,7 @@
 //! Peers to measure against: a private Dovecot 2.3 instance on loopback, for integration
 //! tests, for `bench/` (through the `dovecot` example) and for `mailstow sim validate`'s
-//! mail file system cells. Nothing else in mailstow starts one.
+//! mail file system cells. Nothing else in mailstow starts one. Also a private PostgreSQL
+//! ([`Postgres`], in `postgres.rs`) for the directory's cluster tests.
 //!
 //! Each [`Dovecot`] runs its own `dovecot -F` master with everything under one temporary
 //! directory:
@@ -26,6 +27,10 @@
 //!   `imaps` listener gets `port = 0` so nothing binds 993.
 //! * `auth_failure_delay = 0`, so tests of wrong passwords do not sleep 2 s each.
 //! * `first_valid_uid`/`first_valid_gid` are set to vmail's ids so that Dovecot accepts them.
+
+mod postgres;
+
+pub use postgres::Postgres;
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -3,6 +3,7 @@
 mod address;
 mod admin;
 mod auth;
+mod cluster;
 mod refresh;
 mod resolve;
 mod user_life;
