@@ -250,6 +250,37 @@ pub(crate) fn server_config(
         }
         server.postmaster = Some(address.to_ascii_lowercase());
     }
+    if let Some(url) = &config.directory.url {
+        server.directory = Some(
+            directory::Location::parse(url).with_context(|| "[directory] url".to_string())?,
+        );
+    }
+    match (&config.cluster.node, &config.cluster.secret_file) {
+        (None, None) => {}
+        (Some(node), Some(secret_file)) => {
+            let secret = std::fs::read(secret_file).with_context(|| {
+                format!("[cluster] secret_file: reading {}", secret_file.display())
+            })?;
+            let secret = secret.trim_ascii().to_vec();
+            if secret.len() < 16 {
+                bail!(
+                    "[cluster] secret_file {} holds {} bytes; use at least 16 random bytes \
+                     (for example `head -c 32 /dev/urandom | base64`)",
+                    secret_file.display(),
+                    secret.len()
+                );
+            }
+            if config.directory.url.is_none() {
+                bail!("[cluster] needs [directory] url: the PostgreSQL directory every node shares");
+            }
+            server.cluster = Some(server::cluster::ClusterConfig {
+                node: node.clone(),
+                secret,
+            });
+        }
+        (Some(_), None) => bail!("[cluster] node needs secret_file"),
+        (None, Some(_)) => bail!("[cluster] secret_file needs node"),
+    }
     server.queue = config.queue_config();
     server.store = config.store_config();
     if server.listeners.is_empty() {
