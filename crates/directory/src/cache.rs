@@ -1,14 +1,18 @@
-//! The in-memory snapshot the delivery path asks: domains, users with quotas, aliases.
+//! The in-memory snapshot the delivery path asks: domains, users with quotas, password hashes
+//! and owner nodes, aliases, DKIM keys, the cluster's nodes and their up states.
 //!
-//! **Invariant:** [`Cache::resolve`], [`Cache::is_local_domain`], [`Cache::quota`] and
-//! [`Cache::message_quota`] never do I/O (beyond a `tracing` event when an expansion limit is
+//! **Invariant:** [`Cache::resolve`], [`Cache::is_local_domain`], [`Cache::quota`],
+//! [`Cache::message_quota`], [`Cache::owner`], [`Cache::node`], [`Cache::nodes`] and
+//! [`Cache::node_up`] never do I/O (beyond a `tracing` event when an expansion limit is
 //! hit) and never wait on anything but a short `RwLock` read to clone an `Arc`.
 //!
 //! Freshness: every directory write bumps the `generation` row in the same transaction
 //! (`db::begin_write`). [`Cache::refresh_if_changed`] reads that one row and reloads the
 //! snapshot only when it differs from the loaded one, so writes from another process (the
 //! `mailstow user add` CLI while the server runs) show up at the next refresh. The handle
-//! that made a write refreshes right after its commit.
+//! that made a write refreshes right after its commit. On PostgreSQL the refresher is woken
+//! by `NOTIFY` instead of polling (see the crate documentation). The nodes' up states are
+//! polled apart ([`Cache::refresh_node_states`]) and never cause a reload.
 //!
 //! # Resolution rules
 //!

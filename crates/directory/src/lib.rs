@@ -3,44 +3,86 @@
 //!
 //! # Brief overview
 //!
-//! [`Directory`] is the administrative and authentication handle over one SQLite file (WAL,
-//! `synchronous=FULL`), cheap to clone and shared by a tokio server and the `mailstow` CLI.
-//! Its writes are transactions that also bump a `generation` counter; its reads of
-//! addresses go through [`Cache`], a snapshot of everything except password hashes that
-//! answers [`Cache::resolve`] without I/O. The server runs [`Directory::spawn_refresher`],
-//! which polls the generation (one one-row SELECT) and reloads the snapshot when another
-//! process (the CLI) changed the directory. [`Directory::authenticate`] always asks the
-//! database, so a new password works at once.
+//! [`Directory`] is the administrative and authentication handle over one SQL database, cheap
+//! to clone and shared by a tokio server and the `mailstow` CLI. Where it lives is a
+//! [`Location`]: an SQLite file (the single-node default; WAL, `synchronous=FULL`) or a
+//! PostgreSQL database that every node of a cluster shares ([`Directory::open_at`];
+//! [`Directory::open`] and [`Directory::open_with`] take an SQLite path). Its writes are
+//! transactions that also bump a `generation` counter; its reads of addresses, owners,
+//! nodes and password hashes go through [`Cache`], a snapshot of the whole directory that
+//! answers without I/O. The server runs [`Directory::spawn_refresher`] to keep it current
+//! (see "The cache's rules" below).
 //!
 //! Addresses: domains and the local parts of our own addresses are case-insensitive and
 //! stored lowercase; subaddresses (`user+tag@dom`) reach `user@dom` unless `user+tag@dom`
 //! itself exists. The syntax rules and limits are in `address.rs` ([`ADDRESS_BYTES_MAX`] and
 //! friends), the resolution rules in `cache.rs` (see [`Resolution`]).
 //!
+//! # Two backends, one driver
+//!
+//! Both backends go through sqlx's `Any` driver (`AnyPool`): one copy of every query, the
+//! backend chosen by the URL's scheme at run time. An enum of a `SqlitePool` and a `PgPool`
+//! would have needed every query written twice (or generic over the database everywhere);
+//! `Any` costs a conversion of each row and limits column types to the plain ones this
+//! schema uses anyway (`BIGINT`, `VARCHAR`/`TEXT`). SQLite's pragmas are set on each new
+//! connection (`db::connect_sqlite`), since a URL carries none. The schema and queries are
+//! portable: standard types, timestamps as Unix seconds, `$1` placeholders (SQLite reads
+//! them as numbered parameters), `ON CONFLICT ... DO NOTHING`, a partial unique index, no
+//! `AUTOINCREMENT`, and constraint errors detected through sqlx's portable
+//! `is_unique_violation`. What differs per backend is small and lives in `db.rs`:
+//!
+//! - "now" in milliseconds by the database's clock (`db::Backend::now_ms`), for leases;
+//! - `db::migrate` on PostgreSQL takes `pg_advisory_xact_lock` first (concurrent
+//!   `CREATE TABLE IF NOT EXISTS` can race there) and creates `meta` inside its transaction;
+//!   a migration that needs different DDL has a file per backend (`0005_cluster.*.sql`);
+//! - `db::load_snapshot` on PostgreSQL runs in a `REPEATABLE READ` transaction, for the one
+//!   snapshot that SQLite's WAL gives any deferred transaction;
+//! - `db::begin_write` on PostgreSQL also queues `NOTIFY mailstow_directory`, which
+//!   PostgreSQL delivers at commit (and drops on rollback). Bumping the generation first
+//!   locks that row, which serialises writers as SQLite's write lock does.
+//!
 //! # Schema and migrations
 //!
-//! Tables `domains`, `users`, `aliases` and `meta` (schema version and generation); the DDL
-//! is `migrations/0001_initial.sql` and the files after it, embedded with `include_str!` and applied by a small
-//! versioned migrator in `db.rs` (sqlx's `migrate!` needs the `macros` feature, which we
-//! leave off).
+//! The DDL is `migrations/0001_initial.sql` and the files after it, embedded with
+//! `include_str!` and applied by a small versioned migrator in `db.rs` (sqlx's `migrate!`
+//! needs the `macros` feature, which we leave off). Tables:
 //!
-//! # PostgreSQL later
+//! - `meta` (key, value): `schema_version` and `generation`;
+//! - `domains` (name); `aliases` (source, destination, domain); `dkim_keys`;
+//!   `subscriptions`; `deleted_users` and `renamed_users` (deletions and renames in
+//!   progress);
+//! - `users`: address, domain, password_hash (argon2id PHC), quota_bytes, quota_messages,
+//!   created_at, last_login_at, and for the cluster `node` (the owner node, NULL = the single
+//!   node), `epoch` (BIGINT, starts at 1, +1 per finished move), `move_state` (NULL or
+//!   `frozen:<target node>`), `created_seq` (the generation that added it: orders users
+//!   added within one second);
+//! - `nodes`: name, lmtp, imap, pop3, web (nullable), `lease_until` (BIGINT milliseconds by
+//!   the database's clock), created_at.
 //!
-//! The schema and every query are written to run unchanged on PostgreSQL: standard types
-//! (`VARCHAR`, `TEXT`, `BIGINT`, timestamps as Unix seconds), `$1` placeholders (SQLite reads
-//! them as numbered parameters), `ON CONFLICT ... DO NOTHING`, a partial unique index, no
-//! `AUTOINCREMENT`, `PRAGMA` or SQLite functions, and constraint errors detected through
-//! sqlx's portable `is_unique_violation`. What would change:
+//! # The cache's rules
 //!
-//! - the pool type: `SqlitePool` becomes `PgPool` (or an enum of both behind `Directory`), and
-//!   `db::connect` sets no pragmas (PostgreSQL commits durably by default);
-//! - `db::load_snapshot` must run its reads in a `REPEATABLE READ` transaction to get the one
-//!   snapshot that SQLite's WAL gives a deferred transaction;
-//! - `db::migrate` should take `pg_advisory_xact_lock` first, because concurrent
-//!   `CREATE TABLE IF NOT EXISTS` can race on PostgreSQL;
-//! - the write path needs nothing: bumping the generation first locks that row, which
-//!   serialises writers as SQLite's write lock does. The polling could become
-//!   `LISTEN`/`NOTIFY`.
+//! - The snapshot holds domains, users (quota, password hash, owner node, epoch, move
+//!   state), aliases, DKIM keys and nodes (addresses); it is replaced whole, never patched.
+//!   Every answer ([`Cache::resolve`], [`Cache::owner`], [`Cache::node`], the hashes
+//!   [`Directory::authenticate`] checks) comes from it without I/O, so mail and logins go on
+//!   while the database is down.
+//! - Every write bumps the generation in its transaction, and the handle that wrote
+//!   refreshes right after its commit (a caller sees its own write).
+//! - SQLite: the refresher polls the generation every `period`; `authenticate` also checks
+//!   it first (the file is local), so a password changed by the CLI works at once. The CLI
+//!   also tells a running server "directory changed".
+//! - PostgreSQL: the refresher `LISTEN`s on `mailstow_directory` on a connection of its own:
+//!   each notification refreshes (milliseconds), each (re)connection of the listener reloads
+//!   in full (notifications sent meanwhile are lost), and the generation is polled every
+//!   [`BACKSTOP_PERIOD`] as a backstop.
+//! - Node up/down: [`Directory::renew_lease`] (run by [`Directory::spawn_lease`]) sets
+//!   `lease_until` = the database's now + ttl, without bumping the generation; the refresher
+//!   polls the states every [`NODE_POLL_PERIOD`] with one small SELECT that compares the
+//!   leases with the database's clock, and keeps them beside the snapshot
+//!   ([`Cache::node_up`]).
+//! - Database unreachable: the snapshot and the node states stay as last read; background
+//!   tasks log one warning, then at most one every 30 s, and one line when it answers again;
+//!   writes fail with [`DirectoryError::Database`].
 
 mod address;
 mod admin;

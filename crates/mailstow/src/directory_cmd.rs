@@ -1,4 +1,5 @@
-//! `mailstow domain|user|alias ...`: the directory (`<data_dir>/directory.db`). Safe to run
+//! `mailstow domain|user|alias|node ...`: the directory (`<data_dir>/directory.db`, or the
+//! PostgreSQL database of `[directory] url`). Safe to run
 //! while the server runs: the server's cache notices the change within seconds. `user del`
 //! and `user rename` go through the running server (which closes the user's sessions and
 //! removes or moves the mail), and `user list` and `user show` ask it for what users hold;
