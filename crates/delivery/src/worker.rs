@@ -241,7 +241,9 @@ impl Delivery {
                     } => {
                         if !up || self.peers.is_none() {
                             let reason = if up {
-                                format!("451 4.3.0 {user} is on node {node}: this node is not in the cluster")
+                                format!(
+                                    "451 4.3.0 {user} is on node {node}: this node is not in the cluster"
+                                )
                             } else {
                                 format!("451 4.4.1 node {node} (owner of {user}) is down")
                             };
@@ -620,7 +622,12 @@ fn peer_batch(
     let mut out = results;
     for (m, r, node) in expected {
         if !out.iter().any(|(om, or, _, _)| *om == m && *or == r) {
-            out.push((m, r, node, Handed::Temporary("451 4.3.0 hand-over failed".into())));
+            out.push((
+                m,
+                r,
+                node,
+                Handed::Temporary("451 4.3.0 hand-over failed".into()),
+            ));
         }
     }
     out

@@ -251,9 +251,8 @@ pub(crate) fn server_config(
         server.postmaster = Some(address.to_ascii_lowercase());
     }
     if let Some(url) = &config.directory.url {
-        server.directory = Some(
-            directory::Location::parse(url).with_context(|| "[directory] url".to_string())?,
-        );
+        server.directory =
+            Some(directory::Location::parse(url).with_context(|| "[directory] url".to_string())?);
     }
     match (&config.cluster.node, &config.cluster.secret_file) {
         (None, None) => {}
@@ -271,7 +270,9 @@ pub(crate) fn server_config(
                 );
             }
             if config.directory.url.is_none() {
-                bail!("[cluster] needs [directory] url: the PostgreSQL directory every node shares");
+                bail!(
+                    "[cluster] needs [directory] url: the PostgreSQL directory every node shares"
+                );
             }
             server.cluster = Some(server::cluster::ClusterConfig {
                 node: node.clone(),

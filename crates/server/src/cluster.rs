@@ -148,9 +148,22 @@ impl Cluster {
             .insert(node.to_string(), Instant::now() + SUSPECT_FOR);
     }
 
-    fn mac(&self, proto: &str, user: &str, from_node: &str, ip: &str, at: u64, binding: &[u8]) -> blake3::Hash {
+    fn mac(
+        &self,
+        proto: &str,
+        user: &str,
+        from_node: &str,
+        ip: &str,
+        at: u64,
+        binding: &[u8],
+    ) -> blake3::Hash {
         let mut hasher = blake3::Hasher::new_keyed(&self.key);
-        for field in [proto.as_bytes(), user.as_bytes(), from_node.as_bytes(), ip.as_bytes()] {
+        for field in [
+            proto.as_bytes(),
+            user.as_bytes(),
+            from_node.as_bytes(),
+            ip.as_bytes(),
+        ] {
             hasher.update(&(field.len() as u64).to_le_bytes());
             hasher.update(field);
         }
@@ -527,9 +540,18 @@ mod tests {
             check("imap", &authzid, Some(binding)),
             Some(Ok(("a@example.org".to_string(), ip)))
         );
-        assert_eq!(check("imap", &authzid, Some([8u8; 32])), Some(Err("bad token")));
-        assert_eq!(check("pop3", &authzid, Some(binding)), Some(Err("bad token")));
-        assert_eq!(check("imap", "b@example.org", Some(binding)), Some(Err("bad token")));
+        assert_eq!(
+            check("imap", &authzid, Some([8u8; 32])),
+            Some(Err("bad token"))
+        );
+        assert_eq!(
+            check("pop3", &authzid, Some(binding)),
+            Some(Err("bad token"))
+        );
+        assert_eq!(
+            check("imap", "b@example.org", Some(binding)),
+            Some(Err("bad token"))
+        );
         assert_eq!(
             check("imap", &authzid, None),
             Some(Err("pre-authentication needs TLS"))
@@ -541,9 +563,18 @@ mod tests {
             Some(Err("bad token"))
         );
         // An ordinary login is not a pre-authentication.
-        assert_eq!(owner.check_preauth("imap", "", "a@example.org", "pw", None), None);
+        assert_eq!(
+            owner.check_preauth("imap", "", "a@example.org", "pw", None),
+            None
+        );
         // Garbage.
-        for bad in ["", "v1", "v1.x.1.2.3.4.ab", "v2.1.1.1.1.1.ab", "v1.1.1.1.1.1"] {
+        for bad in [
+            "",
+            "v1",
+            "v1.x.1.2.3.4.ab",
+            "v2.1.1.1.1.1.ab",
+            "v1.1.1.1.1.1",
+        ] {
             assert!(matches!(
                 owner.check_preauth("imap", "a@example.org", "cluster:n1", bad, Some(binding)),
                 Some(Err(_))

@@ -730,7 +730,8 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
                     cluster.node
                 );
             }
-            let lease = directory.spawn_lease(&cluster.node, cluster::LEASE_RENEW, cluster::LEASE_TTL);
+            let lease =
+                directory.spawn_lease(&cluster.node, cluster::LEASE_RENEW, cluster::LEASE_TTL);
             let delivered = dedup::Delivered::open(
                 &config.data_dir,
                 delivery::RETRY_FOR + Duration::from_secs(86_400),

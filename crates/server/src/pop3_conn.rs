@@ -93,7 +93,9 @@ impl Protocol for Pop3 {
                         username: &username,
                         ip: self.ip,
                     };
-                    if let Some(preauth) = crate::conn::preauth(conn, "pop3", &authzid, &username, &password) {
+                    if let Some(preauth) =
+                        crate::conn::preauth(conn, "pop3", &authzid, &username, &password)
+                    {
                         let result = match preauth {
                             Preauth::Valid { user, client, node } => {
                                 self.open(conn, &attempt, user, Some((client, &node))).await

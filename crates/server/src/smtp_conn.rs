@@ -414,7 +414,9 @@ impl Smtp {
             && let Some(origin) = &envelope.origin
             && ctx.cluster.is_some()
         {
-            return self.accept_handed_over(ctx, envelope, origin, content).await;
+            return self
+                .accept_handed_over(ctx, envelope, origin, content)
+                .await;
         }
         let accepted = envelope.recipients.len();
         // LMTP (RFC 2033 4.2): one reply per accepted recipient; all share the commit.
@@ -582,7 +584,10 @@ impl Smtp {
         self.transaction.incoming = None;
         self.transaction.targets.clear();
         let (Some(cluster), Some(delivered)) = (&ctx.cluster, &ctx.delivered_here) else {
-            return vec![Verdict::Reject(Reply::new(451, (4, 3, 0), "not a cluster node")); envelope.recipients.len()];
+            return vec![
+                Verdict::Reject(Reply::new(451, (4, 3, 0), "not a cluster node"));
+                envelope.recipients.len()
+            ];
         };
         let now = delivery::now_ms();
         let id = format!("{:x}.{:x}", now, self.session_id);
@@ -617,7 +622,9 @@ impl Smtp {
                 verdicts[i] = Some(Verdict::Reject(Reply::new(
                     451,
                     (4, 4, 0),
-                    format!("stale route: the mailbox is not on this node at that epoch (ours {epoch})"),
+                    format!(
+                        "stale route: the mailbox is not on this node at that epoch (ours {epoch})"
+                    ),
                 )));
                 continue;
             }
@@ -659,14 +666,22 @@ impl Smtp {
                     Some(Ok(appended)) => {
                         stored.push(key);
                         ctx.delivered.fetch_add(1, Ordering::Relaxed);
-                        ctx.telemetry.delivered_handed_over(origin, &user, "INBOX", appended.uid, Duration::from_millis(0));
+                        ctx.telemetry.delivered_handed_over(
+                            origin,
+                            &user,
+                            "INBOX",
+                            appended.uid,
+                            Duration::from_millis(0),
+                        );
                         Verdict::Accept
                     }
                     Some(Err(e)) => {
                         tracing::warn!(event = "store_error", to = %shown(&user), error = %e);
                         Verdict::Reject(Reply::new(451, (4, 3, 0), "store error, try again later"))
                     }
-                    None => Verdict::Reject(Reply::new(451, (4, 3, 0), "store error, try again later")),
+                    None => {
+                        Verdict::Reject(Reply::new(451, (4, 3, 0), "store error, try again later"))
+                    }
                 });
             }
             // After the store's commit, before the replies (see dedup.rs for the order).
@@ -676,7 +691,9 @@ impl Smtp {
         }
         verdicts
             .into_iter()
-            .map(|v| v.unwrap_or_else(|| Verdict::Reject(Reply::new(451, (4, 3, 0), "try again later"))))
+            .map(|v| {
+                v.unwrap_or_else(|| Verdict::Reject(Reply::new(451, (4, 3, 0), "try again later")))
+            })
             .collect()
     }
 }

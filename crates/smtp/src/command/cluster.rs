@@ -35,7 +35,9 @@ fn valid_origin(value: &str) -> bool {
         && node.bytes().all(name)
         && !id.is_empty()
         && id.len() <= ID_BYTES_MAX
-        && id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-'))
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-'))
 }
 
 impl Session {

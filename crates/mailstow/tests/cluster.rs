@@ -1,0 +1,676 @@
+//! The cluster (issue 20): three `mailstow serve` nodes on one machine, each on its own
+//! loopback address, sharing a private PostgreSQL directory; real sockets, real clients.
+//!
+//! Users are placed one per node. Mail sent to any node reaches the owner exactly once,
+//! IMAP and POP3 logins on any node reach the owner (IDLE through the proxy too), a killed
+//! or stopped node is an outage for its own users only, PostgreSQL down stops neither mail
+//! nor logins, and a copy routed with a stale owner epoch is refused.
+
+mod common;
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{Imap, smtp_reply};
+
+const PASSWORD: &str = "secret";
+const PORT_SMTP: u16 = 2525;
+const PORT_LMTP: u16 = 2424;
+const PORT_IMAP: u16 = 1143;
+const PORT_POP3: u16 = 1110;
+
+/// One node: its loopback address, data directory and configuration, and the process.
+struct Node {
+    name: String,
+    ip: String,
+    config: PathBuf,
+    child: Option<Child>,
+    /// stderr (the mail log) lines.
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Node {
+    fn addr(&self, port: u16) -> String {
+        format!("{}:{port}", self.ip)
+    }
+
+    fn cli(&self, args: &[&str]) -> std::process::Output {
+        Command::new(env!("CARGO_BIN_EXE_mailstow"))
+            .arg("--config")
+            .arg(&self.config)
+            .args(args)
+            .output()
+            .expect("run mailstow")
+    }
+
+    fn must(&self, args: &[&str]) -> String {
+        let out = self.cli(args);
+        assert!(out.status.success(), "mailstow {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn start(&mut self) {
+        assert!(self.child.is_none());
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mailstow"))
+            .arg("--config")
+            .arg(&self.config)
+            .arg("serve")
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start mailstow serve");
+        let stdout = child.stdout.take().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let log = self.log.clone();
+        let name = self.name.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if line.contains("level=warn") || line.contains("level=error") {
+                    eprintln!("[{name}] {line}");
+                }
+                log.lock().unwrap().push(line);
+            }
+        });
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let _ = tx.send(line);
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut listening = 0;
+        while listening < 4 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = rx.recv_timeout(left).unwrap_or_else(|_| {
+                panic!(
+                    "{} did not start: {:?}",
+                    self.name,
+                    self.log.lock().unwrap()
+                )
+            });
+            if line.contains(" listening on ") {
+                listening += 1;
+            }
+        }
+        std::thread::spawn(move || while rx.recv().is_ok() {});
+        self.child = Some(child);
+    }
+
+    fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("running").id();
+        let sent = Command::new("kill")
+            .args([signal, &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    fn log_lines(&self, needle: &str) -> Vec<String> {
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains(needle))
+            .cloned()
+            .collect()
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(child) = &self.child {
+            let _ = Command::new("kill")
+                .args(["-CONT", &child.id().to_string()])
+                .status();
+        }
+        self.kill();
+    }
+}
+
+/// A private PostgreSQL and three nodes n1, n2, n3 on 127.<net>.0.1-3; user `u<i>` lives on
+/// node i.
+struct Cluster {
+    nodes: Vec<Node>,
+    pg: test_peers::Postgres,
+    _dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    fn start(net: u8) -> Cluster {
+        let pg =
+            test_peers::Postgres::new().expect("a private PostgreSQL (apt-get install postgresql)");
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("cluster.secret");
+        std::fs::write(&secret, "an example cluster secret, 32 bytes or so\n").unwrap();
+        let mut nodes = Vec::new();
+        for i in 1..=3u8 {
+            let name = format!("n{i}");
+            let ip = format!("127.{net}.0.{i}");
+            let data = dir.path().join(&name);
+            let config = dir.path().join(format!("{name}.toml"));
+            std::fs::write(
+                &config,
+                format!(
+                    "data_dir = {data:?}\n\
+                     [directory]\nurl = \"{url}\"\n\
+                     [cluster]\nnode = \"{name}\"\nsecret_file = {secret:?}\n\
+                     [server]\nhostname = \"{name}.example.test\"\n\
+                     smtp = \"{ip}:{PORT_SMTP}\"\nlmtp = \"{ip}:{PORT_LMTP}\"\n\
+                     imap = \"{ip}:{PORT_IMAP}\"\npop3 = \"{ip}:{PORT_POP3}\"\n\
+                     submission = \"\"\nsubmissions = \"\"\nimaps = \"\"\npop3s = \"\"\n\
+                     auth_without_tls = true\nsender_checks = false\n",
+                    url = pg.url()
+                ),
+            )
+            .unwrap();
+            nodes.push(Node {
+                name,
+                ip,
+                config,
+                child: None,
+                log: Arc::default(),
+            });
+        }
+        for node in &nodes {
+            node.must(&["init"]);
+        }
+        let n1 = &nodes[0];
+        n1.must(&["domain", "add", "example.test"]);
+        for node in &nodes {
+            n1.must(&[
+                "node",
+                "add",
+                &node.name,
+                "--lmtp",
+                &node.addr(PORT_LMTP),
+                "--imap",
+                &node.addr(PORT_IMAP),
+                "--pop3",
+                &node.addr(PORT_POP3),
+            ]);
+        }
+        for i in 1..=3 {
+            n1.must(&[
+                "user",
+                "add",
+                &format!("u{i}@example.test"),
+                "--node",
+                &format!("n{i}"),
+                "--password",
+                PASSWORD,
+            ]);
+        }
+        for node in &mut nodes {
+            node.start();
+        }
+        let cluster = Cluster {
+            nodes,
+            pg,
+            _dir: dir,
+        };
+        // Every node sees every other one up (leases renewed, polled each second).
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let list = cluster.nodes[0].must(&["node", "list"]);
+            if list.lines().filter(|l| l.contains(" up ")).count() == 3 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "nodes not up: {list}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        std::thread::sleep(Duration::from_millis(1500));
+        cluster
+    }
+
+    fn node(&self, i: usize) -> &Node {
+        &self.nodes[i - 1]
+    }
+}
+
+/// Sends one message through SMTP at `address`; the final reply code.
+fn send(address: &str, to: &[&str], subject: &str) -> u16 {
+    let stream = TcpStream::connect(address).expect("connect smtp");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    assert_eq!(smtp_reply(&mut reader).unwrap(), 220);
+    let mut command = |line: String| -> u16 {
+        writer.write_all(line.as_bytes()).unwrap();
+        smtp_reply(&mut reader).unwrap()
+    };
+    assert_eq!(command("EHLO client.example\r\n".into()), 250);
+    assert_eq!(command("MAIL FROM:<sender@example.org>\r\n".into()), 250);
+    for rcpt in to {
+        let code = command(format!("RCPT TO:<{rcpt}>\r\n"));
+        assert_eq!(code, 250, "RCPT {rcpt} at {address}");
+    }
+    assert_eq!(command("DATA\r\n".into()), 354);
+    let code = command(format!(
+        "From: sender@example.org\r\nSubject: {subject}\r\n\r\nbody of {subject}\r\n.\r\n"
+    ));
+    let _ = command("QUIT\r\n".into());
+    code
+}
+
+/// The Subject of every message in `user`'s maildrop through POP3 at `address`; `Err` with
+/// the server's answer when the login is refused.
+fn pop3_subjects(address: &str, user: &str) -> Result<Vec<String>, String> {
+    let stream = TcpStream::connect(address).expect("connect pop3");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut line = || {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        line.trim_end().to_string()
+    };
+    assert!(line().starts_with("+OK"));
+    writer
+        .write_all(format!("USER {user}\r\n").as_bytes())
+        .unwrap();
+    assert!(line().starts_with("+OK"));
+    writer
+        .write_all(format!("PASS {PASSWORD}\r\n").as_bytes())
+        .unwrap();
+    let answer = line();
+    if !answer.starts_with("+OK") {
+        return Err(answer);
+    }
+    writer.write_all(b"STAT\r\n").unwrap();
+    let stat = line();
+    let count: usize = stat.split(' ').nth(1).unwrap().parse().unwrap();
+    let mut subjects = Vec::new();
+    for n in 1..=count {
+        writer
+            .write_all(format!("TOP {n} 0\r\n").as_bytes())
+            .unwrap();
+        assert!(line().starts_with("+OK"));
+        loop {
+            let l = line();
+            if l == "." {
+                break;
+            }
+            if let Some(subject) = l.strip_prefix("Subject: ") {
+                subjects.push(subject.to_string());
+            }
+        }
+    }
+    writer.write_all(b"QUIT\r\n").unwrap();
+    let _ = line();
+    subjects.sort();
+    Ok(subjects)
+}
+
+/// Waits until `user` (checked through `address`) has `want` messages; their subjects.
+fn wait_for(address: &str, user: &str, want: usize, within: Duration) -> Vec<String> {
+    let deadline = Instant::now() + within;
+    loop {
+        let subjects = pop3_subjects(address, user).unwrap_or_default();
+        if subjects.len() >= want || Instant::now() >= deadline {
+            return subjects;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// An IMAP LOGIN at `address`: the tagged answer.
+fn imap_login(address: &str, user: &str) -> (Imap, String) {
+    let mut imap = Imap::connect(address);
+    let answer = imap.run(&format!("LOGIN {user} {PASSWORD}"));
+    let last = answer.last().unwrap().clone();
+    (imap, last)
+}
+
+#[test]
+fn mail_and_logins_on_any_node_reach_the_owner() {
+    let cluster = Cluster::start(41);
+    let users = ["u1@example.test", "u2@example.test", "u3@example.test"];
+    for entry in 1..=3 {
+        let code = send(
+            &cluster.node(entry).addr(PORT_SMTP),
+            &users,
+            &format!("from-n{entry}"),
+        );
+        assert_eq!(code, 250);
+    }
+    let expected = vec!["from-n1", "from-n2", "from-n3"];
+    for (i, user) in users.iter().enumerate() {
+        let owner = cluster.node(i + 1);
+        let got = wait_for(&owner.addr(PORT_POP3), user, 3, Duration::from_secs(30));
+        assert_eq!(got, expected, "{user} on its own node");
+        // Through every node: the proxy reaches the owner, and every copy is there once.
+        for entry in 1..=3 {
+            let got = pop3_subjects(&cluster.node(entry).addr(PORT_POP3), user).unwrap();
+            assert_eq!(got, expected, "{user} through n{entry}");
+            let (mut imap, answer) = imap_login(&cluster.node(entry).addr(PORT_IMAP), user);
+            assert!(
+                answer.contains("OK"),
+                "IMAP login of {user} at n{entry}: {answer}"
+            );
+            let select = imap.run("SELECT INBOX");
+            assert!(
+                select.iter().any(|l| l == "* 3 EXISTS"),
+                "{user} through n{entry}: {select:?}"
+            );
+            imap.run("LOGOUT");
+        }
+    }
+    // Only the owner stored a copy: the others handed theirs over.
+    for (i, node) in cluster.nodes.iter().enumerate() {
+        let stored: Vec<String> = node
+            .log_lines("event=delivered")
+            .into_iter()
+            .filter(|l| l.contains("folder=INBOX"))
+            .collect();
+        let own = format!("to=u{}@example.test", i + 1);
+        assert_eq!(stored.len(), 3, "{}: {stored:?}", node.name);
+        assert!(stored.iter().all(|l| l.contains(&own)), "{stored:?}");
+    }
+
+    // IDLE through the proxy sees new mail: u2's session opened on n1, mail sent to n3.
+    let (mut imap, answer) = imap_login(&cluster.node(1).addr(PORT_IMAP), users[1]);
+    assert!(answer.contains("OK"));
+    imap.run("SELECT INBOX");
+    imap.reader.get_mut().write_all(b"i1 IDLE\r\n").unwrap();
+    assert!(imap.line().starts_with("+"));
+    assert_eq!(
+        send(&cluster.node(3).addr(PORT_SMTP), &[users[1]], "idle"),
+        250
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let line = imap.line();
+        if line == "* 4 EXISTS" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no EXISTS through the proxy: {line}"
+        );
+    }
+    imap.reader.get_mut().write_all(b"DONE\r\n").unwrap();
+    assert!(imap.line().starts_with("i1 OK"));
+
+    // A copy routed with a stale epoch is refused (4xx); the right epoch is stored, and the
+    // same origin message again is acknowledged without a second copy.
+    let lmtp = |epoch: i64, origin: &str| -> String {
+        let stream = TcpStream::connect(cluster.node(2).addr(PORT_LMTP)).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut writer = stream.try_clone().unwrap();
+        let mut reader = BufReader::new(stream);
+        let read = |reader: &mut BufReader<TcpStream>| {
+            let mut text = String::new();
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                text.push_str(&line);
+                if line.as_bytes().get(3) != Some(&b'-') {
+                    return text;
+                }
+            }
+        };
+        read(&mut reader);
+        writer.write_all(b"LHLO test\r\n").unwrap();
+        assert!(read(&mut reader).contains("XMAILSTOW-ROUTE"));
+        let content = b"Subject: handed\r\n\r\nhi\r\n";
+        writer
+            .write_all(
+                format!(
+                    "MAIL FROM:<s@example.org> XORIGIN={origin}\r\n\
+                     RCPT TO:<u2@example.test> XEPOCH={epoch}\r\nBDAT {} LAST\r\n",
+                    content.len()
+                )
+                .as_bytes(),
+            )
+            .unwrap();
+        writer.write_all(content).unwrap();
+        assert!(read(&mut reader).starts_with("250"));
+        assert!(read(&mut reader).starts_with("250"));
+        read(&mut reader)
+    };
+    let stale = lmtp(0, "n9:1.1");
+    assert!(stale.starts_with("451 4.4.0"), "{stale}");
+    assert!(lmtp(1, "n9:1.1").starts_with("250"));
+    assert!(lmtp(1, "n9:1.1").starts_with("250"));
+    let got = wait_for(
+        &cluster.node(2).addr(PORT_POP3),
+        users[1],
+        5,
+        Duration::from_secs(5),
+    );
+    assert_eq!(got.iter().filter(|s| *s == "handed").count(), 1, "{got:?}");
+}
+
+/// Sends to `users` through `entries` in turns until `stop`; every message's subject and
+/// reply, in order.
+fn load(
+    cluster: &Cluster,
+    entries: &[usize],
+    users: &'static [&'static str],
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Vec<(String, String, u16)>> {
+    let addresses: Vec<String> = entries
+        .iter()
+        .map(|&e| cluster.node(e).addr(PORT_SMTP))
+        .collect();
+    std::thread::spawn(move || {
+        let mut sent = Vec::new();
+        let mut n = 0u64;
+        while !stop.load(Ordering::Relaxed) {
+            for user in users {
+                let subject = format!("load-{n}");
+                let address = &addresses[n as usize % addresses.len()];
+                let code = send(address, &[user], &subject);
+                sent.push((user.to_string(), subject, code));
+                n += 1;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        sent
+    })
+}
+
+#[test]
+fn a_killed_node_is_an_outage_for_its_own_users_only() {
+    let mut cluster = Cluster::start(42);
+    static USERS: [&str; 3] = ["u1@example.test", "u2@example.test", "u3@example.test"];
+    let stop = Arc::new(AtomicBool::new(false));
+    let sender = load(&cluster, &[1, 2], &USERS, stop.clone());
+    std::thread::sleep(Duration::from_secs(2));
+    let killed_at = Instant::now();
+    cluster.nodes[2].kill();
+    // u3's logins answer UNAVAILABLE at once (after the lease runs out, or at the first
+    // connection refused); u1's and u2's go on.
+    let mut unavailable_after = None;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while unavailable_after.is_none() {
+        let asked = Instant::now();
+        let (_imap, answer) = imap_login(&cluster.node(1).addr(PORT_IMAP), "u3@example.test");
+        let took = asked.elapsed();
+        if answer.contains("NO [UNAVAILABLE]") {
+            assert!(took < Duration::from_secs(4), "UNAVAILABLE took {took:?}");
+            unavailable_after = Some(killed_at.elapsed());
+        }
+        assert!(Instant::now() < deadline, "no UNAVAILABLE for u3: {answer}");
+        let (_imap, answer) = imap_login(&cluster.node(2).addr(PORT_IMAP), "u1@example.test");
+        assert!(answer.contains(" OK"), "u1 during the outage: {answer}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let pop3 = pop3_subjects(&cluster.node(2).addr(PORT_POP3), "u3@example.test");
+    assert!(
+        pop3.as_ref()
+            .is_err_and(|e| e.starts_with("-ERR [SYS/TEMP]")),
+        "{pop3:?}"
+    );
+    eprintln!("failover: u3 unavailable {unavailable_after:?} after SIGKILL");
+    std::thread::sleep(Duration::from_secs(3));
+    stop.store(true, Ordering::Relaxed);
+    let sent = sender.join().unwrap();
+    assert!(
+        sent.iter().all(|(_, _, code)| *code == 250),
+        "a refusal under load"
+    );
+    let restarted_at = Instant::now();
+    cluster.nodes[2].start();
+    for (i, user) in USERS.iter().enumerate() {
+        let mut want: Vec<String> = sent
+            .iter()
+            .filter(|(u, _, _)| u == user)
+            .map(|(_, s, _)| s.clone())
+            .collect();
+        want.sort();
+        let got = wait_for(
+            &cluster.node(i + 1).addr(PORT_POP3),
+            user,
+            want.len(),
+            Duration::from_secs(60),
+        );
+        assert_eq!(got, want, "{user}: every accepted message once");
+    }
+    eprintln!(
+        "failover: u3's queued mail delivered {:?} after the restart",
+        restarted_at.elapsed()
+    );
+}
+
+#[test]
+fn a_stopped_node_is_an_outage_within_a_bounded_time() {
+    let cluster = Cluster::start(43);
+    cluster.node(3).signal("-STOP");
+    let stopped_at = Instant::now();
+    // An open socket that never answers: the proxy gives up within its open timeout, and
+    // then at once while the node is suspect or its lease has run out.
+    let (_imap, answer) = imap_login(&cluster.node(1).addr(PORT_IMAP), "u3@example.test");
+    assert!(answer.contains("NO [UNAVAILABLE]"), "{answer}");
+    assert!(stopped_at.elapsed() < Duration::from_secs(5));
+    let asked = Instant::now();
+    let (_imap, answer) = imap_login(&cluster.node(2).addr(PORT_IMAP), "u3@example.test");
+    assert!(answer.contains("NO [UNAVAILABLE]"), "{answer}");
+    assert!(asked.elapsed() < Duration::from_secs(4));
+    // Mail for the stopped node's user is accepted and waits; others' is delivered.
+    assert_eq!(
+        send(
+            &cluster.node(1).addr(PORT_SMTP),
+            &["u3@example.test", "u2@example.test"],
+            "while-stopped"
+        ),
+        250
+    );
+    let got = wait_for(
+        &cluster.node(2).addr(PORT_POP3),
+        "u2@example.test",
+        1,
+        Duration::from_secs(20),
+    );
+    assert_eq!(got, vec!["while-stopped"]);
+    cluster.node(3).signal("-CONT");
+    let got = wait_for(
+        &cluster.node(3).addr(PORT_POP3),
+        "u3@example.test",
+        1,
+        Duration::from_secs(60),
+    );
+    assert_eq!(got, vec!["while-stopped"]);
+}
+
+#[test]
+fn postgresql_down_stops_neither_mail_nor_logins() {
+    let mut cluster = Cluster::start(44);
+    cluster.pg.stop_immediate();
+    for entry in 1..=3 {
+        assert_eq!(
+            send(
+                &cluster.node(entry).addr(PORT_SMTP),
+                &["u1@example.test", "u2@example.test", "u3@example.test"],
+                &format!("pg-down-{entry}")
+            ),
+            250
+        );
+    }
+    for i in 1..=3 {
+        let user = format!("u{i}@example.test");
+        let got = wait_for(
+            &cluster.node(i % 3 + 1).addr(PORT_POP3),
+            &user,
+            3,
+            Duration::from_secs(30),
+        );
+        assert_eq!(got, vec!["pg-down-1", "pg-down-2", "pg-down-3"], "{user}");
+        let (_imap, answer) = imap_login(&cluster.node(i).addr(PORT_IMAP), &user);
+        assert!(answer.contains(" OK"), "{answer}");
+    }
+    // A directory write fails, clearly.
+    let out = cluster
+        .node(1)
+        .cli(&["user", "add", "late@example.test", "--password", PASSWORD]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.lines().count() <= 2 && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+    // Back: a change made now reaches every node within about a second.
+    cluster.pg.start().unwrap();
+    std::thread::sleep(Duration::from_secs(4));
+    cluster.node(1).must(&[
+        "user",
+        "add",
+        "new@example.test",
+        "--node",
+        "n2",
+        "--password",
+        PASSWORD,
+    ]);
+    let added = Instant::now();
+    let mut reached = Vec::new();
+    for entry in 1..=3 {
+        loop {
+            let stream = TcpStream::connect(cluster.node(entry).addr(PORT_SMTP)).unwrap();
+            let mut writer = stream.try_clone().unwrap();
+            let mut reader = BufReader::new(stream);
+            smtp_reply(&mut reader).unwrap();
+            writer
+                .write_all(b"EHLO x\r\nMAIL FROM:<a@example.org>\r\nRCPT TO:<new@example.test>\r\n")
+                .unwrap();
+            smtp_reply(&mut reader).unwrap();
+            smtp_reply(&mut reader).unwrap();
+            let code = smtp_reply(&mut reader).unwrap();
+            let _ = writer.write_all(b"QUIT\r\n");
+            if code == 250 {
+                reached.push(added.elapsed());
+                break;
+            }
+            assert!(
+                added.elapsed() < Duration::from_secs(5),
+                "n{entry} never saw the new user"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    eprintln!("directory change reached the nodes after {reached:?}");
+    assert!(
+        reached.iter().all(|t| *t < Duration::from_secs(2)),
+        "{reached:?}"
+    );
+}
