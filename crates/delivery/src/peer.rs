@@ -16,6 +16,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
@@ -96,6 +97,17 @@ pub struct Peers {
     /// Our host name (LHLO).
     hostname: String,
     idle: Mutex<HashMap<String, Vec<(Connection, Instant)>>>,
+    traffic: Traffic,
+}
+
+/// What the handovers put on the wire (LMTP bytes, without TCP/IP headers) and how many
+/// connections they opened, since the start: `<data_dir>/stats` shows them, so the
+/// benchmarks can give bytes between nodes per message (docs/benchmarks.md, issue 20).
+#[derive(Debug, Default)]
+pub struct Traffic {
+    pub sent: AtomicU64,
+    pub received: AtomicU64,
+    pub connections: AtomicU64,
 }
 
 struct Connection {
@@ -108,7 +120,13 @@ impl Peers {
             node: node.to_string(),
             hostname: hostname.to_string(),
             idle: Mutex::new(HashMap::new()),
+            traffic: Traffic::default(),
         }
+    }
+
+    /// Bytes sent and received and connections opened so far.
+    pub fn traffic(&self) -> &Traffic {
+        &self.traffic
     }
 
     fn checkout(&self, address: &str) -> Option<Connection> {
@@ -188,17 +206,20 @@ impl Peers {
                 .await
                 .map_err(|e| format!("451 4.4.1 {address}: {e}"))?;
             let _ = tcp.set_nodelay(true);
+            self.traffic.connections.fetch_add(1, Ordering::Relaxed);
             let mut connection = Connection {
                 reader: BufReader::new(tcp),
             };
-            let greeting = connection.reply().await?;
+            let greeting = self.reply(&mut connection).await?;
             if greeting.code != 220 {
                 return Err(format!("451 4.4.1 {address}: greeting {}", greeting.text));
             }
-            connection
-                .write(format!("LHLO {}\r\n", self.hostname).as_bytes())
-                .await?;
-            let lhlo = connection.reply().await?;
+            self.write(
+                &mut connection,
+                format!("LHLO {}\r\n", self.hostname).as_bytes(),
+            )
+            .await?;
+            let lhlo = self.reply(&mut connection).await?;
             if lhlo.code != 250
                 || !lhlo.text.contains("XMAILSTOW-ROUTE")
                 || !lhlo.text.contains("CHUNKING")
@@ -234,11 +255,11 @@ impl Peers {
         out.push_str(&format!("BDAT {} LAST\r\n", content.len()));
         let mut bytes = out.into_bytes();
         bytes.extend_from_slice(content);
-        connection.write(&bytes).await?;
-        let mail = connection.reply().await?;
+        self.write(connection, &bytes).await?;
+        let mail = self.reply(connection).await?;
         let mut rcpt = Vec::with_capacity(recipients.len());
         for _ in recipients {
-            rcpt.push(connection.reply().await?);
+            rcpt.push(self.reply(connection).await?);
         }
         let accepted: Vec<usize> = (0..recipients.len())
             .filter(|&i| mail.code == 250 && rcpt[i].code == 250)
@@ -255,13 +276,29 @@ impl Peers {
             .collect();
         if accepted.is_empty() {
             // The content was read and refused in one reply (503 or the like).
-            connection.reply().await?;
+            self.reply(connection).await?;
             return Ok(outcomes);
         }
         for i in accepted {
-            outcomes[i] = connection.reply().await?.outcome();
+            outcomes[i] = self.reply(connection).await?.outcome();
         }
         Ok(outcomes)
+    }
+
+    async fn write(&self, connection: &mut Connection, bytes: &[u8]) -> Result<(), String> {
+        connection.write(bytes).await?;
+        self.traffic
+            .sent
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn reply(&self, connection: &mut Connection) -> Result<Reply, String> {
+        let reply = connection.reply().await?;
+        self.traffic
+            .received
+            .fetch_add(reply.wire_bytes, Ordering::Relaxed);
+        Ok(reply)
     }
 }
 
@@ -269,6 +306,8 @@ struct Reply {
     code: u16,
     /// Every line's text, joined by newlines.
     text: String,
+    /// The reply's bytes as received.
+    wire_bytes: u64,
 }
 
 impl Reply {
@@ -295,6 +334,7 @@ impl Connection {
     /// One reply, multi-line replies joined (RFC 5321 4.2.1).
     async fn reply(&mut self) -> Result<Reply, String> {
         let mut text = String::new();
+        let mut wire_bytes = 0;
         loop {
             let mut line = Vec::new();
             let read = (&mut self.reader)
@@ -305,6 +345,7 @@ impl Connection {
             if read == 0 {
                 return Err("closed by the owner".into());
             }
+            wire_bytes += read as u64;
             let line = String::from_utf8_lossy(&line);
             let line = line.trim_end();
             let code: u16 = line
@@ -316,7 +357,11 @@ impl Connection {
             }
             text.push_str(line.get(4..).unwrap_or(""));
             if line.as_bytes().get(3) != Some(&b'-') {
-                return Ok(Reply { code, text });
+                return Ok(Reply {
+                    code,
+                    text,
+                    wire_bytes,
+                });
             }
         }
     }

@@ -878,7 +878,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
     // Renames a crash cut short, or begun by an offline `user rename` that did not finish.
     accounts::finish_renames(&ctx).await;
     let admin_task = admin::start(ctx.clone()).context("starting the admin socket")?;
-    let stats_task = tokio::spawn(write_stats(ctx.clone()));
+    let stats_task = tokio::spawn(write_stats(ctx.clone(), peers.clone()));
     // Every listener is bound and the engines are open.
     ctx.health.ready();
     let running_ctx = ctx.clone();
@@ -1023,17 +1023,28 @@ pub fn stats_path(data_dir: &std::path::Path) -> PathBuf {
 
 /// Writes `<data_dir>/stats` once a second: `name value` lines that scripts and operators can
 /// read without talking to the server (replaced atomically, never half written).
-async fn write_stats(ctx: Arc<Ctx>) {
+/// In a cluster, `peer_*` are the handovers' LMTP bytes sent and received and the
+/// connections they opened.
+async fn write_stats(ctx: Arc<Ctx>, peers: Option<Arc<delivery::peer::PeerPath>>) {
     let path = stats_path(&ctx.config.data_dir);
     let tmp = path.with_extension("tmp");
     loop {
         let queue = ctx.queue.stats();
         // Counters only: `Store::stats` would walk every folder under the writer lock.
         let store = ctx.store.io_counters();
+        let peer = peers.as_ref().map_or((0, 0, 0), |p| {
+            let t = p.peers.traffic();
+            (
+                t.sent.load(Ordering::Relaxed),
+                t.received.load(Ordering::Relaxed),
+                t.connections.load(Ordering::Relaxed),
+            )
+        });
         let text = format!(
             "accepted {}\ndelivered {}\nconnections {}\nqueue_pending {}\nqueue_deferred {}\n\
              queue_bounces {}\nqueue_fdatasyncs {}\nstore_data_syncs {}\nstore_journal_syncs {}\n\
-             store_messages_appended {}\ninflight_bytes {}\ninflight_refusals {}\n",
+             store_messages_appended {}\ninflight_bytes {}\ninflight_refusals {}\n\
+             peer_bytes_sent {}\npeer_bytes_received {}\npeer_connections {}\n",
             ctx.accepted.load(Ordering::Relaxed),
             ctx.delivered.load(Ordering::Relaxed),
             ctx.limits.open(),
@@ -1046,6 +1057,9 @@ async fn write_stats(ctx: Arc<Ctx>) {
             store.messages_appended,
             ctx.inflight.reserved(),
             ctx.inflight.refusals(),
+            peer.0,
+            peer.1,
+            peer.2,
         );
         if std::fs::write(&tmp, text).is_ok() {
             let _ = std::fs::rename(&tmp, &path);

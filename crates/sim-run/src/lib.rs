@@ -2,6 +2,7 @@
 //! I/O scheduler and workloads; [`run`] drives each workload through the models, repeated
 //! over seeds, and reports means with 95 % confidence intervals.
 
+pub mod cluster;
 mod direct;
 mod file;
 mod mail;
@@ -59,6 +60,7 @@ pub fn run(
                 WorkloadKind::Delete => (mail::delete(scenario, w, seed)?, None),
                 WorkloadKind::Pvfs => (pvfs::run(scenario, w, seed)?, None),
                 WorkloadKind::Mailfs => (mailfs::run(&scenario.mailfs, w)?, None),
+                WorkloadKind::Cluster => (cluster::run(&scenario.cluster, w, seed)?, None),
             };
             runs.push(run);
             if let Some(requests) = requests {

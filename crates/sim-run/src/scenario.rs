@@ -37,6 +37,8 @@ pub struct Scenario {
     pub pvfs: crate::pvfs::PvfsParams,
     #[serde(default)]
     pub mailfs: crate::mailfs::MailfsParams,
+    #[serde(default)]
+    pub cluster: crate::cluster::ClusterParams,
     #[serde(rename = "workload")]
     pub workloads: Vec<Workload>,
     /// Run every workload once per value of one parameter (`crate::sweep`).
@@ -99,6 +101,9 @@ pub enum WorkloadKind {
     /// `bytes` in `record_bytes` calls on the mail file system, striped over `[mailfs]
     /// accounts` (docs/simulator.md 8b).
     Mailfs,
+    /// Mail offered to `[cluster] nodes` sharing one directory, at a constant rate raised
+    /// until a backlog appears (docs/simulator.md 8c).
+    Cluster,
 }
 
 /// How `queue` and `delete` workloads store mail.
@@ -372,6 +377,10 @@ impl Scenario {
                 if w.kind == WorkloadKind::Delete && w.distance >= w.messages {
                     return bad(format!("{name}: distance must be below messages"));
                 }
+                continue;
+            }
+            if w.kind == WorkloadKind::Cluster {
+                self.cluster.check().map_err(SimError::Scenario)?;
                 continue;
             }
             if w.kind == WorkloadKind::Trace {

@@ -86,6 +86,13 @@ pub const PARAMETERS: &[&str] = &[
     "mailfs.link_mb_s",
     "mailfs.account_mb_s",
     "mailfs.latency_us",
+    "cluster.nodes",
+    "cluster.node_cores",
+    "cluster.directory_query_ns",
+    "cluster.queries_per_message",
+    "cluster.users_per_node",
+    "cluster.login_interval_s",
+    "cluster.link_mb_s",
 ];
 
 /// `s` with the sweep's parameter set to `v`; the result is checked as a scenario file is.
@@ -121,6 +128,13 @@ pub fn apply(s: &Scenario, parameter: &str, v: f64) -> Result<Scenario, SimError
         "mailfs.link_mb_s" => s.mailfs.link_mb_s = v,
         "mailfs.account_mb_s" => s.mailfs.account_mb_s = v,
         "mailfs.latency_us" => s.mailfs.latency_us = v,
+        "cluster.nodes" => s.cluster.nodes = small(v)?,
+        "cluster.node_cores" => s.cluster.node_cores = v,
+        "cluster.directory_query_ns" => s.cluster.directory_query_ns = v,
+        "cluster.queries_per_message" => s.cluster.queries_per_message = v,
+        "cluster.users_per_node" => s.cluster.users_per_node = whole(v)?,
+        "cluster.login_interval_s" => s.cluster.login_interval_s = v,
+        "cluster.link_mb_s" => s.cluster.link_mb_s = v,
         _ => {
             for w in &mut s.workloads {
                 match parameter {

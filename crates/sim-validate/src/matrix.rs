@@ -189,6 +189,7 @@ pub(crate) fn calibrated(
         },
         pvfs: Default::default(),
         mailfs: Default::default(),
+        cluster: Default::default(),
         workloads: vec![workload],
         sweep: None,
     }
