@@ -11,7 +11,7 @@
 # created under /sys/fs/cgroup/cpu) and PostgreSQL's binaries with pg_stat_statements
 # (Debian's `postgresql`, which scripts/test.sh installs). Nothing else is installed.
 # Env: RUNS (3), QUOTA (0.25 cores per node), STEP_SECONDS (8), FAILOVER_RUNS (5),
-# CPU_RATE (300 msg/s), SCRATCH (/var/tmp), PROFILE (release). Output: RESULT lines, log in
+# CPU_RATE (300 msg/s), START_RATE (200 msg/s per node), SCRATCH (/var/tmp), PROFILE (release). Output: RESULT lines, log in
 # bench/results/cluster-<timestamp>.log.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,7 +31,7 @@ ls /usr/lib/postgresql/*/lib/pg_stat_statements.so > /dev/null
   echo "# $(uname -r), $(nproc) cores, $(awk '/MemTotal/{printf "%d GiB", $2/1048576}' /proc/meminfo), scratch ${SCRATCH:-/var/tmp} on $(df --output=fstype "${SCRATCH:-/var/tmp}" | tail -1), load $(cut -d' ' -f1-3 /proc/loadavg)"
   python3 "$ROOT/bench/cluster-bench.py" $ONLY --bin "$BIN" --scratch "${SCRATCH:-/var/tmp}" \
     --runs "${RUNS:-3}" --quota "${QUOTA:-0.25}" --step-seconds "${STEP_SECONDS:-8}" \
-    --failover-runs "${FAILOVER_RUNS:-5}" --cpu-rate "${CPU_RATE:-300}"
+    --failover-runs "${FAILOVER_RUNS:-5}" --cpu-rate "${CPU_RATE:-300}" --start-rate "${START_RATE:-200}"
   echo "# done $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 } 2>&1 | tee "$LOG" | grep --line-buffered '^RESULT\|^#'
 echo "log: $LOG"
