@@ -213,6 +213,13 @@ class Node:
     def cpu(self):
         return cpu_seconds(self.proc.pid)
 
+    def throttled(self):
+        """(periods throttled, of periods) of the node's cgroup so far."""
+        if not self.cgroup:
+            return 0, 0
+        st = dict(line.split() for line in open(f"{self.cgroup}/cpu.stat"))
+        return int(st.get("nr_throttled", 0)), int(st.get("nr_periods", 0))
+
     def users(self):
         return [f"{self.name}u{j}@example.test" for j in range(USERS_PER_NODE)]
 
@@ -480,10 +487,19 @@ def bench_scale(args):
 
                     w = threading.Thread(target=watch)
                     w.start()
-                    sent, refused, t_sent, late = constant_rate(entries, users, rate, args.step_seconds)
+                    th0 = [n.throttled() for n in c.nodes]
+                    cpu0, gen0 = [n.cpu() for n in c.nodes], os.times()
+                    sent, refused, t_sent, late = constant_rate(entries, users, rate, args.step_seconds,
+                                                                conns_per_entry=args.conns)
                     done = wait_stored(c, base + sent, within=60)
                     stop.set()
                     w.join()
+                    th1 = [n.throttled() for n in c.nodes]
+                    cpu1, gen1 = [n.cpu() for n in c.nodes], os.times()
+                    span = (done or time.time()) - t0
+                    node_cores = sum(b - a for a, b in zip(cpu0, cpu1)) / span / nodes
+                    gen_cores = (gen1.user + gen1.system - gen0.user - gen0.system) / span
+                    throttled = sum(b[0] - a[0] for a, b in zip(th0, th1)) / max(1, sum(b[1] - a[1] for a, b in zip(th0, th1)))
                     drain = (done - t_sent) if done else float("inf")
                     processed = sent / ((done or time.time()) - t0)
                     best = max(best, processed)
@@ -492,6 +508,8 @@ def bench_scale(args):
                     result("cluster_scale_step", nodes=nodes, run=run, offered=f"{rate:.0f}", sent=sent,
                            refused=refused, processed_per_s=f"{processed:.1f}", drain_s=f"{drain:.2f}",
                            client_late_s=f"{late:.2f}", max_pending=max_pending, backlog=backlog,
+                           node_cores=f"{node_cores:.3f}", throttled=f"{throttled:.2f}",
+                           generator_cores=f"{gen_cores:.2f}",
                            load=loadavg())
                     if backlog or rate > args.rate_max:
                         break
@@ -502,6 +520,50 @@ def bench_scale(args):
                        remote_share=f"{(nodes-1)/nodes:.2f}", steps=",".join(steps))
             finally:
                 c.stop()
+
+
+# ---------------------------------------------------------------- the directory's cost per statement
+
+
+def postgres_cpu():
+    """utime + stime of every process of the `postgres` user, seconds."""
+    uid = int(subprocess.run(["id", "-u", "postgres"], capture_output=True, text=True).stdout)
+    total = 0.0
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                if os.stat(f"/proc/{pid}").st_uid == uid:
+                    total += cpu_seconds(pid)
+            except (FileNotFoundError, ProcessLookupError):
+                pass
+    return total
+
+
+def bench_directory(args):
+    """The directory's CPU per statement for the nodes' background statements (a lease
+    renewal and a node poll, as pg_stat_statements shows them), 5,000 of each from one
+    session, the PostgreSQL processes' CPU before and after."""
+    c = Cluster(args.bin, 2, args.scratch)
+    try:
+        count = 5000
+        sql = f"{c.pg.dir}/bench.sql"
+        with open(sql, "w") as f:
+            for _ in range(count):
+                f.write("UPDATE nodes SET lease_until = (extract(epoch from clock_timestamp()) * 1000)::bigint"
+                        " + 6000 WHERE name = 'n1';\n")
+                f.write("SELECT name, lease_until > (extract(epoch from clock_timestamp()) * 1000)::bigint"
+                        " FROM nodes;\n")
+        shutil.chown(sql, "postgres", "postgres")
+        for r in range(args.runs):
+            cpu0, t0 = postgres_cpu(), time.time()
+            subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(c.pg.port), "-U", "postgres", "-d", "postgres",
+                            "-qX", "-o", "/dev/null", "-f", sql], check=True, capture_output=True)
+            cpu1, t1 = postgres_cpu(), time.time()
+            result("cluster_directory_statement", run=r + 1, statements=2 * count,
+                   cpu_us_per_statement=f"{(cpu1 - cpu0) / (2 * count) * 1e6:.1f}",
+                   wall_us_per_statement=f"{(t1 - t0) / (2 * count) * 1e6:.1f}", load=loadavg())
+    finally:
+        c.stop()
 
 
 # ---------------------------------------------------------------- 4. failover
@@ -588,7 +650,7 @@ def bench_failover(args):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("what", nargs="+", choices=["cpu", "scale", "failover"])
+    p.add_argument("what", nargs="+", choices=["cpu", "scale", "failover", "directory"])
     p.add_argument("--bin", required=True)
     p.add_argument("--scratch", default="/var/tmp")
     p.add_argument("--runs", type=int, default=3)
@@ -596,7 +658,8 @@ def main():
     p.add_argument("--cpu-seconds", type=float, default=10)
     p.add_argument("--idle-seconds", type=float, default=10)
     p.add_argument("--nodes", type=int, nargs="+", default=[1, 2, 3])
-    p.add_argument("--quota", type=float, default=0.25)
+    p.add_argument("--quota", type=float, default=0.1)
+    p.add_argument("--conns", type=int, default=24, help="SMTP connections per entry node (scale)")
     p.add_argument("--start-rate", type=float, default=100)
     p.add_argument("--factor", type=float, default=1.25)
     p.add_argument("--rate-max", type=float, default=5000)
@@ -604,9 +667,14 @@ def main():
     p.add_argument("--slack", type=float, default=2.0)
     p.add_argument("--failover-runs", type=int, default=5)
     args = p.parse_args()
+    # Clean up (nodes, PostgreSQL, cgroups) on SIGTERM, and on SIGINT even when started in
+    # the background (where the shell ignores it).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     os.sched_setaffinity(0, {0})
     for what in args.what:
-        {"cpu": bench_cpu, "scale": bench_scale, "failover": bench_failover}[what](args)
+        {"cpu": bench_cpu, "scale": bench_scale, "failover": bench_failover,
+         "directory": bench_directory}[what](args)
 
 
 if __name__ == "__main__":
