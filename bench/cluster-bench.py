@@ -345,13 +345,16 @@ def constant_rate(entries, recipients, rate, seconds, conns_per_entry=6):
         try:
             conn = Smtp(entries[t % len(entries)])
             for k in range(t, total, threads):
+                # Each connection goes through every recipient in turn from its own offset,
+                # so the recipients' nodes do not follow the entry node.
+                rcpt = recipients[(k // threads + t) % len(recipients)]
                 due = start + k / rate
                 now = time.time()
                 if now < due:
                     time.sleep(due - now)
                 else:
                     lateness[t] = max(lateness[t], now - due)
-                if conn.send(recipients[k % len(recipients)]) == 250:
+                if conn.send(rcpt) == 250:
                     counts[t] += 1
         except Exception as e:  # noqa: BLE001 (reported below)
             errors.append(repr(e))
@@ -476,6 +479,7 @@ def bench_scale(args):
                 rate, best, steps = args.start_rate * nodes, 0.0, []
                 while True:
                     base, t0 = c.stored(), time.time()
+                    handed0 = sum(n.log_handed for n in c.nodes)
                     max_pending = 0
                     stop = threading.Event()
 
@@ -494,6 +498,7 @@ def bench_scale(args):
                     done = wait_stored(c, base + sent, within=60)
                     stop.set()
                     w.join()
+                    handed = sum(n.log_handed for n in c.nodes) - handed0
                     th1 = [n.throttled() for n in c.nodes]
                     cpu1, gen1 = [n.cpu() for n in c.nodes], os.times()
                     span = (done or time.time()) - t0
@@ -509,7 +514,7 @@ def bench_scale(args):
                            refused=refused, processed_per_s=f"{processed:.1f}", drain_s=f"{drain:.2f}",
                            client_late_s=f"{late:.2f}", max_pending=max_pending, backlog=backlog,
                            node_cores=f"{node_cores:.3f}", throttled=f"{throttled:.2f}",
-                           generator_cores=f"{gen_cores:.2f}",
+                           generator_cores=f"{gen_cores:.2f}", remote_measured=f"{handed / max(1, sent):.3f}",
                            load=loadavg())
                     if backlog or rate > args.rate_max:
                         break

@@ -6,9 +6,8 @@
 //! - **A node** is one CPU station of speed `node_cores`: a message stored where it was
 //!   accepted costs `local_ns`; a handed-over one costs `sender_ns` on the accepting node and
 //!   `owner_ns` on the owner (queue, LMTP, store on each side).
-//! - **The network**: each node's link (one FIFO for what it sends and receives), store and
-//!   forward, `wire_bytes` per handed-over message (both ways summed), a one-way
-//!   `latency_us`.
+//! - **The network**: each node's full-duplex link (a FIFO each way), store and forward,
+//!   `wire_bytes` per handed-over message (both ways summed), a one-way `latency_us`.
 //! - **The directory** (the shared PostgreSQL) is one station of `directory_cores` servers,
 //!   `directory_query_ns` per statement. Its load: `queries_per_message` on a message's path
 //!   (0 in steady state: the nodes answer from their cache), `node_queries_per_s` from every
@@ -51,7 +50,7 @@ pub struct ClusterParams {
     pub message_bytes: u64,
     /// Bytes between the nodes per handed-over message (both ways).
     pub wire_bytes: u64,
-    /// Each node's link (one FIFO for what it sends and receives), MB/s; 0: no limit.
+    /// Each node's link, MB/s each way (full duplex); 0: no limit.
     pub link_mb_s: f64,
     pub latency_us: f64,
     pub directory_cores: u32,
@@ -177,10 +176,9 @@ impl ClusterParams {
         } else {
             0.0
         };
-        // Every handed-over message crosses two links (one FIFO per node for both
-        // directions): the sender's and the owner's.
+        // Every handed-over message leaves on the sender's link and arrives on the owner's.
         let net = if self.link_mb_s > 0.0 && r > 0.0 && self.wire_bytes > 0 {
-            n * self.link_mb_s * 1e6 / (2.0 * r * self.wire_bytes as f64)
+            n * self.link_mb_s * 1e6 / (r * self.wire_bytes as f64)
         } else {
             f64::INFINITY
         };
@@ -243,8 +241,9 @@ fn run_step(p: &ClusterParams, rate: f64, seed: u64) -> Result<Step, SimError> {
     let mut dir = Station::new("directory", p.directory_cores);
     let mut dir_line: VecDeque<DirJob> = VecDeque::new();
     let mut dir_running: VecDeque<DirJob> = VecDeque::new();
-    let mut links: Vec<Nanos> = vec![0; n];
-    let mut link_busy: Vec<Nanos> = vec![0; n];
+    // Per node: when its outgoing and incoming sides are free, and their busy time.
+    let mut links: Vec<Nanos> = vec![0; 2 * n];
+    let mut link_busy: Vec<Nanos> = vec![0; 2 * n];
     let mut arrived: Vec<Nanos> = vec![0; messages as usize];
     let mut latencies = Latencies::new();
     let mut stored = 0u64;
@@ -406,7 +405,11 @@ fn run_step(p: &ClusterParams, rate: f64, seed: u64) -> Result<Step, SimError> {
         .collect();
     reports.push(("the directory".into(), dir.report(span).utilisation));
     for (i, busy) in link_busy.iter().enumerate() {
-        reports.push((format!("n{}'s link", i + 1), *busy as f64 / span as f64));
+        let side = if i % 2 == 0 { "out" } else { "in" };
+        reports.push((
+            format!("n{}'s link ({side})", i / 2 + 1),
+            *busy as f64 / span as f64,
+        ));
     }
     Ok(Step {
         stored,
@@ -437,8 +440,8 @@ fn accept(
     }
 }
 
-/// A handed-over message from `from` to `to` at `now`: the sender's link, the latency, the
-/// receiver's link (store and forward). Its arrival.
+/// A handed-over message from `from` to `to` at `now`: the sender's outgoing side, the
+/// latency, the receiver's incoming side (store and forward). Its arrival.
 fn transfer(
     p: &ClusterParams,
     now: Nanos,
@@ -452,12 +455,13 @@ fn transfer(
         return now + latency;
     }
     let wire = (p.wire_bytes as f64 / (p.link_mb_s * 1e6) * 1e9).round() as Nanos;
-    let sent = links[from].max(now) + wire;
-    links[from] = sent;
-    busy[from] += wire;
-    let received = links[to].max(sent + latency - wire.min(sent + latency)) + wire;
-    links[to] = received;
-    busy[to] += wire;
+    let (out, inward) = (2 * from, 2 * to + 1);
+    let sent = links[out].max(now) + wire;
+    links[out] = sent;
+    busy[out] += wire;
+    let received = links[inward].max(sent + latency - wire.min(sent + latency)) + wire;
+    links[inward] = received;
+    busy[inward] += wire;
     received.max(sent + latency)
 }
 
