@@ -379,6 +379,12 @@ def wait_stored(cluster, want, within=120):
     return None
 
 
+def syncs(cluster):
+    """fdatasyncs so far, all nodes: the queue's and the store's (data and journal)."""
+    return sum(n.stats().get(k, 0) for n in cluster.nodes
+               for k in ("queue_fdatasyncs", "store_data_syncs", "store_journal_syncs"))
+
+
 def peer_traffic(cluster):
     """(LMTP bytes sent, received, connections opened) by the nodes' handovers so far, from
     their stats files (`peer_*`, written once a second)."""
@@ -425,13 +431,13 @@ def bench_cpu(args):
                 base = c.stored()
                 c.pg.reset_statements()
                 time.sleep(0.2)
-                pg0, tr0 = c.pg.counters(), peer_traffic(c)
+                pg0, tr0, sy0 = c.pg.counters(), peer_traffic(c), syncs(c)
                 t0, cpu0 = time.time(), [n.cpu() for n in c.nodes]
                 sent, refused, _, late = constant_rate(entry, users, rate, seconds)
                 done = wait_stored(c, base + sent)
                 time.sleep(1.2)  # the last stats write
                 t1, cpu1 = time.time(), [n.cpu() for n in c.nodes]
-                pg1, tr1 = c.pg.counters(), peer_traffic(c)
+                pg1, tr1, sy1 = c.pg.counters(), peer_traffic(c), syncs(c)
                 out_b, in_b, nconn = (b - a for a, b in zip(tr0, tr1))
                 span = t1 - t0
                 used = [(b - a) - bg * span for a, b, bg in zip(cpu0, cpu1, bg_cpu)]
@@ -446,7 +452,7 @@ def bench_cpu(args):
                        statements_per_msg=f"{calls/sent:.4f}", statements_raw=pg1[0] - pg0[0],
                        xact_per_msg=f"{xact/sent:.4f}",
                        lmtp_bytes_per_msg=f"{out_b/sent:.0f}", lmtp_reply_bytes_per_msg=f"{in_b/sent:.0f}", lmtp_connections_opened=nconn,
-                       max_late_s=f"{late:.3f}", load=loadavg())
+                       fdatasyncs_per_msg=f"{(sy1 - sy0) / sent:.3f}", max_late_s=f"{late:.3f}", load=loadavg())
                 if calls / sent > 0.01:
                     log(f"{kind} run statements:\n" + c.pg.top_statements())
         lm, lr = median_range(per["local"])
@@ -547,25 +553,41 @@ def postgres_cpu():
 def bench_directory(args):
     """The directory's CPU per statement for the nodes' background statements (a lease
     renewal and a node poll, as pg_stat_statements shows them), 5,000 of each from one
-    session, the PostgreSQL processes' CPU before and after."""
+    psql session: its backend's CPU (/proc) from the first statement to a pg_sleep at the
+    end, while the backend still lives."""
     c = Cluster(args.bin, 2, args.scratch)
     try:
         count = 5000
         sql = f"{c.pg.dir}/bench.sql"
         with open(sql, "w") as f:
+            f.write("SELECT pg_sleep(1);\n")
             for _ in range(count):
                 f.write("UPDATE nodes SET lease_until = (extract(epoch from clock_timestamp()) * 1000)::bigint"
                         " + 6000 WHERE name = 'n1';\n")
                 f.write("SELECT name, lease_until > (extract(epoch from clock_timestamp()) * 1000)::bigint"
                         " FROM nodes;\n")
+            f.write("SELECT pg_sleep(2);\n")
         shutil.chown(sql, "postgres", "postgres")
+
+        def backend(state_query):
+            return c.pg.sql("SELECT pid FROM pg_stat_activity WHERE datname = 'postgres' "
+                            f"AND query LIKE '{state_query}%' AND pid <> pg_backend_pid()")
+
         for r in range(args.runs):
-            cpu0, t0 = postgres_cpu(), time.time()
-            subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(c.pg.port), "-U", "postgres", "-d", "postgres",
-                            "-qX", "-o", "/dev/null", "-f", sql], check=True, capture_output=True)
-            cpu1, t1 = postgres_cpu(), time.time()
+            psql = subprocess.Popen(["psql", "-h", "127.0.0.1", "-p", str(c.pg.port), "-U", "postgres", "-d",
+                                     "postgres", "-qX", "-o", "/dev/null", "-f", sql])
+            pid = ""
+            while not pid:
+                pid = backend("SELECT pg_sleep(1)")
+                time.sleep(0.05)
+            cpu0 = cpu_seconds(pid)
+            t0 = time.time()
+            while not backend("SELECT pg_sleep(2)"):
+                time.sleep(0.05)
+            cpu1, t1 = cpu_seconds(pid), time.time()
+            psql.wait()
             result("cluster_directory_statement", run=r + 1, statements=2 * count,
-                   cpu_us_per_statement=f"{(cpu1 - cpu0) / (2 * count) * 1e6:.1f}",
+                   backend_cpu_us_per_statement=f"{(cpu1 - cpu0) / (2 * count) * 1e6:.1f}",
                    wall_us_per_statement=f"{(t1 - t0) / (2 * count) * 1e6:.1f}", load=loadavg())
     finally:
         c.stop()
