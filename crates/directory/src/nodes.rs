@@ -88,6 +88,17 @@ impl Directory {
             Err(e) if db::is_unique_violation(&e) => return Err(DirectoryError::NodeExists(name)),
             other => other?,
         };
+        // The first node of a cluster made from a single server takes every existing user:
+        // their mail is in its store. (A user without a node in a cluster belongs nowhere.)
+        let nodes: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM nodes")
+            .fetch_one(&mut *tx)
+            .await?;
+        if nodes == 1 {
+            sqlx::query("UPDATE users SET node = $1 WHERE node IS NULL")
+                .bind(&name)
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await?;
         self.refresh_after_write().await;
         self.refresh_node_states_after_write().await;

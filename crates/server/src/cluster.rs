@@ -109,7 +109,9 @@ impl Cluster {
             return Home::Local;
         };
         let Some(node) = owner.node else {
-            return Home::Local;
+            // In a cluster every user has a node (the first node added takes those a single
+            // server had); one without is nowhere's, not everyone's.
+            return Home::Unavailable("mailbox has no node".into());
         };
         if node == self.node {
             return Home::Local;

@@ -444,6 +444,8 @@ impl DirectoryRouter {
             return Route::Held(format!("the mailbox of {user} is being moved"));
         }
         match owner.node {
+            // See `cluster::Cluster::home`: in a cluster a user without a node is nowhere's.
+            None => Route::Held(format!("{user} has no node in the cluster")),
             Some(owner_node) if owner_node != *node => {
                 let (lmtp, up) = cache
                     .node(&owner_node)
