@@ -321,6 +321,10 @@ impl Delivery {
                         self.delivered.fetch_add(1, Ordering::Relaxed);
                         Outcome::Delivered
                     }
+                    // A full mailbox (RFC 3463 4.2.2) is not an outage: the usual backoff.
+                    Handed::Temporary(reason) if reason.contains(" 4.2.2") => {
+                        retry_or_fail(&batch[m], now, reason)
+                    }
                     Handed::Temporary(reason) => {
                         peers.waiting(&node, batch[m].id);
                         peer_retry(&batch[m], now, reason)

@@ -634,6 +634,12 @@ impl Smtp {
                 verdicts[i] = Some(Verdict::Accept);
                 continue;
             }
+            // The accepting node could not check the quota (the usage is here).
+            self.transaction.size = content.len() as u64;
+            if let Some(refusal) = self.over_quota(ctx, &user) {
+                verdicts[i] = Some(Verdict::Reject(refusal));
+                continue;
+            }
             let trace = delivery::final_delivery_fields(&envelope.from, &user);
             let mut message = Vec::with_capacity(received.len() + trace.len() + content.len());
             message.extend_from_slice(trace.as_bytes());
