@@ -673,6 +673,8 @@ mod tests {
                     node: "node-2".into(),
                     user: address.to_string(),
                     epoch: 3,
+                    lmtp: "127.0.0.1:1".into(),
+                    up: false,
                 },
                 Some("gone") => Route::Unknown,
                 _ => Route::Remote,
@@ -777,6 +779,7 @@ mod tests {
             outbound: None,
             mailboxes: Arc::new(std::sync::RwLock::new(())),
             events: events.clone(),
+            peers: None,
         };
         assert_eq!(worker.round().unwrap(), 1);
         let mut lines = events.0.lock().unwrap().clone();
@@ -786,8 +789,8 @@ mod tests {
             [
                 format!("bounced {id} gone@a.example local 550 5.1.1 mailbox no longer exists"),
                 format!(
-                    "deferred {id} peter@a.example node-2 451 4.3.0 peter@a.example is on node \
-                     node-2 (epoch 3): delivery to peers is not available"
+                    "deferred {id} peter@a.example node-2 451 4.4.1 node node-2 (owner of \
+                     peter@a.example) is down"
                 ),
                 format!(
                     "deferred {id} rita@b.example none 451 4.4.0 no outbound route configured \
