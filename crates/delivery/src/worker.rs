@@ -326,6 +326,9 @@ impl Delivery {
                         retry_or_fail(&batch[m], now, reason)
                     }
                     Handed::Temporary(reason) => {
+                        if reason.contains("no answer in time") || reason.starts_with("451 4.4.1") {
+                            peers.suspect(&node);
+                        }
                         peers.waiting(&node, batch[m].id);
                         peer_retry(&batch[m], now, reason)
                     }

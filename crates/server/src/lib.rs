@@ -902,6 +902,13 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         refresher.abort();
         if let Some(lease) = &lease {
             lease.abort();
+            // Down for the other nodes now, not when the lease would have run out: they stop
+            // proxying to us at once (their users are told UNAVAILABLE, mail waits).
+            if let Some(cluster) = &ctx.cluster
+                && let Err(e) = ctx.directory.renew_lease(&cluster.node, Duration::ZERO).await
+            {
+                tracing::warn!(event = "directory_error", error = %e, msg = "could not give up the lease");
+            }
         }
         if let Some(task) = &wake_task {
             task.abort();
