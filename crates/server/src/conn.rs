@@ -283,8 +283,14 @@ impl Login<'_> {
 
     /// The password was right but the user's node is down or does not answer.
     pub(crate) fn unavailable(&self, ctx: &crate::Ctx, user: &str, why: &str) {
-        ctx.telemetry
-            .login_cluster(self.proto, user, self.mechanism, "unavailable", self.ip, why);
+        ctx.telemetry.login_cluster(
+            self.proto,
+            user,
+            self.mechanism,
+            "unavailable",
+            self.ip,
+            why,
+        );
     }
 
     /// Refused before the password was checked (an authorization identity we do not allow).

@@ -112,6 +112,8 @@ pub(crate) struct Delivery {
     pub(crate) mailboxes: Arc<std::sync::RwLock<()>>,
     /// The mail log and metrics.
     pub(crate) telemetry: Arc<Telemetry>,
+    /// Users whose mailbox here must not change now (a move; see `moves.rs`).
+    pub(crate) moves: Arc<crate::moves::Moves>,
 }
 
 pub(crate) fn now_ms() -> u64 {
@@ -192,6 +194,16 @@ impl Delivery {
                 .rposition(|(_, route)| matches!(route, Route::Local(_)));
             for (i, (r, route)) in routes.into_iter().enumerate() {
                 match route {
+                    // Checked under the shared mailbox lock: a move's freeze takes it
+                    // exclusively once after marking the user.
+                    Route::Local(user) if self.moves.held(&user) => {
+                        let outcome = Outcome::Deferred {
+                            retry_at_ms: now + crate::moves::DEFER_FOR.as_millis() as u64,
+                            reason: "451 4.2.0 mailbox is being moved".to_string(),
+                        };
+                        self.log(message, r, "local", &outcome, None, now);
+                        outcomes[m].push((r, outcome));
+                    }
                     Route::Local(user) => {
                         let trace = final_delivery_fields(&message.envelope.sender, &user);
                         let content = if Some(i) == last_local && !has_remote {

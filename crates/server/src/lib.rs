@@ -15,8 +15,8 @@ pub mod admin;
 mod bounce;
 pub mod cluster;
 mod conn;
-pub mod delivery;
 mod dedup;
+pub mod delivery;
 mod dkim;
 mod driver;
 mod events;
@@ -25,6 +25,7 @@ mod lock;
 mod log;
 mod metrics;
 pub mod migrate;
+mod moves;
 pub mod outbound;
 mod peer;
 mod pop3_conn;
@@ -319,6 +320,8 @@ pub(crate) struct Ctx {
     pub(crate) cluster: Option<Arc<cluster::Cluster>>,
     /// Copies other nodes handed over and this node stored (cluster only).
     pub(crate) delivered_here: Option<dedup::Delivered>,
+    /// Users frozen here for a move, and the moves this node runs (`moves.rs`).
+    pub(crate) moves: Arc<moves::Moves>,
 }
 
 impl Ctx {
@@ -673,7 +676,8 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
                     cluster.node
                 );
             }
-            let lease = directory.spawn_lease(&cluster.node, cluster::LEASE_RENEW, cluster::LEASE_TTL);
+            let lease =
+                directory.spawn_lease(&cluster.node, cluster::LEASE_RENEW, cluster::LEASE_TTL);
             let delivered = dedup::Delivered::open(
                 &config.data_dir,
                 delivery::RETRY_FOR + Duration::from_secs(86_400),
@@ -725,6 +729,10 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         health: Arc::new(metrics::Health::default()),
         cluster,
         delivered_here,
+        moves: Arc::new(moves::Moves::new(
+            config.cluster.as_ref().map(|c| c.node.clone()),
+            directory.clone(),
+        )),
         config,
     });
     ctx.telemetry
@@ -766,6 +774,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
             outbound: outbound.clone(),
             mailboxes: ctx.mailboxes.clone(),
             telemetry: ctx.telemetry.clone(),
+            moves: ctx.moves.clone(),
         };
         workers.push(
             std::thread::Builder::new()
@@ -807,6 +816,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
     // Renames a crash cut short, or begun by an offline `user rename` that did not finish.
     accounts::finish_renames(&ctx).await;
     let admin_task = admin::start(ctx.clone()).context("starting the admin socket")?;
+    let moves_task = tokio::spawn(moves::watch(ctx.clone(), watch.clone()));
     let stats_task = tokio::spawn(write_stats(ctx.clone()));
     // Every listener is bound and the engines are open.
     ctx.health.ready();
@@ -819,6 +829,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
             task.abort();
         }
         admin_task.abort();
+        moves_task.abort();
         admin::remove_socket(&ctx.config.data_dir);
         // Sessions see the shutdown through their own watch and close after their current
         // command; give them a moment.

@@ -136,7 +136,9 @@ impl Peers {
                 self.checkin(address, connection);
                 outcomes
             }
-            Err(why) => vec![Handed::Temporary(format!("451 4.4.2 {address}: {why}")); recipients.len()],
+            Err(why) => {
+                vec![Handed::Temporary(format!("451 4.4.2 {address}: {why}")); recipients.len()]
+            }
         }
     }
 
@@ -157,7 +159,10 @@ impl Peers {
                 .write(format!("LHLO {}\r\n", self.hostname).as_bytes())
                 .await?;
             let lhlo = connection.reply().await?;
-            if lhlo.code != 250 || !lhlo.text.contains("XMAILSTOW-ROUTE") || !lhlo.text.contains("CHUNKING") {
+            if lhlo.code != 250
+                || !lhlo.text.contains("XMAILSTOW-ROUTE")
+                || !lhlo.text.contains("CHUNKING")
+            {
                 return Err(format!(
                     "451 4.4.1 {address}: not a mailstow cluster node's LMTP listener"
                 ));

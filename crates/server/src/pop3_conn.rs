@@ -93,7 +93,9 @@ impl Protocol for Pop3 {
                         username: &username,
                         ip: self.ip,
                     };
-                    if let Some(preauth) = crate::conn::preauth(conn, "pop3", &authzid, &username, &password) {
+                    if let Some(preauth) =
+                        crate::conn::preauth(conn, "pop3", &authzid, &username, &password)
+                    {
                         let result = match preauth {
                             Preauth::Valid { user, client, node } => {
                                 self.open(conn, &attempt, user, Some((client, &node))).await
@@ -258,6 +260,12 @@ impl Pop3 {
             attempt.refused(&ctx, &user);
             return AuthResult::Temporary("account unavailable".into());
         };
+        // After joining the user: a move's freeze either ends this session or is seen here
+        // (a move never uses POP3, so no exemption).
+        if ctx.moves.held(&user) {
+            attempt.unavailable(&ctx, &user, "mailbox is being moved");
+            return AuthResult::Temporary("mailbox is being moved, try again shortly".into());
+        }
         let Some(held) = ctx.maildrops.lock(&user) else {
             attempt.refused(&ctx, &user);
             return AuthResult::InUse;

@@ -414,7 +414,9 @@ impl Smtp {
             && let Some(origin) = &envelope.origin
             && ctx.cluster.is_some()
         {
-            return self.accept_handed_over(ctx, envelope, origin, content).await;
+            return self
+                .accept_handed_over(ctx, envelope, origin, content)
+                .await;
         }
         let accepted = envelope.recipients.len();
         // LMTP (RFC 2033 4.2): one reply per accepted recipient; all share the commit.
@@ -582,7 +584,10 @@ impl Smtp {
         self.transaction.incoming = None;
         self.transaction.targets.clear();
         let (Some(cluster), Some(delivered)) = (&ctx.cluster, &ctx.delivered_here) else {
-            return vec![Verdict::Reject(Reply::new(451, (4, 3, 0), "not a cluster node")); envelope.recipients.len()];
+            return vec![
+                Verdict::Reject(Reply::new(451, (4, 3, 0), "not a cluster node"));
+                envelope.recipients.len()
+            ];
         };
         let now = delivery::now_ms();
         let id = format!("{:x}.{:x}", now, self.session_id);
@@ -617,7 +622,9 @@ impl Smtp {
                 verdicts[i] = Some(Verdict::Reject(Reply::new(
                     451,
                     (4, 4, 0),
-                    format!("stale route: the mailbox is not on this node at that epoch (ours {epoch})"),
+                    format!(
+                        "stale route: the mailbox is not on this node at that epoch (ours {epoch})"
+                    ),
                 )));
                 continue;
             }
@@ -646,27 +653,55 @@ impl Smtp {
         if !appends.is_empty() {
             let store = ctx.store.clone();
             let mailboxes = ctx.mailboxes.clone();
+            let moves = ctx.moves.clone();
             let results = tokio::task::spawn_blocking(move || {
-                // Shared, like a delivery batch: a user's removal waits for this copy.
+                // Shared, like a delivery batch: a user's removal waits for this copy, and
+                // a move's freeze (which takes it exclusively once) is seen here.
                 let _held = mailboxes.read().unwrap_or_else(|p| p.into_inner());
-                store.append_batch(appends)
+                let held: Vec<bool> = appends.iter().map(|a| moves.held(&a.user)).collect();
+                let mut done = store
+                    .append_batch(
+                        appends
+                            .into_iter()
+                            .zip(&held)
+                            .filter(|(_, h)| !**h)
+                            .map(|(a, _)| a)
+                            .collect(),
+                    )
+                    .into_iter();
+                held.into_iter()
+                    .map(|h| if h { None } else { done.next() })
+                    .collect::<Vec<_>>()
             })
             .await
             .unwrap_or_default();
             let mut stored = Vec::new();
             for (n, (i, user, key)) in slots.into_iter().enumerate() {
                 verdicts[i] = Some(match results.get(n) {
-                    Some(Ok(appended)) => {
+                    Some(None) => Verdict::Reject(Reply::new(
+                        451,
+                        (4, 2, 0),
+                        "mailbox is being moved, try again shortly",
+                    )),
+                    Some(Some(Ok(appended))) => {
                         stored.push(key);
                         ctx.delivered.fetch_add(1, Ordering::Relaxed);
-                        ctx.telemetry.delivered_handed_over(origin, &user, "INBOX", appended.uid, Duration::from_millis(0));
+                        ctx.telemetry.delivered_handed_over(
+                            origin,
+                            &user,
+                            "INBOX",
+                            appended.uid,
+                            Duration::from_millis(0),
+                        );
                         Verdict::Accept
                     }
-                    Some(Err(e)) => {
+                    Some(Some(Err(e))) => {
                         tracing::warn!(event = "store_error", to = %shown(&user), error = %e);
                         Verdict::Reject(Reply::new(451, (4, 3, 0), "store error, try again later"))
                     }
-                    None => Verdict::Reject(Reply::new(451, (4, 3, 0), "store error, try again later")),
+                    None => {
+                        Verdict::Reject(Reply::new(451, (4, 3, 0), "store error, try again later"))
+                    }
                 });
             }
             // After the store's commit, before the replies (see dedup.rs for the order).
@@ -676,7 +711,9 @@ impl Smtp {
         }
         verdicts
             .into_iter()
-            .map(|v| v.unwrap_or_else(|| Verdict::Reject(Reply::new(451, (4, 3, 0), "try again later"))))
+            .map(|v| {
+                v.unwrap_or_else(|| Verdict::Reject(Reply::new(451, (4, 3, 0), "try again later")))
+            })
             .collect()
     }
 }
