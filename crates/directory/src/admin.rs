@@ -124,7 +124,14 @@ where
 }
 
 /// `address, quota_bytes, quota_messages, last_login_at, node, epoch` of `users`.
-type UserRow = (String, Option<i64>, Option<i64>, Option<i64>, Option<String>, i64);
+type UserRow = (
+    String,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<String>,
+    i64,
+);
 
 /// The columns of a [`UserRow`].
 const USER_COLUMNS: &str = "address, quota_bytes, quota_messages, last_login_at, node, epoch";
@@ -256,7 +263,13 @@ impl Directory {
         }
         let node = match node {
             Some(node) => {
-                if !any(&mut *tx, "SELECT COUNT(*) FROM nodes WHERE name = $1", &node).await? {
+                if !any(
+                    &mut *tx,
+                    "SELECT COUNT(*) FROM nodes WHERE name = $1",
+                    &node,
+                )
+                .await?
+                {
                     return Err(DirectoryError::NoSuchNode(node));
                 }
                 Some(node)

@@ -255,7 +255,14 @@ pub(crate) async fn node_states(pool: &AnyPool) -> Result<Vec<(String, bool)>, D
 }
 
 /// `address, quota_bytes, password_hash, node, epoch, move_state` as the snapshot reads them.
-type SnapshotUser = (String, Option<i64>, String, Option<String>, i64, Option<String>);
+type SnapshotUser = (
+    String,
+    Option<i64>,
+    String,
+    Option<String>,
+    i64,
+    Option<String>,
+);
 
 /// Reads the whole directory in one read transaction, so the generation and the rows belong
 /// together. SQLite in WAL mode gives a deferred transaction one snapshot from its first read;
@@ -316,7 +323,9 @@ pub(crate) async fn load_snapshot(pool: &AnyPool) -> Result<Snapshot, DirectoryE
                 owner: Owner {
                     node,
                     epoch,
-                    frozen: move_state.as_deref().is_some_and(|s| s.starts_with("frozen:")),
+                    frozen: move_state
+                        .as_deref()
+                        .is_some_and(|s| s.starts_with("frozen:")),
                 },
             },
         );

@@ -74,8 +74,8 @@ pub use cache::{Cache, ExpansionLimit, NodeInfo, Owner, Resolution, Target};
 pub use dkim::{DkimKey, SELECTOR_BYTES_MAX};
 pub use error::DirectoryError;
 pub use hasher::Priority;
-pub use subscriptions::{SUBSCRIPTION_BYTES_MAX, SUBSCRIPTIONS_PER_USER_MAX};
 pub use nodes::NODE_NAME_BYTES_MAX;
+pub use subscriptions::{SUBSCRIPTION_BYTES_MAX, SUBSCRIPTIONS_PER_USER_MAX};
 
 use crate::address::{LocalCase, parse_address};
 use crate::cache::ExpansionLimits;
@@ -130,7 +130,9 @@ impl Location {
         let lower = url.get(..13).unwrap_or(url).to_ascii_lowercase();
         if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
             if url.parse::<sqlx::any::AnyConnectOptions>().is_err() {
-                return Err(DirectoryError::InvalidLocation(error::shown(&redacted(url))));
+                return Err(DirectoryError::InvalidLocation(error::shown(&redacted(
+                    url,
+                ))));
             }
             return Ok(Location::Postgres(url.to_owned()));
         }
@@ -141,7 +143,9 @@ impl Location {
         {
             return Ok(Location::Sqlite(PathBuf::from(path)));
         }
-        Err(DirectoryError::InvalidLocation(error::shown(&redacted(url))))
+        Err(DirectoryError::InvalidLocation(error::shown(&redacted(
+            url,
+        ))))
     }
 }
 
@@ -182,7 +186,11 @@ impl Warnings {
 
     fn succeeded(&mut self, what: &'static str) {
         if self.last.take().is_some() {
-            tracing::info!(event = "directory_ok", task = what, msg = "directory database reachable again");
+            tracing::info!(
+                event = "directory_ok",
+                task = what,
+                msg = "directory database reachable again"
+            );
             self.suppressed = 0;
         }
     }
@@ -353,7 +361,10 @@ impl Directory {
 
     /// Opens the directory at `location` (an SQLite file, created if missing, or a
     /// PostgreSQL database) and brings its schema up to date.
-    pub async fn open_at(location: &Location, options: Options) -> Result<Directory, DirectoryError> {
+    pub async fn open_at(
+        location: &Location,
+        options: Options,
+    ) -> Result<Directory, DirectoryError> {
         options.validate()?;
         let pool = match location {
             Location::Sqlite(path) => {
@@ -433,10 +444,14 @@ impl Directory {
     pub fn spawn_refresher(&self, period: Duration) -> tokio::task::JoinHandle<()> {
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
         match &self.inner.location {
-            Location::Sqlite(_) => tokio::spawn(poll_refresher(weak, period.max(REFRESH_PERIOD_MIN))),
-            Location::Postgres(url) => {
-                tokio::spawn(listen_refresher(weak, url.clone(), self.inner.options.busy_timeout))
+            Location::Sqlite(_) => {
+                tokio::spawn(poll_refresher(weak, period.max(REFRESH_PERIOD_MIN)))
             }
+            Location::Postgres(url) => tokio::spawn(listen_refresher(
+                weak,
+                url.clone(),
+                self.inner.options.busy_timeout,
+            )),
         }
     }
 

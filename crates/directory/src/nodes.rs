@@ -4,8 +4,8 @@
 //! bump, and on PostgreSQL a notification), except the lease, which
 //! [`Directory::renew_lease`] writes alone.
 
-use crate::admin::{address_arg, unix_now_s};
 use crate::address::LocalCase;
+use crate::admin::{address_arg, unix_now_s};
 use crate::cache::NodeInfo;
 use crate::error::{DirectoryError, shown};
 use crate::{Directory, db};
@@ -99,15 +99,14 @@ impl Directory {
     pub async fn remove_node(&self, name: &str) -> Result<(), DirectoryError> {
         let name = node_arg(name)?;
         let mut tx = db::begin_write(&self.inner.pool).await?;
-        let users: i64 =
-            sqlx::query_scalar(
-                "SELECT COUNT(*) FROM users WHERE node = $1 OR move_state = $2 OR move_state = $3",
-            )
-            .bind(&name)
-            .bind(format!("frozen:{name}"))
-            .bind(format!("requested:{name}"))
-                .fetch_one(&mut *tx)
-                .await?;
+        let users: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM users WHERE node = $1 OR move_state = $2 OR move_state = $3",
+        )
+        .bind(&name)
+        .bind(format!("frozen:{name}"))
+        .bind(format!("requested:{name}"))
+        .fetch_one(&mut *tx)
+        .await?;
         if users > 0 {
             return Err(DirectoryError::NodeOwnsUsers { node: name, users });
         }
@@ -271,7 +270,10 @@ impl Directory {
         let Some((node, epoch, move_state)) = user else {
             return Err(DirectoryError::NoSuchUser(address));
         };
-        if move_state.as_deref().is_some_and(|s| !s.starts_with("failed:")) {
+        if move_state
+            .as_deref()
+            .is_some_and(|s| !s.starts_with("failed:"))
+        {
             return Err(DirectoryError::UserMoving(address));
         }
         let exists: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM nodes WHERE name = $1")

@@ -205,7 +205,8 @@ fn from_codec(bytes: &[u8], response: Response<'_>) -> Resp {
                         );
                     }
                     MessageDataItem::InternalDate(date) => {
-                        meta.get_or_insert_default().internal_date = Some(date.as_ref().timestamp());
+                        meta.get_or_insert_default().internal_date =
+                            Some(date.as_ref().timestamp());
                     }
                     MessageDataItem::ModSeq(n) => {
                         meta.get_or_insert_default().modseq = Some(n.get());
@@ -1189,7 +1190,11 @@ mod tests {
                 seq: 2,
                 uid: Some(9),
                 data: Some(Bytes::from_static(b"abc")),
-                meta: meta(&["\\Seen", "$Junk", "\\Recent"], Some(836_732_665), Some(12345)),
+                meta: meta(
+                    &["\\Seen", "$Junk", "\\Recent"],
+                    Some(836_732_665),
+                    Some(12345)
+                ),
             }
         );
         let r = parse(b"* 1 FETCH (UID 4 FLAGS () MODSEQ (7))\r\n").unwrap();
@@ -1236,9 +1241,15 @@ mod tests {
     #[test]
     fn dates_and_list_names() {
         assert_eq!(internal_date("01-Jan-1970 00:00:00 +0000"), Some(0));
-        assert_eq!(internal_date("29-Feb-2024 12:00:00 +0100"), Some(1_709_204_400));
+        assert_eq!(
+            internal_date("29-Feb-2024 12:00:00 +0100"),
+            Some(1_709_204_400)
+        );
         assert_eq!(internal_date("31-Foo-2024 12:00:00 +0100"), None);
-        assert_eq!(utf7_decode(b"Entw&APw-rfe").as_deref(), Some("Entw\u{fc}rfe"));
+        assert_eq!(
+            utf7_decode(b"Entw&APw-rfe").as_deref(),
+            Some("Entw\u{fc}rfe")
+        );
         assert_eq!(utf7_decode(b"a&-b").as_deref(), Some("a&b"));
         assert_eq!(utf7_decode(b"&Jjo-"), Some("\u{263a}".to_string()));
         assert_eq!(utf7_decode(b"bad&"), None);

@@ -281,7 +281,9 @@ impl Inner {
     ) -> Result<FolderStatus, StoreError> {
         let cell = self.folder(user, folder)?;
         if modseq > crate::index::MODSEQ_MAX {
-            return Err(StoreError::Invalid(format!("MODSEQ {modseq} is out of range")));
+            return Err(StoreError::Invalid(format!(
+                "MODSEQ {modseq} is out of range"
+            )));
         }
         let mut w = self.writer()?;
         let op = {

@@ -494,11 +494,29 @@ fn raised_modseq_survives_reopen_and_checkpoint_and_later_changes_ascend_past_it
     let store = open(&disk, small_config());
     let target = store.import_folder("moe", "INBOX", Some(4242)).unwrap();
     assert!(target.created && target.uidvalidity_kept);
-    assert_eq!(store.raise_modseq("moe", "INBOX", 5000).unwrap().highest_modseq, 5000);
+    assert_eq!(
+        store
+            .raise_modseq("moe", "INBOX", 5000)
+            .unwrap()
+            .highest_modseq,
+        5000
+    );
     // Lower or equal: nothing changes, no record.
     let before = disk.stats();
-    assert_eq!(store.raise_modseq("moe", "INBOX", 17).unwrap().highest_modseq, 5000);
-    assert_eq!(store.raise_modseq("moe", "INBOX", 5000).unwrap().highest_modseq, 5000);
+    assert_eq!(
+        store
+            .raise_modseq("moe", "INBOX", 17)
+            .unwrap()
+            .highest_modseq,
+        5000
+    );
+    assert_eq!(
+        store
+            .raise_modseq("moe", "INBOX", 5000)
+            .unwrap()
+            .highest_modseq,
+        5000
+    );
     assert_eq!(disk.stats().syncs, before.syncs);
     assert!(store.raise_modseq("moe", "INBOX", u64::MAX).is_err());
     assert!(store.raise_modseq("moe", "Nope", 9).is_err());
@@ -512,7 +530,14 @@ fn raised_modseq_survives_reopen_and_checkpoint_and_later_changes_ascend_past_it
     let store = open(&disk, small_config());
     assert_eq!(store.status("moe", "INBOX").unwrap().highest_modseq, 5001);
     let modseq = store
-        .set_flags("moe", "INBOX", &[9], store::FlagOp::Add, Flags::FLAGGED, &[])
+        .set_flags(
+            "moe",
+            "INBOX",
+            &[9],
+            store::FlagOp::Add,
+            Flags::FLAGGED,
+            &[],
+        )
         .unwrap();
     assert_eq!(modseq, 5002);
     store.checkpoint().unwrap();

@@ -145,10 +145,8 @@ fn data_without_recipients_is_503() {
 /// the option they are unknown parameters (RFC 5321 4.1.1.11: 555).
 #[test]
 fn cluster_route_parameters_reach_the_envelope() {
-    let shell = lmtp()
-        .config(|config| config.cluster_routes = true)
-        .run(
-            "S: 220 lmtp.example LMTP ready
+    let shell = lmtp().config(|config| config.cluster_routes = true).run(
+        "S: 220 lmtp.example LMTP ready
             C: LHLO n1.example
             S: 250-lmtp.example
             S: 250-PIPELINING
@@ -173,7 +171,7 @@ fn cluster_route_parameters_reach_the_envelope() {
             C: .
             S: 250 2.0.0 <b@example.net> Delivered
             S: 250 2.0.0 <c@example.net> Delivered",
-        );
+    );
     let messages = shell.messages();
     let envelope = &messages[0].0;
     assert_eq!(envelope.origin.as_deref(), Some("n1:42"));
