@@ -239,13 +239,16 @@ impl Delivery {
                         lmtp,
                         up,
                     } => {
-                        if !up || self.peers.is_none() {
-                            let reason = if up {
+                        let suspect = self.peers.as_ref().is_some_and(|p| p.is_suspect(&node));
+                        if !up || suspect || self.peers.is_none() {
+                            let reason = if !up {
+                                format!("451 4.4.1 node {node} (owner of {user}) is down")
+                            } else if suspect {
+                                format!("451 4.4.1 node {node} (owner of {user}) does not answer")
+                            } else {
                                 format!(
                                     "451 4.3.0 {user} is on node {node}: this node is not in the cluster"
                                 )
-                            } else {
-                                format!("451 4.4.1 node {node} (owner of {user}) is down")
                             };
                             let outcome = peer_retry(message, now, reason);
                             if let Some(peers) = &self.peers {

@@ -23,6 +23,7 @@ mod lock;
 mod log;
 mod metrics;
 pub mod migrate;
+mod moves;
 mod pop3_conn;
 mod quota;
 mod smtp_conn;
@@ -315,6 +316,8 @@ pub(crate) struct Ctx {
     pub(crate) cluster: Option<Arc<cluster::Cluster>>,
     /// Copies other nodes handed over and this node stored (cluster only).
     pub(crate) delivered_here: Option<dedup::Delivered>,
+    /// Users frozen here for a move, and the moves this node runs (`moves.rs`).
+    pub(crate) moves: Arc<moves::Moves>,
 }
 
 impl Ctx {
@@ -427,12 +430,19 @@ struct DirectoryRouter {
     directory: directory::Directory,
     /// Our node's name, in a cluster.
     node: Option<String>,
+    /// Users frozen here for a move (`moves.rs`).
+    moves: Arc<moves::Moves>,
 }
 
 impl DirectoryRouter {
     /// Where a user of ours goes: here, held (its mailbox is frozen for a move), or the
     /// owner node.
     fn user(&self, user: String) -> Route {
+        // Asked under the shared mailbox lock (the delivery batch holds it from routing to
+        // appending): a move's freeze takes it exclusively once after marking the user.
+        if self.moves.held(&user) {
+            return Route::Held(format!("the mailbox of {user} is being moved"));
+        }
         let Some(node) = &self.node else {
             return Route::Local(user);
         };
@@ -785,6 +795,10 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         health: Arc::new(metrics::Health::default()),
         cluster,
         delivered_here,
+        moves: Arc::new(moves::Moves::new(
+            config.cluster.as_ref().map(|c| c.node.clone()),
+            directory.clone(),
+        )),
         config,
     });
     ctx.telemetry
@@ -799,6 +813,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
     let router: Arc<dyn Router> = Arc::new(DirectoryRouter {
         directory: directory.clone(),
         node: ctx.cluster.as_ref().map(|c| c.node.clone()),
+        moves: ctx.moves.clone(),
     });
     let peers = ctx.cluster.as_ref().map(|cluster| {
         Arc::new(delivery::peer::PeerPath::new(
@@ -880,6 +895,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
     // Renames a crash cut short, or begun by an offline `user rename` that did not finish.
     accounts::finish_renames(&ctx).await;
     let admin_task = admin::start(ctx.clone()).context("starting the admin socket")?;
+    let moves_task = tokio::spawn(moves::watch(ctx.clone(), watch.clone()));
     let stats_task = tokio::spawn(write_stats(ctx.clone()));
     // Every listener is bound and the engines are open.
     ctx.health.ready();
@@ -892,6 +908,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
             task.abort();
         }
         admin_task.abort();
+        moves_task.abort();
         admin::remove_socket(&ctx.config.data_dir);
         // Sessions see the shutdown through their own watch and close after their current
         // command; give them a moment.
