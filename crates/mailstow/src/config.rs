@@ -286,9 +286,9 @@ impl Config {
                 node: self.cluster.node.clone(),
                 secret_file: self.cluster.secret_file.clone(),
                 delivered_max: self.cluster.node.as_ref().map(|_| {
-                    self.cluster
-                        .delivered_max
-                        .unwrap_or(server::ServerConfig::defaults(PathBuf::new()).cluster_delivered_max)
+                    self.cluster.delivered_max.unwrap_or(
+                        server::ServerConfig::defaults(PathBuf::new()).cluster_delivered_max,
+                    )
                 }),
             },
         }

@@ -438,11 +438,17 @@ impl DirectoryRouter {
     /// Where a user of ours goes: here, held (its mailbox is frozen for a move), or the
     /// owner node.
     fn user(&self, user: String) -> Route {
-        // Asked under the shared mailbox lock (the delivery batch holds it from routing to
-        // appending): a move's freeze takes it exclusively once after marking the user.
-        if self.moves.held(&user) {
-            return Route::Held(format!("the mailbox of {user} is being moved"));
+        match self.owner(user) {
+            // Asked under the shared mailbox lock (the delivery batch holds it from routing
+            // to appending): a move's freeze takes it exclusively once after marking the user.
+            Route::Local(user) if self.moves.held(&user) => {
+                Route::Held(format!("the mailbox of {user} is being moved"))
+            }
+            route => route,
         }
+    }
+
+    fn owner(&self, user: String) -> Route {
         let Some(node) = &self.node else {
             return Route::Local(user);
         };
@@ -922,7 +928,10 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
             // Down for the other nodes now, not when the lease would have run out: they stop
             // proxying to us at once (their users are told UNAVAILABLE, mail waits).
             if let Some(cluster) = &ctx.cluster
-                && let Err(e) = ctx.directory.renew_lease(&cluster.node, Duration::ZERO).await
+                && let Err(e) = ctx
+                    .directory
+                    .renew_lease(&cluster.node, Duration::ZERO)
+                    .await
             {
                 tracing::warn!(event = "directory_error", error = %e, msg = "could not give up the lease");
             }

@@ -63,7 +63,11 @@ async fn nodes_and_moves(dir: &Directory) {
         .unwrap();
     // The first node takes the users the single server had.
     assert_eq!(
-        dir.cache().owner("solo@example.org").unwrap().node.as_deref(),
+        dir.cache()
+            .owner("solo@example.org")
+            .unwrap()
+            .node
+            .as_deref(),
         Some("n1")
     );
     dir.add_node(
