@@ -136,6 +136,18 @@ impl Cluster {
         Home::Node(info)
     }
 
+    /// Whether `ip` is one of the other nodes' (their LMTP, IMAP or POP3 address), so a
+    /// connection from it is a proxied session or a hand-over, not one client.
+    pub(crate) fn is_node_address(&self, directory: &directory::Directory, ip: IpAddr) -> bool {
+        directory.cache().nodes().iter().any(|node| {
+            [&node.lmtp, &node.imap, &node.pop3].iter().any(|address| {
+                address
+                    .parse::<std::net::SocketAddr>()
+                    .is_ok_and(|a| a.ip() == ip)
+            })
+        })
+    }
+
     fn is_suspect(&self, node: &str) -> bool {
         let mut suspects = self.suspects.lock().unwrap_or_else(|p| p.into_inner());
         match suspects.get(node) {

@@ -987,7 +987,11 @@ async fn accept_loop(
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
             let mut stream = conn::Stream::Plain(socket);
-            let _slot = match ctx.limits.admit(peer.ip()) {
+            let from_node = ctx
+                .cluster
+                .as_ref()
+                .is_some_and(|c| c.is_node_address(&ctx.directory, peer.ip()));
+            let _slot = match ctx.limits.admit_from(peer.ip(), !from_node) {
                 Ok(slot) => slot,
                 Err(refused) => {
                     use tokio::io::AsyncWriteExt as _;
