@@ -27,6 +27,11 @@ const OPEN_TIMEOUT: Duration = Duration::from_secs(3);
 /// A transaction: this, plus a second per [`RATE_MIN`] bytes of content.
 const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(30);
 const RATE_MIN: u64 = 1 << 20;
+/// The owner answers MAIL at once (the store commit comes after the content): a pooled
+/// connection to an owner that stopped (open socket, no answer) is given up after this.
+const FIRST_REPLY_TIMEOUT: Duration = Duration::from_secs(5);
+/// An owner that failed to answer is not tried for this long (unless it comes back up).
+const SUSPECT_FOR: Duration = Duration::from_secs(5);
 /// A pooled connection idle longer than this is closed instead of reused.
 const IDLE_MAX: Duration = Duration::from_secs(60);
 /// Pooled connections per node.
@@ -57,6 +62,8 @@ pub struct PeerPath {
     pub peers: Peers,
     pub runtime: tokio::runtime::Handle,
     waiting: Mutex<HashMap<String, HashSet<queue::MessageId>>>,
+    /// Owners that did not answer, and until when they are not tried.
+    suspects: Mutex<HashMap<String, Instant>>,
 }
 
 impl PeerPath {
@@ -65,6 +72,29 @@ impl PeerPath {
             peers,
             runtime,
             waiting: Mutex::new(HashMap::new()),
+            suspects: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// `node` did not answer (connect, greeting or first reply): skip it for a while, so
+    /// every batch does not wait for it again.
+    pub(crate) fn suspect(&self, node: &str) {
+        self.suspects
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(node.to_string(), Instant::now() + SUSPECT_FOR);
+    }
+
+    /// Whether `node` failed to answer a moment ago.
+    pub(crate) fn is_suspect(&self, node: &str) -> bool {
+        let mut suspects = self.suspects.lock().unwrap_or_else(|p| p.into_inner());
+        match suspects.get(node) {
+            Some(until) if *until > Instant::now() => true,
+            Some(_) => {
+                suspects.remove(node);
+                false
+            }
+            None => false,
         }
     }
 
@@ -81,6 +111,10 @@ impl PeerPath {
     /// The messages waiting for `node` (which just came back): the server retries them at
     /// once instead of at their next short-schedule attempt.
     pub fn take_waiting(&self, node: &str) -> Vec<queue::MessageId> {
+        self.suspects
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(node);
         self.waiting
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -256,7 +290,9 @@ impl Peers {
         let mut bytes = out.into_bytes();
         bytes.extend_from_slice(content);
         self.write(connection, &bytes).await?;
-        let mail = self.reply(connection).await?;
+        let mail = tokio::time::timeout(FIRST_REPLY_TIMEOUT, self.reply(connection))
+            .await
+            .map_err(|_| "no answer in time".to_string())??;
         let mut rcpt = Vec::with_capacity(recipients.len());
         for _ in recipients {
             rcpt.push(self.reply(connection).await?);

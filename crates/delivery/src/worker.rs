@@ -239,13 +239,16 @@ impl Delivery {
                         lmtp,
                         up,
                     } => {
-                        if !up || self.peers.is_none() {
-                            let reason = if up {
+                        let suspect = self.peers.as_ref().is_some_and(|p| p.is_suspect(&node));
+                        if !up || suspect || self.peers.is_none() {
+                            let reason = if !up {
+                                format!("451 4.4.1 node {node} (owner of {user}) is down")
+                            } else if suspect {
+                                format!("451 4.4.1 node {node} (owner of {user}) does not answer")
+                            } else {
                                 format!(
                                     "451 4.3.0 {user} is on node {node}: this node is not in the cluster"
                                 )
-                            } else {
-                                format!("451 4.4.1 node {node} (owner of {user}) is down")
                             };
                             let outcome = peer_retry(message, now, reason);
                             if let Some(peers) = &self.peers {
@@ -321,7 +324,14 @@ impl Delivery {
                         self.delivered.fetch_add(1, Ordering::Relaxed);
                         Outcome::Delivered
                     }
+                    // A full mailbox (RFC 3463 4.2.2) is not an outage: the usual backoff.
+                    Handed::Temporary(reason) if reason.contains(" 4.2.2") => {
+                        retry_or_fail(&batch[m], now, reason)
+                    }
                     Handed::Temporary(reason) => {
+                        if reason.contains("no answer in time") || reason.starts_with("451 4.4.1") {
+                            peers.suspect(&node);
+                        }
                         peers.waiting(&node, batch[m].id);
                         peer_retry(&batch[m], now, reason)
                     }
@@ -669,6 +679,8 @@ mod tests {
                     node: "node-2".into(),
                     user: address.to_string(),
                     epoch: 3,
+                    lmtp: "127.0.0.1:1".into(),
+                    up: false,
                 },
                 Some("gone") => Route::Unknown,
                 _ => Route::Remote,
@@ -773,6 +785,7 @@ mod tests {
             outbound: None,
             mailboxes: Arc::new(std::sync::RwLock::new(())),
             events: events.clone(),
+            peers: None,
         };
         assert_eq!(worker.round().unwrap(), 1);
         let mut lines = events.0.lock().unwrap().clone();
@@ -782,8 +795,8 @@ mod tests {
             [
                 format!("bounced {id} gone@a.example local 550 5.1.1 mailbox no longer exists"),
                 format!(
-                    "deferred {id} peter@a.example node-2 451 4.3.0 peter@a.example is on node \
-                     node-2 (epoch 3): delivery to peers is not available"
+                    "deferred {id} peter@a.example node-2 451 4.4.1 node node-2 (owner of \
+                     peter@a.example) is down"
                 ),
                 format!(
                     "deferred {id} rita@b.example none 451 4.4.0 no outbound route configured \

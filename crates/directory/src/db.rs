@@ -323,7 +323,9 @@ pub(crate) async fn load_snapshot(pool: &AnyPool) -> Result<Snapshot, DirectoryE
                 owner: Owner {
                     node,
                     epoch,
-                    frozen: move_state.is_some(),
+                    frozen: move_state
+                        .as_deref()
+                        .is_some_and(|s| s.starts_with("frozen:")),
                 },
             },
         );

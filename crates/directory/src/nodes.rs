@@ -88,6 +88,17 @@ impl Directory {
             Err(e) if db::is_unique_violation(&e) => return Err(DirectoryError::NodeExists(name)),
             other => other?,
         };
+        // The first node of a cluster made from a single server takes every existing user:
+        // their mail is in its store. (A user without a node in a cluster belongs nowhere.)
+        let nodes: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM nodes")
+            .fetch_one(&mut *tx)
+            .await?;
+        if nodes == 1 {
+            sqlx::query("UPDATE users SET node = $1 WHERE node IS NULL")
+                .bind(&name)
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await?;
         self.refresh_after_write().await;
         self.refresh_node_states_after_write().await;
@@ -99,12 +110,14 @@ impl Directory {
     pub async fn remove_node(&self, name: &str) -> Result<(), DirectoryError> {
         let name = node_arg(name)?;
         let mut tx = db::begin_write(&self.inner.pool).await?;
-        let users: i64 =
-            sqlx::query_scalar("SELECT COUNT(*) FROM users WHERE node = $1 OR move_state = $2")
-                .bind(&name)
-                .bind(format!("frozen:{name}"))
-                .fetch_one(&mut *tx)
-                .await?;
+        let users: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM users WHERE node = $1 OR move_state = $2 OR move_state = $3",
+        )
+        .bind(&name)
+        .bind(format!("frozen:{name}"))
+        .bind(format!("requested:{name}"))
+        .fetch_one(&mut *tx)
+        .await?;
         if users > 0 {
             return Err(DirectoryError::NodeOwnsUsers { node: name, users });
         }
@@ -169,7 +182,11 @@ impl Directory {
         let Some((node, move_state)) = user else {
             return Err(DirectoryError::NoSuchUser(address));
         };
-        if move_state.is_some() {
+        // Free, or requested for this very node (`user move` asked the target to do it).
+        if move_state
+            .as_deref()
+            .is_some_and(|s| s != format!("requested:{to_node}"))
+        {
             return Err(DirectoryError::UserMoving(address));
         }
         let exists: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM nodes WHERE name = $1")
@@ -241,6 +258,112 @@ impl Directory {
         tx.commit().await?;
         self.refresh_after_write().await;
         Ok(())
+    }
+
+    /// Asks `to_node` to move the user there (`user move`): sets its move state to
+    /// `requested:<to_node>`; the target node sees it in the directory and does the move
+    /// (`server::moves`). Returns the canonical address and the user's node and epoch now.
+    /// Refused like [`Directory::begin_move`]; a failed move's state (`failed:...`) is
+    /// replaced.
+    pub async fn request_move(
+        &self,
+        address: &str,
+        to_node: &str,
+    ) -> Result<(String, Option<String>, i64), DirectoryError> {
+        let address = address_arg(address, LocalCase::Fold)?.joined();
+        let to_node = node_arg(to_node)?;
+        let mut tx = db::begin_write(&self.inner.pool).await?;
+        let user: Option<(Option<String>, i64, Option<String>)> =
+            sqlx::query_as("SELECT node, epoch, move_state FROM users WHERE address = $1")
+                .bind(&address)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let Some((node, epoch, move_state)) = user else {
+            return Err(DirectoryError::NoSuchUser(address));
+        };
+        if move_state
+            .as_deref()
+            .is_some_and(|s| !s.starts_with("failed:"))
+        {
+            return Err(DirectoryError::UserMoving(address));
+        }
+        let exists: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM nodes WHERE name = $1")
+            .bind(&to_node)
+            .fetch_one(&mut *tx)
+            .await?;
+        if exists == 0 {
+            return Err(DirectoryError::NoSuchNode(to_node));
+        }
+        if node.is_none() || node.as_deref() == Some(to_node.as_str()) {
+            return Err(DirectoryError::NotMoving {
+                address,
+                node: match node {
+                    Some(_) => format!("{to_node} (it is already there)"),
+                    None => format!("{to_node} (the user has no node yet)"),
+                },
+            });
+        }
+        sqlx::query("UPDATE users SET move_state = $1 WHERE address = $2")
+            .bind(format!("requested:{to_node}"))
+            .bind(&address)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        self.refresh_after_write().await;
+        Ok((address, node, epoch))
+    }
+
+    /// A user's node, epoch and move state, read from the database (not the cache).
+    pub async fn move_status(
+        &self,
+        address: &str,
+    ) -> Result<(Option<String>, i64, Option<String>), DirectoryError> {
+        let address = address_arg(address, LocalCase::Fold)?.joined();
+        let row: Option<(Option<String>, i64, Option<String>)> =
+            sqlx::query_as("SELECT node, epoch, move_state FROM users WHERE address = $1")
+                .bind(&address)
+                .fetch_optional(&self.inner.pool)
+                .await?;
+        row.ok_or(DirectoryError::NoSuchUser(address))
+    }
+
+    /// The users being moved to `node` (requested or frozen), with their move state.
+    pub async fn moves_to(&self, node: &str) -> Result<Vec<(String, String)>, DirectoryError> {
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SELECT address, move_state FROM users WHERE move_state = $1 OR move_state = $2 \
+             ORDER BY address",
+        )
+        .bind(format!("requested:{node}"))
+        .bind(format!("frozen:{node}"))
+        .fetch_all(&self.inner.pool)
+        .await?;
+        Ok(rows)
+    }
+
+    /// Sets a move's state from `requested:<to>`/`frozen:<to>` to `state` (`requested:<to>`
+    /// to restart one, `failed:<to>:<why>` to end one that failed, so `user move` can show
+    /// why). False if the user is not moving to `to_node` (any more).
+    pub async fn set_move_state(
+        &self,
+        address: &str,
+        to_node: &str,
+        state: &str,
+    ) -> Result<bool, DirectoryError> {
+        let address = address_arg(address, LocalCase::Fold)?.joined();
+        let mut tx = db::begin_write(&self.inner.pool).await?;
+        let updated = sqlx::query(
+            "UPDATE users SET move_state = $1 WHERE address = $2 \
+             AND (move_state = $3 OR move_state = $4)",
+        )
+        .bind(state)
+        .bind(&address)
+        .bind(format!("requested:{to_node}"))
+        .bind(format!("frozen:{to_node}"))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        self.refresh_after_write().await;
+        Ok(updated.rows_affected() > 0)
     }
 
     /// After adding or removing a node: poll the up states so the cache knows the node.

@@ -160,6 +160,30 @@ fn fetched(done: Done, uid: u32) -> Option<Bytes> {
     })
 }
 
+/// A message's state as [`Client::uid_fetch_state`] got it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Fetched {
+    pub uid: u32,
+    /// As sent: system flags (`\\Seen`) and keywords; never `\\Recent`.
+    pub flags: Vec<String>,
+    /// Unix seconds, when asked for.
+    pub internal_date: Option<i64>,
+    /// When the server has CONDSTORE.
+    pub modseq: Option<u64>,
+    /// The whole message (`BODY[]`), when asked for.
+    pub content: Option<Bytes>,
+}
+
+/// A folder as `LIST` names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    /// Decoded from modified UTF-7.
+    pub name: String,
+    pub delimiter: Option<char>,
+    /// Not `\\Noselect` / `\\NonExistent`.
+    pub selectable: bool,
+}
+
 /// A tagged OK and the untagged responses that came with it.
 struct Done {
     untagged: Vec<Resp>,
@@ -210,7 +234,66 @@ impl Client {
         Ok(client)
     }
 
-    async fn setup(&mut self, cfg: &Config) -> Result<(), Error> {
+    /// Like [`Client::connect`], but logs in with `AUTHENTICATE PLAIN` and the response
+    /// `plain` makes from the TLS exporter value (RFC 5705, 32 bytes, `label`, no context) of
+    /// this connection (None without TLS): `(authzid, authcid, password)`. For a
+    /// pre-authentication bound to the TLS session.
+    pub async fn connect_plain_bound(
+        cfg: &Config,
+        label: &[u8],
+        plain: impl FnOnce(Option<[u8; 32]>) -> (String, String, String),
+    ) -> Result<Client, Error> {
+        let tcp = tokio::time::timeout(
+            cfg.timeout,
+            TcpStream::connect((cfg.host.as_str(), cfg.port)),
+        )
+        .await
+        .map_err(|_| Error::Timeout)??;
+        let _ = tcp.set_nodelay(true);
+        let conn = match cfg.tls {
+            Tls::Implicit => Conn::Tls(Box::new(tls_handshake(cfg, tcp).await?)),
+            Tls::StartTls | Tls::None => Conn::Plain(tcp),
+        };
+        let mut client = Client {
+            conn,
+            framer: Framer::new(cfg.response_bytes_max),
+            caps: Capabilities::default(),
+            timeout: cfg.timeout,
+            next_tag: 1,
+            broken: None,
+            bye: None,
+            use_binary: cfg.use_binary,
+        };
+        client.greet(cfg).await?;
+        client.refresh_capabilities().await?;
+        let binding = match &client.conn {
+            Conn::Tls(tls) => tls
+                .get_ref()
+                .1
+                .export_keying_material([0u8; 32], label, None)
+                .ok(),
+            _ => None,
+        };
+        let (authzid, authcid, password) = plain(binding);
+        use base64::Engine;
+        let sasl = format!("{authzid}\0{authcid}\0{password}");
+        let b64 = base64::engine::general_purpose::STANDARD.encode(sasl);
+        if client.caps.sasl_ir {
+            client
+                .command(vec![text(&format!("AUTHENTICATE PLAIN {b64}"))])
+                .await?;
+        } else {
+            let tag = client.send(vec![text("AUTHENTICATE PLAIN")]).await?;
+            client.wait_continue(&tag).await?;
+            client.write(format!("{b64}\r\n").as_bytes()).await?;
+            client.finish(&tag).await?;
+        }
+        client.refresh_capabilities().await?;
+        Ok(client)
+    }
+
+    /// The greeting and STARTTLS; true if the server greeted with PREAUTH.
+    async fn greet(&mut self, cfg: &Config) -> Result<bool, Error> {
         // RFC 3501 7.1: greeting is OK, PREAUTH or BYE.
         let greeting = self.read_response_bytes().await?;
         let preauth = match GreetingCodec::default().decode(&greeting) {
@@ -241,6 +324,11 @@ impl Client {
             };
             self.conn = Conn::Tls(Box::new(tls_handshake(cfg, tcp).await?));
         }
+        Ok(preauth)
+    }
+
+    async fn setup(&mut self, cfg: &Config) -> Result<(), Error> {
+        let preauth = self.greet(cfg).await?;
         if !preauth {
             self.refresh_capabilities().await?;
             self.login(cfg).await?;
@@ -337,7 +425,11 @@ impl Client {
 
     /// SELECT (RFC 3501 6.3.1), with `(CONDSTORE)` when offered (RFC 7162 3.1.8).
     pub async fn select(&mut self, folder: &str) -> Result<Mailbox, Error> {
-        let mut parts = vec![text("SELECT "), Part::Text(parse::mailbox(folder).into())];
+        self.open_mailbox("SELECT ", folder).await
+    }
+
+    async fn open_mailbox(&mut self, verb: &str, folder: &str) -> Result<Mailbox, Error> {
+        let mut parts = vec![text(verb), Part::Text(parse::mailbox(folder).into())];
         if self.caps.condstore {
             parts.push(text(" (CONDSTORE)"));
         }
@@ -363,9 +455,106 @@ impl Client {
             }
         }
         if mailbox.uid_validity == 0 {
-            return Err(Error::Protocol(format!("SELECT {folder}: no UIDVALIDITY")));
+            return Err(Error::Protocol(format!("{verb}{folder}: no UIDVALIDITY")));
         }
         Ok(mailbox)
+    }
+
+    /// EXAMINE (RFC 3501 6.3.2): SELECT read-only, with `(CONDSTORE)` when offered.
+    pub async fn examine(&mut self, folder: &str) -> Result<Mailbox, Error> {
+        self.open_mailbox("EXAMINE ", folder).await
+    }
+
+    /// `LIST "" "*"` (RFC 3501 6.3.8): every folder, in the server's order.
+    pub async fn list_all(&mut self) -> Result<Vec<Listed>, Error> {
+        let done = self.command(vec![text("LIST \"\" \"*\"")]).await?;
+        Ok(done
+            .untagged
+            .into_iter()
+            .filter_map(|r| match r {
+                Resp::List {
+                    name,
+                    delimiter,
+                    selectable,
+                } => Some(Listed {
+                    name,
+                    delimiter,
+                    selectable,
+                }),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// `UID SEARCH ALL`: every UID of the selected folder, ascending.
+    pub async fn uid_search_all(&mut self) -> Result<Vec<u32>, Error> {
+        let done = self.command(vec![text("UID SEARCH ALL")]).await?;
+        let mut uids: Vec<u32> = done
+            .untagged
+            .into_iter()
+            .filter_map(|r| match r {
+                Resp::Search(v) => Some(v),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        uids.sort_unstable();
+        uids.dedup();
+        Ok(uids)
+    }
+
+    /// `UID FETCH uids (UID FLAGS MODSEQ)`, with `INTERNALDATE BODY.PEEK[]` when `content`
+    /// (MODSEQ only with CONDSTORE). UIDs that do not exist are missing from the result,
+    /// which is sorted by UID. With `content`, the caller keeps `uids` to what fits
+    /// `response_bytes_max` per command (every message of one command is held at once).
+    pub async fn uid_fetch_state(
+        &mut self,
+        uids: &[u32],
+        content: bool,
+    ) -> Result<Vec<Fetched>, Error> {
+        let modseq = if self.caps.condstore { " MODSEQ" } else { "" };
+        let items = if content {
+            format!("(UID FLAGS INTERNALDATE{modseq} BODY.PEEK[])")
+        } else {
+            format!("(UID FLAGS{modseq})")
+        };
+        let mut out = Vec::new();
+        for s in seqset::split(uids, SET_MAX) {
+            let done = self
+                .command(vec![text(&format!("UID FETCH {s} {items}"))])
+                .await?;
+            for r in done.untagged {
+                if let Resp::Fetch {
+                    uid: Some(uid),
+                    data,
+                    meta,
+                    ..
+                } = r
+                {
+                    let meta = meta.map(|m| *m).unwrap_or_default();
+                    let Some(flags) = meta.flags else {
+                        // An unsolicited FETCH (another session's flag change): no state.
+                        continue;
+                    };
+                    if content && data.is_none() {
+                        continue;
+                    }
+                    out.push(Fetched {
+                        uid,
+                        flags: flags
+                            .into_iter()
+                            .filter(|f| !f.eq_ignore_ascii_case("\\Recent"))
+                            .collect(),
+                        internal_date: meta.internal_date,
+                        modseq: meta.modseq,
+                        content: if content { data } else { None },
+                    });
+                }
+            }
+        }
+        out.sort_by_key(|f| f.uid);
+        out.dedup_by_key(|f| f.uid);
+        Ok(out)
     }
 
     /// APPENDs `messages` to `folder`: one MULTIAPPEND command when offered (RFC 3502 6.3.11),

@@ -16,7 +16,7 @@ mod framer;
 mod parse;
 pub mod seqset;
 
-pub use client::{Capabilities, Client, Config, Mailbox, Tls};
+pub use client::{Capabilities, Client, Config, Fetched, Listed, Mailbox, Tls};
 pub use error::Error;
 
 /// Where a message's body starts: after the empty line that ends its header

@@ -7,6 +7,8 @@ use imap_codec::decode::Decoder;
 use imap_codec::imap_types::core::{IString, NString, NString8};
 use imap_codec::imap_types::extensions::quota::Resource;
 use imap_codec::imap_types::fetch::MessageDataItem;
+use imap_codec::imap_types::flag::{FlagFetch, FlagNameAttribute};
+use imap_codec::imap_types::mailbox::Mailbox;
 use imap_codec::imap_types::response::{Data, Response, Status, StatusKind};
 
 use crate::Error;
@@ -39,11 +41,30 @@ pub(crate) enum Resp {
         seq: u32,
         uid: Option<u32>,
         data: Option<Bytes>,
+        /// FLAGS, INTERNALDATE and MODSEQ when the response had any of them.
+        meta: Option<Box<Meta>>,
+    },
+    /// `* LIST (attributes) delimiter name` (RFC 3501 7.2.2): the name decoded from
+    /// modified UTF-7, the delimiter, and whether the name can be selected.
+    List {
+        name: String,
+        delimiter: Option<char>,
+        selectable: bool,
     },
     /// `* QUOTA root (resource usage limit ...)` (RFC 2087 5.1 / RFC 9208 5.1).
     Quota(Vec<(String, u64, u64)>),
     /// Anything else; ignored (RFC 3501 2.2.2: clients must cope with unsolicited data).
     Other,
+}
+
+/// The message attributes of a FETCH response besides its UID and body.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Meta {
+    /// As sent (`\\Seen`, keywords), `\\Recent` included.
+    pub(crate) flags: Option<Vec<String>>,
+    /// Unix seconds.
+    pub(crate) internal_date: Option<i64>,
+    pub(crate) modseq: Option<u64>,
 }
 
 /// Status condition.
@@ -67,12 +88,13 @@ pub(crate) fn parse_owned(bytes: Vec<u8>) -> Result<Resp, Error> {
         return Ok(Resp::Continue);
     }
     if bytes.len() >= LITERAL_CUT_MIN
-        && let Some((seq, uid, literal)) = parse_cutting_literal(&bytes)
+        && let Some((seq, uid, literal, meta)) = parse_cutting_literal(&bytes)
     {
         return Ok(Resp::Fetch {
             seq,
             uid,
             data: Some(Bytes::from(bytes).slice(literal)),
+            meta,
         });
     }
     match ResponseCodec::default().decode(&bytes) {
@@ -87,9 +109,12 @@ pub(crate) fn parse_owned(bytes: Vec<u8>) -> Result<Resp, Error> {
 const LITERAL_CUT_MIN: usize = 64 * 1024;
 
 /// A FETCH with one large literal: the response is parsed with the literal announced as
-/// `{0}`; its sequence number, UID and where the literal lies in `bytes`. None (parse it
-/// whole) for anything else.
-fn parse_cutting_literal(bytes: &[u8]) -> Option<(u32, Option<u32>, std::ops::Range<usize>)> {
+/// `{0}`; its sequence number, UID, where the literal lies in `bytes`, and its other
+/// attributes. None (parse it whole) for anything else.
+#[allow(clippy::type_complexity)]
+fn parse_cutting_literal(
+    bytes: &[u8],
+) -> Option<(u32, Option<u32>, std::ops::Range<usize>, Option<Box<Meta>>)> {
     let mut big = None;
     let mut at = 0;
     while let Some(lf) = memchr::memchr(b'\n', &bytes[at..]) {
@@ -113,15 +138,18 @@ fn parse_cutting_literal(bytes: &[u8]) -> Option<(u32, Option<u32>, std::ops::Ra
     skeleton.extend_from_slice(&bytes[..brace]);
     skeleton.extend_from_slice(b"{0}\r\n");
     skeleton.extend_from_slice(&bytes[literal.end..]);
-    match ResponseCodec::default().decode(&skeleton) {
-        Ok((b"", response)) => match from_codec(&skeleton, response) {
-            Resp::Fetch {
-                seq,
-                uid,
-                data: Some(d),
-            } if d.is_empty() => Some((seq, uid, literal)),
-            _ => None,
-        },
+    let parsed = match ResponseCodec::default().decode(&skeleton) {
+        Ok((b"", response)) => from_codec(&skeleton, response),
+        // imap-codec does not know every item (MODSEQ): our own parser then.
+        _ => fallback(&skeleton).ok()?,
+    };
+    match parsed {
+        Resp::Fetch {
+            seq,
+            uid,
+            data: Some(d),
+            meta,
+        } if d.is_empty() => Some((seq, uid, literal, meta)),
         _ => None,
     }
 }
@@ -161,9 +189,28 @@ fn from_codec(bytes: &[u8], response: Response<'_>) -> Resp {
         Response::Data(Data::Fetch { seq, items }) => {
             let mut uid = None;
             let mut data = None;
+            let mut meta: Option<Box<Meta>> = None;
             for item in items.into_iter() {
                 match item {
                     MessageDataItem::Uid(n) => uid = Some(n.get()),
+                    MessageDataItem::Flags(flags) => {
+                        meta.get_or_insert_default().flags = Some(
+                            flags
+                                .iter()
+                                .map(|f| match f {
+                                    FlagFetch::Flag(f) => f.to_string(),
+                                    FlagFetch::Recent => "\\Recent".to_string(),
+                                })
+                                .collect(),
+                        );
+                    }
+                    MessageDataItem::InternalDate(date) => {
+                        meta.get_or_insert_default().internal_date =
+                            Some(date.as_ref().timestamp());
+                    }
+                    MessageDataItem::ModSeq(n) => {
+                        meta.get_or_insert_default().modseq = Some(n.get());
+                    }
                     MessageDataItem::BodyExt { data: d, .. } => data = nstring(d),
                     MessageDataItem::Binary { value, .. } => {
                         data = match value {
@@ -178,6 +225,25 @@ fn from_codec(bytes: &[u8], response: Response<'_>) -> Resp {
                 seq: seq.get(),
                 uid,
                 data,
+                meta,
+            }
+        }
+        Response::Data(Data::List {
+            items,
+            delimiter,
+            mailbox,
+        }) => {
+            let raw: &[u8] = match &mailbox {
+                Mailbox::Inbox => b"INBOX",
+                Mailbox::Other(other) => other.as_ref(),
+            };
+            Resp::List {
+                name: utf7_decode(raw).unwrap_or_else(|| String::from_utf8_lossy(raw).into_owned()),
+                delimiter: delimiter.map(|d| d.inner()),
+                selectable: !items.iter().any(|a| {
+                    matches!(a, FlagNameAttribute::Noselect)
+                        || a.to_string().eq_ignore_ascii_case("\\NonExistent")
+                }),
             }
         }
         Response::Data(Data::Quota { quotas, .. }) => Resp::Quota(
@@ -285,6 +351,7 @@ fn fetch(p: &mut Cursor<'_>, seq: u32) -> Result<Resp, Error> {
     p.expect(b'(')?;
     let mut uid = None;
     let mut data = None;
+    let mut meta: Option<Box<Meta>> = None;
     loop {
         p.skip_spaces();
         if p.peek() == Some(b')') {
@@ -293,7 +360,32 @@ fn fetch(p: &mut Cursor<'_>, seq: u32) -> Result<Resp, Error> {
         }
         let name = p.item_name()?.to_ascii_uppercase();
         p.sp()?;
+        if name == b"FLAGS" || name == b"MODSEQ" {
+            // A list of atoms (flags begin with `\\`, which `value` does not keep).
+            let list = p.atom_list()?;
+            let meta = meta.get_or_insert_default();
+            if name == b"FLAGS" {
+                meta.flags = Some(list);
+            } else {
+                meta.modseq = Some(
+                    list.first()
+                        .and_then(|n| n.parse().ok())
+                        .ok_or_else(|| p.error("bad MODSEQ"))?,
+                );
+            }
+            continue;
+        }
         let value = p.value()?;
+        if name == b"INTERNALDATE" {
+            let Value::Bytes(date) = value else {
+                return Err(p.error("bad INTERNALDATE"));
+            };
+            meta.get_or_insert_default().internal_date = Some(
+                internal_date(&String::from_utf8_lossy(&date))
+                    .ok_or_else(|| p.error("bad INTERNALDATE"))?,
+            );
+            continue;
+        }
         if name == b"UID" {
             uid = match value {
                 Value::Atom(a) => parse_u32(a),
@@ -310,7 +402,12 @@ fn fetch(p: &mut Cursor<'_>, seq: u32) -> Result<Resp, Error> {
         }
     }
     p.end()?;
-    Ok(Resp::Fetch { seq, uid, data })
+    Ok(Resp::Fetch {
+        seq,
+        uid,
+        data,
+        meta,
+    })
 }
 
 /// `* ESEARCH [search-correlator] [SP "UID"] *(SP search-return-data)` (RFC 4731 3.1).
@@ -488,6 +585,34 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// `(` atom *(SP atom) `)`, each atom up to SP or `)`.
+    fn atom_list(&mut self) -> Result<Vec<String>, Error> {
+        self.expect(b'(')?;
+        let mut out = Vec::new();
+        loop {
+            self.skip_spaces();
+            match self.peek() {
+                Some(b')') => {
+                    self.i += 1;
+                    return Ok(out);
+                }
+                None | Some(b'\r') | Some(b'\n') | Some(b'(') => {
+                    return Err(self.error("unterminated list"));
+                }
+                _ => {
+                    let start = self.i;
+                    while self
+                        .peek()
+                        .is_some_and(|c| !matches!(c, b' ' | b')' | b'\r' | b'\n' | b'('))
+                    {
+                        self.i += 1;
+                    }
+                    out.push(String::from_utf8_lossy(&self.b[start..self.i]).into_owned());
+                }
+            }
+        }
+    }
+
     fn quoted(&mut self) -> Result<Vec<u8>, Error> {
         self.expect(b'"')?;
         let mut out = Vec::new();
@@ -539,6 +664,88 @@ impl<'a> Cursor<'a> {
         self.i += n;
         Ok(data)
     }
+}
+
+/// An IMAP date-time (RFC 3501 9): `dd-Mon-yyyy hh:mm:ss +zzzz`, the day maybe
+/// space-padded; Unix seconds.
+pub(crate) fn internal_date(s: &str) -> Option<i64> {
+    let s = s.trim_start();
+    let (date, rest) = s.split_once(' ')?;
+    let (time, zone) = rest.trim_start().split_once(' ')?;
+    let mut d = date.split('-');
+    let day: i64 = d.next()?.parse().ok()?;
+    let month = d.next()?.to_ascii_lowercase();
+    let year: i64 = d.next()?.parse().ok()?;
+    const MONTHS: [&str; 12] = [
+        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+    ];
+    let month = MONTHS.iter().position(|m| *m == month)? as i64 + 1;
+    let mut t = time.split(':');
+    let (h, m, sec): (i64, i64, i64) = (
+        t.next()?.parse().ok()?,
+        t.next()?.parse().ok()?,
+        t.next()?.parse().ok()?,
+    );
+    let zone = zone.trim();
+    if zone.len() != 5 || !(1..=31).contains(&day) || h > 23 || m > 59 || sec > 60 {
+        return None;
+    }
+    let sign = match &zone[..1] {
+        "+" => 1,
+        "-" => -1,
+        _ => return None,
+    };
+    let zh: i64 = zone[1..3].parse().ok()?;
+    let zm: i64 = zone[3..5].parse().ok()?;
+    // Days from 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + h * 3600 + m * 60 + sec - sign * (zh * 3600 + zm * 60))
+}
+
+/// Modified UTF-7 (RFC 3501 5.1.3) to UTF-8; None if it is not valid.
+pub(crate) fn utf7_decode(raw: &[u8]) -> Option<String> {
+    use base64::Engine as _;
+    let mut out = String::new();
+    let mut i = 0;
+    while i < raw.len() {
+        let c = raw[i];
+        if c != b'&' {
+            if !(0x20..0x7f).contains(&c) {
+                return None;
+            }
+            out.push(c as char);
+            i += 1;
+            continue;
+        }
+        let end = i + 1 + raw[i + 1..].iter().position(|&b| b == b'-')?;
+        if end == i + 1 {
+            out.push('&');
+        } else {
+            let b64: Vec<u8> = raw[i + 1..end]
+                .iter()
+                .map(|&b| if b == b',' { b'/' } else { b })
+                .collect();
+            let bytes = base64::engine::general_purpose::STANDARD_NO_PAD
+                .decode(&b64)
+                .ok()?;
+            if bytes.len() % 2 != 0 {
+                return None;
+            }
+            let units: Vec<u16> = bytes
+                .chunks(2)
+                .map(|p| u16::from_be_bytes([p[0], p[1]]))
+                .collect();
+            out.push_str(&String::from_utf16(&units).ok()?);
+        }
+        i = end + 1;
+    }
+    Some(out)
 }
 
 fn parse_u32(b: &[u8]) -> Option<u32> {
@@ -692,7 +899,8 @@ mod tests {
             Resp::Fetch {
                 seq: 3,
                 uid: Some(12),
-                data: Some(Bytes::from(vec![0, 255, b'\r', b'\n']))
+                data: Some(Bytes::from(vec![0, 255, b'\r', b'\n'])),
+                meta: None,
             }
         );
         // Partial: imap-codec has no origin for BINARY; the own parser takes over.
@@ -704,7 +912,11 @@ mod tests {
             Resp::Fetch {
                 seq: 3,
                 uid: Some(12),
-                data: Some(Bytes::from(vec![0, 1]))
+                data: Some(Bytes::from(vec![0, 1])),
+                meta: Some(Box::new(Meta {
+                    flags: Some(vec!["\\Seen".to_string()]),
+                    ..Meta::default()
+                })),
             }
         );
         // NUL inside a plain literal (imap-codec refuses it).
@@ -716,13 +928,23 @@ mod tests {
             Resp::Fetch {
                 seq: 4,
                 uid: Some(13),
-                data: Some(Bytes::from_static(b"a\0b"))
+                data: Some(Bytes::from_static(b"a\0b")),
+                meta: Some(Box::new(Meta {
+                    modseq: Some(42),
+                    ..Meta::default()
+                })),
             }
         );
     }
 
     #[test]
     fn large_literals_are_cut_out_before_the_codec_and_come_back_whole() {
+        let seen = || {
+            Some(Box::new(Meta {
+                flags: Some(vec!["\\Seen".to_string()]),
+                ..Meta::default()
+            }))
+        };
         let body: Vec<u8> = (0..LITERAL_CUT_MIN + 7)
             .map(|i| b'A' + (i % 26) as u8)
             .collect();
@@ -737,11 +959,12 @@ mod tests {
             seq: 9,
             uid: Some(41),
             data: Some(Bytes::from(body.clone())),
+            meta: seen(),
         };
         let header = format!("* 9 FETCH (UID 41 BODY[] {{{}}}\r\n", body.len()).len();
         assert_eq!(
             parse_cutting_literal(&raw),
-            Some((9, Some(41), header..header + body.len()))
+            Some((9, Some(41), header..header + body.len(), seen()))
         );
         // The same as imap-codec parsing it whole.
         let (_, whole) = ResponseCodec::default().decode(&raw).unwrap();
@@ -758,7 +981,8 @@ mod tests {
             Resp::Fetch {
                 seq: 9,
                 uid: Some(41),
-                data: Some(Bytes::from(binary))
+                data: Some(Bytes::from(binary)),
+                meta: None,
             }
         );
         // Two large literals, a literal announced past the end, or no FETCH: not cut.
@@ -811,7 +1035,8 @@ mod tests {
             Resp::Fetch {
                 seq: 2,
                 uid: Some(8),
-                data: None
+                data: None,
+                meta: None,
             }
         );
     }
@@ -943,5 +1168,114 @@ mod tests {
         assert_eq!(mailbox("x\r\ny"), b"\"x&AA0ACg-y\"".to_vec());
         assert!(can_quote(b"pw 1"));
         assert!(!can_quote("pä".as_bytes()));
+    }
+
+    #[test]
+    fn fetch_with_flags_internaldate_and_modseq() {
+        let meta = |flags: &[&str], date, modseq| {
+            Some(Box::new(Meta {
+                flags: Some(flags.iter().map(|f| f.to_string()).collect()),
+                internal_date: date,
+                modseq,
+            }))
+        };
+        // MODSEQ: our own parser (imap-codec may not know it).
+        let r = parse(
+            b"* 2 FETCH (UID 9 FLAGS (\\Seen $Junk \\Recent) INTERNALDATE \" 7-Jul-1996 02:44:25 -0700\" MODSEQ (12345) BODY[] {3}\r\nabc)\r\n",
+        )
+        .unwrap();
+        assert_eq!(
+            r,
+            Resp::Fetch {
+                seq: 2,
+                uid: Some(9),
+                data: Some(Bytes::from_static(b"abc")),
+                meta: meta(
+                    &["\\Seen", "$Junk", "\\Recent"],
+                    Some(836_732_665),
+                    Some(12345)
+                ),
+            }
+        );
+        let r = parse(b"* 1 FETCH (UID 4 FLAGS () MODSEQ (7))\r\n").unwrap();
+        assert_eq!(
+            r,
+            Resp::Fetch {
+                seq: 1,
+                uid: Some(4),
+                data: None,
+                meta: meta(&[], None, Some(7)),
+            }
+        );
+        // Without MODSEQ, through imap-codec.
+        let r = parse(b"* 1 FETCH (UID 4 FLAGS (\\Answered kw))\r\n").unwrap();
+        assert_eq!(
+            r,
+            Resp::Fetch {
+                seq: 1,
+                uid: Some(4),
+                data: None,
+                meta: meta(&["\\Answered", "kw"], None, None),
+            }
+        );
+        // A large literal is still cut out, and the attributes kept.
+        let body = vec![b'x'; LITERAL_CUT_MIN + 10];
+        let mut wire = format!(
+            "* 3 FETCH (UID 5 FLAGS (\\Flagged) INTERNALDATE \"01-Jan-1970 00:00:10 +0000\" MODSEQ (99) BODY[] {{{}}}\r\n",
+            body.len()
+        )
+        .into_bytes();
+        wire.extend_from_slice(&body);
+        wire.extend_from_slice(b")\r\n");
+        assert_eq!(
+            parse_owned(wire).unwrap(),
+            Resp::Fetch {
+                seq: 3,
+                uid: Some(5),
+                data: Some(Bytes::from(body)),
+                meta: meta(&["\\Flagged"], Some(10), Some(99)),
+            }
+        );
+    }
+
+    #[test]
+    fn dates_and_list_names() {
+        assert_eq!(internal_date("01-Jan-1970 00:00:00 +0000"), Some(0));
+        assert_eq!(
+            internal_date("29-Feb-2024 12:00:00 +0100"),
+            Some(1_709_204_400)
+        );
+        assert_eq!(internal_date("31-Foo-2024 12:00:00 +0100"), None);
+        assert_eq!(
+            utf7_decode(b"Entw&APw-rfe").as_deref(),
+            Some("Entw\u{fc}rfe")
+        );
+        assert_eq!(utf7_decode(b"a&-b").as_deref(), Some("a&b"));
+        assert_eq!(utf7_decode(b"&Jjo-"), Some("\u{263a}".to_string()));
+        assert_eq!(utf7_decode(b"bad&"), None);
+        assert_eq!(
+            parse(b"* LIST (\\HasNoChildren) \"/\" \"Archive/Entw&APw-rfe\"\r\n").unwrap(),
+            Resp::List {
+                name: "Archive/Entw\u{fc}rfe".into(),
+                delimiter: Some('/'),
+                selectable: true
+            }
+        );
+        assert_eq!(
+            parse(b"* LIST (\\Noselect) \"/\" Archive\r\n").unwrap(),
+            Resp::List {
+                name: "Archive".into(),
+                delimiter: Some('/'),
+                selectable: false
+            }
+        );
+        assert_eq!(
+            parse(b"* LIST () \"/\" INBOX\r\n").unwrap(),
+            Resp::List {
+                name: "INBOX".into(),
+                delimiter: Some('/'),
+                selectable: true
+            }
+        );
     }
 }

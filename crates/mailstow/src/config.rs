@@ -43,6 +43,9 @@ pub(crate) struct ClusterSection {
     pub(crate) node: Option<String>,
     /// A file holding the secret the nodes share to authenticate each other.
     pub(crate) secret_file: Option<PathBuf>,
+    /// Copies handed over by other nodes that this node remembers having stored, so that a
+    /// retry is not stored twice (default 1,000,000; the oldest are forgotten first).
+    pub(crate) delivered_max: Option<usize>,
 }
 
 /// `[log]`: where the mail log goes and how much of it.
@@ -282,6 +285,11 @@ impl Config {
             cluster: ClusterSection {
                 node: self.cluster.node.clone(),
                 secret_file: self.cluster.secret_file.clone(),
+                delivered_max: self.cluster.node.as_ref().map(|_| {
+                    self.cluster.delivered_max.unwrap_or(
+                        server::ServerConfig::defaults(PathBuf::new()).cluster_delivered_max,
+                    )
+                }),
             },
         }
     }

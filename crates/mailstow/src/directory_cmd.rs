@@ -61,6 +61,19 @@ pub(crate) enum UserCommand {
     /// quotas, subscriptions and the aliases that name it. Closes its sessions if the server
     /// runs. NEW must be a new address in a local domain.
     Rename { old: String, new: String },
+    /// Move a user's mailbox to another node of the cluster, online (docs/cluster.md,
+    /// "Moving a user"): the target node copies it keeping UIDVALIDITY, UIDs, flags,
+    /// keywords and internal dates, freezes the user briefly, ships the changes, and
+    /// switches the owner. Waits until the directory shows the user on NODE.
+    Move {
+        address: String,
+        /// The node to move the mailbox to.
+        #[arg(long, value_name = "NODE")]
+        to: String,
+        /// Give up waiting after this many seconds (the move goes on).
+        #[arg(long, value_name = "SECONDS", default_value_t = 3600)]
+        wait: u64,
+    },
     /// Remove a user and all of their mail (closing their sessions if the server runs); the
     /// address can be added again afterwards and starts empty.
     Del { address: String },
@@ -268,6 +281,53 @@ async fn rename_offline(
     }
 }
 
+/// `user move`: the request goes into the directory, the target node does the move
+/// (`server::moves`); we follow the user's row until it shows the user on `to` with a
+/// higher epoch, or the target's `failed:` state.
+async fn move_user(d: &directory::Directory, address: &str, to: &str, wait: u64) -> Result<()> {
+    let (user, from, epoch) = d.request_move(address, to).await?;
+    let from = from.unwrap_or_default();
+    println!("{user}: move from {from} to {to} requested; waiting for {to}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(wait);
+    let mut shown = String::new();
+    loop {
+        let (node, now, state) = d.move_status(&user).await?;
+        if node.as_deref() == Some(to) && now > epoch && state.is_none() {
+            println!("{user}: moved to {to} (epoch {now})");
+            return Ok(());
+        }
+        match state.as_deref() {
+            Some(s) if s.starts_with(&format!("failed:{to}:")) => {
+                let why = &s[format!("failed:{to}:").len()..];
+                // The failure is reported; the user may be moved again.
+                d.abort_move(&user).await?;
+                bail!("moving {user} to {to} failed: {why}");
+            }
+            None => bail!(
+                "the move of {user} was abandoned (it is on {})",
+                node.unwrap_or_default()
+            ),
+            Some(s) if s != shown => {
+                let what = if s.starts_with("frozen:") {
+                    "frozen, shipping the last changes"
+                } else {
+                    "copying"
+                };
+                println!("{user}: {what}");
+                shown = s.to_string();
+            }
+            Some(_) => {}
+        }
+        if std::time::Instant::now() >= deadline {
+            bail!(
+                "{user} is not on {to} after {wait} s (state {shown}); the move goes on: \
+                 `mailstow user show {user}` tells when it is done"
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
+
 pub(crate) fn with_directory<T>(
     paths: &Paths,
     work: impl AsyncFnOnce(directory::Directory) -> Result<T>,
@@ -446,6 +506,9 @@ pub(crate) fn user(command: UserCommand, paths: &Paths, config: &Config) -> Resu
                 if !through_server(paths, &request)? {
                     rename_offline(&d, paths, config, &old, &new).await?;
                 }
+            }
+            UserCommand::Move { address, to, wait } => {
+                move_user(&d, &address, &to, wait).await?;
             }
             UserCommand::Del { address } => {
                 // The running server closes the user's sessions and removes the mail.

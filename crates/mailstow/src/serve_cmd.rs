@@ -278,6 +278,12 @@ pub(crate) fn server_config(
                 node: node.clone(),
                 secret,
             });
+            if let Some(max) = config.cluster.delivered_max {
+                if max == 0 {
+                    bail!("[cluster] delivered_max must be at least 1");
+                }
+                server.cluster_delivered_max = max;
+            }
         }
         (Some(_), None) => bail!("[cluster] node needs secret_file"),
         (None, Some(_)) => bail!("[cluster] secret_file needs node"),

@@ -221,10 +221,12 @@ fn directory_commands_work_against_postgres() {
     let data = dir.path().join("data");
     std::fs::create_dir(&data).unwrap();
     let config = dir.path().join("mailstow.toml");
+    let secret = dir.path().join("cluster.secret");
+    std::fs::write(&secret, "0123456789abcdef0123456789abcdef\n").unwrap();
     std::fs::write(
         &config,
         format!(
-            "[directory]\nurl = \"{}\"\n[cluster]\nnode = \"n1\"\n",
+            "[directory]\nurl = \"{}\"\n[cluster]\nnode = \"n1\"\nsecret_file = {secret:?}\n",
             pg.url()
         ),
     )
@@ -309,5 +311,13 @@ fn directory_commands_work_against_postgres() {
     assert!(
         check.contains("[directory]") && check.contains("[cluster]"),
         "{check}"
+    );
+    // A cluster node without its secret, or with a short one, is refused before it starts.
+    std::fs::write(&secret, "short\n").unwrap();
+    let refused = run(&["config", "check"]);
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused.stderr).contains("at least 16 random bytes"),
+        "{refused:?}"
     );
 }

@@ -356,6 +356,11 @@ fn mail_and_logins_on_any_node_reach_the_owner() {
     for (i, user) in users.iter().enumerate() {
         let owner = cluster.node(i + 1);
         let got = wait_for(&owner.addr(PORT_POP3), user, 3, Duration::from_secs(30));
+        if got != expected {
+            for node in &cluster.nodes {
+                eprintln!("{}: {:#?}", node.name, node.log_lines("event="));
+            }
+        }
         assert_eq!(got, expected, "{user} on its own node");
         // Through every node: the proxy reaches the owner, and every copy is there once.
         for entry in 1..=3 {
@@ -673,4 +678,173 @@ fn postgresql_down_stops_neither_mail_nor_logins() {
         reached.iter().all(|t| *t < Duration::from_secs(2)),
         "{reached:?}"
     );
+}
+
+/// `UIDVALIDITY` and every message's `(UID, FLAGS)` of `folder`, through IMAP at `address`.
+fn folder_state(address: &str, user: &str, folder: &str) -> (String, Vec<String>) {
+    let (mut imap, answer) = imap_login(address, user);
+    assert!(answer.contains(" OK"), "{answer}");
+    let select = imap.run(&format!("SELECT {folder}"));
+    let uidvalidity = select
+        .iter()
+        .find_map(|l| l.split("[UIDVALIDITY ").nth(1))
+        .and_then(|rest| rest.split(']').next())
+        .unwrap_or_else(|| panic!("no UIDVALIDITY: {select:?}"))
+        .to_string();
+    let mut messages: Vec<String> = imap
+        .run("UID FETCH 1:* (UID FLAGS)")
+        .into_iter()
+        .filter(|l| l.starts_with("* "))
+        .map(|l| {
+            // "* 3 FETCH (UID 7 FLAGS (\Seen))" -> "UID 7 FLAGS (\Seen)", flags sorted.
+            let inner = l.split_once("FETCH (").unwrap().1.trim_end_matches(')');
+            let uid = inner
+                .split("UID ")
+                .nth(1)
+                .unwrap()
+                .split(' ')
+                .next()
+                .unwrap();
+            let flags = inner
+                .split("FLAGS (")
+                .nth(1)
+                .unwrap_or("")
+                .split(')')
+                .next()
+                .unwrap();
+            let mut flags: Vec<&str> = flags
+                .split(' ')
+                .filter(|f| !f.is_empty() && *f != "\\Recent")
+                .collect();
+            flags.sort();
+            format!("{uid} {}", flags.join(" "))
+        })
+        .collect();
+    messages.sort();
+    imap.run("LOGOUT");
+    (uidvalidity, messages)
+}
+
+#[test]
+fn a_user_moved_under_load_keeps_its_uids_and_flags() {
+    let cluster = Cluster::start(45);
+    let user = "u1@example.test";
+    for i in 0..6 {
+        assert_eq!(
+            send(
+                &cluster.node(2).addr(PORT_SMTP),
+                &[user],
+                &format!("before-{i}")
+            ),
+            250
+        );
+    }
+    assert_eq!(
+        wait_for(
+            &cluster.node(1).addr(PORT_POP3),
+            user,
+            6,
+            Duration::from_secs(30)
+        )
+        .len(),
+        6
+    );
+    // Flags, a keyword, an expunged message (a gap in the UIDs) and a second folder.
+    let (mut imap, _) = imap_login(&cluster.node(1).addr(PORT_IMAP), user);
+    imap.run("SELECT INBOX");
+    assert!(
+        imap.run("STORE 1 +FLAGS (\\Seen)")
+            .last()
+            .unwrap()
+            .contains("OK")
+    );
+    assert!(
+        imap.run("STORE 2 +FLAGS (\\Flagged $Label1)")
+            .last()
+            .unwrap()
+            .contains("OK")
+    );
+    assert!(
+        imap.run("STORE 3 +FLAGS (\\Deleted)")
+            .last()
+            .unwrap()
+            .contains("OK")
+    );
+    assert!(imap.run("EXPUNGE").last().unwrap().contains("OK"));
+    let created = imap.run("CREATE Saved");
+    assert!(created.last().unwrap().contains("OK"), "{created:?}");
+    assert!(
+        imap.run("UID COPY 1:2 Saved")
+            .last()
+            .unwrap()
+            .contains("OK")
+    );
+    imap.run("LOGOUT");
+    let inbox_before = folder_state(&cluster.node(1).addr(PORT_IMAP), user, "INBOX");
+    let archive_before = folder_state(&cluster.node(1).addr(PORT_IMAP), user, "Saved");
+    assert_eq!(inbox_before.1.len(), 5);
+
+    // Mail keeps coming through the other nodes while the mailbox moves from n1 to n2.
+    static MOVED: [&str; 1] = ["u1@example.test"];
+    let stop = Arc::new(AtomicBool::new(false));
+    let sender = load(&cluster, &[2, 3], &MOVED, stop.clone());
+    std::thread::sleep(Duration::from_secs(1));
+    let out = cluster
+        .node(3)
+        .must(&["user", "move", user, "--to", "n2", "--wait", "120"]);
+    eprintln!("user move: {out}");
+    std::thread::sleep(Duration::from_secs(2));
+    stop.store(true, Ordering::Relaxed);
+    let sent = sender.join().unwrap();
+    assert!(
+        sent.iter().all(|(_, _, code)| *code == 250),
+        "a refusal under load"
+    );
+    assert!(
+        cluster
+            .node(1)
+            .must(&["user", "list"])
+            .lines()
+            .any(|l| l.starts_with(user) && l.ends_with(" node=n2"))
+    );
+
+    // Every message once, on the new owner, read through a third node.
+    let mut want: Vec<String> = (0..6)
+        .filter(|i| *i != 2)
+        .map(|i| format!("before-{i}"))
+        .collect();
+    want.extend(sent.iter().map(|(_, s, _)| s.clone()));
+    want.sort();
+    let got = wait_for(
+        &cluster.node(3).addr(PORT_POP3),
+        user,
+        want.len(),
+        Duration::from_secs(60),
+    );
+    assert_eq!(got, want, "every message exactly once after the move");
+    // The same UIDVALIDITY, UIDs and flags for an IMAP client.
+    let inbox_after = folder_state(&cluster.node(3).addr(PORT_IMAP), user, "INBOX");
+    assert_eq!(inbox_after.0, inbox_before.0, "INBOX UIDVALIDITY");
+    for message in &inbox_before.1 {
+        assert!(
+            inbox_after.1.contains(message),
+            "{message} not in {:?}",
+            inbox_after.1
+        );
+    }
+    assert_eq!(
+        folder_state(&cluster.node(3).addr(PORT_IMAP), user, "Saved"),
+        archive_before
+    );
+    // The old copy is gone from n1.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while cluster
+        .node(1)
+        .log_lines("event=user_moved_away")
+        .is_empty()
+    {
+        assert!(Instant::now() < deadline, "n1 kept its copy");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let _ = &cluster.pg;
 }

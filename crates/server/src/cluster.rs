@@ -39,6 +39,9 @@ use tokio::net::TcpStream;
 
 /// The `authcid` prefix of a node's pre-authentication.
 const AUTHCID_PREFIX: &str = "cluster:";
+/// The `authcid` prefix of a move's pre-authentication (`moves.rs`): admitted only once the
+/// owner froze the user; its token is MACed for the protocol `<proto>-move`.
+pub(crate) const MOVE_AUTHCID_PREFIX: &str = "cluster-move:";
 /// How far a token's time may be from ours.
 pub(crate) const TOKEN_SKEW_MAX: u64 = 120;
 /// Connect, greeting, STARTTLS, handshake and login towards an owner, all together.
@@ -51,6 +54,8 @@ const OWNER_LINE_MAX: usize = 8 << 10;
 /// renewing is down for every other node within `LEASE_TTL` (plus their 1 s poll).
 pub(crate) const LEASE_RENEW: Duration = Duration::from_secs(2);
 pub(crate) const LEASE_TTL: Duration = Duration::from_secs(6);
+/// Every read or write of a move's IMAP session (`moves.rs`).
+const MOVE_IO_TIMEOUT: Duration = Duration::from_secs(60);
 /// The TLS exporter label (RFC 5705 4: labels beginning with "EXPERIMENTAL").
 const EXPORTER_LABEL: &[u8] = b"EXPERIMENTAL-mailstow-cluster-preauth";
 
@@ -109,7 +114,9 @@ impl Cluster {
             return Home::Local;
         };
         let Some(node) = owner.node else {
-            return Home::Local;
+            // In a cluster every user has a node (the first node added takes those a single
+            // server had); one without is nowhere's, not everyone's.
+            return Home::Unavailable("mailbox has no node".into());
         };
         if node == self.node {
             return Home::Local;
@@ -127,6 +134,18 @@ impl Cluster {
             return Home::Unavailable(format!("mailbox node {node} does not answer"));
         }
         Home::Node(info)
+    }
+
+    /// Whether `ip` is one of the other nodes' (their LMTP, IMAP or POP3 address), so a
+    /// connection from it is a proxied session or a hand-over, not one client.
+    pub(crate) fn is_node_address(&self, directory: &directory::Directory, ip: IpAddr) -> bool {
+        directory.cache().nodes().iter().any(|node| {
+            [&node.lmtp, &node.imap, &node.pop3].iter().any(|address| {
+                address
+                    .parse::<std::net::SocketAddr>()
+                    .is_ok_and(|a| a.ip() == ip)
+            })
+        })
     }
 
     fn is_suspect(&self, node: &str) -> bool {
@@ -175,12 +194,65 @@ impl Cluster {
     /// The SASL PLAIN response that logs `user` in on an owner over the TLS connection whose
     /// exporter value is `binding`.
     fn plain_response(&self, proto: &str, user: &str, client: IpAddr, binding: &[u8]) -> String {
+        let (authzid, authcid, token) = self.plain_fields(false, proto, user, client, binding);
+        let plain = format!("{authzid}\0{authcid}\0{token}");
+        base64::engine::general_purpose::STANDARD.encode(plain)
+    }
+
+    /// (authzid, authcid, token) of a pre-authentication, or with `moving` of a move's.
+    fn plain_fields(
+        &self,
+        moving: bool,
+        proto: &str,
+        user: &str,
+        client: IpAddr,
+        binding: &[u8],
+    ) -> (String, String, String) {
         let at = unix_now();
         let ip = client.to_string();
-        let mac = self.mac(proto, user, &self.node, &ip, at, binding);
-        let token = format!("v1.{at}.{ip}.{}", mac.to_hex());
-        let plain = format!("{user}\0{AUTHCID_PREFIX}{}\0{token}", self.node);
-        base64::engine::general_purpose::STANDARD.encode(plain)
+        let (proto, prefix) = if moving {
+            (format!("{proto}-move"), MOVE_AUTHCID_PREFIX)
+        } else {
+            (proto.to_string(), AUTHCID_PREFIX)
+        };
+        let mac = self.mac(&proto, user, &self.node, &ip, at, binding);
+        (
+            user.to_string(),
+            format!("{prefix}{}", self.node),
+            format!("v1.{at}.{ip}.{}", mac.to_hex()),
+        )
+    }
+
+    /// An IMAP client logged in on `owner` as `user` with our pre-authentication, for a
+    /// move (`moves.rs`): with `freeze`, as `cluster-move:<we>`, which the owner admits
+    /// only once it froze the user.
+    pub(crate) async fn connect_for_move(
+        &self,
+        owner: &directory::NodeInfo,
+        user: &str,
+        freeze: bool,
+    ) -> Result<imap_client::Client, String> {
+        let (host, port) = owner
+            .imap
+            .rsplit_once(':')
+            .and_then(|(h, p)| {
+                Some((
+                    h.trim_start_matches('[').trim_end_matches(']'),
+                    p.parse().ok()?,
+                ))
+            })
+            .ok_or_else(|| format!("bad IMAP address {} of node {}", owner.imap, owner.name))?;
+        let mut config = imap_client::Config::new(host, port, user, "");
+        config.tls = imap_client::Tls::StartTls;
+        config.accept_invalid_certs = true;
+        config.timeout = MOVE_IO_TIMEOUT;
+        config.use_binary = false;
+        let here = IpAddr::from([0u8, 0, 0, 0]);
+        imap_client::Client::connect_plain_bound(&config, EXPORTER_LABEL, |binding| {
+            self.plain_fields(freeze, "imap", user, here, &binding.unwrap_or([0; 32]))
+        })
+        .await
+        .map_err(|e| format!("IMAP to {}: {e}", owner.name))
     }
 
     /// Checks a node's pre-authentication (an AUTH event whose `username` is
@@ -195,7 +267,11 @@ impl Cluster {
         password: &str,
         binding: Option<[u8; 32]>,
     ) -> Option<Result<(String, IpAddr), &'static str>> {
-        let from_node = username.strip_prefix(AUTHCID_PREFIX)?;
+        let (from_node, proto) = match username.strip_prefix(MOVE_AUTHCID_PREFIX) {
+            Some(node) => (node, format!("{proto}-move")),
+            None => (username.strip_prefix(AUTHCID_PREFIX)?, proto.to_string()),
+        };
+        let proto = proto.as_str();
         Some((|| {
             let binding = binding.ok_or("pre-authentication needs TLS")?;
             let mut parts = password.splitn(4, '.');
@@ -580,5 +656,29 @@ mod tests {
                 Some(Err(_))
             ));
         }
+    }
+
+    #[test]
+    fn a_move_token_is_only_a_move_token() {
+        let target = cluster("n2", b"shared secret");
+        let owner = cluster("n1", b"shared secret");
+        let ip: IpAddr = "0.0.0.0".parse().unwrap();
+        let binding = [3u8; 32];
+        let (authzid, authcid, token) = target.plain_fields(true, "imap", "u@x", ip, &binding);
+        assert_eq!(authcid, "cluster-move:n2");
+        assert_eq!(
+            owner.check_preauth("imap", &authzid, &authcid, &token, Some(binding)),
+            Some(Ok(("u@x".to_string(), ip)))
+        );
+        // The same token under the proxy's authcid, or a proxy's token under the move's.
+        assert_eq!(
+            owner.check_preauth("imap", &authzid, "cluster:n2", &token, Some(binding)),
+            Some(Err("bad token"))
+        );
+        let (_, _, proxy) = target.plain_fields(false, "imap", "u@x", ip, &binding);
+        assert_eq!(
+            owner.check_preauth("imap", &authzid, &authcid, &proxy, Some(binding)),
+            Some(Err("bad token"))
+        );
     }
 }

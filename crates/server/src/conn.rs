@@ -334,15 +334,28 @@ impl ConnectionLimits {
         })
     }
 
+    #[cfg(test)]
     pub(crate) fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<ConnectionSlot, Refused> {
+        self.admit_from(ip, true)
+    }
+
+    /// [`ConnectionLimits::admit`]; `per_ip: false` for another node of the cluster, whose
+    /// proxied sessions and hand-overs all come from its one address (they still count in
+    /// the total).
+    pub(crate) fn admit_from(
+        self: &Arc<Self>,
+        ip: IpAddr,
+        per_ip: bool,
+    ) -> Result<ConnectionSlot, Refused> {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         if open.0 >= self.connections_max.load(Ordering::Relaxed) {
             return Err(Refused::Total);
         }
-        let per_ip = open.1.entry(ip).or_insert(0);
-        if *per_ip >= self.connections_per_ip_max.load(Ordering::Relaxed) {
+        let from_ip = open.1.entry(ip).or_insert(0);
+        if per_ip && *from_ip >= self.connections_per_ip_max.load(Ordering::Relaxed) {
             return Err(Refused::PerIp);
         }
+        let per_ip = from_ip;
         *per_ip += 1;
         open.0 += 1;
         Ok(ConnectionSlot {
@@ -394,5 +407,12 @@ mod tests {
         drop(a1);
         assert_eq!(limits.open(), 2);
         assert!(limits.admit(b).is_ok());
+        // Another cluster node's address is not held to the per-address limit, only the total.
+        let limits = ConnectionLimits::new(3, 1);
+        let _n1 = limits.admit_from(a, false).unwrap();
+        let _n2 = limits.admit_from(a, false).unwrap();
+        assert_eq!(limits.admit(a).err(), Some(Refused::PerIp));
+        let _n3 = limits.admit_from(a, false).unwrap();
+        assert_eq!(limits.admit_from(a, false).err(), Some(Refused::Total));
     }
 }

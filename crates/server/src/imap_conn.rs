@@ -149,7 +149,21 @@ impl Protocol for Imap {
                     {
                         let result = match preauth {
                             Preauth::Valid { user, client, node } => {
-                                enter(conn, &attempt, user, Some((client, &node)))
+                                match node.strip_prefix(crate::cluster::MOVE_AUTHCID_PREFIX) {
+                                    // A move's delta session: admitted once the user is
+                                    // frozen here (`moves.rs`).
+                                    Some(target) => {
+                                        match crate::moves::freeze_here(&conn.ctx, &user, target)
+                                            .await
+                                        {
+                                            Ok(()) => {
+                                                enter(conn, &attempt, user, Some((client, &node)))
+                                            }
+                                            Err(text) => AuthResult::Temporary(text),
+                                        }
+                                    }
+                                    None => enter(conn, &attempt, user, Some((client, &node))),
+                                }
                             }
                             Preauth::Invalid => AuthResult::BadCredentials,
                             Preauth::NotHere(text) => AuthResult::Temporary(text),
@@ -310,6 +324,15 @@ fn enter(
         (Err(_), _) => attempt.refused(&ctx, &user),
     }
     match entered {
+        // Checked once the session joined the user: a move's freeze either ends this
+        // session or is seen here. A move's own session is exempt.
+        Ok(_)
+            if !via
+                .is_some_and(|(_, node)| node.starts_with(crate::cluster::MOVE_AUTHCID_PREFIX))
+                && ctx.moves.held(&user) =>
+        {
+            AuthResult::Temporary("mailbox is being moved, try again shortly".into())
+        }
         Ok(member) => {
             conn.member = Some(member);
             AuthResult::Success { user }

@@ -23,6 +23,7 @@ mod lock;
 mod log;
 mod metrics;
 pub mod migrate;
+mod moves;
 mod pop3_conn;
 mod quota;
 mod smtp_conn;
@@ -315,6 +316,8 @@ pub(crate) struct Ctx {
     pub(crate) cluster: Option<Arc<cluster::Cluster>>,
     /// Copies other nodes handed over and this node stored (cluster only).
     pub(crate) delivered_here: Option<dedup::Delivered>,
+    /// Users frozen here for a move, and the moves this node runs (`moves.rs`).
+    pub(crate) moves: Arc<moves::Moves>,
 }
 
 impl Ctx {
@@ -427,12 +430,25 @@ struct DirectoryRouter {
     directory: directory::Directory,
     /// Our node's name, in a cluster.
     node: Option<String>,
+    /// Users frozen here for a move (`moves.rs`).
+    moves: Arc<moves::Moves>,
 }
 
 impl DirectoryRouter {
     /// Where a user of ours goes: here, held (its mailbox is frozen for a move), or the
     /// owner node.
     fn user(&self, user: String) -> Route {
+        match self.owner(user) {
+            // Asked under the shared mailbox lock (the delivery batch holds it from routing
+            // to appending): a move's freeze takes it exclusively once after marking the user.
+            Route::Local(user) if self.moves.held(&user) => {
+                Route::Held(format!("the mailbox of {user} is being moved"))
+            }
+            route => route,
+        }
+    }
+
+    fn owner(&self, user: String) -> Route {
         let Some(node) = &self.node else {
             return Route::Local(user);
         };
@@ -444,6 +460,8 @@ impl DirectoryRouter {
             return Route::Held(format!("the mailbox of {user} is being moved"));
         }
         match owner.node {
+            // See `cluster::Cluster::home`: in a cluster a user without a node is nowhere's.
+            None => Route::Held(format!("{user} has no node in the cluster")),
             Some(owner_node) if owner_node != *node => {
                 let (lmtp, up) = cache
                     .node(&owner_node)
@@ -783,6 +801,10 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         health: Arc::new(metrics::Health::default()),
         cluster,
         delivered_here,
+        moves: Arc::new(moves::Moves::new(
+            config.cluster.as_ref().map(|c| c.node.clone()),
+            directory.clone(),
+        )),
         config,
     });
     ctx.telemetry
@@ -797,6 +819,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
     let router: Arc<dyn Router> = Arc::new(DirectoryRouter {
         directory: directory.clone(),
         node: ctx.cluster.as_ref().map(|c| c.node.clone()),
+        moves: ctx.moves.clone(),
     });
     let peers = ctx.cluster.as_ref().map(|cluster| {
         Arc::new(delivery::peer::PeerPath::new(
@@ -878,6 +901,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
     // Renames a crash cut short, or begun by an offline `user rename` that did not finish.
     accounts::finish_renames(&ctx).await;
     let admin_task = admin::start(ctx.clone()).context("starting the admin socket")?;
+    let moves_task = tokio::spawn(moves::watch(ctx.clone(), watch.clone()));
     let stats_task = tokio::spawn(write_stats(ctx.clone(), peers.clone()));
     // Every listener is bound and the engines are open.
     ctx.health.ready();
@@ -890,6 +914,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
             task.abort();
         }
         admin_task.abort();
+        moves_task.abort();
         admin::remove_socket(&ctx.config.data_dir);
         // Sessions see the shutdown through their own watch and close after their current
         // command; give them a moment.
@@ -900,6 +925,16 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         refresher.abort();
         if let Some(lease) = &lease {
             lease.abort();
+            // Down for the other nodes now, not when the lease would have run out: they stop
+            // proxying to us at once (their users are told UNAVAILABLE, mail waits).
+            if let Some(cluster) = &ctx.cluster
+                && let Err(e) = ctx
+                    .directory
+                    .renew_lease(&cluster.node, Duration::ZERO)
+                    .await
+            {
+                tracing::warn!(event = "directory_error", error = %e, msg = "could not give up the lease");
+            }
         }
         if let Some(task) = &wake_task {
             task.abort();
@@ -952,7 +987,11 @@ async fn accept_loop(
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
             let mut stream = conn::Stream::Plain(socket);
-            let _slot = match ctx.limits.admit(peer.ip()) {
+            let from_node = ctx
+                .cluster
+                .as_ref()
+                .is_some_and(|c| c.is_node_address(&ctx.directory, peer.ip()));
+            let _slot = match ctx.limits.admit_from(peer.ip(), !from_node) {
                 Ok(slot) => slot,
                 Err(refused) => {
                     use tokio::io::AsyncWriteExt as _;

@@ -260,6 +260,12 @@ impl Pop3 {
             attempt.refused(&ctx, &user);
             return AuthResult::Temporary("account unavailable".into());
         };
+        // After joining the user: a move's freeze either ends this session or is seen here
+        // (a move never uses POP3, so no exemption).
+        if ctx.moves.held(&user) {
+            attempt.unavailable(&ctx, &user, "mailbox is being moved");
+            return AuthResult::Temporary("mailbox is being moved, try again shortly".into());
+        }
         let Some(held) = ctx.maildrops.lock(&user) else {
             attempt.refused(&ctx, &user);
             return AuthResult::InUse;

@@ -634,6 +634,12 @@ impl Smtp {
                 verdicts[i] = Some(Verdict::Accept);
                 continue;
             }
+            // The accepting node could not check the quota (the usage is here).
+            self.transaction.size = content.len() as u64;
+            if let Some(refusal) = self.over_quota(ctx, &user) {
+                verdicts[i] = Some(Verdict::Reject(refusal));
+                continue;
+            }
             let trace = delivery::final_delivery_fields(&envelope.from, &user);
             let mut message = Vec::with_capacity(received.len() + trace.len() + content.len());
             message.extend_from_slice(trace.as_bytes());
@@ -653,17 +659,37 @@ impl Smtp {
         if !appends.is_empty() {
             let store = ctx.store.clone();
             let mailboxes = ctx.mailboxes.clone();
+            let moves = ctx.moves.clone();
             let results = tokio::task::spawn_blocking(move || {
-                // Shared, like a delivery batch: a user's removal waits for this copy.
+                // Shared, like a delivery batch: a user's removal waits for this copy, and
+                // a move's freeze (which takes it exclusively once) is seen here.
                 let _held = mailboxes.read().unwrap_or_else(|p| p.into_inner());
-                store.append_batch(appends)
+                let held: Vec<bool> = appends.iter().map(|a| moves.held(&a.user)).collect();
+                let mut done = store
+                    .append_batch(
+                        appends
+                            .into_iter()
+                            .zip(&held)
+                            .filter(|(_, h)| !**h)
+                            .map(|(a, _)| a)
+                            .collect(),
+                    )
+                    .into_iter();
+                held.into_iter()
+                    .map(|h| if h { None } else { done.next() })
+                    .collect::<Vec<_>>()
             })
             .await
             .unwrap_or_default();
             let mut stored = Vec::new();
             for (n, (i, user, key)) in slots.into_iter().enumerate() {
                 verdicts[i] = Some(match results.get(n) {
-                    Some(Ok(appended)) => {
+                    Some(None) => Verdict::Reject(Reply::new(
+                        451,
+                        (4, 2, 0),
+                        "mailbox is being moved, try again shortly",
+                    )),
+                    Some(Some(Ok(appended))) => {
                         stored.push(key);
                         ctx.delivered.fetch_add(1, Ordering::Relaxed);
                         ctx.telemetry.delivered_handed_over(
@@ -675,7 +701,7 @@ impl Smtp {
                         );
                         Verdict::Accept
                     }
-                    Some(Err(e)) => {
+                    Some(Some(Err(e))) => {
                         tracing::warn!(event = "store_error", to = %shown(&user), error = %e);
                         Verdict::Reject(Reply::new(451, (4, 3, 0), "store error, try again later"))
                     }

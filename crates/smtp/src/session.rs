@@ -129,7 +129,7 @@ pub(crate) enum Phase {
 #[derive(Debug)]
 pub(crate) enum Pending {
     Auth,
-    Mail(MailDraft),
+    Mail(Box<MailDraft>),
     /// A recipient waiting for `rcpt_result`.
     Rcpt(String),
     Message,

@@ -273,6 +273,43 @@ impl Inner {
         drop(w);
         self.status(user, folder)
     }
+    pub(crate) fn raise_modseq(
+        &self,
+        user: &str,
+        folder: &str,
+        modseq: u64,
+    ) -> Result<FolderStatus, StoreError> {
+        let cell = self.folder(user, folder)?;
+        if modseq > crate::index::MODSEQ_MAX {
+            return Err(StoreError::Invalid(format!(
+                "MODSEQ {modseq} is out of range"
+            )));
+        }
+        let mut w = self.writer()?;
+        let op = {
+            let f = cell.read();
+            if f.deleted {
+                return Err(StoreError::NoSuchFolder {
+                    user: user.to_string(),
+                    folder: f.name.clone(),
+                });
+            }
+            // A flag change of no message: the record that moves only the folder's MODSEQ.
+            (modseq > f.highest_modseq).then(|| Op::SetFlags {
+                folder: f.id,
+                modseq,
+                op: crate::FlagOp::Add.code(),
+                flags: 0,
+                keywords: crate::flags::KeywordSet::default(),
+                uids: Vec::new(),
+            })
+        };
+        if let Some(op) = op {
+            self.commit(&mut w, &[op])?;
+        }
+        drop(w);
+        self.status(user, folder)
+    }
 }
 
 #[cfg(test)]

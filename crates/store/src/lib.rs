@@ -448,6 +448,19 @@ impl Store {
         self.inner.raise_uidnext(user, folder, uidnext)
     }
 
+    /// Raises the folder's HIGHESTMODSEQ to `modseq` (one journal record); a value at or
+    /// below the current one changes nothing. Every later change gets a MODSEQ above it. A
+    /// user moved from another node calls it with the source folder's HIGHESTMODSEQ before
+    /// importing, so the folder's MODSEQs never go backwards for a CONDSTORE/QRESYNC client.
+    pub fn raise_modseq(
+        &self,
+        user: &str,
+        folder: &str,
+        modseq: u64,
+    ) -> Result<FolderStatus, StoreError> {
+        self.inner.raise_modseq(user, folder, modseq)
+    }
+
     /// Imports a whole folder: [`Store::import_folder`] with `uidvalidity`, then the messages
     /// in batches of at most `batch_messages_max` messages and `batch_bytes_max` bytes (each
     /// one [`Store::commit_import`]), then, if the folder's UIDVALIDITY is the source's,

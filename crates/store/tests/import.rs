@@ -487,3 +487,64 @@ fn appending_after_an_import_never_reuses_a_uid() {
         .unwrap();
     assert_eq!((a.uid, a.uidvalidity), (50, 5));
 }
+
+#[test]
+fn raised_modseq_survives_reopen_and_checkpoint_and_later_changes_ascend_past_it() {
+    let disk = SimDisk::new();
+    let store = open(&disk, small_config());
+    let target = store.import_folder("moe", "INBOX", Some(4242)).unwrap();
+    assert!(target.created && target.uidvalidity_kept);
+    assert_eq!(
+        store
+            .raise_modseq("moe", "INBOX", 5000)
+            .unwrap()
+            .highest_modseq,
+        5000
+    );
+    // Lower or equal: nothing changes, no record.
+    let before = disk.stats();
+    assert_eq!(
+        store
+            .raise_modseq("moe", "INBOX", 17)
+            .unwrap()
+            .highest_modseq,
+        5000
+    );
+    assert_eq!(
+        store
+            .raise_modseq("moe", "INBOX", 5000)
+            .unwrap()
+            .highest_modseq,
+        5000
+    );
+    assert_eq!(disk.stats().syncs, before.syncs);
+    assert!(store.raise_modseq("moe", "INBOX", u64::MAX).is_err());
+    assert!(store.raise_modseq("moe", "Nope", 9).is_err());
+    let batch = store
+        .prepare_import("moe", "INBOX", vec![imported(Some(9), 1, 100)])
+        .unwrap();
+    let outcome = store.commit_import(batch).unwrap().remove(0).unwrap();
+    assert!(outcome.uid_kept);
+    assert_eq!(outcome.modseq, 5001);
+    drop(store);
+    let store = open(&disk, small_config());
+    assert_eq!(store.status("moe", "INBOX").unwrap().highest_modseq, 5001);
+    let modseq = store
+        .set_flags(
+            "moe",
+            "INBOX",
+            &[9],
+            store::FlagOp::Add,
+            Flags::FLAGGED,
+            &[],
+        )
+        .unwrap();
+    assert_eq!(modseq, 5002);
+    store.checkpoint().unwrap();
+    drop(store);
+    let store = open(&disk, small_config());
+    let view = store.open_folder("moe", "INBOX").unwrap();
+    assert_eq!(view.status.highest_modseq, 5002);
+    assert_eq!(view.messages[0].modseq, 5002);
+    assert_clean(&store);
+}

@@ -61,6 +61,15 @@ async fn nodes_and_moves(dir: &Directory) {
     dir.add_node("n1", "10.0.0.1:24", "10.0.0.1:143", "10.0.0.1:110", None)
         .await
         .unwrap();
+    // The first node takes the users the single server had.
+    assert_eq!(
+        dir.cache()
+            .owner("solo@example.org")
+            .unwrap()
+            .node
+            .as_deref(),
+        Some("n1")
+    );
     dir.add_node(
         "n2",
         "10.0.0.2:24",
@@ -94,7 +103,7 @@ async fn nodes_and_moves(dir: &Directory) {
         Some("n2")
     );
     assert_eq!(
-        dir.add_user_on("c@example.org", "pw", None)
+        dir.add_user_on("c@example.org", "pw", Some("n1"))
             .await
             .unwrap()
             .as_deref(),
@@ -109,7 +118,7 @@ async fn nodes_and_moves(dir: &Directory) {
         .iter()
         .map(|(n, users)| (n.name.clone(), n.up, *users))
         .collect();
-    assert_eq!(summary, [("n1".into(), false, 2), ("n2".into(), false, 1)]);
+    assert_eq!(summary, [("n1".into(), false, 3), ("n2".into(), false, 1)]);
     assert_eq!(listed[1].0.web.as_deref(), Some("10.0.0.2:80"));
     let user = dir.user("b@example.org").await.unwrap().unwrap();
     assert_eq!((user.node.as_deref(), user.epoch), (Some("n2"), 1));

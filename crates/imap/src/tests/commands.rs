@@ -544,3 +544,43 @@ fn users_never_see_each_other() {
     let out = bob.send("c SELECT INBOX\r\n");
     assert!(out.contains("* 0 EXISTS"), "{out}");
 }
+
+/// A cluster node that checked the password hands the connection to the user's node, which
+/// answers the login itself (under the client's tag): the session gives back the tag and
+/// what the client sent after the login, and says nothing more.
+#[test]
+fn a_login_handed_over_gives_back_its_tag_and_the_input_after_it() {
+    let store = new_store();
+    let mut c = Client::new(&store, test_config());
+    c.greeting();
+    assert_eq!(c.session.hand_over(), None, "no login is waiting");
+    c.session
+        .feed(b"t1 LOGIN alice secret\r\nt2 SELECT INBOX\r\nt3 NOOP\r\n");
+    let backend = Backend {
+        store: &c.store,
+        subscriptions: &*c.subs,
+        quotas: &*c.quotas,
+        headers: &c.headers,
+        views: &c.views,
+    };
+    let mut asked = false;
+    while let Some(event) = c.session.poll(&backend) {
+        asked |= matches!(event, Event::Auth { .. });
+        if asked {
+            break;
+        }
+    }
+    assert!(asked);
+    assert_eq!(c.session.auth_tag(), Some("t1"));
+    let (tag, unread) = c.session.hand_over().unwrap();
+    assert_eq!(tag, "t1");
+    assert_eq!(unread, b"t2 SELECT INBOX\r\nt3 NOOP\r\n");
+    c.session.feed(b"t4 NOOP\r\n");
+    assert_eq!(
+        c.session.poll(&backend),
+        None,
+        "the session is over and silent"
+    );
+    assert!(c.session.is_closed());
+    assert_eq!(c.session.hand_over(), None);
+}

@@ -176,3 +176,27 @@ fn auth_in_transaction_is_wrong_state() {
         ",
     );
 }
+
+/// A cluster node that checked the password hands the connection to the user's node, which
+/// answers the login itself: the session gives back what the client sent after the login
+/// (pipelined commands) and says nothing more.
+#[test]
+fn a_login_handed_over_gives_back_the_input_after_it() {
+    use pop3::{Event, Session};
+    let mut session = Session::new(std::sync::Arc::new(plain()), false);
+    while session.poll().is_some() {}
+    assert_eq!(session.hand_over(), None, "no login is waiting");
+    session.feed(b"USER alice\r\nPASS secret\r\nSTAT\r\nLIST 1\r\n");
+    let mut asked = false;
+    while let Some(event) = session.poll() {
+        asked |= matches!(event, Event::Auth { .. });
+    }
+    assert!(asked);
+    assert_eq!(
+        session.hand_over().as_deref(),
+        Some(&b"STAT\r\nLIST 1\r\n"[..])
+    );
+    session.feed(b"NOOP\r\n");
+    assert_eq!(session.poll(), None, "the session is over and silent");
+    assert_eq!(session.hand_over(), None);
+}

@@ -102,7 +102,9 @@ impl Session {
             ret_full,
             envid: transaction.envid.clone(),
         });
-        self.set_phase(Phase::Pending(Pending::Mail(MailDraft { transaction })));
+        self.set_phase(Phase::Pending(Pending::Mail(Box::new(MailDraft {
+            transaction,
+        }))));
     }
 
     pub(crate) fn mail_answer(&mut self, verdict: Verdict) {

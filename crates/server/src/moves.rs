@@ -1,0 +1,598 @@
+//! Moving a user's mailbox to another node while both run (issue 20, `mailstow user move
+//! ADDRESS --to NODE`). The directory drives it, so the CLI, the old owner and the new one
+//! may be on three machines:
+//!
+//! 1. `user move` sets the user's move state to `requested:<target>`
+//!    ([`directory::Directory::request_move`]) and waits for the directory to show the user
+//!    on the target with a higher epoch, or `failed:<target>:<why>`.
+//! 2. The **target** ([`watch`] sees the request within a second, [`directory::Directory::moves_to`])
+//!    removes any stale copy of the user from its own store, then copies every folder from
+//!    the owner over IMAP, logged in with the cluster pre-authentication (`cluster:<target>`):
+//!    `LIST`, then per folder `EXAMINE (CONDSTORE)`, the folder created with the source's
+//!    UIDVALIDITY ([`store::Store::import_folder`]), its HIGHESTMODSEQ raised to the source's
+//!    ([`store::Store::raise_modseq`]), `UID FETCH (UID FLAGS INTERNALDATE MODSEQ BODY.PEEK[])`
+//!    in chunks of [`FETCH_CHUNK`] messages committed as import batches that keep each UID
+//!    (a UID not kept fails the move), and UIDNEXT raised to the source's. Meanwhile the user
+//!    works normally on the owner.
+//! 3. **Freeze, as a handshake.** The target sets `frozen:<target>`
+//!    ([`directory::Directory::begin_move`]) and logs in on the owner again, as
+//!    `cluster-move:<target>` (a token MACed for `imap-move`). The owner accepts that login
+//!    only after [`freeze_here`]: it re-reads the move state from the database (it must be
+//!    `frozen:<target>` with the user still on the owner), marks the user frozen in memory
+//!    ([`Moves`]), ends every session of the user and waits until they are gone, then takes
+//!    the exclusive mailbox lock once, so a delivery batch or a handed-over LMTP copy that
+//!    routed the user before the mark has finished. From then on nothing changes the
+//!    mailbox: delivery batches defer the user's copies ([`Moves::held`], checked under the
+//!    shared mailbox lock by the router, which answers `Route::Held`: retried on the short
+//!    schedule, 1, 2, 4 ... s), handed-over LMTP copies get 451,
+//!    and IMAP/POP3 logins get `NO [UNAVAILABLE]` / `-ERR [SYS/TEMP]` (checked after the
+//!    session joined the user, so a login racing the freeze is either ended by it or sees
+//!    it). The cache's `frozen` (the database's state) holds the user as well, so an owner
+//!    restarted during the move stays frozen.
+//! 4. **Delta**, over that frozen session: the folder list again (a folder deleted on the
+//!    owner is deleted here, a new one copied), and per folder the HIGHESTMODSEQ raised again,
+//!    UIDs gone from the owner expunged, the flags and keywords of every message whose
+//!    MODSEQ on the owner passed the copy's HIGHESTMODSEQ (or whose flags differ) set again,
+//!    new UIDs copied, UIDNEXT raised. Then every folder is compared (UIDVALIDITY, UIDs,
+//!    flags, keywords) with the owner's; any difference fails the move.
+//! 5. **Switch**: [`directory::Directory::finish_move`] moves owner and epoch in one
+//!    transaction. The old owner's [`watch`] sees the user on another node, removes its copy
+//!    (sessions ended, `Store::delete_user` under the exclusive lock) and drops the freeze.
+//! 6. **Failure** anywhere before the switch: the target records `failed:<target>:<why>`
+//!    (which unfreezes the user: the cache's `frozen` is only `frozen:`), deletes its partial
+//!    copy, and the old owner's [`watch`] drops its freeze once the database confirms. A
+//!    target that restarts finds `requested:` or `frozen:` naming it and starts over (a
+//!    frozen move is set back to `requested:` first, so the user is not frozen during the
+//!    second copy).
+//!
+//! **MODSEQ.** The store gives MODSEQs itself, ascending per folder, so a message cannot keep
+//! its source MODSEQ. What holds instead: every message's MODSEQ here is above its MODSEQ on
+//! the old owner (the folder's HIGHESTMODSEQ is raised to the source's before anything is
+//! imported or changed, in the copy and again in the delta), and the folder's HIGHESTMODSEQ
+//! is at least the old owner's. So a CONDSTORE/QRESYNC client that knew the folder at some
+//! MODSEQ is told about every message changed since (and at most a few unchanged ones more),
+//! never sees HIGHESTMODSEQ go backwards, and its UIDs and UIDVALIDITY stay valid.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, anyhow, bail};
+
+use crate::Ctx;
+
+/// Messages per `UID FETCH ... BODY.PEEK[]` and per import batch.
+pub(crate) const FETCH_CHUNK: usize = 16;
+/// How long the old owner waits for the user's sessions to end at the freeze.
+const SESSIONS_WAIT_MAX: Duration = Duration::from_secs(60);
+/// How often [`watch`] looks at the directory.
+const WATCH_EVERY: Duration = Duration::from_secs(1);
+
+/// The users frozen on this node for a move, and the moves this node is running.
+pub(crate) struct Moves {
+    node: Option<String>,
+    directory: directory::Directory,
+    frozen: Mutex<HashSet<String>>,
+    running: Mutex<HashSet<String>>,
+}
+
+impl Moves {
+    pub(crate) fn new(node: Option<String>, directory: directory::Directory) -> Moves {
+        Moves {
+            node,
+            directory,
+            frozen: Mutex::new(HashSet::new()),
+            running: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// True if `user`'s mailbox here must not change now: frozen for a move (here, or in
+    /// the directory), or owned by another node. Always false outside a cluster.
+    pub(crate) fn held(&self, user: &str) -> bool {
+        let Some(me) = &self.node else {
+            return false;
+        };
+        if self.lock_frozen().contains(user) {
+            return true;
+        }
+        match self.directory.cache().owner(user) {
+            Some(owner) => owner.frozen || owner.node.as_ref().is_some_and(|n| n != me),
+            None => false,
+        }
+    }
+
+    fn lock_frozen(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.frozen.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lock_running(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The old owner's side of the freeze handshake (step 3), run before a `cluster-move:`
+/// login is admitted. Err: the text for the target.
+pub(crate) async fn freeze_here(ctx: &Arc<Ctx>, user: &str, target: &str) -> Result<(), String> {
+    let me = ctx.moves.node.clone().ok_or("not a cluster node")?;
+    let (node, _, state) = ctx
+        .directory
+        .move_status(user)
+        .await
+        .map_err(|e| format!("directory: {e}"))?;
+    if node.as_deref() != Some(me.as_str()) || state.as_deref() != Some(&format!("frozen:{target}"))
+    {
+        return Err(format!(
+            "{user} is not being moved from {me} to {target} (state {})",
+            state.as_deref().unwrap_or("none")
+        ));
+    }
+    ctx.moves.lock_frozen().insert(user.to_string());
+    let (revocation, gone) = ctx.users.revoke(user, SESSIONS_WAIT_MAX).await;
+    if !gone {
+        // The freeze stays until the directory says the move ended (`watch`).
+        return Err(format!("sessions of {user} did not end in time"));
+    }
+    let mailboxes = ctx.mailboxes.clone();
+    // Every delivery batch and handed-over copy that routed the user before the mark ends
+    // before we go on; every later one sees the mark under its shared lock.
+    tokio::task::spawn_blocking(move || {
+        drop(mailboxes.write().unwrap_or_else(|p| p.into_inner()));
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    drop(revocation);
+    tracing::info!(event = "user_move_frozen", user, to = target);
+    Ok(())
+}
+
+/// Runs on every cluster node: starts the moves the directory asks of this node, and on
+/// the old owner removes a moved user's copy and drops freezes whose move ended.
+pub(crate) async fn watch(ctx: Arc<Ctx>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    let Some(me) = ctx.moves.node.clone() else {
+        return;
+    };
+    let mut tick = tokio::time::interval(WATCH_EVERY);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = crate::conn::stopping(&mut shutdown) => return,
+        }
+        match ctx.directory.moves_to(&me).await {
+            Ok(moves) => {
+                for (user, state) in moves {
+                    if !ctx.moves.lock_running().insert(user.clone()) {
+                        continue;
+                    }
+                    let ctx = ctx.clone();
+                    tokio::spawn(async move {
+                        run(&ctx, &user, &state).await;
+                        ctx.moves.lock_running().remove(&user);
+                    });
+                }
+            }
+            Err(e) => tracing::warn!(event = "directory_error", error = %e, msg = "listing moves"),
+        }
+        let frozen: Vec<String> = ctx.moves.lock_frozen().iter().cloned().collect();
+        for user in frozen {
+            if let Err(e) = settle(&ctx, &me, &user).await {
+                tracing::warn!(event = "user_move_cleanup_failed", user, error = %format!("{e:#}"));
+            }
+        }
+    }
+}
+
+/// The old owner, for a user frozen here: once the directory shows the move ended, remove
+/// the copy (moved away) or drop the freeze (move failed or abandoned).
+async fn settle(ctx: &Arc<Ctx>, me: &str, user: &str) -> Result<()> {
+    if let Some(owner) = ctx.directory.cache().owner(user)
+        && owner.frozen
+        && owner.node.as_deref() == Some(me)
+    {
+        return Ok(());
+    }
+    let status = match ctx.directory.move_status(user).await {
+        Ok(status) => Some(status),
+        Err(directory::DirectoryError::NoSuchUser(_)) => None,
+        Err(e) => return Err(e.into()),
+    };
+    match status {
+        Some((_, _, Some(state))) if state.starts_with("frozen:") => return Ok(()),
+        Some((Some(node), _, _)) if node != me => {
+            let deleted = remove_copy(ctx, user).await?;
+            tracing::info!(
+                event = "user_moved_away",
+                user,
+                to = %node,
+                folders = deleted.folders,
+                messages = deleted.messages,
+                bytes = deleted.bytes
+            );
+        }
+        _ => tracing::info!(event = "user_move_unfrozen", user),
+    }
+    ctx.moves.lock_frozen().remove(user);
+    Ok(())
+}
+
+/// Ends the user's sessions and deletes its mail here under the exclusive mailbox lock.
+async fn remove_copy(ctx: &Arc<Ctx>, user: &str) -> Result<store::DeletedUser> {
+    let (revocation, _) = ctx.users.revoke(user, SESSIONS_WAIT_MAX).await;
+    let (store, mailboxes, who) = (ctx.store.clone(), ctx.mailboxes.clone(), user.to_string());
+    let deleted = tokio::task::spawn_blocking(move || {
+        let _exclusive = mailboxes.write().unwrap_or_else(|p| p.into_inner());
+        if store.list_folders(&who).is_empty() {
+            return Ok(store::DeletedUser::default());
+        }
+        store.delete_user(&who)
+    })
+    .await
+    .context("the store task failed")?
+    .with_context(|| format!("removing the mail of {user}"))?;
+    drop(revocation);
+    Ok(deleted)
+}
+
+/// The target's side of one move, from the state the directory shows.
+async fn run(ctx: &Arc<Ctx>, user: &str, state: &str) {
+    let me = ctx.moves.node.clone().unwrap_or_default();
+    tracing::info!(event = "user_move_started", user, to = %me, state);
+    match move_here(ctx, user, state).await {
+        Ok((from, epoch, counts)) => tracing::info!(
+            event = "user_moved",
+            user,
+            from = %from,
+            to = %me,
+            epoch,
+            folders = counts.0,
+            messages = counts.1
+        ),
+        Err(e) => {
+            let why = format!("{e:#}");
+            tracing::warn!(event = "user_move_failed", user, to = %me, error = %why);
+            let mut short: String = why.chars().filter(|c| !c.is_control()).take(400).collect();
+            if short.is_empty() {
+                short.push_str("unknown error");
+            }
+            match ctx
+                .directory
+                .set_move_state(user, &me, &format!("failed:{me}:{short}"))
+                .await
+            {
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(event = "directory_error", error = %e, msg = "recording a failed move")
+                }
+            }
+            let ours = ctx
+                .directory
+                .cache()
+                .owner(user)
+                .is_some_and(|o| o.node.as_deref() == Some(me.as_str()));
+            if !ours && let Err(e) = remove_copy(ctx, user).await {
+                tracing::warn!(event = "user_move_cleanup_failed", user, error = %format!("{e:#}"));
+            }
+        }
+    }
+}
+
+/// What the copy knew of a folder: its UIDVALIDITY and the HIGHESTMODSEQ it copied at.
+type Copied = HashMap<String, (u32, u64)>;
+
+async fn move_here(ctx: &Arc<Ctx>, user: &str, state: &str) -> Result<(String, i64, (u64, u64))> {
+    let cluster = ctx
+        .cluster
+        .clone()
+        .ok_or_else(|| anyhow!("not a cluster node"))?;
+    let me = cluster.node.clone();
+    if state == format!("frozen:{me}") {
+        // A move cut short (by a crash of this node): copy again, unfrozen.
+        ctx.directory
+            .set_move_state(user, &me, &format!("requested:{me}"))
+            .await?;
+    }
+    let (node, _, _) = ctx.directory.move_status(user).await?;
+    let from = node.ok_or_else(|| anyhow!("{user} has no node"))?;
+    if from == me {
+        bail!("{user} is already on {me}");
+    }
+    let source = ctx
+        .directory
+        .cache()
+        .node(&from)
+        .filter(|n| n.up)
+        .ok_or_else(|| anyhow!("the owner {from} is down or unknown"))?;
+    remove_copy(ctx, user).await?;
+    let mut copied = Copied::new();
+    // The copy, while the user works on the owner.
+    let mut client = cluster
+        .connect_for_move(&source, user, false)
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    sync_user(ctx, &mut client, user, &mut copied, false).await?;
+    let _ = client.logout().await;
+    // The freeze, then the delta over the session the owner admitted once frozen.
+    ctx.directory.begin_move(user, &me).await?;
+    let mut client = cluster
+        .connect_for_move(&source, user, true)
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    let counts = sync_user(ctx, &mut client, user, &mut copied, true).await?;
+    let _ = client.logout().await;
+    let epoch = ctx.directory.finish_move(user, &me).await?;
+    Ok((from, epoch, counts))
+}
+
+/// Brings the user's folders here to the owner's state (the copy, or with `delta` the
+/// changes since and a final comparison). Returns (folders, messages).
+async fn sync_user(
+    ctx: &Arc<Ctx>,
+    client: &mut imap_client::Client,
+    user: &str,
+    copied: &mut Copied,
+    delta: bool,
+) -> Result<(u64, u64)> {
+    let mut names = Vec::new();
+    for listed in client.list_all().await? {
+        if listed.delimiter.is_some_and(|d| d != '/') {
+            bail!(
+                "the owner's hierarchy delimiter is {:?}, not '/'",
+                listed.delimiter
+            );
+        }
+        if listed.selectable {
+            names.push(listed.name);
+        }
+    }
+    // Parents before children: a parent keeps its own UIDVALIDITY.
+    names.sort();
+    let store = ctx.store.clone();
+    if delta {
+        let wanted: HashSet<&String> = names.iter().collect();
+        let mut gone: Vec<String> = store
+            .list_folders(user)
+            .into_iter()
+            .filter(|f| !wanted.contains(f))
+            .collect();
+        // Children first.
+        gone.sort_by(|a, b| b.cmp(a));
+        for folder in gone {
+            let (s, u) = (store.clone(), user.to_string());
+            tokio::task::spawn_blocking(move || s.delete_folder(&u, &folder)).await??;
+        }
+    }
+    let mut messages = 0;
+    for name in &names {
+        messages += sync_folder(ctx, client, user, name, copied, delta).await?;
+    }
+    Ok((names.len() as u64, messages))
+}
+
+/// IMAP flags as the store keeps them: system flags and keywords.
+fn store_flags(flags: &[String]) -> (store::Flags, Vec<String>) {
+    let mut system = store::Flags::EMPTY;
+    let mut keywords = Vec::new();
+    for f in flags {
+        if f.starts_with('\\') {
+            if let Some(flag) = store::Flags::parse(f) {
+                system = system.union(flag);
+            }
+        } else {
+            keywords.push(f.clone());
+        }
+    }
+    keywords.sort();
+    keywords.dedup();
+    (system, keywords)
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, store::StoreError> + Send + 'static,
+) -> Result<T> {
+    Ok(tokio::task::spawn_blocking(f)
+        .await
+        .context("the store task failed")??)
+}
+
+async fn sync_folder(
+    ctx: &Arc<Ctx>,
+    client: &mut imap_client::Client,
+    user: &str,
+    folder: &str,
+    copied: &mut Copied,
+    delta: bool,
+) -> Result<u64> {
+    let store = ctx.store.clone();
+    let (u, f) = (user.to_string(), folder.to_string());
+    let mailbox = client.examine(folder).await?;
+    let highest = mailbox
+        .highest_modseq
+        .ok_or_else(|| anyhow!("the owner gave no HIGHESTMODSEQ for {folder} (no CONDSTORE)"))?;
+    let here = {
+        let (s, u, f) = (store.clone(), u.clone(), f.clone());
+        blocking(move || Ok(s.status(&u, &f).ok())).await?
+    };
+    match here {
+        Some(status) if status.uidvalidity != mailbox.uid_validity => {
+            bail!(
+                "{folder} was re-created on the owner during the move (UIDVALIDITY {} then {})",
+                status.uidvalidity,
+                mailbox.uid_validity
+            )
+        }
+        Some(_) => {}
+        None => {
+            let (s, u, f) = (store.clone(), u.clone(), f.clone());
+            let validity = mailbox.uid_validity;
+            let target = blocking(move || s.import_folder(&u, &f, Some(validity))).await?;
+            if !target.uidvalidity_kept {
+                bail!("{folder}: the store did not keep UIDVALIDITY {validity}");
+            }
+        }
+    }
+    // Before any import or flag change: every MODSEQ given from here on is above the owner's.
+    {
+        let (s, u, f) = (store.clone(), u.clone(), f.clone());
+        blocking(move || s.raise_modseq(&u, &f, highest)).await?;
+    }
+    let copied_at = copied.get(folder).map(|(_, m)| *m);
+    copied.insert(folder.to_string(), (mailbox.uid_validity, highest));
+    let source_uids = client.uid_search_all().await?;
+    let view = {
+        let (s, u, f) = (store.clone(), u.clone(), f.clone());
+        blocking(move || s.open_folder(&u, &f)).await?
+    };
+    let mut ours: BTreeMap<u32, (store::Flags, Vec<String>)> = view
+        .messages
+        .into_iter()
+        .map(|m| {
+            let mut k = m.keywords;
+            k.sort();
+            (m.uid, (m.flags, k))
+        })
+        .collect();
+    let theirs: HashSet<u32> = source_uids.iter().copied().collect();
+    let gone: Vec<u32> = ours
+        .keys()
+        .copied()
+        .filter(|u| !theirs.contains(u))
+        .collect();
+    if !gone.is_empty() {
+        let (s, u, f, g) = (store.clone(), u.clone(), f.clone(), gone.clone());
+        blocking(move || s.expunge(&u, &f, &g)).await?;
+        for uid in gone {
+            ours.remove(&uid);
+        }
+    }
+    // Flags of the messages both sides have.
+    let common: Vec<u32> = source_uids
+        .iter()
+        .copied()
+        .filter(|u| ours.contains_key(u))
+        .collect();
+    if !common.is_empty() {
+        let mut groups: BTreeMap<(u8, Vec<String>), Vec<u32>> = BTreeMap::new();
+        for state in client.uid_fetch_state(&common, false).await? {
+            let (flags, keywords) = store_flags(&state.flags);
+            let changed_since_copy = match (copied_at, state.modseq) {
+                (Some(at), Some(m)) => m > at,
+                _ => true,
+            };
+            if ours.get(&state.uid) != Some(&(flags, keywords.clone())) || changed_since_copy {
+                groups
+                    .entry((flags.bits(), keywords))
+                    .or_default()
+                    .push(state.uid);
+            }
+        }
+        for ((bits, keywords), uids) in groups {
+            let (s, u, f) = (store.clone(), u.clone(), f.clone());
+            let flags = store::Flags::from_bits_truncate(bits);
+            blocking(move || s.set_flags(&u, &f, &uids, store::FlagOp::Replace, flags, &keywords))
+                .await?;
+        }
+    }
+    // New messages, in chunks, each keeping its UID.
+    let last = ours.keys().next_back().copied().unwrap_or(0);
+    let new: Vec<u32> = source_uids
+        .iter()
+        .copied()
+        .filter(|u| !ours.contains_key(u))
+        .collect();
+    if new.first().is_some_and(|&first| first <= last) {
+        bail!(
+            "{folder}: the owner has UID {} below the last one copied ({last})",
+            new[0]
+        );
+    }
+    let mut imported = 0u64;
+    for chunk in new.chunks(FETCH_CHUNK) {
+        let fetched = client.uid_fetch_state(chunk, true).await?;
+        let messages: Vec<store::ImportedMessage> = fetched
+            .into_iter()
+            .map(|m| {
+                let (flags, keywords) = store_flags(&m.flags);
+                store::ImportedMessage {
+                    uid: Some(m.uid),
+                    flags,
+                    keywords,
+                    internal_date: m.internal_date.unwrap_or(0),
+                    content: m.content.map(Vec::from).unwrap_or_default(),
+                }
+            })
+            .collect();
+        if messages.is_empty() {
+            continue;
+        }
+        let (s, u, f) = (store.clone(), u.clone(), f.clone());
+        let outcomes = blocking(move || {
+            let batch = s.prepare_import(&u, &f, messages)?;
+            s.commit_import(batch)
+        })
+        .await?;
+        for outcome in outcomes {
+            let outcome = outcome.with_context(|| format!("importing into {folder}"))?;
+            if !outcome.uid_kept {
+                bail!("{folder}: UID not kept (got {})", outcome.uid);
+            }
+            if !outcome.dropped_keywords.is_empty() {
+                bail!("{folder}: keywords dropped: {:?}", outcome.dropped_keywords);
+            }
+            imported += 1;
+        }
+    }
+    {
+        let (s, u, f) = (store.clone(), u.clone(), f.clone());
+        let next = mailbox.uid_next;
+        blocking(move || s.raise_uidnext(&u, &f, next)).await?;
+    }
+    if delta {
+        // Frozen: the owner's folder cannot change any more; compare it all.
+        let theirs = client.uid_fetch_state(&source_uids, false).await?;
+        let view = {
+            let (s, u, f) = (store.clone(), u.clone(), f.clone());
+            blocking(move || s.open_folder(&u, &f)).await?
+        };
+        let ours: Vec<(u32, store::Flags, Vec<String>)> = view
+            .messages
+            .into_iter()
+            .map(|m| {
+                let mut k = m.keywords;
+                k.sort();
+                (m.uid, m.flags, k)
+            })
+            .collect();
+        let theirs: Vec<(u32, store::Flags, Vec<String>)> = theirs
+            .into_iter()
+            .map(|m| {
+                let (f, k) = store_flags(&m.flags);
+                (m.uid, f, k)
+            })
+            .collect();
+        if ours != theirs || view.status.uidvalidity != mailbox.uid_validity {
+            bail!("{folder} differs from the owner's after the delta");
+        }
+        if view.status.highest_modseq < highest {
+            bail!("{folder}: HIGHESTMODSEQ below the owner's");
+        }
+    }
+    Ok(imported)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn imap_flags_become_store_flags_and_sorted_keywords() {
+        let (flags, keywords) = store_flags(&[
+            "\\Seen".into(),
+            "zz".into(),
+            "\\Flagged".into(),
+            "$Junk".into(),
+            "zz".into(),
+            "\\Whatever".into(),
+        ]);
+        assert_eq!(flags, store::Flags::SEEN | store::Flags::FLAGGED);
+        assert_eq!(keywords, vec!["$Junk".to_string(), "zz".to_string()]);
+    }
+}
