@@ -395,3 +395,41 @@ fn the_mail_file_system_width_sweep_scales_then_levels_off() {
     }
     assert!(out_dir.path().join("sweep.svg").exists());
 }
+
+/// The mail cluster's sweeps as shipped (issue 20): calibrated nodes lose throughput from
+/// one to two (the handover's cost) and then grow near-linearly; in the what-if the
+/// directory's background fills it before the nodes run out.
+#[test]
+fn the_cluster_sweeps_grow_with_the_nodes_until_the_directory_is_full() {
+    let run = |file: &str| -> String {
+        let out_dir = tempfile::tempdir().unwrap();
+        let scenario = format!(
+            "{}/../../scenarios/sweeps/{file}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let out = sim(&["run", &scenario, "--out", out_dir.path().to_str().unwrap()]);
+        assert!(out.status.success(), "{out:?}");
+        assert!(out_dir.path().join("sweep.svg").exists());
+        std::fs::read_to_string(out_dir.path().join("results.csv")).unwrap()
+    };
+    let row = |csv: &str, nodes: u32| -> (f64, String) {
+        let line = csv
+            .lines()
+            .find(|l| l.starts_with(&format!("messages@{nodes},")))
+            .unwrap_or_else(|| panic!("{nodes}: {csv}"))
+            .to_string();
+        let rate = line.split(',').nth(13).unwrap().parse().unwrap();
+        (rate, line)
+    };
+    let csv = run("cluster-nodes.toml");
+    let (one, two, sixteen) = (row(&csv, 1).0, row(&csv, 2).0, row(&csv, 16).0);
+    assert!(two < one && sixteen > 4.0 * two, "{csv}");
+    assert!(row(&csv, 16).1.contains("CPU"), "{csv}");
+    let csv = run("cluster-directory.toml");
+    assert!(row(&csv, 46).0 > 10.0 * row(&csv, 2).0, "{csv}");
+    let (stored, line) = row(&csv, 48);
+    assert!(
+        stored == 0.0 && line.contains("leases would expire"),
+        "{line}"
+    );
+}
