@@ -329,7 +329,10 @@ impl Delivery {
                         retry_or_fail(&batch[m], now, reason)
                     }
                     Handed::Temporary(reason) => {
-                        if reason.contains("no answer in time") || reason.starts_with("451 4.4.1") {
+                        // Only a silent owner (open socket, no answer) is skipped for a while:
+                        // a refused connection costs nothing to try again, and skipping it
+                        // would delay the mail of an owner that just restarted.
+                        if reason.contains("no answer in time") {
                             peers.suspect(&node);
                         }
                         peers.waiting(&node, batch[m].id);
@@ -595,35 +598,73 @@ fn peer_batch(
     batch: &[QueuedMessage],
     groups: PeerGroups,
 ) -> Vec<(usize, usize, String, Handed)> {
-    let slots = Arc::new(tokio::sync::Semaphore::new(PEER_CONNECTIONS_MAX));
+    // Per owner, its messages dealt round-robin over at most `PEER_STREAMS_PER_NODE`
+    // streams; a stream hands its messages over one after the other on one pooled
+    // connection, so a batch opens no more connections than the pool keeps, while the
+    // owner still gets several transactions at once to store in one commit.
+    let mut streams: Vec<(String, String, Vec<Handing>)> = Vec::new();
+    let mut per_node: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     let mut expected: Vec<(usize, usize, String)> = Vec::new();
-    let results = peers.runtime.block_on(async {
-        let mut sessions = tokio::task::JoinSet::new();
-        for (m, node, lmtp, recipients) in groups {
-            let message = &batch[m];
-            expected.extend(recipients.iter().map(|(r, _)| (m, *r, node.clone())));
-            let (peers, slots) = (peers.clone(), slots.clone());
-            let sender = message.envelope.sender.clone();
+    for (m, node, lmtp, recipients) in groups {
+        let message = &batch[m];
+        expected.extend(recipients.iter().map(|(r, _)| (m, *r, node.clone())));
+        let handing = Handing {
+            m,
+            sender: message.envelope.sender.clone(),
             // The origin's key: the queue id with the arrival time, unique even if this
             // node's queue were ever started afresh.
-            let origin_id = format!("{}.{}", message.id, message.envelope.arrival_ms);
-            let content = message.content.clone();
+            origin_id: format!("{}.{}", message.id, message.envelope.arrival_ms),
+            content: message.content.clone(),
+            recipients,
+        };
+        let seen = per_node.entry(node.clone()).or_insert(0);
+        let node_streams: Vec<usize> = streams
+            .iter()
+            .enumerate()
+            .filter(|(_, (n, _, _))| *n == node)
+            .map(|(i, _)| i)
+            .collect();
+        if node_streams.len() < PEER_STREAMS_PER_NODE {
+            streams.push((node, lmtp, vec![handing]));
+        } else {
+            streams[node_streams[*seen % node_streams.len()]]
+                .2
+                .push(handing);
+        }
+        *seen += 1;
+    }
+    let slots = Arc::new(tokio::sync::Semaphore::new(PEER_CONNECTIONS_MAX));
+    let results = peers.runtime.block_on(async {
+        let mut sessions = tokio::task::JoinSet::new();
+        for (node, lmtp, handings) in streams {
+            let (peers, slots) = (peers.clone(), slots.clone());
             sessions.spawn(async move {
                 let _slot = slots.acquire_owned().await;
-                let (rs, list): (Vec<usize>, Vec<PeerRecipient>) = recipients.into_iter().unzip();
-                let handed = peers
-                    .peers
-                    .hand_over(&lmtp, &origin_id, &sender, &list, &content)
-                    .await;
-                (m, node, rs, handed)
+                let mut results = Vec::new();
+                for handing in handings {
+                    let (rs, list): (Vec<usize>, Vec<PeerRecipient>) =
+                        handing.recipients.into_iter().unzip();
+                    let handed = peers
+                        .peers
+                        .hand_over(
+                            &lmtp,
+                            &handing.origin_id,
+                            &handing.sender,
+                            &list,
+                            &handing.content,
+                        )
+                        .await;
+                    for (r, h) in rs.into_iter().zip(handed) {
+                        results.push((handing.m, r, node.clone(), h));
+                    }
+                }
+                results
             });
         }
         let mut results = Vec::new();
         while let Some(joined) = sessions.join_next().await {
-            if let Ok((m, node, rs, handed)) = joined {
-                for (r, h) in rs.into_iter().zip(handed) {
-                    results.push((m, r, node.clone(), h));
-                }
+            if let Ok(stream) = joined {
+                results.extend(stream);
             }
         }
         results
@@ -643,8 +684,19 @@ fn peer_batch(
     out
 }
 
+/// One message's hand-over to one owner.
+struct Handing {
+    m: usize,
+    sender: String,
+    origin_id: String,
+    content: Vec<u8>,
+    recipients: Vec<(usize, PeerRecipient)>,
+}
+
 /// Transactions with owner nodes at once, per delivery batch.
 const PEER_CONNECTIONS_MAX: usize = 16;
+/// Connections (streams of transactions one after the other) to one owner, per batch.
+const PEER_STREAMS_PER_NODE: usize = 4;
 
 fn retry_or_fail(message: &QueuedMessage, now: u64, reason: String) -> Outcome {
     let age = Duration::from_millis(now.saturating_sub(message.envelope.arrival_ms));

@@ -34,7 +34,7 @@ const FILE_NAME: &str = "cluster-delivered";
 /// One line: 10+ digits, space, 32 hex digits, LF.
 const LINE_BYTES_MAX: usize = 64;
 
-type Key = [u8; 16];
+pub(crate) type Key = [u8; 16];
 
 /// The keys of copies this node stored for other nodes.
 pub(crate) struct Delivered {

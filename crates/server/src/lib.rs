@@ -18,6 +18,7 @@ mod dedup;
 mod dkim;
 mod driver;
 mod events;
+mod handover;
 mod imap_conn;
 mod lock;
 mod log;
@@ -314,8 +315,9 @@ pub(crate) struct Ctx {
     pub(crate) health: Arc<metrics::Health>,
     /// This node of a cluster.
     pub(crate) cluster: Option<Arc<cluster::Cluster>>,
-    /// Copies other nodes handed over and this node stored (cluster only).
-    pub(crate) delivered_here: Option<dedup::Delivered>,
+    /// Copies other nodes handed over and this node stored, and the thread that stores
+    /// them (cluster only).
+    pub(crate) delivered_here: Option<(Arc<dedup::Delivered>, handover::Committer)>,
     /// Users frozen here for a move, and the moves this node runs (`moves.rs`).
     pub(crate) moves: Arc<moves::Moves>,
 }
@@ -740,6 +742,11 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
     .await
     .context("opening the directory")?;
     let refresher = directory.spawn_refresher(Duration::from_secs(2));
+    let mailboxes = Arc::new(std::sync::RwLock::new(()));
+    let moves = Arc::new(moves::Moves::new(
+        config.cluster.as_ref().map(|c| c.node.clone()),
+        directory.clone(),
+    ));
     let (cluster, lease, delivered_here) = match &config.cluster {
         Some(cluster) => {
             if directory.cache().node(&cluster.node).is_none() {
@@ -750,17 +757,26 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
             }
             let lease =
                 directory.spawn_lease(&cluster.node, cluster::LEASE_RENEW, cluster::LEASE_TTL);
-            let delivered = dedup::Delivered::open(
-                &config.data_dir,
-                delivery::RETRY_FOR + Duration::from_secs(86_400),
-                config.cluster_delivered_max,
+            let delivered = Arc::new(
+                dedup::Delivered::open(
+                    &config.data_dir,
+                    delivery::RETRY_FOR + Duration::from_secs(86_400),
+                    config.cluster_delivered_max,
+                )
+                .context("opening the record of handed-over mail (cluster-delivered)")?,
+            );
+            let committer = handover::Committer::start(
+                store.clone(),
+                mailboxes.clone(),
+                moves.clone(),
+                delivered.clone(),
             )
-            .context("opening the record of handed-over mail (cluster-delivered)")?;
+            .context("starting the hand-over committer")?;
             let tls = Arc::new(delivery::outbound::opportunistic_client_config());
             (
                 Some(Arc::new(cluster::Cluster::new(cluster, tls))),
                 Some(lease),
-                Some(delivered),
+                Some((delivered, committer)),
             )
         }
         None => (None, None, None),
@@ -779,7 +795,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         limits: conn::ConnectionLimits::new(config.connections_max, config.connections_per_ip_max),
         throttle: throttle::Throttle::new(config.throttle),
         inflight: inflight.clone(),
-        mailboxes: Arc::new(std::sync::RwLock::new(())),
+        mailboxes,
         users: users::Users::new(config.imap_sessions_per_user_max),
         checker: if config.sender_checks {
             Some(
@@ -801,10 +817,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         health: Arc::new(metrics::Health::default()),
         cluster,
         delivered_here,
-        moves: Arc::new(moves::Moves::new(
-            config.cluster.as_ref().map(|c| c.node.clone()),
-            directory.clone(),
-        )),
+        moves,
         config,
     });
     ctx.telemetry

@@ -583,7 +583,8 @@ impl Smtp {
     ) -> Vec<Verdict> {
         self.transaction.incoming = None;
         self.transaction.targets.clear();
-        let (Some(cluster), Some(delivered)) = (&ctx.cluster, &ctx.delivered_here) else {
+        let (Some(cluster), Some((delivered, committer))) = (&ctx.cluster, &ctx.delivered_here)
+        else {
             return vec![
                 Verdict::Reject(Reply::new(451, (4, 3, 0), "not a cluster node"));
                 envelope.recipients.len()
@@ -657,32 +658,13 @@ impl Smtp {
             });
         }
         if !appends.is_empty() {
-            let store = ctx.store.clone();
-            let mailboxes = ctx.mailboxes.clone();
-            let moves = ctx.moves.clone();
-            let results = tokio::task::spawn_blocking(move || {
-                // Shared, like a delivery batch: a user's removal waits for this copy, and
-                // a move's freeze (which takes it exclusively once) is seen here.
-                let _held = mailboxes.read().unwrap_or_else(|p| p.into_inner());
-                let held: Vec<bool> = appends.iter().map(|a| moves.held(&a.user)).collect();
-                let mut done = store
-                    .append_batch(
-                        appends
-                            .into_iter()
-                            .zip(&held)
-                            .filter(|(_, h)| !**h)
-                            .map(|(a, _)| a)
-                            .collect(),
-                    )
-                    .into_iter();
-                held.into_iter()
-                    .map(|h| if h { None } else { done.next() })
-                    .collect::<Vec<_>>()
-            })
-            .await
-            .unwrap_or_default();
-            let mut stored = Vec::new();
-            for (n, (i, user, key)) in slots.into_iter().enumerate() {
+            // One commit and one record fsync with every other session's copies (handover.rs).
+            let copies = appends
+                .into_iter()
+                .zip(slots.iter().map(|(_, _, key)| *key))
+                .collect();
+            let results = committer.store(copies).await;
+            for (n, (i, user, _)) in slots.into_iter().enumerate() {
                 verdicts[i] = Some(match results.get(n) {
                     Some(None) => Verdict::Reject(Reply::new(
                         451,
@@ -690,7 +672,6 @@ impl Smtp {
                         "mailbox is being moved, try again shortly",
                     )),
                     Some(Some(Ok(appended))) => {
-                        stored.push(key);
                         ctx.delivered.fetch_add(1, Ordering::Relaxed);
                         ctx.telemetry.delivered_handed_over(
                             origin,
@@ -709,10 +690,6 @@ impl Smtp {
                         Verdict::Reject(Reply::new(451, (4, 3, 0), "store error, try again later"))
                     }
                 });
-            }
-            // After the store's commit, before the replies (see dedup.rs for the order).
-            if let Err(e) = delivered.record(&stored) {
-                tracing::error!(event = "cluster_delivered_error", error = %e, msg = "a retry of these copies would store them again");
             }
         }
         verdicts
