@@ -396,19 +396,22 @@ fn run_step(p: &ClusterParams, rate: f64, seed: u64) -> Result<Step, SimError> {
         }
     }
     let span = last.max(1);
+    // Stations may have moved past the last stored copy (background statements, a job in
+    // flight): their utilisation is taken at the last event, never before it.
+    let end = sim.now().max(span);
     let mut reports: Vec<(String, f64)> = cpus
         .iter_mut()
         .map(|c| {
-            let r = c.report(span);
+            let r = c.report(end);
             (format!("node {} CPU", r.name), r.utilisation)
         })
         .collect();
-    reports.push(("the directory".into(), dir.report(span).utilisation));
+    reports.push(("the directory".into(), dir.report(end).utilisation));
     for (i, busy) in link_busy.iter().enumerate() {
         let side = if i % 2 == 0 { "out" } else { "in" };
         reports.push((
             format!("n{}'s link ({side})", i / 2 + 1),
-            *busy as f64 / span as f64,
+            *busy as f64 / end as f64,
         ));
     }
     Ok(Step {
