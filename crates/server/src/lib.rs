@@ -27,6 +27,7 @@ pub mod migrate;
 mod moves;
 mod pop3_conn;
 mod quota;
+mod routing;
 mod smtp_conn;
 mod throttle;
 mod tls;
@@ -41,7 +42,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use tokio::net::TcpListener;
 
-use delivery::{Route, Router};
+use delivery::Router;
 pub use lock::DataDirLock;
 pub use throttle::ThrottleConfig;
 pub use tls::{Certificate, TlsSource};
@@ -426,106 +427,6 @@ pub fn validate(config: &ServerConfig) -> Result<()> {
     Ok(())
 }
 
-/// Routes recipients with the directory cache (no I/O): a user of a local domain is local,
-/// or, in a cluster, on the node that owns it.
-struct DirectoryRouter {
-    directory: directory::Directory,
-    /// Our node's name, in a cluster.
-    node: Option<String>,
-    /// Users frozen here for a move (`moves.rs`).
-    moves: Arc<moves::Moves>,
-}
-
-impl DirectoryRouter {
-    /// Where a user of ours goes: here, held (its mailbox is frozen for a move), or the
-    /// owner node.
-    fn user(&self, user: String) -> Route {
-        match self.owner(user) {
-            // Asked under the shared mailbox lock (the delivery batch holds it from routing
-            // to appending): a move's freeze takes it exclusively once after marking the user.
-            Route::Local(user) if self.moves.held(&user) => {
-                Route::Held(format!("the mailbox of {user} is being moved"))
-            }
-            route => route,
-        }
-    }
-
-    fn owner(&self, user: String) -> Route {
-        let Some(node) = &self.node else {
-            return Route::Local(user);
-        };
-        let cache = self.directory.cache();
-        let Some(owner) = cache.owner(&user) else {
-            return Route::Local(user);
-        };
-        if owner.frozen {
-            return Route::Held(format!("the mailbox of {user} is being moved"));
-        }
-        match owner.node {
-            // See `cluster::Cluster::home`: in a cluster a user without a node is nowhere's.
-            None => Route::Held(format!("{user} has no node in the cluster")),
-            Some(owner_node) if owner_node != *node => {
-                let (lmtp, up) = cache
-                    .node(&owner_node)
-                    .map_or((String::new(), false), |n| (n.lmtp, n.up));
-                Route::Peer {
-                    node: owner_node,
-                    user,
-                    epoch: owner.epoch,
-                    lmtp,
-                    up,
-                }
-            }
-            _ => Route::Local(user),
-        }
-    }
-}
-
-impl Router for DirectoryRouter {
-    fn route(&self, address: &str) -> Route {
-        let cache = self.directory.cache();
-        // Recipients were expanded through aliases at RCPT time: a user's mailbox is itself,
-        // even if an alias of the same address exists (expanding again would follow it).
-        if cache.is_user(address) {
-            return self.user(address.to_ascii_lowercase());
-        }
-        // Anything else (a bounce's sender, say) is resolved like a recipient.
-        match cache.resolve(address) {
-            directory::Resolution::Local(targets) => match targets.into_iter().next() {
-                Some(directory::Target::User(user)) => self.user(user),
-                Some(directory::Target::Remote(_)) => Route::Remote,
-                None => Route::Unknown,
-            },
-            directory::Resolution::UnknownUser => Route::Unknown,
-            directory::Resolution::NotLocal => Route::Remote,
-        }
-    }
-}
-
-/// Hands copies that waited for a node to the delivery threads as soon as the node is up
-/// again (its lease renewed), instead of at their next attempt.
-async fn wake_on_return(ctx: Arc<Ctx>, peers: Arc<delivery::peer::PeerPath>) {
-    let mut up: std::collections::HashMap<String, bool> = std::collections::HashMap::new();
-    let mut tick = tokio::time::interval(Duration::from_millis(500));
-    loop {
-        tick.tick().await;
-        for node in ctx.directory.cache().nodes() {
-            let was = up.insert(node.name.clone(), node.up);
-            if node.up && was == Some(false) {
-                let ids = peers.take_waiting(&node.name);
-                tracing::info!(event = "node_up", node = %node.name, waiting = ids.len());
-                for id in ids {
-                    // Already delivered or removed meanwhile: nothing to do.
-                    let _ = ctx.queue.retry(id);
-                }
-                ctx.wakeup.notify();
-            } else if !node.up && was == Some(true) {
-                tracing::warn!(event = "node_down", node = %node.name);
-            }
-        }
-    }
-}
-
 /// A running server: its bound addresses, and how to stop it.
 pub struct Running {
     pub addresses: Vec<(Service, SocketAddr)>,
@@ -829,7 +730,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         .set_observer(Arc::new(move |user: &str| users.changed(user)));
 
     let stop = Arc::new(AtomicBool::new(false));
-    let router: Arc<dyn Router> = Arc::new(DirectoryRouter {
+    let router: Arc<dyn Router> = Arc::new(routing::DirectoryRouter {
         directory: directory.clone(),
         node: ctx.cluster.as_ref().map(|c| c.node.clone()),
         moves: ctx.moves.clone(),
@@ -842,7 +743,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
     });
     let wake_task = peers
         .clone()
-        .map(|peers| tokio::spawn(wake_on_return(ctx.clone(), peers)));
+        .map(|peers| tokio::spawn(routing::wake_on_return(ctx.clone(), peers)));
     let path = match (&ctx.config.relay, &ctx.config.direct) {
         (Some(relay), _) => Some(delivery::Path::Relay(relay.clone())),
         (None, Some(direct)) => Some(delivery::Path::Mx(Box::new(delivery::outbound::Mx {
