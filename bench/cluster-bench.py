@@ -62,6 +62,21 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
+def context_switches(pid):
+    """Voluntary + involuntary context switches of every thread of a process so far (threads
+    that exited are not counted: the server's threads live as long as it does)."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                for line in f:
+                    if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                        total += int(line.split()[1])
+        except FileNotFoundError:
+            pass
+    return total
+
+
 def loadavg():
     with open("/proc/loadavg") as f:
         return f.read().split()[0]
@@ -385,6 +400,12 @@ def syncs(cluster):
                for k in ("queue_fdatasyncs", "store_data_syncs", "store_journal_syncs"))
 
 
+def syncs_by_node(cluster):
+    """Per node, fdatasyncs so far: (queue, store data, store journal)."""
+    return [tuple(n.stats().get(k, 0) for k in ("queue_fdatasyncs", "store_data_syncs", "store_journal_syncs"))
+            for n in cluster.nodes]
+
+
 def peer_traffic(cluster):
     """(LMTP bytes sent, received, connections opened) by the nodes' handovers so far, from
     their stats files (`peer_*`, written once a second)."""
@@ -397,6 +418,26 @@ def peer_traffic(cluster):
 
 
 # ---------------------------------------------------------------- 1. CPU per message
+
+
+def perf_start(cluster, label):
+    """With PERF_DIR set, samples each node with `perf record` (call graphs from DWARF) for
+    the run: where a handed-over copy's CPU goes. Off by default (perf costs CPU itself)."""
+    out = os.environ.get("PERF_DIR")
+    if not out:
+        return []
+    os.makedirs(out, exist_ok=True)
+    return [subprocess.Popen(["perf", "record", "-q", "-F", "400", "--call-graph", "dwarf,16384",
+                              "-p", str(n.proc.pid), "-o", f"{out}/{label}-{n.name}.data"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for n in cluster.nodes]
+
+
+def perf_stop(procs):
+    for p in procs:
+        p.send_signal(signal.SIGINT)
+    for p in procs:
+        p.wait()
 
 
 def bench_cpu(args):
@@ -431,13 +472,17 @@ def bench_cpu(args):
                 base = c.stored()
                 c.pg.reset_statements()
                 time.sleep(0.2)
-                pg0, tr0, sy0 = c.pg.counters(), peer_traffic(c), syncs(c)
+                pg0, tr0, sy0, sn0 = c.pg.counters(), peer_traffic(c), syncs(c), syncs_by_node(c)
                 t0, cpu0 = time.time(), [n.cpu() for n in c.nodes]
+                cs0 = [context_switches(n.proc.pid) for n in c.nodes]
+                perf = perf_start(c, f"{kind}-{r + 1}")
                 sent, refused, _, late = constant_rate(entry, users, rate, seconds)
                 done = wait_stored(c, base + sent)
+                perf_stop(perf)
                 time.sleep(1.2)  # the last stats write
                 t1, cpu1 = time.time(), [n.cpu() for n in c.nodes]
-                pg1, tr1, sy1 = c.pg.counters(), peer_traffic(c), syncs(c)
+                cs1 = [context_switches(n.proc.pid) for n in c.nodes]
+                pg1, tr1, sy1, sn1 = c.pg.counters(), peer_traffic(c), syncs(c), syncs_by_node(c)
                 out_b, in_b, nconn = (b - a for a, b in zip(tr0, tr1))
                 span = t1 - t0
                 used = [(b - a) - bg * span for a, b, bg in zip(cpu0, cpu1, bg_cpu)]
@@ -452,7 +497,10 @@ def bench_cpu(args):
                        statements_per_msg=f"{calls/sent:.4f}", statements_raw=pg1[0] - pg0[0],
                        xact_per_msg=f"{xact/sent:.4f}",
                        lmtp_bytes_per_msg=f"{out_b/sent:.0f}", lmtp_reply_bytes_per_msg=f"{in_b/sent:.0f}", lmtp_connections_opened=nconn,
-                       fdatasyncs_per_msg=f"{(sy1 - sy0) / sent:.3f}", max_late_s=f"{late:.3f}", load=loadavg())
+                       fdatasyncs_per_msg=f"{(sy1 - sy0) / sent:.3f}",
+                       syncs_queue_data_journal_per_msg=" ".join(
+                           "/".join(f"{(b - a) / sent:.2f}" for a, b in zip(x, y)) for x, y in zip(sn0, sn1)),
+                       switches_per_msg="/".join(f"{(b - a) / sent:.2f}" for a, b in zip(cs0, cs1)), max_late_s=f"{late:.3f}", load=loadavg())
                 if calls / sent > 0.01:
                     log(f"{kind} run statements:\n" + c.pg.top_statements())
         lm, lr = median_range(per["local"])

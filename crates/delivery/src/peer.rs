@@ -35,7 +35,7 @@ const SUSPECT_FOR: Duration = Duration::from_secs(5);
 /// A pooled connection idle longer than this is closed instead of reused.
 const IDLE_MAX: Duration = Duration::from_secs(60);
 /// Pooled connections per node.
-const POOLED_MAX: usize = 16;
+const POOLED_MAX: usize = 32;
 /// Longest reply line read from an owner.
 const LINE_MAX: usize = 4096;
 

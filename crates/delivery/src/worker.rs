@@ -696,7 +696,7 @@ struct Handing {
 /// Transactions with owner nodes at once, per delivery batch.
 const PEER_CONNECTIONS_MAX: usize = 16;
 /// Connections (streams of transactions one after the other) to one owner, per batch.
-const PEER_STREAMS_PER_NODE: usize = 8;
+const PEER_STREAMS_PER_NODE: usize = 16;
 
 fn retry_or_fail(message: &QueuedMessage, now: u64, reason: String) -> Outcome {
     let age = Duration::from_millis(now.saturating_sub(message.envelope.arrival_ms));

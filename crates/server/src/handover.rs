@@ -6,15 +6,19 @@
 //! store commit (data sync + journal sync) and a record fsync per message, where local
 //! delivery pays them once per batch. One committer thread takes every request waiting,
 //! appends them all with one `append_batch`, records the stored copies with one fsync, and
-//! answers each session: the queue's group commit, applied to the store. There is no timer:
-//! requests that arrive while a commit runs wait for it and form the next batch.
+//! answers each session: the queue's group commit, applied to the store. Requests that
+//! arrive while a commit runs wait for it and form the next batch; and a commit waits up to
+//! `COMMIT_WAIT_MAX` for hand-overs that sessions announced (a recipient accepted, the
+//! content on its way), as the queue's writer does for announced messages.
 //!
 //! Order within a commit, as in `dedup.rs`: the store commit, then the record, then the
 //! replies. Under the shared mailbox lock, like a delivery batch: a user's removal waits for
 //! the copies, and a move's freeze (which takes it exclusively once) is seen here.
 
-use std::sync::Arc;
-use std::sync::mpsc;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use store::{AppendRequest, Appended, StoreError};
 
@@ -22,6 +26,12 @@ use crate::dedup::{Delivered, Key};
 
 /// Copies in one commit at most (a request is never split).
 const BATCH_COPIES_MAX: usize = 512;
+/// How long a commit waits for announced hand-overs ([`Committer::incoming`]) to join it:
+/// the queue's `commit_wait_max` idea. A sending node hands a batch over on several
+/// connections at once; their transactions reach this node within a fraction of a
+/// millisecond of each other, and each one that joins saves a store commit and a record
+/// fsync. Nobody announced means nobody waits.
+const COMMIT_WAIT_MAX: Duration = Duration::from_millis(2);
 
 /// One session's copies: each with its record key.
 pub(crate) struct Request {
@@ -30,9 +40,51 @@ pub(crate) struct Request {
     pub(crate) reply: tokio::sync::oneshot::Sender<Vec<Option<Result<Appended, StoreError>>>>,
 }
 
+/// What the sessions and the committer thread share.
+struct Shared {
+    requests: Mutex<Pending>,
+    wake: Condvar,
+    /// Hand-overs announced (a recipient accepted) and not yet requested or abandoned.
+    incoming: AtomicUsize,
+}
+
+struct Pending {
+    requests: VecDeque<Request>,
+    /// Set when the server's context drops: the thread ends once the requests are done.
+    stopped: bool,
+}
+
+impl Shared {
+    fn pending(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.requests.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 /// The committer thread's mailbox.
 pub(crate) struct Committer {
-    requests: mpsc::Sender<Request>,
+    shared: Arc<Shared>,
+}
+
+/// A hand-over on its way (see [`Committer::incoming`]).
+pub(crate) struct Incoming {
+    shared: Arc<Shared>,
+}
+
+impl Drop for Incoming {
+    fn drop(&mut self) {
+        self.shared.incoming.fetch_sub(1, Ordering::SeqCst);
+        // Taking the lock orders this with the committer's check-then-wait, so the wake-up
+        // is never lost between the two.
+        drop(self.shared.pending());
+        self.shared.wake.notify_all();
+    }
+}
+
+impl Drop for Committer {
+    fn drop(&mut self) {
+        self.shared.pending().stopped = true;
+        self.shared.wake.notify_all();
+    }
 }
 
 impl Committer {
@@ -42,53 +94,101 @@ impl Committer {
         moves: Arc<crate::moves::Moves>,
         delivered: Arc<Delivered>,
     ) -> std::io::Result<Committer> {
-        let (requests, incoming) = mpsc::channel::<Request>();
+        let shared = Arc::new(Shared {
+            requests: Mutex::new(Pending {
+                requests: VecDeque::new(),
+                stopped: false,
+            }),
+            wake: Condvar::new(),
+            incoming: AtomicUsize::new(0),
+        });
+        let thread = shared.clone();
         std::thread::Builder::new()
             .name("handover-commit".into())
             .spawn(move || {
-                // Ends when every sender is gone (the server's context dropped).
-                while let Ok(first) = incoming.recv() {
-                    let mut batch = vec![first];
-                    let mut copies = batch[0].copies.len();
-                    while copies < BATCH_COPIES_MAX {
-                        match incoming.try_recv() {
-                            Ok(next) => {
-                                copies += next.copies.len();
-                                batch.push(next);
-                            }
-                            Err(_) => break,
-                        }
-                    }
+                while let Some(batch) = next_batch(&thread) {
                     commit(&store, &mailboxes, &moves, &delivered, batch);
                 }
             })?;
-        Ok(Committer { requests })
+        Ok(Committer { shared })
     }
 
-    /// Stores `copies`; their outcomes in order, once committed and recorded.
-    pub(crate) async fn store(
+    /// Announces a hand-over on its way (an LMTP session from another node accepted a
+    /// recipient): until the guard drops, a commit may wait up to `COMMIT_WAIT_MAX` for it.
+    /// Drop it after [`Committer::store`] has queued the request, or when none will come.
+    pub(crate) fn incoming(&self) -> Incoming {
+        self.shared.incoming.fetch_add(1, Ordering::SeqCst);
+        Incoming {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Stores `copies`; their outcomes in order, once committed and recorded. The request
+    /// is queued before the first await, so an [`Incoming`] dropped after this call was
+    /// made (not awaited) is never waited for in vain.
+    pub(crate) fn store(
         &self,
         copies: Vec<(AppendRequest, Key)>,
-    ) -> Vec<Option<Result<Appended, StoreError>>> {
+    ) -> impl std::future::Future<Output = Vec<Option<Result<Appended, StoreError>>>> + use<> {
         let count = copies.len();
         let (reply, answer) = tokio::sync::oneshot::channel();
-        if self.requests.send(Request { copies, reply }).is_err() {
-            return vec![
-                Some(Err(StoreError::Failed(
-                    "the hand-over committer stopped".into()
-                )));
-                count
-            ];
+        {
+            let mut pending = self.shared.pending();
+            pending.requests.push_back(Request { copies, reply });
         }
-        answer.await.unwrap_or_else(|_| {
-            vec![
-                Some(Err(StoreError::Failed(
-                    "the hand-over committer stopped".into()
-                )));
-                count
-            ]
-        })
+        self.shared.wake.notify_all();
+        async move {
+            answer.await.unwrap_or_else(|_| {
+                vec![
+                    Some(Err(StoreError::Failed(
+                        "the hand-over committer stopped".into()
+                    )));
+                    count
+                ]
+            })
+        }
     }
+}
+
+/// The next commit's requests: everything waiting, after holding the round open briefly
+/// for announced hand-overs. `None` when stopped with nothing left.
+fn next_batch(shared: &Shared) -> Option<Vec<Request>> {
+    let mut pending = shared.pending();
+    while pending.requests.is_empty() {
+        if pending.stopped {
+            return None;
+        }
+        pending = shared.wake.wait(pending).unwrap_or_else(|p| p.into_inner());
+    }
+    let deadline = Instant::now() + COMMIT_WAIT_MAX;
+    while shared.incoming.load(Ordering::SeqCst) > 0
+        && copies(&pending.requests) < BATCH_COPIES_MAX
+        && !pending.stopped
+    {
+        let now = Instant::now();
+        if now >= deadline {
+            break;
+        }
+        pending = shared
+            .wake
+            .wait_timeout(pending, deadline - now)
+            .map(|(g, _)| g)
+            .unwrap_or_else(|p| p.into_inner().0);
+    }
+    let mut batch = Vec::new();
+    let mut taken = 0;
+    while let Some(next) = pending.requests.front() {
+        if !batch.is_empty() && taken + next.copies.len() > BATCH_COPIES_MAX {
+            break;
+        }
+        taken += next.copies.len();
+        batch.extend(pending.requests.pop_front());
+    }
+    Some(batch)
+}
+
+fn copies(requests: &VecDeque<Request>) -> usize {
+    requests.iter().map(|r| r.copies.len()).sum()
 }
 
 fn commit(

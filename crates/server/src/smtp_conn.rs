@@ -25,6 +25,9 @@ struct Transaction {
     /// Tells the queue a message is on its way once a recipient is accepted, so concurrent
     /// sessions' messages share one commit (see `queue::Queue::incoming`).
     incoming: Option<queue::Incoming>,
+    /// The same for a hand-over from another node: its copies share the owner's next
+    /// commit (see `handover::Committer::incoming`).
+    handover: Option<crate::handover::Incoming>,
 }
 
 /// An SMTP-family session and its shell.
@@ -37,6 +40,9 @@ pub(crate) struct Smtp {
     transaction: Transaction,
     /// RCPTs refused as unknown in this session (the tarpit counts them).
     unknown_recipients: usize,
+    /// An LMTP client at another cluster node's address: its transactions are hand-overs,
+    /// stored by the committer, never queued.
+    from_node: bool,
 }
 
 impl Smtp {
@@ -89,14 +95,19 @@ impl Smtp {
                     self.session.mail_result(verdict);
                 }
                 Event::RcptTo { to, .. } => {
-                    if conn.flush().await.is_err() {
+                    // Pipelined replies go out together (RFC 2920 3.2: the driver flushes
+                    // before it waits for input); only a tarpit's pause sends them first.
+                    if self.tarpitted(&conn.ctx) && conn.flush().await.is_err() {
                         return Step::Close;
                     }
                     let verdict = self.recipient(&conn.ctx, &to).await;
                     self.session.rcpt_result(verdict);
                 }
                 Event::Message { envelope, content } => {
-                    if conn.flush().await.is_err() {
+                    // The replies so far go out before checks that may take seconds (DNS);
+                    // a hand-over's commit takes milliseconds and its sender reads every
+                    // reply at once, so they wait for the last one: one write, not three.
+                    if !self.from_node && conn.flush().await.is_err() {
                         return Step::Close;
                     }
                     let verdicts = self.accept_message(&conn.ctx, &envelope, content).await;
@@ -134,6 +145,11 @@ impl Smtp {
             authenticated: None,
             transaction: Transaction::default(),
             unknown_recipients: 0,
+            from_node: service == Service::Lmtp
+                && ctx
+                    .cluster
+                    .as_ref()
+                    .is_some_and(|c| c.is_node_address(&ctx.directory, peer.ip())),
         }
     }
 }
@@ -251,7 +267,7 @@ impl Smtp {
         let tarpit = self.service != Service::Lmtp;
         let live = ctx.live();
         let unknown_max = live.config.recipients_unknown_max;
-        if tarpit && self.unknown_recipients >= unknown_max {
+        if self.tarpitted(ctx) {
             if self.unknown_recipients >= unknown_max.saturating_mul(2) {
                 // RFC 5321 3.8: 421 closes the session.
                 return Verdict::Reject(Reply::new(
@@ -308,10 +324,23 @@ impl Smtp {
             }
         };
         self.transaction.targets.push(targets);
-        if self.transaction.incoming.is_none() {
+        if self.from_node {
+            if self.transaction.handover.is_none() {
+                self.transaction.handover = ctx
+                    .delivered_here
+                    .as_ref()
+                    .map(|(_, committer)| committer.incoming());
+            }
+        } else if self.transaction.incoming.is_none() {
             self.transaction.incoming = Some(ctx.queue.incoming());
         }
         Verdict::Accept
+    }
+
+    /// Whether the next RCPT waits out the tarpit's delay first (SMTP and submission only).
+    fn tarpitted(&self, ctx: &Ctx) -> bool {
+        self.service != Service::Lmtp
+            && self.unknown_recipients >= ctx.live().config.recipients_unknown_max
     }
 
     /// What the SPF/DKIM/DMARC verdict means for an MX message: refused when its DMARC
@@ -663,7 +692,10 @@ impl Smtp {
                 .into_iter()
                 .zip(slots.iter().map(|(_, _, key)| *key))
                 .collect();
-            let results = committer.store(copies).await;
+            let stored = committer.store(copies);
+            // Queued: the committer no longer waits for this transaction.
+            self.transaction.handover = None;
+            let results = stored.await;
             for (n, (i, user, _)) in slots.into_iter().enumerate() {
                 verdicts[i] = Some(match results.get(n) {
                     Some(None) => Verdict::Reject(Reply::new(
@@ -692,6 +724,8 @@ impl Smtp {
                 });
             }
         }
+        // Nothing to store (refused or duplicate): no commit should wait for it.
+        self.transaction.handover = None;
         verdicts
             .into_iter()
             .map(|v| {
