@@ -1,18 +1,18 @@
 //! The owner's side of a hand-over: copies other nodes hand over, from every LMTP session at
-//! once, stored in one store commit and recorded (`dedup.rs`) in one fsync.
+//! once, stored in one store commit and recorded (`dedup.rs`) with one write.
 //!
 //! Each LMTP transaction carries one message, and a node hands a batch of messages over on
 //! several connections at once, so an owner storing each transaction on its own would pay a
-//! store commit (data sync + journal sync) and a record fsync per message, where local
-//! delivery pays them once per batch. One committer thread takes every request waiting,
-//! appends them all with one `append_batch`, records the stored copies with one fsync, and
+//! store commit (data sync + journal sync) per message, where local delivery pays it once
+//! per batch. One committer thread takes every request waiting, appends them all with one
+//! `append_batch`, records the stored copies with one write (synced within a second), and
 //! answers each session: the queue's group commit, applied to the store. Requests that
 //! arrive while a commit runs wait for it and form the next batch; and a commit waits up to
 //! `COMMIT_WAIT_MAX` for hand-overs that sessions announced (a recipient accepted, the
 //! content on its way), as the queue's writer does for announced messages.
 //!
-//! Order within a commit, as in `dedup.rs`: the store commit, then the record, then the
-//! replies. Under the shared mailbox lock, like a delivery batch: a user's removal waits for
+//! Order within a commit, as in `dedup.rs`: the store commit, then the record (written;
+//! synced within a second), then the replies. Under the shared mailbox lock, like a delivery batch: a user's removal waits for
 //! the copies, and a move's freeze (which takes it exclusively once) is seen here.
 
 use std::collections::VecDeque;
@@ -29,8 +29,7 @@ const BATCH_COPIES_MAX: usize = 512;
 /// How long a commit waits for announced hand-overs ([`Committer::incoming`]) to join it:
 /// the queue's `commit_wait_max` idea. A sending node hands a batch over on several
 /// connections at once; their transactions reach this node within a fraction of a
-/// millisecond of each other, and each one that joins saves a store commit and a record
-/// fsync. Nobody announced means nobody waits.
+/// millisecond of each other, and each one that joins saves a store commit. Nobody announced means nobody waits.
 const COMMIT_WAIT_MAX: Duration = Duration::from_millis(2);
 
 /// One session's copies: each with its record key.
@@ -106,7 +105,7 @@ impl Committer {
         std::thread::Builder::new()
             .name("handover-commit".into())
             .spawn(move || {
-                while let Some(batch) = next_batch(&thread) {
+                while let Some(batch) = next_batch(&thread, &delivered) {
                     commit(&store, &mailboxes, &moves, &delivered, batch);
                 }
             })?;
@@ -152,13 +151,29 @@ impl Committer {
 
 /// The next commit's requests: everything waiting, after holding the round open briefly
 /// for announced hand-overs. `None` when stopped with nothing left.
-fn next_batch(shared: &Shared) -> Option<Vec<Request>> {
+fn next_batch(shared: &Shared, delivered: &Delivered) -> Option<Vec<Request>> {
     let mut pending = shared.pending();
     while pending.requests.is_empty() {
         if pending.stopped {
             return None;
         }
-        pending = shared.wake.wait(pending).unwrap_or_else(|p| p.into_inner());
+        if delivered.unsynced() {
+            // Idle with records not yet synced: sync them after `SYNC_INTERVAL` at most.
+            let (guard, waited) = shared
+                .wake
+                .wait_timeout(pending, crate::dedup::SYNC_INTERVAL)
+                .unwrap_or_else(|p| p.into_inner());
+            pending = guard;
+            if waited.timed_out() && pending.requests.is_empty() {
+                drop(pending);
+                if let Err(e) = delivered.sync() {
+                    tracing::error!(event = "cluster_delivered_error", error = %e, msg = "records not synced");
+                }
+                pending = shared.pending();
+            }
+        } else {
+            pending = shared.wake.wait(pending).unwrap_or_else(|p| p.into_inner());
+        }
     }
     let deadline = Instant::now() + COMMIT_WAIT_MAX;
     while shared.incoming.load(Ordering::SeqCst) > 0
