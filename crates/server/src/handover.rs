@@ -45,6 +45,8 @@ struct Shared {
     wake: Condvar,
     /// Hand-overs announced (a recipient accepted) and not yet requested or abandoned.
     incoming: AtomicUsize,
+    /// `COMMIT_WAIT_MAX`, longer in tests.
+    wait_max: Duration,
 }
 
 struct Pending {
@@ -93,6 +95,16 @@ impl Committer {
         moves: Arc<crate::moves::Moves>,
         delivered: Arc<Delivered>,
     ) -> std::io::Result<Committer> {
+        Self::start_waiting(store, mailboxes, moves, delivered, COMMIT_WAIT_MAX)
+    }
+
+    fn start_waiting(
+        store: store::Store,
+        mailboxes: Arc<std::sync::RwLock<()>>,
+        moves: Arc<crate::moves::Moves>,
+        delivered: Arc<Delivered>,
+        wait_max: Duration,
+    ) -> std::io::Result<Committer> {
         let shared = Arc::new(Shared {
             requests: Mutex::new(Pending {
                 requests: VecDeque::new(),
@@ -100,6 +112,7 @@ impl Committer {
             }),
             wake: Condvar::new(),
             incoming: AtomicUsize::new(0),
+            wait_max,
         });
         let thread = shared.clone();
         std::thread::Builder::new()
@@ -175,7 +188,7 @@ fn next_batch(shared: &Shared, delivered: &Delivered) -> Option<Vec<Request>> {
             pending = shared.wake.wait(pending).unwrap_or_else(|p| p.into_inner());
         }
     }
-    let deadline = Instant::now() + COMMIT_WAIT_MAX;
+    let deadline = Instant::now() + shared.wait_max;
     while shared.incoming.load(Ordering::SeqCst) > 0
         && copies(&pending.requests) < BATCH_COPIES_MAX
         && !pending.stopped
@@ -263,5 +276,107 @@ fn commit(
             })
             .collect();
         let _ = reply.send(outcomes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn copy(user: &str, n: u8) -> (AppendRequest, Key) {
+        (
+            AppendRequest {
+                user: user.to_string(),
+                folder: "INBOX".to_string(),
+                message: store::NewMessage {
+                    content: format!("Subject: {n}\r\n\r\nbody {n}\r\n").into_bytes(),
+                    ..store::NewMessage::default()
+                },
+            },
+            crate::dedup::key(&format!("n1:{n}"), user),
+        )
+    }
+
+    /// Long enough that a loaded machine's scheduling never outlasts it.
+    const WAIT: Duration = Duration::from_millis(500);
+
+    /// A committer over a fresh store, directory and record in `dir`, waiting `WAIT` for
+    /// announced hand-overs.
+    fn committer(
+        dir: &std::path::Path,
+        runtime: &tokio::runtime::Runtime,
+    ) -> (Committer, store::Store, Arc<Delivered>) {
+        let (store, _) = store::Store::open(
+            Arc::new(disk::RealDisk),
+            &dir.join("store"),
+            store::StoreConfig::default(),
+        )
+        .unwrap();
+        store.create_folder("a@example.org", "INBOX").unwrap();
+        let directory = runtime
+            .block_on(directory::Directory::open_at(
+                &directory::Location::Sqlite(dir.join("directory.db")),
+                directory::Options::default(),
+            ))
+            .unwrap();
+        let moves = Arc::new(crate::moves::Moves::new(None, directory));
+        let delivered = Arc::new(Delivered::open(dir, Duration::from_secs(86_400), 1_000).unwrap());
+        let committer = Committer::start_waiting(
+            store.clone(),
+            Arc::new(std::sync::RwLock::new(())),
+            moves,
+            delivered.clone(),
+            WAIT,
+        )
+        .unwrap();
+        (committer, store, delivered)
+    }
+
+    /// An announced hand-over joins the commit of one requested before it: one data sync
+    /// for both, and both recorded.
+    #[test]
+    fn an_announced_hand_over_shares_the_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (committer, store, delivered) = committer(dir.path(), &runtime);
+        let before = store.stats().data_syncs;
+        let announced = committer.incoming();
+        let first = committer.store(vec![copy("a@example.org", 1)]);
+        // The committer now holds the round open for the announced one.
+        std::thread::sleep(WAIT / 10);
+        let second = committer.store(vec![copy("a@example.org", 2)]);
+        drop(announced);
+        let (first, second) = runtime.block_on(async { (first.await, second.await) });
+        assert!(matches!(first.as_slice(), [Some(Ok(_))]), "{first:?}");
+        assert!(matches!(second.as_slice(), [Some(Ok(_))]), "{second:?}");
+        assert_eq!(store.stats().data_syncs - before, 1, "one commit for both");
+        assert!(delivered.contains(&copy("a@example.org", 1).1));
+        assert!(delivered.contains(&copy("a@example.org", 2).1));
+    }
+
+    /// An announcement that never turns into a request delays a commit by the wait at most; the record written for the 250 is synced once the committer falls idle.
+    #[test]
+    fn an_abandoned_announcement_costs_a_bounded_wait_and_the_record_is_synced() {
+        let dir = tempfile::tempdir().unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (committer, _store, delivered) = committer(dir.path(), &runtime);
+        let _abandoned = committer.incoming();
+        let started = Instant::now();
+        let stored = runtime.block_on(committer.store(vec![copy("a@example.org", 3)]));
+        let took = started.elapsed();
+        assert!(matches!(stored.as_slice(), [Some(Ok(_))]), "{stored:?}");
+        assert!(took >= WAIT, "waited {took:?}");
+        assert!(took < WAIT * 10, "waited {took:?}");
+        let deadline = Instant::now() + crate::dedup::SYNC_INTERVAL * 5;
+        while delivered.unsynced() {
+            assert!(Instant::now() < deadline, "the record was never synced");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
