@@ -681,18 +681,23 @@ fn postgresql_down_stops_neither_mail_nor_logins() {
 }
 
 /// `UIDVALIDITY` and every message's `(UID, FLAGS)` of `folder`, through IMAP at `address`.
-fn folder_state(address: &str, user: &str, folder: &str) -> (String, Vec<String>) {
+/// A folder as a CONDSTORE client sees it: UIDVALIDITY, HIGHESTMODSEQ, and per message
+/// `"<uid> MODSEQ <modseq> <sorted flags>"`.
+fn folder_state(address: &str, user: &str, folder: &str) -> (String, String, Vec<String>) {
     let (mut imap, answer) = imap_login(address, user);
     assert!(answer.contains(" OK"), "{answer}");
-    let select = imap.run(&format!("SELECT {folder}"));
-    let uidvalidity = select
-        .iter()
-        .find_map(|l| l.split("[UIDVALIDITY ").nth(1))
-        .and_then(|rest| rest.split(']').next())
-        .unwrap_or_else(|| panic!("no UIDVALIDITY: {select:?}"))
-        .to_string();
+    let select = imap.run(&format!("SELECT {folder} (CONDSTORE)"));
+    let code = |name: &str| {
+        select
+            .iter()
+            .find_map(|l| l.split(&format!("[{name} ")).nth(1))
+            .and_then(|rest| rest.split(']').next())
+            .unwrap_or_else(|| panic!("no {name}: {select:?}"))
+            .to_string()
+    };
+    let (uidvalidity, highest_modseq) = (code("UIDVALIDITY"), code("HIGHESTMODSEQ"));
     let mut messages: Vec<String> = imap
-        .run("UID FETCH 1:* (UID FLAGS)")
+        .run("UID FETCH 1:* (UID FLAGS MODSEQ)")
         .into_iter()
         .filter(|l| l.starts_with("* "))
         .map(|l| {
@@ -717,12 +722,17 @@ fn folder_state(address: &str, user: &str, folder: &str) -> (String, Vec<String>
                 .filter(|f| !f.is_empty() && *f != "\\Recent")
                 .collect();
             flags.sort();
-            format!("{uid} {}", flags.join(" "))
+            let modseq = inner
+                .split("MODSEQ (")
+                .nth(1)
+                .and_then(|rest| rest.split(')').next())
+                .unwrap_or_else(|| panic!("no MODSEQ in {l}"));
+            format!("{uid} MODSEQ {modseq} {}", flags.join(" "))
         })
         .collect();
     messages.sort();
     imap.run("LOGOUT");
-    (uidvalidity, messages)
+    (uidvalidity, highest_modseq, messages)
 }
 
 #[test]
@@ -784,7 +794,7 @@ fn a_user_moved_under_load_keeps_its_uids_and_flags() {
     let kept_before = pop3_subjects(&cluster.node(1).addr(PORT_POP3), user).unwrap();
     assert_eq!(kept_before.len(), 5);
     let archive_before = folder_state(&cluster.node(1).addr(PORT_IMAP), user, "Saved");
-    assert_eq!(inbox_before.1.len(), 5);
+    assert_eq!(inbox_before.2.len(), 5);
 
     // Mail keeps coming through the other nodes while the mailbox moves from n1 to n2.
     static MOVED: [&str; 1] = ["u1@example.test"];
@@ -822,16 +832,23 @@ fn a_user_moved_under_load_keeps_its_uids_and_flags() {
         Duration::from_secs(60),
     );
     assert_eq!(got, want, "every message exactly once after the move");
-    // The same UIDVALIDITY, UIDs and flags for an IMAP client.
+    // The same UIDVALIDITY, UIDs, MODSEQs and flags for an IMAP client; HIGHESTMODSEQ too
+    // where no mail arrived.
     let inbox_after = folder_state(&cluster.node(3).addr(PORT_IMAP), user, "INBOX");
     assert_eq!(inbox_after.0, inbox_before.0, "INBOX UIDVALIDITY");
-    for message in &inbox_before.1 {
+    for message in &inbox_before.2 {
         assert!(
-            inbox_after.1.contains(message),
+            inbox_after.2.contains(message),
             "{message} not in {:?}",
-            inbox_after.1
+            inbox_after.2
         );
     }
+    assert!(
+        inbox_after.1.parse::<u64>().unwrap() >= inbox_before.1.parse::<u64>().unwrap(),
+        "INBOX HIGHESTMODSEQ went back: {} then {}",
+        inbox_before.1,
+        inbox_after.1
+    );
     assert_eq!(
         folder_state(&cluster.node(3).addr(PORT_IMAP), user, "Saved"),
         archive_before

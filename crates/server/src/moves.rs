@@ -33,8 +33,10 @@
 //!    owner is deleted here, a new one copied), and per folder the HIGHESTMODSEQ raised again,
 //!    UIDs gone from the owner expunged, the flags and keywords of every message whose
 //!    MODSEQ on the owner passed the copy's HIGHESTMODSEQ (or whose flags differ) set again,
-//!    new UIDs copied, UIDNEXT raised. Then every folder is compared (UIDVALIDITY, UIDs,
-//!    flags, keywords) with the owner's; any difference fails the move.
+//!    new UIDs copied, UIDNEXT raised; then every message given its MODSEQ on the owner and
+//!    the folder the owner's HIGHESTMODSEQ ([`store::Store::restore_modseqs`]). Then every
+//!    folder is compared (UIDVALIDITY, UIDs, flags, keywords, MODSEQs, HIGHESTMODSEQ) with
+//!    the owner's; any difference fails the move.
 //! 5. **Switch**: [`directory::Directory::finish_move`] moves owner and epoch in one
 //!    transaction. The old owner's [`watch`] sees the user on another node, removes its copy
 //!    (sessions ended, `Store::delete_user` under the exclusive lock) and drops the freeze.
@@ -45,13 +47,14 @@
 //!    frozen move is set back to `requested:` first, so the user is not frozen during the
 //!    second copy).
 //!
-//! **MODSEQ.** The store gives MODSEQs itself, ascending per folder, so a message cannot keep
-//! its source MODSEQ. What holds instead: every message's MODSEQ here is above its MODSEQ on
-//! the old owner (the folder's HIGHESTMODSEQ is raised to the source's before anything is
-//! imported or changed, in the copy and again in the delta), and the folder's HIGHESTMODSEQ
-//! is at least the old owner's. So a CONDSTORE/QRESYNC client that knew the folder at some
-//! MODSEQ is told about every message changed since (and at most a few unchanged ones more),
-//! never sees HIGHESTMODSEQ go backwards, and its UIDs and UIDVALIDITY stay valid.
+//! **MODSEQ.** The store gives MODSEQs itself, ascending per folder, so the copy and the delta
+//! first give every message a MODSEQ above the owner's (the folder's HIGHESTMODSEQ is raised
+//! to the source's before anything is imported or changed). At the end of the delta, frozen,
+//! one `restore_modseqs` record gives each message its MODSEQ on the owner and the folder the
+//! owner's HIGHESTMODSEQ: the one change that may lower them (docs/storage.md, S4), allowed
+//! because no client has seen this copy (every session is on the owner until the switch).
+//! So a CONDSTORE/QRESYNC client finds the folder exactly as it left it: same UIDVALIDITY,
+//! UIDs, MODSEQs and HIGHESTMODSEQ, nothing to resynchronise.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -546,33 +549,64 @@ async fn sync_folder(
         blocking(move || s.raise_uidnext(&u, &f, next)).await?;
     }
     if delta {
-        // Frozen: the owner's folder cannot change any more; compare it all.
+        // Frozen: the owner's folder cannot change any more. Every message takes the MODSEQ
+        // it has there and the folder its HIGHESTMODSEQ (`Store::restore_modseqs`: S4's one
+        // exception, safe because no client sees this copy before the switch); then the
+        // whole folder is compared.
         let theirs = client.uid_fetch_state(&source_uids, false).await?;
+        let mut source_modseqs = HashMap::with_capacity(theirs.len());
+        for m in &theirs {
+            let modseq = m
+                .modseq
+                .ok_or_else(|| anyhow!("the owner gave no MODSEQ for UID {} in {folder}", m.uid))?;
+            source_modseqs.insert(m.uid, modseq);
+        }
         let view = {
             let (s, u, f) = (store.clone(), u.clone(), f.clone());
             blocking(move || s.open_folder(&u, &f)).await?
         };
-        let ours: Vec<(u32, store::Flags, Vec<String>)> = view
+        let differing: Vec<(u32, u64)> = view
+            .messages
+            .iter()
+            .filter_map(|m| {
+                let want = source_modseqs.get(&m.uid).copied()?;
+                (want != m.modseq).then_some((m.uid, want))
+            })
+            .collect();
+        let view = if differing.is_empty() && view.status.highest_modseq == highest {
+            view
+        } else {
+            let (s, u, f) = (store.clone(), u.clone(), f.clone());
+            blocking(move || {
+                s.restore_modseqs(&u, &f, differing, highest)?;
+                s.open_folder(&u, &f)
+            })
+            .await?
+        };
+        let ours: Vec<(u32, store::Flags, Vec<String>, u64)> = view
             .messages
             .into_iter()
             .map(|m| {
                 let mut k = m.keywords;
                 k.sort();
-                (m.uid, m.flags, k)
+                (m.uid, m.flags, k, m.modseq)
             })
             .collect();
-        let theirs: Vec<(u32, store::Flags, Vec<String>)> = theirs
+        let theirs: Vec<(u32, store::Flags, Vec<String>, u64)> = theirs
             .into_iter()
             .map(|m| {
                 let (f, k) = store_flags(&m.flags);
-                (m.uid, f, k)
+                (m.uid, f, k, m.modseq.unwrap_or(0))
             })
             .collect();
         if ours != theirs || view.status.uidvalidity != mailbox.uid_validity {
             bail!("{folder} differs from the owner's after the delta");
         }
-        if view.status.highest_modseq < highest {
-            bail!("{folder}: HIGHESTMODSEQ below the owner's");
+        if view.status.highest_modseq != highest {
+            bail!(
+                "{folder}: HIGHESTMODSEQ {} where the owner has {highest}",
+                view.status.highest_modseq
+            );
         }
     }
     Ok(imported)

@@ -273,6 +273,63 @@ impl Inner {
         drop(w);
         self.status(user, folder)
     }
+    pub(crate) fn restore_modseqs(
+        &self,
+        user: &str,
+        folder: &str,
+        entries: Vec<(u32, u64)>,
+        highest: u64,
+    ) -> Result<FolderStatus, StoreError> {
+        let cell = self.folder(user, folder)?;
+        if highest > crate::index::MODSEQ_MAX {
+            return Err(StoreError::Invalid(format!(
+                "MODSEQ {highest} is out of range"
+            )));
+        }
+        let mut w = self.writer()?;
+        let op = {
+            let f = cell.read();
+            if f.deleted {
+                return Err(StoreError::NoSuchFolder {
+                    user: user.to_string(),
+                    folder: f.name.clone(),
+                });
+            }
+            // Checked here as the replay checks it, so a bad request is refused, not
+            // journaled (a record the replay refuses would be damage).
+            let mut after: std::collections::HashMap<u32, u64> =
+                f.messages.iter().map(|(&uid, e)| (uid, e.modseq)).collect();
+            for &(uid, modseq) in &entries {
+                if modseq == 0 || modseq > highest {
+                    return Err(StoreError::Invalid(format!(
+                        "MODSEQ {modseq} of UID {uid} is not in 1..={highest}"
+                    )));
+                }
+                match after.get_mut(&uid) {
+                    Some(m) => *m = modseq,
+                    None => {
+                        return Err(StoreError::Invalid(format!(
+                            "no UID {uid} in {folder} to give a MODSEQ"
+                        )));
+                    }
+                }
+            }
+            if after.values().any(|&m| m > highest) {
+                return Err(StoreError::Invalid(format!(
+                    "HIGHESTMODSEQ {highest} would be below a message's MODSEQ in {folder}"
+                )));
+            }
+            Op::RestoreModseqs {
+                folder: f.id,
+                highest,
+                entries,
+            }
+        };
+        self.commit(&mut w, &[op])?;
+        drop(w);
+        self.status(user, folder)
+    }
+
     pub(crate) fn raise_modseq(
         &self,
         user: &str,

@@ -370,6 +370,38 @@ pub(crate) fn apply(
             bump_modseq(&mut f, *modseq)?;
             f.uidnext = *uidnext;
         }
+        Op::RestoreModseqs {
+            folder,
+            highest,
+            entries,
+        } => {
+            let cell = folder_cell(*folder)?;
+            let mut f = cell.write();
+            // S4's one exception (docs/storage.md): MODSEQs as another store gave them, the
+            // folder's HIGHESTMODSEQ set to `highest`, never below any message's MODSEQ.
+            if *highest > MODSEQ_MAX {
+                return Err(format!("MODSEQ {highest} is out of range"));
+            }
+            for (uid, modseq) in entries {
+                if *modseq == 0 || modseq > highest {
+                    return Err(format!(
+                        "restored MODSEQ {modseq} of UID {uid} is not in 1..={highest}"
+                    ));
+                }
+                f.messages
+                    .get_mut(uid)
+                    .ok_or_else(|| format!("restored MODSEQ of missing UID {uid}"))?
+                    .modseq = *modseq;
+            }
+            if let Some(above) = f.messages.values().map(|e| e.modseq).max()
+                && above > *highest
+            {
+                return Err(format!(
+                    "restored HIGHESTMODSEQ {highest} is below a message's MODSEQ {above}"
+                ));
+            }
+            f.highest_modseq = *highest;
+        }
         Op::Move { folder, uid, start } => {
             let cell = folder_cell(*folder)?;
             let mut f = cell.write();

@@ -91,6 +91,16 @@ pub(crate) enum Op {
         modseq: u64,
         uidnext: u32,
     },
+    /// Gives messages the MODSEQs they had in another store and sets the folder's
+    /// HIGHESTMODSEQ to `highest`, which may be lower than now: the one change that does not
+    /// ascend (S4's exception, docs/storage.md). Written only for a folder no client has
+    /// seen here (a user moved from another node, before the switch).
+    RestoreModseqs {
+        folder: u32,
+        highest: u64,
+        /// (UID, MODSEQ) pairs.
+        entries: Vec<(u32, u64)>,
+    },
 }
 
 impl Op {
@@ -106,7 +116,8 @@ impl Op {
             | Op::Expunge { folder, .. }
             | Op::ExpungeBelow { folder, .. }
             | Op::Move { folder, .. }
-            | Op::SetUidNext { folder, .. } => *folder,
+            | Op::SetUidNext { folder, .. }
+            | Op::RestoreModseqs { folder, .. } => *folder,
             Op::Append(a) => a.folder,
         }
     }
@@ -250,6 +261,20 @@ pub(crate) fn encode_ops(ops: &[Op]) -> Vec<u8> {
                 e.u64(*modseq);
                 e.u32(*uidnext);
             }
+            Op::RestoreModseqs {
+                folder,
+                highest,
+                entries,
+            } => {
+                e.u8(12);
+                e.u32(*folder);
+                e.u64(*highest);
+                e.u32(entries.len() as u32);
+                for &(uid, modseq) in entries {
+                    e.u32(uid);
+                    e.u64(modseq);
+                }
+            }
         }
     }
     e.0
@@ -321,6 +346,22 @@ pub(crate) fn decode_ops(payload: &[u8]) -> Result<Vec<Op>, DecodeError> {
                 modseq: d.u64()?,
                 uidnext: d.u32()?,
             },
+            12 => {
+                let folder = d.u32()?;
+                let highest = d.u64()?;
+                let n = d.u32()? as usize;
+                if n > d.remaining() / 12 {
+                    return Err(DecodeError::new("MODSEQ list longer than its record"));
+                }
+                let entries = (0..n)
+                    .map(|_| Ok((d.u32()?, d.u64()?)))
+                    .collect::<Result<Vec<_>, DecodeError>>()?;
+                Op::RestoreModseqs {
+                    folder,
+                    highest,
+                    entries,
+                }
+            }
             tag => return Err(DecodeError::new(format!("unknown operation tag {tag}"))),
         };
         ops.push(op);
@@ -653,6 +694,11 @@ mod tests {
                 folder: 3,
                 modseq: 6,
                 uidnext: 25_022,
+            },
+            Op::RestoreModseqs {
+                folder: 3,
+                highest: 40,
+                entries: vec![(1, 40), (2, 3), (25_021, 17)],
             },
             Op::DeleteFolder { folder: 3 },
         ]

@@ -461,6 +461,24 @@ impl Store {
         self.inner.raise_modseq(user, folder, modseq)
     }
 
+    /// Gives the messages `entries` names (UID, MODSEQ) the MODSEQs they had in another
+    /// store, and sets the folder's HIGHESTMODSEQ to `highest` (one journal record). This is
+    /// the one change that can lower MODSEQs (S4's exception, docs/storage.md), so it is only
+    /// for a folder no client has seen here: a user moved from another node calls it after
+    /// copying a folder and again after the delta, before the switch, so every message keeps
+    /// its MODSEQ and the folder its HIGHESTMODSEQ. Refused (nothing written) for a UID not
+    /// in the folder, a MODSEQ of 0 or above `highest`, or a `highest` below the MODSEQ of a
+    /// message not named.
+    pub fn restore_modseqs(
+        &self,
+        user: &str,
+        folder: &str,
+        entries: Vec<(u32, u64)>,
+        highest: u64,
+    ) -> Result<FolderStatus, StoreError> {
+        self.inner.restore_modseqs(user, folder, entries, highest)
+    }
+
     /// Imports a whole folder: [`Store::import_folder`] with `uidvalidity`, then the messages
     /// in batches of at most `batch_messages_max` messages and `batch_bytes_max` bytes (each
     /// one [`Store::commit_import`]), then, if the folder's UIDVALIDITY is the source's,

@@ -548,3 +548,70 @@ fn raised_modseq_survives_reopen_and_checkpoint_and_later_changes_ascend_past_it
     assert_eq!(view.messages[0].modseq, 5002);
     assert_clean(&store);
 }
+
+/// A moved folder keeps its source's MODSEQs exactly (S4's one exception): restored after
+/// import, they survive a reopen (journal replay) and a checkpoint (snapshot), and the next
+/// change ascends past the restored HIGHESTMODSEQ. Bad requests write nothing.
+#[test]
+fn restored_modseqs_survive_reopen_and_checkpoint() {
+    let disk = SimDisk::new();
+    let store = open(&disk, small_config());
+    store.import_folder("moe", "INBOX", Some(4242)).unwrap();
+    let batch = store
+        .prepare_import(
+            "moe",
+            "INBOX",
+            vec![
+                imported(Some(3), 1, 100),
+                imported(Some(7), 2, 100),
+                imported(Some(8), 3, 100),
+            ],
+        )
+        .unwrap();
+    assert!(
+        store
+            .commit_import(batch)
+            .unwrap()
+            .iter()
+            .all(|o| o.is_ok())
+    );
+    // The source's MODSEQs, not in UID order, and a HIGHESTMODSEQ of an expunged change.
+    let before = disk.stats();
+    for (entries, highest) in [
+        (vec![(3, 12), (7, 0)], 20u64),
+        (vec![(3, 21)], 20),
+        (vec![(4, 5)], 20),
+        (vec![(3, 12)], 2),
+    ] {
+        assert!(
+            matches!(
+                store.restore_modseqs("moe", "INBOX", entries.clone(), highest),
+                Err(StoreError::Invalid(_))
+            ),
+            "{entries:?} {highest}"
+        );
+    }
+    assert_eq!(disk.stats().syncs, before.syncs, "a refusal writes nothing");
+    let status = store
+        .restore_modseqs("moe", "INBOX", vec![(3, 12), (7, 2), (8, 5)], 20)
+        .unwrap();
+    assert_eq!(status.highest_modseq, 20);
+    let modseqs = |store: &store::Store| -> Vec<(u32, u64)> {
+        let view = store.open_folder("moe", "INBOX").unwrap();
+        view.messages.iter().map(|m| (m.uid, m.modseq)).collect()
+    };
+    assert_eq!(modseqs(&store), vec![(3, 12), (7, 2), (8, 5)]);
+    drop(store);
+    let store = open(&disk, small_config());
+    assert_eq!(modseqs(&store), vec![(3, 12), (7, 2), (8, 5)]);
+    assert_eq!(store.status("moe", "INBOX").unwrap().highest_modseq, 20);
+    store.checkpoint().unwrap();
+    drop(store);
+    let store = open(&disk, small_config());
+    assert_eq!(modseqs(&store), vec![(3, 12), (7, 2), (8, 5)]);
+    let modseq = store
+        .set_flags("moe", "INBOX", &[7], store::FlagOp::Add, Flags::SEEN, &[])
+        .unwrap();
+    assert_eq!(modseq, 21);
+    assert_clean(&store);
+}
