@@ -238,11 +238,11 @@ struct Placed {
     slot: Slot,
 }
 
-/// A record to append.
 /// A record's content at least this large is written from the producer's buffer instead of
 /// being copied into the batch's: a large message is not held twice while it is written.
 const CONTENT_IN_PLACE_BYTES: usize = 1 << 20;
 
+/// A record to append.
 struct NewRecord<'a> {
     id: MessageId,
     statuses: &'a [u8],
