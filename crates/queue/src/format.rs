@@ -461,6 +461,24 @@ pub(crate) fn encode_record_into(
 ) -> u32 {
     let start = out.len();
     let len = record_len(statuses.len(), envelope.len(), content.len()) as usize;
+    let crc = encode_record_head(out, id, statuses, envelope, content);
+    out.extend_from_slice(content);
+    out.resize(start + len, 0);
+    crc
+}
+
+/// Appends what comes before the content of a record (header, initial status bytes,
+/// envelope) to `out` and returns the record's CRC: the content follows at once and then
+/// the zero padding to [`record_len`], written by the caller (the writer writes a large
+/// content from the producer's buffer instead of copying it into its own).
+pub(crate) fn encode_record_head(
+    out: &mut Vec<u8>,
+    id: u64,
+    statuses: &[u8],
+    envelope: &[u8],
+    content: &[u8],
+) -> u32 {
+    let start = out.len();
     out.extend_from_slice(&id.to_le_bytes());
     out.extend_from_slice(&(statuses.len() as u16).to_le_bytes());
     out.extend_from_slice(&[0, 0]);
@@ -469,8 +487,6 @@ pub(crate) fn encode_record_into(
     let crc = crc32c::crc32c(&out[start..]);
     out.extend_from_slice(statuses);
     out.extend_from_slice(envelope);
-    out.extend_from_slice(content);
-    out.resize(start + len, 0);
     crc32c::crc32c_append(crc32c::crc32c_append(crc, envelope), content)
 }
 

@@ -238,6 +238,10 @@ struct Placed {
     slot: Slot,
 }
 
+/// A record's content at least this large is written from the producer's buffer instead of
+/// being copied into the batch's: a large message is not held twice while it is written.
+const CONTENT_IN_PLACE_BYTES: usize = 1 << 20;
+
 /// A record to append.
 struct NewRecord<'a> {
     id: MessageId,
@@ -570,7 +574,10 @@ impl Writer {
         self.core.batches_committed.fetch_add(1, Ordering::Relaxed);
         let mut ids = (self.next_id - enqueues.len() as u64)..self.next_id;
         for r in enqueues {
-            if let Request::Enqueue { done, .. } = r {
+            if let Request::Enqueue { done, content, .. } = r {
+                // Freed before the answer: the producer's share of the memory budget ends
+                // with it (the SMTP session holds its reservation until the reply).
+                drop(content);
                 done(Ok(ids.next().expect("one id per enqueue")));
             }
         }
@@ -622,18 +629,56 @@ impl Writer {
                 j += 1;
             }
             debug_assert!(j > i, "an empty segment always fits one record");
-            let mut rec_buf = Vec::with_capacity((data - u64::from(cur.next_data)) as usize);
+            // The records go out back to back in one buffer, except that a large content is
+            // written from the producer's buffer: the buffer is written up to it (with the
+            // record's head), then the content, and the buffer starts again at its padding.
+            let buffered: u64 = records[i..j]
+                .iter()
+                .map(|r| {
+                    if r.content.len() >= CONTENT_IN_PLACE_BYTES {
+                        r.len() - r.content.len() as u64
+                    } else {
+                        r.len()
+                    }
+                })
+                .sum();
+            let mut rec_buf = Vec::with_capacity(buffered as usize);
+            // Where `rec_buf` goes in the segment, and where the next record starts.
+            let mut buf_at = u64::from(cur.next_data);
+            let mut at = buf_at;
             let mut slot_buf = Vec::with_capacity((j - i) * format::SLOT_BYTES as usize);
             let mut chain = cur.chain;
             for (k, r) in records[i..j].iter().enumerate() {
-                let offset = cur.next_data + rec_buf.len() as u32;
-                let record_crc = format::encode_record_into(
-                    &mut rec_buf,
-                    r.id,
-                    r.statuses,
-                    r.envelope,
-                    r.content,
-                );
+                let offset = at as u32;
+                let record_crc = if r.content.len() >= CONTENT_IN_PLACE_BYTES {
+                    let crc = format::encode_record_head(
+                        &mut rec_buf,
+                        r.id,
+                        r.statuses,
+                        r.envelope,
+                        r.content,
+                    );
+                    cur.file
+                        .write_all_at(&rec_buf, buf_at)
+                        .map_err(|e| QueueError::io("write records to", &cur.path, e))?;
+                    let content_at = buf_at + rec_buf.len() as u64;
+                    cur.file
+                        .write_all_at(r.content, content_at)
+                        .map_err(|e| QueueError::io("write records to", &cur.path, e))?;
+                    buf_at = content_at + r.content.len() as u64;
+                    rec_buf.clear();
+                    rec_buf.resize((at + r.len() - buf_at) as usize, 0);
+                    crc
+                } else {
+                    format::encode_record_into(
+                        &mut rec_buf,
+                        r.id,
+                        r.statuses,
+                        r.envelope,
+                        r.content,
+                    )
+                };
+                at += r.len();
                 let slot = Slot {
                     id: r.id,
                     offset,
@@ -659,13 +704,16 @@ impl Writer {
                     slot,
                 });
             }
-            cur.file
-                .write_all_at(&rec_buf, u64::from(cur.next_data))
-                .map_err(|e| QueueError::io("write records to", &cur.path, e))?;
+            debug_assert_eq!(at, data);
+            if !rec_buf.is_empty() {
+                cur.file
+                    .write_all_at(&rec_buf, buf_at)
+                    .map_err(|e| QueueError::io("write records to", &cur.path, e))?;
+            }
             cur.file
                 .write_all_at(&slot_buf, format::slot_offset(cur.next_slot))
                 .map_err(|e| QueueError::io("write slots to", &cur.path, e))?;
-            cur.next_data += rec_buf.len() as u32;
+            cur.next_data = data as u32;
             cur.next_slot = slot_index;
             cur.chain = chain;
             touched.insert(cur.seq);

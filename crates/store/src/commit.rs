@@ -36,6 +36,9 @@ use crate::{AppendRequest, Appended, DeletedUser, ExpungeReport, FolderStatus};
 
 /// Largest single `pwrite` when laying out a batch's adjacent messages.
 const WRITE_RUN_BYTES_MAX: usize = 8 << 20;
+/// A message content at least this large is written from its own buffer, not copied into a
+/// record buffer first.
+const CONTENT_IN_PLACE_BYTES: usize = 1 << 20;
 
 /// Cumulative I/O counters (relaxed atomics: statistics, not synchronisation).
 #[derive(Debug, Default)]
@@ -74,11 +77,47 @@ pub(crate) struct Prepared {
     /// batch is planned, else the next UID is given (see `Store::import_batch`). `None` for
     /// ordinary appends.
     pub(crate) uid: Option<u32>,
-    /// Header placeholder, summary, content, zero padding to a whole unit.
-    record: Vec<u8>,
+    /// The record's start: header placeholder and summary. The content follows it on disk,
+    /// then zero padding to a whole unit; they are kept apart so a large message is not
+    /// copied into a record buffer (held twice) to be written.
+    head: Vec<u8>,
+    content: Vec<u8>,
     summary_len: u32,
     content_len: u32,
     data_crc: u32,
+}
+
+impl Prepared {
+    /// Bytes of the record on disk, padding included: whole units.
+    fn record_len(&self) -> usize {
+        (units_for(self.summary_len, self.content_len) * UNIT) as usize
+    }
+
+    /// Appends the whole record (head, content, padding) to `out`.
+    fn record_into(&self, out: &mut Vec<u8>) {
+        let end = out.len() + self.record_len();
+        out.extend_from_slice(&self.head);
+        out.extend_from_slice(&self.content);
+        out.resize(end, 0);
+    }
+
+    /// Writes the record at `offset` of `volume`: a large content straight from its own
+    /// buffer (head, content and padding in three writes), a small record in one write.
+    fn write_at(&self, volume: &dyn File, offset: u64) -> std::io::Result<()> {
+        if self.content.len() < CONTENT_IN_PLACE_BYTES {
+            let mut record = Vec::with_capacity(self.record_len());
+            self.record_into(&mut record);
+            return volume.write_all_at(&record, offset);
+        }
+        volume.write_all_at(&self.head, offset)?;
+        let content_at = offset + self.head.len() as u64;
+        volume.write_all_at(&self.content, content_at)?;
+        let padding = self.record_len() - self.head.len() - self.content.len();
+        if padding > 0 {
+            volume.write_all_at(&vec![0u8; padding], content_at + self.content.len() as u64)?;
+        }
+        Ok(())
+    }
 }
 
 struct Slot {
@@ -341,15 +380,10 @@ impl Inner {
         let summary = encode_summary(&parse_summary(&m.content, c.summary_field_bytes_max));
         let summary_len = summary.len() as u32;
         let content_len = m.content.len() as u32;
-        let units = units_for(summary_len, content_len);
-        let mut record = Vec::with_capacity((units * UNIT) as usize);
-        record.resize(MSG_HEADER_BYTES, 0);
-        record.extend_from_slice(&summary);
-        record.extend_from_slice(&m.content);
-        record.resize((units * UNIT) as usize, 0);
-        let data_crc = crc32c::crc32c(
-            &record[MSG_HEADER_BYTES..MSG_HEADER_BYTES + summary.len() + m.content.len()],
-        );
+        let data_crc = crc32c::crc32c_append(crc32c::crc32c(&summary), &m.content);
+        let mut head = Vec::with_capacity(MSG_HEADER_BYTES + summary.len());
+        head.resize(MSG_HEADER_BYTES, 0);
+        head.extend_from_slice(&summary);
         Ok(Prepared {
             user: req.user,
             folder,
@@ -357,7 +391,8 @@ impl Inner {
             keywords,
             internal_date: m.internal_date,
             uid: None,
-            record,
+            head,
+            content: m.content,
             summary_len,
             content_len,
             data_crc,
@@ -374,7 +409,7 @@ impl Inner {
             match self.prepare(req) {
                 Ok(p) => {
                     out.push(None);
-                    let bytes = p.record.len();
+                    let bytes = p.record_len();
                     mine.push((
                         i,
                         Arc::new(Slot {
@@ -600,7 +635,7 @@ impl Inner {
                 content_len: p.content_len,
                 data_crc: p.data_crc,
             };
-            p.record[..MSG_HEADER_BYTES].copy_from_slice(&header.encode());
+            p.head[..MSG_HEADER_BYTES].copy_from_slice(&header.encode());
             ops.push(Op::Append(AppendOp {
                 folder: fid,
                 uid,
@@ -613,7 +648,7 @@ impl Inner {
                 keywords: kw,
                 modseq: t.modseq,
             }));
-            batch_bytes += p.record.len() as u64;
+            batch_bytes += p.record_len() as u64;
             placed.push((i, start, units));
             results[i] = Some(Ok(Appended {
                 uid,
@@ -641,16 +676,15 @@ impl Inner {
                     j += 1;
                 }
                 let res = if j == k + 1 {
-                    let rec = preps[i0]
-                        .as_ref()
-                        .map(|p| p.record.as_slice())
-                        .unwrap_or(&[]);
-                    self.volume.write_all_at(rec, s0 * UNIT)
+                    match preps[i0].as_ref() {
+                        Some(p) => p.write_at(&*self.volume, s0 * UNIT),
+                        None => Ok(()),
+                    }
                 } else {
                     let mut buf = Vec::with_capacity(run_bytes);
                     for &(i, _, _) in &order[k..j] {
                         if let Some(p) = preps[i].as_ref() {
-                            buf.extend_from_slice(&p.record);
+                            p.record_into(&mut buf);
                         }
                     }
                     self.volume.write_all_at(&buf, s0 * UNIT)

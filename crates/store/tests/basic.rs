@@ -37,6 +37,41 @@ fn append_read_reopen() {
 }
 
 #[test]
+fn large_messages_written_from_their_own_buffers_read_back() {
+    // A content of at least 1 MiB is written from its own buffer (head, content, padding),
+    // not through a record buffer; alone and in a batch with small ones, it must read back.
+    let disk = SimDisk::new();
+    let store = open(&disk, small_config());
+    let sizes = [(1 << 20) + 7, 300, (3 << 20) + 1, 1000];
+    let appended = store.append_batch(
+        sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &len)| AppendRequest {
+                user: "alice".to_string(),
+                folder: "INBOX".to_string(),
+                message: message(i as u64, len),
+            })
+            .collect(),
+    );
+    let uids: Vec<u32> = appended.into_iter().map(|a| a.unwrap().uid).collect();
+    let alone = store.append("alice", "INBOX", message(9, 2 << 20)).unwrap();
+    let check = |store: &store::Store| {
+        for (i, &len) in sizes.iter().enumerate() {
+            assert!(store.read("alice", "INBOX", uids[i]).unwrap() == body(i as u64, len));
+            let s = store.summary("alice", "INBOX", uids[i]).unwrap();
+            assert_eq!((s.subject, s.size), (format!("message {i}"), len as u64));
+        }
+        assert!(store.read("alice", "INBOX", alone.uid).unwrap() == body(9, 2 << 20));
+        assert_clean(store);
+    };
+    check(&store);
+    drop(store);
+    disk.crash(3, 0.0);
+    check(&open(&disk, small_config()));
+}
+
+#[test]
 fn folders_flags_expunge() {
     let disk = SimDisk::new();
     let store = open(&disk, small_config());

@@ -304,3 +304,45 @@ fn last_clone_dropped_in_a_callback() {
     drop(q2);
     assert!(rx.recv().unwrap());
 }
+
+#[test]
+fn a_large_content_written_from_its_own_buffer_reads_back_between_small_ones() {
+    // The writer writes a content of at least 1 MiB from the producer's buffer, not through
+    // its batch buffer: the records around it, its padding and the slots must still line up.
+    let sim = SimDisk::new();
+    let config = QueueConfig {
+        segment_bytes: 8 << 20,
+        ..QueueConfig::default()
+    };
+    let (q, _) = open(&sim, config.clone());
+    let sizes = [100, (1 << 20) + 3, 5000, (2 << 20) + 1, 7];
+    // Announced, so the writer takes them in one round if they arrive in time.
+    let incoming = q.incoming();
+    let (tx, rx) = std::sync::mpsc::channel();
+    for (tag, &len) in sizes.iter().enumerate() {
+        let tx = tx.clone();
+        q.enqueue_with(
+            envelope(1, tag as u64),
+            content(tag as u64, len),
+            Box::new(move |r| tx.send((tag, r.unwrap())).unwrap()),
+        );
+    }
+    drop(incoming);
+    let mut ids: Vec<(usize, u64)> = (0..sizes.len()).map(|_| rx.recv().unwrap()).collect();
+    ids.sort_unstable();
+    q.close().unwrap();
+
+    sim.crash(11, 0.0);
+    let (q, report) = open(&sim, config);
+    assert_eq!(report.pending, sizes.len());
+    let batch = q.next_batch(0, 10, 64 << 20).unwrap();
+    assert_eq!(batch.len(), sizes.len());
+    for ((tag, id), message) in ids.iter().zip(&batch) {
+        assert_eq!(message.id, *id);
+        assert_eq!(message.envelope, envelope(1, *tag as u64));
+        assert!(
+            message.content == content(*tag as u64, sizes[*tag]),
+            "content of message {tag} differs"
+        );
+    }
+}
