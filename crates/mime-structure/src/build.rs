@@ -8,6 +8,7 @@ use mail_parser::{
 
 use crate::envelope::{NIL_ENVELOPE, field, find, write_envelope};
 use crate::format::link_messages;
+use crate::preview::{self, Preview};
 use crate::wire::{capped, write_nstring, write_string, write_upper};
 use crate::{
     DEPTH_MAX, Encoding, Kind, LIST_BYTES_MAX, PARTS_MAX, Part, STRUCTURE_BYTES_MAX, Structure,
@@ -44,17 +45,17 @@ const EMPTY_BODY: &[u8] = b"(\"TEXT\" \"PLAIN\" (\"CHARSET\" \"US-ASCII\") NIL N
 const EMPTY_BODY_EXT: &[u8] =
     b"(\"TEXT\" \"PLAIN\" (\"CHARSET\" \"US-ASCII\") NIL NIL \"7BIT\" 0 0 NIL NIL NIL NIL)";
 
-pub(crate) fn parse(content: &[u8]) -> Structure {
+pub(crate) fn parse(content: &[u8]) -> (Structure, Preview) {
     // mail-parser keeps offsets in u32.
     if u32::try_from(content.len()).is_err() {
-        return opaque(content);
+        return (opaque(content), preview::of_text(content));
     }
     let mut marked: Option<Vec<u8>> = None;
     let mut round = 0;
     loop {
         let data = marked.as_deref().unwrap_or(content);
         let Some(message) = PARSER.parse(data) else {
-            return opaque(content);
+            return (opaque(content), preview::of_text(content));
         };
         let marks = if round < ENCODED_ROUNDS_MAX {
             encoded_messages(&message, data)
@@ -64,13 +65,16 @@ pub(crate) fn parse(content: &[u8]) -> Structure {
         if marks.is_empty() {
             // The marked copy differs from the content only inside Content-Type values,
             // which are never copied out raw: describing it describes the content.
-            let structure = if message.parts.is_empty() {
-                opaque(data)
+            let (structure, preview) = if message.parts.is_empty() {
+                (opaque(data), preview::of_text(data))
             } else {
-                describe_within_budget(data, &message)
+                (
+                    describe_within_budget(data, &message),
+                    preview::of_message(&message, data),
+                )
             };
             dismantle(message);
-            return structure;
+            return (structure, preview);
         }
         dismantle(message);
         let copy = marked.get_or_insert_with(|| content.to_vec());
@@ -329,7 +333,7 @@ fn encoding_token(part: &MessagePart<'_>, raw: &[u8]) -> Vec<u8> {
     value
 }
 
-fn encoding(part: &MessagePart<'_>, raw: &[u8]) -> Encoding {
+pub(crate) fn encoding(part: &MessagePart<'_>, raw: &[u8]) -> Encoding {
     Encoding::from_token(&encoding_token(part, raw))
 }
 

@@ -20,12 +20,14 @@ mod binary;
 mod build;
 mod envelope;
 mod format;
+mod preview;
 mod wire;
 
 use std::fmt;
 use std::ops::Range;
 
 pub use binary::{decode_binary, filter_header_fields};
+pub use preview::{PREVIEW_CHARS_MAX, Preview};
 pub use wire::write_nstring;
 
 /// Nesting levels (multiparts and encapsulated messages) that get described; a part at this
@@ -220,6 +222,12 @@ impl Structure {
     /// Parses `content` once. Never panics, whatever the input: content mail-parser finds
     /// no header in (or of 4 GiB and more) is described as one text/plain body.
     pub fn parse(content: &[u8]) -> Structure {
+        build::parse(content).0
+    }
+
+    /// [`Structure::parse`] and the summary's [`Preview`] from the same parse (the preview
+    /// reads at most 16 KiB of one part).
+    pub fn parse_with_preview(content: &[u8]) -> (Structure, Preview) {
         build::parse(content)
     }
 

@@ -250,6 +250,7 @@ pub(crate) fn parse_summary(content: &[u8], field_max: usize) -> Summary {
         a.map(|a| a.iter().map(addr).collect::<Vec<_>>().join(", "))
             .unwrap_or_default()
     };
+    let (structure, preview) = mime_structure::Structure::parse_with_preview(content);
     Summary {
         from: cut(&list(msg.from()), field_max),
         to: cut(&list(msg.to()), field_max),
@@ -260,21 +261,32 @@ pub(crate) fn parse_summary(content: &[u8], field_max: usize) -> Summary {
         ),
         message_id: cut(msg.message_id().unwrap_or(""), field_max),
         size,
-        structure: mime_structure::Structure::parse(content).to_bytes(),
+        structure: structure.to_bytes(),
+        preview: preview.text,
+        has_attachment: preview.has_attachment,
     }
 }
 
 /// The summary's byte form: five length-prefixed strings (the size is the content length),
-/// then, if there is one, the MIME structure as a u32-length-prefixed blob. A summary
-/// written before the structure existed simply ends after the strings.
+/// then the MIME structure as a u32-length-prefixed blob (empty allowed), then the preview
+/// (a length-prefixed string) and one byte of marks (bit 0: has an attachment). Older
+/// summaries end earlier and read back with what they lack empty: one written before the
+/// structure existed ends after the strings, one written before the preview after the
+/// structure. A summary with neither a structure nor a preview, nor an attachment, is still
+/// written in the oldest form.
 pub(crate) fn encode_summary(s: &Summary) -> Vec<u8> {
     let mut e = Enc::default();
     for field in [&s.from, &s.to, &s.subject, &s.date, &s.message_id] {
         e.str(field);
     }
-    if !s.structure.is_empty() {
+    let with_preview = !s.preview.is_empty() || s.has_attachment;
+    if !s.structure.is_empty() || with_preview {
         e.u32(s.structure.len() as u32);
         e.0.extend_from_slice(&s.structure);
+    }
+    if with_preview {
+        e.str(&s.preview);
+        e.u8(u8::from(s.has_attachment));
     }
     e.0
 }
@@ -294,7 +306,19 @@ pub(crate) fn decode_summary(buf: &[u8], size: u64) -> Result<Summary, DecodeErr
             let n = d.u32()? as usize;
             d.bytes(n)?.to_vec()
         },
+        preview: String::new(),
+        has_attachment: false,
     };
+    let mut summary = summary;
+    if !d.is_empty() {
+        // The preview and its marks come together.
+        summary.preview = d.str()?;
+        let marks = d.u8()?;
+        if marks & !1 != 0 {
+            return Err(DecodeError::new("summary has unknown marks"));
+        }
+        summary.has_attachment = marks & 1 == 1;
+    }
     if !d.is_empty() {
         return Err(DecodeError::new("summary has trailing bytes"));
     }
@@ -367,6 +391,29 @@ Subject: Hello there\r\nDate: Tue, 1 Jul 2003 10:52:37 +0200\r\nMessage-ID: <abc
         });
         assert!(old.len() < bytes.len());
         assert!(decode_summary(&old, s.size).unwrap().structure.is_empty());
+        // The preview and the attachment mark ride along; one written before them reads
+        // back without.
+        assert_eq!(s.preview, "Body");
+        assert!(!s.has_attachment);
+        let marked = Summary {
+            has_attachment: true,
+            ..s.clone()
+        };
+        assert_eq!(
+            decode_summary(&encode_summary(&marked), s.size).unwrap(),
+            marked
+        );
+        let before_previews = encode_summary(&Summary {
+            preview: String::new(),
+            ..s.clone()
+        });
+        assert!(before_previews.len() < bytes.len());
+        let read = decode_summary(&before_previews, s.size).unwrap();
+        assert_eq!((read.preview.as_str(), read.has_attachment), ("", false));
+        assert_eq!(read.structure, s.structure);
+        let mut unknown = bytes.clone();
+        *unknown.last_mut().unwrap() = 2;
+        assert!(decode_summary(&unknown, s.size).is_err());
         let cut_s = parse_summary(msg, 5);
         assert_eq!(cut_s.subject, "Hello");
         let none = parse_summary(b"", 10);

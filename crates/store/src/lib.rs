@@ -153,6 +153,12 @@ pub struct Summary {
     /// The MIME structure (`mime_structure::Structure::to_bytes`), computed at arrival so
     /// IMAP FETCH never parses a message again. Empty for messages stored before it existed.
     pub structure: Vec<u8>,
+    /// JMAP's `preview` (RFC 8621 4.1.4): at most 256 characters of the first text body,
+    /// white space collapsed (`mime_structure::Preview`). Empty for messages stored before
+    /// it existed, and for messages without a text body.
+    pub preview: String,
+    /// JMAP's `hasAttachment`: a part a client should offer as downloadable.
+    pub has_attachment: bool,
 }
 
 /// A message as the index knows it.
