@@ -183,6 +183,16 @@ pub struct FolderStatus {
     pub highest_modseq: u64,
 }
 
+/// A page of a folder's messages (see [`Store::page`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page {
+    pub status: FolderStatus,
+    /// Messages without `\Seen` in the whole folder.
+    pub unseen: u64,
+    /// Newest (highest UID) first.
+    pub messages: Vec<MessageInfo>,
+}
+
 /// What changed in a folder since a MODSEQ (see [`Store::changes_since`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FolderChanges {
@@ -547,6 +557,19 @@ impl Store {
         modseq: u64,
     ) -> Result<FolderChanges, StoreError> {
         self.inner.changes_since(user, folder, modseq)
+    }
+
+    /// Newest first, at most `count` messages with a UID below `before` (all when `None`),
+    /// with the folder's status and unseen count: a page of a message list, from the index
+    /// only (S7), its cost independent of where in the folder the page is.
+    pub fn page(
+        &self,
+        user: &str,
+        folder: &str,
+        before: Option<u32>,
+        count: usize,
+    ) -> Result<Page, StoreError> {
+        self.inner.page(user, folder, before, count)
     }
 
     /// Every UID in the folder, ascending, from the index.

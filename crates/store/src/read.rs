@@ -194,6 +194,35 @@ impl Inner {
         })
     }
 
+    pub(crate) fn page(
+        &self,
+        user: &str,
+        folder: &str,
+        before: Option<u32>,
+        count: usize,
+    ) -> Result<crate::Page, StoreError> {
+        let cell = self.folder(user, folder)?;
+        let f = cell.read();
+        // S7, and O(count + log n) however large the folder: a range of the UID tree.
+        let messages = f
+            .messages
+            .range(..before.unwrap_or(u32::MAX))
+            .rev()
+            .take(count)
+            .map(|(&uid, e)| info_of(&f, uid, e))
+            .collect();
+        let unseen = f
+            .messages
+            .values()
+            .filter(|e| e.flags & Flags::SEEN.bits() == 0)
+            .count() as u64;
+        Ok(crate::Page {
+            status: status_of(&f),
+            unseen,
+            messages,
+        })
+    }
+
     pub(crate) fn uids(&self, user: &str, folder: &str) -> Result<Vec<u32>, StoreError> {
         let cell = self.folder(user, folder)?;
         let f = cell.read();

@@ -341,3 +341,40 @@ fn renaming_a_user_keeps_folders_uids_and_data_durably() {
     );
     assert_clean(&store);
 }
+
+/// A message list's page: newest first, anchored below a UID, with the unseen count, and a
+/// preview in each summary.
+#[test]
+fn pages_are_newest_first_below_an_anchor() {
+    let disk = SimDisk::new();
+    let store = open(&disk, small_config());
+    for i in 1..=5 {
+        store.append("alice", "INBOX", message(i, 200)).unwrap();
+    }
+    store
+        .set_flags("alice", "INBOX", &[2, 4], FlagOp::Add, Flags::SEEN, &[])
+        .unwrap();
+    let uids = |page: &store::Page| page.messages.iter().map(|m| m.uid).collect::<Vec<_>>();
+    let first = store.page("alice", "INBOX", None, 2).unwrap();
+    assert_eq!(uids(&first), vec![5, 4]);
+    assert_eq!((first.status.messages, first.unseen), (5, 3));
+    assert_eq!(
+        uids(&store.page("alice", "INBOX", Some(4), 10).unwrap()),
+        vec![3, 2, 1]
+    );
+    assert!(
+        store
+            .page("alice", "INBOX", Some(1), 10)
+            .unwrap()
+            .messages
+            .is_empty()
+    );
+    assert!(store.page("alice", "Nope", None, 10).is_err());
+    assert!(
+        !store
+            .summary("alice", "INBOX", 5)
+            .unwrap()
+            .preview
+            .is_empty()
+    );
+}
