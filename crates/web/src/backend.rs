@@ -1,0 +1,116 @@
+//! What the web view needs from the mail server: the one boundary it crosses. The server
+//! crate implements it over the directory and the store (and, in a cluster, the owner node);
+//! the web crate's own tests implement it in memory.
+//!
+//! Every method but [`Backend::login`] may block (the store reads files): the web view calls
+//! them on tokio's blocking pool.
+
+use std::future::Future;
+use std::net::IpAddr;
+
+/// A folder in the folder list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FolderInfo {
+    pub name: String,
+    pub total: u64,
+    pub unseen: u64,
+}
+
+/// One page of a folder's message list, newest first, from the stored summaries only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FolderPage {
+    pub total: u64,
+    pub unseen: u64,
+    pub messages: Vec<Listed>,
+}
+
+/// A message as the list shows it: the compact summary (JMAP's Email properties, RFC 8621
+/// 4.1, where it has them: `receivedAt`, `size`, `from`, `to`, `subject`, `sentAt`,
+/// `hasAttachment`, `preview`, and two keywords).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub uid: u32,
+    /// Unix seconds.
+    pub received_at: i64,
+    pub size: u64,
+    pub from: String,
+    pub to: String,
+    pub subject: String,
+    /// The Date: field as written, or empty.
+    pub sent_at: String,
+    pub has_attachment: bool,
+    pub preview: String,
+    pub seen: bool,
+    pub flagged: bool,
+}
+
+/// A message's content and the flags the page shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    pub content: Vec<u8>,
+    pub seen: bool,
+    pub flagged: bool,
+}
+
+/// A flag the reader can switch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flag {
+    Seen,
+    Flagged,
+}
+
+/// Why a login did not succeed. The page says the same for a wrong password and an unknown
+/// address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoginError {
+    BadCredentials,
+    /// Throttled, the directory unavailable, the user's node down: try again later.
+    Temporary(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BackendError {
+    /// No such folder or message for this user (never "it exists but is not yours").
+    NotFound,
+    /// The user's mailbox cannot be reached now (its node is down, it is being moved).
+    Unavailable(String),
+    Failed(String),
+}
+
+pub trait Backend: Send + Sync + 'static {
+    /// Checks a password, throttled and logged like an IMAP login; the user's address.
+    fn login(
+        &self,
+        username: &str,
+        password: &str,
+        client: IpAddr,
+    ) -> impl Future<Output = Result<String, LoginError>> + Send;
+
+    /// A session ended (logged out or expired).
+    fn logout(&self, user: &str, client: IpAddr);
+
+    /// The user's folders with their counts, INBOX first.
+    fn folders(&self, user: &str) -> Result<Vec<FolderInfo>, BackendError>;
+
+    /// Newest first: at most `count` messages with a UID below `before` (the newest when
+    /// `None`).
+    fn page(
+        &self,
+        user: &str,
+        folder: &str,
+        before: Option<u32>,
+        count: usize,
+    ) -> Result<FolderPage, BackendError>;
+
+    /// A whole message, as stored, with its flags.
+    fn message(&self, user: &str, folder: &str, uid: u32) -> Result<Stored, BackendError>;
+
+    fn set_flag(
+        &self,
+        user: &str,
+        folder: &str,
+        uid: u32,
+        flag: Flag,
+        on: bool,
+    ) -> Result<(), BackendError>;
+}

@@ -1,0 +1,680 @@
+//! The web view (issue 21): read mail in a browser, from the compact summaries the store
+//! keeps with every message. Pages are rendered on the server with askama's compiled,
+//! auto-escaping templates and work without JavaScript.
+//!
+//! The crate knows nothing of the store, the directory or the cluster: it asks a
+//! [`Backend`], which the server implements. What it owns is HTTP: the routes, sessions
+//! (`sessions.rs`), CSRF tokens, security headers and message rendering (`render.rs`).
+//!
+//! Security, every page: a session is a random token in an `HttpOnly; SameSite=Strict`
+//! cookie (`Secure` when served over TLS); every state-changing form carries the session's
+//! CSRF token, checked before anything is done; a message or folder is looked up under the
+//! session's user only, so another user's id is a 404 like a missing one; every response has
+//! a strict Content-Security-Policy (no script at all, images from this origin or inline
+//! data only, no framing), `nosniff` and `no-referrer`; request bodies are bounded.
+
+mod backend;
+mod render;
+mod sessions;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use askama::Template;
+use axum::Router;
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Form, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+
+pub use backend::{
+    Backend, BackendError, Flag, FolderInfo, FolderPage, Listed, LoginError, Stored,
+};
+use sessions::{Session, Sessions, same_token};
+
+/// The cookie that names a session.
+const COOKIE: &str = "mailstow_session";
+/// Every page: no script, nothing remote, no framing (the HTML of a message is cleaned as
+/// well: `render.rs`).
+const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self' data:; \
+                   form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+/// Longest address and password a login form may carry (the directory bounds the password
+/// again).
+const CREDENTIAL_BYTES_MAX: usize = 1024;
+
+/// The web view's limits.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Set `Secure` on the session cookie (the view is served over TLS).
+    pub secure_cookie: bool,
+    /// `web_sessions_max`: logged-in browser sessions at once.
+    pub sessions_max: usize,
+    /// A session ends after this long without a request...
+    pub session_idle: Duration,
+    /// ...and after this long in any case.
+    pub session_lifetime: Duration,
+    /// Messages per list page.
+    pub page_size: usize,
+    /// `web_request_bytes_max`: the largest request body.
+    pub request_bytes_max: usize,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            secure_cookie: false,
+            sessions_max: 10_000,
+            session_idle: Duration::from_secs(30 * 60),
+            session_lifetime: Duration::from_secs(12 * 3600),
+            page_size: 50,
+            request_bytes_max: 64 << 10,
+        }
+    }
+}
+
+struct App<B> {
+    backend: Arc<B>,
+    sessions: Sessions,
+    config: Config,
+}
+
+/// The web view's routes over `backend`. Serve it with
+/// `into_make_service_with_connect_info::<SocketAddr>()`: logins are throttled by address.
+pub fn router<B: Backend>(backend: Arc<B>, config: Config) -> Router {
+    let app = Arc::new(App {
+        backend,
+        sessions: Sessions::new(
+            config.sessions_max,
+            config.session_idle,
+            config.session_lifetime,
+        ),
+        config: config.clone(),
+    });
+    Router::new()
+        .route("/", get(index::<B>))
+        .route("/login", get(login_form).post(login::<B>))
+        .route("/logout", post(logout::<B>))
+        .route("/mail", get(list::<B>))
+        .route("/message", get(message::<B>))
+        .route("/message/part", get(part::<B>))
+        .route("/message/flag", post(flag::<B>))
+        .route("/style.css", get(style))
+        .fallback(not_found)
+        .layer(axum::middleware::map_response(security_headers))
+        .layer(DefaultBodyLimit::max(config.request_bytes_max))
+        .with_state(app)
+}
+
+async fn security_headers(mut response: Response) -> Response {
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
+    response
+}
+
+/// A page for a failure: the status and one sentence.
+fn problem(status: StatusCode, title: &str, detail: &str) -> Response {
+    #[derive(Template)]
+    #[template(path = "problem.html")]
+    struct Problem<'a> {
+        title: &'a str,
+        detail: &'a str,
+    }
+    let page = Problem { title, detail };
+    match page.render() {
+        Ok(html) => (status, Html(html)).into_response(),
+        Err(_) => status.into_response(),
+    }
+}
+
+async fn not_found() -> Response {
+    problem(StatusCode::NOT_FOUND, "Not found", "There is nothing here.")
+}
+
+fn backend_problem(e: BackendError) -> Response {
+    match e {
+        BackendError::NotFound => problem(
+            StatusCode::NOT_FOUND,
+            "Not found",
+            "No such folder or message.",
+        ),
+        BackendError::Unavailable(why) => problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Temporarily unavailable",
+            &format!("Your mailbox cannot be reached right now ({why}). Try again shortly."),
+        ),
+        BackendError::Failed(why) => {
+            tracing::warn!(event = "web_error", error = %why);
+            problem(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Something went wrong",
+                "The server could not do that. Try again later.",
+            )
+        }
+    }
+}
+
+fn render_page(page: &impl Template) -> Response {
+    match page.render() {
+        Ok(html) => Html(html).into_response(),
+        Err(e) => backend_problem(BackendError::Failed(format!("template: {e}"))),
+    }
+}
+
+/// Runs a blocking backend call on tokio's blocking pool.
+async fn blocking<B: Backend, T: Send + 'static>(
+    app: &Arc<App<B>>,
+    f: impl FnOnce(&B) -> Result<T, BackendError> + Send + 'static,
+) -> Result<T, BackendError> {
+    let backend = app.backend.clone();
+    tokio::task::spawn_blocking(move || f(&backend))
+        .await
+        .unwrap_or_else(|e| Err(BackendError::Failed(format!("task: {e}"))))
+}
+
+fn cookie_token(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .find_map(|c| c.trim().strip_prefix(COOKIE)?.strip_prefix('='))
+}
+
+/// Why a request gets no session.
+enum Denied {
+    /// No live session: log in.
+    Login,
+    /// A form without its session's CSRF token.
+    Forged,
+}
+
+impl IntoResponse for Denied {
+    fn into_response(self) -> Response {
+        match self {
+            Denied::Login => Redirect::to("/login").into_response(),
+            Denied::Forged => problem(
+                StatusCode::FORBIDDEN,
+                "Refused",
+                "This form is out of date or did not come from this site. Go back, reload and try again.",
+            ),
+        }
+    }
+}
+
+impl<B: Backend> App<B> {
+    /// The request's live session (and its cookie token).
+    fn session(&self, headers: &HeaderMap, client: IpAddr) -> Result<(String, Session), Denied> {
+        let token = cookie_token(headers).ok_or(Denied::Login)?;
+        match self.sessions.get(token) {
+            Ok(Some(session)) => Ok((token.to_string(), session)),
+            Ok(None) => Err(Denied::Login),
+            Err(user) => {
+                self.backend.logout(&user, client);
+                Err(Denied::Login)
+            }
+        }
+    }
+
+    /// The session of a state-changing form: refused (403) unless it carries the session's
+    /// CSRF token.
+    fn form_session(
+        &self,
+        headers: &HeaderMap,
+        client: IpAddr,
+        csrf: &str,
+    ) -> Result<(String, Session), Denied> {
+        let (token, session) = self.session(headers, client)?;
+        if !same_token(csrf, &session.csrf) {
+            return Err(Denied::Forged);
+        }
+        Ok((token, session))
+    }
+
+    fn cookie(&self, value: &str, max_age: Option<u64>) -> HeaderValue {
+        let secure = if self.config.secure_cookie {
+            "; Secure"
+        } else {
+            ""
+        };
+        let age = max_age.map_or(String::new(), |s| format!("; Max-Age={s}"));
+        HeaderValue::from_str(&format!(
+            "{COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict{secure}{age}"
+        ))
+        .unwrap_or_else(|_| HeaderValue::from_static(""))
+    }
+}
+
+async fn index<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    match app.session(&headers, peer.ip()) {
+        Ok(_) => Redirect::to("/mail").into_response(),
+        Err(denied) => denied.into_response(),
+    }
+}
+
+#[derive(Template)]
+#[template(path = "login.html")]
+struct LoginPage {
+    problem: Option<String>,
+    username: String,
+}
+
+async fn login_form() -> Response {
+    render_page(&LoginPage {
+        problem: None,
+        username: String::new(),
+    })
+}
+
+#[derive(Deserialize)]
+struct LoginForm {
+    username: String,
+    password: String,
+}
+
+async fn login<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Form(form): Form<LoginForm>,
+) -> Response {
+    let again = |status: StatusCode, problem: &str, username: &str| {
+        let mut r = render_page(&LoginPage {
+            problem: Some(problem.to_string()),
+            username: username.to_string(),
+        });
+        *r.status_mut() = status;
+        r
+    };
+    if form.username.len() > CREDENTIAL_BYTES_MAX || form.password.len() > CREDENTIAL_BYTES_MAX {
+        return again(StatusCode::UNAUTHORIZED, "Wrong address or password.", "");
+    }
+    let user = match app
+        .backend
+        .login(&form.username, &form.password, peer.ip())
+        .await
+    {
+        Ok(user) => user,
+        Err(LoginError::BadCredentials) => {
+            return again(
+                StatusCode::UNAUTHORIZED,
+                "Wrong address or password.",
+                &form.username,
+            );
+        }
+        Err(LoginError::Temporary(why)) => {
+            return again(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("Cannot log in right now ({why}). Try again shortly."),
+                &form.username,
+            );
+        }
+    };
+    let (started, ended) = app.sessions.start(&user);
+    for user in ended {
+        app.backend.logout(&user, peer.ip());
+    }
+    let Some((token, _)) = started else {
+        return again(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Too many people are logged in right now. Try again shortly.",
+            &form.username,
+        );
+    };
+    let mut r = Redirect::to("/mail").into_response();
+    r.headers_mut().insert(
+        header::SET_COOKIE,
+        app.cookie(&token, Some(app.config.session_lifetime.as_secs())),
+    );
+    r
+}
+
+/// A form's CSRF token: absent reads as empty, and is refused like a wrong one (403).
+#[derive(Deserialize)]
+struct CsrfForm {
+    #[serde(default)]
+    csrf: String,
+}
+
+async fn logout<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Form(form): Form<CsrfForm>,
+) -> Response {
+    let (token, session) = match app.form_session(&headers, peer.ip(), &form.csrf) {
+        Ok(s) => s,
+        Err(denied) => return denied.into_response(),
+    };
+    app.sessions.end(&token);
+    app.backend.logout(&session.user, peer.ip());
+    let mut r = Redirect::to("/login").into_response();
+    r.headers_mut()
+        .insert(header::SET_COOKIE, app.cookie("", Some(0)));
+    r
+}
+
+/// A list row as the template shows it.
+struct Row {
+    uid: u32,
+    from: String,
+    subject: String,
+    preview: String,
+    received: String,
+    size: String,
+    seen: bool,
+    flagged: bool,
+    has_attachment: bool,
+}
+
+#[derive(Template)]
+#[template(path = "list.html")]
+struct ListPage {
+    user: String,
+    csrf: String,
+    folders: Vec<FolderInfo>,
+    folder: String,
+    total: u64,
+    unseen: u64,
+    messages: Vec<Row>,
+    newest_link: Option<String>,
+    older_link: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ListQuery {
+    folder: Option<String>,
+    before: Option<u32>,
+}
+
+fn folder_link(folder: &str) -> String {
+    let mut out = String::from("/mail?folder=");
+    for b in folder.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Unix seconds as `YYYY-MM-DD HH:MM` UTC (the list's column; the message shows its Date:).
+fn when(unix: i64) -> String {
+    let days = unix.div_euclid(86_400);
+    let secs = unix.rem_euclid(86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}",
+        secs / 3600,
+        secs % 3600 / 60
+    )
+}
+
+fn size(bytes: u64) -> String {
+    match bytes {
+        b if b < 1024 => format!("{b} B"),
+        b if b < 1 << 20 => format!("{} KiB", b.div_ceil(1024)),
+        b => format!("{:.1} MiB", b as f64 / f64::from(1 << 20)),
+    }
+}
+
+async fn list<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Query(q): Query<ListQuery>,
+) -> Response {
+    let (_, session) = match app.session(&headers, peer.ip()) {
+        Ok(s) => s,
+        Err(denied) => return denied.into_response(),
+    };
+    let folder = q.folder.unwrap_or_else(|| "INBOX".to_string());
+    let count = app.config.page_size;
+    let (user, f) = (session.user.clone(), folder.clone());
+    let fetched = blocking(&app, move |b| {
+        Ok((b.folders(&user)?, b.page(&user, &f, q.before, count)?))
+    })
+    .await;
+    let (folders, page) = match fetched {
+        Ok(x) => x,
+        Err(e) => return backend_problem(e),
+    };
+    let older_link = (page.messages.len() == count)
+        .then(|| page.messages.last().map(|m| m.uid))
+        .flatten()
+        .map(|uid| format!("{}&before={uid}", folder_link(&folder)));
+    let newest_link = q.before.map(|_| folder_link(&folder));
+    render_page(&ListPage {
+        user: session.user,
+        csrf: session.csrf,
+        folders,
+        total: page.total,
+        unseen: page.unseen,
+        messages: page
+            .messages
+            .into_iter()
+            .map(|m| Row {
+                uid: m.uid,
+                from: m.from,
+                subject: m.subject,
+                preview: m.preview,
+                received: when(m.received_at),
+                size: size(m.size),
+                seen: m.seen,
+                flagged: m.flagged,
+                has_attachment: m.has_attachment,
+            })
+            .collect(),
+        folder,
+        newest_link,
+        older_link,
+    })
+}
+
+#[derive(Template)]
+#[template(path = "message.html")]
+struct MessagePage {
+    user: String,
+    csrf: String,
+    folders: Vec<FolderInfo>,
+    folder: String,
+    uid: u32,
+    flagged: bool,
+    m: render::Rendered,
+}
+
+#[derive(Deserialize)]
+struct MessageQuery {
+    folder: String,
+    uid: u32,
+}
+
+async fn message<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Query(q): Query<MessageQuery>,
+) -> Response {
+    let (_, session) = match app.session(&headers, peer.ip()) {
+        Ok(s) => s,
+        Err(denied) => return denied.into_response(),
+    };
+    let (user, folder, uid) = (session.user.clone(), q.folder.clone(), q.uid);
+    let fetched = blocking(&app, move |b| {
+        let stored = b.message(&user, &folder, uid)?;
+        // Opening a message reads it, as in every mail client.
+        if !stored.seen {
+            b.set_flag(&user, &folder, uid, Flag::Seen, true)?;
+        }
+        Ok((b.folders(&user)?, stored))
+    })
+    .await;
+    let (folders, stored) = match fetched {
+        Ok(x) => x,
+        Err(e) => return backend_problem(e),
+    };
+    let rendered = tokio::task::spawn_blocking(move || render::render(&stored.content))
+        .await
+        .unwrap_or_default();
+    render_page(&MessagePage {
+        user: session.user,
+        csrf: session.csrf,
+        folders,
+        folder: q.folder,
+        uid: q.uid,
+        flagged: stored.flagged,
+        m: rendered,
+    })
+}
+
+#[derive(Deserialize)]
+struct PartQuery {
+    folder: String,
+    uid: u32,
+    part: usize,
+}
+
+/// RFC 6266 4.3 / RFC 8187: the file name as `filename*=UTF-8''...`, with an ASCII
+/// `filename` beside it for old clients.
+fn content_disposition(name: &str) -> String {
+    let ascii: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_graphic() && c != '"' && c != '\\' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let mut encoded = String::new();
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || b"!#$&+-.^_`|~".contains(&b) {
+            encoded.push(b as char);
+        } else {
+            encoded.push_str(&format!("%{b:02X}"));
+        }
+    }
+    format!("attachment; filename=\"{ascii}\"; filename*=UTF-8''{encoded}")
+}
+
+async fn part<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Query(q): Query<PartQuery>,
+) -> Response {
+    let (_, session) = match app.session(&headers, peer.ip()) {
+        Ok(s) => s,
+        Err(denied) => return denied.into_response(),
+    };
+    let (user, folder, uid) = (session.user, q.folder, q.uid);
+    let stored = match blocking(&app, move |b| b.message(&user, &folder, uid)).await {
+        Ok(s) => s,
+        Err(e) => return backend_problem(e),
+    };
+    let found = tokio::task::spawn_blocking(move || render::attachment(&stored.content, q.part))
+        .await
+        .ok()
+        .flatten();
+    let Some((name, bytes)) = found else {
+        return backend_problem(BackendError::NotFound);
+    };
+    let mut r = bytes.into_response();
+    let h = r.headers_mut();
+    // Always a download, never rendered here: an attachment is the sender's content.
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    if let Ok(v) = HeaderValue::from_str(&content_disposition(&name)) {
+        h.insert(header::CONTENT_DISPOSITION, v);
+    }
+    r
+}
+
+#[derive(Deserialize)]
+struct FlagForm {
+    #[serde(default)]
+    csrf: String,
+    folder: String,
+    uid: u32,
+    flag: String,
+    on: u8,
+}
+
+async fn flag<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Form(form): Form<FlagForm>,
+) -> Response {
+    let (_, session) = match app.form_session(&headers, peer.ip(), &form.csrf) {
+        Ok(s) => s,
+        Err(denied) => return denied.into_response(),
+    };
+    let which = match form.flag.as_str() {
+        "seen" => Flag::Seen,
+        "flagged" => Flag::Flagged,
+        _ => return problem(StatusCode::BAD_REQUEST, "Bad request", "No such flag."),
+    };
+    let (user, folder, uid, on) = (session.user, form.folder.clone(), form.uid, form.on != 0);
+    if let Err(e) = blocking(&app, move |b| b.set_flag(&user, &folder, uid, which, on)).await {
+        return backend_problem(e);
+    }
+    // Marked unread: back to the list, as a client does; otherwise back to the message.
+    if which == Flag::Seen && !on {
+        Redirect::to(&folder_link(&form.folder)).into_response()
+    } else {
+        Redirect::to(&format!(
+            "/message?{}&uid={}",
+            folder_link(&form.folder).trim_start_matches("/mail?"),
+            form.uid
+        ))
+        .into_response()
+    }
+}
+
+async fn style() -> Response {
+    let mut r = include_str!("../templates/style.css").into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/css; charset=utf-8"),
+    );
+    r.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("max-age=3600"),
+    );
+    r
+}
+
+#[cfg(test)]
+mod tests;

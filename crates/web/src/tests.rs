@@ -1,0 +1,415 @@
+//! The routes over an in-memory backend, through the router (no socket: the server's
+//! integration tests drive a real one).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use axum::body::Body;
+use axum::extract::connect_info::MockConnectInfo;
+use axum::http::Request;
+use tower::ServiceExt as _;
+
+use super::*;
+
+/// (uid, content, seen, flagged)
+type Message = (u32, Vec<u8>, bool, bool);
+
+#[derive(Default)]
+struct Memory {
+    /// (user, folder) -> messages
+    folders: Mutex<HashMap<(String, String), Vec<Message>>>,
+}
+
+impl Memory {
+    fn add(&self, user: &str, folder: &str, uid: u32, content: &str) {
+        self.folders
+            .lock()
+            .unwrap()
+            .entry((user.into(), folder.into()))
+            .or_default()
+            .push((
+                uid,
+                content.replace('\n', "\r\n").into_bytes(),
+                false,
+                false,
+            ));
+    }
+}
+
+impl Backend for Memory {
+    async fn login(&self, username: &str, password: &str, _: IpAddr) -> Result<String, LoginError> {
+        match (username, password) {
+            ("ann@example.org", "right") | ("bob@example.org", "right") => Ok(username.into()),
+            ("slow@example.org", _) => Err(LoginError::Temporary("throttled".into())),
+            _ => Err(LoginError::BadCredentials),
+        }
+    }
+
+    fn logout(&self, _: &str, _: IpAddr) {}
+
+    fn folders(&self, user: &str) -> Result<Vec<FolderInfo>, BackendError> {
+        let map = self.folders.lock().unwrap();
+        let mut out: Vec<FolderInfo> = map
+            .iter()
+            .filter(|((u, _), _)| u == user)
+            .map(|((_, f), m)| FolderInfo {
+                name: f.clone(),
+                total: m.len() as u64,
+                unseen: m.iter().filter(|x| !x.2).count() as u64,
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    fn page(
+        &self,
+        user: &str,
+        folder: &str,
+        before: Option<u32>,
+        count: usize,
+    ) -> Result<FolderPage, BackendError> {
+        let map = self.folders.lock().unwrap();
+        let m = map
+            .get(&(user.into(), folder.into()))
+            .ok_or(BackendError::NotFound)?;
+        let messages = m
+            .iter()
+            .rev()
+            .filter(|x| before.is_none_or(|b| x.0 < b))
+            .take(count)
+            .map(|(uid, content, seen, flagged)| {
+                let text = String::from_utf8_lossy(content);
+                let subject = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Subject: "))
+                    .unwrap_or("")
+                    .to_string();
+                Listed {
+                    uid: *uid,
+                    received_at: 1_764_000_000,
+                    size: content.len() as u64,
+                    from: "sender@example.net".into(),
+                    to: user.into(),
+                    subject,
+                    sent_at: String::new(),
+                    has_attachment: false,
+                    preview: format!("preview of {uid}"),
+                    seen: *seen,
+                    flagged: *flagged,
+                }
+            })
+            .collect();
+        Ok(FolderPage {
+            total: m.len() as u64,
+            unseen: m.iter().filter(|x| !x.2).count() as u64,
+            messages,
+        })
+    }
+
+    fn message(&self, user: &str, folder: &str, uid: u32) -> Result<Stored, BackendError> {
+        let map = self.folders.lock().unwrap();
+        let m = map
+            .get(&(user.into(), folder.into()))
+            .ok_or(BackendError::NotFound)?;
+        let (_, content, seen, flagged) = m
+            .iter()
+            .find(|x| x.0 == uid)
+            .ok_or(BackendError::NotFound)?;
+        Ok(Stored {
+            content: content.clone(),
+            seen: *seen,
+            flagged: *flagged,
+        })
+    }
+
+    fn set_flag(
+        &self,
+        user: &str,
+        folder: &str,
+        uid: u32,
+        flag: Flag,
+        on: bool,
+    ) -> Result<(), BackendError> {
+        let mut map = self.folders.lock().unwrap();
+        let m = map
+            .get_mut(&(user.into(), folder.into()))
+            .ok_or(BackendError::NotFound)?;
+        let x = m
+            .iter_mut()
+            .find(|x| x.0 == uid)
+            .ok_or(BackendError::NotFound)?;
+        match flag {
+            Flag::Seen => x.2 = on,
+            Flag::Flagged => x.3 = on,
+        }
+        Ok(())
+    }
+}
+
+struct Browser {
+    router: Router,
+    cookie: Option<String>,
+}
+
+struct Answer {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: String,
+}
+
+impl Browser {
+    fn new(memory: Arc<Memory>) -> Browser {
+        let config = Config {
+            page_size: 2,
+            ..Config::default()
+        };
+        Browser {
+            router: router(memory, config)
+                .layer(MockConnectInfo(SocketAddr::from(([127, 0, 0, 1], 5555)))),
+            cookie: None,
+        }
+    }
+
+    async fn send(&mut self, method: &str, uri: &str, form: Option<&str>) -> Answer {
+        let mut request = Request::builder().method(method).uri(uri);
+        if let Some(c) = &self.cookie {
+            request = request.header(header::COOKIE, format!("{COOKIE}={c}"));
+        }
+        let request = match form {
+            Some(f) => request
+                .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+                .body(Body::from(f.to_string())),
+            None => request.body(Body::empty()),
+        }
+        .unwrap();
+        let response = self.router.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        Answer {
+            status,
+            headers,
+            body: String::from_utf8_lossy(&bytes).into_owned(),
+        }
+    }
+
+    async fn log_in(&mut self, user: &str) -> Answer {
+        let a = self
+            .send(
+                "POST",
+                "/login",
+                Some(&format!(
+                    "username={}&password=right",
+                    user.replace('@', "%40")
+                )),
+            )
+            .await;
+        if let Some(set) = a.headers.get(header::SET_COOKIE) {
+            let set = set.to_str().unwrap();
+            self.cookie = set
+                .split(';')
+                .next()
+                .and_then(|c| c.strip_prefix(&format!("{COOKIE}=")))
+                .map(str::to_string);
+        }
+        a
+    }
+
+    /// The CSRF token of the page at `uri`.
+    async fn csrf(&mut self, uri: &str) -> String {
+        let page = self.send("GET", uri, None).await.body;
+        page.split("name=\"csrf\" value=\"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .expect("a csrf field")
+            .to_string()
+    }
+}
+
+fn mailbox() -> Arc<Memory> {
+    let m = Memory::default();
+    for uid in 1..=3 {
+        m.add(
+            "ann@example.org",
+            "INBOX",
+            uid,
+            &format!("From: x@example.net\nSubject: Hello {uid} <b>\n\nBody {uid}\n"),
+        );
+    }
+    m.add(
+        "ann@example.org",
+        "INBOX",
+        4,
+        "From: x@example.net\nSubject: html\nContent-Type: text/html\n\n\
+         <p onmouseover=\"steal()\">Hi<script>alert(1)</script><img src=\"https://t.example/x.gif\"></p>\n",
+    );
+    m.add("bob@example.org", "INBOX", 7, "Subject: bob's\n\nsecret\n");
+    Arc::new(m)
+}
+
+#[tokio::test]
+async fn login_is_required_and_the_cookie_is_strict() {
+    let mut b = Browser::new(mailbox());
+    let a = b.send("GET", "/mail", None).await;
+    assert_eq!(a.status, StatusCode::SEE_OTHER);
+    assert_eq!(a.headers[header::LOCATION], "/login");
+    let a = b
+        .send(
+            "POST",
+            "/login",
+            Some("username=ann%40example.org&password=wrong"),
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::UNAUTHORIZED);
+    assert!(a.body.contains("Wrong address or password."), "{}", a.body);
+    assert!(a.headers.get(header::SET_COOKIE).is_none());
+    let a = b
+        .send(
+            "POST",
+            "/login",
+            Some("username=slow%40example.org&password=x"),
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
+    let a = b.log_in("ann@example.org").await;
+    assert_eq!(a.status, StatusCode::SEE_OTHER);
+    let cookie = a.headers[header::SET_COOKIE].to_str().unwrap();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    assert!(
+        a.headers[header::CONTENT_SECURITY_POLICY]
+            .to_str()
+            .unwrap()
+            .contains("default-src 'none'")
+    );
+}
+
+#[tokio::test]
+async fn the_list_pages_newest_first_and_escapes() {
+    let mut b = Browser::new(mailbox());
+    b.log_in("ann@example.org").await;
+    let a = b.send("GET", "/mail", None).await;
+    assert_eq!(a.status, StatusCode::OK);
+    // Newest first, two a page.
+    let html_at = a.body.find(">html<").expect("message 4");
+    let three_at = a.body.find("Hello 3").expect("message 3");
+    assert!(html_at < three_at);
+    assert!(!a.body.contains("Hello 2"));
+    assert!(
+        a.body.contains("Hello 3 &#60;b&#62;") || a.body.contains("Hello 3 &lt;b&gt;"),
+        "escaped"
+    );
+    assert!(a.body.contains("preview of 3"));
+    assert!(a.body.contains("4 messages, 4 unread"));
+    let older = a
+        .body
+        .split("rel=\"next\"")
+        .next()
+        .and_then(|s| s.rsplit("href=\"").next())
+        .and_then(|s| s.split('"').next())
+        .unwrap()
+        .replace("&amp;", "&")
+        .replace("&#38;", "&");
+    assert_eq!(older, "/mail?folder=INBOX&before=3");
+    let a = b.send("GET", &older, None).await;
+    assert!(
+        a.body.contains("Hello 2") && a.body.contains("Hello 1") && !a.body.contains("Hello 3")
+    );
+}
+
+#[tokio::test]
+async fn another_users_message_is_not_found_and_html_is_cleaned() {
+    let mut b = Browser::new(mailbox());
+    b.log_in("ann@example.org").await;
+    let a = b.send("GET", "/message?folder=INBOX&uid=7", None).await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND);
+    assert!(!a.body.contains("secret"));
+    let a = b.send("GET", "/message?folder=INBOX&uid=4", None).await;
+    assert_eq!(a.status, StatusCode::OK);
+    for bad in ["<script", "onmouseover", "t.example"] {
+        assert!(!a.body.contains(bad), "{bad} in {}", a.body);
+    }
+    assert!(
+        a.body
+            .contains("Remote images in this message were not loaded.")
+    );
+    // Opened: read.
+    let list = b.send("GET", "/mail", None).await;
+    assert!(list.body.contains("4 messages, 3 unread"), "{}", list.body);
+}
+
+#[tokio::test]
+async fn forms_need_the_sessions_csrf_token() {
+    let mut b = Browser::new(mailbox());
+    b.log_in("ann@example.org").await;
+    let forged = b
+        .send(
+            "POST",
+            "/message/flag",
+            Some("folder=INBOX&uid=1&flag=flagged&on=1"),
+        )
+        .await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN);
+    let wrong = b
+        .send(
+            "POST",
+            "/message/flag",
+            Some("csrf=00&folder=INBOX&uid=1&flag=flagged&on=1"),
+        )
+        .await;
+    assert_eq!(wrong.status, StatusCode::FORBIDDEN);
+    let csrf = b.csrf("/message?folder=INBOX&uid=1").await;
+    let ok = b
+        .send(
+            "POST",
+            "/message/flag",
+            Some(&format!("csrf={csrf}&folder=INBOX&uid=1&flag=flagged&on=1")),
+        )
+        .await;
+    assert_eq!(ok.status, StatusCode::SEE_OTHER);
+    assert!(
+        b.send("GET", "/mail?folder=INBOX&before=2", None)
+            .await
+            .body
+            .contains("flagged")
+    );
+    // Another user's message through the form: not found, nothing changed.
+    let other = b
+        .send(
+            "POST",
+            "/message/flag",
+            Some(&format!("csrf={csrf}&folder=INBOX&uid=7&flag=flagged&on=1")),
+        )
+        .await;
+    assert_eq!(other.status, StatusCode::NOT_FOUND);
+    // Logged out: the cookie no longer works.
+    let out = b
+        .send("POST", "/logout", Some(&format!("csrf={csrf}")))
+        .await;
+    assert_eq!(out.status, StatusCode::SEE_OTHER);
+    assert_eq!(
+        b.send("GET", "/mail", None).await.status,
+        StatusCode::SEE_OTHER
+    );
+}
+
+#[test]
+fn dates_sizes_and_names() {
+    assert_eq!(when(0), "1970-01-01 00:00");
+    assert_eq!(when(1_764_079_200), "2025-11-25 14:00");
+    assert_eq!(size(10), "10 B");
+    assert_eq!(size(2048), "2 KiB");
+    assert_eq!(
+        folder_link("Sent Items/ä"),
+        "/mail?folder=Sent%20Items%2F%C3%A4"
+    );
+    assert_eq!(
+        content_disposition("ä \"b\".pdf"),
+        "attachment; filename=\"___b_.pdf\"; filename*=UTF-8''%C3%A4%20%22b%22.pdf"
+    );
+}
