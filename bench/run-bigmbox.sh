@@ -26,7 +26,7 @@ PROBE="python3 $SHARED_BENCH/pop3probe.py 127.0.0.1 $POP3_PORT $USER $PASS"
   printf '[server]\nauth_without_tls = true\n' > "$SCRATCH/mailstow.toml"
   "$BIN" --data-dir "$SCRATCH/data" domain add example.com >&2
   "$BIN" --data-dir "$SCRATCH/data" user add "$USER" --password "$PASS" >&2
-  "$BIN" --data-dir "$SCRATCH/data" --config "$SCRATCH/mailstow.toml" serve --smtp "127.0.0.1:$SMTP_PORT" \
+  "$BIN" --data-dir "$SCRATCH/data" --config "$SCRATCH/mailstow.toml" serve --web "" --smtp "127.0.0.1:$SMTP_PORT" \
     --submission "" --submissions "" --lmtp "" --pop3 "127.0.0.1:$POP3_PORT" --pop3s "" \
     > "$SCRATCH/serve.out" 2> "$SCRATCH/serve.err" & pid=$!
   for _ in $(seq 100); do grep -q "pop3 listening" "$SCRATCH/serve.out" 2>/dev/null && break; sleep 0.1; done

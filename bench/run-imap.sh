@@ -154,7 +154,7 @@ EOF
     "$BIN" --data-dir "$DATA" domain add example.com >&2
     "$BIN" --data-dir "$DATA" user add "$OUR_USER" --password "$OUR_PASS" >&2
     smtp_l=""; [ "$MAILSTOW_FILL" = smtp ] && smtp_l=$HOST:$OUR_SMTP_PORT
-    "$BIN" --data-dir "$DATA" --config "$SCRATCH/mailstow.toml" serve --smtp "$smtp_l" \
+    "$BIN" --data-dir "$DATA" --config "$SCRATCH/mailstow.toml" serve --web "" --smtp "$smtp_l" \
       --submission "" --submissions "" --lmtp "$HOST:$OUR_LMTP_PORT" --pop3 "" --pop3s "" \
       --imap "$HOST:$OUR_IMAP_PORT" --imaps "" > "$SCRATCH/serve.out" 2> "$SCRATCH/serve.err" & pid=$!
     echo "$pid" > "$SCRATCH/mailstow.pid"

@@ -36,7 +36,7 @@ fill() {
 }
 
 start_ours() {
-  "$BIN" --data-dir "$DATA" --config "$SCRATCH/mailstow.toml" serve --smtp "127.0.0.1:$OUR_SMTP_PORT" \
+  "$BIN" --data-dir "$DATA" --config "$SCRATCH/mailstow.toml" serve --web "" --smtp "127.0.0.1:$OUR_SMTP_PORT" \
     --submission "" --submissions "" --lmtp "" --pop3 "127.0.0.1:$OUR_POP3_PORT" --pop3s "" \
     > "$SCRATCH/serve.out" 2> "$SCRATCH/serve.err" &
   echo $! > "$SCRATCH/pid"

@@ -59,7 +59,7 @@ observability() {
       fi
       "$BIN" --config "$SCRATCH.toml" --data-dir "$SCRATCH" domain add example.com >&2
       "$BIN" --config "$SCRATCH.toml" --data-dir "$SCRATCH" user import "$users" >&2
-      "$BIN" --config "$SCRATCH.toml" --data-dir "$SCRATCH" serve --smtp "127.0.0.1:$OUR_SMTP_PORT" \
+      "$BIN" --config "$SCRATCH.toml" --data-dir "$SCRATCH" serve --web "" --smtp "127.0.0.1:$OUR_SMTP_PORT" \
         --submission "" --submissions "" --lmtp "" --pop3 "" --pop3s "" --imap "" --imaps "" \
         > "$SCRATCH.out" 2> "$SCRATCH.err" & pid=$!
       for _ in $(seq 100); do grep -q "smtp listening" "$SCRATCH.out" 2>/dev/null && break; sleep 0.1; done
@@ -124,7 +124,7 @@ RECIPIENTS=$(head -100 "$BENCH_ROOT/users.txt" | cut -d' ' -f1 | paste -sd,)
   rm -rf "$SCRATCH"; mkdir -p "$SCRATCH"
   "$BIN" --data-dir "$SCRATCH" domain add example.com >&2
   "$BIN" --data-dir "$SCRATCH" user import "$BENCH_ROOT/users.txt" >&2
-  "$BIN" --data-dir "$SCRATCH" serve --smtp "127.0.0.1:$OUR_SMTP_PORT" --submission "" --submissions "" \
+  "$BIN" --data-dir "$SCRATCH" serve --web "" --smtp "127.0.0.1:$OUR_SMTP_PORT" --submission "" --submissions "" \
      --lmtp "" --pop3 127.0.0.1:2610 --pop3s "" > "$SCRATCH/serve.out" 2> "$SCRATCH/serve.err" & pid=$!
   for _ in $(seq 100); do grep -q "smtp listening" "$SCRATCH/serve.out" 2>/dev/null && break; sleep 0.1; done
   stat_of() { awk -v k="$1" '$1==k{print $2}' "$SCRATCH/stats"; }

@@ -140,6 +140,14 @@ pub(crate) struct ServerSection {
     /// Serve Prometheus metrics at `/metrics` and a health check at `/healthz` on this
     /// address (default: off). Bind it to loopback or a private network.
     pub(crate) metrics: Option<String>,
+    /// The web view on this address (default 127.0.0.1:8080; empty: off).
+    pub(crate) web: Option<String>,
+    /// Serve the web view over HTTPS with the server's certificate (default false).
+    pub(crate) web_tls: Option<bool>,
+    /// Logged-in web sessions at once (default 10,000).
+    pub(crate) web_sessions_max: Option<usize>,
+    /// The largest web request body in bytes (default 65,536).
+    pub(crate) web_request_bytes_max: Option<usize>,
     /// Where mail to `postmaster@` of a local domain goes when the domain has no such user
     /// or alias (RFC 5321 4.5.1; default: the domain's first user).
     pub(crate) postmaster: Option<String>,
@@ -269,6 +277,10 @@ impl Config {
                 local_sender_check: Some(server.local_sender_check),
                 mx_port: server.direct.as_ref().map(|d| d.mx_port),
                 metrics: Some(server.metrics.map(|a| a.to_string()).unwrap_or_default()),
+                web: Some(server.web.map(|a| a.to_string()).unwrap_or_default()),
+                web_tls: Some(server.web_tls),
+                web_sessions_max: Some(server.web_sessions_max),
+                web_request_bytes_max: Some(server.web_request_bytes_max),
                 postmaster: server.postmaster.clone(),
             },
             log: LogSection {

@@ -37,6 +37,9 @@ pub(crate) struct ServeArgs {
     /// Prometheus metrics at /metrics and a health check at /healthz (`[server] metrics`).
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
+    /// The web view (`[server] web`; default 127.0.0.1:8080).
+    #[arg(long, value_name = "ADDR")]
+    web: Option<String>,
 }
 
 pub(crate) fn server_config(
@@ -242,6 +245,32 @@ pub(crate) fn server_config(
                 format!("metrics: '{value}' is not an address like 127.0.0.1:9187")
             })?)
         };
+    }
+    if let Some(value) = args.web.as_ref().or(section.web.as_ref()) {
+        let value = value.trim();
+        server.web =
+            if value.is_empty() {
+                None
+            } else {
+                Some(value.parse().with_context(|| {
+                    format!("web: '{value}' is not an address like 127.0.0.1:8080")
+                })?)
+            };
+    }
+    if let Some(v) = section.web_tls {
+        server.web_tls = v;
+    }
+    if let Some(v) = section.web_sessions_max {
+        if v == 0 {
+            bail!("[server] web_sessions_max must be at least 1");
+        }
+        server.web_sessions_max = v;
+    }
+    if let Some(v) = section.web_request_bytes_max {
+        if v < 1024 {
+            bail!("[server] web_request_bytes_max must be at least 1024");
+        }
+        server.web_request_bytes_max = v;
     }
     if let Some(address) = &section.postmaster {
         let address = address.trim();

@@ -32,6 +32,7 @@ mod smtp_conn;
 mod throttle;
 mod tls;
 mod users;
+mod web;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -197,6 +198,14 @@ pub struct ServerConfig {
     pub store: store::StoreConfig,
     /// Serve Prometheus metrics at `/metrics` and a health check at `/healthz` here.
     pub metrics: Option<SocketAddr>,
+    /// Serve the web view here (`[server] web`; default 127.0.0.1:8080).
+    pub web: Option<SocketAddr>,
+    /// The web view over HTTPS with the server's certificate (`[server] web_tls`).
+    pub web_tls: bool,
+    /// Logged-in web sessions at once (`web_sessions_max`).
+    pub web_sessions_max: usize,
+    /// The largest web request body (`web_request_bytes_max`).
+    pub web_request_bytes_max: usize,
     /// Where mail to `postmaster@` a local domain goes when the domain has neither a user
     /// nor an alias of that name (RFC 5321 4.5.1); `None`: the domain's first user.
     pub postmaster: Option<String>,
@@ -264,6 +273,10 @@ impl ServerConfig {
             queue: queue::QueueConfig::default(),
             store: store::StoreConfig::default(),
             metrics: None,
+            web: Some(SocketAddr::from(([127, 0, 0, 1], 8080))),
+            web_tls: false,
+            web_sessions_max: 10_000,
+            web_request_bytes_max: 64 << 10,
             postmaster: None,
             directory: None,
             cluster: None,
@@ -432,6 +445,8 @@ pub struct Running {
     pub addresses: Vec<(Service, SocketAddr)>,
     /// Where `/metrics` and `/healthz` are served, when configured.
     pub metrics: Option<SocketAddr>,
+    /// Where the web view is served, when configured.
+    pub web: Option<SocketAddr>,
     ctx: Arc<Ctx>,
     shutdown: tokio::sync::watch::Sender<bool>,
     done: tokio::task::JoinHandle<Result<()>>,
@@ -809,6 +824,11 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         None => None,
     };
     let metrics_address = metrics.as_ref().map(|(bound, _)| *bound);
+    let web = match ctx.config.web {
+        Some(address) => Some(web::start(ctx.clone(), address, ctx.config.web_tls).await?),
+        None => None,
+    };
+    let web_address = web.as_ref().map(|(bound, _)| *bound);
 
     // Users deleted while no server ran, or whose removal a crash cut short.
     accounts::finish_deletions(&ctx).await;
@@ -857,6 +877,9 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         if let Some((_, task)) = &metrics {
             task.abort();
         }
+        if let Some((_, task)) = &web {
+            task.abort();
+        }
         stop.store(true, Ordering::Relaxed);
         ctx.wakeup.notify();
         tokio::task::spawn_blocking(move || {
@@ -874,6 +897,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
     Ok(Running {
         addresses,
         metrics: metrics_address,
+        web: web_address,
         ctx: running_ctx,
         shutdown,
         done,
@@ -1057,6 +1081,9 @@ pub async fn serve(
     }
     if let Some(address) = running.metrics {
         println!("metrics listening on {address}");
+    }
+    if let Some(address) = running.web {
+        println!("web listening on {address}");
     }
     use std::io::Write as _;
     let _ = std::io::stdout().flush();

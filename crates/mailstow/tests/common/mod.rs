@@ -23,8 +23,9 @@ pub(crate) fn must(output: Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-/// Every listener `Server::start` opens, each on an ephemeral loopback port.
-pub(crate) const SERVICES: [&str; 8] = [
+/// Every listener `Server::start` opens, each on an ephemeral loopback port (the web
+/// view's too: its default, 127.0.0.1:8080, would be shared by every test's server).
+pub(crate) const SERVICES: [&str; 9] = [
     "smtp",
     "submission",
     "submissions",
@@ -33,6 +34,7 @@ pub(crate) const SERVICES: [&str; 8] = [
     "pop3s",
     "imap",
     "imaps",
+    "web",
 ];
 
 /// How many of the server's last output lines a failed stop shows.

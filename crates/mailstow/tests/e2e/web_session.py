@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""The web view through Python's HTTP client and cookie jar, against a running server.
+
+Driven by tests/web.rs: `web_session.py WEB_ADDR SMTP_ADDR`. Users alice@example.test and
+bob@example.test exist with the password `secret`. Delivers mail with smtplib, then logs in
+over HTTP and checks what a browser would see: the list from the summaries, the message,
+its attachment, flags, and the refusals (wrong password, forged form, another user's
+message, logged out). Exits non-zero with a message on the first thing that is wrong.
+"""
+
+import http.cookiejar
+import smtplib
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from email.message import EmailMessage
+
+WEB, SMTP = sys.argv[1], sys.argv[2]
+BASE = f"http://{WEB}"
+PDF = b"%PDF-1.4\n% a small file\n" + bytes(range(256))
+
+
+def fail(why):
+    print(f"FAIL: {why}", file=sys.stderr)
+    sys.exit(1)
+
+
+def check(cond, why):
+    if not cond:
+        fail(why)
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+class Browser:
+    def __init__(self):
+        self.jar = http.cookiejar.CookieJar()
+        self.opener = urllib.request.build_opener(
+            urllib.request.HTTPCookieProcessor(self.jar), NoRedirect)
+
+    def request(self, method, path, form=None):
+        data = urllib.parse.urlencode(form).encode() if form is not None else None
+        req = urllib.request.Request(BASE + path, data=data, method=method)
+        try:
+            with self.opener.open(req, timeout=30) as r:
+                return r.status, r.headers, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers, e.read()
+
+    def get(self, path):
+        return self.request("GET", path)
+
+    def post(self, path, form):
+        return self.request("POST", path, form)
+
+    def csrf(self, page):
+        marker = b'name="csrf" value="'
+        at = page.find(marker)
+        check(at >= 0, "no CSRF field on the page")
+        return page[at + len(marker):].split(b'"', 1)[0].decode()
+
+
+def deliver(to, subject, text, attachment=None, html=None):
+    m = EmailMessage()
+    m["From"] = "Sender <sender@example.net>"
+    m["To"] = to
+    m["Subject"] = subject
+    m.set_content(text)
+    if html is not None:
+        m.add_alternative(html, subtype="html")
+    if attachment is not None:
+        m.add_attachment(attachment, maintype="application", subtype="pdf", filename="report.pdf")
+    with smtplib.SMTP(*SMTP.rsplit(":", 1), timeout=30) as s:
+        s.send_message(m)
+
+
+def wait_for(browser, path, needle):
+    import time
+    for _ in range(100):
+        status, _, body = browser.get(path)
+        if status == 200 and needle in body:
+            return body
+        time.sleep(0.1)
+    fail(f"{needle!r} never appeared at {path}: {status} {body[:300]!r}")
+
+
+def main():
+    deliver("alice@example.test", "Quarterly <report>",
+            "Hello Alice,\n\nthe numbers are attached.\n", attachment=PDF)
+    deliver("bob@example.test", "Bob's secret", "Only for Bob.\n")
+
+    b = Browser()
+    status, headers, _ = b.get("/mail")
+    check(status == 303 and headers.get("Location") == "/login", f"not sent to log in: {status}")
+
+    status, _, body = b.post("/login", {"username": "alice@example.test", "password": "wrong"})
+    check(status == 401 and b"Wrong address or password." in body, f"wrong password: {status}")
+    check(not list(b.jar), "a cookie for a wrong password")
+
+    status, headers, _ = b.post("/login", {"username": "alice@example.test", "password": "secret"})
+    check(status == 303, f"login: {status}")
+    cookie = headers.get("Set-Cookie", "")
+    check("HttpOnly" in cookie and "SameSite=Strict" in cookie, f"cookie: {cookie}")
+
+    page = wait_for(b, "/mail", b"Quarterly &#60;report&#62;")
+    check(b"the numbers are attached." in page, "no preview in the list")
+    check(b"has attachments" in page, "no attachment mark in the list")
+    check(b"Bob" not in page, "Bob's mail in Alice's list")
+    status, headers, _ = b.get("/mail")
+    csp = headers.get("Content-Security-Policy", "")
+    check("default-src 'none'" in csp and "script-src" not in csp, f"CSP: {csp}")
+
+    uid = page.split(b"&amp;uid=", 1)[1].split(b'"', 1)[0].decode()
+    status, _, message = b.get(f"/message?folder=INBOX&uid={uid}")
+    check(status == 200 and b"Hello Alice," in message, f"message: {status}")
+    check(b"report.pdf" in message, "attachment not listed")
+    part = message.split(b"/message/part?", 1)[1].split(b'"', 1)[0].decode().replace("&amp;", "&")
+    status, headers, data = b.get(f"/message/part?{part}")
+    check(status == 200 and data == PDF, f"attachment: {status}, {len(data)} bytes")
+    check("attachment" in headers.get("Content-Disposition", ""), "attachment not a download")
+
+    # Bob's message is UID 1 of his INBOX: Alice's session cannot reach it.
+    status, _, body = b.get("/message?folder=INBOX&uid=99")
+    check(status == 404, f"a missing message: {status}")
+    status, _, body = b.get("/mail?folder=Nope")
+    check(status == 404, f"a missing folder: {status}")
+
+    token = b.csrf(message)
+    status, _, _ = b.post("/message/flag", {"folder": "INBOX", "uid": uid, "flag": "flagged", "on": "1"})
+    check(status == 403, f"a form without its CSRF token: {status}")
+    status, _, _ = b.post("/message/flag", {"csrf": token, "folder": "INBOX", "uid": uid, "flag": "flagged", "on": "1"})
+    check(status == 303, f"flag: {status}")
+    page = b.get("/mail")[2]
+    check(b"flagged" in page, "not flagged in the list")
+
+    status, _, _ = b.post("/logout", {"csrf": token})
+    check(status == 303, f"logout: {status}")
+    status, headers, _ = b.get("/mail")
+    check(status == 303 and headers.get("Location") == "/login", f"still logged in: {status}")
+
+    bob = Browser()
+    status, _, _ = bob.post("/login", {"username": "bob@example.test", "password": "secret"})
+    check(status == 303, f"bob's login: {status}")
+    page = wait_for(bob, "/mail", b"Bob&#39;s secret")
+    check(b"Quarterly" not in page, "Alice's mail in Bob's list")
+    print("OK")
+
+
+main()

@@ -1,0 +1,308 @@
+//! The web view's listener and its [`web::Backend`] over this server's directory and store.
+//!
+//! Logins go through the same throttle and log line as IMAP's (`conn::check_login`, protocol
+//! `web`). Every store call names the session's user, so a folder or UID of another user is
+//! simply not found. In a cluster the view serves this node's users; a user of another node
+//! is told their mailbox is reached on that node (forwarding is issue 21's next step).
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use axum::serve::ListenerExt as _;
+use web::{BackendError, Flag, FolderInfo, FolderPage, Listed, LoginError, Stored};
+
+use crate::Ctx;
+use crate::conn::{Login, check_login};
+
+/// A TLS handshake that takes longer is dropped (a client that connects and sends nothing
+/// holds no task past it).
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Handshakes waiting to be served at once; more wait in the kernel's backlog.
+const TLS_PENDING_MAX: usize = 256;
+
+pub(crate) struct ServerBackend {
+    ctx: Arc<Ctx>,
+}
+
+fn store_error(e: store::StoreError) -> BackendError {
+    match e {
+        store::StoreError::NoSuchUser(_)
+        | store::StoreError::NoSuchFolder { .. }
+        | store::StoreError::NoSuchMessage { .. }
+        | store::StoreError::InvalidName { .. } => BackendError::NotFound,
+        other => BackendError::Failed(other.to_string()),
+    }
+}
+
+impl ServerBackend {
+    /// The user's mailbox is here and usable now.
+    fn reachable(&self, user: &str) -> Result<(), BackendError> {
+        if self.ctx.moves.held(user) {
+            return Err(BackendError::Unavailable("it is being moved".into()));
+        }
+        if let Some(cluster) = &self.ctx.cluster {
+            match cluster.home(&self.ctx.directory, user) {
+                crate::cluster::Home::Local => {}
+                crate::cluster::Home::Unavailable(why) => {
+                    return Err(BackendError::Unavailable(why));
+                }
+                crate::cluster::Home::Node(owner) => {
+                    return Err(BackendError::Unavailable(format!(
+                        "it is served by node {}",
+                        owner.name
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `uid` is in the folder, and its flags.
+    fn flags(&self, user: &str, folder: &str, uid: u32) -> Result<store::Flags, BackendError> {
+        let page = self
+            .ctx
+            .store
+            .page(user, folder, uid.checked_add(1), 1)
+            .map_err(store_error)?;
+        page.messages
+            .first()
+            .filter(|m| m.uid == uid)
+            .map(|m| m.flags)
+            .ok_or(BackendError::NotFound)
+    }
+}
+
+impl web::Backend for ServerBackend {
+    async fn login(
+        &self,
+        username: &str,
+        password: &str,
+        client: IpAddr,
+    ) -> Result<String, LoginError> {
+        let attempt = Login {
+            proto: "web",
+            mechanism: "password",
+            username,
+            ip: client,
+        };
+        let user = match check_login(&self.ctx, &attempt, password).await {
+            Ok(user) => user,
+            Err(refused) => {
+                return Err(match refused.temporary() {
+                    Some(text) => LoginError::Temporary(text.to_string()),
+                    None => LoginError::BadCredentials,
+                });
+            }
+        };
+        if let Err(BackendError::Unavailable(why)) = self.reachable(&user) {
+            attempt.unavailable(&self.ctx, &user, &why);
+            return Err(LoginError::Temporary(format!("your mailbox: {why}")));
+        }
+        attempt.ok(&self.ctx, &user);
+        Ok(user)
+    }
+
+    fn logout(&self, user: &str, client: IpAddr) {
+        tracing::info!(event = "logout", proto = "web", user = %crate::log::shown(user), client = %client);
+    }
+
+    fn folders(&self, user: &str) -> Result<Vec<FolderInfo>, BackendError> {
+        self.reachable(user)?;
+        let mut names = self.ctx.store.list_folders(user);
+        // INBOX first, the rest by name.
+        names.sort_by_key(|n| (n != "INBOX", n.clone()));
+        let mut out = Vec::with_capacity(names.len());
+        for name in names {
+            let Ok(page) = self.ctx.store.page(user, &name, None, 0) else {
+                continue;
+            };
+            out.push(FolderInfo {
+                name,
+                total: page.status.messages,
+                unseen: page.unseen,
+            });
+        }
+        Ok(out)
+    }
+
+    fn page(
+        &self,
+        user: &str,
+        folder: &str,
+        before: Option<u32>,
+        count: usize,
+    ) -> Result<FolderPage, BackendError> {
+        self.reachable(user)?;
+        let page = self
+            .ctx
+            .store
+            .page(user, folder, before, count)
+            .map_err(store_error)?;
+        let mut messages = Vec::with_capacity(page.messages.len());
+        for m in page.messages {
+            // The summary only: a list never reads a message body.
+            let s = match self.ctx.store.summary(user, folder, m.uid) {
+                Ok(s) => s,
+                // Expunged between the page and here.
+                Err(store::StoreError::NoSuchMessage { .. }) => continue,
+                Err(e) => return Err(store_error(e)),
+            };
+            messages.push(Listed {
+                uid: m.uid,
+                received_at: m.internal_date,
+                size: m.size,
+                from: s.from,
+                to: s.to,
+                subject: s.subject,
+                sent_at: s.date,
+                has_attachment: s.has_attachment,
+                preview: s.preview,
+                seen: m.flags.contains(store::Flags::SEEN),
+                flagged: m.flags.contains(store::Flags::FLAGGED),
+            });
+        }
+        Ok(FolderPage {
+            total: page.status.messages,
+            unseen: page.unseen,
+            messages,
+        })
+    }
+
+    fn message(&self, user: &str, folder: &str, uid: u32) -> Result<Stored, BackendError> {
+        self.reachable(user)?;
+        let flags = self.flags(user, folder, uid)?;
+        let content = self
+            .ctx
+            .store
+            .read(user, folder, uid)
+            .map_err(store_error)?;
+        Ok(Stored {
+            content,
+            seen: flags.contains(store::Flags::SEEN),
+            flagged: flags.contains(store::Flags::FLAGGED),
+        })
+    }
+
+    fn set_flag(
+        &self,
+        user: &str,
+        folder: &str,
+        uid: u32,
+        flag: Flag,
+        on: bool,
+    ) -> Result<(), BackendError> {
+        self.reachable(user)?;
+        self.flags(user, folder, uid)?;
+        let flags = match flag {
+            Flag::Seen => store::Flags::SEEN,
+            Flag::Flagged => store::Flags::FLAGGED,
+        };
+        let op = if on {
+            store::FlagOp::Add
+        } else {
+            store::FlagOp::Remove
+        };
+        self.ctx
+            .store
+            .set_flags(user, folder, &[uid], op, flags, &[])
+            .map_err(store_error)?;
+        Ok(())
+    }
+}
+
+/// Accepts TCP connections and completes their TLS handshakes off the accept loop, so a
+/// client that stalls its handshake delays nobody else.
+struct TlsListener {
+    ready: tokio::sync::mpsc::Receiver<(
+        tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+        SocketAddr,
+    )>,
+    local: SocketAddr,
+}
+
+impl TlsListener {
+    fn new(listener: tokio::net::TcpListener, ctx: Arc<Ctx>) -> Result<TlsListener> {
+        let local = listener.local_addr()?;
+        let (tx, ready) = tokio::sync::mpsc::channel(TLS_PENDING_MAX);
+        tokio::spawn(async move {
+            loop {
+                let (tcp, peer) = match listener.accept().await {
+                    Ok(x) => x,
+                    Err(e) => {
+                        tracing::warn!(event = "web_error", error = %e, msg = "accept");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                if tx.is_closed() {
+                    return;
+                }
+                let acceptor = ctx.live().tls.clone();
+                let ready = tx.clone();
+                tokio::spawn(async move {
+                    if let Ok(Ok(tls)) =
+                        tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await
+                    {
+                        let _ = ready.send((tls, peer)).await;
+                    }
+                });
+            }
+        });
+        Ok(TlsListener { ready, local })
+    }
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.ready.recv().await {
+            Some(x) => x,
+            // The accept loop ended: nothing more will come.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        Ok(self.local)
+    }
+}
+
+/// Serves the web view on `address` (TLS with the server's certificate when `tls`).
+pub(crate) async fn start(
+    ctx: Arc<Ctx>,
+    address: SocketAddr,
+    tls: bool,
+) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .with_context(|| format!("web: cannot listen on {address}"))?;
+    let bound = listener.local_addr()?;
+    let config = web::Config {
+        secure_cookie: tls,
+        sessions_max: ctx.config.web_sessions_max,
+        request_bytes_max: ctx.config.web_request_bytes_max,
+        ..web::Config::default()
+    };
+    let router = web::router(Arc::new(ServerBackend { ctx: ctx.clone() }), config);
+    let task = if tls {
+        let listener = TlsListener::new(listener, ctx)?.tap_io(|_| {});
+        tokio::spawn(async move {
+            let service = router.into_make_service_with_connect_info::<SocketAddr>();
+            if let Err(e) = axum::serve(listener, service).await {
+                tracing::warn!(event = "web_error", error = %e);
+            }
+        })
+    } else {
+        tokio::spawn(async move {
+            let service = router.into_make_service_with_connect_info::<SocketAddr>();
+            if let Err(e) = axum::serve(listener, service).await {
+                tracing::warn!(event = "web_error", error = %e);
+            }
+        })
+    };
+    Ok((bound, task))
+}
