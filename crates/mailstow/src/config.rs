@@ -148,6 +148,8 @@ pub(crate) struct ServerSection {
     pub(crate) web_sessions_max: Option<usize>,
     /// The largest web request body in bytes (default 65,536).
     pub(crate) web_request_bytes_max: Option<usize>,
+    /// Web connections at once (default 1,024; one more is closed at once).
+    pub(crate) web_connections_max: Option<usize>,
     /// Where mail to `postmaster@` of a local domain goes when the domain has no such user
     /// or alias (RFC 5321 4.5.1; default: the domain's first user).
     pub(crate) postmaster: Option<String>,
@@ -281,6 +283,7 @@ impl Config {
                 web_tls: Some(server.web_tls),
                 web_sessions_max: Some(server.web_sessions_max),
                 web_request_bytes_max: Some(server.web_request_bytes_max),
+                web_connections_max: Some(server.web_connections_max),
                 postmaster: server.postmaster.clone(),
             },
             log: LogSection {

@@ -266,6 +266,12 @@ pub(crate) fn server_config(
         }
         server.web_sessions_max = v;
     }
+    if let Some(v) = section.web_connections_max {
+        if v == 0 {
+            bail!("[server] web_connections_max must be at least 1");
+        }
+        server.web_connections_max = v;
+    }
     if let Some(v) = section.web_request_bytes_max {
         if v < 1024 {
             bail!("[server] web_request_bytes_max must be at least 1024");

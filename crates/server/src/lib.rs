@@ -206,6 +206,8 @@ pub struct ServerConfig {
     pub web_sessions_max: usize,
     /// The largest web request body (`web_request_bytes_max`).
     pub web_request_bytes_max: usize,
+    /// Web connections at once (`web_connections_max`).
+    pub web_connections_max: usize,
     /// Where mail to `postmaster@` a local domain goes when the domain has neither a user
     /// nor an alias of that name (RFC 5321 4.5.1); `None`: the domain's first user.
     pub postmaster: Option<String>,
@@ -277,6 +279,7 @@ impl ServerConfig {
             web_tls: false,
             web_sessions_max: 10_000,
             web_request_bytes_max: 64 << 10,
+            web_connections_max: 1024,
             postmaster: None,
             directory: None,
             cluster: None,

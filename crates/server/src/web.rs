@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use axum::serve::ListenerExt as _;
 use web::{BackendError, Flag, FolderInfo, FolderPage, Listed, LoginError, Stored};
 
 use crate::Ctx;
@@ -19,8 +18,13 @@ use crate::conn::{Login, check_login};
 /// A TLS handshake that takes longer is dropped (a client that connects and sends nothing
 /// holds no task past it).
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Handshakes waiting to be served at once; more wait in the kernel's backlog.
-const TLS_PENDING_MAX: usize = 256;
+/// A request's header must arrive within this, also after a keep-alive pause (hyper's
+/// `header_read_timeout`): a client that trickles a header or idles holds its connection no
+/// longer.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// No connection lives longer, whatever it does (requests have their own deadline in the
+/// web crate: `request_timeout`).
+const CONNECTION_LIFETIME_MAX: Duration = Duration::from_secs(600);
 
 pub(crate) struct ServerBackend {
     ctx: Arc<Ctx>,
@@ -212,65 +216,6 @@ impl web::Backend for ServerBackend {
     }
 }
 
-/// Accepts TCP connections and completes their TLS handshakes off the accept loop, so a
-/// client that stalls its handshake delays nobody else.
-struct TlsListener {
-    ready: tokio::sync::mpsc::Receiver<(
-        tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
-        SocketAddr,
-    )>,
-    local: SocketAddr,
-}
-
-impl TlsListener {
-    fn new(listener: tokio::net::TcpListener, ctx: Arc<Ctx>) -> Result<TlsListener> {
-        let local = listener.local_addr()?;
-        let (tx, ready) = tokio::sync::mpsc::channel(TLS_PENDING_MAX);
-        tokio::spawn(async move {
-            loop {
-                let (tcp, peer) = match listener.accept().await {
-                    Ok(x) => x,
-                    Err(e) => {
-                        tracing::warn!(event = "web_error", error = %e, msg = "accept");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                };
-                if tx.is_closed() {
-                    return;
-                }
-                let acceptor = ctx.live().tls.clone();
-                let ready = tx.clone();
-                tokio::spawn(async move {
-                    if let Ok(Ok(tls)) =
-                        tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await
-                    {
-                        let _ = ready.send((tls, peer)).await;
-                    }
-                });
-            }
-        });
-        Ok(TlsListener { ready, local })
-    }
-}
-
-impl axum::serve::Listener for TlsListener {
-    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.ready.recv().await {
-            Some(x) => x,
-            // The accept loop ended: nothing more will come.
-            None => std::future::pending().await,
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        Ok(self.local)
-    }
-}
-
 /// Serves the web view on `address` (TLS with the server's certificate when `tls`).
 pub(crate) async fn start(
     ctx: Arc<Ctx>,
@@ -287,22 +232,74 @@ pub(crate) async fn start(
         request_bytes_max: ctx.config.web_request_bytes_max,
         ..web::Config::default()
     };
+    let connections_max = ctx.config.web_connections_max;
     let router = web::router(Arc::new(ServerBackend { ctx: ctx.clone() }), config);
-    let task = if tls {
-        let listener = TlsListener::new(listener, ctx)?.tap_io(|_| {});
-        tokio::spawn(async move {
-            let service = router.into_make_service_with_connect_info::<SocketAddr>();
-            if let Err(e) = axum::serve(listener, service).await {
-                tracing::warn!(event = "web_error", error = %e);
-            }
-        })
-    } else {
-        tokio::spawn(async move {
-            let service = router.into_make_service_with_connect_info::<SocketAddr>();
-            if let Err(e) = axum::serve(listener, service).await {
-                tracing::warn!(event = "web_error", error = %e);
-            }
-        })
-    };
+    let tls = tls.then_some(ctx);
+    let task = tokio::spawn(serve(listener, tls, router, connections_max));
     Ok((bound, task))
+}
+
+/// The connection loop: at most `connections_max` connections (one more is closed at once;
+/// a connection holds its place from its accept, TLS handshake included), HTTP/1.1 with a
+/// deadline for the TLS handshake, for every request header, and a longest life for every
+/// connection. `tls`: the context whose live certificate the handshakes use.
+async fn serve(
+    listener: tokio::net::TcpListener,
+    tls: Option<Arc<Ctx>>,
+    router: axum::Router,
+    connections_max: usize,
+) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use tower::ServiceExt as _;
+
+    let slots = Arc::new(tokio::sync::Semaphore::new(connections_max));
+    loop {
+        let (tcp, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                // Out of descriptors and the like: wait, do not spin.
+                tracing::warn!(event = "web_error", error = %e, msg = "accept");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::info!(event = "refused", proto = "web", client = %peer.ip(), reason = "web_connections_max");
+            drop(tcp);
+            continue;
+        };
+        let _ = tcp.set_nodelay(true);
+        let acceptor = tls.as_ref().map(|ctx| ctx.live().tls.clone());
+        let router = router.clone();
+        tokio::spawn(async move {
+            let _slot = slot;
+            let service = hyper::service::service_fn(
+                move |mut request: hyper::Request<hyper::body::Incoming>| {
+                    request
+                        .extensions_mut()
+                        .insert(axum::extract::ConnectInfo(peer));
+                    router.clone().oneshot(request.map(axum::body::Body::new))
+                },
+            );
+            let mut http = hyper::server::conn::http1::Builder::new();
+            http.timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT);
+            let served = async {
+                match acceptor {
+                    Some(acceptor) => {
+                        let Ok(Ok(stream)) =
+                            tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await
+                        else {
+                            return;
+                        };
+                        let _ = http.serve_connection(TokioIo::new(stream), service).await;
+                    }
+                    None => {
+                        let _ = http.serve_connection(TokioIo::new(tcp), service).await;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(CONNECTION_LIFETIME_MAX, served).await;
+        });
+    }
 }

@@ -59,6 +59,8 @@ pub struct Config {
     pub page_size: usize,
     /// `web_request_bytes_max`: the largest request body.
     pub request_bytes_max: usize,
+    /// A request (its body read and its answer made) is cut off after this: 408.
+    pub request_timeout: Duration,
 }
 
 impl Default for Config {
@@ -70,6 +72,7 @@ impl Default for Config {
             session_lifetime: Duration::from_secs(12 * 3600),
             page_size: 50,
             request_bytes_max: 64 << 10,
+            request_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -80,8 +83,9 @@ struct App<B> {
     config: Config,
 }
 
-/// The web view's routes over `backend`. Serve it with
-/// `into_make_service_with_connect_info::<SocketAddr>()`: logins are throttled by address.
+/// The web view's routes over `backend`. Each request needs a `ConnectInfo<SocketAddr>`
+/// extension (axum's `into_make_service_with_connect_info`, or the server's own connection
+/// loop): logins are throttled by address.
 pub fn router<B: Backend>(backend: Arc<B>, config: Config) -> Router {
     let app = Arc::new(App {
         backend,
@@ -104,6 +108,10 @@ pub fn router<B: Backend>(backend: Arc<B>, config: Config) -> Router {
         .fallback(not_found)
         .layer(axum::middleware::map_response(security_headers))
         .layer(DefaultBodyLimit::max(config.request_bytes_max))
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            config.request_timeout,
+        ))
         .with_state(app)
 }
 
