@@ -136,7 +136,7 @@ impl Telemetry {
         for protocol in ["smtp", "submission", "lmtp", "pop3", "imap"] {
             let _ = connections.get_or_create(&ProtocolLabel { protocol });
         }
-        for protocol in ["submission", "pop3", "imap"] {
+        for protocol in ["submission", "pop3", "imap", "web"] {
             for result in ["ok", "failed"] {
                 let _ = logins.get_or_create(&LoginLabels { protocol, result });
             }
