@@ -76,8 +76,9 @@ pub fn fragments(store: &Store, user: &str, folder: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Content bytes that make a message of exactly one 512-byte unit (with its summary and MIME
-/// structure, about 300 bytes for these messages).
-pub const ONE_UNIT: usize = 150;
-/// Content bytes that make a message of exactly two units.
-pub const TWO_UNITS: usize = 650;
+/// Content bytes that make a message of exactly one 512-byte unit (with its summary: the MIME
+/// structure, about 300 bytes for these messages, and the preview of their text).
+pub const ONE_UNIT: usize = 100;
+/// Content bytes that make a message of exactly two units (its preview the full 256
+/// characters).
+pub const TWO_UNITS: usize = 400;
