@@ -214,6 +214,156 @@ impl web::Backend for ServerBackend {
             .map_err(store_error)?;
         Ok(())
     }
+
+    fn move_to(&self, user: &str, folder: &str, uid: u32, dest: &str) -> Result<(), BackendError> {
+        self.reachable(user)?;
+        if folder == dest {
+            return Ok(());
+        }
+        if dest == web::TRASH {
+            self.ctx
+                .store
+                .create_folder(user, dest)
+                .map_err(store_error)?;
+        }
+        self.ctx.store.status(user, dest).map_err(store_error)?;
+        let info = self
+            .ctx
+            .store
+            .page(user, folder, uid.checked_add(1), 1)
+            .map_err(store_error)?
+            .messages
+            .into_iter()
+            .find(|m| m.uid == uid)
+            .ok_or(BackendError::NotFound)?;
+        let content = self
+            .ctx
+            .store
+            .read(user, folder, uid)
+            .map_err(store_error)?;
+        // Copy, then expunge: a crash between the two leaves the message in both folders,
+        // never in neither. Within one user's folders the quota's usage ends where it began.
+        self.ctx
+            .store
+            .append(
+                user,
+                dest,
+                store::NewMessage {
+                    flags: info.flags,
+                    keywords: info.keywords,
+                    internal_date: info.internal_date,
+                    content,
+                },
+            )
+            .map_err(store_error)?;
+        self.ctx
+            .store
+            .expunge(user, folder, &[uid])
+            .map_err(store_error)?;
+        Ok(())
+    }
+
+    fn expunge(&self, user: &str, folder: &str, uid: u32) -> Result<(), BackendError> {
+        self.reachable(user)?;
+        self.flags(user, folder, uid)?;
+        self.ctx
+            .store
+            .expunge(user, folder, &[uid])
+            .map_err(store_error)?;
+        Ok(())
+    }
+
+    fn expunge_all(&self, user: &str, folder: &str) -> Result<(), BackendError> {
+        self.reachable(user)?;
+        self.ctx
+            .store
+            .expunge_all(user, folder)
+            .map_err(store_error)?;
+        Ok(())
+    }
+
+    fn search(
+        &self,
+        user: &str,
+        folder: &str,
+        query: &str,
+        count: usize,
+        examined_max: usize,
+    ) -> Result<(FolderPage, bool), BackendError> {
+        const STEP: usize = 256;
+        self.reachable(user)?;
+        let needle = query.to_lowercase();
+        let mut found = Vec::new();
+        let mut examined = 0;
+        let mut before = None;
+        let (total, unseen) = loop {
+            let page = self
+                .ctx
+                .store
+                .page(user, folder, before, STEP.min(examined_max - examined))
+                .map_err(store_error)?;
+            let done = page.messages.len() < STEP;
+            before = page.messages.last().map(|m| m.uid);
+            for m in page.messages {
+                examined += 1;
+                let Ok(s) = self.ctx.store.summary(user, folder, m.uid) else {
+                    continue;
+                };
+                // The summary first (sender, subject, the text's start); the whole text of
+                // the message, decoded, only when that did not match.
+                let hit = [&s.from, &s.subject, &s.preview]
+                    .iter()
+                    .any(|field| field.to_lowercase().contains(&needle))
+                    || self
+                        .ctx
+                        .store
+                        .read(user, folder, m.uid)
+                        .ok()
+                        .and_then(|content| {
+                            mail_parser::MessageParser::default()
+                                .parse(&content)
+                                .map(|parsed| {
+                                    (0..parsed.text_body.len()).any(|i| {
+                                        parsed
+                                            .body_text(i)
+                                            .is_some_and(|t| t.to_lowercase().contains(&needle))
+                                    })
+                                })
+                        })
+                        .unwrap_or(false);
+                if hit {
+                    found.push(Listed {
+                        uid: m.uid,
+                        received_at: m.internal_date,
+                        size: m.size,
+                        from: s.from,
+                        to: s.to,
+                        subject: s.subject,
+                        sent_at: s.date,
+                        has_attachment: s.has_attachment,
+                        preview: s.preview,
+                        seen: m.flags.contains(store::Flags::SEEN),
+                        flagged: m.flags.contains(store::Flags::FLAGGED),
+                    });
+                    if found.len() == count {
+                        break;
+                    }
+                }
+            }
+            if done || found.len() == count || examined >= examined_max {
+                break (page.status.messages, page.unseen);
+            }
+        };
+        let stopped = examined >= examined_max && found.len() < count;
+        Ok((
+            FolderPage {
+                total,
+                unseen,
+                messages: found,
+            },
+            stopped,
+        ))
+    }
 }
 
 /// Serves the web view on `address` (TLS with the server's certificate when `tls`).

@@ -113,4 +113,29 @@ pub trait Backend: Send + Sync + 'static {
         flag: Flag,
         on: bool,
     ) -> Result<(), BackendError>;
+
+    /// Moves a message to another of the user's folders (created first when it is
+    /// [`TRASH`]).
+    fn move_to(&self, user: &str, folder: &str, uid: u32, dest: &str) -> Result<(), BackendError>;
+
+    /// Removes a message for good.
+    fn expunge(&self, user: &str, folder: &str, uid: u32) -> Result<(), BackendError>;
+
+    /// Removes every message of a folder for good.
+    fn expunge_all(&self, user: &str, folder: &str) -> Result<(), BackendError>;
+
+    /// Newest first, at most `count` messages of the folder whose sender, subject or text
+    /// contains `query` (case-insensitive), looking at no more than `examined_max` messages;
+    /// the page, and whether the search stopped at `examined_max`.
+    fn search(
+        &self,
+        user: &str,
+        folder: &str,
+        query: &str,
+        count: usize,
+        examined_max: usize,
+    ) -> Result<(FolderPage, bool), BackendError>;
 }
+
+/// Where a deleted message goes (RFC 6154 `\Trash`); deleting there removes it for good.
+pub const TRASH: &str = "Trash";

@@ -30,7 +30,7 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 
 pub use backend::{
-    Backend, BackendError, Flag, FolderInfo, FolderPage, Listed, LoginError, Stored,
+    Backend, BackendError, Flag, FolderInfo, FolderPage, Listed, LoginError, Stored, TRASH,
 };
 use sessions::{Session, Sessions, same_token};
 
@@ -43,6 +43,10 @@ const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self' data:; \
 /// Longest address and password a login form may carry (the directory bounds the password
 /// again).
 const CREDENTIAL_BYTES_MAX: usize = 1024;
+/// Longest search text.
+const QUERY_BYTES_MAX: usize = 256;
+/// Messages a search looks at, newest first, before it stops and says so.
+const SEARCH_EXAMINED_MAX: usize = 5000;
 
 /// The web view's limits.
 #[derive(Debug, Clone)]
@@ -104,6 +108,10 @@ pub fn router<B: Backend>(backend: Arc<B>, config: Config) -> Router {
         .route("/message", get(message::<B>))
         .route("/message/part", get(part::<B>))
         .route("/message/flag", post(flag::<B>))
+        .route("/message/move", post(move_message::<B>))
+        .route("/message/delete", post(delete::<B>))
+        .route("/folder/empty", post(empty::<B>))
+        .route("/search", get(search::<B>))
         .route("/style.css", get(style))
         .fallback(not_found)
         .layer(axum::middleware::map_response(security_headers))
@@ -405,6 +413,28 @@ struct ListPage {
     messages: Vec<Row>,
     newest_link: Option<String>,
     older_link: Option<String>,
+    /// A search's text, when this is its result.
+    query: Option<String>,
+    /// The search stopped before the oldest message.
+    partial: bool,
+    is_trash: bool,
+}
+
+fn rows(messages: Vec<Listed>) -> Vec<Row> {
+    messages
+        .into_iter()
+        .map(|m| Row {
+            uid: m.uid,
+            from: m.from,
+            subject: m.subject,
+            preview: m.preview,
+            received: when(m.received_at),
+            size: size(m.size),
+            seen: m.seen,
+            flagged: m.flagged,
+            has_attachment: m.has_attachment,
+        })
+        .collect()
 }
 
 #[derive(Deserialize)]
@@ -486,25 +516,150 @@ async fn list<B: Backend>(
         folders,
         total: page.total,
         unseen: page.unseen,
-        messages: page
-            .messages
-            .into_iter()
-            .map(|m| Row {
-                uid: m.uid,
-                from: m.from,
-                subject: m.subject,
-                preview: m.preview,
-                received: when(m.received_at),
-                size: size(m.size),
-                seen: m.seen,
-                flagged: m.flagged,
-                has_attachment: m.has_attachment,
-            })
-            .collect(),
+        messages: rows(page.messages),
+        is_trash: folder == TRASH,
         folder,
         newest_link,
         older_link,
+        query: None,
+        partial: false,
     })
+}
+
+#[derive(Deserialize)]
+struct SearchQuery {
+    folder: Option<String>,
+    #[serde(default)]
+    q: String,
+}
+
+async fn search<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Query(q): Query<SearchQuery>,
+) -> Response {
+    let (_, session) = match app.session(&headers, peer.ip()) {
+        Ok(s) => s,
+        Err(denied) => return denied.into_response(),
+    };
+    let folder = q.folder.unwrap_or_else(|| "INBOX".to_string());
+    let query = q.q.trim().to_string();
+    if query.is_empty() || query.len() > QUERY_BYTES_MAX {
+        return Redirect::to(&folder_link(&folder)).into_response();
+    }
+    let count = app.config.page_size;
+    let (user, f, needle) = (session.user.clone(), folder.clone(), query.clone());
+    let fetched = blocking(&app, move |b| {
+        Ok((
+            b.folders(&user)?,
+            b.search(&user, &f, &needle, count, SEARCH_EXAMINED_MAX)?,
+        ))
+    })
+    .await;
+    let (folders, (page, partial)) = match fetched {
+        Ok(x) => x,
+        Err(e) => return backend_problem(e),
+    };
+    render_page(&ListPage {
+        user: session.user,
+        csrf: session.csrf,
+        folders,
+        total: page.total,
+        unseen: page.unseen,
+        messages: rows(page.messages),
+        is_trash: folder == TRASH,
+        folder,
+        newest_link: None,
+        older_link: None,
+        query: Some(query),
+        partial,
+    })
+}
+
+#[derive(Deserialize)]
+struct MessageForm {
+    #[serde(default)]
+    csrf: String,
+    folder: String,
+    uid: u32,
+    #[serde(default)]
+    dest: String,
+}
+
+async fn move_message<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Form(form): Form<MessageForm>,
+) -> Response {
+    let (_, session) = match app.form_session(&headers, peer.ip(), &form.csrf) {
+        Ok(s) => s,
+        Err(denied) => return denied.into_response(),
+    };
+    let (user, folder, uid, dest) = (session.user, form.folder.clone(), form.uid, form.dest);
+    if let Err(e) = blocking(&app, move |b| b.move_to(&user, &folder, uid, &dest)).await {
+        return backend_problem(e);
+    }
+    Redirect::to(&folder_link(&form.folder)).into_response()
+}
+
+/// Delete: to the Trash, or for good when it is in the Trash already.
+async fn delete<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Form(form): Form<MessageForm>,
+) -> Response {
+    let (_, session) = match app.form_session(&headers, peer.ip(), &form.csrf) {
+        Ok(s) => s,
+        Err(denied) => return denied.into_response(),
+    };
+    let (user, folder, uid) = (session.user, form.folder.clone(), form.uid);
+    let done = blocking(&app, move |b| {
+        if folder == TRASH {
+            b.expunge(&user, &folder, uid)
+        } else {
+            b.move_to(&user, &folder, uid, TRASH)
+        }
+    })
+    .await;
+    if let Err(e) = done {
+        return backend_problem(e);
+    }
+    Redirect::to(&folder_link(&form.folder)).into_response()
+}
+
+#[derive(Deserialize)]
+struct FolderForm {
+    #[serde(default)]
+    csrf: String,
+    folder: String,
+}
+
+/// Empties the Trash (no other folder: one click must not wipe an inbox).
+async fn empty<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Form(form): Form<FolderForm>,
+) -> Response {
+    let (_, session) = match app.form_session(&headers, peer.ip(), &form.csrf) {
+        Ok(s) => s,
+        Err(denied) => return denied.into_response(),
+    };
+    if form.folder != TRASH {
+        return problem(
+            StatusCode::BAD_REQUEST,
+            "Refused",
+            "Only the Trash can be emptied.",
+        );
+    }
+    let user = session.user;
+    if let Err(e) = blocking(&app, move |b| b.expunge_all(&user, TRASH)).await {
+        return backend_problem(e);
+    }
+    Redirect::to(&folder_link(TRASH)).into_response()
 }
 
 #[derive(Template)]

@@ -145,6 +145,69 @@ impl Backend for Memory {
         }
         Ok(())
     }
+
+    fn move_to(&self, user: &str, folder: &str, uid: u32, dest: &str) -> Result<(), BackendError> {
+        let mut map = self.folders.lock().unwrap();
+        if dest != TRASH && !map.contains_key(&(user.into(), dest.into())) {
+            return Err(BackendError::NotFound);
+        }
+        let m = map
+            .get_mut(&(user.into(), folder.into()))
+            .ok_or(BackendError::NotFound)?;
+        let at = m
+            .iter()
+            .position(|x| x.0 == uid)
+            .ok_or(BackendError::NotFound)?;
+        let moved = m.remove(at);
+        let target = map.entry((user.into(), dest.into())).or_default();
+        let next = target.iter().map(|x| x.0).max().unwrap_or(0) + 1;
+        target.push((next, moved.1, moved.2, moved.3));
+        Ok(())
+    }
+
+    fn expunge(&self, user: &str, folder: &str, uid: u32) -> Result<(), BackendError> {
+        let mut map = self.folders.lock().unwrap();
+        let m = map
+            .get_mut(&(user.into(), folder.into()))
+            .ok_or(BackendError::NotFound)?;
+        let at = m
+            .iter()
+            .position(|x| x.0 == uid)
+            .ok_or(BackendError::NotFound)?;
+        m.remove(at);
+        Ok(())
+    }
+
+    fn expunge_all(&self, user: &str, folder: &str) -> Result<(), BackendError> {
+        let mut map = self.folders.lock().unwrap();
+        map.get_mut(&(user.into(), folder.into()))
+            .ok_or(BackendError::NotFound)?
+            .clear();
+        Ok(())
+    }
+
+    fn search(
+        &self,
+        user: &str,
+        folder: &str,
+        query: &str,
+        count: usize,
+        _: usize,
+    ) -> Result<(FolderPage, bool), BackendError> {
+        let mut page = self.page(user, folder, None, usize::MAX)?;
+        let map = self.folders.lock().unwrap();
+        let m = &map[&(user.to_string(), folder.to_string())];
+        page.messages.retain(|l| {
+            m.iter().any(|x| {
+                x.0 == l.uid
+                    && String::from_utf8_lossy(&x.1)
+                        .to_lowercase()
+                        .contains(&query.to_lowercase())
+            })
+        });
+        page.messages.truncate(count);
+        Ok((page, false))
+    }
 }
 
 struct Browser {
@@ -395,6 +458,75 @@ async fn forms_need_the_sessions_csrf_token() {
     assert_eq!(
         b.send("GET", "/mail", None).await.status,
         StatusCode::SEE_OTHER
+    );
+}
+
+#[tokio::test]
+async fn delete_moves_to_the_trash_which_empties_and_search_finds_text() {
+    let mut b = Browser::new(mailbox());
+    b.log_in("ann@example.org").await;
+    let csrf = b.csrf("/message?folder=INBOX&uid=2").await;
+    let found = b.send("GET", "/search?folder=INBOX&q=body%202", None).await;
+    assert_eq!(found.status, StatusCode::OK);
+    assert!(
+        found.body.contains("Hello 2") && !found.body.contains("Hello 3"),
+        "{}",
+        found.body
+    );
+    assert!(found.body.contains("1 found for"), "{}", found.body);
+    let forged = b
+        .send("POST", "/message/delete", Some("folder=INBOX&uid=2"))
+        .await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN);
+    let deleted = b
+        .send(
+            "POST",
+            "/message/delete",
+            Some(&format!("csrf={csrf}&folder=INBOX&uid=2")),
+        )
+        .await;
+    assert_eq!(deleted.status, StatusCode::SEE_OTHER);
+    let inbox = b.send("GET", "/mail?folder=INBOX&before=3", None).await;
+    assert!(!inbox.body.contains("Hello 2") && inbox.body.contains("Hello 1"));
+    let trash = b.send("GET", "/mail?folder=Trash", None).await;
+    assert!(trash.body.contains("Hello 2") && trash.body.contains("Empty Trash"));
+    // Only the Trash empties.
+    let refused = b
+        .send(
+            "POST",
+            "/folder/empty",
+            Some(&format!("csrf={csrf}&folder=INBOX")),
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+    let emptied = b
+        .send(
+            "POST",
+            "/folder/empty",
+            Some(&format!("csrf={csrf}&folder=Trash")),
+        )
+        .await;
+    assert_eq!(emptied.status, StatusCode::SEE_OTHER);
+    assert!(
+        b.send("GET", "/mail?folder=Trash", None)
+            .await
+            .body
+            .contains("No messages.")
+    );
+    // Moving to a folder that is not there: not found, the message stays.
+    let lost = b
+        .send(
+            "POST",
+            "/message/move",
+            Some(&format!("csrf={csrf}&folder=INBOX&uid=1&dest=Nowhere")),
+        )
+        .await;
+    assert_eq!(lost.status, StatusCode::NOT_FOUND);
+    assert!(
+        b.send("GET", "/mail?folder=INBOX&before=2", None)
+            .await
+            .body
+            .contains("Hello 1")
     );
 }
 

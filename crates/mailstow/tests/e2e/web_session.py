@@ -64,12 +64,15 @@ class Browser:
         return page[at + len(marker):].split(b'"', 1)[0].decode()
 
 
-def deliver(to, subject, text, attachment=None, html=None):
+def deliver(to, subject, text, attachment=None, html=None, cte=None):
     m = EmailMessage()
     m["From"] = "Sender <sender@example.net>"
     m["To"] = to
     m["Subject"] = subject
-    m.set_content(text)
+    if cte:
+        m.set_content(text, cte=cte)
+    else:
+        m.set_content(text)
     if html is not None:
         m.add_alternative(html, subtype="html")
     if attachment is not None:
@@ -92,6 +95,8 @@ def main():
     deliver("alice@example.test", "Quarterly <report>",
             "Hello Alice,\n\nthe numbers are attached.\n", attachment=PDF)
     deliver("bob@example.test", "Bob's secret", "Only for Bob.\n")
+    # A word past the preview, in a base64 body: search decodes the text.
+    deliver("alice@example.test", "Minutes", "filler " * 80 + "the word is kumquat.\n", cte="base64")
 
     b = Browser()
     status, headers, _ = b.get("/mail")
@@ -107,6 +112,7 @@ def main():
     check("HttpOnly" in cookie and "SameSite=Strict" in cookie, f"cookie: {cookie}")
 
     page = wait_for(b, "/mail", b"Quarterly &#60;report&#62;")
+    page = wait_for(b, "/mail", b"Minutes")
     check(b"the numbers are attached." in page, "no preview in the list")
     check(b"has attachments" in page, "no attachment mark in the list")
     check(b"Bob" not in page, "Bob's mail in Alice's list")
@@ -114,7 +120,8 @@ def main():
     csp = headers.get("Content-Security-Policy", "")
     check("default-src 'none'" in csp and "script-src" not in csp, f"CSP: {csp}")
 
-    uid = page.split(b"&amp;uid=", 1)[1].split(b'"', 1)[0].decode()
+    row = page[:page.index(b">Quarterly")]
+    uid = row[row.rindex(b"&amp;uid=") + len(b"&amp;uid="):].split(b'"', 1)[0].decode()
     status, _, message = b.get(f"/message?folder=INBOX&uid={uid}")
     check(status == 200 and b"Hello Alice," in message, f"message: {status}")
     check(b"report.pdf" in message, "attachment not listed")
@@ -136,6 +143,21 @@ def main():
     check(status == 303, f"flag: {status}")
     page = b.get("/mail")[2]
     check(b"flagged" in page, "not flagged in the list")
+
+    # Search: the word is only in the decoded body, past the preview.
+    status, _, found = b.get("/search?folder=INBOX&q=KUMQUAT")
+    check(status == 200 and b"Minutes" in found and b"Quarterly" not in found, f"search: {status}")
+    check(b"1 found for" in found, "search count")
+    # Delete to the Trash, then empty it.
+    status, _, _ = b.post("/message/delete", {"csrf": token, "folder": "INBOX", "uid": uid})
+    check(status == 303, f"delete: {status}")
+    page = b.get("/mail")[2]
+    check(b"Quarterly" not in page, "deleted message still in INBOX")
+    trash = wait_for(b, "/mail?folder=Trash", b"Quarterly")
+    check(b"Empty Trash" in trash, "no Empty Trash")
+    status, _, _ = b.post("/folder/empty", {"csrf": token, "folder": "Trash"})
+    check(status == 303, f"empty: {status}")
+    check(b"No messages." in b.get("/mail?folder=Trash")[2], "Trash not empty")
 
     status, _, _ = b.post("/logout", {"csrf": token})
     check(status == 303, f"logout: {status}")
