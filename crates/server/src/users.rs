@@ -16,6 +16,8 @@ pub(crate) enum Protocol {
     Imap,
     Pop3,
     Submission,
+    /// A web browser following its mailbox (`/events`).
+    Web,
 }
 
 /// Logged-in users: their sessions, a change counter IDLE waits on, and a revocation flag.

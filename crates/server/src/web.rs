@@ -263,6 +263,22 @@ impl web::Backend for ServerBackend {
         Ok(())
     }
 
+    fn changes(&self, user: &str) -> Result<web::Changes, BackendError> {
+        self.reachable(user)?;
+        // A member of the user's sessions: woken by the store's observer like IMAP IDLE, and
+        // ended (and waited for) when the user is deleted or renamed.
+        let member = self
+            .ctx
+            .users
+            .enter(user, crate::users::Protocol::Web)
+            .map_err(|_| BackendError::Unavailable("the account is being changed".into()))?;
+        Ok(web::Changes {
+            changed: member.changes.clone(),
+            ended: member.revoked.clone(),
+            guard: Box::new(member),
+        })
+    }
+
     fn expunge(&self, user: &str, folder: &str, uid: u32) -> Result<(), BackendError> {
         self.reachable(user)?;
         self.flags(user, folder, uid)?;

@@ -118,6 +118,9 @@ pub trait Backend: Send + Sync + 'static {
     /// [`TRASH`]).
     fn move_to(&self, user: &str, folder: &str, uid: u32, dest: &str) -> Result<(), BackendError>;
 
+    /// Follows the user's mailbox (`/events`).
+    fn changes(&self, user: &str) -> Result<Changes, BackendError>;
+
     /// Removes a message for good.
     fn expunge(&self, user: &str, folder: &str, uid: u32) -> Result<(), BackendError>;
 
@@ -135,6 +138,17 @@ pub trait Backend: Send + Sync + 'static {
         count: usize,
         examined_max: usize,
     ) -> Result<(FolderPage, bool), BackendError>;
+}
+
+/// A logged-in browser's view of its user's mailbox changing: what feeds the live list.
+pub struct Changes {
+    /// Bumped after every committed change to the user's folders (the same signal that wakes
+    /// IMAP IDLE).
+    pub changed: tokio::sync::watch::Receiver<u64>,
+    /// Turns true when the user is deleted or renamed: the stream ends.
+    pub ended: tokio::sync::watch::Receiver<bool>,
+    /// Held while the stream runs (the server counts it among the user's sessions).
+    pub guard: Box<dyn Send + Sync>,
 }
 
 /// Where a deleted message goes (RFC 6154 `\Trash`); deleting there removes it for good.

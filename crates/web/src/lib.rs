@@ -30,7 +30,7 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 
 pub use backend::{
-    Backend, BackendError, Flag, FolderInfo, FolderPage, Listed, LoginError, Stored, TRASH,
+    Backend, BackendError, Changes, Flag, FolderInfo, FolderPage, Listed, LoginError, Stored, TRASH,
 };
 use sessions::{Session, Sessions, same_token};
 
@@ -38,8 +38,11 @@ use sessions::{Session, Sessions, same_token};
 const COOKIE: &str = "mailstow_session";
 /// Every page: no script, nothing remote, no framing (the HTML of a message is cleaned as
 /// well: `render.rs`).
-const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self' data:; \
-                   form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+const CSP: &str = "default-src 'none'; script-src 'self'; connect-src 'self'; \
+                   style-src 'self'; img-src 'self' data:; form-action 'self'; \
+                   frame-ancestors 'none'; base-uri 'none'";
+/// A comment line on an idle event stream this often, so proxies keep it open.
+const EVENTS_KEEP_ALIVE: Duration = Duration::from_secs(25);
 /// Longest address and password a login form may carry (the directory bounds the password
 /// again).
 const CREDENTIAL_BYTES_MAX: usize = 1024;
@@ -113,6 +116,8 @@ pub fn router<B: Backend>(backend: Arc<B>, config: Config) -> Router {
         .route("/folder/empty", post(empty::<B>))
         .route("/search", get(search::<B>))
         .route("/style.css", get(style))
+        .route("/live.js", get(live_script))
+        .route("/events", get(events::<B>))
         .fallback(not_found)
         .layer(axum::middleware::map_response(security_headers))
         .layer(DefaultBodyLimit::max(config.request_bytes_max))
@@ -824,6 +829,75 @@ async fn flag<B: Backend>(
         ))
         .into_response()
     }
+}
+
+/// Server-sent events (HTML Living Standard 9.2): `changed` after every committed change to
+/// the session's mailbox, fed by the store's observer through the backend. The page's script
+/// (`live.js`) reloads the list when one comes. Ends when the session or the user does.
+async fn events<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    let (token, session) = match app.session(&headers, peer.ip()) {
+        Ok(s) => s,
+        Err(denied) => return denied.into_response(),
+    };
+    let user = session.user.clone();
+    let changes = match blocking(&app, move |b| b.changes(&user)).await {
+        Ok(c) => c,
+        Err(e) => return backend_problem(e),
+    };
+    struct Follow<B> {
+        changes: Changes,
+        app: Arc<App<B>>,
+        token: String,
+    }
+    let stream = futures_util::stream::unfold(
+        Follow {
+            changes,
+            app: app.clone(),
+            token,
+        },
+        |mut f| async move {
+            enum Next {
+                Changed,
+                Over,
+            }
+            let next = tokio::select! {
+                changed = f.changes.changed.changed() => {
+                    if changed.is_ok() { Next::Changed } else { Next::Over }
+                }
+                _ = f.changes.ended.wait_for(|ended| *ended) => Next::Over,
+            };
+            // A session that ended (logged out, expired) stops following as well.
+            if matches!(next, Next::Over) || !matches!(f.app.sessions.get(&f.token), Ok(Some(_))) {
+                return None;
+            }
+            let event = Event::default().event("changed").data("mailbox");
+            Some((Ok::<_, std::convert::Infallible>(event), f))
+        },
+    );
+    let mut r = Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(EVENTS_KEEP_ALIVE))
+        .into_response();
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+async fn live_script() -> Response {
+    let mut r = include_str!("../templates/live.js").into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/javascript; charset=utf-8"),
+    );
+    r.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("max-age=3600"),
+    );
+    r
 }
 
 async fn style() -> Response {

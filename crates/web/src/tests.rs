@@ -14,10 +14,21 @@ use super::*;
 /// (uid, content, seen, flagged)
 type Message = (u32, Vec<u8>, bool, bool);
 
-#[derive(Default)]
 struct Memory {
     /// (user, folder) -> messages
     folders: Mutex<HashMap<(String, String), Vec<Message>>>,
+    changed: tokio::sync::watch::Sender<u64>,
+    ended: tokio::sync::watch::Sender<bool>,
+}
+
+impl Default for Memory {
+    fn default() -> Memory {
+        Memory {
+            folders: Mutex::default(),
+            changed: tokio::sync::watch::channel(0).0,
+            ended: tokio::sync::watch::channel(false).0,
+        }
+    }
 }
 
 impl Memory {
@@ -163,6 +174,14 @@ impl Backend for Memory {
         let next = target.iter().map(|x| x.0).max().unwrap_or(0) + 1;
         target.push((next, moved.1, moved.2, moved.3));
         Ok(())
+    }
+
+    fn changes(&self, _: &str) -> Result<Changes, BackendError> {
+        Ok(Changes {
+            changed: self.changed.subscribe(),
+            ended: self.ended.subscribe(),
+            guard: Box::new(()),
+        })
     }
 
     fn expunge(&self, user: &str, folder: &str, uid: u32) -> Result<(), BackendError> {
@@ -394,9 +413,12 @@ async fn another_users_message_is_not_found_and_html_is_cleaned() {
     assert!(!a.body.contains("secret"));
     let a = b.send("GET", "/message?folder=INBOX&uid=4", None).await;
     assert_eq!(a.status, StatusCode::OK);
-    for bad in ["<script", "onmouseover", "t.example"] {
+    for bad in ["alert(1)", "onmouseover", "t.example"] {
         assert!(!a.body.contains(bad), "{bad} in {}", a.body);
     }
+    // The only script is the page's own.
+    assert_eq!(a.body.matches("<script").count(), 1);
+    assert!(a.body.contains("<script src=\"/live.js\" defer>"));
     assert!(
         a.body
             .contains("Remote images in this message were not loaded.")
@@ -527,6 +549,49 @@ async fn delete_moves_to_the_trash_which_empties_and_search_finds_text() {
             .await
             .body
             .contains("Hello 1")
+    );
+}
+
+/// `/events` says `changed` for every change and ends with the user.
+#[tokio::test]
+async fn events_follow_the_mailbox_until_the_user_ends() {
+    use futures_util::StreamExt as _;
+    let memory = mailbox();
+    let mut b = Browser::new(memory.clone());
+    b.log_in("ann@example.org").await;
+    let request = Request::builder()
+        .uri("/events")
+        .header(
+            header::COOKIE,
+            format!("{COOKIE}={}", b.cookie.clone().unwrap()),
+        )
+        .body(Body::empty())
+        .unwrap();
+    let response = b.router.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        response.headers()[header::CONTENT_TYPE],
+        "text/event-stream"
+    );
+    let mut body = response.into_body().into_data_stream();
+    memory.changed.send_modify(|n| *n += 1);
+    let chunk = tokio::time::timeout(Duration::from_secs(5), body.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let text = String::from_utf8_lossy(&chunk);
+    assert!(text.contains("event: changed"), "{text}");
+    memory.ended.send_replace(true);
+    let end = tokio::time::timeout(Duration::from_secs(5), body.next())
+        .await
+        .unwrap();
+    assert!(end.is_none(), "the stream ended");
+    // Without a session: sent to log in.
+    let mut stranger = Browser::new(memory);
+    assert_eq!(
+        stranger.send("GET", "/events", None).await.status,
+        StatusCode::SEE_OTHER
     );
 }
 

@@ -118,7 +118,8 @@ def main():
     check(b"Bob" not in page, "Bob's mail in Alice's list")
     status, headers, _ = b.get("/mail")
     csp = headers.get("Content-Security-Policy", "")
-    check("default-src 'none'" in csp and "script-src" not in csp, f"CSP: {csp}")
+    check("default-src 'none'" in csp and "script-src 'self';" in csp and "unsafe" not in csp,
+          f"CSP: {csp}")
 
     row = page[:page.index(b">Quarterly")]
     uid = row[row.rindex(b"&amp;uid=") + len(b"&amp;uid="):].split(b'"', 1)[0].decode()
@@ -143,6 +144,27 @@ def main():
     check(status == 303, f"flag: {status}")
     page = b.get("/mail")[2]
     check(b"flagged" in page, "not flagged in the list")
+
+    # New mail without a reload: /events says `changed` when a message arrives.
+    import threading
+    heard = []
+    req = urllib.request.Request(BASE + "/events")
+    stream = b.opener.open(req, timeout=20)
+    check(stream.headers.get("Content-Type", "").startswith("text/event-stream"), "not an event stream")
+
+    def listen():
+        for line in stream:
+            if line.startswith(b"event: changed"):
+                heard.append(line)
+                return
+
+    listener = threading.Thread(target=listen, daemon=True)
+    listener.start()
+    deliver("alice@example.test", "Live one", "Arrived while the list was open.\n")
+    listener.join(15)
+    check(heard, "no `changed` event for new mail")
+    stream.close()
+    wait_for(b, "/mail", b"Live one")
 
     # Search: the word is only in the decoded body, past the preview.
     status, _, found = b.get("/search?folder=INBOX&q=KUMQUAT")
