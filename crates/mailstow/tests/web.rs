@@ -16,6 +16,7 @@ fn a_user_reads_mail_in_the_web_view_and_cannot_reach_anothers() {
         .arg(script("web_session.py"))
         .arg(server.addr("web"))
         .arg(server.addr("smtp"))
+        .arg(server.addr("imap"))
         .output()
         .expect("python3");
     assert!(

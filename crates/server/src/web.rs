@@ -112,6 +112,59 @@ impl web::Backend for ServerBackend {
         tracing::info!(event = "logout", proto = "web", user = %crate::log::shown(user), client = %client);
     }
 
+    async fn account(&self, user: &str) -> Result<web::Account, BackendError> {
+        self.reachable(user)?;
+        let info = self
+            .ctx
+            .directory
+            .user(user)
+            .await
+            .map_err(|e| BackendError::Unavailable(e.to_string()))?
+            .ok_or(BackendError::NotFound)?;
+        let usage = self.ctx.store.usage(user);
+        Ok(web::Account {
+            address: info.address,
+            used_bytes: usage.bytes,
+            used_messages: usage.messages,
+            quota_bytes: info.quota_bytes,
+            quota_messages: info.quota_messages,
+            last_login_at: info.last_login_at,
+        })
+    }
+
+    async fn change_password(
+        &self,
+        user: &str,
+        current: &str,
+        new: &str,
+        client: IpAddr,
+    ) -> Result<(), web::PasswordError> {
+        // The current password is checked like a login: throttled, and logged.
+        let attempt = Login {
+            proto: "web",
+            mechanism: "password-change",
+            username: user,
+            ip: client,
+        };
+        match check_login(&self.ctx, &attempt, current).await {
+            Ok(checked) if checked == user => {}
+            Ok(_) => return Err(web::PasswordError::WrongPassword),
+            Err(refused) => {
+                return Err(match refused.temporary() {
+                    Some(text) => web::PasswordError::Temporary(text.to_string()),
+                    None => web::PasswordError::WrongPassword,
+                });
+            }
+        }
+        match self.ctx.directory.set_password(user, new).await {
+            Ok(()) => Ok(()),
+            Err(directory::DirectoryError::InvalidPassword(why)) => {
+                Err(web::PasswordError::Refused(why.to_string()))
+            }
+            Err(e) => Err(web::PasswordError::Temporary(e.to_string())),
+        }
+    }
+
     fn folders(&self, user: &str) -> Result<Vec<FolderInfo>, BackendError> {
         self.reachable(user)?;
         let mut names = self.ctx.store.list_folders(user);

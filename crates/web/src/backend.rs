@@ -89,6 +89,18 @@ pub trait Backend: Send + Sync + 'static {
     /// A session ended (logged out or expired).
     fn logout(&self, user: &str, client: IpAddr);
 
+    /// The account page's figures.
+    fn account(&self, user: &str) -> impl Future<Output = Result<Account, BackendError>> + Send;
+
+    /// Checks `current` (throttled like a login), then sets `new`.
+    fn change_password(
+        &self,
+        user: &str,
+        current: &str,
+        new: &str,
+        client: IpAddr,
+    ) -> impl Future<Output = Result<(), PasswordError>> + Send;
+
     /// The user's folders with their counts, INBOX first.
     fn folders(&self, user: &str) -> Result<Vec<FolderInfo>, BackendError>;
 
@@ -138,6 +150,29 @@ pub trait Backend: Send + Sync + 'static {
         count: usize,
         examined_max: usize,
     ) -> Result<(FolderPage, bool), BackendError>;
+}
+
+/// What the account page shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Account {
+    pub address: String,
+    pub used_bytes: u64,
+    pub used_messages: u64,
+    /// `None`: no limit.
+    pub quota_bytes: Option<u64>,
+    pub quota_messages: Option<u64>,
+    /// Unix seconds of the last login before this one (any protocol), when recorded.
+    pub last_login_at: Option<i64>,
+}
+
+/// Why a password was not changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PasswordError {
+    /// The current password given was wrong.
+    WrongPassword,
+    /// The new one is not acceptable (empty, too long, ...): the reason.
+    Refused(String),
+    Temporary(String),
 }
 
 /// A logged-in browser's view of its user's mailbox changing: what feeds the live list.

@@ -30,7 +30,8 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 
 pub use backend::{
-    Backend, BackendError, Changes, Flag, FolderInfo, FolderPage, Listed, LoginError, Stored, TRASH,
+    Account, Backend, BackendError, Changes, Flag, FolderInfo, FolderPage, Listed, LoginError,
+    PasswordError, Stored, TRASH,
 };
 use sessions::{Session, Sessions, same_token};
 
@@ -115,6 +116,8 @@ pub fn router<B: Backend>(backend: Arc<B>, config: Config) -> Router {
         .route("/message/delete", post(delete::<B>))
         .route("/folder/empty", post(empty::<B>))
         .route("/search", get(search::<B>))
+        .route("/account", get(account::<B>))
+        .route("/account/password", post(change_password::<B>))
         .route("/style.css", get(style))
         .route("/live.js", get(live_script))
         .route("/events", get(events::<B>))
@@ -898,6 +901,143 @@ async fn live_script() -> Response {
         HeaderValue::from_static("max-age=3600"),
     );
     r
+}
+
+#[derive(Template)]
+#[template(path = "account.html")]
+struct AccountPage {
+    user: String,
+    csrf: String,
+    folders: Vec<FolderInfo>,
+    folder: String,
+    used: String,
+    quota: String,
+    messages: String,
+    last_login: String,
+    notice: Option<String>,
+    problem: Option<String>,
+}
+
+async fn account_page<B: Backend>(
+    app: &Arc<App<B>>,
+    session: Session,
+    notice: Option<String>,
+    problem: Option<String>,
+    status: StatusCode,
+) -> Response {
+    let account = match app.backend.account(&session.user).await {
+        Ok(a) => a,
+        Err(e) => return backend_problem(e),
+    };
+    let u = session.user.clone();
+    let folders = match blocking(app, move |b| b.folders(&u)).await {
+        Ok(f) => f,
+        Err(e) => return backend_problem(e),
+    };
+    let mut r = render_page(&AccountPage {
+        user: session.user,
+        csrf: session.csrf,
+        folders,
+        folder: String::new(),
+        used: size(account.used_bytes),
+        quota: account.quota_bytes.map_or("no limit".to_string(), |q| {
+            format!(
+                "{} ({}% used)",
+                size(q),
+                account.used_bytes.saturating_mul(100) / q.max(1)
+            )
+        }),
+        messages: match account.quota_messages {
+            Some(q) => format!("{} of {q}", account.used_messages),
+            None => account.used_messages.to_string(),
+        },
+        last_login: account
+            .last_login_at
+            .map_or("not recorded".to_string(), |t| format!("{} UTC", when(t))),
+        notice,
+        problem,
+    });
+    *r.status_mut() = status;
+    r
+}
+
+async fn account<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    match app.session(&headers, peer.ip()) {
+        Ok((_, session)) => account_page(&app, session, None, None, StatusCode::OK).await,
+        Err(denied) => denied.into_response(),
+    }
+}
+
+#[derive(Deserialize)]
+struct PasswordForm {
+    #[serde(default)]
+    csrf: String,
+    current: String,
+    new: String,
+    again: String,
+}
+
+/// Changes the password; the user's other browser sessions end (this one stays).
+async fn change_password<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Form(form): Form<PasswordForm>,
+) -> Response {
+    let (token, session) = match app.form_session(&headers, peer.ip(), &form.csrf) {
+        Ok(s) => s,
+        Err(denied) => return denied.into_response(),
+    };
+    let refused = if form.new != form.again {
+        Some((
+            "The new passwords differ.".to_string(),
+            StatusCode::BAD_REQUEST,
+        ))
+    } else if form.current.len() > CREDENTIAL_BYTES_MAX || form.new.len() > CREDENTIAL_BYTES_MAX {
+        Some((
+            "The password is too long.".to_string(),
+            StatusCode::BAD_REQUEST,
+        ))
+    } else {
+        match app
+            .backend
+            .change_password(&session.user, &form.current, &form.new, peer.ip())
+            .await
+        {
+            Ok(()) => None,
+            Err(PasswordError::WrongPassword) => Some((
+                "The current password is wrong.".to_string(),
+                StatusCode::FORBIDDEN,
+            )),
+            Err(PasswordError::Refused(why)) => Some((
+                format!("That password cannot be used: {why}."),
+                StatusCode::BAD_REQUEST,
+            )),
+            Err(PasswordError::Temporary(why)) => Some((
+                format!("Cannot change it right now ({why}). Try again shortly."),
+                StatusCode::SERVICE_UNAVAILABLE,
+            )),
+        }
+    };
+    match refused {
+        Some((why, status)) => account_page(&app, session, None, Some(why), status).await,
+        None => {
+            let ended = app.sessions.end_user(&session.user, &token);
+            tracing::info!(event = "password_changed", proto = "web", user = %session.user, client = %peer.ip(), sessions_ended = ended);
+            account_page(
+                &app,
+                session,
+                Some("Your password was changed. Your other web sessions have ended.".into()),
+                None,
+                StatusCode::OK,
+            )
+            .await
+        }
+    }
 }
 
 async fn style() -> Response {

@@ -91,6 +91,14 @@ impl Sessions {
         Ok(Some(s.clone()))
     }
 
+    /// Ends every session of `user` but the one of `keep`; how many.
+    pub(crate) fn end_user(&self, user: &str, keep: &str) -> usize {
+        let mut map = self.by_token.lock().unwrap_or_else(|p| p.into_inner());
+        let before = map.len();
+        map.retain(|key, s| s.user != user || key == keep);
+        before - map.len()
+    }
+
     pub(crate) fn end(&self, key: &str) -> Option<Session> {
         self.by_token
             .lock()

@@ -58,6 +58,31 @@ impl Backend for Memory {
 
     fn logout(&self, _: &str, _: IpAddr) {}
 
+    async fn account(&self, user: &str) -> Result<Account, BackendError> {
+        Ok(Account {
+            address: user.into(),
+            used_bytes: 3 << 20,
+            used_messages: 4,
+            quota_bytes: Some(12 << 20),
+            quota_messages: None,
+            last_login_at: Some(1_764_079_200),
+        })
+    }
+
+    async fn change_password(
+        &self,
+        _: &str,
+        current: &str,
+        new: &str,
+        _: IpAddr,
+    ) -> Result<(), PasswordError> {
+        match (current, new) {
+            ("right", "") => Err(PasswordError::Refused("password is empty".into())),
+            ("right", _) => Ok(()),
+            _ => Err(PasswordError::WrongPassword),
+        }
+    }
+
     fn folders(&self, user: &str) -> Result<Vec<FolderInfo>, BackendError> {
         let map = self.folders.lock().unwrap();
         let mut out: Vec<FolderInfo> = map
@@ -591,6 +616,68 @@ async fn events_follow_the_mailbox_until_the_user_ends() {
     let mut stranger = Browser::new(memory);
     assert_eq!(
         stranger.send("GET", "/events", None).await.status,
+        StatusCode::SEE_OTHER
+    );
+}
+
+#[tokio::test]
+async fn the_account_page_shows_usage_and_changes_the_password() {
+    let memory = mailbox();
+    let mut other = Browser::new(memory.clone());
+    let mut b = Browser {
+        router: other.router.clone(),
+        cookie: None,
+    };
+    other.log_in("ann@example.org").await;
+    b.log_in("ann@example.org").await;
+    let page = b.send("GET", "/account", None).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        page.body.contains("3.0 MiB") && page.body.contains("25% used"),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("2025-11-25 14:00 UTC"), "{}", page.body);
+    let csrf = b.csrf("/account").await;
+    let forged = b
+        .send(
+            "POST",
+            "/account/password",
+            Some("current=right&new=n&again=n"),
+        )
+        .await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN);
+    let differ = b
+        .send(
+            "POST",
+            "/account/password",
+            Some(&format!("csrf={csrf}&current=right&new=a&again=b")),
+        )
+        .await;
+    assert_eq!(differ.status, StatusCode::BAD_REQUEST);
+    assert!(differ.body.contains("The new passwords differ."));
+    let wrong = b
+        .send(
+            "POST",
+            "/account/password",
+            Some(&format!("csrf={csrf}&current=nope&new=a&again=a")),
+        )
+        .await;
+    assert_eq!(wrong.status, StatusCode::FORBIDDEN);
+    assert!(wrong.body.contains("The current password is wrong."));
+    let done = b
+        .send(
+            "POST",
+            "/account/password",
+            Some(&format!("csrf={csrf}&current=right&new=new&again=new")),
+        )
+        .await;
+    assert_eq!(done.status, StatusCode::OK);
+    assert!(done.body.contains("Your password was changed."));
+    // This session goes on; the other one has ended.
+    assert_eq!(b.send("GET", "/mail", None).await.status, StatusCode::OK);
+    assert_eq!(
+        other.send("GET", "/mail", None).await.status,
         StatusCode::SEE_OTHER
     );
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The web view through Python's HTTP client and cookie jar, against a running server.
 
-Driven by tests/web.rs: `web_session.py WEB_ADDR SMTP_ADDR`. Users alice@example.test and
+Driven by tests/web.rs: `web_session.py WEB_ADDR SMTP_ADDR IMAP_ADDR`. Users alice@example.test and
 bob@example.test exist with the password `secret`. Delivers mail with smtplib, then logs in
 over HTTP and checks what a browser would see: the list from the summaries, the message,
 its attachment, flags, and the refusals (wrong password, forged form, another user's
@@ -191,6 +191,24 @@ def main():
     check(status == 303, f"bob's login: {status}")
     page = wait_for(bob, "/mail", b"Bob&#39;s secret")
     check(b"Quarterly" not in page, "Alice's mail in Bob's list")
+
+    # The account page, and a password change that IMAP and the web then both take.
+    status, _, account = bob.get("/account")
+    check(status == 200 and b"bob@example.test" in account and b"Last login" in account,
+          f"account: {status}")
+    token = bob.csrf(account)
+    status, _, body = bob.post("/account/password", {"csrf": token, "current": "secret",
+                                                     "new": "n3w-secret", "again": "n3w-secret"})
+    check(status == 200 and b"Your password was changed." in body, f"password change: {status}")
+    import imaplib
+    host, port = sys.argv[3].rsplit(":", 1)
+    import ssl
+    with imaplib.IMAP4(host, int(port)) as imap:
+        imap.starttls(ssl_context=ssl._create_unverified_context())
+        imap.login("bob@example.test", "n3w-secret")
+    fresh = Browser()
+    status, _, _ = fresh.post("/login", {"username": "bob@example.test", "password": "secret"})
+    check(status == 401, f"the old password still works: {status}")
     print("OK")
 
 
