@@ -15,6 +15,9 @@ use web::{BackendError, Flag, FolderInfo, FolderPage, Listed, LoginError, Stored
 use crate::Ctx;
 use crate::conn::{Login, check_login};
 
+/// Where the view keeps a copy of what a user sends.
+const SENT: &str = "Sent";
+
 /// A TLS handshake that takes longer is dropped (a client that connects and sends nothing
 /// holds no task past it).
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -316,6 +319,144 @@ impl web::Backend for ServerBackend {
         Ok(())
     }
 
+    async fn send(
+        &self,
+        user: &str,
+        recipients: &[String],
+        message: Vec<u8>,
+        client: IpAddr,
+    ) -> Result<(), web::SendError> {
+        use web::SendError;
+        let started = std::time::Instant::now();
+        let ctx = &self.ctx;
+        let live = ctx.live();
+        if message.len() as u64 > live.config.message_bytes_max {
+            return Err(SendError::Refused(format!(
+                "the message is larger than {} bytes",
+                live.config.message_bytes_max
+            )));
+        }
+        if recipients.len() > live.config.recipients_max {
+            return Err(SendError::Refused(format!(
+                "more than {} recipients",
+                live.config.recipients_max
+            )));
+        }
+        // As the submission service's RCPT: local addresses through the aliases (an
+        // unknown one refused), others relayed for the logged-in user.
+        let cache = ctx.directory.cache();
+        let mut targets = Vec::new();
+        for recipient in recipients {
+            match cache.try_resolve(recipient) {
+                Ok(directory::Resolution::Local(expanded)) => {
+                    for target in expanded {
+                        targets.push(match target {
+                            directory::Target::User(u) => u,
+                            directory::Target::Remote(a) => a,
+                        });
+                    }
+                }
+                Ok(directory::Resolution::UnknownUser) => {
+                    return Err(SendError::Recipient(format!(
+                        "there is no mailbox {recipient}"
+                    )));
+                }
+                Ok(directory::Resolution::NotLocal) => targets.push(recipient.to_ascii_lowercase()),
+                Err(limit) => {
+                    return Err(SendError::Recipient(format!("{recipient}: {limit}")));
+                }
+            }
+        }
+        targets.sort();
+        targets.dedup();
+        // RFC 6376: signed with the key of the From: domain, as submission signs.
+        let mut signed = Vec::with_capacity(message.len() + 1024);
+        if let Some(domain) = sender_auth::from_domain(&message)
+            && let Some(signer) = ctx.signers.for_domain(&ctx.directory, &domain)
+        {
+            match signer.sign(&message) {
+                Ok(signature) => signed.extend_from_slice(signature.as_bytes()),
+                Err(e) => {
+                    tracing::warn!(event = "dkim_error", domain = %crate::log::shown(&domain), error = %e)
+                }
+            }
+        }
+        signed.extend_from_slice(&message);
+        let size = message.len();
+        let queued = queue::Envelope {
+            sender: user.to_string(),
+            recipients: targets
+                .iter()
+                .map(|address| queue::Recipient {
+                    address: address.clone(),
+                    status: queue::RecipientStatus::Pending,
+                    last_error: None,
+                })
+                .collect(),
+            arrival_ms: delivery::now_ms(),
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let wakeup = ctx.wakeup.clone();
+        ctx.queue.enqueue_with(
+            queued,
+            signed,
+            Box::new(move |result| {
+                if result.is_ok() {
+                    wakeup.notify();
+                }
+                let _ = tx.send(result);
+            }),
+        );
+        match rx.await {
+            Ok(Ok(queue_id)) => {
+                ctx.accepted
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                ctx.telemetry.accepted(
+                    &crate::events::Accepted {
+                        proto: "web",
+                        queue_id,
+                        from: user,
+                        to: &targets,
+                        size,
+                        client,
+                        user: Some(user),
+                        checks: None,
+                    },
+                    started.elapsed(),
+                );
+            }
+            Ok(Err(e)) => {
+                tracing::error!(event = "queue_error", error = %e);
+                return Err(SendError::Temporary("the queue failed".into()));
+            }
+            Err(_) => return Err(SendError::Temporary("the server is stopping".into())),
+        }
+        // A copy in Sent, read (RFC 6154 \Sent); the message is on its way whatever happens
+        // to the copy.
+        let store = ctx.store.clone();
+        let user = user.to_string();
+        let copy = tokio::task::spawn_blocking(move || {
+            if store.status(&user, SENT).is_err() {
+                store.create_folder(&user, SENT)?;
+            }
+            store.append(
+                &user,
+                SENT,
+                store::NewMessage {
+                    flags: store::Flags::SEEN,
+                    internal_date: (delivery::now_ms() / 1000) as i64,
+                    content: message,
+                    ..store::NewMessage::default()
+                },
+            )
+        })
+        .await;
+        if !matches!(copy, Ok(Ok(_))) {
+            tracing::warn!(event = "web_error", msg = "the copy in Sent was not kept");
+        }
+        Ok(())
+    }
+
     fn changes(&self, user: &str) -> Result<web::Changes, BackendError> {
         self.reachable(user)?;
         // A member of the user's sessions: woken by the store's observer like IMAP IDLE, and
@@ -447,6 +588,7 @@ pub(crate) async fn start(
     let bound = listener.local_addr()?;
     let config = web::Config {
         secure_cookie: tls,
+        message_bytes_max: usize::try_from(ctx.config.message_bytes_max).unwrap_or(usize::MAX),
         sessions_max: ctx.config.web_sessions_max,
         request_bytes_max: ctx.config.web_request_bytes_max,
         ..web::Config::default()

@@ -130,6 +130,17 @@ pub trait Backend: Send + Sync + 'static {
     /// [`TRASH`]).
     fn move_to(&self, user: &str, folder: &str, uid: u32, dest: &str) -> Result<(), BackendError>;
 
+    /// Submits a message the user wrote (`message`: the whole RFC 5322 message, From: the
+    /// user) to `recipients`, as the submission service would (the same checks, DKIM
+    /// signature, queue and log line), and keeps a copy in the user's Sent folder.
+    fn send(
+        &self,
+        user: &str,
+        recipients: &[String],
+        message: Vec<u8>,
+        client: IpAddr,
+    ) -> impl Future<Output = Result<(), SendError>> + Send;
+
     /// Follows the user's mailbox (`/events`).
     fn changes(&self, user: &str) -> Result<Changes, BackendError>;
 
@@ -171,6 +182,16 @@ pub enum PasswordError {
     /// The current password given was wrong.
     WrongPassword,
     /// The new one is not acceptable (empty, too long, ...): the reason.
+    Refused(String),
+    Temporary(String),
+}
+
+/// Why a message was not sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendError {
+    /// A recipient the server refuses (unknown local user, bad address): which and why.
+    Recipient(String),
+    /// Too large, too many recipients, over quota: why.
     Refused(String),
     Temporary(String),
 }

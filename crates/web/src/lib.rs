@@ -14,6 +14,7 @@
 //! data only, no framing), `nosniff` and `no-referrer`; request bodies are bounded.
 
 mod backend;
+mod compose;
 mod render;
 mod sessions;
 
@@ -31,7 +32,7 @@ use serde::Deserialize;
 
 pub use backend::{
     Account, Backend, BackendError, Changes, Flag, FolderInfo, FolderPage, Listed, LoginError,
-    PasswordError, Stored, TRASH,
+    PasswordError, SendError, Stored, TRASH,
 };
 use sessions::{Session, Sessions, same_token};
 
@@ -69,6 +70,9 @@ pub struct Config {
     pub request_bytes_max: usize,
     /// A request (its body read and its answer made) is cut off after this: 408.
     pub request_timeout: Duration,
+    /// `message_bytes_max`: what a written message may carry (its text and files); the
+    /// compose form's request may be this large.
+    pub message_bytes_max: usize,
 }
 
 impl Default for Config {
@@ -81,6 +85,7 @@ impl Default for Config {
             page_size: 50,
             request_bytes_max: 64 << 10,
             request_timeout: Duration::from_secs(30),
+            message_bytes_max: 50 << 20,
         }
     }
 }
@@ -116,6 +121,15 @@ pub fn router<B: Backend>(backend: Arc<B>, config: Config) -> Router {
         .route("/message/delete", post(delete::<B>))
         .route("/folder/empty", post(empty::<B>))
         .route("/search", get(search::<B>))
+        .route(
+            "/compose",
+            get(compose::form::<B>)
+                .post(compose::send::<B>)
+                .layer(DefaultBodyLimit::max(
+                    // The files and text, and the form's own framing.
+                    config.message_bytes_max.saturating_add(64 << 10),
+                )),
+        )
         .route("/account", get(account::<B>))
         .route("/account/password", post(change_password::<B>))
         .route("/style.css", get(style))

@@ -13,10 +13,14 @@ use super::*;
 
 /// (uid, content, seen, flagged)
 type Message = (u32, Vec<u8>, bool, bool);
+/// (user, recipients, message)
+type Sent = (String, Vec<String>, Vec<u8>);
 
 struct Memory {
     /// (user, folder) -> messages
     folders: Mutex<HashMap<(String, String), Vec<Message>>>,
+    /// What `send` was given.
+    sent: Mutex<Vec<Sent>>,
     changed: tokio::sync::watch::Sender<u64>,
     ended: tokio::sync::watch::Sender<bool>,
 }
@@ -25,6 +29,7 @@ impl Default for Memory {
     fn default() -> Memory {
         Memory {
             folders: Mutex::default(),
+            sent: Mutex::default(),
             changed: tokio::sync::watch::channel(0).0,
             ended: tokio::sync::watch::channel(false).0,
         }
@@ -198,6 +203,23 @@ impl Backend for Memory {
         let target = map.entry((user.into(), dest.into())).or_default();
         let next = target.iter().map(|x| x.0).max().unwrap_or(0) + 1;
         target.push((next, moved.1, moved.2, moved.3));
+        Ok(())
+    }
+
+    async fn send(
+        &self,
+        user: &str,
+        recipients: &[String],
+        message: Vec<u8>,
+        _: IpAddr,
+    ) -> Result<(), SendError> {
+        if recipients.iter().any(|r| r.ends_with("@nowhere.example")) {
+            return Err(SendError::Recipient("no such user".into()));
+        }
+        self.sent
+            .lock()
+            .unwrap()
+            .push((user.into(), recipients.to_vec(), message));
         Ok(())
     }
 
@@ -680,6 +702,128 @@ async fn the_account_page_shows_usage_and_changes_the_password() {
         other.send("GET", "/mail", None).await.status,
         StatusCode::SEE_OTHER
     );
+}
+
+/// A multipart form as a browser sends it: `fields` in order, then files.
+fn multipart(fields: &[(&str, &str)], files: &[(&str, &str, &[u8])]) -> (String, Vec<u8>) {
+    let boundary = "XyZzY0123456789";
+    let mut body = Vec::new();
+    for (name, value) in fields {
+        body.extend_from_slice(
+            format!(
+                "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
+            )
+            .as_bytes(),
+        );
+    }
+    for (file, ctype, bytes) in files {
+        body.extend_from_slice(
+            format!(
+                "--{boundary}\r\nContent-Disposition: form-data; name=\"attachment\"; filename=\"{file}\"\r\nContent-Type: {ctype}\r\n\r\n"
+            )
+            .as_bytes(),
+        );
+        body.extend_from_slice(bytes);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), body)
+}
+
+impl Browser {
+    async fn post_multipart(&mut self, uri: &str, form: (String, Vec<u8>)) -> Answer {
+        let request = Request::builder()
+            .method("POST")
+            .uri(uri)
+            .header(
+                header::COOKIE,
+                format!("{COOKIE}={}", self.cookie.clone().unwrap()),
+            )
+            .header(header::CONTENT_TYPE, form.0)
+            .body(Body::from(form.1))
+            .unwrap();
+        let response = self.router.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        Answer {
+            status,
+            headers,
+            body: String::from_utf8_lossy(&bytes).into_owned(),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_reply_with_a_file_is_built_and_sent() {
+    let memory = mailbox();
+    let mut b = Browser::new(memory.clone());
+    b.log_in("ann@example.org").await;
+    let form = b
+        .send("GET", "/compose?folder=INBOX&uid=1&mode=reply", None)
+        .await;
+    assert_eq!(form.status, StatusCode::OK);
+    assert!(
+        form.body.contains("value=\"x@example.net\""),
+        "{}",
+        form.body
+    );
+    assert!(form.body.contains("Re: Hello 1"));
+    let csrf = b.csrf("/compose").await;
+    // The token must come first: a forged upload is refused before its files are read.
+    let forged = b
+        .post_multipart(
+            "/compose",
+            multipart(&[("to", "x@example.net"), ("csrf", &csrf)], &[]),
+        )
+        .await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN);
+    let bad = b
+        .post_multipart(
+            "/compose",
+            multipart(
+                &[("csrf", &csrf), ("to", "not an address"), ("subject", "s")],
+                &[],
+            ),
+        )
+        .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert!(bad.body.contains("is not an address"), "{}", bad.body);
+    let sent = b
+        .post_multipart(
+            "/compose",
+            multipart(
+                &[
+                    ("csrf", &csrf),
+                    ("to", "x@example.net"),
+                    ("cc", "Cy <cy@example.net>"),
+                    ("subject", "Re: Hello 1\r\nBcc: evil@example.net"),
+                    ("body", "Thanks!"),
+                    ("in_reply_to", "1@test"),
+                    ("references", "<0@test> <1@test>"),
+                ],
+                &[("notes.txt", "text/plain", b"file body")],
+            ),
+        )
+        .await;
+    assert_eq!(sent.status, StatusCode::SEE_OTHER, "{}", sent.body);
+    let sent = memory.sent.lock().unwrap();
+    let (user, recipients, message) = &sent[0];
+    assert_eq!(user, "ann@example.org");
+    assert_eq!(
+        recipients,
+        &["x@example.net".to_string(), "cy@example.net".to_string()]
+    );
+    let parsed = mail_parser::MessageParser::default()
+        .parse(message)
+        .unwrap();
+    assert_eq!(parsed.subject(), Some("Re: Hello 1  Bcc: evil@example.net"));
+    assert!(parsed.header("Bcc").is_none(), "no header injection");
+    assert_eq!(parsed.in_reply_to().as_text(), Some("1@test"));
+    assert_eq!(parsed.attachment(0).unwrap().contents(), b"file body");
+    assert!(parsed.body_text(0).unwrap().contains("Thanks!"));
 }
 
 #[test]

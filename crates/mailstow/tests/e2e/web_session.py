@@ -9,6 +9,7 @@ message, logged out). Exits non-zero with a message on the first thing that is w
 """
 
 import http.cookiejar
+import imaplib
 import smtplib
 import sys
 import urllib.error
@@ -181,6 +182,26 @@ def main():
     check(status == 303, f"empty: {status}")
     check(b"No messages." in b.get("/mail?folder=Trash")[2], "Trash not empty")
 
+    # Write to Bob with a file; he gets it over IMAP, Alice keeps it in Sent.
+    boundary = "----mailstowtest"
+    parts = []
+    for name, value in [("csrf", token), ("to", "bob@example.test"), ("subject", "Figures for Bob"),
+                        ("body", "Here they are.")]:
+        parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode())
+    parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="attachment"; filename="figures.pdf"\r\n'
+                 f'Content-Type: application/pdf\r\n\r\n'.encode() + PDF + b"\r\n")
+    parts.append(f"--{boundary}--\r\n".encode())
+    req = urllib.request.Request(BASE + "/compose", data=b"".join(parts), method="POST",
+                                 headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    try:
+        with b.opener.open(req, timeout=30) as r:
+            status = r.status
+    except urllib.error.HTTPError as e:
+        status = e.code
+        check(status == 303, f"compose: {status} {e.read()[:500]!r}")
+    check(status == 303, f"compose: {status}")
+    wait_for(b, "/mail?folder=Sent", b"Figures for Bob")
+
     status, _, _ = b.post("/logout", {"csrf": token})
     check(status == 303, f"logout: {status}")
     status, headers, _ = b.get("/mail")
@@ -197,12 +218,29 @@ def main():
     check(status == 200 and b"bob@example.test" in account and b"Last login" in account,
           f"account: {status}")
     token = bob.csrf(account)
+    # Alice's message reached Bob's INBOX, attachment and all, over IMAP.
+    import email, ssl, time
+    host, port = sys.argv[3].rsplit(":", 1)
+    for _ in range(100):
+        with imaplib.IMAP4(host, int(port)) as imap:
+            imap.starttls(ssl_context=ssl._create_unverified_context())
+            imap.login("bob@example.test", "secret")
+            imap.select("INBOX")
+            _, found = imap.search(None, "SUBJECT", '"Figures for Bob"')
+            if found[0]:
+                _, data = imap.fetch(found[0].split()[0], "(BODY.PEEK[])")
+                received = email.message_from_bytes(data[0][1])
+                break
+        time.sleep(0.1)
+    else:
+        fail("Alice's message never reached Bob")
+    check("alice@example.test" in received["From"], f"From: {received['From']}")
+    files = [p for p in received.walk() if p.get_filename() == "figures.pdf"]
+    check(files and files[0].get_payload(decode=True) == PDF, "the attachment did not arrive whole")
+
     status, _, body = bob.post("/account/password", {"csrf": token, "current": "secret",
                                                      "new": "n3w-secret", "again": "n3w-secret"})
     check(status == 200 and b"Your password was changed." in body, f"password change: {status}")
-    import imaplib
-    host, port = sys.argv[3].rsplit(":", 1)
-    import ssl
     with imaplib.IMAP4(host, int(port)) as imap:
         imap.starttls(ssl_context=ssl._create_unverified_context())
         imap.login("bob@example.test", "n3w-secret")
