@@ -24,6 +24,7 @@ PROBE="python3 $SHARED_BENCH/pop3probe.py 127.0.0.1 $POP3_PORT $USER $PASS"
   echo "# $(uname -r), $(nproc) cores, $(awk '/MemTotal/{printf "%d GiB", $2/1048576}' /proc/meminfo), scratch $SCRATCH on $(df --output=fstype "$(dirname "$SCRATCH")" | tail -1)"
   rm -rf "$SCRATCH"; mkdir -p "$SCRATCH"
   printf '[server]\nauth_without_tls = true\n' > "$SCRATCH/mailstow.toml"
+  "$BIN" --data-dir "$SCRATCH/data" init >&2
   "$BIN" --data-dir "$SCRATCH/data" domain add example.com >&2
   "$BIN" --data-dir "$SCRATCH/data" user add "$USER" --password "$PASS" >&2
   "$BIN" --data-dir "$SCRATCH/data" --config "$SCRATCH/mailstow.toml" serve --web "" --smtp "127.0.0.1:$SMTP_PORT" \
