@@ -46,6 +46,8 @@ struct State {
     /// Mutating calls left before every call fails; `None` = never.
     ops_left: Option<u64>,
     stats: SimStats,
+    /// How long each `sync_data` takes (zero: at once).
+    sync_latency: std::time::Duration,
 }
 
 /// Counters a test can read to check how the engine used the disk.
@@ -153,6 +155,13 @@ impl SimDisk {
     }
 
     /// The `count`-th mutating call from now (0 = the next one) and all later ones fail.
+    /// Makes every `sync_data` from now take `latency`, as a real device's flush does: what
+    /// group commit exists for, so a test of it does not depend on how threads happen to be
+    /// scheduled.
+    pub fn set_sync_latency(&self, latency: std::time::Duration) {
+        self.lock().sync_latency = latency;
+    }
+
     pub fn fail_after(&self, count: u64) {
         self.lock().ops_left = Some(count);
     }
@@ -391,6 +400,10 @@ impl File for SimHandle {
     }
 
     fn sync_data(&self) -> io::Result<()> {
+        let latency = self.disk.lock().sync_latency;
+        if !latency.is_zero() {
+            std::thread::sleep(latency);
+        }
         self.with(true, |file, stats| {
             stats.syncs += 1;
             file.durable.resize(file.live.len(), 0);

@@ -9,6 +9,10 @@ use super::*;
 fn concurrent_enqueues_share_syncs() {
     let sim = SimDisk::new();
     let (q, _) = open(&sim, small());
+    // A flush that takes as long as a fast SSD's: producers that arrive during one share the
+    // next, however the threads are scheduled (without it, on a loaded machine, each could
+    // find the writer idle).
+    sim.set_sync_latency(std::time::Duration::from_millis(1));
     let syncs_before = sim.stats().syncs;
     let threads = 32;
     let per_thread = 25;
