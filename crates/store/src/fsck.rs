@@ -159,6 +159,13 @@ impl Inner {
                         ));
                     }
                 }
+                let unseen = f.messages.values().filter(|e| !e.seen()).count() as u64;
+                if unseen != f.unseen {
+                    report.problems.push(format!(
+                        "{}/{}: unseen count {} but {unseen} messages are unseen",
+                        f.user, f.name, f.unseen
+                    ));
+                }
                 if bytes != f.bytes {
                     report.problems.push(format!(
                         "{}/{}: byte total {} but messages sum to {bytes}",

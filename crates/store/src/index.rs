@@ -52,6 +52,11 @@ pub(crate) fn extent_fits(start: u64, units: u64) -> bool {
 }
 
 impl Entry {
+    /// The message has `\Seen`.
+    pub(crate) fn seen(&self) -> bool {
+        self.flags & crate::Flags::SEEN.bits() != 0
+    }
+
     pub(crate) fn units(&self) -> u64 {
         units_for(self.summary_len, self.content_len)
     }
@@ -71,6 +76,9 @@ pub(crate) struct Folder {
     pub(crate) highest_modseq: u64,
     /// Sum of content lengths.
     pub(crate) bytes: u64,
+    /// Messages without `\Seen`, kept as entries come, go and change (derived, never
+    /// journaled or snapshotted: replay and snapshot loading count as they go).
+    pub(crate) unseen: u64,
     pub(crate) keywords: Vec<String>,
     pub(crate) messages: BTreeMap<u32, Entry>,
     /// Set when the folder is deleted, so a reader holding the cell sees it gone.
@@ -87,6 +95,7 @@ impl Folder {
             uidnext: 1,
             highest_modseq: 1,
             bytes: 0,
+            unseen: 0,
             keywords: Vec::new(),
             messages: BTreeMap::new(),
             deleted: false,
@@ -104,9 +113,20 @@ impl Folder {
             .collect()
     }
 
+    /// Inserts an entry, counting it.
+    pub(crate) fn insert(&mut self, uid: u32, e: Entry) {
+        self.bytes += e.content_len as u64;
+        self.unseen += u64::from(!e.seen());
+        if let Some(old) = self.messages.insert(uid, e) {
+            self.bytes -= old.content_len as u64;
+            self.unseen -= u64::from(!old.seen());
+        }
+    }
+
     pub(crate) fn remove(&mut self, uid: u32, freed: &mut Vec<Freed>) {
         if let Some(e) = self.messages.remove(&uid) {
             self.bytes -= e.content_len as u64;
+            self.unseen -= u64::from(!e.seen());
             freed.push(Freed {
                 uid,
                 start: e.start,
@@ -312,14 +332,19 @@ pub(crate) fn apply(
             if !keywords.fits(f.keywords.len()) {
                 return Err("keyword bit beyond the keyword table".into());
             }
+            let mut unseen = f.unseen;
             for uid in uids {
                 if let Some(e) = f.messages.get_mut(uid) {
                     let cur = crate::Flags::from_bits_truncate(e.flags);
+                    let was_seen = e.seen();
                     e.flags = op.apply_flags(cur, given).bits();
                     e.keywords = op.apply_keywords(e.keywords, *keywords);
                     e.modseq = *modseq;
+                    unseen = unseen + u64::from(was_seen && !e.seen())
+                        - u64::from(!was_seen && e.seen());
                 }
             }
+            f.unseen = unseen;
         }
         Op::Expunge {
             folder,
@@ -346,6 +371,7 @@ pub(crate) fn apply(
             let gone = std::mem::replace(&mut f.messages, keep);
             for (uid, e) in gone {
                 f.bytes -= e.content_len as u64;
+                f.unseen -= u64::from(!e.seen());
                 freed.push(Freed {
                     uid,
                     start: e.start,
@@ -460,8 +486,7 @@ fn append(f: &mut Folder, a: &AppendOp) -> Result<(), String> {
     }
     bump_modseq(f, a.modseq)?;
     f.uidnext = a.uid + 1;
-    f.bytes += a.content_len as u64;
-    f.messages.insert(
+    f.insert(
         a.uid,
         Entry {
             start: a.start,

@@ -211,14 +211,15 @@ impl Inner {
             .take(count)
             .map(|(&uid, e)| info_of(&f, uid, e))
             .collect();
-        let unseen = f
-            .messages
-            .values()
-            .filter(|e| e.flags & Flags::SEEN.bits() == 0)
-            .count() as u64;
+        // Kept by the index as messages come, go and change: no scan of the folder.
+        debug_assert_eq!(
+            f.unseen,
+            f.messages.values().filter(|e| !e.seen()).count() as u64,
+            "the unseen count"
+        );
         Ok(crate::Page {
             status: status_of(&f),
-            unseen,
+            unseen: f.unseen,
             messages,
         })
     }

@@ -291,8 +291,7 @@ pub(crate) fn read(image: &[u8], store_id: u64, salvage: bool) -> Result<Loaded,
                                 "folder {id} UID {uid} entry is inconsistent"
                             )));
                         }
-                        f.bytes += e.content_len as u64;
-                        f.messages.insert(uid, e);
+                        f.insert(uid, e);
                     }
                 }
                 4 => {
