@@ -589,6 +589,7 @@ pub(crate) async fn start(
     let config = web::Config {
         secure_cookie: tls,
         message_bytes_max: usize::try_from(ctx.config.message_bytes_max).unwrap_or(usize::MAX),
+        inflight: Some(ctx.inflight.clone()),
         sessions_max: ctx.config.web_sessions_max,
         request_bytes_max: ctx.config.web_request_bytes_max,
         ..web::Config::default()

@@ -205,15 +205,23 @@ struct Upload {
     draft: Draft,
     csrf: String,
     files: Vec<(String, String, Vec<u8>)>,
+    /// The bytes held, counted against the server's in-flight budget until sent.
+    _held: Option<limits::Reservation>,
 }
 
 /// Reads the form. The CSRF token must be its first field, so a forged upload is refused
 /// before its files are read; every field and the whole are bounded.
-async fn read_form(mut multipart: Multipart, files_max: usize) -> Result<Upload, String> {
+async fn read_form(
+    mut multipart: Multipart,
+    files_max: usize,
+    budget: Option<&Arc<limits::ByteBudget>>,
+) -> Result<Upload, String> {
+    let mut held = budget.map(|b| b.reservation());
     let mut up = Upload {
         draft: Draft::default(),
         csrf: String::new(),
         files: Vec::new(),
+        _held: None,
     };
     let mut total = 0usize;
     let mut first = true;
@@ -244,6 +252,12 @@ async fn read_form(mut multipart: Multipart, files_max: usize) -> Result<Upload,
             if total > files_max {
                 return Err("the attachments are too large".into());
             }
+            // As SMTP's DATA: the bytes held count against the server's budget.
+            if let Some(r) = held.as_mut()
+                && !r.grow_to(total as u64)
+            {
+                return Err("the server is busy; try again shortly".into());
+            }
             if !bytes.is_empty() {
                 up.files.push((file, ctype, bytes.to_vec()));
             }
@@ -260,6 +274,11 @@ async fn read_form(mut multipart: Multipart, files_max: usize) -> Result<Upload,
         if total > files_max {
             return Err("the message is too large".into());
         }
+        if let Some(r) = held.as_mut()
+            && !r.grow_to(total as u64)
+        {
+            return Err("the server is busy; try again shortly".into());
+        }
         match name.as_str() {
             "csrf" => up.csrf = text,
             "to" => up.draft.to = text,
@@ -273,6 +292,7 @@ async fn read_form(mut multipart: Multipart, files_max: usize) -> Result<Upload,
             _ => {}
         }
     }
+    up._held = held;
     Ok(up)
 }
 
@@ -295,13 +315,20 @@ pub(crate) async fn send<B: Backend>(
         Ok(s) => s,
         Err(denied) => return denied.into_response(),
     };
-    let up = match read_form(multipart, app.config.message_bytes_max).await {
+    let up = match read_form(
+        multipart,
+        app.config.message_bytes_max,
+        app.config.inflight.as_ref(),
+    )
+    .await
+    {
         Ok(up) if same_token(&up.csrf, &session.csrf) => up,
         Ok(_) => return Denied::Forged.into_response(),
         Err(why) if why == "forged" => return Denied::Forged.into_response(),
         Err(why) => return again(&app, session, Draft::default(), &why).await,
     };
     let draft = up.draft;
+    let _held = up._held;
     let (to, cc) = match (addresses(&draft.to), addresses(&draft.cc)) {
         (Ok(to), Ok(cc)) => (to, cc),
         (Err(why), _) | (_, Err(why)) => return again(&app, session, draft, &why).await,
@@ -314,6 +341,8 @@ pub(crate) async fn send<B: Backend>(
         return again(&app, session, draft, "Too many recipients.").await;
     }
     // The original of a forward, read under the session's user like any message.
+    // The message and what it carries are held until it is queued: one of the few at once.
+    let _turn = app.whole_messages.acquire().await;
     let forwarded = match draft.forward_uid.parse::<u32>() {
         Ok(uid) if !draft.forward_folder.is_empty() => {
             let (user, folder) = (session.user.clone(), draft.forward_folder.clone());

@@ -73,6 +73,9 @@ pub struct Config {
     /// `message_bytes_max`: what a written message may carry (its text and files); the
     /// compose form's request may be this large.
     pub message_bytes_max: usize,
+    /// The server's `inflight_bytes_max` budget, which a written message's bytes are counted
+    /// against while it is read and sent, as SMTP's are (`None`: not counted).
+    pub inflight: Option<Arc<limits::ByteBudget>>,
 }
 
 impl Default for Config {
@@ -86,6 +89,7 @@ impl Default for Config {
             request_bytes_max: 64 << 10,
             request_timeout: Duration::from_secs(30),
             message_bytes_max: 50 << 20,
+            inflight: None,
         }
     }
 }
@@ -94,7 +98,14 @@ struct App<B> {
     backend: Arc<B>,
     sessions: Sessions,
     config: Config,
+    /// Requests that hold whole messages (open, download, forward, search) at once: each may
+    /// hold `message_bytes_max` and its decoded copies, so memory stays bounded however many
+    /// connections ask; the rest wait their turn.
+    whole_messages: tokio::sync::Semaphore,
 }
+
+/// Requests holding whole messages at once (see `App::whole_messages`).
+const WHOLE_MESSAGES_MAX: usize = 2;
 
 /// The web view's routes over `backend`. Each request needs a `ConnectInfo<SocketAddr>`
 /// extension (axum's `into_make_service_with_connect_info`, or the server's own connection
@@ -108,6 +119,7 @@ pub fn router<B: Backend>(backend: Arc<B>, config: Config) -> Router {
             config.session_lifetime,
         ),
         config: config.clone(),
+        whole_messages: tokio::sync::Semaphore::new(WHOLE_MESSAGES_MAX),
     });
     Router::new()
         .route("/", get(index::<B>))
@@ -571,6 +583,7 @@ async fn search<B: Backend>(
         return Redirect::to(&folder_link(&folder)).into_response();
     }
     let count = app.config.page_size;
+    let _turn = app.whole_messages.acquire().await;
     let (user, f, needle) = (session.user.clone(), folder.clone(), query.clone());
     let fetched = blocking(&app, move |b| {
         Ok((
@@ -712,6 +725,7 @@ async fn message<B: Backend>(
         Ok(s) => s,
         Err(denied) => return denied.into_response(),
     };
+    let _turn = app.whole_messages.acquire().await;
     let (user, folder, uid) = (session.user.clone(), q.folder.clone(), q.uid);
     let fetched = blocking(&app, move |b| {
         let stored = b.message(&user, &folder, uid)?;
@@ -781,6 +795,7 @@ async fn part<B: Backend>(
         Ok(s) => s,
         Err(denied) => return denied.into_response(),
     };
+    let _turn = app.whole_messages.acquire().await;
     let (user, folder, uid) = (session.user, q.folder, q.uid);
     let stored = match blocking(&app, move |b| b.message(&user, &folder, uid)).await {
         Ok(s) => s,
