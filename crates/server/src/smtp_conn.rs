@@ -30,6 +30,44 @@ struct Transaction {
     handover: Option<crate::handover::Incoming>,
 }
 
+/// Hands a message to the queue for `recipients` (all pending) and wakes delivery once it
+/// is durable; the receiver gets the queue id, or why not. The request is made before this
+/// returns (so an `Incoming` announcement may be dropped right after); only the answer is
+/// awaited. SMTP, submission, LMTP and the web view's sending all come through here.
+pub(crate) fn enqueue(
+    ctx: &Ctx,
+    sender: &str,
+    recipients: &[String],
+    arrival_ms: u64,
+    content: Vec<u8>,
+) -> tokio::sync::oneshot::Receiver<Result<u64, queue::QueueError>> {
+    let queued = queue::Envelope {
+        sender: sender.to_string(),
+        recipients: recipients
+            .iter()
+            .map(|address| queue::Recipient {
+                address: address.clone(),
+                status: queue::RecipientStatus::Pending,
+                last_error: None,
+            })
+            .collect(),
+        arrival_ms,
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let wakeup = ctx.wakeup.clone();
+    ctx.queue.enqueue_with(
+        queued,
+        content,
+        Box::new(move |result| {
+            if result.is_ok() {
+                wakeup.notify();
+            }
+            let _ = tx.send(result);
+        }),
+    );
+    rx
+}
+
 /// An SMTP-family session and its shell.
 pub(crate) struct Smtp {
     session: smtp::Session,
@@ -545,30 +583,7 @@ impl Smtp {
         // the room, so the message is not held twice.
         let size = message.len();
         message.splice(0..0, prepend.bytes());
-        let queued = queue::Envelope {
-            sender: envelope.from.clone(),
-            recipients: recipients
-                .iter()
-                .map(|address| queue::Recipient {
-                    address: address.clone(),
-                    status: queue::RecipientStatus::Pending,
-                    last_error: None,
-                })
-                .collect(),
-            arrival_ms: now,
-        };
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let wakeup = ctx.wakeup.clone();
-        ctx.queue.enqueue_with(
-            queued,
-            message,
-            Box::new(move |result| {
-                if result.is_ok() {
-                    wakeup.notify();
-                }
-                let _ = tx.send(result);
-            }),
-        );
+        let rx = enqueue(ctx, &envelope.from, &recipients, now, message);
         // Submitted: the writer need not wait for this session any more.
         self.transaction.incoming = None;
         let verdict = match rx.await {

@@ -43,6 +43,23 @@ fn store_error(e: store::StoreError) -> BackendError {
     }
 }
 
+/// A list row: the index's entry and the summary stored with the message.
+fn listed(m: &store::MessageInfo, s: store::Summary) -> Listed {
+    Listed {
+        uid: m.uid,
+        received_at: m.internal_date,
+        size: m.size,
+        from: s.from,
+        to: s.to,
+        subject: s.subject,
+        sent_at: s.date,
+        has_attachment: s.has_attachment,
+        preview: s.preview,
+        seen: m.flags.contains(store::Flags::SEEN),
+        flagged: m.flags.contains(store::Flags::FLAGGED),
+    }
+}
+
 impl ServerBackend {
     /// The user's mailbox is here and usable now.
     fn reachable(&self, user: &str) -> Result<(), BackendError> {
@@ -209,19 +226,7 @@ impl web::Backend for ServerBackend {
                 Err(store::StoreError::NoSuchMessage { .. }) => continue,
                 Err(e) => return Err(store_error(e)),
             };
-            messages.push(Listed {
-                uid: m.uid,
-                received_at: m.internal_date,
-                size: m.size,
-                from: s.from,
-                to: s.to,
-                subject: s.subject,
-                sent_at: s.date,
-                has_attachment: s.has_attachment,
-                preview: s.preview,
-                seen: m.flags.contains(store::Flags::SEEN),
-                flagged: m.flags.contains(store::Flags::FLAGGED),
-            });
+            messages.push(listed(&m, s));
         }
         Ok(FolderPage {
             total: page.status.messages,
@@ -383,31 +388,8 @@ impl web::Backend for ServerBackend {
         }
         signed.extend_from_slice(&message);
         let size = message.len();
-        let queued = queue::Envelope {
-            sender: user.to_string(),
-            recipients: targets
-                .iter()
-                .map(|address| queue::Recipient {
-                    address: address.clone(),
-                    status: queue::RecipientStatus::Pending,
-                    last_error: None,
-                })
-                .collect(),
-            arrival_ms: delivery::now_ms(),
-        };
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let wakeup = ctx.wakeup.clone();
-        ctx.queue.enqueue_with(
-            queued,
-            signed,
-            Box::new(move |result| {
-                if result.is_ok() {
-                    wakeup.notify();
-                }
-                let _ = tx.send(result);
-            }),
-        );
-        match rx.await {
+        let queued = crate::smtp_conn::enqueue(ctx, user, &targets, delivery::now_ms(), signed);
+        match queued.await {
             Ok(Ok(queue_id)) => {
                 ctx.accepted
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -542,19 +524,7 @@ impl web::Backend for ServerBackend {
                         })
                         .unwrap_or(false);
                 if hit {
-                    found.push(Listed {
-                        uid: m.uid,
-                        received_at: m.internal_date,
-                        size: m.size,
-                        from: s.from,
-                        to: s.to,
-                        subject: s.subject,
-                        sent_at: s.date,
-                        has_attachment: s.has_attachment,
-                        preview: s.preview,
-                        seen: m.flags.contains(store::Flags::SEEN),
-                        flagged: m.flags.contains(store::Flags::FLAGGED),
-                    });
+                    found.push(listed(&m, s));
                     if found.len() == count {
                         break;
                     }
