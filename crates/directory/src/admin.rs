@@ -123,7 +123,7 @@ where
     .await
 }
 
-/// `address, quota_bytes, quota_messages, last_login_at, node, epoch` of `users`.
+/// `address, quota_bytes, quota_messages, last_login_at, node, epoch, admin` of `users`.
 type UserRow = (
     String,
     Option<i64>,
@@ -131,13 +131,15 @@ type UserRow = (
     Option<i64>,
     Option<String>,
     i64,
+    i64,
 );
 
 /// The columns of a [`UserRow`].
-const USER_COLUMNS: &str = "address, quota_bytes, quota_messages, last_login_at, node, epoch";
+const USER_COLUMNS: &str =
+    "address, quota_bytes, quota_messages, last_login_at, node, epoch, admin";
 
 fn user_info(
-    (address, quota_bytes, quota_messages, last_login_at, node, epoch): UserRow,
+    (address, quota_bytes, quota_messages, last_login_at, node, epoch, admin): UserRow,
 ) -> Result<UserInfo, DirectoryError> {
     let quota_bytes = db::quota_from_sql(&address, quota_bytes)?;
     let quota_messages = db::quota_from_sql(&address, quota_messages)?;
@@ -148,6 +150,7 @@ fn user_info(
         last_login_at,
         node,
         epoch,
+        admin: admin == 1,
     })
 }
 
@@ -232,6 +235,18 @@ impl Directory {
         password: &str,
         node: Option<&str>,
     ) -> Result<Option<String>, DirectoryError> {
+        self.add_user_as(address, password, node, false).await
+    }
+
+    /// [`Directory::add_user_on`], an admin of the web view when `admin` (in the same
+    /// transaction: never a moment when the user exists without the right asked for).
+    pub async fn add_user_as(
+        &self,
+        address: &str,
+        password: &str,
+        node: Option<&str>,
+        admin: bool,
+    ) -> Result<Option<String>, DirectoryError> {
         let node = node.map(crate::nodes::node_arg).transpose()?;
         let address = address_arg(address, LocalCase::Fold)?;
         password::check_new(password, self.inner.options.password_bytes_max)?;
@@ -288,14 +303,16 @@ impl Directory {
         // the same second.
         let inserted = sqlx::query(
             "INSERT INTO users (address, domain, password_hash, quota_bytes, created_at, node, \
-             created_seq) \
-             VALUES ($1, $2, $3, NULL, $4, $5, (SELECT value FROM meta WHERE key = 'generation'))",
+             created_seq, admin) \
+             VALUES ($1, $2, $3, NULL, $4, $5, (SELECT value FROM meta WHERE key = 'generation'), \
+             $6)",
         )
         .bind(&address)
         .bind(&domain)
         .bind(&hash)
         .bind(unix_now_s())
         .bind(&node)
+        .bind(i64::from(admin))
         .execute(&mut *tx)
         .await;
         match inserted {
@@ -331,6 +348,28 @@ impl Directory {
         Ok(())
     }
 
+    /// Makes a user an admin of the web view, or no longer one (`mailstow user admin`).
+    /// Returns whether the user was one before.
+    pub async fn set_admin(&self, address: &str, admin: bool) -> Result<bool, DirectoryError> {
+        let address = address_arg(address, LocalCase::Fold)?.joined();
+        let mut tx = db::begin_write(&self.inner.pool).await?;
+        let before: Option<i64> = sqlx::query_scalar("SELECT admin FROM users WHERE address = $1")
+            .bind(&address)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(before) = before else {
+            return Err(DirectoryError::NoSuchUser(address));
+        };
+        sqlx::query("UPDATE users SET admin = $1 WHERE address = $2")
+            .bind(i64::from(admin))
+            .bind(&address)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        self.refresh_after_write().await;
+        Ok(before == 1)
+    }
+
     /// Deletes a user and records the address in `deleted_users`, in one transaction: the
     /// user can no longer log in or receive mail, and the address cannot be added again
     /// until whoever owns the store has removed the user's mail and called [`Directory::purged`].
@@ -349,6 +388,11 @@ impl Directory {
         if deleted.rows_affected() == 0 {
             return Err(DirectoryError::NoSuchUser(address));
         }
+        // A user added again at this address must not see who logged in to this one.
+        sqlx::query("DELETE FROM logins WHERE address = $1")
+            .bind(&address)
+            .execute(&mut *tx)
+            .await?;
         sqlx::query(
             "INSERT INTO deleted_users (address, deleted_at) VALUES ($1, $2) \
              ON CONFLICT (address) DO NOTHING",
@@ -660,9 +704,9 @@ impl Directory {
             // address, so the key cannot change in place.
             sqlx::query(
                 "INSERT INTO users (address, domain, password_hash, quota_bytes, created_at, \
-                 quota_messages, last_login_at, node, epoch, move_state, created_seq) \
+                 quota_messages, last_login_at, node, epoch, move_state, created_seq, admin) \
                  SELECT $1, $2, password_hash, quota_bytes, created_at, quota_messages, \
-                 last_login_at, node, epoch, move_state, created_seq FROM users \
+                 last_login_at, node, epoch, move_state, created_seq, admin FROM users \
                  WHERE address = $3",
             )
             .bind(new)
@@ -671,6 +715,11 @@ impl Directory {
             .execute(&mut *tx)
             .await?;
             sqlx::query("UPDATE subscriptions SET address = $1 WHERE address = $2")
+                .bind(new)
+                .bind(old)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("UPDATE logins SET address = $1 WHERE address = $2")
                 .bind(new)
                 .bind(old)
                 .execute(&mut *tx)

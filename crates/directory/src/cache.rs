@@ -92,6 +92,8 @@ pub(crate) struct ExpansionLimits {
 pub(crate) struct Snapshot {
     pub(crate) generation: i64,
     pub(crate) domains: HashSet<String>,
+    /// The users that may use the web view's admin pages.
+    pub(crate) admins: HashSet<String>,
     /// address -> the user's row (quota, hash, owner).
     pub(crate) users: HashMap<String, UserRow>,
     /// address -> message-count quota, for the users that have one.
@@ -306,6 +308,13 @@ impl Cache {
         self.snapshot()
             .users
             .contains_key(&address.to_ascii_lowercase())
+    }
+
+    /// Whether the user with this address (canonical, as a login returns it) is an admin of
+    /// the web view: read at every admin request, so taking the right away takes effect at
+    /// the next one, on every node.
+    pub fn is_admin(&self, address: &str) -> bool {
+        self.snapshot().admins.contains(address)
     }
 
     /// The key that signs mail from `domain` (any case), if it has one.

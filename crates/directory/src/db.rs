@@ -78,6 +78,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../migrations/0005_cluster.sqlite.sql"),
         include_str!("../migrations/0005_cluster.postgres.sql"),
     ),
+    (
+        6,
+        include_str!("../migrations/0006_admins_and_logins.sql"),
+        include_str!("../migrations/0006_admins_and_logins.sql"),
+    ),
 ];
 
 /// The schema version this program writes.
@@ -296,6 +301,9 @@ pub(crate) async fn load_snapshot(pool: &AnyPool) -> Result<Snapshot, DirectoryE
     )
     .fetch_all(&mut *tx)
     .await?;
+    let admins: Vec<String> = sqlx::query_scalar("SELECT address FROM users WHERE admin = 1")
+        .fetch_all(&mut *tx)
+        .await?;
     let nodes: Vec<(String, String, String, String, Option<String>)> =
         sqlx::query_as("SELECT name, lmtp, imap, pop3, web FROM nodes ORDER BY name")
             .fetch_all(&mut *tx)
@@ -307,6 +315,7 @@ pub(crate) async fn load_snapshot(pool: &AnyPool) -> Result<Snapshot, DirectoryE
         ..Snapshot::default()
     };
     snapshot.domains.extend(domains);
+    snapshot.admins.extend(admins);
     for (address, quota, hash, node, epoch, move_state) in users {
         let quota = quota_from_sql(&address, quota)?;
         if let Some((_, domain)) = address.rsplit_once('@') {

@@ -55,14 +55,16 @@
 //!   created_at, last_login_at, and for the cluster `node` (the owner node, NULL = the single
 //!   node), `epoch` (BIGINT, starts at 1, +1 per finished move), `move_state` (NULL or
 //!   `frozen:<target node>`), `created_seq` (the generation that added it: orders users
-//!   added within one second);
+//!   added within one second), `admin` (0/1: may use the web view's admin pages);
+//! - `logins`: each user's login history (client, protocol, result, attempts, first and
+//!   last time), written in batches, the newest [`LOGINS_KEPT_MAX`] rows per user kept;
 //! - `nodes`: name, lmtp, imap, pop3, web (nullable), `lease_until` (BIGINT milliseconds by
 //!   the database's clock), created_at.
 //!
 //! # The cache's rules
 //!
 //! - The snapshot holds domains, users (quota, password hash, owner node, epoch, move
-//!   state), aliases, DKIM keys and nodes (addresses); it is replaced whole, never patched.
+//!   state, admin), aliases, DKIM keys and nodes (addresses); it is replaced whole, never patched.
 //!   Every answer ([`Cache::resolve`], [`Cache::owner`], [`Cache::node`], the hashes
 //!   [`Directory::authenticate`] checks) comes from it without I/O, so mail and logins go on
 //!   while the database is down.
@@ -116,6 +118,7 @@ pub use cache::{Cache, ExpansionLimit, NodeInfo, Owner, Resolution, Target};
 pub use dkim::{DkimKey, SELECTOR_BYTES_MAX};
 pub use error::DirectoryError;
 pub use hasher::Priority;
+pub use logins::{Attempt, LOGINS_KEPT_MAX, LoginRecord};
 pub use nodes::NODE_NAME_BYTES_MAX;
 pub use subscriptions::{SUBSCRIPTION_BYTES_MAX, SUBSCRIPTIONS_PER_USER_MAX};
 
@@ -362,6 +365,8 @@ pub struct UserInfo {
     pub node: Option<String>,
     /// Bumped by every finished move (starts at 1).
     pub epoch: i64,
+    /// May use the web view's admin pages.
+    pub admin: bool,
 }
 
 /// The directory handle; see the crate documentation. Cloning shares the pool and the cache.
@@ -385,6 +390,7 @@ struct Inner {
     dummy_hash: OnceLock<String>,
     verified: verified::Verified,
     last_logins: logins::LastLogins,
+    attempts: logins::PendingAttempts,
 }
 
 impl std::fmt::Debug for Directory {
@@ -457,6 +463,7 @@ impl Directory {
                 options,
                 dummy_hash: OnceLock::new(),
                 last_logins: logins::LastLogins::default(),
+                attempts: logins::PendingAttempts::default(),
             }),
         })
     }

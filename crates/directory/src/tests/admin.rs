@@ -12,6 +12,7 @@ fn user(address: &str, quota_bytes: Option<u64>) -> UserInfo {
         last_login_at: None,
         node: None,
         epoch: 1,
+        admin: false,
     }
 }
 

@@ -216,6 +216,13 @@ async fn nodes_and_moves_on_postgres() {
 }
 
 #[tokio::test]
+async fn admins_and_login_history_on_postgres() {
+    let Some(pg) = postgres() else { return };
+    let dir = open_pg(&pg).await;
+    super::user_life::admins_and_login_history(&dir).await;
+}
+
+#[tokio::test]
 async fn postgres_migrates_once_and_reopens() {
     let Some(pg) = postgres() else { return };
     // Two handles opening an empty database at once: the advisory lock makes them take turns.

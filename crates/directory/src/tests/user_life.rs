@@ -208,3 +208,88 @@ async fn rename_moves_the_row_subscriptions_and_aliases() {
     assert!(f.dir.cache().is_user(&old) && !f.dir.cache().is_user(&new));
     f.dir.begin_rename(&old, &new).await.unwrap();
 }
+
+/// Admins and the login history, on any backend (`cluster.rs` runs it on PostgreSQL).
+pub(crate) async fn admins_and_login_history(dir: &crate::Directory) {
+    use crate::{Attempt, LOGINS_KEPT_MAX};
+    use std::net::IpAddr;
+
+    dir.add_domain("example.org").await.unwrap();
+    dir.add_user("a@example.org", "pw-a").await.unwrap();
+    dir.add_user_as("root@example.org", "pw-r", None, true)
+        .await
+        .unwrap();
+    assert!(dir.cache().is_admin("root@example.org"));
+    assert!(!dir.cache().is_admin("a@example.org"));
+    assert!(dir.user("root@example.org").await.unwrap().unwrap().admin);
+    assert!(!dir.set_admin("A@example.org", true).await.unwrap());
+    assert!(
+        dir.cache().is_admin("a@example.org"),
+        "the cache sees it at once"
+    );
+    assert!(dir.set_admin("a@example.org", false).await.unwrap());
+    assert!(!dir.cache().is_admin("a@example.org"));
+    assert!(matches!(
+        dir.set_admin("nobody@example.org", true).await,
+        Err(DirectoryError::NoSuchUser(_))
+    ));
+
+    let home: IpAddr = "192.0.2.1".parse().unwrap();
+    let guesser: IpAddr = "203.0.113.9".parse().unwrap();
+    dir.note_attempt("a@example.org", home, "imap", Attempt::Ok);
+    dir.note_attempt("a@example.org", home, "imap", Attempt::Ok);
+    dir.note_attempt("a@example.org", guesser, "pop3", Attempt::Failed);
+    // Not written yet, but shown.
+    let before = dir.recent_logins("a@example.org").await.unwrap();
+    assert_eq!(before.len(), 2, "{before:?}");
+    dir.flush_attempts().await.unwrap();
+    dir.note_attempt("a@example.org", home, "imap", Attempt::Ok);
+    dir.flush_attempts().await.unwrap();
+    let rows = dir.recent_logins("a@example.org").await.unwrap();
+    let ok = rows.iter().find(|r| r.result == Attempt::Ok).unwrap();
+    assert_eq!(
+        (ok.client.as_str(), ok.protocol.as_str(), ok.attempts),
+        ("192.0.2.1", "imap", 3)
+    );
+    let failed = rows.iter().find(|r| r.result == Attempt::Failed).unwrap();
+    assert_eq!(
+        (failed.client.as_str(), failed.attempts),
+        ("203.0.113.9", 1)
+    );
+    assert!(
+        dir.recent_logins("root@example.org")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // A guesser rotating addresses: only the newest rows stay.
+    for i in 0..LOGINS_KEPT_MAX + 15 {
+        let ip: IpAddr = format!("198.51.100.{i}").parse().unwrap();
+        dir.note_attempt("a@example.org", ip, "imap", Attempt::Throttled);
+    }
+    dir.flush_attempts().await.unwrap();
+    let stored: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM logins WHERE address = $1")
+        .bind("a@example.org")
+        .fetch_one(&dir.inner.pool)
+        .await
+        .unwrap();
+    assert_eq!(stored, LOGINS_KEPT_MAX as i64);
+
+    // A deleted user's history goes with it, and late attempts are not written.
+    dir.del_user("a@example.org").await.unwrap();
+    dir.note_attempt("a@example.org", home, "imap", Attempt::Failed);
+    dir.flush_attempts().await.unwrap();
+    let stored: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM logins WHERE address = $1")
+        .bind("a@example.org")
+        .fetch_one(&dir.inner.pool)
+        .await
+        .unwrap();
+    assert_eq!(stored, 0);
+}
+
+#[tokio::test]
+async fn admins_and_login_history_on_sqlite() {
+    let f = Fixture::new().await;
+    admins_and_login_history(&f.dir).await;
+}
