@@ -295,7 +295,7 @@ impl Directory {
                 None => records.push(unwritten),
             }
         }
-        records.sort_by(|a, b| b.last_at.cmp(&a.last_at));
+        records.sort_by_key(|r| std::cmp::Reverse(r.last_at));
         records.truncate(LOGINS_KEPT_MAX);
         Ok(records)
     }
@@ -315,7 +315,7 @@ mod tests {
         let pending = PendingAttempts::default();
         let key = |i: usize| {
             (
-                format!("u@x"),
+                "u@x".to_string(),
                 format!("10.0.{}.{}", i / 256, i % 256),
                 "imap",
                 Attempt::Failed,

@@ -24,6 +24,13 @@ pub(crate) enum DomainCommand {
     Del { name: String },
 }
 
+/// A switch's two positions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum OnOff {
+    On,
+    Off,
+}
+
 #[derive(Subcommand)]
 pub(crate) enum UserCommand {
     /// Add a user (its domain must exist).
@@ -39,6 +46,16 @@ pub(crate) enum UserCommand {
         /// when there are nodes).
         #[arg(long, value_name = "NAME")]
         node: Option<String>,
+        /// The user may use the web view's admin pages.
+        #[arg(long)]
+        admin: bool,
+    },
+    /// Allow or forbid a user the web view's admin pages (at the next request, on every
+    /// node).
+    Admin {
+        address: String,
+        #[arg(value_enum)]
+        state: OnOff,
     },
     /// Change a user's password.
     Passwd {
@@ -422,10 +439,11 @@ pub(crate) fn user(command: UserCommand, paths: &Paths, config: &Config) -> Resu
                 password_file,
                 password: literal,
                 node,
+                admin,
             } => {
                 let password = password(password_file, literal)?;
                 let node = node.as_deref();
-                let added = match d.add_user_on(&address, &password, node).await {
+                let added = match d.add_user_as(&address, &password, node, admin).await {
                     // Deleted while no server ran and its mail is still there: with no
                     // server to finish the removal, finish it here, then add.
                     Err(directory::DirectoryError::UserBeingDeleted(_))
@@ -433,13 +451,28 @@ pub(crate) fn user(command: UserCommand, paths: &Paths, config: &Config) -> Resu
                             .is_none() =>
                     {
                         finish_deletions_offline(&d, paths, config).await?;
-                        d.add_user_on(&address, &password, node).await?
+                        d.add_user_as(&address, &password, node, admin).await?
                     }
                     other => other?,
                 };
+                let admin = if admin { " admin" } else { "" };
                 match added {
-                    Some(node) => out!("user added: {} node={node}", address.to_ascii_lowercase()),
-                    None => out!("user added: {}", address.to_ascii_lowercase()),
+                    Some(node) => out!(
+                        "user added: {} node={node}{admin}",
+                        address.to_ascii_lowercase()
+                    ),
+                    None => out!("user added: {}{admin}", address.to_ascii_lowercase()),
+                }
+            }
+            UserCommand::Admin { address, state } => {
+                let on = state == OnOff::On;
+                let was = d.set_admin(&address, on).await?;
+                let address = address.to_ascii_lowercase();
+                match (was, on) {
+                    (false, true) => out!("admin on: {address}"),
+                    (true, false) => out!("admin off: {address}"),
+                    (_, true) => out!("admin on: {address} (already)"),
+                    (_, false) => out!("admin off: {address} (already)"),
                 }
             }
             UserCommand::Passwd {

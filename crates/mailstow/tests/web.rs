@@ -102,3 +102,69 @@ fn the_web_listener_is_tls_and_bounded() {
     );
     server.stop_cleanly();
 }
+
+/// The admin pages for an admin made with the CLI while the server runs, refused to anyone
+/// else; every action in the log with the admin's address and no password; the login
+/// history with a failed IMAP attempt on the account page (`tests/e2e/web_admin.py`).
+#[test]
+fn an_admin_manages_the_server_from_the_web_view() {
+    let (dir, data) = set_up_data_dir();
+    let log = dir.path().join("mailstow.log");
+    let config = dir.path().join("mailstow.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nauth_without_tls = true\n[log]\nfile = \"{}\"\nlevel = \"info\"\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    let server = Server::start_opts(&data, Some(&config), None, &[]);
+    let made = common::must(common::mailstow(
+        &data,
+        &["user", "admin", "alice@example.test", "on"],
+    ));
+    assert_eq!(made.trim(), "admin on: alice@example.test");
+    let out = Command::new("python3")
+        .arg(script("web_admin.py"))
+        .arg(server.addr("web"))
+        .arg(server.addr("imap"))
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "web_admin.py: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    server.stop_cleanly();
+    let log = std::fs::read_to_string(&log).unwrap();
+    let admin: Vec<&str> = log.lines().filter(|l| l.contains("event=admin ")).collect();
+    for action in [
+        "domain add example.net",
+        "user add carol@example.net",
+        "user quota carol@example.net",
+        "user passwd carol@example.net",
+        "alias add team@example.net carol@example.net",
+        "user admin bob@example.test on",
+        "user del carol@example.net",
+        "queue retry 999999",
+    ] {
+        assert!(
+            admin
+                .iter()
+                .any(|l| l.contains(action) && l.contains("admin=alice@example.test")),
+            "no log line for {action}:\n{}",
+            admin.join("\n")
+        );
+    }
+    assert!(
+        admin.iter().any(|l| l.contains("result=refused")),
+        "refusals are logged too"
+    );
+    assert!(
+        !log.contains("carols-pw") && !log.contains("new-pw"),
+        "a password reached the log"
+    );
+    assert!(log.contains("event=admin_refused"), "bob's refusals");
+}

@@ -298,7 +298,7 @@ pub fn format_user_show(user: &directory::UserInfo, store: Option<&store::Store>
     let limit = |max: Option<u64>, show: fn(u64) -> String| max.map_or("none".into(), show);
     let mut out = format!(
         "address: {}\nquota: {}\nmax messages: {}\nusage: {} messages, {} ({} bytes) in {} folders\n\
-         last login: {}\n",
+         last login: {}\nadmin: {}\n",
         user.address,
         limit(user.quota_bytes, human_bytes),
         limit(user.quota_messages, |max| max.to_string()),
@@ -306,7 +306,8 @@ pub fn format_user_show(user: &directory::UserInfo, store: Option<&store::Store>
         human_bytes(used.bytes),
         used.bytes,
         used.folders,
-        last_login(user.last_login_at)
+        last_login(user.last_login_at),
+        if user.admin { "yes" } else { "no" }
     );
     out.push_str(&format!(
         "{:<40} {:>9} {:>14} {:>8}\n",
@@ -715,7 +716,7 @@ pub fn request_streaming(
 }
 
 /// Runs one request on the running server.
-async fn run(ctx: &Arc<Ctx>, request: Request) -> Result<Vec<u8>, String> {
+pub(crate) async fn run(ctx: &Arc<Ctx>, request: Request) -> Result<Vec<u8>, String> {
     match request {
         Request::DeleteUser(address) => crate::accounts::delete_user(ctx, &address)
             .await

@@ -206,6 +206,7 @@ pub(crate) async fn check_login(
         Gate::Refuse(level) => {
             ctx.telemetry
                 .throttled(login.proto, username, ip, level.name());
+            login.attempt(ctx, None, directory::Attempt::Throttled);
             // A guesser that is refused at once just asks again: make it wait.
             tokio::time::sleep(ctx.live().config.tarpit_delay).await;
             return Err(LoginRefused::Throttled);
@@ -233,10 +234,12 @@ pub(crate) async fn check_login(
     {
         Ok(Some(user)) => {
             ticket.succeeded();
+            login.attempt(ctx, Some(&user), directory::Attempt::Ok);
             Ok(user)
         }
         Ok(None) => {
             ticket.failed();
+            login.attempt(ctx, None, directory::Attempt::Failed);
             login.log(ctx, username, "failed");
             Err(LoginRefused::BadCredentials)
         }
@@ -291,6 +294,21 @@ impl Login<'_> {
             self.ip,
             why,
         );
+    }
+
+    /// Adds the attempt to the user's login history (the web view's account page): `user`
+    /// when the password was right, else the name given when it is an existing user's
+    /// address (guesses at unknown names have no history to join).
+    fn attempt(&self, ctx: &crate::Ctx, user: Option<&str>, result: directory::Attempt) {
+        let user = match user {
+            Some(user) => user.to_string(),
+            None if ctx.directory.cache().is_user(self.username) => {
+                self.username.to_ascii_lowercase()
+            }
+            None => return,
+        };
+        ctx.directory
+            .note_attempt(&user, self.ip, self.proto, result);
     }
 
     /// Refused before the password was checked (an authorization identity we do not allow).

@@ -33,6 +33,7 @@ mod throttle;
 mod tls;
 mod users;
 mod web;
+mod web_admin;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

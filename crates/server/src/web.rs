@@ -149,6 +149,22 @@ impl web::Backend for ServerBackend {
             quota_bytes: info.quota_bytes,
             quota_messages: info.quota_messages,
             last_login_at: info.last_login_at,
+            logins: self
+                .ctx
+                .directory
+                .recent_logins(user)
+                .await
+                .map_err(|e| BackendError::Unavailable(e.to_string()))?
+                .into_iter()
+                .map(|l| web::LoginRow {
+                    client: l.client,
+                    protocol: l.protocol,
+                    result: l.result.as_str().to_string(),
+                    attempts: l.attempts,
+                    first_at: l.first_at,
+                    last_at: l.last_at,
+                })
+                .collect(),
         })
     }
 
@@ -543,6 +559,23 @@ impl web::Backend for ServerBackend {
             },
             stopped,
         ))
+    }
+
+    fn is_admin(&self, user: &str) -> bool {
+        self.ctx.directory.cache().is_admin(user)
+    }
+
+    async fn admin_data(&self, what: web::AdminView) -> Result<web::AdminData, BackendError> {
+        crate::web_admin::data(&self.ctx, what).await
+    }
+
+    async fn admin_act(
+        &self,
+        admin: &str,
+        client: IpAddr,
+        action: web::AdminAction,
+    ) -> Result<String, String> {
+        crate::web_admin::act(&self.ctx, admin, client, action).await
     }
 }
 

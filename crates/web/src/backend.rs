@@ -161,6 +161,180 @@ pub trait Backend: Send + Sync + 'static {
         count: usize,
         examined_max: usize,
     ) -> Result<(FolderPage, bool), BackendError>;
+
+    /// Whether the user may use the admin pages, now (asked at every admin request, so a
+    /// right taken away ends at the next one).
+    fn is_admin(&self, user: &str) -> bool;
+
+    /// What the admin pages show: the server's (this node's) state; see [`AdminData`].
+    fn admin_data(
+        &self,
+        what: AdminView,
+    ) -> impl Future<Output = Result<AdminData, BackendError>> + Send;
+
+    /// Carries out an admin's action and logs it (who, from where, what, the outcome):
+    /// `Ok(what was done)` or `Err(why not)`, one sentence each.
+    fn admin_act(
+        &self,
+        admin: &str,
+        client: IpAddr,
+        action: AdminAction,
+    ) -> impl Future<Output = Result<String, String>> + Send;
+}
+
+/// Which admin page's data to fetch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminView {
+    Overview,
+    Domains,
+    Users,
+    Aliases,
+    Queue,
+    /// One queued message (its id).
+    Queued(u64),
+    Counters,
+}
+
+/// An admin page's data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdminData {
+    Overview {
+        /// This node's name (a single server: its host name).
+        node: String,
+        domains: usize,
+        users: usize,
+        aliases: usize,
+        queued: usize,
+    },
+    Domains(Vec<String>),
+    Users(Vec<AdminUser>),
+    /// (source, destination), sorted.
+    Aliases(Vec<(String, String)>),
+    Queue(Vec<Queued>),
+    /// `mailstow queue show`'s text.
+    Queued(String),
+    /// (metric with its labels, value), as the Prometheus endpoint gives them.
+    Counters(Vec<(String, String)>),
+}
+
+/// A user as the admin pages list it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminUser {
+    pub address: String,
+    pub quota_bytes: Option<u64>,
+    /// `None`: not known here (the mailbox is on another node).
+    pub used_bytes: Option<u64>,
+    pub messages: Option<u64>,
+    pub last_login_at: Option<i64>,
+    pub admin: bool,
+    /// The cluster node holding the mailbox.
+    pub node: Option<String>,
+}
+
+/// A message in this node's outgoing queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Queued {
+    pub id: u64,
+    pub sender: String,
+    /// Recipients still to deliver.
+    pub recipients: Vec<String>,
+    pub size: u64,
+    /// Unix seconds.
+    pub queued_at: i64,
+    /// Deliveries tried so far, for the recipient tried most.
+    pub attempts: u32,
+    /// The last delivery error, if any.
+    pub last_error: Option<String>,
+}
+
+/// What an admin asks the server to do. Passwords are never logged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdminAction {
+    AddDomain(String),
+    DeleteDomain(String),
+    AddUser {
+        address: String,
+        password: String,
+        quota_bytes: Option<u64>,
+        admin: bool,
+    },
+    DeleteUser(String),
+    SetQuota {
+        address: String,
+        quota_bytes: Option<u64>,
+    },
+    ResetPassword {
+        address: String,
+        password: String,
+    },
+    SetAdmin {
+        address: String,
+        on: bool,
+    },
+    AddAlias {
+        source: String,
+        destination: String,
+    },
+    DeleteAlias {
+        source: String,
+        destination: String,
+    },
+    Retry(u64),
+    Remove(u64),
+}
+
+impl AdminAction {
+    /// The action for the log (no password).
+    pub fn describe(&self) -> String {
+        match self {
+            AdminAction::AddDomain(d) => format!("domain add {d}"),
+            AdminAction::DeleteDomain(d) => format!("domain del {d}"),
+            AdminAction::AddUser {
+                address,
+                quota_bytes,
+                admin,
+                ..
+            } => format!(
+                "user add {address} quota={} admin={admin}",
+                quota_bytes.map_or("none".to_string(), |q| q.to_string())
+            ),
+            AdminAction::DeleteUser(a) => format!("user del {a}"),
+            AdminAction::SetQuota {
+                address,
+                quota_bytes,
+            } => format!(
+                "user quota {address} {}",
+                quota_bytes.map_or("none".to_string(), |q| q.to_string())
+            ),
+            AdminAction::ResetPassword { address, .. } => format!("user passwd {address}"),
+            AdminAction::SetAdmin { address, on } => {
+                format!("user admin {address} {}", if *on { "on" } else { "off" })
+            }
+            AdminAction::AddAlias {
+                source,
+                destination,
+            } => format!("alias add {source} {destination}"),
+            AdminAction::DeleteAlias {
+                source,
+                destination,
+            } => format!("alias del {source} {destination}"),
+            AdminAction::Retry(id) => format!("queue retry {id}"),
+            AdminAction::Remove(id) => format!("queue remove {id}"),
+        }
+    }
+}
+
+/// One row of the account page's login history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoginRow {
+    pub client: String,
+    pub protocol: String,
+    /// `ok`, `failed` (wrong password) or `throttled`.
+    pub result: String,
+    pub attempts: u64,
+    /// Unix seconds.
+    pub first_at: i64,
+    pub last_at: i64,
 }
 
 /// What the account page shows.
@@ -174,6 +348,8 @@ pub struct Account {
     pub quota_messages: Option<u64>,
     /// Unix seconds of the last login before this one (any protocol), when recorded.
     pub last_login_at: Option<i64>,
+    /// The recent logins, failed attempts included, the most recent first.
+    pub logins: Vec<LoginRow>,
 }
 
 /// Why a password was not changed.

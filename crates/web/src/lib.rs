@@ -13,6 +13,7 @@
 //! a strict Content-Security-Policy (no script at all, images from this origin or inline
 //! data only, no framing), `nosniff` and `no-referrer`; request bodies are bounded.
 
+mod admin;
 mod backend;
 mod compose;
 mod render;
@@ -31,8 +32,9 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 
 pub use backend::{
-    Account, Backend, BackendError, Changes, Flag, FolderInfo, FolderPage, Listed, LoginError,
-    PasswordError, SendError, Stored, TRASH,
+    Account, AdminAction, AdminData, AdminUser, AdminView, Backend, BackendError, Changes, Flag,
+    FolderInfo, FolderPage, Listed, LoginError, LoginRow, PasswordError, Queued, SendError, Stored,
+    TRASH,
 };
 use sessions::{Session, Sessions, same_token};
 
@@ -147,6 +149,10 @@ pub fn router<B: Backend>(backend: Arc<B>, config: Config) -> Router {
         .route("/style.css", get(style))
         .route("/live.js", get(live_script))
         .route("/events", get(events::<B>))
+        .route("/admin", get(admin::overview::<B>))
+        .route("/admin/queue/show", get(admin::queued::<B>))
+        .route("/admin/{section}", get(admin::section::<B>))
+        .route("/admin/{section}/{verb}", post(admin::act::<B>))
         .fallback(not_found)
         .layer(axum::middleware::map_response(security_headers))
         .layer(DefaultBodyLimit::max(config.request_bytes_max))
@@ -943,8 +949,20 @@ struct AccountPage {
     quota: String,
     messages: String,
     last_login: String,
+    logins: Vec<LoginShown>,
+    admin: bool,
     notice: Option<String>,
     problem: Option<String>,
+}
+
+/// A login history row as the account page shows it.
+struct LoginShown {
+    client: String,
+    protocol: String,
+    result: String,
+    attempts: u64,
+    first: String,
+    last: String,
 }
 
 async fn account_page<B: Backend>(
@@ -963,6 +981,7 @@ async fn account_page<B: Backend>(
         Ok(f) => f,
         Err(e) => return backend_problem(e),
     };
+    let admin = app.backend.is_admin(&session.user);
     let mut r = render_page(&AccountPage {
         user: session.user,
         csrf: session.csrf,
@@ -983,6 +1002,19 @@ async fn account_page<B: Backend>(
         last_login: account
             .last_login_at
             .map_or("not recorded".to_string(), |t| format!("{} UTC", when(t))),
+        logins: account
+            .logins
+            .into_iter()
+            .map(|l| LoginShown {
+                client: l.client,
+                protocol: l.protocol,
+                result: l.result,
+                attempts: l.attempts,
+                first: when(l.first_at),
+                last: when(l.last_at),
+            })
+            .collect(),
+        admin,
         notice,
         problem,
     });

@@ -23,11 +23,19 @@ struct Memory {
     sent: Mutex<Vec<Sent>>,
     changed: tokio::sync::watch::Sender<u64>,
     ended: tokio::sync::watch::Sender<bool>,
+    /// The admins, and the users the admin pages list.
+    admins: Mutex<Vec<String>>,
+    users: Mutex<Vec<String>>,
+    /// What `admin_act` was asked, by whom.
+    acted: Mutex<Vec<(String, AdminAction)>>,
 }
 
 impl Default for Memory {
     fn default() -> Memory {
         Memory {
+            admins: Mutex::new(vec!["root@example.org".into()]),
+            users: Mutex::new(vec!["ann@example.org".into(), "root@example.org".into()]),
+            acted: Mutex::default(),
             folders: Mutex::default(),
             sent: Mutex::default(),
             changed: tokio::sync::watch::channel(0).0,
@@ -55,7 +63,9 @@ impl Memory {
 impl Backend for Memory {
     async fn login(&self, username: &str, password: &str, _: IpAddr) -> Result<String, LoginError> {
         match (username, password) {
-            ("ann@example.org", "right") | ("bob@example.org", "right") => Ok(username.into()),
+            ("ann@example.org" | "bob@example.org" | "root@example.org", "right") => {
+                Ok(username.into())
+            }
             ("slow@example.org", _) => Err(LoginError::Temporary("throttled".into())),
             _ => Err(LoginError::BadCredentials),
         }
@@ -71,6 +81,14 @@ impl Backend for Memory {
             quota_bytes: Some(12 << 20),
             quota_messages: None,
             last_login_at: Some(1_764_079_200),
+            logins: vec![LoginRow {
+                client: "203.0.113.7".into(),
+                protocol: "imap".into(),
+                result: "failed".into(),
+                attempts: 3,
+                first_at: 1_764_079_000,
+                last_at: 1_764_079_100,
+            }],
         })
     }
 
@@ -273,6 +291,74 @@ impl Backend for Memory {
         });
         page.messages.truncate(count);
         Ok((page, false))
+    }
+
+    fn is_admin(&self, user: &str) -> bool {
+        self.admins.lock().unwrap().iter().any(|a| a == user)
+    }
+
+    async fn admin_data(&self, what: AdminView) -> Result<AdminData, BackendError> {
+        Ok(match what {
+            AdminView::Users => AdminData::Users(
+                self.users
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .map(|u| AdminUser {
+                        address: u.clone(),
+                        quota_bytes: None,
+                        used_bytes: Some(10),
+                        messages: Some(1),
+                        last_login_at: None,
+                        admin: self.is_admin(u),
+                        node: None,
+                    })
+                    .collect(),
+            ),
+            AdminView::Queue => AdminData::Queue(vec![Queued {
+                id: 42,
+                sender: "<script>@example.org".into(),
+                recipients: vec!["far@example.net".into()],
+                size: 2048,
+                queued_at: 1_764_079_000,
+                attempts: 2,
+                last_error: Some("451 try later".into()),
+            }]),
+            AdminView::Queued(42) => AdminData::Queued("id: 42\n".into()),
+            AdminView::Queued(_) => return Err(BackendError::NotFound),
+            AdminView::Counters => {
+                AdminData::Counters(vec![("mailstow_accepted_total".into(), "7".into())])
+            }
+            AdminView::Domains => AdminData::Domains(vec!["example.org".into()]),
+            AdminView::Aliases => AdminData::Aliases(vec![]),
+            AdminView::Overview => AdminData::Overview {
+                node: "here".into(),
+                domains: 1,
+                users: 2,
+                aliases: 0,
+                queued: 1,
+            },
+        })
+    }
+
+    async fn admin_act(
+        &self,
+        admin: &str,
+        _: IpAddr,
+        action: AdminAction,
+    ) -> Result<String, String> {
+        self.acted
+            .lock()
+            .unwrap()
+            .push((admin.to_string(), action.clone()));
+        match action {
+            AdminAction::AddUser { address, .. } => {
+                self.users.lock().unwrap().push(address.clone());
+                Ok(format!("user added: {address}"))
+            }
+            AdminAction::DeleteDomain(d) => Err(format!("domain {d} still has users")),
+            other => Ok(other.describe()),
+        }
     }
 }
 
@@ -839,5 +925,180 @@ fn dates_sizes_and_names() {
     assert_eq!(
         content_disposition("ä \"b\".pdf"),
         "attachment; filename=\"___b_.pdf\"; filename*=UTF-8''%C3%A4%20%22b%22.pdf"
+    );
+}
+
+#[tokio::test]
+async fn admin_pages_are_for_admins_with_a_token() {
+    let memory = mailbox();
+    let mut ann = Browser::new(memory.clone());
+    ann.log_in("ann@example.org").await;
+    for uri in [
+        "/admin",
+        "/admin/users",
+        "/admin/queue",
+        "/admin/queue/show?id=42",
+    ] {
+        assert_eq!(
+            ann.send("GET", uri, None).await.status,
+            StatusCode::FORBIDDEN,
+            "{uri}"
+        );
+    }
+    let token = ann.csrf("/account").await;
+    let a = ann
+        .send(
+            "POST",
+            "/admin/users/add",
+            Some(&format!("csrf={token}&address=x%40example.org&password=p")),
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::FORBIDDEN);
+    assert!(
+        !ann.send("GET", "/account", None)
+            .await
+            .body
+            .contains("/admin")
+    );
+
+    let mut root = Browser::new(memory.clone());
+    root.log_in("root@example.org").await;
+    assert!(
+        root.send("GET", "/account", None)
+            .await
+            .body
+            .contains("href=\"/admin\"")
+    );
+    let users = root.send("GET", "/admin/users", None).await;
+    assert_eq!(users.status, StatusCode::OK);
+    assert!(users.body.contains("id=\"add-user\""), "{}", users.body);
+    // Without the token: refused, nothing done.
+    let a = root
+        .send(
+            "POST",
+            "/admin/users/add",
+            Some("address=x%40example.org&password=p"),
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::FORBIDDEN);
+    assert!(memory.acted.lock().unwrap().is_empty());
+    let token = root.csrf("/admin/users").await;
+    let a = root
+        .send(
+            "POST",
+            "/admin/users/add",
+            Some(&format!(
+                "csrf={token}&address=carol%40example.org&password=p&quota=500M&admin=on"
+            )),
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.body);
+    assert!(a.body.contains("user added: carol@example.org"));
+    assert!(
+        a.body
+            .contains("<td class=\"address\">carol@example.org</td>")
+    );
+    assert_eq!(
+        memory.acted.lock().unwrap()[0],
+        (
+            "root@example.org".to_string(),
+            AdminAction::AddUser {
+                address: "carol@example.org".into(),
+                password: "p".into(),
+                quota_bytes: Some(500 << 20),
+                admin: true
+            }
+        )
+    );
+    // A refusal is shown as one, with a 400.
+    let a = root
+        .send(
+            "POST",
+            "/admin/domains/delete",
+            Some(&format!("csrf={token}&name=example.org")),
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(a.body.contains("domain example.org still has users"));
+    // Not against themself.
+    let a = root
+        .send(
+            "POST",
+            "/admin/users/delete",
+            Some(&format!("csrf={token}&address=Root%40example.org")),
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        memory.acted.lock().unwrap().len(),
+        2,
+        "the delete never reached the backend"
+    );
+    let a = root
+        .send(
+            "POST",
+            "/admin/users/quota",
+            Some(&format!(
+                "csrf={token}&address=ann%40example.org&quota=lots"
+            )),
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(a.body.contains("is not a size"), "{}", a.body);
+    // The queue: escaped, with its actions.
+    let q = root.send("GET", "/admin/queue", None).await;
+    assert!(
+        q.body.contains("&#60;script&#62;@example.org"),
+        "{}",
+        q.body
+    );
+    assert!(!q.body.contains("<script>@"));
+    assert_eq!(
+        root.send("GET", "/admin/queue/show?id=42", None)
+            .await
+            .status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        root.send("GET", "/admin/queue/show?id=43", None)
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+    let a = root
+        .send(
+            "POST",
+            "/admin/queue/retry",
+            Some(&format!("csrf={token}&id=42")),
+        )
+        .await;
+    assert!(a.body.contains("queue retry 42"), "{}", a.body);
+    assert_eq!(
+        root.send("GET", "/admin/nothing", None).await.status,
+        StatusCode::NOT_FOUND
+    );
+    assert!(
+        root.send("GET", "/admin/counters", None)
+            .await
+            .body
+            .contains("mailstow_accepted_total")
+    );
+
+    // The right taken away: the next request is refused.
+    memory.admins.lock().unwrap().clear();
+    assert_eq!(
+        root.send("GET", "/admin", None).await.status,
+        StatusCode::FORBIDDEN
+    );
+}
+
+#[tokio::test]
+async fn the_account_page_shows_failed_logins() {
+    let mut ann = Browser::new(mailbox());
+    ann.log_in("ann@example.org").await;
+    let page = ann.send("GET", "/account", None).await.body;
+    assert!(
+        page.contains("203.0.113.7") && page.contains("wrong password"),
+        "{page}"
     );
 }
