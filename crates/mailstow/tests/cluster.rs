@@ -204,6 +204,8 @@ impl Cluster {
                 &node.addr(PORT_IMAP),
                 "--pop3",
                 &node.addr(PORT_POP3),
+                "--web",
+                &node.addr(PORT_WEB),
             ]);
         }
         for i in 1..=3 {
@@ -496,6 +498,52 @@ fn load(
         }
         sent
     })
+}
+
+/// A user of node 2 reads mail in node 1's web view (forwarded to node 2, which logs the
+/// browser's address, not node 1's); with node 2 killed, its user gets the "temporarily
+/// unavailable" page on node 1 while node 3's user goes on (`tests/e2e/web_cluster.py`).
+#[test]
+fn a_user_of_one_node_uses_the_web_view_on_another() {
+    let mut cluster = Cluster::start(46);
+    let jar = cluster._dir.path().join("cookies.txt");
+    let python = |args: &[&str]| {
+        let out = Command::new("python3")
+            .arg(common::script("web_cluster.py"))
+            .args(args)
+            .output()
+            .expect("python3");
+        assert!(
+            out.status.success(),
+            "web_cluster.py {args:?}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let web = cluster.node(1).addr(PORT_WEB);
+    python(&[
+        "use",
+        &web,
+        &cluster.node(3).addr(PORT_SMTP),
+        jar.to_str().unwrap(),
+        "u2@example.test",
+    ]);
+    let logins = cluster.node(2).log_lines("event=login proto=web");
+    assert!(
+        logins
+            .iter()
+            .any(|l| l.contains("u2@example.test") && l.contains("client=127.0.0.1")),
+        "the owner's login line with the browser's address: {logins:?}"
+    );
+    assert!(
+        cluster
+            .node(1)
+            .log_lines("event=login proto=web")
+            .is_empty(),
+        "node 1 checked the password itself"
+    );
+    cluster.nodes[1].kill();
+    python(&["down", &web, jar.to_str().unwrap(), "u3@example.test"]);
 }
 
 #[test]

@@ -140,11 +140,15 @@ impl Cluster {
     /// connection from it is a proxied session or a hand-over, not one client.
     pub(crate) fn is_node_address(&self, directory: &directory::Directory, ip: IpAddr) -> bool {
         directory.cache().nodes().iter().any(|node| {
-            [&node.lmtp, &node.imap, &node.pop3].iter().any(|address| {
-                address
-                    .parse::<std::net::SocketAddr>()
-                    .is_ok_and(|a| a.ip() == ip)
-            })
+            let web = node.web.as_ref();
+            [Some(&node.lmtp), Some(&node.imap), Some(&node.pop3), web]
+                .into_iter()
+                .flatten()
+                .any(|address| {
+                    address
+                        .parse::<std::net::SocketAddr>()
+                        .is_ok_and(|a| a.ip() == ip)
+                })
         })
     }
 
@@ -160,14 +164,14 @@ impl Cluster {
         }
     }
 
-    fn suspect(&self, node: &str) {
+    pub(crate) fn suspect(&self, node: &str) {
         self.suspects
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(node.to_string(), Instant::now() + SUSPECT_FOR);
     }
 
-    fn mac(
+    pub(crate) fn mac(
         &self,
         proto: &str,
         user: &str,
@@ -382,6 +386,20 @@ impl Cluster {
         }
     }
 
+    /// A TLS client connection to another node over `tcp` (its certificate unverified, as
+    /// for the pre-authentication; the web view's forwarding, `web_cluster.rs`).
+    pub(crate) async fn tls_connect(
+        &self,
+        tcp: TcpStream,
+    ) -> Result<tokio_rustls::client::TlsStream<TcpStream>, String> {
+        let name = rustls_pki_types::ServerName::try_from("mailstow-node".to_string())
+            .map_err(|e| e.to_string())?;
+        tokio_rustls::TlsConnector::from(self.tls.clone())
+            .connect(name, tcp)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
     async fn upgrade(
         &self,
         plain: Lines<TcpStream>,
@@ -423,7 +441,7 @@ fn client_exporter(connection: &rustls::ClientConnection) -> Option<[u8; 32]> {
         .ok()
 }
 
-fn unix_now() -> u64 {
+pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())

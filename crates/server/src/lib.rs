@@ -34,6 +34,7 @@ mod tls;
 mod users;
 mod web;
 mod web_admin;
+mod web_cluster;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -2,8 +2,8 @@
 //!
 //! Logins go through the same throttle and log line as IMAP's (`conn::check_login`, protocol
 //! `web`). Every store call names the session's user, so a folder or UID of another user is
-//! simply not found. In a cluster the view serves this node's users; a user of another node
-//! is told their mailbox is reached on that node (forwarding is issue 21's next step).
+//! simply not found. In a cluster every node's view serves every user: requests of another
+//! node's users are forwarded to it (`web_cluster.rs`).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -81,6 +81,34 @@ impl ServerBackend {
             }
         }
         Ok(())
+    }
+
+    /// The store's page, or an empty one for an INBOX not made yet (no mail ever came).
+    fn page_or_empty_inbox(
+        &self,
+        user: &str,
+        folder: &str,
+        before: Option<u32>,
+        count: usize,
+    ) -> Result<store::Page, store::StoreError> {
+        match self.ctx.store.page(user, folder, before, count) {
+            Err(store::StoreError::NoSuchUser(_) | store::StoreError::NoSuchFolder { .. })
+                if folder == "INBOX" =>
+            {
+                Ok(store::Page {
+                    status: store::FolderStatus {
+                        messages: 0,
+                        bytes: 0,
+                        uidvalidity: 0,
+                        uidnext: 1,
+                        highest_modseq: 0,
+                    },
+                    unseen: 0,
+                    messages: Vec::new(),
+                })
+            }
+            other => other,
+        }
     }
 
     /// Whether `uid` is in the folder, and its flags.
@@ -204,11 +232,16 @@ impl web::Backend for ServerBackend {
     fn folders(&self, user: &str) -> Result<Vec<FolderInfo>, BackendError> {
         self.reachable(user)?;
         let mut names = self.ctx.store.list_folders(user);
+        // A user who never received mail has no INBOX in the store yet; it is listed
+        // anyway, empty (RFC 3501 5.1: INBOX always exists for a user).
+        if !names.iter().any(|n| n == "INBOX") {
+            names.push("INBOX".into());
+        }
         // INBOX first, the rest by name.
         names.sort_by_key(|n| (n != "INBOX", n.clone()));
         let mut out = Vec::with_capacity(names.len());
         for name in names {
-            let Ok(page) = self.ctx.store.page(user, &name, None, 0) else {
+            let Ok(page) = self.page_or_empty_inbox(user, &name, None, 0) else {
                 continue;
             };
             out.push(FolderInfo {
@@ -229,9 +262,7 @@ impl web::Backend for ServerBackend {
     ) -> Result<FolderPage, BackendError> {
         self.reachable(user)?;
         let page = self
-            .ctx
-            .store
-            .page(user, folder, before, count)
+            .page_or_empty_inbox(user, folder, before, count)
             .map_err(store_error)?;
         let mut messages = Vec::with_capacity(page.messages.len());
         for m in page.messages {
@@ -599,8 +630,16 @@ pub(crate) async fn start(
     };
     let connections_max = ctx.config.web_connections_max;
     let router = web::router(Arc::new(ServerBackend { ctx: ctx.clone() }), config);
+    let forwarder = ctx.cluster.clone().map(|cluster| {
+        Arc::new(crate::web_cluster::Forwarder::new(
+            ctx.clone(),
+            cluster,
+            tls,
+            ctx.config.web_request_bytes_max,
+        ))
+    });
     let tls = tls.then_some(ctx);
-    let task = tokio::spawn(serve(listener, tls, router, connections_max));
+    let task = tokio::spawn(serve(listener, tls, router, forwarder, connections_max));
     Ok((bound, task))
 }
 
@@ -612,6 +651,7 @@ async fn serve(
     listener: tokio::net::TcpListener,
     tls: Option<Arc<Ctx>>,
     router: axum::Router,
+    forwarder: Option<Arc<crate::web_cluster::Forwarder>>,
     connections_max: usize,
 ) {
     use hyper_util::rt::{TokioIo, TokioTimer};
@@ -636,14 +676,30 @@ async fn serve(
         let _ = tcp.set_nodelay(true);
         let acceptor = tls.as_ref().map(|ctx| ctx.live().tls.clone());
         let router = router.clone();
+        let forwarder = forwarder.clone();
         tokio::spawn(async move {
             let _slot = slot;
             let service = hyper::service::service_fn(
-                move |mut request: hyper::Request<hyper::body::Incoming>| {
-                    request
-                        .extensions_mut()
-                        .insert(axum::extract::ConnectInfo(peer));
-                    router.clone().oneshot(request.map(axum::body::Body::new))
+                move |request: hyper::Request<hyper::body::Incoming>| {
+                    let router = router.clone();
+                    let forwarder = forwarder.clone();
+                    async move {
+                        let request = request.map(axum::body::Body::new);
+                        // In a cluster, another node's user is served by their node.
+                        let (mut request, client) = match &forwarder {
+                            Some(f) => match f.route(peer, request).await {
+                                crate::web_cluster::Routed::Here(r, client) => (r, client),
+                                crate::web_cluster::Routed::Answered(response) => {
+                                    return Ok(response);
+                                }
+                            },
+                            None => (request, peer),
+                        };
+                        request
+                            .extensions_mut()
+                            .insert(axum::extract::ConnectInfo(client));
+                        router.oneshot(request).await
+                    }
                 },
             );
             let mut http = hyper::server::conn::http1::Builder::new();

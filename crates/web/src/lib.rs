@@ -163,7 +163,17 @@ pub fn router<B: Backend>(backend: Arc<B>, config: Config) -> Router {
         .with_state(app)
 }
 
-async fn security_headers(mut response: Response) -> Response {
+/// A failure page with this view's security headers, for answers made outside its router
+/// (the server's cluster forwarding: `503` when a user's node is down).
+pub fn problem_response(status: StatusCode, title: &str, detail: &str) -> Response {
+    with_security_headers(problem(status, title, detail))
+}
+
+async fn security_headers(response: Response) -> Response {
+    with_security_headers(response)
+}
+
+fn with_security_headers(mut response: Response) -> Response {
     let h = response.headers_mut();
     h.insert(
         header::CONTENT_SECURITY_POLICY,
