@@ -281,6 +281,44 @@ fn directory_commands_work_against_postgres() {
     // The fewest users: n1.
     assert!(ok(&["user", "add", "b@example.org", "--password", "pw"]).contains("node=n1"));
     assert_eq!(ok(&["node", "list"]), "n1 down users=1\nn2 down users=1\n");
+    // Admins of the web view.
+    assert_eq!(
+        ok(&[
+            "user",
+            "add",
+            "root@example.org",
+            "--password",
+            "pw",
+            "--node",
+            "n1",
+            "--admin"
+        ]),
+        "user added: root@example.org node=n1 admin\n"
+    );
+    assert!(ok(&["user", "show", "root@example.org"]).contains("\nadmin: yes\n"));
+    assert_eq!(
+        ok(&["user", "admin", "B@example.org", "on"]),
+        "admin on: b@example.org\n"
+    );
+    assert_eq!(
+        ok(&["user", "admin", "b@example.org", "on"]),
+        "admin on: b@example.org (already)\n"
+    );
+    assert_eq!(
+        ok(&["user", "admin", "b@example.org", "off"]),
+        "admin off: b@example.org\n"
+    );
+    assert!(ok(&["user", "show", "b@example.org"]).contains("\nadmin: no\n"));
+    assert_one_line_error(
+        &run(&["user", "admin", "nobody@example.org", "on"]),
+        "no such user",
+    );
+    assert!(
+        !run(&["user", "admin", "b@example.org", "maybe"])
+            .status
+            .success()
+    );
+    ok(&["user", "del", "root@example.org"]);
     assert_one_line_error(
         &run(&["node", "del", "n2"]),
         "node n2 still owns 1 user(s); move them first",
