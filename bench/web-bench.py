@@ -10,6 +10,10 @@ Usage: web-bench.py WEB_ADDR IMAP_ADDR USER PASSWORD SERVER_PID [RUNS] [SESSIONS
    out: urllib reads the whole body, imaplib the whole response).
 2. SESSIONS logged-in browsers following /events: the server's resident memory per session,
    and the time from a message's SMTP 250 to the last of them hearing `changed`.
+3. Memory per session, by a ramp: RAMP_STEPS more logged-in browsers following /events, added
+   RAMP_STEP at a time (each a login, a session and an open stream), the resident memory after
+   each step; the least-squares slope is the cost of one more session (200 alone is within
+   the resident set's noise).
 Prints RESULT lines.
 """
 import http.client
@@ -136,4 +140,30 @@ median = (statistics.median(heard) - sent) * 1e3 if heard else float("nan")
 print(f"RESULT web_live sessions={sessions} heard={got} rss_before_kib={before} rss_after_kib={after} "
       f"kib_per_session={(after - before) / sessions:.1f} last_heard_ms={last:.1f} median_heard_ms={median:.1f}")
 for conn, _ in streams:
+    conn.close()
+
+# 3. The ramp.
+import os
+
+ramp_step = int(os.environ.get("RAMP_STEP", "200"))
+ramp_steps = int(os.environ.get("RAMP_STEPS", "4"))
+time.sleep(2.0)
+open_streams = []
+points = [(0, rss_kib())]
+for step in range(1, ramp_steps + 1):
+    for i in range(ramp_step):
+        conn, ck = login()
+        conn.request("GET", "/events", headers={"Cookie": ck})
+        r = conn.getresponse()
+        assert r.status == 200
+        open_streams.append(conn)
+    time.sleep(1.0)
+    points.append((len(open_streams), rss_kib()))
+n = len(points)
+mx = sum(x for x, _ in points) / n
+my = sum(y for _, y in points) / n
+slope = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+print("RESULT web_ramp sessions_rss_kib=" + ",".join(f"{x}:{y}" for x, y in points)
+      + f" kib_per_session={slope:.1f}")
+for conn in open_streams:
     conn.close()
