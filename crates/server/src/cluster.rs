@@ -588,10 +588,10 @@ pub(crate) async fn splice(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn cluster(node: &str, secret: &[u8]) -> Cluster {
+    pub(crate) fn cluster(node: &str, secret: &[u8]) -> Cluster {
         crate::tls::install_provider();
         let config = rustls::ClientConfig::builder()
             .with_root_certificates(rustls::RootCertStore::empty())

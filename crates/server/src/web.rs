@@ -278,6 +278,7 @@ impl web::Backend for ServerBackend {
         Ok(FolderPage {
             total: page.status.messages,
             unseen: page.unseen,
+            version: page.status.highest_modseq,
             messages,
         })
     }
@@ -329,10 +330,10 @@ impl web::Backend for ServerBackend {
             return Ok(());
         }
         if dest == web::TRASH {
-            self.ctx
-                .store
-                .create_folder(user, dest)
-                .map_err(store_error)?;
+            match self.ctx.store.create_folder(user, dest) {
+                Ok(_) | Err(store::StoreError::FolderExists { .. }) => {}
+                Err(e) => return Err(store_error(e)),
+            }
         }
         self.ctx.store.status(user, dest).map_err(store_error)?;
         let info = self
@@ -535,7 +536,7 @@ impl web::Backend for ServerBackend {
         let mut found = Vec::new();
         let mut examined = 0;
         let mut before = None;
-        let (total, unseen) = loop {
+        let (total, unseen, version) = loop {
             let page = self
                 .ctx
                 .store
@@ -578,7 +579,11 @@ impl web::Backend for ServerBackend {
                 }
             }
             if done || found.len() == count || examined >= examined_max {
-                break (page.status.messages, page.unseen);
+                break (
+                    page.status.messages,
+                    page.unseen,
+                    page.status.highest_modseq,
+                );
             }
         };
         let stopped = examined >= examined_max && found.len() < count;
@@ -586,6 +591,7 @@ impl web::Backend for ServerBackend {
             FolderPage {
                 total,
                 unseen,
+                version,
                 messages: found,
             },
             stopped,

@@ -47,6 +47,10 @@ const NODE_COOKIE: &str = "mailstow_node";
 const SESSION_COOKIE: &str = "mailstow_session";
 /// Connecting to an owner (and its TLS handshake).
 pub(crate) const FORWARD_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// An owner's answer (its status and header; a body, such as the event stream, may then run
+/// on) must begin within this: a little more than the owner's own request deadline, so a
+/// stopped owner holds a forwarded request no longer.
+const FORWARD_ANSWER_TIMEOUT: Duration = Duration::from_secs(35);
 /// A login form's body must arrive within this.
 const LOGIN_BODY_WAIT_MAX: Duration = Duration::from_secs(10);
 
@@ -97,35 +101,12 @@ impl Forwarder {
 
     /// The header value for a request forwarded on behalf of `client`.
     fn forwarded_value(&self, client: IpAddr) -> String {
-        let at = crate::cluster::unix_now();
-        let ip = client.to_string();
-        let mac = self
-            .cluster
-            .mac("web", "", &self.cluster.node, &ip, at, b"");
-        format!("v1 {at} {} {ip} {}", self.cluster.node, mac.to_hex())
+        vouch(&self.cluster, client, crate::cluster::unix_now())
     }
 
     /// The client address a forwarded request vouches for, if its header checks.
     fn vouched_client(&self, value: &str) -> Option<IpAddr> {
-        let mut fields = value.split(' ');
-        let (Some("v1"), Some(at), Some(node), Some(ip), Some(mac), None) = (
-            fields.next(),
-            fields.next(),
-            fields.next(),
-            fields.next(),
-            fields.next(),
-            fields.next(),
-        ) else {
-            return None;
-        };
-        let at: u64 = at.parse().ok()?;
-        if crate::cluster::unix_now().abs_diff(at) > crate::cluster::TOKEN_SKEW_MAX {
-            return None;
-        }
-        let expected = self.cluster.mac("web", "", node, ip, at, b"");
-        let given = blake3::Hash::from_hex(mac).ok()?;
-        // `blake3::Hash`'s equality is constant-time.
-        (given == expected).then(|| ip.parse().ok())?
+        vouched(&self.cluster, value, crate::cluster::unix_now())
     }
 
     /// Decides where `request` from `peer` goes: here, or (answered) to its owner node.
@@ -205,10 +186,14 @@ impl Forwarder {
         let is_login = request.uri().path() == "/login";
         let answer =
             match tokio::time::timeout(FORWARD_CONNECT_TIMEOUT, self.connect(&address)).await {
-                Ok(Ok(mut sender)) => sender
-                    .send_request(request)
-                    .await
-                    .map_err(|e| e.to_string()),
+                Ok(Ok(mut sender)) => {
+                    match tokio::time::timeout(FORWARD_ANSWER_TIMEOUT, sender.send_request(request))
+                        .await
+                    {
+                        Ok(answer) => answer.map_err(|e| e.to_string()),
+                        Err(_) => Err("no answer in time".to_string()),
+                    }
+                }
                 Ok(Err(e)) => Err(e),
                 Err(_) => Err("timed out".to_string()),
             };
@@ -278,6 +263,37 @@ impl Forwarder {
     }
 }
 
+/// The `x-mailstow-forwarded` value for `client`, made by `cluster`'s node at `now`.
+fn vouch(cluster: &Cluster, client: IpAddr, now: u64) -> String {
+    let ip = client.to_string();
+    let mac = cluster.mac("web", "", &cluster.node, &ip, now, b"");
+    format!("v1 {now} {} {ip} {}", cluster.node, mac.to_hex())
+}
+
+/// The client address an `x-mailstow-forwarded` value vouches for at `now`, if its MAC and
+/// time check.
+fn vouched(cluster: &Cluster, value: &str, now: u64) -> Option<IpAddr> {
+    let mut fields = value.split(' ');
+    let (Some("v1"), Some(at), Some(node), Some(ip), Some(mac), None) = (
+        fields.next(),
+        fields.next(),
+        fields.next(),
+        fields.next(),
+        fields.next(),
+        fields.next(),
+    ) else {
+        return None;
+    };
+    let at: u64 = at.parse().ok()?;
+    if now.abs_diff(at) > crate::cluster::TOKEN_SKEW_MAX {
+        return None;
+    }
+    let expected = cluster.mac("web", "", node, ip, at, b"");
+    let given = blake3::Hash::from_hex(mac).ok()?;
+    // `blake3::Hash`'s equality is constant-time.
+    (given == expected).then(|| ip.parse().ok())?
+}
+
 /// The first value of `key` in an `application/x-www-form-urlencoded` body.
 fn form_urlencoded(body: &[u8], key: &str) -> Option<String> {
     let form: Vec<(String, String)> = serde_urlencoded::from_bytes(body).ok()?;
@@ -286,7 +302,37 @@ fn form_urlencoded(body: &[u8], key: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::form_urlencoded;
+    use super::{form_urlencoded, vouch, vouched};
+    use crate::cluster::tests::cluster;
+
+    #[test]
+    fn only_a_node_with_the_secret_vouches_for_an_address() {
+        let n1 = cluster("n1", b"the cluster secret");
+        let n2 = cluster("n2", b"the cluster secret");
+        let stranger = cluster("n1", b"another secret");
+        let client = "192.0.2.7".parse().unwrap();
+        let value = vouch(&n1, client, 1_000_000);
+        assert_eq!(vouched(&n2, &value, 1_000_000), Some(client));
+        assert_eq!(
+            vouched(&n2, &value, 1_000_100),
+            Some(client),
+            "within the skew"
+        );
+        assert_eq!(vouched(&n2, &value, 1_000_121), None, "too old");
+        assert_eq!(
+            vouched(&n2, &vouch(&stranger, client, 1_000_000), 1_000_000),
+            None
+        );
+        let other_address = value.replace("192.0.2.7", "192.0.2.8");
+        assert_eq!(vouched(&n2, &other_address, 1_000_000), None);
+        let other_node = value.replace(" n1 ", " n3 ");
+        assert_eq!(vouched(&n2, &other_node, 1_000_000), None);
+        assert_eq!(vouched(&n2, &format!("{value} extra"), 1_000_000), None);
+        assert_eq!(vouched(&n2, "v1 x n1 192.0.2.7 00", 1_000_000), None);
+        assert_eq!(vouched(&n2, "", 1_000_000), None);
+        let v6 = "2001:db8::1".parse().unwrap();
+        assert_eq!(vouched(&n2, &vouch(&n1, v6, 5), 5), Some(v6));
+    }
 
     #[test]
     fn the_login_address_is_read_from_the_form() {

@@ -21,6 +21,9 @@ pub struct FolderInfo {
 pub struct FolderPage {
     pub total: u64,
     pub unseen: u64,
+    /// Changes whenever the folder does (new, changed or removed messages): its highest
+    /// MODSEQ. The live list compares it to find changes made before its stream opened.
+    pub version: u64,
     pub messages: Vec<Listed>,
 }
 

@@ -468,6 +468,8 @@ struct ListPage {
     /// The search stopped before the oldest message.
     partial: bool,
     is_trash: bool,
+    /// The folder's version this page shows (`FolderPage::version`), for the live script.
+    version: u64,
 }
 
 fn rows(messages: Vec<Listed>) -> Vec<Row> {
@@ -566,6 +568,7 @@ async fn list<B: Backend>(
         folders,
         total: page.total,
         unseen: page.unseen,
+        version: page.version,
         messages: rows(page.messages),
         is_trash: folder == TRASH,
         folder,
@@ -618,6 +621,7 @@ async fn search<B: Backend>(
         folders,
         total: page.total,
         unseen: page.unseen,
+        version: page.version,
         messages: rows(page.messages),
         is_trash: folder == TRASH,
         folder,
@@ -882,10 +886,18 @@ async fn flag<B: Backend>(
 /// Server-sent events (HTML Living Standard 9.2): `changed` after every committed change to
 /// the session's mailbox, fed by the store's observer through the backend. The page's script
 /// (`live.js`) reloads the list when one comes. Ends when the session or the user does.
+/// `/events?folder=F&since=V`: the list page's folder and version (both or neither).
+#[derive(Deserialize)]
+struct EventsQuery {
+    folder: Option<String>,
+    since: Option<u64>,
+}
+
 async fn events<B: Backend>(
     State(app): State<Arc<App<B>>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
+    Query(q): Query<EventsQuery>,
 ) -> Response {
     use axum::response::sse::{Event, KeepAlive, Sse};
     let (token, session) = match app.session(&headers, peer.ip()) {
@@ -893,7 +905,22 @@ async fn events<B: Backend>(
         Err(denied) => return denied.into_response(),
     };
     let user = session.user.clone();
-    let changes = match blocking(&app, move |b| b.changes(&user)).await {
+    // Follow first, then compare: a change after the comparison is then heard on the stream.
+    let (changes, behind) = match blocking(&app, move |b| {
+        let changes = b.changes(&user)?;
+        let behind = match (q.folder, q.since) {
+            (Some(folder), Some(since)) => match b.page(&user, &folder, None, 0) {
+                Ok(page) => page.version != since,
+                // Gone meanwhile: the page is out of date.
+                Err(BackendError::NotFound) => true,
+                Err(e) => return Err(e),
+            },
+            _ => false,
+        };
+        Ok((changes, behind))
+    })
+    .await
+    {
         Ok(c) => c,
         Err(e) => return backend_problem(e),
     };
@@ -901,17 +928,24 @@ async fn events<B: Backend>(
         changes: Changes,
         app: Arc<App<B>>,
         token: String,
+        /// The page was out of date when the stream began: say so first.
+        behind: bool,
     }
     let stream = futures_util::stream::unfold(
         Follow {
             changes,
             app: app.clone(),
             token,
+            behind,
         },
         |mut f| async move {
             enum Next {
                 Changed,
                 Over,
+            }
+            if std::mem::take(&mut f.behind) {
+                let event = Event::default().event("changed").data("mailbox");
+                return Some((Ok::<_, std::convert::Infallible>(event), f));
             }
             let next = tokio::select! {
                 changed = f.changes.changed.changed() => {

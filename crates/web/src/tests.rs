@@ -160,6 +160,7 @@ impl Backend for Memory {
             })
             .collect();
         Ok(FolderPage {
+            version: 7,
             total: m.len() as u64,
             unseen: m.iter().filter(|x| !x.2).count() as u64,
             messages,
@@ -1101,4 +1102,52 @@ async fn the_account_page_shows_failed_logins() {
         page.contains("203.0.113.7") && page.contains("wrong password"),
         "{page}"
     );
+}
+
+/// A list page names its folder's version; a stream opened with an older one says `changed`
+/// at once (mail that came between the page and the stream is not missed), a current one
+/// waits for the next change.
+#[tokio::test]
+async fn events_catch_up_with_a_page_built_before_a_change() {
+    use futures_util::StreamExt as _;
+    let memory = mailbox();
+    let mut b = Browser::new(memory.clone());
+    b.log_in("ann@example.org").await;
+    let list = b.send("GET", "/mail", None).await.body;
+    assert!(
+        list.contains(r#"data-live="list" data-folder="INBOX" data-since="7""#),
+        "{list}"
+    );
+    let open = |since: u64| {
+        let request = Request::builder()
+            .uri(format!("/events?folder=INBOX&since={since}"))
+            .header(
+                header::COOKIE,
+                format!("{COOKIE}={}", b.cookie.clone().unwrap()),
+            )
+            .body(Body::empty())
+            .unwrap();
+        b.router.clone().oneshot(request)
+    };
+    let mut stale = open(6).await.unwrap().into_body().into_data_stream();
+    let chunk = tokio::time::timeout(Duration::from_secs(5), stale.next())
+        .await
+        .expect("an event at once")
+        .unwrap()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&chunk).contains("event: changed"));
+    let mut current = open(7).await.unwrap().into_body().into_data_stream();
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), current.next())
+            .await
+            .is_err(),
+        "nothing to say yet"
+    );
+    memory.changed.send_modify(|n| *n += 1);
+    let chunk = tokio::time::timeout(Duration::from_secs(5), current.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&chunk).contains("event: changed"));
 }

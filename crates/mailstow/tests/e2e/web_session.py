@@ -178,6 +178,11 @@ def main():
     check(b"Quarterly" not in page, "deleted message still in INBOX")
     trash = wait_for(b, "/mail?folder=Trash", b"Quarterly")
     check(b"Empty Trash" in trash, "no Empty Trash")
+    # A second delete, with the Trash there already.
+    live_uid = b.get("/mail")[2].split(b'data-uid="', 1)[1].split(b'"', 1)[0].decode()
+    status, _, _ = b.post("/message/delete", {"csrf": token, "folder": "INBOX", "uid": live_uid})
+    check(status == 303, f"a second delete: {status}")
+    wait_for(b, "/mail?folder=Trash", b"Live one")
     status, _, _ = b.post("/folder/empty", {"csrf": token, "folder": "Trash"})
     check(status == 303, f"empty: {status}")
     check(b"No messages." in b.get("/mail?folder=Trash")[2], "Trash not empty")
