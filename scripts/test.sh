@@ -26,6 +26,12 @@ command -v fusermount3 >/dev/null || need_pkgs+=(fuse3)
 # contrib/mailstow.service.
 command -v openssl >/dev/null || need_pkgs+=(openssl)
 command -v systemd-analyze >/dev/null || need_pkgs+=(systemd)
+# The web view's browser tests (tests/browser.rs) run it in headless Chromium...
+command -v chromium >/dev/null || need_pkgs+=(chromium)
+# ...through its WebDriver, chromedriver...
+command -v chromedriver >/dev/null || need_pkgs+=(chromium-driver)
+# ...from Selenium, for Debian's /usr/bin/python3 (the test's, whatever python3 the PATH finds).
+/usr/bin/python3 -c 'import selenium' 2>/dev/null || need_pkgs+=(python3-selenium)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "postfix postfix/main_mailer_type select No configuration" | debconf-set-selections
