@@ -22,7 +22,7 @@
   var leaving = false;
   function leave() {
     leaving = true;
-    source.close();
+    if (source.close) source.close();
   }
   window.addEventListener("beforeunload", leave);
   window.addEventListener("pagehide", leave);

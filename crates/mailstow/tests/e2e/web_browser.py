@@ -337,7 +337,7 @@ class Browser:
         """/events answered (its EventSource is open) after wall-clock ms t0."""
         self.read_logs()
         return any(m == "Network.responseReceived"
-                   and p["response"]["url"] == BASE + "/events"
+                   and p["response"]["url"].split("?")[0] == BASE + "/events"
                    and p["response"]["status"] == 200 and t >= t0
                    for t, m, p in self.network)
 
@@ -556,8 +556,11 @@ SLOW_EVENTS = """
   if (!Real) return;
   window.EventSource = function (url, options) {
     var relay = new EventTarget();
+    var source = null, closed = false;
+    relay.close = function () { closed = true; if (source) source.close(); };
     setTimeout(function () {
-      var source = new Real(url, options);
+      if (closed) return;
+      source = new Real(url, options);
       source.addEventListener("changed", function (e) {
         relay.dispatchEvent(new MessageEvent("changed", {data: e.data}));
       });
