@@ -1,4 +1,5 @@
--- mailstow directory, schema version 6: admins and the login history.
+-- mailstow directory, schema version 6: admins, the login history, and which node a deleted
+-- user's mail is on.
 --
 -- `admin`: 1 = the user may use the web view's admin pages (`mailstow user add --admin`,
 -- `user admin ADDRESS on|off`). Read into the cache, so a change bumps the generation and
@@ -23,3 +24,10 @@ CREATE TABLE logins (
     PRIMARY KEY (address, client, protocol, result)
 );
 CREATE INDEX logins_recent ON logins (address, last_at);
+
+-- `deleted_users.node`: the node that held the user's mailbox when it was deleted (NULL: the
+-- single node, or a deletion from before this version). In a cluster only that node removes
+-- the mail and frees the address (`Directory::pending_deletions_on`): another node's store
+-- has nothing of the user, and freeing the address from there would let a new account
+-- inherit the old one's mail.
+ALTER TABLE deleted_users ADD COLUMN node VARCHAR(64) NULL;

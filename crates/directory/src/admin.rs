@@ -381,6 +381,12 @@ impl Directory {
         if being_renamed(&mut *tx, &address).await? {
             return Err(DirectoryError::UserBeingRenamed(address));
         }
+        let node: Option<Option<String>> =
+            sqlx::query_scalar("SELECT node FROM users WHERE address = $1")
+                .bind(&address)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let node = node.flatten();
         let deleted = sqlx::query("DELETE FROM users WHERE address = $1")
             .bind(&address)
             .execute(&mut *tx)
@@ -394,11 +400,12 @@ impl Directory {
             .execute(&mut *tx)
             .await?;
         sqlx::query(
-            "INSERT INTO deleted_users (address, deleted_at) VALUES ($1, $2) \
+            "INSERT INTO deleted_users (address, deleted_at, node) VALUES ($1, $2, $3) \
              ON CONFLICT (address) DO NOTHING",
         )
         .bind(&address)
         .bind(unix_now_s())
+        .bind(&node)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -412,6 +419,19 @@ impl Directory {
             sqlx::query_scalar("SELECT address FROM deleted_users ORDER BY deleted_at, address")
                 .fetch_all(&self.inner.pool)
                 .await?;
+        Ok(rows)
+    }
+
+    /// [`Directory::pending_deletions`] whose mail is on the node `node` (or whose node is not
+    /// recorded), oldest first: what that node must remove.
+    pub async fn pending_deletions_on(&self, node: &str) -> Result<Vec<String>, DirectoryError> {
+        let rows = sqlx::query_scalar(
+            "SELECT address FROM deleted_users WHERE node = $1 OR node IS NULL \
+             ORDER BY deleted_at, address",
+        )
+        .bind(node)
+        .fetch_all(&self.inner.pool)
+        .await?;
         Ok(rows)
     }
 

@@ -404,7 +404,11 @@ async fn finish_deletions_offline(
     paths: &Paths,
     config: &Config,
 ) -> Result<Vec<(String, store::DeletedUser)>> {
-    let pending = d.pending_deletions().await?;
+    // A cluster node removes only its own users' mail (another node's is not in this store).
+    let pending = match &config.cluster.node {
+        Some(node) => d.pending_deletions_on(node).await?,
+        None => d.pending_deletions().await?,
+    };
     if pending.is_empty() {
         return Ok(Vec::new());
     }
@@ -564,7 +568,7 @@ pub(crate) fn user(command: UserCommand, paths: &Paths, config: &Config) -> Resu
                             if removed == user {
                                 out!(
                                     "{}",
-                                    server::admin::format_deleted(&user, &deleted).trim_end()
+                                    server::admin::format_deleted(&user, &deleted, None).trim_end()
                                 );
                             }
                         }

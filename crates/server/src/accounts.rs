@@ -29,14 +29,30 @@ use crate::Ctx;
 const SESSIONS_WAIT_MAX: Duration = Duration::from_secs(330);
 
 /// Deletes `address` and its mail; returns the canonical address and what the store
-/// removed.
+/// removed here. In a cluster, a user whose mailbox is on another node is deleted from the
+/// directory here, and that node removes the mail and frees the address (it watches the
+/// directory: [`finish_deletions`] from `moves::watch`); the answer then names the node
+/// (`Some`), and the store figures are zero.
 pub(crate) async fn delete_user(
     ctx: &Arc<Ctx>,
     address: &str,
-) -> Result<(String, store::DeletedUser)> {
+) -> Result<(String, store::DeletedUser, Option<String>)> {
+    let elsewhere = ctx.cluster.as_ref().and_then(|cluster| {
+        let owner = ctx.directory.cache().owner(&address.to_ascii_lowercase())?;
+        owner.node.filter(|node| *node != cluster.node)
+    });
     let user = ctx.directory.del_user(address).await?;
+    if let Some(node) = elsewhere {
+        tracing::info!(
+            event = "user_deleted",
+            user,
+            node,
+            msg = "its node removes the mail"
+        );
+        return Ok((user, store::DeletedUser::default(), Some(node)));
+    }
     let deleted = purge(ctx, &user).await?;
-    Ok((user, deleted))
+    Ok((user, deleted, None))
 }
 
 /// Steps 2 to 4 for a user already deleted from the directory.
@@ -78,7 +94,13 @@ async fn purge(ctx: &Arc<Ctx>, user: &str) -> Result<store::DeletedUser> {
 /// Finishes every deletion the directory still lists (a user deleted while no server ran,
 /// or a deletion a crash cut short). Failures are logged and retried at the next start.
 pub(crate) async fn finish_deletions(ctx: &Arc<Ctx>) {
-    let pending = match ctx.directory.pending_deletions().await {
+    // In a cluster, only this node's users: another node's mail is not here, and freeing
+    // its address would let a new account inherit it.
+    let pending = match &ctx.cluster {
+        Some(cluster) => ctx.directory.pending_deletions_on(&cluster.node).await,
+        None => ctx.directory.pending_deletions().await,
+    };
+    let pending = match pending {
         Ok(pending) => pending,
         Err(e) => {
             tracing::warn!(event = "directory_error", error = %e, msg = "listing deleted users");

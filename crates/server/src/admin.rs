@@ -363,7 +363,10 @@ fn last_login(at: Option<i64>) -> String {
 }
 
 /// `user del`'s answer.
-pub fn format_deleted(user: &str, deleted: &store::DeletedUser) -> String {
+pub fn format_deleted(user: &str, deleted: &store::DeletedUser, node: Option<&str>) -> String {
+    if let Some(node) = node {
+        return format!("user removed: {user} (its mail is removed by its node, {node})\n");
+    }
     format!(
         "user removed: {user} ({} folders, {} messages, {} bytes freed)\n",
         deleted.folders, deleted.messages, deleted.bytes
@@ -720,7 +723,9 @@ pub(crate) async fn run(ctx: &Arc<Ctx>, request: Request) -> Result<Vec<u8>, Str
     match request {
         Request::DeleteUser(address) => crate::accounts::delete_user(ctx, &address)
             .await
-            .map(|(user, deleted)| format_deleted(&user, &deleted).into_bytes())
+            .map(|(user, deleted, node)| {
+                format_deleted(&user, &deleted, node.as_deref()).into_bytes()
+            })
             .map_err(|e| format!("{e:#}")),
         Request::RenameUser(old, new) => crate::accounts::rename_user(ctx, &old, &new)
             .await

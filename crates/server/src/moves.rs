@@ -155,10 +155,18 @@ pub(crate) async fn watch(ctx: Arc<Ctx>, mut shutdown: tokio::sync::watch::Recei
         return;
     };
     let mut tick = tokio::time::interval(WATCH_EVERY);
+    let mut generation = ctx.directory.cache().generation();
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             () = crate::conn::stopping(&mut shutdown) => return,
+        }
+        // A user of this node deleted on another node (its admin pages, its admin socket):
+        // the directory changed; remove the mail here and free the address.
+        let now = ctx.directory.cache().generation();
+        if now != generation {
+            generation = now;
+            crate::accounts::finish_deletions(&ctx).await;
         }
         match ctx.directory.moves_to(&me).await {
             Ok(moves) => {

@@ -598,6 +598,10 @@ impl web::Backend for ServerBackend {
         ))
     }
 
+    fn is_user(&self, user: &str) -> bool {
+        self.ctx.directory.cache().is_user(user)
+    }
+
     fn is_admin(&self, user: &str) -> bool {
         self.ctx.directory.cache().is_admin(user)
     }

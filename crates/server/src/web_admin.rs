@@ -202,7 +202,11 @@ async fn run(ctx: &Arc<Ctx>, action: AdminAction) -> Result<String, String> {
         }
         AdminAction::DeleteUser(address) => crate::accounts::delete_user(ctx, &address)
             .await
-            .map(|(user, deleted)| format_deleted(&user, &deleted).trim_end().to_string())
+            .map(|(user, deleted, node)| {
+                format_deleted(&user, &deleted, node.as_deref())
+                    .trim_end()
+                    .to_string()
+            })
             .map_err(|e| format!("{e:#}")),
         AdminAction::SetQuota {
             address,

@@ -165,6 +165,10 @@ pub trait Backend: Send + Sync + 'static {
         examined_max: usize,
     ) -> Result<(FolderPage, bool), BackendError>;
 
+    /// Whether the user still exists (asked at every request, from memory: a deleted or
+    /// renamed user's browser sessions end at their next request).
+    fn is_user(&self, user: &str) -> bool;
+
     /// Whether the user may use the admin pages, now (asked at every admin request, so a
     /// right taken away ends at the next one).
     fn is_admin(&self, user: &str) -> bool;

@@ -288,6 +288,12 @@ impl<B: Backend> App<B> {
     fn session(&self, headers: &HeaderMap, client: IpAddr) -> Result<(String, Session), Denied> {
         let token = cookie_token(headers).ok_or(Denied::Login)?;
         match self.sessions.get(token) {
+            Ok(Some(session)) if !self.backend.is_user(&session.user) => {
+                // Deleted or renamed since the login.
+                self.sessions.end(token);
+                self.backend.logout(&session.user, client);
+                Err(Denied::Login)
+            }
             Ok(Some(session)) => Ok((token.to_string(), session)),
             Ok(None) => Err(Denied::Login),
             Err(user) => {

@@ -28,6 +28,8 @@ struct Memory {
     users: Mutex<Vec<String>>,
     /// What `admin_act` was asked, by whom.
     acted: Mutex<Vec<(String, AdminAction)>>,
+    /// Users deleted since they logged in.
+    gone: Mutex<Vec<String>>,
 }
 
 impl Default for Memory {
@@ -36,6 +38,7 @@ impl Default for Memory {
             admins: Mutex::new(vec!["root@example.org".into()]),
             users: Mutex::new(vec!["ann@example.org".into(), "root@example.org".into()]),
             acted: Mutex::default(),
+            gone: Mutex::default(),
             folders: Mutex::default(),
             sent: Mutex::default(),
             changed: tokio::sync::watch::channel(0).0,
@@ -292,6 +295,10 @@ impl Backend for Memory {
         });
         page.messages.truncate(count);
         Ok((page, false))
+    }
+
+    fn is_user(&self, user: &str) -> bool {
+        !self.gone.lock().unwrap().iter().any(|g| g == user)
     }
 
     fn is_admin(&self, user: &str) -> bool {
@@ -1150,4 +1157,22 @@ async fn events_catch_up_with_a_page_built_before_a_change() {
         .unwrap()
         .unwrap();
     assert!(String::from_utf8_lossy(&chunk).contains("event: changed"));
+}
+
+#[tokio::test]
+async fn a_deleted_users_session_ends_at_its_next_request() {
+    let memory = mailbox();
+    let mut ann = Browser::new(memory.clone());
+    ann.log_in("ann@example.org").await;
+    assert_eq!(ann.send("GET", "/mail", None).await.status, StatusCode::OK);
+    memory.gone.lock().unwrap().push("ann@example.org".into());
+    let a = ann.send("GET", "/mail", None).await;
+    assert_eq!(a.status, StatusCode::SEE_OTHER);
+    assert_eq!(a.headers[header::LOCATION], "/login");
+    // Ended, not only refused: the user coming back does not revive it.
+    memory.gone.lock().unwrap().clear();
+    assert_eq!(
+        ann.send("GET", "/mail", None).await.status,
+        StatusCode::SEE_OTHER
+    );
 }

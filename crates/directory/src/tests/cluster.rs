@@ -333,3 +333,44 @@ async fn postgres_changes_reach_other_handles_and_outages_keep_the_cache() {
     assert!(took < Duration::from_secs(1), "took {took:?}");
     refresher.abort();
 }
+
+/// A deleted user's mail is removed by its own node only.
+async fn deletions_wait_for_the_owner(dir: &Directory) {
+    dir.add_domain("example.org").await.unwrap();
+    dir.add_node("n1", "10.0.0.1:24", "10.0.0.1:143", "10.0.0.1:110", None)
+        .await
+        .unwrap();
+    dir.add_node("n2", "10.0.0.2:24", "10.0.0.2:143", "10.0.0.2:110", None)
+        .await
+        .unwrap();
+    dir.add_user_on("a@example.org", "pw", Some("n2"))
+        .await
+        .unwrap();
+    dir.del_user("a@example.org").await.unwrap();
+    assert!(dir.pending_deletions_on("n1").await.unwrap().is_empty());
+    assert_eq!(
+        dir.pending_deletions_on("n2").await.unwrap(),
+        ["a@example.org"]
+    );
+    assert_eq!(dir.pending_deletions().await.unwrap(), ["a@example.org"]);
+    // Not free until the owner purged it.
+    assert!(matches!(
+        dir.add_user("a@example.org", "pw").await,
+        Err(DirectoryError::UserBeingDeleted(_))
+    ));
+    dir.purged("a@example.org").await.unwrap();
+    assert!(dir.pending_deletions_on("n2").await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn deletions_wait_for_the_owner_on_sqlite() {
+    let f = Fixture::new().await;
+    deletions_wait_for_the_owner(&f.dir).await;
+}
+
+#[tokio::test]
+async fn deletions_wait_for_the_owner_on_postgres() {
+    let Some(pg) = postgres() else { return };
+    let dir = open_pg(&pg).await;
+    deletions_wait_for_the_owner(&dir).await;
+}
