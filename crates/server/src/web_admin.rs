@@ -61,8 +61,12 @@ pub(crate) async fn data(ctx: &Arc<Ctx>, view: AdminView) -> Result<AdminData, B
         }
         AdminView::Domains => AdminData::Domains(d.list_domains().await.map_err(directory_down)?),
         AdminView::Aliases => AdminData::Aliases(d.list_aliases().await.map_err(directory_down)?),
-        AdminView::Users => {
-            let users = d.list_users(None).await.map_err(directory_down)?;
+        AdminView::Users(filter) => {
+            let mut users = d.list_users(None).await.map_err(directory_down)?;
+            users.retain(|u| u.address.contains(&filter));
+            let matched = users.len();
+            // Usage is read for the users shown only.
+            users.truncate(web::ADMIN_USERS_SHOWN_MAX);
             let ctx = ctx.clone();
             let rows = tokio::task::spawn_blocking(move || {
                 users
@@ -84,7 +88,7 @@ pub(crate) async fn data(ctx: &Arc<Ctx>, view: AdminView) -> Result<AdminData, B
             })
             .await
             .map_err(|e| BackendError::Failed(e.to_string()))?;
-            AdminData::Users(rows)
+            AdminData::Users(rows, matched)
         }
         AdminView::Queue => {
             let queue = ctx.queue.clone();

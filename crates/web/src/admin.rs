@@ -60,6 +60,9 @@ struct AdminPage {
     overview: Vec<(&'static str, String)>,
     domains: Vec<String>,
     users: Vec<UserRow>,
+    /// The users page's search text, and how many users matched it.
+    filter: String,
+    matched: usize,
     aliases: Vec<(String, String)>,
     queue: Vec<QueueRow>,
     queued: String,
@@ -78,6 +81,8 @@ impl AdminPage {
             overview: Vec::new(),
             domains: Vec::new(),
             users: Vec::new(),
+            filter: String::new(),
+            matched: 0,
             aliases: Vec::new(),
             queue: Vec::new(),
             queued: String::new(),
@@ -123,7 +128,7 @@ impl<B: Backend> App<B> {
 /// Fills `page` with the data of its tab.
 async fn fill<B: Backend>(app: &Arc<App<B>>, page: &mut AdminPage) -> Result<(), Response> {
     let view = match page.tab {
-        "users" => AdminView::Users,
+        "users" => AdminView::Users(page.filter.clone()),
         "domains" => AdminView::Domains,
         "aliases" => AdminView::Aliases,
         "queue" => AdminView::Queue,
@@ -153,7 +158,8 @@ async fn fill<B: Backend>(app: &Arc<App<B>>, page: &mut AdminPage) -> Result<(),
             ];
         }
         AdminData::Domains(d) => page.domains = d,
-        AdminData::Users(users) => {
+        AdminData::Users(users, matched) => {
+            page.matched = matched;
             page.users = users
                 .into_iter()
                 .map(|u| UserRow {
@@ -223,10 +229,18 @@ pub(crate) async fn overview<B: Backend>(
     }
 }
 
+/// `/admin/users?q=TEXT`: the users whose address contains TEXT.
+#[derive(Deserialize)]
+pub(crate) struct SectionQuery {
+    #[serde(default)]
+    q: String,
+}
+
 pub(crate) async fn section<B: Backend>(
     State(app): State<Arc<App<B>>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Path(section): Path<String>,
+    Query(query): Query<SectionQuery>,
     headers: HeaderMap,
 ) -> Response {
     let session = match app.admin_session(&headers, peer.ip()) {
@@ -234,7 +248,13 @@ pub(crate) async fn section<B: Backend>(
         Err(denied) => return denied.into_response(),
     };
     match tab_of(&section) {
-        Some(tab) => show(&app, AdminPage::new(session, tab), StatusCode::OK).await,
+        Some(tab) => {
+            let mut page = AdminPage::new(session, tab);
+            if query.q.len() <= FIELD_BYTES_MAX {
+                page.filter = query.q.trim().to_ascii_lowercase();
+            }
+            show(&app, page, StatusCode::OK).await
+        }
         None => crate::not_found().await,
     }
 }

@@ -190,11 +190,13 @@ pub trait Backend: Send + Sync + 'static {
 }
 
 /// Which admin page's data to fetch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AdminView {
     Overview,
     Domains,
-    Users,
+    /// The users whose address contains the text (all when empty), at most
+    /// [`ADMIN_USERS_SHOWN_MAX`], in address order.
+    Users(String),
     Aliases,
     Queue,
     /// One queued message (its id).
@@ -214,7 +216,8 @@ pub enum AdminData {
         queued: usize,
     },
     Domains(Vec<String>),
-    Users(Vec<AdminUser>),
+    /// The users shown, and how many matched in all.
+    Users(Vec<AdminUser>, usize),
     /// (source, destination), sorted.
     Aliases(Vec<(String, String)>),
     Queue(Vec<Queued>),
@@ -223,6 +226,9 @@ pub enum AdminData {
     /// (metric with its labels, value), as the Prometheus endpoint gives them.
     Counters(Vec<(String, String)>),
 }
+
+/// Users one admin page lists at most (a search narrows the rest down).
+pub const ADMIN_USERS_SHOWN_MAX: usize = 500;
 
 /// A user as the admin pages list it.
 #[derive(Debug, Clone, PartialEq, Eq)]

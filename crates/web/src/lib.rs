@@ -32,9 +32,9 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 
 pub use backend::{
-    Account, AdminAction, AdminData, AdminUser, AdminView, Backend, BackendError, Changes, Flag,
-    FolderInfo, FolderPage, Listed, LoginError, LoginRow, PasswordError, Queued, SendError, Stored,
-    TRASH,
+    ADMIN_USERS_SHOWN_MAX, Account, AdminAction, AdminData, AdminUser, AdminView, Backend,
+    BackendError, Changes, Flag, FolderInfo, FolderPage, Listed, LoginError, LoginRow,
+    PasswordError, Queued, SendError, Stored, TRASH,
 };
 use sessions::{Session, Sessions, same_token};
 

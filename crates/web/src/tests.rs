@@ -307,11 +307,13 @@ impl Backend for Memory {
 
     async fn admin_data(&self, what: AdminView) -> Result<AdminData, BackendError> {
         Ok(match what {
-            AdminView::Users => AdminData::Users(
-                self.users
+            AdminView::Users(filter) => {
+                let users: Vec<AdminUser> = self
+                    .users
                     .lock()
                     .unwrap()
                     .iter()
+                    .filter(|u| u.contains(&filter))
                     .map(|u| AdminUser {
                         address: u.clone(),
                         quota_bytes: None,
@@ -321,8 +323,10 @@ impl Backend for Memory {
                         admin: self.is_admin(u),
                         node: None,
                     })
-                    .collect(),
-            ),
+                    .collect();
+                let matched = users.len();
+                AdminData::Users(users, matched)
+            }
             AdminView::Queue => AdminData::Queue(vec![Queued {
                 id: 42,
                 sender: "<script>@example.org".into(),
