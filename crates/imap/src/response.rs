@@ -38,6 +38,18 @@ pub(crate) fn folder_flags(keywords: &BTreeSet<String>) -> String {
     s
 }
 
+/// The PERMANENTFLAGS of a writable folder: the system flags, its keywords, and `\*` (new
+/// keywords may be made), RFC 9051 7.1.
+pub(crate) fn permanent_flags(keywords: &BTreeSet<String>) -> String {
+    let mut s = format!("({SYSTEM_FLAGS}");
+    for k in keywords {
+        s.push(' ');
+        s.push_str(k);
+    }
+    s.push_str(" \\*)");
+    s
+}
+
 /// A string as an IMAP quoted string if it can be one, else a literal (RFC 9051 4.3).
 pub(crate) fn write_string(out: &mut Vec<u8>, value: &[u8]) {
     mime_structure::write_nstring(out, Some(value));

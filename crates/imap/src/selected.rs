@@ -45,6 +45,37 @@ impl Selected {
         })
     }
 
+    /// Adds `keywords` to the folder's; when any is new, writes the untagged FLAGS and (for a
+    /// writable folder) PERMANENTFLAGS responses naming them all (RFC 3501 7.2.6, RFC 9051
+    /// 7.3.5 and 7.1): the caller writes them before any FETCH response that uses one.
+    pub(crate) fn announce_keywords<'a>(
+        &mut self,
+        keywords: impl IntoIterator<Item = &'a String>,
+        out: &mut Vec<u8>,
+    ) {
+        let mut new = false;
+        for k in keywords {
+            if !self.keywords.contains(k) {
+                self.keywords.insert(k.clone());
+                new = true;
+            }
+        }
+        if !new {
+            return;
+        }
+        let flags = crate::response::folder_flags(&self.keywords);
+        out.extend_from_slice(format!("* FLAGS {flags}\r\n").as_bytes());
+        if !self.read_only {
+            out.extend_from_slice(
+                format!(
+                    "* OK [PERMANENTFLAGS {}] Flags permitted\r\n",
+                    crate::response::permanent_flags(&self.keywords)
+                )
+                .as_bytes(),
+            );
+        }
+    }
+
     /// The position of a UID, if this session still shows it.
     pub(crate) fn index_of(&self, uid: u32) -> Option<usize> {
         self.messages.binary_search_by_key(&uid, |m| m.uid).ok()
@@ -89,14 +120,13 @@ impl Selected {
             }
             self.messages = Arc::new(kept);
         }
-        let mut new_keywords = false;
+        // RFC 3501 7.2.6, RFC 9051 7.3.5: a keyword is announced in FLAGS before any FETCH
+        // response uses it.
+        self.announce_keywords(changes.changed.iter().flat_map(|m| &m.keywords), out);
         let mut added = 0usize;
         for m in changes.changed {
             if m.uid >= self.uidnext {
                 if self.messages.last().is_none_or(|l| l.uid < m.uid) {
-                    for k in &m.keywords {
-                        new_keywords |= self.keywords.insert(k.clone());
-                    }
                     Arc::make_mut(&mut self.messages).push(m);
                     added += 1;
                 }
@@ -115,9 +145,6 @@ impl Selected {
                 }
                 continue;
             }
-            for k in &m.keywords {
-                new_keywords |= self.keywords.insert(k.clone());
-            }
             let mut line = format!(
                 "* {} FETCH (UID {} FLAGS {}",
                 i + 1,
@@ -130,15 +157,6 @@ impl Selected {
             line.push_str(")\r\n");
             out.extend_from_slice(line.as_bytes());
             Arc::make_mut(&mut self.messages)[i] = m;
-        }
-        if new_keywords {
-            out.extend_from_slice(
-                format!(
-                    "* FLAGS {}\r\n",
-                    crate::response::folder_flags(&self.keywords)
-                )
-                .as_bytes(),
-            );
         }
         if added > 0 {
             out.extend_from_slice(format!("* {} EXISTS\r\n", self.messages.len()).as_bytes());

@@ -58,6 +58,22 @@ pub(crate) struct Enabled {
     pub(crate) rev2: bool,
 }
 
+impl Enabled {
+    /// RFC 7162 3.1: a CONDSTORE-enabling command (FETCH or SEARCH with MODSEQ, STORE with
+    /// UNCHANGEDSINCE) in a selected mailbox enables CONDSTORE; the first time, the server
+    /// sends `OK [HIGHESTMODSEQ]` before the command's tagged answer (written to `out` here,
+    /// ahead of the command's own responses).
+    pub(crate) fn condstore_by_command(&mut self, highest_modseq: u64, out: &mut Vec<u8>) {
+        if self.condstore {
+            return;
+        }
+        self.condstore = true;
+        out.extend_from_slice(
+            format!("* OK [HIGHESTMODSEQ {highest_modseq}] Highest\r\n").as_bytes(),
+        );
+    }
+}
+
 /// A command that is waiting for something other than the next command line.
 #[derive(Debug)]
 pub(crate) enum Waiting {

@@ -313,7 +313,8 @@ pub(crate) fn run(
     }
     if plan.modseq {
         // RFC 7162 3.1: a MODSEQ fetch enables CONDSTORE for the session.
-        s.enabled.condstore = true;
+        s.enabled
+            .condstore_by_command(sel.highest_modseq, &mut s.out);
     }
     let mut indexes = match super::sequence::resolve(&set, &sel.messages, uid) {
         Ok(i) => i,

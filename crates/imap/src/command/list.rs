@@ -56,15 +56,29 @@ pub(crate) fn run(s: &mut Session, tag: &str, req: ListRequest, b: &Backend<'_>)
         .iter()
         .map(|p| format!("{}{}", req.reference, p))
         .collect();
+    // A subscribed descendant of `name` that no pattern lists (a `%` stopped above it).
+    let subscribed_below = |name: &str| {
+        let prefix = format!("{name}/");
+        subscribed
+            .range(prefix.clone()..)
+            .take_while(|n| n.starts_with(&prefix))
+            .any(|n| !patterns.iter().any(|p| matches(p, n)))
+    };
     for name in &names {
         if !patterns.iter().any(|p| matches(p, name)) {
             continue;
         }
         let exists = existing.contains(name);
         let is_subscribed = subscribed.contains(name);
-        if (req.lsub || req.select_subscribed) && !is_subscribed {
+        let below = (req.lsub || req.recursive_match) && subscribed_below(name);
+        // RFC 3501 6.3.9: LSUB lists the unsubscribed superior of a subscribed name that its
+        // `%` stops at, as \Noselect. RFC 5258 3.5: SUBSCRIBED RECURSIVEMATCH lists it with
+        // CHILDINFO ("SUBSCRIBED").
+        let superior_only = !is_subscribed && below;
+        if (req.lsub || req.select_subscribed) && !is_subscribed && !superior_only {
             continue;
         }
+        let childinfo = req.select_subscribed && req.recursive_match && below;
         let special = super::special_use::attribute(name);
         if req.select_special_use && special.is_none() {
             continue;
@@ -79,6 +93,8 @@ pub(crate) fn run(s: &mut Session, tag: &str, req: ListRequest, b: &Backend<'_>)
             } else {
                 "\\Noselect"
             });
+        } else if req.lsub && superior_only {
+            attrs.push("\\Noselect");
         }
         if !req.lsub {
             attrs.push(if has_children(name) {
@@ -95,6 +111,9 @@ pub(crate) fn run(s: &mut Session, tag: &str, req: ListRequest, b: &Backend<'_>)
         }
         let mut line = format!("* {verb} ({}) \"/\" ", attrs.join(" ")).into_bytes();
         write_mailbox(&mut line, name);
+        if childinfo {
+            line.extend_from_slice(b" (\"CHILDINFO\" (\"SUBSCRIBED\"))");
+        }
         line.extend_from_slice(b"\r\n");
         s.out.extend_from_slice(&line);
         if let Some(items) = &req.return_status

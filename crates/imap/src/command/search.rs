@@ -309,7 +309,27 @@ pub(crate) fn run(
             i as u32 + 1
         }
     };
-    let highest = hits.iter().map(|&i| sel.messages[i].modseq).max();
+    // RFC 7162 3.1.5: the highest MODSEQ of the messages the answer names: all hits, or with
+    // only MIN and/or MAX asked for, those (at most two) messages.
+    let only_min_max = ret.as_ref().is_some_and(|opts| {
+        !opts.is_empty()
+            && opts
+                .iter()
+                .all(|o| matches!(o, SearchReturn::Min | SearchReturn::Max))
+    });
+    let highest = if only_min_max {
+        let opts = ret.as_deref().unwrap_or_default();
+        let mut named = Vec::new();
+        if opts.contains(&SearchReturn::Min) {
+            named.extend(hits.first());
+        }
+        if opts.contains(&SearchReturn::Max) {
+            named.extend(hits.last());
+        }
+        named.iter().map(|&&i| sel.messages[i].modseq).max()
+    } else {
+        hits.iter().map(|&i| sel.messages[i].modseq).max()
+    };
     let mut line = String::new();
     match ret {
         None => {
@@ -354,10 +374,11 @@ pub(crate) fn run(
             }
         }
     }
-    s.untagged(&line[2..]);
     if uses_modseq {
-        s.enabled.condstore = true;
+        let highest_modseq = sel.highest_modseq;
+        s.enabled.condstore_by_command(highest_modseq, &mut s.out);
     }
+    s.untagged(&line[2..]);
     let verb = if uid { "UID SEARCH" } else { "SEARCH" };
     s.done(tag, &format!("OK {verb} completed"), b, uid);
 }

@@ -3,7 +3,7 @@
 use imap_codec::imap_types::command::SelectParameter;
 use store::Flags;
 
-use crate::response::{SYSTEM_FLAGS, folder_flags};
+use crate::response::folder_flags;
 use crate::selected::Selected;
 use crate::session::{Backend, Session, State};
 
@@ -57,7 +57,8 @@ pub(crate) fn run(
         s.untagged("OK [PERMANENTFLAGS ()] Read-only mailbox");
     } else {
         s.untagged(&format!(
-            "OK [PERMANENTFLAGS ({SYSTEM_FLAGS} \\*)] Flags permitted"
+            "OK [PERMANENTFLAGS {}] Flags permitted",
+            crate::response::permanent_flags(&sel.keywords)
         ));
     }
     s.untagged(&format!("OK [UIDVALIDITY {}] UIDs valid", sel.uidvalidity));

@@ -39,11 +39,14 @@ pub(crate) fn run(
     modifiers: Vec<StoreModifier>,
     b: &Backend<'_>,
 ) {
-    let condstore = s.enabled.condstore || !modifiers.is_empty();
-    s.enabled.condstore = condstore;
     let (Some(user), Some(sel)) = (s.user.clone(), s.selected.as_mut()) else {
         return;
     };
+    if !modifiers.is_empty() {
+        s.enabled
+            .condstore_by_command(sel.highest_modseq, &mut s.out);
+    }
+    let condstore = s.enabled.condstore;
     if sel.read_only {
         s.tagged(tag, "NO [READ-ONLY] Mailbox is read-only");
         return;
@@ -96,6 +99,10 @@ pub(crate) fn run(
             }
         }
     };
+    // RFC 3501 7.2.6: a new keyword is announced before the FETCH responses that use it.
+    if op != FlagOp::Remove && !targets.is_empty() {
+        sel.announce_keywords(&keywords, &mut s.out);
+    }
     let mut lines = Vec::new();
     let messages = std::sync::Arc::make_mut(&mut sel.messages);
     for &i in &targets {
@@ -117,9 +124,6 @@ pub(crate) fn run(
             FlagOp::Replace => m.keywords = keywords.clone(),
         }
         m.modseq = modseq;
-        for k in &m.keywords {
-            sel.keywords.insert(k.clone());
-        }
         // RFC 7162 3.2: with CONDSTORE the MODSEQ is sent even for .SILENT.
         if response == StoreResponse::Answer || condstore {
             let mut line = format!("* {} FETCH (", i + 1);

@@ -335,7 +335,10 @@ fn store_flags_and_keywords() {
     c.send("a SELECT INBOX\r\n");
     assert_eq!(
         c.send("b STORE 1:2 +FLAGS (\\Flagged $Work)\r\n"),
-        "* 1 FETCH (FLAGS (\\Flagged $Work))\r\n* 2 FETCH (FLAGS (\\Flagged $Work))\r\nb OK STORE completed\r\n"
+        // RFC 3501 7.2.6: the new keyword is announced first.
+        "* FLAGS (\\Answered \\Flagged \\Deleted \\Seen \\Draft $Work)\r\n\
+         * OK [PERMANENTFLAGS (\\Answered \\Flagged \\Deleted \\Seen \\Draft $Work \\*)] Flags permitted\r\n\
+         * 1 FETCH (FLAGS (\\Flagged $Work))\r\n* 2 FETCH (FLAGS (\\Flagged $Work))\r\nb OK STORE completed\r\n"
     );
     assert_eq!(
         c.send("c STORE 2 -FLAGS.SILENT (\\Flagged)\r\n"),
@@ -361,7 +364,9 @@ fn store_flags_and_keywords() {
     let out = c.send("h STORE 1 (UNCHANGEDSINCE 1) +FLAGS (\\Answered)\r\n");
     assert_eq!(
         out,
-        "h OK [MODIFIED 1] Conditional STORE failed for some messages\r\n"
+        // RFC 7162 3.1: UNCHANGEDSINCE enabled CONDSTORE in a selected mailbox.
+        "* OK [HIGHESTMODSEQ 7] Highest\r\n\
+         h OK [MODIFIED 1] Conditional STORE failed for some messages\r\n"
     );
 }
 
@@ -475,7 +480,41 @@ fn search_keys_and_esearch() {
     );
     assert_eq!(
         c.send("l SEARCH MODSEQ 5\r\n"),
-        "* SEARCH 2 4 (MODSEQ 6)\r\nl OK SEARCH completed\r\n"
+        // RFC 7162 3.1: the search enabled CONDSTORE: HIGHESTMODSEQ first, once.
+        "* OK [HIGHESTMODSEQ 6] Highest\r\n* SEARCH 2 4 (MODSEQ 6)\r\nl OK SEARCH completed\r\n"
+    );
+    // RFC 7162 3.1.5: with only MIN and/or MAX, the MODSEQ is that of the messages named.
+    let min = c.send("l2 FETCH 2 (MODSEQ)\r\n");
+    let (m2, m4) = (
+        min.split("MODSEQ (")
+            .nth(1)
+            .unwrap()
+            .split(')')
+            .next()
+            .unwrap()
+            .to_string(),
+        c.send("l3 FETCH 4 (MODSEQ)\r\n")
+            .split("MODSEQ (")
+            .nth(1)
+            .unwrap()
+            .split(')')
+            .next()
+            .unwrap()
+            .to_string(),
+    );
+    // Message 4 changed before message 2: MAX names a MODSEQ below the highest (6).
+    assert_eq!((m2.as_str(), m4.as_str()), ("6", "5"));
+    assert_eq!(
+        c.send("l4 SEARCH RETURN (MIN) MODSEQ 5\r\n"),
+        format!("* ESEARCH (TAG \"l4\") MIN 2 MODSEQ {m2}\r\nl4 OK SEARCH completed\r\n")
+    );
+    assert_eq!(
+        c.send("l5 SEARCH RETURN (MAX) MODSEQ 5\r\n"),
+        format!("* ESEARCH (TAG \"l5\") MAX 4 MODSEQ {m4}\r\nl5 OK SEARCH completed\r\n")
+    );
+    assert_eq!(
+        c.send("l6 SEARCH RETURN (MIN COUNT) MODSEQ 5\r\n"),
+        "* ESEARCH (TAG \"l6\") MIN 2 COUNT 2 MODSEQ 6\r\nl6 OK SEARCH completed\r\n"
     );
     assert_eq!(
         c.send("m SEARCH BEFORE 1-Jan-1990\r\n"),
@@ -583,4 +622,42 @@ fn a_login_handed_over_gives_back_its_tag_and_the_input_after_it() {
     );
     assert!(c.session.is_closed());
     assert_eq!(c.session.hand_over(), None);
+}
+
+/// RFC 3501 6.3.9: `LSUB "" box/%` with only `box/a/b` subscribed lists `box/a` as
+/// \Noselect; RFC 5258 3.5: `LIST (SUBSCRIBED RECURSIVEMATCH)` lists an unsubscribed parent
+/// of a subscribed child the pattern does not reach with CHILDINFO ("SUBSCRIBED").
+#[test]
+fn subscribed_children_show_their_unsubscribed_parents() {
+    let store = new_store();
+    let mut c = Client::login(&store, "bob");
+    c.send("a CREATE box/a/b\r\n");
+    c.send("b SUBSCRIBE box/a/b\r\n");
+    assert_eq!(
+        c.send("c LSUB \"\" box/%\r\n"),
+        "* LSUB (\\Noselect) \"/\" box/a\r\nc OK LSUB completed\r\n"
+    );
+    assert_eq!(
+        c.send("d LSUB \"\" %\r\n"),
+        "* LSUB (\\Noselect) \"/\" box\r\nd OK LSUB completed\r\n"
+    );
+    // `*` reaches the subscribed name itself: no stand-in for its parents.
+    assert_eq!(
+        c.send("e LSUB \"\" box/*\r\n"),
+        "* LSUB () \"/\" box/a/b\r\ne OK LSUB completed\r\n"
+    );
+    assert_eq!(
+        c.send("f LIST (SUBSCRIBED RECURSIVEMATCH) \"\" %\r\n"),
+        "* LIST (\\HasChildren) \"/\" box (\"CHILDINFO\" (\"SUBSCRIBED\"))\r\nf OK LIST completed\r\n"
+    );
+    c.send("g SUBSCRIBE box\r\n");
+    assert_eq!(
+        c.send("h LIST (SUBSCRIBED RECURSIVEMATCH) \"\" %\r\n"),
+        "* LIST (\\HasChildren \\Subscribed) \"/\" box (\"CHILDINFO\" (\"SUBSCRIBED\"))\r\n\
+         h OK LIST completed\r\n"
+    );
+    assert_eq!(
+        c.send("i LIST (SUBSCRIBED) \"\" %\r\n"),
+        "* LIST (\\HasChildren \\Subscribed) \"/\" box\r\ni OK LIST completed\r\n"
+    );
 }

@@ -156,7 +156,13 @@ fn whole_messages_and_condstore_modseq() {
     );
     assert_eq!(
         c.send("b FETCH 1 (FLAGS MODSEQ)\r\n"),
-        "* 1 FETCH (FLAGS () MODSEQ (2))\r\nb OK FETCH completed\r\n"
+        // RFC 7162 3.1: this FETCH enabled CONDSTORE in a selected mailbox.
+        "* OK [HIGHESTMODSEQ 4] Highest\r\n* 1 FETCH (FLAGS () MODSEQ (2))\r\nb OK FETCH completed\r\n"
+    );
+    // Only the first time.
+    assert_eq!(
+        c.send("b2 FETCH 1 (MODSEQ)\r\n"),
+        "* 1 FETCH (MODSEQ (2))\r\nb2 OK FETCH completed\r\n"
     );
     c.send("c STORE 2 +FLAGS.SILENT (\\Seen)\r\n");
     assert_eq!(

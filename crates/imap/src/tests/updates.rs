@@ -115,3 +115,48 @@ fn sessions_share_a_folder_view_until_one_changes_it() {
         "* 1 FETCH (FLAGS (\\Flagged))\r\nf OK FETCH completed\r\n"
     );
 }
+
+/// RFC 3501 7.2.6, RFC 9051 7.3.5: a keyword introduced by a STORE (here or in another
+/// session) or an APPEND is announced in an untagged FLAGS (and PERMANENTFLAGS) before any
+/// FETCH response uses it.
+#[test]
+fn a_new_keyword_is_announced_before_it_is_used() {
+    let store = new_store();
+    deliver(&store, "bob", 2);
+    let mut a = Client::login(&store, "bob");
+    let mut b = Client::login(&store, "bob");
+    a.send("s SELECT INBOX\r\n");
+    b.send("s SELECT INBOX\r\n");
+    const FLAGS: &str = "* FLAGS (\\Answered \\Flagged \\Deleted \\Seen \\Draft $Work)\r\n\
+                         * OK [PERMANENTFLAGS (\\Answered \\Flagged \\Deleted \\Seen \\Draft $Work \\*)] Flags permitted\r\n";
+    assert_eq!(
+        a.send("t STORE 1 +FLAGS ($Work)\r\n"),
+        format!("{FLAGS}* 1 FETCH (FLAGS ($Work))\r\nt OK STORE completed\r\n")
+    );
+    // Known now: not announced again.
+    assert_eq!(
+        a.send("u STORE 2 +FLAGS ($Work)\r\n"),
+        "* 2 FETCH (FLAGS ($Work))\r\nu OK STORE completed\r\n"
+    );
+    assert_eq!(
+        b.send("n NOOP\r\n"),
+        format!(
+            "{FLAGS}* 1 FETCH (UID 1 FLAGS ($Work))\r\n* 2 FETCH (UID 2 FLAGS ($Work))\r\n\
+             n OK NOOP completed\r\n"
+        )
+    );
+    // An APPEND with a keyword new to the folder: FLAGS before the EXISTS that brings it.
+    a.send("x APPEND INBOX ($Later) {4+}\r\nnew!\r\n");
+    let seen = b.send("n NOOP\r\n");
+    let flags = seen.find("* FLAGS (").expect("a FLAGS update");
+    assert!(
+        seen[flags..].starts_with(
+            "* FLAGS (\\Answered \\Flagged \\Deleted \\Seen \\Draft $Later $Work)\r\n"
+        )
+    );
+    assert!(flags < seen.find("* 3 EXISTS").unwrap(), "{seen}");
+    // SELECT names the folder's keywords in PERMANENTFLAGS too.
+    assert!(b.send("s SELECT INBOX\r\n").contains(
+        "* OK [PERMANENTFLAGS (\\Answered \\Flagged \\Deleted \\Seen \\Draft $Later $Work \\*)]"
+    ));
+}
