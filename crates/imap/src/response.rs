@@ -8,9 +8,12 @@ use store::Flags;
 /// The flags a folder can store (RFC 9051 7.3.5 FLAGS, 7.1 PERMANENTFLAGS).
 pub(crate) const SYSTEM_FLAGS: &str = "\\Answered \\Flagged \\Deleted \\Seen \\Draft";
 
-/// `(\Seen kw ...)` for a FETCH FLAGS.
-pub(crate) fn flags_list(flags: Flags, keywords: &[String]) -> String {
+/// `(\Seen kw ...)` for a FETCH FLAGS, with `\Recent` (RFC 3501 2.3.2) when `recent`.
+pub(crate) fn flags_list_recent(flags: Flags, keywords: &[String], recent: bool) -> String {
     let mut s = String::from("(");
+    if recent {
+        s.push_str("\\Recent");
+    }
     for name in flags.names() {
         if s.len() > 1 {
             s.push(' ');
@@ -111,10 +114,14 @@ mod tests {
 
     #[test]
     fn flags_lists() {
-        assert_eq!(flags_list(Flags::EMPTY, &[]), "()");
+        assert_eq!(flags_list_recent(Flags::EMPTY, &[], false), "()");
         assert_eq!(
-            flags_list(Flags::SEEN | Flags::FLAGGED, &["$Junk".into()]),
+            flags_list_recent(Flags::SEEN | Flags::FLAGGED, &["$Junk".into()], false),
             "(\\Seen \\Flagged $Junk)"
+        );
+        assert_eq!(
+            flags_list_recent(Flags::SEEN, &[], true),
+            "(\\Recent \\Seen)"
         );
     }
 

@@ -6,8 +6,6 @@ use std::sync::Arc;
 
 use store::{MessageInfo, Store, StoreError};
 
-use crate::response::flags_list;
-
 pub(crate) struct Selected {
     pub(crate) name: String,
     pub(crate) read_only: bool,
@@ -19,6 +17,12 @@ pub(crate) struct Selected {
     pub(crate) messages: Arc<Vec<MessageInfo>>,
     /// Keywords any message here carries (the FLAGS response, RFC 9051 7.3.5).
     pub(crate) keywords: BTreeSet<String>,
+    /// RFC 3501 2.3.2: UID ranges `[from, to)` recent to this session (claimed from the store
+    /// by a read-write session, looked at by a read-only one). `None`: an IMAP4rev2 session,
+    /// which has no `\Recent`.
+    pub(crate) recent: Option<Vec<(u32, u32)>>,
+    /// The RECENT count the client was last told.
+    pub(crate) recent_told: usize,
 }
 
 impl Selected {
@@ -28,13 +32,14 @@ impl Selected {
         user: &str,
         name: &str,
         read_only: bool,
+        rev1: bool,
     ) -> Result<Selected, StoreError> {
         let (status, messages) = views.open(store, user, name)?;
         let mut keywords = BTreeSet::new();
         for m in messages.iter() {
             keywords.extend(m.keywords.iter().cloned());
         }
-        Ok(Selected {
+        let mut selected = Selected {
             name: name.to_string(),
             read_only,
             uidvalidity: status.uidvalidity,
@@ -42,7 +47,52 @@ impl Selected {
             highest_modseq: status.highest_modseq,
             messages,
             keywords,
-        })
+            recent: rev1.then(Vec::new),
+            recent_told: 0,
+        };
+        selected.take_recent(store, user)?;
+        selected.recent_told = selected.recent_count();
+        Ok(selected)
+    }
+
+    /// RFC 3501 2.3.2: takes the messages no session has been told of (a read-write
+    /// session claims them; a read-only one only sees them as recent).
+    fn take_recent(&mut self, store: &Store, user: &str) -> Result<(), StoreError> {
+        let Some(ranges) = self.recent.as_mut() else {
+            return Ok(());
+        };
+        let (first, uidnext) = store.recent(user, &self.name, !self.read_only)?;
+        if first < uidnext {
+            ranges.push((first, uidnext));
+        }
+        Ok(())
+    }
+
+    /// Whether the message is `\Recent` to this session.
+    pub(crate) fn is_recent(&self, uid: u32) -> bool {
+        self.recent
+            .as_ref()
+            .is_some_and(|r| r.iter().any(|&(from, to)| (from..to).contains(&uid)))
+    }
+
+    /// How many messages of the view are recent (the RECENT response, RFC 3501 7.3.2).
+    pub(crate) fn recent_count(&self) -> usize {
+        let Some(ranges) = &self.recent else {
+            return 0;
+        };
+        ranges
+            .iter()
+            .map(|&(from, to)| {
+                let lo = self.messages.partition_point(|m| m.uid < from);
+                let hi = self.messages.partition_point(|m| m.uid < to);
+                hi - lo
+            })
+            .sum()
+    }
+
+    /// A message's FETCH FLAGS list, `\Recent` included when it is recent here.
+    pub(crate) fn flags_of(&self, m: &MessageInfo) -> String {
+        crate::response::flags_list_recent(m.flags, &m.keywords, self.is_recent(m.uid))
     }
 
     /// Adds `keywords` to the folder's; when any is new, writes the untagged FLAGS and (for a
@@ -149,7 +199,7 @@ impl Selected {
                 "* {} FETCH (UID {} FLAGS {}",
                 i + 1,
                 m.uid,
-                flags_list(m.flags, &m.keywords)
+                self.flags_of(&m)
             );
             if condstore {
                 line.push_str(&format!(" MODSEQ ({})", m.modseq));
@@ -160,6 +210,16 @@ impl Selected {
         }
         if added > 0 {
             out.extend_from_slice(format!("* {} EXISTS\r\n", self.messages.len()).as_bytes());
+            // RFC 3501 7.3.2: new mail is recent to the first session told of it; the count
+            // follows EXISTS when it changed.
+            if self.recent.is_some() {
+                self.take_recent(store, user)?;
+                let count = self.recent_count();
+                if count != self.recent_told {
+                    self.recent_told = count;
+                    out.extend_from_slice(format!("* {count} RECENT\r\n").as_bytes());
+                }
+            }
         }
         self.uidnext = self.uidnext.max(status.uidnext);
         self.highest_modseq = self.highest_modseq.max(status.highest_modseq);

@@ -157,6 +157,8 @@ pub(crate) struct Inner {
     pub(crate) counters: Counters,
     /// Told the user of every folder a committed record changed (see `Store::set_observer`).
     pub(crate) observer: RwLock<Option<crate::Observer>>,
+    /// RFC 3501 `\Recent`, in memory (`recent.rs`).
+    pub(crate) recent: crate::recent::Recent,
 }
 
 /// Clears the leader flag even if the leader's commit panicked, so followers are not stuck.

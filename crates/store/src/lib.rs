@@ -37,6 +37,7 @@ mod names;
 mod open;
 mod quota;
 mod read;
+mod recent;
 mod snapshot;
 
 #[cfg(feature = "fuzzing")]
@@ -540,6 +541,25 @@ impl Store {
     /// A folder's counters, O(1).
     pub fn status(&self, user: &str, folder: &str) -> Result<FolderStatus, StoreError> {
         self.inner.status(user, folder)
+    }
+
+    /// RFC 3501 2.3.2 `\Recent`: (the lowest UID no session has been told of, the folder's
+    /// UIDNEXT): every UID between is recent. With `claim` (a read-write SELECT, or a
+    /// selected session learning of new mail) the caller takes them, and no later call
+    /// returns them. In memory only: mail stored before the store opened is not recent.
+    pub fn recent(&self, user: &str, folder: &str, claim: bool) -> Result<(u32, u32), StoreError> {
+        let cell = self.inner.folder(user, folder)?;
+        let (first, uidnext) = {
+            let f = cell.read();
+            (self.inner.recent.take(f.id, f.uidnext, claim), f.uidnext)
+        };
+        if self.inner.recent.len() > recent::MARKS_PRUNE_AT {
+            let catalog = self.inner.catalog.read().unwrap_or_else(|p| p.into_inner());
+            self.inner
+                .recent
+                .retain(|id| catalog.folders.contains_key(&id));
+        }
+        Ok((first.min(uidnext), uidnext))
     }
 
     /// The folder's index entries, from memory only (S7).

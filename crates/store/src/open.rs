@@ -543,7 +543,17 @@ pub(crate) fn open(
         queue_cv: Condvar::new(),
         counters: Counters::default(),
         observer: std::sync::RwLock::new(None),
+        recent: crate::recent::Recent::default(),
     };
+    // Nothing stored before this open is `\Recent` (recent.rs).
+    for (&id, cell) in &inner
+        .catalog
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .folders
+    {
+        inner.recent.start_at(id, cell.read().uidnext);
+    }
     if salvaged {
         // Put the salvaged state on disk whole, so the damaged files are gone.
         inner.checkpoint()?;

@@ -15,7 +15,7 @@ use imap_codec::imap_types::sequence::SequenceSet;
 use mime_structure::{Structure, decode_binary, filter_header_fields};
 use store::{FlagOp, Flags, MessageInfo};
 
-use crate::response::{flags_list, internal_date};
+use crate::response::{flags_list_recent, internal_date};
 use crate::session::{Backend, FetchWork, Session};
 
 /// What one FETCH asks for, in request order.
@@ -386,7 +386,16 @@ impl Session {
             let Some(m) = sel.messages.get(i) else {
                 continue;
             };
-            match render(b, &user, &sel.name, i + 1, m, &work.plan, &mut self.out) {
+            let recent = sel.is_recent(m.uid);
+            match render(
+                b,
+                &user,
+                &sel.name,
+                (i + 1, recent),
+                m,
+                &work.plan,
+                &mut self.out,
+            ) {
                 Ok(()) => {}
                 // Expunged by another session since our view was synced: nothing to show
                 // (RFC 9051 7.5.1 lets the server omit it).
@@ -426,11 +435,12 @@ impl From<store::StoreError> for Failure {
     }
 }
 
+/// The message's sequence number, and whether it is `\Recent` to this session.
 fn render(
     b: &Backend<'_>,
     user: &str,
     folder: &str,
-    seq: usize,
+    (seq, recent): (usize, bool),
     m: &MessageInfo,
     plan: &Plan,
     out: &mut Vec<u8>,
@@ -469,7 +479,7 @@ fn render(
         match item {
             Item::Uid => line.extend_from_slice(format!("UID {}", m.uid).as_bytes()),
             Item::Flags => line.extend_from_slice(
-                format!("FLAGS {}", flags_list(m.flags, &m.keywords)).as_bytes(),
+                format!("FLAGS {}", flags_list_recent(m.flags, &m.keywords, recent)).as_bytes(),
             ),
             Item::InternalDate => line.extend_from_slice(
                 format!("INTERNALDATE {}", internal_date(m.internal_date)).as_bytes(),

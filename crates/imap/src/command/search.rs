@@ -26,7 +26,6 @@ enum Key {
     Positions(Vec<usize>),
     Flag(Flags, bool),
     Keyword(String, bool),
-    None,
     Larger(u64),
     Smaller(u64),
     Internal(DateCmp, NaiveDate),
@@ -35,6 +34,8 @@ enum Key {
     Body(Vec<u8>),
     Text(Vec<u8>),
     ModSeq(u64),
+    /// RFC 3501 2.3.2: the session's recent UID ranges.
+    Recent(Vec<(u32, u32)>),
 }
 
 #[derive(Clone, Copy)]
@@ -61,6 +62,7 @@ fn lower(s: &[u8]) -> Vec<u8> {
 fn compile(
     key: &SearchKey<'_>,
     messages: &[MessageInfo],
+    recent: &[(u32, u32)],
     uses_modseq: &mut bool,
 ) -> Result<Key, String> {
     use SearchKey as K;
@@ -68,7 +70,7 @@ fn compile(
         K::And(keys) => Key::And(
             keys.as_ref()
                 .iter()
-                .map(|k| compile(k, messages, uses_modseq))
+                .map(|k| compile(k, messages, recent, uses_modseq))
                 .collect::<Result<_, _>>()?,
         ),
         K::SequenceSet(set) => {
@@ -86,9 +88,14 @@ fn compile(
         K::Undraft => Key::Flag(Flags::DRAFT, false),
         K::Unflagged => Key::Flag(Flags::FLAGGED, false),
         K::Unseen => Key::Flag(Flags::SEEN, false),
-        // No message is \Recent here (IMAP4rev2 dropped it): NEW = RECENT UNSEEN is empty.
-        K::Recent | K::New => Key::None,
-        K::Old => Key::All,
+        // RFC 3501 6.4.4: RECENT, NEW = RECENT UNSEEN, OLD = NOT RECENT (an IMAP4rev2
+        // session has no recent message).
+        K::Recent => Key::Recent(recent.to_vec()),
+        K::New => Key::And(vec![
+            Key::Recent(recent.to_vec()),
+            Key::Flag(Flags::SEEN, false),
+        ]),
+        K::Old => Key::Not(Box::new(Key::Recent(recent.to_vec()))),
         K::Keyword(k) => Key::Keyword(k.inner().to_string(), true),
         K::Unkeyword(k) => Key::Keyword(k.inner().to_string(), false),
         K::Larger(n) => Key::Larger(*n as u64),
@@ -110,10 +117,10 @@ fn compile(
         ),
         K::Body(v) => Key::Body(lower(v.as_ref())),
         K::Text(v) => Key::Text(lower(v.as_ref())),
-        K::Not(k) => Key::Not(Box::new(compile(k, messages, uses_modseq)?)),
+        K::Not(k) => Key::Not(Box::new(compile(k, messages, recent, uses_modseq)?)),
         K::Or(a, b) => Key::Or(
-            Box::new(compile(a, messages, uses_modseq)?),
-            Box::new(compile(b, messages, uses_modseq)?),
+            Box::new(compile(a, messages, recent, uses_modseq)?),
+            Box::new(compile(b, messages, recent, uses_modseq)?),
         ),
         K::ModSequence { modseq, .. } => {
             *uses_modseq = true;
@@ -202,7 +209,6 @@ fn header_values(content: &[u8], field: &str) -> Vec<Vec<u8>> {
 fn test(key: &Key, i: usize, m: &MessageInfo, lazy: &mut Lazy<'_>) -> bool {
     match key {
         Key::All => true,
-        Key::None => false,
         Key::Not(k) => !test(k, i, m, lazy),
         Key::And(keys) => keys.iter().all(|k| test(k, i, m, lazy)),
         Key::Or(a, b) => test(a, i, m, lazy) || test(b, i, m, lazy),
@@ -212,6 +218,7 @@ fn test(key: &Key, i: usize, m: &MessageInfo, lazy: &mut Lazy<'_>) -> bool {
         Key::Larger(n) => m.size > *n,
         Key::Smaller(n) => m.size < *n,
         Key::ModSeq(v) => m.modseq >= *v,
+        Key::Recent(ranges) => ranges.iter().any(|&(from, to)| (from..to).contains(&m.uid)),
         Key::Internal(cmp, d) => {
             let date = DateTime::<Utc>::from_timestamp(m.internal_date, 0)
                 .unwrap_or_default()
@@ -278,7 +285,10 @@ pub(crate) fn run(
     let keys: Result<Vec<Key>, String> = criteria
         .as_ref()
         .iter()
-        .map(|k| compile(k, &sel.messages, &mut uses_modseq))
+        .map(|k| {
+            let recent = sel.recent.as_deref().unwrap_or_default();
+            compile(k, &sel.messages, recent, &mut uses_modseq)
+        })
         .collect();
     let key = match keys {
         Ok(keys) => Key::And(keys),

@@ -33,7 +33,7 @@ pub(crate) fn run(
         s.state = State::Authenticated;
         s.untagged("OK [CLOSED] Previous mailbox closed");
     }
-    let sel = match Selected::open(b.views, b.store, &user, name, read_only) {
+    let sel = match Selected::open(b.views, b.store, &user, name, read_only, !s.enabled.rev2) {
         Ok(sel) => sel,
         Err(e) => {
             super::no(s, tag, &e);
@@ -43,8 +43,8 @@ pub(crate) fn run(
     s.untagged(&format!("FLAGS {}", folder_flags(&sel.keywords)));
     s.untagged(&format!("{} EXISTS", sel.messages.len()));
     if !s.enabled.rev2 {
-        // RFC 3501 7.3.2; \Recent is gone in IMAP4rev2 and no message is ever recent here.
-        s.untagged("0 RECENT");
+        // RFC 3501 7.3.2 (\Recent is gone in IMAP4rev2).
+        s.untagged(&format!("{} RECENT", sel.recent_count()));
         if let Some(i) = sel
             .messages
             .iter()

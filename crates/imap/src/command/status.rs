@@ -65,10 +65,20 @@ pub(crate) fn status_response(
     let status = store.status(user, name)?;
     let needs_flags = items
         .iter()
-        .any(|i| *i == "UNSEEN" || *i == "DELETED" || *i == "DELETED-STORAGE");
-    let (mut unseen, mut deleted, mut deleted_bytes) = (0u64, 0u64, 0u64);
+        .any(|i| *i == "UNSEEN" || *i == "DELETED" || *i == "DELETED-STORAGE" || *i == "RECENT");
+    // RFC 3501 6.3.10: RECENT counts the messages a new session would see as recent,
+    // without taking them.
+    let first_recent = if items.contains(&"RECENT") {
+        store.recent(user, name, false)?.0
+    } else {
+        u32::MAX
+    };
+    let (mut unseen, mut deleted, mut deleted_bytes, mut recent) = (0u64, 0u64, 0u64, 0u64);
     if needs_flags {
         for m in store.open_folder(user, name)?.messages {
+            if m.uid >= first_recent {
+                recent += 1;
+            }
             if !m.flags.contains(Flags::SEEN) {
                 unseen += 1;
             }
@@ -84,7 +94,7 @@ pub(crate) fn status_response(
     for (i, item) in items.iter().enumerate() {
         let value = match *item {
             "MESSAGES" => status.messages,
-            "RECENT" => 0,
+            "RECENT" => recent,
             "UIDNEXT" => status.uidnext as u64,
             "UIDVALIDITY" => status.uidvalidity as u64,
             "UNSEEN" => unseen,

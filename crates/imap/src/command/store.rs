@@ -5,7 +5,7 @@ use imap_codec::imap_types::flag::{Flag, StoreResponse, StoreType};
 use imap_codec::imap_types::sequence::SequenceSet;
 use store::{FlagOp, Flags};
 
-use crate::response::{flags_list, uid_set};
+use crate::response::{flags_list_recent, uid_set};
 use crate::session::{Backend, Session};
 
 /// Splits IMAP flags into system flags and keywords; `Err` names a flag that cannot be
@@ -104,8 +104,12 @@ pub(crate) fn run(
         sel.announce_keywords(&keywords, &mut s.out);
     }
     let mut lines = Vec::new();
+    let recent: Vec<bool> = targets
+        .iter()
+        .map(|&i| sel.is_recent(sel.messages[i].uid))
+        .collect();
     let messages = std::sync::Arc::make_mut(&mut sel.messages);
-    for &i in &targets {
+    for (n, &i) in targets.iter().enumerate() {
         let m = &mut messages[i];
         m.flags = match op {
             FlagOp::Add => m.flags | system,
@@ -131,7 +135,10 @@ pub(crate) fn run(
                 line.push_str(&format!("UID {} ", m.uid));
             }
             if response == StoreResponse::Answer {
-                line.push_str(&format!("FLAGS {}", flags_list(m.flags, &m.keywords)));
+                line.push_str(&format!(
+                    "FLAGS {}",
+                    flags_list_recent(m.flags, &m.keywords, recent[n])
+                ));
                 if condstore {
                     line.push(' ');
                 }

@@ -133,7 +133,7 @@ fn select_examine_and_the_untagged_data() {
         c.send("a SELECT inbox\r\n"),
         "* FLAGS (\\Answered \\Flagged \\Deleted \\Seen \\Draft)\r\n\
          * 3 EXISTS\r\n\
-         * 0 RECENT\r\n\
+         * 3 RECENT\r\n\
          * OK [UNSEEN 2] First unseen\r\n\
          * OK [PERMANENTFLAGS (\\Answered \\Flagged \\Deleted \\Seen \\Draft \\*)] Flags permitted\r\n\
          * OK [UIDVALIDITY V] UIDs valid\r\n\
@@ -276,7 +276,7 @@ fn status_namespace_id_noop() {
     assert_eq!(
         c.send("a STATUS INBOX (MESSAGES UIDNEXT UIDVALIDITY UNSEEN DELETED SIZE HIGHESTMODSEQ RECENT)\r\n"),
         format!(
-            "* STATUS INBOX (MESSAGES 2 UIDNEXT 3 UIDVALIDITY V UNSEEN 2 DELETED 0 SIZE {} HIGHESTMODSEQ 3 RECENT 0)\r\na OK STATUS completed\r\n",
+            "* STATUS INBOX (MESSAGES 2 UIDNEXT 3 UIDVALIDITY V UNSEEN 2 DELETED 0 SIZE {} HIGHESTMODSEQ 3 RECENT 2)\r\na OK STATUS completed\r\n",
             store.status("bob", "INBOX").unwrap().bytes
         )
     );
@@ -323,7 +323,7 @@ fn append_multiappend_and_appenduid() {
     c.send("d SELECT INBOX\r\n");
     assert_eq!(
         c.send("e APPEND INBOX {1+}\r\nx\r\n"),
-        "* 2 EXISTS\r\ne OK [APPENDUID V 2] APPEND completed\r\n"
+        "* 2 EXISTS\r\n* 2 RECENT\r\ne OK [APPENDUID V 2] APPEND completed\r\n"
     );
 }
 
@@ -338,7 +338,7 @@ fn store_flags_and_keywords() {
         // RFC 3501 7.2.6: the new keyword is announced first.
         "* FLAGS (\\Answered \\Flagged \\Deleted \\Seen \\Draft $Work)\r\n\
          * OK [PERMANENTFLAGS (\\Answered \\Flagged \\Deleted \\Seen \\Draft $Work \\*)] Flags permitted\r\n\
-         * 1 FETCH (FLAGS (\\Flagged $Work))\r\n* 2 FETCH (FLAGS (\\Flagged $Work))\r\nb OK STORE completed\r\n"
+         * 1 FETCH (FLAGS (\\Recent \\Flagged $Work))\r\n* 2 FETCH (FLAGS (\\Recent \\Flagged $Work))\r\nb OK STORE completed\r\n"
     );
     assert_eq!(
         c.send("c STORE 2 -FLAGS.SILENT (\\Flagged)\r\n"),
@@ -346,7 +346,7 @@ fn store_flags_and_keywords() {
     );
     assert_eq!(
         c.send("d UID STORE 3 FLAGS (\\Seen)\r\n"),
-        "* 3 FETCH (UID 3 FLAGS (\\Seen))\r\nd OK UID STORE completed\r\n"
+        "* 3 FETCH (UID 3 FLAGS (\\Recent \\Seen))\r\nd OK UID STORE completed\r\n"
     );
     assert_eq!(
         c.send("e STORE 9 +FLAGS (\\Seen)\r\n"),
@@ -358,7 +358,7 @@ fn store_flags_and_keywords() {
     );
     assert_eq!(
         c.send("g FETCH 1:3 FLAGS\r\n"),
-        "* 1 FETCH (FLAGS (\\Flagged $Work))\r\n* 2 FETCH (FLAGS ($Work))\r\n* 3 FETCH (FLAGS (\\Seen))\r\ng OK FETCH completed\r\n"
+        "* 1 FETCH (FLAGS (\\Recent \\Flagged $Work))\r\n* 2 FETCH (FLAGS (\\Recent $Work))\r\n* 3 FETCH (FLAGS (\\Recent \\Seen))\r\ng OK FETCH completed\r\n"
     );
     // CONDSTORE: UNCHANGEDSINCE below the message's MODSEQ refuses to touch it.
     let out = c.send("h STORE 1 (UNCHANGEDSINCE 1) +FLAGS (\\Answered)\r\n");

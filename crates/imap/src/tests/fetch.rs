@@ -47,12 +47,12 @@ fn index_items_read_nothing() {
     assert_eq!(
         c.send("a FETCH 1 (UID FLAGS INTERNALDATE RFC822.SIZE)\r\n"),
         format!(
-            "* 1 FETCH (UID 1 FLAGS () INTERNALDATE \"08-Feb-1994 06:52:25 +0000\" RFC822.SIZE {size1})\r\na OK FETCH completed\r\n"
+            "* 1 FETCH (UID 1 FLAGS (\\Recent) INTERNALDATE \"08-Feb-1994 06:52:25 +0000\" RFC822.SIZE {size1})\r\na OK FETCH completed\r\n"
         )
     );
     assert_eq!(
         c.send("b UID FETCH 2:* (FLAGS)\r\n"),
-        "* 2 FETCH (UID 2 FLAGS ())\r\n* 3 FETCH (UID 3 FLAGS ())\r\nb OK UID FETCH completed\r\n"
+        "* 2 FETCH (UID 2 FLAGS (\\Recent))\r\n* 3 FETCH (UID 3 FLAGS (\\Recent))\r\nb OK UID FETCH completed\r\n"
     );
     assert_eq!(
         c.send("c UID FETCH 9 (FLAGS)\r\n"),
@@ -64,7 +64,7 @@ fn index_items_read_nothing() {
     );
     let out = c.send("e FETCH 1 FAST\r\n");
     assert!(
-        out.starts_with("* 1 FETCH (FLAGS () INTERNALDATE "),
+        out.starts_with("* 1 FETCH (FLAGS (\\Recent) INTERNALDATE "),
         "{out}"
     );
 }
@@ -117,13 +117,13 @@ fn sections_partials_and_peek() {
     );
     assert_eq!(
         c.send("g FETCH 1 FLAGS\r\n"),
-        "* 1 FETCH (FLAGS ())\r\ng OK FETCH completed\r\n"
+        "* 1 FETCH (FLAGS (\\Recent))\r\ng OK FETCH completed\r\n"
     );
     // Without PEEK, \Seen is set and reported.
     let out = c.send("h FETCH 1 BODY[TEXT]\r\n");
     assert_eq!(
         out,
-        "* 1 FETCH (BODY[TEXT] {8}\r\nbody 1\r\n FLAGS (\\Seen))\r\nh OK FETCH completed\r\n"
+        "* 1 FETCH (BODY[TEXT] {8}\r\nbody 1\r\n FLAGS (\\Recent \\Seen))\r\nh OK FETCH completed\r\n"
     );
     let out = c.send("i FETCH 2 RFC822.HEADER\r\n");
     assert!(out.starts_with("* 2 FETCH (RFC822.HEADER {"), "{out}");
@@ -157,7 +157,7 @@ fn whole_messages_and_condstore_modseq() {
     assert_eq!(
         c.send("b FETCH 1 (FLAGS MODSEQ)\r\n"),
         // RFC 7162 3.1: this FETCH enabled CONDSTORE in a selected mailbox.
-        "* OK [HIGHESTMODSEQ 4] Highest\r\n* 1 FETCH (FLAGS () MODSEQ (2))\r\nb OK FETCH completed\r\n"
+        "* OK [HIGHESTMODSEQ 4] Highest\r\n* 1 FETCH (FLAGS (\\Recent) MODSEQ (2))\r\nb OK FETCH completed\r\n"
     );
     // Only the first time.
     assert_eq!(
@@ -167,6 +167,6 @@ fn whole_messages_and_condstore_modseq() {
     c.send("c STORE 2 +FLAGS.SILENT (\\Seen)\r\n");
     assert_eq!(
         c.send("d FETCH 1:* (FLAGS) (CHANGEDSINCE 4)\r\n"),
-        "* 2 FETCH (FLAGS (\\Seen) MODSEQ (5))\r\nd OK FETCH completed\r\n"
+        "* 2 FETCH (FLAGS (\\Recent \\Seen) MODSEQ (5))\r\nd OK FETCH completed\r\n"
     );
 }

@@ -55,10 +55,11 @@ fn idle_pushes_changes_and_ends_with_done() {
     assert!(b.session.is_idle());
     deliver(&store, "bob", 1);
     // The shell polls again when the store says the user's mail changed.
-    assert_eq!(b.send(""), "* 2 EXISTS\r\n");
+    // RFC 3501 7.3.2: the new message is recent to b, the first session told of it.
+    assert_eq!(b.send(""), "* 2 EXISTS\r\n* 2 RECENT\r\n");
     a.send("s SELECT INBOX\r\n");
     a.send("t STORE 1 +FLAGS.SILENT (\\Seen)\r\n");
-    assert_eq!(b.send(""), "* 1 FETCH (UID 1 FLAGS (\\Seen))\r\n");
+    assert_eq!(b.send(""), "* 1 FETCH (UID 1 FLAGS (\\Recent \\Seen))\r\n");
     a.send("u STORE 2 +FLAGS.SILENT (\\Deleted)\r\n");
     a.send("v EXPUNGE\r\n");
     assert_eq!(b.send(""), "* 2 EXPUNGE\r\n");
@@ -131,12 +132,13 @@ fn a_new_keyword_is_announced_before_it_is_used() {
                          * OK [PERMANENTFLAGS (\\Answered \\Flagged \\Deleted \\Seen \\Draft $Work \\*)] Flags permitted\r\n";
     assert_eq!(
         a.send("t STORE 1 +FLAGS ($Work)\r\n"),
-        format!("{FLAGS}* 1 FETCH (FLAGS ($Work))\r\nt OK STORE completed\r\n")
+        // a selected first: the messages are recent to a, not to b.
+        format!("{FLAGS}* 1 FETCH (FLAGS (\\Recent $Work))\r\nt OK STORE completed\r\n")
     );
     // Known now: not announced again.
     assert_eq!(
         a.send("u STORE 2 +FLAGS ($Work)\r\n"),
-        "* 2 FETCH (FLAGS ($Work))\r\nu OK STORE completed\r\n"
+        "* 2 FETCH (FLAGS (\\Recent $Work))\r\nu OK STORE completed\r\n"
     );
     assert_eq!(
         b.send("n NOOP\r\n"),
@@ -159,4 +161,77 @@ fn a_new_keyword_is_announced_before_it_is_used() {
     assert!(b.send("s SELECT INBOX\r\n").contains(
         "* OK [PERMANENTFLAGS (\\Answered \\Flagged \\Deleted \\Seen \\Draft $Later $Work \\*)]"
     ));
+}
+
+/// RFC 3501 2.3.2, 6.3.1, 6.3.2, 6.3.10, 6.4.4, 7.3.2: a message is \Recent to the first
+/// read-write session told of it only; EXAMINE and STATUS see recent messages without taking
+/// them; SEARCH RECENT, NEW and OLD follow; an IMAP4rev2 session neither sees nor takes them.
+#[test]
+fn recent_goes_to_the_first_session_only() {
+    let store = new_store();
+    deliver(&store, "bob", 2);
+    let mut look = Client::login(&store, "bob");
+    assert!(
+        look.send("s STATUS INBOX (RECENT)\r\n")
+            .starts_with("* STATUS INBOX (RECENT 2)")
+    );
+    // An EXAMINE sees them, and leaves them.
+    assert!(look.send("e EXAMINE INBOX\r\n").contains("* 2 RECENT\r\n"));
+    assert_eq!(
+        look.send("f FETCH 1 (FLAGS)\r\n"),
+        "* 1 FETCH (FLAGS (\\Recent))\r\nf OK FETCH completed\r\n"
+    );
+    // An IMAP4rev2 session: no \Recent, and it takes nothing.
+    let mut rev2 = Client::login(&store, "bob");
+    rev2.send("v ENABLE IMAP4rev2\r\n");
+    assert!(!rev2.send("s SELECT INBOX\r\n").contains("RECENT"));
+    assert_eq!(
+        rev2.send("f FETCH 1 (FLAGS)\r\n"),
+        "* 1 FETCH (FLAGS ())\r\nf OK FETCH completed\r\n"
+    );
+    // The first read-write SELECT takes them.
+    let mut a = Client::login(&store, "bob");
+    assert!(a.send("s SELECT INBOX\r\n").contains("* 2 RECENT\r\n"));
+    a.send("t STORE 1 +FLAGS.SILENT (\\Seen)\r\n");
+    assert_eq!(
+        a.send("n SEARCH NEW\r\n"),
+        "* SEARCH 2\r\nn OK SEARCH completed\r\n"
+    );
+    assert_eq!(
+        a.send("r SEARCH RECENT\r\n"),
+        "* SEARCH 1 2\r\nr OK SEARCH completed\r\n"
+    );
+    let mut b = Client::login(&store, "bob");
+    assert!(b.send("s SELECT INBOX\r\n").contains("* 0 RECENT\r\n"));
+    assert_eq!(
+        b.send("o SEARCH OLD\r\n"),
+        "* SEARCH 1 2\r\no OK SEARCH completed\r\n"
+    );
+    assert!(
+        b.send("s STATUS INBOX (RECENT)\r\n")
+            .starts_with("* STATUS INBOX (RECENT 0)")
+    );
+    // New mail: recent to the first selected session told of it, not to the other.
+    deliver(&store, "bob", 1);
+    assert_eq!(
+        b.send("n NOOP\r\n"),
+        "* 3 EXISTS\r\n* 1 RECENT\r\nn OK NOOP completed\r\n"
+    );
+    assert_eq!(
+        a.send("n NOOP\r\n"),
+        "* 3 EXISTS\r\nn OK NOOP completed\r\n"
+    );
+    assert_eq!(
+        b.send("f FETCH 3 (FLAGS)\r\n"),
+        "* 3 FETCH (FLAGS (\\Recent))\r\nf OK FETCH completed\r\n"
+    );
+    assert_eq!(
+        a.send("f FETCH 3 (FLAGS)\r\n"),
+        "* 3 FETCH (FLAGS ())\r\nf OK FETCH completed\r\n"
+    );
+    // \Recent cannot be stored.
+    assert_eq!(
+        a.send("x STORE 1 +FLAGS (\\Recent)\r\n"),
+        "x BAD Cannot store flag \\Recent\r\n"
+    );
 }
