@@ -118,6 +118,16 @@ fn write_addresses(
     };
 
     let parsed = MessageStream::new(input).parse_address();
+    // mail-parser reads a comment standing alone (`group: (foo) ;`) as an address named
+    // "foo"; RFC 5322 3.2.2 makes it white space. Such an entry has no address, and its
+    // name does not appear in the value once comments are taken out.
+    let uncommented = without_comments(input);
+    let is_comment = |addr: &Addr<'_>| {
+        addr.address.is_none()
+            && addr.name.as_deref().is_some_and(|n| {
+                !n.is_empty() && !uncommented.windows(n.len()).any(|w| w == n.as_bytes())
+            })
+    };
     let list_start = out.len();
     out.push(b'(');
     let full = |out: &Vec<u8>| out.len() - list_start >= LIST_BYTES_MAX;
@@ -127,7 +137,9 @@ fn write_addresses(
                 if full(out) {
                     break;
                 }
-                write_addr(out, addr, &restore);
+                if !is_comment(addr) {
+                    write_addr(out, addr, &restore);
+                }
             }
         }
         HeaderValue::Address(Address::Group(groups)) => {
@@ -145,7 +157,9 @@ fn write_addresses(
                     if full(out) {
                         break;
                     }
-                    write_addr(out, addr, &restore);
+                    if !is_comment(addr) {
+                        write_addr(out, addr, &restore);
+                    }
                 }
                 if group.name.is_some() {
                     out.extend_from_slice(b"(NIL NIL NIL NIL)");
@@ -162,6 +176,39 @@ fn write_addresses(
         out.push(b')');
         true
     }
+}
+
+/// `value` without its comments (RFC 5322 3.2.2: parentheses, nested, with `\` quoting,
+/// not inside a quoted string).
+fn without_comments(value: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(value.len());
+    let (mut depth, mut quoted, mut escaped) = (0usize, false, false);
+    for &b in value {
+        if escaped {
+            escaped = false;
+            if depth == 0 {
+                out.push(b);
+            }
+            continue;
+        }
+        match b {
+            b'\\' => {
+                escaped = true;
+                if depth == 0 {
+                    out.push(b);
+                }
+            }
+            b'"' if depth == 0 => {
+                quoted = !quoted;
+                out.push(b);
+            }
+            b'(' if !quoted => depth += 1,
+            b')' if !quoted && depth > 0 => depth -= 1,
+            _ if depth == 0 => out.push(b),
+            _ => {}
+        }
+    }
+    out
 }
 
 /// `value` with the `=` of every `=?` replaced by `stand_in`.

@@ -428,6 +428,37 @@ x\r\n";
     );
 }
 
+/// RFC 5322 3.2.2, 3.4: a comment is not an address (`group2: (foo) ;` is an empty group);
+/// a bare word and an old-style `addr (Name)` stay as they were.
+#[test]
+fn comments_are_not_addresses() {
+    let m = b"From: a@x.example (Ann)\r\n\
+To: group2: (foo) ;\r\n\
+Cc: \"Q (not a comment)\" <q@x.example>, (lone) b@x.example\r\n\
+Bcc: local\r\n\
+\r\n\
+x\r\n";
+    let envelope = text(Structure::parse(m).envelope());
+    assert!(
+        envelope.contains("((NIL NIL \"group2\" NIL)(NIL NIL NIL NIL))"),
+        "{envelope}"
+    );
+    assert!(!envelope.contains("\"foo\""), "{envelope}");
+    assert!(
+        envelope.contains("\"Q (not a comment)\" NIL \"q\" \"x.example\""),
+        "{envelope}"
+    );
+    assert!(
+        envelope.contains("(NIL NIL \"b\" \"x.example\")")
+            || envelope.contains("\"b\" \"x.example\""),
+        "{envelope}"
+    );
+    assert!(
+        envelope.contains("((NIL NIL \"local\" \"MISSING_DOMAIN\"))"),
+        "{envelope}"
+    );
+}
+
 #[test]
 fn encoded_words_stay_raw_and_values_are_unfolded() {
     let m = b"From: =?utf-8?q?J=C3=B6rg?= <j@x.example>, \"=?utf-8?q?A?= \\\"B\\\"\" <ab@x.example>\r\n\

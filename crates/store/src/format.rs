@@ -246,9 +246,22 @@ pub(crate) fn parse_summary(content: &[u8], field_max: usize) -> Summary {
         (Some(n), None) => n.to_string(),
         (None, None) => String::new(),
     };
-    let list = |a: Option<&mail_parser::Address<'_>>| {
-        a.map(|a| a.iter().map(addr).collect::<Vec<_>>().join(", "))
-            .unwrap_or_default()
+    // Groups keep their names (`friends: a@x, b@y;`), so SEARCH TO finds a group by name.
+    let list = |a: Option<&mail_parser::Address<'_>>| match a {
+        Some(mail_parser::Address::Group(groups)) => groups
+            .iter()
+            .map(|g| {
+                let members = g.addresses.iter().map(addr).collect::<Vec<_>>().join(", ");
+                match &g.name {
+                    Some(name) => format!("{name}: {members};"),
+                    None => members,
+                }
+            })
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join(", "),
+        Some(a) => a.iter().map(addr).collect::<Vec<_>>().join(", "),
+        None => String::new(),
     };
     let (structure, preview) = mime_structure::Structure::parse_with_preview(content);
     Summary {

@@ -661,3 +661,29 @@ fn subscribed_children_show_their_unsubscribed_parents() {
         "* LIST (\\HasChildren \\Subscribed) \"/\" box\r\ni OK LIST completed\r\n"
     );
 }
+
+/// RFC 3501 6.4.4 SEARCH TO matches the To field as written, group names included.
+#[test]
+fn search_to_finds_a_group_by_name() {
+    let store = new_store();
+    let mut c = Client::login(&store, "bob");
+    c.send("s SELECT INBOX\r\n");
+    let message = "To: friends: b@x.example, c@x.example;\r\nSubject: g\r\n\r\nx\r\n";
+    c.send(&format!(
+        "a APPEND INBOX {{{}+}}\r\n{message}\r\n",
+        message.len()
+    ));
+    let other = "To: d@x.example\r\nSubject: h\r\n\r\nx\r\n";
+    c.send(&format!(
+        "b APPEND INBOX {{{}+}}\r\n{other}\r\n",
+        other.len()
+    ));
+    assert_eq!(
+        c.send("c SEARCH TO friends\r\n"),
+        "* SEARCH 1\r\nc OK SEARCH completed\r\n"
+    );
+    assert_eq!(
+        c.send("d SEARCH TO c@x.example\r\n"),
+        "* SEARCH 1\r\nd OK SEARCH completed\r\n"
+    );
+}
