@@ -125,13 +125,16 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Structure, DecodeError> {
     })
 }
 
-/// Copies each encapsulated message's ranges into its message/rfc822 part.
+/// Copies each encapsulated message's ranges into its message/rfc822 part. Its text ends
+/// where the part does: a multipart message's epilogue, after its closing boundary, is part
+/// of its body (RFC 2046 5.1.1), so `[n.TEXT]` carries it (RFC 9051 6.4.5).
 pub(crate) fn link_messages(parts: &mut [Part]) {
     for i in 0..parts.len() {
         if parts[i].kind == Kind::Message
             && let Some(child) = parts.get(parts[i].first_child as usize)
         {
-            parts[i].message = Some((child.header_start, child.body_start, child.body_end));
+            let end = parts[i].body_end.max(child.body_start);
+            parts[i].message = Some((child.header_start, child.body_start, end));
         }
     }
 }

@@ -262,6 +262,75 @@ Content-Type: text/html\r\n\
 --YY--\r\n\
 --XX--\r\n";
 
+/// RFC 9051 6.4.5, RFC 2046 5.1.1: `[n.TEXT]` of an attached multipart message is its whole
+/// body, the epilogue after its closing boundary included.
+#[test]
+fn an_attached_messages_text_keeps_its_epilogue() {
+    let m: &[u8] = b"Content-Type: multipart/mixed; boundary=XX\r\n\
+\r\n\
+--XX\r\n\
+Content-Type: message/rfc822\r\n\
+\r\n\
+Subject: inner\r\n\
+Content-Type: multipart/alternative; boundary=YY\r\n\
+\r\n\
+--YY\r\n\
+\r\n\
+plain\r\n\
+--YY--\r\n\
+the inner epilogue\r\n\
+--XX--\r\n";
+    let s = Structure::parse(m);
+    let text = at(m, s.part(&[1]).unwrap().message_text_range().unwrap());
+    assert_eq!(text, b"--YY\r\n\r\nplain\r\n--YY--\r\nthe inner epilogue");
+    assert_eq!(
+        at(m, s.part(&[1]).unwrap().body_range()),
+        b"Subject: inner\r\nContent-Type: multipart/alternative; boundary=YY\r\n\r\n--YY\r\n\r\nplain\r\n--YY--\r\nthe inner epilogue"
+    );
+}
+
+/// The same with prologues and epilogues at both levels, blank lines around them (the shape
+/// of the compliance suites' MIME messages).
+#[test]
+fn an_attached_messages_text_keeps_its_epilogue_between_blank_lines() {
+    let m: &[u8] = b"From: user@domain.org\r\n\
+Content-Type: multipart/mixed; boundary=\"foo bar\"\r\n\
+\r\n\
+Root MIME prologue\r\n\
+\r\n\
+--foo bar\r\n\
+Content-Type: message/rfc822\r\n\
+\r\n\
+From: sub@domain.org\r\n\
+Subject: submsg\r\n\
+Content-Type: multipart/alternative; boundary=\"sub1\"\r\n\
+\r\n\
+Sub MIME prologue\r\n\
+--sub1\r\n\
+Content-Type: text/plain\r\n\
+\r\n\
+Sub text\r\n\
+--sub1\r\n\
+Content-Type: text/html\r\n\
+\r\n\
+Sub html\r\n\
+--sub1--\r\n\
+\r\n\
+Sub MIME epilogue\r\n\
+\r\n\
+--foo bar--\r\n\
+Root MIME epilogue\r\n";
+    let s = Structure::parse(m);
+    let part = s.part(&[1]).unwrap();
+    let text = at(m, part.message_text_range().unwrap());
+    assert_eq!(
+        String::from_utf8_lossy(text),
+        "Sub MIME prologue\r\n--sub1\r\nContent-Type: text/plain\r\n\r\nSub text\r\n\
+--sub1\r\nContent-Type: text/html\r\n\r\nSub html\r\n--sub1--\r\n\r\nSub MIME epilogue\r\n"
+    );
+    assert!(String::from_utf8_lossy(at(m, part.body_range())).ends_with("Sub MIME epilogue\r\n"));
+}
+
 #[test]
 fn nested_message_rfc822() {
     let s = Structure::parse(NESTED);

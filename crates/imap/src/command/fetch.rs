@@ -516,10 +516,22 @@ fn render(
                 };
                 line.extend_from_slice(label.as_bytes());
                 line.push(b' ');
-                // RFC 3516 4.3: binary data with NUL goes as literal8.
-                if *binary && data.contains(&0) {
-                    line.push(b'~');
-                }
+                let data = if *binary {
+                    // RFC 3516 4.3: binary data with NUL goes as literal8.
+                    if data.contains(&0) {
+                        line.push(b'~');
+                    }
+                    data
+                } else if data.contains(&0) {
+                    // RFC 9051 4.3: a literal carries no NUL; a message stored with one (a
+                    // literal8 APPEND, RFC 3516) shows it as 0x80 outside BINARY, as Dovecot
+                    // does, keeping every offset and length.
+                    data.into_iter()
+                        .map(|b| if b == 0 { 0x80 } else { b })
+                        .collect()
+                } else {
+                    data
+                };
                 line.extend_from_slice(format!("{{{}}}\r\n", data.len()).as_bytes());
                 line.extend_from_slice(&data);
             }

@@ -170,3 +170,23 @@ fn whole_messages_and_condstore_modseq() {
         "* 2 FETCH (FLAGS (\\Recent \\Seen) MODSEQ (5))\r\nd OK FETCH completed\r\n"
     );
 }
+
+/// RFC 9051 4.3 and RFC 3516 4.3: a message stored with a NUL (a literal8 APPEND) never
+/// sends it in a plain literal: BODY shows it as 0x80 (same length), BINARY as literal8.
+#[test]
+fn a_stored_nul_is_never_sent_in_a_plain_literal() {
+    let (store, mut c) = setup();
+    let message = "Subject: nul\r\n\r\na\0b\r\n";
+    let out = c.send(&format!("a APPEND INBOX ~{{{}}}\r\n", message.len()));
+    assert!(out.starts_with('+'), "{out}");
+    let out = c.send(&format!("{message}\r\n"));
+    assert!(out.contains("a OK"), "{out}");
+    let uid = store.uids("bob", "INBOX").unwrap().last().copied().unwrap();
+    let body = c.send(&format!("b UID FETCH {uid} BODY.PEEK[1]\r\n"));
+    assert!(!body.contains('\0'), "{body:?}");
+    assert!(body.contains("BODY[1] {5}\r\na\u{fffd}b\r\n)"), "{body:?}");
+    let whole = c.send(&format!("c UID FETCH {uid} BODY.PEEK[]\r\n"));
+    assert!(!whole.contains('\0'), "{whole:?}");
+    let binary = c.send(&format!("d UID FETCH {uid} BINARY.PEEK[1]\r\n"));
+    assert!(binary.contains("BINARY[1] ~{5}\r\na\0b\r\n)"), "{binary:?}");
+}
