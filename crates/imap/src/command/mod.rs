@@ -22,6 +22,7 @@ pub(crate) mod rename;
 pub(crate) mod search;
 pub(crate) mod select;
 pub(crate) mod sequence;
+pub(crate) mod sort;
 pub(crate) mod special_use;
 pub(crate) mod starttls;
 pub(crate) mod status;
@@ -30,6 +31,7 @@ pub(crate) mod subscribe;
 
 use ::store::StoreError;
 use imap_codec::imap_types::command::CommandBody;
+use imap_codec::imap_types::extensions::thread::ThreadingAlgorithm;
 use imap_codec::imap_types::mailbox::Mailbox;
 
 use crate::parse::Request;
@@ -62,6 +64,8 @@ pub(crate) fn run(s: &mut Session, tag: &str, request: Request, b: &Backend<'_>)
             | CommandBody::Expunge
             | CommandBody::ExpungeUid { .. }
             | CommandBody::Search { .. }
+            | CommandBody::Sort { .. }
+            | CommandBody::Thread { .. }
             | CommandBody::Fetch { .. }
             | CommandBody::Store { .. }
             | CommandBody::Copy { .. }
@@ -142,6 +146,23 @@ fn codec(s: &mut Session, tag: &str, body: CommandBody<'static>, b: &Backend<'_>
         CommandBody::Expunge => expunge::run(s, tag, None, b),
         CommandBody::ExpungeUid { sequence_set } => expunge::run(s, tag, Some(sequence_set), b),
         CommandBody::Search { criteria, uid, .. } => search::run(s, tag, uid, None, criteria, b),
+        CommandBody::Sort {
+            sort_criteria,
+            charset,
+            search_criteria,
+            uid,
+        } => sort::sort(s, tag, sort_criteria, charset, search_criteria, uid, b),
+        CommandBody::Thread {
+            algorithm,
+            charset,
+            search_criteria,
+            uid,
+        } => match algorithm {
+            ThreadingAlgorithm::OrderedSubject => {
+                sort::thread_ordered_subject(s, tag, charset, search_criteria, uid, b)
+            }
+            _ => s.tagged(tag, "BAD Unsupported threading algorithm"),
+        },
         CommandBody::Fetch {
             sequence_set,
             macro_or_item_names,

@@ -270,6 +270,56 @@ fn test(key: &Key, i: usize, m: &MessageInfo, lazy: &mut Lazy<'_>) -> bool {
     }
 }
 
+/// The positions (0-based, ascending) of the selected folder's messages that match every
+/// key, and whether a key was MODSEQ; `Err` is a BAD's text. SEARCH, SORT and THREAD share
+/// it (RFC 5256 3: their search criteria are SEARCH's).
+pub(crate) fn hits(
+    sel: &crate::selected::Selected,
+    user: &str,
+    criteria: &Vec1<SearchKey<'static>>,
+    b: &Backend<'_>,
+) -> Result<(Vec<usize>, bool), String> {
+    let mut uses_modseq = false;
+    let recent = sel.recent.as_deref().unwrap_or_default();
+    let keys: Vec<Key> = criteria
+        .as_ref()
+        .iter()
+        .map(|k| compile(k, &sel.messages, recent, &mut uses_modseq))
+        .collect::<Result<_, _>>()?;
+    let key = Key::And(keys);
+    let mut found: Vec<usize> = Vec::new();
+    for (i, m) in sel.messages.iter().enumerate() {
+        let mut lazy = Lazy {
+            b,
+            user,
+            folder: &sel.name,
+            uidvalidity: sel.uidvalidity,
+            uid: m.uid,
+            summary: None,
+            content: None,
+        };
+        if test(&key, i, m, &mut lazy) {
+            found.push(i);
+        }
+    }
+    Ok((found, uses_modseq))
+}
+
+/// A message's summary through the session's header cache (the store reads it once).
+pub(crate) fn summary_of(
+    b: &Backend<'_>,
+    user: &str,
+    folder: &str,
+    uidvalidity: u32,
+    uid: u32,
+) -> Option<Arc<Summary>> {
+    let cache = b.headers;
+    cache.get(user, folder, uidvalidity, uid).or_else(|| {
+        let s = b.store.summary(user, folder, uid).ok()?;
+        Some(cache.put(user, folder, uidvalidity, uid, &s))
+    })
+}
+
 pub(crate) fn run(
     s: &mut Session,
     tag: &str,
@@ -281,37 +331,13 @@ pub(crate) fn run(
     let (Some(user), Some(sel)) = (s.user.clone(), s.selected.as_ref()) else {
         return;
     };
-    let mut uses_modseq = false;
-    let keys: Result<Vec<Key>, String> = criteria
-        .as_ref()
-        .iter()
-        .map(|k| {
-            let recent = sel.recent.as_deref().unwrap_or_default();
-            compile(k, &sel.messages, recent, &mut uses_modseq)
-        })
-        .collect();
-    let key = match keys {
-        Ok(keys) => Key::And(keys),
+    let (hits, uses_modseq) = match hits(sel, &user, &criteria, b) {
+        Ok(found) => found,
         Err(text) => {
             s.tagged(tag, &format!("BAD {text}"));
             return;
         }
     };
-    let mut hits: Vec<usize> = Vec::new();
-    for (i, m) in sel.messages.iter().enumerate() {
-        let mut lazy = Lazy {
-            b,
-            user: &user,
-            folder: &sel.name,
-            uidvalidity: sel.uidvalidity,
-            uid: m.uid,
-            summary: None,
-            content: None,
-        };
-        if test(&key, i, m, &mut lazy) {
-            hits.push(i);
-        }
-    }
     let number = |i: usize| {
         if uid {
             sel.messages[i].uid

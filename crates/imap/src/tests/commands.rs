@@ -687,3 +687,68 @@ fn search_to_finds_a_group_by_name() {
         "* SEARCH 1\r\nd OK SEARCH completed\r\n"
     );
 }
+
+/// RFC 5256 SORT and THREAD=ORDEREDSUBJECT, RFC 5957 DISPLAYFROM, over the summaries.
+#[test]
+fn sort_and_thread_by_subject() {
+    let store = new_store();
+    let mut c = Client::login(&store, "bob");
+    c.send("s SELECT INBOX\r\n");
+    let messages = [
+        // 1
+        "From: Zed <a@x.example>\r\nTo: m@x.example\r\nCc: q@x.example\r\n\
+         Date: Tue, 03 Jan 2023 10:00:00 +0000\r\nSubject: Re: plans\r\n\r\nxxxxxxxxxx\r\n",
+        // 2
+        "From: b@x.example\r\nTo: k@x.example\r\nDate: Sun, 01 Jan 2023 10:00:00 +0000\r\n\
+         Subject: plans\r\n\r\nx\r\n",
+        // 3: no Date: the internal date (now) counts, the latest.
+        "From: \"Amy\" <c@x.example>\r\nTo: a@x.example\r\nCc: p@x.example\r\n\
+         Subject: [list] lunch\r\n\r\nxxxxx\r\n",
+        // 4
+        "From: d@x.example\r\nTo: z@x.example\r\nDate: Mon, 02 Jan 2023 10:00:00 +0000\r\n\
+         Subject: Fwd: [list] Re: plans (fwd)\r\n\r\nxxx\r\n",
+    ];
+    for (i, m) in messages.iter().enumerate() {
+        let out = c.send(&format!("a{i} APPEND INBOX {{{}+}}\r\n{m}\r\n", m.len()));
+        assert!(out.contains("OK"), "{out}");
+    }
+    let sort = |c: &mut Client, keys: &str| {
+        let out = c.send(&format!("x SORT ({keys}) UTF-8 ALL\r\n"));
+        out.lines().next().unwrap().to_string()
+    };
+    assert_eq!(sort(&mut c, "DATE"), "* SORT 2 4 1 3");
+    assert_eq!(sort(&mut c, "REVERSE DATE"), "* SORT 3 1 4 2");
+    assert_eq!(sort(&mut c, "ARRIVAL"), "* SORT 1 2 3 4");
+    // 132, 96, 93 and 120 bytes.
+    assert_eq!(sort(&mut c, "SIZE"), "* SORT 3 2 4 1");
+    // Base subjects: lunch, plans, plans, plans; ties by sequence number.
+    assert_eq!(sort(&mut c, "SUBJECT"), "* SORT 3 1 2 4");
+    assert_eq!(sort(&mut c, "SUBJECT REVERSE DATE"), "* SORT 3 1 4 2");
+    // The first address's mailbox: a, b, c, d; To: m, k, a, z; Cc: q, "", p, "".
+    assert_eq!(sort(&mut c, "FROM"), "* SORT 1 2 3 4");
+    assert_eq!(sort(&mut c, "TO"), "* SORT 3 2 1 4");
+    assert_eq!(sort(&mut c, "CC"), "* SORT 2 4 3 1");
+    // DISPLAYFROM: Zed, b@x.example, Amy, d@x.example.
+    assert_eq!(sort(&mut c, "DISPLAYFROM"), "* SORT 3 2 4 1");
+    assert_eq!(
+        c.send("u UID SORT (REVERSE SIZE) US-ASCII SUBJECT plans\r\n"),
+        "* SORT 1 4 2\r\nu OK UID SORT completed\r\n"
+    );
+    assert_eq!(
+        c.send("b SORT (DATE) KOI8-R ALL\r\n"),
+        "b NO [BADCHARSET (US-ASCII UTF-8)] Unsupported charset\r\n"
+    );
+    // Threads: "plans" (first sent: 2, then 4 and 1 as its children), "lunch" (3).
+    assert_eq!(
+        c.send("t THREAD ORDEREDSUBJECT UTF-8 ALL\r\n"),
+        "* THREAD (2 (4)(1))(3)\r\nt OK THREAD completed\r\n"
+    );
+    assert_eq!(
+        c.send("t2 UID THREAD ORDEREDSUBJECT UTF-8 NOT FROM d@x\r\n"),
+        "* THREAD (2 1)(3)\r\nt2 OK UID THREAD completed\r\n"
+    );
+    assert!(
+        c.send("c CAPABILITY\r\n")
+            .contains(" SORT SORT=DISPLAY THREAD=ORDEREDSUBJECT")
+    );
+}
