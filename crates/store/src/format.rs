@@ -277,22 +277,54 @@ pub(crate) fn parse_summary(content: &[u8], field_max: usize) -> Summary {
         structure: structure.to_bytes(),
         preview: preview.text,
         has_attachment: preview.has_attachment,
+        references: threading_ids(&msg, field_max),
     }
+}
+
+/// [`Summary::references`]: RFC 5256 3 (REFERENCES) step 1.A, the References ids, or else
+/// the first In-Reply-To id; the newest that fit in `field_max` bytes.
+fn threading_ids(msg: &mail_parser::Message<'_>, field_max: usize) -> String {
+    let ids = |v: &mail_parser::HeaderValue<'_>| -> Vec<String> {
+        v.as_text_list()
+            .map(|l| l.iter().map(|s| s.to_string()).collect())
+            .or_else(|| v.as_text().map(|s| vec![s.to_string()]))
+            .unwrap_or_default()
+    };
+    let mut chosen = ids(msg.references());
+    if chosen.is_empty() {
+        chosen = ids(msg.in_reply_to()).into_iter().take(1).collect();
+    }
+    // Ids never hold white space (RFC 5322 3.6.4); one that does is not an id.
+    chosen.retain(|id| !id.is_empty() && !id.contains(char::is_whitespace));
+    let mut kept: Vec<&str> = Vec::new();
+    let mut used = 0usize;
+    for id in chosen.iter().rev() {
+        let cost = id.len() + usize::from(!kept.is_empty());
+        if used + cost > field_max {
+            break;
+        }
+        used += cost;
+        kept.push(id);
+    }
+    kept.reverse();
+    kept.join(" ")
 }
 
 /// The summary's byte form: five length-prefixed strings (the size is the content length),
 /// then the MIME structure as a u32-length-prefixed blob (empty allowed), then the preview
-/// (a length-prefixed string) and one byte of marks (bit 0: has an attachment). Older
-/// summaries end earlier and read back with what they lack empty: one written before the
-/// structure existed ends after the strings, one written before the preview after the
-/// structure. A summary with neither a structure nor a preview, nor an attachment, is still
-/// written in the oldest form.
+/// (a length-prefixed string) and one byte of marks (bit 0: has an attachment), then the
+/// threading ids (a length-prefixed string). Older summaries end earlier and read back with
+/// what they lack empty: one written before the structure existed ends after the strings,
+/// one written before the preview after the structure, one written before the threading ids
+/// after the marks. Each part is written only when it or a later one is not empty, so a
+/// summary without them is still written in the oldest form.
 pub(crate) fn encode_summary(s: &Summary) -> Vec<u8> {
     let mut e = Enc::default();
     for field in [&s.from, &s.to, &s.subject, &s.date, &s.message_id] {
         e.str(field);
     }
-    let with_preview = !s.preview.is_empty() || s.has_attachment;
+    let with_references = !s.references.is_empty();
+    let with_preview = !s.preview.is_empty() || s.has_attachment || with_references;
     if !s.structure.is_empty() || with_preview {
         e.u32(s.structure.len() as u32);
         e.0.extend_from_slice(&s.structure);
@@ -300,6 +332,9 @@ pub(crate) fn encode_summary(s: &Summary) -> Vec<u8> {
     if with_preview {
         e.str(&s.preview);
         e.u8(u8::from(s.has_attachment));
+    }
+    if with_references {
+        e.str(&s.references);
     }
     e.0
 }
@@ -321,6 +356,7 @@ pub(crate) fn decode_summary(buf: &[u8], size: u64) -> Result<Summary, DecodeErr
         },
         preview: String::new(),
         has_attachment: false,
+        references: String::new(),
     };
     let mut summary = summary;
     if !d.is_empty() {
@@ -331,6 +367,9 @@ pub(crate) fn decode_summary(buf: &[u8], size: u64) -> Result<Summary, DecodeErr
             return Err(DecodeError::new("summary has unknown marks"));
         }
         summary.has_attachment = marks & 1 == 1;
+    }
+    if !d.is_empty() {
+        summary.references = d.str()?;
     }
     if !d.is_empty() {
         return Err(DecodeError::new("summary has trailing bytes"));
@@ -431,6 +470,36 @@ Subject: Hello there\r\nDate: Tue, 1 Jul 2003 10:52:37 +0200\r\nMessage-ID: <abc
         assert_eq!(cut_s.subject, "Hello");
         let none = parse_summary(b"", 10);
         assert_eq!(none.subject, "");
+    }
+
+    /// RFC 5256 3 REFERENCES 1.A: References, else the first In-Reply-To; the newest kept.
+    #[test]
+    fn threading_ids_ride_in_the_summary() {
+        let refs =
+            b"Message-ID: <c@x>\r\nReferences: <a@x>\r\n <b@x>\r\nIn-Reply-To: <q@x>\r\n\r\nx";
+        let s = parse_summary(refs, 1024);
+        assert_eq!(s.references, "a@x b@x");
+        let back = decode_summary(&encode_summary(&s), s.size).unwrap();
+        assert_eq!(back, s);
+        let reply = parse_summary(b"In-Reply-To: <q@x> <r@x>\r\n\r\nx", 1024);
+        assert_eq!(reply.references, "q@x");
+        // Without structure or preview the ids still come back.
+        let bare = Summary {
+            references: "a@x".into(),
+            ..Summary::default()
+        };
+        assert_eq!(decode_summary(&encode_summary(&bare), 0).unwrap(), bare);
+        // The newest ids that fit.
+        let many = parse_summary(b"References: <aaaa@x> <bbbb@x> <cccc@x>\r\n\r\nx", 13);
+        assert_eq!(many.references, "bbbb@x cccc@x");
+        // A summary written before the ids reads back without them.
+        let none = parse_summary(b"Subject: s\r\n\r\nbody", 1024);
+        assert_eq!(
+            decode_summary(&encode_summary(&none), none.size)
+                .unwrap()
+                .references,
+            ""
+        );
     }
 
     #[test]
