@@ -467,7 +467,7 @@ impl Session {
         caps.push_str(
             " ENABLE IDLE ID NAMESPACE UNSELECT UIDPLUS MOVE CHILDREN SPECIAL-USE \
              LIST-EXTENDED LIST-STATUS ESEARCH MULTIAPPEND BINARY CONDSTORE STATUS=SIZE \
-             SORT SORT=DISPLAY THREAD=ORDEREDSUBJECT",
+             SORT SORT=DISPLAY THREAD=ORDEREDSUBJECT THREAD=REFERENCES",
         );
         caps.push_str(&format!(" APPENDLIMIT={}", self.config.literal_bytes_max));
         if self.state != State::NotAuthenticated {

@@ -161,6 +161,9 @@ fn codec(s: &mut Session, tag: &str, body: CommandBody<'static>, b: &Backend<'_>
             ThreadingAlgorithm::OrderedSubject => {
                 sort::thread_ordered_subject(s, tag, charset, search_criteria, uid, b)
             }
+            ThreadingAlgorithm::References => {
+                sort::thread_references(s, tag, charset, search_criteria, uid, b)
+            }
             _ => s.tagged(tag, "BAD Unsupported threading algorithm"),
         },
         CommandBody::Fetch {

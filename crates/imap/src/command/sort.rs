@@ -36,6 +36,12 @@ struct Keys {
     cc: String,
     display_from: String,
     display_to: String,
+    /// For REFERENCES threading: the subject was a reply or forward's.
+    reply: bool,
+    message_id: String,
+    /// Older first (`Summary::references`, or the envelope's In-Reply-To for a message
+    /// stored before the summary kept them).
+    references: Vec<String>,
 }
 
 fn casemap(s: &str) -> String {
@@ -52,13 +58,31 @@ fn keys_of(seq: usize, m: &MessageInfo, summary: Option<&Summary>) -> Keys {
         .unwrap_or_default();
     let first = |field: usize| envelope::first_address(envelope.get(field));
     let (from, to, cc) = (first(2), first(5), first(6));
+    let (subject, reply) = base_subject_and_reply(summary.map_or("", |s| s.subject.as_str()));
+    let mut references: Vec<String> = summary
+        .map(|s| {
+            s.references
+                .split(' ')
+                .filter(|r| !r.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    if references.is_empty()
+        && let Some(envelope::Field::Id(id)) = envelope.get(8)
+    {
+        references.push(id.clone());
+    }
     Keys {
         seq,
         uid: m.uid,
         arrival: m.internal_date,
         sent,
         size: m.size,
-        subject: casemap(&base_subject(summary.map_or("", |s| s.subject.as_str()))),
+        subject: casemap(&subject),
+        reply,
+        message_id: summary.map(|s| s.message_id.clone()).unwrap_or_default(),
+        references,
         display_from: casemap(&from.display()),
         display_to: casemap(&to.display()),
         from: casemap(&from.mailbox),
@@ -205,11 +229,40 @@ pub(crate) fn thread_ordered_subject(
     s.done(tag, &format!("OK {verb} completed"), b, uid);
 }
 
+/// RFC 5256 3 REFERENCES: threads from the References and In-Reply-To ids, then threads of
+/// the same base subject merged (`references::threads`).
+pub(crate) fn thread_references(
+    s: &mut Session,
+    tag: &str,
+    charset: Charset<'static>,
+    search: Vec1<SearchKey<'static>>,
+    uid: bool,
+    b: &Backend<'_>,
+) {
+    // The envelope (In-Reply-To of messages stored before the summary kept the ids) is not
+    // in the header cache: read the summaries whole.
+    let Some(keys) = found(s, tag, &charset, &search, true, b) else {
+        return;
+    };
+    let line = format!("THREAD {}", references::threads(&keys, uid));
+    s.untagged(line.trim_end());
+    let verb = if uid { "UID THREAD" } else { "THREAD" };
+    s.done(tag, &format!("OK {verb} completed"), b, uid);
+}
+
 /// RFC 5256 2.1: the base subject, for sorting and threading by subject: trailing `(fwd)`
 /// and leading `Re:`, `Fw:`, `Fwd:` (each with optional `[blob]`s), leading `[blob]`s that
 /// leave something, and a `[Fwd: ...]` wrapper, removed until nothing changes; white space
 /// collapsed. The subject is already decoded (RFC 2047) by the store's parser.
+#[cfg(test)]
 pub(crate) fn base_subject(subject: &str) -> String {
+    base_subject_and_reply(subject).0
+}
+
+/// [`base_subject`], and whether a `Re`/`Fwd` leader, a `(fwd)` trailer or a `[Fwd: ...]`
+/// wrapper was removed: the message is a reply or forward (RFC 5256 3, REFERENCES step 5).
+fn base_subject_and_reply(subject: &str) -> (String, bool) {
+    let mut reply = false;
     // (1) Collapse white space.
     let mut s: String = subject.split_whitespace().collect::<Vec<_>>().join(" ");
     loop {
@@ -220,6 +273,7 @@ pub(crate) fn base_subject(subject: &str) -> String {
             let tail = len.checked_sub(5).and_then(|at| trimmed.get(at..));
             if tail.is_some_and(|t| t.eq_ignore_ascii_case("(fwd)")) {
                 s = trimmed[..len - 5].to_string();
+                reply = true;
             } else {
                 s = trimmed.to_string();
                 break;
@@ -230,6 +284,7 @@ pub(crate) fn base_subject(subject: &str) -> String {
             let trimmed = s.trim_start();
             if let Some(rest) = strip_refwd(trimmed) {
                 s = rest.to_string();
+                reply = true;
                 continue;
             }
             if let Some(rest) = strip_blob(trimmed)
@@ -248,9 +303,10 @@ pub(crate) fn base_subject(subject: &str) -> String {
             && s.ends_with(']')
         {
             s = s[5..s.len() - 1].to_string();
+            reply = true;
             continue;
         }
-        return s;
+        return (s, reply);
     }
 }
 
@@ -285,6 +341,347 @@ fn strip_refwd(s: &str) -> Option<&str> {
     after.strip_prefix(':')
 }
 
+/// RFC 5256 3, the REFERENCES algorithm, on an arena of containers.
+mod references {
+    use std::collections::HashMap;
+
+    use super::Keys;
+
+    /// Containers (messages and the dummies of ids no message has) per message threaded.
+    const CONTAINERS_PER_MESSAGE_MAX: usize = 4;
+
+    /// How far up a thread the loop check of a new link looks (see `Tree::is_under`).
+    const LINK_CHECK_DEPTH_MAX: usize = 1000;
+
+    struct Container {
+        /// The message (an index into the keys), or `None` for a dummy.
+        message: Option<usize>,
+        parent: Option<usize>,
+        children: Vec<usize>,
+    }
+
+    struct Tree<'a> {
+        keys: &'a [Keys],
+        nodes: Vec<Container>,
+    }
+
+    impl Tree<'_> {
+        fn new_node(&mut self, message: Option<usize>) -> usize {
+            self.nodes.push(Container {
+                message,
+                parent: None,
+                children: Vec::new(),
+            });
+            self.nodes.len() - 1
+        }
+
+        /// Whether `a` is `b` or below it, so making `a` the parent of `b` would close a
+        /// loop. `b` without children can only be `a` itself; otherwise the walk up from `a`
+        /// stops after [`LINK_CHECK_DEPTH_MAX`] steps and answers yes: a link that deep is
+        /// not made (a thread of a folder's worth of answers would otherwise cost the
+        /// folder's size squared).
+        fn is_under(&self, mut a: usize, b: usize) -> bool {
+            if self.nodes[b].children.is_empty() {
+                return a == b;
+            }
+            for _ in 0..LINK_CHECK_DEPTH_MAX {
+                if a == b {
+                    return true;
+                }
+                match self.nodes[a].parent {
+                    Some(p) => a = p,
+                    None => return false,
+                }
+            }
+            true
+        }
+
+        fn unlink(&mut self, child: usize) {
+            if let Some(p) = self.nodes[child].parent.take() {
+                self.nodes[p].children.retain(|&c| c != child);
+            }
+        }
+
+        fn link(&mut self, parent: usize, child: usize) {
+            self.nodes[child].parent = Some(parent);
+            self.nodes[parent].children.push(child);
+        }
+
+        /// (sent date, sequence number) of a container: its message's, or for a dummy its
+        /// first child's (children already sorted).
+        fn date_of(&self, node: usize) -> (i64, usize) {
+            match self.nodes[node].message {
+                Some(k) => (self.keys[k].sent, self.keys[k].seq),
+                None => self.nodes[node]
+                    .children
+                    .first()
+                    .map_or((i64::MAX, usize::MAX), |&c| self.date_of(c)),
+            }
+        }
+
+        fn subject_of(&self, node: usize) -> Option<&str> {
+            let k = match self.nodes[node].message {
+                Some(k) => k,
+                None => self.nodes[self.nodes[node].children.first().copied()?].message?,
+            };
+            Some(self.keys[k].subject.as_str()).filter(|s| !s.is_empty())
+        }
+
+        fn is_reply(&self, node: usize) -> bool {
+            self.nodes[node].message.is_some_and(|k| self.keys[k].reply)
+        }
+
+        /// Every node under `top` (itself included), parents before their children. Without
+        /// recursion: a thread may be as deep as the folder is long (each message answering
+        /// the one before), and a session thread's stack is not.
+        fn preorder(&self, top: usize) -> Vec<usize> {
+            let mut order = Vec::new();
+            let mut stack = vec![top];
+            while let Some(n) = stack.pop() {
+                order.push(n);
+                stack.extend(self.nodes[n].children.iter().copied());
+            }
+            order
+        }
+
+        /// Step 6: siblings by sent date, the youngest sets first (children before parents).
+        fn sort_children(&mut self, top: usize) {
+            for n in self.preorder(top).into_iter().rev() {
+                let mut children = std::mem::take(&mut self.nodes[n].children);
+                children.sort_by_key(|&c| self.date_of(c));
+                self.nodes[n].children = children;
+            }
+        }
+    }
+
+    pub(super) fn threads(keys: &[Keys], uid: bool) -> String {
+        let mut t = Tree {
+            keys,
+            nodes: Vec::with_capacity(keys.len() * 2),
+        };
+        let mut by_id: HashMap<String, usize> = HashMap::new();
+        let dummies_max = keys.len().saturating_mul(CONTAINERS_PER_MESSAGE_MAX);
+        // Step 1: one container per message id; a message without one, or with one seen
+        // already, gets a unique one (its own container, in no table).
+        let mut message_node = Vec::with_capacity(keys.len());
+        for (k, key) in keys.iter().enumerate() {
+            let id = key.message_id.as_str();
+            let node = match by_id.get(id) {
+                Some(&n) if !id.is_empty() && t.nodes[n].message.is_none() => {
+                    t.nodes[n].message = Some(k);
+                    n
+                }
+                _ => {
+                    let n = t.new_node(Some(k));
+                    if !id.is_empty() && !by_id.contains_key(id) {
+                        by_id.insert(id.to_string(), n);
+                    }
+                    n
+                }
+            };
+            message_node.push(node);
+            // 1.A: the references, each the parent of the next; dummies for unknown ids.
+            let mut previous: Option<usize> = None;
+            for r in &key.references {
+                let r_node = match by_id.get(r.as_str()) {
+                    Some(&n) => n,
+                    // Past the bound, an unknown id is passed over: memory stays a few
+                    // containers per message, whatever the References say.
+                    None if t.nodes.len() >= dummies_max => continue,
+                    None => {
+                        let n = t.new_node(None);
+                        by_id.insert(r.clone(), n);
+                        n
+                    }
+                };
+                if let Some(p) = previous
+                    && t.nodes[r_node].parent.is_none()
+                    && !t.is_under(p, r_node)
+                {
+                    t.link(p, r_node);
+                }
+                previous = Some(r_node);
+            }
+            // 1.B: the last reference is the parent, replacing any earlier link.
+            if let Some(p) = previous
+                && !t.is_under(p, node)
+            {
+                t.unlink(node);
+                t.link(p, node);
+            } else if previous.is_none() {
+                t.unlink(node);
+            }
+        }
+        // Step 2: the root set.
+        let mut roots: Vec<usize> = (0..t.nodes.len())
+            .filter(|&n| t.nodes[n].parent.is_none())
+            .collect();
+        // Step 3: prune dummies, children before parents. Below the top, a dummy gives its
+        // place to its children (none: it just goes); at the top, it stays only with two
+        // children or more (one is promoted, none drops it).
+        let order: Vec<usize> = roots.iter().flat_map(|&r| t.preorder(r)).collect();
+        for &n in order.iter().rev() {
+            if t.nodes[n].message.is_some() {
+                continue;
+            }
+            let Some(parent) = t.nodes[n].parent else {
+                continue;
+            };
+            let children = std::mem::take(&mut t.nodes[n].children);
+            for &c in &children {
+                t.nodes[c].parent = Some(parent);
+            }
+            let siblings = &mut t.nodes[parent].children;
+            if let Some(at) = siblings.iter().position(|&x| x == n) {
+                siblings.splice(at..=at, children);
+            }
+            t.nodes[n].parent = None;
+        }
+        let mut pruned = Vec::with_capacity(roots.len());
+        for r in roots {
+            if t.nodes[r].message.is_some() || t.nodes[r].children.len() >= 2 {
+                pruned.push(r);
+            } else if let [only] = t.nodes[r].children[..] {
+                t.nodes[r].children.clear();
+                t.nodes[only].parent = None;
+                pruned.push(only);
+            }
+        }
+        roots = pruned;
+        // Step 4: the roots by sent date (a dummy by its first child).
+        for &r in &roots {
+            if t.nodes[r].message.is_none() {
+                t.sort_children(r);
+            }
+        }
+        roots.sort_by_key(|&r| t.date_of(r));
+        // Step 5: merge the threads with the same base subject.
+        let mut table: HashMap<String, usize> = HashMap::new();
+        for &r in &roots {
+            let Some(subject) = t.subject_of(r).map(str::to_string) else {
+                continue;
+            };
+            match table.get(&subject) {
+                None => {
+                    table.insert(subject, r);
+                }
+                Some(&held) => {
+                    let held_dummy = t.nodes[held].message.is_none();
+                    if !held_dummy
+                        && (t.nodes[r].message.is_none() || (t.is_reply(held) && !t.is_reply(r)))
+                    {
+                        table.insert(subject, r);
+                    }
+                }
+            }
+        }
+        // 5.C, in root order. A root merged under another gets a parent (a dummy merged into
+        // another is emptied and dropped); a new dummy takes its held thread's place.
+        let mut emptied = vec![false; t.nodes.len()];
+        for r in roots.clone() {
+            if t.nodes[r].parent.is_some() || emptied.get(r).copied().unwrap_or(false) {
+                continue;
+            }
+            let Some(subject) = t.subject_of(r).map(str::to_string) else {
+                continue;
+            };
+            let Some(&held) = table.get(&subject) else {
+                continue;
+            };
+            if held == r {
+                continue;
+            }
+            let r_dummy = t.nodes[r].message.is_none();
+            let held_dummy = t.nodes[held].message.is_none();
+            if r_dummy && held_dummy {
+                let children = std::mem::take(&mut t.nodes[r].children);
+                for c in children {
+                    t.nodes[c].parent = None;
+                    t.link(held, c);
+                }
+                emptied[r] = true;
+            } else if held_dummy || (t.is_reply(r) && !t.is_reply(held)) {
+                t.link(held, r);
+            } else {
+                let dummy = t.new_node(None);
+                emptied.push(false);
+                if let Some(slot) = roots.iter_mut().find(|x| **x == held) {
+                    *slot = dummy;
+                }
+                t.link(dummy, held);
+                t.link(dummy, r);
+                table.insert(subject, dummy);
+            }
+        }
+        let roots: Vec<usize> = roots
+            .into_iter()
+            .filter(|&r| t.nodes[r].parent.is_none() && !emptied.get(r).copied().unwrap_or(false))
+            .collect();
+        // Step 6: every set of siblings by sent date, the top level as well.
+        for &r in &roots {
+            t.sort_children(r);
+        }
+        let mut roots = roots;
+        roots.sort_by_key(|&r| t.date_of(r));
+        let mut out = String::new();
+        for r in roots {
+            out.push('(');
+            members(&t, r, uid, &mut out);
+            out.push(')');
+        }
+        out
+    }
+
+    /// A thread's members (RFC 5256 4: a chain of only children on one level, several
+    /// children each in parentheses), without recursion (see `Tree::preorder`).
+    fn members(t: &Tree<'_>, node: usize, uid: bool, out: &mut String) {
+        enum Step {
+            Open,
+            Node(usize),
+            Close,
+        }
+        let mut steps = vec![Step::Node(node)];
+        while let Some(step) = steps.pop() {
+            let mut current = match step {
+                Step::Open => {
+                    out.push('(');
+                    continue;
+                }
+                Step::Close => {
+                    out.push(')');
+                    continue;
+                }
+                Step::Node(n) => n,
+            };
+            loop {
+                if let Some(k) = t.nodes[current].message {
+                    if !out.ends_with('(') {
+                        out.push(' ');
+                    }
+                    let key = &t.keys[k];
+                    out.push_str(&if uid { key.uid as usize } else { key.seq }.to_string());
+                }
+                match t.nodes[current].children.as_slice() {
+                    [] => break,
+                    [only] => current = *only,
+                    children => {
+                        if t.nodes[current].message.is_some() {
+                            out.push(' ');
+                        }
+                        // Opened in order: pushed in reverse, each as "(" node ")".
+                        for &c in children.iter().rev() {
+                            steps.push(Step::Close);
+                            steps.push(Step::Node(c));
+                            steps.push(Step::Open);
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Reading the IMAP ENVELOPE the store keeps (RFC 9051 7.5.2), for the address keys.
 mod envelope {
     /// One envelope field: a string (NIL = empty) or a list of addresses.
@@ -293,6 +690,8 @@ mod envelope {
         #[default]
         Nil,
         Text,
+        /// In-Reply-To: its first message id, without angle brackets.
+        Id(String),
         Addresses(Vec<Address>),
     }
 
@@ -453,7 +852,16 @@ mod envelope {
             return Vec::new();
         }
         r.at = 1;
-        (0..10).map(|_| r.field()).collect()
+        let mut fields: Vec<Field> = (0..8).map(|_| r.field()).collect();
+        // In-Reply-To (a string of ids): the first id.
+        let id = r.nstring().and_then(|v| {
+            let v = String::from_utf8_lossy(&v).into_owned();
+            let start = v.find('<')? + 1;
+            let end = start + v[start..].find('>')?;
+            Some(v[start..end].trim().to_string()).filter(|id| !id.is_empty())
+        });
+        fields.push(id.map_or(Field::Nil, Field::Id));
+        fields
     }
 }
 
@@ -504,5 +912,87 @@ Ce! NIL "cc" "z.example")) NIL NIL NIL)"#;
         assert_eq!(to.mailbox, "bob", "the group marker is skipped");
         let cc = super::envelope::first_address(f.get(6));
         assert_eq!(cc.mailbox, "cc");
+    }
+}
+
+#[cfg(test)]
+mod deep_tests {
+    use super::Keys;
+
+    pub(super) fn key_for_tests(seq: usize, id: &str, refs: &[String]) -> Keys {
+        key(seq, id, refs)
+    }
+
+    fn key(seq: usize, id: &str, refs: &[String]) -> Keys {
+        Keys {
+            seq,
+            uid: seq as u32,
+            arrival: seq as i64,
+            sent: seq as i64,
+            size: 1,
+            subject: String::new(),
+            from: String::new(),
+            to: String::new(),
+            cc: String::new(),
+            display_from: String::new(),
+            display_to: String::new(),
+            reply: false,
+            message_id: id.to_string(),
+            references: refs.to_vec(),
+        }
+    }
+
+    /// A hostile or merely long conversation: 200,000 messages each answering the one
+    /// before, and a thread branching at every level: no stack overflow.
+    #[test]
+    fn deep_threads_need_no_deep_stack() {
+        let n = 200_000;
+        let keys: Vec<Keys> = (1..=n)
+            .map(|i| {
+                let refs = if i == 1 {
+                    vec![]
+                } else {
+                    vec![format!("{}", i - 1)]
+                };
+                key(i, &i.to_string(), &refs)
+            })
+            .collect();
+        let out = super::references::threads(&keys, false);
+        assert!(
+            out.starts_with("(1 2 3 ") && out.ends_with(&format!(" {n})")),
+            "{}",
+            &out[..40]
+        );
+        // Every message with two answers, each answering the one before's first answer.
+        let keys: Vec<Keys> = (1..=n)
+            .map(|i| {
+                let parent = if i <= 2 {
+                    None
+                } else {
+                    Some(((i - 1) / 2) * 2 - 1)
+                };
+                let refs: Vec<String> = parent.map(|p| p.to_string()).into_iter().collect();
+                key(i, &i.to_string(), &refs)
+            })
+            .collect();
+        let out = super::references::threads(&keys, false);
+        assert_eq!(out.matches('(').count(), out.matches(')').count());
+    }
+}
+
+#[cfg(test)]
+mod bound_tests {
+    /// References naming thousands of ids no message has: the containers stay bounded.
+    #[test]
+    fn unknown_references_cannot_grow_memory() {
+        let keys: Vec<super::Keys> = (1..=1000usize)
+            .map(|i| {
+                let refs: Vec<String> = (0..300).map(|j| format!("fake-{i}-{j}")).collect();
+                super::deep_tests::key_for_tests(i, &i.to_string(), &refs)
+            })
+            .collect();
+        let out = super::references::threads(&keys, false);
+        assert_eq!(out.matches('(').count(), out.matches(')').count());
+        assert!(out.contains("1000"));
     }
 }

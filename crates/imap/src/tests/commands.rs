@@ -752,3 +752,45 @@ fn sort_and_thread_by_subject() {
             .contains(" SORT SORT=DISPLAY THREAD=ORDEREDSUBJECT")
     );
 }
+
+/// RFC 5256 3 THREAD=REFERENCES: parents from References (or In-Reply-To), a missing
+/// parent's only child promoted, threads of one base subject merged, siblings by sent date.
+#[test]
+fn thread_by_references() {
+    let store = new_store();
+    let mut c = Client::login(&store, "bob");
+    c.send("s SELECT INBOX\r\n");
+    let message = |id: u32, refs: &str, subject: &str, day: u32| {
+        format!(
+            "Message-ID: <{id}@x>\r\n{refs}Subject: {subject}\r\n\
+             Date: {day:02} Jan 2023 10:00:00 +0000\r\n\r\nx\r\n"
+        )
+    };
+    let messages = [
+        message(1, "", "plans", 1),
+        message(2, "In-Reply-To: <1@x>\r\n", "Re: plans", 2),
+        message(3, "References: <1@x> <2@x>\r\n", "Re: plans", 3),
+        message(4, "References: <1@x>\r\n", "Re: plans", 4),
+        message(5, "", "lunch", 5),
+        message(6, "References: <missing@x>\r\n", "Re: lunch", 6),
+        message(7, "", "other", 7),
+        // Each names the other: no loop.
+        message(8, "References: <9@x>\r\n", "loop", 8),
+        message(9, "References: <8@x>\r\n", "loop", 9),
+    ];
+    for (i, m) in messages.iter().enumerate() {
+        let out = c.send(&format!("a{i} APPEND INBOX {{{}+}}\r\n{m}\r\n", m.len()));
+        assert!(out.contains("OK"), "{out}");
+    }
+    assert_eq!(
+        c.send("t THREAD REFERENCES UTF-8 ALL\r\n"),
+        // 8 came first and took 9 (a dummy then) as its parent; 9 naming 8 would be a loop.
+        "* THREAD (1 (2 3)(4))(5 6)(7)(9 8)\r\nt OK THREAD completed\r\n"
+    );
+    // Without message 1: its container is a dummy with two children, kept at the top.
+    assert_eq!(
+        c.send("u THREAD REFERENCES UTF-8 2:4\r\n"),
+        "* THREAD ((2 3)(4))\r\nu OK THREAD completed\r\n"
+    );
+    assert!(c.send("c CAPABILITY\r\n").contains(" THREAD=REFERENCES"));
+}
