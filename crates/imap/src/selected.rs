@@ -139,7 +139,7 @@ impl Selected {
         store: &Store,
         user: &str,
         expunge: bool,
-        condstore: bool,
+        (condstore, qresync): (bool, bool),
         out: &mut Vec<u8>,
     ) -> Result<(), StoreError> {
         let changes = store.changes_since(user, &self.name, self.highest_modseq)?;
@@ -159,14 +159,30 @@ impl Selected {
         if expunge && present_old != self.messages.len() {
             let uids = store.uids(user, &self.name)?;
             let mut kept = Vec::with_capacity(self.messages.len());
+            let mut vanished: Vec<(u32, u32)> = Vec::new();
             for m in Arc::make_mut(&mut self.messages).drain(..) {
                 if uids.binary_search(&m.uid).is_ok() {
                     kept.push(m);
+                } else if qresync {
+                    // RFC 7162 3.2.10: with QRESYNC, one VANISHED for them all.
+                    match vanished.last_mut() {
+                        Some(last) if last.1 + 1 == m.uid => last.1 = m.uid,
+                        _ => vanished.push((m.uid, m.uid)),
+                    }
                 } else {
                     // RFC 9051 7.5.1: each EXPUNGE renumbers the ones after it.
                     let seq = kept.len() + 1;
                     out.extend_from_slice(format!("* {seq} EXPUNGE\r\n").as_bytes());
                 }
+            }
+            if !vanished.is_empty() {
+                out.extend_from_slice(
+                    format!(
+                        "* VANISHED {}\r\n",
+                        crate::command::sequence::ranges_text(&vanished)
+                    )
+                    .as_bytes(),
+                );
             }
             self.messages = Arc::new(kept);
         }

@@ -56,6 +56,9 @@ pub(crate) struct Enabled {
     /// RFC 7162 3.1: MODSEQ in every FETCH of flags from then on.
     pub(crate) condstore: bool,
     pub(crate) rev2: bool,
+    /// RFC 7162 3.2: SELECT (QRESYNC ...), FETCH (VANISHED), and expunges reported as
+    /// VANISHED instead of EXPUNGE.
+    pub(crate) qresync: bool,
 }
 
 impl Enabled {
@@ -467,7 +470,7 @@ impl Session {
         caps.push_str(
             " ENABLE IDLE ID NAMESPACE UNSELECT UIDPLUS MOVE CHILDREN SPECIAL-USE \
              LIST-EXTENDED LIST-STATUS ESEARCH MULTIAPPEND BINARY CONDSTORE STATUS=SIZE \
-             SORT SORT=DISPLAY THREAD=ORDEREDSUBJECT THREAD=REFERENCES",
+             SORT SORT=DISPLAY THREAD=ORDEREDSUBJECT THREAD=REFERENCES QRESYNC",
         );
         caps.push_str(&format!(" APPENDLIMIT={}", self.config.literal_bytes_max));
         if self.state != State::NotAuthenticated {
@@ -487,7 +490,7 @@ impl Session {
             backend.store,
             user,
             expunge,
-            self.enabled.condstore,
+            (self.enabled.condstore, self.enabled.qresync),
             &mut self.out,
         ) {
             Ok(()) => {}

@@ -13,9 +13,15 @@ pub(crate) fn run(s: &mut Session, tag: &str, capabilities: &[CapabilityEnable<'
                 enabled.push("CONDSTORE".to_string());
             }
             other => {
-                if other.to_string().eq_ignore_ascii_case("IMAP4rev2") {
+                let name = other.to_string();
+                if name.eq_ignore_ascii_case("IMAP4rev2") {
                     s.enabled.rev2 = true;
                     enabled.push("IMAP4rev2".to_string());
+                } else if name.eq_ignore_ascii_case("QRESYNC") {
+                    // RFC 7162 3.2.3: QRESYNC implies CONDSTORE.
+                    s.enabled.qresync = true;
+                    s.enabled.condstore = true;
+                    enabled.push("QRESYNC".to_string());
                 }
             }
         }

@@ -299,16 +299,38 @@ pub(crate) fn run(
         return;
     };
     let mut plan = Plan::new(names, uid, s.enabled.condstore);
+    let mut vanished = false;
     for m in &modifiers {
         match m {
             FetchModifier::ChangedSince(v) => {
                 plan.changed_since = Some(v.get());
                 plan.modseq = true;
             }
-            FetchModifier::Vanished => {
-                s.tagged(tag, "BAD VANISHED needs QRESYNC");
+            // RFC 7162 3.2.6: only in a UID FETCH with CHANGEDSINCE, QRESYNC enabled.
+            FetchModifier::Vanished if !s.enabled.qresync => {
+                s.tagged(tag, "BAD VANISHED needs QRESYNC enabled");
                 return;
             }
+            FetchModifier::Vanished if !uid => {
+                s.tagged(tag, "BAD VANISHED needs UID FETCH");
+                return;
+            }
+            FetchModifier::Vanished => vanished = true,
+        }
+    }
+    if vanished && plan.changed_since.is_none() {
+        s.tagged(tag, "BAD VANISHED needs CHANGEDSINCE");
+        return;
+    }
+    if vanished {
+        // RFC 7162 3.2.6: the set's UIDs that are gone, before the FETCH responses.
+        use super::sequence::{missing_uids, ranges_text, uid_ranges};
+        let ranges = uid_ranges(&set, sel.uidnext.saturating_sub(1));
+        let gone = missing_uids(&ranges, &sel.messages);
+        if !gone.is_empty() {
+            s.out.extend_from_slice(
+                format!("* VANISHED (EARLIER) {}\r\n", ranges_text(&gone)).as_bytes(),
+            );
         }
     }
     if plan.modseq {

@@ -18,10 +18,23 @@ pub(crate) fn run(
     let Some(user) = s.user.clone() else {
         return;
     };
-    if parameters
-        .iter()
-        .any(|p| matches!(p, SelectParameter::QResync { .. }))
-    {
+    // RFC 7162 3.2.5: (uidvalidity modseq [known-uids]); the seq-match data only helps a
+    // server that must guess, which this one never does.
+    let qresync = parameters.iter().find_map(|p| match p {
+        SelectParameter::QResync {
+            uid_validity,
+            mod_sequence_value,
+            known_uids,
+            ..
+        } => Some((
+            uid_validity.get(),
+            mod_sequence_value.get(),
+            known_uids.clone(),
+        )),
+        _ => None,
+    });
+    if qresync.is_some() && !s.enabled.qresync {
+        // RFC 7162 3.2.5: only after ENABLE QRESYNC.
         s.tagged(tag, "BAD QRESYNC is not enabled");
         return;
     }
@@ -67,6 +80,36 @@ pub(crate) fn run(
         "OK [HIGHESTMODSEQ {}] Highest",
         sel.highest_modseq
     ));
+    // RFC 7162 3.2.5.1: with the client's UIDVALIDITY, what it must forget (VANISHED
+    // (EARLIER)) and what changed since its MODSEQ (FETCH with UID, FLAGS and MODSEQ).
+    if let Some((validity, since, known)) = qresync
+        && validity == sel.uidvalidity
+    {
+        use super::sequence::{missing_uids, ranges_text, uid_ranges};
+        let largest = sel.uidnext.saturating_sub(1);
+        let ranges = match &known {
+            Some(set) => uid_ranges(set, largest),
+            None if largest >= 1 => vec![(1, largest)],
+            None => Vec::new(),
+        };
+        let vanished = missing_uids(&ranges, &sel.messages);
+        if !vanished.is_empty() {
+            s.untagged(&format!("VANISHED (EARLIER) {}", ranges_text(&vanished)));
+        }
+        let within =
+            |uid: u32| known.is_none() || ranges.iter().any(|&(a, b)| (a..=b).contains(&uid));
+        for (i, m) in sel.messages.iter().enumerate() {
+            if m.modseq > since && within(m.uid) {
+                s.untagged(&format!(
+                    "{} FETCH (UID {} FLAGS {} MODSEQ ({}))",
+                    i + 1,
+                    m.uid,
+                    sel.flags_of(m),
+                    m.modseq
+                ));
+            }
+        }
+    }
     let code = if read_only { "READ-ONLY" } else { "READ-WRITE" };
     let verb = if read_only { "EXAMINE" } else { "SELECT" };
     s.selected = Some(sel);

@@ -235,3 +235,77 @@ fn recent_goes_to_the_first_session_only() {
         "x BAD Cannot store flag \\Recent\r\n"
     );
 }
+
+/// RFC 7162 3.2: QRESYNC. ENABLE, SELECT with the client's state (VANISHED (EARLIER) and
+/// the changed flags), UID FETCH (CHANGEDSINCE VANISHED), and expunges seen by another
+/// session reported as VANISHED.
+#[test]
+fn qresync_resynchronises_after_expunges_elsewhere() {
+    let store = new_store();
+    deliver(&store, "bob", 5);
+    let validity = store.status("bob", "INBOX").unwrap().uidvalidity;
+    let since = store.status("bob", "INBOX").unwrap().highest_modseq;
+    let mut a = Client::login(&store, "bob");
+    assert_eq!(
+        a.send("q SELECT INBOX (QRESYNC (1 1))\r\n"),
+        "q BAD QRESYNC is not enabled\r\n"
+    );
+    assert_eq!(
+        a.send("e ENABLE QRESYNC\r\n"),
+        "* ENABLED QRESYNC\r\ne OK ENABLE completed\r\n"
+    );
+    a.send("s SELECT INBOX\r\n");
+    let mut b = Client::login(&store, "bob");
+    b.send("s SELECT INBOX\r\n");
+    b.send("t STORE 2 +FLAGS.SILENT (\\Seen)\r\n");
+    b.send("u STORE 4,5 +FLAGS.SILENT (\\Deleted)\r\n");
+    b.send("x EXPUNGE\r\n");
+    // a is told with VANISHED, not EXPUNGE; QRESYNC turned CONDSTORE on.
+    let told = a.send("n NOOP\r\n");
+    assert!(told.contains("* VANISHED 4:5\r\n"), "{told}");
+    assert!(!told.contains("EXPUNGE"), "{told}");
+    assert!(told.contains("FLAGS (\\Recent \\Seen) MODSEQ ("), "{told}");
+
+    // A client that was away: its state was `since`, it knew UIDs 1:5.
+    let mut c = Client::login(&store, "bob");
+    c.send("e ENABLE QRESYNC\r\n");
+    let out = c.send(&format!(
+        "s SELECT INBOX (QRESYNC ({validity} {since} 1:5))\r\n"
+    ));
+    let vanished = out.find("* VANISHED (EARLIER) 4:5\r\n").expect(&out);
+    let fetch = out
+        .find("* 2 FETCH (UID 2 FLAGS (\\Seen) MODSEQ (")
+        .expect(&out);
+    assert!(vanished < fetch, "{out}");
+    assert_eq!(
+        out.matches(" FETCH ").count(),
+        1,
+        "only the changed message: {out}"
+    );
+    assert!(
+        out.ends_with("s OK [READ-WRITE] SELECT completed\r\n"),
+        "{out}"
+    );
+    // Another UIDVALIDITY: nothing to resynchronise from.
+    let out = c.send("s SELECT INBOX (QRESYNC (1 1 1:5))\r\n");
+    assert!(!out.contains("VANISHED") && !out.contains("FETCH"), "{out}");
+    // UID FETCH with CHANGEDSINCE and VANISHED.
+    assert_eq!(
+        c.send(&format!(
+            "f UID FETCH 1:* (FLAGS) (CHANGEDSINCE {since} VANISHED)\r\n"
+        ))
+        .lines()
+        .next()
+        .unwrap(),
+        "* VANISHED (EARLIER) 4:5"
+    );
+    assert_eq!(
+        c.send("g FETCH 1:* (FLAGS) (CHANGEDSINCE 1 VANISHED)\r\n"),
+        "g BAD VANISHED needs UID FETCH\r\n"
+    );
+    assert_eq!(
+        c.send("h UID FETCH 1:* (FLAGS) (VANISHED)\r\n"),
+        "h BAD VANISHED needs CHANGEDSINCE\r\n"
+    );
+    assert!(c.send("c CAPABILITY\r\n").contains(" QRESYNC"));
+}
