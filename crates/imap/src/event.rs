@@ -21,6 +21,11 @@ pub enum Event {
         password: String,
         authzid: String,
     },
+    /// RFC 4978: the `OK DEFLATE active` response was the last write: flush it, then
+    /// compress everything written and decompress everything read from here on, and call
+    /// `compression_started`. Input that came after the COMPRESS line was discarded (the
+    /// client must wait for the answer, RFC 4978 3).
+    Compress,
     /// Flush writes and close the connection; the session is over.
     Close,
 }
@@ -33,6 +38,7 @@ impl fmt::Debug for Event {
                 .field(&String::from_utf8_lossy(bytes))
                 .finish(),
             Event::StartTls => f.write_str("StartTls"),
+            Event::Compress => f.write_str("Compress"),
             Event::Auth {
                 username, authzid, ..
             } => f

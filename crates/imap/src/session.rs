@@ -100,6 +100,8 @@ pub(crate) struct FetchWork {
 pub struct Session {
     pub(crate) config: Arc<Config>,
     pub(crate) tls: bool,
+    /// RFC 4978 COMPRESS=DEFLATE is on.
+    pub(crate) compressed: bool,
     pub(crate) state: State,
     pub(crate) user: Option<String>,
     pub(crate) selected: Option<Selected>,
@@ -125,6 +127,7 @@ impl Session {
         let mut s = Session {
             config,
             tls,
+            compressed: false,
             state: State::NotAuthenticated,
             user: None,
             selected: None,
@@ -255,6 +258,11 @@ impl Session {
     /// The TLS handshake after STARTTLS succeeded.
     pub fn tls_started(&mut self) {
         self.tls = true;
+    }
+
+    /// The shell compresses the connection now (after [`Event::Compress`]).
+    pub fn compression_started(&mut self) {
+        self.compressed = true;
     }
 
     pub fn auth_result(&mut self, result: AuthResult) {
@@ -476,6 +484,8 @@ impl Session {
         if self.state != State::NotAuthenticated {
             // RFC 9208 3.2, 5.1, 5.2: the resources GETQUOTA and GETQUOTAROOT report.
             caps.push_str(" QUOTA QUOTA=RES-STORAGE QUOTA=RES-MESSAGE");
+            // RFC 4978: after login only (compression before it would only help guessers).
+            caps.push_str(" COMPRESS=DEFLATE");
         }
         caps
     }

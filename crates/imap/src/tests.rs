@@ -93,6 +93,7 @@ pub(crate) struct Client {
     pub(crate) quotas: Arc<MemoryQuotas>,
     pub(crate) closed: bool,
     pub(crate) starttls: bool,
+    pub(crate) compressed: bool,
 }
 
 impl Client {
@@ -106,6 +107,7 @@ impl Client {
             quotas: Arc::new(MemoryQuotas::default()),
             closed: false,
             starttls: false,
+            compressed: false,
         }
     }
 
@@ -140,6 +142,10 @@ impl Client {
                 Event::StartTls => {
                     self.starttls = true;
                     self.session.tls_started();
+                }
+                Event::Compress => {
+                    self.compressed = true;
+                    self.session.compression_started();
                 }
                 Event::Close => self.closed = true,
             }

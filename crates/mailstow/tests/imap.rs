@@ -110,3 +110,25 @@ fn mbsync_round_trips_a_folder_tree_with_flags() {
     );
     server.stop_cleanly();
 }
+
+/// RFC 4978 COMPRESS=DEFLATE with Python's zlib as the client: the same FETCH plain and
+/// compressed gives the same bytes, fewer of them on the wire (`tests/e2e/imap_compress.py`).
+#[test]
+fn compress_deflate_with_a_zlib_client() {
+    let (_dir, data) = set_up_data_dir();
+    let server = Server::start(&data);
+    let run = Command::new("python3")
+        .arg(script("imap_compress.py"))
+        .arg(server.addr("imaps"))
+        .args(["alice@example.test", "secret"])
+        .output()
+        .expect("python3");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success() && stdout.contains("imap-compress: OK"),
+        "imap_compress.py failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    eprintln!("{stdout}");
+    server.stop_cleanly();
+}

@@ -18,12 +18,42 @@ use crate::throttle::Gate;
 /// How long a client may take over a TLS handshake (implicit TLS, STARTTLS, STLS).
 pub(crate) const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// A client connection, plain or TLS.
+/// A client connection, plain or TLS, and compressed after IMAP COMPRESS.
 pub(crate) enum Stream {
     Plain(TcpStream),
     Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+    /// RFC 4978 COMPRESS=DEFLATE over either.
+    Deflated(Box<Deflated>),
     /// Gone: a failed TLS upgrade took the socket. Reads end, writes fail.
     Closed,
+}
+
+/// RFC 4978: raw DEFLATE (RFC 1951) both ways over the connection as it was. Every flush is
+/// a sync flush, so each batch of responses reaches the client whole; what the client sends
+/// is inflated as it is read, in the reader's chunks, so a small input that inflates to much
+/// costs no more memory than any other input (the session's own limits bound it).
+pub(crate) struct Deflated {
+    read: async_compression::tokio::bufread::DeflateDecoder<
+        tokio::io::BufReader<tokio::io::ReadHalf<Stream>>,
+    >,
+    write: async_compression::tokio::write::DeflateEncoder<tokio::io::WriteHalf<Stream>>,
+    tls: bool,
+}
+
+impl Deflated {
+    fn new(stream: Stream) -> Deflated {
+        let tls = stream.is_tls();
+        let (read, write) = tokio::io::split(stream);
+        let mut decoder =
+            async_compression::tokio::bufread::DeflateDecoder::new(tokio::io::BufReader::new(read));
+        // One long stream: never stop at a member's end.
+        decoder.multiple_members(true);
+        Deflated {
+            read: decoder,
+            write: async_compression::tokio::write::DeflateEncoder::new(write),
+            tls,
+        }
+    }
 }
 
 impl Stream {
@@ -55,7 +85,20 @@ impl Stream {
     }
 
     pub(crate) fn is_tls(&self) -> bool {
-        matches!(self, Stream::Tls(_))
+        match self {
+            Stream::Tls(_) => true,
+            Stream::Deflated(d) => d.tls,
+            _ => false,
+        }
+    }
+
+    /// RFC 4978: the same connection, compressed from here on.
+    pub(crate) fn deflated(self) -> Stream {
+        match self {
+            Stream::Closed => Stream::Closed,
+            Stream::Deflated(d) => Stream::Deflated(d),
+            stream => Stream::Deflated(Box::new(Deflated::new(stream))),
+        }
     }
 }
 
@@ -68,6 +111,7 @@ impl AsyncRead for Stream {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
             Stream::Tls(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Deflated(d) => Pin::new(&mut d.read).poll_read(cx, buf),
             Stream::Closed => Poll::Ready(Ok(())),
         }
     }
@@ -82,6 +126,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
             Stream::Tls(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Deflated(d) => Pin::new(&mut d.write).poll_write(cx, buf),
             Stream::Closed => Poll::Ready(Err(io::ErrorKind::NotConnected.into())),
         }
     }
@@ -90,6 +135,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_flush(cx),
             Stream::Tls(s) => Pin::new(s).poll_flush(cx),
+            Stream::Deflated(d) => Pin::new(&mut d.write).poll_flush(cx),
             Stream::Closed => Poll::Ready(Ok(())),
         }
     }
@@ -98,6 +144,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
             Stream::Tls(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Deflated(d) => Pin::new(&mut d.write).poll_shutdown(cx),
             Stream::Closed => Poll::Ready(Ok(())),
         }
     }

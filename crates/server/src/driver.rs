@@ -112,6 +112,15 @@ impl Conn {
         .unwrap_or_else(|_| Err(io::ErrorKind::TimedOut.into()))
     }
 
+    /// Flushes (the answer to COMPRESS goes uncompressed), then compresses the connection
+    /// both ways (RFC 4978).
+    pub(crate) async fn start_compression(&mut self) -> io::Result<()> {
+        self.flush().await?;
+        let plain = std::mem::replace(&mut self.stream, Stream::Closed);
+        self.stream = plain.deflated();
+        Ok(())
+    }
+
     /// Flushes (the answer to STARTTLS goes in plaintext), then runs the TLS handshake.
     pub(crate) async fn start_tls(&mut self) -> io::Result<()> {
         self.flush().await?;

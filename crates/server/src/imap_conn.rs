@@ -132,6 +132,12 @@ impl Protocol for Imap {
                     }
                     session.tls_started();
                 }
+                Event::Compress => {
+                    if conn.start_compression().await.is_err() {
+                        return Step::Close;
+                    }
+                    session.compression_started();
+                }
                 Event::Auth {
                     mechanism,
                     username,

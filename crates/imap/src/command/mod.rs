@@ -5,6 +5,7 @@ pub(crate) mod append;
 pub(crate) mod authenticate;
 pub(crate) mod capability;
 pub(crate) mod close;
+pub(crate) mod compress;
 pub(crate) mod copy;
 pub(crate) mod create;
 pub(crate) mod delete;
@@ -103,6 +104,7 @@ fn codec(s: &mut Session, tag: &str, body: CommandBody<'static>, b: &Backend<'_>
         CommandBody::Noop | CommandBody::Check => noop::run(s, tag, b),
         CommandBody::Logout => logout::run(s, tag),
         CommandBody::StartTLS => starttls::run(s, tag),
+        CommandBody::Compress { algorithm } => compress::run(s, tag, algorithm),
         CommandBody::Authenticate {
             mechanism,
             initial_response,

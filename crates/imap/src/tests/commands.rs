@@ -794,3 +794,26 @@ fn thread_by_references() {
     );
     assert!(c.send("c CAPABILITY\r\n").contains(" THREAD=REFERENCES"));
 }
+
+/// RFC 4978: COMPRESS=DEFLATE after login only, once; the answer goes in plain, then the
+/// shell compresses.
+#[test]
+fn compress_deflate_once_after_login() {
+    let store = new_store();
+    let mut c = Client::new(&store, test_config());
+    c.greeting();
+    assert!(!c.send("a CAPABILITY\r\n").contains("COMPRESS"));
+    assert_eq!(c.send("b COMPRESS DEFLATE\r\n"), "b BAD Log in first\r\n");
+    c.send("l LOGIN bob secret\r\n");
+    assert!(c.send("a CAPABILITY\r\n").contains(" COMPRESS=DEFLATE"));
+    assert_eq!(
+        c.send("c COMPRESS DEFLATE\r\nx NOOP\r\n"),
+        "c OK DEFLATE active\r\n",
+        "what came after the command was dropped"
+    );
+    assert!(c.compressed);
+    assert_eq!(
+        c.send("d COMPRESS DEFLATE\r\n"),
+        "d NO [COMPRESSIONACTIVE] DEFLATE active already\r\n"
+    );
+}
