@@ -34,6 +34,14 @@ Rows (ms unless said otherwise):
                     message to INBOX; time until each session has read "* n EXISTS", measured
                     from the APPEND's tagged OK (can be negative) and from sending the APPEND;
                     median over IDLE_ROUNDS rounds of the per-round max and p50
+  sort_date_first / sort_date, thread_refs_first / thread_refs
+                    UID SORT (REVERSE DATE) UTF-8 ALL and UID THREAD REFERENCES UTF-8 ALL on the
+                    whole folder: first run and median of RUNS more (row `sort`)
+  qresync_first / qresync
+                    a QRESYNC client's state (UIDVALIDITY, HIGHESTMODSEQ) is taken, then
+                    EXPUNGE_COUNT random messages are expunged (not timed); then ENABLE QRESYNC
+                    and SELECT INBOX (QRESYNC (uidvalidity modseq 1:maxuid)) on fresh
+                    connections, to tagged OK (row `qresync`)
 Every client socket has TCP_NODELAY and sends each command in one write.
 """
 import argparse
@@ -601,6 +609,58 @@ class Bench:
         c.close()
         self.result("expunge", dt * 1000)
 
+    # 8. SORT and THREAD (RFC 5256) over the whole folder
+    def row_sort(self):
+        c = self.conn(select=True)
+        for row, command in (("sort_date", "UID SORT (REVERSE DATE) UTF-8 ALL"),
+                             ("thread_refs", "UID THREAD REFERENCES UTF-8 ALL")):
+            ts = []
+            for r in range(self.a.runs + 1):
+                data, _, dt = c.cmd(command)
+                ts.append(dt * 1000)
+                if r == 0:
+                    head = data.split(b"\r\n", 1)[0]
+                    log(f"{row}: {len(data)} bytes, {head[:80]!r}...")
+            log(f"{row} runs ms: {', '.join(f'{x:.1f}' for x in ts)}")
+            self.result(row + "_first", ts[0])
+            self.result(row, statistics.median(ts[1:]))
+        c.close()
+
+    # 9. QRESYNC: a client that last saw the folder before EXPUNGE_COUNT expunges reconnects
+    def row_qresync(self):
+        if not self.uids:
+            self.load_uids()
+        c = self.conn()
+        if b"QRESYNC" not in c.caps:
+            raise ImapError("no QRESYNC")
+        c.cmd("ENABLE QRESYNC")
+        data, _, _ = c.cmd("SELECT INBOX")
+        validity = int(re.search(rb"UIDVALIDITY (\d+)", data).group(1))
+        modseq = int(re.search(rb"HIGHESTMODSEQ (\d+)", data).group(1))
+        n = min(self.a.expunge_count, len(self.uids) // 5)
+        known = f"1:{max(self.uids)}"  # RFC 7162 3.2.5: known-uids may not use "*"
+        victims = self.rnd.sample(self.uids, n)
+        s = uid_set(victims)
+        c.cmd(f"UID STORE {s} +FLAGS.SILENT (\\Deleted)")
+        c.cmd(f"UID EXPUNGE {s}")
+        vs = set(victims)
+        self.uids = [u for u in self.uids if u not in vs]
+        c.close()
+        ts = []
+        for r in range(self.a.runs + 1):
+            q = self.conn()
+            q.cmd("ENABLE QRESYNC")
+            data, _, dt = q.cmd(f"SELECT INBOX (QRESYNC ({validity} {modseq} {known}))")
+            ts.append(dt * 1000)
+            if r == 0:
+                m = re.search(rb"\* VANISHED \(EARLIER\) ([^\r\n]*)", data)
+                log(f"qresync: {len(data)} bytes, VANISHED set of {len(m.group(1)) if m else 0} bytes, "
+                    f"{data.count(b' FETCH (')} FETCH for {n} expunged")
+            q.close()
+        log(f"qresync runs ms: {', '.join(f'{x:.1f}' for x in ts)}")
+        self.result("qresync_first", ts[0])
+        self.result("qresync", statistics.median(ts[1:]))
+
     # 7. IDLE fan-out
     def row_idle(self):
         a = self.a
@@ -747,6 +807,8 @@ ROWS = {"select": ("row_select", ["select_prime", "select"]),
         "body": ("row_body", ["body_fetch_total", "body_fetch_p50", "body_fetch_p99"]),
         "append": ("row_append", [("append", "msg/s"), "append_p50", "append_p99"]),
         "expunge": ("row_expunge", ["expunge"]),
+        "sort": ("row_sort", ["sort_date_first", "sort_date", "thread_refs_first", "thread_refs"]),
+        "qresync": ("row_qresync", ["qresync_first", "qresync"]),
         "idle": ("row_idle", ["idle_from_ok_max", "idle_from_ok_p50", "idle_from_send_max",
                               "idle_from_send_p50"])}
 

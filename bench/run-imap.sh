@@ -27,7 +27,7 @@
 # bench does) and connections_per_ip_max and imap_sessions_per_user_max raised for the IDLE row; MAILSTOW_TOML_EXTRA adds more
 # [server] lines (e.g. a per-user session limit once the config has one).
 # Env: MESSAGES (80000), RUNS (5), FORMAT (maildir|mdbox), ONLY (all|dovecot|mailstow),
-# ROWS (select,fetch,search,body,append,expunge,idle), IDLE_SESSIONS (200), IDLE_ROUNDS (3),
+# ROWS (select,fetch,search,body,append,expunge,idle; also sort and qresync), IDLE_SESSIONS (200), IDLE_ROUNDS (3),
 # APPEND_TOTAL (10000), APPEND_CONNS (8), BODY_FETCHES (1000), EXPUNGE_COUNT (1000),
 # LITERAL_PLUS (auto|yes|no), SCRATCH (/var/tmp/mailstow-bench-imap), NO_BUILD (0),
 # QUIET_WAIT (1: wait, bounded, for an idle machine before each peer), DC_USER/DC_PASS
