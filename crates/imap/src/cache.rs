@@ -32,7 +32,13 @@ struct Folder {
 
 /// What an entry costs, roughly: the strings and the map slot.
 fn cost(s: &Summary) -> usize {
-    64 + s.from.len() + s.to.len() + s.subject.len() + s.date.len() + s.message_id.len()
+    64 + s.from.len()
+        + s.to.len()
+        + s.subject.len()
+        + s.date.len()
+        + s.message_id.len()
+        + s.preview.len()
+        + s.references.as_ref().map_or(0, String::len)
 }
 
 impl HeaderCache {

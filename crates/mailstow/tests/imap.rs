@@ -132,3 +132,24 @@ fn compress_deflate_with_a_zlib_client() {
     eprintln!("{stdout}");
     server.stop_cleanly();
 }
+
+/// QRESYNC resynchronisation with Python's imaplib after another session's expunges and flag
+/// change, with SORT and THREAD on the way (`tests/e2e/imap_qresync.py`).
+#[test]
+fn imaplib_resynchronises_with_qresync() {
+    let (_dir, data) = set_up_data_dir();
+    let server = Server::start(&data);
+    let run = Command::new("python3")
+        .arg(script("imap_qresync.py"))
+        .arg(server.addr("imaps"))
+        .args(["alice@example.test", "secret"])
+        .output()
+        .expect("python3");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success() && stdout.contains("imap-qresync: OK"),
+        "imap_qresync.py failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    server.stop_cleanly();
+}

@@ -277,7 +277,7 @@ pub(crate) fn parse_summary(content: &[u8], field_max: usize) -> Summary {
         structure: structure.to_bytes(),
         preview: preview.text,
         has_attachment: preview.has_attachment,
-        references: threading_ids(&msg, field_max),
+        references: Some(threading_ids(&msg, field_max)),
     }
 }
 
@@ -313,17 +313,18 @@ fn threading_ids(msg: &mail_parser::Message<'_>, field_max: usize) -> String {
 /// The summary's byte form: five length-prefixed strings (the size is the content length),
 /// then the MIME structure as a u32-length-prefixed blob (empty allowed), then the preview
 /// (a length-prefixed string) and one byte of marks (bit 0: has an attachment), then the
-/// threading ids (a length-prefixed string). Older summaries end earlier and read back with
-/// what they lack empty: one written before the structure existed ends after the strings,
-/// one written before the preview after the structure, one written before the threading ids
-/// after the marks. Each part is written only when it or a later one is not empty, so a
+/// threading ids (a length-prefixed string, present whenever they were looked for, even
+/// empty). Older summaries end earlier and read back with what they lack empty: one written
+/// before the structure existed ends after the strings, one written before the preview after
+/// the structure, one written before the threading ids after the marks (its ids read as
+/// unknown, `None`). Each part is written only when it or a later one is present, so a
 /// summary without them is still written in the oldest form.
 pub(crate) fn encode_summary(s: &Summary) -> Vec<u8> {
     let mut e = Enc::default();
     for field in [&s.from, &s.to, &s.subject, &s.date, &s.message_id] {
         e.str(field);
     }
-    let with_references = !s.references.is_empty();
+    let with_references = s.references.is_some();
     let with_preview = !s.preview.is_empty() || s.has_attachment || with_references;
     if !s.structure.is_empty() || with_preview {
         e.u32(s.structure.len() as u32);
@@ -333,8 +334,8 @@ pub(crate) fn encode_summary(s: &Summary) -> Vec<u8> {
         e.str(&s.preview);
         e.u8(u8::from(s.has_attachment));
     }
-    if with_references {
-        e.str(&s.references);
+    if let Some(references) = &s.references {
+        e.str(references);
     }
     e.0
 }
@@ -356,7 +357,7 @@ pub(crate) fn decode_summary(buf: &[u8], size: u64) -> Result<Summary, DecodeErr
         },
         preview: String::new(),
         has_attachment: false,
-        references: String::new(),
+        references: None,
     };
     let mut summary = summary;
     if !d.is_empty() {
@@ -369,7 +370,7 @@ pub(crate) fn decode_summary(buf: &[u8], size: u64) -> Result<Summary, DecodeErr
         summary.has_attachment = marks & 1 == 1;
     }
     if !d.is_empty() {
-        summary.references = d.str()?;
+        summary.references = Some(d.str()?);
     }
     if !d.is_empty() {
         return Err(DecodeError::new("summary has trailing bytes"));
@@ -463,8 +464,12 @@ Subject: Hello there\r\nDate: Tue, 1 Jul 2003 10:52:37 +0200\r\nMessage-ID: <abc
         let read = decode_summary(&before_previews, s.size).unwrap();
         assert_eq!((read.preview.as_str(), read.has_attachment), ("", false));
         assert_eq!(read.structure, s.structure);
+        // The marks byte sits before the threading ids (`len u16` and the ids): an unknown
+        // mark is damage.
+        let ids = s.references.as_deref().unwrap_or_default().len();
         let mut unknown = bytes.clone();
-        *unknown.last_mut().unwrap() = 2;
+        let marks_at = unknown.len() - ids - 3;
+        unknown[marks_at] = 2;
         assert!(decode_summary(&unknown, s.size).is_err());
         let cut_s = parse_summary(msg, 5);
         assert_eq!(cut_s.subject, "Hello");
@@ -478,28 +483,35 @@ Subject: Hello there\r\nDate: Tue, 1 Jul 2003 10:52:37 +0200\r\nMessage-ID: <abc
         let refs =
             b"Message-ID: <c@x>\r\nReferences: <a@x>\r\n <b@x>\r\nIn-Reply-To: <q@x>\r\n\r\nx";
         let s = parse_summary(refs, 1024);
-        assert_eq!(s.references, "a@x b@x");
+        assert_eq!(s.references.as_deref(), Some("a@x b@x"));
         let back = decode_summary(&encode_summary(&s), s.size).unwrap();
         assert_eq!(back, s);
         let reply = parse_summary(b"In-Reply-To: <q@x> <r@x>\r\n\r\nx", 1024);
-        assert_eq!(reply.references, "q@x");
+        assert_eq!(reply.references.as_deref(), Some("q@x"));
         // Without structure or preview the ids still come back.
         let bare = Summary {
-            references: "a@x".into(),
+            references: Some("a@x".into()),
             ..Summary::default()
         };
         assert_eq!(decode_summary(&encode_summary(&bare), 0).unwrap(), bare);
         // The newest ids that fit.
         let many = parse_summary(b"References: <aaaa@x> <bbbb@x> <cccc@x>\r\n\r\nx", 13);
-        assert_eq!(many.references, "bbbb@x cccc@x");
-        // A summary written before the ids reads back without them.
+        assert_eq!(many.references.as_deref(), Some("bbbb@x cccc@x"));
+        // Looked for and none found: known to be none.
         let none = parse_summary(b"Subject: s\r\n\r\nbody", 1024);
         assert_eq!(
             decode_summary(&encode_summary(&none), none.size)
                 .unwrap()
-                .references,
-            ""
+                .references
+                .as_deref(),
+            Some("")
         );
+        // A summary written before the ids reads back with them unknown.
+        let old = encode_summary(&Summary {
+            references: None,
+            ..none.clone()
+        });
+        assert_eq!(decode_summary(&old, none.size).unwrap().references, None);
     }
 
     #[test]

@@ -163,9 +163,9 @@ pub struct Summary {
     /// The message ids this message follows, for threading (RFC 5256 3, REFERENCES): the
     /// References field's, or the first of In-Reply-To when there is no References, oldest
     /// first, without angle brackets, space separated; the newest kept when they do not fit
-    /// in `summary_field_bytes_max`. Empty for messages stored before it existed (a reader
-    /// that needs it then reads the header).
-    pub references: String,
+    /// in `summary_field_bytes_max`. `None` for messages stored before it existed (a reader
+    /// that needs it then looks at the envelope's In-Reply-To).
+    pub references: Option<String>,
 }
 
 /// A message as the index knows it.

@@ -6,7 +6,6 @@
 //! keys fall back to the sequence number (RFC 5256 3).
 
 use std::cmp::Ordering;
-use std::sync::Arc;
 
 use imap_codec::imap_types::core::{Charset, Vec1};
 use imap_codec::imap_types::extensions::sort::{SortCriterion, SortKey};
@@ -48,47 +47,113 @@ fn casemap(s: &str) -> String {
     s.to_ascii_uppercase()
 }
 
-fn keys_of(seq: usize, m: &MessageInfo, summary: Option<&Summary>) -> Keys {
-    let sent = summary
-        .and_then(|s| chrono::DateTime::parse_from_rfc2822(&s.date).ok())
-        .map_or(m.internal_date, |d| d.timestamp());
-    let envelope = summary
-        .and_then(|s| mime_structure::Structure::from_bytes(&s.structure).ok())
-        .map(|st| envelope::fields(st.envelope()))
-        .unwrap_or_default();
-    let first = |field: usize| envelope::first_address(envelope.get(field));
-    let (from, to, cc) = (first(2), first(5), first(6));
-    let (subject, reply) = base_subject_and_reply(summary.map_or("", |s| s.subject.as_str()));
-    let mut references: Vec<String> = summary
-        .map(|s| {
-            s.references
-                .split(' ')
-                .filter(|r| !r.is_empty())
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default();
-    if references.is_empty()
-        && let Some(envelope::Field::Id(id)) = envelope.get(8)
-    {
-        references.push(id.clone());
+/// Which keys a command needs: the others are left empty (a SORT by date parses no
+/// subject and no envelope).
+#[derive(Clone, Copy, Default)]
+struct Needs {
+    sent: bool,
+    subject: bool,
+    addresses: bool,
+    threading: bool,
+}
+
+impl Needs {
+    fn of(criteria: &[SortCriterion]) -> Needs {
+        let mut needs = Needs::default();
+        for c in criteria {
+            match c.key {
+                SortKey::Date => needs.sent = true,
+                SortKey::Subject => needs.subject = true,
+                SortKey::Cc
+                | SortKey::From
+                | SortKey::To
+                | SortKey::DisplayFrom
+                | SortKey::DisplayTo => needs.addresses = true,
+                SortKey::Arrival | SortKey::Size => {}
+            }
+        }
+        needs
     }
-    Keys {
+
+    /// THREAD: subjects and sent dates, and for REFERENCES the ids.
+    fn thread(references: bool) -> Needs {
+        Needs {
+            sent: true,
+            subject: true,
+            addresses: false,
+            threading: references,
+        }
+    }
+}
+
+/// The sent date (RFC 5256 2.2): the Date field, which the store wrote as RFC 5322 text
+/// when it parsed the message; the internal date when there is none.
+fn sent_date(summary: Option<&Summary>, internal: i64) -> i64 {
+    summary
+        .filter(|s| !s.date.is_empty())
+        .and_then(|s| chrono::DateTime::parse_from_rfc2822(&s.date).ok())
+        .map_or(internal, |d| d.timestamp())
+}
+
+fn keys_of(
+    seq: usize,
+    m: &MessageInfo,
+    summary: Option<&Summary>,
+    envelope: &[envelope::Field],
+    needs: Needs,
+) -> Keys {
+    let mut keys = Keys {
         seq,
         uid: m.uid,
         arrival: m.internal_date,
-        sent,
+        sent: 0,
         size: m.size,
-        subject: casemap(&subject),
-        reply,
-        message_id: summary.map(|s| s.message_id.clone()).unwrap_or_default(),
-        references,
-        display_from: casemap(&from.display()),
-        display_to: casemap(&to.display()),
-        from: casemap(&from.mailbox),
-        to: casemap(&to.mailbox),
-        cc: casemap(&cc.mailbox),
+        subject: String::new(),
+        reply: false,
+        message_id: String::new(),
+        references: Vec::new(),
+        display_from: String::new(),
+        display_to: String::new(),
+        from: String::new(),
+        to: String::new(),
+        cc: String::new(),
+    };
+    if needs.sent {
+        keys.sent = sent_date(summary, m.internal_date);
     }
+    if needs.subject {
+        let (subject, reply) = base_subject_and_reply(summary.map_or("", |s| s.subject.as_str()));
+        keys.subject = casemap(&subject);
+        keys.reply = reply;
+    }
+    if needs.addresses {
+        let first = |field: usize| envelope::first_address(envelope.get(field));
+        let (from, to, cc) = (first(2), first(5), first(6));
+        keys.display_from = casemap(&from.display());
+        keys.display_to = casemap(&to.display());
+        keys.from = casemap(&from.mailbox);
+        keys.to = casemap(&to.mailbox);
+        keys.cc = casemap(&cc.mailbox);
+    }
+    if needs.threading {
+        keys.message_id = summary.map(|s| s.message_id.clone()).unwrap_or_default();
+        match summary.and_then(|s| s.references.as_deref()) {
+            Some(ids) => {
+                keys.references = ids
+                    .split(' ')
+                    .filter(|r| !r.is_empty())
+                    .map(str::to_string)
+                    .collect();
+            }
+            // Stored before the summary kept the ids: the envelope's In-Reply-To.
+            None => {
+                if let Some(envelope::Field::Id(id)) = envelope.get(8) {
+                    keys.references.push(id.clone());
+                }
+            }
+        }
+    }
+    keys
 }
 
 fn compare(a: &Keys, b: &Keys, criteria: &[SortCriterion]) -> Ordering {
@@ -113,15 +178,16 @@ fn compare(a: &Keys, b: &Keys, criteria: &[SortCriterion]) -> Ordering {
     a.seq.cmp(&b.seq)
 }
 
-/// The keys of the messages `criteria` finds, or the command's answer when it fails. With
-/// `addresses`, the summaries are read whole from the store (the session's header cache
-/// keeps them without the envelope the address keys come from).
+/// The keys of the messages `criteria` finds, or the command's answer when it fails. The
+/// summaries come through the session's header cache, which keeps them without the MIME
+/// structure; the envelope (for the address keys, and the In-Reply-To of a message stored
+/// before the summary kept threading ids) is read from the store only for those.
 fn found(
     s: &mut Session,
     tag: &str,
     charset: &Charset<'_>,
     criteria: &Vec1<SearchKey<'static>>,
-    addresses: bool,
+    needs: Needs,
     b: &Backend<'_>,
 ) -> Option<Vec<Keys>> {
     if !charset_ok(charset) {
@@ -141,12 +207,20 @@ fn found(
         hits.into_iter()
             .map(|i| {
                 let m = &sel.messages[i];
-                let summary = if addresses {
-                    b.store.summary(&user, &sel.name, m.uid).ok().map(Arc::new)
+                let summary =
+                    super::search::summary_of(b, &user, &sel.name, sel.uidvalidity, m.uid);
+                let old = summary.as_ref().is_none_or(|s| s.references.is_none());
+                let envelope = if needs.addresses || (needs.threading && old) {
+                    b.store
+                        .summary(&user, &sel.name, m.uid)
+                        .ok()
+                        .and_then(|s| mime_structure::Structure::from_bytes(&s.structure).ok())
+                        .map(|st| envelope::fields(st.envelope()))
+                        .unwrap_or_default()
                 } else {
-                    super::search::summary_of(b, &user, &sel.name, sel.uidvalidity, m.uid)
+                    Vec::new()
                 };
-                keys_of(i + 1, m, summary.as_deref())
+                keys_of(i + 1, m, summary.as_deref(), &envelope, needs)
             })
             .collect(),
     )
@@ -161,13 +235,8 @@ pub(crate) fn sort(
     uid: bool,
     b: &Backend<'_>,
 ) {
-    let addresses = criteria.as_ref().iter().any(|c| {
-        matches!(
-            c.key,
-            SortKey::Cc | SortKey::From | SortKey::To | SortKey::DisplayFrom | SortKey::DisplayTo
-        )
-    });
-    let Some(mut keys) = found(s, tag, &charset, &search, addresses, b) else {
+    let needs = Needs::of(criteria.as_ref());
+    let Some(mut keys) = found(s, tag, &charset, &search, needs, b) else {
         return;
     };
     keys.sort_by(|a, z| compare(a, z, criteria.as_ref()));
@@ -192,7 +261,7 @@ pub(crate) fn thread_ordered_subject(
     uid: bool,
     b: &Backend<'_>,
 ) {
-    let Some(mut keys) = found(s, tag, &charset, &search, false, b) else {
+    let Some(mut keys) = found(s, tag, &charset, &search, Needs::thread(false), b) else {
         return;
     };
     keys.sort_by(|a, z| {
@@ -239,9 +308,7 @@ pub(crate) fn thread_references(
     uid: bool,
     b: &Backend<'_>,
 ) {
-    // The envelope (In-Reply-To of messages stored before the summary kept the ids) is not
-    // in the header cache: read the summaries whole.
-    let Some(keys) = found(s, tag, &charset, &search, true, b) else {
+    let Some(keys) = found(s, tag, &charset, &search, Needs::thread(true), b) else {
         return;
     };
     let line = format!("THREAD {}", references::threads(&keys, uid));
