@@ -53,6 +53,31 @@ impl HeaderCache {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// [`HeaderCache::get`] for many UIDs of one folder, under one lock (SORT and THREAD
+    /// look at every message of a folder).
+    pub(crate) fn get_many(
+        &self,
+        user: &str,
+        folder: &str,
+        uidvalidity: u32,
+        uids: &[u32],
+    ) -> Vec<Option<Arc<Summary>>> {
+        let mut inner = self.lock();
+        inner.clock += 1;
+        let now = inner.clock;
+        let Some(f) = inner
+            .folders
+            .get_mut(&(user.to_string(), folder.to_string()))
+            .filter(|f| f.uidvalidity == uidvalidity)
+        else {
+            return vec![None; uids.len()];
+        };
+        f.used = now;
+        uids.iter()
+            .map(|uid| f.summaries.get(uid).cloned())
+            .collect()
+    }
+
     pub(crate) fn get(
         &self,
         user: &str,

@@ -203,12 +203,16 @@ fn found(
             return None;
         }
     };
+    let uids: Vec<u32> = hits.iter().map(|&i| sel.messages[i].uid).collect();
+    let cached = b.headers.get_many(&user, &sel.name, sel.uidvalidity, &uids);
     Some(
         hits.into_iter()
-            .map(|i| {
+            .zip(cached)
+            .map(|(i, cached)| {
                 let m = &sel.messages[i];
-                let summary =
-                    super::search::summary_of(b, &user, &sel.name, sel.uidvalidity, m.uid);
+                let summary = cached.or_else(|| {
+                    super::search::summary_of(b, &user, &sel.name, sel.uidvalidity, m.uid)
+                });
                 let old = summary.as_ref().is_none_or(|s| s.references.is_none());
                 let envelope = if needs.addresses || (needs.threading && old) {
                     b.store
