@@ -91,8 +91,45 @@ impl Needs {
 fn sent_date(summary: Option<&Summary>, internal: i64) -> i64 {
     summary
         .filter(|s| !s.date.is_empty())
-        .and_then(|s| chrono::DateTime::parse_from_rfc2822(&s.date).ok())
-        .map_or(internal, |d| d.timestamp())
+        .and_then(|s| {
+            stored_date(&s.date).or_else(|| {
+                chrono::DateTime::parse_from_rfc2822(&s.date)
+                    .ok()
+                    .map(|d| d.timestamp())
+            })
+        })
+        .unwrap_or(internal)
+}
+
+/// The Date as the store writes it (mail-parser's `to_rfc822`: `Tue, 3 Jan 2023 10:00:00
+/// +0100`) in seconds since the epoch, UTC, without a general parser: a SORT by date reads
+/// one per message. `None` for any other shape.
+fn stored_date(text: &str) -> Option<i64> {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let mut parts = text.split_once(", ")?.1.split(' ');
+    let day: u32 = parts.next()?.parse().ok()?;
+    let month = MONTHS.iter().position(|m| Some(*m) == parts.next())? as u32 + 1;
+    let year: i32 = parts.next()?.parse().ok()?;
+    let mut hms = parts.next()?.split(':').map(|v| v.parse::<u32>().ok());
+    let (h, m, sec) = (hms.next()??, hms.next()??, hms.next()??);
+    let zone = parts.next()?;
+    if parts.next().is_some() || hms.next().is_some() || zone.len() != 5 {
+        return None;
+    }
+    let sign = match zone.as_bytes()[0] {
+        b'+' => 1,
+        b'-' => -1,
+        _ => return None,
+    };
+    let zh: i64 = zone.get(1..3)?.parse().ok()?;
+    let zm: i64 = zone.get(3..5)?.parse().ok()?;
+    let at = chrono::NaiveDate::from_ymd_opt(year, month, day)?
+        .and_hms_opt(h, m, sec)?
+        .and_utc()
+        .timestamp();
+    Some(at - sign * (zh * 3600 + zm * 60))
 }
 
 fn keys_of(
@@ -939,6 +976,31 @@ mod envelope {
 #[cfg(test)]
 mod tests {
     use super::base_subject;
+
+    #[test]
+    fn stored_dates_read_like_rfc_5322() {
+        for text in [
+            "Tue, 3 Jan 2023 10:00:00 +0000",
+            "Fri, 31 Dec 1999 23:59:59 -0830",
+            "Mon, 29 Feb 2016 00:00:01 +1400",
+        ] {
+            let general = chrono::DateTime::parse_from_rfc2822(text)
+                .unwrap()
+                .timestamp();
+            assert_eq!(super::stored_date(text), Some(general), "{text}");
+        }
+        for odd in [
+            "",
+            "3 Jan 2023 10:00:00 +0000",
+            "Tue, 3 Jan 2023 10:00 +0000",
+            "Tue, 31 Feb 2023 10:00:00 +0000",
+            "Tue, 3 Jan 2023 10:00:00 GMT",
+            "Tue, 3 Jan 2023 10:00:00 +0000 extra",
+            "Tue, 3 Foo 2023 10:00:00 +0000",
+        ] {
+            assert_eq!(super::stored_date(odd), None, "{odd}");
+        }
+    }
 
     #[test]
     fn base_subjects_follow_rfc_5256() {
