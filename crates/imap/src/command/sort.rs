@@ -110,7 +110,8 @@ fn stored_date(text: &str) -> Option<i64> {
     ];
     let mut parts = text.split_once(", ")?.1.split(' ');
     let day: u32 = parts.next()?.parse().ok()?;
-    let month = MONTHS.iter().position(|m| Some(*m) == parts.next())? as u32 + 1;
+    let month_name = parts.next()?;
+    let month = MONTHS.iter().position(|m| *m == month_name)? as u32 + 1;
     let year: i32 = parts.next()?.parse().ok()?;
     let mut hms = parts.next()?.split(':').map(|v| v.parse::<u32>().ok());
     let (h, m, sec) = (hms.next()??, hms.next()??, hms.next()??);
