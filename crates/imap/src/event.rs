@@ -21,11 +21,13 @@ pub enum Event {
         password: String,
         authzid: String,
     },
-    /// RFC 4978: the `OK DEFLATE active` response was the last write: flush it, then
-    /// compress everything written and decompress everything read from here on, and call
-    /// `compression_started`. Input that came after the COMPRESS line was discarded (the
-    /// client must wait for the answer, RFC 4978 3).
+    /// RFC 4978 COMPRESS DEFLATE: may this connection be compressed (the shell bounds how
+    /// many are, each holding a compressor's memory)? Answer with `compress_result`.
     Compress,
+    /// The `OK DEFLATE active` response was the last write: flush it, then compress
+    /// everything written and decompress everything read from here on. Input that came after
+    /// the COMPRESS line was discarded (the client must wait for the answer, RFC 4978 3).
+    Deflate,
     /// Flush writes and close the connection; the session is over.
     Close,
 }
@@ -39,6 +41,7 @@ impl fmt::Debug for Event {
                 .finish(),
             Event::StartTls => f.write_str("StartTls"),
             Event::Compress => f.write_str("Compress"),
+            Event::Deflate => f.write_str("Deflate"),
             Event::Auth {
                 username, authzid, ..
             } => f

@@ -86,6 +86,8 @@ pub(crate) enum Waiting {
     SaslResponse { tag: String },
     /// In IDLE until `DONE` (RFC 2177, RFC 9051 6.3.13).
     Idle { tag: String },
+    /// For the shell's `compress_result` (RFC 4978).
+    Compress { tag: String },
 }
 
 /// A FETCH that yields to the shell every `output_chunk_bytes`.
@@ -160,7 +162,10 @@ impl Session {
     /// Whether the shell should read more input now.
     pub fn wants_input(&self) -> bool {
         !self.closed
-            && !matches!(self.waiting, Some(Waiting::Auth { .. }))
+            && !matches!(
+                self.waiting,
+                Some(Waiting::Auth { .. } | Waiting::Compress { .. })
+            )
             && self.work.is_none()
             && self.framer.buffered() < self.framer.line_max().saturating_mul(4)
     }
@@ -260,8 +265,24 @@ impl Session {
         self.tls = true;
     }
 
-    /// The shell compresses the connection now (after [`Event::Compress`]).
-    pub fn compression_started(&mut self) {
+    /// The shell's answer to [`Event::Compress`]: whether it can compress this connection
+    /// (it bounds how many are). Granted: the `OK` is written, then [`Event::Deflate`] tells
+    /// the shell to switch; refused: `NO [LIMIT]`.
+    pub fn compress_result(&mut self, granted: bool) {
+        let Some(Waiting::Compress { tag }) = self.waiting.take() else {
+            return;
+        };
+        if !granted {
+            self.tagged(
+                &tag,
+                "NO [LIMIT] Too many compressed connections, try later",
+            );
+            return;
+        }
+        self.tagged(&tag, "OK DEFLATE active");
+        let out = std::mem::take(&mut self.out);
+        self.events.push_back(Event::Write(out));
+        self.events.push_back(Event::Deflate);
         self.compressed = true;
     }
 
@@ -323,7 +344,12 @@ impl Session {
             if let Some(event) = self.events.pop_front() {
                 return Some(event);
             }
-            if self.closed || matches!(self.waiting, Some(Waiting::Auth { .. })) {
+            if self.closed
+                || matches!(
+                    self.waiting,
+                    Some(Waiting::Auth { .. } | Waiting::Compress { .. })
+                )
+            {
                 return self.take_write();
             }
             if let Some(tag) = self.pending_login.take() {

@@ -94,6 +94,8 @@ pub(crate) struct Client {
     pub(crate) closed: bool,
     pub(crate) starttls: bool,
     pub(crate) compressed: bool,
+    /// The shell's answer to COMPRESS: refused (too many compressed connections).
+    pub(crate) compress_refused: bool,
 }
 
 impl Client {
@@ -108,6 +110,7 @@ impl Client {
             closed: false,
             starttls: false,
             compressed: false,
+            compress_refused: false,
         }
     }
 
@@ -143,10 +146,8 @@ impl Client {
                     self.starttls = true;
                     self.session.tls_started();
                 }
-                Event::Compress => {
-                    self.compressed = true;
-                    self.session.compression_started();
-                }
+                Event::Compress => self.session.compress_result(!self.compress_refused),
+                Event::Deflate => self.compressed = true,
                 Event::Close => self.closed = true,
             }
         }

@@ -150,6 +150,9 @@ pub(crate) struct ServerSection {
     pub(crate) web_request_bytes_max: Option<usize>,
     /// Web connections at once (default 1,024; one more is closed at once).
     pub(crate) web_connections_max: Option<usize>,
+    /// IMAP connections compressed (COMPRESS=DEFLATE) at once (default 1,000; one more is
+    /// answered `NO [LIMIT]` and stays uncompressed).
+    pub(crate) imap_compress_connections_max: Option<usize>,
     /// Where mail to `postmaster@` of a local domain goes when the domain has no such user
     /// or alias (RFC 5321 4.5.1; default: the domain's first user).
     pub(crate) postmaster: Option<String>,
@@ -284,6 +287,7 @@ impl Config {
                 web_sessions_max: Some(server.web_sessions_max),
                 web_request_bytes_max: Some(server.web_request_bytes_max),
                 web_connections_max: Some(server.web_connections_max),
+                imap_compress_connections_max: Some(server.imap_compress_connections_max),
                 postmaster: server.postmaster.clone(),
             },
             log: LogSection {

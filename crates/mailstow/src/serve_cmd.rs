@@ -272,6 +272,10 @@ pub(crate) fn server_config(
         }
         server.web_connections_max = v;
     }
+    // 0 is allowed: COMPRESS is then always refused.
+    if let Some(v) = section.imap_compress_connections_max {
+        server.imap_compress_connections_max = v;
+    }
     if let Some(v) = section.web_request_bytes_max {
         if v < 1024 {
             bail!("[server] web_request_bytes_max must be at least 1024");

@@ -153,3 +153,49 @@ fn imaplib_resynchronises_with_qresync() {
     );
     server.stop_cleanly();
 }
+
+/// `imap_compress_connections_max`: past it, COMPRESS is answered `NO [LIMIT]` and the
+/// connection goes on uncompressed; a compressed connection's place is freed when it closes.
+#[test]
+fn compressed_connections_are_bounded() {
+    let (dir, data) = set_up_data_dir();
+    let config = dir.path().join("mailstow.toml");
+    std::fs::write(
+        &config,
+        "[server]\nauth_without_tls = true\nimap_compress_connections_max = 1\n",
+    )
+    .unwrap();
+    let server = Server::start_with(&data, Some(&config));
+    let login = |imap: &mut common::Imap| {
+        let out = imap.run("LOGIN alice@example.test secret");
+        assert!(out.last().unwrap().contains(" OK"), "{out:?}");
+    };
+    let mut first = common::Imap::connect(&server.addr("imap"));
+    login(&mut first);
+    assert_eq!(first.run("COMPRESS DEFLATE"), ["a2 OK DEFLATE active"]);
+    let mut second = common::Imap::connect(&server.addr("imap"));
+    login(&mut second);
+    assert_eq!(
+        second.run("COMPRESS DEFLATE"),
+        ["a2 NO [LIMIT] Too many compressed connections, try later"]
+    );
+    // Still a working, plain connection.
+    assert_eq!(second.run("NOOP").last().unwrap(), "a3 OK NOOP completed");
+    drop(first);
+    // The place comes back once the first connection is gone (the server sees the close).
+    let started = std::time::Instant::now();
+    loop {
+        let mut third = common::Imap::connect(&server.addr("imap"));
+        login(&mut third);
+        let answer = third.run("COMPRESS DEFLATE");
+        if answer == ["a2 OK DEFLATE active"] {
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "the place was never freed: {answer:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    server.stop_cleanly();
+}

@@ -89,6 +89,8 @@ pub(crate) struct Imap {
     output_chunk_bytes: usize,
     /// The connection handed to the user's node (cluster).
     handover: Option<crate::cluster::Handover>,
+    /// Its place among the compressed connections, once compressed (RFC 4978).
+    compressed: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl Imap {
@@ -99,6 +101,7 @@ impl Imap {
             session: Some(imap::Session::new(config, tls)),
             ip: peer.ip(),
             handover: None,
+            compressed: None,
         }
     }
 
@@ -133,10 +136,17 @@ impl Protocol for Imap {
                     session.tls_started();
                 }
                 Event::Compress => {
+                    // A place among the compressed connections, held for this one's life.
+                    self.compressed = conn.ctx.imap_compressed.clone().try_acquire_owned().ok();
+                    if self.compressed.is_none() {
+                        tracing::info!(event = "refused", proto = "imap", client = %self.ip, reason = "imap_compress_connections_max");
+                    }
+                    session.compress_result(self.compressed.is_some());
+                }
+                Event::Deflate => {
                     if conn.start_compression().await.is_err() {
                         return Step::Close;
                     }
-                    session.compression_started();
                 }
                 Event::Auth {
                     mechanism,

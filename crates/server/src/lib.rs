@@ -210,6 +210,9 @@ pub struct ServerConfig {
     pub web_request_bytes_max: usize,
     /// Web connections at once (`web_connections_max`).
     pub web_connections_max: usize,
+    /// IMAP connections compressed at once (`imap_compress_connections_max`, RFC 4978):
+    /// each holds a DEFLATE compressor and decompressor, about 300 KiB.
+    pub imap_compress_connections_max: usize,
     /// Where mail to `postmaster@` a local domain goes when the domain has neither a user
     /// nor an alias of that name (RFC 5321 4.5.1); `None`: the domain's first user.
     pub postmaster: Option<String>,
@@ -282,6 +285,7 @@ impl ServerConfig {
             web_sessions_max: 10_000,
             web_request_bytes_max: 64 << 10,
             web_connections_max: 1024,
+            imap_compress_connections_max: 1000,
             postmaster: None,
             directory: None,
             cluster: None,
@@ -324,6 +328,8 @@ pub(crate) struct Ctx {
     pub(crate) maildrops: pop3_conn::Maildrops,
     pub(crate) imap_headers: imap::HeaderCache,
     pub(crate) imap_views: imap::ViewCache,
+    /// Places for compressed IMAP connections (`imap_compress_connections_max`).
+    pub(crate) imap_compressed: Arc<tokio::sync::Semaphore>,
     pub(crate) sessions: AtomicU64,
     /// Messages made durable in the queue (SMTP and LMTP) since start.
     pub(crate) accepted: AtomicU64,
@@ -731,6 +737,9 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         maildrops: pop3_conn::Maildrops::default(),
         imap_headers: imap::HeaderCache::new(config.imap_header_cache_bytes_max),
         imap_views: imap::ViewCache::new(config.imap_view_cache_bytes_max),
+        imap_compressed: Arc::new(tokio::sync::Semaphore::new(
+            config.imap_compress_connections_max,
+        )),
         sessions: AtomicU64::new(0),
         accepted: AtomicU64::new(0),
         delivered: Arc::new(AtomicU64::new(0)),

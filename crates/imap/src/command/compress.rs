@@ -4,7 +4,7 @@
 use imap_codec::imap_types::extensions::compress::CompressionAlgorithm;
 
 use crate::event::Event;
-use crate::session::Session;
+use crate::session::{Session, Waiting};
 
 pub(crate) fn run(s: &mut Session, tag: &str, algorithm: CompressionAlgorithm) {
     match algorithm {
@@ -20,11 +20,16 @@ pub(crate) fn run(s: &mut Session, tag: &str, algorithm: CompressionAlgorithm) {
         s.tagged(tag, "NO [COMPRESSIONACTIVE] DEFLATE active already");
         return;
     }
-    s.tagged(tag, "OK DEFLATE active");
-    // RFC 4978 3: the client waits for this answer; anything it sent after the command is
+    // RFC 4978 3: the client waits for the answer; anything it sent after the command is
     // not trusted to be plain or compressed: dropped, as after STARTTLS.
     s.framer.discard_input();
     let out = std::mem::take(&mut s.out);
-    s.events.push_back(Event::Write(out));
+    if !out.is_empty() {
+        s.events.push_back(Event::Write(out));
+    }
+    // The shell decides (`Session::compress_result`), then the answer goes out.
+    s.waiting = Some(Waiting::Compress {
+        tag: tag.to_string(),
+    });
     s.events.push_back(Event::Compress);
 }

@@ -816,4 +816,14 @@ fn compress_deflate_once_after_login() {
         c.send("d COMPRESS DEFLATE\r\n"),
         "d NO [COMPRESSIONACTIVE] DEFLATE active already\r\n"
     );
+    // The shell bounds how many connections are compressed: past it, NO [LIMIT] and the
+    // connection goes on uncompressed.
+    let mut full = Client::login(&store, "bob");
+    full.compress_refused = true;
+    assert_eq!(
+        full.send("e COMPRESS DEFLATE\r\n"),
+        "e NO [LIMIT] Too many compressed connections, try later\r\n"
+    );
+    assert!(!full.compressed);
+    assert_eq!(full.send("f NOOP\r\n"), "f OK NOOP completed\r\n");
 }
