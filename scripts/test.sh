@@ -56,7 +56,7 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 # and the property tests run a thousand random operation sequences each (crashes included),
 # with debug assertions and overflow checks on, so every invariant asserted in the code is
 # checked too.
-PROPTEST_CASES=${PROPTEST_CASES:-1000} cargo test --workspace --locked --profile ci
+PROPTEST_CASES=${PROPTEST_CASES:-1000} cargo test --workspace --locked --profile ci --no-fail-fast
 # The crash models are the store's and the queue's safety net, so every run explores many
 # more fresh random sequences of them than of the other properties. Two store recovery bugs
 # were found only past 50,000 cases.
