@@ -148,6 +148,9 @@ impl Client {
                     self.session.auth_result(result);
                 }
                 Event::StartTls => self.session.tls_started(),
+                // The session never sees the bytes compressed: grant it, and go on feeding.
+                Event::Compress => self.session.compress_result(true),
+                Event::Deflate => {}
                 Event::Close => self.closed = true,
             }
         }
