@@ -43,6 +43,24 @@ struct Keys {
     references: Vec<String>,
 }
 
+impl Keys {
+    /// How the answer names the message: its UID for the UID form, else its number.
+    fn number(&self, uid: bool) -> usize {
+        if uid { self.uid as usize } else { self.seq }
+    }
+}
+
+/// Writes the untagged answer (`SORT ...`, `THREAD ...`) and the tagged OK.
+fn answer(s: &mut Session, tag: &str, verb: &str, line: &str, uid: bool, b: &Backend<'_>) {
+    s.untagged(line.trim_end());
+    let verb = if uid {
+        format!("UID {verb}")
+    } else {
+        verb.to_string()
+    };
+    s.done(tag, &format!("OK {verb} completed"), b, uid);
+}
+
 fn casemap(s: &str) -> String {
     s.to_ascii_uppercase()
 }
@@ -285,11 +303,9 @@ pub(crate) fn sort(
     let mut line = String::from("SORT");
     for k in &keys {
         line.push(' ');
-        line.push_str(&if uid { k.uid as usize } else { k.seq }.to_string());
+        line.push_str(&k.number(uid).to_string());
     }
-    s.untagged(&line);
-    let verb = if uid { "UID SORT" } else { "SORT" };
-    s.done(tag, &format!("OK {verb} completed"), b, uid);
+    answer(s, tag, "SORT", &line, uid, b);
 }
 
 /// RFC 5256 3 ORDEREDSUBJECT: the messages grouped by base subject, each group sorted by
@@ -317,7 +333,7 @@ pub(crate) fn thread_ordered_subject(
         let (a, z) = (&a[0], &z[0]);
         a.sent.cmp(&z.sent).then(a.seq.cmp(&z.seq))
     });
-    let number = |k: &Keys| if uid { k.uid as usize } else { k.seq };
+    let number = |k: &Keys| k.number(uid);
     let mut line = String::from("THREAD ");
     for group in groups {
         line.push('(');
@@ -335,9 +351,7 @@ pub(crate) fn thread_ordered_subject(
         }
         line.push(')');
     }
-    s.untagged(line.trim_end());
-    let verb = if uid { "UID THREAD" } else { "THREAD" };
-    s.done(tag, &format!("OK {verb} completed"), b, uid);
+    answer(s, tag, "THREAD", &line, uid, b);
 }
 
 /// RFC 5256 3 REFERENCES: threads from the References and In-Reply-To ids, then threads of
@@ -354,9 +368,7 @@ pub(crate) fn thread_references(
         return;
     };
     let line = format!("THREAD {}", references::threads(&keys, uid));
-    s.untagged(line.trim_end());
-    let verb = if uid { "UID THREAD" } else { "THREAD" };
-    s.done(tag, &format!("OK {verb} completed"), b, uid);
+    answer(s, tag, "THREAD", &line, uid, b);
 }
 
 /// RFC 5256 2.1: the base subject, for sorting and threading by subject: trailing `(fwd)`
@@ -767,8 +779,7 @@ mod references {
                     if !out.ends_with('(') {
                         out.push(' ');
                     }
-                    let key = &t.keys[k];
-                    out.push_str(&if uid { key.uid as usize } else { key.seq }.to_string());
+                    out.push_str(&t.keys[k].number(uid).to_string());
                 }
                 match t.nodes[current].children.as_slice() {
                     [] => break,
