@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use disk::SimDisk;
 use imap::{
-    AuthResult, Backend, Config, Event, HeaderCache, Quotas, Session, Subscriptions, ViewCache,
+    AuthResult, Backend, Config, Event, Quotas, Session, Subscriptions,
 };
 use libfuzzer_sys::fuzz_target;
 use mailstow_fuzz::{Split, assert_crlf_lines, flights};
@@ -58,11 +58,14 @@ impl Subscriptions for MemorySubscriptions {
     }
 }
 
+/// The store as the server hands it to sessions (`crates/server/src/imap_store.rs`).
+struct SessionStore(Store);
+
+imap::forward_mailstore!(SessionStore, 0);
+
 struct World {
-    store: Store,
+    store: SessionStore,
     subscriptions: MemorySubscriptions,
-    headers: HeaderCache,
-    views: ViewCache,
 }
 
 /// One store per process: opening one per input would cost more than the session.
@@ -79,10 +82,8 @@ fn world() -> &'static World {
             .expect("open the store")
             .0;
         World {
-            store,
+            store: SessionStore(store),
             subscriptions: MemorySubscriptions::default(),
-            headers: HeaderCache::new(1 << 20),
-            views: ViewCache::new(1 << 20),
         }
     })
 }
@@ -126,8 +127,6 @@ impl Client {
             store: &world.store,
             subscriptions: &world.subscriptions,
             quotas: &SmallQuota,
-            headers: &world.headers,
-            views: &world.views,
         };
         let mut polls = 0u32;
         while let Some(event) = self.session.poll(&backend) {
@@ -194,7 +193,7 @@ fuzz_target!(|data: &[u8]| {
             },
         })
         .collect();
-    for result in world.store.append_batch(requests) {
+    for result in world.store.0.append_batch(requests) {
         result.expect("append");
     }
 
@@ -233,8 +232,6 @@ fuzz_target!(|data: &[u8]| {
                 store: &world.store,
                 subscriptions: &world.subscriptions,
                 quotas: &SmallQuota,
-                headers: &world.headers,
-                views: &world.views,
             };
             assert!(
                 client.session.poll(&backend).is_none(),
@@ -243,7 +240,7 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     drop(clients);
-    world.store.delete_user(&user).expect("delete the user");
+    world.store.0.delete_user(&user).expect("delete the user");
     world
         .subscriptions
         .0
@@ -252,6 +249,6 @@ fuzz_target!(|data: &[u8]| {
         .retain(|(u, _)| *u != user);
     // With every user deleted the store is nearly empty, so checking all of it is cheap, and
     // a problem is always this input's.
-    let report = world.store.fsck(false, &mut |_, _| {}).expect("fsck");
+    let report = world.store.0.fsck(false, &mut |_, _| {}).expect("fsck");
     assert!(report.is_clean(), "fsck after input {n}: {report}");
 });

@@ -25,11 +25,11 @@
 //! - MIME structure (ENVELOPE, BODYSTRUCTURE, part offsets) comes from the store's summary,
 //!   computed once at arrival; FETCH never re-parses a message that has one.
 
-mod cache;
 mod command;
 mod config;
 mod event;
 mod framer;
+mod mailstore;
 mod parse;
 mod response;
 mod selected;
@@ -39,9 +39,11 @@ mod session;
 #[doc(hidden)]
 pub mod fuzzing;
 
-pub use cache::{HeaderCache, ViewCache};
 pub use config::{AUTOLOGOUT, Config, LITERAL_MINUS_BYTES_MAX, LOGIN_TIMEOUT};
 pub use event::{AuthResult, Event};
+/// The data types of [`Mailstore`], for its implementations.
+pub use mail_model;
+pub use mailstore::Mailstore;
 pub use session::{Backend, Quotas, Session, Subscriptions};
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use imap_codec::imap_types::command::CommandBody;
 use imap_codec::imap_types::core::Vec1;
 use imap_codec::imap_types::search::SearchKey;
 use imap_codec::imap_types::utils::indicators::is_astring_char;
-use store::Flags;
+use mail_model::Flags;
 
 use crate::framer::tag_of;
 

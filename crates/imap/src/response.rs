@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
-use store::Flags;
+use mail_model::Flags;
 
 /// The flags a folder can store (RFC 9051 7.3.5 FLAGS, 7.1 PERMANENTFLAGS).
 pub(crate) const SYSTEM_FLAGS: &str = "\\Answered \\Flagged \\Deleted \\Seen \\Draft";

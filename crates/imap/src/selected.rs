@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use store::{MessageInfo, Store, StoreError};
+use mail_model::{MessageInfo, StoreError};
 
 pub(crate) struct Selected {
     pub(crate) name: String,
@@ -27,14 +27,13 @@ pub(crate) struct Selected {
 
 impl Selected {
     pub(crate) fn open(
-        views: &crate::cache::ViewCache,
-        store: &Store,
+        store: &dyn crate::Mailstore,
         user: &str,
         name: &str,
         read_only: bool,
         rev1: bool,
     ) -> Result<Selected, StoreError> {
-        let (status, messages) = views.open(store, user, name)?;
+        let (status, messages) = store.view(user, name)?;
         let mut keywords = BTreeSet::new();
         for m in messages.iter() {
             keywords.extend(m.keywords.iter().cloned());
@@ -57,7 +56,7 @@ impl Selected {
 
     /// RFC 3501 2.3.2: takes the messages no session has been told of (a read-write
     /// session claims them; a read-only one only sees them as recent).
-    fn take_recent(&mut self, store: &Store, user: &str) -> Result<(), StoreError> {
+    fn take_recent(&mut self, store: &dyn crate::Mailstore, user: &str) -> Result<(), StoreError> {
         let Some(ranges) = self.recent.as_mut() else {
             return Ok(());
         };
@@ -136,7 +135,7 @@ impl Selected {
     /// later sync; they are found again then because the counts will not add up.
     pub(crate) fn sync(
         &mut self,
-        store: &Store,
+        store: &dyn crate::Mailstore,
         user: &str,
         expunge: bool,
         (condstore, qresync): (bool, bool),

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use limits::{Deadline, Deadlines};
-use store::Store;
 
 use crate::config::{Config, LOGIN_TIMEOUT};
 use crate::event::{AuthResult, Event};
@@ -25,21 +24,17 @@ pub trait Subscriptions: Send + Sync {
 /// addition, so a limit changed while a session is open applies to its next APPEND.
 pub trait Quotas: Send + Sync {
     /// The user's limits; unlimited when it has none.
-    fn quota(&self, user: &str) -> store::Quota;
+    fn quota(&self, user: &str) -> mail_model::Quota;
 
     /// An addition of `added` was refused `NO [OVERQUOTA]`: for the shell's mail log.
-    fn refused(&self, _user: &str, _added: store::Usage, _why: store::OverQuota) {}
+    fn refused(&self, _user: &str, _added: mail_model::Usage, _why: mail_model::OverQuota) {}
 }
 
 /// What a session works on while it runs a command.
 pub struct Backend<'a> {
-    pub store: &'a Store,
+    pub store: &'a dyn crate::Mailstore,
     pub subscriptions: &'a dyn Subscriptions,
     pub quotas: &'a dyn Quotas,
-    /// Header fields for SEARCH, shared by all sessions.
-    pub headers: &'a crate::cache::HeaderCache,
-    /// Folder views for SELECT, shared by all sessions.
-    pub views: &'a crate::cache::ViewCache,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

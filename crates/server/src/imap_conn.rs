@@ -53,12 +53,11 @@ async fn poll(
             directory: &ctx.directory,
             telemetry: &ctx.telemetry,
         };
+        let store = crate::imap_store::ImapStore(&ctx.store);
         let backend = imap::Backend {
-            store: &ctx.store,
+            store: &store,
             subscriptions: &subscriptions,
             quotas: &quotas,
-            headers: &ctx.imap_headers,
-            views: &ctx.imap_views,
         };
         let mut events = Vec::new();
         let mut bytes = 0;

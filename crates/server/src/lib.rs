@@ -20,6 +20,7 @@ mod driver;
 mod events;
 mod handover;
 mod imap_conn;
+mod imap_store;
 mod lock;
 mod log;
 mod metrics;
@@ -326,8 +327,6 @@ pub(crate) struct Ctx {
     pub(crate) signers: dkim::Signers,
     pub(crate) wakeup: Arc<delivery::Wakeup>,
     pub(crate) maildrops: pop3_conn::Maildrops,
-    pub(crate) imap_headers: imap::HeaderCache,
-    pub(crate) imap_views: imap::ViewCache,
     /// Places for compressed IMAP connections (`imap_compress_connections_max`).
     pub(crate) imap_compressed: Arc<tokio::sync::Semaphore>,
     pub(crate) sessions: AtomicU64,
@@ -644,8 +643,13 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
     let (queue, queue_report) = queue::Queue::open(disk.clone(), &queue_dir, config.queue.clone())
         .context("opening the queue")?;
     let queue = Arc::new(queue);
+    let store_config = store::StoreConfig {
+        summary_cache_bytes_max: config.imap_header_cache_bytes_max,
+        view_cache_bytes_max: config.imap_view_cache_bytes_max,
+        ..config.store.clone()
+    };
     let (store, _) =
-        store::Store::open(disk, &store_dir, config.store.clone()).context("opening the store")?;
+        store::Store::open(disk, &store_dir, store_config).context("opening the store")?;
     let location = config
         .directory
         .clone()
@@ -735,8 +739,6 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         signers: dkim::Signers::default(),
         wakeup: Arc::new(delivery::Wakeup::default()),
         maildrops: pop3_conn::Maildrops::default(),
-        imap_headers: imap::HeaderCache::new(config.imap_header_cache_bytes_max),
-        imap_views: imap::ViewCache::new(config.imap_view_cache_bytes_max),
         imap_compressed: Arc::new(tokio::sync::Semaphore::new(
             config.imap_compress_connections_max,
         )),

@@ -24,15 +24,17 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 
 use disk::{Disk, File};
 
+use crate::StoreError;
 use crate::alloc::Allocator;
 use crate::config::StoreConfig;
-use crate::error::{IoContext, StoreError};
-use crate::flags::{FlagOp, Flags, KeywordSet};
+use crate::error::IoContext;
+use crate::flags::KeywordSet;
 use crate::format::{MSG_HEADER_BYTES, MsgHeader, UNIT, encode_summary, parse_summary, units_for};
 use crate::index::{Catalog, Folder, FolderCell, Freed};
 use crate::journal::{AppendOp, Journal, Op, encode_ops};
 use crate::names::{normalize_folder, validate_keyword, validate_user};
 use crate::{AppendRequest, Appended, DeletedUser, ExpungeReport, FolderStatus};
+use crate::{FlagOp, Flags};
 
 /// Largest single `pwrite` when laying out a batch's adjacent messages.
 const WRITE_RUN_BYTES_MAX: usize = 8 << 20;
@@ -1055,7 +1057,7 @@ impl Inner {
             ops.push(Op::SetFlags {
                 folder: f.id,
                 modseq,
-                op: op.code(),
+                op: crate::flags::op_code(op),
                 flags: flags.bits(),
                 keywords: set,
                 uids: present,

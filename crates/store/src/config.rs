@@ -4,7 +4,7 @@
 //! defaults are sized for a mail server (256 MiB volume growth, 64 MiB journal between
 //! checkpoints); tests shrink them so a simulated disk stays small.
 
-use crate::error::StoreError;
+use crate::StoreError;
 
 /// Keyword sets are a 128-bit mask per message, so a folder can name at most this many.
 pub const KEYWORDS_PER_FOLDER_LIMIT: usize = 128;
@@ -55,6 +55,13 @@ pub struct StoreConfig {
     /// snapshot sections, then checkpoint at once so the damage is gone from disk. What was
     /// lost is listed in the open report. Off by default: a damaged store refuses to open.
     pub salvage: bool,
+    /// Memory for summaries kept after a read ([`crate::Store::summaries`]): searches and
+    /// sorts over a folder read each message's summary once. Least recently used folders are
+    /// dropped whole past it.
+    pub summary_cache_bytes_max: usize,
+    /// Memory for folder views shared by the sessions that open an unchanged folder
+    /// ([`crate::Store::shared_view`]). Least recently used views are dropped past it.
+    pub view_cache_bytes_max: usize,
 }
 
 impl Default for StoreConfig {
@@ -78,6 +85,8 @@ impl Default for StoreConfig {
             user_name_bytes_max: 255,
             summary_field_bytes_max: 1024,
             salvage: false,
+            summary_cache_bytes_max: 64 << 20,
+            view_cache_bytes_max: 64 << 20,
         }
     }
 }

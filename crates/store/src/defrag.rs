@@ -26,8 +26,9 @@
 use std::sync::Arc;
 
 use crate::DefragReport;
+use crate::StoreError;
 use crate::commit::{Inner, Writer, bump};
-use crate::error::{IoContext, StoreError};
+use crate::error::IoContext;
 use crate::format::{MSG_HEADER_BYTES, UNIT};
 use crate::index::{FolderCell, Fragment, Freed, count_fragments, fragments_from};
 use crate::journal::Op;

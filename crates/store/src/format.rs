@@ -232,7 +232,7 @@ fn cut(s: &str, max: usize) -> String {
 }
 
 /// Parses the headers once, at append, into the summary stored in front of the content.
-pub(crate) fn parse_summary(content: &[u8], field_max: usize) -> Summary {
+pub fn parse_summary(content: &[u8], field_max: usize) -> Summary {
     let size = content.len() as u64;
     let Some(msg) = mail_parser::MessageParser::default().parse_headers(content) else {
         return Summary {

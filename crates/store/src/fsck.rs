@@ -16,8 +16,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::StoreError;
 use crate::commit::{Inner, lock};
-use crate::error::StoreError;
 use crate::format::{MSG_HEADER_BYTES, UNIT};
 use crate::index::{Entry, FolderCell};
 use crate::journal::Op;

@@ -14,9 +14,9 @@
 //! Preparing a batch (summaries and MIME structures, the CPU work) takes no lock, so a
 //! caller can prepare the next batch on another thread while this one commits.
 
+use crate::StoreError;
 use crate::commit::{Inner, Prepared};
 use crate::config::StoreConfig;
-use crate::error::StoreError;
 use crate::journal::Op;
 use crate::names::{normalize_folder, validate_keyword, validate_user};
 use crate::{
@@ -355,7 +355,7 @@ impl Inner {
             (modseq > f.highest_modseq).then(|| Op::SetFlags {
                 folder: f.id,
                 modseq,
-                op: crate::FlagOp::Add.code(),
+                op: crate::flags::op_code(crate::FlagOp::Add),
                 flags: 0,
                 keywords: crate::flags::KeywordSet::default(),
                 uids: Vec::new(),

@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use crate::flags::{FlagOp, KeywordSet};
+use crate::flags::{self, KeywordSet};
 use crate::format::units_for;
 use crate::journal::{AppendOp, Op};
 
@@ -326,7 +326,7 @@ pub(crate) fn apply(
         } => {
             let cell = folder_cell(*folder)?;
             let mut f = cell.write();
-            let op = FlagOp::from_code(*op).ok_or("unknown flag operation")?;
+            let op = flags::op_from_code(*op).ok_or("unknown flag operation")?;
             bump_modseq(&mut f, *modseq)?;
             let given = crate::Flags::from_bits(*flags).ok_or("undefined flag bits")?;
             if !keywords.fits(f.keywords.len()) {
@@ -338,7 +338,7 @@ pub(crate) fn apply(
                     let cur = crate::Flags::from_bits_truncate(e.flags);
                     let was_seen = e.seen();
                     e.flags = op.apply_flags(cur, given).bits();
-                    e.keywords = op.apply_keywords(e.keywords, *keywords);
+                    e.keywords = flags::apply_keywords(op, e.keywords, *keywords);
                     e.modseq = *modseq;
                     unseen = unseen + u64::from(was_seen && !e.seen())
                         - u64::from(!was_seen && e.seen());

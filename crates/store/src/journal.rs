@@ -16,7 +16,8 @@ use std::sync::Arc;
 
 use disk::{Disk, File};
 
-use crate::error::{IoContext, StoreError};
+use crate::StoreError;
+use crate::error::IoContext;
 use crate::flags::KeywordSet;
 use crate::format::{Dec, DecodeError, Enc, FORMAT_VERSION, le_u32};
 

@@ -23,6 +23,7 @@
 //! `read.rs` (`open_folder` and `status` touch only the index).
 
 mod alloc;
+mod cache;
 mod commit;
 mod config;
 mod defrag;
@@ -35,7 +36,6 @@ mod index;
 mod journal;
 mod names;
 mod open;
-mod quota;
 mod read;
 mod recent;
 mod snapshot;
@@ -50,11 +50,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use config::{KEYWORDS_PER_FOLDER_LIMIT, StoreConfig};
-pub use error::StoreError;
-pub use flags::{FlagOp, Flags};
+pub use format::parse_summary;
 pub use fsck::FsckReport;
 pub use import::ImportBatch;
-pub use quota::{OverQuota, Quota, Usage};
+pub use mail_model::{
+    AppendRequest, Appended, FlagOp, Flags, FolderChanges, FolderStatus, FolderView, MessageInfo,
+    NewMessage, OverQuota, Quota, StoreError, Summary, Usage,
+};
 
 use commit::Inner;
 
@@ -68,24 +70,8 @@ pub type MessageSink<'a> = dyn FnMut(u32, &[u8]) -> Result<(), StoreError> + 'a;
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<Inner>,
-}
-
-/// A message to append.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NewMessage {
-    pub flags: Flags,
-    pub keywords: Vec<String>,
-    /// Unix seconds.
-    pub internal_date: i64,
-    pub content: Vec<u8>,
-}
-
-/// One append of a batch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AppendRequest {
-    pub user: String,
-    pub folder: String,
-    pub message: NewMessage,
+    summaries: Arc<cache::SummaryCache>,
+    views: Arc<cache::ViewCache>,
 }
 
 /// A message to import ([`Store::prepare_import`]): a [`NewMessage`] with the UID its source
@@ -134,62 +120,6 @@ pub struct ImportReport {
     pub status: FolderStatus,
 }
 
-/// What an acknowledged append got.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Appended {
-    pub uid: u32,
-    pub uidvalidity: u32,
-    pub modseq: u64,
-}
-
-/// Header fields parsed once at append and stored in front of the content.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Summary {
-    pub from: String,
-    pub to: String,
-    pub subject: String,
-    pub date: String,
-    pub message_id: String,
-    pub size: u64,
-    /// The MIME structure (`mime_structure::Structure::to_bytes`), computed at arrival so
-    /// IMAP FETCH never parses a message again. Empty for messages stored before it existed.
-    pub structure: Vec<u8>,
-    /// JMAP's `preview` (RFC 8621 4.1.4): at most 256 characters of the first text body,
-    /// white space collapsed (`mime_structure::Preview`). Empty for messages stored before
-    /// it existed, and for messages without a text body.
-    pub preview: String,
-    /// JMAP's `hasAttachment`: a part a client should offer as downloadable.
-    pub has_attachment: bool,
-    /// The message ids this message follows, for threading (RFC 5256 3, REFERENCES): the
-    /// References field's, or the first of In-Reply-To when there is no References, oldest
-    /// first, without angle brackets, space separated; the newest kept when they do not fit
-    /// in `summary_field_bytes_max`. `None` for messages stored before it existed (a reader
-    /// that needs it then looks at the envelope's In-Reply-To).
-    pub references: Option<String>,
-}
-
-/// A message as the index knows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MessageInfo {
-    pub uid: u32,
-    pub size: u64,
-    pub flags: Flags,
-    pub keywords: Vec<String>,
-    pub modseq: u64,
-    pub internal_date: i64,
-}
-
-/// A folder's counters, O(1) to get.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FolderStatus {
-    pub messages: u64,
-    /// Sum of message sizes.
-    pub bytes: u64,
-    pub uidvalidity: u32,
-    pub uidnext: u32,
-    pub highest_modseq: u64,
-}
-
 /// A page of a folder's messages (see [`Store::page`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Page {
@@ -197,22 +127,6 @@ pub struct Page {
     /// Messages without `\Seen` in the whole folder.
     pub unseen: u64,
     /// Newest (highest UID) first.
-    pub messages: Vec<MessageInfo>,
-}
-
-/// What changed in a folder since a MODSEQ (see [`Store::changes_since`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FolderChanges {
-    pub status: FolderStatus,
-    /// Messages whose MODSEQ is above the one asked about (new ones and changed flags),
-    /// UID order.
-    pub changed: Vec<MessageInfo>,
-}
-
-/// A folder opened for a session: its status and every message's index entry, UID order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FolderView {
-    pub status: FolderStatus,
     pub messages: Vec<MessageInfo>,
 }
 
@@ -327,10 +241,14 @@ impl Store {
         dir: &Path,
         config: StoreConfig,
     ) -> Result<(Store, OpenReport), StoreError> {
+        let summaries = Arc::new(cache::SummaryCache::new(config.summary_cache_bytes_max));
+        let views = Arc::new(cache::ViewCache::new(config.view_cache_bytes_max));
         let (inner, report) = open::open(disk, dir, config)?;
         Ok((
             Store {
                 inner: Arc::new(inner),
+                summaries,
+                views,
             },
             report,
         ))
@@ -643,6 +561,43 @@ impl Store {
     /// The summary parsed when the message arrived.
     pub fn summary(&self, user: &str, folder: &str, uid: u32) -> Result<Summary, StoreError> {
         self.inner.summary(user, folder, uid)
+    }
+
+    /// The summaries of `uids` in a folder as the caller knows it (its UIDVALIDITY), without
+    /// their MIME structure, from memory after the first read (`summary_cache_bytes_max`).
+    /// `None` for a message that is gone.
+    pub fn summaries(
+        &self,
+        user: &str,
+        folder: &str,
+        uidvalidity: u32,
+        uids: &[u32],
+    ) -> Vec<Option<Arc<Summary>>> {
+        let mut found = self.summaries.get_many(user, folder, uidvalidity, uids);
+        for (slot, &uid) in found.iter_mut().zip(uids) {
+            if slot.is_none()
+                && let Ok(summary) = self.inner.summary(user, folder, uid)
+            {
+                *slot = Some(self.summaries.put(user, folder, uidvalidity, uid, &summary));
+            }
+        }
+        found
+    }
+
+    /// Bytes the summary cache holds now.
+    pub fn summary_cache_bytes(&self) -> usize {
+        self.summaries.bytes()
+    }
+
+    /// A folder's status and entries, shared (copy-on-write) with every other caller while
+    /// the folder is unchanged, so opening a big folder again costs one status lookup, not a
+    /// copy of every entry (`view_cache_bytes_max`).
+    pub fn shared_view(
+        &self,
+        user: &str,
+        folder: &str,
+    ) -> Result<(FolderStatus, Arc<Vec<MessageInfo>>), StoreError> {
+        self.views.open(self, user, folder)
     }
 
     /// Streams every message of a folder in UID order, reading runs of adjacent messages with

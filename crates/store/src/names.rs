@@ -5,8 +5,8 @@
 //! is case-sensitive. Names must be UTF-8 without control characters, and stay inside the
 //! configured length and depth limits, so they always fit the on-disk string fields.
 
+use crate::StoreError;
 use crate::config::StoreConfig;
-use crate::error::StoreError;
 
 fn invalid(name: &str, reason: impl Into<String>) -> StoreError {
     StoreError::InvalidName {

@@ -26,10 +26,11 @@ use std::time::Instant;
 use disk::{Disk, File};
 
 use crate::OpenReport;
+use crate::StoreError;
 use crate::alloc::Allocator;
 use crate::commit::{CommitQueue, Counters, Inner, Writer};
 use crate::config::StoreConfig;
-use crate::error::{IoContext, StoreError};
+use crate::error::IoContext;
 use crate::format::{DATA_START_UNIT, UNIT, VOLUME_HEADER_BYTES, VolumeHeader};
 use crate::index::{Catalog, apply};
 use crate::journal::{self, Journal, ScanEnd, decode_header, decode_ops, log_name, parse_log_name};

@@ -10,9 +10,9 @@
 
 use std::sync::Arc;
 
+use crate::Flags;
+use crate::StoreError;
 use crate::commit::Inner;
-use crate::error::StoreError;
-use crate::flags::Flags;
 use crate::format::{MSG_HEADER_BYTES, MsgHeader, UNIT, decode_summary};
 use crate::index::{Entry, FolderCell, count_fragments};
 use crate::{

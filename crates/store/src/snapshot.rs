@@ -21,7 +21,8 @@ use std::sync::RwLock;
 
 use disk::Disk;
 
-use crate::error::{IoContext, StoreError};
+use crate::StoreError;
+use crate::error::IoContext;
 use crate::flags::KeywordSet;
 use crate::format::{Dec, DecodeError, Enc, FORMAT_VERSION, le_u32};
 use crate::index::{Catalog, Entry, FOLDER_ID_MAX, Folder, MODSEQ_MAX};

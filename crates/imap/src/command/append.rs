@@ -4,7 +4,7 @@
 //! All messages of one APPEND go to the store as one batch: one group commit, and each
 //! session's appends share syncs with every other session's.
 
-use store::{AppendRequest, NewMessage};
+use mail_model::{AppendRequest, NewMessage};
 
 use crate::parse::AppendMessage;
 use crate::response::uid_set;
@@ -44,7 +44,7 @@ pub(crate) fn run(
     };
     // RFC 9208 4.3.1: checked before anything is written; all messages count together,
     // since MULTIAPPEND adds all or none (RFC 3502 6).
-    let added = store::Usage {
+    let added = mail_model::Usage {
         folders: 0,
         messages: messages.len() as u64,
         bytes: messages.iter().map(|m| m.content.len() as u64).sum(),

@@ -10,7 +10,7 @@ pub(crate) fn close(s: &mut Session, tag: &str, b: &Backend<'_>) {
         let deleted: Vec<u32> = sel
             .messages
             .iter()
-            .filter(|m| m.flags.contains(store::Flags::DELETED))
+            .filter(|m| m.flags.contains(mail_model::Flags::DELETED))
             .map(|m| m.uid)
             .collect();
         if !deleted.is_empty()

@@ -6,7 +6,7 @@
 //! record.
 
 use imap_codec::imap_types::sequence::SequenceSet;
-use store::{AppendRequest, NewMessage};
+use mail_model::{AppendRequest, NewMessage};
 
 use crate::response::uid_set;
 use crate::session::{Backend, Session};
@@ -49,7 +49,7 @@ pub(crate) fn run(
         }
     };
     let folder = sel.name.clone();
-    let messages: Vec<store::MessageInfo> =
+    let messages: Vec<mail_model::MessageInfo> =
         indexes.iter().map(|&i| sel.messages[i].clone()).collect();
     // RFC 9208 4.3.1: checked before the first copy is written. MOVE is checked as the
     // copy it starts with: the copies exist beside the originals until the expunge, and a
@@ -57,7 +57,7 @@ pub(crate) fn run(
     // was lowered) keep shuffling mail around instead of deleting some. Dovecot lets MOVE
     // through since usage does not grow in the end; we refuse it like COPY, which a client
     // that is told OVERQUOTA handles the same way.
-    let added = store::Usage {
+    let added = mail_model::Usage {
         folders: 0,
         messages: messages.len() as u64,
         bytes: messages.iter().map(|m| m.size).sum(),
@@ -71,17 +71,18 @@ pub(crate) fn run(
     let mut batch_sources = Vec::new();
     let mut batch_bytes = 0u64;
     let mut uidvalidity = dest_status.uidvalidity;
-    let mut flush =
-        |batch: &mut Vec<AppendRequest>, sources: &mut Vec<u32>| -> Result<(), store::StoreError> {
-            let results = b.store.append_batch(std::mem::take(batch));
-            for (r, src) in results.into_iter().zip(sources.drain(..)) {
-                let a = r?;
-                uidvalidity = a.uidvalidity;
-                source_uids.push(src);
-                dest_uids.push(a.uid);
-            }
-            Ok(())
-        };
+    let mut flush = |batch: &mut Vec<AppendRequest>,
+                     sources: &mut Vec<u32>|
+     -> Result<(), mail_model::StoreError> {
+        let results = b.store.append_batch(std::mem::take(batch));
+        for (r, src) in results.into_iter().zip(sources.drain(..)) {
+            let a = r?;
+            uidvalidity = a.uidvalidity;
+            source_uids.push(src);
+            dest_uids.push(a.uid);
+        }
+        Ok(())
+    };
     let mut result = Ok(());
     for m in messages {
         let content = match b.store.read(&user, &folder, m.uid) {

@@ -4,7 +4,7 @@
 //! moves the mail behind them.
 
 use imap_codec::imap_types::sequence::SequenceSet;
-use store::Flags;
+use mail_model::Flags;
 
 use crate::session::{Backend, Session};
 

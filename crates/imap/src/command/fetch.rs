@@ -12,8 +12,8 @@ use imap_codec::imap_types::fetch::{
     Macro, MacroOrMessageDataItemNames, MessageDataItemName, Section,
 };
 use imap_codec::imap_types::sequence::SequenceSet;
+use mail_model::{FlagOp, Flags, MessageInfo};
 use mime_structure::{Structure, decode_binary, filter_header_fields};
-use store::{FlagOp, Flags, MessageInfo};
 
 use crate::response::{flags_list_recent, internal_date};
 use crate::session::{Backend, FetchWork, Session};
@@ -444,11 +444,11 @@ impl Session {
 enum Failure {
     Gone,
     UnknownCte,
-    Store(store::StoreError),
+    Store(mail_model::StoreError),
 }
 
-impl From<store::StoreError> for Failure {
-    fn from(e: store::StoreError) -> Failure {
+impl From<mail_model::StoreError> for Failure {
+    fn from(e: mail_model::StoreError) -> Failure {
         if e.is_not_found() {
             Failure::Gone
         } else {

@@ -30,7 +30,7 @@ pub(crate) mod status;
 pub(crate) mod store;
 pub(crate) mod subscribe;
 
-use ::store::StoreError;
+use ::mail_model::StoreError;
 use imap_codec::imap_types::command::CommandBody;
 use imap_codec::imap_types::extensions::thread::ThreadingAlgorithm;
 use imap_codec::imap_types::mailbox::Mailbox;

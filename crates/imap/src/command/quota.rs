@@ -4,9 +4,9 @@
 //!
 //! A user has one quota root, `""`, covering all of its folders. Its limits come from the
 //! shell through [`crate::Quotas`] at every call; its usage from the store's index (no I/O),
-//! through the same [`store::Quota::admits`] that SMTP and LMTP use at RCPT.
+//! through the same [`mail_model::Quota::admits`] that SMTP and LMTP use at RCPT.
 
-use store::{OverQuota, Quota, Usage};
+use mail_model::{OverQuota, Quota, Usage};
 
 use crate::response::write_mailbox;
 use crate::session::{Backend, Session};

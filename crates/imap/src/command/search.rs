@@ -11,7 +11,7 @@ use std::sync::Arc;
 use chrono::{DateTime, NaiveDate, Utc};
 use imap_codec::imap_types::core::Vec1;
 use imap_codec::imap_types::search::SearchKey;
-use store::{Flags, MessageInfo, Summary};
+use mail_model::{Flags, MessageInfo, Summary};
 
 use crate::parse::SearchReturn;
 use crate::response::uid_set;
@@ -145,12 +145,8 @@ struct Lazy<'a> {
 impl Lazy<'_> {
     fn summary(&mut self) -> Option<&Summary> {
         if self.summary.is_none() {
-            let cache = self.b.headers;
             let (user, folder, v, uid) = (self.user, self.folder, self.uidvalidity, self.uid);
-            self.summary = Some(cache.get(user, folder, v, uid).or_else(|| {
-                let s = self.b.store.summary(user, folder, uid).ok()?;
-                Some(cache.put(user, folder, v, uid, &s))
-            }));
+            self.summary = Some(summary_of(self.b, user, folder, v, uid));
         }
         self.summary.as_ref().and_then(|s| s.as_deref())
     }
@@ -305,7 +301,7 @@ pub(crate) fn hits(
     Ok((found, uses_modseq))
 }
 
-/// A message's summary through the session's header cache (the store reads it once).
+/// A message's searchable summary (kept in memory by the store after the first read).
 pub(crate) fn summary_of(
     b: &Backend<'_>,
     user: &str,
@@ -313,11 +309,10 @@ pub(crate) fn summary_of(
     uidvalidity: u32,
     uid: u32,
 ) -> Option<Arc<Summary>> {
-    let cache = b.headers;
-    cache.get(user, folder, uidvalidity, uid).or_else(|| {
-        let s = b.store.summary(user, folder, uid).ok()?;
-        Some(cache.put(user, folder, uidvalidity, uid, &s))
-    })
+    b.store
+        .summaries(user, folder, uidvalidity, &[uid])
+        .pop()
+        .flatten()
 }
 
 pub(crate) fn run(

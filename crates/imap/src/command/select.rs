@@ -1,7 +1,7 @@
 //! RFC 9051 6.3.2 SELECT and 6.3.3 EXAMINE, with CONDSTORE (RFC 7162 3.1.8).
 
 use imap_codec::imap_types::command::SelectParameter;
-use store::Flags;
+use mail_model::Flags;
 
 use crate::response::folder_flags;
 use crate::selected::Selected;
@@ -46,7 +46,7 @@ pub(crate) fn run(
         s.state = State::Authenticated;
         s.untagged("OK [CLOSED] Previous mailbox closed");
     }
-    let sel = match Selected::open(b.views, b.store, &user, name, read_only, !s.enabled.rev2) {
+    let sel = match Selected::open(b.store, &user, name, read_only, !s.enabled.rev2) {
         Ok(sel) => sel,
         Err(e) => {
             super::no(s, tag, &e);

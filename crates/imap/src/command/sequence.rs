@@ -1,7 +1,7 @@
 //! Sequence sets (RFC 9051 9 sequence-set) to positions in the selected view.
 
 use imap_codec::imap_types::sequence::{SeqOrUid, Sequence, SequenceSet};
-use store::MessageInfo;
+use mail_model::MessageInfo;
 
 /// Positions (0-based, ascending, no duplicates) of the messages a set names. For
 /// message numbers, `Err` when a number is beyond the mailbox (RFC 9051 6.4: BAD); UIDs
@@ -136,7 +136,7 @@ mod tests {
         MessageInfo {
             uid,
             size: 1,
-            flags: store::Flags::EMPTY,
+            flags: mail_model::Flags::EMPTY,
             keywords: Vec::new(),
             modseq: 1,
             internal_date: 0,

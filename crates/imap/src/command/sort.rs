@@ -10,7 +10,7 @@ use std::cmp::Ordering;
 use imap_codec::imap_types::core::{Charset, Vec1};
 use imap_codec::imap_types::extensions::sort::{SortCriterion, SortKey};
 use imap_codec::imap_types::search::SearchKey;
-use store::{MessageInfo, Summary};
+use mail_model::{MessageInfo, Summary};
 
 use crate::session::{Backend, Session};
 
@@ -260,15 +260,12 @@ fn found(
         }
     };
     let uids: Vec<u32> = hits.iter().map(|&i| sel.messages[i].uid).collect();
-    let cached = b.headers.get_many(&user, &sel.name, sel.uidvalidity, &uids);
+    let summaries = b.store.summaries(&user, &sel.name, sel.uidvalidity, &uids);
     Some(
         hits.into_iter()
-            .zip(cached)
-            .map(|(i, cached)| {
+            .zip(summaries)
+            .map(|(i, summary)| {
                 let m = &sel.messages[i];
-                let summary = cached.or_else(|| {
-                    super::search::summary_of(b, &user, &sel.name, sel.uidvalidity, m.uid)
-                });
                 let old = summary.as_ref().is_none_or(|s| s.references.is_none());
                 let envelope = if needs.addresses || (needs.threading && old) {
                     b.store

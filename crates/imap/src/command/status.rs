@@ -1,7 +1,7 @@
 //! RFC 9051 6.3.11 STATUS, with SIZE (RFC 8438) and HIGHESTMODSEQ (RFC 7162 3.1.6).
 
 use imap_codec::imap_types::status::StatusDataItemName;
-use store::{Flags, Store, StoreError};
+use mail_model::{Flags, StoreError};
 
 use crate::response::write_mailbox;
 use crate::session::{Backend, Session};
@@ -56,7 +56,7 @@ pub(crate) fn run(
 /// `* STATUS name (ITEM n ...)\r\n`. Counters come from the index only: UNSEEN and
 /// DELETED walk the folder's entries in memory.
 pub(crate) fn status_response(
-    store: &Store,
+    store: &dyn crate::Mailstore,
     user: &str,
     name: &str,
     items: &[&str],
@@ -75,7 +75,7 @@ pub(crate) fn status_response(
     };
     let (mut unseen, mut deleted, mut deleted_bytes, mut recent) = (0u64, 0u64, 0u64, 0u64);
     if needs_flags {
-        for m in store.open_folder(user, name)?.messages {
+        for m in store.view(user, name)?.1.iter() {
             if m.uid >= first_recent {
                 recent += 1;
             }

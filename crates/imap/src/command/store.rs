@@ -3,7 +3,7 @@
 use imap_codec::imap_types::command::StoreModifier;
 use imap_codec::imap_types::flag::{Flag, StoreResponse, StoreType};
 use imap_codec::imap_types::sequence::SequenceSet;
-use store::{FlagOp, Flags};
+use mail_model::{FlagOp, Flags};
 
 use crate::response::{flags_list_recent, uid_set};
 use crate::session::{Backend, Session};

@@ -20,222 +20,218 @@ fn client(store: &Store) -> Client {
     c
 }
 
-#[test]
-fn literal_over_appendlimit_is_refused_before_it_is_sent() {
-    let store = new_store();
-    let mut c = client(&store);
-    assert_eq!(
-        c.send("a APPEND INBOX {101}\r\n"),
-        "a BAD [TOOBIG] literal larger than 100 octets\r\n"
-    );
-    let mut plus = b"b APPEND INBOX {101+}\r\n".to_vec();
-    plus.extend_from_slice(&[b'x'; 101]);
-    plus.extend_from_slice(b"\r\nc NOOP\r\n");
-    assert_eq!(
-        c.send_bytes(&plus),
-        "b BAD [TOOBIG] literal larger than 100 octets\r\nc OK NOOP completed\r\n"
-    );
-    assert!(c.send("d CAPABILITY\r\n").contains("APPENDLIMIT=100"));
+transcript! {
+    fn literal_over_appendlimit_is_refused_before_it_is_sent() {
+        let store = new_store();
+        let mut c = client(&store);
+        assert_eq!(
+            c.send("a APPEND INBOX {101}\r\n"),
+            "a BAD [TOOBIG] literal larger than 100 octets\r\n"
+        );
+        let mut plus = b"b APPEND INBOX {101+}\r\n".to_vec();
+        plus.extend_from_slice(&[b'x'; 101]);
+        plus.extend_from_slice(b"\r\nc NOOP\r\n");
+        assert_eq!(
+            c.send_bytes(&plus),
+            "b BAD [TOOBIG] literal larger than 100 octets\r\nc OK NOOP completed\r\n"
+        );
+        assert!(c.send("d CAPABILITY\r\n").contains("APPENDLIMIT=100"));
+    }
 }
 
-#[test]
-fn long_lines_deep_nesting_and_many_messages() {
-    let store = new_store();
-    let mut c = client(&store);
-    let long = format!("a NOOP {}\r\n", "x".repeat(300));
-    assert_eq!(c.send(&long), "a BAD line longer than 200 octets\r\n");
-    assert_eq!(
-        c.send("b SEARCH (((((ALL)))))\r\n"),
-        "b BAD parenthesised lists nested deeper than 4\r\n"
-    );
-    assert_eq!(
-        c.send("c APPEND INBOX {1+}\r\na {1+}\r\nb {1+}\r\nc {1+}\r\nd\r\n"),
-        "c NO [LIMIT] At most 3 messages per APPEND\r\n"
-    );
-    assert_eq!(c.send("d NOOP\r\n"), "d OK NOOP completed\r\n");
+transcript! {
+    fn long_lines_deep_nesting_and_many_messages() {
+        let store = new_store();
+        let mut c = client(&store);
+        let long = format!("a NOOP {}\r\n", "x".repeat(300));
+        assert_eq!(c.send(&long), "a BAD line longer than 200 octets\r\n");
+        assert_eq!(
+            c.send("b SEARCH (((((ALL)))))\r\n"),
+            "b BAD parenthesised lists nested deeper than 4\r\n"
+        );
+        assert_eq!(
+            c.send("c APPEND INBOX {1+}\r\na {1+}\r\nb {1+}\r\nc {1+}\r\nd\r\n"),
+            "c NO [LIMIT] At most 3 messages per APPEND\r\n"
+        );
+        assert_eq!(c.send("d NOOP\r\n"), "d OK NOOP completed\r\n");
+    }
 }
 
-#[test]
-fn autologout_and_shutdown() {
-    let store = new_store();
-    let mut c = client(&store);
-    assert_eq!(c.session.timeout(), crate::AUTOLOGOUT);
-    c.session.timed_out();
-    assert_eq!(
-        normalise(&c.run()),
-        "* BYE Autologout; idle for too long\r\n"
-    );
-    assert!(c.closed);
-    let mut fresh = Client::new(&store, small());
-    fresh.greeting();
-    assert_eq!(fresh.session.timeout(), crate::LOGIN_TIMEOUT);
-    fresh.session.shutting_down();
-    assert_eq!(fresh.run(), "* BYE Server shutting down\r\n");
+transcript! {
+    fn autologout_and_shutdown() {
+        let store = new_store();
+        let mut c = client(&store);
+        assert_eq!(c.session.timeout(), crate::AUTOLOGOUT);
+        c.session.timed_out();
+        assert_eq!(
+            normalise(&c.run()),
+            "* BYE Autologout; idle for too long\r\n"
+        );
+        assert!(c.closed);
+        let mut fresh = Client::new(&store, small());
+        fresh.greeting();
+        assert_eq!(fresh.session.timeout(), crate::LOGIN_TIMEOUT);
+        fresh.session.shutting_down();
+        assert_eq!(fresh.run(), "* BYE Server shutting down\r\n");
+    }
 }
 
-#[test]
-fn before_login_only_small_literals_are_accepted() {
-    let store = new_store();
-    let mut c = Client::new(&store, test_config());
-    c.greeting();
-    // RFC 7888 4 (LITERAL-): 4096 octets at most; a bigger one gets no `+`.
-    assert_eq!(
-        c.send("a LOGIN {50331648}\r\n"),
-        "a BAD [TOOBIG] literal larger than 4096 octets\r\n"
-    );
-    assert_eq!(
-        c.send("b LOGIN {3}\r\n"),
-        "+ Ready for literal data\r\n",
-        "a small one is fine"
-    );
-    assert!(c.send("bob {6}\r\n").starts_with('+'));
-    assert!(c.send("secret\r\n").contains("b OK"));
-    // After login the APPENDLIMIT applies, not the pre-login limit.
-    assert!(c.send("c APPEND INBOX {5000}\r\n").starts_with('+'));
+transcript! {
+    fn before_login_only_small_literals_are_accepted() {
+        let store = new_store();
+        let mut c = Client::new(&store, test_config());
+        c.greeting();
+        // RFC 7888 4 (LITERAL-): 4096 octets at most; a bigger one gets no `+`.
+        assert_eq!(
+            c.send("a LOGIN {50331648}\r\n"),
+            "a BAD [TOOBIG] literal larger than 4096 octets\r\n"
+        );
+        assert_eq!(
+            c.send("b LOGIN {3}\r\n"),
+            "+ Ready for literal data\r\n",
+            "a small one is fine"
+        );
+        assert!(c.send("bob {6}\r\n").starts_with('+'));
+        assert!(c.send("secret\r\n").contains("b OK"));
+        // After login the APPENDLIMIT applies, not the pre-login limit.
+        assert!(c.send("c APPEND INBOX {5000}\r\n").starts_with('+'));
+    }
 }
 
-#[test]
-fn a_big_non_synchronising_literal_before_login_closes_the_connection() {
-    let store = new_store();
-    let mut c = Client::new(&store, test_config());
-    c.greeting();
-    assert_eq!(
-        c.send("a LOGIN {50331648+}\r\nxxxx"),
-        "a BAD [TOOBIG] literal larger than 4096 octets\r\n\
-         * BYE Literal too large before login\r\n"
-    );
-    assert!(c.closed);
+transcript! {
+    fn a_big_non_synchronising_literal_before_login_closes_the_connection() {
+        let store = new_store();
+        let mut c = Client::new(&store, test_config());
+        c.greeting();
+        assert_eq!(
+            c.send("a LOGIN {50331648+}\r\nxxxx"),
+            "a BAD [TOOBIG] literal larger than 4096 octets\r\n\
+             * BYE Literal too large before login\r\n"
+        );
+        assert!(c.closed);
+    }
 }
 
-#[test]
-fn a_full_budget_refuses_literals_with_limit_not_bad() {
-    let store = new_store();
-    let budget = ::limits::ByteBudget::new(64 << 10);
-    let mut c = Client::new(
-        &store,
-        Config {
-            inflight: Some(budget.clone()),
-            ..test_config()
-        },
-    );
-    c.greeting();
-    assert!(c.send("l LOGIN bob secret\r\n").contains("l OK"));
-    assert_eq!(
-        c.send("a APPEND INBOX {70000}\r\n"),
-        "a NO [LIMIT] server busy, no room for this literal now; try again later\r\n"
-    );
-    let message = "Subject: fits\r\n\r\nbody\r\n";
-    assert!(
-        c.send(&format!("b APPEND INBOX {{{}}}\r\n", message.len()))
-            .starts_with('+')
-    );
-    assert!(c.send(&format!("{message}\r\n")).contains("b OK"));
-    assert_eq!(budget.reserved(), 0);
-    assert_eq!(c.send("d NOOP\r\n"), "d OK NOOP completed\r\n");
+transcript! {
+    fn a_full_budget_refuses_literals_with_limit_not_bad() {
+        let store = new_store();
+        let budget = ::limits::ByteBudget::new(64 << 10);
+        let mut c = Client::new(
+            &store,
+            Config {
+                inflight: Some(budget.clone()),
+                ..test_config()
+            },
+        );
+        c.greeting();
+        assert!(c.send("l LOGIN bob secret\r\n").contains("l OK"));
+        assert_eq!(
+            c.send("a APPEND INBOX {70000}\r\n"),
+            "a NO [LIMIT] server busy, no room for this literal now; try again later\r\n"
+        );
+        let message = "Subject: fits\r\n\r\nbody\r\n";
+        assert!(
+            c.send(&format!("b APPEND INBOX {{{}}}\r\n", message.len()))
+                .starts_with('+')
+        );
+        assert!(c.send(&format!("{message}\r\n")).contains("b OK"));
+        assert_eq!(budget.reserved(), 0);
+        assert_eq!(c.send("d NOOP\r\n"), "d OK NOOP completed\r\n");
+    }
 }
 
-#[test]
-fn deadlines_cover_login_idle_and_each_command() {
-    let store = new_store();
-    let mut c = Client::new(&store, test_config());
-    c.greeting();
-    let d = c.session.deadlines();
-    assert_eq!(
-        d.phase.map(|d| d.within),
-        Some(test_config().login_deadline)
-    );
-    assert_eq!(d.request, None);
-    c.send("a NO");
-    let request = c
-        .session
-        .deadlines()
-        .request
-        .expect("a command is arriving");
-    assert_eq!(request.within, test_config().command_deadline);
-    c.send("OP\r\n");
-    assert_eq!(c.session.deadlines().request, None);
-    assert!(c.send("l LOGIN bob secret\r\n").contains("l OK"));
-    assert_eq!(c.session.deadlines(), ::limits::Deadlines::default());
-    // A literal earns time as it arrives.
-    c.send("b APPEND INBOX {30000}\r\n");
-    let before = c.session.deadlines().request.unwrap();
-    c.send(&"x".repeat(20_480));
-    let after = c.session.deadlines().request.unwrap();
-    assert_eq!(after.step, before.step);
-    assert_eq!(
-        after.within,
-        before.within + std::time::Duration::from_secs(20)
-    );
-    c.send(&format!("{}\r\n", "x".repeat(30_000 - 20_480)));
-    // IDLE: its own clock, a new step each time.
-    c.send("i IDLE\r\n");
-    let idle = c.session.deadlines().phase.expect("idling");
-    assert_eq!(idle.within, test_config().idle_deadline);
-    c.send("DONE\r\n");
-    assert_eq!(c.session.deadlines().phase, None);
-    c.send("j IDLE\r\n");
-    assert_ne!(c.session.deadlines().phase.unwrap().step, idle.step);
-    c.session.deadline_passed();
-    assert_eq!(
-        c.run(),
-        "* BYE Autologout; IDLE for too long, re-issue it more often\r\n"
-    );
-    assert!(c.closed);
+transcript! {
+    fn deadlines_cover_login_idle_and_each_command() {
+        let store = new_store();
+        let mut c = Client::new(&store, test_config());
+        c.greeting();
+        let d = c.session.deadlines();
+        assert_eq!(
+            d.phase.map(|d| d.within),
+            Some(test_config().login_deadline)
+        );
+        assert_eq!(d.request, None);
+        c.send("a NO");
+        let request = c
+            .session
+            .deadlines()
+            .request
+            .expect("a command is arriving");
+        assert_eq!(request.within, test_config().command_deadline);
+        c.send("OP\r\n");
+        assert_eq!(c.session.deadlines().request, None);
+        assert!(c.send("l LOGIN bob secret\r\n").contains("l OK"));
+        assert_eq!(c.session.deadlines(), ::limits::Deadlines::default());
+        // A literal earns time as it arrives.
+        c.send("b APPEND INBOX {30000}\r\n");
+        let before = c.session.deadlines().request.unwrap();
+        c.send(&"x".repeat(20_480));
+        let after = c.session.deadlines().request.unwrap();
+        assert_eq!(after.step, before.step);
+        assert_eq!(
+            after.within,
+            before.within + std::time::Duration::from_secs(20)
+        );
+        c.send(&format!("{}\r\n", "x".repeat(30_000 - 20_480)));
+        // IDLE: its own clock, a new step each time.
+        c.send("i IDLE\r\n");
+        let idle = c.session.deadlines().phase.expect("idling");
+        assert_eq!(idle.within, test_config().idle_deadline);
+        c.send("DONE\r\n");
+        assert_eq!(c.session.deadlines().phase, None);
+        c.send("j IDLE\r\n");
+        assert_ne!(c.session.deadlines().phase.unwrap().step, idle.step);
+        c.session.deadline_passed();
+        assert_eq!(
+            c.run(),
+            "* BYE Autologout; IDLE for too long, re-issue it more often\r\n"
+        );
+        assert!(c.closed);
 
-    let mut c = Client::new(&store, test_config());
-    c.greeting();
-    c.session.deadline_passed();
-    assert_eq!(c.run(), "* BYE Too slow; closing\r\n");
-    let mut c = Client::login(&store, "bob");
-    c.session.revoked();
-    assert_eq!(c.run(), "* BYE Account removed\r\n");
-    assert!(c.closed);
+        let mut c = Client::new(&store, test_config());
+        c.greeting();
+        c.session.deadline_passed();
+        assert_eq!(c.run(), "* BYE Too slow; closing\r\n");
+        let mut c = Client::login(&store, "bob");
+        c.session.revoked();
+        assert_eq!(c.run(), "* BYE Account removed\r\n");
+        assert!(c.closed);
+    }
 }
 
-#[test]
-fn a_refused_create_leaves_nothing_behind() {
-    let store = new_store();
-    let mut c = client(&store);
-    let before = store.list_folders("bob");
-    let deep = (1..=17)
-        .map(|n| format!("l{n}"))
-        .collect::<Vec<_>>()
-        .join("/");
-    assert_eq!(
-        c.send(&format!("a CREATE {deep}\r\n")),
-        "a NO [CANNOT] Invalid mailbox name: deeper than 16 levels\r\n"
-    );
-    assert_eq!(
-        store.list_folders("bob"),
-        before,
-        "not one parent was created"
-    );
-    let fits = (1..=16)
-        .map(|n| format!("l{n}"))
-        .collect::<Vec<_>>()
-        .join("/");
-    assert!(c.send(&format!("b CREATE {fits}\r\n")).contains("b OK"));
-    assert_eq!(store.list_folders("bob").len(), before.len() + 16);
+transcript! {
+    fn a_refused_create_leaves_nothing_behind() {
+        let store = new_store();
+        let mut c = client(&store);
+        let before = store.list_folders("bob");
+        let deep = (1..=17)
+            .map(|n| format!("l{n}"))
+            .collect::<Vec<_>>()
+            .join("/");
+        assert_eq!(
+            c.send(&format!("a CREATE {deep}\r\n")),
+            "a NO [CANNOT] Invalid mailbox name: deeper than 16 levels\r\n"
+        );
+        assert_eq!(
+            store.list_folders("bob"),
+            before,
+            "not one parent was created"
+        );
+        let fits = (1..=16)
+            .map(|n| format!("l{n}"))
+            .collect::<Vec<_>>()
+            .join("/");
+        assert!(c.send(&format!("b CREATE {fits}\r\n")).contains("b OK"));
+        assert_eq!(store.list_folders("bob").len(), before.len() + 16);
+    }
 }
 
 #[test]
 fn the_folder_limit_counts_the_parents_a_create_would_add() {
-    let config = store::StoreConfig {
+    let store = real_store(StoreConfig {
         folders_per_user_max: 6,
-        ..store::StoreConfig::default()
-    };
-    let store = Store::open(
-        Arc::new(disk::SimDisk::new()),
-        std::path::Path::new("/store"),
-        StoreConfig {
-            volume_grow_bytes: 256 << 10,
-            journal_checkpoint_bytes: 256 << 10,
-            reservation_bytes: 0,
-            ..config
-        },
-    )
-    .unwrap()
-    .0;
+        ..StoreConfig::default()
+    });
     let mut c = client(&store);
     // INBOX and the special-use defaults exist after login.
     let before = store.list_folders("bob").len();

@@ -1,5 +1,10 @@
-//! The header fields SEARCH reads most (Subject, From, To, Message-ID, Date), kept in memory
-//! per folder once read, so a second search over a big folder reads no message at all.
+//! Two read caches over the index and the volume, shared by every reader of a store: the
+//! summaries a search or sort reads (without their MIME structure), and folder views shared by
+//! every session that opens an unchanged folder.
+//!
+//! Summaries: the header fields SEARCH and SORT read most (Subject, From, To, Message-ID, Date,
+//! References), kept in memory per folder once read, so a second search over a big folder
+//! reads no message at all.
 //!
 //! Entries never go stale: a (folder, UIDVALIDITY, UID) names one message forever (RFC 9051
 //! 2.3.1.1). Memory is bounded by `bytes_max`; past it, the least recently used folders are
@@ -8,10 +13,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use store::Summary;
+use crate::{FolderStatus, MessageInfo, StoreError, Summary};
 
-/// Shared by every session of a server.
-pub struct HeaderCache {
+/// Summaries without their MIME structure, per (user, folder, UIDVALIDITY, UID).
+pub(crate) struct SummaryCache {
     bytes_max: usize,
     inner: Mutex<Inner>,
 }
@@ -41,9 +46,9 @@ fn cost(s: &Summary) -> usize {
         + s.references.as_ref().map_or(0, String::len)
 }
 
-impl HeaderCache {
-    pub fn new(bytes_max: usize) -> HeaderCache {
-        HeaderCache {
+impl SummaryCache {
+    pub(crate) fn new(bytes_max: usize) -> SummaryCache {
+        SummaryCache {
             bytes_max,
             inner: Mutex::new(Inner::default()),
         }
@@ -53,7 +58,7 @@ impl HeaderCache {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// [`HeaderCache::get`] for many UIDs of one folder, under one lock (SORT and THREAD
+    /// [`SummaryCache::get`] for many UIDs of one folder, under one lock (SORT and THREAD
     /// look at every message of a folder).
     pub(crate) fn get_many(
         &self,
@@ -78,6 +83,7 @@ impl HeaderCache {
             .collect()
     }
 
+    #[cfg(test)]
     pub(crate) fn get(
         &self,
         user: &str,
@@ -160,7 +166,7 @@ impl HeaderCache {
     }
 
     /// Bytes held now.
-    pub fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         self.lock().bytes
     }
 }
@@ -179,7 +185,7 @@ mod tests {
 
     #[test]
     fn hits_after_put_and_keyed_by_uidvalidity() {
-        let c = HeaderCache::new(1 << 20);
+        let c = SummaryCache::new(1 << 20);
         assert!(c.get("u", "INBOX", 7, 1).is_none());
         c.put("u", "INBOX", 7, 1, &summary("hello"));
         assert_eq!(c.get("u", "INBOX", 7, 1).unwrap().subject, "hello");
@@ -193,7 +199,7 @@ mod tests {
 
     #[test]
     fn the_budget_evicts_the_least_recently_used_folder() {
-        let c = HeaderCache::new(3 * 70);
+        let c = SummaryCache::new(3 * 70);
         c.put("u", "A", 1, 1, &summary("aaaaa"));
         c.put("u", "B", 1, 1, &summary("bbbbb"));
         c.get("u", "A", 1, 1);
@@ -208,7 +214,7 @@ mod tests {
 /// Folder views for SELECT: the index entries of a folder as last copied out of the store,
 /// shared (copy-on-write) by every session that selects the folder while it is unchanged, so
 /// selecting a big folder again costs one status lookup, not a copy of every entry.
-pub struct ViewCache {
+pub(crate) struct ViewCache {
     bytes_max: usize,
     inner: Mutex<ViewsInner>,
 }
@@ -221,14 +227,14 @@ struct ViewsInner {
 }
 
 struct View {
-    status: store::FolderStatus,
-    messages: Arc<Vec<store::MessageInfo>>,
+    status: FolderStatus,
+    messages: Arc<Vec<MessageInfo>>,
     bytes: usize,
     used: u64,
 }
 
 impl ViewCache {
-    pub fn new(bytes_max: usize) -> ViewCache {
+    pub(crate) fn new(bytes_max: usize) -> ViewCache {
         ViewCache {
             bytes_max,
             inner: Mutex::new(ViewsInner::default()),
@@ -243,10 +249,10 @@ impl ViewCache {
     /// since (same UIDVALIDITY, UIDNEXT, HIGHESTMODSEQ and count).
     pub(crate) fn open(
         &self,
-        store: &store::Store,
+        store: &crate::Store,
         user: &str,
         folder: &str,
-    ) -> Result<(store::FolderStatus, Arc<Vec<store::MessageInfo>>), store::StoreError> {
+    ) -> Result<(FolderStatus, Arc<Vec<MessageInfo>>), StoreError> {
         let status = store.status(user, folder)?;
         let key = (user.to_string(), folder.to_string());
         {
@@ -262,7 +268,7 @@ impl ViewCache {
         }
         let view = store.open_folder(user, folder)?;
         let messages = Arc::new(view.messages);
-        let bytes = 64 + messages.len() * std::mem::size_of::<store::MessageInfo>();
+        let bytes = 64 + messages.len() * std::mem::size_of::<MessageInfo>();
         if bytes <= self.bytes_max {
             let mut inner = self.lock();
             if let Some(old) = inner.views.remove(&key) {

@@ -1,0 +1,61 @@
+//! The error type of mail storage: one line per error, no panics on bad input or bad data.
+
+use std::io;
+use std::sync::Arc;
+
+/// Everything that can go wrong. Cloneable so one failed group-commit batch can hand the
+/// same error to every caller in it.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    #[error("no such user: {0}")]
+    NoSuchUser(String),
+    #[error("no such folder: {user}/{folder}")]
+    NoSuchFolder { user: String, folder: String },
+    #[error("no such message: UID {uid} in {folder}")]
+    NoSuchMessage { folder: String, uid: u32 },
+    #[error("folder already exists: {user}/{folder}")]
+    FolderExists { user: String, folder: String },
+    #[error("invalid name {name:?}: {reason}")]
+    InvalidName { name: String, reason: String },
+    #[error("too large: {what}")]
+    TooLarge { what: String },
+    #[error("limit reached: {what}")]
+    Limit { what: String },
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    #[error("corrupt {what}")]
+    Corrupt { what: String },
+    #[error("I/O error: {context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: Arc<io::Error>,
+    },
+    #[error("store stopped after a failed write ({0}); reopen it to recover")]
+    Failed(String),
+    #[error("invalid configuration: {0}")]
+    Config(String),
+}
+
+impl StoreError {
+    pub fn io(context: impl Into<String>, source: io::Error) -> StoreError {
+        StoreError::Io {
+            context: context.into(),
+            source: Arc::new(source),
+        }
+    }
+
+    pub fn corrupt(what: impl Into<String>) -> StoreError {
+        StoreError::Corrupt { what: what.into() }
+    }
+
+    /// True for errors that say a message is gone (expunged, or its folder deleted).
+    pub fn is_not_found(&self) -> bool {
+        matches!(
+            self,
+            StoreError::NoSuchMessage { .. }
+                | StoreError::NoSuchFolder { .. }
+                | StoreError::NoSuchUser(_)
+        )
+    }
+}
