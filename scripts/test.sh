@@ -15,6 +15,9 @@ command -v curl >/dev/null || need_pkgs+=(curl)
 [ -x /usr/sbin/postfix ] || need_pkgs+=(postfix)
 # mbsync, the real synchronisation client of the IMAP round-trip test.
 command -v mbsync >/dev/null || need_pkgs+=(isync)
+# NeoMutt, a terminal client driven in tmux, for the IMAP thread and sort views test.
+command -v neomutt >/dev/null || need_pkgs+=(neomutt)
+command -v tmux >/dev/null || need_pkgs+=(tmux)
 # The mail file system's tests: private Dovecot instances as the accounts (also the writer of
 # the real Dovecot maildir that tests/migration.rs imports), and fusermount3 for unmounting (the mount itself is done by the binary through /dev/fuse).
 [ -x /usr/sbin/dovecot ] || need_pkgs+=(dovecot-imapd)

@@ -1,6 +1,6 @@
 //! IMAP end to end: the real binary on loopback, driven by Python's imaplib (the command
-//! matrix and two sessions in IDLE), curl (LIST, FETCH, APPEND) and mbsync (a folder tree
-//! round trip with flags).
+//! matrix and two sessions in IDLE), curl (LIST, FETCH, APPEND), mbsync (a folder tree
+//! round trip with flags) and NeoMutt in tmux (thread and date views).
 
 mod common;
 
@@ -151,6 +151,41 @@ fn imaplib_resynchronises_with_qresync() {
         "imap_qresync.py failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&run.stderr)
     );
+    server.stop_cleanly();
+}
+
+/// NeoMutt, a real terminal client driven in tmux, shows the INBOX threaded (In-Reply-To and
+/// References chains, two replies to a missing parent) and sorted by date, newest first, as
+/// expected, and the server's own UID THREAD REFERENCES and UID SORT (REVERSE DATE) agree
+/// with what it showed (`tests/e2e/neomutt_threads.py`). scripts/test.sh installs NeoMutt
+/// and tmux, so without them this test fails rather than skips.
+#[test]
+fn neomutt_shows_threads_and_date_order() {
+    for tool in ["neomutt", "tmux"] {
+        let found = Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .is_ok_and(|out| out.status.success());
+        assert!(
+            found,
+            "{tool} is not installed: scripts/test.sh installs it (apt-get install neomutt tmux)"
+        );
+    }
+    let (_dir, data) = set_up_data_dir();
+    let server = Server::start(&data);
+    let run = Command::new("python3")
+        .arg(script("neomutt_threads.py"))
+        .arg(server.addr("imaps"))
+        .args(["alice@example.test", "secret"])
+        .output()
+        .expect("python3");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success() && stdout.contains("neomutt-threads: OK"),
+        "neomutt_threads.py failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    eprintln!("{stdout}");
     server.stop_cleanly();
 }
 
