@@ -16,6 +16,11 @@ macro_rules! transcript {
             fn real_store() {
                 crate::tests::on_backend(crate::tests::Kind::Real, || $body)
             }
+
+            #[test]
+            fn in_memory() {
+                crate::tests::on_backend(crate::tests::Kind::Memory, || $body)
+            }
         }
     };
 }
@@ -23,6 +28,7 @@ macro_rules! transcript {
 mod commands;
 mod fetch;
 mod limits;
+mod memory;
 mod quota;
 mod real;
 mod updates;
@@ -40,7 +46,6 @@ use crate::{AuthResult, Backend, Config, Event, Mailstore, Quotas, Session, Subs
 
 /// Which [`Mailstore`] [`new_store`] gives on this test's thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(dead_code)] // Memory: until the in-memory store lands.
 pub(crate) enum Kind {
     Real,
     Memory,
@@ -132,7 +137,7 @@ impl Quotas for MemoryQuotas {
 pub(crate) fn new_store() -> Store {
     match KIND.get() {
         Kind::Real => real_store(StoreConfig::default()),
-        Kind::Memory => unimplemented!("the in-memory store is being written"),
+        Kind::Memory => Arc::new(memory::MemoryStore::default()),
     }
 }
 
