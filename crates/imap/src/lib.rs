@@ -30,6 +30,7 @@ mod config;
 mod event;
 mod framer;
 mod mailstore;
+mod mutf7;
 mod parse;
 mod response;
 mod selected;

@@ -218,8 +218,19 @@ fn parse_append(c: &mut Cursor<'_>) -> Result<(String, Vec<AppendMessage>), Stri
                 return Err("APPEND needs a message".into());
             }
         }
+        // RFC 6855 4: `UTF8 (~{n}...)`, a message with UTF-8 headers, as a literal8.
+        let utf8 = c.peek().is_some_and(|b| b.eq_ignore_ascii_case(&b'U'));
+        if utf8 && (!c.word().eq_ignore_ascii_case(b"UTF8") || !c.sp() || !c.eat(b'(')) {
+            return Err("Bad UTF8 append data".into());
+        }
         let binary = c.eat(b'~');
+        if utf8 && !binary {
+            return Err("UTF8 append data is a literal8".into());
+        }
         let content = c.literal().ok_or("APPEND needs a message literal")?;
+        if utf8 && !c.eat(b')') {
+            return Err("Bad UTF8 append data".into());
+        }
         if !binary && content.contains(&0) {
             return Err("NUL in a literal; use literal8 (BINARY)".into());
         }

@@ -58,7 +58,9 @@ pub(crate) fn write_string(out: &mut Vec<u8>, value: &[u8]) {
     mime_structure::write_nstring(out, Some(value));
 }
 
-/// A mailbox name: an atom-safe name goes bare, anything else as a string.
+/// A mailbox name: an atom-safe name goes bare, anything else as a quoted string (with
+/// UTF-8 in it only for a client that reads UTF-8 names, RFC 9051 4.3 / RFC 6855 3: the
+/// others get modified UTF-7, all ASCII), or a literal if it holds a control character.
 pub(crate) fn write_mailbox(out: &mut Vec<u8>, name: &str) {
     let atom = !name.is_empty()
         && name
@@ -66,6 +68,15 @@ pub(crate) fn write_mailbox(out: &mut Vec<u8>, name: &str) {
             .all(|b| b.is_ascii_graphic() && !b"(){ %*\"\\]".contains(&b));
     if atom {
         out.extend_from_slice(name.as_bytes());
+    } else if name.chars().all(|c| !c.is_control()) {
+        out.push(b'"');
+        for b in name.bytes() {
+            if b == b'"' || b == b'\\' {
+                out.push(b'\\');
+            }
+            out.push(b);
+        }
+        out.push(b'"');
     } else {
         write_string(out, name.as_bytes());
     }

@@ -51,6 +51,8 @@ pub(crate) struct Enabled {
     /// RFC 7162 3.1: MODSEQ in every FETCH of flags from then on.
     pub(crate) condstore: bool,
     pub(crate) rev2: bool,
+    /// RFC 6855 3: mailbox names in UTF-8 both ways, and APPEND's UTF8 data.
+    pub(crate) utf8: bool,
     /// RFC 7162 3.2: SELECT (QRESYNC ...), FETCH (VANISHED), and expunges reported as
     /// VANISHED instead of EXPUNGE.
     pub(crate) qresync: bool,
@@ -172,6 +174,26 @@ impl Session {
 
     pub fn is_closed(&self) -> bool {
         self.closed
+    }
+
+    /// The store's (UTF-8) name for a mailbox name as this client sends it: UTF-8 from an
+    /// IMAP4rev2 client or one that enabled UTF8=ACCEPT (RFC 9051 5.1, RFC 6855 3), modified
+    /// UTF-7 from any other (RFC 3501 5.1.3). `Err` is the tagged answer for a name that is
+    /// not valid in the client's encoding.
+    pub(crate) fn name_from_client(&self, wire: &str) -> Result<String, &'static str> {
+        if self.enabled.rev2 || self.enabled.utf8 || wire.eq_ignore_ascii_case("INBOX") {
+            return Ok(wire.to_string());
+        }
+        crate::mutf7::decode(wire).ok_or("NO [CANNOT] Mailbox name is not valid modified UTF-7")
+    }
+
+    /// A store name as this client reads it (see [`Session::name_from_client`]).
+    pub(crate) fn name_to_client<'n>(&self, name: &'n str) -> std::borrow::Cow<'n, str> {
+        if self.enabled.rev2 || self.enabled.utf8 {
+            std::borrow::Cow::Borrowed(name)
+        } else {
+            std::borrow::Cow::Owned(crate::mutf7::encode(name))
+        }
     }
 
     /// The logged-in store user.
@@ -499,7 +521,7 @@ impl Session {
         caps.push_str(
             " ENABLE IDLE ID NAMESPACE UNSELECT UIDPLUS MOVE CHILDREN SPECIAL-USE \
              LIST-EXTENDED LIST-STATUS ESEARCH MULTIAPPEND BINARY CONDSTORE STATUS=SIZE \
-             SORT SORT=DISPLAY THREAD=ORDEREDSUBJECT THREAD=REFERENCES QRESYNC",
+             SORT SORT=DISPLAY THREAD=ORDEREDSUBJECT THREAD=REFERENCES QRESYNC UTF8=ACCEPT",
         );
         caps.push_str(&format!(" APPENDLIMIT={}", self.config.literal_bytes_max));
         if self.state != State::NotAuthenticated {
@@ -539,6 +561,7 @@ impl Session {
 
     fn logged_in(&mut self, tag: &str, backend: &Backend<'_>) {
         if let Some(user) = self.user.clone() {
+            crate::command::special_use::utf8_names(backend.store, &user);
             crate::command::special_use::ensure_defaults(backend.store, &user);
         }
         let caps = self.capabilities();

@@ -17,6 +17,10 @@ pub(crate) fn run(s: &mut Session, tag: &str, capabilities: &[CapabilityEnable<'
                 if name.eq_ignore_ascii_case("IMAP4rev2") {
                     s.enabled.rev2 = true;
                     enabled.push("IMAP4rev2".to_string());
+                } else if name.eq_ignore_ascii_case("UTF8=ACCEPT") {
+                    // RFC 6855 3: names in UTF-8 from now on, both ways.
+                    s.enabled.utf8 = true;
+                    enabled.push("UTF8=ACCEPT".to_string());
                 } else if name.eq_ignore_ascii_case("QRESYNC") {
                     // RFC 7162 3.2.3: QRESYNC implies CONDSTORE.
                     s.enabled.qresync = true;

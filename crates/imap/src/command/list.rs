@@ -110,7 +110,8 @@ pub(crate) fn run(s: &mut Session, tag: &str, req: ListRequest, b: &Backend<'_>)
             attrs.push(a);
         }
         let mut line = format!("* {verb} ({}) \"/\" ", attrs.join(" ")).into_bytes();
-        write_mailbox(&mut line, name);
+        let wire = s.name_to_client(name).into_owned();
+        write_mailbox(&mut line, &wire);
         if childinfo {
             line.extend_from_slice(b" (\"CHILDINFO\" (\"SUBSCRIBED\"))");
         }
@@ -124,6 +125,7 @@ pub(crate) fn run(s: &mut Session, tag: &str, req: ListRequest, b: &Backend<'_>)
                 b.store,
                 &user,
                 name,
+                &wire,
                 &items,
                 s.config.literal_bytes_max,
             ) {

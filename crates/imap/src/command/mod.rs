@@ -91,14 +91,40 @@ pub(crate) fn run(s: &mut Session, tag: &str, request: Request, b: &Backend<'_>)
         return;
     }
     match request {
-        Request::Append { mailbox, messages } => append::run(s, tag, &mailbox, messages, b),
-        Request::List(req) => list::run(s, tag, req, b),
+        Request::Append { mailbox, messages } => match s.name_from_client(&mailbox) {
+            Ok(mailbox) => append::run(s, tag, &mailbox, messages, b),
+            Err(answer) => s.tagged(tag, answer),
+        },
+        Request::List(mut req) => {
+            // Patterns are names with wildcards, which modified UTF-7 leaves alone.
+            let decoded = std::iter::once(&req.reference)
+                .chain(&req.patterns)
+                .map(|n| s.name_from_client(n))
+                .collect::<Result<Vec<_>, _>>();
+            match decoded {
+                Ok(mut names) => {
+                    req.patterns = names.split_off(1);
+                    req.reference = names.pop().unwrap_or_default();
+                    list::run(s, tag, req, b)
+                }
+                Err(answer) => s.tagged(tag, answer),
+            }
+        }
         Request::Search { uid, ret, criteria } => search::run(s, tag, uid, ret, criteria, b),
         Request::Codec(body) => codec(s, tag, body, b),
     }
 }
 
 fn codec(s: &mut Session, tag: &str, body: CommandBody<'static>, b: &Backend<'_>) {
+    // The store's name for a mailbox argument, or the tagged NO for a badly encoded one.
+    macro_rules! name {
+        ($mailbox:expr) => {
+            match s.name_from_client(&mailbox_name(&$mailbox)) {
+                Ok(name) => name,
+                Err(answer) => return s.tagged(tag, answer),
+            }
+        };
+    }
     match body {
         CommandBody::Capability => capability::run(s, tag, b),
         CommandBody::Noop | CommandBody::Check => noop::run(s, tag, b),
@@ -121,27 +147,21 @@ fn codec(s: &mut Session, tag: &str, body: CommandBody<'static>, b: &Backend<'_>
         CommandBody::Select {
             mailbox,
             parameters,
-        } => select::run(s, tag, &mailbox_name(&mailbox), false, &parameters, b),
+        } => select::run(s, tag, &name!(mailbox), false, &parameters, b),
         CommandBody::Examine {
             mailbox,
             parameters,
-        } => select::run(s, tag, &mailbox_name(&mailbox), true, &parameters, b),
-        CommandBody::Create { mailbox } => create::run(s, tag, &mailbox_name(&mailbox), b),
-        CommandBody::Delete { mailbox } => delete::run(s, tag, &mailbox_name(&mailbox), b),
-        CommandBody::Rename { from, to } => {
-            rename::run(s, tag, &mailbox_name(&from), &mailbox_name(&to), b)
-        }
-        CommandBody::Subscribe { mailbox } => {
-            subscribe::run(s, tag, &mailbox_name(&mailbox), true, b)
-        }
-        CommandBody::Unsubscribe { mailbox } => {
-            subscribe::run(s, tag, &mailbox_name(&mailbox), false, b)
-        }
+        } => select::run(s, tag, &name!(mailbox), true, &parameters, b),
+        CommandBody::Create { mailbox } => create::run(s, tag, &name!(mailbox), b),
+        CommandBody::Delete { mailbox } => delete::run(s, tag, &name!(mailbox), b),
+        CommandBody::Rename { from, to } => rename::run(s, tag, &name!(from), &name!(to), b),
+        CommandBody::Subscribe { mailbox } => subscribe::run(s, tag, &name!(mailbox), true, b),
+        CommandBody::Unsubscribe { mailbox } => subscribe::run(s, tag, &name!(mailbox), false, b),
         CommandBody::Namespace => namespace::run(s, tag, b),
         CommandBody::Status {
             mailbox,
             item_names,
-        } => status::run(s, tag, &mailbox_name(&mailbox), &item_names, b),
+        } => status::run(s, tag, &name!(mailbox), &item_names, b),
         CommandBody::Idle => idle::run(s, tag, b),
         CommandBody::Close => close::close(s, tag, b),
         CommandBody::Unselect => close::unselect(s, tag),
@@ -196,17 +216,15 @@ fn codec(s: &mut Session, tag: &str, body: CommandBody<'static>, b: &Backend<'_>
             sequence_set,
             mailbox,
             uid,
-        } => copy::run(s, tag, sequence_set, &mailbox_name(&mailbox), uid, false, b),
+        } => copy::run(s, tag, sequence_set, &name!(mailbox), uid, false, b),
         CommandBody::Move {
             sequence_set,
             mailbox,
             uid,
-        } => copy::run(s, tag, sequence_set, &mailbox_name(&mailbox), uid, true, b),
+        } => copy::run(s, tag, sequence_set, &name!(mailbox), uid, true, b),
         CommandBody::Id { .. } => id::run(s, tag, b),
         CommandBody::GetQuota { root } => quota::get_quota(s, tag, root.as_ref(), b),
-        CommandBody::GetQuotaRoot { mailbox } => {
-            quota::get_quota_root(s, tag, &mailbox_name(&mailbox), b)
-        }
+        CommandBody::GetQuotaRoot { mailbox } => quota::get_quota_root(s, tag, &name!(mailbox), b),
         CommandBody::SetQuota { .. } => quota::set_quota(s, tag),
         _ => {
             s.tagged(tag, "BAD Command not supported");
@@ -215,8 +233,7 @@ fn codec(s: &mut Session, tag: &str, body: CommandBody<'static>, b: &Backend<'_>
     }
 }
 
-/// The store's name for a mailbox. Names travel as sent: UTF-8 under IMAP4rev2, modified
-/// UTF-7 from IMAP4rev1 clients (RFC 9051 5.1), which the store keeps as plain text.
+/// A mailbox argument as sent (see `Session::name_from_client` for its decoding).
 pub(crate) fn mailbox_name(mailbox: &Mailbox<'_>) -> String {
     match mailbox {
         Mailbox::Inbox => "INBOX".to_string(),

@@ -24,3 +24,33 @@ pub(crate) fn ensure_defaults(store: &dyn crate::Mailstore, user: &str) {
         }
     }
 }
+
+/// Renames folders an IMAP4rev1 client created before names were kept in UTF-8 (their
+/// modified UTF-7 was stored as sent): each part of a name that is valid modified UTF-7 and
+/// stands for something else becomes that something, unless a folder of the new name exists.
+/// (A UTF-8 client's folder literally named like modified UTF-7, `&AOk-`, is renamed too:
+/// the price of keeping old folders readable.)
+/// Shallowest first, since a rename takes the children along; bounded by the folder count.
+pub(crate) fn utf8_names(store: &dyn crate::Mailstore, user: &str) {
+    let mut folders = store.list_folders(user);
+    for _ in 0..=folders.len() {
+        folders.sort_by_key(|n| n.matches('/').count());
+        let renamed = folders.iter().find_map(|name| {
+            if !name.contains('&') {
+                return None;
+            }
+            let decoded = name
+                .split('/')
+                .map(|part| crate::mutf7::decode(part).unwrap_or_else(|| part.to_string()))
+                .collect::<Vec<_>>()
+                .join("/");
+            (decoded != *name && !folders.contains(&decoded))
+                .then(|| store.rename_folder(user, name, &decoded).ok())
+                .flatten()
+        });
+        if renamed.is_none() {
+            return;
+        }
+        folders = store.list_folders(user);
+    }
+}

@@ -44,7 +44,8 @@ pub(crate) fn run(
         })
         .collect();
     let limit = s.config.literal_bytes_max;
-    match status_response(b.store, &user, name, &items, limit) {
+    let wire = s.name_to_client(name).into_owned();
+    match status_response(b.store, &user, name, &wire, &items, limit) {
         Ok(line) => {
             s.out.extend_from_slice(&line);
             s.done(tag, "OK STATUS completed", b, true);
@@ -53,12 +54,13 @@ pub(crate) fn run(
     }
 }
 
-/// `* STATUS name (ITEM n ...)\r\n`. Counters come from the index only: UNSEEN and
+/// `* STATUS name (ITEM n ...)\r\n`, the name as the client reads it (`wire_name`). Counters come from the index only: UNSEEN and
 /// DELETED walk the folder's entries in memory.
 pub(crate) fn status_response(
     store: &dyn crate::Mailstore,
     user: &str,
     name: &str,
+    wire_name: &str,
     items: &[&str],
     append_limit: u64,
 ) -> Result<Vec<u8>, StoreError> {
@@ -89,7 +91,7 @@ pub(crate) fn status_response(
         }
     }
     let mut out = b"* STATUS ".to_vec();
-    write_mailbox(&mut out, name);
+    write_mailbox(&mut out, wire_name);
     out.extend_from_slice(b" (");
     for (i, item) in items.iter().enumerate() {
         let value = match *item {

@@ -846,3 +846,84 @@ transcript! {
         assert_eq!(full.send("f NOOP\r\n"), "f OK NOOP completed\r\n");
     }
 }
+
+transcript! {
+    /// RFC 3501 5.1.3 and RFC 6855 3: the store keeps names in UTF-8; a client that has not
+    /// enabled UTF8=ACCEPT sends and reads modified UTF-7, one that has reads UTF-8.
+    fn mailbox_names_are_utf8_in_the_store_and_modified_utf7_for_old_clients() {
+        let store = new_store();
+        let mut old = Client::login(&store, "bob");
+        assert_eq!(
+            old.send("a CREATE Entw&APw-rfe\r\n"),
+            "a OK CREATE completed\r\n"
+        );
+        assert!(store.list_folders("bob").contains(&"Entwürfe".to_string()));
+        assert_eq!(
+            old.send("b CREATE \"Entw&APx-rfe\"\r\n"),
+            "b NO [CANNOT] Mailbox name is not valid modified UTF-7\r\n"
+        );
+        let mut new = Client::login(&store, "bob");
+        assert!(new.send("c CAPABILITY\r\n").contains(" UTF8=ACCEPT"));
+        assert_eq!(
+            new.send("d ENABLE UTF8=ACCEPT\r\n"),
+            "* ENABLED UTF8=ACCEPT\r\nd OK ENABLE completed\r\n"
+        );
+        assert_eq!(
+            new.send("e CREATE \"台北/日本語\"\r\n"),
+            "e OK CREATE completed\r\n"
+        );
+        assert_eq!(
+            new.send("f LIST \"\" \"台北*\"\r\n"),
+            "* LIST (\\HasChildren) \"/\" \"台北\"\r\n\
+             * LIST (\\HasNoChildren) \"/\" \"台北/日本語\"\r\n\
+             f OK LIST completed\r\n"
+        );
+        assert_eq!(
+            new.send("g LIST \"\" Entw*\r\n"),
+            "* LIST (\\HasNoChildren) \"/\" \"Entwürfe\"\r\ng OK LIST completed\r\n"
+        );
+        // The old client sees the same folders in modified UTF-7 (RFC 3501 5.1.3's example).
+        assert_eq!(
+            old.send("h LIST \"\" &U,BTFw-*\r\n"),
+            "* LIST (\\HasChildren) \"/\" &U,BTFw-\r\n\
+             * LIST (\\HasNoChildren) \"/\" &U,BTFw-/&ZeVnLIqe-\r\n\
+             h OK LIST completed\r\n"
+        );
+        assert_eq!(
+            old.send("i STATUS &U,BTFw-/&ZeVnLIqe- (MESSAGES)\r\n"),
+            "* STATUS &U,BTFw-/&ZeVnLIqe- (MESSAGES 0)\r\ni OK STATUS completed\r\n"
+        );
+        // RFC 6855 4: APPEND's UTF8 data item, a literal8.
+        let message = "Subject: Grüße\r\n\r\nhi\r\n";
+        assert_eq!(
+            new.send(&format!(
+                "j APPEND \"台北/日本語\" UTF8 (~{{{}+}}\r\n{message})\r\n",
+                message.len()
+            )),
+            "j OK [APPENDUID V 1] APPEND completed\r\n"
+        );
+        assert_eq!(
+            old.send("k APPEND &U,BTFw- UTF8 ({3+}\r\nabc)\r\n"),
+            "k BAD UTF8 append data is a literal8\r\n"
+        );
+    }
+}
+
+transcript! {
+    /// Folders a round-1 server stored under their modified UTF-7 names are renamed to UTF-8
+    /// at the owner's next login, children with them.
+    fn modified_utf7_names_stored_by_old_versions_become_utf8_at_login() {
+        let store = new_store();
+        store.create_folder("bob", "INBOX").unwrap();
+        store.create_folder("bob", "Entw&APw-rfe").unwrap();
+        store.create_folder("bob", "Entw&APw-rfe/&U,BTFw-").unwrap();
+        store.create_folder("bob", "A&-B").unwrap();
+        store.create_folder("bob", "Not&valid").unwrap();
+        let _c = Client::login(&store, "bob");
+        let folders = store.list_folders("bob");
+        for name in ["Entwürfe", "Entwürfe/台北", "A&B", "Not&valid"] {
+            assert!(folders.contains(&name.to_string()), "{name} in {folders:?}");
+        }
+        assert!(!folders.iter().any(|f| f.contains("&APw-")), "{folders:?}");
+    }
+}
