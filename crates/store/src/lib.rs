@@ -574,6 +574,13 @@ impl Store {
         uids: &[u32],
     ) -> Vec<Option<Arc<Summary>>> {
         let mut found = self.summaries.get_many(user, folder, uidvalidity, uids);
+        if found.iter().any(Option::is_none)
+            && self.status(user, folder).map(|s| s.uidvalidity).ok() != Some(uidvalidity)
+        {
+            // The folder was deleted, or deleted and created again: its UIDs name other
+            // messages now (RFC 9051 2.3.1.1).
+            return vec![None; uids.len()];
+        }
         for (slot, &uid) in found.iter_mut().zip(uids) {
             if slot.is_none()
                 && let Ok(summary) = self.inner.summary(user, folder, uid)

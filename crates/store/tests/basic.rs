@@ -378,3 +378,31 @@ fn pages_are_newest_first_below_an_anchor() {
             .is_empty()
     );
 }
+
+/// `Store::summaries` serves a folder as the caller knows it: after the folder is deleted and
+/// created again (a new UIDVALIDITY), the old UIDs name nothing, even where the new folder
+/// has messages with the same UIDs; the new UIDVALIDITY reads the new messages.
+#[test]
+fn summaries_are_keyed_by_uidvalidity() {
+    let disk = SimDisk::new();
+    let store = open(&disk, small_config());
+    store.append("alice", "Box", message(1, 100)).unwrap_err();
+    store.create_folder("alice", "Box").unwrap();
+    let old = store.append("alice", "Box", message(1, 100)).unwrap();
+    let cached = store.summaries("alice", "Box", old.uidvalidity, &[1, 2]);
+    assert_eq!(cached[0].as_ref().unwrap().subject, "message 1");
+    assert!(cached[1].is_none(), "no UID 2");
+    store.delete_folder("alice", "Box").unwrap();
+    store.create_folder("alice", "Box").unwrap();
+    let new = store.append("alice", "Box", message(2, 100)).unwrap();
+    assert_eq!(new.uid, 1);
+    store.append("alice", "Box", message(3, 100)).unwrap();
+    assert_ne!(new.uidvalidity, old.uidvalidity);
+    // UID 1 under the old UIDVALIDITY is the cached old message or nothing, never the new one.
+    let stale = store.summaries("alice", "Box", old.uidvalidity, &[1, 2]);
+    assert!(stale[1].is_none(), "UID 2 is the new folder's message 3");
+    assert!(stale[0].as_ref().is_none_or(|s| s.subject == "message 1"));
+    let fresh = store.summaries("alice", "Box", new.uidvalidity, &[1]);
+    assert_eq!(fresh[0].as_ref().unwrap().subject, "message 2");
+    assert!(store.summary_cache_bytes() > 0);
+}
