@@ -46,6 +46,8 @@ pub(crate) enum SearchReturn {
     Max,
     All,
     Count,
+    /// RFC 5182 2.4: keep the result as `$`.
+    Save,
 }
 
 #[derive(Debug, Default)]
@@ -146,6 +148,7 @@ fn parse_search(
                 b"MAX" => SearchReturn::Max,
                 b"ALL" => SearchReturn::All,
                 b"COUNT" => SearchReturn::Count,
+                b"SAVE" => SearchReturn::Save,
                 b"" => return Err(bad("Bad RETURN list")),
                 _ => return Err(bad("Unsupported RETURN option")),
             });

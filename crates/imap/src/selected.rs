@@ -23,6 +23,8 @@ pub(crate) struct Selected {
     pub(crate) recent: Option<Vec<(u32, u32)>>,
     /// The RECENT count the client was last told.
     pub(crate) recent_told: usize,
+    /// RFC 5182: the UIDs the last `SEARCH RETURN (SAVE)` kept, `$`; empty until one ran.
+    pub(crate) saved: Vec<u32>,
 }
 
 impl Selected {
@@ -48,6 +50,7 @@ impl Selected {
             keywords,
             recent: rev1.then(Vec::new),
             recent_told: 0,
+            saved: Vec::new(),
         };
         selected.take_recent(store, user)?;
         selected.recent_told = selected.recent_count();

@@ -438,9 +438,30 @@ impl Session {
     }
 
     fn command(&mut self, bytes: &[u8], backend: &Backend<'_>) {
+        // RFC 5182: `$` is the saved search result, outside any folder an empty one.
+        let (saved, messages) = match &self.selected {
+            Some(sel) => (&sel.saved[..], &sel.messages[..]),
+            None => (&[][..], &[][..]),
+        };
+        let expanded = crate::command::searchres::expand(bytes, saved, messages);
+        let bytes = match &expanded {
+            crate::command::searchres::Expanded::Unchanged => bytes,
+            crate::command::searchres::Expanded::Rewritten(rewritten) => &rewritten[..],
+            crate::command::searchres::Expanded::NoMessages { tag, answer } => {
+                self.errors = 0;
+                self.tagged(tag, answer);
+                return;
+            }
+        };
         let (tag, request) = match parse(bytes) {
             Ok(parsed) => parsed,
             Err((tag, text)) => {
+                // RFC 5182 2.1: a SEARCH that was to SAVE and failed leaves `$` empty.
+                if let Some(sel) = self.selected.as_mut()
+                    && crate::command::searchres::saves(bytes)
+                {
+                    sel.saved.clear();
+                }
                 match tag {
                     Some(tag) => self.tagged(&tag, &format!("BAD {text}")),
                     None => self.untagged(&format!("BAD {text}")),
@@ -521,7 +542,7 @@ impl Session {
         caps.push_str(
             " ENABLE IDLE ID NAMESPACE UNSELECT UIDPLUS MOVE CHILDREN SPECIAL-USE \
              LIST-EXTENDED LIST-STATUS ESEARCH MULTIAPPEND BINARY CONDSTORE STATUS=SIZE \
-             SORT SORT=DISPLAY THREAD=ORDEREDSUBJECT THREAD=REFERENCES QRESYNC UTF8=ACCEPT",
+             SORT SORT=DISPLAY THREAD=ORDEREDSUBJECT THREAD=REFERENCES QRESYNC UTF8=ACCEPT SEARCHRES",
         );
         caps.push_str(&format!(" APPENDLIMIT={}", self.config.literal_bytes_max));
         if self.state != State::NotAuthenticated {

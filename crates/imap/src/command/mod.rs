@@ -21,6 +21,7 @@ pub(crate) mod noop;
 pub(crate) mod quota;
 pub(crate) mod rename;
 pub(crate) mod search;
+pub(crate) mod searchres;
 pub(crate) mod select;
 pub(crate) mod sequence;
 pub(crate) mod sort;

@@ -326,20 +326,27 @@ pub(crate) fn run(
     let (Some(user), Some(sel)) = (s.user.clone(), s.selected.as_ref()) else {
         return;
     };
+    let save = ret
+        .as_ref()
+        .is_some_and(|opts| opts.contains(&SearchReturn::Save));
     let (hits, uses_modseq) = match hits(sel, &user, &criteria, b) {
         Ok(found) => found,
         Err(text) => {
+            // RFC 5182 2.1: a failed SEARCH that would have saved leaves `$` empty.
+            if save && let Some(sel) = s.selected.as_mut() {
+                sel.saved.clear();
+            }
             s.tagged(tag, &format!("BAD {text}"));
             return;
         }
     };
-    let number = |i: usize| {
-        if uid {
-            sel.messages[i].uid
-        } else {
-            i as u32 + 1
-        }
-    };
+    // RFC 5182 2.4: SAVE keeps what the other options name when they are only MIN and/or
+    // MAX, else every match; with SAVE alone there is no ESEARCH response.
+    let ret = ret.map(|opts| {
+        opts.into_iter()
+            .filter(|o| *o != SearchReturn::Save)
+            .collect::<Vec<_>>()
+    });
     // RFC 7162 3.1.5: the highest MODSEQ of the messages the answer names: all hits, or with
     // only MIN and/or MAX asked for, those (at most two) messages.
     let only_min_max = ret.as_ref().is_some_and(|opts| {
@@ -348,6 +355,35 @@ pub(crate) fn run(
                 .iter()
                 .all(|o| matches!(o, SearchReturn::Min | SearchReturn::Max))
     });
+    if save {
+        let kept: Vec<usize> = if only_min_max {
+            let opts = ret.as_deref().unwrap_or_default();
+            let mut kept: Vec<usize> = Vec::new();
+            if opts.contains(&SearchReturn::Min) {
+                kept.extend(hits.first());
+            }
+            if opts.contains(&SearchReturn::Max) {
+                kept.extend(hits.last().filter(|l| Some(*l) != hits.first()));
+            }
+            kept
+        } else {
+            hits.clone()
+        };
+        let uids = kept.iter().map(|&i| sel.messages[i].uid).collect();
+        if let Some(sel) = s.selected.as_mut() {
+            sel.saved = uids;
+        }
+    }
+    let Some(sel) = s.selected.as_ref() else {
+        return;
+    };
+    let number = |i: usize| {
+        if uid {
+            sel.messages[i].uid
+        } else {
+            i as u32 + 1
+        }
+    };
     let highest = if only_min_max {
         let opts = ret.as_deref().unwrap_or_default();
         let mut named = Vec::new();
@@ -374,6 +410,12 @@ pub(crate) fn run(
                 line.push_str(&format!(" (MODSEQ {h})"));
             }
         }
+        Some(opts) if opts.is_empty() => {
+            // SAVE alone.
+            let verb = if uid { "UID SEARCH" } else { "SEARCH" };
+            s.done(tag, &format!("OK {verb} completed"), b, uid);
+            return;
+        }
         Some(opts) => {
             line.push_str(&format!("* ESEARCH (TAG \"{tag}\")"));
             if uid {
@@ -393,6 +435,7 @@ pub(crate) fn run(
                         }
                     }
                     SearchReturn::Count => line.push_str(&format!(" COUNT {}", numbers.len())),
+                    SearchReturn::Save => {}
                     SearchReturn::All => {
                         if !numbers.is_empty() {
                             line.push_str(&format!(" ALL {}", uid_set(&numbers)));

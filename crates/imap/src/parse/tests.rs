@@ -82,7 +82,12 @@ fn search_return_options_and_plain_search() {
         panic!()
     };
     assert_eq!((ret, uid), (None, false));
-    assert!(bad("a SEARCH RETURN (SAVE) ALL\r\n").contains("RETURN"));
+    // RFC 5182 2.4.
+    let Request::Search { ret, .. } = ok("a SEARCH RETURN (SAVE MIN) ALL\r\n") else {
+        panic!()
+    };
+    assert_eq!(ret, Some(vec![SearchReturn::Save, SearchReturn::Min]));
+    assert!(bad("a SEARCH RETURN (PARTIAL 1:5) ALL\r\n").contains("RETURN"));
 }
 
 #[test]

@@ -927,3 +927,69 @@ transcript! {
         assert!(!folders.iter().any(|f| f.contains("&APw-")), "{folders:?}");
     }
 }
+
+transcript! {
+    /// RFC 5182 SEARCHRES: SEARCH RETURN (SAVE) keeps the result as `$` for FETCH, STORE,
+    /// COPY, MOVE, UID EXPUNGE and SEARCH; SAVE alone gives no ESEARCH; SAVE with MIN keeps
+    /// the minimum only; a failed SAVE empties `$`; a new SELECT forgets it.
+    fn searchres_saves_a_result_for_later_commands() {
+        let store = new_store();
+        deliver(&store, "bob", 5);
+        let mut c = Client::login(&store, "bob");
+        assert!(c.send("c CAPABILITY\r\n").contains(" SEARCHRES"));
+        c.send("s SELECT INBOX\r\n");
+        // Before any SAVE, `$` names nothing.
+        assert_eq!(c.send("a FETCH $ (UID)\r\n"), "a OK FETCH completed\r\n");
+        assert_eq!(
+            c.send("b UID SEARCH RETURN (SAVE) UID 2:4\r\n"),
+            "b OK UID SEARCH completed\r\n"
+        );
+        assert_eq!(
+            c.send("d FETCH $ (UID)\r\n"),
+            "* 2 FETCH (UID 2)\r\n* 3 FETCH (UID 3)\r\n* 4 FETCH (UID 4)\r\nd OK FETCH completed\r\n"
+        );
+        assert_eq!(
+            c.send("e STORE $ +FLAGS.SILENT (\\Flagged)\r\n"),
+            "e OK STORE completed\r\n"
+        );
+        assert_eq!(
+            c.send("f SEARCH FLAGGED NOT $\r\n"),
+            "* SEARCH\r\nf OK SEARCH completed\r\n"
+        );
+        assert_eq!(
+            c.send("g SEARCH OR $ 5 NOT SUBJECT $\r\n"),
+            "* SEARCH 2 3 4 5\r\ng OK SEARCH completed\r\n"
+        );
+        assert_eq!(
+            c.send("h UID COPY $ Archive\r\n"),
+            "h OK [COPYUID V 2:4 1:3] UID COPY completed\r\n"
+        );
+        // Expunged messages leave `$`.
+        c.send("i0 UID STORE 3 +FLAGS.SILENT (\\Deleted)\r\n");
+        assert_eq!(
+            c.send("i UID EXPUNGE 3\r\n"),
+            "* 3 EXPUNGE\r\ni OK UID EXPUNGE completed\r\n"
+        );
+        assert_eq!(
+            c.send("j UID FETCH $ (FLAGS)\r\n"),
+            "* 2 FETCH (UID 2 FLAGS (\\Recent \\Flagged))\r\n\
+             * 3 FETCH (UID 4 FLAGS (\\Recent \\Flagged))\r\n\
+             j OK UID FETCH completed\r\n"
+        );
+        // SAVE with MIN keeps the minimum; the ESEARCH still answers MIN.
+        assert_eq!(
+            c.send("k SEARCH RETURN (SAVE MIN) FLAGGED\r\n"),
+            "* ESEARCH (TAG \"k\") MIN 2\r\nk OK SEARCH completed\r\n"
+        );
+        assert_eq!(
+            c.send("l UID SEARCH $\r\n"),
+            "* SEARCH 2\r\nl OK UID SEARCH completed\r\n"
+        );
+        // A failed SAVE empties it.
+        assert!(c.send("m SEARCH RETURN (SAVE) NOSUCHKEY\r\n").starts_with("m BAD"));
+        assert_eq!(c.send("n SEARCH $\r\n"), "* SEARCH\r\nn OK SEARCH completed\r\n");
+        c.send("o SEARCH RETURN (SAVE) ALL\r\n");
+        c.send("p SELECT INBOX\r\n");
+        assert_eq!(c.send("q SEARCH $\r\n"), "* SEARCH\r\nq OK SEARCH completed\r\n");
+    }
+}
