@@ -49,3 +49,21 @@ pub use session::{Backend, Quotas, Session, Subscriptions};
 
 #[cfg(test)]
 mod tests;
+
+/// The sans-IO boundary: the store is a dev-dependency only (the transcripts' real backend).
+#[cfg(test)]
+#[test]
+fn the_crate_does_not_depend_on_the_store() {
+    let manifest = include_str!("../Cargo.toml");
+    let dependencies = manifest
+        .split("\n[")
+        .find(|section| section.starts_with("dependencies]"))
+        .expect("a [dependencies] section");
+    for line in dependencies.lines() {
+        let name = line.split(['=', '.', ' ']).next().unwrap_or("");
+        assert!(
+            !["store", "disk", "tokio", "queue", "directory"].contains(&name),
+            "imap depends on {name}"
+        );
+    }
+}
