@@ -31,6 +31,10 @@ pub struct Config {
     pub nesting_depth_max: u32,
     /// Commands answered BAD in a row before the session is closed.
     pub errors_max: u32,
+    /// RFC 5267 4.3: searches kept up to date (`RETURN (UPDATE)`) per selected folder; past
+    /// it a search answers `NO [NOUPDATE]` and gets no updates. Each costs a search of the
+    /// folder whenever it changes. Default 10.
+    pub search_updates_max: usize,
     /// Messages in one MULTIAPPEND.
     pub append_messages_max: usize,
     /// Output produced before a long FETCH yields to the shell to write it.
@@ -77,6 +81,7 @@ impl Default for Config {
             command_bytes_max: 80 << 20,
             nesting_depth_max: 32,
             errors_max: 20,
+            search_updates_max: 10,
             append_messages_max: 1000,
             output_chunk_bytes: 1 << 20,
             autologout: AUTOLOGOUT,

@@ -30,6 +30,13 @@ pub(crate) enum Request {
         ret: Option<Vec<SearchReturn>>,
         criteria: Vec1<SearchKey<'static>>,
     },
+    /// RFC 5267 3.2 ESORT: SORT with RETURN options; `body` is the SORT imap-codec parsed.
+    SortReturn {
+        ret: Vec<SearchReturn>,
+        body: CommandBody<'static>,
+    },
+    /// RFC 5267 4.3.3: `CANCELUPDATE "tag" ...`.
+    CancelUpdate(Vec<String>),
 }
 
 pub(crate) struct AppendMessage {
@@ -48,6 +55,12 @@ pub(crate) enum SearchReturn {
     Count,
     /// RFC 5182 2.4: keep the result as `$`.
     Save,
+    /// RFC 5267 4.4: the results from position `.0` to `.1` (1-based, inclusive).
+    Partial(u32, u32),
+    /// RFC 5267 4.3: tell the client as the results change, until CANCELUPDATE.
+    Update,
+    /// RFC 5267 4.2: a hint that more commands refine this search; nothing to do.
+    Context,
 }
 
 #[derive(Debug, Default)]
@@ -89,10 +102,18 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<(String, Request), ParseError> {
         b"LIST" => parse_list(&mut c, false).map(Request::List),
         b"LSUB" => parse_list(&mut c, true).map(Request::List),
         b"SEARCH" => return parse_search(bytes, &tag, c, false),
+        b"SORT" => return parse_sort(bytes, &tag, c, false),
+        b"CANCELUPDATE" => parse_cancel_update(&mut c).map(Request::CancelUpdate),
         b"UID" => {
             let mut peek = c.clone();
-            if peek.sp() && peek.word().eq_ignore_ascii_case(b"SEARCH") {
-                return parse_search(bytes, &tag, peek, true);
+            if peek.sp() {
+                let name = peek.word().to_ascii_uppercase();
+                if name == b"SEARCH" {
+                    return parse_search(bytes, &tag, peek, true);
+                }
+                if name == b"SORT" {
+                    return parse_sort(bytes, &tag, peek, true);
+                }
             }
             return codec(bytes, &tag);
         }
@@ -134,25 +155,7 @@ fn parse_search(
         if !peek.sp() || !peek.eat(b'(') {
             return Err(bad("RETURN needs a list of options"));
         }
-        let mut opts = Vec::new();
-        loop {
-            if peek.eat(b')') {
-                break;
-            }
-            if !opts.is_empty() && !peek.sp() {
-                return Err(bad("Bad RETURN list"));
-            }
-            let word = peek.word().to_ascii_uppercase();
-            opts.push(match word.as_slice() {
-                b"MIN" => SearchReturn::Min,
-                b"MAX" => SearchReturn::Max,
-                b"ALL" => SearchReturn::All,
-                b"COUNT" => SearchReturn::Count,
-                b"SAVE" => SearchReturn::Save,
-                b"" => return Err(bad("Bad RETURN list")),
-                _ => return Err(bad("Unsupported RETURN option")),
-            });
-        }
+        let mut opts = return_options(&mut peek).map_err(bad)?;
         // RFC 4731 3.1: RETURN () means ALL.
         if opts.is_empty() {
             opts.push(SearchReturn::All);
@@ -173,6 +176,93 @@ fn parse_search(
         }
         _ => Err(bad("Bad SEARCH")),
     }
+}
+
+/// The options of `RETURN (` up to and including `)` (RFC 4731, RFC 5182, RFC 5267).
+fn return_options(c: &mut Cursor<'_>) -> Result<Vec<SearchReturn>, &'static str> {
+    let mut opts = Vec::new();
+    loop {
+        if c.eat(b')') {
+            return Ok(opts);
+        }
+        if !opts.is_empty() && !c.sp() {
+            return Err("Bad RETURN list");
+        }
+        let word = c.word().to_ascii_uppercase();
+        opts.push(match word.as_slice() {
+            b"MIN" => SearchReturn::Min,
+            b"MAX" => SearchReturn::Max,
+            b"ALL" => SearchReturn::All,
+            b"COUNT" => SearchReturn::Count,
+            b"SAVE" => SearchReturn::Save,
+            b"UPDATE" => SearchReturn::Update,
+            b"CONTEXT" => SearchReturn::Context,
+            b"PARTIAL" => {
+                // RFC 5267 4.4: partial-range = number ":" number.
+                if !c.sp() {
+                    return Err("PARTIAL needs a range");
+                }
+                let range = String::from_utf8_lossy(c.word()).into_owned();
+                let (low, high) = range.split_once(':').ok_or("Bad PARTIAL range")?;
+                let (low, high): (u32, u32) = (
+                    low.parse().map_err(|_| "Bad PARTIAL range")?,
+                    high.parse().map_err(|_| "Bad PARTIAL range")?,
+                );
+                if low == 0 || high == 0 {
+                    return Err("Bad PARTIAL range");
+                }
+                SearchReturn::Partial(low.min(high), low.max(high))
+            }
+            b"" => return Err("Bad RETURN list"),
+            _ => return Err("Unsupported RETURN option"),
+        });
+    }
+}
+
+/// `SORT RETURN (opts) (criteria) charset keys` (RFC 5267 3.2): the RETURN part is ours,
+/// the rest goes to imap-codec as a plain SORT.
+fn parse_sort(
+    bytes: &[u8],
+    tag: &str,
+    c: Cursor<'_>,
+    uid: bool,
+) -> Result<(String, Request), ParseError> {
+    let bad = |text: &str| (Some(tag.to_string()), text.to_string());
+    let mut peek = c.clone();
+    if !(peek.sp() && peek.word().eq_ignore_ascii_case(b"RETURN")) {
+        return codec(bytes, tag);
+    }
+    if !peek.sp() || !peek.eat(b'(') {
+        return Err(bad("RETURN needs a list of options"));
+    }
+    let mut ret = return_options(&mut peek).map_err(bad)?;
+    // RFC 5267 3.2 (as RFC 4731 3.1): RETURN () means ALL.
+    if ret.is_empty() {
+        ret.push(SearchReturn::All);
+    }
+    let mut plain = Vec::with_capacity(bytes.len());
+    plain.extend_from_slice(tag.as_bytes());
+    plain.extend_from_slice(if uid { b" UID SORT" } else { b" SORT" });
+    plain.extend_from_slice(&bytes[peek.pos..]);
+    match codec(&plain, tag)? {
+        (tag, Request::Codec(body @ CommandBody::Sort { .. })) => {
+            Ok((tag, Request::SortReturn { ret, body }))
+        }
+        _ => Err(bad("Bad SORT")),
+    }
+}
+
+/// `CANCELUPDATE "tag" *(SP "tag")` (RFC 5267 4.3.3).
+fn parse_cancel_update(c: &mut Cursor<'_>) -> Result<Vec<String>, String> {
+    let mut tags = Vec::new();
+    while c.sp() {
+        let tag = c.quoted().ok_or("CANCELUPDATE takes quoted tags")?;
+        tags.push(String::from_utf8(tag).map_err(|_| "Bad tag")?);
+    }
+    if tags.is_empty() || !c.at_end() {
+        return Err("CANCELUPDATE takes quoted tags".into());
+    }
+    Ok(tags)
 }
 
 fn parse_append(c: &mut Cursor<'_>) -> Result<(String, Vec<AppendMessage>), String> {

@@ -25,6 +25,8 @@ pub(crate) struct Selected {
     pub(crate) recent_told: usize,
     /// RFC 5182: the UIDs the last `SEARCH RETURN (SAVE)` kept, `$`; empty until one ran.
     pub(crate) saved: Vec<u32>,
+    /// RFC 5267 4.3: the searches this session is kept up to date on.
+    pub(crate) updates: Vec<crate::command::context::SearchUpdate>,
 }
 
 impl Selected {
@@ -51,6 +53,7 @@ impl Selected {
             recent: rev1.then(Vec::new),
             recent_told: 0,
             saved: Vec::new(),
+            updates: Vec::new(),
         };
         selected.take_recent(store, user)?;
         selected.recent_told = selected.recent_count();
@@ -160,6 +163,21 @@ impl Selected {
         let present_old = (status.messages as usize).saturating_sub(new_count);
         if expunge && present_old != self.messages.len() {
             let uids = store.uids(user, &self.name)?;
+            if !self.updates.is_empty() {
+                // RFC 5267 4.3.2: REMOVEFROM before the EXPUNGE that reports the message.
+                let gone: Vec<u32> = self
+                    .messages
+                    .iter()
+                    .map(|m| m.uid)
+                    .filter(|u| uids.binary_search(u).is_err())
+                    .collect();
+                crate::command::context::before_expunge(
+                    &mut self.updates,
+                    &self.messages,
+                    &gone,
+                    out,
+                );
+            }
             let mut kept = Vec::with_capacity(self.messages.len());
             let mut vanished: Vec<(u32, u32)> = Vec::new();
             for m in Arc::make_mut(&mut self.messages).drain(..) {

@@ -542,7 +542,8 @@ impl Session {
         caps.push_str(
             " ENABLE IDLE ID NAMESPACE UNSELECT UIDPLUS MOVE CHILDREN SPECIAL-USE \
              LIST-EXTENDED LIST-STATUS ESEARCH MULTIAPPEND BINARY CONDSTORE STATUS=SIZE \
-             SORT SORT=DISPLAY THREAD=ORDEREDSUBJECT THREAD=REFERENCES QRESYNC UTF8=ACCEPT SEARCHRES",
+             SORT SORT=DISPLAY THREAD=ORDEREDSUBJECT THREAD=REFERENCES QRESYNC UTF8=ACCEPT SEARCHRES ESORT \
+             CONTEXT=SEARCH",
         );
         caps.push_str(&format!(" APPENDLIMIT={}", self.config.literal_bytes_max));
         if self.state != State::NotAuthenticated {
@@ -567,7 +568,7 @@ impl Session {
             (self.enabled.condstore, self.enabled.qresync),
             &mut self.out,
         ) {
-            Ok(()) => {}
+            Ok(()) => crate::command::context::after_sync(self, backend),
             Err(e) if e.is_not_found() => {
                 // RFC 9051 7.1: the folder was deleted under us.
                 self.selected = None;

@@ -6,6 +6,7 @@ pub(crate) mod authenticate;
 pub(crate) mod capability;
 pub(crate) mod close;
 pub(crate) mod compress;
+pub(crate) mod context;
 pub(crate) mod copy;
 pub(crate) mod create;
 pub(crate) mod delete;
@@ -51,7 +52,9 @@ enum Needs {
 pub(crate) fn run(s: &mut Session, tag: &str, request: Request, b: &Backend<'_>) {
     let needs = match &request {
         Request::Append { .. } | Request::List(_) => Needs::Authenticated,
-        Request::Search { .. } => Needs::Selected,
+        Request::Search { .. } | Request::SortReturn { .. } | Request::CancelUpdate(_) => {
+            Needs::Selected
+        }
         Request::Codec(body) => match body {
             CommandBody::Capability
             | CommandBody::Noop
@@ -112,6 +115,27 @@ pub(crate) fn run(s: &mut Session, tag: &str, request: Request, b: &Backend<'_>)
             }
         }
         Request::Search { uid, ret, criteria } => search::run(s, tag, uid, ret, criteria, b),
+        Request::SortReturn {
+            ret,
+            body:
+                CommandBody::Sort {
+                    sort_criteria,
+                    charset,
+                    search_criteria,
+                    uid,
+                },
+        } => sort::sort(
+            s,
+            tag,
+            sort_criteria,
+            charset,
+            search_criteria,
+            uid,
+            Some(ret),
+            b,
+        ),
+        Request::SortReturn { .. } => s.tagged(tag, "BAD Bad SORT"),
+        Request::CancelUpdate(tags) => context::cancel(s, tag, &tags),
         Request::Codec(body) => codec(s, tag, body, b),
     }
 }
@@ -174,7 +198,16 @@ fn codec(s: &mut Session, tag: &str, body: CommandBody<'static>, b: &Backend<'_>
             charset,
             search_criteria,
             uid,
-        } => sort::sort(s, tag, sort_criteria, charset, search_criteria, uid, b),
+        } => sort::sort(
+            s,
+            tag,
+            sort_criteria,
+            charset,
+            search_criteria,
+            uid,
+            None,
+            b,
+        ),
         CommandBody::Thread {
             algorithm,
             charset,

@@ -51,8 +51,10 @@ pub(crate) fn get_quota_root(s: &mut Session, tag: &str, mailbox: &str, b: &Back
     };
     let quota = b.quotas.quota(&user);
     // RFC 9208 4.2.2: QUOTAROOT mailbox *(SP root).
+    // The name as this client sends and reads it (modified UTF-7 unless UTF8=ACCEPT).
+    let wire = s.name_to_client(mailbox).into_owned();
     s.out.extend_from_slice(b"* QUOTAROOT ");
-    write_mailbox(&mut s.out, mailbox);
+    write_mailbox(&mut s.out, &wire);
     if quota.is_limited() {
         s.out.extend_from_slice(b" \"\"\r\n");
         let line = quota_response(&quota, b.store.usage(&user));

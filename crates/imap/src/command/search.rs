@@ -329,6 +329,14 @@ pub(crate) fn run(
     let save = ret
         .as_ref()
         .is_some_and(|opts| opts.contains(&SearchReturn::Save));
+    let update = ret
+        .as_ref()
+        .is_some_and(|opts| opts.contains(&SearchReturn::Update));
+    // RFC 5267 4.3: a tag names one updating search at a time.
+    if update && sel.updates.iter().any(|u| u.tag == tag) {
+        s.tagged(tag, "BAD Tag is in use by an updating search");
+        return;
+    }
     let (hits, uses_modseq) = match hits(sel, &user, &criteria, b) {
         Ok(found) => found,
         Err(text) => {
@@ -342,10 +350,23 @@ pub(crate) fn run(
     };
     // RFC 5182 2.4: SAVE keeps what the other options name when they are only MIN and/or
     // MAX, else every match; with SAVE alone there is no ESEARCH response.
+    // UPDATE and CONTEXT alone answer as ALL (RFC 5267 4.2, 4.3).
     let ret = ret.map(|opts| {
-        opts.into_iter()
-            .filter(|o| *o != SearchReturn::Save)
-            .collect::<Vec<_>>()
+        let shown: Vec<SearchReturn> = opts
+            .iter()
+            .copied()
+            .filter(|o| {
+                !matches!(
+                    o,
+                    SearchReturn::Save | SearchReturn::Update | SearchReturn::Context
+                )
+            })
+            .collect();
+        if shown.is_empty() && !save {
+            vec![SearchReturn::All]
+        } else {
+            shown
+        }
     });
     // RFC 7162 3.1.5: the highest MODSEQ of the messages the answer names: all hits, or with
     // only MIN and/or MAX asked for, those (at most two) messages.
@@ -372,6 +393,27 @@ pub(crate) fn run(
         let uids = kept.iter().map(|&i| sel.messages[i].uid).collect();
         if let Some(sel) = s.selected.as_mut() {
             sel.saved = uids;
+        }
+    }
+    if update && let Some(sel) = s.selected.as_ref() {
+        let found: Vec<u32> = hits.iter().map(|&i| sel.messages[i].uid).collect();
+        let seen = (sel.highest_modseq, sel.messages.len());
+        let max = s.config.search_updates_max;
+        if let Some(sel) = s.selected.as_mut()
+            && sel.updates.len() < max
+        {
+            sel.updates.push(super::context::SearchUpdate {
+                tag: tag.to_string(),
+                uid,
+                criteria: criteria.clone(),
+                uids: found,
+                seen,
+            });
+        } else {
+            // RFC 5267 4.3.1.
+            s.untagged(&format!(
+                "NO [NOUPDATE \"{tag}\"] Too many updating searches (search_updates_max)"
+            ));
         }
     }
     let Some(sel) = s.selected.as_ref() else {
@@ -435,7 +477,10 @@ pub(crate) fn run(
                         }
                     }
                     SearchReturn::Count => line.push_str(&format!(" COUNT {}", numbers.len())),
-                    SearchReturn::Save => {}
+                    SearchReturn::Partial(low, high) => {
+                        line.push_str(&super::context::partial(&numbers, *low, *high));
+                    }
+                    SearchReturn::Save | SearchReturn::Update | SearchReturn::Context => {}
                     SearchReturn::All => {
                         if !numbers.is_empty() {
                             line.push_str(&format!(" ALL {}", uid_set(&numbers)));

@@ -12,6 +12,7 @@ use imap_codec::imap_types::extensions::sort::{SortCriterion, SortKey};
 use imap_codec::imap_types::search::SearchKey;
 use mail_model::{MessageInfo, Summary};
 
+use crate::parse::SearchReturn;
 use crate::session::{Backend, Session};
 
 /// RFC 5256 3: US-ASCII and UTF-8 must be accepted (mail-parser has decoded the text).
@@ -283,6 +284,7 @@ fn found(
     )
 }
 
+#[allow(clippy::too_many_arguments)] // SORT's parts as imap-codec gives them, and RETURN.
 pub(crate) fn sort(
     s: &mut Session,
     tag: &str,
@@ -290,6 +292,7 @@ pub(crate) fn sort(
     charset: Charset<'static>,
     search: Vec1<SearchKey<'static>>,
     uid: bool,
+    ret: Option<Vec<SearchReturn>>,
     b: &Backend<'_>,
 ) {
     let needs = Needs::of(criteria.as_ref());
@@ -297,10 +300,50 @@ pub(crate) fn sort(
         return;
     };
     keys.sort_by(|a, z| compare(a, z, criteria.as_ref()));
-    let mut line = String::from("SORT");
-    for k in &keys {
-        line.push(' ');
-        line.push_str(&k.number(uid).to_string());
+    let numbers: Vec<u32> = keys.iter().map(|k| k.number(uid) as u32).collect();
+    let Some(ret) = ret else {
+        let mut line = String::from("SORT");
+        for n in &numbers {
+            line.push(' ');
+            line.push_str(&n.to_string());
+        }
+        answer(s, tag, "SORT", &line, uid, b);
+        return;
+    };
+    // RFC 5267 3.2 ESORT: an ESEARCH response in sort order; MIN and MAX are the first and
+    // last messages of that order. Updates are given for SEARCH only (4.3.1).
+    let mut line = format!("ESEARCH (TAG \"{tag}\")");
+    if uid {
+        line.push_str(" UID");
+    }
+    for opt in &ret {
+        match opt {
+            SearchReturn::Min => {
+                if let Some(n) = numbers.first() {
+                    line.push_str(&format!(" MIN {n}"));
+                }
+            }
+            SearchReturn::Max => {
+                if let Some(n) = numbers.last() {
+                    line.push_str(&format!(" MAX {n}"));
+                }
+            }
+            SearchReturn::Count => line.push_str(&format!(" COUNT {}", numbers.len())),
+            SearchReturn::All => {
+                if !numbers.is_empty() {
+                    line.push_str(&format!(" ALL {}", super::context::ordered_set(&numbers)));
+                }
+            }
+            SearchReturn::Partial(low, high) => {
+                line.push_str(&super::context::partial(&numbers, *low, *high));
+            }
+            SearchReturn::Save | SearchReturn::Update | SearchReturn::Context => {}
+        }
+    }
+    if ret.contains(&SearchReturn::Update) {
+        s.untagged(&format!(
+            "NO [NOUPDATE \"{tag}\"] Updates are given for SEARCH only"
+        ));
     }
     answer(s, tag, "SORT", &line, uid, b);
 }

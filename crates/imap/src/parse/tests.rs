@@ -87,7 +87,20 @@ fn search_return_options_and_plain_search() {
         panic!()
     };
     assert_eq!(ret, Some(vec![SearchReturn::Save, SearchReturn::Min]));
-    assert!(bad("a SEARCH RETURN (PARTIAL 1:5) ALL\r\n").contains("RETURN"));
+    let Request::Search { ret, .. } = ok("a SEARCH RETURN (PARTIAL 5:1 UPDATE CONTEXT) ALL\r\n")
+    else {
+        panic!()
+    };
+    assert_eq!(
+        ret,
+        Some(vec![
+            SearchReturn::Partial(1, 5),
+            SearchReturn::Update,
+            SearchReturn::Context
+        ])
+    );
+    assert!(bad("a SEARCH RETURN (FUZZY) ALL\r\n").contains("RETURN"));
+    assert!(bad("a SEARCH RETURN (PARTIAL 0:5) ALL\r\n").contains("PARTIAL"));
 }
 
 #[test]

@@ -993,3 +993,111 @@ transcript! {
         assert_eq!(c.send("q SEARCH $\r\n"), "* SEARCH\r\nq OK SEARCH completed\r\n");
     }
 }
+
+transcript! {
+    /// RFC 5267 3.2 ESORT and 4.4 PARTIAL: SORT RETURN answers ESEARCH in sort order, MIN
+    /// and MAX the first and last of it; PARTIAL picks positions of the ordered results.
+    fn esort_and_partial_results() {
+        let store = new_store();
+        for (subject, date) in [("b", 3), ("a", 1), ("c", 2)] {
+            let mut m = message(subject, "x\r\n");
+            m.internal_date = date;
+            store.append("bob", "INBOX", m).unwrap();
+        }
+        let mut c = Client::login(&store, "bob");
+        let caps = c.send("c CAPABILITY\r\n");
+        assert!(caps.contains(" ESORT") && caps.contains(" CONTEXT=SEARCH"), "{caps}");
+        c.send("s SELECT INBOX\r\n");
+        assert_eq!(
+            c.send("a SORT RETURN (MIN MAX COUNT ALL) (SUBJECT) UTF-8 ALL\r\n"),
+            "* ESEARCH (TAG \"a\") MIN 2 MAX 3 COUNT 3 ALL 2,1,3\r\na OK SORT completed\r\n"
+        );
+        assert_eq!(
+            c.send("b UID SORT RETURN () (REVERSE ARRIVAL) UTF-8 ALL\r\n"),
+            "* ESEARCH (TAG \"b\") UID ALL 1,3,2\r\nb OK UID SORT completed\r\n"
+        );
+        assert_eq!(
+            c.send("d UID SORT RETURN (PARTIAL 2:5) (SUBJECT) UTF-8 ALL\r\n"),
+            "* ESEARCH (TAG \"d\") UID PARTIAL (2:5 1,3)\r\nd OK UID SORT completed\r\n"
+        );
+        assert_eq!(
+            c.send("e SEARCH RETURN (PARTIAL 1:2 COUNT) ALL\r\n"),
+            "* ESEARCH (TAG \"e\") PARTIAL (1:2 1:2) COUNT 3\r\ne OK SEARCH completed\r\n"
+        );
+        assert_eq!(
+            c.send("f SEARCH RETURN (PARTIAL 4:9) ALL\r\n"),
+            "* ESEARCH (TAG \"f\") PARTIAL (4:9 NIL)\r\nf OK SEARCH completed\r\n"
+        );
+        assert!(c.send("g SEARCH RETURN (PARTIAL 0:2) ALL\r\n").starts_with("g BAD"));
+    }
+}
+
+transcript! {
+    /// RFC 5267 4.3: SEARCH RETURN (UPDATE) keeps the client told as another session's
+    /// flags, deliveries and expunges change the result: REMOVEFROM before EXPUNGE, ADDTO after
+    /// EXISTS and FETCH; CANCELUPDATE ends it; a tag in use is refused; past
+    /// search_updates_max, NOUPDATE.
+    fn context_search_updates_follow_the_folder() {
+        let store = new_store();
+        deliver(&store, "bob", 3);
+        let mut a = Client::login(&store, "bob");
+        let mut b = Client::login(&store, "bob");
+        // IMAP4rev2: no \Recent to follow here.
+        a.send("e ENABLE IMAP4rev2\r\ns SELECT INBOX\r\n");
+        b.send("e ENABLE IMAP4rev2\r\ns SELECT INBOX\r\n");
+        assert_eq!(
+            a.send("a1 UID SEARCH RETURN (UPDATE COUNT) UNSEEN\r\n"),
+            "* ESEARCH (TAG \"a1\") UID COUNT 3\r\na1 OK UID SEARCH completed\r\n"
+        );
+        assert_eq!(
+            a.send("a2 SEARCH RETURN (UPDATE) UNSEEN\r\n"),
+            "* ESEARCH (TAG \"a2\") ALL 1:3\r\na2 OK SEARCH completed\r\n"
+        );
+        assert!(a.send("a1 SEARCH RETURN (UPDATE) ALL\r\n").starts_with("a1 BAD"));
+        b.send("b1 STORE 2 +FLAGS (\\Seen)\r\n");
+        assert_eq!(
+            a.send("n1 NOOP\r\n"),
+            "* 2 FETCH (UID 2 FLAGS (\\Seen))\r\n\
+             * ESEARCH (TAG \"a1\") UID REMOVEFROM (0 2)\r\n\
+             * ESEARCH (TAG \"a2\") REMOVEFROM (0 2)\r\n\
+             n1 OK NOOP completed\r\n"
+        );
+        deliver(&store, "bob", 1);
+        assert_eq!(
+            a.send("n2 NOOP\r\n"),
+            "* 4 EXISTS\r\n\
+             * ESEARCH (TAG \"a1\") UID ADDTO (0 4)\r\n\
+             * ESEARCH (TAG \"a2\") ADDTO (0 4)\r\n\
+             n2 OK NOOP completed\r\n"
+        );
+        b.send("b2 STORE 3 +FLAGS.SILENT (\\Deleted)\r\nb3 EXPUNGE\r\n");
+        assert_eq!(
+            a.send("n3 NOOP\r\n"),
+            "* ESEARCH (TAG \"a1\") UID REMOVEFROM (0 3)\r\n\
+             * ESEARCH (TAG \"a2\") REMOVEFROM (0 3)\r\n\
+             * 3 EXPUNGE\r\n\
+             n3 OK NOOP completed\r\n"
+        );
+        assert_eq!(
+            a.send("c1 CANCELUPDATE \"a1\" \"a2\"\r\n"),
+            "c1 OK Updates cancelled\r\n"
+        );
+        assert_eq!(a.send("c2 CANCELUPDATE \"a1\"\r\n"), "c2 NO Unknown tag\r\n");
+        b.send("b4 STORE 1 +FLAGS (\\Seen)\r\n");
+        assert_eq!(
+            a.send("n4 NOOP\r\n"),
+            "* 1 FETCH (UID 1 FLAGS (\\Seen))\r\nn4 OK NOOP completed\r\n"
+        );
+        for i in 0..10 {
+            a.send(&format!("u{i} SEARCH RETURN (UPDATE) ALL\r\n"));
+        }
+        assert_eq!(
+            a.send("u10 SEARCH RETURN (UPDATE COUNT) ALL\r\n"),
+            "* NO [NOUPDATE \"u10\"] Too many updating searches (search_updates_max)\r\n\
+             * ESEARCH (TAG \"u10\") COUNT 3\r\nu10 OK SEARCH completed\r\n"
+        );
+        // Selecting again ends every update.
+        a.send("s2 SELECT INBOX\r\n");
+        assert!(a.send("v SEARCH RETURN (UPDATE) ALL\r\n").contains("v OK"));
+    }
+}

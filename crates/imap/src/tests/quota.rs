@@ -51,6 +51,14 @@ transcript! {
             c.send("d GETQUOTAROOT \"New folder\"\r\n"),
             format!("* QUOTAROOT \"New folder\" \"\"\r\n{quota}d OK GETQUOTAROOT completed\r\n")
         );
+        // The name comes back as the client sent it: modified UTF-7 to an IMAP4rev1 client
+        // that did not enable UTF8=ACCEPT (RFC 3501 5.1.3), not the store's UTF-8.
+        assert_eq!(
+            c.send("d2 GETQUOTAROOT \"Entw&APw-rfe/&U,BTFw- &- co\"\r\n"),
+            format!(
+                "* QUOTAROOT \"Entw&APw-rfe/&U,BTFw- &- co\" \"\"\r\n{quota}d2 OK GETQUOTAROOT completed\r\n"
+            )
+        );
         assert_eq!(
             c.send("e GETQUOTA \"\"\r\n"),
             format!("{quota}e OK GETQUOTA completed\r\n")
