@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use imap_codec::ResponseCodec;
 use imap_codec::decode::Decoder;
-use imap_codec::imap_types::core::{IString, NString, NString8};
+use imap_codec::imap_types::core::{NString, NString8};
 use imap_codec::imap_types::extensions::quota::Resource;
 use imap_codec::imap_types::fetch::MessageDataItem;
 use imap_codec::imap_types::flag::{FlagFetch, FlagNameAttribute};
@@ -262,12 +262,10 @@ fn from_codec(bytes: &[u8], response: Response<'_>) -> Resp {
     }
 }
 
+/// The bytes of an nstring, whatever its form: a literal, a quoted string, or (when another
+/// crate in the build enables imap-codec's `ext_utf8`, as the server does) a UTF-8 quoted one.
 fn nstring(n: NString<'_>) -> Option<Bytes> {
-    match n.0 {
-        None => None,
-        Some(IString::Literal(l)) => Some(Bytes::copy_from_slice(l.data())),
-        Some(IString::Quoted(q)) => Some(Bytes::copy_from_slice(q.inner().as_bytes())),
-    }
+    n.0.map(|s| Bytes::copy_from_slice(s.as_ref()))
 }
 
 /// The resp-text of a status response: everything after `tag SP cond SP` without CRLF.
