@@ -154,6 +154,31 @@ fn imaplib_resynchronises_with_qresync() {
     server.stop_cleanly();
 }
 
+/// Mailbox names across UTF8=ACCEPT (RFC 6855) and modified UTF-7 (RFC 3501 5.1.3) with
+/// Python's imaplib: a client that enabled UTF8=ACCEPT creates and lists a folder under a
+/// UTF-8 name and APPENDs to it with the UTF8 data item; a plain IMAP4rev1 client sees,
+/// selects, fetches, STATUSes, GETQUOTAROOTs and renames it under its modified UTF-7 name,
+/// is refused a badly encoded one with NO [CANNOT], and the first client sees the rename in
+/// UTF-8 (`tests/e2e/imap_utf8_names.py`).
+#[test]
+fn imaplib_utf8_accept_and_modified_utf7_mailbox_names() {
+    let (_dir, data) = set_up_data_dir();
+    let server = Server::start(&data);
+    let run = Command::new("python3")
+        .arg(script("imap_utf8_names.py"))
+        .arg(server.addr("imaps"))
+        .args(["alice@example.test", "secret"])
+        .output()
+        .expect("python3");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success() && stdout.contains("imap-utf8-names: OK"),
+        "imap_utf8_names.py failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    server.stop_cleanly();
+}
+
 /// NeoMutt, a real terminal client driven in tmux, shows the INBOX threaded (In-Reply-To and
 /// References chains, two replies to a missing parent) and sorted by date, newest first, as
 /// expected, and the server's own UID THREAD REFERENCES and UID SORT (REVERSE DATE) agree
