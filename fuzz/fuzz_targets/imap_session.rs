@@ -38,6 +38,22 @@ impl Quotas for SmallQuota {
 #[derive(Default)]
 struct MemorySubscriptions(Mutex<BTreeSet<(String, String)>>);
 
+/// Special uses are accepted and forgotten: the session's side of CREATE (USE) is what is
+/// fuzzed here.
+struct NoSpecialUses;
+
+impl imap::SpecialUses for NoSpecialUses {
+    fn list(&self, _user: &str) -> Result<Vec<(String, String)>, String> {
+        Ok(Vec::new())
+    }
+    fn set(&self, _user: &str, _mailbox: &str, _attributes: &[String]) -> Result<(), String> {
+        Ok(())
+    }
+    fn renamed(&self, _user: &str, _from: &str, _to: &str) -> Result<(), String> {
+        Ok(())
+    }
+}
+
 impl Subscriptions for MemorySubscriptions {
     fn list(&self, user: &str) -> Result<Vec<String>, String> {
         let set = self.0.lock().unwrap_or_else(|p| p.into_inner());
@@ -126,6 +142,7 @@ impl Client {
         let backend = Backend {
             store: &world.store,
             subscriptions: &world.subscriptions,
+            special_uses: &NoSpecialUses,
             quotas: &SmallQuota,
         };
         let mut polls = 0u32;
@@ -231,6 +248,7 @@ fuzz_target!(|data: &[u8]| {
             let backend = Backend {
                 store: &world.store,
                 subscriptions: &world.subscriptions,
+                special_uses: &NoSpecialUses,
                 quotas: &SmallQuota,
             };
             assert!(

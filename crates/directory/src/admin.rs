@@ -739,6 +739,11 @@ impl Directory {
                 .bind(old)
                 .execute(&mut *tx)
                 .await?;
+            sqlx::query("UPDATE special_use SET address = $1 WHERE address = $2")
+                .bind(new)
+                .bind(old)
+                .execute(&mut *tx)
+                .await?;
             sqlx::query("UPDATE logins SET address = $1 WHERE address = $2")
                 .bind(new)
                 .bind(old)

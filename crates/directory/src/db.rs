@@ -83,6 +83,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../migrations/0006_admins_and_logins.sql"),
         include_str!("../migrations/0006_admins_and_logins.sql"),
     ),
+    (
+        7,
+        include_str!("../migrations/0007_special_use.sql"),
+        include_str!("../migrations/0007_special_use.sql"),
+    ),
 ];
 
 /// The schema version this program writes.

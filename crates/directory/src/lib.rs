@@ -49,7 +49,7 @@
 //!
 //! - `meta` (key, value): `schema_version` and `generation`;
 //! - `domains` (name); `aliases` (source, destination, domain); `dkim_keys`;
-//!   `subscriptions`; `deleted_users` and `renamed_users` (deletions and renames in
+//!   `subscriptions`; `special_use` (attributes clients gave folders, RFC 6154 3); `deleted_users` and `renamed_users` (deletions and renames in
 //!   progress);
 //! - `users`: address, domain, password_hash (argon2id PHC), quota_bytes, quota_messages,
 //!   created_at, last_login_at, and for the cluster `node` (the owner node, NULL = the single
@@ -120,7 +120,9 @@ pub use error::DirectoryError;
 pub use hasher::Priority;
 pub use logins::{Attempt, LOGINS_KEPT_MAX, LoginRecord};
 pub use nodes::NODE_NAME_BYTES_MAX;
-pub use subscriptions::{SUBSCRIPTION_BYTES_MAX, SUBSCRIPTIONS_PER_USER_MAX};
+pub use subscriptions::{
+    SPECIAL_USES_PER_USER_MAX, SUBSCRIPTION_BYTES_MAX, SUBSCRIPTIONS_PER_USER_MAX,
+};
 
 use crate::address::{LocalCase, parse_address};
 use crate::cache::ExpansionLimits;

@@ -45,7 +45,7 @@ pub use event::{AuthResult, Event};
 /// The data types of [`Mailstore`], for its implementations.
 pub use mail_model;
 pub use mailstore::Mailstore;
-pub use session::{Backend, Quotas, Session, Subscriptions};
+pub use session::{Backend, Quotas, Session, SpecialUses, Subscriptions};
 
 #[cfg(test)]
 mod tests;

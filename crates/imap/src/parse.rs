@@ -37,6 +37,12 @@ pub(crate) enum Request {
     },
     /// RFC 5267 4.3.3: `CANCELUPDATE "tag" ...`.
     CancelUpdate(Vec<String>),
+    /// RFC 6154 3: `CREATE name (USE (attrs))`; a CREATE without parameters goes to
+    /// imap-codec.
+    CreateSpecialUse {
+        mailbox: String,
+        uses: Vec<String>,
+    },
 }
 
 pub(crate) struct AppendMessage {
@@ -104,6 +110,12 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<(String, Request), ParseError> {
         b"SEARCH" => return parse_search(bytes, &tag, c, false),
         b"SORT" => return parse_sort(bytes, &tag, c, false),
         b"CANCELUPDATE" => parse_cancel_update(&mut c).map(Request::CancelUpdate),
+        b"CREATE" => match parse_create(c.clone()) {
+            Some(parsed) => {
+                parsed.map(|(mailbox, uses)| Request::CreateSpecialUse { mailbox, uses })
+            }
+            None => return codec(bytes, &tag),
+        },
         b"UID" => {
             let mut peek = c.clone();
             if peek.sp() {
@@ -250,6 +262,41 @@ fn parse_sort(
         }
         _ => Err(bad("Bad SORT")),
     }
+}
+
+/// `CREATE mailbox SP "(" "USE" SP "(" [attr *(SP attr)] ")" ")"` (RFC 6154 6). `None`: no
+/// parameter list, a plain CREATE.
+fn parse_create(mut c: Cursor<'_>) -> Option<Result<(String, Vec<String>), String>> {
+    if !c.sp() {
+        return None;
+    }
+    let mailbox = c.astring()?;
+    if !c.sp() || c.peek() != Some(b'(') {
+        return None;
+    }
+    let parsed = (|| {
+        let mailbox = String::from_utf8(mailbox).map_err(|_| "Mailbox name is not UTF-8")?;
+        c.eat(b'(');
+        if !c.word().eq_ignore_ascii_case(b"USE") || !c.sp() || !c.eat(b'(') {
+            return Err("Unknown CREATE parameter".to_string());
+        }
+        let mut uses = Vec::new();
+        while !c.eat(b')') {
+            if !uses.is_empty() && !c.sp() {
+                return Err("Bad USE list".to_string());
+            }
+            let attr = c.flag().ok_or("Bad USE list")?;
+            uses.push(String::from_utf8(attr).map_err(|_| "Bad USE list")?);
+            if uses.len() > 16 {
+                return Err("Too many USE attributes".to_string());
+            }
+        }
+        if !c.eat(b')') || !c.at_end() {
+            return Err("Bad CREATE parameters".to_string());
+        }
+        Ok((mailbox, uses))
+    })();
+    Some(parsed)
 }
 
 /// `CANCELUPDATE "tag" *(SP "tag")` (RFC 5267 4.3.3).

@@ -20,6 +20,17 @@ pub trait Subscriptions: Send + Sync {
     fn set(&self, user: &str, mailbox: &str, subscribed: bool) -> Result<(), String>;
 }
 
+/// Where the special-use attributes a client gave its folders live (RFC 6154 3,
+/// CREATE-SPECIAL-USE): outside the store, in the directory.
+pub trait SpecialUses: Send + Sync {
+    /// (folder, attribute) for each attribute a folder of the user was given.
+    fn list(&self, user: &str) -> Result<Vec<(String, String)>, String>;
+    /// Gives `mailbox` exactly `attributes` (none: forgets it).
+    fn set(&self, user: &str, mailbox: &str, attributes: &[String]) -> Result<(), String>;
+    /// The folder `from` and its children are now under `to`.
+    fn renamed(&self, user: &str, from: &str, to: &str) -> Result<(), String>;
+}
+
 /// Where a user's limits live (RFC 9208): outside the store, in the directory. Asked at every
 /// addition, so a limit changed while a session is open applies to its next APPEND.
 pub trait Quotas: Send + Sync {
@@ -34,6 +45,7 @@ pub trait Quotas: Send + Sync {
 pub struct Backend<'a> {
     pub store: &'a dyn crate::Mailstore,
     pub subscriptions: &'a dyn Subscriptions,
+    pub special_uses: &'a dyn SpecialUses,
     pub quotas: &'a dyn Quotas,
 }
 
@@ -543,7 +555,7 @@ impl Session {
             " ENABLE IDLE ID NAMESPACE UNSELECT UIDPLUS MOVE CHILDREN SPECIAL-USE \
              LIST-EXTENDED LIST-STATUS ESEARCH MULTIAPPEND BINARY CONDSTORE STATUS=SIZE \
              SORT SORT=DISPLAY THREAD=ORDEREDSUBJECT THREAD=REFERENCES QRESYNC UTF8=ACCEPT SEARCHRES ESORT \
-             CONTEXT=SEARCH",
+             CONTEXT=SEARCH CREATE-SPECIAL-USE",
         );
         caps.push_str(&format!(" APPENDLIMIT={}", self.config.literal_bytes_max));
         if self.state != State::NotAuthenticated {

@@ -87,8 +87,46 @@ impl Deliver for dyn Mailstore {
     }
 }
 
+/// Subscriptions and special-use attributes, as the directory keeps them.
 #[derive(Default)]
-pub(crate) struct MemorySubscriptions(Mutex<BTreeSet<(String, String)>>);
+pub(crate) struct MemorySubscriptions(
+    Mutex<BTreeSet<(String, String)>>,
+    Mutex<BTreeSet<(String, String, String)>>,
+);
+
+impl crate::SpecialUses for MemorySubscriptions {
+    fn list(&self, user: &str) -> Result<Vec<(String, String)>, String> {
+        Ok(self
+            .1
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(u, _, _)| u == user)
+            .map(|(_, m, a)| (m.clone(), a.clone()))
+            .collect())
+    }
+    fn set(&self, user: &str, mailbox: &str, attributes: &[String]) -> Result<(), String> {
+        let mut set = self.1.lock().unwrap();
+        set.retain(|(u, m, _)| !(u == user && m == mailbox));
+        for a in attributes {
+            set.insert((user.to_string(), mailbox.to_string(), a.clone()));
+        }
+        Ok(())
+    }
+    fn renamed(&self, user: &str, from: &str, to: &str) -> Result<(), String> {
+        let mut set = self.1.lock().unwrap();
+        let moved: Vec<_> = set
+            .iter()
+            .filter(|(u, m, _)| u == user && (m == from || m.starts_with(&format!("{from}/"))))
+            .cloned()
+            .collect();
+        for (u, m, a) in moved {
+            set.remove(&(u.clone(), m.clone(), a.clone()));
+            set.insert((u, format!("{to}{}", &m[from.len()..]), a));
+        }
+        Ok(())
+    }
+}
 
 impl Subscriptions for MemorySubscriptions {
     fn list(&self, user: &str) -> Result<Vec<String>, String> {
@@ -198,6 +236,7 @@ impl Client {
             let backend = Backend {
                 store: &*self.store,
                 subscriptions: &*self.subs,
+                special_uses: &*self.subs,
                 quotas: &*self.quotas,
             };
             let Some(event) = self.session.poll(&backend) else {

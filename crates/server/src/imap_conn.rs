@@ -34,6 +34,26 @@ impl imap::Subscriptions for DirectorySubscriptions {
     }
 }
 
+impl imap::SpecialUses for DirectorySubscriptions {
+    fn list(&self, user: &str) -> Result<Vec<(String, String)>, String> {
+        self.runtime
+            .block_on(self.directory.special_uses(user))
+            .map_err(|e| e.to_string())
+    }
+
+    fn set(&self, user: &str, mailbox: &str, attributes: &[String]) -> Result<(), String> {
+        self.runtime
+            .block_on(self.directory.set_special_uses(user, mailbox, attributes))
+            .map_err(|e| e.to_string())
+    }
+
+    fn renamed(&self, user: &str, from: &str, to: &str) -> Result<(), String> {
+        self.runtime
+            .block_on(self.directory.special_uses_renamed(user, from, to))
+            .map_err(|e| e.to_string())
+    }
+}
+
 /// Runs the session on the blocking pool until it needs the shell: a full chunk of output,
 /// a decision, or input. `quiet` is true when it stopped because it needs input.
 async fn poll(
@@ -57,6 +77,7 @@ async fn poll(
         let backend = imap::Backend {
             store: &store,
             subscriptions: &subscriptions,
+            special_uses: &subscriptions,
             quotas: &quotas,
         };
         let mut events = Vec::new();

@@ -668,6 +668,56 @@ async fn subscriptions_are_a_per_user_set_that_goes_with_the_user() {
     assert!(d.subscriptions("b@example.org").await.unwrap().is_empty());
 }
 
+/// RFC 6154 3: the attributes CREATE gave a folder, replaced per folder, following renames
+/// of the folder and its children, and going with the user.
+#[tokio::test]
+async fn special_uses_follow_folder_renames_and_go_with_the_user() {
+    let f = Fixture::new().await;
+    let d = &f.dir;
+    d.add_domain("example.org").await.unwrap();
+    d.add_user("a@example.org", "pw-a-long-enough")
+        .await
+        .unwrap();
+    let a = "a@example.org";
+    let set = |m: &'static str, attrs: &'static [&'static str]| async move {
+        let attrs: Vec<String> = attrs.iter().map(|s| s.to_string()).collect();
+        d.set_special_uses(a, m, &attrs).await
+    };
+    set("Sent Items", &["\\Sent"]).await.unwrap();
+    set("Old", &["\\Archive"]).await.unwrap();
+    set("Old/Junk", &["\\Junk", "\\Trash"]).await.unwrap();
+    set("Oldies", &["\\Drafts"]).await.unwrap();
+    d.special_uses_renamed(a, "Old", "Attic/Old").await.unwrap();
+    let pairs = |v: Vec<(String, String)>| {
+        v.into_iter()
+            .map(|(m, a)| format!("{m}={a}"))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        pairs(d.special_uses(a).await.unwrap()),
+        [
+            "Attic/Old=\\Archive",
+            "Attic/Old/Junk=\\Junk",
+            "Attic/Old/Junk=\\Trash",
+            "Oldies=\\Drafts",
+            "Sent Items=\\Sent"
+        ]
+    );
+    set("Attic/Old/Junk", &[]).await.unwrap();
+    assert_eq!(d.special_uses(a).await.unwrap().len(), 3);
+    let many: Vec<String> = (0..=crate::SPECIAL_USES_PER_USER_MAX)
+        .map(|i| format!("\\A{i}"))
+        .collect();
+    assert!(matches!(
+        d.set_special_uses(a, "X", &many).await,
+        Err(DirectoryError::Limit(_))
+    ));
+    d.del_user(a).await.unwrap();
+    d.purged(a).await.unwrap();
+    d.add_user(a, "pw-a-long-enough").await.unwrap();
+    assert!(d.special_uses(a).await.unwrap().is_empty());
+}
+
 #[tokio::test]
 async fn a_deleted_address_is_refused_until_its_mail_is_purged() {
     let f = Fixture::new().await;

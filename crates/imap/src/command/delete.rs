@@ -26,7 +26,10 @@ pub(crate) fn run(s: &mut Session, tag: &str, name: &str, b: &Backend<'_>) {
         s.state = crate::session::State::Authenticated;
     }
     match b.store.delete_folder(&user, name) {
-        Ok(()) => s.done(tag, "OK DELETE completed", b, true),
+        Ok(()) => {
+            let _ = b.special_uses.set(&user, name, &[]);
+            s.done(tag, "OK DELETE completed", b, true)
+        }
         Err(e) => super::no(s, tag, &e),
     }
 }

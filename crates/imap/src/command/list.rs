@@ -19,6 +19,8 @@ pub(crate) fn run(s: &mut Session, tag: &str, req: ListRequest, b: &Backend<'_>)
         return;
     }
     let mut existing: BTreeSet<String> = b.store.list_folders(&user).into_iter().collect();
+    // Attributes given at CREATE (RFC 6154 3); if the directory cannot say, the defaults.
+    let given = b.special_uses.list(&user).unwrap_or_default();
     existing.insert("INBOX".to_string());
     let subscribed: BTreeSet<String> = if req.lsub || req.select_subscribed || req.return_subscribed
     {
@@ -79,8 +81,8 @@ pub(crate) fn run(s: &mut Session, tag: &str, req: ListRequest, b: &Backend<'_>)
             continue;
         }
         let childinfo = req.select_subscribed && req.recursive_match && below;
-        let special = super::special_use::attribute(name);
-        if req.select_special_use && special.is_none() {
+        let special = super::special_use::attributes(name, &given);
+        if req.select_special_use && special.is_empty() {
             continue;
         }
         if !exists && !req.lsub && !req.select_subscribed && !has_children(name) {
@@ -106,9 +108,7 @@ pub(crate) fn run(s: &mut Session, tag: &str, req: ListRequest, b: &Backend<'_>)
         if is_subscribed && (req.return_subscribed || req.select_subscribed) {
             attrs.push("\\Subscribed");
         }
-        if let Some(a) = special {
-            attrs.push(a);
-        }
+        attrs.extend(special);
         let mut line = format!("* {verb} ({}) \"/\" ", attrs.join(" ")).into_bytes();
         let wire = s.name_to_client(name).into_owned();
         write_mailbox(&mut line, &wire);

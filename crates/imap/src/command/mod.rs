@@ -51,7 +51,9 @@ enum Needs {
 
 pub(crate) fn run(s: &mut Session, tag: &str, request: Request, b: &Backend<'_>) {
     let needs = match &request {
-        Request::Append { .. } | Request::List(_) => Needs::Authenticated,
+        Request::Append { .. } | Request::List(_) | Request::CreateSpecialUse { .. } => {
+            Needs::Authenticated
+        }
         Request::Search { .. } | Request::SortReturn { .. } | Request::CancelUpdate(_) => {
             Needs::Selected
         }
@@ -136,6 +138,10 @@ pub(crate) fn run(s: &mut Session, tag: &str, request: Request, b: &Backend<'_>)
         ),
         Request::SortReturn { .. } => s.tagged(tag, "BAD Bad SORT"),
         Request::CancelUpdate(tags) => context::cancel(s, tag, &tags),
+        Request::CreateSpecialUse { mailbox, uses } => match s.name_from_client(&mailbox) {
+            Ok(mailbox) => create::run(s, tag, &mailbox, &uses, b),
+            Err(answer) => s.tagged(tag, answer),
+        },
         Request::Codec(body) => codec(s, tag, body, b),
     }
 }
@@ -177,7 +183,7 @@ fn codec(s: &mut Session, tag: &str, body: CommandBody<'static>, b: &Backend<'_>
             mailbox,
             parameters,
         } => select::run(s, tag, &name!(mailbox), true, &parameters, b),
-        CommandBody::Create { mailbox } => create::run(s, tag, &name!(mailbox), b),
+        CommandBody::Create { mailbox } => create::run(s, tag, &name!(mailbox), &[], b),
         CommandBody::Delete { mailbox } => delete::run(s, tag, &name!(mailbox), b),
         CommandBody::Rename { from, to } => rename::run(s, tag, &name!(from), &name!(to), b),
         CommandBody::Subscribe { mailbox } => subscribe::run(s, tag, &name!(mailbox), true, b),

@@ -13,6 +13,8 @@ pub(crate) fn run(s: &mut Session, tag: &str, from: &str, to: &str, b: &Backend<
     }
     match b.store.rename_folder(&user, from, to) {
         Ok(()) => {
+            // RFC 6154 3: a folder's special use goes with it.
+            let _ = b.special_uses.renamed(&user, from, to);
             if let Some(sel) = s.selected.as_mut()
                 && sel.name == from
             {

@@ -9,9 +9,32 @@ pub(crate) const DEFAULTS: [(&str, &str); 5] = [
     ("Archive", "\\Archive"),
 ];
 
-/// The special-use attribute of a folder name, if it has one.
-pub(crate) fn attribute(name: &str) -> Option<&'static str> {
-    DEFAULTS.iter().find(|(n, _)| *n == name).map(|(_, a)| *a)
+/// Attributes a client may give a folder at CREATE (RFC 6154 2): all but `\All` and
+/// `\Flagged`, which name virtual folders this server does not keep.
+const SETTABLE: [&str; 5] = ["\\Archive", "\\Drafts", "\\Junk", "\\Sent", "\\Trash"];
+
+/// The canonical spelling of an attribute a CREATE may give, matched without case.
+pub(crate) fn settable(attr: &str) -> Option<&'static str> {
+    SETTABLE
+        .iter()
+        .copied()
+        .find(|a| a.eq_ignore_ascii_case(attr))
+}
+
+/// The special-use attributes of a folder: those a client gave it at CREATE (`given`, from
+/// [`crate::SpecialUses::list`]), else its default by name.
+pub(crate) fn attributes<'a>(name: &str, given: &'a [(String, String)]) -> Vec<&'a str> {
+    let mut found: Vec<&str> = given
+        .iter()
+        .filter(|(folder, _)| folder == name)
+        .map(|(_, a)| a.as_str())
+        .collect();
+    if found.is_empty()
+        && let Some((_, a)) = DEFAULTS.iter().find(|(n, _)| *n == name)
+    {
+        found.push(a);
+    }
+    found
 }
 
 /// Makes sure INBOX and the special-use folders exist. Failures are left for the commands

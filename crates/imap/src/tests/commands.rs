@@ -613,6 +613,7 @@ transcript! {
         let backend = Backend {
             store: &*c.store,
             subscriptions: &*c.subs,
+            special_uses: &*c.subs,
             quotas: &*c.quotas,
         };
         let mut asked = false;
@@ -1099,5 +1100,58 @@ transcript! {
         // Selecting again ends every update.
         a.send("s2 SELECT INBOX\r\n");
         assert!(a.send("v SEARCH RETURN (UPDATE) ALL\r\n").contains("v OK"));
+    }
+}
+
+transcript! {
+    /// RFC 6154 3 CREATE-SPECIAL-USE: CREATE gives a folder its special use, LIST shows it,
+    /// RENAME carries it, DELETE forgets it; an attribute the server cannot give is
+    /// NO [USEATTR] and nothing is created.
+    fn create_gives_a_folder_its_special_use() {
+        let store = new_store();
+        let mut c = Client::login(&store, "bob");
+        assert!(c.send("c CAPABILITY\r\n").contains(" CREATE-SPECIAL-USE"));
+        assert_eq!(
+            c.send("a CREATE \"Sent Items\" (USE (\\Sent))\r\n"),
+            "a OK CREATE completed\r\n"
+        );
+        assert_eq!(
+            c.send("b LIST \"\" \"Sent*\"\r\n"),
+            "* LIST (\\HasNoChildren \\Sent) \"/\" Sent\r\n\
+             * LIST (\\HasNoChildren \\Sent) \"/\" \"Sent Items\"\r\n\
+             b OK LIST completed\r\n"
+        );
+        assert_eq!(
+            c.send("d RENAME \"Sent Items\" Outbox/Sent\r\n"),
+            "d OK RENAME completed\r\n"
+        );
+        assert_eq!(
+            c.send("e LIST (SPECIAL-USE) \"\" Outbox*\r\n"),
+            "* LIST (\\HasNoChildren \\Sent) \"/\" Outbox/Sent\r\ne OK LIST completed\r\n"
+        );
+        assert_eq!(c.send("f DELETE Outbox/Sent\r\n"), "f OK DELETE completed\r\n");
+        c.send("g CREATE Outbox/Sent\r\n");
+        assert_eq!(
+            c.send("h LIST \"\" Outbox/*\r\n"),
+            "* LIST (\\HasNoChildren) \"/\" Outbox/Sent\r\nh OK LIST completed\r\n"
+        );
+        assert_eq!(
+            c.send("i CREATE Everything (USE (\\All))\r\n"),
+            "i NO [USEATTR] \\All cannot be given to a folder here\r\n"
+        );
+        assert_eq!(
+            c.send("j CREATE Odd (USE (\\Important))\r\n"),
+            "j NO [USEATTR] \\Important cannot be given to a folder here\r\n"
+        );
+        assert!(!store.list_folders("bob").iter().any(|f| f == "Everything" || f == "Odd"));
+        assert!(c.send("k CREATE Odd (COLOR (red))\r\n").starts_with("k BAD"));
+        assert_eq!(
+            c.send("l CREATE Bin (USE (\\trash \\Junk))\r\n"),
+            "l OK CREATE completed\r\n"
+        );
+        assert_eq!(
+            c.send("m LIST \"\" Bin\r\n"),
+            "* LIST (\\HasNoChildren \\Junk \\Trash) \"/\" Bin\r\nm OK LIST completed\r\n"
+        );
     }
 }
