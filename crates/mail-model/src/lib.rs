@@ -61,6 +61,102 @@ pub struct Summary {
     /// in `summary_field_bytes_max`. `None` for messages stored before it existed (a reader
     /// that needs it then looks at the envelope's In-Reply-To).
     pub references: Option<String>,
+    /// The Date field in seconds since the epoch, UTC ([`sent_at`] of `date`): derived, never
+    /// stored, filled wherever a summary is parsed or read back, so a sort by date parses no
+    /// text. `None` when `date` is empty or not in the form the store writes.
+    pub sent: Option<i64>,
+}
+
+/// The Date as the store writes it (mail-parser's `to_rfc822`: `Tue, 3 Jan 2023 10:00:00
+/// +0100`) in seconds since the epoch, UTC, without a general parser. `None` for any other
+/// shape.
+pub fn sent_at(date: &str) -> Option<i64> {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let mut parts = date.split_once(", ")?.1.split(' ');
+    let day: i64 = parts.next()?.parse().ok()?;
+    let month_name = parts.next()?;
+    let month = MONTHS.iter().position(|m| *m == month_name)? as i64 + 1;
+    let year: i64 = parts.next()?.parse().ok()?;
+    let mut hms = parts.next()?.split(':').map(|v| v.parse::<i64>().ok());
+    let (h, m, sec) = (hms.next()??, hms.next()??, hms.next()??);
+    let zone = parts.next()?;
+    if parts.next().is_some() || hms.next().is_some() || zone.len() != 5 {
+        return None;
+    }
+    let days_in_month = [
+        31,
+        28 + i64::from(leap(year)),
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
+    if !(1..=days_in_month[month as usize - 1]).contains(&day)
+        || !(0..24).contains(&h)
+        || !(0..60).contains(&m)
+        || !(0..=60).contains(&sec)
+        || !(0..=9999).contains(&year)
+    {
+        return None;
+    }
+    let sign = match zone.as_bytes()[0] {
+        b'+' => 1,
+        b'-' => -1,
+        _ => return None,
+    };
+    let zh: i64 = zone.get(1..3)?.parse().ok()?;
+    let zm: i64 = zone.get(3..5)?.parse().ok()?;
+    let local = days_from_civil(year, month, day) * 86_400 + h * 3600 + m * 60 + sec;
+    Some(local - sign * (zh * 3600 + zm * 60))
+}
+
+fn leap(year: i64) -> bool {
+    year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+}
+
+/// Days from 1970-01-01 to a proleptic Gregorian date (H. Hinnant's algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sent_at_reads_the_stored_date_form() {
+        assert_eq!(sent_at("Thu, 1 Jan 1970 00:00:00 +0000"), Some(0));
+        assert_eq!(sent_at("Mon, 7 Feb 1994 21:52:25 -0800"), Some(760_686_745));
+        assert_eq!(
+            sent_at("Tue, 29 Feb 2000 12:00:00 +0100"),
+            Some(951_822_000)
+        );
+        assert_eq!(sent_at("Wed, 31 Dec 1969 23:59:59 +0000"), Some(-1));
+        for bad in [
+            "",
+            "7 Feb 1994 21:52:25 -0800",
+            "Mon, 30 Feb 1994 21:52:25 -0800",
+            "Mon, 7 Feb 1994 24:00:00 -0800",
+            "Mon, 7 Foo 1994 21:52:25 -0800",
+            "Mon, 7 Feb 1994 21:52:25 PST",
+        ] {
+            assert_eq!(sent_at(bad), None, "{bad}");
+        }
+    }
 }
 
 /// A message as the index knows it.

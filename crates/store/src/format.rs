@@ -264,14 +264,16 @@ pub fn parse_summary(content: &[u8], field_max: usize) -> Summary {
         None => String::new(),
     };
     let (structure, preview) = mime_structure::Structure::parse_with_preview(content);
+    let date = cut(
+        &msg.date().map(|d| d.to_rfc822()).unwrap_or_default(),
+        field_max,
+    );
     Summary {
         from: cut(&list(msg.from()), field_max),
         to: cut(&list(msg.to()), field_max),
         subject: cut(msg.subject().unwrap_or(""), field_max),
-        date: cut(
-            &msg.date().map(|d| d.to_rfc822()).unwrap_or_default(),
-            field_max,
-        ),
+        sent: mail_model::sent_at(&date),
+        date,
         message_id: cut(msg.message_id().unwrap_or(""), field_max),
         size,
         structure: structure.to_bytes(),
@@ -358,8 +360,10 @@ pub(crate) fn decode_summary(buf: &[u8], size: u64) -> Result<Summary, DecodeErr
         preview: String::new(),
         has_attachment: false,
         references: None,
+        sent: None,
     };
     let mut summary = summary;
+    summary.sent = mail_model::sent_at(&summary.date);
     if !d.is_empty() {
         // The preview and its marks come together.
         summary.preview = d.str()?;

@@ -41,7 +41,8 @@ struct Keys {
     message_id: String,
     /// Older first (`Summary::references`, or the envelope's In-Reply-To for a message
     /// stored before the summary kept them).
-    references: Vec<String>,
+    /// space separated (one string: a message's ids are read once, never kept apart).
+    references: String,
 }
 
 impl Keys {
@@ -105,51 +106,20 @@ impl Needs {
     }
 }
 
-/// The sent date (RFC 5256 2.2): the Date field, which the store wrote as RFC 5322 text
-/// when it parsed the message; the internal date when there is none.
+/// The sent date (RFC 5256 2.2): the Date field, which the store keeps in seconds
+/// (`Summary::sent`) beside the RFC 5322 text it wrote; that text parsed when the form is
+/// another; the internal date when there is none.
 fn sent_date(summary: Option<&Summary>, internal: i64) -> i64 {
     summary
         .filter(|s| !s.date.is_empty())
         .and_then(|s| {
-            stored_date(&s.date).or_else(|| {
+            s.sent.or_else(|| {
                 chrono::DateTime::parse_from_rfc2822(&s.date)
                     .ok()
                     .map(|d| d.timestamp())
             })
         })
         .unwrap_or(internal)
-}
-
-/// The Date as the store writes it (mail-parser's `to_rfc822`: `Tue, 3 Jan 2023 10:00:00
-/// +0100`) in seconds since the epoch, UTC, without a general parser: a SORT by date reads
-/// one per message. `None` for any other shape.
-fn stored_date(text: &str) -> Option<i64> {
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let mut parts = text.split_once(", ")?.1.split(' ');
-    let day: u32 = parts.next()?.parse().ok()?;
-    let month_name = parts.next()?;
-    let month = MONTHS.iter().position(|m| *m == month_name)? as u32 + 1;
-    let year: i32 = parts.next()?.parse().ok()?;
-    let mut hms = parts.next()?.split(':').map(|v| v.parse::<u32>().ok());
-    let (h, m, sec) = (hms.next()??, hms.next()??, hms.next()??);
-    let zone = parts.next()?;
-    if parts.next().is_some() || hms.next().is_some() || zone.len() != 5 {
-        return None;
-    }
-    let sign = match zone.as_bytes()[0] {
-        b'+' => 1,
-        b'-' => -1,
-        _ => return None,
-    };
-    let zh: i64 = zone.get(1..3)?.parse().ok()?;
-    let zm: i64 = zone.get(3..5)?.parse().ok()?;
-    let at = chrono::NaiveDate::from_ymd_opt(year, month, day)?
-        .and_hms_opt(h, m, sec)?
-        .and_utc()
-        .timestamp();
-    Some(at - sign * (zh * 3600 + zm * 60))
 }
 
 fn keys_of(
@@ -168,7 +138,7 @@ fn keys_of(
         subject: String::new(),
         reply: false,
         message_id: String::new(),
-        references: Vec::new(),
+        references: String::new(),
         display_from: String::new(),
         display_to: String::new(),
         from: String::new(),
@@ -195,17 +165,11 @@ fn keys_of(
     if needs.threading {
         keys.message_id = summary.map(|s| s.message_id.clone()).unwrap_or_default();
         match summary.and_then(|s| s.references.as_deref()) {
-            Some(ids) => {
-                keys.references = ids
-                    .split(' ')
-                    .filter(|r| !r.is_empty())
-                    .map(str::to_string)
-                    .collect();
-            }
+            Some(ids) => keys.references = ids.to_string(),
             // Stored before the summary kept the ids: the envelope's In-Reply-To.
             None => {
                 if let Some(envelope::Field::Id(id)) = envelope.get(8) {
-                    keys.references.push(id.clone());
+                    keys.references = id.clone();
                 }
             }
         }
@@ -296,11 +260,37 @@ pub(crate) fn sort(
     b: &Backend<'_>,
 ) {
     let needs = Needs::of(criteria.as_ref());
-    let Some(mut keys) = found(s, tag, &charset, &search, needs, b) else {
+    let Some(keys) = found(s, tag, &charset, &search, needs, b) else {
         return;
     };
-    keys.sort_by(|a, z| compare(a, z, criteria.as_ref()));
-    let numbers: Vec<u32> = keys.iter().map(|k| k.number(uid) as u32).collect();
+    // Positions are sorted, not the (large) keys; a first criterion that is a number travels
+    // with the position, so most comparisons of a sort by date, arrival or size touch no key.
+    let first = &criteria.as_ref()[0];
+    let number_key = |k: &Keys| match first.key {
+        SortKey::Date => k.sent,
+        SortKey::Arrival => k.arrival,
+        SortKey::Size => i64::try_from(k.size).unwrap_or(i64::MAX),
+        _ => 0,
+    };
+    let mut order: Vec<(i64, usize)> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (number_key(k), i))
+        .collect();
+    order.sort_unstable_by(|a, z| {
+        let by_number = if first.reverse {
+            z.0.cmp(&a.0)
+        } else {
+            a.0.cmp(&z.0)
+        };
+        // Ties (and keys that are not numbers) by every criterion, then the sequence number,
+        // which is unique: the order is total, so an unstable sort gives RFC 5256's.
+        by_number.then_with(|| compare(&keys[a.1], &keys[z.1], criteria.as_ref()))
+    });
+    let numbers: Vec<u32> = order
+        .iter()
+        .map(|&(_, i)| keys[i].number(uid) as u32)
+        .collect();
     let Some(ret) = ret else {
         let mut line = String::from("SORT");
         for n in &numbers {
@@ -526,7 +516,7 @@ mod references {
         nodes: Vec<Container>,
     }
 
-    impl Tree<'_> {
+    impl<'a> Tree<'a> {
         fn new_node(&mut self, message: Option<usize>) -> usize {
             self.nodes.push(Container {
                 message,
@@ -580,7 +570,7 @@ mod references {
             }
         }
 
-        fn subject_of(&self, node: usize) -> Option<&str> {
+        fn subject_of(&self, node: usize) -> Option<&'a str> {
             let k = match self.nodes[node].message {
                 Some(k) => k,
                 None => self.nodes[self.nodes[node].children.first().copied()?].message?,
@@ -620,7 +610,8 @@ mod references {
             keys,
             nodes: Vec::with_capacity(keys.len() * 2),
         };
-        let mut by_id: HashMap<String, usize> = HashMap::new();
+        // Ids borrowed from the keys: no copy of any id.
+        let mut by_id: HashMap<&str, usize> = HashMap::with_capacity(keys.len() * 2);
         let dummies_max = keys.len().saturating_mul(CONTAINERS_PER_MESSAGE_MAX);
         // Step 1: one container per message id; a message without one, or with one seen
         // already, gets a unique one (its own container, in no table).
@@ -635,7 +626,7 @@ mod references {
                 _ => {
                     let n = t.new_node(Some(k));
                     if !id.is_empty() && !by_id.contains_key(id) {
-                        by_id.insert(id.to_string(), n);
+                        by_id.insert(id, n);
                     }
                     n
                 }
@@ -643,15 +634,15 @@ mod references {
             message_node.push(node);
             // 1.A: the references, each the parent of the next; dummies for unknown ids.
             let mut previous: Option<usize> = None;
-            for r in &key.references {
-                let r_node = match by_id.get(r.as_str()) {
+            for r in key.references.split(' ').filter(|r| !r.is_empty()) {
+                let r_node = match by_id.get(r) {
                     Some(&n) => n,
                     // Past the bound, an unknown id is passed over: memory stays a few
                     // containers per message, whatever the References say.
                     None if t.nodes.len() >= dummies_max => continue,
                     None => {
                         let n = t.new_node(None);
-                        by_id.insert(r.clone(), n);
+                        by_id.insert(r, n);
                         n
                     }
                 };
@@ -717,12 +708,12 @@ mod references {
         }
         roots.sort_by_key(|&r| t.date_of(r));
         // Step 5: merge the threads with the same base subject.
-        let mut table: HashMap<String, usize> = HashMap::new();
+        let mut table: HashMap<&str, usize> = HashMap::with_capacity(roots.len());
         for &r in &roots {
-            let Some(subject) = t.subject_of(r).map(str::to_string) else {
+            let Some(subject) = t.subject_of(r) else {
                 continue;
             };
-            match table.get(&subject) {
+            match table.get(subject) {
                 None => {
                     table.insert(subject, r);
                 }
@@ -743,10 +734,10 @@ mod references {
             if t.nodes[r].parent.is_some() || emptied.get(r).copied().unwrap_or(false) {
                 continue;
             }
-            let Some(subject) = t.subject_of(r).map(str::to_string) else {
+            let Some(subject) = t.subject_of(r) else {
                 continue;
             };
-            let Some(&held) = table.get(&subject) else {
+            let Some(&held) = table.get(subject) else {
                 continue;
             };
             if held == r {
@@ -1039,7 +1030,7 @@ mod tests {
             let general = chrono::DateTime::parse_from_rfc2822(text)
                 .unwrap()
                 .timestamp();
-            assert_eq!(super::stored_date(text), Some(general), "{text}");
+            assert_eq!(mail_model::sent_at(text), Some(general), "{text}");
         }
         for odd in [
             "",
@@ -1050,7 +1041,7 @@ mod tests {
             "Tue, 3 Jan 2023 10:00:00 +0000 extra",
             "Tue, 3 Foo 2023 10:00:00 +0000",
         ] {
-            assert_eq!(super::stored_date(odd), None, "{odd}");
+            assert_eq!(mail_model::sent_at(odd), None, "{odd}");
         }
     }
 
@@ -1123,7 +1114,7 @@ mod deep_tests {
             display_to: String::new(),
             reply: false,
             message_id: id.to_string(),
-            references: refs.to_vec(),
+            references: refs.join(" "),
         }
     }
 
