@@ -51,6 +51,7 @@ fn errno(e: &FsError) -> Errno {
         FsError::IsDir => Errno::EISDIR,
         FsError::NotEmpty => Errno::ENOTEMPTY,
         FsError::NameTooLong => Errno::ENAMETOOLONG,
+        FsError::FileTooLarge => Errno::EFBIG,
         FsError::Invalid(_) => Errno::EINVAL,
         FsError::ReadOnly => Errno::EROFS,
         FsError::NoSpace(_) => Errno::ENOSPC,
@@ -341,7 +342,7 @@ impl Filesystem for MailFuse {
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -351,7 +352,11 @@ impl Filesystem for MailFuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match self.fs.write(ino.0, offset, data) {
+        let written = self
+            .fs
+            .write_by(ino.0, req.uid(), req.gid())
+            .and_then(|()| self.fs.write(ino.0, offset, data));
+        match written {
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(errno(&e)),
         }

@@ -43,6 +43,9 @@ pub enum FsError {
     NotEmpty,
     #[error("name too long")]
     NameTooLong,
+    /// Past `FILE_BYTES_MAX` (EFBIG).
+    #[error("file too large")]
+    FileTooLarge,
     #[error("invalid argument: {0}")]
     Invalid(String),
     #[error("read-only (snapshot)")]

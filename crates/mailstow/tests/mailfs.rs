@@ -381,6 +381,96 @@ fn posix_operations_match_a_local_directory_and_survive_a_remount() {
     assert!(fsck.contains("fsck: clean"), "{fsck}");
 }
 
+/// The permission rules and limits a program meets, the same on the mount as on a local
+/// directory: a write by a user without CAP_FSETID and a change of owner take the
+/// set-user-ID bit off (and set-group-ID when the group may execute, or for a write by
+/// someone outside the file's group), an open file that was
+/// unlinked has no links, a name past 255 bytes is ENAMETOOLONG even when it does not
+/// exist, and a size past the largest file is EFBIG. Mounted with --allow-other, since the
+/// writer is another user (docs/mailfs.md).
+#[test]
+fn permission_rules_and_limits_match_a_local_directory() {
+    if !fuse_available() {
+        eprintln!("skipped: no /dev/fuse");
+        return;
+    }
+    let server = Dovecot::start(1).unwrap();
+    let rig = Rig::new(&one_per_group(&server, 1), "");
+    rig.ok(&["mkfs"]);
+    rig.ok(&["mount", rig.mnt.to_str().unwrap(), "--allow-other"]);
+    let local = rig.dir.path().join("local");
+    fs::create_dir(&local).unwrap();
+    let mut seen = Vec::new();
+    for root in [&rig.mnt, &local] {
+        let r = |p: &str| root.join(p);
+        let mode = |p: &str| fs::metadata(r(p)).unwrap().mode() & 0o7777;
+        // A write by another user (through a descriptor opened before the switch).
+        let mut written = Vec::new();
+        for (i, m) in [0o4777, 0o2777, 0o6777, 0o2767].into_iter().enumerate() {
+            let name = format!("w{i}");
+            fs::write(r(&name), b"x").unwrap();
+            fs::set_permissions(r(&name), fs::Permissions::from_mode(m)).unwrap();
+            let script = "import os, sys\n\
+                fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)\n\
+                os.setgid(65534)\n\
+                os.setuid(65534)\n\
+                assert os.write(fd, b'y') == 1\n\
+                os.close(fd)\n";
+            let out = Command::new("python3")
+                .args(["-c", script])
+                .arg(r(&name))
+                .output()
+                .expect("python3");
+            assert!(
+                out.status.success(),
+                "write as nobody on {}: {}",
+                root.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            written.push(mode(&name));
+        }
+        // A change of owner, by root.
+        let mut chowned = Vec::new();
+        for (i, m) in [0o6755, 0o2745, 0o4700].into_iter().enumerate() {
+            let name = format!("c{i}");
+            fs::write(r(&name), b"x").unwrap();
+            fs::set_permissions(r(&name), fs::Permissions::from_mode(m)).unwrap();
+            std::os::unix::fs::chown(r(&name), Some(1000), Some(1000)).unwrap();
+            chowned.push(mode(&name));
+        }
+        // An open file unlinked.
+        let open = fs::File::create(r("gone")).unwrap();
+        fs::remove_file(r("gone")).unwrap();
+        let links = open.metadata().unwrap().nlink();
+        drop(open);
+        // Names and sizes past the limits.
+        let long = r(&"n".repeat(256));
+        let lookup = fs::metadata(&long).unwrap_err().raw_os_error();
+        let chmod = fs::set_permissions(&long, fs::Permissions::from_mode(0o600))
+            .unwrap_err()
+            .raw_os_error();
+        let unlink = fs::remove_file(&long).unwrap_err().raw_os_error();
+        let huge = fs::File::create(r("huge"))
+            .unwrap()
+            .set_len(999_999_999_999_999)
+            .unwrap_err()
+            .raw_os_error();
+        seen.push((written, chowned, links, lookup, chmod, unlink, huge));
+    }
+    assert_eq!(
+        seen[0], seen[1],
+        "the mount (left) against a local directory (right)"
+    );
+    let (written, chowned, links, lookup, _, _, huge) = &seen[0];
+    // 0o2767: the group may not execute, but the writer is not of the file's group.
+    assert_eq!(written, &[0o777, 0o777, 0o777, 0o767]);
+    assert_eq!(chowned, &[0o755, 0o2745, 0o700]);
+    assert_eq!(*links, 0);
+    assert_eq!(*lookup, Some(libc::ENAMETOOLONG));
+    assert_eq!(*huge, Some(libc::EFBIG));
+    rig.umount();
+}
+
 /// Accounts `1..=n` of `server`, each its own replication group.
 fn one_per_group(server: &Dovecot, n: usize) -> Vec<Vec<Account<'_>>> {
     (1..=n).map(|user| vec![Account { server, user }]).collect()

@@ -253,6 +253,16 @@ fn random_id() -> u64 {
     ID_MIN + rand::random::<u64>() % (ID_MAX - ID_MIN)
 }
 
+/// A mode without set-user-ID, and without set-group-ID when the group may execute (Linux's
+/// `should_remove_suid`).
+fn without_privileges(mode: u32) -> u32 {
+    let mut mode = mode & !0o4000;
+    if mode & 0o2010 == 0o2010 {
+        mode &= !0o2000;
+    }
+    mode
+}
+
 fn check_name(name: &[u8]) -> Result<(), FsError> {
     if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') {
         return Err(FsError::Invalid("bad name".into()));

@@ -15,7 +15,10 @@ impl Fs {
             return Ok(dir_stat(self.ensure_dir(&mut tree, ROOT)?));
         }
         if let Some(e) = tree.orphans.get(&ino).cloned() {
-            return self.stat_entry(&mut tree, &e);
+            // Unlinked while open: no name left (fstat shows st_nlink 0).
+            return self
+                .stat_entry(&mut tree, &e)
+                .map(|st| Stat { nlink: 0, ..st });
         }
         let (parent, name) = self.entry_of(&mut tree, ino)?;
         let e = self
@@ -28,6 +31,11 @@ impl Fs {
     }
 
     pub fn lookup(&self, parent: u64, name: &[u8]) -> Result<Stat, FsError> {
+        // POSIX: a name past NAME_MAX is ENAMETOOLONG whether or not it exists, so every
+        // call that looks a path up (chmod, unlink, rmdir, truncate...) says so.
+        if name.len() > super::NAME_BYTES_MAX {
+            return Err(FsError::NameTooLong);
+        }
         if crate::snapview::is_view(parent)
             || (parent == ROOT && name == crate::snapview::SNAPSHOTS_NAME)
         {
@@ -406,9 +414,17 @@ impl Fs {
             return self.getattr(ino);
         }
         let mut tree = self.lock();
-        let apply = |a: &mut Attr| {
+        let apply = |a: &mut Attr, is_dir: bool| {
             if let Some(m) = set.mode {
                 a.mode = m & 0o7777;
+            }
+            // A change of owner or group takes the set-user-ID bit off a file, and the
+            // set-group-ID bit when the group may execute it (without that it marks
+            // mandatory locking), as Linux does for every caller (chown(2)).
+            let owner_changed =
+                set.uid.is_some_and(|u| u != a.uid) || set.gid.is_some_and(|g| g != a.gid);
+            if owner_changed && !is_dir && set.mode.is_none() {
+                a.mode = super::without_privileges(a.mode);
             }
             if let Some(u) = set.uid {
                 a.uid = u;
@@ -426,7 +442,7 @@ impl Fs {
         };
         if tree.orphans.contains_key(&ino) {
             if let Some(a) = tree.orphans.get_mut(&ino).and_then(|e| e.attr.as_mut()) {
-                apply(a);
+                apply(a, false);
             }
             drop(tree);
             return self.getattr(ino);
@@ -437,14 +453,14 @@ impl Fs {
                 if self.ensure_dir(&mut tree, p)?.entries.get(&n).is_some_and(|e| e.kind == Kind::Dir));
         if is_dir {
             let mut d = self.ensure_dir(&mut tree, ino)?.clone();
-            apply(&mut d.attr);
+            apply(&mut d.attr, true);
             self.write_dir(&mut tree, d)?;
         } else {
             let (parent, name) = self.entry_of(&mut tree, ino)?;
             let mut d = self.ensure_dir(&mut tree, parent)?.clone();
             let e = d.entries.get_mut(&name).ok_or(FsError::NotFound)?;
             let mut a = e.attr.unwrap_or(Attr::new(0o644, 0, 0, 0));
-            apply(&mut a);
+            apply(&mut a, false);
             e.attr = Some(a);
             if let Some(w) = tree.writers.get_mut(&ino)
                 && set.mtime.is_some()
@@ -456,6 +472,33 @@ impl Fs {
         }
         drop(tree);
         self.getattr(ino)
+    }
+
+    /// A write by `uid`:`gid` (a caller without CAP_FSETID: not root) takes the
+    /// set-user-ID bit off the file, and the set-group-ID bit when the group may execute it
+    /// or the writer is not of the file's group, as a local file system does (Linux's
+    /// `should_remove_suid`; supplementary groups are not known here, the primary one is).
+    /// Nothing is written when there is nothing to take off.
+    pub fn write_by(&self, ino: u64, uid: u32, gid: u32) -> Result<(), FsError> {
+        if uid == 0 {
+            return Ok(());
+        }
+        let st = self.getattr(ino)?;
+        let mut mode = super::without_privileges(st.attr.mode);
+        if gid != st.attr.gid {
+            mode &= !0o2000;
+        }
+        if st.kind != Kind::File || mode == st.attr.mode {
+            return Ok(());
+        }
+        self.setattr(
+            ino,
+            SetAttr {
+                mode: Some(mode),
+                ..SetAttr::default()
+            },
+        )
+        .map(drop)
     }
 
     pub fn statfs(&self) -> StatFs {

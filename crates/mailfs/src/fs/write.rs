@@ -330,8 +330,9 @@ impl Fs {
     }
 
     pub(super) fn truncate(&self, ino: u64, size: u64) -> Result<(), FsError> {
+        // POSIX truncate: EFBIG past the largest file, not ENOSPC (there may be room).
         if size > FILE_BYTES_MAX {
-            return Err(FsError::NoSpace("file too large".into()));
+            return Err(FsError::FileTooLarge);
         }
         let bs = self.bs();
         let tail_idx = size / bs;
