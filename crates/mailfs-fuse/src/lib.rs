@@ -89,6 +89,10 @@ fn file_type(k: Kind) -> FileType {
         Kind::Dir => FileType::Directory,
         Kind::File => FileType::RegularFile,
         Kind::Symlink => FileType::Symlink,
+        Kind::Fifo => FileType::NamedPipe,
+        Kind::CharDevice => FileType::CharDevice,
+        Kind::BlockDevice => FileType::BlockDevice,
+        Kind::Socket => FileType::Socket,
     }
 }
 
@@ -106,7 +110,8 @@ fn attr(st: &Stat, block_size: u32) -> FileAttr {
         nlink: st.nlink,
         uid: st.attr.uid,
         gid: st.attr.gid,
-        rdev: 0,
+        // FUSE carries the device number in 32 bits, as the kernel's old_encode_dev does.
+        rdev: u32::try_from(st.rdev).unwrap_or(0),
         blksize: block_size,
         flags: 0,
     }
@@ -213,12 +218,32 @@ impl Filesystem for MailFuse {
         name: &OsStr,
         mode: u32,
         umask: u32,
-        _rdev: u32,
+        rdev: u32,
         reply: ReplyEntry,
     ) {
-        // Regular files only: devices, fifos and sockets have no place in mail.
-        if mode & libc::S_IFMT != libc::S_IFREG {
-            reply.error(Errno::EPERM);
+        // FIFOs, devices and sockets are entries with nothing stored (docs/mailfs.md 3).
+        let special = match mode & libc::S_IFMT {
+            libc::S_IFIFO => Some(Kind::Fifo),
+            libc::S_IFCHR => Some(Kind::CharDevice),
+            libc::S_IFBLK => Some(Kind::BlockDevice),
+            libc::S_IFSOCK => Some(Kind::Socket),
+            libc::S_IFREG => None,
+            _ => {
+                reply.error(Errno::EINVAL);
+                return;
+            }
+        };
+        if let Some(kind) = special {
+            let r = self.fs.mknod(
+                parent.0,
+                name.as_bytes(),
+                kind,
+                mode & !umask & 0o7777,
+                u64::from(rdev),
+                req.uid(),
+                req.gid(),
+            );
+            self.entry(r, reply);
             return;
         }
         let r = self

@@ -563,6 +563,7 @@ impl Fs {
                     }),
                     moving_from: None,
                     moving_to: None,
+                    rdev: 0,
                 },
             )?;
             report.files_recovered += 1;

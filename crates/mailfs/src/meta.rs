@@ -60,6 +60,27 @@ pub enum Kind {
     File,
     #[serde(rename = "l")]
     Symlink,
+    /// Special files (mknod(2), mkfifo(3), bind(2) of a Unix socket): an entry with a mode
+    /// and, for devices, a device number, and nothing stored. The kernel serves their I/O
+    /// (a FIFO's data never reaches mailfs; a device is never opened by it).
+    #[serde(rename = "p")]
+    Fifo,
+    #[serde(rename = "c")]
+    CharDevice,
+    #[serde(rename = "b")]
+    BlockDevice,
+    #[serde(rename = "s")]
+    Socket,
+}
+
+impl Kind {
+    /// A FIFO, device or socket: an entry with nothing stored.
+    pub fn is_special(self) -> bool {
+        matches!(
+            self,
+            Kind::Fifo | Kind::CharDevice | Kind::BlockDevice | Kind::Socket
+        )
+    }
 }
 
 /// One stored block of a file: which message holds it and what it must contain.
@@ -205,6 +226,13 @@ pub struct Entry {
     /// both marks, whichever directory is read first finishes (or undoes) the rename.
     #[serde(rename = "o", default, skip_serializing_if = "Option::is_none")]
     pub moving_to: Option<u64>,
+    /// A device's number (`st_rdev`, as the kernel encodes it); 0 for everything else.
+    #[serde(rename = "dv", default, skip_serializing_if = "is_zero")]
+    pub rdev: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 mod opt_bytes {
@@ -348,6 +376,7 @@ mod tests {
                     }),
                     moving_from: None,
                     moving_to: None,
+                    rdev: 0,
                 },
                 Entry {
                     name: b"link".to_vec(),
@@ -359,6 +388,7 @@ mod tests {
                     file: None,
                     moving_from: Some(5),
                     moving_to: None,
+                    rdev: 0,
                 },
             ],
         }

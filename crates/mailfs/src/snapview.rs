@@ -89,6 +89,7 @@ impl Fs {
             size: 4096,
             attr,
             nlink: 2 + subdirs,
+            rdev: 0,
         })
     }
 
@@ -122,6 +123,7 @@ impl Fs {
             size: e.size,
             attr,
             nlink: 1,
+            rdev: e.rdev,
         })
     }
 
@@ -136,6 +138,7 @@ impl Fs {
                 size: 4096,
                 attr,
                 nlink: 2 + self.snapshots().len() as u32,
+                rdev: 0,
             });
         }
         let (n, id) = (snap_of(ino), object_of(ino));

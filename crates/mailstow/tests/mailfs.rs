@@ -471,6 +471,113 @@ fn permission_rules_and_limits_match_a_local_directory() {
     rig.umount();
 }
 
+/// Special files as on a local directory: a FIFO, character and block devices with their
+/// numbers, and a Unix socket are created, listed with their kind, mode and device number,
+/// survive a remount and are removed; a FIFO opened on the mount passes data (the kernel
+/// carries it: mailfs only keeps the entry).
+#[test]
+fn special_files_are_entries_that_survive_a_remount() {
+    use std::io::{Read, Write};
+    use std::os::unix::fs::FileTypeExt;
+    if !fuse_available() {
+        eprintln!("skipped: no /dev/fuse");
+        return;
+    }
+    let server = Dovecot::start(1).unwrap();
+    let rig = Rig::new(&one_per_group(&server, 1), "");
+    rig.ok(&["mkfs"]);
+    rig.mount();
+    let local = rig.dir.path().join("local");
+    fs::create_dir(&local).unwrap();
+    let listing = |root: &Path| -> Vec<String> {
+        let mut out: Vec<String> = fs::read_dir(root.join("s"))
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                let m = fs::symlink_metadata(e.path()).unwrap();
+                let t = m.file_type();
+                let kind = if t.is_fifo() {
+                    "fifo"
+                } else if t.is_char_device() {
+                    "chr"
+                } else if t.is_block_device() {
+                    "blk"
+                } else if t.is_socket() {
+                    "sock"
+                } else {
+                    "other"
+                };
+                format!(
+                    "{} {kind} {:o} {}:{}",
+                    e.file_name().to_string_lossy(),
+                    m.mode() & 0o7777,
+                    libc::major(m.rdev()),
+                    libc::minor(m.rdev())
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    for root in [&rig.mnt, &local] {
+        fs::create_dir(root.join("s")).unwrap();
+        let r = |p: &str| root.join("s").join(p);
+        use rustix::fs::{CWD, FileType, Mode, makedev, mknodat};
+        mknodat(
+            CWD,
+            &r("fifo"),
+            FileType::Fifo,
+            Mode::from_raw_mode(0o640),
+            0,
+        )
+        .unwrap();
+        let (chr, blk) = (FileType::CharacterDevice, FileType::BlockDevice);
+        mknodat(
+            CWD,
+            &r("null"),
+            chr,
+            Mode::from_raw_mode(0o666),
+            makedev(1, 3),
+        )
+        .unwrap();
+        mknodat(
+            CWD,
+            &r("loop"),
+            blk,
+            Mode::from_raw_mode(0o600),
+            makedev(7, 9),
+        )
+        .unwrap();
+        drop(std::os::unix::net::UnixListener::bind(r("sock")).unwrap());
+        // O_RDWR on a FIFO opens without a peer (Linux): write, then read it back.
+        let mut fifo = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(r("fifo"))
+            .unwrap();
+        fifo.write_all(b"through the pipe").unwrap();
+        let mut got = [0u8; 16];
+        fifo.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"through the pipe", "on {}", root.display());
+    }
+    let want = listing(&local);
+    assert_eq!(listing(&rig.mnt), want);
+    // 0o666 under the test's umask 022.
+    assert!(want.iter().any(|l| l == "null chr 644 1:3"), "{want:?}");
+    assert!(want.iter().any(|l| l == "loop blk 600 7:9"), "{want:?}");
+    rig.umount();
+    rig.mount();
+    assert_eq!(listing(&rig.mnt), want, "after a remount");
+    for name in ["fifo", "null", "loop", "sock"] {
+        fs::remove_file(rig.mnt.join("s").join(name)).unwrap();
+    }
+    assert!(listing(&rig.mnt).is_empty());
+    fs::remove_dir(rig.mnt.join("s")).unwrap();
+    rig.umount();
+    let fsck = rig.ok(&["fsck"]);
+    assert!(fsck.contains("fsck: clean"), "{fsck}");
+}
+
 /// Accounts `1..=n` of `server`, each its own replication group.
 fn one_per_group(server: &Dovecot, n: usize) -> Vec<Vec<Account<'_>>> {
     (1..=n).map(|user| vec![Account { server, user }]).collect()

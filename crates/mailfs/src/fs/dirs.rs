@@ -223,6 +223,7 @@ impl Fs {
                     size,
                     attr,
                     nlink: 1,
+                    rdev: e.rdev,
                 })
             }
         }

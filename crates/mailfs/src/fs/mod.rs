@@ -45,6 +45,8 @@ pub struct Stat {
     pub size: u64,
     pub attr: Attr,
     pub nlink: u32,
+    /// A device's number; 0 for everything else.
+    pub rdev: u64,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -791,6 +793,7 @@ fn dir_stat(d: &DirState) -> Stat {
         size: 4096,
         attr: d.attr,
         nlink: 2 + subdirs,
+        rdev: 0,
     }
 }
 

@@ -147,6 +147,7 @@ impl Fs {
                 file: None,
                 moving_from: None,
                 moving_to: None,
+                rdev: 0,
             },
         )?;
         self.getattr(id)
@@ -179,6 +180,7 @@ impl Fs {
                 }),
                 moving_from: None,
                 moving_to: None,
+                rdev: 0,
             },
         )?;
         let fh = self.open_file(id)?;
@@ -210,6 +212,43 @@ impl Fs {
                 file: None,
                 moving_from: None,
                 moving_to: None,
+                rdev: 0,
+            },
+        )?;
+        self.getattr(id)
+    }
+
+    /// A FIFO, device or socket (mknod(2)): one directory update, nothing stored.
+    #[allow(clippy::too_many_arguments)] // mknod(2)'s arguments and the caller.
+    pub fn mknod(
+        &self,
+        parent: u64,
+        name: &[u8],
+        kind: Kind,
+        mode: u32,
+        rdev: u64,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Stat, FsError> {
+        if !kind.is_special() {
+            return Err(FsError::Invalid("mknod makes special files only".into()));
+        }
+        let id = random_id();
+        let devices = matches!(kind, Kind::CharDevice | Kind::BlockDevice);
+        self.insert_new(
+            parent,
+            name,
+            Entry {
+                name: name.to_vec(),
+                kind,
+                id,
+                attr: Some(Attr::new(mode, uid, gid, now_ns())),
+                size: 0,
+                target: None,
+                file: None,
+                moving_from: None,
+                moving_to: None,
+                rdev: if devices { rdev } else { 0 },
             },
         )?;
         self.getattr(id)
@@ -615,6 +654,9 @@ impl Fs {
             Kind::File => Ok(e),
             Kind::Dir => Err(FsError::IsDir),
             Kind::Symlink => Err(FsError::Invalid("symlink".into())),
+            Kind::Fifo | Kind::CharDevice | Kind::BlockDevice | Kind::Socket => {
+                Err(FsError::Invalid("special file".into()))
+            }
         }
     }
 }
