@@ -525,7 +525,7 @@ fn special_files_are_entries_that_survive_a_remount() {
         use rustix::fs::{CWD, FileType, Mode, makedev, mknodat};
         mknodat(
             CWD,
-            &r("fifo"),
+            r("fifo"),
             FileType::Fifo,
             Mode::from_raw_mode(0o640),
             0,
@@ -534,7 +534,7 @@ fn special_files_are_entries_that_survive_a_remount() {
         let (chr, blk) = (FileType::CharacterDevice, FileType::BlockDevice);
         mknodat(
             CWD,
-            &r("null"),
+            r("null"),
             chr,
             Mode::from_raw_mode(0o666),
             makedev(1, 3),
@@ -542,7 +542,7 @@ fn special_files_are_entries_that_survive_a_remount() {
         .unwrap();
         mknodat(
             CWD,
-            &r("loop"),
+            r("loop"),
             blk,
             Mode::from_raw_mode(0o600),
             makedev(7, 9),
