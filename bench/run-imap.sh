@@ -19,10 +19,20 @@
 # delivers through Dovecot's LMTP instead. mailstow is filled through its LMTP listener
 # (MAILSTOW_FILL=lmtp, or smtp). Both get the same messages (fixed seed).
 # Dovecot is started by setup-peers.sh; this script then raises, in its generated dovecot.conf,
-# mail_max_userip_connections (default 10) for the IDLE row and reloads it, and raises
-# fs.inotify.max_user_instances (often 128: every Dovecot imap process in IDLE takes one inotify
+# mail_max_userip_connections (default 10) for the IDLE row and, with DOVECOT_TUNED=1 (the
+# default), appends the tuning of bench/dovecot-tuning.sh for IDLE_SESSIONS + APPEND_CONNS + 50
+# connections (its header says what and why): login processes in high-performance mode
+# (service imap-login { service_count = 0; process_min_avail = 2; client_limit }), imap process
+# reuse (service imap { service_count = 100 }, process_limit raised), imap_hibernate_timeout =
+# DOVECOT_HIBERNATE (5s; IDLE sessions move to the shared imap-hibernate process), raised
+# default_client_limit/default_process_limit; DOVECOT_TUNED=0 gives the untuned peer of the
+# earlier runs. It restarts Dovecot with that, and raises fs.inotify.max_user_instances (often
+# 128: every Dovecot imap process in IDLE takes one inotify
 # instance, all as user vmail; past the limit IDLE falls back to polling every 30 s) for the run,
 # restoring it at the end.
+# With hibernation on, the IDLE row waits IDLE_SETTLE seconds (default: the hibernate timeout +
+# 2 s, else 1 s) after the sessions are idling and between its rounds, for both peers, so that
+# Dovecot's sessions are hibernated when the APPEND arrives.
 # mailstow runs with [server] auth_without_tls = true (LOGIN on the plaintext port, as the POP3
 # bench does) and connections_per_ip_max and imap_sessions_per_user_max raised for the IDLE row; MAILSTOW_TOML_EXTRA adds more
 # [server] lines (e.g. a per-user session limit once the config has one).
@@ -30,6 +40,8 @@
 # ROWS (select,fetch,search,body,append,expunge,idle; also sort and qresync), IDLE_SESSIONS (200), IDLE_ROUNDS (3),
 # APPEND_TOTAL (10000), APPEND_CONNS (8), BODY_FETCHES (1000), EXPUNGE_COUNT (1000),
 # LITERAL_PLUS (auto|yes|no), SCRATCH (/var/tmp/mailstow-bench-imap), NO_BUILD (0),
+# BIN (target/release/mailstow: the binary to run; NO_BUILD=1 with another one),
+# DOVECOT_TUNED (1), DOVECOT_HIBERNATE (5s; 0 = off), IDLE_SETTLE (s),
 # QUIET_WAIT (1: wait, bounded, for an idle machine before each peer), DC_USER/DC_PASS
 # (user0999@example.com / pw0999).
 set -uo pipefail
@@ -54,7 +66,13 @@ LOG=$ROOT/bench/results/imap-$(date +%Y%m%d-%H%M%S).log
 mkdir -p "$ROOT/bench/results" "$SCRATCH"
 cd "$ROOT"
 BENCHPY=$ROOT/bench/imap-bench.py
-BIN=$ROOT/target/release/mailstow
+BIN=${BIN:-$ROOT/target/release/mailstow}
+DOVECOT_TUNED=${DOVECOT_TUNED:-1}
+. "$ROOT/bench/dovecot-tuning.sh"
+if [ -z "${IDLE_SETTLE:-}" ]; then
+  IDLE_SETTLE=1
+  if [ "$DOVECOT_TUNED" = 1 ] && [ "${DOVECOT_HIBERNATE%s}" != 0 ]; then IDLE_SETTLE=$(( ${DOVECOT_HIBERNATE%s} + 2 )); fi
+fi
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
 run_rows() {  # PEER PORT USER PASS
@@ -62,6 +80,7 @@ run_rows() {  # PEER PORT USER PASS
     --messages "$MESSAGES" --rows "$ROWS" --runs "$RUNS" --body-fetches "$BODY_FETCHES" \
     --append-total "$APPEND_TOTAL" --append-conns "$APPEND_CONNS" --expunge-count "$EXPUNGE_COUNT" \
     --idle-sessions "$IDLE_SESSIONS" --idle-rounds "$IDLE_ROUNDS" --literal-plus "$LITERAL_PLUS" \
+    --idle-settle "$IDLE_SETTLE" \
     || echo "WARN: imap-bench.py for $1 reported failures (see above)"
 }
 quiet() { [ "${QUIET_WAIT:-1}" = 1 ] && echo "# machine busy before $1: $(quiet_gate)%"; }
@@ -86,7 +105,8 @@ commit() {  # the checked-out commit, read from .git without running git
 }
 
 {
-  echo "# $(date -u +%FT%TZ) imap bench, commit $(commit), MESSAGES=$MESSAGES RUNS=$RUNS FORMAT=$FORMAT ONLY=$ONLY ROWS=$ROWS IDLE_SESSIONS=$IDLE_SESSIONS"
+  echo "# $(date -u +%FT%TZ) imap bench, commit $(commit), MESSAGES=$MESSAGES RUNS=$RUNS FORMAT=$FORMAT ONLY=$ONLY ROWS=$ROWS IDLE_SESSIONS=$IDLE_SESSIONS DOVECOT_TUNED=$DOVECOT_TUNED DOVECOT_HIBERNATE=$DOVECOT_HIBERNATE IDLE_SETTLE=$IDLE_SETTLE"
+  echo "# mailstow binary $BIN, built $(date -u -r "$BIN" +%FT%TZ 2>/dev/null)"
   echo "# $(uname -r), $(nproc) cores, $(awk '/MemTotal/{printf "%d GiB", $2/1048576}' /proc/meminfo), scratch $SCRATCH on $(df --output=fstype "$SCRATCH" | tail -1), BENCH_ROOT on $(df --output=fstype "$(dirname "$BENCH_ROOT")" | tail -1)"
   if [ -n "$INOTIFY_WAS" ] && [ "$INOTIFY_WAS" -lt $((IDLE_SESSIONS + 128)) ]; then
     echo $((IDLE_SESSIONS + 1024)) > $INOTIFY && echo "# fs.inotify.max_user_instances $INOTIFY_WAS -> $(cat $INOTIFY) for this run"
@@ -107,9 +127,16 @@ protocol imap {
   mail_max_userip_connections = $((IDLE_SESSIONS + APPEND_CONNS + 50))
 }
 EOF
+    if [ "$DOVECOT_TUNED" = 1 ]; then
+      dovecot_tuning $((IDLE_SESSIONS + APPEND_CONNS + 50)) >> "$DC_CONF"
+      # (a reload keeps the running login processes: restart for the new login mode)
+      dovecot -c "$DC_CONF" stop; for _ in $(seq 50); do [ -e "$BENCH_ROOT/run/dovecot/master.pid" ] || break; sleep 0.1; done
+      dovecot -c "$DC_CONF" || die "dovecot restart failed"
+    fi
     doveadm -c "$DC_CONF" reload >&2 || die "dovecot reload failed"
     sleep 1
     wait_port "$HOST" "$IMAP_PORT" 20 || die "dovecot imap not listening on $HOST:$IMAP_PORT"
+    echo "# dovecot tuning (DOVECOT_TUNED=$DOVECOT_TUNED): $(dc_tuning_summary "$DC_CONF")"
     echo "# dovecot $(dovecot --version), mail_location $(doveconf -c "$DC_CONF" -h mail_location), mail_fsync $(doveconf -c "$DC_CONF" -h mail_fsync), imap mail_max_userip_connections $(doveconf -c "$DC_CONF" -f protocol=imap -h mail_max_userip_connections)"
     home=$(awk -F: -v u="$DC_USER" '$1==u{print $6}' "$BENCH_ROOT/etc/dovecot/users")
     [ -n "$home" ] || die "$DC_USER not in $BENCH_ROOT/etc/dovecot/users"
