@@ -33,6 +33,9 @@ use crate::users::Membership;
 /// The first read buffer of a connection; it doubles (up to [`READ_BUFFER_MAX`]) while reads
 /// fill it, so idle connections stay small and bulk transfers read in large chunks.
 const READ_BUFFER_MIN: usize = 4 << 10;
+/// The read buffer of a session that waits for changes (IMAP IDLE): its client sends `DONE`
+/// and little else, and thousands of such sessions may wait at once.
+const READ_BUFFER_IDLE: usize = 64;
 pub(crate) const READ_BUFFER_MAX: usize = 64 << 10;
 /// A client that does not take our output within this long is gone.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(300);
@@ -167,19 +170,22 @@ pub(crate) async fn drive<P: Protocol>(
     let mut buf = vec![0u8; READ_BUFFER_MIN];
     let mut clocks = Clocks::default();
     loop {
-        let step = protocol.step(&mut conn).await;
-        if conn.flush().await.is_err() {
+        // Boxed: a step's state (a command's work) lives only while it runs, so a connection
+        // waiting for its client holds none of it.
+        let step = Box::pin(protocol.step(&mut conn)).await;
+        if Box::pin(conn.flush()).await.is_err() {
             return;
         }
         match step {
             Step::Close => {
-                let _ = tokio::time::timeout(Duration::from_secs(5), conn.stream.shutdown()).await;
+                let close = tokio::time::timeout(Duration::from_secs(5), conn.stream.shutdown());
+                let _ = Box::pin(close).await;
                 return;
             }
             Step::Again => continue,
             Step::Proxy => {
                 if let Some(handover) = protocol.take_handover() {
-                    crate::cluster::splice(&mut conn, handover, &mut shutdown).await;
+                    Box::pin(crate::cluster::splice(&mut conn, handover, &mut shutdown)).await;
                 }
                 return;
             }
@@ -190,6 +196,9 @@ pub(crate) async fn drive<P: Protocol>(
         let idle = now + protocol.timeout();
         let wake = due.map_or(idle, |due| due.min(idle));
         let wants_changes = protocol.wants_changes();
+        if wants_changes && buf.len() > READ_BUFFER_IDLE {
+            buf = vec![0u8; READ_BUFFER_IDLE];
+        }
         let Conn { stream, member, .. } = &mut conn;
         let (changes, revoked) = match member {
             Some(m) => (

@@ -108,7 +108,8 @@ pub(crate) struct Imap {
     /// Output the session may produce before the shell writes it (its config's).
     output_chunk_bytes: usize,
     /// The connection handed to the user's node (cluster).
-    handover: Option<crate::cluster::Handover>,
+    /// Boxed: rare, and large next to an idle session.
+    handover: Option<Box<crate::cluster::Handover>>,
     /// Its place among the compressed connections, once compressed (RFC 4978).
     compressed: Option<tokio::sync::OwnedSemaphorePermit>,
 }
@@ -216,10 +217,10 @@ impl Protocol for Imap {
                             Ok(result) => result,
                             Err(handover) => {
                                 let (_, to_owner) = session.hand_over().unwrap_or_default();
-                                self.handover = Some(crate::cluster::Handover {
+                                self.handover = Some(Box::new(crate::cluster::Handover {
                                     to_owner,
                                     ..handover
-                                });
+                                }));
                                 return Step::Proxy;
                             }
                         }
@@ -284,7 +285,7 @@ impl Protocol for Imap {
     }
 
     fn take_handover(&mut self) -> Option<crate::cluster::Handover> {
-        self.handover.take()
+        self.handover.take().map(|h| *h)
     }
 
     fn wants_changes(&self) -> bool {
