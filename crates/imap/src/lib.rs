@@ -30,7 +30,6 @@ mod config;
 mod event;
 mod framer;
 mod mailstore;
-mod mutf7;
 mod parse;
 mod response;
 mod selected;

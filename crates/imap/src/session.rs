@@ -196,7 +196,8 @@ impl Session {
         if self.enabled.rev2 || self.enabled.utf8 || wire.eq_ignore_ascii_case("INBOX") {
             return Ok(wire.to_string());
         }
-        crate::mutf7::decode(wire).ok_or("NO [CANNOT] Mailbox name is not valid modified UTF-7")
+        mail_model::mutf7::decode_strict(wire)
+            .ok_or("NO [CANNOT] Mailbox name is not valid modified UTF-7")
     }
 
     /// A store name as this client reads it (see [`Session::name_from_client`]).
@@ -204,7 +205,7 @@ impl Session {
         if self.enabled.rev2 || self.enabled.utf8 {
             std::borrow::Cow::Borrowed(name)
         } else {
-            std::borrow::Cow::Owned(crate::mutf7::encode(name))
+            std::borrow::Cow::Owned(mail_model::mutf7::encode(name, &[]))
         }
     }
 

@@ -1,10 +1,12 @@
 //! The data of mail storage, shared by the store that keeps it and the protocols that serve
-//! it: flags, message entries and summaries, folder counters, quotas, and the error type.
+//! it: flags, message entries and summaries, folder counters, quotas, and the error type; and
+//! the small encodings of that data every side needs (modified UTF-7 folder names, dates).
 //! Plain data and pure functions only: no I/O, so a protocol crate can depend on it without
 //! depending on a storage engine.
 
 mod error;
 mod flags;
+pub mod mutf7;
 mod quota;
 
 pub use error::StoreError;
@@ -123,7 +125,7 @@ fn leap(year: i64) -> bool {
 }
 
 /// Days from 1970-01-01 to a proleptic Gregorian date (H. Hinnant's algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+pub fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     let y = if month <= 2 { year - 1 } else { year };
     let era = y.div_euclid(400);
     let yoe = y - era * 400;

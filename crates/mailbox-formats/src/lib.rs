@@ -19,7 +19,8 @@ pub mod date;
 pub mod lines;
 pub mod maildir;
 pub mod mbox;
-pub mod mutf7;
+/// Dovecot names Maildir++ folder directories in modified UTF-7.
+pub use mail_model::mutf7;
 pub mod uidlist;
 
 /// The IMAP system flags a message carries in a file (`\Recent` is not kept anywhere).

@@ -32,55 +32,13 @@ pub(crate) fn internal_date(s: &str) -> Option<i64> {
     };
     let zh: i64 = zone[1..3].parse().ok()?;
     let zm: i64 = zone[3..5].parse().ok()?;
-    // Days from 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
+    let days = mail_model::days_from_civil(year, month, day);
     Some(days * 86_400 + h * 3600 + m * 60 + sec - sign * (zh * 3600 + zm * 60))
 }
 
 /// Modified UTF-7 (RFC 3501 5.1.3) to UTF-8; None if it is not valid.
 pub(crate) fn utf7_decode(raw: &[u8]) -> Option<String> {
-    use base64::Engine as _;
-    let mut out = String::new();
-    let mut i = 0;
-    while i < raw.len() {
-        let c = raw[i];
-        if c != b'&' {
-            if !(0x20..0x7f).contains(&c) {
-                return None;
-            }
-            out.push(c as char);
-            i += 1;
-            continue;
-        }
-        let end = i + 1 + raw[i + 1..].iter().position(|&b| b == b'-')?;
-        if end == i + 1 {
-            out.push('&');
-        } else {
-            let b64: Vec<u8> = raw[i + 1..end]
-                .iter()
-                .map(|&b| if b == b',' { b'/' } else { b })
-                .collect();
-            let bytes = base64::engine::general_purpose::STANDARD_NO_PAD
-                .decode(&b64)
-                .ok()?;
-            if bytes.len() % 2 != 0 {
-                return None;
-            }
-            let units: Vec<u16> = bytes
-                .chunks(2)
-                .map(|p| u16::from_be_bytes([p[0], p[1]]))
-                .collect();
-            out.push_str(&String::from_utf16(&units).ok()?);
-        }
-        i = end + 1;
-    }
-    Some(out)
+    mail_model::mutf7::decode(std::str::from_utf8(raw).ok()?)
 }
 
 pub(crate) fn parse_u32(b: &[u8]) -> Option<u32> {
@@ -153,35 +111,5 @@ pub(crate) fn can_quote(s: &[u8]) -> bool {
 
 /// Modified UTF-7 for mailbox names (RFC 3501 5.1.3).
 pub(crate) fn utf7_encode(name: &str) -> String {
-    use base64::Engine;
-    let engine = base64::engine::GeneralPurpose::new(
-        &base64::alphabet::IMAP_MUTF7,
-        base64::engine::general_purpose::NO_PAD,
-    );
-    let mut out = String::new();
-    let mut pending: Vec<u16> = Vec::new();
-    let flush = |pending: &mut Vec<u16>, out: &mut String| {
-        if !pending.is_empty() {
-            let bytes: Vec<u8> = pending.iter().flat_map(|u| u.to_be_bytes()).collect();
-            out.push('&');
-            out.push_str(&engine.encode(bytes));
-            out.push('-');
-            pending.clear();
-        }
-    };
-    for c in name.chars() {
-        if (' '..='~').contains(&c) {
-            flush(&mut pending, &mut out);
-            if c == '&' {
-                out.push_str("&-");
-            } else {
-                out.push(c);
-            }
-        } else {
-            let mut units = [0u16; 2];
-            pending.extend_from_slice(c.encode_utf16(&mut units));
-        }
-    }
-    flush(&mut pending, &mut out);
-    out
+    mail_model::mutf7::encode(name, &[])
 }

@@ -64,7 +64,9 @@ pub(crate) fn utf8_names(store: &dyn crate::Mailstore, user: &str) {
             }
             let decoded = name
                 .split('/')
-                .map(|part| crate::mutf7::decode(part).unwrap_or_else(|| part.to_string()))
+                .map(|part| {
+                    mail_model::mutf7::decode_strict(part).unwrap_or_else(|| part.to_string())
+                })
                 .collect::<Vec<_>>()
                 .join("/");
             (decoded != *name && !folders.contains(&decoded))

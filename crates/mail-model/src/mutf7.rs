@@ -1,6 +1,7 @@
-//! IMAP's modified UTF-7 (RFC 3501 5.1.3), in which Dovecot names Maildir++ folder
-//! directories: printable ASCII stands for itself except `&`, written `&-`; anything else is
-//! `&`, base64 (with `,` for `/`) of its UTF-16, `-`.
+//! IMAP's modified UTF-7 (RFC 3501 5.1.3): printable ASCII stands for itself except `&`,
+//! written `&-`; anything else is `&`, base64 (with `,` for `/`) of its UTF-16, `-`. The one
+//! implementation for the IMAP server (names of clients that did not enable UTF8=ACCEPT), the
+//! IMAP client, and Maildir++ folder directories (Dovecot names them this way).
 
 const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+,";
 
@@ -50,7 +51,8 @@ pub fn encode(text: &str, escape: &[char]) -> String {
 }
 
 /// Decodes modified UTF-7; `None` if `text` is not valid modified UTF-7 (a non-ASCII byte,
-/// a bad base64 run, a broken surrogate pair).
+/// a bad base64 run, a broken surrogate pair). Lenient about what a run encodes: Maildir++
+/// encodes its separator `.` although it is printable.
 pub fn decode(text: &str) -> Option<String> {
     let bytes = text.as_bytes();
     let mut out = String::new();
@@ -92,6 +94,16 @@ pub fn decode(text: &str) -> Option<String> {
     Some(out)
 }
 
+/// [`decode`] as RFC 3501 5.1.3 allows one encoding only, for names a client sends: `None`
+/// also when a run encodes printable ASCII, or two runs stand back to back (they would have
+/// been one).
+pub fn decode_strict(text: &str) -> Option<String> {
+    let decoded = decode(text)?;
+    // The one encoding is the one `encode` writes: printable ASCII as itself, one run per
+    // stretch of other characters.
+    (encode(&decoded, &[]) == text).then_some(decoded)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,5 +127,38 @@ mod tests {
         for bad in ["&", "&U,BTF", "&U,BT-", "é", "&2D0-"] {
             assert_eq!(decode(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn strict_decoding_takes_one_encoding_only() {
+        for name in [
+            "INBOX",
+            "Entwürfe",
+            "A&B",
+            "&",
+            "台北/日本語",
+            "emoji 😀 folder",
+            "",
+        ] {
+            assert_eq!(
+                decode_strict(&encode(name, &[])).as_deref(),
+                Some(name),
+                "{name}"
+            );
+        }
+        for bad in [
+            "Entwürfe",           // 8-bit
+            "&Jjo!",              // no terminating '-'
+            "&AGE-",              // printable ASCII ("a") encoded
+            "&2D0-",              // a lone surrogate
+            "&APx-",              // non-zero leftover bits
+            "&U,BTFw-&ZeVnLIqe-", // two adjacent runs
+            "&*-",                // not base64
+        ] {
+            assert_eq!(decode_strict(bad), None, "{bad}");
+        }
+        // Maildir++'s escaped separator is valid leniently, not strictly.
+        assert_eq!(decode("a&AC4-b").as_deref(), Some("a.b"));
+        assert_eq!(decode_strict("a&AC4-b"), None);
     }
 }
