@@ -135,7 +135,20 @@ fn tokens(cmd: &[u8]) -> Option<Vec<Token>> {
 /// Rewrites `$` in `cmd` (a whole command) for a session whose selected folder holds
 /// `messages` and whose saved result is `saved` (UIDs, ascending).
 pub(crate) fn expand(cmd: &[u8], saved: &[u32], messages: &[MessageInfo]) -> Expanded {
-    if !cmd.contains(&b'$') {
+    // Only these commands take a set; the name is looked at first so an APPEND's literal,
+    // a LOGIN or anything before login is never scanned for `$`.
+    const TAKE_SETS: [&[u8]; 8] = [
+        b"FETCH", b"STORE", b"COPY", b"MOVE", b"EXPUNGE", b"SEARCH", b"SORT", b"THREAD",
+    ];
+    let mut words = cmd
+        .split(|&b| b == b' ' || b == b'\r' || b == b'\n')
+        .skip(1);
+    let name = match words.next() {
+        Some(w) if w.eq_ignore_ascii_case(b"UID") => words.next(),
+        other => other,
+    };
+    let takes_sets = name.is_some_and(|n| TAKE_SETS.iter().any(|t| n.eq_ignore_ascii_case(t)));
+    if !takes_sets || !cmd.contains(&b'$') {
         return Expanded::Unchanged;
     }
     let Some(tokens) = tokens(cmd) else {
@@ -296,6 +309,8 @@ mod tests {
         assert_eq!(x("a SEARCH SUBJECT \"$\"\r\n"), "Unchanged");
         assert_eq!(x("a FETCH 1 (FLAGS)\r\n"), "Unchanged");
         assert_eq!(x("a COPY 1 $\r\n"), "Unchanged", "a mailbox named $");
+        assert_eq!(x("a APPEND $ {1+}\r\n$\r\n"), "Unchanged");
+        assert_eq!(x("a LOGIN $ $\r\n"), "Unchanged");
     }
 
     #[test]
