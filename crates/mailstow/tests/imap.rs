@@ -8,6 +8,24 @@ use std::process::Command;
 
 use common::{Server, script, set_up_data_dir};
 
+/// Runs `tests/e2e/<name>` with python3 against the server's IMAPS address as alice, and
+/// checks it exited 0 and printed `<marker>: OK`; returns its standard output.
+fn run_alice_script(server: &Server, name: &str, marker: &str) -> String {
+    let run = Command::new("python3")
+        .arg(script(name))
+        .arg(server.addr("imaps"))
+        .args(["alice@example.test", "secret"])
+        .output()
+        .expect("python3");
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+    assert!(
+        run.status.success() && stdout.contains(&format!("{marker}: OK")),
+        "{name} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    stdout
+}
+
 fn curl(args: &[&str]) -> std::process::Output {
     Command::new("curl")
         .args([
@@ -117,18 +135,7 @@ fn mbsync_round_trips_a_folder_tree_with_flags() {
 fn compress_deflate_with_a_zlib_client() {
     let (_dir, data) = set_up_data_dir();
     let server = Server::start(&data);
-    let run = Command::new("python3")
-        .arg(script("imap_compress.py"))
-        .arg(server.addr("imaps"))
-        .args(["alice@example.test", "secret"])
-        .output()
-        .expect("python3");
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success() && stdout.contains("imap-compress: OK"),
-        "imap_compress.py failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let stdout = run_alice_script(&server, "imap_compress.py", "imap-compress");
     eprintln!("{stdout}");
     server.stop_cleanly();
 }
@@ -139,18 +146,7 @@ fn compress_deflate_with_a_zlib_client() {
 fn imaplib_resynchronises_with_qresync() {
     let (_dir, data) = set_up_data_dir();
     let server = Server::start(&data);
-    let run = Command::new("python3")
-        .arg(script("imap_qresync.py"))
-        .arg(server.addr("imaps"))
-        .args(["alice@example.test", "secret"])
-        .output()
-        .expect("python3");
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success() && stdout.contains("imap-qresync: OK"),
-        "imap_qresync.py failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    run_alice_script(&server, "imap_qresync.py", "imap-qresync");
     server.stop_cleanly();
 }
 
@@ -164,18 +160,7 @@ fn imaplib_resynchronises_with_qresync() {
 fn imaplib_utf8_accept_and_modified_utf7_mailbox_names() {
     let (_dir, data) = set_up_data_dir();
     let server = Server::start(&data);
-    let run = Command::new("python3")
-        .arg(script("imap_utf8_names.py"))
-        .arg(server.addr("imaps"))
-        .args(["alice@example.test", "secret"])
-        .output()
-        .expect("python3");
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success() && stdout.contains("imap-utf8-names: OK"),
-        "imap_utf8_names.py failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    run_alice_script(&server, "imap_utf8_names.py", "imap-utf8-names");
     server.stop_cleanly();
 }
 
@@ -198,18 +183,7 @@ fn neomutt_shows_threads_and_date_order() {
     }
     let (_dir, data) = set_up_data_dir();
     let server = Server::start(&data);
-    let run = Command::new("python3")
-        .arg(script("neomutt_threads.py"))
-        .arg(server.addr("imaps"))
-        .args(["alice@example.test", "secret"])
-        .output()
-        .expect("python3");
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success() && stdout.contains("neomutt-threads: OK"),
-        "neomutt_threads.py failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let stdout = run_alice_script(&server, "neomutt_threads.py", "neomutt-threads");
     eprintln!("{stdout}");
     server.stop_cleanly();
 }
