@@ -172,6 +172,23 @@ impl Framer {
             || self.dropping.is_some()
     }
 
+    /// Nothing is buffered, partly received or reserved: the framer of a logged-in session
+    /// may be made afresh ([`Framer::resume`]) without losing anything.
+    pub(crate) fn is_quiescent(&self) -> bool {
+        self.authenticated
+            && !self.in_command()
+            && self.reservation.is_none()
+            && self.handed_out.is_none()
+            && self.tail.is_empty()
+    }
+
+    /// A new framer takes over from a quiescent one of a logged-in session that had finished
+    /// `commands` commands (so the next command keeps its number, and its deadline clock).
+    pub(crate) fn resume(&mut self, commands: u64) {
+        self.authenticated = true;
+        self.finished = commands;
+    }
+
     /// Numbers the command in progress (changes when one is finished).
     pub(crate) fn command_number(&self) -> u64 {
         self.finished

@@ -29,6 +29,7 @@ mod command;
 mod config;
 mod event;
 mod framer;
+mod hibernate;
 mod mailstore;
 mod parse;
 mod response;
@@ -41,6 +42,7 @@ pub mod fuzzing;
 
 pub use config::{AUTOLOGOUT, Config, LITERAL_MINUS_BYTES_MAX, LOGIN_TIMEOUT};
 pub use event::{AuthResult, Event};
+pub use hibernate::Hibernated;
 /// The data types of [`Mailstore`], for its implementations.
 pub use mail_model;
 pub use mailstore::Mailstore;

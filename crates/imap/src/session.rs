@@ -372,6 +372,11 @@ impl Session {
     pub fn poll(&mut self, backend: &Backend<'_>) -> Option<Event> {
         loop {
             if let Some(event) = self.events.pop_front() {
+                if self.events.is_empty() {
+                    // Decisions are rare; a session waiting for its client (thousands may,
+                    // in IDLE) keeps no room for them.
+                    self.events = VecDeque::new();
+                }
                 return Some(event);
             }
             if self.closed

@@ -267,6 +267,22 @@ impl Client {
         String::from_utf8_lossy(&out).into_owned()
     }
 
+    /// Hibernates the session and wakes it again, as the shell's parking lot does; false
+    /// (and the session untouched) when it may not hibernate.
+    pub(crate) fn hibernate_and_wake(&mut self) -> bool {
+        let placeholder = Session::new(Arc::new(test_config()), false);
+        match std::mem::replace(&mut self.session, placeholder).hibernate() {
+            Ok(hibernated) => {
+                self.session = hibernated.wake();
+                true
+            }
+            Err(session) => {
+                self.session = session;
+                false
+            }
+        }
+    }
+
     /// Sends `input` whole and returns the output, with UIDVALIDITY values replaced by `V`.
     pub(crate) fn send(&mut self, input: &str) -> String {
         self.send_bytes(input.as_bytes())

@@ -832,3 +832,114 @@ fn recipient_probing_is_slowed_then_cut_off() {
     assert!(c.closed_within(Duration::from_secs(5)));
     server.stop_cleanly();
 }
+
+/// `GET /metrics`: the value of the sample named `name` (with its labels), if present.
+fn metric(server: &Server, name: &str) -> Option<i64> {
+    let mut http = TcpStream::connect(server.metrics.expect("metrics listener")).unwrap();
+    http.write_all(b"GET /metrics HTTP/1.0\r\nHost: t\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    http.read_to_string(&mut text).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// Polls `metric` until it reads `want` (20 s at most).
+fn wait_metric(server: &Server, name: &str, want: i64) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let got = metric(server, name);
+        if got == Some(want) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{name}: {got:?}, wanted {want}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// An IMAP connection as `user` in IDLE on INBOX.
+fn idling(server: &Server, user: &str) -> Client {
+    let mut c = Client::connect(&server.addr("imap"));
+    c.line();
+    c.send(format!("l LOGIN {user} secret\r\ns SELECT INBOX\r\ni IDLE\r\n").as_bytes())
+        .unwrap();
+    c.until("l OK");
+    c.until("s OK");
+    c.until("+ idling");
+    c
+}
+
+/// Sessions in IDLE leave their task for the parking lot (docs/benchmarks.md, 10,000 idle
+/// connections) and still hear of everything a session in IDLE must: new mail, their
+/// client's input and its going away, their account's removal and the shutdown.
+#[test]
+fn idle_sessions_park_and_wake_for_mail_input_removal_and_shutdown() {
+    const PARKED: &str = "mailstow_imap_parked_connections";
+    const OPEN: &str = "mailstow_connections{protocol=\"imap\"}";
+    let (dir, data) = set_up_data_dir();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "[server]\nauth_without_tls = true\n").unwrap();
+    let server = Server::start_opts(
+        &data,
+        Some(&config),
+        Some("warn"),
+        &["--metrics", "127.0.0.1:0"],
+    );
+    let mut alice: Vec<Client> = (0..20)
+        .map(|_| idling(&server, "alice@example.test"))
+        .collect();
+    let mut bob: Vec<Client> = (0..20)
+        .map(|_| idling(&server, "bob@example.test"))
+        .collect();
+    wait_metric(&server, PARKED, 40);
+
+    // New mail wakes the user's sessions, each says so, and parks again; bob's sleep on.
+    deliver(&server, "alice@example.test", "news");
+    for c in &mut alice {
+        assert_eq!(c.line(), "* 1 EXISTS\r\n");
+    }
+    wait_metric(&server, PARKED, 40);
+
+    // The client's input wakes its session: DONE ends the IDLE, another command runs.
+    let c = &mut alice[0];
+    c.send(b"DONE\r\n").unwrap();
+    assert_eq!(c.until("i "), "i OK IDLE terminated\r\n");
+    wait_metric(&server, PARKED, 39);
+    c.send(b"f FETCH 1 (FLAGS)\r\nj IDLE\r\n").unwrap();
+    assert_eq!(c.until("f "), "f OK FETCH completed\r\n");
+    c.until("+ idling");
+    wait_metric(&server, PARKED, 40);
+    // DONE one byte at a time: the IDLE ends all the same.
+    c.send(b"DO").unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    c.send(b"NE\r\n").unwrap();
+    assert_eq!(c.line(), "j OK IDLE terminated\r\n");
+    c.send(b"k IDLE\r\n").unwrap();
+    c.until("+ idling");
+
+    // A client that goes away while parked is a closed connection, not a leak.
+    bob.truncate(12);
+    wait_metric(&server, OPEN, 32);
+    wait_metric(&server, PARKED, 32);
+
+    // Removing the account ends its parked sessions.
+    let removed = must(mailstow(&data, &["user", "del", "bob@example.test"]));
+    assert!(
+        removed.contains("user removed: bob@example.test"),
+        "{removed}"
+    );
+    for c in &mut bob {
+        assert_eq!(c.until("* BYE"), "* BYE Account removed\r\n");
+        assert!(c.closed_within(Duration::from_secs(5)));
+    }
+    wait_metric(&server, PARKED, 20);
+
+    // The shutdown reaches every parked session, which says goodbye and closes (what it
+    // wrote waits in the sockets).
+    server.stop_cleanly();
+    for c in &mut alice {
+        assert_eq!(c.until("* BYE"), "* BYE Server shutting down\r\n");
+        assert!(c.closed_within(Duration::from_secs(5)));
+    }
+    drop(dir);
+}

@@ -384,6 +384,22 @@ pub(crate) enum Refused {
     PerIp,
 }
 
+/// What a connection holds for its whole life, wherever it runs (its task, the parking
+/// lot): its place among the connections, and the log line of its end.
+pub(crate) struct Held {
+    _slot: ConnectionSlot,
+    _open: crate::events::OpenConnection,
+}
+
+impl Held {
+    pub(crate) fn new(slot: ConnectionSlot, open: crate::events::OpenConnection) -> Held {
+        Held {
+            _slot: slot,
+            _open: open,
+        }
+    }
+}
+
 /// Holds one connection's place; released on drop.
 pub(crate) struct ConnectionSlot {
     limits: Arc<ConnectionLimits>,

@@ -15,6 +15,10 @@
 //!
 //! Every byte written comes from the session: a timeout, a deadline, a deletion or the
 //! shutdown only tells the session, which says its goodbye on the next step.
+//!
+//! A session that waits only for its client or a change, with nothing in flight (IMAP
+//! IDLE), may leave its task for the parking lot ([`crate::park`]), which runs it through
+//! [`resume`] again when it has something to do.
 
 use std::future::Future;
 use std::io;
@@ -77,6 +81,11 @@ pub(crate) trait Protocol: Send {
     fn wants_changes(&self) -> bool {
         false
     }
+    /// The session in its parked form, if it may park now (it is then gone from `self`);
+    /// `None` leaves it as it was.
+    fn hibernate(&mut self) -> Option<(imap::Hibernated, std::net::IpAddr)> {
+        None
+    }
 }
 
 /// One client connection as the protocols see it.
@@ -87,6 +96,8 @@ pub(crate) struct Conn {
     pub(crate) out: Vec<u8>,
     /// The logged-in user's place among its sessions, once logged in.
     pub(crate) member: Option<Membership>,
+    /// The connection's place and its log; dropped last, when the connection ends.
+    pub(crate) held: Option<crate::conn::Held>,
 }
 
 impl Conn {
@@ -96,6 +107,23 @@ impl Conn {
             stream,
             out: Vec::new(),
             member: None,
+            held: None,
+        }
+    }
+
+    /// A parked connection running again.
+    pub(crate) fn resumed(
+        ctx: Arc<Ctx>,
+        stream: tokio::net::TcpStream,
+        member: Membership,
+        held: Option<crate::conn::Held>,
+    ) -> Conn {
+        Conn {
+            ctx,
+            stream: Stream::Plain(stream),
+            out: Vec::new(),
+            member: Some(member),
+            held,
         }
     }
 
@@ -136,11 +164,11 @@ impl Conn {
 
 /// Each deadline kind's step and when the driver first saw it.
 #[derive(Default)]
-struct Clocks([Option<(u64, Instant)>; 3]);
+pub(crate) struct Clocks([Option<(u64, Instant)>; 3]);
 
 impl Clocks {
     /// Starts clocks for new steps, stops those gone; returns when the first one is due.
-    fn due(&mut self, deadlines: Deadlines, now: Instant) -> Option<Instant> {
+    pub(crate) fn due(&mut self, deadlines: Deadlines, now: Instant) -> Option<Instant> {
         let mut due: Option<Instant> = None;
         for (clock, deadline) in self.0.iter_mut().zip(deadlines.kinds()) {
             let Some(deadline) = deadline else {
@@ -161,18 +189,68 @@ impl Clocks {
     }
 }
 
-/// Runs `protocol` on `conn` until the session ends or the connection fails.
-pub(crate) async fn drive<P: Protocol>(
-    mut protocol: P,
-    mut conn: Conn,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let mut buf = vec![0u8; READ_BUFFER_MIN];
-    let mut clocks = Clocks::default();
+/// A connection between its steps, in one allocation: what its task keeps while it waits.
+struct Link<P> {
+    protocol: P,
+    conn: Conn,
+    shutdown: watch::Receiver<bool>,
+    buf: Vec<u8>,
+    clocks: Clocks,
+    /// Woken by input: read it before parking again (the socket is still readable, so the
+    /// lot would wake it at once, forever).
+    read_first: bool,
+}
+
+/// Runs `protocol` on `conn` until the session ends, the connection fails, or it parks.
+pub(crate) fn drive<P: Protocol>(
+    protocol: P,
+    conn: Conn,
+    shutdown: watch::Receiver<bool>,
+) -> impl Future<Output = ()> + Send {
+    // Not an `async fn`: its arguments would be kept in the future beside the link they
+    // were moved into.
+    run(Box::new(Link {
+        protocol,
+        conn,
+        shutdown,
+        buf: vec![0u8; READ_BUFFER_MIN],
+        clocks: Clocks::default(),
+        read_first: false,
+    }))
+}
+
+/// Runs a parked connection again ([`crate::park`]), its deadline clocks as they were;
+/// `input`: it was woken by its client.
+pub(crate) fn resume<P: Protocol>(
+    protocol: P,
+    conn: Conn,
+    shutdown: watch::Receiver<bool>,
+    clocks: Clocks,
+    input: bool,
+) -> impl Future<Output = ()> + Send {
+    run(Box::new(Link {
+        protocol,
+        conn,
+        shutdown,
+        buf: vec![0u8; READ_BUFFER_IDLE],
+        clocks,
+        read_first: input,
+    }))
+}
+
+async fn run<P: Protocol>(mut link: Box<Link<P>>) {
     loop {
+        let Link {
+            protocol,
+            conn,
+            shutdown,
+            clocks,
+            read_first,
+            ..
+        } = &mut *link;
         // Boxed: a step's state (a command's work) lives only while it runs, so a connection
         // waiting for its client holds none of it.
-        let step = Box::pin(protocol.step(&mut conn)).await;
+        let step = Box::pin(protocol.step(conn)).await;
         if Box::pin(conn.flush()).await.is_err() {
             return;
         }
@@ -185,7 +263,7 @@ pub(crate) async fn drive<P: Protocol>(
             Step::Again => continue,
             Step::Proxy => {
                 if let Some(handover) = protocol.take_handover() {
-                    Box::pin(crate::cluster::splice(&mut conn, handover, &mut shutdown)).await;
+                    Box::pin(crate::cluster::splice(conn, handover, shutdown)).await;
                 }
                 return;
             }
@@ -196,39 +274,119 @@ pub(crate) async fn drive<P: Protocol>(
         let idle = now + protocol.timeout();
         let wake = due.map_or(idle, |due| due.min(idle));
         let wants_changes = protocol.wants_changes();
-        if wants_changes && buf.len() > READ_BUFFER_IDLE {
-            buf = vec![0u8; READ_BUFFER_IDLE];
+        // News already waiting (a change, the user's removal, the shutdown) is heard here:
+        // the lot would only run the connection again at once.
+        let parkable = wants_changes
+            && !std::mem::take(read_first)
+            && matches!(conn.stream, Stream::Plain(_))
+            && !*shutdown.borrow()
+            && conn
+                .member
+                .as_ref()
+                .is_some_and(|m| !m.changes.has_changed().unwrap_or(true) && !*m.revoked.borrow());
+        if parkable {
+            link = match park(link, wake) {
+                Ok(()) => return,
+                Err(link) => link,
+            };
         }
-        let Conn { stream, member, .. } = &mut conn;
-        let (changes, revoked) = match member {
-            Some(m) => (
-                Some(&mut m.changes).filter(|_| wants_changes),
-                Some(&mut m.revoked),
-            ),
-            None => (None, None),
-        };
-        tokio::select! {
-            read = stream.read(&mut buf) => match read {
-                Ok(0) | Err(_) => return,
-                Ok(n) => {
-                    protocol.feed(&buf[..n]);
-                    if n == buf.len() && buf.len() < READ_BUFFER_MAX {
-                        buf.resize(buf.len() * 2, 0);
-                    }
-                }
-            },
-            () = tokio::time::sleep_until(wake) => {
-                if due.is_some_and(|due| due <= Instant::now()) {
-                    protocol.deadline_passed();
-                } else {
-                    protocol.timed_out();
-                }
-            }
-            () = changed(changes) => {}
-            () = revocation(revoked) => protocol.revoked(),
-            () = crate::conn::stopping(&mut shutdown) => protocol.shutting_down(),
+        if !wait(&mut link, due, wake, wants_changes).await {
+            return;
         }
     }
+}
+
+/// Waits for the first thing the session must hear of (see the module's list) and tells
+/// it; false when the connection is gone.
+async fn wait<P: Protocol>(
+    link: &mut Link<P>,
+    due: Option<Instant>,
+    wake: Instant,
+    wants_changes: bool,
+) -> bool {
+    let Link {
+        protocol,
+        conn,
+        shutdown,
+        buf,
+        ..
+    } = link;
+    if wants_changes && buf.len() > READ_BUFFER_IDLE {
+        *buf = vec![0u8; READ_BUFFER_IDLE];
+    }
+    let Conn { stream, member, .. } = conn;
+    let (changes, revoked) = match member {
+        Some(m) => (
+            Some(&mut m.changes).filter(|_| wants_changes),
+            Some(&mut m.revoked),
+        ),
+        None => (None, None),
+    };
+    tokio::select! {
+        read = stream.read(buf) => match read {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => {
+                protocol.feed(&buf[..n]);
+                if n == buf.len() && buf.len() < READ_BUFFER_MAX {
+                    buf.resize(buf.len() * 2, 0);
+                }
+            }
+        },
+        () = tokio::time::sleep_until(wake) => {
+            if due.is_some_and(|due| due <= Instant::now()) {
+                protocol.deadline_passed();
+            } else {
+                protocol.timed_out();
+            }
+        }
+        () = changed(changes) => {}
+        () = revocation(revoked) => protocol.revoked(),
+        () = crate::conn::stopping(shutdown) => protocol.shutting_down(),
+    }
+    true
+}
+
+/// Hands the connection to the parking lot if its session hibernates; `Err` gives it back
+/// when it does not, to wait here. Once parked, this task is done: the lot runs the
+/// connection again in a new one.
+fn park<P: Protocol>(mut link: Box<Link<P>>, wake_at: Instant) -> Result<(), Box<Link<P>>> {
+    let Some((session, ip)) = link.protocol.hibernate() else {
+        return Err(link);
+    };
+    let Link {
+        conn,
+        shutdown,
+        clocks,
+        ..
+    } = *link;
+    let Conn {
+        ctx,
+        stream,
+        member,
+        held,
+        ..
+    } = conn;
+    let (Stream::Plain(stream), Some(member)) = (stream, member) else {
+        unreachable!("checked by the caller");
+    };
+    // Out of the runtime's poller; a failure here leaves a socket nobody can wait on, so
+    // the connection ends.
+    let Ok(stream) = stream.into_std() else {
+        return Ok(());
+    };
+    let parking = ctx.users.parking().clone();
+    parking.park(crate::park::Parked {
+        session,
+        ip,
+        stream,
+        ctx,
+        member,
+        held,
+        shutdown,
+        clocks,
+        wake_at,
+    });
+    Ok(())
 }
 
 /// Resolves on the next change to the user's mail; never without a receiver.

@@ -156,11 +156,20 @@ impl Telemetry {
     }
 
     /// Adds the engines' own counters (read on each scrape).
-    pub(crate) fn register_engines(&self, queue: Arc<queue::Queue>, store: store::Store) {
+    pub(crate) fn register_engines(
+        &self,
+        queue: Arc<queue::Queue>,
+        store: store::Store,
+        parking: crate::park::Parking,
+    ) {
         self.registry
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .register_collector(Box::new(Engines { queue, store }));
+            .register_collector(Box::new(Engines {
+                queue,
+                store,
+                parking,
+            }));
     }
 
     /// The metrics in Prometheus' text format.
@@ -550,6 +559,7 @@ fn rfc3339(ms: u64) -> String {
 struct Engines {
     queue: Arc<queue::Queue>,
     store: store::Store,
+    parking: crate::park::Parking,
 }
 
 impl std::fmt::Debug for Engines {
@@ -587,6 +597,13 @@ impl Collector for Engines {
             "Messages in the deferred queue (waiting for a retry)",
             None,
             deferred.metric_type(),
+        )?)?;
+        let parked = ConstGauge::new(self.parking.len() as i64);
+        parked.encode(encoder.encode_descriptor(
+            "mailstow_imap_parked_connections",
+            "IMAP connections in IDLE parked in the parking lot (also counted in mailstow_connections)",
+            None,
+            parked.metric_type(),
         )?)?;
         Ok(())
     }

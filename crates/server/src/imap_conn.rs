@@ -126,6 +126,17 @@ impl Imap {
         }
     }
 
+    /// A parked session woken ([`crate::park`]).
+    pub(crate) fn woken(ctx: &Ctx, session: imap::Hibernated, ip: IpAddr) -> Imap {
+        Imap {
+            output_chunk_bytes: ctx.live().imap.output_chunk_bytes,
+            session: Some(session.wake()),
+            ip,
+            handover: None,
+            compressed: None,
+        }
+    }
+
     fn session(&mut self) -> Option<&mut imap::Session> {
         self.session.as_mut()
     }
@@ -292,6 +303,19 @@ impl Protocol for Imap {
         // Only while idling: otherwise updates wait for the client's next command (RFC 9051
         // 5.3).
         self.session.as_ref().is_some_and(imap::Session::is_idle)
+    }
+
+    fn hibernate(&mut self) -> Option<(imap::Hibernated, IpAddr)> {
+        if self.handover.is_some() || self.compressed.is_some() {
+            return None;
+        }
+        match self.session.take()?.hibernate() {
+            Ok(hibernated) => Some((hibernated, self.ip)),
+            Err(session) => {
+                self.session = Some(session);
+                None
+            }
+        }
     }
 }
 

@@ -26,6 +26,7 @@ mod log;
 mod metrics;
 pub mod migrate;
 mod moves;
+mod park;
 mod pop3_conn;
 mod quota;
 mod routing;
@@ -752,8 +753,11 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         moves,
         config,
     });
-    ctx.telemetry
-        .register_engines(ctx.queue.clone(), ctx.store.clone());
+    ctx.telemetry.register_engines(
+        ctx.queue.clone(),
+        ctx.store.clone(),
+        ctx.users.parking().clone(),
+    );
 
     // IMAP sessions in IDLE wake on their user's changes, whoever made them.
     let users = ctx.users.clone();
@@ -860,6 +864,8 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         let mut watch = watch;
         let _ = watch.wait_for(|stop| *stop).await;
         ctx.health.stopping();
+        // Parked IMAP sessions run again to say goodbye.
+        ctx.users.parking().close();
         for task in &accept_tasks {
             task.abort();
         }
@@ -949,7 +955,7 @@ async fn accept_loop(
                 .cluster
                 .as_ref()
                 .is_some_and(|c| c.is_node_address(&ctx.directory, peer.ip()));
-            let _slot = match ctx.limits.admit_from(peer.ip(), !from_node) {
+            let slot = match ctx.limits.admit_from(peer.ip(), !from_node) {
                 Ok(slot) => slot,
                 Err(refused) => {
                     use tokio::io::AsyncWriteExt as _;
@@ -983,7 +989,7 @@ async fn accept_loop(
                         .await;
                 return;
             }
-            let _open = ctx
+            let open = ctx
                 .telemetry
                 .connection(service.name(), peer, service.implicit_tls());
             if service.implicit_tls() {
@@ -994,7 +1000,8 @@ async fn accept_loop(
                 };
             }
             let tls = stream.is_tls();
-            let conn = driver::Conn::new(ctx.clone(), stream);
+            let mut conn = driver::Conn::new(ctx.clone(), stream);
+            conn.held = Some(conn::Held::new(slot, open));
             match service {
                 Service::Pop3 | Service::Pop3s => {
                     let pop3 = pop3_conn::Pop3::new(&ctx, peer, tls);

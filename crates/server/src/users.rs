@@ -27,9 +27,13 @@ pub(crate) struct Users(Arc<UsersInner>);
 struct UsersInner {
     imap_sessions_max: usize,
     map: Mutex<HashMap<String, UserEntry>>,
+    /// Sessions parked in IDLE, woken here when their user's mail changes or the user is
+    /// revoked.
+    parking: crate::park::Parking,
 }
 
 struct UserEntry {
+    name: Arc<str>,
     imap_sessions: usize,
     sessions: usize,
     changed: watch::Sender<u64>,
@@ -52,7 +56,8 @@ pub(crate) enum Refused {
 /// One session's place among its user's sessions; leaves on drop.
 pub(crate) struct Membership {
     users: Users,
-    user: String,
+    /// Shared with the user's entry: thousands of sessions of few users cost no copies.
+    user: Arc<str>,
     protocol: Protocol,
     /// Bumped after every committed change to the user's folders.
     pub(crate) changes: watch::Receiver<u64>,
@@ -71,7 +76,13 @@ impl Users {
         Users(Arc::new(UsersInner {
             imap_sessions_max,
             map: Mutex::new(HashMap::new()),
+            parking: crate::park::Parking::default(),
         }))
+    }
+
+    /// Where IMAP sessions in IDLE park.
+    pub(crate) fn parking(&self) -> &crate::park::Parking {
+        &self.0.parking
     }
 
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, UserEntry>> {
@@ -80,6 +91,7 @@ impl Users {
 
     fn entry<'a>(map: &'a mut HashMap<String, UserEntry>, user: &str) -> &'a mut UserEntry {
         map.entry(user.to_string()).or_insert_with(|| UserEntry {
+            name: Arc::from(user),
             imap_sessions: 0,
             sessions: 0,
             changed: watch::channel(0).0,
@@ -93,6 +105,8 @@ impl Users {
         if let Some(entry) = self.map().get(user) {
             entry.changed.send_modify(|n| *n = n.wrapping_add(1));
         }
+        // After the signal, so a session on its way into the lot sees one or the other.
+        self.0.parking.wake_user(user);
     }
 
     /// A session of `user` logged in with `protocol`.
@@ -112,7 +126,7 @@ impl Users {
         entry.count.send_replace(entry.sessions);
         Ok(Membership {
             users: self.clone(),
-            user: user.to_string(),
+            user: entry.name.clone(),
             protocol,
             changes: entry.changed.subscribe(),
             revoked: entry.revoked.subscribe(),
@@ -129,6 +143,7 @@ impl Users {
             entry.revoked.send_replace(true);
             entry.count.subscribe()
         };
+        self.0.parking.wake_user(user);
         let revocation = Revocation {
             users: self.clone(),
             user: user.to_string(),
@@ -157,7 +172,7 @@ impl Users {
 impl Drop for Membership {
     fn drop(&mut self) {
         let mut map = self.users.map();
-        if let Some(entry) = map.get_mut(&self.user) {
+        if let Some(entry) = map.get_mut(&*self.user) {
             if self.protocol == Protocol::Imap {
                 entry.imap_sessions = entry.imap_sessions.saturating_sub(1);
             }

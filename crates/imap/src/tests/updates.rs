@@ -72,6 +72,54 @@ transcript! {
 }
 
 transcript! {
+    // What the shell parks (RFC 2177 IDLE with nothing in flight) wakes as it was: its
+    // folder, what it enabled, its `\Recent` and saved search, its tag and its deadline.
+    fn a_hibernated_idle_session_wakes_as_it_was() {
+        let store = new_store();
+        deliver(&store, "bob", 2);
+        let mut a = Client::login(&store, "bob");
+        let mut b = Client::login(&store, "bob");
+        b.send("e ENABLE CONDSTORE\r\n");
+        b.send("s SELECT INBOX\r\n");
+        b.send("r SEARCH RETURN (SAVE) 2\r\n");
+        // Not in IDLE: nothing to park.
+        assert!(!b.hibernate_and_wake());
+        assert_eq!(b.send("i IDLE\r\n"), "+ idling\r\n");
+        let deadlines = b.session.deadlines();
+        // Part of a line in: its clock runs, so the session stays as it is.
+        b.session.feed(b"DO");
+        assert!(!b.hibernate_and_wake());
+        assert_eq!(b.send("NE\r\n"), "i OK IDLE terminated\r\n");
+        assert_eq!(b.send("j IDLE\r\n"), "+ idling\r\n");
+        let deadlines_j = b.session.deadlines();
+        assert_ne!(deadlines.phase, deadlines_j.phase, "a new IDLE, a new step");
+        assert!(b.hibernate_and_wake());
+        assert!(b.session.is_idle());
+        assert_eq!(b.session.deadlines().phase, deadlines_j.phase);
+        a.send("s SELECT INBOX\r\n");
+        a.send("t STORE 1 +FLAGS.SILENT (\\Seen)\r\n");
+        deliver(&store, "bob", 1);
+        // RFC 7162 3.1: MODSEQ stays on; RFC 3501 2.3.2: the new message is recent here.
+        let woke = b.send("");
+        assert!(woke.contains("* 3 EXISTS\r\n* 3 RECENT\r\n"), "{woke}");
+        assert!(
+            woke.contains("* 1 FETCH (UID 1 FLAGS (\\Recent \\Seen) MODSEQ ("),
+            "{woke}"
+        );
+        assert_eq!(b.send("DONE\r\n"), "j OK IDLE terminated\r\n");
+        // RFC 5182: `$` survived.
+        assert_eq!(
+            b.send("f FETCH $ (UID)\r\n"),
+            "* 2 FETCH (UID 2 MODSEQ (3))\r\nf OK FETCH completed\r\n"
+        );
+        // A session that is not logged in never hibernates.
+        let mut c = Client::new(&store, test_config());
+        c.greeting();
+        assert!(!c.hibernate_and_wake());
+    }
+}
+
+transcript! {
     fn a_deleted_selected_folder_ends_the_session() {
         let store = new_store();
         let mut a = Client::login(&store, "bob");
