@@ -14,6 +14,10 @@ loopback holds every account. Rows (RESULT lines on stdout):
           accounts are on another machine (rows big and big_pinned);
   meta    stat and readdir per second through the mount (the 20,000/s target);
   postmark the thesis's Postmark configurations, on the mount and on a local directory;
+  small   everyday small-file work on the mount and on a local directory (issue 23): extract a
+          tar of SMALL_FILES (5,000) small files from /usr/share/doc, `git clone` of this
+          repository, `rm -rf` of both, each timed; and the messages each account's folders
+          hold after the tar (IMAP STATUS), per file created;
   fio     sequential and random runs on the mount and on a local directory.
 
 Each section (and each stripe width of the sweep, and each Postmark configuration) gets a
@@ -22,7 +26,8 @@ then memory, so the rows compare the file system's overhead with plain IMAP rath
 runs of the same disk's writeback. The mount's cache stays on disk (WORK, under /tmp).
 The big rows are repeated (REPS, default 3) and reported as medians.
 
-Env: ONLY=sweep,raw,big,meta,postmark,fio (default all), QUICK=1 (fewer sweep points),
+Env: ONLY=sweep,raw,big,meta,postmark,fio,small (default all), QUICK=1 (fewer sweep points),
+SMALL_FILES (the tar's files, default 5000),
 PLACEMENTS=shared,pinned (the big rows' CPU placements, default both),
 MAILDIR_TMP, REPS, BIG_ROWS (only the first N large-file configurations), CIPHER
 (auto, the default: AES-256-GCM on CPUs with AES instructions; xchacha20poly1305; aes-256-gcm),
@@ -34,7 +39,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAILSTOW = os.path.join(ROOT, "target/release/mailstow")
 RAW = os.path.join(ROOT, "target/release/examples/raw_imap")
 DOVECOT = os.path.join(ROOT, "target/release/examples/dovecot")
-ONLY = set((os.environ.get("ONLY") or "sweep,raw,big,meta,postmark,fio").split(","))
+ONLY = set((os.environ.get("ONLY") or "sweep,raw,big,meta,postmark,fio,small").split(","))
+SMALL_FILES = int(os.environ.get("SMALL_FILES", "5000"))
 QUICK = os.environ.get("QUICK") == "1"
 MAILDIR_TMP = os.environ.get("MAILDIR_TMP", "/dev/shm")
 REPS = int(os.environ.get("REPS", "3"))
@@ -340,6 +346,83 @@ def postmark():
                local_s=f"{t_local:.2f}", mount_over_local=f"{t_mount / t_local:.2f}")
 
 
+def small_tar(path, files):
+    """A tar of the first `files` regular files under /usr/share/doc (sorted, so every run
+    extracts the same ones), with their directories."""
+    names = []
+    for top, dirs, entries in os.walk("/usr/share/doc"):
+        dirs.sort()
+        for e in sorted(entries):
+            full = os.path.join(top, e)
+            if os.path.isfile(full) and not os.path.islink(full):
+                names.append(os.path.relpath(full, "/"))
+                if len(names) == files:
+                    break
+        if len(names) == files:
+            break
+    listing = path + ".list"
+    with open(listing, "w") as f:
+        f.write("\n".join(names) + "\n")
+    subprocess.run(["tar", "-C", "/", "-cf", path, "-T", listing], check=True)
+    return len(names)
+
+
+def timed(cmd, cwd=None):
+    t = time.perf_counter()
+    subprocess.run(cmd, cwd=cwd, check=True, capture_output=True)
+    return time.perf_counter() - t
+
+
+def account_messages(port, users):
+    """Messages in every folder of each of `users` (IMAP STATUS), summed per account."""
+    import imaplib
+    counts = []
+    for u in users:
+        c = imaplib.IMAP4("127.0.0.1", port)
+        c.login(f"user{u}", f"pw{u}")
+        total = 0
+        for line in c.list()[1]:
+            name = line.decode().rsplit(' "', 1)[-1].rstrip('"') if line else ""
+            if not name:
+                continue
+            typ, data = c.status(f'"{name}"', "(MESSAGES)")
+            if typ == "OK":
+                total += int(re.search(rb"MESSAGES (\d+)", data[0]).group(1))
+        c.logout()
+        counts.append(total)
+    return counts
+
+
+def small():
+    tar = os.path.join(WORK, "small.tar")
+    files = small_tar(tar, SMALL_FILES)
+    with Dovecot() as port:
+        m = Mount(port, 4, 2, 1 << 20)
+        before = account_messages(port, range(1, 5))
+        m.mount()
+        local = os.path.join(m.dir, "local")
+        os.makedirs(local)
+        rows = []
+        for where in (m.mnt, local):
+            t_tar = timed(["tar", "-xf", tar], cwd=where)
+            if where == m.mnt:
+                subprocess.run(["sync", "-f", where], check=False)
+                after = account_messages(port, range(1, 5))
+            t_clone = timed(["git", "clone", "-q", "--no-hardlinks", ROOT, "clone"], cwd=where)
+            t_rm = timed(["rm", "-rf", "usr", "clone"], cwd=where)
+            rows.append((t_tar, t_clone, t_rm))
+        m.umount()
+        m.remove()
+    (mt, mc, mr), (lt, lc, lr) = rows
+    added = [a - b for a, b in zip(after, before)]
+    result(row="small", files=files, tar_mount_s=f"{mt:.2f}", tar_local_s=f"{lt:.2f}",
+           tar_ratio=f"{mt / lt:.1f}", clone_mount_s=f"{mc:.2f}", clone_local_s=f"{lc:.2f}",
+           clone_ratio=f"{mc / lc:.1f}", rm_mount_s=f"{mr:.2f}", rm_local_s=f"{lr:.2f}",
+           rm_ratio=f"{mr / lr:.1f}",
+           messages_per_account_per_file=f"{max(added) / files:.2f}",
+           messages_added_per_account="/".join(str(a) for a in added))
+
+
 FIO = [
     ("seq_write", "--rw=write --bs=1M --size=256M --end_fsync=1"),
     # seq_write's file from a fresh mount with empty caches (a file fio laid out itself
@@ -407,6 +490,8 @@ def main():
             postmark()
         if "fio" in ONLY:
             fio()
+        if "small" in ONLY:
+            small()
     finally:
         # A run that failed half way leaves its mount: unmount before removing it.
         for run in sorted(os.listdir(WORK)) if os.path.isdir(WORK) else []:

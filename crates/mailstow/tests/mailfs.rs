@@ -471,6 +471,154 @@ fn permission_rules_and_limits_match_a_local_directory() {
     rig.umount();
 }
 
+/// Runs `script` (Python) as uid and gid `uid` with `args`; its standard output, trimmed.
+fn python_as(uid: u32, script: &str, args: &[&Path]) -> String {
+    let prelude = format!("import os, sys, errno\nos.setgid({uid})\nos.setuid({uid})\n");
+    let out = Command::new("python3")
+        .args(["-c", &format!("{prelude}{script}")])
+        .args(args)
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "python as {uid}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The sticky bit, ENOTEMPTY, EXDEV and the timestamps POSIX updates, as on a local
+/// directory: in a sticky directory only a name's owner (or the directory's) removes or
+/// renames it; a directory with entries is neither removed nor replaced; creating and
+/// removing a name changes its directory's mtime and ctime, a chmod the ctime alone, a write
+/// both of the file's, `utimensat` sets the mtime and the ctime to now.
+#[test]
+fn sticky_directories_enotempty_and_timestamps_match_a_local_directory() {
+    if !fuse_available() {
+        eprintln!("skipped: no /dev/fuse");
+        return;
+    }
+    let server = Dovecot::start(1).unwrap();
+    let rig = Rig::new(&one_per_group(&server, 1), "");
+    rig.ok(&["mkfs"]);
+    rig.ok(&["mount", rig.mnt.to_str().unwrap(), "--allow-other"]);
+    let local = rig.dir.path().join("local");
+    fs::create_dir(&local).unwrap();
+    // Another user must reach the local directory as it reaches the mount.
+    fs::set_permissions(rig.dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let mut seen = Vec::new();
+    for root in [&rig.mnt, &local] {
+        let r = |p: &str| root.join(p);
+        // Sticky: 1000's file in a world-writable sticky directory.
+        fs::create_dir(r("tmp")).unwrap();
+        fs::set_permissions(r("tmp"), fs::Permissions::from_mode(0o1777)).unwrap();
+        fs::write(r("tmp/theirs"), b"x").unwrap();
+        std::os::unix::fs::chown(r("tmp/theirs"), Some(1000), Some(1000)).unwrap();
+        let try_remove = "def code(f):\n\
+            \x20   try:\n\
+            \x20       f()\n\
+            \x20       return 0\n\
+            \x20   except OSError as e:\n\
+            \x20       return e.errno\n\
+            print(code(lambda: os.rename(sys.argv[1], sys.argv[1] + '.moved')),\n\
+            \x20     code(lambda: os.unlink(sys.argv[1])))\n";
+        let stranger = python_as(65534, try_remove, &[&r("tmp/theirs")]);
+        let owner = python_as(1000, try_remove, &[&r("tmp/theirs")]);
+        let sticky_mode = fs::metadata(r("tmp")).unwrap().mode() & 0o7777;
+        // ENOTEMPTY: rmdir, and a rename over a directory with entries.
+        fs::create_dir_all(r("full/inside")).unwrap();
+        fs::create_dir(r("empty")).unwrap();
+        let rmdir = fs::remove_dir(r("full")).unwrap_err().raw_os_error();
+        let over = fs::rename(r("empty"), r("full"))
+            .unwrap_err()
+            .raw_os_error();
+        // EXDEV: a rename to the other tree (the mount and the local directory).
+        let other = if root == &rig.mnt { &local } else { &rig.mnt };
+        let exdev = fs::rename(r("empty"), other.join("empty-elsewhere"))
+            .unwrap_err()
+            .raw_os_error();
+        // Timestamps: (mtime changed, ctime changed) of the directory or the file.
+        let times = |p: &str| {
+            let m = fs::metadata(r(p)).unwrap();
+            (
+                m.mtime_nsec() + m.mtime() * 1_000_000_000,
+                m.ctime_nsec() + m.ctime() * 1_000_000_000,
+            )
+        };
+        let changed =
+            |before: (i64, i64), after: (i64, i64)| (after.0 != before.0, after.1 != before.1);
+        let pause = || std::thread::sleep(Duration::from_millis(20));
+        fs::create_dir(r("d")).unwrap();
+        let t0 = times("d");
+        pause();
+        fs::write(r("d/f"), b"one").unwrap();
+        let create = changed(t0, times("d"));
+        let f0 = times("d/f");
+        pause();
+        fs::set_permissions(r("d/f"), fs::Permissions::from_mode(0o600)).unwrap();
+        let chmod = changed(f0, times("d/f"));
+        let f1 = times("d/f");
+        pause();
+        fs::OpenOptions::new()
+            .append(true)
+            .open(r("d/f"))
+            .and_then(|mut f| std::io::Write::write_all(&mut f, b"two"))
+            .unwrap();
+        let write = changed(f1, times("d/f"));
+        let f2 = times("d/f");
+        pause();
+        let stamp = std::time::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+        fs::File::options()
+            .write(true)
+            .open(r("d/f"))
+            .unwrap()
+            .set_modified(stamp)
+            .unwrap();
+        let set = (
+            fs::metadata(r("d/f")).unwrap().mtime(),
+            changed(f2, times("d/f")).1,
+        );
+        let d1 = times("d");
+        pause();
+        fs::remove_file(r("d/f")).unwrap();
+        let unlink = changed(d1, times("d"));
+        seen.push((
+            stranger,
+            owner,
+            sticky_mode,
+            rmdir,
+            over,
+            exdev,
+            create,
+            chmod,
+            write,
+            set,
+            unlink,
+        ));
+    }
+    assert_eq!(
+        seen[0], seen[1],
+        "the mount (left) against a local directory (right)"
+    );
+    let (stranger, owner, sticky_mode, rmdir, over, exdev, create, chmod, write, set, unlink) =
+        &seen[0];
+    assert_eq!(stranger, &format!("{} {}", libc::EPERM, libc::EPERM));
+    assert_eq!(
+        owner, "0 2",
+        "the owner renames it, and the old name is then gone"
+    );
+    assert_eq!(*sticky_mode, 0o1777);
+    assert_eq!(*rmdir, Some(libc::ENOTEMPTY));
+    assert_eq!(*over, Some(libc::ENOTEMPTY));
+    assert_eq!(*exdev, Some(libc::EXDEV));
+    assert_eq!(*create, (true, true));
+    assert_eq!(*chmod, (false, true));
+    assert_eq!(*write, (true, true));
+    assert_eq!(*set, (1_000_000_000, true));
+    assert_eq!(*unlink, (true, true));
+    rig.umount();
+}
+
 /// Special files as on a local directory: a FIFO, character and block devices with their
 /// numbers, and a Unix socket are created, listed with their kind, mode and device number,
 /// survive a remount and are removed; a FIFO opened on the mount passes data (the kernel
