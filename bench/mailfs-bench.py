@@ -382,9 +382,10 @@ def account_messages(port, users):
         c.login(f"user{u}", f"pw{u}")
         total = 0
         for line in c.list()[1]:
-            name = line.decode().rsplit(' "', 1)[-1].rstrip('"') if line else ""
-            if not name:
+            m = re.match(r'\(.*?\) (?:"[^"]*"|NIL) (.*)$', line.decode() if line else "")
+            if not m:
                 continue
+            name = m.group(1).strip('"')
             typ, data = c.status(f'"{name}"', "(MESSAGES)")
             if typ == "OK":
                 total += int(re.search(rb"MESSAGES (\d+)", data[0]).group(1))
