@@ -196,9 +196,10 @@ struct Link<P> {
     shutdown: watch::Receiver<bool>,
     buf: Vec<u8>,
     clocks: Clocks,
-    /// Woken by input: read it before parking again (the socket is still readable, so the
-    /// lot would wake it at once, forever).
-    read_first: bool,
+    /// Wait here once before parking again: woken by input, which must be read first (the
+    /// socket is still readable, so the lot would wake it at once, forever), or refused by
+    /// the lot.
+    wait_first: bool,
 }
 
 /// Runs `protocol` on `conn` until the session ends, the connection fails, or it parks.
@@ -215,18 +216,19 @@ pub(crate) fn drive<P: Protocol>(
         shutdown,
         buf: vec![0u8; READ_BUFFER_MIN],
         clocks: Clocks::default(),
-        read_first: false,
+        wait_first: false,
     }))
 }
 
 /// Runs a parked connection again ([`crate::park`]), its deadline clocks as they were;
-/// `input`: it was woken by its client.
+/// `wait_first`: it waits in its task once before it may park again (woken by its client,
+/// whose input is still to be read, or refused by the lot).
 pub(crate) fn resume<P: Protocol>(
     protocol: P,
     conn: Conn,
     shutdown: watch::Receiver<bool>,
     clocks: Clocks,
-    input: bool,
+    wait_first: bool,
 ) -> impl Future<Output = ()> + Send {
     run(Box::new(Link {
         protocol,
@@ -234,7 +236,7 @@ pub(crate) fn resume<P: Protocol>(
         shutdown,
         buf: vec![0u8; READ_BUFFER_IDLE],
         clocks,
-        read_first: input,
+        wait_first,
     }))
 }
 
@@ -245,7 +247,7 @@ async fn run<P: Protocol>(mut link: Box<Link<P>>) {
             conn,
             shutdown,
             clocks,
-            read_first,
+            wait_first,
             ..
         } = &mut *link;
         // Boxed: a step's state (a command's work) lives only while it runs, so a connection
@@ -277,7 +279,7 @@ async fn run<P: Protocol>(mut link: Box<Link<P>>) {
         // News already waiting (a change, the user's removal, the shutdown) is heard here:
         // the lot would only run the connection again at once.
         let parkable = wants_changes
-            && !std::mem::take(read_first)
+            && !std::mem::take(wait_first)
             && matches!(conn.stream, Stream::Plain(_))
             && !*shutdown.borrow()
             && conn

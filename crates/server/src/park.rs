@@ -71,6 +71,9 @@ pub(crate) enum Wake {
     Time,
     /// The server is shutting down.
     Close,
+    /// The lot did not take it (news on its way in, the lot closing, an epoll error): it
+    /// waits in its task before it may park again, or it would come straight back.
+    Refused,
 }
 
 /// The lot, shared; the poller thread starts with the first parked connection.
@@ -135,7 +138,7 @@ impl Parking {
             Ok(poller) => poller,
             Err(e) => {
                 tracing::warn!(event = "park_error", error = %e);
-                return resume_on(&tokio::runtime::Handle::current(), parked, Wake::Change);
+                return resume_on(&tokio::runtime::Handle::current(), parked, Wake::Refused);
             }
         };
         let mut state = self.state();
@@ -145,7 +148,7 @@ impl Parking {
             || *parked.shutdown.borrow();
         if news {
             drop(state);
-            return resume_on(&poller.runtime, parked, Wake::Change);
+            return resume_on(&poller.runtime, parked, Wake::Refused);
         }
         let token = state.next_token;
         state.next_token += 1;
@@ -157,7 +160,7 @@ impl Parking {
         ) {
             drop(state);
             tracing::warn!(event = "park_error", error = %e);
-            return resume_on(&poller.runtime, parked, Wake::Change);
+            return resume_on(&poller.runtime, parked, Wake::Refused);
         }
         let earliest = state
             .timers
@@ -357,7 +360,7 @@ fn resume_on(runtime: &tokio::runtime::Handle, parked: Parked, why: Wake) {
             conn,
             shutdown,
             clocks,
-            why == Wake::Input,
+            matches!(why, Wake::Input | Wake::Refused),
         ))
         .await;
     });
