@@ -1,5 +1,5 @@
 //! Engine tests over in-memory accounts (the real IMAP and FUSE paths are tested in
-//! crates/mailstow/tests/mailfs.rs against Dovecot).
+//! crates/mailstow/tests/mailfs/ against Dovecot).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

@@ -1,0 +1,492 @@
+//! POSIX behaviour against a local directory receiving the same operations: the workload
+//! and remount, permission rules and limits, the sticky bit and timestamps, special files.
+
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use test_peers::Dovecot;
+
+use crate::rig::*;
+
+/// A file system on `accounts` accounts of `server`, one per group, mounted (for every
+/// user with `allow_other`), and an empty local directory beside it for the same operations.
+fn beside_a_local_directory(
+    server: &Dovecot,
+    accounts: usize,
+    allow_other: bool,
+) -> (Rig, PathBuf) {
+    let rig = Rig::new(&one_per_group(server, accounts), "");
+    rig.ok(&["mkfs"]);
+    if allow_other {
+        rig.ok(&["mount", rig.mnt.to_str().unwrap(), "--allow-other"]);
+    } else {
+        rig.mount();
+    }
+    let local = rig.dir.path().join("local");
+    fs::create_dir(&local).unwrap();
+    (rig, local)
+}
+
+/// The same operations on both trees.
+fn posix_workload(roots: &[&Path]) {
+    for root in roots {
+        let r = |p: &str| root.join(p);
+        fs::create_dir(r("a")).unwrap();
+        fs::create_dir_all(r("a/b/c")).unwrap();
+        fs::create_dir(r("x")).unwrap();
+        // Many small files.
+        for i in 0..200 {
+            fs::write(r(&format!("a/small{i}")), pattern(i * 37, i as u64)).unwrap();
+        }
+        // A file written at offsets, with a hole, then truncated and grown.
+        {
+            use std::io::{Seek, SeekFrom, Write};
+            let mut f = fs::File::create(r("a/b/sparse")).unwrap();
+            f.write_all(&pattern(300_000, 1)).unwrap();
+            f.seek(SeekFrom::Start(1_000_000)).unwrap();
+            f.write_all(&pattern(5000, 2)).unwrap();
+            f.seek(SeekFrom::Start(131_000)).unwrap();
+            f.write_all(&pattern(1000, 3)).unwrap();
+            f.set_len(700_000).unwrap();
+            f.set_len(900_000).unwrap();
+            f.sync_all().unwrap();
+        }
+        // A bigger file (several blocks per group, read back through read-ahead).
+        fs::write(r("x/big"), pattern(24 << 20, 9)).unwrap();
+        // Overwrite in place, append.
+        {
+            use std::io::Write;
+            let mut f = fs::OpenOptions::new()
+                .append(true)
+                .open(r("a/small5"))
+                .unwrap();
+            f.write_all(b"appended").unwrap();
+        }
+        fs::write(r("a/small6"), b"replaced").unwrap();
+        // Renames: within a directory, across directories, of a directory, over a file.
+        fs::rename(r("a/small7"), r("a/renamed7")).unwrap();
+        fs::rename(r("a/small8"), r("x/moved8")).unwrap();
+        fs::rename(r("a/b"), r("x/b")).unwrap();
+        fs::rename(r("a/small9"), r("a/small10")).unwrap();
+        // Removals.
+        fs::remove_file(r("a/small11")).unwrap();
+        fs::remove_dir(r("x/b/c")).unwrap();
+        // Attributes.
+        fs::set_permissions(r("a/small12"), fs::Permissions::from_mode(0o600)).unwrap();
+        fs::set_permissions(r("x"), fs::Permissions::from_mode(0o750)).unwrap();
+        fs::write(r("a/stamped"), b"times").unwrap();
+        let t = std::time::UNIX_EPOCH + Duration::from_secs(1_600_000_000);
+        fs::File::options()
+            .write(true)
+            .open(r("a/stamped"))
+            .unwrap()
+            .set_times(fs::FileTimes::new().set_modified(t).set_accessed(t))
+            .unwrap();
+        symlink("../x/big", r("a/link")).unwrap();
+        std::os::unix::fs::chown(r("a/small13"), Some(1234), Some(5678)).unwrap();
+        // A shared writable mapping (files bypass the page cache, FOPEN_DIRECT_IO, where
+        // the kernel still maps them): changed through the map, read back through it.
+        fs::write(r("a/mapped"), pattern(200_000, 4)).unwrap();
+        let script = "import mmap, sys\n\
+            with open(sys.argv[1], 'r+b') as f:\n\
+            \x20   m = mmap.mmap(f.fileno(), 0)\n\
+            \x20   m[70000:70005] = b'MAPPD'\n\
+            \x20   m.flush()\n\
+            \x20   assert m[69999:70006] == bytes([m[69999]]) + b'MAPPD' + bytes([m[70005]])\n\
+            \x20   m.close()\n";
+        let out = std::process::Command::new("python3")
+            .args(["-c", script])
+            .arg(r("a/mapped"))
+            .output()
+            .expect("python3");
+        assert!(
+            out.status.success(),
+            "mmap on {}: {}",
+            root.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn posix_operations_match_a_local_directory_and_survive_a_remount() {
+    if !fuse_available() {
+        eprintln!("skipped: no /dev/fuse");
+        return;
+    }
+    let server = Dovecot::start(2).unwrap();
+    let (rig, local) = beside_a_local_directory(&server, 2, false);
+    posix_workload(&[&rig.mnt, &local]);
+    assert_same_tree(&rig.mnt, &local, &rig);
+    assert_eq!(fs::metadata(rig.mnt.join("a/small13")).unwrap().uid(), 1234);
+    // Errors a program relies on.
+    assert_eq!(
+        fs::remove_dir(rig.mnt.join("a"))
+            .unwrap_err()
+            .raw_os_error(),
+        Some(libc::ENOTEMPTY)
+    );
+    assert_eq!(
+        fs::create_dir(rig.mnt.join("x"))
+            .unwrap_err()
+            .raw_os_error(),
+        Some(libc::EEXIST)
+    );
+    assert_eq!(
+        fs::read(rig.mnt.join("nope")).unwrap_err().raw_os_error(),
+        Some(libc::ENOENT)
+    );
+    let long = "n".repeat(256);
+    assert_eq!(
+        fs::write(rig.mnt.join(long), b"")
+            .unwrap_err()
+            .raw_os_error(),
+        Some(libc::ENAMETOOLONG)
+    );
+    let st = rustix::fs::statvfs(&rig.mnt).unwrap();
+    assert!(st.f_blocks > 0 && st.f_bfree > 0, "statfs from quota");
+    rig.umount();
+    // A fresh mount with an empty cache reads it all back from the servers.
+    fs::remove_dir_all(rig.dir.path().join("cache")).unwrap();
+    rig.mount();
+    assert_same_tree(&rig.mnt, &local, &rig);
+    rig.umount();
+    let fsck = rig.ok(&["fsck"]);
+    assert!(fsck.contains("fsck: clean"), "{fsck}");
+}
+
+/// The permission rules and limits a program meets, the same on the mount as on a local
+/// directory: a write by a user without CAP_FSETID and a change of owner take the
+/// set-user-ID bit off (and set-group-ID when the group may execute, or for a write by
+/// someone outside the file's group), an open file that was
+/// unlinked has no links, a name past 255 bytes is ENAMETOOLONG even when it does not
+/// exist, and a size past the largest file is EFBIG. Mounted with --allow-other, since the
+/// writer is another user (docs/mailfs.md).
+#[test]
+fn permission_rules_and_limits_match_a_local_directory() {
+    if !fuse_available() {
+        eprintln!("skipped: no /dev/fuse");
+        return;
+    }
+    let server = Dovecot::start(1).unwrap();
+    let (rig, local) = beside_a_local_directory(&server, 1, true);
+    let mut seen = Vec::new();
+    for root in [&rig.mnt, &local] {
+        let r = |p: &str| root.join(p);
+        let mode = |p: &str| fs::metadata(r(p)).unwrap().mode() & 0o7777;
+        // A write by another user (through a descriptor opened before the switch).
+        let mut written = Vec::new();
+        for (i, m) in [0o4777, 0o2777, 0o6777, 0o2767].into_iter().enumerate() {
+            let name = format!("w{i}");
+            fs::write(r(&name), b"x").unwrap();
+            fs::set_permissions(r(&name), fs::Permissions::from_mode(m)).unwrap();
+            let script = "import os, sys\n\
+                fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)\n\
+                os.setgid(65534)\n\
+                os.setuid(65534)\n\
+                assert os.write(fd, b'y') == 1\n\
+                os.close(fd)\n";
+            let out = Command::new("python3")
+                .args(["-c", script])
+                .arg(r(&name))
+                .output()
+                .expect("python3");
+            assert!(
+                out.status.success(),
+                "write as nobody on {}: {}",
+                root.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            written.push(mode(&name));
+        }
+        // A change of owner, by root.
+        let mut chowned = Vec::new();
+        for (i, m) in [0o6755, 0o2745, 0o4700].into_iter().enumerate() {
+            let name = format!("c{i}");
+            fs::write(r(&name), b"x").unwrap();
+            fs::set_permissions(r(&name), fs::Permissions::from_mode(m)).unwrap();
+            std::os::unix::fs::chown(r(&name), Some(1000), Some(1000)).unwrap();
+            chowned.push(mode(&name));
+        }
+        // An open file unlinked.
+        let open = fs::File::create(r("gone")).unwrap();
+        fs::remove_file(r("gone")).unwrap();
+        let links = open.metadata().unwrap().nlink();
+        drop(open);
+        // Names and sizes past the limits.
+        let long = r(&"n".repeat(256));
+        let lookup = fs::metadata(&long).unwrap_err().raw_os_error();
+        let chmod = fs::set_permissions(&long, fs::Permissions::from_mode(0o600))
+            .unwrap_err()
+            .raw_os_error();
+        let unlink = fs::remove_file(&long).unwrap_err().raw_os_error();
+        let huge = fs::File::create(r("huge"))
+            .unwrap()
+            .set_len(999_999_999_999_999)
+            .unwrap_err()
+            .raw_os_error();
+        seen.push((written, chowned, links, lookup, chmod, unlink, huge));
+    }
+    assert_eq!(
+        seen[0], seen[1],
+        "the mount (left) against a local directory (right)"
+    );
+    let (written, chowned, links, lookup, _, _, huge) = &seen[0];
+    // 0o2767: the group may not execute, but the writer is not of the file's group.
+    assert_eq!(written, &[0o777, 0o777, 0o777, 0o767]);
+    assert_eq!(chowned, &[0o755, 0o2745, 0o700]);
+    assert_eq!(*links, 0);
+    assert_eq!(*lookup, Some(libc::ENAMETOOLONG));
+    assert_eq!(*huge, Some(libc::EFBIG));
+    rig.umount();
+}
+
+/// Runs `script` (Python) as uid and gid `uid` with `args`; its standard output, trimmed.
+fn python_as(uid: u32, script: &str, args: &[&Path]) -> String {
+    let prelude = format!("import os, sys, errno\nos.setgid({uid})\nos.setuid({uid})\n");
+    let out = Command::new("python3")
+        .args(["-c", &format!("{prelude}{script}")])
+        .args(args)
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "python as {uid}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The sticky bit, ENOTEMPTY, EXDEV and the timestamps POSIX updates, as on a local
+/// directory: in a sticky directory only a name's owner (or the directory's) removes or
+/// renames it; a directory with entries is neither removed nor replaced; creating and
+/// removing a name changes its directory's mtime and ctime, a chmod the ctime alone, a write
+/// both of the file's, `utimensat` sets the mtime and the ctime to now.
+#[test]
+fn sticky_directories_enotempty_and_timestamps_match_a_local_directory() {
+    if !fuse_available() {
+        eprintln!("skipped: no /dev/fuse");
+        return;
+    }
+    let server = Dovecot::start(1).unwrap();
+    let (rig, local) = beside_a_local_directory(&server, 1, true);
+    // Another user must reach the local directory as it reaches the mount.
+    fs::set_permissions(rig.dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let mut seen = Vec::new();
+    for root in [&rig.mnt, &local] {
+        let r = |p: &str| root.join(p);
+        // Sticky: 1000's file in a world-writable sticky directory.
+        fs::create_dir(r("tmp")).unwrap();
+        fs::set_permissions(r("tmp"), fs::Permissions::from_mode(0o1777)).unwrap();
+        fs::write(r("tmp/theirs"), b"x").unwrap();
+        std::os::unix::fs::chown(r("tmp/theirs"), Some(1000), Some(1000)).unwrap();
+        let try_remove = "def code(f):\n\
+            \x20   try:\n\
+            \x20       f()\n\
+            \x20       return 0\n\
+            \x20   except OSError as e:\n\
+            \x20       return e.errno\n\
+            print(code(lambda: os.rename(sys.argv[1], sys.argv[1] + '.moved')),\n\
+            \x20     code(lambda: os.unlink(sys.argv[1])))\n";
+        let stranger = python_as(65534, try_remove, &[&r("tmp/theirs")]);
+        let owner = python_as(1000, try_remove, &[&r("tmp/theirs")]);
+        let sticky_mode = fs::metadata(r("tmp")).unwrap().mode() & 0o7777;
+        // ENOTEMPTY: rmdir, and a rename over a directory with entries.
+        fs::create_dir_all(r("full/inside")).unwrap();
+        fs::create_dir(r("empty")).unwrap();
+        let rmdir = fs::remove_dir(r("full")).unwrap_err().raw_os_error();
+        let over = fs::rename(r("empty"), r("full"))
+            .unwrap_err()
+            .raw_os_error();
+        // EXDEV: a rename to the other tree (the mount and the local directory).
+        let other = if root == &rig.mnt { &local } else { &rig.mnt };
+        let exdev = fs::rename(r("empty"), other.join("empty-elsewhere"))
+            .unwrap_err()
+            .raw_os_error();
+        // Timestamps: (mtime changed, ctime changed) of the directory or the file.
+        let times = |p: &str| {
+            let m = fs::metadata(r(p)).unwrap();
+            (
+                m.mtime_nsec() + m.mtime() * 1_000_000_000,
+                m.ctime_nsec() + m.ctime() * 1_000_000_000,
+            )
+        };
+        let changed =
+            |before: (i64, i64), after: (i64, i64)| (after.0 != before.0, after.1 != before.1);
+        let pause = || std::thread::sleep(Duration::from_millis(20));
+        fs::create_dir(r("d")).unwrap();
+        let t0 = times("d");
+        pause();
+        fs::write(r("d/f"), b"one").unwrap();
+        let create = changed(t0, times("d"));
+        let f0 = times("d/f");
+        pause();
+        fs::set_permissions(r("d/f"), fs::Permissions::from_mode(0o600)).unwrap();
+        let chmod = changed(f0, times("d/f"));
+        let f1 = times("d/f");
+        pause();
+        fs::OpenOptions::new()
+            .append(true)
+            .open(r("d/f"))
+            .and_then(|mut f| std::io::Write::write_all(&mut f, b"two"))
+            .unwrap();
+        let write = changed(f1, times("d/f"));
+        let f2 = times("d/f");
+        pause();
+        let stamp = std::time::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+        fs::File::options()
+            .write(true)
+            .open(r("d/f"))
+            .unwrap()
+            .set_modified(stamp)
+            .unwrap();
+        let set = (
+            fs::metadata(r("d/f")).unwrap().mtime(),
+            changed(f2, times("d/f")).1,
+        );
+        let d1 = times("d");
+        pause();
+        fs::remove_file(r("d/f")).unwrap();
+        let unlink = changed(d1, times("d"));
+        seen.push((
+            stranger,
+            owner,
+            sticky_mode,
+            rmdir,
+            over,
+            exdev,
+            create,
+            chmod,
+            write,
+            set,
+            unlink,
+        ));
+    }
+    assert_eq!(
+        seen[0], seen[1],
+        "the mount (left) against a local directory (right)"
+    );
+    let (stranger, owner, sticky_mode, rmdir, over, exdev, create, chmod, write, set, unlink) =
+        &seen[0];
+    assert_eq!(stranger, &format!("{} {}", libc::EPERM, libc::EPERM));
+    assert_eq!(
+        owner, "0 2",
+        "the owner renames it, and the old name is then gone"
+    );
+    assert_eq!(*sticky_mode, 0o1777);
+    assert_eq!(*rmdir, Some(libc::ENOTEMPTY));
+    assert_eq!(*over, Some(libc::ENOTEMPTY));
+    assert_eq!(*exdev, Some(libc::EXDEV));
+    assert_eq!(*create, (true, true));
+    assert_eq!(*chmod, (false, true));
+    assert_eq!(*write, (true, true));
+    assert_eq!(*set, (1_000_000_000, true));
+    assert_eq!(*unlink, (true, true));
+    rig.umount();
+}
+
+/// Special files as on a local directory: a FIFO, character and block devices with their
+/// numbers, and a Unix socket are created, listed with their kind, mode and device number,
+/// survive a remount and are removed; a FIFO opened on the mount passes data (the kernel
+/// carries it: mailfs only keeps the entry).
+#[test]
+fn special_files_are_entries_that_survive_a_remount() {
+    use std::io::{Read, Write};
+    use std::os::unix::fs::FileTypeExt;
+    if !fuse_available() {
+        eprintln!("skipped: no /dev/fuse");
+        return;
+    }
+    let server = Dovecot::start(1).unwrap();
+    let (rig, local) = beside_a_local_directory(&server, 1, false);
+    let listing = |root: &Path| -> Vec<String> {
+        let mut out: Vec<String> = fs::read_dir(root.join("s"))
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                let m = fs::symlink_metadata(e.path()).unwrap();
+                let t = m.file_type();
+                let kind = if t.is_fifo() {
+                    "fifo"
+                } else if t.is_char_device() {
+                    "chr"
+                } else if t.is_block_device() {
+                    "blk"
+                } else if t.is_socket() {
+                    "sock"
+                } else {
+                    "other"
+                };
+                format!(
+                    "{} {kind} {:o} {}:{}",
+                    e.file_name().to_string_lossy(),
+                    m.mode() & 0o7777,
+                    libc::major(m.rdev()),
+                    libc::minor(m.rdev())
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    for root in [&rig.mnt, &local] {
+        fs::create_dir(root.join("s")).unwrap();
+        let r = |p: &str| root.join("s").join(p);
+        use rustix::fs::{CWD, FileType, Mode, makedev, mknodat};
+        mknodat(
+            CWD,
+            r("fifo"),
+            FileType::Fifo,
+            Mode::from_raw_mode(0o640),
+            0,
+        )
+        .unwrap();
+        let (chr, blk) = (FileType::CharacterDevice, FileType::BlockDevice);
+        mknodat(
+            CWD,
+            r("null"),
+            chr,
+            Mode::from_raw_mode(0o666),
+            makedev(1, 3),
+        )
+        .unwrap();
+        mknodat(
+            CWD,
+            r("loop"),
+            blk,
+            Mode::from_raw_mode(0o600),
+            makedev(7, 9),
+        )
+        .unwrap();
+        drop(std::os::unix::net::UnixListener::bind(r("sock")).unwrap());
+        // O_RDWR on a FIFO opens without a peer (Linux): write, then read it back.
+        let mut fifo = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(r("fifo"))
+            .unwrap();
+        fifo.write_all(b"through the pipe").unwrap();
+        let mut got = [0u8; 16];
+        fifo.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"through the pipe", "on {}", root.display());
+    }
+    let want = listing(&local);
+    assert_eq!(listing(&rig.mnt), want);
+    // 0o666 under the test's umask 022.
+    assert!(want.iter().any(|l| l == "null chr 644 1:3"), "{want:?}");
+    assert!(want.iter().any(|l| l == "loop blk 600 7:9"), "{want:?}");
+    rig.umount();
+    rig.mount();
+    assert_eq!(listing(&rig.mnt), want, "after a remount");
+    for name in ["fifo", "null", "loop", "sock"] {
+        fs::remove_file(rig.mnt.join("s").join(name)).unwrap();
+    }
+    assert!(listing(&rig.mnt).is_empty());
+    fs::remove_dir(rig.mnt.join("s")).unwrap();
+    rig.umount();
+    let fsck = rig.ok(&["fsck"]);
+    assert!(fsck.contains("fsck: clean"), "{fsck}");
+}
