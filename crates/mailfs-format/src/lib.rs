@@ -90,6 +90,8 @@ pub enum Kind {
     Block = 3,
     Chunk = 4,
     JournalPage = 5,
+    /// A page of the metadata log: one batch of directory changes (docs/mailfs.md 12a).
+    LogPage = 6,
 }
 
 impl Kind {
@@ -100,6 +102,7 @@ impl Kind {
             3 => Kind::Block,
             4 => Kind::Chunk,
             5 => Kind::JournalPage,
+            6 => Kind::LogPage,
             _ => return None,
         })
     }
@@ -391,6 +394,7 @@ pub fn search_key(header: &Header) -> String {
         ),
         Kind::Chunk => format!("{fsid} chk {:016x}{:016x}", header.object, header.index),
         Kind::JournalPage => format!("{fsid} jnl {:04x} v{}", header.index, header.version),
+        Kind::LogPage => format!("{fsid} log {} v{}", header.index, header.version),
     }
 }
 

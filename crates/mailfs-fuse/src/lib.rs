@@ -461,8 +461,8 @@ impl Filesystem for MailFuse {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        // Directory updates are written before they are acknowledged.
-        reply.ok();
+        // Directory changes wait in the metadata log's batch: write it now.
+        self.empty(self.fs.sync_metadata(), reply);
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {

@@ -42,6 +42,11 @@ pub enum Strategy {
     Fast,
 }
 
+/// Longest a directory change may wait unwritten in the batch (`metadata_batch_ms`).
+pub const METADATA_BATCH_MS_MAX: u64 = 10_000;
+/// Largest `log_pages_max`: a mount replays at most this many pages at open.
+pub const LOG_PAGES_MAX_MAX: u64 = 65_536;
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FsSection {
@@ -49,7 +54,13 @@ pub struct FsSection {
     pub folder: String,
     pub mode: Mode,
     pub strategy: Strategy,
+    /// How long a directory change may wait to be batched with others into one log page
+    /// (docs/mailfs.md 12a); fsync and unmount write the batch at once. 0: every change
+    /// is its own page, written before the operation returns.
     pub metadata_batch_ms: u64,
+    /// Log pages after which the background writer folds the log into directory messages
+    /// (a checkpoint), so a mount replays at most this many pages.
+    pub log_pages_max: u64,
     /// Directory versions younger than this are kept by gc ("7d", "12h", "30m", "0").
     pub retention: String,
     /// Unreferenced blocks younger than this are kept by gc: they may belong to a write in
@@ -75,7 +86,8 @@ impl Default for FsSection {
             folder: "mailfs".into(),
             mode: Mode::Sync,
             strategy: Strategy::Strong,
-            metadata_batch_ms: 0,
+            metadata_batch_ms: 50,
+            log_pages_max: 256,
             retention: "7d".into(),
             orphan_grace: "1h".into(),
             dedup: false,
@@ -223,6 +235,18 @@ impl Config {
         if !(BLOCK_SIZE_MIN..=BLOCK_SIZE_MAX).contains(&bs) || !bs.is_power_of_two() {
             return bad(format!(
                 "fs.block_size {bs}: a power of two from {BLOCK_SIZE_MIN} to {BLOCK_SIZE_MAX}"
+            ));
+        }
+        if self.fs.metadata_batch_ms > METADATA_BATCH_MS_MAX {
+            return bad(format!(
+                "fs.metadata_batch_ms {}: at most {METADATA_BATCH_MS_MAX} (changes wait that long unwritten)",
+                self.fs.metadata_batch_ms
+            ));
+        }
+        if !(1..=LOG_PAGES_MAX_MAX).contains(&self.fs.log_pages_max) {
+            return bad(format!(
+                "fs.log_pages_max {}: from 1 to {LOG_PAGES_MAX_MAX}",
+                self.fs.log_pages_max
             ));
         }
         if self.groups.is_empty() {

@@ -88,6 +88,12 @@ impl Key {
                 }
                 (Kind::Chunk, hex(&id[..16])?, hex(&id[16..])?, 0)
             }
+            "log" => (
+                Kind::LogPage,
+                0,
+                dec(words.next()?)?,
+                version_of(words.next())?,
+            ),
             "jnl" => (
                 Kind::JournalPage,
                 0,
@@ -125,11 +131,21 @@ mod tests {
 
     #[test]
     fn names_round_trip_and_foreign_names_are_none() {
-        for kind in [Kind::Superblock, Kind::Directory, Kind::Block, Kind::Chunk] {
+        for kind in [
+            Kind::Superblock,
+            Kind::Directory,
+            Kind::Block,
+            Kind::Chunk,
+            Kind::LogPage,
+        ] {
             let k = Key {
                 fsid: [0xab; 16],
                 kind,
-                object: if kind == Kind::Superblock { 0 } else { 0xa3f2 },
+                object: if matches!(kind, Kind::Superblock | Kind::LogPage) {
+                    0
+                } else {
+                    0xa3f2
+                },
                 index: if kind == Kind::Chunk {
                     u64::MAX - 3
                 } else {

@@ -44,19 +44,39 @@ impl Fs {
         Ok((parent, name.as_bytes().to_vec()))
     }
 
-    /// The committed versions of a file still held in its directory's retained versions,
-    /// newest first.
+    /// Every entry `name` had in directory `parent` that the accounts still hold: in the
+    /// retained directory messages, in the log pages, and now. (directory version, entry).
+    fn entries_named(&self, parent: u64, name: &[u8]) -> Result<Vec<(u64, Entry)>, FsError> {
+        let mut out = Vec::new();
+        for v in self.dir_versions(parent) {
+            if let Ok(d) = self.read_dir_version(parent, v)
+                && let Some(e) = d.entries.get(name)
+            {
+                out.push((v, e.clone()));
+            }
+        }
+        for page in self.log_pages() {
+            for d in page.dirs.iter().filter(|d| d.id == parent) {
+                if let Some(e) = d.put.iter().find(|e| e.name == name) {
+                    out.push((d.version, e.clone()));
+                }
+            }
+        }
+        let current = self.current_dir(parent)?;
+        if let Some(e) = current.entries.get(name) {
+            out.push((current.version, e.clone()));
+        }
+        out.sort_by_key(|(v, _)| std::cmp::Reverse(*v));
+        Ok(out)
+    }
+
+    /// The committed versions of a file still held in its directory's retained versions
+    /// and log pages, newest first.
     pub fn versions(&self, path: &str) -> Result<Vec<FileVersion>, FsError> {
         let (parent, name) = self.parent_and_name(path)?;
         let mut seen = HashSet::new();
         let mut out = Vec::new();
-        for v in self.dir_versions(parent) {
-            let Ok(d) = self.read_dir_version(parent, v) else {
-                continue;
-            };
-            let Some(e) = d.entries.get(&name) else {
-                continue;
-            };
+        for (v, e) in self.entries_named(parent, &name)? {
             let Some(fm) = &e.file else { continue };
             if fm.dirty.is_some() || !seen.insert(fm.version) {
                 continue;
@@ -82,13 +102,8 @@ impl Fs {
         let (parent, name) = self.parent_and_name(path)?;
         let mut found: Option<Entry> = None;
         let mut newest = 0;
-        for v in self.dir_versions(parent) {
-            let Ok(d) = self.read_dir_version(parent, v) else {
-                continue;
-            };
-            if let Some(e) = d.entries.get(&name)
-                && let Some(fm) = &e.file
-            {
+        for (_, e) in self.entries_named(parent, &name)? {
+            if let Some(fm) = &e.file {
                 newest = newest.max(fm.version);
                 if found.is_none() && fm.version == version && fm.dirty.is_none() {
                     found = Some(e.clone());
@@ -120,6 +135,7 @@ impl Fs {
             a.ctime = crate::now_ns();
         }
         self.replace_entry(parent, e)?;
+        self.sync_metadata()?;
         Ok(new_version)
     }
 
@@ -128,6 +144,9 @@ impl Fs {
         {
             return Err(FsError::Invalid(format!("snapshot name {name:?}")));
         }
+        // A snapshot pins directory messages by version: the log goes into them first.
+        self.sync_metadata()?;
+        self.checkpoint()?;
         let dirs = self.walk_dirs()?;
         let (_, mut sb) = self.superblock();
         if sb.snapshots.iter().any(|s| s.name == name) {
@@ -149,6 +168,9 @@ impl Fs {
 
     /// Removes what no retained version reaches (M4), with UID EXPUNGE only.
     pub fn gc(&self, progress: Progress) -> Result<GcReport, FsError> {
+        // Every current directory version becomes a directory message first: gc keeps
+        // current versions by their names.
+        self.checkpoint()?;
         let current = self.walk_dirs()?;
         let now = now_secs();
         let retain_after = now - self.retention.as_secs() as i64;
@@ -175,10 +197,34 @@ impl Fs {
                 }
             }
         }
-        // Blocks those versions reach (new and previous lists of dirty entries too).
+        // Log pages to keep: those after the checkpoint (a mount replays them) and those
+        // younger than the retention period (versions, restore).
+        let log_from = self.log_from();
+        let mut keep_pages: HashSet<u64> = HashSet::new();
+        for keys in &keys_by_account {
+            for (_, k) in keys {
+                if k.kind == MsgKind::LogPage && (k.index > log_from || k.time > retain_after) {
+                    keep_pages.insert(k.index);
+                }
+            }
+        }
+        // Blocks those versions and pages reach (new and previous lists of dirty entries
+        // too).
         let mut keep_blocks: HashSet<(u64, u64, u64)> = HashSet::new();
         let mut manifests: Vec<(u64, BlockRef)> = Vec::new();
-        let total = keep_dirs.len() as u64;
+        let mut mark = |e: &Entry| {
+            if let Some(fm) = &e.file {
+                let prev = fm.dirty.iter().flat_map(|p| p.blocks.iter());
+                for b in fm.blocks.iter().chain(prev) {
+                    if keep_blocks.insert((e.id, b.index, b.version))
+                        && b.version & MANIFEST_BIT != 0
+                    {
+                        manifests.push((e.id, b.clone()));
+                    }
+                }
+            }
+        };
+        let total = (keep_dirs.len() + keep_pages.len()) as u64;
         for (i, (id, v)) in keep_dirs.iter().enumerate() {
             progress(i as u64, total);
             let d = match self.read_dir_version(*id, *v) {
@@ -190,17 +236,15 @@ impl Fs {
                     )));
                 }
             };
-            for e in d.entries.values() {
-                if let Some(fm) = &e.file {
-                    let prev = fm.dirty.iter().flat_map(|p| p.blocks.iter());
-                    for b in fm.blocks.iter().chain(prev) {
-                        if keep_blocks.insert((e.id, b.index, b.version))
-                            && b.version & MANIFEST_BIT != 0
-                        {
-                            manifests.push((e.id, b.clone()));
-                        }
-                    }
-                }
+            d.entries.values().for_each(&mut mark);
+        }
+        for (i, seq) in keep_pages.iter().enumerate() {
+            progress((keep_dirs.len() + i) as u64, total);
+            let page = self
+                .log_page(*seq)
+                .map_err(|e| FsError::Integrity(format!("log page {seq}: {e}; run fsck first")))?;
+            for d in &page.dirs {
+                d.put.iter().for_each(&mut mark);
             }
         }
         // Chunks those blocks' manifests name (a manifest that cannot be read keeps gc
@@ -208,10 +252,7 @@ impl Fs {
         let mut keep_chunks: HashSet<(u64, u64)> = HashSet::new();
         let mut chunks_unknown = false;
         for (i, (file, b)) in manifests.iter().enumerate() {
-            progress(
-                keep_dirs.len() as u64 + i as u64,
-                total + manifests.len() as u64,
-            );
+            progress(total + i as u64, total + manifests.len() as u64);
             let kid = b.key_id(*file);
             let members = self.groups[b.group as usize].clone();
             match self
@@ -245,6 +286,7 @@ impl Fs {
                             && !keep_chunks.contains(&(k.object, k.index))
                             && k.time <= grace_after
                     }
+                    MsgKind::LogPage => !keep_pages.contains(&k.index),
                     MsgKind::JournalPage => false,
                 };
                 if remove {
@@ -252,6 +294,7 @@ impl Fs {
                         MsgKind::Directory => report.directories += 1,
                         MsgKind::Block => report.blocks += 1,
                         MsgKind::Chunk => report.chunks += 1,
+                        MsgKind::LogPage => report.log_pages += 1,
                         _ => report.other += 1,
                     }
                     doomed.push((*uid, k.id()));
@@ -280,8 +323,23 @@ impl Fs {
                 report.accounts_down += 1;
             }
         }
+        // Loading the tree repairs what a crash left; then the log goes into directory
+        // messages, so each current version below is one.
+        self.walk_dirs()?;
+        self.sync_metadata()?;
+        self.checkpoint()?;
         let dirs = self.walk_dirs()?;
         let mut work: Vec<Item> = Vec::new();
+        let mut pages: Vec<u64> = self
+            .accounts
+            .iter()
+            .filter(|a| a.is_up())
+            .flat_map(|a| a.ids_matching(|k| k.kind == MsgKind::LogPage))
+            .map(|(k, _)| k.index)
+            .collect();
+        pages.sort_unstable();
+        pages.dedup();
+        work.extend(pages.into_iter().map(Item::Page));
         for (id, v) in &dirs {
             work.push(Item::Dir(*id, *v));
             let d = self.current_dir(*id)?;
@@ -308,6 +366,23 @@ impl Fs {
                     };
                     let payload = self.get(&self.all_accounts(), kid, self.sealing())?;
                     self.check_replicas(&self.all_accounts(), kid, &payload, None, &mut report);
+                }
+                Item::Page(seq) => {
+                    report.log_pages += 1;
+                    let kid = crate::fs::page_id(*seq);
+                    match self.get(&self.all_accounts(), kid, self.sealing()) {
+                        Ok(payload) => self.check_replicas(
+                            &self.all_accounts(),
+                            kid,
+                            &payload,
+                            None,
+                            &mut report,
+                        ),
+                        // History only (the checkpoint above holds the current tree).
+                        Err(e) => report
+                            .unrecoverable
+                            .push(format!("log page {seq}: {e} (past versions only)")),
+                    }
                 }
                 Item::Block(file, b) => {
                     report.blocks += 1;
@@ -443,6 +518,7 @@ impl Fs {
         // Walk the tree, recreating directories that cannot be read.
         let mut stack = vec![(ROOT, ROOT)];
         let mut seen = HashSet::new();
+        let mut recreated = HashSet::new();
         while let Some((id, parent)) = stack.pop() {
             if !seen.insert(id) {
                 continue;
@@ -452,6 +528,7 @@ impl Fs {
                 Err(e) => {
                     tracing::warn!("directory {id:x} unreadable ({e}); recreated empty");
                     self.recreate_dir(id, parent)?;
+                    recreated.insert(id);
                     report.directories_recreated += 1;
                     self.current_dir(id)?
                 }
@@ -487,6 +564,13 @@ impl Fs {
                 }
             }
         }
+        // And the log's entries, but not those of a directory lost above: the log alone
+        // could not bring it back, so what it named is lost unless recovered here.
+        for page in self.log_pages() {
+            for d in page.dirs.iter().filter(|d| !recreated.contains(&d.id)) {
+                named.extend(d.put.iter().map(|e| e.id));
+            }
+        }
         progress(total, total);
         let lost: Vec<u64> = blocks
             .keys()
@@ -494,6 +578,7 @@ impl Fs {
             .filter(|f| !named.contains(f))
             .collect();
         if lost.is_empty() {
+            self.sync_metadata()?;
             return Ok(report);
         }
         let lf = match self.lookup(ROOT, b"lost+found") {
@@ -568,6 +653,7 @@ impl Fs {
             )?;
             report.files_recovered += 1;
         }
+        self.sync_metadata()?;
         Ok(report)
     }
 }
@@ -579,6 +665,7 @@ pub struct RebuildReport {
 }
 
 enum Item {
+    Page(u64),
     Dir(u64, u64),
     Block(u64, BlockRef),
 }
@@ -589,10 +676,14 @@ pub struct GcReport {
     pub blocks: u64,
     pub chunks: u64,
     pub other: u64,
+    /// Metadata log pages past the checkpoint and the retention period.
+    pub log_pages: u64,
 }
 
 #[derive(Debug, Default, Clone)]
 pub struct FsckReport {
+    /// Metadata log pages checked (current and history).
+    pub log_pages: u64,
     pub directories: u64,
     pub blocks: u64,
     pub chunks: u64,

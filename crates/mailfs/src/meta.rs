@@ -302,6 +302,60 @@ pub struct Superblock {
     pub created: i64,
     #[serde(rename = "s", default)]
     pub snapshots: Vec<Snapshot>,
+    /// The metadata log's checkpoint (docs/mailfs.md 12a): every directory change in log
+    /// pages up to this sequence number is in a directory message. A mount replays the
+    /// pages after it. 0: no page was ever checkpointed (or the file system has none).
+    #[serde(rename = "l", default, skip_serializing_if = "is_zero")]
+    pub log_from: u64,
+}
+
+/// One page of the metadata log (docs/mailfs.md 12a): the directory changes of one batch,
+/// appended as one message, so a crash keeps all of them or none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogPage {
+    #[serde(rename = "F")]
+    pub format: u8,
+    /// Its sequence number (also the message's index): pages replay in this order.
+    #[serde(rename = "s")]
+    pub seq: u64,
+    /// Seconds since the epoch (gc's retention clock).
+    #[serde(rename = "w")]
+    pub written_at: i64,
+    #[serde(rename = "d")]
+    pub dirs: Vec<DirDelta>,
+}
+
+/// What one page changes in one directory: from version `base` to `version`, the entries
+/// put (added or replaced whole) and the names removed. A directory created in the page has
+/// base 0 and starts empty.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirDelta {
+    #[serde(rename = "i")]
+    pub id: u64,
+    #[serde(rename = "b")]
+    pub base: u64,
+    #[serde(rename = "v")]
+    pub version: u64,
+    #[serde(rename = "p")]
+    pub parent: u64,
+    #[serde(rename = "a")]
+    pub attr: Attr,
+    #[serde(rename = "e", default)]
+    pub put: Vec<Entry>,
+    #[serde(rename = "x", default)]
+    pub removed: Vec<serde_bytes::ByteBuf>,
+}
+
+pub fn decode_log_page(bytes: &[u8]) -> Result<LogPage, FsError> {
+    let page: LogPage =
+        ciborium::from_reader(bytes).map_err(|e| FsError::Corrupt(format!("log page: {e}")))?;
+    if page.format != META_FORMAT {
+        return Err(FsError::Corrupt(format!(
+            "log page format {} is not {META_FORMAT}",
+            page.format
+        )));
+    }
+    Ok(page)
 }
 
 pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {

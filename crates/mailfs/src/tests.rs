@@ -67,6 +67,9 @@ impl Rig {
             "block_size = 4096",
             "retention = \"0\"",
             "orphan_grace = \"0\"",
+            // Every directory change its own page before the operation returns, so the
+            // crash tests below can stop the servers between any two of them.
+            "metadata_batch_ms = 0",
         ]
         .iter()
         .filter(|d| !extra.contains(d.split(' ').next().expect("a key")))
@@ -323,10 +326,11 @@ fn a_crash_between_the_dirty_mark_and_the_blocks_rolls_back() {
         for u in doomed {
             m.remove(&u);
         }
-        // And the clean step never happened: drop the newest root directory version.
+        // And the clean step never happened: drop the newest log page (it holds the
+        // root's clean entry).
         let newest = m
             .iter()
-            .filter(|(_, (n, _))| n.contains(" dir 000000000001.0 "))
+            .filter(|(_, (n, _))| n.contains(" log "))
             .map(|(u, _)| *u)
             .max()
             .unwrap();
@@ -546,34 +550,164 @@ fn asynchronous_mode_acknowledges_from_the_journal_and_never_drops_data() {
     assert_eq!(read_all(&fs, st.ino), data);
 }
 
+/// Messages of one kind (" log ", " dir ", " blk ") in account `i`.
+fn messages_of(rig: &Rig, i: usize, kind: &str) -> usize {
+    rig.accounts[i]
+        .messages
+        .lock()
+        .unwrap()
+        .values()
+        .filter(|(n, _)| n.contains(kind))
+        .count()
+}
+
 #[test]
-fn asynchronous_mode_batches_directory_updates() {
-    let rig = Rig::new("mode = \"async\"");
+fn a_batch_of_directory_changes_is_one_log_page_in_either_mode() {
+    for mode in ["sync", "async"] {
+        let rig = Rig::new(&format!("mode = \"{mode}\"\nmetadata_batch_ms = 10000"));
+        let fs = rig.mkfs();
+        let dirs_before = messages_of(&rig, 0, " dir ");
+        let sub = fs.mkdir(ROOT, b"sub", 0o755, 0, 0).unwrap();
+        for i in 0..20 {
+            write_file(&fs, ROOT, &format!("small{i}"), b"tiny");
+        }
+        for i in 0..5 {
+            fs.unlink(ROOT, format!("small{i}").as_bytes()).unwrap();
+        }
+        for i in 5..8 {
+            let name = format!("small{i}");
+            fs.rename(ROOT, name.as_bytes(), sub.ino, name.as_bytes(), false)
+                .unwrap();
+        }
+        assert_eq!(
+            messages_of(&rig, 0, " log "),
+            0,
+            "{mode}: nothing before the batch is due"
+        );
+        fs.sync_metadata().unwrap();
+        fs.drain_journal().unwrap();
+        // 1 mkdir, 20 × (create, dirty, clean), 5 unlinks, 3 renames: one page.
+        assert_eq!(messages_of(&rig, 0, " log "), 1, "{mode}");
+        assert_eq!(messages_of(&rig, 0, " dir "), dirs_before, "{mode}");
+        drop(fs);
+        let fs = rig.mount();
+        let mut names: Vec<Vec<u8>> = fs.readdir(ROOT).unwrap().into_iter().map(|e| e.2).collect();
+        names.sort();
+        let mut want: Vec<Vec<u8>> = (8..20).map(|i| format!("small{i}").into_bytes()).collect();
+        want.push(b"sub".to_vec());
+        want.sort();
+        assert_eq!(names, want, "{mode}");
+        assert_eq!(fs.readdir(sub.ino).unwrap().len(), 3, "{mode}");
+        for i in 5..20 {
+            let parent = if i < 8 { sub.ino } else { ROOT };
+            let st = fs.lookup(parent, format!("small{i}").as_bytes()).unwrap();
+            assert_eq!(read_all(&fs, st.ino), b"tiny", "{mode}");
+        }
+    }
+}
+
+#[test]
+fn a_crash_keeps_a_prefix_of_the_batches_and_fsync_makes_them_durable() {
+    let rig = Rig::new("metadata_batch_ms = 10000");
     let fs = rig.mkfs();
-    for i in 0..20 {
-        write_file(&fs, ROOT, &format!("small{i}"), b"tiny");
-    }
-    let dir_messages = |rig: &Rig| {
-        rig.accounts[0]
-            .messages
-            .lock()
-            .unwrap()
-            .values()
-            .filter(|(n, _)| n.contains(" dir "))
-            .count()
-    };
-    let before = dir_messages(&rig);
-    fs.drain_journal().unwrap();
-    let sent = dir_messages(&rig) - before;
-    // 20 files × (create, dirty, clean) = 60 directory versions; consecutive versions of
-    // one directory are sent once per run of blocks between them.
-    assert!(sent <= 21, "{sent} directory messages for 60 updates");
-    assert!(fs.stats.journal_coalesced.load(Ordering::Relaxed) >= 39);
+    let a = fs.mkdir(ROOT, b"a", 0o755, 0, 0).unwrap();
+    let b = fs.mkdir(ROOT, b"b", 0o755, 0, 0).unwrap();
+    let kept = write_file(&fs, a.ino, "kept", b"first batch");
+    fs.fsync(kept).unwrap();
+    // The second batch: a rename across directories, an unlink, a new file, a chmod. The
+    // "crash" comes before it is written.
+    fs.rename(a.ino, b"kept", b.ino, b"moved", false).unwrap();
+    write_file(&fs, ROOT, "lost", b"second batch");
+    fs.setattr(
+        a.ino,
+        SetAttr {
+            mode: Some(0o700),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    drop(fs);
     let fs = rig.mount();
-    for i in 0..20 {
-        let st = fs.lookup(ROOT, format!("small{i}").as_bytes()).unwrap();
-        assert_eq!(read_all(&fs, st.ino), b"tiny");
+    // Exactly the first batch: the rename happened not at all (never half: the file is
+    // in one directory), the new file does not exist, the mode is the old one.
+    let st = fs.lookup(a.ino, b"kept").unwrap();
+    assert_eq!(read_all(&fs, st.ino), b"first batch");
+    assert!(matches!(fs.lookup(b.ino, b"moved"), Err(FsError::NotFound)));
+    assert!(matches!(fs.lookup(ROOT, b"lost"), Err(FsError::NotFound)));
+    assert_eq!(fs.getattr(a.ino).unwrap().attr.mode, 0o755);
+    // A page lost everywhere ends the replay there: the tree is a prefix, never a mix.
+    fs.rename(a.ino, b"kept", b.ino, b"moved", false).unwrap();
+    fs.sync_metadata().unwrap();
+    write_file(&fs, b.ino, "later", b"third");
+    fs.sync_metadata().unwrap();
+    drop(fs);
+    for acct in &rig.accounts {
+        let mut m = acct.messages.lock().unwrap();
+        let mut pages: Vec<(u32, String)> = m
+            .iter()
+            .filter(|(_, (n, _))| n.contains(" log "))
+            .map(|(u, (n, _))| (*u, n.clone()))
+            .collect();
+        pages.sort();
+        let (rename_page, _) = pages[pages.len() - 2];
+        m.remove(&rename_page);
     }
+    let fs = rig.mount();
+    assert!(fs.lookup(a.ino, b"kept").is_ok());
+    assert!(matches!(fs.lookup(b.ino, b"later"), Err(FsError::NotFound)));
+}
+
+#[test]
+fn a_full_batch_is_written_before_it_grows_past_its_bound() {
+    let rig = Rig::new("metadata_batch_ms = 10000");
+    let fs = rig.mkfs();
+    // A file of 1,000 blocks: each change of its entry carries the whole block list.
+    let ino = write_file(&fs, ROOT, "big", &pattern(1000 * 4096, 1));
+    fs.sync_metadata().unwrap();
+    let pages = fs.stats.log_pages.load(Ordering::Relaxed);
+    let mut chmods = 0;
+    while fs.stats.log_pages.load(Ordering::Relaxed) == pages {
+        chmods += 1;
+        assert!(chmods < 1000, "the batch never went out by itself");
+        fs.setattr(
+            ino,
+            SetAttr {
+                mode: Some(0o600 | (chmods % 2) * 0o40),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    }
+    // About LOG_BATCH_BYTES_MAX / (1,000 × 56 bytes) changes fit.
+    assert!((50..200).contains(&chmods), "{chmods}");
+}
+
+#[test]
+fn checkpoints_fold_the_log_and_gc_collects_the_pages() {
+    let rig = Rig::new("metadata_batch_ms = 10000");
+    let fs = rig.mkfs();
+    let sub = fs.mkdir(ROOT, b"sub", 0o755, 0, 0).unwrap();
+    let f = write_file(&fs, sub.ino, "f", b"one");
+    fs.fsync(f).unwrap();
+    let g = write_file(&fs, sub.ino, "g", b"two");
+    fs.fsync(g).unwrap();
+    assert_eq!(messages_of(&rig, 0, " log "), 2);
+    let dirs = messages_of(&rig, 0, " dir ");
+    assert_eq!(fs.checkpoint().unwrap(), 2, "the root and sub");
+    assert_eq!(messages_of(&rig, 0, " dir "), dirs + 2);
+    assert_eq!(fs.checkpoint().unwrap(), 0, "nothing new");
+    drop(fs);
+    let fs = rig.mount();
+    assert_eq!(read_all(&fs, fs.lookup(sub.ino, b"g").unwrap().ino), b"two");
+    // Versions of a file still come from the pages while they are kept.
+    assert!(!fs.versions("/sub/f").unwrap().is_empty());
+    let report = fs.gc(&|_, _| {}).unwrap();
+    assert_eq!(report.log_pages, 8, "2 pages in each of 4 accounts");
+    assert_eq!(messages_of(&rig, 0, " log "), 0);
+    drop(fs);
+    let fs = rig.mount();
+    assert_eq!(read_all(&fs, fs.lookup(sub.ino, b"f").unwrap().ino), b"one");
+    assert!(fs.fsck(&|_, _| {}).unwrap().clean());
 }
 
 #[test]
@@ -584,6 +718,9 @@ fn a_lost_directory_is_rebuilt_and_its_files_recovered_from_their_blocks() {
     let data = pattern(10_000, 8);
     let f = write_file(&fs, sub.ino, "precious", &data);
     write_file(&fs, ROOT, "fine", b"untouched");
+    // The log folded into directory messages and collected (retention 0), so the
+    // subdirectory lives only in its directory messages.
+    fs.gc(&|_, _| {}).unwrap();
     drop(fs);
     // Every version of the subdirectory's message is gone from every account.
     let marker = format!(" dir {:012x}.0 ", sub.ino);

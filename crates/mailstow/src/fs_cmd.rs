@@ -131,6 +131,7 @@ pub(crate) fn run(command: FsCommand, config_path: Option<&Path>) -> anyhow::Res
                 out!("files_recovered={}", r.files_recovered);
             }
             let report = progress("fsck", |p| fs.fsck(p))?;
+            out!("log_pages={}", report.log_pages);
             out!("directories={}", report.directories);
             out!("blocks={}", report.blocks);
             out!("chunks={}", report.chunks);
@@ -160,11 +161,12 @@ pub(crate) fn run(command: FsCommand, config_path: Option<&Path>) -> anyhow::Res
             let fs = Fs::open(&config, remotes)?;
             let r = progress("gc", |p| fs.gc(p))?;
             out!(
-                "gc: removed directories={} blocks={} other={} chunks={}",
+                "gc: removed directories={} blocks={} other={} chunks={} log_pages={}",
                 r.directories,
                 r.blocks,
                 r.other,
-                r.chunks
+                r.chunks,
+                r.log_pages
             );
         }
         FsCommand::Versions { path } => {

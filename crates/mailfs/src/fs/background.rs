@@ -42,6 +42,7 @@ impl Fs {
     pub fn spawn_background(self: &Arc<Self>) -> std::thread::JoinHandle<()> {
         let fetchers: usize = self.connections.iter().sum::<usize>().clamp(2, 32);
         self.spawn_fetchers(fetchers);
+        let flusher = self.spawn_flusher();
         let fs = self.clone();
         std::thread::spawn(move || {
             let mut tick = 0u64;
@@ -62,6 +63,10 @@ impl Fs {
                     fs.write_stats_file();
                 }
             }
+            if let Some(flusher) = flusher {
+                fs.metalog.wake();
+                let _ = flusher.join();
+            }
         })
     }
 
@@ -78,7 +83,7 @@ impl Fs {
             .map(|a| format!("{}={}", a.raid, if a.is_up() { "up" } else { "down" }))
             .collect();
         format!(
-            "pending_ops={ops}\npending_bytes={bytes}\njournal_ops={}\naccounts={}\nintegrity_errors={}\ndir_writes={}\nblocks_written={}\nbytes_written={}\nblocks_fetched={}\nbytes_fetched={}\nrepairs={}\njournal_sent={}\njournal_coalesced={}\ncache_memory_bytes={}\ncache_disk_bytes={}\nchunks_written={}\nchunks_reused={}\nbytes_deduplicated={}\npartial_fetches={}\nscan_blocks_uncached={}\n",
+            "pending_ops={ops}\npending_bytes={bytes}\njournal_ops={}\naccounts={}\nintegrity_errors={}\ndir_writes={}\nblocks_written={}\nbytes_written={}\nblocks_fetched={}\nbytes_fetched={}\nrepairs={}\njournal_sent={}\njournal_coalesced={}\ncache_memory_bytes={}\ncache_disk_bytes={}\nchunks_written={}\nchunks_reused={}\nbytes_deduplicated={}\npartial_fetches={}\nscan_blocks_uncached={}\nlog_pages={}\ncheckpoints={}\n",
             self.journal.pending().0,
             up.join(","),
             s.integrity_errors.load(Ordering::Relaxed),
@@ -97,6 +102,8 @@ impl Fs {
             s.bytes_deduplicated.load(Ordering::Relaxed),
             s.partial_fetches.load(Ordering::Relaxed),
             s.scan_blocks_uncached.load(Ordering::Relaxed),
+            s.log_pages.load(Ordering::Relaxed),
+            s.checkpoints.load(Ordering::Relaxed),
         )
     }
 
@@ -108,12 +115,15 @@ impl Fs {
         }
     }
 
-    /// Flushes every changed file (unmount).
+    /// Flushes every changed file and the metadata log, then folds the log into a
+    /// checkpoint, so the next mount replays nothing (unmount).
     pub fn flush_all(&self) -> Result<(), FsError> {
         let inos: Vec<u64> = self.lock().writers.keys().copied().collect();
         for ino in inos {
             self.flush(ino)?;
         }
+        self.sync_metadata()?;
+        self.checkpoint()?;
         Ok(())
     }
 }

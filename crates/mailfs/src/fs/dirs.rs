@@ -59,13 +59,29 @@ impl Fs {
         Err(last)
     }
 
+    /// A directory as the servers hold it: its newest directory message (the checkpoint),
+    /// then the changes the log pages after it make (docs/mailfs.md 12a). A directory made
+    /// since the checkpoint exists only in the log.
+    fn load_dir(&self, id: u64) -> Result<DirState, FsError> {
+        let deltas = self.metalog.replay_for(id);
+        let checkpoint = match self.fetch_latest_dir(id) {
+            Ok(d) => Some(d),
+            Err(_) if deltas.first().is_some_and(|d| d.base == 0) => None,
+            Err(e) => return Err(e),
+        };
+        if deltas.is_empty() {
+            return checkpoint.ok_or_else(|| FsError::Corrupt(format!("directory {id:x}")));
+        }
+        metalog::replay(id, checkpoint, &deltas)
+    }
+
     pub(super) fn ensure_dir<'t>(
         &self,
         tree: &'t mut Tree,
         id: u64,
     ) -> Result<&'t mut DirState, FsError> {
         if !tree.dirs.contains_key(&id) {
-            let d = self.fetch_latest_dir(id)?;
+            let d = self.load_dir(id)?;
             for (name, e) in &d.entries {
                 tree.parent_of.insert(e.id, (id, name.clone()));
             }
@@ -172,24 +188,14 @@ impl Fs {
             .is_some_and(|members| members.iter().any(|&m| self.accounts[m].has(&id)))
     }
 
-    /// Writes `d` as the next version of its directory, to every account, and installs it.
+    /// Makes `d` the next version of its directory: the change goes into the metadata log
+    /// (a page of its own before this returns when `metadata_batch_ms` is 0, else the
+    /// batch), and the tree holds the new version at once.
     pub(super) fn write_dir(&self, tree: &mut Tree, mut d: DirState) -> Result<(), FsError> {
         self.writable()?;
         let version = d.version + 1;
-        let key = self.key(MsgKind::Directory, d.id, 0, version);
-        let payload = meta::encode(&d.to_meta());
-        if payload.len() > mailfs_format::PAYLOAD_BYTES_MAX {
-            return Err(FsError::NoSpace("directory too large".into()));
-        }
-        if self.asynchronous {
-            self.journal.append(&crate::journal::Record::Dir {
-                key: key.render(),
-                payload,
-            })?;
-        } else {
-            self.put(&self.all_accounts(), key, &payload, &self.sealing)?;
-        }
-        self.stats.dir_writes.fetch_add(1, Ordering::Relaxed);
+        let change = metalog::Pending::between(tree.dirs.get(&d.id), &d, version);
+        self.metalog.record(self, d.id, change)?;
         d.version = version;
         for (name, e) in &d.entries {
             tree.parent_of.insert(e.id, (d.id, name.clone()));
@@ -284,10 +290,17 @@ impl Fs {
     }
 
     /// Writes an empty directory `id` in place of one whose every version is lost (fsck
-    /// --rebuild), as a version above every version the accounts still name.
+    /// --rebuild), as a directory message above every version the accounts or the log
+    /// still name.
     pub(crate) fn recreate_dir(&self, id: u64, parent: u64) -> Result<(), FsError> {
         let mut tree = self.lock();
-        let version = self.dir_versions(id).first().copied().unwrap_or(0);
+        let version = self
+            .dir_versions(id)
+            .first()
+            .copied()
+            .unwrap_or(0)
+            .max(self.metalog.version_in_log(id))
+            + 1;
         let d = DirState {
             version,
             id,
@@ -295,8 +308,12 @@ impl Fs {
             attr: Attr::new(0o755, 0, 0, now_ns()),
             entries: BTreeMap::new(),
         };
-        tree.dirs.remove(&id);
-        self.write_dir(&mut tree, d)
+        self.write_checkpoint(&d)?;
+        for (name, e) in &d.entries {
+            tree.parent_of.insert(e.id, (d.id, name.clone()));
+        }
+        tree.dirs.insert(id, d);
+        Ok(())
     }
 
     pub(crate) fn current_dir(&self, id: u64) -> Result<DirState, FsError> {

@@ -2,6 +2,7 @@
 
 mod background;
 mod dirs;
+mod metalog;
 mod posix;
 mod read;
 mod upload;
@@ -25,6 +26,7 @@ use crate::meta::{
 };
 use crate::remote::{Remote, RemoteError};
 use crate::{FsError, now_ns, now_secs};
+pub(crate) use metalog::page_id;
 use read::Stream;
 
 pub const ROOT: u64 = 1;
@@ -87,6 +89,10 @@ pub struct Stats {
     /// Blocks a scan fetched for the first time: kept in memory, not written to the disk
     /// cache (config `scan_bytes`).
     pub scan_blocks_uncached: AtomicU64,
+    /// Metadata log pages written (docs/mailfs.md 12a).
+    pub log_pages: AtomicU64,
+    /// Checkpoints written (compactions of the log into directory messages).
+    pub checkpoints: AtomicU64,
 }
 
 #[derive(Debug, Clone)]
@@ -223,6 +229,8 @@ pub struct Fs {
     /// records), used for new writes only in asynchronous mode.
     journal: crate::journal::Journal,
     asynchronous: bool,
+    /// Directory changes on their way to the servers as log pages.
+    metalog: metalog::MetaLog,
     keep_written: bool,
     /// How far into a sequential stream its read-ahead counts as a scan (config
     /// `scan_bytes`; 0: never).
@@ -335,6 +343,7 @@ impl Fs {
             wrapped_key: keys::wrap(&kek, &fsid, &data_key),
             created: now_secs(),
             snapshots: Vec::new(),
+            log_from: 0,
         };
         let sb_sealing = keys::superblock_sealing(&kek);
         let data_sealing =
@@ -479,6 +488,7 @@ impl Fs {
                 config.cache.journal_bytes_max,
             )?,
             asynchronous: config.fs.mode == crate::config::Mode::Async,
+            metalog: metalog::MetaLog::new(config.fs.metadata_batch_ms, config.fs.log_pages_max),
             keep_written: config.cache.keep_written,
             scan_bytes: config.cache.scan_bytes,
             dedup: config.fs.dedup,
@@ -530,6 +540,9 @@ impl Fs {
                 Err(_) => std::thread::sleep(std::time::Duration::from_millis(500)),
             }
         }
+        // Then the log pages after the checkpoint, which directories replay as they load.
+        let log_from = fs.superblock().1.log_from;
+        fs.metalog.load(&fs, log_from);
         fs.replicate_once();
         Ok(fs)
     }
@@ -828,5 +841,6 @@ fn placeholder_superblock() -> Superblock {
         wrapped_key: Vec::new(),
         created: 0,
         snapshots: Vec::new(),
+        log_from: 0,
     }
 }

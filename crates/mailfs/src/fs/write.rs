@@ -538,7 +538,10 @@ impl Fs {
         }
     }
 
+    /// The file's data, then every directory change so far (its name included): durable
+    /// on every replica the strategy needs (in asynchronous mode, in the journal).
     pub fn fsync(&self, ino: u64) -> Result<(), FsError> {
-        self.flush(ino)
+        self.flush(ino)?;
+        self.sync_metadata()
     }
 }
