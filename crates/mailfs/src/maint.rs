@@ -645,6 +645,7 @@ impl Fs {
                         block_size: self.block_size,
                         blocks: refs,
                         dirty: None,
+                        inline: None,
                     }),
                     moving_from: None,
                     moving_to: None,

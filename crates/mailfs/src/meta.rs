@@ -18,6 +18,13 @@ pub const SYMLINK_BYTES_MAX: usize = 4096;
 /// Most entries in one directory: one directory is one message, and the envelope's payload
 /// limit bounds it (about 150 bytes per entry plus block lists).
 pub const DIR_ENTRIES_MAX: usize = 50_000;
+/// A file of at most this many bytes (and at most one block) is kept in its entry instead
+/// of in a block message (docs/mailfs.md 12a, inline data): a small file costs one
+/// directory change, not a block message per replica and the round trip to write it.
+pub const INLINE_BYTES_MAX: usize = 16 << 10;
+/// Inline data one directory may hold in all: past it, small files get blocks again, so
+/// the directory's checkpoint stays far below the envelope's payload limit.
+pub const DIR_INLINE_BYTES_MAX: usize = 8 << 20;
 
 /// POSIX attributes. Directories keep theirs in their own message; files and symlinks keep
 /// theirs in their parent's entry (the thesis's layout).
@@ -178,6 +185,14 @@ pub struct Previous {
     pub size: u64,
     #[serde(rename = "b")]
     pub blocks: Vec<BlockRef>,
+    /// The previous content when it was inline.
+    #[serde(
+        rename = "d",
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "opt_bytes"
+    )]
+    pub inline: Option<Vec<u8>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -194,6 +209,15 @@ pub struct FileMeta {
     /// changed from this previous state to `version`/`blocks`.
     #[serde(rename = "p", default, skip_serializing_if = "Option::is_none")]
     pub dirty: Option<Previous>,
+    /// The whole content of a small file, kept here instead of in blocks (`blocks` is then
+    /// empty; at most [`INLINE_BYTES_MAX`] bytes and one block).
+    #[serde(
+        rename = "d",
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "opt_bytes"
+    )]
+    pub inline: Option<Vec<u8>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -426,7 +450,9 @@ mod tests {
                             version: 1,
                             size: 0,
                             blocks: vec![],
+                            inline: Some(b"was small".to_vec()),
                         }),
+                        inline: None,
                     }),
                     moving_from: None,
                     moving_to: None,

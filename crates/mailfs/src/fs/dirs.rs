@@ -114,6 +114,7 @@ impl Fs {
                     // Keep the version counter past the failed one, so its stray blocks
                     // are never mistaken for a later write's.
                     fm.blocks = prev.blocks;
+                    fm.inline = prev.inline;
                     e.size = prev.size;
                 }
                 changed = true;

@@ -177,6 +177,7 @@ impl Fs {
                     block_size: self.block_size,
                     blocks: Vec::new(),
                     dirty: None,
+                    inline: None,
                 }),
                 moving_from: None,
                 moving_to: None,
@@ -632,6 +633,14 @@ impl Fs {
         if *n == 0 {
             tree.open_count.remove(&ino);
             if tree.orphans.remove(&ino).is_some() {
+                tree.writers.remove(&ino);
+            } else if tree
+                .writers
+                .get(&ino)
+                .is_some_and(|w| !w.changed && w.in_flight == 0 && w.pending.is_empty())
+            {
+                // Nothing to commit (an inline file's content, unchanged): the entry has
+                // it all, and a block-sized buffer per closed file would add up.
                 tree.writers.remove(&ino);
             }
         }

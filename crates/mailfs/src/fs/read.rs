@@ -485,6 +485,14 @@ fn stored_sources(
     wanted: &std::ops::RangeInclusive<u64>,
 ) -> Vec<(u64, Source)> {
     file.map(|f| {
+        if let Some(data) = f.inline {
+            // Small files live in their entry: block 0, in memory.
+            return if wanted.contains(&0) {
+                vec![(0, Source::Memory(Arc::new(data)))]
+            } else {
+                Vec::new()
+            };
+        }
         f.blocks
             .into_iter()
             .filter(|b| wanted.contains(&b.index))

@@ -19,7 +19,14 @@ impl Fs {
                 block_size: self.block_size,
                 blocks: Vec::new(),
                 dirty: None,
+                inline: None,
             });
+            // Inline content is block 0, in memory already: a change starts from it.
+            let mut dirty = BTreeMap::new();
+            if let Some(mut data) = fm.inline {
+                data.resize(self.bs() as usize, 0);
+                dirty.insert(0, data);
+            }
             tree.writers.insert(
                 ino,
                 Writer {
@@ -27,8 +34,8 @@ impl Fs {
                     new_version: fm.version + 1,
                     size: e.size,
                     blocks: fm.blocks.into_iter().map(|b| (b.index, b)).collect(),
-                    dirty: BTreeMap::new(),
-                    dirty_bytes: 0,
+                    dirty_bytes: dirty.len() as u64 * self.bs(),
+                    dirty,
                     pending: BTreeMap::new(),
                     in_flight: 0,
                     upload_error: None,
@@ -422,6 +429,9 @@ impl Fs {
                     return Ok(());
                 }
                 if w.in_flight == 0 {
+                    if self.commit_inline(&mut tree, ino)? {
+                        return Ok(());
+                    }
                     break;
                 }
                 tree = self.landed.wait(tree).unwrap();
@@ -464,18 +474,21 @@ impl Fs {
                 block_size: self.block_size,
                 blocks: Vec::new(),
                 dirty: None,
+                inline: None,
             });
             // A previous commit that never cleaned stays the baseline to roll back to.
             let prev = old.dirty.clone().unwrap_or(Previous {
                 version: old.version,
                 size: e.size,
                 blocks: old.blocks.clone(),
+                inline: old.inline.clone(),
             });
             e.file = Some(FileMeta {
                 version,
                 block_size: self.block_size,
                 blocks: blocks.clone(),
                 dirty: Some(prev),
+                inline: None,
             });
             e.size = size;
             if let Some(a) = &mut e.attr {
@@ -528,6 +541,56 @@ impl Fs {
             tree.writers.remove(&ino);
         }
         Ok(())
+    }
+
+    /// A file small enough to live in its entry (docs/mailfs.md 12a, inline data) commits
+    /// as one directory change, under the tree lock: no block message, no dirty mark (the
+    /// change is atomic), nothing to wait for. The writer goes: the entry holds it all.
+    /// Called with no upload in flight; false when the file does not qualify.
+    fn commit_inline(&self, tree: &mut Tree, ino: u64) -> Result<bool, FsError> {
+        let bs = self.bs();
+        let w = tree.writers.get(&ino).expect("the caller checked");
+        let size = w.size;
+        let live = |i: u64| i * bs < size;
+        if size > (meta::INLINE_BYTES_MAX as u64).min(bs)
+            || !w.pending.is_empty()
+            || w.blocks.keys().any(|&i| live(i))
+            || w.dirty.keys().any(|&i| i != 0 && live(i))
+        {
+            return Ok(false);
+        }
+        let content = match w.dirty.get(&0) {
+            Some(b) => b[..size as usize].to_vec(),
+            None => vec![0; size as usize], // a hole
+        };
+        let (version, mtime) = (w.new_version, w.mtime);
+        let (parent, name) = self.entry_of(tree, ino)?;
+        let mut d = self.ensure_dir(tree, parent)?.clone();
+        let others: usize = d
+            .entries
+            .values()
+            .filter(|e| e.name != name)
+            .filter_map(|e| e.file.as_ref()?.inline.as_ref().map(Vec::len))
+            .sum();
+        if others + content.len() > meta::DIR_INLINE_BYTES_MAX {
+            return Ok(false);
+        }
+        let e = d.entries.get_mut(&name).ok_or(FsError::NotFound)?;
+        e.file = Some(FileMeta {
+            version,
+            block_size: self.block_size,
+            blocks: Vec::new(),
+            dirty: None,
+            inline: (size > 0).then_some(content),
+        });
+        e.size = size;
+        if let Some(a) = &mut e.attr {
+            a.mtime = mtime;
+            a.ctime = now_ns();
+        }
+        self.write_dir(tree, d)?;
+        tree.writers.remove(&ino);
+        Ok(true)
     }
 
     /// After a commit's upload: its planned blocks still pending become stored or dirty.
