@@ -672,7 +672,7 @@ fn a_full_batch_is_written_before_it_grows_past_its_bound() {
         fs.setattr(
             ino,
             SetAttr {
-                mode: Some(0o600 | (chmods % 2) * 0o40),
+                mode: Some(0o600 | ((chmods % 2) * 0o40)),
                 ..Default::default()
             },
         )

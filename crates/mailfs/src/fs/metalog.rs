@@ -218,8 +218,8 @@ impl MetaLog {
         st.log_from = log_from;
         // Never reuse a page's name, not even one past a gap.
         st.next_seq = seqs.last().map_or(1, |s| s + 1).max(log_from + 1);
-        let mut expect = log_from + 1;
-        for seq in seqs.into_iter().filter(|&s| s > log_from) {
+        let after = seqs.into_iter().filter(|&s| s > log_from);
+        for (expect, seq) in (log_from + 1..).zip(after) {
             if seq != expect {
                 tracing::warn!("log page {expect} is missing everywhere; replay stops before it");
                 break;
@@ -246,7 +246,6 @@ impl MetaLog {
                 st.replay.entry(d.id).or_default().push(d);
             }
             st.pages_since_checkpoint += 1;
-            expect += 1;
         }
     }
 
