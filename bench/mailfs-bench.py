@@ -408,6 +408,7 @@ def small():
             t_tar = timed(["tar", "-xf", tar], cwd=where)
             if where == m.mnt:
                 subprocess.run(["sync", "-f", where], check=False)
+                time.sleep(1)  # the metadata batch (metadata_batch_ms) reaches the servers
                 after = account_messages(port, range(1, 5))
             t_clone = timed(["git", "clone", "-q", "--no-hardlinks", ROOT, "clone"], cwd=where)
             t_rm = timed(["rm", "-rf", "usr", "clone"], cwd=where)

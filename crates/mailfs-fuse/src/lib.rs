@@ -395,7 +395,7 @@ impl Filesystem for MailFuse {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        self.empty(self.fs.flush(ino.0), reply);
+        self.empty(self.fs.close(ino.0), reply);
     }
 
     fn release(

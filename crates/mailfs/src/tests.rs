@@ -1345,3 +1345,62 @@ fn a_crash_growing_an_inline_file_rolls_back_to_its_inline_content() {
 fn meta_inline_max() -> usize {
     crate::meta::INLINE_BYTES_MAX
 }
+
+#[test]
+fn close_hands_large_files_to_the_committers_and_fsync_waits_for_them() {
+    let rig = Rig::new("block_size = 16777216\nmetadata_batch_ms = 10000");
+    let fs = rig.mkfs();
+    let background = fs.spawn_background();
+    fs.readdir(ROOT).unwrap();
+    // Every server down: a close that waited for its blocks would fail.
+    for a in &rig.accounts {
+        a.stopped.store(true, Ordering::SeqCst);
+    }
+    let data = pattern(20_000, 9);
+    let mut files = Vec::new();
+    // 16 files of one 16 MiB dirty block each fill WRITEBACK_BYTES_MAX (256 MiB).
+    for i in 0..16 {
+        let (st, fh) = fs
+            .create(ROOT, format!("f{i}").as_bytes(), 0o644, 0, 0)
+            .unwrap();
+        fs.write(st.ino, 0, &data).unwrap();
+        fs.close(st.ino).unwrap();
+        fs.release(fh).unwrap();
+        files.push(st.ino);
+    }
+    assert_eq!(fs.pending().0, 16, "queued, not lost");
+    // The next close finds the queue full and commits itself: the error reaches it.
+    let (st, fh) = fs.create(ROOT, b"one more", 0o644, 0, 0).unwrap();
+    fs.write(st.ino, 0, &data).unwrap();
+    assert!(fs.close(st.ino).is_err());
+    let _ = fs.release(fh);
+    assert!(
+        fs.fsync(files[0]).is_err(),
+        "fsync reports what is not durable"
+    );
+    for f in &files {
+        assert!(read_all(&fs, *f) == data, "readable from memory meanwhile");
+    }
+    for a in &rig.accounts {
+        a.stopped.store(false, Ordering::SeqCst);
+    }
+    // The replicator finds the servers back within a probe or two.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while let Err(e) = fs.fsync(files[0]) {
+        assert!(std::time::Instant::now() < deadline, "{e}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    while fs.pending().0 > 0 {
+        assert!(std::time::Instant::now() < deadline, "{:?}", fs.pending());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    fs.flush_all().unwrap();
+    fs.shutdown();
+    background.join().unwrap();
+    drop(fs);
+    let fs = rig.mount();
+    for i in 0..16 {
+        let st = fs.lookup(ROOT, format!("f{i}").as_bytes()).unwrap();
+        assert!(read_all(&fs, st.ino) == data, "f{i}");
+    }
+}

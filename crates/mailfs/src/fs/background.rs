@@ -5,7 +5,9 @@ use super::*;
 impl Fs {
     /// Pending replication work: (messages, bytes) owed to accounts.
     pub fn pending(&self) -> (u64, u64) {
-        let journal = self.journal.pending();
+        let (j, jb) = self.journal.pending();
+        let (w, wb) = self.writeback.pending();
+        let journal = (j + w, jb + wb);
         self.accounts.iter().fold(journal, |(n, b), a| {
             let (an, ab) = a.backlog_len();
             (n + an, b + ab)
@@ -43,6 +45,7 @@ impl Fs {
         let fetchers: usize = self.connections.iter().sum::<usize>().clamp(2, 32);
         self.spawn_fetchers(fetchers);
         let flusher = self.spawn_flusher();
+        let committers = self.spawn_committers();
         let fs = self.clone();
         std::thread::spawn(move || {
             let mut tick = 0u64;
@@ -62,6 +65,10 @@ impl Fs {
                 if tick.is_multiple_of(5) {
                     fs.write_stats_file();
                 }
+            }
+            fs.writeback.wake_all();
+            for c in committers {
+                let _ = c.join();
             }
             if let Some(flusher) = flusher {
                 fs.metalog.wake();

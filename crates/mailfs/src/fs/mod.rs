@@ -7,6 +7,7 @@ mod posix;
 mod read;
 mod upload;
 mod write;
+mod writeback;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -231,6 +232,8 @@ pub struct Fs {
     asynchronous: bool,
     /// Directory changes on their way to the servers as log pages.
     metalog: metalog::MetaLog,
+    /// Closed files waiting for their commit.
+    writeback: writeback::WriteBack,
     keep_written: bool,
     /// How far into a sequential stream its read-ahead counts as a scan (config
     /// `scan_bytes`; 0: never).
@@ -489,6 +492,7 @@ impl Fs {
             )?,
             asynchronous: config.fs.mode == crate::config::Mode::Async,
             metalog: metalog::MetaLog::new(config.fs.metadata_batch_ms, config.fs.log_pages_max),
+            writeback: Default::default(),
             keep_written: config.cache.keep_written,
             scan_bytes: config.cache.scan_bytes,
             dedup: config.fs.dedup,

@@ -625,7 +625,7 @@ impl Fs {
         // already committed through FLUSH), so a late release never commits another
         // handle's half-written data.
         let last = self.lock().open_count.get(&ino).copied().unwrap_or(0) <= 1;
-        let flushed = if last { self.flush(ino) } else { Ok(()) };
+        let flushed = if last { self.close(ino) } else { Ok(()) };
         let mut tree = self.lock();
         tree.handles.remove(&fh);
         let n = tree.open_count.entry(ino).or_default();
