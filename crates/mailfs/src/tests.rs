@@ -1348,8 +1348,10 @@ fn meta_inline_max() -> usize {
 
 #[test]
 fn close_hands_large_files_to_the_committers_and_fsync_waits_for_them() {
-    let rig = Rig::new("block_size = 16777216\nmetadata_batch_ms = 10000");
+    let rig = Rig::new("block_size = 65536\nmetadata_batch_ms = 10000");
     let fs = rig.mkfs();
+    // As WRITEBACK_BYTES_MAX, scaled down: room for 16 files of 20,000 bytes.
+    fs.writeback.set_bytes_max(16 * 20_000);
     let background = fs.spawn_background();
     fs.readdir(ROOT).unwrap();
     // Every server down: a close that waited for its blocks would fail.
@@ -1358,7 +1360,7 @@ fn close_hands_large_files_to_the_committers_and_fsync_waits_for_them() {
     }
     let data = pattern(20_000, 9);
     let mut files = Vec::new();
-    // 16 files of one 16 MiB dirty block each fill WRITEBACK_BYTES_MAX (256 MiB).
+    // 16 files fill the queue.
     for i in 0..16 {
         let (st, fh) = fs
             .create(ROOT, format!("f{i}").as_bytes(), 0o644, 0, 0)

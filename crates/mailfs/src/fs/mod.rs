@@ -233,7 +233,7 @@ pub struct Fs {
     /// Directory changes on their way to the servers as log pages.
     metalog: metalog::MetaLog,
     /// Closed files waiting for their commit.
-    writeback: writeback::WriteBack,
+    pub(crate) writeback: writeback::WriteBack,
     keep_written: bool,
     /// How far into a sequential stream its read-ahead counts as a scan (config
     /// `scan_bytes`; 0: never).

@@ -23,8 +23,7 @@ impl Fs {
             });
             // Inline content is block 0, in memory already: a change starts from it.
             let mut dirty = BTreeMap::new();
-            if let Some(mut data) = fm.inline {
-                data.resize(self.bs() as usize, 0);
+            if let Some(data) = fm.inline {
                 dirty.insert(0, data);
             }
             tree.writers.insert(
@@ -114,10 +113,11 @@ impl Fs {
                 .unwrap_or_default(),
             (None, None) => Vec::new(),
         };
-        // Bytes past the end of file read as zeros (POSIX holes).
+        // Bytes past the end of file read as zeros (POSIX holes). A dirty buffer is only
+        // as long as its content: the rest of the block is zeros (a small file does not
+        // cost a block-sized allocation, zeroed).
         let valid = w.size.saturating_sub(idx * bs).min(bs) as usize;
         buf.truncate(valid);
-        buf.resize(bs as usize, 0);
         w.dirty.insert(idx, buf);
         w.dirty_bytes += bs;
         w.filled.insert(idx, 0);
@@ -163,6 +163,9 @@ impl Fs {
             }
             self.make_dirty(w, idx, &bases);
             let buf = w.dirty.get_mut(&idx).expect("made dirty");
+            if buf.len() < to {
+                buf.resize(to, 0);
+            }
             buf[from..to].copy_from_slice(&data[pos..pos + n]);
             *w.filled.entry(idx).or_default() += n as u64;
             pos += n;
@@ -238,7 +241,9 @@ impl Fs {
             if start >= w.size {
                 continue;
             }
-            buf.truncate((w.size - start).min(bs) as usize);
+            // Cut to the file's size, or filled out with the zeros a short buffer stands
+            // for.
+            buf.resize((w.size - start).min(bs) as usize, 0);
             let manifest = if self.dedup { MANIFEST_BIT } else { 0 };
             let r = BlockRef {
                 index: idx,
@@ -312,9 +317,7 @@ impl Fs {
             if stored {
                 w.blocks.insert(b.index, b);
             } else {
-                let mut buf = data.as_ref().clone();
-                buf.resize(bs as usize, 0);
-                w.dirty.insert(b.index, buf);
+                w.dirty.insert(b.index, data.as_ref().clone());
                 w.dirty_bytes += bs;
                 w.changed = true;
             }
@@ -355,7 +358,7 @@ impl Fs {
             if tail_len > 0 {
                 self.make_dirty(w, tail_idx, &bases);
                 if let Some(buf) = w.dirty.get_mut(&tail_idx) {
-                    buf[tail_len as usize..].fill(0);
+                    buf.truncate(tail_len as usize);
                 }
             }
             let keep_blocks = size.div_ceil(bs);
@@ -559,10 +562,13 @@ impl Fs {
         {
             return Ok(false);
         }
-        let content = match w.dirty.get(&0) {
-            Some(b) => b[..size as usize].to_vec(),
-            None => vec![0; size as usize], // a hole
-        };
+        // A short buffer (or none: a hole) stands for zeros up to the size.
+        let mut content = w
+            .dirty
+            .get(&0)
+            .map(|b| b[..b.len().min(size as usize)].to_vec())
+            .unwrap_or_default();
+        content.resize(size as usize, 0);
         let (version, mtime) = (w.new_version, w.mtime);
         let (parent, name) = self.entry_of(tree, ino)?;
         let mut d = self.ensure_dir(tree, parent)?.clone();

@@ -14,10 +14,21 @@ use super::*;
 /// Bytes of closed files waiting for their commit (their dirty blocks, whole).
 pub(crate) const WRITEBACK_BYTES_MAX: u64 = 256 << 20;
 
-#[derive(Default)]
 pub(crate) struct WriteBack {
     state: Mutex<Queue>,
     wake: std::sync::Condvar,
+    /// [`WRITEBACK_BYTES_MAX`], smaller in tests.
+    bytes_max: AtomicU64,
+}
+
+impl Default for WriteBack {
+    fn default() -> Self {
+        WriteBack {
+            state: Mutex::default(),
+            wake: std::sync::Condvar::new(),
+            bytes_max: AtomicU64::new(WRITEBACK_BYTES_MAX),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -42,7 +53,7 @@ impl WriteBack {
         if q.bytes_of.contains_key(&ino) {
             return true;
         }
-        if q.bytes + bytes > WRITEBACK_BYTES_MAX {
+        if q.bytes + bytes > self.bytes_max.load(Ordering::Relaxed) {
             return false;
         }
         q.bytes += bytes;
@@ -86,6 +97,11 @@ impl WriteBack {
         (q.bytes_of.len() as u64, q.bytes)
     }
 
+    #[cfg(test)]
+    pub(crate) fn set_bytes_max(&self, max: u64) {
+        self.bytes_max.store(max, Ordering::Relaxed);
+    }
+
     pub(super) fn wake_all(&self) {
         self.wake.notify_all();
     }
@@ -107,7 +123,7 @@ impl Fs {
                     if w.size <= (meta::INLINE_BYTES_MAX as u64).min(self.bs()) {
                         None
                     } else {
-                        Some(w.dirty_bytes.max(1))
+                        Some(w.dirty.values().map(|b| b.len() as u64).sum::<u64>().max(1))
                     }
                 }
                 _ => return Ok(()),
