@@ -1406,3 +1406,61 @@ fn close_hands_large_files_to_the_committers_and_fsync_waits_for_them() {
         assert!(read_all(&fs, st.ino) == data, "f{i}");
     }
 }
+
+#[test]
+fn a_change_the_log_refuses_leaves_the_directory_as_it_was() {
+    let rig = Rig::new("");
+    let fs = rig.mkfs();
+    write_file(&fs, ROOT, "kept", b"x");
+    let before = fs.readdir(ROOT).unwrap();
+    for a in &rig.accounts {
+        a.stopped.store(true, Ordering::SeqCst);
+    }
+    assert!(fs.create(ROOT, b"new", 0o644, 0, 0).is_err());
+    assert!(fs.unlink(ROOT, b"kept").is_err());
+    assert!(fs.rename(ROOT, b"kept", ROOT, b"moved", false).is_err());
+    assert_eq!(fs.readdir(ROOT).unwrap(), before);
+    for a in &rig.accounts {
+        a.stopped.store(false, Ordering::SeqCst);
+    }
+    for a in &fs.accounts {
+        let _ = a.replay(true);
+    }
+    fs.rename(ROOT, b"kept", ROOT, b"moved", false).unwrap();
+    drop(fs);
+    let fs = rig.mount();
+    let names: Vec<Vec<u8>> = fs.readdir(ROOT).unwrap().into_iter().map(|e| e.2).collect();
+    assert_eq!(names, vec![b"moved".to_vec()]);
+}
+
+#[test]
+fn a_directory_holds_at_most_dir_inline_bytes_max_of_inline_content() {
+    let rig = Rig::new("block_size = 65536\nmetadata_batch_ms = 10000");
+    let fs = rig.mkfs();
+    let blocks = |rig: &Rig| messages_of(rig, 0, " blk ") + messages_of(rig, 2, " blk ");
+    let data = pattern(crate::meta::INLINE_BYTES_MAX, 3);
+    let fit = crate::meta::DIR_INLINE_BYTES_MAX / data.len();
+    for i in 0..fit {
+        write_file(&fs, ROOT, &format!("f{i}"), &data);
+    }
+    assert_eq!(blocks(&rig), 0);
+    let over = write_file(&fs, ROOT, "over", &data);
+    assert!(
+        blocks(&rig) > 0,
+        "past the budget a small file gets a block"
+    );
+    // Room again once an inline file goes.
+    fs.unlink(ROOT, b"f0").unwrap();
+    let before = blocks(&rig);
+    write_file(&fs, ROOT, "again", &data);
+    assert_eq!(blocks(&rig), before);
+    fs.sync_metadata().unwrap();
+    assert!(
+        fs.checkpoint().unwrap() > 0,
+        "the checkpoint fits one message"
+    );
+    drop(fs);
+    let fs = rig.mount();
+    fs.lookup(ROOT, b"over").unwrap();
+    assert!(read_all(&fs, over) == data);
+}

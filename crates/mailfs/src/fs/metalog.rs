@@ -67,6 +67,21 @@ impl Pending {
         }
     }
 
+    /// The change `edit_dir` made: the named entries as they are now in `d` (absent:
+    /// removed), from `base`.
+    pub(super) fn of_names(base: u64, d: &DirState, names: &[&[u8]]) -> Pending {
+        Pending {
+            base,
+            version: base + 1,
+            parent: d.parent,
+            attr: d.attr,
+            changes: names
+                .iter()
+                .map(|n| (n.to_vec(), d.entries.get(*n).cloned()))
+                .collect(),
+        }
+    }
+
     /// Folds `later`, which starts where this one ends, into this one: within a page only
     /// the end state of each name matters (nobody can observe the states in between).
     fn then(&mut self, later: Pending) {
@@ -140,6 +155,7 @@ pub(super) fn replay(
             parent: d.parent,
             attr: d.attr,
             entries: BTreeMap::new(),
+            inline_bytes: 0,
         });
         c.version = d.version;
         c.parent = d.parent;
@@ -150,6 +166,9 @@ pub(super) fn replay(
         for e in &d.put {
             c.entries.insert(e.name.clone(), e.clone());
         }
+    }
+    if let Some(c) = &mut cur {
+        c.recount_inline();
     }
     cur.ok_or_else(|| FsError::Corrupt(format!("directory {id:x} not found")))
 }

@@ -103,6 +103,18 @@ pub(crate) struct DirState {
     pub(crate) parent: u64,
     pub(crate) attr: Attr,
     pub(crate) entries: BTreeMap<Vec<u8>, Entry>,
+    /// Bytes of inline file content among the entries (bounded by
+    /// `meta::DIR_INLINE_BYTES_MAX`): kept up to date by `edit_dir`, recounted by
+    /// `write_dir` and when the directory is loaded.
+    pub(crate) inline_bytes: usize,
+}
+
+/// Bytes of inline content an entry holds.
+pub(crate) fn inline_len(e: &Entry) -> usize {
+    e.file
+        .as_ref()
+        .and_then(|f| f.inline.as_ref())
+        .map_or(0, Vec::len)
 }
 
 impl DirState {
@@ -118,13 +130,20 @@ impl DirState {
     }
 
     pub(crate) fn from_meta(version: u64, d: Dir) -> DirState {
-        DirState {
+        let mut s = DirState {
             version,
             id: d.id,
             parent: d.parent,
             attr: d.attr,
             entries: d.entries.into_iter().map(|e| (e.name.clone(), e)).collect(),
-        }
+            inline_bytes: 0,
+        };
+        s.recount_inline();
+        s
+    }
+
+    pub(crate) fn recount_inline(&mut self) {
+        self.inline_bytes = self.entries.values().map(inline_len).sum();
     }
 }
 

@@ -88,18 +88,19 @@ impl Fs {
         check_name(name)?;
         self.writable()?;
         let mut tree = self.lock();
-        let mut d = self.ensure_dir(&mut tree, parent)?.clone();
-        if d.entries.contains_key(name) {
-            return Err(FsError::Exists);
-        }
-        if d.entries.len() >= meta::DIR_ENTRIES_MAX {
-            return Err(FsError::NoSpace("directory is full".into()));
-        }
-        let now = now_ns();
-        d.attr.mtime = now;
-        d.attr.ctime = now;
-        d.entries.insert(name.to_vec(), entry);
-        self.write_dir(&mut tree, d)
+        self.edit_dir(&mut tree, parent, &[name], |d| {
+            if d.entries.contains_key(name) {
+                return Err(FsError::Exists);
+            }
+            if d.entries.len() >= meta::DIR_ENTRIES_MAX {
+                return Err(FsError::NoSpace("directory is full".into()));
+            }
+            let now = now_ns();
+            d.attr.mtime = now;
+            d.attr.ctime = now;
+            d.entries.insert(name.to_vec(), entry);
+            Ok(())
+        })
     }
 
     pub fn mkdir(
@@ -121,6 +122,7 @@ impl Fs {
             parent,
             attr: Attr::new(mode, uid, gid, now_ns()),
             entries: BTreeMap::new(),
+            inline_bytes: 0,
         };
         {
             let mut tree = self.lock();
@@ -275,15 +277,16 @@ impl Fs {
         crate::snapview::refuse(parent)?;
         self.writable()?;
         let mut tree = self.lock();
-        let mut d = self.ensure_dir(&mut tree, parent)?.clone();
-        let e = d.entries.remove(name).ok_or(FsError::NotFound)?;
-        if e.kind == Kind::Dir {
-            return Err(FsError::IsDir);
-        }
-        let now = now_ns();
-        d.attr.mtime = now;
-        d.attr.ctime = now;
-        self.write_dir(&mut tree, d)?;
+        let e = self.edit_dir(&mut tree, parent, &[name], |d| {
+            let e = d.entries.remove(name).ok_or(FsError::NotFound)?;
+            if e.kind == Kind::Dir {
+                return Err(FsError::IsDir);
+            }
+            let now = now_ns();
+            d.attr.mtime = now;
+            d.attr.ctime = now;
+            Ok(e)
+        })?;
         tree.parent_of.remove(&e.id);
         if tree.open_count.get(&e.id).copied().unwrap_or(0) > 0 {
             tree.orphans.insert(e.id, e);
@@ -309,12 +312,13 @@ impl Fs {
         if !self.ensure_dir(&mut tree, e.id)?.entries.is_empty() {
             return Err(FsError::NotEmpty);
         }
-        let mut d = tree.dirs[&parent].clone();
-        d.entries.remove(name);
-        let now = now_ns();
-        d.attr.mtime = now;
-        d.attr.ctime = now;
-        self.write_dir(&mut tree, d)?;
+        self.edit_dir(&mut tree, parent, &[name], |d| {
+            d.entries.remove(name);
+            let now = now_ns();
+            d.attr.mtime = now;
+            d.attr.ctime = now;
+            Ok(())
+        })?;
         tree.parent_of.remove(&e.id);
         tree.dirs.remove(&e.id);
         Ok(())
@@ -356,8 +360,12 @@ impl Fs {
         check_name(new_name)?;
         self.writable()?;
         let mut tree = self.lock();
-        let mut src = self.ensure_dir(&mut tree, parent)?.clone();
-        let mut e = src.entries.get(name).cloned().ok_or(FsError::NotFound)?;
+        let mut e = self
+            .ensure_dir(&mut tree, parent)?
+            .entries
+            .get(name)
+            .cloned()
+            .ok_or(FsError::NotFound)?;
         let dst_existing = self
             .ensure_dir(&mut tree, new_parent)?
             .entries
@@ -391,40 +399,49 @@ impl Fs {
         if let Some(a) = &mut e.attr {
             a.ctime = now;
         }
+        let touch = |d: &mut DirState| {
+            d.attr.mtime = now;
+            d.attr.ctime = now;
+        };
         if parent == new_parent {
-            src.entries.remove(name);
-            src.entries.insert(new_name.to_vec(), e.clone());
-            src.attr.mtime = now;
-            src.attr.ctime = now;
-            self.write_dir(&mut tree, src)?;
+            self.edit_dir(&mut tree, parent, &[name, new_name], |d| {
+                d.entries.remove(name);
+                d.entries.insert(new_name.to_vec(), e.clone());
+                touch(d);
+                Ok(())
+            })?;
         } else {
             // Across directories (docs/mailfs.md 5): mark in the source, add (marked) to
             // the target, remove from the source, clear the target's mark. Whichever side
-            // is read first after a crash finishes or undoes the rename.
-            let mut marked_src = src.clone();
-            if let Some(x) = marked_src.entries.get_mut(name) {
-                x.moving_to = Some(new_parent);
-            }
-            self.write_dir(&mut tree, marked_src)?;
-            let mut dst = tree.dirs[&new_parent].clone();
+            // is read first after a crash finishes or undoes the rename. (With batched
+            // metadata the four steps usually share one log page, which is atomic.)
+            self.edit_dir(&mut tree, parent, &[name], |d| {
+                if let Some(x) = d.entries.get_mut(name) {
+                    x.moving_to = Some(new_parent);
+                }
+                Ok(())
+            })?;
             let mut marked = e.clone();
             marked.moving_from = Some(parent);
-            dst.entries.insert(new_name.to_vec(), marked);
-            dst.attr.mtime = now;
-            dst.attr.ctime = now;
-            self.write_dir(&mut tree, dst)?;
-            let mut src = tree.dirs[&parent].clone();
-            src.entries.remove(name);
-            src.attr.mtime = now;
-            src.attr.ctime = now;
-            self.write_dir(&mut tree, src)?;
-            let mut dst = tree.dirs[&new_parent].clone();
-            dst.entries.insert(new_name.to_vec(), e.clone());
-            self.write_dir(&mut tree, dst)?;
+            self.edit_dir(&mut tree, new_parent, &[new_name], |d| {
+                d.entries.insert(new_name.to_vec(), marked);
+                touch(d);
+                Ok(())
+            })?;
+            self.edit_dir(&mut tree, parent, &[name], |d| {
+                d.entries.remove(name);
+                touch(d);
+                Ok(())
+            })?;
+            self.edit_dir(&mut tree, new_parent, &[new_name], |d| {
+                d.entries.insert(new_name.to_vec(), e.clone());
+                Ok(())
+            })?;
             if e.kind == Kind::Dir {
-                let mut moved = self.ensure_dir(&mut tree, e.id)?.clone();
-                moved.parent = new_parent;
-                self.write_dir(&mut tree, moved)?;
+                self.edit_dir(&mut tree, e.id, &[], |moved| {
+                    moved.parent = new_parent;
+                    Ok(())
+                })?;
             }
         }
         tree.parent_of.insert(e.id, (new_parent, new_name.to_vec()));
@@ -492,23 +509,25 @@ impl Fs {
             || matches!(tree.parent_of.get(&ino).cloned(), Some((p, n))
                 if self.ensure_dir(&mut tree, p)?.entries.get(&n).is_some_and(|e| e.kind == Kind::Dir));
         if is_dir {
-            let mut d = self.ensure_dir(&mut tree, ino)?.clone();
-            apply(&mut d.attr, true);
-            self.write_dir(&mut tree, d)?;
+            self.edit_dir(&mut tree, ino, &[], |d| {
+                apply(&mut d.attr, true);
+                Ok(())
+            })?;
         } else {
             let (parent, name) = self.entry_of(&mut tree, ino)?;
-            let mut d = self.ensure_dir(&mut tree, parent)?.clone();
-            let e = d.entries.get_mut(&name).ok_or(FsError::NotFound)?;
-            let mut a = e.attr.unwrap_or(Attr::new(0o644, 0, 0, 0));
-            apply(&mut a, false);
-            e.attr = Some(a);
+            let a = self.edit_dir(&mut tree, parent, &[&name], |d| {
+                let e = d.entries.get_mut(&name).ok_or(FsError::NotFound)?;
+                let mut a = e.attr.unwrap_or(Attr::new(0o644, 0, 0, 0));
+                apply(&mut a, false);
+                e.attr = Some(a);
+                Ok(a)
+            })?;
             if let Some(w) = tree.writers.get_mut(&ino)
                 && set.mtime.is_some()
             {
                 // An explicit mtime wins over the time of the last write.
                 w.mtime = a.mtime;
             }
-            self.write_dir(&mut tree, d)?;
         }
         drop(tree);
         self.getattr(ino)

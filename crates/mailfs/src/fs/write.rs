@@ -470,35 +470,36 @@ impl Fs {
         let step1 = (|| {
             let mut tree = self.lock();
             let (parent, name) = self.entry_of(&mut tree, ino)?;
-            let mut d = self.ensure_dir(&mut tree, parent)?.clone();
-            let e = d.entries.get_mut(&name).ok_or(FsError::NotFound)?;
-            let old = e.file.clone().unwrap_or(FileMeta {
-                version: 0,
-                block_size: self.block_size,
-                blocks: Vec::new(),
-                dirty: None,
-                inline: None,
-            });
-            // A previous commit that never cleaned stays the baseline to roll back to.
-            let prev = old.dirty.clone().unwrap_or(Previous {
-                version: old.version,
-                size: e.size,
-                blocks: old.blocks.clone(),
-                inline: old.inline.clone(),
-            });
-            e.file = Some(FileMeta {
-                version,
-                block_size: self.block_size,
-                blocks: blocks.clone(),
-                dirty: Some(prev),
-                inline: None,
-            });
-            e.size = size;
-            if let Some(a) = &mut e.attr {
-                a.mtime = mtime;
-                a.ctime = now_ns();
-            }
-            self.write_dir(&mut tree, d)
+            self.edit_dir(&mut tree, parent, &[&name], |d| {
+                let e = d.entries.get_mut(&name).ok_or(FsError::NotFound)?;
+                let old = e.file.clone().unwrap_or(FileMeta {
+                    version: 0,
+                    block_size: self.block_size,
+                    blocks: Vec::new(),
+                    dirty: None,
+                    inline: None,
+                });
+                // A previous commit that never cleaned stays the baseline to roll back to.
+                let prev = old.dirty.clone().unwrap_or(Previous {
+                    version: old.version,
+                    size: e.size,
+                    blocks: old.blocks.clone(),
+                    inline: old.inline.clone(),
+                });
+                e.file = Some(FileMeta {
+                    version,
+                    block_size: self.block_size,
+                    blocks: blocks.clone(),
+                    dirty: Some(prev),
+                    inline: None,
+                });
+                e.size = size;
+                if let Some(a) = &mut e.attr {
+                    a.mtime = mtime;
+                    a.ctime = now_ns();
+                }
+                Ok(())
+            })
         })();
         if let Err(e) = step1 {
             return give_back(e);
@@ -513,17 +514,25 @@ impl Fs {
             let Ok((parent, name)) = self.entry_of(&mut tree, ino) else {
                 return Ok(()); // unlinked meanwhile
             };
-            let mut d = self.ensure_dir(&mut tree, parent)?.clone();
-            match d.entries.get_mut(&name) {
-                Some(e) if e.id == ino => match &mut e.file {
-                    Some(fm) if fm.version == version && fm.dirty.is_some() => {
-                        fm.dirty = None;
-                        self.write_dir(&mut tree, d)
-                    }
-                    _ => Ok(()),
-                },
-                _ => Ok(()),
+            let dirty_here = self
+                .ensure_dir(&mut tree, parent)?
+                .entries
+                .get(&name)
+                .is_some_and(|e| {
+                    e.id == ino
+                        && e.file
+                            .as_ref()
+                            .is_some_and(|fm| fm.version == version && fm.dirty.is_some())
+                });
+            if !dirty_here {
+                return Ok(());
             }
+            self.edit_dir(&mut tree, parent, &[&name], |d| {
+                if let Some(fm) = d.entries.get_mut(&name).and_then(|e| e.file.as_mut()) {
+                    fm.dirty = None;
+                }
+                Ok(())
+            })
         })();
         // The blocks are stored either way: they join the writer's stored list. A clean
         // entry that failed to write leaves the dirty one, which names complete blocks (a
@@ -571,30 +580,31 @@ impl Fs {
         content.resize(size as usize, 0);
         let (version, mtime) = (w.new_version, w.mtime);
         let (parent, name) = self.entry_of(tree, ino)?;
-        let mut d = self.ensure_dir(tree, parent)?.clone();
-        let others: usize = d
+        let d = self.ensure_dir(tree, parent)?;
+        let old = d
             .entries
-            .values()
-            .filter(|e| e.name != name)
-            .filter_map(|e| e.file.as_ref()?.inline.as_ref().map(Vec::len))
-            .sum();
-        if others + content.len() > meta::DIR_INLINE_BYTES_MAX {
+            .get(&name)
+            .and_then(|e| e.file.as_ref()?.inline.as_ref())
+            .map_or(0, Vec::len);
+        if d.inline_bytes - old + content.len() > meta::DIR_INLINE_BYTES_MAX {
             return Ok(false);
         }
-        let e = d.entries.get_mut(&name).ok_or(FsError::NotFound)?;
-        e.file = Some(FileMeta {
-            version,
-            block_size: self.block_size,
-            blocks: Vec::new(),
-            dirty: None,
-            inline: (size > 0).then_some(content),
-        });
-        e.size = size;
-        if let Some(a) = &mut e.attr {
-            a.mtime = mtime;
-            a.ctime = now_ns();
-        }
-        self.write_dir(tree, d)?;
+        self.edit_dir(tree, parent, &[&name], |d| {
+            let e = d.entries.get_mut(&name).ok_or(FsError::NotFound)?;
+            e.file = Some(FileMeta {
+                version,
+                block_size: self.block_size,
+                blocks: Vec::new(),
+                dirty: None,
+                inline: (size > 0).then_some(content),
+            });
+            e.size = size;
+            if let Some(a) = &mut e.attr {
+                a.mtime = mtime;
+                a.ctime = now_ns();
+            }
+            Ok(())
+        })?;
         tree.writers.remove(&ino);
         Ok(true)
     }
