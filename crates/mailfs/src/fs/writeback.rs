@@ -110,10 +110,12 @@ impl WriteBack {
 impl Fs {
     /// `close` of a file (FUSE FLUSH, and the last RELEASE): commits a small file at once
     /// (one directory change in the batch, no round trip) and hands a larger one to the
-    /// committers. With `metadata_batch_ms = 0`, or with no committers (CLI, tests), it
-    /// commits and waits, as `flush` does.
+    /// committers. With `metadata_batch_ms = 0`, with `dedup`, or with no committers (CLI,
+    /// tests), it commits and waits, as `flush` does.
     pub fn close(&self, ino: u64) -> Result<(), FsError> {
-        if self.metalog.batch_ms == 0 {
+        // With dedup a close commits itself: a copy closed right after its original must
+        // find the original's chunks stored, not racing it up in another committer.
+        if self.metalog.batch_ms == 0 || self.dedup {
             return self.flush(ino);
         }
         let bytes = {
