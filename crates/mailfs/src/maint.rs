@@ -365,7 +365,14 @@ impl Fs {
                         version: *v,
                     };
                     let payload = self.get(&self.all_accounts(), kid, self.sealing())?;
+                    let pages = crate::meta::decode_dir(&payload)?.pages;
                     self.check_replicas(&self.all_accounts(), kid, &payload, None, &mut report);
+                    // The rest of a checkpoint cut into pages.
+                    for index in 1..u64::from(pages) {
+                        let kid = KeyId { index, ..kid };
+                        let payload = self.get(&self.all_accounts(), kid, self.sealing())?;
+                        self.check_replicas(&self.all_accounts(), kid, &payload, None, &mut report);
+                    }
                 }
                 Item::Page(seq) => {
                     report.log_pages += 1;

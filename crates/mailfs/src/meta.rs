@@ -15,9 +15,12 @@ pub const META_FORMAT: u8 = 1;
 pub const NAME_BYTES_MAX: usize = 255;
 /// Longest symlink target (as Linux, PATH_MAX).
 pub const SYMLINK_BYTES_MAX: usize = 4096;
-/// Most entries in one directory: one directory is one message, and the envelope's payload
-/// limit bounds it (about 150 bytes per entry plus block lists).
-pub const DIR_ENTRIES_MAX: usize = 50_000;
+/// Most entries in one directory. A directory's checkpoint is cut into pages of about
+/// `DIR_PAGE_BYTES` (one message each), so the envelope's payload limit does not bound it;
+/// memory does (a mount holds a loaded directory whole, about 200 bytes an entry).
+pub const DIR_ENTRIES_MAX: usize = 1_000_000;
+/// Target size of one page of a directory's checkpoint.
+pub const DIR_PAGE_BYTES: usize = 4 << 20;
 /// A file of at most this many bytes (and at most one block) is kept in its entry instead
 /// of in a block message (docs/mailfs.md 12a, inline data): a small file costs one
 /// directory change, not a block message per replica and the round trip to write it.
@@ -293,6 +296,18 @@ pub struct Dir {
     pub written_at: i64,
     #[serde(rename = "e")]
     pub entries: Vec<Entry>,
+    /// How many messages (pages, indexes 0..n) this version is cut into; each holds some
+    /// of the entries and the same header fields. Absent: 1.
+    #[serde(rename = "n", default = "one", skip_serializing_if = "is_one")]
+    pub pages: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 /// A snapshot pins one version of every directory of the tree.
@@ -428,6 +443,7 @@ mod tests {
             parent: 1,
             attr,
             written_at: 10,
+            pages: 1,
             entries: vec![
                 Entry {
                     name: b"a\xff file".to_vec(),

@@ -33,11 +33,27 @@ impl Fs {
             version,
         };
         let payload = self.get(&self.all_accounts(), kid, &self.sealing)?;
-        let d = meta::decode_dir(&payload)?;
+        let mut d = meta::decode_dir(&payload)?;
         if d.id != id {
             return Err(FsError::Integrity(format!(
                 "directory {id:x} names {:x}",
                 d.id
+            )));
+        }
+        // A checkpoint cut into pages: the rest of the entries.
+        for index in 1..u64::from(d.pages) {
+            let kid = KeyId { index, ..kid };
+            let page = meta::decode_dir(&self.get(&self.all_accounts(), kid, &self.sealing)?)?;
+            if page.id != id || page.pages != d.pages {
+                return Err(FsError::Integrity(format!(
+                    "directory {id:x} v{version} page {index} does not belong"
+                )));
+            }
+            d.entries.extend(page.entries);
+        }
+        if d.entries.len() > meta::DIR_ENTRIES_MAX {
+            return Err(FsError::Corrupt(format!(
+                "directory {id:x} has too many entries"
             )));
         }
         Ok(DirState::from_meta(version, d))

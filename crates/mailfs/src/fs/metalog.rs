@@ -177,7 +177,7 @@ pub(crate) struct MetaLog {
     /// How long a change may wait in the batch (config `metadata_batch_ms`); 0: every
     /// change is a page of its own, written before the operation returns.
     pub(super) batch_ms: u64,
-    /// Pages after the last checkpoint that make the next one due (`log_pages_max`).
+    /// Log pages after the last checkpoint that make the next one due (`log_pages_max`).
     pages_max: u64,
     state: Mutex<LogState>,
     /// Wakes the flusher: a batch started, a sync waits, the mount stops.
@@ -521,16 +521,20 @@ impl Fs {
     }
 
     /// Writes a directory whole, at its current version (a checkpoint, or fsck's
-    /// recreated directory).
+    /// recreated directory): one message per page, page 0 last, so a reader that finds
+    /// page 0 finds the others too.
     pub(super) fn write_checkpoint(&self, d: &DirState) -> Result<(), FsError> {
         self.writable()?;
-        let key = self.key(MsgKind::Directory, d.id, 0, d.version);
-        let payload = meta::encode(&d.to_meta());
-        if payload.len() > mailfs_format::PAYLOAD_BYTES_MAX {
-            return Err(FsError::NoSpace("directory too large".into()));
+        let pages = d.to_pages();
+        for (i, page) in pages.iter().enumerate().rev() {
+            let key = self.key(MsgKind::Directory, d.id, i as u64, d.version);
+            let payload = meta::encode(page);
+            if payload.len() > mailfs_format::PAYLOAD_BYTES_MAX {
+                return Err(FsError::NoSpace("directory page too large".into()));
+            }
+            self.put(&self.all_accounts(), key, &payload, &self.sealing)?;
+            self.stats.dir_writes.fetch_add(1, Ordering::Relaxed);
         }
-        self.put(&self.all_accounts(), key, &payload, &self.sealing)?;
-        self.stats.dir_writes.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 

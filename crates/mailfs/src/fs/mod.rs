@@ -109,6 +109,19 @@ pub(crate) struct DirState {
     pub(crate) inline_bytes: usize,
 }
 
+/// About what an entry costs encoded (CBOR, short field names).
+pub(crate) fn entry_bytes(e: &Entry) -> usize {
+    let file = e.file.as_ref().map_or(0, |f| {
+        (f.blocks.len() + f.dirty.as_ref().map_or(0, |p| p.blocks.len())) * 56
+            + f.inline.as_ref().map_or(0, Vec::len)
+            + f.dirty
+                .as_ref()
+                .and_then(|p| p.inline.as_ref())
+                .map_or(0, Vec::len)
+    });
+    96 + e.name.len() + file + e.target.as_ref().map_or(0, Vec::len)
+}
+
 /// Bytes of inline content an entry holds.
 pub(crate) fn inline_len(e: &Entry) -> usize {
     e.file
@@ -118,15 +131,33 @@ pub(crate) fn inline_len(e: &Entry) -> usize {
 }
 
 impl DirState {
-    fn to_meta(&self) -> Dir {
-        Dir {
-            format: META_FORMAT,
-            id: self.id,
-            parent: self.parent,
-            attr: self.attr,
-            written_at: now_secs(),
-            entries: self.entries.values().cloned().collect(),
+    /// The directory as checkpoint pages: entries in name order, cut at about
+    /// `DIR_PAGE_BYTES` of (estimated) payload each; every page repeats the header fields.
+    fn to_pages(&self) -> Vec<Dir> {
+        let mut pages: Vec<Vec<Entry>> = vec![Vec::new()];
+        let mut bytes = 0usize;
+        for e in self.entries.values() {
+            let n = entry_bytes(e);
+            if bytes + n > meta::DIR_PAGE_BYTES && !pages.last().expect("one").is_empty() {
+                pages.push(Vec::new());
+                bytes = 0;
+            }
+            bytes += n;
+            pages.last_mut().expect("one").push(e.clone());
         }
+        let n = pages.len() as u32;
+        pages
+            .into_iter()
+            .map(|entries| Dir {
+                format: META_FORMAT,
+                id: self.id,
+                parent: self.parent,
+                attr: self.attr,
+                written_at: now_secs(),
+                entries,
+                pages: n,
+            })
+            .collect()
     }
 
     pub(crate) fn from_meta(version: u64, d: Dir) -> DirState {
@@ -378,6 +409,7 @@ impl Fs {
             attr: Attr::new(0o755, 0, 0, now),
             written_at: now_secs(),
             entries: Vec::new(),
+            pages: 1,
         };
         let key = |kind, object, version| Key {
             fsid,
