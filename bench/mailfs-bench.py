@@ -18,7 +18,11 @@ loopback holds every account. Rows (RESULT lines on stdout):
           tar of SMALL_FILES (5,000) small files from /usr/share/doc, `git clone` of this
           repository, `rm -rf` of both, each timed; and the messages each account's folders
           hold after the tar (IMAP STATUS), per file created;
-  fio     sequential and random runs on the mount and on a local directory.
+  fio     sequential and random runs on the mount and on a local directory;
+  flat    creates, renames and unlinks per second in one directory as it grows to
+          FLAT_ENTRIES (100,000) entries, on the mount and on a local directory, with the
+          messages each account gains per created file and the CPU Dovecot and the mount
+          spend per operation (issue 23).
 
 Each section (and each stripe width of the sweep, and each Postmark configuration) gets a
 fresh Dovecot whose maildirs live in MAILDIR_TMP (default /dev/shm): the accounts' disk is
@@ -26,8 +30,8 @@ then memory, so the rows compare the file system's overhead with plain IMAP rath
 runs of the same disk's writeback. The mount's cache stays on disk (WORK, under /tmp).
 The big rows are repeated (REPS, default 3) and reported as medians.
 
-Env: ONLY=sweep,raw,big,meta,postmark,fio,small (default all), QUICK=1 (fewer sweep points),
-SMALL_FILES (the tar's files, default 5000),
+Env: ONLY=sweep,raw,big,meta,postmark,fio,small,flat (default all), QUICK=1 (fewer sweep
+points), SMALL_FILES (the tar's files, default 5000), FLAT_ENTRIES (default 100000),
 PLACEMENTS=shared,pinned (the big rows' CPU placements, default both),
 MAILDIR_TMP, REPS, BIG_ROWS (only the first N large-file configurations), CIPHER
 (auto, the default: AES-256-GCM on CPUs with AES instructions; xchacha20poly1305; aes-256-gcm),
@@ -39,8 +43,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAILSTOW = os.path.join(ROOT, "target/release/mailstow")
 RAW = os.path.join(ROOT, "target/release/examples/raw_imap")
 DOVECOT = os.path.join(ROOT, "target/release/examples/dovecot")
-ONLY = set((os.environ.get("ONLY") or "sweep,raw,big,meta,postmark,fio,small").split(","))
+ONLY = set((os.environ.get("ONLY") or "sweep,raw,big,meta,postmark,fio,small,flat").split(","))
 SMALL_FILES = int(os.environ.get("SMALL_FILES", "5000"))
+FLAT_ENTRIES = int(os.environ.get("FLAT_ENTRIES", "100000"))
+dovecot_pid = [0]
 QUICK = os.environ.get("QUICK") == "1"
 MAILDIR_TMP = os.environ.get("MAILDIR_TMP", "/dev/shm")
 REPS = int(os.environ.get("REPS", "3"))
@@ -90,6 +96,7 @@ class Dovecot:
         env = dict(os.environ, TMPDIR=MAILDIR_TMP)
         self.proc = subprocess.Popen(on_cpu("server", [DOVECOT, str(USERS)]), stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, env=env)
+        dovecot_pid[0] = self.proc.pid
         line = self.proc.stdout.readline()
         m = re.search(r"port=(\d+)", line)
         if not m:
@@ -425,6 +432,91 @@ def small():
            messages_added_per_account="/".join(str(a) for a in added))
 
 
+def tree_cpu(root):
+    """CPU seconds (user and system) of process `root` and its descendants, including
+    children they have already reaped."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parent, cpu = {}, {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parent[int(pid)] = int(fields[1])
+        cpu[int(pid)] = sum(int(x) for x in fields[11:15]) / tick
+    def under(pid):
+        while pid > 1:
+            if pid == root:
+                return True
+            pid = parent.get(pid, 0)
+        return False
+    return sum(c for pid, c in cpu.items() if under(pid))
+
+
+def mount_pid(config):
+    out = subprocess.run(["pgrep", "-f", f"fs --config {config} mount"], capture_output=True,
+                         text=True).stdout.split()
+    return int(out[-1]) if out else 0
+
+
+def flat():
+    window = 2000
+    steps = [FLAT_ENTRIES * k // 4 for k in range(5)]
+    with Dovecot() as port:
+        m = Mount(port, 4, 2, 1 << 20)
+        m.mount()
+        mpid = mount_pid(m.config)
+        local = os.path.join(m.dir, "local")
+        os.makedirs(local)
+        payload = b"x" * 100
+        for where, label in ((m.mnt, "mount"), (local, "local")):
+            d = os.path.join(where, "flat")
+            os.mkdir(d)
+            size = 0
+            for target in steps:
+                while size < target:
+                    with open(os.path.join(d, f"f{size}"), "wb") as f:
+                        f.write(payload)
+                    size += 1
+                if label == "mount":
+                    time.sleep(1)  # the batch so far reaches the servers
+                    before = account_messages(port, range(1, 5))
+                    cpu0 = (tree_cpu(dovecot_pid[0]), tree_cpu(mpid))
+                t = time.perf_counter()
+                for i in range(window):
+                    with open(os.path.join(d, f"w{i}"), "wb") as f:
+                        f.write(payload)
+                t_create = time.perf_counter() - t
+                if label == "mount":
+                    time.sleep(1)
+                    after = account_messages(port, range(1, 5))
+                t = time.perf_counter()
+                for i in range(window):
+                    os.rename(os.path.join(d, f"w{i}"), os.path.join(d, f"r{i}"))
+                t_rename = time.perf_counter() - t
+                t = time.perf_counter()
+                for i in range(window):
+                    os.unlink(os.path.join(d, f"r{i}"))
+                t_unlink = time.perf_counter() - t
+                row = dict(row="flat", where=label, entries=target,
+                           creates_per_s=f"{window / t_create:.0f}",
+                           renames_per_s=f"{window / t_rename:.0f}",
+                           unlinks_per_s=f"{window / t_unlink:.0f}")
+                if label == "mount":
+                    time.sleep(1)
+                    cpu1 = (tree_cpu(dovecot_pid[0]), tree_cpu(mpid))
+                    added = [a - b for a, b in zip(after, before)]
+                    row.update(
+                        messages_per_account_per_file=f"{max(added) / window:.3f}",
+                        dovecot_cpu_us_per_op=f"{(cpu1[0] - cpu0[0]) / (3 * window) * 1e6:.0f}",
+                        mount_cpu_us_per_op=f"{(cpu1[1] - cpu0[1]) / (3 * window) * 1e6:.0f}",
+                        folder_messages="/".join(str(a) for a in after))
+                result(**row)
+        m.umount()
+        m.remove()
+
+
 FIO = [
     ("seq_write", "--rw=write --bs=1M --size=256M --end_fsync=1"),
     # seq_write's file from a fresh mount with empty caches (a file fio laid out itself
@@ -494,6 +586,8 @@ def main():
             fio()
         if "small" in ONLY:
             small()
+        if "flat" in ONLY:
+            flat()
     finally:
         # A run that failed half way leaves its mount: unmount before removing it.
         for run in sorted(os.listdir(WORK)) if os.path.isdir(WORK) else []:

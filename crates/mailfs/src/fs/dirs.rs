@@ -214,7 +214,7 @@ impl Fs {
         let change = metalog::Pending::between(tree.dirs.get(&d.id), &d, version);
         self.metalog.record(self, d.id, change)?;
         d.version = version;
-        d.recount_inline();
+        d.recount();
         for (name, e) in &d.entries {
             tree.parent_of.insert(e.id, (d.id, name.clone()));
         }
@@ -273,6 +273,22 @@ impl Fs {
             .map(inline_len)
             .sum();
         d.inline_bytes = d.inline_bytes + now - was;
+        let dirs_in = |e: &Entry| u32::from(e.kind == Kind::Dir);
+        let dirs_was: u32 = before.iter().flatten().map(dirs_in).sum();
+        let dirs_now: u32 = names
+            .iter()
+            .filter_map(|n| d.entries.get(*n))
+            .map(dirs_in)
+            .sum();
+        d.subdirs = d.subdirs + dirs_now - dirs_was;
+        debug_assert!(
+            {
+                let mut counted = d.clone();
+                counted.recount();
+                (counted.inline_bytes, counted.subdirs) == (d.inline_bytes, d.subdirs)
+            },
+            "directory {id:x}: the counts kept match the entries"
+        );
         for n in names {
             if let Some(e) = d.entries.get(*n) {
                 tree.parent_of.insert(e.id, (id, n.to_vec()));
@@ -385,6 +401,7 @@ impl Fs {
             attr: Attr::new(0o755, 0, 0, now_ns()),
             entries: BTreeMap::new(),
             inline_bytes: 0,
+            subdirs: 0,
         };
         self.write_checkpoint(&d)?;
         for (name, e) in &d.entries {

@@ -156,6 +156,7 @@ pub(super) fn replay(
             attr: d.attr,
             entries: BTreeMap::new(),
             inline_bytes: 0,
+            subdirs: 0,
         });
         c.version = d.version;
         c.parent = d.parent;
@@ -168,7 +169,7 @@ pub(super) fn replay(
         }
     }
     if let Some(c) = &mut cur {
-        c.recount_inline();
+        c.recount();
     }
     cur.ok_or_else(|| FsError::Corrupt(format!("directory {id:x} not found")))
 }

@@ -107,6 +107,9 @@ pub(crate) struct DirState {
     /// `meta::DIR_INLINE_BYTES_MAX`): kept up to date by `edit_dir`, recounted by
     /// `write_dir` and when the directory is loaded.
     pub(crate) inline_bytes: usize,
+    /// Entries that are directories (for `st_nlink`), kept as `inline_bytes` is: a stat of
+    /// the directory, which the kernel asks for after every change in it, must not count.
+    pub(crate) subdirs: u32,
 }
 
 /// About what an entry costs encoded (CBOR, short field names).
@@ -168,13 +171,19 @@ impl DirState {
             attr: d.attr,
             entries: d.entries.into_iter().map(|e| (e.name.clone(), e)).collect(),
             inline_bytes: 0,
+            subdirs: 0,
         };
-        s.recount_inline();
+        s.recount();
         s
     }
 
-    pub(crate) fn recount_inline(&mut self) {
+    pub(crate) fn recount(&mut self) {
         self.inline_bytes = self.entries.values().map(inline_len).sum();
+        self.subdirs = self
+            .entries
+            .values()
+            .filter(|e| e.kind == Kind::Dir)
+            .count() as u32;
     }
 }
 
@@ -854,13 +863,12 @@ enum Source {
 }
 
 fn dir_stat(d: &DirState) -> Stat {
-    let subdirs = d.entries.values().filter(|e| e.kind == Kind::Dir).count() as u32;
     Stat {
         ino: d.id,
         kind: Kind::Dir,
         size: 4096,
         attr: d.attr,
-        nlink: 2 + subdirs,
+        nlink: 2 + d.subdirs,
         rdev: 0,
     }
 }

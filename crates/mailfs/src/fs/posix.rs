@@ -123,6 +123,7 @@ impl Fs {
             attr: Attr::new(mode, uid, gid, now_ns()),
             entries: BTreeMap::new(),
             inline_bytes: 0,
+            subdirs: 0,
         };
         {
             let mut tree = self.lock();
