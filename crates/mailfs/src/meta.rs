@@ -25,9 +25,10 @@ pub const DIR_PAGE_BYTES: usize = 4 << 20;
 /// of in a block message (docs/mailfs.md 12a, inline data): a small file costs one
 /// directory change, not a block message per replica and the round trip to write it.
 pub const INLINE_BYTES_MAX: usize = 16 << 10;
-/// Inline data one directory may hold in all: past it, small files get blocks again, so
-/// the directory's checkpoint stays far below the envelope's payload limit.
-pub const DIR_INLINE_BYTES_MAX: usize = 8 << 20;
+/// Inline data one directory may hold in all: past it, small files get blocks again. A
+/// loaded directory is held in memory whole, inline content included, and its checkpoint
+/// carries it (in pages of `DIR_PAGE_BYTES`).
+pub const DIR_INLINE_BYTES_MAX: usize = 64 << 20;
 
 /// POSIX attributes. Directories keep theirs in their own message; files and symlinks keep
 /// theirs in their parent's entry (the thesis's layout).

@@ -281,12 +281,12 @@ impl Fs {
             .map(dirs_in)
             .sum();
         d.subdirs = d.subdirs + dirs_now - dirs_was;
-        debug_assert!(
-            {
-                let mut counted = d.clone();
-                counted.recount();
-                (counted.inline_bytes, counted.subdirs) == (d.inline_bytes, d.subdirs)
-            },
+        debug_assert_eq!(
+            (
+                d.entries.values().map(inline_len).sum::<usize>(),
+                d.entries.values().map(dirs_in).sum::<u32>()
+            ),
+            (d.inline_bytes, d.subdirs),
             "directory {id:x}: the counts kept match the entries"
         );
         for n in names {

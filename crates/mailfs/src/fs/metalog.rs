@@ -96,15 +96,7 @@ impl Pending {
         64 + self
             .changes
             .iter()
-            .map(|(n, e)| {
-                n.len()
-                    + 16
-                    + e.as_ref().map_or(0, |e| {
-                        96 + e.file.as_ref().map_or(0, |f| {
-                            (f.blocks.len() + f.dirty.as_ref().map_or(0, |p| p.blocks.len())) * 56
-                        }) + e.target.as_ref().map_or(0, Vec::len)
-                    })
-            })
+            .map(|(n, e)| n.len() + 16 + e.as_ref().map_or(0, entry_bytes))
             .sum::<usize>()
     }
 

@@ -560,17 +560,11 @@ impl Fs {
     /// change is atomic), nothing to wait for. The writer goes: the entry holds it all.
     /// Called with no upload in flight; false when the file does not qualify.
     fn commit_inline(&self, tree: &mut Tree, ino: u64) -> Result<bool, FsError> {
-        let bs = self.bs();
-        let w = tree.writers.get(&ino).expect("the caller checked");
-        let size = w.size;
-        let live = |i: u64| i * bs < size;
-        if size > (meta::INLINE_BYTES_MAX as u64).min(bs)
-            || !w.pending.is_empty()
-            || w.blocks.keys().any(|&i| live(i))
-            || w.dirty.keys().any(|&i| i != 0 && live(i))
-        {
+        if !self.fits_inline(tree, ino)? {
             return Ok(false);
         }
+        let w = tree.writers.get(&ino).expect("the caller checked");
+        let size = w.size;
         // A short buffer (or none: a hole) stands for zeros up to the size.
         let mut content = w
             .dirty
@@ -580,15 +574,6 @@ impl Fs {
         content.resize(size as usize, 0);
         let (version, mtime) = (w.new_version, w.mtime);
         let (parent, name) = self.entry_of(tree, ino)?;
-        let d = self.ensure_dir(tree, parent)?;
-        let old = d
-            .entries
-            .get(&name)
-            .and_then(|e| e.file.as_ref()?.inline.as_ref())
-            .map_or(0, Vec::len);
-        if d.inline_bytes - old + content.len() > meta::DIR_INLINE_BYTES_MAX {
-            return Ok(false);
-        }
         self.edit_dir(tree, parent, &[&name], |d| {
             let e = d.entries.get_mut(&name).ok_or(FsError::NotFound)?;
             e.file = Some(FileMeta {
@@ -607,6 +592,34 @@ impl Fs {
         })?;
         tree.writers.remove(&ino);
         Ok(true)
+    }
+
+    /// Whether the file's content can go into its entry now: at most
+    /// `INLINE_BYTES_MAX` (and one block), all of it in memory, and room in its
+    /// directory's inline budget (`DIR_INLINE_BYTES_MAX`).
+    pub(super) fn fits_inline(&self, tree: &mut Tree, ino: u64) -> Result<bool, FsError> {
+        let bs = self.bs();
+        let Some(w) = tree.writers.get(&ino) else {
+            return Ok(false);
+        };
+        let size = w.size;
+        let live = |i: u64| i * bs < size;
+        if size > (meta::INLINE_BYTES_MAX as u64).min(bs)
+            || w.in_flight > 0
+            || !w.pending.is_empty()
+            || w.blocks.keys().any(|&i| live(i))
+            || w.dirty.keys().any(|&i| i != 0 && live(i))
+        {
+            return Ok(false);
+        }
+        let (parent, name) = self.entry_of(tree, ino)?;
+        let d = self.ensure_dir(tree, parent)?;
+        let old = d
+            .entries
+            .get(&name)
+            .and_then(|e| e.file.as_ref()?.inline.as_ref())
+            .map_or(0, Vec::len);
+        Ok(d.inline_bytes - old + size as usize <= meta::DIR_INLINE_BYTES_MAX)
     }
 
     /// After a commit's upload: its planned blocks still pending become stored or dirty.

@@ -119,16 +119,15 @@ impl Fs {
             return self.flush(ino);
         }
         let bytes = {
-            let tree = self.lock();
-            match tree.writers.get(&ino) {
-                Some(w) if w.changed => {
-                    if w.size <= (meta::INLINE_BYTES_MAX as u64).min(self.bs()) {
-                        None
-                    } else {
-                        Some(w.dirty.values().map(|b| b.len() as u64).sum::<u64>().max(1))
-                    }
-                }
-                _ => return Ok(()),
+            let mut tree = self.lock();
+            if !tree.writers.get(&ino).is_some_and(|w| w.changed) {
+                return Ok(());
+            }
+            if self.fits_inline(&mut tree, ino)? {
+                None
+            } else {
+                let w = &tree.writers[&ino];
+                Some(w.dirty.values().map(|b| b.len() as u64).sum::<u64>().max(1))
             }
         };
         match bytes {
