@@ -164,6 +164,11 @@ impl Fs {
             self.make_dirty(w, idx, &bases);
             let buf = w.dirty.get_mut(&idx).expect("made dirty");
             if buf.len() < to {
+                // A block written in pieces past its first 64 KiB is a large file's: take
+                // the whole block at once rather than copying it as the Vec doubles.
+                if to > 64 << 10 && buf.capacity() < bs as usize {
+                    buf.reserve_exact(bs as usize - buf.len());
+                }
                 buf.resize(to, 0);
             }
             buf[from..to].copy_from_slice(&data[pos..pos + n]);
