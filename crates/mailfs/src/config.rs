@@ -404,6 +404,14 @@ connections = 1
             ),
             (FOUR.replace("[fs]", "[fs]\nretention = \"7w\""), "duration"),
             (FOUR.replace("[fs]", "[fs]\nbogus = 1"), "bogus"),
+            (
+                FOUR.replace("[fs]", "[fs]\nmetadata_batch_ms = 10001"),
+                "metadata_batch_ms 10001: at most 10000",
+            ),
+            (
+                FOUR.replace("[fs]", "[fs]\nlog_pages_max = 0"),
+                "log_pages_max 0: from 1 to 65536",
+            ),
             ("[fs]\n".to_string(), "no [[group]]"),
         ] {
             let err = Config::parse(&text).unwrap_err().to_string();
