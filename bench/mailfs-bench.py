@@ -35,7 +35,9 @@ points), SMALL_FILES (the tar's files, default 5000), FLAT_ENTRIES (default 1000
 PLACEMENTS=shared,pinned (the big rows' CPU placements, default both),
 MAILDIR_TMP, REPS, BIG_ROWS (only the first N large-file configurations), CIPHER
 (auto, the default: AES-256-GCM on CPUs with AES instructions; xchacha20poly1305; aes-256-gcm),
-TRANSFER (base64, the default, or binary: the accounts' `transfer`, and the raw ceiling's).
+TRANSFER (base64, the default, or binary: the accounts' `transfer`, and the raw ceiling's),
+DIRECT_IO (true, the default, or false: the mounts' `direct_io`), WRITEBACK_CACHE (false, the
+default, or true, with DIRECT_IO=false: the mounts' `writeback_cache`).
 """
 import os, subprocess, sys, time, shutil, tempfile, re
 
@@ -118,6 +120,8 @@ class Mount:
         self.cache = os.path.join(self.dir, "cache")
         cfg = [
             "[fs]", f"block_size = {block}", f'folder = "fs{run_no[0]}"', f'mode = "{mode}"',
+            f"direct_io = {os.environ.get('DIRECT_IO', 'true')}",
+            f"writeback_cache = {os.environ.get('WRITEBACK_CACHE', 'false')}",
             "[cache]", f'dir = "{self.cache}"',
             "[encryption]", 'passphrase = "bench"', f'cipher = "{CIPHER}"',
         ]
@@ -375,6 +379,9 @@ def small_tar(path, files):
 
 
 def timed(cmd, cwd=None):
+    # Each step starts with nothing dirty in the page cache: the local directory's time is
+    # then its own, not the writeback of what an earlier step (or run) left.
+    os.sync()
     t = time.perf_counter()
     subprocess.run(cmd, cwd=cwd, check=True, capture_output=True)
     return time.perf_counter() - t

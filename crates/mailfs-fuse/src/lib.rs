@@ -28,15 +28,18 @@ pub struct MailFuse {
     fs: Arc<Fs>,
     /// Bypass the page cache if the kernel allows it (see `init`).
     direct_io: bool,
+    /// Ask for the kernel's writeback cache (only without `direct_io`).
+    writeback_cache: bool,
     /// What files are opened with: FOPEN_DIRECT_IO when `direct_io` and the kernel agreed.
     open_flags: FopenFlags,
 }
 
 impl MailFuse {
-    pub fn new(fs: Arc<Fs>, direct_io: bool) -> MailFuse {
+    pub fn new(fs: Arc<Fs>, direct_io: bool, writeback_cache: bool) -> MailFuse {
         MailFuse {
             fs,
             direct_io,
+            writeback_cache,
             open_flags: FopenFlags::empty(),
         }
     }
@@ -145,6 +148,10 @@ impl Filesystem for MailFuse {
                 .is_ok()
         {
             self.open_flags = FopenFlags::FOPEN_DIRECT_IO;
+        } else if self.writeback_cache
+            && let Err(e) = config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE)
+        {
+            tracing::warn!("the kernel refused the writeback cache ({e:?}); writes go through");
         }
         Ok(())
     }
@@ -514,6 +521,8 @@ pub struct MountOptions {
     pub allow_other: bool,
     /// `[fs] direct_io`.
     pub direct_io: bool,
+    /// `[fs] writeback_cache`.
+    pub writeback_cache: bool,
 }
 
 /// Mounts and serves until the file system is unmounted.
@@ -532,7 +541,11 @@ pub fn serve(fs: Arc<Fs>, mountpoint: &Path, opts: &MountOptions) -> std::io::Re
     }
     config.n_threads = Some(opts.threads.max(1));
     let fs2 = fs.clone();
-    let r = fuser::mount(MailFuse::new(fs, opts.direct_io), mountpoint, &config);
+    let r = fuser::mount(
+        MailFuse::new(fs, opts.direct_io, opts.writeback_cache),
+        mountpoint,
+        &config,
+    );
     fs2.shutdown();
     let _ = background.join();
     r

@@ -77,6 +77,11 @@ pub struct FsSection {
     /// blocks, so the page cache would be a second copy of each byte, made on every read
     /// and write. false: the kernel caches file data as for a local file system.
     pub direct_io: bool,
+    /// The kernel's page cache holds writes and hands them over in large pieces (FUSE's
+    /// writeback cache, as JuiceFS's `--writeback_cache`): many small `write` calls cost
+    /// memory copies instead of a request each. Needs `direct_io = false`. Off by default:
+    /// large files move faster without the page cache.
+    pub writeback_cache: bool,
 }
 
 impl Default for FsSection {
@@ -95,6 +100,7 @@ impl Default for FsSection {
             readahead_blocks: 8,
             dirty_bytes_max: 256 << 20,
             direct_io: true,
+            writeback_cache: false,
         }
     }
 }
@@ -248,6 +254,9 @@ impl Config {
                 "fs.log_pages_max {}: from 1 to {LOG_PAGES_MAX_MAX}",
                 self.fs.log_pages_max
             ));
+        }
+        if self.fs.writeback_cache && self.fs.direct_io {
+            return bad("fs.writeback_cache needs fs.direct_io = false (the page cache)".into());
         }
         if self.groups.is_empty() {
             return bad("no [[group]] with accounts".into());
@@ -407,6 +416,10 @@ connections = 1
             (
                 FOUR.replace("[fs]", "[fs]\nmetadata_batch_ms = 10001"),
                 "metadata_batch_ms 10001: at most 10000",
+            ),
+            (
+                FOUR.replace("[fs]", "[fs]\nwriteback_cache = true"),
+                "writeback_cache needs fs.direct_io = false",
             ),
             (
                 FOUR.replace("[fs]", "[fs]\nlog_pages_max = 0"),

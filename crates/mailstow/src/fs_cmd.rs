@@ -118,6 +118,7 @@ pub(crate) fn run(command: FsCommand, config_path: Option<&Path>) -> anyhow::Res
                 threads,
                 allow_other,
                 direct_io: config.fs.direct_io,
+                writeback_cache: config.fs.writeback_cache,
             };
             spawn_signal_unmount(&rt, &mountpoint)?;
             mailfs_fuse::serve(fs, &mountpoint, &opts)

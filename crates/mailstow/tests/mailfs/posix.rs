@@ -18,7 +18,17 @@ fn beside_a_local_directory(
     accounts: usize,
     allow_other: bool,
 ) -> (Rig, PathBuf) {
-    let rig = Rig::new(&one_per_group(server, accounts), "");
+    beside_a_local_directory_with(server, accounts, allow_other, "")
+}
+
+/// As [`beside_a_local_directory`], with `extra` in the config's `[fs]` section.
+fn beside_a_local_directory_with(
+    server: &Dovecot,
+    accounts: usize,
+    allow_other: bool,
+    extra: &str,
+) -> (Rig, PathBuf) {
+    let rig = Rig::new(&one_per_group(server, accounts), extra);
     rig.ok(&["mkfs"]);
     if allow_other {
         rig.ok(&["mount", rig.mnt.to_str().unwrap(), "--allow-other"]);
@@ -113,12 +123,24 @@ fn posix_workload(roots: &[&Path]) {
 
 #[test]
 fn posix_operations_match_a_local_directory_and_survive_a_remount() {
+    posix_operations_with("");
+}
+
+/// The same with the kernel's page cache and writeback cache in front of the engine
+/// (`writeback_cache = true`): writes arrive late and in large pieces, sizes and times
+/// are the kernel's until it hands them over.
+#[test]
+fn posix_operations_match_a_local_directory_with_the_writeback_cache() {
+    posix_operations_with("direct_io = false\nwriteback_cache = true");
+}
+
+fn posix_operations_with(extra: &str) {
     if !fuse_available() {
         eprintln!("skipped: no /dev/fuse");
         return;
     }
     let server = Dovecot::start(2).unwrap();
-    let (rig, local) = beside_a_local_directory(&server, 2, false);
+    let (rig, local) = beside_a_local_directory_with(&server, 2, false, extra);
     posix_workload(&[&rig.mnt, &local]);
     assert_same_tree(&rig.mnt, &local, &rig);
     assert_eq!(fs::metadata(rig.mnt.join("a/small13")).unwrap().uid(), 1234);
