@@ -1507,3 +1507,42 @@ fn a_large_directory_checkpoints_in_pages_and_reads_back_whole() {
         "no complete version left: gc took the older ones"
     );
 }
+
+#[test]
+fn a_file_renamed_over_another_is_committed_before_the_rename() {
+    let rig = Rig::new("block_size = 65536\nmetadata_batch_ms = 10000");
+    let fs = rig.mkfs();
+    let background = fs.spawn_background();
+    let old = pattern(20_000, 1);
+    let new = pattern(20_000, 2);
+    let target = write_file(&fs, ROOT, "config", &old);
+    fs.fsync(target).unwrap();
+    // The committers are slow now: the temporary file's commit waits in the queue.
+    for a in &rig.accounts {
+        a.append_delay_us.store(300_000, Ordering::SeqCst);
+    }
+    let blocks = |rig: &Rig| (0..4).map(|i| messages_of(rig, i, " blk ")).sum::<usize>();
+    let before = blocks(&rig);
+    let (st, fh) = fs.create(ROOT, b"config.tmp", 0o644, 0, 0).unwrap();
+    fs.write(st.ino, 0, &new).unwrap();
+    fs.close(st.ino).unwrap();
+    fs.release(fh).unwrap();
+    fs.rename(ROOT, b"config.tmp", ROOT, b"config", false)
+        .unwrap();
+    // The data went before the name: its block is stored when the rename returns (a
+    // committer would still be in its 300 ms APPEND).
+    assert!(blocks(&rig) > before, "committed by the rename");
+    fs.sync_metadata().unwrap();
+    for a in &rig.accounts {
+        a.append_delay_us.store(0, Ordering::SeqCst);
+    }
+    fs.shutdown();
+    background.join().unwrap();
+    drop(fs);
+    let fs = rig.mount();
+    let st = fs.lookup(ROOT, b"config").unwrap();
+    assert!(
+        read_all(&fs, st.ino) == new,
+        "the new content under the old name"
+    );
+}
