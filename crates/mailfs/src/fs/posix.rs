@@ -360,21 +360,23 @@ impl Fs {
         check_reserved(new_parent, new_name)?;
         check_name(new_name)?;
         self.writable()?;
-        // A file renamed while its data waits for a committer (section 5, write-back) is
-        // committed first: no page may carry the new name, perhaps over the file it
-        // replaces, before the data that name stands for is stored. So "write a temporary
-        // file, rename it over the real one" leaves the old or the new content after a
-        // crash, never an empty file (ext4's auto_da_alloc exists for the same pattern).
-        let changed_file = {
+        // A file renamed while its data waits for a committer, or while a committer is
+        // storing it (section 5, write-back), is committed first (`flush` takes the file's
+        // commit lock, so it also waits for a commit in progress): no page may carry the
+        // new name, perhaps over the file it replaces, before the data that name stands
+        // for is stored. So "write a temporary file, rename it over the real one" leaves
+        // the old or the new content after a crash, never an empty file (ext4's
+        // auto_da_alloc exists for the same pattern).
+        let open_file = {
             let mut tree = self.lock();
             self.ensure_dir(&mut tree, parent)?
                 .entries
                 .get(name)
                 .filter(|e| e.kind == Kind::File)
                 .map(|e| e.id)
-                .filter(|id| tree.writers.get(id).is_some_and(|w| w.changed))
+                .filter(|id| tree.writers.contains_key(id))
         };
-        if let Some(ino) = changed_file {
+        if let Some(ino) = open_file {
             self.flush(ino)?;
         }
         let mut tree = self.lock();
