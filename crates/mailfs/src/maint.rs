@@ -330,16 +330,7 @@ impl Fs {
         self.checkpoint()?;
         let dirs = self.walk_dirs()?;
         let mut work: Vec<Item> = Vec::new();
-        let mut pages: Vec<u64> = self
-            .accounts
-            .iter()
-            .filter(|a| a.is_up())
-            .flat_map(|a| a.ids_matching(|k| k.kind == MsgKind::LogPage))
-            .map(|(k, _)| k.index)
-            .collect();
-        pages.sort_unstable();
-        pages.dedup();
-        work.extend(pages.into_iter().map(Item::Page));
+        work.extend(self.log_page_seqs(true).into_iter().map(Item::Page));
         for (id, v) in &dirs {
             work.push(Item::Dir(*id, *v));
             let d = self.current_dir(*id)?;

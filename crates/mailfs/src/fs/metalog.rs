@@ -218,14 +218,8 @@ impl MetaLog {
     /// `replay` for their directories to load. Stops at the first page that no account has
     /// or that fails to open (M1), so the tree is a prefix of what was written.
     pub(super) fn load(&self, fs: &Fs, log_from: u64) {
-        let mut seqs: Vec<u64> = fs
-            .accounts
-            .iter()
-            .flat_map(|a| a.ids_matching(|k| k.kind == MsgKind::LogPage))
-            .map(|(k, _)| k.index)
-            .collect();
-        seqs.sort_unstable();
-        seqs.dedup();
+        // Every account's list, even one down now: a page's name is never used twice.
+        let seqs = fs.log_page_seqs(false);
         let mut st = self.state.lock().unwrap();
         st.log_from = log_from;
         // Never reuse a page's name, not even one past a gap.
@@ -236,16 +230,7 @@ impl MetaLog {
                 tracing::warn!("log page {expect} is missing everywhere; replay stops before it");
                 break;
             }
-            let page = fs
-                .get(&fs.all_accounts(), page_id(seq), &fs.sealing)
-                .and_then(|p| meta::decode_log_page(&p))
-                .and_then(|p| {
-                    if p.seq == seq {
-                        Ok(p)
-                    } else {
-                        Err(FsError::Integrity(format!("log page {seq} says {}", p.seq)))
-                    }
-                });
+            let page = fs.log_page(seq);
             let page = match page {
                 Ok(p) => p,
                 Err(e) => {
@@ -565,24 +550,25 @@ impl Fs {
     /// Every log page the accounts still hold (history: versions, restore, gc, rebuild),
     /// in sequence order; unreadable ones are skipped.
     pub(crate) fn log_pages(&self) -> Vec<LogPage> {
+        self.log_page_seqs(true)
+            .into_iter()
+            .filter_map(|seq| self.log_page(seq).ok())
+            .collect()
+    }
+
+    /// The sequence numbers of the log pages the accounts list (only those up, or all),
+    /// sorted, once each.
+    pub(crate) fn log_page_seqs(&self, up_only: bool) -> Vec<u64> {
         let mut seqs: Vec<u64> = self
             .accounts
             .iter()
-            .filter(|a| a.is_up())
+            .filter(|a| !up_only || a.is_up())
             .flat_map(|a| a.ids_matching(|k| k.kind == MsgKind::LogPage))
             .map(|(k, _)| k.index)
             .collect();
         seqs.sort_unstable();
         seqs.dedup();
-        seqs.into_iter()
-            .filter_map(|seq| {
-                let p = self
-                    .get(&self.all_accounts(), page_id(seq), &self.sealing)
-                    .ok()?;
-                let page = meta::decode_log_page(&p).ok()?;
-                (page.seq == seq).then_some(page)
-            })
-            .collect()
+        seqs
     }
 
     /// The flusher: writes the batch when it is `metadata_batch_ms` old, and a checkpoint
