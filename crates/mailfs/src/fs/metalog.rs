@@ -446,6 +446,11 @@ impl MetaLog {
         st.replay.clear();
         st.error = None;
         fs.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(
+            directories = states.len(),
+            log_from = last,
+            "metadata checkpoint written"
+        );
         Ok(states.len())
     }
 }

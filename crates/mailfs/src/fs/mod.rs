@@ -137,17 +137,19 @@ impl DirState {
     /// The directory as checkpoint pages: entries in name order, cut at about
     /// `DIR_PAGE_BYTES` of (estimated) payload each; every page repeats the header fields.
     fn to_pages(&self) -> Vec<Dir> {
-        let mut pages: Vec<Vec<Entry>> = vec![Vec::new()];
+        let mut pages: Vec<Vec<Entry>> = Vec::new();
+        let mut page: Vec<Entry> = Vec::new();
         let mut bytes = 0usize;
         for e in self.entries.values() {
             let n = entry_bytes(e);
-            if bytes + n > meta::DIR_PAGE_BYTES && !pages.last().expect("one").is_empty() {
-                pages.push(Vec::new());
+            if bytes + n > meta::DIR_PAGE_BYTES && !page.is_empty() {
+                pages.push(std::mem::take(&mut page));
                 bytes = 0;
             }
             bytes += n;
-            pages.last_mut().expect("one").push(e.clone());
+            page.push(e.clone());
         }
+        pages.push(page);
         let n = pages.len() as u32;
         pages
             .into_iter()

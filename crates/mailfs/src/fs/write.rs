@@ -568,7 +568,9 @@ impl Fs {
         if !self.fits_inline(tree, ino)? {
             return Ok(false);
         }
-        let w = tree.writers.get(&ino).expect("the caller checked");
+        let Some(w) = tree.writers.get(&ino) else {
+            return Ok(false);
+        };
         let size = w.size;
         // A short buffer (or none: a hole) stands for zeros up to the size.
         let mut content = w
