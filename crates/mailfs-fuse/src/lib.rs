@@ -56,6 +56,8 @@ fn errno(e: &FsError) -> Errno {
         FsError::NameTooLong => Errno::ENAMETOOLONG,
         FsError::FileTooLarge => Errno::EFBIG,
         FsError::Invalid(_) => Errno::EINVAL,
+        FsError::NotPermitted(_) => Errno::EPERM,
+        FsError::TooManyLinks => Errno::EMLINK,
         FsError::ReadOnly => Errno::EROFS,
         FsError::NoSpace(_) => Errno::ENOSPC,
         FsError::Unavailable(_)
@@ -340,6 +342,18 @@ impl Filesystem for MailFuse {
             ),
             reply,
         );
+    }
+
+    /// A hard link (docs/mailfs.md 12b).
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        self.entry(self.fs.link(ino.0, newparent.0, newname.as_bytes()), reply);
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {

@@ -48,6 +48,12 @@ pub enum FsError {
     FileTooLarge,
     #[error("invalid argument: {0}")]
     Invalid(String),
+    /// What POSIX forbids outright (EPERM): a hard link to a directory.
+    #[error("operation not permitted: {0}")]
+    NotPermitted(String),
+    /// A file past `LINKS_MAX` names (EMLINK).
+    #[error("too many links")]
+    TooManyLinks,
     #[error("read-only (snapshot)")]
     ReadOnly,
     #[error("no space: {0}")]

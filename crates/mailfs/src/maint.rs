@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use mailfs_format::{Kind as MsgKind, open};
 
 use crate::FsError;
-use crate::fs::{Fs, MANIFEST_BIT, ROOT, seal_with};
+use crate::fs::{Fs, INODES, MANIFEST_BIT, ROOT, inode_name, seal_with};
 use crate::key::KeyId;
 use crate::meta::{BlockRef, Entry, Kind, Snapshot};
 use crate::now_secs;
@@ -41,6 +41,11 @@ impl Fs {
             }
             st.ino
         };
+        // A file with several names keeps its history under its inode entry.
+        let current = self.current_dir(parent)?;
+        if let Some(e) = current.entries.get(name.as_bytes()).filter(|e| e.link) {
+            return Ok((INODES, inode_name(e.id)));
+        }
         Ok((parent, name.as_bytes().to_vec()))
     }
 
@@ -325,7 +330,8 @@ impl Fs {
         }
         // Loading the tree repairs what a crash left; then the log goes into directory
         // messages, so each current version below is one.
-        self.walk_dirs()?;
+        let dirs = self.walk_dirs()?;
+        self.repair_links(&dirs, &mut report)?;
         self.sync_metadata()?;
         self.checkpoint()?;
         let dirs = self.walk_dirs()?;
@@ -513,8 +519,9 @@ impl Fs {
                 a.load_index()?;
             }
         }
-        // Walk the tree, recreating directories that cannot be read.
-        let mut stack = vec![(ROOT, ROOT)];
+        // Walk the tree, recreating directories that cannot be read (the inode directory
+        // too, if a link made it: `current_dir` gives an empty one otherwise).
+        let mut stack = vec![(ROOT, ROOT), (INODES, ROOT)];
         let mut seen = HashSet::new();
         let mut recreated = HashSet::new();
         while let Some((id, parent)) = stack.pop() {
@@ -648,6 +655,8 @@ impl Fs {
                     moving_from: None,
                     moving_to: None,
                     rdev: 0,
+                    link: false,
+                    links: 0,
                 },
             )?;
             report.files_recovered += 1;
@@ -683,6 +692,8 @@ pub struct GcReport {
 pub struct FsckReport {
     /// Metadata log pages checked (current and history).
     pub log_pages: u64,
+    /// Files with more than one name (entries of the inode directory) checked.
+    pub inodes: u64,
     pub directories: u64,
     pub blocks: u64,
     pub chunks: u64,

@@ -257,6 +257,43 @@ pub struct Entry {
     /// A device's number (`st_rdev`, as the kernel encodes it); 0 for everything else.
     #[serde(rename = "dv", default, skip_serializing_if = "is_zero")]
     pub rdev: u64,
+    /// A hard link (docs/mailfs.md 12b): this name stands for inode `id`, whose
+    /// attributes and data are its entry in the inode directory. Such an entry holds only
+    /// its name, kind and id.
+    #[serde(rename = "hl", default, skip_serializing_if = "is_false")]
+    pub link: bool,
+    /// In the inode directory only: how many names the file has (`st_nlink`); 0
+    /// everywhere else (an ordinary entry is its file's only name).
+    #[serde(rename = "nl", default, skip_serializing_if = "is_zero32")]
+    pub links: u32,
+}
+
+fn is_false(v: &bool) -> bool {
+    !*v
+}
+
+fn is_zero32(v: &u32) -> bool {
+    *v == 0
+}
+
+impl Entry {
+    /// The name `name` as a hard link to this entry's object.
+    pub fn link_to(&self, name: &[u8]) -> Entry {
+        Entry {
+            name: name.to_vec(),
+            kind: self.kind,
+            id: self.id,
+            attr: None,
+            size: 0,
+            target: None,
+            file: None,
+            moving_from: None,
+            moving_to: None,
+            rdev: 0,
+            link: true,
+            links: 0,
+        }
+    }
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -474,6 +511,8 @@ mod tests {
                     moving_from: None,
                     moving_to: None,
                     rdev: 0,
+                    link: false,
+                    links: 0,
                 },
                 Entry {
                     name: b"link".to_vec(),
@@ -486,6 +525,8 @@ mod tests {
                     moving_from: Some(5),
                     moving_to: None,
                     rdev: 0,
+                    link: false,
+                    links: 0,
                 },
             ],
         }

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::FsError;
-use crate::fs::{DirState, Fs, ROOT, Stat};
+use crate::fs::{DirState, Fs, INODES, ROOT, Stat, inode_name};
 use crate::meta::{Entry, Kind};
 
 pub const SNAPSHOTS_NAME: &[u8] = b".snapshots";
@@ -71,7 +71,8 @@ impl Fs {
             .map_err(|_| FsError::NotFound)?;
         let d = Arc::new(self.read_dir_version(id, version)?);
         let mut st = self.snapview.lock().unwrap();
-        for (name, e) in &d.entries {
+        // A link's object is its entry in the snapshot's inode directory.
+        for (name, e) in d.entries.iter().filter(|(_, e)| !e.link) {
             st.parent_of.insert((n, e.id), (id, name.clone()));
         }
         st.dirs.insert((n, id), d.clone());
@@ -104,16 +105,34 @@ impl Fs {
             .get(&(n, id))
             .cloned();
         let (dir, name) = parent.ok_or(FsError::NotFound)?;
-        self.snap_dir(n, dir)?
+        let e = self
+            .snap_dir(n, dir)?
             .entries
             .get(&name)
             .cloned()
-            .ok_or(FsError::NotFound)
+            .ok_or(FsError::NotFound)?;
+        self.snap_resolve(n, e)
+    }
+
+    /// A link entry's inode entry in snapshot `n` (any other entry as it is).
+    fn snap_resolve(&self, n: u16, e: Entry) -> Result<Entry, FsError> {
+        if !e.link {
+            return Ok(e);
+        }
+        self.snap_dir(n, INODES)?
+            .entries
+            .get(&inode_name(e.id))
+            .cloned()
+            .ok_or_else(|| FsError::Corrupt(format!("link to {:x}: no inode", e.id)))
     }
 
     fn snap_stat_entry(&self, n: u16, e: &Entry) -> Result<Stat, FsError> {
         if e.kind == Kind::Dir {
             return self.snap_dir_stat(n, e.id);
+        }
+        if e.link {
+            let inode = self.snap_resolve(n, e.clone())?;
+            return self.snap_stat_entry(n, &inode);
         }
         let mut attr = e.attr.unwrap_or(crate::meta::Attr::new(0o444, 0, 0, 0));
         attr.mode &= !0o222;
@@ -122,7 +141,7 @@ impl Fs {
             kind: e.kind,
             size: e.size,
             attr,
-            nlink: 1,
+            nlink: e.links.max(1),
             rdev: e.rdev,
         })
     }

@@ -134,6 +134,7 @@ pub(crate) fn run(command: FsCommand, config_path: Option<&Path>) -> anyhow::Res
             let report = progress("fsck", |p| fs.fsck(p))?;
             out!("log_pages={}", report.log_pages);
             out!("directories={}", report.directories);
+            out!("inodes={}", report.inodes);
             out!("blocks={}", report.blocks);
             out!("chunks={}", report.chunks);
             out!("foreign_messages={}", report.foreign_messages);

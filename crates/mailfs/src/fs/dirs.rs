@@ -80,6 +80,19 @@ impl Fs {
     /// since the checkpoint exists only in the log.
     fn load_dir(&self, id: u64) -> Result<DirState, FsError> {
         let deltas = self.metalog.replay_for(id);
+        if id == INODES && deltas.is_empty() && self.dir_versions(id).is_empty() {
+            // No file has had a second name yet: the inode directory is made by the first
+            // link (its first record starts from version 0).
+            return Ok(DirState {
+                version: 0,
+                id,
+                parent: ROOT,
+                attr: Attr::new(0o700, 0, 0, now_ns()),
+                entries: BTreeMap::new(),
+                inline_bytes: 0,
+                subdirs: 0,
+            });
+        }
         let checkpoint = match self.fetch_latest_dir(id) {
             Ok(d) => Some(d),
             Err(_) if deltas.first().is_some_and(|d| d.base == 0) => None,
@@ -98,10 +111,16 @@ impl Fs {
     ) -> Result<&'t mut DirState, FsError> {
         if !tree.dirs.contains_key(&id) {
             let d = self.load_dir(id)?;
-            for (name, e) in &d.entries {
+            let links = d.entries.values().any(|e| e.link);
+            for (name, e) in d.entries.iter().filter(|(_, e)| !e.link) {
                 tree.parent_of.insert(e.id, (id, name.clone()));
             }
             tree.dirs.insert(id, d);
+            if links {
+                // A link's object lives in the inode directory: known before any call
+                // by inode number reaches it.
+                self.ensure_dir(tree, INODES)?;
+            }
             if !self.read_only.load(Ordering::SeqCst) {
                 self.repair(tree, id)?;
             }
@@ -156,10 +175,11 @@ impl Fs {
                 // This is the target: the rename got past its second step, so finish it.
                 if src != id {
                     let s = self.ensure_dir(tree, src)?.clone();
+                    // Matched by id and mark: links of one file share its id.
                     if let Some(stale) = s
                         .entries
                         .iter()
-                        .find(|(_, x)| x.id == e.id)
+                        .find(|(_, x)| x.id == e.id && x.moving_to == Some(id))
                         .map(|(n, _)| n.clone())
                     {
                         let mut s2 = s;
@@ -179,7 +199,7 @@ impl Fs {
                         .ensure_dir(tree, dst)?
                         .entries
                         .values()
-                        .any(|x| x.id == e.id);
+                        .any(|x| x.id == e.id && x.moving_from == Some(id));
                 let mut d2 = tree.dirs[&id].clone();
                 match d2.entries.get(&name) {
                     Some(x) if x.id == e.id && reached => {
@@ -213,9 +233,29 @@ impl Fs {
         let version = d.version + 1;
         let change = metalog::Pending::between(tree.dirs.get(&d.id), &d, version);
         self.metalog.record(self, d.id, change)?;
+        if let (Some(undo), Some(old)) = (&mut tree.group_undo, tree.dirs.get(&d.id)) {
+            let mut entries: Vec<(Vec<u8>, Option<Entry>)> = old
+                .entries
+                .iter()
+                .map(|(n, e)| (n.clone(), Some(e.clone())))
+                .collect();
+            entries.extend(
+                d.entries
+                    .keys()
+                    .filter(|n| !old.entries.contains_key(*n))
+                    .map(|n| (n.clone(), None)),
+            );
+            undo.push(Undo {
+                dir: d.id,
+                entries,
+                attr: old.attr,
+                parent: old.parent,
+                version: old.version,
+            });
+        }
         d.version = version;
         d.recount();
-        for (name, e) in &d.entries {
+        for (name, e) in d.entries.iter().filter(|(_, e)| !e.link) {
             tree.parent_of.insert(e.id, (d.id, name.clone()));
         }
         tree.dirs.insert(d.id, d);
@@ -264,6 +304,19 @@ impl Fs {
             undo(d, before);
             return Err(e);
         }
+        if let Some(undo) = &mut tree.group_undo {
+            undo.push(Undo {
+                dir: id,
+                entries: names
+                    .iter()
+                    .map(|n| n.to_vec())
+                    .zip(before.clone())
+                    .collect(),
+                attr,
+                parent,
+                version,
+            });
+        }
         let d = tree.dirs.get_mut(&id).expect("loaded");
         d.version = version + 1;
         let was: usize = before.iter().flatten().map(inline_len).sum();
@@ -290,7 +343,7 @@ impl Fs {
             "directory {id:x}: the counts kept match the entries"
         );
         for n in names {
-            if let Some(e) = d.entries.get(*n) {
+            if let Some(e) = d.entries.get(*n).filter(|e| !e.link) {
                 tree.parent_of.insert(e.id, (id, n.to_vec()));
             }
         }
@@ -307,6 +360,10 @@ impl Fs {
                 let d = self.ensure_dir(tree, e.id)?;
                 Ok(dir_stat(d))
             }
+            _ if e.link => {
+                let inode = self.inode_entry(tree, e.id)?;
+                self.stat_entry(tree, &inode)
+            }
             _ => {
                 let mut size = e.size;
                 let mut attr = e.attr.unwrap_or(Attr::new(0o644, 0, 0, 0));
@@ -321,7 +378,7 @@ impl Fs {
                     kind: e.kind,
                     size,
                     attr,
-                    nlink: 1,
+                    nlink: e.links.max(1),
                     rdev: e.rdev,
                 })
             }
@@ -378,6 +435,11 @@ impl Fs {
                 }
             }
         }
+        // The inode directory, once a link made it: its files are reachable through links.
+        let inodes = self.ensure_dir(&mut tree, INODES)?.version;
+        if inodes > 0 {
+            out.push((INODES, inodes));
+        }
         out.sort_unstable();
         Ok(out)
     }
@@ -404,7 +466,7 @@ impl Fs {
             subdirs: 0,
         };
         self.write_checkpoint(&d)?;
-        for (name, e) in &d.entries {
+        for (name, e) in d.entries.iter().filter(|(_, e)| !e.link) {
             tree.parent_of.insert(e.id, (d.id, name.clone()));
         }
         tree.dirs.insert(id, d);

@@ -198,6 +198,8 @@ struct LogState {
     replay: HashMap<u64, Vec<DirDelta>>,
     /// The last failed page write, until one succeeds.
     error: Option<String>,
+    /// Groups open (`begin_group`): their records stay together in the batch.
+    group: u32,
 }
 
 impl MetaLog {
@@ -272,25 +274,37 @@ impl MetaLog {
         self.state.lock().unwrap().log_from
     }
 
-    /// Records a change (called by `write_dir`, under the tree lock). With no batching it
-    /// is written as a page of its own before this returns; otherwise it joins the batch,
-    /// which is written first if it is full (and then a failure refuses this change).
+    /// Records a change (called by `write_dir` and `edit_dir`, under the tree lock). With
+    /// no batching it is written as a page of its own before this returns; otherwise it
+    /// joins the batch, which is written first if it is full (and then a failure refuses
+    /// this change). Inside a group (`begin_group`) it joins the batch whatever the mode,
+    /// and nothing is written until the group ends.
     pub(super) fn record(&self, fs: &Fs, id: u64, change: Pending) -> Result<(), FsError> {
-        if self.batch_ms == 0 {
-            let _w = self.writing.lock().unwrap();
-            let seq = self.state.lock().unwrap().next_seq;
-            let mut batch = BTreeMap::new();
-            batch.insert(id, change);
-            fs.write_page(seq, &batch)?;
-            let mut st = self.state.lock().unwrap();
-            st.next_seq = seq + 1;
-            st.pages_since_checkpoint += 1;
-            st.unchecked.insert(id);
-            return Ok(());
-        }
-        let full = self.state.lock().unwrap().batch_bytes > LOG_BATCH_BYTES_MAX;
-        if full {
-            self.flush(fs)?;
+        let grouped = self.state.lock().unwrap().group > 0;
+        if !grouped {
+            let (leftover, full) = {
+                let st = self.state.lock().unwrap();
+                (!st.batch.is_empty(), st.batch_bytes > LOG_BATCH_BYTES_MAX)
+            };
+            if self.batch_ms == 0 {
+                debug_assert!(!leftover, "a failed group takes its changes back");
+                if leftover {
+                    self.flush(fs)?;
+                }
+                let _w = self.writing.lock().unwrap();
+                let seq = self.state.lock().unwrap().next_seq;
+                let mut batch = BTreeMap::new();
+                batch.insert(id, change);
+                fs.write_page(seq, &batch)?;
+                let mut st = self.state.lock().unwrap();
+                st.next_seq = seq + 1;
+                st.pages_since_checkpoint += 1;
+                st.unchecked.insert(id);
+                return Ok(());
+            }
+            if full {
+                self.flush(fs)?;
+            }
         }
         let mut st = self.state.lock().unwrap();
         st.batch_bytes += change.bytes();
@@ -307,12 +321,69 @@ impl MetaLog {
         Ok(())
     }
 
-    /// Writes the batch as the next page, if there is one. A failure puts the batch back
-    /// (ahead of what came since) for the next try, and is returned.
+    /// Starts a change of several directories that must reach the servers together (a
+    /// hard link names the inode and the name; a rename over a hard link drops a count):
+    /// its records all go into one page, which is atomic. Called under the tree lock, and
+    /// `end_group` under the same lock: `flush` waits for the group's end before it takes
+    /// the batch, and a full batch waits for it too (a group is a few records).
+    pub(super) fn begin_group(&self) {
+        self.state.lock().unwrap().group += 1;
+    }
+
+    /// Ends a group. Without batching, its records are written now, as one page; if that
+    /// fails they are put back in the batch and the error is returned (`Fs::grouped` then
+    /// takes the changes back and empties the batch).
+    pub(super) fn end_group(&self, fs: &Fs) -> Result<(), FsError> {
+        let outermost = {
+            let mut st = self.state.lock().unwrap();
+            st.group -= 1;
+            st.group == 0
+        };
+        if outermost {
+            self.wake.notify_all();
+        }
+        if outermost && self.batch_ms == 0 {
+            return self.flush(fs);
+        }
+        Ok(())
+    }
+
+    /// Ends a group whose operation failed, writing nothing (`Fs::grouped` takes its
+    /// changes back without batching; with batching they stay in the batch).
+    pub(super) fn end_group_discarding(&self) {
+        let mut st = self.state.lock().unwrap();
+        st.group -= 1;
+        if st.group == 0 {
+            self.wake.notify_all();
+        }
+    }
+
+    /// Forgets the batch: only for a failed group without batching, whose changes are
+    /// all of it and are being taken back.
+    pub(super) fn discard_batch(&self) {
+        debug_assert_eq!(
+            self.batch_ms, 0,
+            "with batching the batch holds others' changes"
+        );
+        let mut st = self.state.lock().unwrap();
+        st.batch.clear();
+        st.batch_bytes = 0;
+        st.since = None;
+    }
+
+    /// Writes the batch as the next page, if there is one (fsync, the flusher, unmount,
+    /// a full batch). A failure puts the batch back (ahead of what came since) for the
+    /// next try, and is returned. A group of changes is never cut: a group is open only
+    /// while its thread holds the tree lock and needs no page until it ends, so waiting
+    /// for it here (holding `writing`) cannot deadlock, and the tree stays free while a
+    /// page is written.
     pub(super) fn flush(&self, fs: &Fs) -> Result<(), FsError> {
         let _w = self.writing.lock().unwrap();
         let (batch, seq) = {
             let mut st = self.state.lock().unwrap();
+            while st.group > 0 {
+                st = self.wake.wait(st).unwrap();
+            }
             if st.batch.is_empty() {
                 return Ok(());
             }

@@ -2,6 +2,7 @@
 
 mod background;
 mod dirs;
+mod links;
 mod metalog;
 mod posix;
 mod read;
@@ -27,6 +28,8 @@ use crate::meta::{
 };
 use crate::remote::{Remote, RemoteError};
 use crate::{FsError, now_ns, now_secs};
+pub(crate) use links::inode_name;
+pub use links::{INODES, LINKS_MAX};
 pub(crate) use metalog::page_id;
 use read::Stream;
 
@@ -254,6 +257,19 @@ struct Tree {
     /// Files unlinked while open: still readable through their handles.
     orphans: HashMap<u64, Entry>,
     handles: HashMap<u64, u64>,
+    /// While a group of changes runs without batching (`Fs::grouped`): how to take each
+    /// change back if its page cannot be written.
+    group_undo: Option<Vec<Undo>>,
+}
+
+/// A directory change as it was before (`Fs::grouped`): the named entries, attributes,
+/// parent and version.
+struct Undo {
+    dir: u64,
+    entries: Vec<(Vec<u8>, Option<Entry>)>,
+    attr: Attr,
+    parent: u64,
+    version: u64,
 }
 
 pub struct Fs {

@@ -151,6 +151,8 @@ impl Fs {
                 moving_from: None,
                 moving_to: None,
                 rdev: 0,
+                link: false,
+                links: 0,
             },
         )?;
         self.getattr(id)
@@ -185,6 +187,8 @@ impl Fs {
                 moving_from: None,
                 moving_to: None,
                 rdev: 0,
+                link: false,
+                links: 0,
             },
         )?;
         let fh = self.open_file(id)?;
@@ -217,6 +221,8 @@ impl Fs {
                 moving_from: None,
                 moving_to: None,
                 rdev: 0,
+                link: false,
+                links: 0,
             },
         )?;
         self.getattr(id)
@@ -253,6 +259,8 @@ impl Fs {
                 moving_from: None,
                 moving_to: None,
                 rdev: if devices { rdev } else { 0 },
+                link: false,
+                links: 0,
             },
         )?;
         self.getattr(id)
@@ -278,7 +286,12 @@ impl Fs {
         crate::snapview::refuse(parent)?;
         self.writable()?;
         let mut tree = self.lock();
-        let e = self.edit_dir(&mut tree, parent, &[name], |d| {
+        let link = self
+            .ensure_dir(&mut tree, parent)?
+            .entries
+            .get(name)
+            .is_some_and(|e| e.link);
+        let remove = |d: &mut DirState| {
             let e = d.entries.remove(name).ok_or(FsError::NotFound)?;
             if e.kind == Kind::Dir {
                 return Err(FsError::IsDir);
@@ -287,7 +300,16 @@ impl Fs {
             d.attr.mtime = now;
             d.attr.ctime = now;
             Ok(e)
-        })?;
+        };
+        if link {
+            // The name and the count go in one page (docs/mailfs.md 12b).
+            self.ensure_dir(&mut tree, INODES)?;
+            return self.grouped(&mut tree, |fs, tree| {
+                let e = fs.edit_dir(tree, parent, &[name], remove)?;
+                fs.drop_link(tree, e.id)
+            });
+        }
+        let e = self.edit_dir(&mut tree, parent, &[name], remove)?;
         tree.parent_of.remove(&e.id);
         if tree.open_count.get(&e.id).copied().unwrap_or(0) > 0 {
             tree.orphans.insert(e.id, e);
@@ -380,7 +402,7 @@ impl Fs {
             self.flush(ino)?;
         }
         let mut tree = self.lock();
-        let mut e = self
+        let e = self
             .ensure_dir(&mut tree, parent)?
             .entries
             .get(name)
@@ -414,6 +436,33 @@ impl Fs {
                 (false, false) => {}
             }
         }
+        // Everything the group changes is loaded first (a load may repair, which is a
+        // change of its own).
+        if e.link || dst_existing.as_ref().is_some_and(|o| o.link) {
+            self.ensure_dir(&mut tree, INODES)?;
+        }
+        if e.kind == Kind::Dir {
+            self.ensure_dir(&mut tree, e.id)?;
+        }
+        // One group, one page: a rename across directories is atomic, and a rename over
+        // a link drops its count in the same page (docs/mailfs.md 12b).
+        self.grouped(&mut tree, |fs, tree| {
+            fs.rename_entry(tree, e, parent, name, new_parent, new_name, dst_existing)
+        })
+    }
+
+    /// The changes of a checked rename (see `rename`), inside its group.
+    #[allow(clippy::too_many_arguments)] // rename(2)'s two names, the entries found.
+    fn rename_entry(
+        &self,
+        tree: &mut Tree,
+        mut e: Entry,
+        parent: u64,
+        name: &[u8],
+        new_parent: u64,
+        new_name: &[u8],
+        dst_existing: Option<Entry>,
+    ) -> Result<(), FsError> {
         let now = now_ns();
         e.name = new_name.to_vec();
         if let Some(a) = &mut e.attr {
@@ -424,7 +473,7 @@ impl Fs {
             d.attr.ctime = now;
         };
         if parent == new_parent {
-            self.edit_dir(&mut tree, parent, &[name, new_name], |d| {
+            self.edit_dir(tree, parent, &[name, new_name], |d| {
                 d.entries.remove(name);
                 d.entries.insert(new_name.to_vec(), e.clone());
                 touch(d);
@@ -432,10 +481,10 @@ impl Fs {
             })?;
         } else {
             // Across directories (docs/mailfs.md 5): mark in the source, add (marked) to
-            // the target, remove from the source, clear the target's mark. Whichever side
-            // is read first after a crash finishes or undoes the rename. (With batched
-            // metadata the four steps usually share one log page, which is atomic.)
-            self.edit_dir(&mut tree, parent, &[name], |d| {
+            // the target, remove from the source, clear the target's mark. The four
+            // records share one page (the group); the marks still settle a page written
+            // by an older version, or by `fsck`'s repair, cut between them.
+            self.edit_dir(tree, parent, &[name], |d| {
                 if let Some(x) = d.entries.get_mut(name) {
                     x.moving_to = Some(new_parent);
                 }
@@ -443,34 +492,50 @@ impl Fs {
             })?;
             let mut marked = e.clone();
             marked.moving_from = Some(parent);
-            self.edit_dir(&mut tree, new_parent, &[new_name], |d| {
+            self.edit_dir(tree, new_parent, &[new_name], |d| {
                 d.entries.insert(new_name.to_vec(), marked);
                 touch(d);
                 Ok(())
             })?;
-            self.edit_dir(&mut tree, parent, &[name], |d| {
+            self.edit_dir(tree, parent, &[name], |d| {
                 d.entries.remove(name);
                 touch(d);
                 Ok(())
             })?;
-            self.edit_dir(&mut tree, new_parent, &[new_name], |d| {
+            self.edit_dir(tree, new_parent, &[new_name], |d| {
                 d.entries.insert(new_name.to_vec(), e.clone());
                 Ok(())
             })?;
             if e.kind == Kind::Dir {
-                self.edit_dir(&mut tree, e.id, &[], |moved| {
+                self.edit_dir(tree, e.id, &[], |moved| {
                     moved.parent = new_parent;
                     Ok(())
                 })?;
             }
         }
-        tree.parent_of.insert(e.id, (new_parent, new_name.to_vec()));
+        if e.link {
+            // A rename changes the file's ctime, which lives in its inode entry.
+            let iname = inode_name(e.id);
+            self.edit_dir(tree, INODES, &[&iname], |d| {
+                if let Some(a) = d.entries.get_mut(&iname).and_then(|x| x.attr.as_mut()) {
+                    a.ctime = now;
+                }
+                Ok(())
+            })?;
+        } else {
+            tree.parent_of.insert(e.id, (new_parent, new_name.to_vec()));
+        }
         if let Some(old) = dst_existing {
-            if old.kind == Kind::Dir {
-                tree.dirs.remove(&old.id);
-            }
-            if tree.open_count.get(&old.id).copied().unwrap_or(0) > 0 {
-                tree.orphans.insert(old.id, old);
+            if old.link {
+                self.drop_link(tree, old.id)?;
+            } else {
+                if old.kind == Kind::Dir {
+                    tree.dirs.remove(&old.id);
+                }
+                tree.parent_of.remove(&old.id);
+                if tree.open_count.get(&old.id).copied().unwrap_or(0) > 0 {
+                    tree.orphans.insert(old.id, old);
+                }
             }
         }
         Ok(())

@@ -15,6 +15,7 @@ mod crashes;
 mod files;
 mod history;
 mod inline;
+mod links;
 mod metalog;
 mod reads;
 mod replicas;

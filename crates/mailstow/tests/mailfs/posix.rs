@@ -96,6 +96,25 @@ fn posix_workload(roots: &[&Path]) {
             .set_times(fs::FileTimes::new().set_modified(t).set_accessed(t))
             .unwrap();
         symlink("../x/big", r("a/link")).unwrap();
+        // Hard links: across directories, written through another name, a chmod through a
+        // third, the first name removed, a rename over a link (its file keeps one name).
+        fs::write(r("a/linked"), pattern(150_000, 5)).unwrap();
+        fs::hard_link(r("a/linked"), r("x/linked2")).unwrap();
+        fs::hard_link(r("a/linked"), r("a/linked3")).unwrap();
+        {
+            use std::io::{Seek, SeekFrom, Write};
+            let mut f = fs::OpenOptions::new()
+                .write(true)
+                .open(r("x/linked2"))
+                .unwrap();
+            f.seek(SeekFrom::Start(1000)).unwrap();
+            f.write_all(b"through another name").unwrap();
+        }
+        fs::set_permissions(r("a/linked3"), fs::Permissions::from_mode(0o640)).unwrap();
+        fs::remove_file(r("a/linked")).unwrap();
+        fs::write(r("a/tiny"), b"tiny").unwrap();
+        fs::hard_link(r("a/tiny"), r("x/tiny2")).unwrap();
+        fs::rename(r("a/small14"), r("x/tiny2")).unwrap();
         std::os::unix::fs::chown(r("a/small13"), Some(1234), Some(5678)).unwrap();
         // A shared writable mapping (files bypass the page cache, FOPEN_DIRECT_IO, where
         // the kernel still maps them): changed through the map, read back through it.
@@ -144,6 +163,24 @@ fn posix_operations_with(extra: &str) {
     posix_workload(&[&rig.mnt, &local]);
     assert_same_tree(&rig.mnt, &local, &rig);
     assert_eq!(fs::metadata(rig.mnt.join("a/small13")).unwrap().uid(), 1234);
+    // Two names, one inode.
+    let (l2, l3) = (
+        fs::metadata(rig.mnt.join("x/linked2")).unwrap(),
+        fs::metadata(rig.mnt.join("a/linked3")).unwrap(),
+    );
+    assert_eq!((l2.ino(), l2.nlink()), (l3.ino(), 2));
+    assert_eq!(
+        fs::hard_link(rig.mnt.join("x"), rig.mnt.join("x-link"))
+            .unwrap_err()
+            .raw_os_error(),
+        Some(libc::EPERM)
+    );
+    assert_eq!(
+        fs::hard_link(rig.mnt.join("a/linked3"), rig.mnt.join("a/small15"))
+            .unwrap_err()
+            .raw_os_error(),
+        Some(libc::EEXIST)
+    );
     // Errors a program relies on.
     assert_eq!(
         fs::remove_dir(rig.mnt.join("a"))
@@ -443,9 +480,10 @@ fn special_files_are_entries_that_survive_a_remount() {
                     "other"
                 };
                 format!(
-                    "{} {kind} {:o} {}:{}",
+                    "{} {kind} {:o} links {} {}:{}",
                     e.file_name().to_string_lossy(),
                     m.mode() & 0o7777,
+                    m.nlink(),
                     libc::major(m.rdev()),
                     libc::minor(m.rdev())
                 )
@@ -484,13 +522,22 @@ fn special_files_are_entries_that_survive_a_remount() {
         )
         .unwrap();
         drop(std::os::unix::net::UnixListener::bind(r("sock")).unwrap());
-        // O_RDWR on a FIFO opens without a peer (Linux): write, then read it back.
+        // Hard links to special files: one inode, so one pipe under both names.
+        fs::hard_link(r("fifo"), r("fifo2")).unwrap();
+        fs::hard_link(r("loop"), r("loop2")).unwrap();
+        // O_RDWR on a FIFO opens without a peer (Linux): write through one name, then
+        // read it back through the other.
         let mut fifo = fs::OpenOptions::new()
             .read(true)
             .write(true)
             .open(r("fifo"))
             .unwrap();
-        fifo.write_all(b"through the pipe").unwrap();
+        let mut fifo2 = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(r("fifo2"))
+            .unwrap();
+        fifo2.write_all(b"through the pipe").unwrap();
         let mut got = [0u8; 16];
         fifo.read_exact(&mut got).unwrap();
         assert_eq!(&got, b"through the pipe", "on {}", root.display());
@@ -498,12 +545,18 @@ fn special_files_are_entries_that_survive_a_remount() {
     let want = listing(&local);
     assert_eq!(listing(&rig.mnt), want);
     // 0o666 under the test's umask 022.
-    assert!(want.iter().any(|l| l == "null chr 644 1:3"), "{want:?}");
-    assert!(want.iter().any(|l| l == "loop blk 600 7:9"), "{want:?}");
+    assert!(
+        want.iter().any(|l| l == "null chr 644 links 1 1:3"),
+        "{want:?}"
+    );
+    assert!(
+        want.iter().any(|l| l == "loop2 blk 600 links 2 7:9"),
+        "{want:?}"
+    );
     rig.umount();
     rig.mount();
     assert_eq!(listing(&rig.mnt), want, "after a remount");
-    for name in ["fifo", "null", "loop", "sock"] {
+    for name in ["fifo", "fifo2", "null", "loop", "loop2", "sock"] {
         fs::remove_file(rig.mnt.join("s").join(name)).unwrap();
     }
     assert!(listing(&rig.mnt).is_empty());

@@ -175,7 +175,8 @@ pub(crate) fn snapshot(root: &Path) -> BTreeMap<String, String> {
             } else {
                 let data = fs::read(&p).unwrap();
                 format!(
-                    "file {mode:o} {} {} mtime {}",
+                    "file {mode:o} links {} {} {} mtime {}",
+                    m.nlink(),
                     data.len(),
                     blake3::hash(&data).to_hex(),
                     if rel.contains("stamped") {
