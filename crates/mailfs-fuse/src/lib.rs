@@ -1,10 +1,12 @@
 //! The FUSE shell over the mail file system engine: each kernel request becomes one engine
 //! call; engine errors become errnos here and nowhere else.
 
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
@@ -32,7 +34,21 @@ pub struct MailFuse {
     writeback_cache: bool,
     /// What files are opened with: FOPEN_DIRECT_IO when `direct_io` and the kernel agreed.
     open_flags: FopenFlags,
+    /// Where each open directory's listing stopped (`readdir`).
+    dir_cursors: Mutex<HashMap<u64, DirCursor>>,
+    next_dir_fh: AtomicU64,
 }
+
+/// An open directory's place in its listing: the offset of the last entry returned and its
+/// name, so the next call resumes by name.
+#[derive(Clone, Default)]
+struct DirCursor {
+    offset: u64,
+    last: Option<Vec<u8>>,
+}
+
+/// Entries taken from the engine at a time while a `readdir` reply fills.
+const READDIR_PAGE: usize = 256;
 
 impl MailFuse {
     pub fn new(fs: Arc<Fs>, direct_io: bool, writeback_cache: bool) -> MailFuse {
@@ -41,6 +57,8 @@ impl MailFuse {
             direct_io,
             writeback_cache,
             open_flags: FopenFlags::empty(),
+            dir_cursors: Mutex::new(HashMap::new()),
+            next_dir_fh: AtomicU64::new(1),
         }
     }
 }
@@ -443,33 +461,109 @@ impl Filesystem for MailFuse {
         self.empty(self.fs.fsync(ino.0), reply);
     }
 
+    fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let fh = self.next_dir_fh.fetch_add(1, Ordering::Relaxed);
+        self.dir_cursors
+            .lock()
+            .unwrap()
+            .insert(fh, DirCursor::default());
+        reply.opened(FileHandle(fh), FopenFlags::empty());
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.dir_cursors.lock().unwrap().remove(&fh.0);
+        reply.ok();
+    }
+
+    /// Offsets: 1 is `.`, 2 is `..`, then one per entry in name order. A call that goes
+    /// on from where the handle's last one stopped resumes after that name (the common
+    /// case: `getdents` in a loop); any other offset (`seekdir`) counts entries from the
+    /// start.
     fn readdir(
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let children = match self.fs.readdir(ino.0) {
-            Ok(c) => c,
-            Err(e) => return reply.error(errno(&e)),
-        };
-        let parent = self.fs.parent_of_dir(ino.0).unwrap_or(ino.0);
-        let mut all: Vec<(u64, FileType, Vec<u8>)> = vec![
-            (ino.0, FileType::Directory, b".".to_vec()),
-            (parent, FileType::Directory, b"..".to_vec()),
-        ];
-        all.extend(children.into_iter().map(|(i, k, n)| (i, file_type(k), n)));
-        for (i, (child, kind, name)) in all.iter().enumerate().skip(offset as usize) {
-            if reply.add(
-                INodeNo(*child),
-                (i + 1) as u64,
-                *kind,
-                OsStr::from_bytes(name),
-            ) {
+        let cursor = self
+            .dir_cursors
+            .lock()
+            .unwrap()
+            .get(&fh.0)
+            .cloned()
+            .unwrap_or_default();
+        let mut at = offset;
+        if at == 0 {
+            if reply.add(ino, 1, FileType::Directory, OsStr::new(".")) {
+                return reply.ok();
+            }
+            at = 1;
+        }
+        if at == 1 {
+            let parent = self.fs.parent_of_dir(ino.0).unwrap_or(ino.0);
+            if reply.add(INodeNo(parent), 2, FileType::Directory, OsStr::new("..")) {
+                return reply.ok();
+            }
+            at = 2;
+        }
+        // Where the entries resume: after the handle's last name, or counted.
+        let mut after: Option<Vec<u8>> = None;
+        if at > 2 {
+            if cursor.offset == at && cursor.last.is_some() {
+                after = cursor.last.clone();
+            } else {
+                let mut skip = (at - 2) as usize;
+                while skip > 0 {
+                    let page =
+                        match self
+                            .fs
+                            .readdir_after(ino.0, after.as_deref(), skip.min(READDIR_PAGE))
+                        {
+                            Ok(p) => p,
+                            Err(e) => return reply.error(errno(&e)),
+                        };
+                    let Some(last) = page.last() else {
+                        return reply.ok();
+                    };
+                    skip -= page.len();
+                    after = Some(last.2.clone());
+                }
+            }
+        }
+        let mut last = after.clone();
+        'fill: loop {
+            let page = match self.fs.readdir_after(ino.0, after.as_deref(), READDIR_PAGE) {
+                Ok(p) => p,
+                Err(e) => return reply.error(errno(&e)),
+            };
+            if page.is_empty() {
                 break;
             }
+            for (child, kind, name) in &page {
+                if reply.add(
+                    INodeNo(*child),
+                    at + 1,
+                    file_type(*kind),
+                    OsStr::from_bytes(name),
+                ) {
+                    break 'fill;
+                }
+                at += 1;
+                last = Some(name.clone());
+            }
+            after = last.clone();
+        }
+        if let Some(c) = self.dir_cursors.lock().unwrap().get_mut(&fh.0) {
+            *c = DirCursor { offset: at, last };
         }
         reply.ok();
     }

@@ -74,6 +74,51 @@ impl Fs {
         Ok(out)
     }
 
+    /// Up to `max` children of a directory whose names come after `after` (all from the
+    /// start without it), in name order, `.snapshots` among them in the root: a long
+    /// listing costs the entries it returns per call, not the directory, and resumes by
+    /// name, so entries added or removed meanwhile never make it skip or repeat another.
+    pub fn readdir_after(
+        &self,
+        ino: u64,
+        after: Option<&[u8]>,
+        max: usize,
+    ) -> Result<Vec<(u64, Kind, Vec<u8>)>, FsError> {
+        use std::ops::Bound;
+        let after_name = |n: &[u8]| after.is_none_or(|a| n > a);
+        if crate::snapview::is_view(ino) {
+            let mut all = self.snap_readdir(ino)?;
+            all.sort_by(|a, b| a.2.cmp(&b.2));
+            all.retain(|e| after_name(&e.2));
+            all.truncate(max);
+            return Ok(all);
+        }
+        let mut tree = self.lock();
+        let d = self.ensure_dir(&mut tree, ino)?;
+        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
+        let mut out: Vec<(u64, Kind, Vec<u8>)> = d
+            .entries
+            .range::<[u8], _>((from, Bound::Unbounded))
+            .take(max)
+            .map(|(_, e)| (e.id, e.kind, e.name.clone()))
+            .collect();
+        drop(tree);
+        let name = crate::snapview::SNAPSHOTS_NAME;
+        if ino == ROOT
+            && after_name(name)
+            && (out.len() < max || out.last().is_some_and(|e| e.2.as_slice() > name))
+            && !self.snapshots().is_empty()
+        {
+            let at = out.partition_point(|e| e.2.as_slice() < name);
+            out.insert(
+                at,
+                (crate::snapview::SNAPSHOTS_INO, Kind::Dir, name.to_vec()),
+            );
+            out.truncate(max);
+        }
+        Ok(out)
+    }
+
     pub fn parent_of_dir(&self, ino: u64) -> Result<u64, FsError> {
         if crate::snapview::is_view(ino) {
             return self.snap_parent_of_dir(ino);

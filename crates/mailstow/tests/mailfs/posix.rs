@@ -565,3 +565,63 @@ fn special_files_are_entries_that_survive_a_remount() {
     let fsck = rig.ok(&["fsck"]);
     assert!(fsck.contains("fsck: clean"), "{fsck}");
 }
+
+/// A long listing that changes under the reader (POSIX readdir: an entry neither added nor
+/// removed while the directory is open is returned exactly once), on the mount and on a
+/// local directory: the mount resumes each `getdents` after the last name it returned,
+/// so removals and additions before that point shift nothing.
+#[test]
+fn a_listing_that_changes_while_it_is_read_returns_every_other_entry_once() {
+    if !fuse_available() {
+        eprintln!("skipped: no /dev/fuse");
+        return;
+    }
+    let server = Dovecot::start(1).unwrap();
+    let (rig, local) = beside_a_local_directory(&server, 1, false);
+    for root in [&rig.mnt, &local] {
+        let dir = root.join("many");
+        fs::create_dir(&dir).unwrap();
+        let names: Vec<String> = (0..3000).map(|i| format!("entry{i:05}")).collect();
+        for n in &names {
+            fs::write(dir.join(n), b"").unwrap();
+        }
+        let mut seen: Vec<String> = Vec::new();
+        let mut removed: Vec<String> = Vec::new();
+        let mut listing = fs::read_dir(&dir).unwrap();
+        for _ in 0..1000 {
+            seen.push(
+                listing
+                    .next()
+                    .unwrap()
+                    .unwrap()
+                    .file_name()
+                    .into_string()
+                    .unwrap(),
+            );
+        }
+        // Remove some already listed and add new names, some sorting before the point
+        // reached and some after.
+        for n in seen.iter().step_by(7) {
+            fs::remove_file(dir.join(n)).unwrap();
+            removed.push(n.clone());
+        }
+        for i in 0..200 {
+            fs::write(dir.join(format!("added{i:03}")), b"").unwrap();
+            fs::write(dir.join(format!("zadded{i:03}")), b"").unwrap();
+        }
+        seen.extend(listing.map(|e| e.unwrap().file_name().into_string().unwrap()));
+        let mut count = std::collections::HashMap::new();
+        for n in &seen {
+            *count.entry(n.clone()).or_insert(0) += 1;
+        }
+        for n in &names {
+            assert_eq!(count.get(n), Some(&1), "{n} on {}", root.display());
+        }
+        assert!(
+            count.values().all(|&c| c == 1),
+            "nothing twice on {}",
+            root.display()
+        );
+    }
+    rig.umount();
+}
