@@ -215,3 +215,27 @@ fn both_ciphers_round_trip_and_the_cipher_is_fixed_at_mkfs() {
         }
     }
 }
+
+#[test]
+fn listing_resumes_after_a_name_with_the_snapshots_entry_in_its_place() {
+    let rig = Rig::new("metadata_batch_ms = 10000");
+    let fs = rig.mkfs();
+    for n in ["a", "b", ".c", "z"] {
+        fs.mkdir(ROOT, n.as_bytes(), 0o755, 0, 0).unwrap();
+    }
+    let names = |after: Option<&[u8]>, max| -> Vec<String> {
+        fs.readdir_after(ROOT, after, max)
+            .unwrap()
+            .into_iter()
+            .map(|e| String::from_utf8(e.2).unwrap())
+            .collect()
+    };
+    assert_eq!(names(None, 10), [".c", "a", "b", "z"]);
+    assert_eq!(names(Some(b".c"), 2), ["a", "b"]);
+    fs.snapshot("s").unwrap();
+    // `.snapshots` sorts between `.c` and `a`, in whatever page holds that place.
+    assert_eq!(names(None, 2), [".c", ".snapshots"]);
+    assert_eq!(names(Some(b".snapshots"), 10), ["a", "b", "z"]);
+    assert_eq!(names(Some(b"b"), 10), ["z"]);
+    assert!(names(Some(b"z"), 10).is_empty());
+}
