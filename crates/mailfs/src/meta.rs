@@ -384,6 +384,10 @@ pub struct Superblock {
     /// pages after it. 0: no page was ever checkpointed (or the file system has none).
     #[serde(rename = "l", default, skip_serializing_if = "is_zero")]
     pub log_from: u64,
+    /// A checkpoint holds the inode directory (docs/mailfs.md 12b): from then on a mount
+    /// that finds no version of it reports it unavailable instead of starting it empty.
+    #[serde(rename = "hi", default, skip_serializing_if = "is_false")]
+    pub inodes: bool,
 }
 
 /// One page of the metadata log (docs/mailfs.md 12a): the directory changes of one batch,

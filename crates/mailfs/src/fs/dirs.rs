@@ -81,6 +81,13 @@ impl Fs {
     fn load_dir(&self, id: u64) -> Result<DirState, FsError> {
         let deltas = self.metalog.replay_for(id);
         if id == INODES && deltas.is_empty() && self.dir_versions(id).is_empty() {
+            if self.superblock().1.inodes {
+                // A checkpoint wrote it: its messages are on accounts that are down (or
+                // lost; `fsck --rebuild`). Starting it empty would hide every linked file.
+                return Err(FsError::Unavailable(
+                    "the inode directory (hard-linked files) is on no account that is up".into(),
+                ));
+            }
             // No file has had a second name yet: the inode directory is made by the first
             // link (its first record starts from version 0).
             return Ok(DirState {

@@ -505,6 +505,7 @@ impl MetaLog {
             }
             let (_, mut sb) = fs.superblock();
             sb.log_from = last;
+            sb.inodes |= states.iter().any(|d| d.id == INODES);
             fs.write_superblock(sb)
         })();
         if let Err(e) = written {

@@ -424,6 +424,7 @@ impl Fs {
             created: now_secs(),
             snapshots: Vec::new(),
             log_from: 0,
+            inodes: false,
         };
         let sb_sealing = keys::superblock_sealing(&kek);
         let data_sealing =
@@ -923,5 +924,6 @@ fn placeholder_superblock() -> Superblock {
         created: 0,
         snapshots: Vec::new(),
         log_from: 0,
+        inodes: false,
     }
 }

@@ -249,3 +249,31 @@ fn snapshots_and_history_follow_links() {
     let versions = fs.versions("/g").unwrap();
     assert!(versions.len() >= 2, "{versions:?}");
 }
+
+#[test]
+fn a_checkpointed_inode_directory_that_is_missing_is_unavailable_not_empty() {
+    let rig = Rig::new("");
+    let fs = rig.mkfs();
+    let ino = write_file(&fs, ROOT, "f", b"linked");
+    fs.link(ino, ROOT, b"g").unwrap();
+    fs.flush_all().unwrap(); // unmount: a checkpoint holds the inode directory
+    drop(fs);
+    let inodes = format!(" dir {:012x}.", INODES);
+    assert!(messages_of(&rig, 0, &inodes) > 0, "{inodes}");
+    for a in &rig.accounts {
+        a.messages
+            .lock()
+            .unwrap()
+            .retain(|_, (n, _)| !n.contains(&inodes) && !n.contains(" log "));
+    }
+    let fs = rig.mount();
+    assert!(matches!(
+        fs.lookup(ROOT, b"g"),
+        Err(FsError::Unavailable(_))
+    ));
+    // fsck --rebuild makes it again (empty), and fsck drops the names it cannot serve.
+    fs.rebuild(&|_, _| {}).unwrap();
+    let report = fs.fsck(&|_, _| {}).unwrap();
+    assert_eq!(report.unrecoverable.len(), 2, "{report:?}");
+    assert!(matches!(fs.lookup(ROOT, b"g"), Err(FsError::NotFound)));
+}
