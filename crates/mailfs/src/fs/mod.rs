@@ -31,7 +31,7 @@ use crate::{FsError, now_ns, now_secs};
 pub(crate) use links::inode_name;
 pub use links::{INODES, LINKS_MAX};
 pub(crate) use metalog::page_id;
-use read::Stream;
+use read::Blocks;
 
 pub const ROOT: u64 = 1;
 /// Object ids are random in this range, so they are valid inode numbers with room above
@@ -278,7 +278,6 @@ pub struct Fs {
     kek: [u8; 32],
     pub block_size: u32,
     strategy: Strategy,
-    readahead: usize,
     dirty_bytes_max: u64,
     pub accounts: Vec<Arc<Account>>,
     /// Account positions of each replication group's members.
@@ -294,7 +293,8 @@ pub struct Fs {
     /// One commit at a time per file (docs/mailfs.md 5): a second flush waits, so no commit
     /// can name a block list that misses the blocks of one still in progress.
     commit_locks: Mutex<HashMap<u64, Arc<Mutex<()>>>>,
-    cache: Cache,
+    /// The read side of the blocks: caches, fetches in flight, read-ahead, streams.
+    blocks: Blocks,
     pub stats: Stats,
     pub state_dir: PathBuf,
     next_fh: AtomicU64,
@@ -312,25 +312,11 @@ pub struct Fs {
     /// Closed files waiting for their commit.
     pub(crate) writeback: writeback::WriteBack,
     keep_written: bool,
-    /// How far into a sequential stream its read-ahead counts as a scan (config
-    /// `scan_bytes`; 0: never).
-    scan_bytes: u64,
     /// New blocks are stored as chunk manifests (docs/mailfs.md 5, deduplication).
     dedup: bool,
     /// Keys chunk names (derived from the data key): the servers cannot confirm a guess of
     /// a chunk's content from its name.
     chunk_key: [u8; 32],
-    inflight: Mutex<HashMap<BlockId, Arc<Slot>>>,
-    /// Read-ahead requests for the background fetchers (present while mounted).
-    /// (file, block, whether it is a scan's: `read::load_block_for`).
-    readahead_tx: Mutex<Option<std::sync::mpsc::Sender<(u64, BlockRef, bool)>>>,
-    readahead_queued: Mutex<std::collections::HashSet<BlockId>>,
-    /// Where each file's last read ended, and where its sequential stream started: a read
-    /// far from the end is random access, served without read-ahead and, for a small part
-    /// of a block, by partial FETCH; read-ahead far into a stream is a scan.
-    read_ends: Mutex<HashMap<u64, Stream>>,
-    /// Blocks read in part once: a second partial read loads the whole block.
-    read_in_part: Mutex<std::collections::HashSet<BlockId>>,
     pub retention: std::time::Duration,
     pub orphan_grace: std::time::Duration,
 }
@@ -540,7 +526,6 @@ impl Fs {
             kek,
             block_size: config.fs.block_size,
             strategy: config.fs.strategy,
-            readahead: config.fs.readahead_blocks,
             dirty_bytes_max: config.fs.dirty_bytes_max,
             accounts,
             groups,
@@ -551,13 +536,22 @@ impl Fs {
             tree: Mutex::new(Tree::default()),
             landed: std::sync::Condvar::new(),
             commit_locks: Mutex::new(HashMap::new()),
-            cache: Cache::new(
-                state_dir.join("blocks"),
-                config.cache.memory_bytes,
-                config.cache.disk_bytes,
-                fsid,
-                Sealing::MacOnly([0; 32]),
-            ),
+            blocks: Blocks {
+                cache: Cache::new(
+                    state_dir.join("blocks"),
+                    config.cache.memory_bytes,
+                    config.cache.disk_bytes,
+                    fsid,
+                    Sealing::MacOnly([0; 32]),
+                ),
+                readahead: config.fs.readahead_blocks,
+                scan_bytes: config.cache.scan_bytes,
+                inflight: Mutex::new(HashMap::new()),
+                readahead_tx: Mutex::new(None),
+                readahead_queued: Mutex::new(Default::default()),
+                read_ends: Mutex::new(HashMap::new()),
+                read_in_part: Mutex::new(Default::default()),
+            },
             stats: Stats::default(),
             state_dir,
             next_fh: AtomicU64::new(1),
@@ -573,14 +567,8 @@ impl Fs {
             metalog: metalog::MetaLog::new(config.fs.metadata_batch_ms, config.fs.log_pages_max),
             writeback: Default::default(),
             keep_written: config.cache.keep_written,
-            scan_bytes: config.cache.scan_bytes,
             dedup: config.fs.dedup,
             chunk_key: [0; 32],
-            inflight: Mutex::new(HashMap::new()),
-            readahead_tx: Mutex::new(None),
-            readahead_queued: Mutex::new(Default::default()),
-            read_ends: Mutex::new(HashMap::new()),
-            read_in_part: Mutex::new(Default::default()),
             retention: crate::config::parse_duration(&config.fs.retention)?,
             orphan_grace: crate::config::parse_duration(&config.fs.orphan_grace)?,
         };
@@ -604,7 +592,7 @@ impl Fs {
         fs.sealing = keys::data_sealing(&sb.cipher, data_key);
         fs.chunk_key = blake3::derive_key("mailfs 1 chunk names", &data_key);
         // The cache was opened before the data key was known (scanning its directory once).
-        fs.cache.set_sealing(fs.sealing.clone());
+        fs.blocks.cache.set_sealing(fs.sealing.clone());
         *fs.sb.lock().unwrap() = (version, sb);
         let fs = Arc::new(fs);
         let _ = fs.me.set(Arc::downgrade(&fs));
@@ -773,13 +761,13 @@ impl Fs {
     /// Waits until queued disk cache files are written (tests).
     #[cfg(test)]
     pub(crate) fn settle_disk_cache(&self) {
-        self.cache.settle_disk();
+        self.blocks.cache.settle_disk();
     }
 
     /// Waits until the read-ahead fetchers have loaded everything queued (tests).
     #[cfg(test)]
     pub(crate) fn settle_read_ahead(&self) {
-        while !self.readahead_queued.lock().unwrap().is_empty() {
+        while !self.blocks.readahead_queued.lock().unwrap().is_empty() {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }

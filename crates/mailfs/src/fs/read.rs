@@ -20,6 +20,30 @@ pub(crate) struct Stream {
     start: u64,
 }
 
+/// The read side of the blocks (one of `Fs`'s parts, with the tree and the replicas):
+/// what is cached, what is being fetched, what read-ahead has queued, and where each
+/// file's reads are going. Locks here are leaves: nothing else is taken while one is held.
+pub(crate) struct Blocks {
+    pub(super) cache: Cache,
+    /// Blocks after a read that read-ahead fetches (config `readahead_blocks`).
+    pub(super) readahead: usize,
+    /// How far into a sequential stream its read-ahead counts as a scan (config
+    /// `scan_bytes`; 0: never).
+    pub(super) scan_bytes: u64,
+    /// One fetch per block in flight; other readers of it wait on its slot.
+    pub(super) inflight: Mutex<HashMap<BlockId, Arc<Slot>>>,
+    /// Read-ahead requests for the background fetchers (present while mounted).
+    /// (file, block, whether it is a scan's: `load_block_for`).
+    pub(super) readahead_tx: Mutex<Option<std::sync::mpsc::Sender<(u64, BlockRef, bool)>>>,
+    pub(super) readahead_queued: Mutex<std::collections::HashSet<BlockId>>,
+    /// Where each file's last read ended, and where its sequential stream started: a read
+    /// far from the end is random access, served without read-ahead and, for a small part
+    /// of a block, by partial FETCH; read-ahead far into a stream is a scan.
+    pub(super) read_ends: Mutex<HashMap<u64, Stream>>,
+    /// Blocks read in part once: a second partial read loads the whole block.
+    pub(super) read_in_part: Mutex<std::collections::HashSet<BlockId>>,
+}
+
 impl Fs {
     /// One block's plain content, from the caches or from a member of its group.
     pub(crate) fn load_block(&self, file: u64, b: &BlockRef) -> Result<Arc<Vec<u8>>, FsError> {
@@ -30,7 +54,7 @@ impl Fs {
     /// goes to the disk cache only if a scan fetched it before (docs/mailfs.md 6).
     fn load_block_for(&self, file: u64, b: &BlockRef, scan: bool) -> Result<Arc<Vec<u8>>, FsError> {
         let cid = BlockId::of(file, b);
-        if let Some(d) = self.cache.get(cid) {
+        if let Some(d) = self.blocks.cache.get(cid) {
             return Ok(d);
         }
         if let Some(d) = self.journal.block(file, b)
@@ -41,7 +65,7 @@ impl Fs {
         }
         // One fetch per block at a time: a reader and the read-ahead wait for the same one.
         let (slot, leader) = {
-            let mut inflight = self.inflight.lock().unwrap();
+            let mut inflight = self.blocks.inflight.lock().unwrap();
             match inflight.get(&cid) {
                 Some(s) => (s.clone(), false),
                 None => {
@@ -61,7 +85,7 @@ impl Fs {
         let r = self.fetch_block(file, b, cid, scan);
         *slot.done.lock().unwrap() = Some(r.clone());
         slot.ready.notify_all();
-        self.inflight.lock().unwrap().remove(&cid);
+        self.blocks.inflight.lock().unwrap().remove(&cid);
         r
     }
 
@@ -73,8 +97,8 @@ impl Fs {
         scan: bool,
     ) -> Result<Arc<Vec<u8>>, FsError> {
         // Scan resistance: a block a scan fetches for the first time stays in memory only.
-        let admitted = !scan || self.cache.scanned_before(cid);
-        let to_disk = admitted && self.cache.has_disk();
+        let admitted = !scan || self.blocks.cache.scanned_before(cid);
+        let to_disk = admitted && self.blocks.cache.has_disk();
         if !admitted {
             self.stats
                 .scan_blocks_uncached
@@ -88,7 +112,7 @@ impl Fs {
         if b.version & MANIFEST_BIT != 0 {
             let data = Arc::new(self.fetch_chunked(members, id, b)?);
             self.stats.blocks_fetched.fetch_add(1, Ordering::Relaxed);
-            self.cache.put(cid, data.clone(), to_disk);
+            self.blocks.cache.put(cid, data.clone(), to_disk);
             return Ok(data);
         }
         // Try each member until one copy authenticates and hashes right.
@@ -105,7 +129,8 @@ impl Fs {
                         .bytes_fetched
                         .fetch_add(data.len() as u64, Ordering::Relaxed);
                     let data = Arc::new(data);
-                    self.cache
+                    self.blocks
+                        .cache
                         .put_sealed(cid, raid, envelope, data.clone(), to_disk);
                     return Ok(data);
                 }
@@ -194,7 +219,7 @@ impl Fs {
         // copied out of the tree.
         let req_first = offset / bs;
         let req_last = offset.saturating_add(u64::from(size.max(1)) - 1) / bs;
-        let wanted = req_first..=req_last.saturating_add(self.readahead as u64);
+        let wanted = req_first..=req_last.saturating_add(self.blocks.readahead as u64);
         let (file_size, sources) = {
             let mut tree = self.lock();
             if crate::snapview::is_snap(ino) {
@@ -229,13 +254,13 @@ impl Fs {
         // The blocks this read needs are fetched now, in parallel; the next few are handed to
         // the background fetchers (read-ahead), so a sequential reader finds them cached.
         let missing = |i: &u64| match by_index.get(i) {
-            Some(Source::Stored(b)) if !self.cache.in_memory(BlockId::of(file, b)) => {
+            Some(Source::Stored(b)) if !self.blocks.cache.in_memory(BlockId::of(file, b)) => {
                 Some(b.clone())
             }
             _ => None,
         };
         if !random {
-            let ahead: Vec<BlockRef> = (last + 1..=last + self.readahead as u64)
+            let ahead: Vec<BlockRef> = (last + 1..=last + self.blocks.readahead as u64)
                 .filter_map(|i| missing(&i))
                 .collect();
             self.read_ahead(file, ahead, stream_start);
@@ -298,7 +323,7 @@ impl Fs {
     /// Concurrent read-ahead requests arrive a little out of order, hence the slack.
     fn note_read(&self, ino: u64, offset: u64, end: u64) -> (bool, u64) {
         let slack = SEQUENTIAL_SLACK_BYTES;
-        let mut ends = self.read_ends.lock().unwrap();
+        let mut ends = self.blocks.read_ends.lock().unwrap();
         if ends.len() >= READ_ENDS_MAX && !ends.contains_key(&ino) {
             ends.clear();
         }
@@ -335,13 +360,16 @@ impl Fs {
             return None;
         }
         let cid = BlockId::of(file, b);
-        if self.cache.in_memory(cid) || self.cache.on_disk(cid) || self.journal.has_block(file, b) {
+        if self.blocks.cache.in_memory(cid)
+            || self.blocks.cache.on_disk(cid)
+            || self.journal.has_block(file, b)
+        {
             return None;
         }
         // A block read in part before is read again: load it whole, into the caches, so a
         // working set that fits them is fetched once.
         {
-            let mut seen = self.read_in_part.lock().unwrap();
+            let mut seen = self.blocks.read_in_part.lock().unwrap();
             if seen.len() >= READ_IN_PART_MAX {
                 seen.clear();
             }
@@ -434,14 +462,14 @@ impl Fs {
     /// Queues blocks for the background fetchers (none outside a mount: then nothing);
     /// those further than `scan_bytes` from `stream_start` are a scan's.
     pub(super) fn read_ahead(&self, file: u64, blocks: Vec<BlockRef>, stream_start: u64) {
-        let tx = self.readahead_tx.lock().unwrap();
+        let tx = self.blocks.readahead_tx.lock().unwrap();
         let Some(tx) = tx.as_ref() else { return };
-        let mut queued = self.readahead_queued.lock().unwrap();
+        let mut queued = self.blocks.readahead_queued.lock().unwrap();
         for b in blocks {
             let id = BlockId::of(file, &b);
-            let scan = self.scan_bytes > 0
+            let scan = self.blocks.scan_bytes > 0
                 && b.index.saturating_mul(self.bs())
-                    >= stream_start.saturating_add(self.scan_bytes);
+                    >= stream_start.saturating_add(self.blocks.scan_bytes);
             if queued.insert(id) {
                 let _ = tx.send((file, b, scan));
             }
@@ -452,7 +480,7 @@ impl Fs {
     pub(super) fn spawn_fetchers(self: &Arc<Self>, n: usize) {
         let (tx, rx) = std::sync::mpsc::channel::<(u64, BlockRef, bool)>();
         let rx = Arc::new(Mutex::new(rx));
-        *self.readahead_tx.lock().unwrap() = Some(tx);
+        *self.blocks.readahead_tx.lock().unwrap() = Some(tx);
         for _ in 0..n {
             let fs = Arc::downgrade(self);
             let rx = rx.clone();
@@ -469,7 +497,8 @@ impl Fs {
                     let Ok((file, b, scan)) = job else { continue };
                     // Errors surface when the block is read for real.
                     let _ = fs.load_block_for(file, &b, scan);
-                    fs.readahead_queued
+                    fs.blocks
+                        .readahead_queued
                         .lock()
                         .unwrap()
                         .remove(&BlockId::of(file, &b));

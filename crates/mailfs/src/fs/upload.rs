@@ -28,7 +28,8 @@ impl Fs {
             self.put_blocks(file, jobs)?;
         }
         for (r, data) in jobs {
-            self.cache
+            self.blocks
+                .cache
                 .put_memory_only(BlockId::of(file, r), data.clone());
         }
         Ok(())
@@ -232,7 +233,7 @@ impl Fs {
                                 {
                                     // Memory gets it from `emit_blocks`.
                                     let env = std::mem::take(env);
-                                    self.cache.put_disk_sealed(id, a as u8, env);
+                                    self.blocks.cache.put_disk_sealed(id, a as u8, env);
                                 }
                                 got.push(a);
                             }
