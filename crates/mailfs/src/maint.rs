@@ -181,7 +181,7 @@ impl Fs {
         let retain_after = now - self.retention.as_secs() as i64;
         let grace_after = now - self.orphan_grace.as_secs() as i64;
         let mut keys_by_account = Vec::new();
-        for a in &self.accounts {
+        for a in &self.replicas.accounts {
             if !a.is_up() {
                 return Err(FsError::Unavailable(format!(
                     "{} is down; gc needs every account",
@@ -259,7 +259,7 @@ impl Fs {
         for (i, (file, b)) in manifests.iter().enumerate() {
             progress(total + i as u64, total + manifests.len() as u64);
             let kid = b.key_id(*file);
-            let members = self.groups[b.group as usize].clone();
+            let members = self.replicas.groups[b.group as usize].clone();
             match self
                 .get(&members, kid, self.sealing())
                 .and_then(|p| crate::meta::decode_manifest(&p))
@@ -274,7 +274,7 @@ impl Fs {
         progress(total, total);
         let latest_sb = self.superblock().0;
         let mut report = GcReport::default();
-        for (a, keys) in self.accounts.iter().zip(&keys_by_account) {
+        for (a, keys) in self.replicas.accounts.iter().zip(&keys_by_account) {
             let mut doomed = Vec::new();
             for (uid, k) in keys {
                 let remove = match k.kind {
@@ -320,7 +320,7 @@ impl Fs {
     /// copies from a good one.
     pub fn fsck(&self, progress: Progress) -> Result<FsckReport, FsError> {
         let mut report = FsckReport::default();
-        for a in &self.accounts {
+        for a in &self.replicas.accounts {
             if a.is_up() {
                 a.load_index()?;
                 report.foreign_messages += a.foreign.load(std::sync::atomic::Ordering::Relaxed);
@@ -391,7 +391,7 @@ impl Fs {
                 Item::Block(file, b) => {
                     report.blocks += 1;
                     let kid = b.key_id(*file);
-                    let members = self.groups[b.group as usize].clone();
+                    let members = self.replicas.groups[b.group as usize].clone();
                     if b.version & MANIFEST_BIT != 0 {
                         self.fsck_chunked(*file, b, &members, &mut chunks_checked, &mut report);
                         continue;
@@ -450,7 +450,7 @@ impl Fs {
             let ckid = c.key_id();
             match self.fetch_chunk(c) {
                 Ok(data) => {
-                    let cm = self.groups[self.chunk_group(c) as usize].clone();
+                    let cm = self.replicas.groups[self.chunk_group(c) as usize].clone();
                     self.check_replicas(&cm, ckid, &data, None, report);
                 }
                 Err(e) => return unrecoverable(report, e),
@@ -467,7 +467,7 @@ impl Fs {
         report: &mut FsckReport,
     ) {
         for &m in members {
-            let a = &self.accounts[m];
+            let a = &self.replicas.accounts[m];
             if !a.is_up() {
                 continue;
             }
@@ -514,7 +514,7 @@ impl Fs {
     /// block that authenticates; the size from the last block).
     pub fn rebuild(&self, progress: Progress) -> Result<RebuildReport, FsError> {
         let mut report = RebuildReport::default();
-        for a in &self.accounts {
+        for a in &self.replicas.accounts {
             if a.is_up() {
                 a.load_index()?;
             }
@@ -549,7 +549,7 @@ impl Fs {
         let mut dir_versions: Vec<(u64, u64)> = Vec::new();
         let mut blocks: std::collections::HashMap<u64, Vec<crate::key::KeyId>> =
             std::collections::HashMap::new();
-        for a in self.accounts.iter().filter(|a| a.is_up()) {
+        for a in self.replicas.accounts.iter().filter(|a| a.is_up()) {
             for (k, _) in a.ids_matching(|_| true) {
                 match k.kind {
                     MsgKind::Directory => dir_versions.push((k.object, k.version)),
@@ -601,8 +601,8 @@ impl Fs {
                 if refs.last().is_some_and(|r| r.index == k.index) {
                     continue;
                 }
-                let members: Vec<usize> = (0..self.accounts.len())
-                    .filter(|&m| self.accounts[m].has(&k))
+                let members: Vec<usize> = (0..self.replicas.accounts.len())
+                    .filter(|&m| self.replicas.accounts[m].has(&k))
                     .collect();
                 let data = self.get(&members, k, self.sealing()).and_then(|p| {
                     if k.version & MANIFEST_BIT == 0 {
@@ -616,7 +616,7 @@ impl Fs {
                     Ok(out)
                 });
                 if let Ok(data) = data {
-                    let group = self.accounts[members[0]].group as u8;
+                    let group = self.replicas.accounts[members[0]].group as u8;
                     refs.push(BlockRef {
                         index: k.index,
                         version: k.version,

@@ -8,7 +8,7 @@ impl Fs {
         let (j, jb) = self.journal.pending();
         let (w, wb) = self.writeback.pending();
         let journal = (j + w, jb + wb);
-        self.accounts.iter().fold(journal, |(n, b), a| {
+        self.replicas.accounts.iter().fold(journal, |(n, b), a| {
             let (an, ab) = a.backlog_len();
             (n + an, b + ab)
         })
@@ -17,7 +17,7 @@ impl Fs {
     /// One replicator pass: pays backlogs of reachable accounts, probes down ones, and
     /// pings idle ones (keepalive).
     pub fn replicate_once(&self) {
-        for a in &self.accounts {
+        for a in &self.replicas.accounts {
             if a.is_up() {
                 if a.backlog_len().0 > 0
                     && let Err(e) = a.replay(false)
@@ -31,7 +31,7 @@ impl Fs {
     }
 
     pub fn keepalive(&self) {
-        for a in &self.accounts {
+        for a in &self.replicas.accounts {
             if a.is_up()
                 && let Err(e) = a.remote.ping()
             {
@@ -42,7 +42,7 @@ impl Fs {
 
     /// Runs the replicator and keepalive until [`Fs::shutdown`].
     pub fn spawn_background(self: &Arc<Self>) -> std::thread::JoinHandle<()> {
-        let fetchers: usize = self.connections.iter().sum::<usize>().clamp(2, 32);
+        let fetchers: usize = self.replicas.connections.iter().sum::<usize>().clamp(2, 32);
         self.spawn_fetchers(fetchers);
         let flusher = self.spawn_flusher();
         let committers = self.spawn_committers();
@@ -85,6 +85,7 @@ impl Fs {
         let (ops, bytes) = self.pending();
         let s = &self.stats;
         let up: Vec<String> = self
+            .replicas
             .accounts
             .iter()
             .map(|a| format!("{}={}", a.raid, if a.is_up() { "up" } else { "down" }))

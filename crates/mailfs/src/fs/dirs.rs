@@ -13,6 +13,7 @@ impl Fs {
     /// The directory versions found in the accounts, newest first.
     pub(crate) fn dir_versions(&self, id: u64) -> Vec<u64> {
         let mut v: Vec<u64> = self
+            .replicas
             .accounts
             .iter()
             .filter(|a| a.is_up())
@@ -227,9 +228,10 @@ impl Fs {
 
     pub(super) fn block_present(&self, file: u64, b: &BlockRef) -> bool {
         let id = b.key_id(file);
-        self.groups
+        self.replicas
+            .groups
             .get(b.group as usize)
-            .is_some_and(|members| members.iter().any(|&m| self.accounts[m].has(&id)))
+            .is_some_and(|members| members.iter().any(|&m| self.replicas.accounts[m].has(&id)))
     }
 
     /// Makes `d` the next version of its directory: the change goes into the metadata log

@@ -637,6 +637,7 @@ impl Fs {
     /// sorted, once each.
     pub(crate) fn log_page_seqs(&self, up_only: bool) -> Vec<u64> {
         let mut seqs: Vec<u64> = self
+            .replicas
             .accounts
             .iter()
             .filter(|a| !up_only || a.is_up())

@@ -272,20 +272,29 @@ struct Undo {
     version: u64,
 }
 
+/// The replicas part of `Fs`: the accounts (virtual disks), the replication groups that
+/// stripe over them, and what placement and replication read (docs/mailfs.md 1 and 7).
+pub struct Replicas {
+    strategy: Strategy,
+    pub accounts: Vec<Arc<Account>>,
+    /// Account positions of each replication group's members.
+    pub groups: Vec<Vec<usize>>,
+    /// Connections (streams) per account.
+    connections: Vec<usize>,
+    /// Configured capacity per account, where it has no quota.
+    capacity: Vec<Option<u64>>,
+    /// Free bytes per group (from quotas), for placement.
+    group_free: Vec<AtomicU64>,
+}
+
 pub struct Fs {
     pub fsid: [u8; 16],
     sealing: Sealing,
     kek: [u8; 32],
     pub block_size: u32,
-    strategy: Strategy,
     dirty_bytes_max: u64,
-    pub accounts: Vec<Arc<Account>>,
-    /// Account positions of each replication group's members.
-    pub groups: Vec<Vec<usize>>,
-    connections: Vec<usize>,
-    capacity: Vec<Option<u64>>,
-    /// Free bytes per group (from quotas), for placement.
-    group_free: Vec<AtomicU64>,
+    /// The accounts and their groups: where messages go (placement, replication).
+    pub replicas: Replicas,
     sb: Mutex<(u64, Superblock)>,
     tree: Mutex<Tree>,
     /// Signalled (with `tree`) whenever a background upload lands.
@@ -525,13 +534,15 @@ impl Fs {
             sealing: Sealing::MacOnly([0; 32]),
             kek,
             block_size: config.fs.block_size,
-            strategy: config.fs.strategy,
             dirty_bytes_max: config.fs.dirty_bytes_max,
-            accounts,
-            groups,
-            connections,
-            capacity,
-            group_free,
+            replicas: Replicas {
+                strategy: config.fs.strategy,
+                accounts,
+                groups,
+                connections,
+                capacity,
+                group_free,
+            },
             sb: Mutex::new((0, placeholder_superblock())),
             tree: Mutex::new(Tree::default()),
             landed: std::sync::Condvar::new(),
@@ -574,7 +585,7 @@ impl Fs {
         };
         let (version, sb) = fs.read_superblock(&sb_sealing)?;
         let layout: Vec<usize> = sb.groups.iter().map(|g| g.len()).collect();
-        let configured: Vec<usize> = fs.groups.iter().map(|g| g.len()).collect();
+        let configured: Vec<usize> = fs.replicas.groups.iter().map(|g| g.len()).collect();
         if layout != configured {
             return Err(FsError::Config(format!(
                 "the file system has groups of {layout:?} accounts; the config has {configured:?}"
@@ -632,6 +643,7 @@ impl Fs {
 
     fn read_superblock(&self, sealing: &Sealing) -> Result<(u64, Superblock), FsError> {
         let mut versions: Vec<u64> = self
+            .replicas
             .accounts
             .iter()
             .flat_map(|a| a.ids_matching(|k| k.kind == MsgKind::Superblock))
@@ -639,7 +651,7 @@ impl Fs {
             .collect();
         versions.sort_unstable();
         versions.dedup();
-        let all: Vec<usize> = (0..self.accounts.len()).collect();
+        let all: Vec<usize> = (0..self.replicas.accounts.len()).collect();
         let mut last = FsError::Corrupt("no superblock".into());
         for v in versions.into_iter().rev() {
             let id = KeyId {
@@ -673,7 +685,7 @@ impl Fs {
     }
 
     pub fn all_accounts(&self) -> Vec<usize> {
-        (0..self.accounts.len()).collect()
+        (0..self.replicas.accounts.len()).collect()
     }
 
     pub fn sealing(&self) -> &Sealing {
@@ -694,14 +706,14 @@ impl Fs {
         let mut live: Vec<usize> = targets
             .iter()
             .copied()
-            .filter(|&t| self.accounts[t].is_up())
+            .filter(|&t| self.replicas.accounts[t].is_up())
             .collect();
-        live.sort_by_key(|&t| self.accounts[t].latency_us());
+        live.sort_by_key(|&t| self.replicas.accounts[t].latency_us());
         let mut sealed = HashMap::new();
         for &t in targets {
             sealed.insert(t, seal_with(sealing, &key, t as u8, payload)?);
         }
-        let send_to: Vec<usize> = match self.strategy {
+        let send_to: Vec<usize> = match self.replicas.strategy {
             Strategy::Strong => live.clone(),
             Strategy::Fast => live.iter().take(1).copied().collect(),
         };
@@ -711,7 +723,7 @@ impl Fs {
             let handles: Vec<_> = send_to
                 .iter()
                 .map(|&t| {
-                    let acct = &self.accounts[t];
+                    let acct = &self.replicas.accounts[t];
                     let body = sealed[&t].clone();
                     (t, s.spawn(move || acct.append_now(&[(key, body)])))
                 })
@@ -726,10 +738,10 @@ impl Fs {
                 }
             }
         });
-        if ok.is_empty() && self.strategy == Strategy::Fast {
+        if ok.is_empty() && self.replicas.strategy == Strategy::Fast {
             // Fast: fall back to the other live members one by one.
             for &t in live.iter().skip(1) {
-                if self.accounts[t]
+                if self.replicas.accounts[t]
                     .append_now(&[(key, sealed[&t].clone())])
                     .is_ok()
                 {
@@ -741,7 +753,7 @@ impl Fs {
         if ok.is_empty() {
             let why = failed
                 .iter()
-                .map(|(t, e)| format!("{}: {e}", self.accounts[*t].remote.describe()))
+                .map(|(t, e)| format!("{}: {e}", self.replicas.accounts[*t].remote.describe()))
                 .collect::<Vec<_>>()
                 .join("; ");
             return Err(FsError::Unavailable(if why.is_empty() {
@@ -752,7 +764,7 @@ impl Fs {
         }
         for &t in targets {
             if !ok.contains(&t) {
-                self.accounts[t].owe(&key, &sealed[&t])?;
+                self.replicas.accounts[t].owe(&key, &sealed[&t])?;
             }
         }
         Ok(())
@@ -799,12 +811,12 @@ impl Fs {
         let mut order: Vec<usize> = targets
             .iter()
             .copied()
-            .filter(|&t| self.accounts[t].is_up())
+            .filter(|&t| self.replicas.accounts[t].is_up())
             .collect();
-        order.sort_by_key(|&t| self.accounts[t].latency_us());
+        order.sort_by_key(|&t| self.replicas.accounts[t].latency_us());
         let mut why = String::from("no replica is up");
         for t in order {
-            let acct = &self.accounts[t];
+            let acct = &self.replicas.accounts[t];
             let mut uids = acct.uids(&id);
             if uids.is_empty() {
                 // Perhaps another mount wrote it after our index was loaded.

@@ -693,8 +693,8 @@ impl Fs {
     pub fn statfs(&self) -> StatFs {
         let mut total = 0u64;
         let mut free = 0u64;
-        for (g, _) in self.groups.iter().enumerate() {
-            let f = self.group_free[g].load(Ordering::Relaxed);
+        for (g, _) in self.replicas.groups.iter().enumerate() {
+            let f = self.replicas.group_free[g].load(Ordering::Relaxed);
             let cap = self.group_capacity(g);
             total = total.saturating_add(cap);
             free = free.saturating_add(f.min(cap));
@@ -708,32 +708,32 @@ impl Fs {
     }
 
     pub(super) fn group_capacity(&self, g: usize) -> u64 {
-        self.groups[g]
+        self.replicas.groups[g]
             .iter()
-            .map(|&m| self.capacity[m].unwrap_or(1 << 40))
+            .map(|&m| self.replicas.capacity[m].unwrap_or(1 << 40))
             .min()
             .unwrap_or(0)
     }
 
     /// Reads each group's free space from IMAP QUOTA (else the configured capacity).
     pub fn refresh_quota(&self) {
-        for (g, members) in self.groups.iter().enumerate() {
+        for (g, members) in self.replicas.groups.iter().enumerate() {
             let mut free = u64::MAX;
             for &m in members {
-                let a = &self.accounts[m];
+                let a = &self.replicas.accounts[m];
                 if !a.is_up() {
                     continue;
                 }
                 let f = match a.remote.quota() {
                     Ok(Some((used, limit))) => limit.saturating_sub(used),
-                    _ => self.capacity[m].unwrap_or(1 << 40),
+                    _ => self.replicas.capacity[m].unwrap_or(1 << 40),
                 };
                 free = free.min(f);
             }
             if free == u64::MAX {
                 free = self.group_capacity(g);
             }
-            self.group_free[g].store(free, Ordering::Relaxed);
+            self.replicas.group_free[g].store(free, Ordering::Relaxed);
         }
     }
 

@@ -105,6 +105,7 @@ impl Fs {
                 .fetch_add(1, Ordering::Relaxed);
         }
         let members = self
+            .replicas
             .groups
             .get(b.group as usize)
             .ok_or(FsError::Corrupt(format!("block names group {}", b.group)))?;
@@ -186,7 +187,7 @@ impl Fs {
     /// One chunk, from any member of its group, checked against its name.
     pub(crate) fn fetch_chunk(&self, c: &meta::ChunkRef) -> Result<Vec<u8>, FsError> {
         let kid = c.key_id();
-        let members = &self.groups[self.chunk_group(c) as usize];
+        let members = &self.replicas.groups[self.chunk_group(c) as usize];
         let expected = |d: &[u8]| {
             d.len() == c.len as usize
                 && blake3::keyed_hash(&self.chunk_key, d).as_bytes()[..16] == c.id
@@ -383,15 +384,16 @@ impl Fs {
         let span = mailfs_format::segment_span(len, segments.start).start
             ..mailfs_format::segment_span(len, segments.end - 1).end;
         let mut order: Vec<usize> = self
+            .replicas
             .groups
             .get(b.group as usize)?
             .iter()
             .copied()
-            .filter(|&t| self.accounts[t].is_up())
+            .filter(|&t| self.replicas.accounts[t].is_up())
             .collect();
-        order.sort_by_key(|&t| self.accounts[t].latency_us());
+        order.sort_by_key(|&t| self.replicas.accounts[t].latency_us());
         for t in order {
-            let acct = &self.accounts[t];
+            let acct = &self.replicas.accounts[t];
             let expected = Key {
                 time: 0,
                 ..self.key(id.kind, id.object, id.index, id.version)
@@ -437,11 +439,12 @@ impl Fs {
     /// are fetched too (read-ahead) before returning, so a sequential reader finds them.
     pub(super) fn prefetch(&self, ino: u64, wanted: &[BlockRef]) {
         let width: usize = self
+            .replicas
             .accounts
             .iter()
             .enumerate()
             .filter(|(_, a)| a.is_up())
-            .map(|(i, _)| self.connections[i])
+            .map(|(i, _)| self.replicas.connections[i])
             .sum::<usize>()
             .max(1);
         let next = AtomicU64::new(0);

@@ -137,7 +137,7 @@ impl Fs {
 
     /// A chunk's group follows from its name, so equal chunks meet in the same group.
     pub(crate) fn chunk_group(&self, c: &meta::ChunkRef) -> u8 {
-        (c.id[0] as usize % self.groups.len()) as u8
+        (c.id[0] as usize % self.replicas.groups.len()) as u8
     }
 
     /// A stored chunk is reused only when every live member of its group holds a copy
@@ -147,13 +147,13 @@ impl Fs {
     /// nothing names it).
     fn chunk_reusable(&self, group: u8, kid: &KeyId) -> bool {
         let young_after = now_secs() - (self.orphan_grace.as_secs() / 2) as i64;
-        let mut live = self.groups[group as usize]
+        let mut live = self.replicas.groups[group as usize]
             .iter()
-            .filter(|&&m| self.accounts[m].is_up())
+            .filter(|&&m| self.replicas.accounts[m].is_up())
             .peekable();
         live.peek().is_some()
             && live.all(|&m| {
-                self.accounts[m]
+                self.replicas.accounts[m]
                     .chunk_time(kid)
                     .is_some_and(|t| t > young_after)
             })
@@ -167,16 +167,16 @@ impl Fs {
             return Ok(());
         }
         // Per account, the messages it should get now.
-        let mut per_account: Vec<Vec<usize>> = vec![Vec::new(); self.accounts.len()];
+        let mut per_account: Vec<Vec<usize>> = vec![Vec::new(); self.replicas.accounts.len()];
         for (j, job) in jobs.iter().enumerate() {
-            let members = &self.groups[job.group as usize];
+            let members = &self.replicas.groups[job.group as usize];
             let mut live: Vec<usize> = members
                 .iter()
                 .copied()
-                .filter(|&m| self.accounts[m].is_up())
+                .filter(|&m| self.replicas.accounts[m].is_up())
                 .collect();
-            live.sort_by_key(|&m| self.accounts[m].latency_us());
-            let now: Vec<usize> = match self.strategy {
+            live.sort_by_key(|&m| self.replicas.accounts[m].latency_us());
+            let now: Vec<usize> = match self.replicas.strategy {
                 Strategy::Strong => live,
                 Strategy::Fast => live.into_iter().take(1).collect(),
             };
@@ -191,7 +191,7 @@ impl Fs {
                 if list.is_empty() {
                     continue;
                 }
-                let streams = self.connections[a].max(1).min(list.len());
+                let streams = self.replicas.connections[a].max(1).min(list.len());
                 let next = Arc::new(AtomicU64::new(0));
                 for _ in 0..streams {
                     let next = next.clone();
@@ -221,7 +221,7 @@ impl Fs {
                                     Err(_) => return,
                                 }
                             }
-                            if self.accounts[a].append_now(&msgs).is_err() {
+                            if self.replicas.accounts[a].append_now(&msgs).is_err() {
                                 break;
                             }
                             for (&j, (_, env)) in batch.iter().zip(&mut msgs) {
@@ -244,16 +244,19 @@ impl Fs {
         });
         let mut written = 0u64;
         for (j, job) in jobs.iter().enumerate() {
-            let members = &self.groups[job.group as usize];
+            let members = &self.replicas.groups[job.group as usize];
             if delivered[j].lock().unwrap().is_empty() {
                 // Strong or fast: try any other live member once before giving up.
                 let mut ok = false;
                 for &m in members {
-                    if !self.accounts[m].is_up() {
+                    if !self.replicas.accounts[m].is_up() {
                         continue;
                     }
                     let env = seal_with(&self.sealing, &job.key, m as u8, &job.payload)?;
-                    if self.accounts[m].append_now(&[(job.key, env)]).is_ok() {
+                    if self.replicas.accounts[m]
+                        .append_now(&[(job.key, env)])
+                        .is_ok()
+                    {
                         delivered[j].lock().unwrap().push(m);
                         ok = true;
                         break;
@@ -271,7 +274,7 @@ impl Fs {
             for &m in members {
                 if !got.contains(&m) {
                     let env = seal_with(&self.sealing, &job.key, m as u8, &job.payload)?;
-                    self.accounts[m].owe(&job.key, &env)?;
+                    self.replicas.accounts[m].owe(&job.key, &env)?;
                 }
             }
             written += job.payload.len() as u64;

@@ -55,11 +55,11 @@ impl Fs {
     /// Which group stores block `index` of `file`: round robin from a per-file start, so
     /// all groups work in parallel, skipping groups without room for a block.
     pub(super) fn place(&self, file: u64, index: u64) -> u8 {
-        let g = self.groups.len() as u64;
+        let g = self.replicas.groups.len() as u64;
         let start = blake3::hash(&file.to_le_bytes()).as_bytes()[0] as u64;
         for step in 0..g {
             let cand = ((start + index + step) % g) as usize;
-            if self.group_free[cand].load(Ordering::Relaxed) >= self.bs() {
+            if self.replicas.group_free[cand].load(Ordering::Relaxed) >= self.bs() {
                 return cand as u8;
             }
         }
@@ -216,7 +216,7 @@ impl Fs {
     /// Blocks per background upload: one per connection, so a batch spreads over every
     /// account and each stream sends its share in one MULTIAPPEND.
     pub(super) fn upload_batch(&self) -> usize {
-        self.connections.iter().sum::<usize>().clamp(4, 64)
+        self.replicas.connections.iter().sum::<usize>().clamp(4, 64)
     }
 
     /// Background uploads one file may have in flight (see `UPLOAD_BYTES_IN_FLIGHT_MAX`).

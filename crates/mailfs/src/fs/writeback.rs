@@ -143,7 +143,7 @@ impl Fs {
         if self.metalog.batch_ms == 0 {
             return Vec::new();
         }
-        let n: usize = self.connections.iter().sum::<usize>().clamp(2, 16);
+        let n: usize = self.replicas.connections.iter().sum::<usize>().clamp(2, 16);
         self.writeback.state.lock().unwrap().committers = n;
         (0..n)
             .map(|_| {

@@ -207,7 +207,7 @@ fn a_change_the_log_refuses_leaves_the_directory_as_it_was() {
     for a in &rig.accounts {
         a.stopped.store(false, Ordering::SeqCst);
     }
-    for a in &fs.accounts {
+    for a in &fs.replicas.accounts {
         let _ = a.replay(true);
     }
     fs.rename(ROOT, b"kept", ROOT, b"moved", false).unwrap();

@@ -9,13 +9,13 @@ fn a_stopped_account_is_failed_over_and_caught_up() {
     rig.accounts[1].stopped.store(true, Ordering::SeqCst);
     let data = pattern(30_000, 9);
     let ino = write_file(&fs, ROOT, "during", &data);
-    assert!(!fs.accounts[1].is_up());
+    assert!(!fs.replicas.accounts[1].is_up());
     assert!(fs.pending().0 > 0, "account 1 is owed messages");
     assert_eq!(read_all(&fs, ino), data);
     // Back: the replicator pays the backlog and marks it up.
     rig.accounts[1].stopped.store(false, Ordering::SeqCst);
     fs.replicate_once();
-    assert!(fs.accounts[1].is_up());
+    assert!(fs.replicas.accounts[1].is_up());
     assert_eq!(fs.pending().0, 0);
     // Now the other member of group 0 goes: everything is still readable from account 1.
     rig.accounts[0].stopped.store(true, Ordering::SeqCst);
