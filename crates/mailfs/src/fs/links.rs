@@ -172,7 +172,12 @@ impl Fs {
         let iname = inode_name(id);
         let now = now_ns();
         let gone = self.edit_dir(tree, INODES, &[&iname], |d| {
-            let x = d.entries.get_mut(&iname).ok_or(FsError::NotFound)?;
+            let Some(x) = d.entries.get_mut(&iname) else {
+                // A link whose inode entry is gone (a damaged or rebuilt inode
+                // directory): removing the name is all there is to do.
+                tracing::warn!("link to {id:x} had no inode entry; name removed");
+                return Ok(None);
+            };
             if x.links > 1 {
                 x.links -= 1;
                 if let Some(a) = &mut x.attr {
