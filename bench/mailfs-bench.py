@@ -33,7 +33,7 @@ The big rows are repeated (REPS, default 3) and reported as medians.
 Env: ONLY=sweep,raw,big,meta,postmark,fio,small,flat (default all), QUICK=1 (fewer sweep
 points), SMALL_FILES (the tar's files, default 5000), FLAT_ENTRIES (default 100000),
 PLACEMENTS=shared,pinned (the big rows' CPU placements, default both),
-MAILDIR_TMP, REPS, BIG_ROWS (only the first N large-file configurations), CIPHER
+MAILDIR_TMP, THREADS (the mount's FUSE threads), REPS, BIG_ROWS (only the first N large-file configurations), CIPHER
 (auto, the default: AES-256-GCM on CPUs with AES instructions; xchacha20poly1305; aes-256-gcm),
 TRANSFER (base64, the default, or binary: the accounts' `transfer`, and the raw ceiling's),
 DIRECT_IO (true, the default, or false: the mounts' `direct_io`), WRITEBACK_CACHE (false, the
@@ -144,7 +144,8 @@ class Mount:
     def mount(self, wipe_cache=False):
         if wipe_cache:
             shutil.rmtree(self.cache, ignore_errors=True)
-        self.fs("mount", self.mnt)
+        threads = ["--threads", os.environ["THREADS"]] if os.environ.get("THREADS") else []
+        self.fs("mount", self.mnt, *threads)
 
     def umount(self):
         subprocess.run([MAILSTOW, "fs", "umount", self.mnt], check=True, capture_output=True)

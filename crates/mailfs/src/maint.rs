@@ -639,12 +639,8 @@ impl Fs {
             self.replace_entry(
                 lf,
                 Entry {
-                    name,
-                    kind: Kind::File,
-                    id: file,
                     attr: Some(crate::meta::Attr::new(0o600, 0, 0, now)),
                     size,
-                    target: None,
                     file: Some(crate::meta::FileMeta {
                         version,
                         block_size: self.block_size,
@@ -652,11 +648,7 @@ impl Fs {
                         dirty: None,
                         inline: None,
                     }),
-                    moving_from: None,
-                    moving_to: None,
-                    rdev: 0,
-                    link: false,
-                    links: 0,
+                    ..Entry::bare(&name, Kind::File, file)
                 },
             )?;
             report.files_recovered += 1;

@@ -277,12 +277,13 @@ fn is_zero32(v: &u32) -> bool {
 }
 
 impl Entry {
-    /// The name `name` as a hard link to this entry's object.
-    pub fn link_to(&self, name: &[u8]) -> Entry {
+    /// An entry with a name, kind and id and nothing else: what a directory entry (whose
+    /// attributes are in its own message) holds, and the base of every other.
+    pub fn bare(name: &[u8], kind: Kind, id: u64) -> Entry {
         Entry {
             name: name.to_vec(),
-            kind: self.kind,
-            id: self.id,
+            kind,
+            id,
             attr: None,
             size: 0,
             target: None,
@@ -290,8 +291,16 @@ impl Entry {
             moving_from: None,
             moving_to: None,
             rdev: 0,
-            link: true,
+            link: false,
             links: 0,
+        }
+    }
+
+    /// The name `name` as a hard link to this entry's object.
+    pub fn link_to(&self, name: &[u8]) -> Entry {
+        Entry {
+            link: true,
+            ..Entry::bare(name, self.kind, self.id)
         }
     }
 }

@@ -363,6 +363,17 @@ impl Fs {
         tree.parent_of.get(&ino).cloned().ok_or(FsError::NotFound)
     }
 
+    /// The entry that holds object `ino`'s attributes (for a file with several names, its
+    /// inode entry), as the tree holds it now.
+    pub(super) fn entry_by_ino(&self, tree: &mut Tree, ino: u64) -> Result<Entry, FsError> {
+        let (parent, name) = self.entry_of(tree, ino)?;
+        self.ensure_dir(tree, parent)?
+            .entries
+            .get(&name)
+            .cloned()
+            .ok_or(FsError::NotFound)
+    }
+
     pub(super) fn stat_entry(&self, tree: &mut Tree, e: &Entry) -> Result<Stat, FsError> {
         match e.kind {
             Kind::Dir => {

@@ -98,12 +98,7 @@ impl Fs {
             return Err(FsError::NotFound);
         }
         let (parent, name) = self.entry_of(&mut tree, ino)?;
-        let e = self
-            .ensure_dir(&mut tree, parent)?
-            .entries
-            .get(&name)
-            .cloned()
-            .ok_or(FsError::NotFound)?;
+        let e = self.entry_by_ino(&mut tree, ino)?;
         if e.kind == Kind::Dir {
             return Err(FsError::NotPermitted(
                 "a directory cannot have a hard link".into(),

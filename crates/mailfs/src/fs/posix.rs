@@ -20,13 +20,7 @@ impl Fs {
                 .stat_entry(&mut tree, &e)
                 .map(|st| Stat { nlink: 0, ..st });
         }
-        let (parent, name) = self.entry_of(&mut tree, ino)?;
-        let e = self
-            .ensure_dir(&mut tree, parent)?
-            .entries
-            .get(&name)
-            .cloned()
-            .ok_or(FsError::NotFound)?;
+        let e = self.entry_by_ino(&mut tree, ino)?;
         self.stat_entry(&mut tree, &e)
     }
 
@@ -182,24 +176,7 @@ impl Fs {
             // The child exists before any directory names it.
             self.write_dir(&mut tree, child)?;
         }
-        self.insert_new(
-            parent,
-            name,
-            Entry {
-                name: name.to_vec(),
-                kind: Kind::Dir,
-                id,
-                attr: None,
-                size: 0,
-                target: None,
-                file: None,
-                moving_from: None,
-                moving_to: None,
-                rdev: 0,
-                link: false,
-                links: 0,
-            },
-        )?;
+        self.insert_new(parent, name, Entry::bare(name, Kind::Dir, id))?;
         self.getattr(id)
     }
 
@@ -216,12 +193,7 @@ impl Fs {
             parent,
             name,
             Entry {
-                name: name.to_vec(),
-                kind: Kind::File,
-                id,
                 attr: Some(Attr::new(mode, uid, gid, now_ns())),
-                size: 0,
-                target: None,
                 file: Some(FileMeta {
                     version: 0,
                     block_size: self.block_size,
@@ -229,11 +201,7 @@ impl Fs {
                     dirty: None,
                     inline: None,
                 }),
-                moving_from: None,
-                moving_to: None,
-                rdev: 0,
-                link: false,
-                links: 0,
+                ..Entry::bare(name, Kind::File, id)
             },
         )?;
         let fh = self.open_file(id)?;
@@ -256,18 +224,10 @@ impl Fs {
             parent,
             name,
             Entry {
-                name: name.to_vec(),
-                kind: Kind::Symlink,
-                id,
                 attr: Some(Attr::new(0o777, uid, gid, now_ns())),
                 size: target.len() as u64,
                 target: Some(target.to_vec()),
-                file: None,
-                moving_from: None,
-                moving_to: None,
-                rdev: 0,
-                link: false,
-                links: 0,
+                ..Entry::bare(name, Kind::Symlink, id)
             },
         )?;
         self.getattr(id)
@@ -294,18 +254,9 @@ impl Fs {
             parent,
             name,
             Entry {
-                name: name.to_vec(),
-                kind,
-                id,
                 attr: Some(Attr::new(mode, uid, gid, now_ns())),
-                size: 0,
-                target: None,
-                file: None,
-                moving_from: None,
-                moving_to: None,
                 rdev: if devices { rdev } else { 0 },
-                link: false,
-                links: 0,
+                ..Entry::bare(name, kind, id)
             },
         )?;
         self.getattr(id)
@@ -319,11 +270,8 @@ impl Fs {
                 .ok_or(FsError::Invalid("not a symlink".into()));
         }
         let mut tree = self.lock();
-        let (parent, name) = self.entry_of(&mut tree, ino)?;
-        let d = self.ensure_dir(&mut tree, parent)?;
-        d.entries
-            .get(&name)
-            .and_then(|e| e.target.clone())
+        self.entry_by_ino(&mut tree, ino)?
+            .target
             .ok_or(FsError::Invalid("not a symlink".into()))
     }
 
@@ -747,13 +695,11 @@ impl Fs {
             }
         }
         let mut tree = self.lock();
-        if !tree.orphans.contains_key(&ino) && !crate::snapview::is_view(ino) {
-            let (parent, name) = self.entry_of(&mut tree, ino)?;
-            let d = self.ensure_dir(&mut tree, parent)?;
-            let e = d.entries.get(&name).ok_or(FsError::NotFound)?;
-            if e.kind == Kind::Dir {
-                return Err(FsError::IsDir);
-            }
+        if !tree.orphans.contains_key(&ino)
+            && !crate::snapview::is_view(ino)
+            && self.entry_by_ino(&mut tree, ino)?.kind == Kind::Dir
+        {
+            return Err(FsError::IsDir);
         }
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         tree.handles.insert(fh, ino);
@@ -801,13 +747,7 @@ impl Fs {
         if let Some(e) = tree.orphans.get(&ino) {
             return Ok(e.clone());
         }
-        let (parent, name) = self.entry_of(tree, ino)?;
-        let e = self
-            .ensure_dir(tree, parent)?
-            .entries
-            .get(&name)
-            .cloned()
-            .ok_or(FsError::NotFound)?;
+        let e = self.entry_by_ino(tree, ino)?;
         match e.kind {
             Kind::File => Ok(e),
             Kind::Dir => Err(FsError::IsDir),
