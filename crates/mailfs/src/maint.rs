@@ -42,9 +42,8 @@ impl Fs {
             st.ino
         };
         // A file with several names keeps its history under its inode entry.
-        let current = self.current_dir(parent)?;
-        if let Some(e) = current.entries.get(name.as_bytes()).filter(|e| e.link) {
-            return Ok((INODES, inode_name(e.id)));
+        if let Some(id) = self.linked_file(parent, name.as_bytes())? {
+            return Ok((INODES, inode_name(id)));
         }
         Ok((parent, name.as_bytes().to_vec()))
     }

@@ -493,6 +493,18 @@ impl Fs {
         Ok(())
     }
 
+    /// The file a link entry `name` in `parent` names, if it is one (without copying the
+    /// directory, as `current_dir` would).
+    pub(crate) fn linked_file(&self, parent: u64, name: &[u8]) -> Result<Option<u64>, FsError> {
+        let mut tree = self.lock();
+        Ok(self
+            .ensure_dir(&mut tree, parent)?
+            .entries
+            .get(name)
+            .filter(|e| e.link)
+            .map(|e| e.id))
+    }
+
     pub(crate) fn current_dir(&self, id: u64) -> Result<DirState, FsError> {
         let mut tree = self.lock();
         Ok(self.ensure_dir(&mut tree, id)?.clone())
