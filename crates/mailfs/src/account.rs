@@ -2,13 +2,15 @@
 //! and the durable backlog of messages it still owes (docs/mailfs.md 7).
 
 use std::collections::HashMap;
-use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use disk::Disk;
+
 use crate::FsError;
+use crate::durable;
 use crate::key::{Key, KeyId};
 use crate::remote::{Remote, RemoteError};
 
@@ -41,6 +43,7 @@ impl Account {
         group: usize,
         remote: Box<dyn Remote>,
         fsid: [u8; 16],
+        disk: Arc<dyn Disk>,
         state_dir: &Path,
     ) -> Result<Account, FsError> {
         Ok(Account {
@@ -53,7 +56,7 @@ impl Account {
             foreign: AtomicU64::new(0),
             up: AtomicBool::new(true),
             latency_us: AtomicU64::new(1_000),
-            backlog: Backlog::open(&state_dir.join(format!("backlog-{raid}")))?,
+            backlog: Backlog::open(disk, &state_dir.join(format!("backlog-{raid}")))?,
         })
     }
 
@@ -255,6 +258,7 @@ impl Account {
 
 /// Messages owed to one account, one file each, fsynced before they count (M6).
 struct Backlog {
+    disk: Arc<dyn Disk>,
     dir: PathBuf,
     state: Mutex<BacklogState>,
 }
@@ -265,27 +269,23 @@ struct BacklogState {
     bytes: u64,
 }
 
+const BACKLOG_SUFFIX: &str = ".msg";
+
 impl Backlog {
-    fn open(dir: &Path) -> Result<Backlog, FsError> {
-        fs::create_dir_all(dir).map_err(|e| FsError::Local(format!("{}: {e}", dir.display())))?;
+    fn open(disk: Arc<dyn Disk>, dir: &Path) -> Result<Backlog, FsError> {
+        disk.create_dir_all(dir)
+            .map_err(|e| FsError::Local(format!("{}: {e}", dir.display())))?;
         let mut next = 0;
         let mut count = 0;
         let mut bytes = 0;
-        for e in fs::read_dir(dir).map_err(|e| FsError::Local(e.to_string()))? {
-            let e = e.map_err(|e| FsError::Local(e.to_string()))?;
-            let name = e.file_name();
-            let Some(seq) = name.to_str().and_then(|n| n.strip_suffix(".msg")) else {
-                // A half-written entry from a crash was never acknowledged: drop it.
-                let _ = fs::remove_file(e.path());
-                continue;
-            };
-            if let Ok(seq) = seq.parse::<u64>() {
-                next = next.max(seq + 1);
-                count += 1;
-                bytes += e.metadata().map(|m| m.len()).unwrap_or(0);
-            }
+        // A half-written entry from a crash was never acknowledged: `sequence` drops it.
+        for seq in durable::sequence(&*disk, dir, BACKLOG_SUFFIX) {
+            next = next.max(seq + 1);
+            count += 1;
+            bytes += durable::file_len(&*disk, &dir.join(format!("{seq:016}{BACKLOG_SUFFIX}")));
         }
         Ok(Backlog {
+            disk,
             dir: dir.to_path_buf(),
             state: Mutex::new(BacklogState { next, count, bytes }),
         })
@@ -294,9 +294,10 @@ impl Backlog {
     fn push(&self, name: &str, body: &[u8]) -> Result<(), FsError> {
         let mut st = self.state.lock().unwrap();
         let seq = st.next;
-        crate::durable::write_file(
+        durable::write_file(
+            &*self.disk,
             &self.dir,
-            &format!("{seq:016}.msg"),
+            &format!("{seq:016}{BACKLOG_SUFFIX}"),
             &[name.as_bytes(), b"\n", body],
         )
         .map_err(|e| FsError::Local(format!("backlog {}: {e}", self.dir.display())))?;
@@ -312,19 +313,12 @@ impl Backlog {
     }
 
     fn oldest(&self, max: usize) -> Vec<(PathBuf, String, Vec<u8>)> {
-        let mut names: Vec<PathBuf> = match fs::read_dir(&self.dir) {
-            Ok(rd) => rd
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "msg"))
-                .collect(),
-            Err(_) => return Vec::new(),
-        };
-        names.sort();
-        names.truncate(max);
-        names
-            .into_iter()
-            .filter_map(|p| {
-                let data = fs::read(&p).ok()?;
+        let mut seqs = durable::sequence(&*self.disk, &self.dir, BACKLOG_SUFFIX);
+        seqs.truncate(max);
+        seqs.into_iter()
+            .filter_map(|seq| {
+                let p = self.dir.join(format!("{seq:016}{BACKLOG_SUFFIX}"));
+                let data = durable::read_file(&*self.disk, &p).ok()?;
                 let nl = data.iter().position(|&b| b == b'\n')?;
                 let name = String::from_utf8(data[..nl].to_vec()).ok()?;
                 Some((p, name, data[nl + 1..].to_vec()))
@@ -333,8 +327,8 @@ impl Backlog {
     }
 
     fn remove(&self, path: &Path) {
-        let len = fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-        if fs::remove_file(path).is_ok() {
+        let len = durable::file_len(&*self.disk, path);
+        if self.disk.remove(path).is_ok() {
             let mut st = self.state.lock().unwrap();
             st.count = st.count.saturating_sub(1);
             st.bytes = st.bytes.saturating_sub(len);

@@ -5,12 +5,12 @@
 //! sealed envelopes under the data key with the reserved RAID index [`LOCAL_RAID`], so a
 //! damaged or planted cache file fails authentication and is refetched, not served.
 
-use std::collections::{BTreeMap, HashMap};
-use std::fs;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 
+use disk::Disk;
 use mailfs_format::{Header, Kind, Sealing, open, seal};
 
 /// The RAID index of cache copies: never an account's (accounts are 0..=254).
@@ -68,31 +68,46 @@ pub struct Cache {
 type DiskWrite = (PathBuf, u8, Vec<u8>);
 
 struct DiskCache {
+    disk: Arc<dyn Disk>,
     dir: PathBuf,
-    used: Mutex<u64>,
+    /// The files on disk, oldest written first, with their sizes: what a trim removes
+    /// first. Files found at mount come first, in name order (the trait gives no times).
+    files: Mutex<Written>,
     bytes_max: u64,
     queued: AtomicU64,
 }
 
+#[derive(Default)]
+struct Written {
+    order: VecDeque<(PathBuf, u64)>,
+    bytes: u64,
+}
+
 impl Cache {
     pub fn new(
+        disk: Arc<dyn Disk>,
         dir: PathBuf,
         memory_bytes_max: u64,
         disk_bytes_max: u64,
         fsid: [u8; 16],
         sealing: Sealing,
     ) -> Cache {
-        let _ = fs::create_dir_all(&dir);
-        let used = fs::read_dir(&dir)
-            .map(|rd| {
-                rd.filter_map(|e| e.ok()?.metadata().ok())
-                    .map(|m| m.len())
-                    .sum()
-            })
-            .unwrap_or(0);
+        let _ = disk.create_dir_all(&dir);
+        let mut files = Written::default();
+        for name in disk.list(&dir).unwrap_or_default() {
+            let path = dir.join(&name);
+            if name.ends_with(crate::durable::TMP_SUFFIX) {
+                let _ = disk.remove(&path);
+                continue;
+            }
+            let len = crate::durable::file_len(&*disk, &path);
+            files.bytes += len;
+            files.order.push_back((path, len));
+        }
         let disk = Arc::new(DiskCache {
+            disk,
             dir,
-            used: Mutex::new(used),
+            files: Mutex::new(files),
             bytes_max: disk_bytes_max,
             queued: AtomicU64::new(0),
         });
@@ -174,7 +189,7 @@ impl Cache {
                 return Some(data);
             }
         }
-        let file = fs::read(self.path(id)).ok()?;
+        let file = crate::durable::read_file(&*self.disk.disk, &self.path(id)).ok()?;
         let (&raid, sealed) = file.split_first()?;
         let header = Header {
             raid_index: raid,
@@ -187,7 +202,8 @@ impl Cache {
                 Some(data)
             }
             Err(_) => {
-                let _ = fs::remove_file(self.path(id));
+                // Torn by a crash (cache files are not synced) or damaged: refetched.
+                let _ = self.disk.disk.remove(&self.path(id));
                 None
             }
         }
@@ -205,7 +221,7 @@ impl Cache {
 
     /// Whether the disk cache has a file for `id` (not checked until it is read).
     pub fn on_disk(&self, id: BlockId) -> bool {
-        self.disk.bytes_max > 0 && self.path(id).exists()
+        self.disk.bytes_max > 0 && self.disk.disk.exists(&self.path(id))
     }
 
     pub fn put_memory_only(&self, id: BlockId, data: Arc<Vec<u8>>) {
@@ -271,7 +287,7 @@ impl Cache {
     /// Queues a disk cache file for the writer thread (dropped when too much is queued).
     fn put_disk(&self, id: BlockId, raid: u8, sealed: Vec<u8>) {
         let path = self.path(id);
-        if path.exists() {
+        if self.disk.disk.exists(&path) {
             return;
         }
         let len = 1 + sealed.len() as u64;
@@ -301,7 +317,7 @@ impl Cache {
     }
 
     pub fn disk_bytes(&self) -> u64 {
-        *self.disk.used.lock().unwrap()
+        self.disk.files.lock().unwrap().bytes
     }
 }
 
@@ -317,54 +333,43 @@ impl Drop for Cache {
 
 impl DiskCache {
     fn store(&self, path: &std::path::Path, raid: u8, envelope: &[u8]) {
-        if path.exists() {
+        if self.disk.exists(path) {
             return;
         }
         let tmp = path.with_extension("tmp");
-        let written = fs::File::create(&tmp).and_then(|mut f| {
-            use std::io::Write;
-            f.write_all(&[raid])?;
-            f.write_all(envelope)
-        });
-        // The disk cache is a cache: a failed write only costs a refetch later.
-        if written.is_ok() && fs::rename(&tmp, path).is_ok() {
-            let mut used = self.used.lock().unwrap();
-            *used += 1 + envelope.len() as u64;
-            if *used > self.bytes_max {
-                *used = self.trim(self.bytes_max * 9 / 10);
+        // The disk cache is a cache: unsynced (a torn file fails authentication and is
+        // refetched), and a failed write only costs a refetch later.
+        let written = crate::durable::write_unsynced(&*self.disk, &tmp, &[&[raid], envelope]);
+        if written.is_ok() && self.disk.rename(&tmp, path).is_ok() {
+            let mut files = self.files.lock().unwrap();
+            let len = 1 + envelope.len() as u64;
+            files.bytes += len;
+            files.order.push_back((path.to_path_buf(), len));
+            if files.bytes > self.bytes_max {
+                self.trim(&mut files, self.bytes_max * 9 / 10);
             }
         }
     }
 
-    /// Removes the least recently written files until the disk cache is under `target`.
-    fn trim(&self, target: u64) -> u64 {
-        let Ok(rd) = fs::read_dir(&self.dir) else {
-            return 0;
-        };
-        let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> = rd
-            .filter_map(|e| {
-                let e = e.ok()?;
-                let m = e.metadata().ok()?;
-                Some((m.modified().ok()?, m.len(), e.path()))
-            })
-            .collect();
-        files.sort();
-        let mut used: u64 = files.iter().map(|f| f.1).sum();
-        for (_, len, path) in files {
-            if used <= target {
+    /// Removes the oldest written files until the disk cache is under `target`.
+    fn trim(&self, files: &mut Written, target: u64) {
+        while files.bytes > target {
+            let Some((path, len)) = files.order.pop_front() else {
+                files.bytes = 0;
                 break;
-            }
-            if fs::remove_file(&path).is_ok() {
-                used -= len;
-            }
+            };
+            // Gone already (a damaged file `get` removed) or removed now: either way its
+            // bytes are no longer used.
+            let _ = self.disk.remove(&path);
+            files.bytes = files.bytes.saturating_sub(len);
         }
-        used
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn lru_evicts_and_disk_survives_and_rejects_tampering() {
@@ -375,6 +380,7 @@ mod tests {
             version: 1,
         };
         let c = Cache::new(
+            Arc::new(disk::RealDisk),
             dir.path().to_path_buf(),
             250,
             1 << 20,
@@ -390,6 +396,7 @@ mod tests {
         assert_eq!(c.get(id(0)).unwrap()[0], 0);
         // A new cache over the same directory (a remount) serves it.
         let c2 = Cache::new(
+            Arc::new(disk::RealDisk),
             dir.path().to_path_buf(),
             250,
             1 << 20,

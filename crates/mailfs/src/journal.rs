@@ -5,16 +5,17 @@
 //! once its messages are on the servers (or owed through a member's backlog).
 
 use std::collections::HashMap;
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
+use disk::Disk;
 use mailfs_format::Kind as MsgKind;
 use serde::{Deserialize, Serialize};
 
 use crate::FsError;
+use crate::durable;
 use crate::fs::Fs;
 use crate::key::Key;
 use crate::meta::BlockRef;
@@ -36,6 +37,7 @@ pub(crate) enum Record {
 }
 
 pub(crate) struct Journal {
+    disk: Arc<dyn Disk>,
     dir: PathBuf,
     state: Mutex<State>,
     drained: Condvar,
@@ -65,16 +67,20 @@ fn dir_of(record: &Record) -> Option<u64> {
 }
 
 impl Journal {
-    pub(crate) fn open(dir: &Path, bytes_max: u64) -> Result<Journal, FsError> {
+    pub(crate) fn open(
+        disk: Arc<dyn Disk>,
+        dir: &Path,
+        bytes_max: u64,
+    ) -> Result<Journal, FsError> {
         let io = |e: std::io::Error| FsError::Local(format!("journal {}: {e}", dir.display()));
-        fs::create_dir_all(dir).map_err(io)?;
+        disk.create_dir_all(dir).map_err(io)?;
         let mut st = State::default();
-        for seq in list(dir) {
-            let path = dir.join(format!("{seq:016}.rec"));
+        for seq in durable::sequence(&*disk, dir, RECORD_SUFFIX) {
+            let path = record_path(dir, seq);
             st.next = st.next.max(seq + 1);
             st.records += 1;
-            st.bytes += fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-            match read(&path) {
+            st.bytes += durable::file_len(&*disk, &path);
+            match read(&*disk, &path) {
                 Ok(Record::Blocks { file, blocks }) => {
                     for (b, _) in blocks {
                         st.pending_blocks.insert((file, b.index, b.version), seq);
@@ -88,6 +94,7 @@ impl Journal {
             }
         }
         Ok(Journal {
+            disk,
             dir: dir.to_path_buf(),
             state: Mutex::new(st),
             drained: Condvar::new(),
@@ -113,7 +120,7 @@ impl Journal {
                 .0;
         }
         let seq = st.next;
-        crate::durable::write_file(&self.dir, &format!("{seq:016}.rec"), &[&bytes])
+        durable::write_file(&*self.disk, &self.dir, &record_name(seq), &[&bytes])
             .map_err(|e| FsError::Local(format!("journal {}: {e}", self.dir.display())))?;
         st.next += 1;
         st.records += 1;
@@ -143,7 +150,7 @@ impl Journal {
             .unwrap()
             .pending_blocks
             .get(&(file, b.index, b.version))?;
-        match read(&self.dir.join(format!("{seq:016}.rec"))).ok()? {
+        match read(&*self.disk, &record_path(&self.dir, seq)).ok()? {
             Record::Blocks { blocks, .. } => blocks
                 .into_iter()
                 .find(|(r, _)| r.index == b.index && r.version == b.version)
@@ -156,14 +163,14 @@ impl Journal {
     /// next call). Returns the records sent.
     pub(crate) fn drain(&self, fs: &Fs) -> Result<usize, FsError> {
         let mut sent = 0;
-        for seq in list(&self.dir) {
-            let path = self.dir.join(format!("{seq:016}.rec"));
-            let len = fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        for seq in durable::sequence(&*self.disk, &self.dir, RECORD_SUFFIX) {
+            let path = record_path(&self.dir, seq);
+            let len = durable::file_len(&*self.disk, &path);
             if self.superseded(seq) {
                 // Batched metadata: a later version of the same directory follows, with no
                 // other directory's update in between, so this one need never be sent
                 // ("latest wins"; its blocks still go first, in order).
-                let _ = fs::remove_file(&path);
+                let _ = self.disk.remove(&path);
                 let mut st = self.state.lock().unwrap();
                 st.kinds.remove(&seq);
                 st.records = st.records.saturating_sub(1);
@@ -172,7 +179,7 @@ impl Journal {
                 fs.stats.journal_coalesced.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            let record = read(&path)?;
+            let record = read(&*self.disk, &path)?;
             match &record {
                 Record::Dir { key, payload } => {
                     let key = Key::parse(key)
@@ -192,7 +199,7 @@ impl Journal {
                     fs.put_blocks(*file, &jobs)?;
                 }
             }
-            let _ = fs::remove_file(&path);
+            let _ = self.disk.remove(&path);
             let mut st = self.state.lock().unwrap();
             if let Record::Blocks { file, blocks } = &record {
                 for (b, _) in blocks {
@@ -231,29 +238,19 @@ impl Journal {
     }
 }
 
-fn list(dir: &Path) -> Vec<u64> {
-    let mut seqs: Vec<u64> = fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(|e| {
-                let name = e.ok()?.file_name();
-                let name = name.to_str()?;
-                if let Some(stem) = name.strip_suffix(".tmp") {
-                    // Never acknowledged: the crash came before its fsync and rename.
-                    let _ = fs::remove_file(dir.join(format!("{stem}.tmp")));
-                    return None;
-                }
-                name.strip_suffix(".rec")?.parse().ok()
-            })
-            .collect()
-        })
-        .unwrap_or_default();
-    seqs.sort_unstable();
-    seqs
+const RECORD_SUFFIX: &str = ".rec";
+
+fn record_name(seq: u64) -> String {
+    format!("{seq:016}{RECORD_SUFFIX}")
 }
 
-fn read(path: &Path) -> Result<Record, FsError> {
-    let bytes =
-        fs::read(path).map_err(|e| FsError::Local(format!("journal {}: {e}", path.display())))?;
+fn record_path(dir: &Path, seq: u64) -> PathBuf {
+    dir.join(record_name(seq))
+}
+
+fn read(disk: &dyn Disk, path: &Path) -> Result<Record, FsError> {
+    let bytes = durable::read_file(disk, path)
+        .map_err(|e| FsError::Local(format!("journal {}: {e}", path.display())))?;
     ciborium::from_reader(bytes.as_slice())
         .map_err(|e| FsError::Corrupt(format!("journal {}: {e}", path.display())))
 }

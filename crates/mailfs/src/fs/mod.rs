@@ -457,8 +457,18 @@ impl Fs {
         Ok(fsid)
     }
 
-    /// Opens the file system in the accounts (a mount, or a CLI command).
+    /// Opens the file system in the accounts (a mount, or a CLI command), with its local
+    /// state (journal, backlogs, disk cache) on the real disk.
     pub fn open(config: &Config, remotes: Vec<Box<dyn Remote>>) -> Result<Arc<Fs>, FsError> {
+        Fs::open_on(config, remotes, Arc::new(disk::RealDisk))
+    }
+
+    /// [`Fs::open`] with the local state on `disk` (the simulated disk, in crash tests).
+    pub fn open_on(
+        config: &Config,
+        remotes: Vec<Box<dyn Remote>>,
+        disk: Arc<dyn disk::Disk>,
+    ) -> Result<Arc<Fs>, FsError> {
         check_layout(config, &remotes)?;
         let mut fsids = Vec::new();
         let mut reachable = 0;
@@ -494,7 +504,7 @@ impl Fs {
             }
         };
         let state_dir = config.cache.dir.join(hex(&fsid));
-        std::fs::create_dir_all(&state_dir)
+        disk.create_dir_all(&state_dir)
             .map_err(|e| FsError::Local(format!("{}: {e}", state_dir.display())))?;
         let mut accounts = Vec::new();
         let mut groups = Vec::new();
@@ -506,7 +516,14 @@ impl Fs {
             for a in &g.accounts {
                 let raid = accounts.len() as u8;
                 let remote = remotes.next().expect("checked layout");
-                accounts.push(Arc::new(Account::new(raid, gi, remote, fsid, &state_dir)?));
+                accounts.push(Arc::new(Account::new(
+                    raid,
+                    gi,
+                    remote,
+                    fsid,
+                    disk.clone(),
+                    &state_dir,
+                )?));
                 members.push(raid as usize);
                 connections.push(a.connections);
                 capacity.push(a.capacity_bytes);
@@ -549,6 +566,7 @@ impl Fs {
             commit_locks: Mutex::new(HashMap::new()),
             blocks: Blocks {
                 cache: Cache::new(
+                    disk.clone(),
                     state_dir.join("blocks"),
                     config.cache.memory_bytes,
                     config.cache.disk_bytes,
@@ -571,6 +589,7 @@ impl Fs {
             me: std::sync::OnceLock::new(),
             snapview: Mutex::new(Default::default()),
             journal: crate::journal::Journal::open(
+                disk.clone(),
                 &config.cache.dir.join(hex(&fsid)).join("journal"),
                 config.cache.journal_bytes_max,
             )?,

@@ -16,6 +16,7 @@ mod files;
 mod history;
 mod inline;
 mod links;
+mod local_disk;
 mod metalog;
 mod reads;
 mod replicas;
