@@ -6,7 +6,6 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -16,7 +15,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::FsError;
 use crate::durable;
-use crate::fs::Fs;
 use crate::key::Key;
 use crate::meta::BlockRef;
 
@@ -34,6 +32,15 @@ pub(crate) enum Record {
         file: u64,
         blocks: Vec<(BlockRef, serde_bytes::ByteBuf)>,
     },
+}
+
+/// What one [`Journal::drain`] did.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Drained {
+    /// Records sent.
+    pub(crate) sent: usize,
+    /// Directory records skipped because a later version of the same directory follows.
+    pub(crate) coalesced: usize,
 }
 
 pub(crate) struct Journal {
@@ -159,10 +166,14 @@ impl Journal {
         }
     }
 
-    /// Sends records in order until the journal is empty or a record fails (retried on the
-    /// next call). Returns the records sent.
-    pub(crate) fn drain(&self, fs: &Fs) -> Result<usize, FsError> {
-        let mut sent = 0;
+    /// Sends records in order through `send` until the journal is empty or a record fails
+    /// (retried on the next call). The journal knows its order and its files, not where a
+    /// record goes: the caller's `send` puts it on the servers.
+    pub(crate) fn drain(
+        &self,
+        mut send: impl FnMut(&Record) -> Result<(), FsError>,
+    ) -> Result<Drained, FsError> {
+        let mut drained = Drained::default();
         for seq in durable::sequence(&*self.disk, &self.dir, RECORD_SUFFIX) {
             let path = record_path(&self.dir, seq);
             let len = durable::file_len(&*self.disk, &path);
@@ -176,29 +187,11 @@ impl Journal {
                 st.records = st.records.saturating_sub(1);
                 st.bytes = st.bytes.saturating_sub(len);
                 self.drained.notify_all();
-                fs.stats.journal_coalesced.fetch_add(1, Ordering::Relaxed);
+                drained.coalesced += 1;
                 continue;
             }
             let record = read(&*self.disk, &path)?;
-            match &record {
-                Record::Dir { key, payload } => {
-                    let key = Key::parse(key)
-                        .ok_or_else(|| FsError::Corrupt(format!("journal record {seq}")))?;
-                    let sealing = if key.kind == MsgKind::Superblock {
-                        fs.superblock_sealing()
-                    } else {
-                        fs.sealing().clone()
-                    };
-                    fs.put(&fs.all_accounts(), key, payload, &sealing)?;
-                }
-                Record::Blocks { file, blocks } => {
-                    let jobs: Vec<(BlockRef, Arc<Vec<u8>>)> = blocks
-                        .iter()
-                        .map(|(b, d)| (b.clone(), Arc::new(d.to_vec())))
-                        .collect();
-                    fs.put_blocks(*file, &jobs)?;
-                }
-            }
+            send(&record)?;
             let _ = self.disk.remove(&path);
             let mut st = self.state.lock().unwrap();
             if let Record::Blocks { file, blocks } = &record {
@@ -212,10 +205,9 @@ impl Journal {
             st.records = st.records.saturating_sub(1);
             st.bytes = st.bytes.saturating_sub(len);
             self.drained.notify_all();
-            sent += 1;
-            fs.stats.journal_sent.fetch_add(1, Ordering::Relaxed);
+            drained.sent += 1;
         }
-        Ok(sent)
+        Ok(drained)
     }
 }
 

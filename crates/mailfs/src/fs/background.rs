@@ -6,7 +6,7 @@ impl Fs {
     /// Pending replication work: (messages, bytes) owed to accounts.
     pub fn pending(&self) -> (u64, u64) {
         let (j, jb) = self.journal.pending();
-        let (w, wb) = self.writeback.pending();
+        let (w, wb) = self.tree.writeback.pending();
         let journal = (j + w, jb + wb);
         self.replicas.accounts.iter().fold(journal, |(n, b), a| {
             let (an, ab) = a.backlog_len();
@@ -51,7 +51,7 @@ impl Fs {
             let mut tick = 0u64;
             while !fs.stop.load(Ordering::SeqCst) {
                 std::thread::sleep(std::time::Duration::from_millis(200));
-                if let Err(e) = fs.journal.drain(&fs) {
+                if let Err(e) = fs.drain_journal() {
                     tracing::debug!("journal not drained yet: {e}");
                 }
                 fs.replicate_once();
@@ -66,12 +66,12 @@ impl Fs {
                     fs.write_stats_file();
                 }
             }
-            fs.writeback.wake_all();
+            fs.tree.writeback.wake_all();
             for c in committers {
                 let _ = c.join();
             }
             if let Some(flusher) = flusher {
-                fs.metalog.wake();
+                fs.tree.metalog.wake();
                 let _ = flusher.join();
             }
         })

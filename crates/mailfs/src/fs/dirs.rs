@@ -3,11 +3,44 @@
 
 use super::*;
 
+impl Tree {
+    pub(super) fn lock(&self) -> MutexGuard<'_, Loaded> {
+        self.loaded.lock().unwrap()
+    }
+
+    /// Runs `commit` as the only commit of file `ino` (docs/mailfs.md 5): a second one
+    /// waits for it.
+    pub(super) fn one_commit<R>(&self, ino: u64, commit: impl FnOnce() -> R) -> R {
+        let lock = self
+            .commit_locks
+            .lock()
+            .unwrap()
+            .entry(ino)
+            .or_default()
+            .clone();
+        let r = {
+            let _one = lock.lock().unwrap();
+            commit()
+        };
+        let mut locks = self.commit_locks.lock().unwrap();
+        // The map's reference and ours: nobody else waits for this file.
+        if Arc::strong_count(&lock) == 2 {
+            locks.remove(&ino);
+        }
+        r
+    }
+
+    /// A new file or directory handle number.
+    pub(super) fn new_handle(&self) -> u64 {
+        self.next_fh.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
 impl Fs {
     // ---------------------------------------------------------------- directories
 
-    pub(super) fn lock(&self) -> MutexGuard<'_, Tree> {
-        self.tree.lock().unwrap()
+    pub(super) fn lock(&self) -> MutexGuard<'_, Loaded> {
+        self.tree.lock()
     }
 
     /// The directory versions found in the accounts, newest first.
@@ -80,7 +113,7 @@ impl Fs {
     /// then the changes the log pages after it make (docs/mailfs.md 12a). A directory made
     /// since the checkpoint exists only in the log.
     fn load_dir(&self, id: u64) -> Result<DirState, FsError> {
-        let deltas = self.metalog.replay_for(id);
+        let deltas = self.tree.metalog.replay_for(id);
         if id == INODES && deltas.is_empty() && self.dir_versions(id).is_empty() {
             if self.superblock().1.inodes {
                 // A checkpoint wrote it: its messages are on accounts that are down (or
@@ -114,7 +147,7 @@ impl Fs {
 
     pub(super) fn ensure_dir<'t>(
         &self,
-        tree: &'t mut Tree,
+        tree: &'t mut Loaded,
         id: u64,
     ) -> Result<&'t mut DirState, FsError> {
         if !tree.dirs.contains_key(&id) {
@@ -139,7 +172,7 @@ impl Fs {
     /// Finishes what a crash interrupted in this directory (docs/mailfs.md 5): a dirty file
     /// becomes its new version if every new block arrived, else its old one; a rename
     /// across directories is completed.
-    pub(super) fn repair(&self, tree: &mut Tree, id: u64) -> Result<(), FsError> {
+    pub(super) fn repair(&self, tree: &mut Loaded, id: u64) -> Result<(), FsError> {
         let mut d = tree.dirs[&id].clone();
         let mut changed = false;
         for e in d.entries.values_mut() {
@@ -237,11 +270,11 @@ impl Fs {
     /// Makes `d` the next version of its directory: the change goes into the metadata log
     /// (a page of its own before this returns when `metadata_batch_ms` is 0, else the
     /// batch), and the tree holds the new version at once.
-    pub(super) fn write_dir(&self, tree: &mut Tree, mut d: DirState) -> Result<(), FsError> {
+    pub(super) fn write_dir(&self, tree: &mut Loaded, mut d: DirState) -> Result<(), FsError> {
         self.writable()?;
         let version = d.version + 1;
         let change = metalog::Pending::between(tree.dirs.get(&d.id), &d, version);
-        self.metalog.record(self, d.id, change)?;
+        self.tree.metalog.record(self, d.id, change)?;
         if let (Some(undo), Some(old)) = (&mut tree.group_undo, tree.dirs.get(&d.id)) {
             let mut entries: Vec<(Vec<u8>, Option<Entry>)> = old
                 .entries
@@ -279,7 +312,7 @@ impl Fs {
     /// left as it was.
     pub(super) fn edit_dir<R>(
         &self,
-        tree: &mut Tree,
+        tree: &mut Loaded,
         id: u64,
         names: &[&[u8]],
         edit: impl FnOnce(&mut DirState) -> Result<R, FsError>,
@@ -308,7 +341,7 @@ impl Fs {
         };
         debug_assert_eq!(d.version, version, "edit_dir owns the version");
         let change = metalog::Pending::of_names(version, d, names);
-        if let Err(e) = self.metalog.record(self, id, change) {
+        if let Err(e) = self.tree.metalog.record(self, id, change) {
             let d = tree.dirs.get_mut(&id).expect("loaded");
             undo(d, before);
             return Err(e);
@@ -359,13 +392,13 @@ impl Fs {
         Ok(r)
     }
 
-    pub(super) fn entry_of(&self, tree: &mut Tree, ino: u64) -> Result<(u64, Vec<u8>), FsError> {
+    pub(super) fn entry_of(&self, tree: &mut Loaded, ino: u64) -> Result<(u64, Vec<u8>), FsError> {
         tree.parent_of.get(&ino).cloned().ok_or(FsError::NotFound)
     }
 
     /// The entry that holds object `ino`'s attributes (for a file with several names, its
     /// inode entry), as the tree holds it now.
-    pub(super) fn entry_by_ino(&self, tree: &mut Tree, ino: u64) -> Result<Entry, FsError> {
+    pub(super) fn entry_by_ino(&self, tree: &mut Loaded, ino: u64) -> Result<Entry, FsError> {
         let (parent, name) = self.entry_of(tree, ino)?;
         self.ensure_dir(tree, parent)?
             .entries
@@ -374,7 +407,7 @@ impl Fs {
             .ok_or(FsError::NotFound)
     }
 
-    pub(super) fn stat_entry(&self, tree: &mut Tree, e: &Entry) -> Result<Stat, FsError> {
+    pub(super) fn stat_entry(&self, tree: &mut Loaded, e: &Entry) -> Result<Stat, FsError> {
         match e.kind {
             Kind::Dir => {
                 let d = self.ensure_dir(tree, e.id)?;
@@ -474,7 +507,7 @@ impl Fs {
             .first()
             .copied()
             .unwrap_or(0)
-            .max(self.metalog.version_in_log(id))
+            .max(self.tree.metalog.version_in_log(id))
             + 1;
         let d = DirState {
             version,

@@ -27,27 +27,27 @@ impl Fs {
     /// so a refused operation leaves the tree as it was, as a single change does.
     pub(super) fn grouped<R>(
         &self,
-        tree: &mut Tree,
-        op: impl FnOnce(&Fs, &mut Tree) -> Result<R, FsError>,
+        tree: &mut Loaded,
+        op: impl FnOnce(&Fs, &mut Loaded) -> Result<R, FsError>,
     ) -> Result<R, FsError> {
-        let unbatched = self.metalog.batch_ms == 0;
+        let unbatched = self.tree.metalog.batch_ms == 0;
         if unbatched {
             // Nothing else is in the batch: a failed group takes it all back.
-            self.metalog.flush(self)?;
+            self.tree.metalog.flush(self)?;
             tree.group_undo = Some(Vec::new());
         }
-        self.metalog.begin_group();
+        self.tree.metalog.begin_group();
         let r = op(self, tree);
         let ended = match &r {
-            Ok(_) => self.metalog.end_group(self),
+            Ok(_) => self.tree.metalog.end_group(self),
             Err(_) => {
-                self.metalog.end_group_discarding();
+                self.tree.metalog.end_group_discarding();
                 Ok(())
             }
         };
         let undo = tree.group_undo.take();
         if let (Some(undo), true) = (undo, r.is_err() || ended.is_err()) {
-            self.metalog.discard_batch();
+            self.tree.metalog.discard_batch();
             for u in undo.into_iter().rev() {
                 let Some(d) = tree.dirs.get_mut(&u.dir) else {
                     continue;
@@ -77,7 +77,7 @@ impl Fs {
     }
 
     /// The inode entry of a linked file.
-    pub(super) fn inode_entry(&self, tree: &mut Tree, id: u64) -> Result<Entry, FsError> {
+    pub(super) fn inode_entry(&self, tree: &mut Loaded, id: u64) -> Result<Entry, FsError> {
         self.ensure_dir(tree, INODES)?
             .entries
             .get(&inode_name(id))
@@ -163,7 +163,7 @@ impl Fs {
     /// A link entry to `id` is gone (unlink, rename over it): one name fewer. The last
     /// name takes the inode entry with it; an open file lives on as an orphan until its
     /// last close. Call inside the group that removed the name.
-    pub(super) fn drop_link(&self, tree: &mut Tree, id: u64) -> Result<(), FsError> {
+    pub(super) fn drop_link(&self, tree: &mut Loaded, id: u64) -> Result<(), FsError> {
         let iname = inode_name(id);
         let now = now_ns();
         let gone = self.edit_dir(tree, INODES, &[&iname], |d| {

@@ -498,7 +498,7 @@ impl MetaLog {
             if fs.asynchronous {
                 // The pages the checkpoint covers must be on the servers before the
                 // superblock says they need not be replayed.
-                fs.journal.drain(fs)?;
+                fs.drain_journal()?;
             }
             for d in &states {
                 fs.write_checkpoint(d)?;
@@ -596,20 +596,20 @@ impl Fs {
     /// Makes every change so far durable (fsync, fsyncdir, unmount, the end of a CLI
     /// command): the batch goes out as a page now.
     pub fn sync_metadata(&self) -> Result<(), FsError> {
-        self.metalog.flush(self)
+        self.tree.metalog.flush(self)
     }
 
     /// Writes a checkpoint now, if any page came since the last one (unmount, snapshot,
     /// gc, fsck): afterwards every current directory version is a directory message.
     pub fn checkpoint(&self) -> Result<usize, FsError> {
-        if !self.metalog.has_uncheckpointed() {
+        if !self.tree.metalog.has_uncheckpointed() {
             return Ok(0);
         }
-        self.metalog.checkpoint(self)
+        self.tree.metalog.checkpoint(self)
     }
 
     pub(crate) fn log_from(&self) -> u64 {
-        self.metalog.log_from()
+        self.tree.metalog.log_from()
     }
 
     pub(crate) fn log_page(&self, seq: u64) -> Result<LogPage, FsError> {
@@ -652,21 +652,24 @@ impl Fs {
     /// The flusher: writes the batch when it is `metadata_batch_ms` old, and a checkpoint
     /// when `log_pages_max` pages came since the last one.
     pub(super) fn spawn_flusher(self: &Arc<Self>) -> Option<std::thread::JoinHandle<()>> {
-        if self.metalog.batch_ms == 0 {
+        if self.tree.metalog.batch_ms == 0 {
             return None;
         }
         let fs = self.clone();
         Some(std::thread::spawn(move || {
             loop {
                 let stopping = fs.stop.load(Ordering::SeqCst);
-                if fs.metalog.wait_due(&fs.stop, Duration::from_millis(500))
-                    && let Err(e) = fs.metalog.flush(&fs)
+                if fs
+                    .tree
+                    .metalog
+                    .wait_due(&fs.stop, Duration::from_millis(500))
+                    && let Err(e) = fs.tree.metalog.flush(&fs)
                 {
                     tracing::warn!("metadata log page not written yet: {e}");
                     std::thread::sleep(Duration::from_millis(200));
                 }
-                if fs.metalog.checkpoint_due()
-                    && let Err(e) = fs.metalog.checkpoint(&fs)
+                if fs.tree.metalog.checkpoint_due()
+                    && let Err(e) = fs.tree.metalog.checkpoint(&fs)
                 {
                     tracing::warn!("metadata checkpoint not written yet: {e}");
                 }

@@ -247,8 +247,27 @@ pub fn file_version_of(block_version: u64) -> u64 {
     (block_version & !MANIFEST_BIT) >> BLOCK_VERSION_SHIFT
 }
 
+/// The tree part of `Fs` (docs/mailfs.md 3, 5, 12a): the directories and inodes loaded,
+/// the open files and their writers, one commit at a time per file, and the two ways
+/// changes leave it: the metadata log (directory changes) and the write-back committers
+/// (closed files).
+pub(crate) struct Tree {
+    loaded: Mutex<Loaded>,
+    /// Signalled (with `loaded`) whenever a background upload lands.
+    landed: std::sync::Condvar,
+    /// One commit at a time per file (docs/mailfs.md 5): a second flush waits, so no commit
+    /// can name a block list that misses the blocks of one still in progress.
+    commit_locks: Mutex<HashMap<u64, Arc<Mutex<()>>>>,
+    next_fh: AtomicU64,
+    /// Directory changes on their way to the servers as log pages.
+    metalog: metalog::MetaLog,
+    /// Closed files waiting for their commit.
+    pub(crate) writeback: writeback::WriteBack,
+}
+
+/// What is loaded of the tree, under one lock.
 #[derive(Default)]
-struct Tree {
+struct Loaded {
     dirs: HashMap<u64, DirState>,
     /// Where each loaded object's entry lives: (parent directory, name).
     parent_of: HashMap<u64, (u64, Vec<u8>)>,
@@ -296,17 +315,12 @@ pub struct Fs {
     /// The accounts and their groups: where messages go (placement, replication).
     pub replicas: Replicas,
     sb: Mutex<(u64, Superblock)>,
-    tree: Mutex<Tree>,
-    /// Signalled (with `tree`) whenever a background upload lands.
-    landed: std::sync::Condvar,
-    /// One commit at a time per file (docs/mailfs.md 5): a second flush waits, so no commit
-    /// can name a block list that misses the blocks of one still in progress.
-    commit_locks: Mutex<HashMap<u64, Arc<Mutex<()>>>>,
+    /// Directories, inodes, open files, writers, commit locks, the metadata log.
+    pub(crate) tree: Tree,
     /// The read side of the blocks: caches, fetches in flight, read-ahead, streams.
     blocks: Blocks,
     pub stats: Stats,
     pub state_dir: PathBuf,
-    next_fh: AtomicU64,
     read_only: AtomicBool,
     stop: AtomicBool,
     /// Itself, for background work started from `&self` methods.
@@ -316,10 +330,6 @@ pub struct Fs {
     /// records), used for new writes only in asynchronous mode.
     journal: crate::journal::Journal,
     asynchronous: bool,
-    /// Directory changes on their way to the servers as log pages.
-    metalog: metalog::MetaLog,
-    /// Closed files waiting for their commit.
-    pub(crate) writeback: writeback::WriteBack,
     keep_written: bool,
     /// New blocks are stored as chunk manifests (docs/mailfs.md 5, deduplication).
     dedup: bool,
@@ -561,9 +571,17 @@ impl Fs {
                 group_free,
             },
             sb: Mutex::new((0, placeholder_superblock())),
-            tree: Mutex::new(Tree::default()),
-            landed: std::sync::Condvar::new(),
-            commit_locks: Mutex::new(HashMap::new()),
+            tree: Tree {
+                loaded: Mutex::new(Loaded::default()),
+                landed: std::sync::Condvar::new(),
+                commit_locks: Mutex::new(HashMap::new()),
+                next_fh: AtomicU64::new(1),
+                metalog: metalog::MetaLog::new(
+                    config.fs.metadata_batch_ms,
+                    config.fs.log_pages_max,
+                ),
+                writeback: Default::default(),
+            },
             blocks: Blocks {
                 cache: Cache::new(
                     disk.clone(),
@@ -583,7 +601,6 @@ impl Fs {
             },
             stats: Stats::default(),
             state_dir,
-            next_fh: AtomicU64::new(1),
             read_only: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             me: std::sync::OnceLock::new(),
@@ -594,8 +611,6 @@ impl Fs {
                 config.cache.journal_bytes_max,
             )?,
             asynchronous: config.fs.mode == crate::config::Mode::Async,
-            metalog: metalog::MetaLog::new(config.fs.metadata_batch_ms, config.fs.log_pages_max),
-            writeback: Default::default(),
             keep_written: config.cache.keep_written,
             dedup: config.fs.dedup,
             chunk_key: [0; 32],
@@ -630,7 +645,7 @@ impl Fs {
         // Catch up anything a previous run still owed before serving: the journal first
         // (the servers must hold every acknowledged change before the tree is read).
         for attempt in 0..3 {
-            match fs.journal.drain(&fs) {
+            match fs.drain_journal() {
                 Ok(_) => break,
                 Err(e) if attempt == 2 => {
                     let (n, bytes) = fs.journal.pending();
@@ -643,7 +658,7 @@ impl Fs {
         }
         // Then the log pages after the checkpoint, which directories replay as they load.
         let log_from = fs.superblock().1.log_from;
-        fs.metalog.load(&fs, log_from);
+        fs.tree.metalog.load(&fs, log_from);
         fs.replicate_once();
         Ok(fs)
     }

@@ -343,7 +343,7 @@ impl Fs {
     /// True when `ancestor` is `dir` or one of its ancestors.
     pub(super) fn is_ancestor(
         &self,
-        tree: &mut Tree,
+        tree: &mut Loaded,
         ancestor: u64,
         mut dir: u64,
     ) -> Result<bool, FsError> {
@@ -448,7 +448,7 @@ impl Fs {
     #[allow(clippy::too_many_arguments)] // rename(2)'s two names, the entries found.
     fn rename_entry(
         &self,
-        tree: &mut Tree,
+        tree: &mut Loaded,
         mut e: Entry,
         parent: u64,
         name: &[u8],
@@ -701,7 +701,7 @@ impl Fs {
         {
             return Err(FsError::IsDir);
         }
-        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        let fh = self.tree.new_handle();
         tree.handles.insert(fh, ino);
         *tree.open_count.entry(ino).or_default() += 1;
         Ok(fh)
@@ -743,7 +743,7 @@ impl Fs {
     }
 
     /// The file's entry (or its orphan) as currently committed.
-    pub(super) fn file_entry(&self, tree: &mut Tree, ino: u64) -> Result<Entry, FsError> {
+    pub(super) fn file_entry(&self, tree: &mut Loaded, ino: u64) -> Result<Entry, FsError> {
         if let Some(e) = tree.orphans.get(&ino) {
             return Ok(e.clone());
         }

@@ -40,8 +40,42 @@ impl Fs {
     }
 
     /// Sends what the journal holds, in order (the background writer and unmount).
+    /// Returns the records sent.
     pub fn drain_journal(&self) -> Result<usize, FsError> {
-        self.journal.drain(self)
+        let drained = self.journal.drain(|record| self.send_journaled(record));
+        if let Ok(d) = &drained {
+            self.stats
+                .journal_sent
+                .fetch_add(d.sent as u64, Ordering::Relaxed);
+            self.stats
+                .journal_coalesced
+                .fetch_add(d.coalesced as u64, Ordering::Relaxed);
+        }
+        drained.map(|d| d.sent)
+    }
+
+    /// Puts one journal record on the servers: a directory (or superblock) message on
+    /// every account, or a batch of blocks on their groups.
+    fn send_journaled(&self, record: &crate::journal::Record) -> Result<(), FsError> {
+        match record {
+            crate::journal::Record::Dir { key, payload } => {
+                let key = Key::parse(key)
+                    .ok_or_else(|| FsError::Corrupt(format!("journal record {key}")))?;
+                let sealing = if key.kind == MsgKind::Superblock {
+                    self.superblock_sealing()
+                } else {
+                    self.sealing().clone()
+                };
+                self.put(&self.all_accounts(), key, payload, &sealing)
+            }
+            crate::journal::Record::Blocks { file, blocks } => {
+                let jobs: Vec<(BlockRef, Arc<Vec<u8>>)> = blocks
+                    .iter()
+                    .map(|(b, d)| (b.clone(), Arc::new(d.to_vec())))
+                    .collect();
+                self.put_blocks(*file, &jobs)
+            }
+        }
     }
 
     /// Uploads blocks to every member of their groups. A block whose version carries

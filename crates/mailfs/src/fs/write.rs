@@ -9,7 +9,7 @@ type Bases = HashMap<u64, Arc<Vec<u8>>>;
 impl Fs {
     pub(super) fn writer<'t>(
         &self,
-        tree: &'t mut Tree,
+        tree: &'t mut Loaded,
         ino: u64,
     ) -> Result<&'t mut Writer, FsError> {
         if !tree.writers.contains_key(&ino) {
@@ -74,7 +74,7 @@ impl Fs {
         &self,
         ino: u64,
         indices: &[u64],
-    ) -> Result<(MutexGuard<'_, Tree>, Bases), FsError> {
+    ) -> Result<(MutexGuard<'_, Loaded>, Bases), FsError> {
         let mut loaded: HashMap<u64, (u64, Arc<Vec<u8>>)> = HashMap::new();
         loop {
             let mut tree = self.lock();
@@ -285,7 +285,7 @@ impl Fs {
                         Self::land(fs.bs(), w, &jobs, r);
                     }
                     drop(tree);
-                    fs.landed.notify_all();
+                    fs.tree.landed.notify_all();
                 });
             }
             None => Self::land(
@@ -340,7 +340,7 @@ impl Fs {
             if w.in_flight <= max {
                 return w.upload_error.take().map_or(Ok(()), Err);
             }
-            tree = self.landed.wait(tree).unwrap();
+            tree = self.tree.landed.wait(tree).unwrap();
         }
     }
 
@@ -384,30 +384,11 @@ impl Fs {
         self.flush(ino)
     }
 
-    fn commit_lock(&self, ino: u64) -> Arc<Mutex<()>> {
-        self.commit_locks
-            .lock()
-            .unwrap()
-            .entry(ino)
-            .or_default()
-            .clone()
-    }
-
     /// Commits a changed file (docs/mailfs.md 5): dirty entry naming old and new block
     /// lists, then the blocks, then the clean entry. A crash anywhere leaves the old or the
     /// new content. One commit per file at a time.
     pub fn flush(&self, ino: u64) -> Result<(), FsError> {
-        let commit = self.commit_lock(ino);
-        let r = {
-            let _one = commit.lock().unwrap();
-            self.commit(ino)
-        };
-        let mut locks = self.commit_locks.lock().unwrap();
-        // The map's reference and ours: nobody else waits for this file.
-        if Arc::strong_count(&commit) == 2 {
-            locks.remove(&ino);
-        }
-        r
+        self.tree.one_commit(ino, || self.commit(ino))
     }
 
     fn commit(&self, ino: u64) -> Result<(), FsError> {
@@ -442,7 +423,7 @@ impl Fs {
                     }
                     break;
                 }
-                tree = self.landed.wait(tree).unwrap();
+                tree = self.tree.landed.wait(tree).unwrap();
             }
             let w = tree.writers.get_mut(&ino).expect("checked");
             let dirty: Vec<(u64, Vec<u8>)> = std::mem::take(&mut w.dirty).into_iter().collect();
@@ -564,7 +545,7 @@ impl Fs {
     /// as one directory change, under the tree lock: no block message, no dirty mark (the
     /// change is atomic), nothing to wait for. The writer goes: the entry holds it all.
     /// Called with no upload in flight; false when the file does not qualify.
-    fn commit_inline(&self, tree: &mut Tree, ino: u64) -> Result<bool, FsError> {
+    fn commit_inline(&self, tree: &mut Loaded, ino: u64) -> Result<bool, FsError> {
         if !self.fits_inline(tree, ino)? {
             return Ok(false);
         }
@@ -604,7 +585,7 @@ impl Fs {
     /// Whether the file's content can go into its entry now: at most
     /// `INLINE_BYTES_MAX` (and one block), all of it in memory, and room in its
     /// directory's inline budget (`DIR_INLINE_BYTES_MAX`).
-    pub(super) fn fits_inline(&self, tree: &mut Tree, ino: u64) -> Result<bool, FsError> {
+    pub(super) fn fits_inline(&self, tree: &mut Loaded, ino: u64) -> Result<bool, FsError> {
         let bs = self.bs();
         let Some(w) = tree.writers.get(&ino) else {
             return Ok(false);

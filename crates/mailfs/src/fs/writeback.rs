@@ -115,7 +115,7 @@ impl Fs {
     pub fn close(&self, ino: u64) -> Result<(), FsError> {
         // With dedup a close commits itself: a copy closed right after its original must
         // find the original's chunks stored, not racing it up in another committer.
-        if self.metalog.batch_ms == 0 || self.dedup {
+        if self.tree.metalog.batch_ms == 0 || self.dedup {
             return self.flush(ino);
         }
         let bytes = {
@@ -131,7 +131,7 @@ impl Fs {
             }
         };
         match bytes {
-            Some(b) if self.writeback.enqueue(ino, b) => Ok(()),
+            Some(b) if self.tree.writeback.enqueue(ino, b) => Ok(()),
             _ => self.flush(ino),
         }
     }
@@ -140,16 +140,16 @@ impl Fs {
     /// in the order they were closed. A failed commit leaves the file changed and goes to
     /// the back of the queue (the next `fsync` reports the error).
     pub(super) fn spawn_committers(self: &Arc<Self>) -> Vec<std::thread::JoinHandle<()>> {
-        if self.metalog.batch_ms == 0 {
+        if self.tree.metalog.batch_ms == 0 {
             return Vec::new();
         }
         let n: usize = self.replicas.connections.iter().sum::<usize>().clamp(2, 16);
-        self.writeback.state.lock().unwrap().committers = n;
+        self.tree.writeback.state.lock().unwrap().committers = n;
         (0..n)
             .map(|_| {
                 let fs = self.clone();
                 std::thread::spawn(move || {
-                    while let Some(ino) = fs.writeback.next(&fs.stop) {
+                    while let Some(ino) = fs.tree.writeback.next(&fs.stop) {
                         let r = fs.flush(ino);
                         if let Err(e) = &r {
                             tracing::warn!(
@@ -161,9 +161,9 @@ impl Fs {
                         // once more (at unmount, `flush_all` takes what is left).
                         let again = !fs.stop.load(Ordering::SeqCst)
                             && fs.lock().writers.get(&ino).is_some_and(|w| w.changed);
-                        fs.writeback.finish(ino, again);
+                        fs.tree.writeback.finish(ino, again);
                     }
-                    fs.writeback.state.lock().unwrap().committers -= 1;
+                    fs.tree.writeback.state.lock().unwrap().committers -= 1;
                 })
             })
             .collect()

@@ -7,7 +7,7 @@ fn close_hands_large_files_to_the_committers_and_fsync_waits_for_them() {
     let rig = Rig::new("block_size = 65536\nmetadata_batch_ms = 10000");
     let fs = rig.mkfs();
     // As WRITEBACK_BYTES_MAX, scaled down: room for 16 files of 20,000 bytes.
-    fs.writeback.set_bytes_max(16 * 20_000);
+    fs.tree.writeback.set_bytes_max(16 * 20_000);
     let background = fs.spawn_background();
     fs.readdir(ROOT).unwrap();
     // Every server down: a close that waited for its blocks would fail.
