@@ -36,8 +36,8 @@ PLACEMENTS=shared,pinned (the big rows' CPU placements, default both),
 MAILDIR_TMP, THREADS (the mount's FUSE threads), REPS, BIG_ROWS (only the first N large-file configurations), CIPHER
 (auto, the default: AES-256-GCM on CPUs with AES instructions; xchacha20poly1305; aes-256-gcm),
 TRANSFER (base64, the default, or binary: the accounts' `transfer`, and the raw ceiling's),
-DIRECT_IO (true, the default, or false: the mounts' `direct_io`), WRITEBACK_CACHE (false, the
-default, or true, with DIRECT_IO=false: the mounts' `writeback_cache`).
+DIRECT_IO (true or false: the mounts' `direct_io`; unset, the default, false), WRITEBACK_CACHE
+(true or false: the mounts' `writeback_cache`; unset, the default, true).
 """
 import os, subprocess, sys, time, shutil, tempfile, re
 
@@ -120,8 +120,9 @@ class Mount:
         self.cache = os.path.join(self.dir, "cache")
         cfg = [
             "[fs]", f"block_size = {block}", f'folder = "fs{run_no[0]}"', f'mode = "{mode}"',
-            f"direct_io = {os.environ.get('DIRECT_IO', 'true')}",
-            f"writeback_cache = {os.environ.get('WRITEBACK_CACHE', 'false')}",
+            *([f"direct_io = {os.environ['DIRECT_IO']}"] if os.environ.get("DIRECT_IO") else []),
+            *([f"writeback_cache = {os.environ['WRITEBACK_CACHE']}"]
+              if os.environ.get("WRITEBACK_CACHE") else []),
             "[cache]", f'dir = "{self.cache}"',
             "[encryption]", 'passphrase = "bench"', f'cipher = "{CIPHER}"',
         ]

@@ -160,6 +160,14 @@ impl Filesystem for MailFuse {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         let _ = config.set_max_write(WRITE_BYTES_MAX);
         let _ = config.set_max_readahead(WRITE_BYTES_MAX);
+        // The file system takes set-user-ID and set-group-ID off on write, truncate and chown
+        // (`Fs::write_by`, `Fs::setattr`), with the caller's own ids: without this the
+        // kernel does it for the page cache's writes with the old rule (the set-group-ID
+        // bit only when the group may execute), and its writeback reaches us as root. With
+        // it, a cached write that must take a bit off goes through at once, as the writer.
+        if let Err(e) = config.add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2) {
+            tracing::debug!("the kernel does not hand privilege removal over ({e:?})");
+        }
         // Only where shared mmap of such files still works (Linux 6.6 and later): older
         // kernels refuse it, and programs that map files would break.
         if self.direct_io
@@ -201,7 +209,7 @@ impl Filesystem for MailFuse {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -217,6 +225,15 @@ impl Filesystem for MailFuse {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        // FUSE_HANDLE_KILLPRIV_V2 (see `init`): a truncate by a caller without CAP_FSETID
+        // takes the set-user-ID and set-group-ID bits off here, as a write does.
+        if size.is_some()
+            && mode.is_none()
+            && let Err(e) = self.fs.write_by(ino.0, req.uid(), req.gid())
+        {
+            reply.error(errno(&e));
+            return;
+        }
         let set = SetAttr {
             mode,
             uid,

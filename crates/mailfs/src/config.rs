@@ -73,14 +73,14 @@ pub struct FsSection {
     /// Dirty bytes one open file may hold in memory before full blocks are uploaded early.
     pub dirty_bytes_max: u64,
     /// Bypass the kernel's page cache for file data (FOPEN_DIRECT_IO, where the kernel
-    /// still allows shared mmap of such files): the engine's caches already hold the
-    /// blocks, so the page cache would be a second copy of each byte, made on every read
-    /// and write. false: the kernel caches file data as for a local file system.
+    /// still allows shared mmap of such files): no second copy of each byte beside the
+    /// engine's caches, but every `read` and `write` is a request, however small. Off by
+    /// default; takes precedence over `writeback_cache`.
     pub direct_io: bool,
     /// The kernel's page cache holds writes and hands them over in large pieces (FUSE's
     /// writeback cache, as JuiceFS's `--writeback_cache`): many small `write` calls cost
-    /// memory copies instead of a request each. Needs `direct_io = false`. Off by default:
-    /// large files move faster without the page cache.
+    /// memory copies instead of a request each. On by default (docs/mailfs.md 6): Postmark
+    /// runs in less than half the time, and large files as fast as with `direct_io`.
     pub writeback_cache: bool,
 }
 
@@ -99,8 +99,8 @@ impl Default for FsSection {
             timeout_ms: 10_000,
             readahead_blocks: 8,
             dirty_bytes_max: 256 << 20,
-            direct_io: true,
-            writeback_cache: false,
+            direct_io: false,
+            writeback_cache: true,
         }
     }
 }
@@ -255,9 +255,6 @@ impl Config {
                 self.fs.log_pages_max
             ));
         }
-        if self.fs.writeback_cache && self.fs.direct_io {
-            return bad("fs.writeback_cache needs fs.direct_io = false (the page cache)".into());
-        }
         if self.groups.is_empty() {
             return bad("no [[group]] with accounts".into());
         }
@@ -400,6 +397,10 @@ connections = 1
         assert_eq!(c.groups[0].accounts[0].port, 993);
         assert_eq!(c.fs.mode, Mode::Sync);
         assert_eq!(c.fs.strategy, Strategy::Strong);
+        // The page cache with its writeback cache, unless direct I/O is asked for.
+        assert!(c.fs.writeback_cache && !c.fs.direct_io);
+        let direct = Config::parse(&FOUR.replace("[fs]", "[fs]\ndirect_io = true")).unwrap();
+        assert!(direct.fs.direct_io);
     }
 
     #[test]
@@ -416,10 +417,6 @@ connections = 1
             (
                 FOUR.replace("[fs]", "[fs]\nmetadata_batch_ms = 10001"),
                 "metadata_batch_ms 10001: at most 10000",
-            ),
-            (
-                FOUR.replace("[fs]", "[fs]\nwriteback_cache = true"),
-                "writeback_cache needs fs.direct_io = false",
             ),
             (
                 FOUR.replace("[fs]", "[fs]\nlog_pages_max = 0"),

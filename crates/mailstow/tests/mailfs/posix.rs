@@ -140,17 +140,19 @@ fn posix_workload(roots: &[&Path]) {
     }
 }
 
+/// With the defaults: the kernel's page cache and writeback cache in front of the engine,
+/// so writes arrive late and in large pieces, and sizes and times are the kernel's until
+/// it hands them over.
 #[test]
 fn posix_operations_match_a_local_directory_and_survive_a_remount() {
     posix_operations_with("");
 }
 
-/// The same with the kernel's page cache and writeback cache in front of the engine
-/// (`writeback_cache = true`): writes arrive late and in large pieces, sizes and times
-/// are the kernel's until it hands them over.
+/// The same with `direct_io = true`: every read and write is a request, straight from the
+/// program's buffer.
 #[test]
-fn posix_operations_match_a_local_directory_with_the_writeback_cache() {
-    posix_operations_with("direct_io = false\nwriteback_cache = true");
+fn posix_operations_match_a_local_directory_with_direct_io() {
+    posix_operations_with("direct_io = true");
 }
 
 fn posix_operations_with(extra: &str) {
@@ -226,12 +228,23 @@ fn posix_operations_with(extra: &str) {
 /// writer is another user (docs/mailfs.md).
 #[test]
 fn permission_rules_and_limits_match_a_local_directory() {
+    permission_rules_with("");
+}
+
+/// The same with `direct_io = true`: writes reach the file system in the writer's own
+/// request instead of through the page cache.
+#[test]
+fn permission_rules_and_limits_match_a_local_directory_with_direct_io() {
+    permission_rules_with("direct_io = true");
+}
+
+fn permission_rules_with(extra: &str) {
     if !fuse_available() {
         eprintln!("skipped: no /dev/fuse");
         return;
     }
     let server = Dovecot::start(1).unwrap();
-    let (rig, local) = beside_a_local_directory(&server, 1, true);
+    let (rig, local) = beside_a_local_directory_with(&server, 1, true, extra);
     let mut seen = Vec::new();
     for root in [&rig.mnt, &local] {
         let r = |p: &str| root.join(p);
@@ -261,6 +274,15 @@ fn permission_rules_and_limits_match_a_local_directory() {
             );
             written.push(mode(&name));
         }
+        // A truncate by another user.
+        let mut truncated = Vec::new();
+        for (i, m) in [0o4777, 0o2777, 0o2767].into_iter().enumerate() {
+            let name = format!("t{i}");
+            fs::write(r(&name), b"xyz").unwrap();
+            fs::set_permissions(r(&name), fs::Permissions::from_mode(m)).unwrap();
+            python_as(65534, "os.truncate(sys.argv[1], 1)\n", &[&r(&name)]);
+            truncated.push(mode(&name));
+        }
         // A change of owner, by root.
         let mut chowned = Vec::new();
         for (i, m) in [0o6755, 0o2745, 0o4700].into_iter().enumerate() {
@@ -287,15 +309,18 @@ fn permission_rules_and_limits_match_a_local_directory() {
             .set_len(999_999_999_999_999)
             .unwrap_err()
             .raw_os_error();
-        seen.push((written, chowned, links, lookup, chmod, unlink, huge));
+        seen.push((
+            written, truncated, chowned, links, lookup, chmod, unlink, huge,
+        ));
     }
     assert_eq!(
         seen[0], seen[1],
         "the mount (left) against a local directory (right)"
     );
-    let (written, chowned, links, lookup, _, _, huge) = &seen[0];
+    let (written, truncated, chowned, links, lookup, _, _, huge) = &seen[0];
     // 0o2767: the group may not execute, but the writer is not of the file's group.
     assert_eq!(written, &[0o777, 0o777, 0o777, 0o767]);
+    assert_eq!(truncated, &[0o777, 0o777, 0o767]);
     assert_eq!(chowned, &[0o755, 0o2745, 0o700]);
     assert_eq!(*links, 0);
     assert_eq!(*lookup, Some(libc::ENAMETOOLONG));
