@@ -641,6 +641,45 @@ impl Filesystem for MailFuse {
     }
 }
 
+/// The kernel's read-ahead through the page cache, in KiB: FUSE starts a mount at 128 KiB
+/// and lets the file system only lower it at INIT, so a large sequential read through the
+/// page cache became a FUSE request per 128 KiB. A block's worth (1 MiB, the largest
+/// request, `WRITE_BYTES_MAX`) lets each request carry a whole block.
+const KERNEL_READAHEAD_KB: u32 = WRITE_BYTES_MAX / 1024;
+
+/// Sets this mount's `/sys/class/bdi/MAJ:MIN/read_ahead_kb` once the mount is up (a
+/// thread, since finding the device takes a `stat` the mount itself answers). Best effort:
+/// only root may write it, and a mount without it still works, in 128 KiB requests.
+fn raise_kernel_readahead(mountpoint: std::path::PathBuf) {
+    use std::os::unix::fs::MetadataExt;
+    let outside = mountpoint
+        .parent()
+        .and_then(|p| std::fs::metadata(p).ok())
+        .map(|m| m.dev());
+    std::thread::spawn(move || {
+        for _ in 0..200 {
+            std::thread::sleep(Duration::from_millis(25));
+            let Ok(m) = std::fs::metadata(&mountpoint) else {
+                continue;
+            };
+            if Some(m.dev()) == outside {
+                continue;
+            }
+            let dev = m.dev();
+            let path = format!(
+                "/sys/class/bdi/{}:{}/read_ahead_kb",
+                libc::major(dev),
+                libc::minor(dev)
+            );
+            match std::fs::write(&path, KERNEL_READAHEAD_KB.to_string()) {
+                Ok(()) => tracing::debug!("{path}: {KERNEL_READAHEAD_KB}"),
+                Err(e) => tracing::info!("kernel read-ahead stays at 128 KiB ({path}: {e})"),
+            }
+            return;
+        }
+    });
+}
+
 pub struct MountOptions {
     pub threads: usize,
     pub allow_other: bool,
@@ -665,6 +704,9 @@ pub fn serve(fs: Arc<Fs>, mountpoint: &Path, opts: &MountOptions) -> std::io::Re
         config.acl = fuser::SessionACL::All;
     }
     config.n_threads = Some(opts.threads.max(1));
+    if !opts.direct_io {
+        raise_kernel_readahead(mountpoint.to_path_buf());
+    }
     let fs2 = fs.clone();
     let r = fuser::mount(
         MailFuse::new(fs, opts.direct_io, opts.writeback_cache),
