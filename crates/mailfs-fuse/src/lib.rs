@@ -648,29 +648,23 @@ impl Filesystem for MailFuse {
 const KERNEL_READAHEAD_KB: u32 = WRITE_BYTES_MAX / 1024;
 
 /// Sets this mount's `/sys/class/bdi/MAJ:MIN/read_ahead_kb` once the mount is up (a
-/// thread, since finding the device takes a `stat` the mount itself answers). Best effort:
-/// only root may write it, and a mount without it still works, in 128 KiB requests.
+/// thread, since the mount appears only when the session runs). The device comes from
+/// `/proc/self/mountinfo`, never from a `stat` of the mount point: a `stat` in flight would
+/// hold the mount, and an unmount right after mounting would fail as busy. Best effort:
+/// only root may write the setting, and a mount without it still works, in 128 KiB
+/// requests.
 fn raise_kernel_readahead(mountpoint: std::path::PathBuf) {
-    use std::os::unix::fs::MetadataExt;
-    let outside = mountpoint
-        .parent()
-        .and_then(|p| std::fs::metadata(p).ok())
-        .map(|m| m.dev());
+    let Ok(mountpoint) = mountpoint.canonicalize() else {
+        return;
+    };
+    let escaped = escape_mountinfo(&mountpoint.to_string_lossy());
     std::thread::spawn(move || {
-        for _ in 0..200 {
+        for _ in 0..400 {
             std::thread::sleep(Duration::from_millis(25));
-            let Ok(m) = std::fs::metadata(&mountpoint) else {
+            let Some(device) = mounted_device(&escaped) else {
                 continue;
             };
-            if Some(m.dev()) == outside {
-                continue;
-            }
-            let dev = m.dev();
-            let path = format!(
-                "/sys/class/bdi/{}:{}/read_ahead_kb",
-                libc::major(dev),
-                libc::minor(dev)
-            );
+            let path = format!("/sys/class/bdi/{device}/read_ahead_kb");
             match std::fs::write(&path, KERNEL_READAHEAD_KB.to_string()) {
                 Ok(()) => tracing::debug!("{path}: {KERNEL_READAHEAD_KB}"),
                 Err(e) => tracing::info!("kernel read-ahead stays at 128 KiB ({path}: {e})"),
@@ -678,6 +672,26 @@ fn raise_kernel_readahead(mountpoint: std::path::PathBuf) {
             return;
         }
     });
+}
+
+/// A path as `/proc/self/mountinfo` writes it (space, tab, newline and backslash octal).
+fn escape_mountinfo(path: &str) -> String {
+    path.replace('\\', "\\134")
+        .replace(' ', "\\040")
+        .replace('\t', "\\011")
+        .replace('\n', "\\012")
+}
+
+/// The `MAJ:MIN` of the mailfs mount at `escaped` (as mountinfo writes it), if mounted.
+fn mounted_device(escaped: &str) -> Option<String> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    info.lines().find_map(|line| {
+        // id parent MAJ:MIN root mount-point options ... - fstype source super-options
+        let fields: Vec<&str> = line.split(' ').collect();
+        let fstype = line.split(" - ").nth(1)?.split(' ').next()?;
+        (fields.get(4) == Some(&escaped) && fstype.starts_with("fuse"))
+            .then(|| fields[2].to_string())
+    })
 }
 
 pub struct MountOptions {
@@ -716,4 +730,20 @@ pub fn serve(fs: Arc<Fs>, mountpoint: &Path, opts: &MountOptions) -> std::io::Re
     fs2.shutdown();
     let _ = background.join();
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_points_are_escaped_as_mountinfo_writes_them() {
+        assert_eq!(
+            escape_mountinfo("/tmp/a b\\c\td"),
+            "/tmp/a\\040b\\134c\\011d"
+        );
+        // The root is mounted (and not FUSE): no device for it.
+        assert_eq!(mounted_device("/"), None);
+        assert_eq!(mounted_device("/no/such/mount"), None);
+    }
 }
