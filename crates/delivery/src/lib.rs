@@ -5,21 +5,18 @@
 //! batch, send the remote ones over SMTP to a smarthost or the domains' exchangers
 //! ([`outbound`]), record every outcome with one queue commit, and turn permanent failures
 //! into delivery status notifications ([`bounce`]). Everything it tells the operator goes
-//! through [`DeliveryEvents`].
+//! through `telemetry::DeliveryEvents` (the `telemetry` crate's mail log and metrics).
 //!
 //! Boundary: this crate knows the queue, the store and outbound SMTP. It learns routes from a
-//! `Router` and reports through `DeliveryEvents`, both implemented by whoever runs it (the
-//! server, from its directory cache and its telemetry); it runs no listener and reads no
-//! configuration file.
+//! `Router` implemented by whoever runs it (the server, from its directory cache); it runs no
+//! listener and reads no configuration file.
 
 pub mod bounce;
-mod events;
 pub mod outbound;
 pub mod peer;
 mod route;
 mod worker;
 
-pub use events::DeliveryEvents;
 pub use outbound::{Relay, RelayTls};
 pub use route::{Route, Router};
 pub use worker::{

@@ -17,10 +17,10 @@ use queue::{Outcome, Queue, QueuedMessage};
 use store::{AppendRequest, NewMessage, Store};
 
 use crate::bounce;
-use crate::events::DeliveryEvents;
 use crate::outbound::{self, Relay, Sent};
 use crate::peer::{Handed, PeerPath, PeerRecipient};
 use crate::route::{Route, Router};
+use telemetry::DeliveryEvents;
 
 /// Most relay connections one delivery batch opens at once.
 const RELAY_CONNECTIONS_MAX: usize = 16;

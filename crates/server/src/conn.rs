@@ -207,7 +207,7 @@ pub(crate) fn preauth(
             tracing::warn!(
                 event = "cluster_preauth_refused",
                 proto,
-                node = %crate::log::shown(username),
+                node = %telemetry::shown(username),
                 error = why
             );
             Preauth::Invalid
@@ -294,7 +294,7 @@ pub(crate) async fn check_login(
             ticket.abandoned();
             tracing::warn!(
                 event = "directory_error",
-                user = %crate::log::shown(username),
+                user = %telemetry::shown(username),
                 error = %e
             );
             login.log(ctx, username, "unavailable");
@@ -388,11 +388,11 @@ pub(crate) enum Refused {
 /// lot): its place among the connections, and the log line of its end.
 pub(crate) struct Held {
     _slot: ConnectionSlot,
-    _open: crate::events::OpenConnection,
+    _open: telemetry::OpenConnection,
 }
 
 impl Held {
-    pub(crate) fn new(slot: ConnectionSlot, open: crate::events::OpenConnection) -> Held {
+    pub(crate) fn new(slot: ConnectionSlot, open: telemetry::OpenConnection) -> Held {
         Held {
             _slot: slot,
             _open: open,

@@ -17,12 +17,10 @@ mod conn;
 mod dedup;
 mod dkim;
 mod driver;
-mod events;
 mod handover;
 mod imap_conn;
 mod imap_store;
 mod lock;
-mod log;
 mod metrics;
 pub mod migrate;
 mod moves;
@@ -335,7 +333,7 @@ pub(crate) struct Ctx {
     pub(crate) accepted: AtomicU64,
     pub(crate) delivered: Arc<AtomicU64>,
     /// The mail log and the metrics.
-    pub(crate) telemetry: Arc<events::Telemetry>,
+    pub(crate) telemetry: Arc<telemetry::Telemetry>,
     /// What `/healthz` answers.
     pub(crate) health: Arc<metrics::Health>,
     /// This node of a cluster.
@@ -746,18 +744,18 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         sessions: AtomicU64::new(0),
         accepted: AtomicU64::new(0),
         delivered: Arc::new(AtomicU64::new(0)),
-        telemetry: events::Telemetry::new(),
+        telemetry: telemetry::Telemetry::new(),
         health: Arc::new(metrics::Health::default()),
         cluster,
         delivered_here,
         moves,
         config,
     });
-    ctx.telemetry.register_engines(
-        ctx.queue.clone(),
-        ctx.store.clone(),
-        ctx.users.parking().clone(),
-    );
+    ctx.telemetry
+        .register_engines(ctx.queue.clone(), ctx.store.clone(), {
+            let parking = ctx.users.parking().clone();
+            Box::new(move || parking.len())
+        });
 
     // IMAP sessions in IDLE wake on their user's changes, whoever made them.
     let users = ctx.users.clone();

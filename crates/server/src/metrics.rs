@@ -1,5 +1,5 @@
 //! `[server] metrics = "ADDR"`: Prometheus metrics at `/metrics` (OpenMetrics text, see
-//! [`crate::events`] for the names) and a health check at `/healthz`: `200 ok` once every
+//! the `telemetry` crate for the names) and a health check at `/healthz`: `200 ok` once every
 //! listener is bound and the engines are open, `503 starting` before and `503 stopping`
 //! once the server has begun to stop, so a load balancer takes the node out first.
 //!
@@ -17,7 +17,7 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 
-use crate::events::Telemetry;
+use telemetry::Telemetry;
 
 /// Where the server is in its life, as `/healthz` reports it.
 #[derive(Default)]

@@ -15,7 +15,7 @@ pub(crate) fn of(directory: &directory::Directory, user: &str) -> store::Quota {
 /// What IMAP sessions ask for their user's limits, and tell of a refusal.
 pub(crate) struct DirectoryQuotas<'a> {
     pub(crate) directory: &'a directory::Directory,
-    pub(crate) telemetry: &'a crate::events::Telemetry,
+    pub(crate) telemetry: &'a telemetry::Telemetry,
 }
 
 impl imap::Quotas for DirectoryQuotas<'_> {

@@ -11,9 +11,9 @@ use smtp::{AuthResult, Event, Reply, Verdict};
 
 use crate::conn::{Login, LoginRefused, check_login};
 use crate::driver::{Conn, Protocol, Step};
-use crate::events::{Accepted, SenderChecks};
-use crate::log::shown;
 use crate::{Ctx, Service, users};
+use telemetry::shown;
+use telemetry::{Accepted, SenderChecks};
 
 /// What the shell remembers of the open transaction.
 #[derive(Default)]

@@ -157,7 +157,7 @@ impl web::Backend for ServerBackend {
     }
 
     fn logout(&self, user: &str, client: IpAddr) {
-        tracing::info!(event = "logout", proto = "web", user = %crate::log::shown(user), client = %client);
+        tracing::info!(event = "logout", proto = "web", user = %telemetry::shown(user), client = %client);
     }
 
     async fn account(&self, user: &str) -> Result<web::Account, BackendError> {
@@ -430,7 +430,7 @@ impl web::Backend for ServerBackend {
             match signer.sign(&message) {
                 Ok(signature) => signed.extend_from_slice(signature.as_bytes()),
                 Err(e) => {
-                    tracing::warn!(event = "dkim_error", domain = %crate::log::shown(&domain), error = %e)
+                    tracing::warn!(event = "dkim_error", domain = %telemetry::shown(&domain), error = %e)
                 }
             }
         }
@@ -442,7 +442,7 @@ impl web::Backend for ServerBackend {
                 ctx.accepted
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 ctx.telemetry.accepted(
-                    &crate::events::Accepted {
+                    &telemetry::Accepted {
                         proto: "web",
                         queue_id,
                         from: user,

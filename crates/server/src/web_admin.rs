@@ -11,7 +11,7 @@ use web::{AdminAction, AdminData, AdminUser, AdminView, BackendError, Queued};
 
 use crate::Ctx;
 use crate::admin::{Request, format_deleted, format_show};
-use crate::log::shown;
+use telemetry::shown;
 
 fn directory_down(e: directory::DirectoryError) -> BackendError {
     BackendError::Unavailable(format!("the directory: {e}"))

@@ -5,7 +5,7 @@
 const SHOWN_CHARS_MAX: usize = 120;
 
 /// `text` on one line: control characters become `?`, long values end in `…`.
-pub(crate) fn shown(text: &str) -> String {
+pub fn shown(text: &str) -> String {
     let mut out: String = text
         .chars()
         .take(SHOWN_CHARS_MAX)

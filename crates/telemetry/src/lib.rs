@@ -1,12 +1,14 @@
-//! What the server tells its operator: one function per event, each writing one line of the
-//! mail log (`event=<name>` and `key=value` fields, logfmt through the binary's formatter)
-//! and moving the Prometheus metrics that count it. Nothing else in the server logs mail
-//! events or touches a metric, so the two always agree.
+//! What the mail server tells its operator: one function per event, each writing one line of
+//! the mail log (`event=<name>` and `key=value` fields, logfmt through the binary's formatter)
+//! and moving the Prometheus metrics that count it. Nothing else logs mail events or touches
+//! a metric, so the two always agree. Every part that has something to report (the server's
+//! sessions, delivery, the cluster, the mailboxes' one road for new mail) holds a
+//! [`Telemetry`]; none reports through a part above it.
 //!
 //! The queue id (`queue_id=`, the queue's message id) ties an `accepted` line to every
 //! `delivered`, `deferred` and `bounced` line of the same message, as Postfix's queue ids do.
-//! Those (and `dsn`) come from the `delivery` crate's threads, through the
-//! `delivery::DeliveryEvents` implementation below.
+//! Those (and `dsn`) are [`DeliveryEvents`], the trait delivery reports through (so its unit
+//! tests can record them).
 //!
 //! | event | fields |
 //! |---|---|
@@ -31,7 +33,11 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::log::shown;
+mod delivery;
+mod shown;
+
+pub use delivery::DeliveryEvents;
+pub use shown::shown;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ProtocolLabel {
@@ -51,7 +57,7 @@ struct RejectLabels {
 }
 
 /// The metrics, registered once; cheap to update from any thread.
-pub(crate) struct Telemetry {
+pub struct Telemetry {
     registry: std::sync::Mutex<Registry>,
     accepted: Family<ProtocolLabel, Counter>,
     rejected: Family<RejectLabels, Counter>,
@@ -67,7 +73,7 @@ pub(crate) struct Telemetry {
 }
 
 impl Telemetry {
-    pub(crate) fn new() -> Arc<Telemetry> {
+    pub fn new() -> Arc<Telemetry> {
         let mut registry = Registry::default();
         let accepted = Family::<ProtocolLabel, Counter>::default();
         let rejected = Family::<RejectLabels, Counter>::default();
@@ -156,11 +162,11 @@ impl Telemetry {
     }
 
     /// Adds the engines' own counters (read on each scrape).
-    pub(crate) fn register_engines(
+    pub fn register_engines(
         &self,
         queue: Arc<queue::Queue>,
         store: store::Store,
-        parking: crate::park::Parking,
+        parked: Box<dyn Fn() -> usize + Send + Sync>,
     ) {
         self.registry
             .lock()
@@ -168,12 +174,12 @@ impl Telemetry {
             .register_collector(Box::new(Engines {
                 queue,
                 store,
-                parking,
+                parked,
             }));
     }
 
     /// The metrics in Prometheus' text format.
-    pub(crate) fn encode(&self) -> String {
+    pub fn encode(&self) -> String {
         let mut out = String::new();
         let registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
         if prometheus_client::encoding::text::encode(&mut out, &registry).is_err() {
@@ -183,7 +189,7 @@ impl Telemetry {
     }
 
     /// A connection was admitted: logs `connect` now and `disconnect` when the guard drops.
-    pub(crate) fn connection(
+    pub fn connection(
         self: &Arc<Self>,
         proto: &'static str,
         client: SocketAddr,
@@ -203,7 +209,7 @@ impl Telemetry {
 
     /// A connection refused before any session (too many connections, a blocked address):
     /// `line` is what it was told.
-    pub(crate) fn refused_connection(&self, proto: &'static str, client: SocketAddr, line: &str) {
+    pub fn refused_connection(&self, proto: &'static str, client: SocketAddr, line: &str) {
         self.rejected
             .get_or_create(&RejectLabels {
                 protocol: proto,
@@ -221,7 +227,7 @@ impl Telemetry {
 
     /// `result`: ok, failed (wrong credentials), unavailable (directory or verifier
     /// busy), refused (the account is being deleted, too many sessions).
-    pub(crate) fn login(
+    pub fn login(
         &self,
         proto: &'static str,
         user: &str,
@@ -248,7 +254,7 @@ impl Telemetry {
     /// A login that involved another node of the cluster: `proxied` (the password was right
     /// and the session now runs on `node`, the user's), `unavailable` (right, but `node` is
     /// down), or, on the owner, `ok` for a session a node handed over (`node` is that node).
-    pub(crate) fn login_cluster(
+    pub fn login_cluster(
         &self,
         proto: &'static str,
         user: &str,
@@ -275,7 +281,7 @@ impl Telemetry {
     }
 
     /// A copy another node handed over (`origin` = that node and its queue id) stored here.
-    pub(crate) fn delivered_handed_over(
+    pub fn delivered_handed_over(
         &self,
         origin: &str,
         to: &str,
@@ -295,7 +301,7 @@ impl Telemetry {
         );
     }
 
-    pub(crate) fn throttled(
+    pub fn throttled(
         &self,
         proto: &'static str,
         user: &str,
@@ -319,7 +325,7 @@ impl Telemetry {
 
     /// A message made durable in the queue; `reply_wait` is from the end of its data to
     /// the moment the `250` could be sent.
-    pub(crate) fn accepted(&self, message: &Accepted<'_>, reply_wait: Duration) {
+    pub fn accepted(&self, message: &Accepted<'_>, reply_wait: Duration) {
         self.accepted
             .get_or_create(&ProtocolLabel {
                 protocol: message.proto,
@@ -345,12 +351,7 @@ impl Telemetry {
     }
 
     /// A failure reply an SMTP, submission or LMTP session sent.
-    pub(crate) fn rejected(
-        &self,
-        proto: &'static str,
-        refusal: &smtp::Refusal,
-        client: std::net::IpAddr,
-    ) {
+    pub fn rejected(&self, proto: &'static str, refusal: &smtp::Refusal, client: std::net::IpAddr) {
         let stage = refusal.stage.name();
         self.rejected
             .get_or_create(&RejectLabels {
@@ -378,7 +379,7 @@ impl Telemetry {
 
     /// An IMAP APPEND, COPY or MOVE refused `NO [OVERQUOTA]` (SMTP and LMTP refusals at RCPT
     /// are `rejected` lines of their own).
-    pub(crate) fn over_quota(
+    pub fn over_quota(
         &self,
         proto: &'static str,
         user: &str,
@@ -408,7 +409,7 @@ impl Telemetry {
 
 /// Delivery's events (the `delivery` crate's threads call them): `delivered`, `deferred`,
 /// `bounced` and `dsn` lines with their metrics, and delivery's warnings.
-impl delivery::DeliveryEvents for Telemetry {
+impl DeliveryEvents for Telemetry {
     fn delivered_local(&self, queue_id: u64, to: &str, folder: &str, uid: u32, delay: Duration) {
         self.delivered.inc();
         self.delivery_seconds.observe(delay.as_secs_f64());
@@ -498,31 +499,31 @@ impl delivery::DeliveryEvents for Telemetry {
 }
 
 /// What an `accepted` line says about a message.
-pub(crate) struct Accepted<'a> {
-    pub(crate) proto: &'static str,
-    pub(crate) queue_id: u64,
-    pub(crate) from: &'a str,
-    pub(crate) to: &'a [String],
+pub struct Accepted<'a> {
+    pub proto: &'static str,
+    pub queue_id: u64,
+    pub from: &'a str,
+    pub to: &'a [String],
     /// Bytes received (without the header fields we added).
-    pub(crate) size: usize,
-    pub(crate) client: std::net::IpAddr,
+    pub size: usize,
+    pub client: std::net::IpAddr,
     /// The logged-in user (submission).
-    pub(crate) user: Option<&'a str>,
+    pub user: Option<&'a str>,
     /// SPF, DKIM and DMARC of MX mail, when checked.
-    pub(crate) checks: Option<SenderChecks>,
+    pub checks: Option<SenderChecks>,
 }
 
 /// The sender checks' results, by their Authentication-Results names.
-pub(crate) struct SenderChecks {
-    pub(crate) spf: &'static str,
+pub struct SenderChecks {
+    pub spf: &'static str,
     /// One result per signature, comma-separated; `none` without a signature.
-    pub(crate) dkim: String,
-    pub(crate) dmarc: &'static str,
+    pub dkim: String,
+    pub dmarc: &'static str,
 }
 
 /// Logs `disconnect` (and lowers the open-connections gauge) when the connection ends,
 /// however it ends.
-pub(crate) struct OpenConnection {
+pub struct OpenConnection {
     telemetry: Arc<Telemetry>,
     proto: &'static str,
     client: SocketAddr,
@@ -559,7 +560,8 @@ fn rfc3339(ms: u64) -> String {
 struct Engines {
     queue: Arc<queue::Queue>,
     store: store::Store,
-    parking: crate::park::Parking,
+    /// IMAP connections in the server's parking lot now.
+    parked: Box<dyn Fn() -> usize + Send + Sync>,
 }
 
 impl std::fmt::Debug for Engines {
@@ -598,7 +600,7 @@ impl Collector for Engines {
             None,
             deferred.metric_type(),
         )?)?;
-        let parked = ConstGauge::new(self.parking.len() as i64);
+        let parked = ConstGauge::new((self.parked)() as i64);
         parked.encode(encoder.encode_descriptor(
             "mailstow_imap_parked_connections",
             "IMAP connections in IDLE parked in the parking lot (also counted in mailstow_connections)",
@@ -612,7 +614,6 @@ impl Collector for Engines {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use delivery::DeliveryEvents as _;
 
     #[test]
     fn the_metrics_have_our_names_and_move() {

@@ -1,6 +1,7 @@
-//! What delivery tells the operator. The server implements it with its telemetry, which
-//! writes one mail log line per call and moves the metrics of the same event, so the line
-//! formats and field names live there, in one place, beside every other event's.
+//! What delivery tells the operator: [`crate::Telemetry`] implements it, writing one mail log
+//! line per call and moving the metrics of the same event, so the line formats and field
+//! names live beside every other event's. A trait so that delivery's unit tests can record
+//! the events instead.
 
 use std::time::Duration;
 
