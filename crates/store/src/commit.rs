@@ -156,6 +156,9 @@ pub(crate) struct Inner {
     pub(crate) writer: Mutex<Writer>,
     pub(crate) queue: Mutex<CommitQueue>,
     pub(crate) queue_cv: Condvar,
+    /// Appends announced (`Store::incoming`) and not yet queued or abandoned: a commit's
+    /// leader waits up to `commit_wait_max` for them.
+    pub(crate) incoming: std::sync::atomic::AtomicUsize,
     pub(crate) counters: Counters,
     /// Told the user of every folder a committed record changed (see `Store::set_observer`).
     pub(crate) observer: RwLock<Option<crate::Observer>>,
@@ -403,9 +406,12 @@ impl Inner {
         })
     }
 
+    /// Appends every request in the next group commit. `announced`, the caller's own
+    /// announcement, is dropped once the requests are queued, so no commit waits for it.
     pub(crate) fn append_batch(
         &self,
         requests: Vec<AppendRequest>,
+        announced: Option<crate::Incoming>,
     ) -> Vec<Result<Appended, StoreError>> {
         let mut out: Vec<Option<Result<Appended, StoreError>>> = Vec::with_capacity(requests.len());
         let mut mine: Vec<(usize, Arc<Slot>)> = Vec::new();
@@ -427,8 +433,15 @@ impl Inner {
             }
         }
         if !mine.is_empty() {
+            lock(&self.queue)
+                .waiting
+                .extend(mine.iter().map(|(_, s)| s.clone()));
+        }
+        // Queued: no commit needs to wait for this caller any more (the drop takes the queue's
+        // lock, so it must not be held here).
+        drop(announced);
+        if !mine.is_empty() {
             let mut q = lock(&self.queue);
-            q.waiting.extend(mine.iter().map(|(_, s)| s.clone()));
             loop {
                 if mine.iter().all(|(_, s)| s.done()) {
                     break;
@@ -438,6 +451,7 @@ impl Inner {
                     continue;
                 }
                 q.leader = true;
+                q = self.wait_for_announced(q);
                 let batch = self.take_batch(&mut q.waiting);
                 drop(q);
                 {
@@ -453,6 +467,31 @@ impl Inner {
         out.into_iter()
             .map(|r| r.unwrap_or_else(|| Err(StoreError::Invalid("append lost its result".into()))))
             .collect()
+    }
+
+    /// The leader holds the round open up to `commit_wait_max` while appends are announced
+    /// and the batch has room: each announced caller drops its announcement once its requests
+    /// are queued, which wakes the leader.
+    fn wait_for_announced<'a>(
+        &self,
+        mut q: MutexGuard<'a, CommitQueue>,
+    ) -> MutexGuard<'a, CommitQueue> {
+        use std::sync::atomic::Ordering;
+        let deadline = std::time::Instant::now() + self.config.commit_wait_max;
+        while self.incoming.load(Ordering::SeqCst) > 0
+            && q.waiting.len() < self.config.batch_messages_max
+        {
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                break;
+            }
+            q = self
+                .queue_cv
+                .wait_timeout(q, deadline - now)
+                .map(|(q, _)| q)
+                .unwrap_or_else(|p| p.into_inner().0);
+        }
+        q
     }
 
     fn take_batch(&self, waiting: &mut VecDeque<Arc<Slot>>) -> Vec<Arc<Slot>> {

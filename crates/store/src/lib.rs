@@ -63,6 +63,23 @@ use commit::Inner;
 /// Called with a user's name after every committed change to one of their folders.
 pub type Observer = Arc<dyn Fn(&str) + Send + Sync>;
 
+/// An append on its way (see [`Store::incoming`]).
+pub struct Incoming {
+    inner: Arc<Inner>,
+}
+
+impl Drop for Incoming {
+    fn drop(&mut self) {
+        self.inner
+            .incoming
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        // Taking the lock orders this with the leader's check-then-wait, so the wake-up is
+        // never lost between the two.
+        drop(commit::lock(&self.inner.queue));
+        self.inner.queue_cv.notify_all();
+    }
+}
+
 /// What `read_folder` calls with each message: its UID and content.
 pub type MessageSink<'a> = dyn FnMut(u32, &[u8]) -> Result<(), StoreError> + 'a;
 
@@ -323,14 +340,37 @@ impl Store {
             message,
         };
         self.inner
-            .append_batch(vec![req])
+            .append_batch(vec![req], None)
             .pop()
             .unwrap_or_else(|| Err(StoreError::Invalid("append produced no result".into())))
     }
 
     /// Appends many messages (any users and folders); results in request order.
     pub fn append_batch(&self, requests: Vec<AppendRequest>) -> Vec<Result<Appended, StoreError>> {
-        self.inner.append_batch(requests)
+        self.inner.append_batch(requests, None)
+    }
+
+    /// Announces an append on its way (a cluster node's hand-over whose recipient was
+    /// accepted, its content still arriving): until the guard drops, a commit may wait up to
+    /// `commit_wait_max` for it, so concurrent senders share one commit. Pass it to
+    /// [`Store::append_batch_announced`], or drop it when no append will come.
+    pub fn incoming(&self) -> Incoming {
+        self.inner
+            .incoming
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Incoming {
+            inner: self.inner.clone(),
+        }
+    }
+
+    /// [`Store::append_batch`] for a caller that announced itself: the announcement ends once
+    /// the requests are queued for the next commit.
+    pub fn append_batch_announced(
+        &self,
+        requests: Vec<AppendRequest>,
+        announced: Incoming,
+    ) -> Vec<Result<Appended, StoreError>> {
+        self.inner.append_batch(requests, Some(announced))
     }
 
     /// Gets the folder an import writes to, creating it (and its missing parents, in one

@@ -542,6 +542,7 @@ pub(crate) fn open(
         }),
         queue: Mutex::new(CommitQueue::default()),
         queue_cv: Condvar::new(),
+        incoming: std::sync::atomic::AtomicUsize::new(0),
         counters: Counters::default(),
         observer: std::sync::RwLock::new(None),
         recent: crate::recent::Recent::default(),

@@ -182,3 +182,61 @@ fn group_commit_batches_callers_from_many_threads() {
     }
     assert_clean(&store);
 }
+
+/// Long enough that a loaded machine's scheduling never outlasts it.
+const ANNOUNCED_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+fn announcing_store(disk: &SimDisk) -> Store {
+    let store = open(
+        disk,
+        StoreConfig {
+            commit_wait_max: ANNOUNCED_WAIT,
+            ..small_config()
+        },
+    );
+    store.create_folder("a@example.org", "INBOX").unwrap();
+    store
+}
+
+fn copy(n: u64) -> AppendRequest {
+    AppendRequest {
+        user: "a@example.org".to_string(),
+        folder: "INBOX".to_string(),
+        message: message(n, 200),
+    }
+}
+
+/// An announced append joins the commit of one requested before it: one data sync for both
+/// (a cluster node's hand-overs arrive on several connections at once).
+#[test]
+fn an_announced_append_shares_the_commit() {
+    let disk = SimDisk::new();
+    let store = announcing_store(&disk);
+    let before = store.stats().data_syncs;
+    let announced = store.incoming();
+    let first = {
+        let store = store.clone();
+        thread::spawn(move || store.append_batch(vec![copy(1)]))
+    };
+    // The first commit's leader now holds the round open for the announced one.
+    thread::sleep(ANNOUNCED_WAIT / 10);
+    let second = store.append_batch_announced(vec![copy(2)], announced);
+    let first = first.join().unwrap();
+    assert!(matches!(first.as_slice(), [Ok(_)]), "{first:?}");
+    assert!(matches!(second.as_slice(), [Ok(_)]), "{second:?}");
+    assert_eq!(store.stats().data_syncs - before, 1, "one commit for both");
+}
+
+/// An announcement that never turns into an append delays a commit by the wait at most.
+#[test]
+fn an_abandoned_announcement_costs_a_bounded_wait() {
+    let disk = SimDisk::new();
+    let store = announcing_store(&disk);
+    let _abandoned = store.incoming();
+    let started = std::time::Instant::now();
+    let stored = store.append_batch(vec![copy(3)]);
+    let took = started.elapsed();
+    assert!(matches!(stored.as_slice(), [Ok(_)]), "{stored:?}");
+    assert!(took >= ANNOUNCED_WAIT, "waited {took:?}");
+    assert!(took < ANNOUNCED_WAIT * 10, "waited {took:?}");
+}
