@@ -30,8 +30,6 @@ const RATE_MIN: u64 = 1 << 20;
 /// The owner answers MAIL at once (the store commit comes after the content): a pooled
 /// connection to an owner that stopped (open socket, no answer) is given up after this.
 const FIRST_REPLY_TIMEOUT: Duration = Duration::from_secs(5);
-/// An owner that failed to answer is not tried for this long (unless it comes back up).
-const SUSPECT_FOR: Duration = Duration::from_secs(5);
 /// A pooled connection idle longer than this is closed instead of reused.
 const IDLE_MAX: Duration = Duration::from_secs(60);
 /// Pooled connections per node.
@@ -62,8 +60,8 @@ pub struct PeerPath {
     pub peers: Peers,
     pub runtime: tokio::runtime::Handle,
     waiting: Mutex<HashMap<String, HashSet<queue::MessageId>>>,
-    /// Owners that did not answer, and until when they are not tried.
-    suspects: Mutex<HashMap<String, Instant>>,
+    /// Owners that did not answer a hand-over, skipped for a while (`cluster::Suspects`).
+    suspects: cluster::Suspects,
 }
 
 impl PeerPath {
@@ -72,30 +70,19 @@ impl PeerPath {
             peers,
             runtime,
             waiting: Mutex::new(HashMap::new()),
-            suspects: Mutex::new(HashMap::new()),
+            suspects: cluster::Suspects::default(),
         }
     }
 
     /// `node` did not answer (connect, greeting or first reply): skip it for a while, so
     /// every batch does not wait for it again.
     pub(crate) fn suspect(&self, node: &str) {
-        self.suspects
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(node.to_string(), Instant::now() + SUSPECT_FOR);
+        self.suspects.suspect(node);
     }
 
     /// Whether `node` failed to answer a moment ago.
     pub(crate) fn is_suspect(&self, node: &str) -> bool {
-        let mut suspects = self.suspects.lock().unwrap_or_else(|p| p.into_inner());
-        match suspects.get(node) {
-            Some(until) if *until > Instant::now() => true,
-            Some(_) => {
-                suspects.remove(node);
-                false
-            }
-            None => false,
-        }
+        self.suspects.is_suspect(node)
     }
 
     /// Message `id` has a copy waiting for `node`.
@@ -111,10 +98,7 @@ impl PeerPath {
     /// The messages waiting for `node` (which just came back): the server retries them at
     /// once instead of at their next short-schedule attempt.
     pub fn take_waiting(&self, node: &str) -> Vec<queue::MessageId> {
-        self.suspects
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(node);
+        self.suspects.clear(node);
         self.waiting
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -9,17 +9,19 @@
 //! Who owns a recipient is asked of [`Router`], the seam where a cluster later hands the
 //! message to another node instead of the local store ([`Route::Peer`]).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use mailboxes::{Copy, Deposited, Origin};
 use queue::{Outcome, Queue, QueuedMessage};
-use store::{AppendRequest, NewMessage, Store};
+use store::{AppendRequest, NewMessage};
 
 use crate::bounce;
 use crate::outbound::{self, Relay, Sent};
 use crate::peer::{Handed, PeerPath, PeerRecipient};
 use crate::route::{Route, Router};
+use crate::wakeup::Wakeup;
 use telemetry::DeliveryEvents;
 
 /// Most relay connections one delivery batch opens at once.
@@ -58,36 +60,9 @@ const LINGER: Duration = Duration::from_millis(50);
 /// A batch at least this big was not small: the next one starts at once.
 const BATCH_FULL: usize = BATCH_RECORDS_MAX;
 
-/// Wakes delivery threads when the queue commits new mail.
-#[derive(Default)]
-pub struct Wakeup {
-    pending: Mutex<bool>,
-    signal: Condvar,
-}
-
-impl Wakeup {
-    pub fn notify(&self) {
-        *self.pending.lock().unwrap_or_else(|p| p.into_inner()) = true;
-        self.signal.notify_all();
-    }
-
-    fn wait(&self, timeout: Duration) {
-        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        if !*pending {
-            pending = self
-                .signal
-                .wait_timeout(pending, timeout)
-                .map(|(g, _)| g)
-                .unwrap_or_else(|p| p.into_inner().0);
-        }
-        *pending = false;
-    }
-}
-
 /// One delivery thread's state: run it with [`Delivery::run`] on a thread of its own.
 pub struct Delivery {
     pub queue: Arc<Queue>,
-    pub store: Store,
     pub router: Arc<dyn Router>,
     pub wakeup: Arc<Wakeup>,
     pub stop: Arc<AtomicBool>,
@@ -97,10 +72,12 @@ pub struct Delivery {
     pub delivered: Arc<std::sync::atomic::AtomicU64>,
     /// Where remote recipients go; `None`: they wait in the deferred queue.
     pub outbound: Option<Arc<Outbound>>,
-    /// Held shared from routing a batch to appending it, and exclusively by whoever removes
-    /// or moves a user's mail (the server's `user del` and `user rename`): a copy routed to a
-    /// user before such a change cannot land after it.
-    pub mailboxes: Arc<std::sync::RwLock<()>>,
+    /// The one road into the store (`mailboxes::Deposit`): its gate is held shared from
+    /// routing a batch to appending it, and exclusively by whoever removes or moves a user's
+    /// mail (`user del`, `user rename`, a move's freeze), so a copy routed to a user before
+    /// such a change cannot land after it. It writes the `delivered` and `dsn` lines of the
+    /// copies it stores.
+    pub deposit: Arc<mailboxes::Deposit>,
     /// The mail log and metrics.
     pub events: Arc<dyn DeliveryEvents>,
     /// Where copies for users of other nodes go (a cluster node); `None`: a single node.
@@ -158,7 +135,8 @@ impl Delivery {
     fn deliver(&self, batch: &mut [QueuedMessage], now: u64) -> Result<(), queue::QueueError> {
         // From the routing to the append: a user deleted meanwhile waits for this batch, and
         // a batch that starts after the deletion routes the user as unknown.
-        let mailboxes = self.mailboxes.read().unwrap_or_else(|p| p.into_inner());
+        let gate = self.deposit.gate().clone();
+        let shared = gate.shared();
         // Every (message, recipient index) and where its copy goes.
         let mut appends = Vec::new();
         // (message, recipient, index of its append) for every local copy.
@@ -206,13 +184,21 @@ impl Delivery {
                             content
                         };
                         slots.push((m, r, appends.len()));
-                        appends.push(AppendRequest {
-                            user,
-                            folder: "INBOX".to_string(),
-                            message: NewMessage {
-                                internal_date: (message.envelope.arrival_ms / 1000) as i64,
-                                content,
-                                ..NewMessage::default()
+                        appends.push(Copy {
+                            append: AppendRequest {
+                                user,
+                                folder: "INBOX".to_string(),
+                                message: NewMessage {
+                                    internal_date: (message.envelope.arrival_ms / 1000) as i64,
+                                    content,
+                                    ..NewMessage::default()
+                                },
+                            },
+                            origin: Origin::Queued {
+                                queue_id: message.id,
+                                delay: Duration::from_millis(
+                                    now.saturating_sub(message.envelope.arrival_ms),
+                                ),
                             },
                         });
                     }
@@ -278,25 +264,30 @@ impl Delivery {
         let results = if appends.is_empty() {
             Vec::new()
         } else {
-            self.store.append_batch(appends)
+            self.deposit.deposit(&shared, appends, None)
         };
-        drop(mailboxes);
+        drop(shared);
         for (m, r, index) in slots {
-            let (outcome, uid) = match results.get(index) {
-                Some(Ok(appended)) => {
-                    self.delivered.fetch_add(1, Ordering::Relaxed);
-                    (Outcome::Delivered, Some(appended.uid))
+            let outcome = match results.get(index) {
+                // Logged (`delivered`) and counted by the deposit.
+                Some(Deposited::Stored(_)) => {
+                    outcomes[m].push((r, Outcome::Delivered));
+                    continue;
                 }
-                Some(Err(e)) => (
-                    retry_or_fail(&batch[m], now, format!("451 4.3.0 store: {e}")),
-                    None,
-                ),
-                None => (
-                    retry_or_fail(&batch[m], now, "451 4.3.0 store gave no result".into()),
-                    None,
-                ),
+                Some(Deposited::Held) => {
+                    let user = &batch[m].envelope.recipients[r].address;
+                    peer_retry(
+                        &batch[m],
+                        now,
+                        format!("451 4.2.0 the mailbox of {user} is being moved"),
+                    )
+                }
+                Some(Deposited::Failed(e)) => {
+                    retry_or_fail(&batch[m], now, format!("451 4.3.0 store: {e}"))
+                }
+                None => retry_or_fail(&batch[m], now, "451 4.3.0 store gave no result".into()),
             };
-            self.log(&batch[m], r, "local", &outcome, uid, now);
+            self.log(&batch[m], r, "local", &outcome, None, now);
             outcomes[m].push((r, outcome));
         }
         if let Some(out) = &self.outbound
@@ -397,28 +388,37 @@ impl Delivery {
         let sender = &message.envelope.sender;
         if !sender.is_empty() {
             let report = bounce::dsn(message, &self.hostname, now);
-            let _mailboxes = self.mailboxes.read().unwrap_or_else(|p| p.into_inner());
+            let gate = self.deposit.gate().clone();
+            let shared = gate.shared();
             match self.router.route(sender) {
                 Route::Local(user) => {
                     let mut content = final_delivery_fields("", &user).into_bytes();
                     content.extend_from_slice(&report);
-                    let appended = self.store.append(
-                        &user,
-                        "INBOX",
-                        NewMessage {
-                            internal_date: (now / 1000) as i64,
-                            content,
-                            ..NewMessage::default()
+                    let copy = Copy {
+                        append: AppendRequest {
+                            user,
+                            folder: "INBOX".to_string(),
+                            message: NewMessage {
+                                internal_date: (now / 1000) as i64,
+                                content,
+                                ..NewMessage::default()
+                            },
                         },
-                    );
-                    match appended {
-                        Ok(appended) => self.events.dsn(message.id, &user, Some(appended.uid)),
-                        Err(e) => {
-                            // Keep the bounce leased-and-released so it is tried again later.
-                            self.events.dsn_deferred(message.id, sender, &e);
-                            self.queue.release(message.id);
-                            return Ok(());
-                        }
+                        origin: Origin::Notification {
+                            queue_id: message.id,
+                        },
+                    };
+                    let deposited = self.deposit.deposit(&shared, vec![copy], None);
+                    // Stored: logged (`dsn`) by the deposit.
+                    if !matches!(deposited.first(), Some(Deposited::Stored(_))) {
+                        let error = match deposited.into_iter().next() {
+                            Some(Deposited::Failed(e)) => e,
+                            _ => store::StoreError::Failed("the mailbox is held".into()),
+                        };
+                        // Keep the bounce leased-and-released so it is tried again later.
+                        self.events.dsn_deferred(message.id, sender, &error);
+                        self.queue.release(message.id);
+                        return Ok(());
                     }
                 }
                 // cluster: a sender on another node gets the notification like any mail for
@@ -718,7 +718,10 @@ fn retry_or_fail(message: &QueuedMessage, now: u64, reason: String) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Mutex;
+
     use queue::{Envelope, Recipient, RecipientStatus};
+    use store::Store;
 
     /// Routes by the recipient's local part.
     struct ByName;
@@ -753,6 +756,16 @@ mod tests {
     impl DeliveryEvents for Recorded {
         fn delivered_local(&self, id: u64, to: &str, folder: &str, uid: u32, _: Duration) {
             self.push(format!("delivered {id} {to} {folder} {uid}"));
+        }
+        fn delivered_handed_over(
+            &self,
+            origin: &str,
+            to: &str,
+            folder: &str,
+            uid: u32,
+            _: Duration,
+        ) {
+            self.push(format!("delivered {origin} {to} {folder} {uid}"));
         }
         fn delivered_remote(&self, id: u64, to: &str, relay: &str, _: Duration) {
             self.push(format!("delivered {id} {to} {relay}"));
@@ -828,14 +841,18 @@ mod tests {
         let delivered = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let worker = Delivery {
             queue: Arc::new(queue),
-            store: store.clone(),
             router: Arc::new(ByName),
             wakeup: Arc::new(Wakeup::default()),
             stop: Arc::new(AtomicBool::new(false)),
             hostname: "mx.a.example".into(),
             delivered: delivered.clone(),
             outbound: None,
-            mailboxes: Arc::new(std::sync::RwLock::new(())),
+            deposit: Arc::new(mailboxes::Deposit::new(
+                store.clone(),
+                Arc::new(mailboxes::Gate::single()),
+                events.clone(),
+                delivered.clone(),
+            )),
             events: events.clone(),
             peers: None,
         };

@@ -2,9 +2,9 @@
 //! admin socket (they live in the server's memory; with no server running nothing is
 //! blocked).
 
+use admin::Request;
 use anyhow::{Result, bail};
 use clap::Subcommand;
-use server::admin::Request;
 
 use crate::Paths;
 
@@ -25,7 +25,7 @@ pub(crate) fn run(command: AuthCommand, paths: &Paths) -> Result<()> {
         AuthCommand::Blocked => Request::AuthBlocked,
         AuthCommand::Unblock { what } => Request::AuthUnblock(what),
     };
-    match server::admin::request(&paths.data_dir, &request) {
+    match admin::request(&paths.data_dir, &request) {
         Some(Ok(output)) => {
             use std::io::Write as _;
             std::io::stdout().write_all(&output)?;

@@ -12,7 +12,7 @@ use clap::Subcommand;
 
 use crate::Paths;
 use crate::config::Config;
-use server::admin::Request;
+use admin::Request;
 
 #[derive(Subcommand)]
 pub(crate) enum DomainCommand {
@@ -242,7 +242,7 @@ fn open_store(paths: &Paths, config: &Config) -> Result<Option<store::Store>> {
 
 /// Sends `request` to the running server and prints its answer; false when none runs.
 fn through_server(paths: &Paths, request: &Request) -> Result<bool> {
-    match server::admin::request(&paths.data_dir, request) {
+    match admin::request(&paths.data_dir, request) {
         Some(Ok(output)) => {
             use std::io::Write as _;
             std::io::stdout().write_all(&output)?;
@@ -287,7 +287,7 @@ async fn rename_offline(
             );
             out!(
                 "{}",
-                server::admin::format_renamed(&old, &new, &moved).trim_end()
+                admin::format::format_renamed(&old, &new, &moved).trim_end()
             );
             Ok(())
         }
@@ -299,7 +299,7 @@ async fn rename_offline(
 }
 
 /// `user move`: the request goes into the directory, the target node does the move
-/// (`server::moves`); we follow the user's row until it shows the user on `to` with a
+/// (`cluster::moves`); we follow the user's row until it shows the user on `to` with a
 /// higher epoch, or the target's `failed:` state.
 async fn move_user(d: &directory::Directory, address: &str, to: &str, wait: u64) -> Result<()> {
     let (user, from, epoch) = d.request_move(address, to).await?;
@@ -365,7 +365,7 @@ pub(crate) fn with_directory<T>(
         // A running server reloads its copy of the directory now rather than at its next
         // poll; without one there is nothing to tell.
         if let Some(Err(message)) =
-            server::admin::request(&paths.data_dir, &server::admin::Request::DirectoryChanged)
+            admin::request(&paths.data_dir, &admin::Request::DirectoryChanged)
         {
             eprintln!(
                 "mailstow: warning: the running server did not reload the directory: {message}"
@@ -451,8 +451,7 @@ pub(crate) fn user(command: UserCommand, paths: &Paths, config: &Config) -> Resu
                     // Deleted while no server ran and its mail is still there: with no
                     // server to finish the removal, finish it here, then add.
                     Err(directory::DirectoryError::UserBeingDeleted(_))
-                        if server::admin::request(&paths.data_dir, &Request::AuthBlocked)
-                            .is_none() =>
+                        if admin::request(&paths.data_dir, &Request::AuthBlocked).is_none() =>
                     {
                         finish_deletions_offline(&d, paths, config).await?;
                         d.add_user_as(&address, &password, node, admin).await?
@@ -523,7 +522,7 @@ pub(crate) fn user(command: UserCommand, paths: &Paths, config: &Config) -> Resu
                     let users = d.list_users(domain.as_deref()).await?;
                     let _lock = server::DataDirLock::acquire(&paths.data_dir)?;
                     let store = open_store(paths, config)?;
-                    let text = server::admin::format_user_list(&users, store.as_ref());
+                    let text = admin::format::format_user_list(&users, store.as_ref());
                     out!("{}", text.trim_end());
                 }
             }
@@ -534,7 +533,7 @@ pub(crate) fn user(command: UserCommand, paths: &Paths, config: &Config) -> Resu
                     };
                     let _lock = server::DataDirLock::acquire(&paths.data_dir)?;
                     let store = open_store(paths, config)?;
-                    let text = server::admin::format_user_show(&user, store.as_ref());
+                    let text = admin::format::format_user_show(&user, store.as_ref());
                     out!("{}", text.trim_end());
                 }
             }
@@ -550,7 +549,7 @@ pub(crate) fn user(command: UserCommand, paths: &Paths, config: &Config) -> Resu
             UserCommand::Del { address } => {
                 // The running server closes the user's sessions and removes the mail.
                 let request = Request::DeleteUser(address.clone());
-                match server::admin::request(&paths.data_dir, &request) {
+                match admin::request(&paths.data_dir, &request) {
                     Some(Ok(output)) => {
                         use std::io::Write as _;
                         std::io::stdout().write_all(&output)?;
@@ -568,7 +567,7 @@ pub(crate) fn user(command: UserCommand, paths: &Paths, config: &Config) -> Resu
                             if removed == user {
                                 out!(
                                     "{}",
-                                    server::admin::format_deleted(&user, &deleted, None).trim_end()
+                                    admin::format::format_deleted(&user, &deleted, None).trim_end()
                                 );
                             }
                         }
@@ -589,7 +588,7 @@ pub(crate) fn user(command: UserCommand, paths: &Paths, config: &Config) -> Resu
                 let address = address.to_ascii_lowercase();
                 if let Some(bytes) = bytes {
                     d.set_quota(&address, bytes).await?;
-                    let shown = bytes.map_or("none".into(), server::admin::human_bytes);
+                    let shown = bytes.map_or("none".into(), admin::format::human_bytes);
                     out!("quota set: {address} {shown}");
                 }
                 if let Some(count) = count {

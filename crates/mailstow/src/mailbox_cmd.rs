@@ -10,11 +10,11 @@
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 
+use admin::Request;
+use admin::migrate::{Format, Guards, Note};
 use anyhow::{Context as _, Result, bail};
 use clap::{Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use server::admin::Request;
-use server::migrate::{Format, Guards, Note};
 
 use crate::Paths;
 use crate::config::Config;
@@ -137,7 +137,7 @@ pub(crate) fn run(command: MailboxCommand, paths: &Paths, config: &Config) -> Re
         },
     };
     let bar = progress_bar();
-    let online = server::admin::request_streaming(&paths.data_dir, &request, &mut |line| {
+    let online = admin::request_streaming(&paths.data_dir, &request, &mut |line| {
         if let Some(note) = parse_line(line) {
             show(&bar, verb, note);
         }
@@ -177,8 +177,8 @@ fn offline(
     let store = crate::store_cmd::open(paths, config, false)?;
     let guards = Guards::default();
     let summary = match format {
-        None => server::migrate::import(&store, user, path, &guards, note)?,
-        Some(format) => server::migrate::export(&store, user, path, format, &guards, note)?,
+        None => admin::migrate::import(&store, user, path, &guards, note)?,
+        Some(format) => admin::migrate::export(&store, user, path, format, &guards, note)?,
     };
     drop(store);
     Ok(summary.to_string())

@@ -8,9 +8,9 @@
 use std::io::Write as _;
 use std::sync::Arc;
 
+use admin::Request;
 use anyhow::{Result, bail};
 use clap::Subcommand;
-use server::admin::Request;
 
 use crate::Paths;
 use crate::config::Config;
@@ -71,13 +71,13 @@ fn operator(
     paths: &Paths,
     config: &Config,
 ) -> Result<()> {
-    let output = match server::admin::request(&paths.data_dir, request) {
+    let output = match admin::request(&paths.data_dir, request) {
         Some(Ok(output)) => output,
         Some(Err(message)) => bail!("{message}"),
         None => {
             let _lock = crate::store_cmd::exclusive(paths, "this command")?;
             let (queue, _) = queue::Queue::open(disk, &paths.queue(), config.queue_config())?;
-            let result = server::admin::execute(&queue, request);
+            let result = admin::execute(&queue, request);
             queue.close()?;
             result?
         }

@@ -313,7 +313,7 @@ pub(crate) fn server_config(
                     "[cluster] needs [directory] url: the PostgreSQL directory every node shares"
                 );
             }
-            server.cluster = Some(server::cluster::ClusterConfig {
+            server.cluster = Some(cluster::ClusterConfig {
                 node: node.clone(),
                 secret,
             });

@@ -52,17 +52,17 @@ pub(crate) fn open(paths: &Paths, config: &Config, salvage: bool) -> Result<stor
 
 pub(crate) fn run(command: StoreCommand, paths: &Paths, config: &Config) -> Result<()> {
     let request = match command {
-        StoreCommand::Stats => Some(server::admin::Request::StoreStats),
-        StoreCommand::Fsck { repair: false } => Some(server::admin::Request::StoreCheck),
+        StoreCommand::Stats => Some(admin::Request::StoreStats),
+        StoreCommand::Fsck { repair: false } => Some(admin::Request::StoreCheck),
         _ => None,
     };
     if let Some(request) = &request
-        && let Some(answer) = server::admin::request(&paths.data_dir, request)
+        && let Some(answer) = admin::request(&paths.data_dir, request)
     {
         let output = answer.map_err(|message| anyhow::anyhow!("{message}"))?;
         let text = String::from_utf8_lossy(&output);
         out!("{}", text.trim_end());
-        if *request == server::admin::Request::StoreCheck && !text.trim_end().ends_with(": clean") {
+        if *request == admin::Request::StoreCheck && !text.trim_end().ends_with(": clean") {
             bail!("the store has problems; stop the server and run `mailstow store fsck --repair`");
         }
         return Ok(());
@@ -79,7 +79,7 @@ pub(crate) fn run(command: StoreCommand, paths: &Paths, config: &Config) -> Resu
         StoreCommand::Stats => {
             out!(
                 "{}",
-                server::admin::format_store_stats(&store.stats()).trim_end()
+                admin::format::format_store_stats(&store.stats()).trim_end()
             )
         }
         StoreCommand::Fsck { repair } => {

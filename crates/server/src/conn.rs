@@ -60,7 +60,7 @@ impl Stream {
     /// The TLS exporter value a node's pre-authentication is bound to; `None` in plaintext.
     pub(crate) fn tls_exporter(&self) -> Option<[u8; 32]> {
         match self {
-            Stream::Tls(tls) => crate::cluster::server_exporter(tls.get_ref().1),
+            Stream::Tls(tls) => cluster::server_exporter(tls.get_ref().1),
             _ => None,
         }
     }
@@ -196,7 +196,7 @@ pub(crate) fn preauth(
     )?;
     Some(match checked {
         Ok((user, client)) => match cluster.home(&conn.ctx.directory, &user) {
-            crate::cluster::Home::Local => Preauth::Valid {
+            cluster::Home::Local => Preauth::Valid {
                 user,
                 client,
                 node: username.to_string(),

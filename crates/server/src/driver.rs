@@ -32,7 +32,7 @@ use tokio::time::Instant;
 
 use crate::Ctx;
 use crate::conn::{Stream, TLS_HANDSHAKE_TIMEOUT};
-use crate::users::Membership;
+use mailboxes::Membership;
 
 /// The first read buffer of a connection; it doubles (up to [`READ_BUFFER_MAX`]) while reads
 /// fill it, so idle connections stay small and bulk transfers read in large chunks.
@@ -74,7 +74,7 @@ pub(crate) trait Protocol: Send {
     /// The logged-in user was deleted.
     fn revoked(&mut self);
     /// After [`Step::Proxy`]: the connection to the user's node.
-    fn take_handover(&mut self) -> Option<crate::cluster::Handover> {
+    fn take_handover(&mut self) -> Option<cluster::Handover> {
         None
     }
     /// Wake on changes to the user's mail now (IMAP IDLE).
@@ -265,7 +265,7 @@ async fn run<P: Protocol>(mut link: Box<Link<P>>) {
             Step::Again => continue,
             Step::Proxy => {
                 if let Some(handover) = protocol.take_handover() {
-                    Box::pin(crate::cluster::splice(conn, handover, shutdown)).await;
+                    Box::pin(crate::splice::splice(conn, handover, shutdown)).await;
                 }
                 return;
             }
@@ -376,7 +376,7 @@ fn park<P: Protocol>(mut link: Box<Link<P>>, wake_at: Instant) -> Result<(), Box
     let Ok(stream) = stream.into_std() else {
         return Ok(());
     };
-    let parking = ctx.users.parking().clone();
+    let parking = ctx.parking.clone();
     parking.park(crate::park::Parked {
         session,
         ip,

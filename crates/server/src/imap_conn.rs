@@ -1,7 +1,7 @@
 //! One IMAP connection: the `imap::Session` under the connection driver. Logins are checked
 //! against the directory; commands run against the store on the blocking pool; a session in
 //! IDLE also wakes when the store commits a change to its user's folders (the store's
-//! observer → [`crate::users::Users`]).
+//! observer → `mailboxes::Sessions`).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -10,9 +10,9 @@ use std::time::Duration;
 use imap::{AuthResult, Event};
 use limits::Deadlines;
 
+use crate::Ctx;
 use crate::conn::{Login, Preauth, check_login};
 use crate::driver::{Conn, Protocol, Step};
-use crate::{Ctx, users};
 
 /// Subscriptions live in the directory; sessions call in from the blocking pool.
 struct DirectorySubscriptions {
@@ -109,7 +109,7 @@ pub(crate) struct Imap {
     output_chunk_bytes: usize,
     /// The connection handed to the user's node (cluster).
     /// Boxed: rare, and large next to an idle session.
-    handover: Option<Box<crate::cluster::Handover>>,
+    handover: Option<Box<cluster::Handover>>,
     /// Its place among the compressed connections, once compressed (RFC 4978).
     compressed: Option<tokio::sync::OwnedSemaphorePermit>,
 }
@@ -197,13 +197,18 @@ impl Protocol for Imap {
                     {
                         let result = match preauth {
                             Preauth::Valid { user, client, node } => {
-                                match node.strip_prefix(crate::cluster::MOVE_AUTHCID_PREFIX) {
+                                match node.strip_prefix(cluster::MOVE_AUTHCID_PREFIX) {
                                     // A move's delta session: admitted once the user is
                                     // frozen here (`moves.rs`).
                                     Some(target) => {
-                                        match crate::moves::freeze_here(&conn.ctx, &user, target)
-                                            .await
-                                        {
+                                        let frozen = match &conn.ctx.moves {
+                                            Some(moves) => {
+                                                cluster::moves::freeze_here(moves, &user, target)
+                                                    .await
+                                            }
+                                            None => Err("not a cluster node".to_string()),
+                                        };
+                                        match frozen {
                                             Ok(()) => {
                                                 enter(conn, &attempt, user, Some((client, &node)))
                                             }
@@ -228,7 +233,7 @@ impl Protocol for Imap {
                             Ok(result) => result,
                             Err(handover) => {
                                 let (_, to_owner) = session.hand_over().unwrap_or_default();
-                                self.handover = Some(Box::new(crate::cluster::Handover {
+                                self.handover = Some(Box::new(cluster::Handover {
                                     to_owner,
                                     ..handover
                                 }));
@@ -295,7 +300,7 @@ impl Protocol for Imap {
         }
     }
 
-    fn take_handover(&mut self) -> Option<crate::cluster::Handover> {
+    fn take_handover(&mut self) -> Option<cluster::Handover> {
         self.handover.take().map(|h| *h)
     }
 
@@ -327,7 +332,7 @@ async fn login(
     password: &str,
     tag: &str,
     client: IpAddr,
-) -> Result<AuthResult, crate::cluster::Handover> {
+) -> Result<AuthResult, cluster::Handover> {
     let ctx = conn.ctx.clone();
     let user = match check_login(&ctx, attempt, password).await {
         Ok(user) => user,
@@ -340,16 +345,16 @@ async fn login(
     };
     if let Some(cluster) = &ctx.cluster {
         match cluster.home(&ctx.directory, &user) {
-            crate::cluster::Home::Local => {}
-            crate::cluster::Home::Unavailable(text) => {
+            cluster::Home::Local => {}
+            cluster::Home::Unavailable(text) => {
                 attempt.unavailable(&ctx, &user, &text);
                 return Ok(AuthResult::Temporary(text));
             }
-            crate::cluster::Home::Node(owner) => {
+            cluster::Home::Node(owner) => {
                 return match cluster.open_imap(&owner, &user, client, tag).await {
                     Ok((upstream, to_client)) => {
                         attempt.proxied(&ctx, &user, &owner.name);
-                        Err(crate::cluster::Handover {
+                        Err(cluster::Handover {
                             upstream,
                             to_client,
                             to_owner: Vec::new(),
@@ -375,7 +380,7 @@ fn enter(
     via: Option<(IpAddr, &str)>,
 ) -> AuthResult {
     let ctx = conn.ctx.clone();
-    let entered = ctx.users.enter(&user, users::Protocol::Imap);
+    let entered = ctx.sessions.enter(&user, mailboxes::Protocol::Imap);
     match (&entered, via) {
         (Ok(_), Some((client, node))) => {
             ctx.telemetry
@@ -388,9 +393,8 @@ fn enter(
         // Checked once the session joined the user: a move's freeze either ends this
         // session or is seen here. A move's own session is exempt.
         Ok(_)
-            if !via
-                .is_some_and(|(_, node)| node.starts_with(crate::cluster::MOVE_AUTHCID_PREFIX))
-                && ctx.moves.held(&user) =>
+            if !via.is_some_and(|(_, node)| node.starts_with(cluster::MOVE_AUTHCID_PREFIX))
+                && ctx.deposit.gate().held(&user) =>
         {
             AuthResult::Temporary("mailbox is being moved, try again shortly".into())
         }
@@ -398,7 +402,7 @@ fn enter(
             conn.member = Some(member);
             AuthResult::Success { user }
         }
-        Err(users::Refused::TooManySessions) => AuthResult::TooManySessions,
-        Err(users::Refused::Revoked) => AuthResult::Temporary("account unavailable".into()),
+        Err(mailboxes::Refused::TooManySessions) => AuthResult::TooManySessions,
+        Err(mailboxes::Refused::Revoked) => AuthResult::Temporary("account unavailable".into()),
     }
 }

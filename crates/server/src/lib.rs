@@ -10,31 +10,21 @@
 //! POP3. The queue and the store are synchronous engines; the async side reaches them through
 //! callbacks (enqueue) and `spawn_blocking` (reads, expunges).
 
-mod accounts;
-pub mod admin;
-pub mod cluster;
 mod conn;
-mod dedup;
 mod dkim;
 mod driver;
-mod handover;
 mod imap_conn;
 mod imap_store;
 mod lock;
 mod metrics;
-pub mod migrate;
-mod moves;
 mod park;
 mod pop3_conn;
 mod quota;
-mod routing;
 mod smtp_conn;
+mod splice;
 mod throttle;
 mod tls;
-mod users;
 mod web;
-mod web_admin;
-mod web_cluster;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -311,15 +301,19 @@ pub(crate) struct Ctx {
     /// What SIGHUP reloads: read it with [`Ctx::live`] where a setting is used.
     live: std::sync::RwLock<Arc<Live>>,
     pub(crate) limits: Arc<conn::ConnectionLimits>,
-    pub(crate) throttle: throttle::Throttle,
+    pub(crate) throttle: Arc<throttle::Throttle>,
     /// Message bytes in memory, all connections together.
     pub(crate) inflight: Arc<limits::ByteBudget>,
-    /// Held shared by every delivery batch from routing its recipients to appending their
-    /// copies, and exclusively while a deleted user's mail is removed: a copy routed to the
-    /// user before the deletion cannot land after it.
-    pub(crate) mailboxes: Arc<std::sync::RwLock<()>>,
+    /// The one road into the store for new mail, and its gate (`mailboxes::Gate`): held
+    /// shared by every writer of new mail, exclusively by whoever removes, renames or
+    /// freezes a user's mail.
+    pub(crate) deposit: Arc<mailboxes::Deposit>,
     /// Logged-in users of every protocol.
-    pub(crate) users: users::Users,
+    pub(crate) sessions: mailboxes::Sessions,
+    /// Where IMAP sessions in IDLE wait outside their tasks.
+    pub(crate) parking: park::Parking,
+    /// Removing and renaming users' mail.
+    pub(crate) accounts: mailboxes::Accounts,
     /// SPF, DKIM and DMARC of MX mail (`None` when `sender_checks` is off).
     pub(crate) checker: Option<sender_auth::Checker>,
     /// DKIM signers made from the directory's keys, by (domain, selector).
@@ -328,7 +322,8 @@ pub(crate) struct Ctx {
     pub(crate) maildrops: pop3_conn::Maildrops,
     /// Places for compressed IMAP connections (`imap_compress_connections_max`).
     pub(crate) imap_compressed: Arc<tokio::sync::Semaphore>,
-    pub(crate) sessions: AtomicU64,
+    /// Numbers SMTP sessions (their Received ids).
+    pub(crate) session_ids: AtomicU64,
     /// Messages made durable in the queue (SMTP and LMTP) since start.
     pub(crate) accepted: AtomicU64,
     pub(crate) delivered: Arc<AtomicU64>,
@@ -338,11 +333,12 @@ pub(crate) struct Ctx {
     pub(crate) health: Arc<metrics::Health>,
     /// This node of a cluster.
     pub(crate) cluster: Option<Arc<cluster::Cluster>>,
-    /// Copies other nodes handed over and this node stored, and the thread that stores
-    /// them (cluster only).
-    pub(crate) delivered_here: Option<(Arc<dedup::Delivered>, handover::Committer)>,
-    /// Users frozen here for a move, and the moves this node runs (`moves.rs`).
-    pub(crate) moves: Arc<moves::Moves>,
+    /// Hand-overs from other nodes, taken here (cluster only).
+    pub(crate) handover: Option<Arc<cluster::HandOver>>,
+    /// Mailbox moves, to and from this node (cluster only).
+    pub(crate) moves: Option<Arc<cluster::Moves>>,
+    /// The operator's commands (the admin socket and the web view's admin pages).
+    pub(crate) operations: Arc<admin::Operations>,
 }
 
 impl Ctx {
@@ -648,7 +644,7 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         ..config.store.clone()
     };
     let (store, _) =
-        store::Store::open(disk, &store_dir, store_config).context("opening the store")?;
+        store::Store::open(disk.clone(), &store_dir, store_config).context("opening the store")?;
     let location = config
         .directory
         .clone()
@@ -672,12 +668,30 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
     .await
     .context("opening the directory")?;
     let refresher = directory.spawn_refresher(Duration::from_secs(2));
-    let mailboxes = Arc::new(std::sync::RwLock::new(()));
-    let moves = Arc::new(moves::Moves::new(
-        config.cluster.as_ref().map(|c| c.node.clone()),
-        directory.clone(),
+    let gate = Arc::new(match &config.cluster {
+        Some(cluster) => mailboxes::Gate::cluster(cluster.node.clone(), directory.clone()),
+        None => mailboxes::Gate::single(),
+    });
+    let telemetry = telemetry::Telemetry::new();
+    let delivered = Arc::new(AtomicU64::new(0));
+    let deposit = Arc::new(mailboxes::Deposit::new(
+        store.clone(),
+        gate.clone(),
+        telemetry.clone(),
+        delivered.clone(),
     ));
-    let (cluster, lease, delivered_here) = match &config.cluster {
+    let parking = park::Parking::default();
+    let sessions = mailboxes::Sessions::new(config.imap_sessions_per_user_max, {
+        let parking = parking.clone();
+        Arc::new(move |user: &str| parking.wake_user(user))
+    });
+    let accounts = mailboxes::Accounts {
+        directory: directory.clone(),
+        store: store.clone(),
+        sessions: sessions.clone(),
+        gate: gate.clone(),
+    };
+    let (cluster, lease, handover, moves) = match &config.cluster {
         Some(cluster) => {
             if directory.cache().node(&cluster.node).is_none() {
                 anyhow::bail!(
@@ -688,28 +702,31 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
             let lease =
                 directory.spawn_lease(&cluster.node, cluster::LEASE_RENEW, cluster::LEASE_TTL);
             let delivered = Arc::new(
-                dedup::Delivered::open(
+                cluster::Delivered::open(
+                    disk.clone(),
                     &config.data_dir,
                     delivery::RETRY_FOR + Duration::from_secs(86_400),
                     config.cluster_delivered_max,
                 )
                 .context("opening the record of handed-over mail (cluster-delivered)")?,
             );
-            let committer = handover::Committer::start(
-                store.clone(),
-                mailboxes.clone(),
-                moves.clone(),
-                delivered.clone(),
-            )
-            .context("starting the hand-over committer")?;
+            let handover = cluster::HandOver::new(
+                cluster.node.clone(),
+                directory.clone(),
+                deposit.clone(),
+                delivered,
+            );
             let tls = Arc::new(delivery::outbound::opportunistic_client_config());
+            let node = Arc::new(cluster::Cluster::new(cluster, tls));
+            let moves = cluster::Moves::new(node.clone(), accounts.clone(), deposit.clone());
             (
-                Some(Arc::new(cluster::Cluster::new(cluster, tls))),
+                Some(node),
                 Some(lease),
-                Some((delivered, committer)),
+                Some(Arc::new(handover)),
+                Some(Arc::new(moves)),
             )
         }
-        None => (None, None, None),
+        None => (None, None, None, None),
     };
     tracing::info!(
         event = "queue_opened",
@@ -717,16 +734,34 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         deferred = queue_report.deferred
     );
 
+    let throttle = Arc::new(throttle::Throttle::new(config.throttle));
+    let wakeup = Arc::new(delivery::Wakeup::default());
+    let operations = Arc::new(admin::Operations {
+        data_dir: config.data_dir.clone(),
+        node_name: cluster
+            .as_ref()
+            .map_or_else(|| config.hostname.clone(), |c| c.node.clone()),
+        queue: queue.clone(),
+        store: store.clone(),
+        directory: directory.clone(),
+        accounts: accounts.clone(),
+        deposit: deposit.clone(),
+        wakeup: wakeup.clone(),
+        telemetry: telemetry.clone(),
+        logins: throttle.clone(),
+    });
     let ctx = Arc::new(Ctx {
         queue: queue.clone(),
         store: store.clone(),
         directory: directory.clone(),
         live: std::sync::RwLock::new(Arc::new(live)),
         limits: conn::ConnectionLimits::new(config.connections_max, config.connections_per_ip_max),
-        throttle: throttle::Throttle::new(config.throttle),
+        throttle: throttle.clone(),
         inflight: inflight.clone(),
-        mailboxes,
-        users: users::Users::new(config.imap_sessions_per_user_max),
+        accounts,
+        deposit,
+        sessions,
+        parking,
         checker: if config.sender_checks {
             Some(
                 sender_auth::Checker::new(&config.dns_servers, &config.hostname)
@@ -736,37 +771,38 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
             None
         },
         signers: dkim::Signers::default(),
-        wakeup: Arc::new(delivery::Wakeup::default()),
+        wakeup: wakeup.clone(),
         maildrops: pop3_conn::Maildrops::default(),
         imap_compressed: Arc::new(tokio::sync::Semaphore::new(
             config.imap_compress_connections_max,
         )),
-        sessions: AtomicU64::new(0),
+        session_ids: AtomicU64::new(0),
         accepted: AtomicU64::new(0),
-        delivered: Arc::new(AtomicU64::new(0)),
-        telemetry: telemetry::Telemetry::new(),
+        delivered,
+        telemetry,
         health: Arc::new(metrics::Health::default()),
         cluster,
-        delivered_here,
+        operations,
+        handover,
         moves,
         config,
     });
     ctx.telemetry
         .register_engines(ctx.queue.clone(), ctx.store.clone(), {
-            let parking = ctx.users.parking().clone();
+            let parking = ctx.parking.clone();
             Box::new(move || parking.len())
         });
 
     // IMAP sessions in IDLE wake on their user's changes, whoever made them.
-    let users = ctx.users.clone();
+    let sessions = ctx.sessions.clone();
     ctx.store
-        .set_observer(Arc::new(move |user: &str| users.changed(user)));
+        .set_observer(Arc::new(move |user: &str| sessions.changed(user)));
 
     let stop = Arc::new(AtomicBool::new(false));
-    let router: Arc<dyn Router> = Arc::new(routing::DirectoryRouter {
+    let router: Arc<dyn Router> = Arc::new(delivery::DirectoryRouter {
         directory: directory.clone(),
         node: ctx.cluster.as_ref().map(|c| c.node.clone()),
-        moves: ctx.moves.clone(),
+        gate: ctx.deposit.gate().clone(),
     });
     let peers = ctx.cluster.as_ref().map(|cluster| {
         Arc::new(delivery::peer::PeerPath::new(
@@ -774,9 +810,14 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
             tokio::runtime::Handle::current(),
         ))
     });
-    let wake_task = peers
-        .clone()
-        .map(|peers| tokio::spawn(routing::wake_on_return(ctx.clone(), peers)));
+    let wake_task = peers.clone().map(|peers| {
+        tokio::spawn(delivery::wake_on_return(
+            ctx.directory.clone(),
+            ctx.queue.clone(),
+            ctx.wakeup.clone(),
+            peers,
+        ))
+    });
     let path = match (&ctx.config.relay, &ctx.config.direct) {
         (Some(relay), _) => Some(delivery::Path::Relay(relay.clone())),
         (None, Some(direct)) => Some(delivery::Path::Mx(Box::new(delivery::outbound::Mx {
@@ -797,14 +838,13 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
     for n in 0..ctx.config.delivery_threads.max(1) {
         let worker = delivery::Delivery {
             queue: queue.clone(),
-            store: store.clone(),
             router: router.clone(),
             wakeup: ctx.wakeup.clone(),
             stop: stop.clone(),
             hostname: ctx.config.hostname.clone(),
             delivered: ctx.delivered.clone(),
             outbound: outbound.clone(),
-            mailboxes: ctx.mailboxes.clone(),
+            deposit: ctx.deposit.clone(),
             events: ctx.telemetry.clone(),
             peers: peers.clone(),
         };
@@ -849,12 +889,19 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
     let web_address = web.as_ref().map(|(bound, _)| *bound);
 
     // Users deleted while no server ran, or whose removal a crash cut short.
-    accounts::finish_deletions(&ctx).await;
+    ctx.accounts.finish_deletions().await;
     // Renames a crash cut short, or begun by an offline `user rename` that did not finish.
-    accounts::finish_renames(&ctx).await;
-    let admin_task = admin::start(ctx.clone()).context("starting the admin socket")?;
-    let moves_task = tokio::spawn(moves::watch(ctx.clone(), watch.clone()));
+    ctx.accounts.finish_renames().await;
+    let admin_task =
+        admin::socket::start(ctx.operations.clone()).context("starting the admin socket")?;
+    let moves_task = ctx
+        .moves
+        .clone()
+        .map(|moves| tokio::spawn(cluster::moves::watch(moves, watch.clone())));
     let stats_task = tokio::spawn(write_stats(ctx.clone(), peers.clone()));
+    // The record of handed-over copies is written before each 250 and synced within
+    // `SYNC_INTERVAL` (`cluster::handover`).
+    let record_sync_task = ctx.handover.as_ref().map(|h| h.spawn_record_sync());
     // Every listener is bound and the engines are open.
     ctx.health.ready();
     let running_ctx = ctx.clone();
@@ -863,13 +910,15 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
         let _ = watch.wait_for(|stop| *stop).await;
         ctx.health.stopping();
         // Parked IMAP sessions run again to say goodbye.
-        ctx.users.parking().close();
+        ctx.parking.close();
         for task in &accept_tasks {
             task.abort();
         }
         admin_task.abort();
-        moves_task.abort();
-        admin::remove_socket(&ctx.config.data_dir);
+        if let Some(task) = &moves_task {
+            task.abort();
+        }
+        admin::socket::remove_socket(&ctx.config.data_dir);
         // Sessions see the shutdown through their own watch and close after their current
         // command; give them a moment.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
@@ -894,6 +943,9 @@ pub async fn start(config: ServerConfig) -> Result<Running> {
             task.abort();
         }
         stats_task.abort();
+        if let Some(task) = &record_sync_task {
+            task.abort();
+        }
         if let Some((_, task)) = &metrics {
             task.abort();
         }

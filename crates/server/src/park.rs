@@ -11,7 +11,7 @@
 //!
 //! - input from its client, or its client closing ([`Wake::Input`]);
 //! - a change to its user's mail, or its user being revoked ([`Parking::wake_user`], called
-//!   by [`crate::users::Users`] after it told the user's sessions);
+//!   by `mailboxes::Sessions` after it told the user's sessions);
 //! - its idle timeout or its IDLE deadline ([`Wake::Time`]);
 //! - the server shutting down ([`Parking::close`]).
 //!
@@ -35,7 +35,7 @@ use tokio::time::Instant;
 use crate::Ctx;
 use crate::conn::Held;
 use crate::driver::Clocks;
-use crate::users::Membership;
+use mailboxes::Membership;
 
 /// The epoll token of the lot's own bell (an eventfd): rung when the lot closes or a new
 /// entry's timer is earlier than every other.

@@ -11,9 +11,9 @@ use std::time::Duration;
 use limits::Deadlines;
 use pop3::{AuthResult, Event, Maildrop};
 
+use crate::Ctx;
 use crate::conn::{Login, Preauth, check_login};
 use crate::driver::{Conn, Protocol, Step};
-use crate::{Ctx, users};
 
 const FOLDER: &str = "INBOX";
 
@@ -53,7 +53,7 @@ pub(crate) struct Pop3 {
     /// The logged-in user and their maildrop lock.
     lock: Option<(String, MaildropLock)>,
     /// The connection handed to the user's node (cluster).
-    handover: Option<crate::cluster::Handover>,
+    handover: Option<cluster::Handover>,
 }
 
 impl Pop3 {
@@ -115,7 +115,7 @@ impl Protocol for Pop3 {
                         Ok(result) => self.session.auth_result(result),
                         Err(handover) => {
                             let to_owner = self.session.hand_over().unwrap_or_default();
-                            self.handover = Some(crate::cluster::Handover {
+                            self.handover = Some(cluster::Handover {
                                 to_owner,
                                 ..handover
                             });
@@ -195,7 +195,7 @@ impl Protocol for Pop3 {
         self.session.revoked();
     }
 
-    fn take_handover(&mut self) -> Option<crate::cluster::Handover> {
+    fn take_handover(&mut self) -> Option<cluster::Handover> {
         self.handover.take()
     }
 }
@@ -208,7 +208,7 @@ impl Pop3 {
         conn: &mut Conn,
         attempt: &Login<'_>,
         password: &str,
-    ) -> Result<AuthResult, crate::cluster::Handover> {
+    ) -> Result<AuthResult, cluster::Handover> {
         let ctx = conn.ctx.clone();
         let user = match check_login(&ctx, attempt, password).await {
             Ok(user) => user,
@@ -221,16 +221,16 @@ impl Pop3 {
         };
         if let Some(cluster) = &ctx.cluster {
             match cluster.home(&ctx.directory, &user) {
-                crate::cluster::Home::Local => {}
-                crate::cluster::Home::Unavailable(text) => {
+                cluster::Home::Local => {}
+                cluster::Home::Unavailable(text) => {
                     attempt.unavailable(&ctx, &user, &text);
                     return Ok(AuthResult::Temporary(text));
                 }
-                crate::cluster::Home::Node(owner) => {
+                cluster::Home::Node(owner) => {
                     return match cluster.open_pop3(&owner, &user, self.ip).await {
                         Ok((upstream, to_client)) => {
                             attempt.proxied(&ctx, &user, &owner.name);
-                            Err(crate::cluster::Handover {
+                            Err(cluster::Handover {
                                 upstream,
                                 to_client,
                                 to_owner: Vec::new(),
@@ -256,13 +256,13 @@ impl Pop3 {
         via: Option<(IpAddr, &str)>,
     ) -> AuthResult {
         let ctx = conn.ctx.clone();
-        let Ok(member) = ctx.users.enter(&user, users::Protocol::Pop3) else {
+        let Ok(member) = ctx.sessions.enter(&user, mailboxes::Protocol::Pop3) else {
             attempt.refused(&ctx, &user);
             return AuthResult::Temporary("account unavailable".into());
         };
         // After joining the user: a move's freeze either ends this session or is seen here
         // (a move never uses POP3, so no exemption).
-        if ctx.moves.held(&user) {
+        if ctx.deposit.gate().held(&user) {
             attempt.unavailable(&ctx, &user, "mailbox is being moved");
             return AuthResult::Temporary("mailbox is being moved, try again shortly".into());
         }

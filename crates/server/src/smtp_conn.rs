@@ -11,7 +11,7 @@ use smtp::{AuthResult, Event, Reply, Verdict};
 
 use crate::conn::{Login, LoginRefused, check_login};
 use crate::driver::{Conn, Protocol, Step};
-use crate::{Ctx, Service, users};
+use crate::{Ctx, Service};
 use telemetry::shown;
 use telemetry::{Accepted, SenderChecks};
 
@@ -25,9 +25,9 @@ struct Transaction {
     /// Tells the queue a message is on its way once a recipient is accepted, so concurrent
     /// sessions' messages share one commit (see `queue::Queue::incoming`).
     incoming: Option<queue::Incoming>,
-    /// The same for a hand-over from another node: its copies share the owner's next
-    /// commit (see `handover::Committer::incoming`).
-    handover: Option<crate::handover::Incoming>,
+    /// The same for a hand-over from another node: its copies share the store's next
+    /// commit with other nodes' (see `store::Store::incoming`).
+    handover: Option<store::Incoming>,
 }
 
 /// Hands a message to the queue for `recipients` (all pending) and wakes delivery once it
@@ -179,7 +179,7 @@ impl Smtp {
             session: smtp::Session::new(config, smtp::Peer { ip: peer.ip(), tls }),
             service,
             ip: peer.ip(),
-            session_id: ctx.sessions.fetch_add(1, Ordering::Relaxed),
+            session_id: ctx.session_ids.fetch_add(1, Ordering::Relaxed),
             authenticated: None,
             transaction: Transaction::default(),
             unknown_recipients: 0,
@@ -247,7 +247,7 @@ impl Smtp {
     ) -> AuthResult {
         let ctx = conn.ctx.clone();
         match check_login(&ctx, attempt, password).await {
-            Ok(user) => match ctx.users.enter(&user, users::Protocol::Submission) {
+            Ok(user) => match ctx.sessions.enter(&user, mailboxes::Protocol::Submission) {
                 Ok(member) => {
                     attempt.ok(&ctx, &user);
                     conn.member = Some(member);
@@ -364,10 +364,7 @@ impl Smtp {
         self.transaction.targets.push(targets);
         if self.from_node {
             if self.transaction.handover.is_none() {
-                self.transaction.handover = ctx
-                    .delivered_here
-                    .as_ref()
-                    .map(|(_, committer)| committer.incoming());
+                self.transaction.handover = ctx.handover.as_ref().map(|h| h.incoming());
             }
         } else if self.transaction.incoming.is_none() {
             self.transaction.incoming = Some(ctx.queue.incoming());
@@ -617,7 +614,7 @@ impl Smtp {
     /// into the store, one reply per recipient (the seed's version 2: no second queue on
     /// the way). A recipient is refused (4xx, the origin retries) unless this node owns it
     /// at the epoch the origin routed with; a copy this node already stored for the same
-    /// origin message is acknowledged without storing it again (`dedup.rs`).
+    /// origin message is acknowledged without storing it again (`cluster::handover`).
     async fn accept_handed_over(
         &mut self,
         ctx: &Arc<Ctx>,
@@ -627,8 +624,7 @@ impl Smtp {
     ) -> Vec<Verdict> {
         self.transaction.incoming = None;
         self.transaction.targets.clear();
-        let (Some(cluster), Some((delivered, committer))) = (&ctx.cluster, &ctx.delivered_here)
-        else {
+        let Some(handover) = &ctx.handover else {
             return vec![
                 Verdict::Reject(Reply::new(451, (4, 3, 0), "not a cluster node"));
                 envelope.recipients.len()
@@ -642,28 +638,13 @@ impl Smtp {
             &id,
             &delivery::bounce::rfc5322_date(now),
         );
-        let cache = ctx.directory.cache();
         let mut verdicts: Vec<Option<Verdict>> = vec![None; envelope.recipients.len()];
         let mut appends = Vec::new();
         let mut slots = Vec::new();
         for (i, recipient) in envelope.recipients.iter().enumerate() {
             let user = recipient.to_ascii_lowercase();
             let routed = envelope.epochs.get(i).copied().flatten();
-            let owner = cache.owner(&user);
-            let ours = owner.as_ref().is_some_and(|o| {
-                o.node.as_deref() == Some(cluster.node.as_str())
-                    && !o.frozen
-                    && routed.is_none_or(|e| u64::try_from(o.epoch).is_ok_and(|ours| ours == e))
-            });
-            if !ours {
-                let epoch = owner.map_or(0, |o| o.epoch);
-                tracing::info!(
-                    event = "stale_route",
-                    origin = %shown(origin),
-                    to = %shown(&user),
-                    routed_epoch = routed.unwrap_or(0),
-                    epoch
-                );
+            if let Err(epoch) = handover.owns(origin, &user, routed) {
                 verdicts[i] = Some(Verdict::Reject(Reply::new(
                     451,
                     (4, 4, 0),
@@ -673,9 +654,7 @@ impl Smtp {
                 )));
                 continue;
             }
-            let key = crate::dedup::key(origin, &user);
-            if delivered.contains(&key) {
-                tracing::info!(event = "duplicate", origin = %shown(origin), to = %shown(&user));
+            if handover.already_stored(origin, &user) {
                 verdicts[i] = Some(Verdict::Accept);
                 continue;
             }
@@ -690,7 +669,7 @@ impl Smtp {
             message.extend_from_slice(trace.as_bytes());
             message.extend_from_slice(received.as_bytes());
             message.extend_from_slice(&content);
-            slots.push((i, user.clone(), key));
+            slots.push((i, user.clone()));
             appends.push(store::AppendRequest {
                 user,
                 folder: "INBOX".to_string(),
@@ -702,34 +681,20 @@ impl Smtp {
             });
         }
         if !appends.is_empty() {
-            // One commit and one record fsync with every other session's copies (handover.rs).
-            let copies = appends
-                .into_iter()
-                .zip(slots.iter().map(|(_, _, key)| *key))
-                .collect();
-            let stored = committer.store(copies);
-            // Queued: the committer no longer waits for this transaction.
-            self.transaction.handover = None;
-            let results = stored.await;
-            for (n, (i, user, _)) in slots.into_iter().enumerate() {
+            // One store commit with every other session's copies, then the record, then
+            // these replies (`cluster::handover`).
+            let announced = self.transaction.handover.take();
+            let results = handover.store(origin, appends, announced).await;
+            for (n, (i, user)) in slots.into_iter().enumerate() {
                 verdicts[i] = Some(match results.get(n) {
-                    Some(None) => Verdict::Reject(Reply::new(
+                    Some(mailboxes::Deposited::Held) => Verdict::Reject(Reply::new(
                         451,
                         (4, 2, 0),
                         "mailbox is being moved, try again shortly",
                     )),
-                    Some(Some(Ok(appended))) => {
-                        ctx.delivered.fetch_add(1, Ordering::Relaxed);
-                        ctx.telemetry.delivered_handed_over(
-                            origin,
-                            &user,
-                            "INBOX",
-                            appended.uid,
-                            Duration::from_millis(0),
-                        );
-                        Verdict::Accept
-                    }
-                    Some(Some(Err(e))) => {
+                    // Logged (`delivered`) and counted by the deposit.
+                    Some(mailboxes::Deposited::Stored(_)) => Verdict::Accept,
+                    Some(mailboxes::Deposited::Failed(e)) => {
                         tracing::warn!(event = "store_error", to = %shown(&user), error = %e);
                         Verdict::Reject(Reply::new(451, (4, 3, 0), "store error, try again later"))
                     }

@@ -455,6 +455,20 @@ impl std::fmt::Display for Key {
     }
 }
 
+/// `auth blocked` and `auth unblock` of the admin socket and the admin pages.
+impl admin::LoginBlocks for Throttle {
+    fn blocked(&self) -> Vec<(String, u32, Duration)> {
+        Throttle::blocked(self)
+            .into_iter()
+            .map(|b| (b.key.to_string(), b.failures, b.remaining))
+            .collect()
+    }
+
+    fn unblock(&self, what: &str) -> usize {
+        Throttle::unblock(self, what)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

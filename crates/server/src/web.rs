@@ -63,16 +63,16 @@ fn listed(m: &store::MessageInfo, s: store::Summary) -> Listed {
 impl ServerBackend {
     /// The user's mailbox is here and usable now.
     fn reachable(&self, user: &str) -> Result<(), BackendError> {
-        if self.ctx.moves.held(user) {
+        if self.ctx.deposit.gate().held(user) {
             return Err(BackendError::Unavailable("it is being moved".into()));
         }
         if let Some(cluster) = &self.ctx.cluster {
             match cluster.home(&self.ctx.directory, user) {
-                crate::cluster::Home::Local => {}
-                crate::cluster::Home::Unavailable(why) => {
+                cluster::Home::Local => {}
+                cluster::Home::Unavailable(why) => {
                     return Err(BackendError::Unavailable(why));
                 }
-                crate::cluster::Home::Node(owner) => {
+                cluster::Home::Node(owner) => {
                     return Err(BackendError::Unavailable(format!(
                         "it is served by node {}",
                         owner.name
@@ -463,22 +463,32 @@ impl web::Backend for ServerBackend {
         }
         // A copy in Sent, read (RFC 6154 \Sent); the message is on its way whatever happens
         // to the copy.
-        let store = ctx.store.clone();
+        let (store, deposit) = (ctx.store.clone(), ctx.deposit.clone());
         let user = user.to_string();
         let copy = tokio::task::spawn_blocking(move || {
             if store.status(&user, SENT).is_err() {
                 store.create_folder(&user, SENT)?;
             }
-            store.append(
-                &user,
-                SENT,
-                store::NewMessage {
-                    flags: store::Flags::SEEN,
-                    internal_date: (delivery::now_ms() / 1000) as i64,
-                    content: message,
-                    ..store::NewMessage::default()
+            let gate = deposit.gate().clone();
+            let shared = gate.shared();
+            let copy = mailboxes::Copy {
+                append: store::AppendRequest {
+                    user,
+                    folder: SENT.to_string(),
+                    message: store::NewMessage {
+                        flags: store::Flags::SEEN,
+                        internal_date: (delivery::now_ms() / 1000) as i64,
+                        content: message,
+                        ..store::NewMessage::default()
+                    },
                 },
-            )
+                origin: mailboxes::Origin::Own,
+            };
+            match deposit.deposit(&shared, vec![copy], None).pop() {
+                Some(mailboxes::Deposited::Stored(appended)) => Ok(appended),
+                Some(mailboxes::Deposited::Failed(e)) => Err(e),
+                _ => Err(store::StoreError::Failed("the mailbox is held".into())),
+            }
         })
         .await;
         if !matches!(copy, Ok(Ok(_))) {
@@ -493,8 +503,8 @@ impl web::Backend for ServerBackend {
         // ended (and waited for) when the user is deleted or renamed.
         let member = self
             .ctx
-            .users
-            .enter(user, crate::users::Protocol::Web)
+            .sessions
+            .enter(user, mailboxes::Protocol::Web)
             .map_err(|_| BackendError::Unavailable("the account is being changed".into()))?;
         Ok(web::Changes {
             changed: member.changes.clone(),
@@ -607,7 +617,7 @@ impl web::Backend for ServerBackend {
     }
 
     async fn admin_data(&self, what: web::AdminView) -> Result<web::AdminData, BackendError> {
-        crate::web_admin::data(&self.ctx, what).await
+        admin::pages::data(&self.ctx.operations, what).await
     }
 
     async fn admin_act(
@@ -616,7 +626,7 @@ impl web::Backend for ServerBackend {
         client: IpAddr,
         action: web::AdminAction,
     ) -> Result<String, String> {
-        crate::web_admin::act(&self.ctx, admin, client, action).await
+        admin::pages::act(&self.ctx.operations, admin, client, action).await
     }
 }
 
@@ -641,8 +651,8 @@ pub(crate) async fn start(
     let connections_max = ctx.config.web_connections_max;
     let router = web::router(Arc::new(ServerBackend { ctx: ctx.clone() }), config);
     let forwarder = ctx.cluster.clone().map(|cluster| {
-        Arc::new(crate::web_cluster::Forwarder::new(
-            ctx.clone(),
+        Arc::new(cluster::forward::Forwarder::new(
+            ctx.directory.clone(),
             cluster,
             tls,
             ctx.config.web_request_bytes_max,
@@ -661,7 +671,7 @@ async fn serve(
     listener: tokio::net::TcpListener,
     tls: Option<Arc<Ctx>>,
     router: axum::Router,
-    forwarder: Option<Arc<crate::web_cluster::Forwarder>>,
+    forwarder: Option<Arc<cluster::forward::Forwarder>>,
     connections_max: usize,
 ) {
     use hyper_util::rt::{TokioIo, TokioTimer};
@@ -698,8 +708,8 @@ async fn serve(
                         // In a cluster, another node's user is served by their node.
                         let (mut request, client) = match &forwarder {
                             Some(f) => match f.route(peer, request).await {
-                                crate::web_cluster::Routed::Here(r, client) => (r, client),
-                                crate::web_cluster::Routed::Answered(response) => {
+                                cluster::forward::Routed::Here(r, client) => (r, client),
+                                cluster::forward::Routed::Answered(response) => {
                                     return Ok(response);
                                 }
                             },

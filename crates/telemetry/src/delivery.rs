@@ -9,6 +9,16 @@ use std::time::Duration;
 pub trait DeliveryEvents: Send + Sync {
     /// A recipient's copy was appended to `folder` of its mailbox as `uid` (`event=delivered`).
     fn delivered_local(&self, queue_id: u64, to: &str, folder: &str, uid: u32, delay: Duration);
+    /// A copy another node handed over (`origin`: that node, its queue id and the arrival)
+    /// was appended here to `folder` as `uid` (`event=delivered`).
+    fn delivered_handed_over(
+        &self,
+        origin: &str,
+        to: &str,
+        folder: &str,
+        uid: u32,
+        delay: Duration,
+    );
     /// A remote server (`relay`, as `host[address]:port`) took a recipient's copy
     /// (`event=delivered`).
     fn delivered_remote(&self, queue_id: u64, to: &str, relay: &str, delay: Duration);

@@ -280,27 +280,6 @@ impl Telemetry {
         );
     }
 
-    /// A copy another node handed over (`origin` = that node and its queue id) stored here.
-    pub fn delivered_handed_over(
-        &self,
-        origin: &str,
-        to: &str,
-        folder: &str,
-        uid: u32,
-        delay: Duration,
-    ) {
-        self.delivered.inc();
-        self.delivery_seconds.observe(delay.as_secs_f64());
-        tracing::info!(
-            event = "delivered",
-            origin = %shown(origin),
-            to = %shown(to),
-            folder = %shown(folder),
-            uid,
-            delay = %seconds(delay)
-        );
-    }
-
     pub fn throttled(
         &self,
         proto: &'static str,
@@ -416,6 +395,27 @@ impl DeliveryEvents for Telemetry {
         tracing::info!(
             event = "delivered",
             queue_id,
+            to = %shown(to),
+            folder = %shown(folder),
+            uid,
+            delay = %seconds(delay)
+        );
+    }
+
+    /// A copy another node handed over (`origin` = that node and its queue id) stored here.
+    fn delivered_handed_over(
+        &self,
+        origin: &str,
+        to: &str,
+        folder: &str,
+        uid: u32,
+        delay: Duration,
+    ) {
+        self.delivered.inc();
+        self.delivery_seconds.observe(delay.as_secs_f64());
+        tracing::info!(
+            event = "delivered",
+            origin = %shown(origin),
             to = %shown(to),
             folder = %shown(folder),
             uid,

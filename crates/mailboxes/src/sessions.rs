@@ -1,8 +1,8 @@
 //! Who is logged in: every authenticated session of every protocol holds a [`Membership`] of
 //! its user. Through it IMAP sessions in IDLE wake when the store commits a change to their
-//! user's folders, the per-user IMAP session limit is kept, and deleting or renaming a user
-//! ends all of its sessions ([`Users::revoke`]) and waits until they are gone before its mail
-//! is removed or moved.
+//! user's folders, the per-user IMAP session limit is kept, and deleting, renaming or moving
+//! a user ends all of its sessions ([`Sessions::revoke`]) and waits until they are gone before
+//! its mail is removed or moved.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -12,7 +12,7 @@ use tokio::sync::watch;
 
 /// Which protocol a session speaks, for the per-protocol limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Protocol {
+pub enum Protocol {
     Imap,
     Pop3,
     Submission,
@@ -20,16 +20,19 @@ pub(crate) enum Protocol {
     Web,
 }
 
+/// Called with a user's name after its sessions were told of a change or a revocation, for
+/// sessions that wait outside their tasks (the server's parking lot).
+pub type Waker = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// Logged-in users: their sessions, a change counter IDLE waits on, and a revocation flag.
 #[derive(Clone)]
-pub(crate) struct Users(Arc<UsersInner>);
+pub struct Sessions(Arc<SessionsInner>);
 
-struct UsersInner {
+struct SessionsInner {
     imap_sessions_max: usize,
     map: Mutex<HashMap<String, UserEntry>>,
-    /// Sessions parked in IDLE, woken here when their user's mail changes or the user is
-    /// revoked.
-    parking: crate::park::Parking,
+    /// Wakes sessions parked in IDLE when their user's mail changes or the user is revoked.
+    waker: Waker,
 }
 
 struct UserEntry {
@@ -46,7 +49,7 @@ struct UserEntry {
 
 /// Why a login could not join its user's sessions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Refused {
+pub enum Refused {
     /// The user has `imap_sessions_per_user_max` IMAP sessions already.
     TooManySessions,
     /// The user is being deleted or renamed.
@@ -54,35 +57,32 @@ pub(crate) enum Refused {
 }
 
 /// One session's place among its user's sessions; leaves on drop.
-pub(crate) struct Membership {
-    users: Users,
+pub struct Membership {
+    sessions: Sessions,
     /// Shared with the user's entry: thousands of sessions of few users cost no copies.
     user: Arc<str>,
     protocol: Protocol,
     /// Bumped after every committed change to the user's folders.
-    pub(crate) changes: watch::Receiver<u64>,
+    pub changes: watch::Receiver<u64>,
     /// Turns true when the user is deleted.
-    pub(crate) revoked: watch::Receiver<bool>,
+    pub revoked: watch::Receiver<bool>,
 }
 
 /// A user being deleted: no session may join until this is dropped.
-pub(crate) struct Revocation {
-    users: Users,
+pub struct Revocation {
+    sessions: Sessions,
     user: String,
 }
 
-impl Users {
-    pub(crate) fn new(imap_sessions_max: usize) -> Users {
-        Users(Arc::new(UsersInner {
+impl Sessions {
+    /// At most `imap_sessions_max` IMAP sessions per user; `waker` is told of every user
+    /// whose sessions were signalled.
+    pub fn new(imap_sessions_max: usize, waker: Waker) -> Sessions {
+        Sessions(Arc::new(SessionsInner {
             imap_sessions_max,
             map: Mutex::new(HashMap::new()),
-            parking: crate::park::Parking::default(),
+            waker,
         }))
-    }
-
-    /// Where IMAP sessions in IDLE park.
-    pub(crate) fn parking(&self) -> &crate::park::Parking {
-        &self.0.parking
     }
 
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, UserEntry>> {
@@ -101,18 +101,18 @@ impl Users {
     }
 
     /// Called by the store after every committed change to `user`'s folders.
-    pub(crate) fn changed(&self, user: &str) {
+    pub fn changed(&self, user: &str) {
         if let Some(entry) = self.map().get(user) {
             entry.changed.send_modify(|n| *n = n.wrapping_add(1));
         }
         // After the signal, so a session on its way into the lot sees one or the other.
-        self.0.parking.wake_user(user);
+        (self.0.waker)(user);
     }
 
     /// A session of `user` logged in with `protocol`.
-    pub(crate) fn enter(&self, user: &str, protocol: Protocol) -> Result<Membership, Refused> {
+    pub fn enter(&self, user: &str, protocol: Protocol) -> Result<Membership, Refused> {
         let mut map = self.map();
-        let entry = Users::entry(&mut map, user);
+        let entry = Sessions::entry(&mut map, user);
         if *entry.revoked.borrow() {
             return Err(Refused::Revoked);
         }
@@ -125,7 +125,7 @@ impl Users {
         entry.sessions += 1;
         entry.count.send_replace(entry.sessions);
         Ok(Membership {
-            users: self.clone(),
+            sessions: self.clone(),
             user: entry.name.clone(),
             protocol,
             changes: entry.changed.subscribe(),
@@ -136,16 +136,16 @@ impl Users {
     /// Ends every session of `user` (each says why and closes) and refuses new ones until
     /// the returned `Revocation` is dropped. Waits up to `wait` for the sessions to be gone;
     /// false if some were still there.
-    pub(crate) async fn revoke(&self, user: &str, wait: Duration) -> (Revocation, bool) {
+    pub async fn revoke(&self, user: &str, wait: Duration) -> (Revocation, bool) {
         let mut count = {
             let mut map = self.map();
-            let entry = Users::entry(&mut map, user);
+            let entry = Sessions::entry(&mut map, user);
             entry.revoked.send_replace(true);
             entry.count.subscribe()
         };
-        self.0.parking.wake_user(user);
+        (self.0.waker)(user);
         let revocation = Revocation {
-            users: self.clone(),
+            sessions: self.clone(),
             user: user.to_string(),
         };
         let gone = tokio::time::timeout(wait, count.wait_for(|n| *n == 0))
@@ -155,7 +155,7 @@ impl Users {
     }
 
     /// Sessions of `user` now, all protocols.
-    pub(crate) fn sessions(&self, user: &str) -> usize {
+    pub fn sessions(&self, user: &str) -> usize {
         self.map().get(user).map_or(0, |e| e.sessions)
     }
 
@@ -171,7 +171,7 @@ impl Users {
 
 impl Drop for Membership {
     fn drop(&mut self) {
-        let mut map = self.users.map();
+        let mut map = self.sessions.map();
         if let Some(entry) = map.get_mut(&*self.user) {
             if self.protocol == Protocol::Imap {
                 entry.imap_sessions = entry.imap_sessions.saturating_sub(1);
@@ -179,17 +179,17 @@ impl Drop for Membership {
             entry.sessions = entry.sessions.saturating_sub(1);
             entry.count.send_replace(entry.sessions);
         }
-        Users::forget_if_unused(&mut map, &self.user);
+        Sessions::forget_if_unused(&mut map, &self.user);
     }
 }
 
 impl Drop for Revocation {
     fn drop(&mut self) {
-        let mut map = self.users.map();
+        let mut map = self.sessions.map();
         if let Some(entry) = map.get_mut(&self.user) {
             entry.revoked.send_replace(false);
         }
-        Users::forget_if_unused(&mut map, &self.user);
+        Sessions::forget_if_unused(&mut map, &self.user);
     }
 }
 
@@ -199,7 +199,7 @@ mod tests {
 
     #[tokio::test]
     async fn imap_sessions_are_limited_and_revocation_waits_for_every_session() {
-        let users = Users::new(2);
+        let users = Sessions::new(2, Arc::new(|_: &str| {}));
         let a = users.enter("u", Protocol::Imap).unwrap();
         let _b = users.enter("u", Protocol::Imap).unwrap();
         assert_eq!(
@@ -233,7 +233,7 @@ mod tests {
 
     #[tokio::test]
     async fn revocation_gives_up_waiting_after_its_time() {
-        let users = Users::new(2);
+        let users = Sessions::new(2, Arc::new(|_: &str| {}));
         let _held = users.enter("u", Protocol::Imap).unwrap();
         let (_revocation, gone) = users.revoke("u", Duration::from_millis(50)).await;
         assert!(!gone);

@@ -1,6 +1,6 @@
 //! The web view in a cluster: any node serves every user, by forwarding the user's requests
 //! to the node that holds the mailbox (the seed's interface module in front of the mail
-//! servers; IMAP and POP3 do the same in `cluster.rs`).
+//! servers; IMAP and POP3 do the same in `proxy.rs`).
 //!
 //! **Which node.** A login (`POST /login`) goes to the owner of the address given, from the
 //! directory cache. When the owner answers with a session cookie, this node adds its own
@@ -36,8 +36,8 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{HeaderValue, Request, Response, StatusCode, header};
 
-use crate::Ctx;
-use crate::cluster::{Cluster, Home};
+use crate::node::{Cluster, Home};
+use crate::preauth::{TOKEN_SKEW_MAX, unix_now};
 
 /// The header that carries a forwarded request's client address.
 const FORWARDED: &str = "x-mailstow-forwarded";
@@ -46,7 +46,7 @@ const NODE_COOKIE: &str = "mailstow_node";
 /// The session cookie of the web crate.
 const SESSION_COOKIE: &str = "mailstow_session";
 /// Connecting to an owner (and its TLS handshake).
-pub(crate) const FORWARD_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+pub const FORWARD_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// An owner's answer (its status and header; a body, such as the event stream, may then run
 /// on) must begin within this: a little more than the owner's own request deadline, so a
 /// stopped owner holds a forwarded request no longer.
@@ -55,8 +55,8 @@ const FORWARD_ANSWER_TIMEOUT: Duration = Duration::from_secs(35);
 const LOGIN_BODY_WAIT_MAX: Duration = Duration::from_secs(10);
 
 /// Routes the web view's requests in a cluster.
-pub(crate) struct Forwarder {
-    ctx: Arc<Ctx>,
+pub struct Forwarder {
+    directory: directory::Directory,
     cluster: Arc<Cluster>,
     /// This node's view is TLS: so are the owners', and the node cookie is `Secure`.
     tls: bool,
@@ -65,7 +65,7 @@ pub(crate) struct Forwarder {
 }
 
 /// Where a request goes.
-pub(crate) enum Routed {
+pub enum Routed {
     /// Serve it here, as from this client.
     Here(Request<Body>, SocketAddr),
     Answered(Response<Body>),
@@ -90,9 +90,14 @@ fn unavailable(why: &str) -> Response<Body> {
 }
 
 impl Forwarder {
-    pub(crate) fn new(ctx: Arc<Ctx>, cluster: Arc<Cluster>, tls: bool, body_max: usize) -> Self {
+    pub fn new(
+        directory: directory::Directory,
+        cluster: Arc<Cluster>,
+        tls: bool,
+        body_max: usize,
+    ) -> Self {
         Forwarder {
-            ctx,
+            directory,
             cluster,
             tls,
             body_max,
@@ -101,16 +106,16 @@ impl Forwarder {
 
     /// The header value for a request forwarded on behalf of `client`.
     fn forwarded_value(&self, client: IpAddr) -> String {
-        vouch(&self.cluster, client, crate::cluster::unix_now())
+        vouch(&self.cluster, client, unix_now())
     }
 
     /// The client address a forwarded request vouches for, if its header checks.
     fn vouched_client(&self, value: &str) -> Option<IpAddr> {
-        vouched(&self.cluster, value, crate::cluster::unix_now())
+        vouched(&self.cluster, value, unix_now())
     }
 
     /// Decides where `request` from `peer` goes: here, or (answered) to its owner node.
-    pub(crate) async fn route(&self, peer: SocketAddr, mut request: Request<Body>) -> Routed {
+    pub async fn route(&self, peer: SocketAddr, mut request: Request<Body>) -> Routed {
         let vouched = request
             .headers_mut()
             .remove(FORWARDED)
@@ -140,7 +145,7 @@ impl Forwarder {
             request = Request::from_parts(parts, Body::from(bytes));
             match self
                 .cluster
-                .home(&self.ctx.directory, &username.to_ascii_lowercase())
+                .home(&self.directory, &username.to_ascii_lowercase())
             {
                 Home::Local => None,
                 Home::Node(info) => Some(info),
@@ -149,7 +154,7 @@ impl Forwarder {
         } else {
             match cookie(request.headers(), NODE_COOKIE) {
                 Some(node) if node != self.cluster.node => {
-                    match self.ctx.directory.cache().node(node) {
+                    match self.directory.cache().node(node) {
                         // A node no longer in the directory: its sessions are gone.
                         None => None,
                         Some(info) if !info.up => {
@@ -285,7 +290,7 @@ fn vouched(cluster: &Cluster, value: &str, now: u64) -> Option<IpAddr> {
         return None;
     };
     let at: u64 = at.parse().ok()?;
-    if now.abs_diff(at) > crate::cluster::TOKEN_SKEW_MAX {
+    if now.abs_diff(at) > TOKEN_SKEW_MAX {
         return None;
     }
     let expected = cluster.mac("web", "", node, ip, at, b"");
@@ -303,7 +308,7 @@ fn form_urlencoded(body: &[u8], key: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::{form_urlencoded, vouch, vouched};
-    use crate::cluster::tests::cluster;
+    use crate::preauth::tests::cluster;
 
     #[test]
     fn only_a_node_with_the_secret_vouches_for_an_address() {

@@ -15,7 +15,6 @@
 //! CRLF: import converts bare LF to CRLF, export CRLF back to LF.
 
 use std::path::{Path, PathBuf};
-use std::sync::RwLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -71,9 +70,11 @@ pub enum Note {
 /// What the server adds around an import while it runs.
 #[derive(Default)]
 pub struct Guards<'a> {
-    /// Held shared around each batch's commit (`Ctx::mailboxes`): a user's deletion, which
-    /// holds it exclusively, never interleaves with a batch.
-    pub mailboxes: Option<&'a RwLock<()>>,
+    /// The running server's road into the store: each batch commits through it under its
+    /// gate held shared, so a user's deletion, which holds the gate exclusively, never
+    /// interleaves with a batch. `None`: the offline CLI, alone with the store (it holds the
+    /// data directory's lock).
+    pub deposit: Option<&'a mailboxes::Deposit>,
     /// Asked under that lock before each batch: does the user still exist?
     pub user_exists: Option<&'a (dyn Fn() -> bool + Sync)>,
     /// Set when the client went away: stop after the current batch.
@@ -674,15 +675,15 @@ fn commit_batch(
     let outcomes = if prepared.batch.is_empty() {
         Vec::new()
     } else {
-        let _shared = guards
-            .mailboxes
-            .map(|l| l.read().unwrap_or_else(|p| p.into_inner()));
+        let shared = guards.deposit.map(|d| d.gate().shared());
         if guards.user_exists.is_some_and(|exists| !exists()) {
             bail!("the user was deleted during the import");
         }
-        store
-            .commit_import(prepared.batch)
-            .with_context(|| format!("importing into {name}"))?
+        match (guards.deposit, &shared) {
+            (Some(deposit), Some(shared)) => deposit.import(shared, prepared.batch),
+            _ => store.commit_import(prepared.batch),
+        }
+        .with_context(|| format!("importing into {name}"))?
     };
     for (i, outcome) in outcomes.into_iter().enumerate() {
         match outcome {

@@ -62,50 +62,36 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, anyhow, bail};
 
-use crate::Ctx;
+use mailboxes::{Accounts, Deposit};
+
+use crate::node::Cluster;
 
 /// Messages per `UID FETCH ... BODY.PEEK[]` and per import batch.
-pub(crate) const FETCH_CHUNK: usize = 16;
+pub const FETCH_CHUNK: usize = 16;
 /// How long the old owner waits for the user's sessions to end at the freeze.
 const SESSIONS_WAIT_MAX: Duration = Duration::from_secs(60);
 /// How often [`watch`] looks at the directory.
 const WATCH_EVERY: Duration = Duration::from_secs(1);
 
-/// The users frozen on this node for a move, and the moves this node is running.
-pub(crate) struct Moves {
-    node: Option<String>,
-    directory: directory::Directory,
-    frozen: Mutex<HashSet<String>>,
+/// Moves on this node: the ones it runs as a target, and what the old owner does (the users
+/// frozen here are the gate's: `mailboxes::Gate::freeze`).
+pub struct Moves {
+    cluster: Arc<Cluster>,
+    /// The directory, the store, the sessions and the gate.
+    accounts: Accounts,
+    /// The road imports take into the store.
+    deposit: Arc<Deposit>,
     running: Mutex<HashSet<String>>,
 }
 
 impl Moves {
-    pub(crate) fn new(node: Option<String>, directory: directory::Directory) -> Moves {
+    pub fn new(cluster: Arc<Cluster>, accounts: Accounts, deposit: Arc<Deposit>) -> Moves {
         Moves {
-            node,
-            directory,
-            frozen: Mutex::new(HashSet::new()),
+            cluster,
+            accounts,
+            deposit,
             running: Mutex::new(HashSet::new()),
         }
-    }
-
-    /// True if `user`'s mailbox here must not change now: frozen for a move (here, or in
-    /// the directory), or owned by another node. Always false outside a cluster.
-    pub(crate) fn held(&self, user: &str) -> bool {
-        let Some(me) = &self.node else {
-            return false;
-        };
-        if self.lock_frozen().contains(user) {
-            return true;
-        }
-        match self.directory.cache().owner(user) {
-            Some(owner) => owner.frozen || owner.node.as_ref().is_some_and(|n| n != me),
-            None => false,
-        }
-    }
-
-    fn lock_frozen(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
-        self.frozen.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn lock_running(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
@@ -115,9 +101,10 @@ impl Moves {
 
 /// The old owner's side of the freeze handshake (step 3), run before a `cluster-move:`
 /// login is admitted. Err: the text for the target.
-pub(crate) async fn freeze_here(ctx: &Arc<Ctx>, user: &str, target: &str) -> Result<(), String> {
-    let me = ctx.moves.node.clone().ok_or("not a cluster node")?;
+pub async fn freeze_here(ctx: &Moves, user: &str, target: &str) -> Result<(), String> {
+    let me = ctx.cluster.node.clone();
     let (node, _, state) = ctx
+        .accounts
         .directory
         .move_status(user)
         .await
@@ -129,17 +116,17 @@ pub(crate) async fn freeze_here(ctx: &Arc<Ctx>, user: &str, target: &str) -> Res
             state.as_deref().unwrap_or("none")
         ));
     }
-    ctx.moves.lock_frozen().insert(user.to_string());
-    let (revocation, gone) = ctx.users.revoke(user, SESSIONS_WAIT_MAX).await;
+    let gate = ctx.accounts.gate.clone();
+    gate.freeze(user);
+    let (revocation, gone) = ctx.accounts.sessions.revoke(user, SESSIONS_WAIT_MAX).await;
     if !gone {
         // The freeze stays until the directory says the move ended (`watch`).
         return Err(format!("sessions of {user} did not end in time"));
     }
-    let mailboxes = ctx.mailboxes.clone();
     // Every delivery batch and handed-over copy that routed the user before the mark ends
     // before we go on; every later one sees the mark under its shared lock.
     tokio::task::spawn_blocking(move || {
-        drop(mailboxes.write().unwrap_or_else(|p| p.into_inner()));
+        drop(gate.exclusive());
     })
     .await
     .map_err(|e| e.to_string())?;
@@ -150,40 +137,38 @@ pub(crate) async fn freeze_here(ctx: &Arc<Ctx>, user: &str, target: &str) -> Res
 
 /// Runs on every cluster node: starts the moves the directory asks of this node, and on
 /// the old owner removes a moved user's copy and drops freezes whose move ended.
-pub(crate) async fn watch(ctx: Arc<Ctx>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
-    let Some(me) = ctx.moves.node.clone() else {
-        return;
-    };
+pub async fn watch(ctx: Arc<Moves>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    let me = ctx.cluster.node.clone();
     let mut tick = tokio::time::interval(WATCH_EVERY);
-    let mut generation = ctx.directory.cache().generation();
+    let mut generation = ctx.accounts.directory.cache().generation();
     loop {
         tokio::select! {
             _ = tick.tick() => {}
-            () = crate::conn::stopping(&mut shutdown) => return,
+            _ = shutdown.wait_for(|stop| *stop) => return,
         }
         // A user of this node deleted on another node (its admin pages, its admin socket):
         // the directory changed; remove the mail here and free the address.
-        let now = ctx.directory.cache().generation();
+        let now = ctx.accounts.directory.cache().generation();
         if now != generation {
             generation = now;
-            crate::accounts::finish_deletions(&ctx).await;
+            ctx.accounts.finish_deletions().await;
         }
-        match ctx.directory.moves_to(&me).await {
+        match ctx.accounts.directory.moves_to(&me).await {
             Ok(moves) => {
                 for (user, state) in moves {
-                    if !ctx.moves.lock_running().insert(user.clone()) {
+                    if !ctx.lock_running().insert(user.clone()) {
                         continue;
                     }
                     let ctx = ctx.clone();
                     tokio::spawn(async move {
                         run(&ctx, &user, &state).await;
-                        ctx.moves.lock_running().remove(&user);
+                        ctx.lock_running().remove(&user);
                     });
                 }
             }
             Err(e) => tracing::warn!(event = "directory_error", error = %e, msg = "listing moves"),
         }
-        let frozen: Vec<String> = ctx.moves.lock_frozen().iter().cloned().collect();
+        let frozen = ctx.accounts.gate.frozen_users();
         for user in frozen {
             if let Err(e) = settle(&ctx, &me, &user).await {
                 tracing::warn!(event = "user_move_cleanup_failed", user, error = %format!("{e:#}"));
@@ -194,14 +179,14 @@ pub(crate) async fn watch(ctx: Arc<Ctx>, mut shutdown: tokio::sync::watch::Recei
 
 /// The old owner, for a user frozen here: once the directory shows the move ended, remove
 /// the copy (moved away) or drop the freeze (move failed or abandoned).
-async fn settle(ctx: &Arc<Ctx>, me: &str, user: &str) -> Result<()> {
-    if let Some(owner) = ctx.directory.cache().owner(user)
+async fn settle(ctx: &Moves, me: &str, user: &str) -> Result<()> {
+    if let Some(owner) = ctx.accounts.directory.cache().owner(user)
         && owner.frozen
         && owner.node.as_deref() == Some(me)
     {
         return Ok(());
     }
-    let status = match ctx.directory.move_status(user).await {
+    let status = match ctx.accounts.directory.move_status(user).await {
         Ok(status) => Some(status),
         Err(directory::DirectoryError::NoSuchUser(_)) => None,
         Err(e) => return Err(e.into()),
@@ -221,31 +206,18 @@ async fn settle(ctx: &Arc<Ctx>, me: &str, user: &str) -> Result<()> {
         }
         _ => tracing::info!(event = "user_move_unfrozen", user),
     }
-    ctx.moves.lock_frozen().remove(user);
+    ctx.accounts.gate.thaw(user);
     Ok(())
 }
 
-/// Ends the user's sessions and deletes its mail here under the exclusive mailbox lock.
-async fn remove_copy(ctx: &Arc<Ctx>, user: &str) -> Result<store::DeletedUser> {
-    let (revocation, _) = ctx.users.revoke(user, SESSIONS_WAIT_MAX).await;
-    let (store, mailboxes, who) = (ctx.store.clone(), ctx.mailboxes.clone(), user.to_string());
-    let deleted = tokio::task::spawn_blocking(move || {
-        let _exclusive = mailboxes.write().unwrap_or_else(|p| p.into_inner());
-        if store.list_folders(&who).is_empty() {
-            return Ok(store::DeletedUser::default());
-        }
-        store.delete_user(&who)
-    })
-    .await
-    .context("the store task failed")?
-    .with_context(|| format!("removing the mail of {user}"))?;
-    drop(revocation);
-    Ok(deleted)
+/// Ends the user's sessions and deletes its mail here under the exclusive gate.
+async fn remove_copy(ctx: &Moves, user: &str) -> Result<store::DeletedUser> {
+    ctx.accounts.remove_copy(user, SESSIONS_WAIT_MAX).await
 }
 
 /// The target's side of one move, from the state the directory shows.
-async fn run(ctx: &Arc<Ctx>, user: &str, state: &str) {
-    let me = ctx.moves.node.clone().unwrap_or_default();
+async fn run(ctx: &Moves, user: &str, state: &str) {
+    let me = ctx.cluster.node.clone();
     tracing::info!(event = "user_move_started", user, to = %me, state);
     match move_here(ctx, user, state).await {
         Ok((from, epoch, counts)) => tracing::info!(
@@ -265,6 +237,7 @@ async fn run(ctx: &Arc<Ctx>, user: &str, state: &str) {
                 short.push_str("unknown error");
             }
             match ctx
+                .accounts
                 .directory
                 .set_move_state(user, &me, &format!("failed:{me}:{short}"))
                 .await
@@ -275,6 +248,7 @@ async fn run(ctx: &Arc<Ctx>, user: &str, state: &str) {
                 }
             }
             let ours = ctx
+                .accounts
                 .directory
                 .cache()
                 .owner(user)
@@ -289,24 +263,23 @@ async fn run(ctx: &Arc<Ctx>, user: &str, state: &str) {
 /// What the copy knew of a folder: its UIDVALIDITY and the HIGHESTMODSEQ it copied at.
 type Copied = HashMap<String, (u32, u64)>;
 
-async fn move_here(ctx: &Arc<Ctx>, user: &str, state: &str) -> Result<(String, i64, (u64, u64))> {
-    let cluster = ctx
-        .cluster
-        .clone()
-        .ok_or_else(|| anyhow!("not a cluster node"))?;
+async fn move_here(ctx: &Moves, user: &str, state: &str) -> Result<(String, i64, (u64, u64))> {
+    let cluster = ctx.cluster.clone();
     let me = cluster.node.clone();
     if state == format!("frozen:{me}") {
         // A move cut short (by a crash of this node): copy again, unfrozen.
-        ctx.directory
+        ctx.accounts
+            .directory
             .set_move_state(user, &me, &format!("requested:{me}"))
             .await?;
     }
-    let (node, _, _) = ctx.directory.move_status(user).await?;
+    let (node, _, _) = ctx.accounts.directory.move_status(user).await?;
     let from = node.ok_or_else(|| anyhow!("{user} has no node"))?;
     if from == me {
         bail!("{user} is already on {me}");
     }
     let source = ctx
+        .accounts
         .directory
         .cache()
         .node(&from)
@@ -322,21 +295,21 @@ async fn move_here(ctx: &Arc<Ctx>, user: &str, state: &str) -> Result<(String, i
     sync_user(ctx, &mut client, user, &mut copied, false).await?;
     let _ = client.logout().await;
     // The freeze, then the delta over the session the owner admitted once frozen.
-    ctx.directory.begin_move(user, &me).await?;
+    ctx.accounts.directory.begin_move(user, &me).await?;
     let mut client = cluster
         .connect_for_move(&source, user, true)
         .await
         .map_err(|e| anyhow!("{e}"))?;
     let counts = sync_user(ctx, &mut client, user, &mut copied, true).await?;
     let _ = client.logout().await;
-    let epoch = ctx.directory.finish_move(user, &me).await?;
+    let epoch = ctx.accounts.directory.finish_move(user, &me).await?;
     Ok((from, epoch, counts))
 }
 
 /// Brings the user's folders here to the owner's state (the copy, or with `delta` the
 /// changes since and a final comparison). Returns (folders, messages).
 async fn sync_user(
-    ctx: &Arc<Ctx>,
+    ctx: &Moves,
     client: &mut imap_client::Client,
     user: &str,
     copied: &mut Copied,
@@ -356,7 +329,7 @@ async fn sync_user(
     }
     // Parents before children: a parent keeps its own UIDVALIDITY.
     names.sort();
-    let store = ctx.store.clone();
+    let store = ctx.accounts.store.clone();
     if delta {
         let wanted: HashSet<&String> = names.iter().collect();
         let mut gone: Vec<String> = store
@@ -405,14 +378,14 @@ async fn blocking<T: Send + 'static>(
 }
 
 async fn sync_folder(
-    ctx: &Arc<Ctx>,
+    ctx: &Moves,
     client: &mut imap_client::Client,
     user: &str,
     folder: &str,
     copied: &mut Copied,
     delta: bool,
 ) -> Result<u64> {
-    let store = ctx.store.clone();
+    let store = ctx.accounts.store.clone();
     let (u, f) = (user.to_string(), folder.to_string());
     let mailbox = client.examine(folder).await?;
     let highest = mailbox
@@ -535,9 +508,12 @@ async fn sync_folder(
             continue;
         }
         let (s, u, f) = (store.clone(), u.clone(), f.clone());
+        let deposit = ctx.deposit.clone();
         let outcomes = blocking(move || {
             let batch = s.prepare_import(&u, &f, messages)?;
-            s.commit_import(batch)
+            let gate = deposit.gate().clone();
+            let shared = gate.shared();
+            deposit.import(&shared, batch)
         })
         .await?;
         for outcome in outcomes {

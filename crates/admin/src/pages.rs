@@ -9,8 +9,9 @@ use std::sync::Arc;
 
 use web::{AdminAction, AdminData, AdminUser, AdminView, BackendError, Queued};
 
-use crate::Ctx;
-use crate::admin::{Request, format_deleted, format_show};
+use crate::commands::Operations;
+use crate::format::{format_deleted, format_show, human_bytes};
+use crate::request::Request;
 use telemetry::shown;
 
 fn directory_down(e: directory::DirectoryError) -> BackendError {
@@ -24,24 +25,16 @@ fn queue_error(e: queue::QueueError) -> BackendError {
     }
 }
 
-/// This node's name: the cluster's name for it, or the host name.
-fn node_name(ctx: &Ctx) -> String {
-    match &ctx.cluster {
-        Some(cluster) => cluster.node.clone(),
-        None => ctx.config.hostname.clone(),
-    }
-}
-
 /// Whether the user's mailbox is in this node's store.
-fn stored_here(ctx: &Ctx, node: Option<&str>) -> bool {
-    match (&ctx.cluster, node) {
-        (Some(cluster), Some(node)) => cluster.node == node,
+fn stored_here(ctx: &Operations, node: Option<&str>) -> bool {
+    match (ctx.accounts.gate.node(), node) {
+        (Some(here), Some(node)) => here == node,
         _ => true,
     }
 }
 
 /// An admin page's data.
-pub(crate) async fn data(ctx: &Arc<Ctx>, view: AdminView) -> Result<AdminData, BackendError> {
+pub async fn data(ctx: &Arc<Operations>, view: AdminView) -> Result<AdminData, BackendError> {
     let d = &ctx.directory;
     Ok(match view {
         AdminView::Overview => {
@@ -52,7 +45,7 @@ pub(crate) async fn data(ctx: &Arc<Ctx>, view: AdminView) -> Result<AdminData, B
                 .map_err(queue_error)?
                 .len();
             AdminData::Overview {
-                node: node_name(ctx),
+                node: ctx.node_name.clone(),
                 domains: d.list_domains().await.map_err(directory_down)?.len(),
                 users: d.list_users(None).await.map_err(directory_down)?.len(),
                 aliases: d.list_aliases().await.map_err(directory_down)?.len(),
@@ -142,8 +135,8 @@ pub(crate) async fn data(ctx: &Arc<Ctx>, view: AdminView) -> Result<AdminData, B
 }
 
 /// Carries out an admin action and logs it.
-pub(crate) async fn act(
-    ctx: &Arc<Ctx>,
+pub async fn act(
+    ctx: &Arc<Operations>,
     admin: &str,
     client: IpAddr,
     action: AdminAction,
@@ -173,7 +166,7 @@ pub(crate) async fn act(
     outcome
 }
 
-async fn run(ctx: &Arc<Ctx>, action: AdminAction) -> Result<String, String> {
+async fn run(ctx: &Arc<Operations>, action: AdminAction) -> Result<String, String> {
     let d = &ctx.directory;
     let e = |e: directory::DirectoryError| e.to_string();
     match action {
@@ -204,7 +197,9 @@ async fn run(ctx: &Arc<Ctx>, action: AdminAction) -> Result<String, String> {
                 None => format!("user added: {address}"),
             })
         }
-        AdminAction::DeleteUser(address) => crate::accounts::delete_user(ctx, &address)
+        AdminAction::DeleteUser(address) => ctx
+            .accounts
+            .delete_user(&address)
             .await
             .map(|(user, deleted, node)| {
                 format_deleted(&user, &deleted, node.as_deref())
@@ -220,7 +215,7 @@ async fn run(ctx: &Arc<Ctx>, action: AdminAction) -> Result<String, String> {
             Ok(format!(
                 "quota of {}: {}",
                 address.to_ascii_lowercase(),
-                quota_bytes.map_or("no limit".to_string(), crate::admin::human_bytes)
+                quota_bytes.map_or("no limit".to_string(), human_bytes)
             ))
         }
         AdminAction::ResetPassword { address, password } => {
@@ -260,10 +255,12 @@ async fn run(ctx: &Arc<Ctx>, action: AdminAction) -> Result<String, String> {
                 destination
             ))
         }
-        AdminAction::Retry(id) => crate::admin::run(ctx, Request::Retry(id))
+        AdminAction::Retry(id) => ctx
+            .run(Request::Retry(id))
             .await
             .map(|out| String::from_utf8_lossy(&out).trim_end().to_string()),
-        AdminAction::Remove(id) => crate::admin::run(ctx, Request::Remove(id))
+        AdminAction::Remove(id) => ctx
+            .run(Request::Remove(id))
             .await
             .map(|out| String::from_utf8_lossy(&out).trim_end().to_string()),
     }

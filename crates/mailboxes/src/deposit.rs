@@ -1,0 +1,194 @@
+//! The one road into the store for new mail: queue delivery, copies handed over by another
+//! node, delivery status notifications, the web view's Sent copy and imports all come
+//! through a [`Deposit`].
+//!
+//! Here, and only here, new mail is checked against the [`Gate`] (a held mailbox gets
+//! nothing: [`Deposited::Held`]), appended with the store's group commit (one data sync and
+//! one journal sync for every concurrent caller's copies; an announced caller,
+//! [`Deposit::incoming`], is waited for), counted, and logged: the mail log's `delivered`
+//! line (and `dsn` for a notification) is written here once the copy is durable, before
+//! the caller answers anyone.
+//!
+//! Every deposit is made under the gate held shared ([`crate::gate::Shared`]), which the
+//! caller takes before it decides where its copies go (a delivery batch routes its
+//! recipients under it), so a user removed or frozen meanwhile never gets a copy routed
+//! before the change.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use store::{AppendRequest, Appended, ImportBatch, ImportOutcome, StoreError};
+use telemetry::DeliveryEvents;
+
+use crate::gate::{Gate, Shared};
+
+/// Where a copy comes from: what its log line says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// A recipient of a queued message (`delivered` with its queue id), `delay` after its
+    /// arrival.
+    Queued { queue_id: u64, delay: Duration },
+    /// A copy another node of the cluster handed over (`delivered` with `origin`: the node,
+    /// its queue id and the arrival time).
+    HandedOver { origin: String },
+    /// The delivery status notification about queued message `queue_id`, for its local
+    /// sender (`dsn`).
+    Notification { queue_id: u64 },
+    /// A copy its own user made (the web view's Sent copy): no line.
+    Own,
+}
+
+/// One copy to store.
+#[derive(Debug, Clone)]
+pub struct Copy {
+    pub append: AppendRequest,
+    pub origin: Origin,
+}
+
+/// What became of a copy.
+#[derive(Debug, Clone)]
+pub enum Deposited {
+    /// Durable, in this folder with this UID; logged.
+    Stored(Appended),
+    /// Not stored: the mailbox is held (a move, or another node owns it). Try again later.
+    Held,
+    /// Not stored: the store refused or failed.
+    Failed(StoreError),
+}
+
+/// The road. Cheap to share (`Arc`).
+pub struct Deposit {
+    store: store::Store,
+    gate: Arc<Gate>,
+    events: Arc<dyn DeliveryEvents>,
+    /// Copies delivered since start (`delivered` in `<data_dir>/stats`), with delivery's
+    /// remote ones.
+    delivered: Arc<AtomicU64>,
+}
+
+impl Deposit {
+    pub fn new(
+        store: store::Store,
+        gate: Arc<Gate>,
+        events: Arc<dyn DeliveryEvents>,
+        delivered: Arc<AtomicU64>,
+    ) -> Deposit {
+        Deposit {
+            store,
+            gate,
+            events,
+            delivered,
+        }
+    }
+
+    pub fn gate(&self) -> &Arc<Gate> {
+        &self.gate
+    }
+
+    /// Announces a copy on its way (see [`store::Store::incoming`]); pass it to
+    /// [`Deposit::deposit`].
+    pub fn incoming(&self) -> store::Incoming {
+        self.store.incoming()
+    }
+
+    /// Stores every copy not held, in one group commit with whatever else is waiting, and
+    /// logs each one stored. Outcomes in order.
+    pub fn deposit(
+        &self,
+        under: &Shared<'_>,
+        copies: Vec<Copy>,
+        announced: Option<store::Incoming>,
+    ) -> Vec<Deposited> {
+        assert!(
+            std::ptr::eq(under.gate, &*self.gate),
+            "a deposit under another gate than its own"
+        );
+        let count = copies.len();
+        let mut outcomes: Vec<Option<Deposited>> = vec![None; count];
+        let mut appends = Vec::new();
+        // Per append: its copy's index and origin.
+        let mut placed = Vec::new();
+        for (i, copy) in copies.into_iter().enumerate() {
+            if self.gate.held(&copy.append.user) {
+                outcomes[i] = Some(Deposited::Held);
+                continue;
+            }
+            placed.push((i, copy.origin));
+            appends.push(copy.append);
+        }
+        let names: Vec<(String, String)> = appends
+            .iter()
+            .map(|a| (a.user.clone(), a.folder.clone()))
+            .collect();
+        let results = match (appends.is_empty(), announced) {
+            (true, _) => Vec::new(),
+            (false, Some(announced)) => self.store.append_batch_announced(appends, announced),
+            (false, None) => self.store.append_batch(appends),
+        };
+        assert!(
+            results.is_empty() || results.len() == placed.len(),
+            "the store answered {} of {} appends",
+            results.len(),
+            placed.len()
+        );
+        for (((i, origin), (user, folder)), result) in placed.into_iter().zip(names).zip(results) {
+            outcomes[i] = Some(match result {
+                Ok(appended) => {
+                    self.stored(&origin, &user, &folder, &appended);
+                    Deposited::Stored(appended)
+                }
+                Err(e) => Deposited::Failed(e),
+            });
+        }
+        outcomes
+            .into_iter()
+            .map(|o| {
+                o.unwrap_or_else(|| {
+                    Deposited::Failed(StoreError::Failed("the store gave no result".into()))
+                })
+            })
+            .collect()
+    }
+
+    /// Commits one prepared import batch (`Store::prepare_import`): the batch's own group
+    /// commit, UIDs kept where they ascend. Imports are operator work on a mailbox that
+    /// exists here: not refused for a hold, and not logged per message (the import logs its
+    /// summary).
+    pub fn import(
+        &self,
+        under: &Shared<'_>,
+        batch: ImportBatch,
+    ) -> Result<Vec<Result<ImportOutcome, StoreError>>, StoreError> {
+        assert!(
+            std::ptr::eq(under.gate, &*self.gate),
+            "an import under another gate than its own"
+        );
+        self.store.commit_import(batch)
+    }
+
+    /// The log line and the count of one stored copy.
+    fn stored(&self, origin: &Origin, user: &str, folder: &str, appended: &Appended) {
+        match origin {
+            Origin::Queued { queue_id, delay } => {
+                self.delivered.fetch_add(1, Ordering::Relaxed);
+                self.events
+                    .delivered_local(*queue_id, user, folder, appended.uid, *delay);
+            }
+            Origin::HandedOver { origin } => {
+                self.delivered.fetch_add(1, Ordering::Relaxed);
+                self.events.delivered_handed_over(
+                    origin,
+                    user,
+                    folder,
+                    appended.uid,
+                    Duration::ZERO,
+                );
+            }
+            Origin::Notification { queue_id } => {
+                self.events.dsn(*queue_id, user, Some(appended.uid));
+            }
+            Origin::Own => {}
+        }
+    }
+}
