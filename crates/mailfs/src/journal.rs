@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::FsError;
 use crate::durable;
-use crate::key::Key;
+use crate::message_name::MessageName;
 use crate::meta::BlockRef;
 
 #[derive(Serialize, Deserialize)]
@@ -23,7 +23,9 @@ pub(crate) enum Record {
     /// A directory (or superblock) message for every account.
     #[serde(rename = "d")]
     Dir {
-        key: String,
+        // "key" on disk: journals written before the rename still replay.
+        #[serde(rename = "key")]
+        name: String,
         #[serde(with = "serde_bytes")]
         payload: Vec<u8>,
     },
@@ -65,7 +67,7 @@ struct State {
 /// The directory a record updates (superblocks count as one more "directory").
 fn dir_of(record: &Record) -> Option<u64> {
     match record {
-        Record::Dir { key, .. } => Some(match Key::parse(key) {
+        Record::Dir { name, .. } => Some(match MessageName::parse(name) {
             Some(k) if k.kind == MsgKind::Directory => k.object,
             _ => u64::MAX,
         }),

@@ -539,8 +539,8 @@ fn put_back(st: &mut LogState, batch: BTreeMap<u64, Pending>) {
     st.since.get_or_insert_with(Instant::now);
 }
 
-pub(crate) fn page_id(seq: u64) -> KeyId {
-    KeyId {
+pub(crate) fn page_id(seq: u64) -> NameId {
+    NameId {
         kind: MsgKind::LogPage,
         object: 0,
         index: seq,
@@ -562,14 +562,14 @@ impl Fs {
         if payload.len() > mailfs_format::PAYLOAD_BYTES_MAX {
             return Err(FsError::NoSpace("log page too large".into()));
         }
-        let key = self.key(MsgKind::LogPage, 0, seq, 0);
+        let name = self.message_name(MsgKind::LogPage, 0, seq, 0);
         if self.asynchronous {
             self.journal.append(&crate::journal::Record::Dir {
-                key: key.render(),
+                name: name.render(),
                 payload,
             })?;
         } else {
-            self.put(&self.all_accounts(), key, &payload, &self.sealing)?;
+            self.put(&self.all_accounts(), name, &payload, &self.sealing)?;
         }
         self.stats.log_pages.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -582,12 +582,12 @@ impl Fs {
         self.writable()?;
         let pages = d.to_pages();
         for (i, page) in pages.iter().enumerate().rev() {
-            let key = self.key(MsgKind::Directory, d.id, i as u64, d.version);
+            let name = self.message_name(MsgKind::Directory, d.id, i as u64, d.version);
             let payload = meta::encode(page);
             if payload.len() > mailfs_format::PAYLOAD_BYTES_MAX {
                 return Err(FsError::NoSpace("directory page too large".into()));
             }
-            self.put(&self.all_accounts(), key, &payload, &self.sealing)?;
+            self.put(&self.all_accounts(), name, &payload, &self.sealing)?;
             self.stats.dir_writes.fetch_add(1, Ordering::Relaxed);
         }
         Ok(())

@@ -109,7 +109,7 @@ impl Fs {
             .groups
             .get(b.group as usize)
             .ok_or(FsError::Corrupt(format!("block names group {}", b.group)))?;
-        let id = b.key_id(file);
+        let id = b.name_id(file);
         if b.version & MANIFEST_BIT != 0 {
             let data = Arc::new(self.fetch_chunked(members, id, b)?);
             self.stats.blocks_fetched.fetch_add(1, Ordering::Relaxed);
@@ -146,7 +146,7 @@ impl Fs {
     pub(crate) fn fetch_chunked(
         &self,
         members: &[usize],
-        id: KeyId,
+        id: NameId,
         b: &BlockRef,
     ) -> Result<Vec<u8>, FsError> {
         let manifest = meta::decode_manifest(&self.get(members, id, &self.sealing)?)?;
@@ -186,13 +186,14 @@ impl Fs {
 
     /// One chunk, from any member of its group, checked against its name.
     pub(crate) fn fetch_chunk(&self, c: &meta::ChunkRef) -> Result<Vec<u8>, FsError> {
-        let kid = c.key_id();
+        let name_id = c.name_id();
         let members = &self.replicas.groups[self.chunk_group(c) as usize];
         let expected = |d: &[u8]| {
             d.len() == c.len as usize
                 && blake3::keyed_hash(&self.chunk_key, d).as_bytes()[..16] == c.id
         };
-        let (data, _, _) = self.get_sealed_where(members, kid, &self.sealing, false, expected)?;
+        let (data, _, _) =
+            self.get_sealed_where(members, name_id, &self.sealing, false, expected)?;
         self.stats
             .bytes_fetched
             .fetch_add(data.len() as u64, Ordering::Relaxed);
@@ -379,7 +380,7 @@ impl Fs {
                 return None;
             }
         }
-        let id = b.key_id(file);
+        let id = b.name_id(file);
         let segments = mailfs_format::segments_for(len, range.clone());
         let span = mailfs_format::segment_span(len, segments.start).start
             ..mailfs_format::segment_span(len, segments.end - 1).end;
@@ -394,9 +395,9 @@ impl Fs {
         order.sort_by_key(|&t| self.replicas.accounts[t].latency_us());
         for t in order {
             let acct = &self.replicas.accounts[t];
-            let expected = Key {
+            let expected = MessageName {
                 time: 0,
-                ..self.key(id.kind, id.object, id.index, id.version)
+                ..self.message_name(id.kind, id.object, id.index, id.version)
             }
             .header(t as u8);
             for uid in acct.uids(&id) {

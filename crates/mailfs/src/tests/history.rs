@@ -173,7 +173,9 @@ fn dedup_stores_shared_chunks_once_and_gc_keeps_what_a_file_names() {
     for acct in &rig.accounts {
         let m = acct.messages.lock().unwrap();
         for (uid, (n, body)) in m.iter() {
-            if crate::key::Key::parse(n).is_some_and(|k| k.kind == mailfs_format::Kind::Chunk) {
+            if crate::message_name::MessageName::parse(n)
+                .is_some_and(|k| k.kind == mailfs_format::Kind::Chunk)
+            {
                 bodies.push((*uid, body.clone()));
             }
         }
@@ -183,7 +185,8 @@ fn dedup_stores_shared_chunks_once_and_gc_keeps_what_a_file_names() {
         let uids: Vec<u32> = m.keys().copied().collect();
         for uid in uids {
             let (n, body) = m.get_mut(&uid).expect("listed");
-            if crate::key::Key::parse(n).is_some_and(|k| k.kind == mailfs_format::Kind::Chunk)
+            if crate::message_name::MessageName::parse(n)
+                .is_some_and(|k| k.kind == mailfs_format::Kind::Chunk)
                 && let Some((_, other)) = bodies.iter().find(|(u, b)| *u != uid && b != body)
             {
                 *body = other.clone();

@@ -140,7 +140,8 @@ fn read_all(fs: &Fs, ino: u64) -> Vec<u8> {
 
 /// The file version that wrote a block message (its version's high bits).
 fn block_file_version(name: &str) -> u64 {
-    crate::key::Key::parse(name).map_or(0, |k| crate::fs::file_version_of(k.version))
+    crate::message_name::MessageName::parse(name)
+        .map_or(0, |k| crate::fs::file_version_of(k.version))
 }
 
 fn pattern(n: usize, seed: u8) -> Vec<u8> {
@@ -181,7 +182,8 @@ fn chunk_messages(rig: &Rig) -> usize {
                 .unwrap()
                 .values()
                 .filter(|(n, _)| {
-                    crate::key::Key::parse(n).is_some_and(|k| k.kind == mailfs_format::Kind::Chunk)
+                    crate::message_name::MessageName::parse(n)
+                        .is_some_and(|k| k.kind == mailfs_format::Kind::Chunk)
                 })
                 .count()
         })
