@@ -11,6 +11,7 @@ use disk::Disk;
 
 use crate::FsError;
 use crate::durable;
+use crate::locking::MutexExt;
 use crate::message_name::{MessageName, NameId};
 use crate::remote::{Remote, RemoteError};
 
@@ -113,23 +114,22 @@ impl Account {
                 _ => foreign += 1,
             }
         }
-        *self.index.lock().unwrap() = index;
-        *self.chunk_times.lock().unwrap() = times;
+        *self.index.lock_or_panic() = index;
+        *self.chunk_times.lock_or_panic() = times;
         self.foreign.store(foreign, Ordering::Relaxed);
         ours
     }
 
     pub fn uids(&self, id: &NameId) -> Vec<u32> {
         self.index
-            .lock()
-            .unwrap()
+            .lock_or_panic()
             .get(id)
             .cloned()
             .unwrap_or_default()
     }
 
     pub fn has(&self, id: &NameId) -> bool {
-        self.index.lock().unwrap().contains_key(id)
+        self.index.lock_or_panic().contains_key(id)
     }
 
     /// The time in the name of the newest copy of a chunk held here.
@@ -137,14 +137,13 @@ impl Account {
         if !self.has(id) {
             return None;
         }
-        self.chunk_times.lock().unwrap().get(id).copied()
+        self.chunk_times.lock_or_panic().get(id).copied()
     }
 
     /// Every content id of `kind` and `object` known here, with its uids.
     pub fn ids_matching(&self, f: impl Fn(&NameId) -> bool) -> Vec<(NameId, Vec<u32>)> {
         self.index
-            .lock()
-            .unwrap()
+            .lock_or_panic()
             .iter()
             .filter(|(k, _)| f(k))
             .map(|(k, v)| (*k, v.clone()))
@@ -152,7 +151,7 @@ impl Account {
     }
 
     pub fn forget(&self, id: &NameId, uids: &[u32]) {
-        let mut index = self.index.lock().unwrap();
+        let mut index = self.index.lock_or_panic();
         if let Some(v) = index.get_mut(id) {
             v.retain(|u| !uids.contains(u));
             if v.is_empty() {
@@ -176,7 +175,7 @@ impl Account {
                 Some(u) => vec![u],
                 None => self.remote.find(&name.render()).unwrap_or_default(),
             };
-            let mut index = self.index.lock().unwrap();
+            let mut index = self.index.lock_or_panic();
             let v = index.entry(name.id()).or_default();
             for u in uids {
                 if !v.contains(&u) {
@@ -184,7 +183,7 @@ impl Account {
                 }
             }
             if name.kind == mailfs_format::Kind::Chunk {
-                let mut times = self.chunk_times.lock().unwrap();
+                let mut times = self.chunk_times.lock_or_panic();
                 let t = times.entry(name.id()).or_insert(name.time);
                 *t = name.time.max(*t);
             }
@@ -292,7 +291,7 @@ impl Backlog {
     }
 
     fn push(&self, name: &str, body: &[u8]) -> Result<(), FsError> {
-        let mut st = self.state.lock().unwrap();
+        let mut st = self.state.lock_or_panic();
         let seq = st.next;
         durable::write_file(
             &*self.disk,
@@ -308,7 +307,7 @@ impl Backlog {
     }
 
     fn pending(&self) -> (u64, u64) {
-        let st = self.state.lock().unwrap();
+        let st = self.state.lock_or_panic();
         (st.count, st.bytes)
     }
 
@@ -329,7 +328,7 @@ impl Backlog {
     fn remove(&self, path: &Path) {
         let len = durable::file_len(&*self.disk, path);
         if self.disk.remove(path).is_ok() {
-            let mut st = self.state.lock().unwrap();
+            let mut st = self.state.lock_or_panic();
             st.count = st.count.saturating_sub(1);
             st.bytes = st.bytes.saturating_sub(len);
         }

@@ -5,7 +5,7 @@ use super::*;
 
 impl Tree {
     pub(super) fn lock(&self) -> MutexGuard<'_, Loaded> {
-        self.loaded.lock().unwrap()
+        self.loaded.lock_or_panic()
     }
 
     /// Runs `commit` as the only commit of file `ino` (docs/mailfs.md 5): a second one
@@ -13,16 +13,15 @@ impl Tree {
     pub(super) fn one_commit<R>(&self, ino: u64, commit: impl FnOnce() -> R) -> R {
         let lock = self
             .commit_locks
-            .lock()
-            .unwrap()
+            .lock_or_panic()
             .entry(ino)
             .or_default()
             .clone();
         let r = {
-            let _one = lock.lock().unwrap();
+            let _one = lock.lock_or_panic();
             commit()
         };
-        let mut locks = self.commit_locks.lock().unwrap();
+        let mut locks = self.commit_locks.lock_or_panic();
         // The map's reference and ours: nobody else waits for this file.
         if Arc::strong_count(&lock) == 2 {
             locks.remove(&ino);
@@ -462,11 +461,11 @@ impl Fs {
     }
 
     pub(crate) fn superblock(&self) -> (u64, Superblock) {
-        self.sb.lock().unwrap().clone()
+        self.sb.lock_or_panic().clone()
     }
 
     pub(crate) fn write_superblock(&self, sb: Superblock) -> Result<(), FsError> {
-        let mut guard = self.sb.lock().unwrap();
+        let mut guard = self.sb.lock_or_panic();
         let version = guard.0 + 1;
         let name = self.message_name(MsgKind::Superblock, 0, 0, version);
         let sealing = keys::superblock_sealing(&self.kek);

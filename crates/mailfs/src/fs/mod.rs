@@ -13,7 +13,7 @@ mod writeback;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use mailfs_format::{Kind as MsgKind, Sealing, open, open_owned, seal};
 
@@ -21,6 +21,7 @@ use crate::account::Account;
 use crate::cache::{BlockId, Cache};
 use crate::config::{Config, Strategy};
 use crate::keys;
+use crate::locking::{CondvarExt, MutexExt};
 use crate::message_name::{MessageName, NameId};
 use crate::meta::{
     self, Attr, BlockRef, Dir, Entry, FileMeta, Kind, META_FORMAT, NAME_BYTES_MAX, Previous,
@@ -638,7 +639,7 @@ impl Fs {
         fs.chunk_key = blake3::derive_key("mailfs 1 chunk names", &data_key);
         // The cache was opened before the data key was known (scanning its directory once).
         fs.blocks.cache.set_sealing(fs.sealing.clone());
-        *fs.sb.lock().unwrap() = (version, sb);
+        *fs.sb.lock_or_panic() = (version, sb);
         let fs = Arc::new(fs);
         let _ = fs.me.set(Arc::downgrade(&fs));
         fs.refresh_quota();
@@ -819,7 +820,7 @@ impl Fs {
     /// Waits until the read-ahead fetchers have loaded everything queued (tests).
     #[cfg(test)]
     pub(crate) fn settle_read_ahead(&self) {
-        while !self.blocks.readahead_queued.lock().unwrap().is_empty() {
+        while !self.blocks.readahead_queued.lock_or_panic().is_empty() {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }

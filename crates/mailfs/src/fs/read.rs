@@ -65,7 +65,7 @@ impl Fs {
         }
         // One fetch per block at a time: a reader and the read-ahead wait for the same one.
         let (slot, leader) = {
-            let mut inflight = self.blocks.inflight.lock().unwrap();
+            let mut inflight = self.blocks.inflight.lock_or_panic();
             match inflight.get(&cid) {
                 Some(s) => (s.clone(), false),
                 None => {
@@ -76,16 +76,16 @@ impl Fs {
             }
         };
         if !leader {
-            let mut done = slot.done.lock().unwrap();
+            let mut done = slot.done.lock_or_panic();
             while done.is_none() {
-                done = slot.ready.wait(done).unwrap();
+                done = slot.ready.wait_or_panic(done);
             }
             return done.clone().expect("set");
         }
         let r = self.fetch_block(file, b, cid, scan);
-        *slot.done.lock().unwrap() = Some(r.clone());
+        *slot.done.lock_or_panic() = Some(r.clone());
         slot.ready.notify_all();
-        self.blocks.inflight.lock().unwrap().remove(&cid);
+        self.blocks.inflight.lock_or_panic().remove(&cid);
         r
     }
 
@@ -150,8 +150,10 @@ impl Fs {
         b: &BlockRef,
     ) -> Result<Vec<u8>, FsError> {
         let manifest = meta::decode_manifest(&self.get(members, id, &self.sealing)?)?;
-        type Fetched = Mutex<Option<Result<Vec<u8>, FsError>>>;
-        let parts: Vec<Fetched> = manifest.chunks.iter().map(|_| Mutex::new(None)).collect();
+        // One cell per chunk, each set once by the thread that took its index: no lock to
+        // poison (a thread that panics makes `scope` panic here before any cell is read).
+        let parts: Vec<OnceLock<Result<Vec<u8>, FsError>>> =
+            manifest.chunks.iter().map(|_| OnceLock::new()).collect();
         let next = AtomicU64::new(0);
         std::thread::scope(|s| {
             for _ in 0..manifest.chunks.len().min(CHUNK_FETCHES_MAX) {
@@ -161,7 +163,7 @@ impl Fs {
                         let Some(c) = manifest.chunks.get(i) else {
                             break;
                         };
-                        *parts[i].lock().unwrap() = Some(self.fetch_chunk(c));
+                        let _ = parts[i].set(self.fetch_chunk(c));
                     }
                 });
             }
@@ -170,7 +172,6 @@ impl Fs {
         for p in parts {
             let part = p
                 .into_inner()
-                .unwrap_or_else(|e| e.into_inner())
                 .unwrap_or_else(|| Err(FsError::Local("a chunk fetch did not finish".into())))?;
             out.extend_from_slice(&part);
         }
@@ -325,7 +326,7 @@ impl Fs {
     /// Concurrent read-ahead requests arrive a little out of order, hence the slack.
     fn note_read(&self, ino: u64, offset: u64, end: u64) -> (bool, u64) {
         let slack = SEQUENTIAL_SLACK_BYTES;
-        let mut ends = self.blocks.read_ends.lock().unwrap();
+        let mut ends = self.blocks.read_ends.lock_or_panic();
         if ends.len() >= READ_ENDS_MAX && !ends.contains_key(&ino) {
             ends.clear();
         }
@@ -371,7 +372,7 @@ impl Fs {
         // A block read in part before is read again: load it whole, into the caches, so a
         // working set that fits them is fetched once.
         {
-            let mut seen = self.blocks.read_in_part.lock().unwrap();
+            let mut seen = self.blocks.read_in_part.lock_or_panic();
             if seen.len() >= READ_IN_PART_MAX {
                 seen.clear();
             }
@@ -466,9 +467,9 @@ impl Fs {
     /// Queues blocks for the background fetchers (none outside a mount: then nothing);
     /// those further than `scan_bytes` from `stream_start` are a scan's.
     pub(super) fn read_ahead(&self, file: u64, blocks: Vec<BlockRef>, stream_start: u64) {
-        let tx = self.blocks.readahead_tx.lock().unwrap();
+        let tx = self.blocks.readahead_tx.lock_or_panic();
         let Some(tx) = tx.as_ref() else { return };
-        let mut queued = self.blocks.readahead_queued.lock().unwrap();
+        let mut queued = self.blocks.readahead_queued.lock_or_panic();
         for b in blocks {
             let id = BlockId::of(file, &b);
             let scan = self.blocks.scan_bytes > 0
@@ -484,15 +485,14 @@ impl Fs {
     pub(super) fn spawn_fetchers(self: &Arc<Self>, n: usize) {
         let (tx, rx) = std::sync::mpsc::channel::<(u64, BlockRef, bool)>();
         let rx = Arc::new(Mutex::new(rx));
-        *self.blocks.readahead_tx.lock().unwrap() = Some(tx);
+        *self.blocks.readahead_tx.lock_or_panic() = Some(tx);
         for _ in 0..n {
             let fs = Arc::downgrade(self);
             let rx = rx.clone();
             std::thread::spawn(move || {
                 loop {
                     let job = rx
-                        .lock()
-                        .unwrap()
+                        .lock_or_panic()
                         .recv_timeout(std::time::Duration::from_millis(500));
                     let Some(fs) = fs.upgrade() else { break };
                     if fs.stop.load(Ordering::SeqCst) {
@@ -503,8 +503,7 @@ impl Fs {
                     let _ = fs.load_block_for(file, &b, scan);
                     fs.blocks
                         .readahead_queued
-                        .lock()
-                        .unwrap()
+                        .lock_or_panic()
                         .remove(&BlockId::of(file, &b));
                 }
             });

@@ -259,7 +259,7 @@ impl Fs {
                                 break;
                             }
                             for (&j, (_, env)) in batch.iter().zip(&mut msgs) {
-                                let mut got = delivered[j].lock().unwrap();
+                                let mut got = delivered[j].lock_or_panic();
                                 let job = &jobs[j];
                                 if got.is_empty()
                                     && self.keep_written
@@ -279,7 +279,7 @@ impl Fs {
         let mut written = 0u64;
         for (j, job) in jobs.iter().enumerate() {
             let members = &self.replicas.groups[job.group as usize];
-            if delivered[j].lock().unwrap().is_empty() {
+            if delivered[j].lock_or_panic().is_empty() {
                 // Strong or fast: try any other live member once before giving up.
                 let mut ok = false;
                 for &m in members {
@@ -291,7 +291,7 @@ impl Fs {
                         .append_now(&[(job.name, env)])
                         .is_ok()
                     {
-                        delivered[j].lock().unwrap().push(m);
+                        delivered[j].lock_or_panic().push(m);
                         ok = true;
                         break;
                     }
@@ -304,7 +304,7 @@ impl Fs {
                     )));
                 }
             }
-            let got = delivered[j].lock().unwrap().clone();
+            let got = delivered[j].lock_or_panic().clone();
             for &m in members {
                 if !got.contains(&m) {
                     let env = seal_with(&self.sealing, &job.name, m as u8, &job.payload)?;

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use crate::FsError;
 use crate::config::Config;
 use crate::fs::{Fs, ROOT, SetAttr};
+use crate::locking::MutexExt;
 use crate::meta::Kind;
 use crate::remote::Remote;
 use crate::remote::mem::MemRemote;
@@ -154,8 +155,7 @@ fn pattern(n: usize, seed: u8) -> Vec<u8> {
 fn messages_of(rig: &Rig, i: usize, kind: &str) -> usize {
     rig.accounts[i]
         .messages
-        .lock()
-        .unwrap()
+        .lock_or_panic()
         .values()
         .filter(|(n, _)| n.contains(kind))
         .count()
@@ -178,8 +178,7 @@ fn chunk_messages(rig: &Rig) -> usize {
         .iter()
         .map(|a| {
             a.messages
-                .lock()
-                .unwrap()
+                .lock_or_panic()
                 .values()
                 .filter(|(n, _)| {
                     crate::message_name::MessageName::parse(n)
