@@ -16,6 +16,7 @@ use fuser::{
     TimeOrNow, WriteFlags,
 };
 use mailfs::fs::{SetAttr, Stat};
+use mailfs::locking::MutexExt;
 use mailfs::meta::Kind;
 use mailfs::{Fs, FsError};
 
@@ -481,8 +482,7 @@ impl Filesystem for MailFuse {
     fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let fh = self.next_dir_fh.fetch_add(1, Ordering::Relaxed);
         self.dir_cursors
-            .lock()
-            .unwrap()
+            .lock_or_panic()
             .insert(fh, DirCursor::default());
         reply.opened(FileHandle(fh), FopenFlags::empty());
     }
@@ -495,7 +495,7 @@ impl Filesystem for MailFuse {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        self.dir_cursors.lock().unwrap().remove(&fh.0);
+        self.dir_cursors.lock_or_panic().remove(&fh.0);
         reply.ok();
     }
 
@@ -513,8 +513,7 @@ impl Filesystem for MailFuse {
     ) {
         let cursor = self
             .dir_cursors
-            .lock()
-            .unwrap()
+            .lock_or_panic()
             .get(&fh.0)
             .cloned()
             .unwrap_or_default();
@@ -579,7 +578,7 @@ impl Filesystem for MailFuse {
             }
             after = last.clone();
         }
-        if let Some(c) = self.dir_cursors.lock().unwrap().get_mut(&fh.0) {
+        if let Some(c) = self.dir_cursors.lock_or_panic().get_mut(&fh.0) {
             *c = DirCursor { offset: at, last };
         }
         reply.ok();

@@ -11,7 +11,8 @@ use disk::Disk;
 
 use crate::FsError;
 use crate::durable;
-use crate::key::{Key, KeyId};
+use crate::locking::MutexExt;
+use crate::message_name::{MessageName, NameId};
 use crate::remote::{Remote, RemoteError};
 
 /// Messages one backlog replay sends per APPEND batch.
@@ -25,10 +26,10 @@ pub struct Account {
     /// Our messages on this account: content id → (uid, time). More than one uid per id
     /// happens when a copy was re-sent after a timeout, or a third party added one; readers
     /// try each.
-    index: Mutex<HashMap<KeyId, Vec<u32>>>,
+    index: Mutex<HashMap<NameId, Vec<u32>>>,
     /// The newest copy's time of each chunk (dedup reuses only young copies, see
     /// `Fs::chunk_reusable`).
-    chunk_times: Mutex<HashMap<KeyId, i64>>,
+    chunk_times: Mutex<HashMap<NameId, i64>>,
     /// Names we could not parse or that belong to another file system (reported by fsck).
     pub foreign: AtomicU64,
     up: AtomicBool,
@@ -88,20 +89,20 @@ impl Account {
     }
 
     /// Reads the account's whole message list into the index (mount, fsck, gc).
-    pub fn load_index(&self) -> Result<Vec<(u32, Key)>, RemoteError> {
+    pub fn load_index(&self) -> Result<Vec<(u32, MessageName)>, RemoteError> {
         let started = Instant::now();
         let listed = self.observe(started, self.remote.list())?;
         Ok(self.install_index(listed))
     }
 
     /// Replaces the index with a message list already read from this account.
-    pub fn install_index(&self, listed: Vec<(u32, String)>) -> Vec<(u32, Key)> {
+    pub fn install_index(&self, listed: Vec<(u32, String)>) -> Vec<(u32, MessageName)> {
         let mut ours = Vec::with_capacity(listed.len());
         let mut foreign = 0;
         let mut index = HashMap::with_capacity(listed.len());
         let mut times = HashMap::new();
         for (uid, name) in listed {
-            match Key::parse(&name) {
+            match MessageName::parse(&name) {
                 Some(k) if k.fsid == self.fsid => {
                     index.entry(k.id()).or_insert_with(Vec::new).push(uid);
                     if k.kind == mailfs_format::Kind::Chunk {
@@ -113,46 +114,44 @@ impl Account {
                 _ => foreign += 1,
             }
         }
-        *self.index.lock().unwrap() = index;
-        *self.chunk_times.lock().unwrap() = times;
+        *self.index.lock_or_panic() = index;
+        *self.chunk_times.lock_or_panic() = times;
         self.foreign.store(foreign, Ordering::Relaxed);
         ours
     }
 
-    pub fn uids(&self, id: &KeyId) -> Vec<u32> {
+    pub fn uids(&self, id: &NameId) -> Vec<u32> {
         self.index
-            .lock()
-            .unwrap()
+            .lock_or_panic()
             .get(id)
             .cloned()
             .unwrap_or_default()
     }
 
-    pub fn has(&self, id: &KeyId) -> bool {
-        self.index.lock().unwrap().contains_key(id)
+    pub fn has(&self, id: &NameId) -> bool {
+        self.index.lock_or_panic().contains_key(id)
     }
 
     /// The time in the name of the newest copy of a chunk held here.
-    pub fn chunk_time(&self, id: &KeyId) -> Option<i64> {
+    pub fn chunk_time(&self, id: &NameId) -> Option<i64> {
         if !self.has(id) {
             return None;
         }
-        self.chunk_times.lock().unwrap().get(id).copied()
+        self.chunk_times.lock_or_panic().get(id).copied()
     }
 
     /// Every content id of `kind` and `object` known here, with its uids.
-    pub fn ids_matching(&self, f: impl Fn(&KeyId) -> bool) -> Vec<(KeyId, Vec<u32>)> {
+    pub fn ids_matching(&self, f: impl Fn(&NameId) -> bool) -> Vec<(NameId, Vec<u32>)> {
         self.index
-            .lock()
-            .unwrap()
+            .lock_or_panic()
             .iter()
             .filter(|(k, _)| f(k))
             .map(|(k, v)| (*k, v.clone()))
             .collect()
     }
 
-    pub fn forget(&self, id: &KeyId, uids: &[u32]) {
-        let mut index = self.index.lock().unwrap();
+    pub fn forget(&self, id: &NameId, uids: &[u32]) {
+        let mut index = self.index.lock_or_panic();
         if let Some(v) = index.get_mut(id) {
             v.retain(|u| !uids.contains(u));
             if v.is_empty() {
@@ -163,7 +162,7 @@ impl Account {
 
     /// Appends now; records the new UIDs (or finds them with a SEARCH when the server does
     /// not report them).
-    pub fn append_now(&self, batch: &[(Key, Vec<u8>)]) -> Result<(), RemoteError> {
+    pub fn append_now(&self, batch: &[(MessageName, Vec<u8>)]) -> Result<(), RemoteError> {
         // Names beside borrowed bodies: a batch is many MiB, copied once already by sealing.
         let named: Vec<(String, &[u8])> = batch
             .iter()
@@ -171,22 +170,22 @@ impl Account {
             .collect();
         let started = Instant::now();
         let uids = self.observe(started, self.remote.append(&named))?;
-        for ((key, _), uid) in batch.iter().zip(uids) {
+        for ((name, _), uid) in batch.iter().zip(uids) {
             let uids = match uid {
                 Some(u) => vec![u],
-                None => self.remote.find(&key.render()).unwrap_or_default(),
+                None => self.remote.find(&name.render()).unwrap_or_default(),
             };
-            let mut index = self.index.lock().unwrap();
-            let v = index.entry(key.id()).or_default();
+            let mut index = self.index.lock_or_panic();
+            let v = index.entry(name.id()).or_default();
             for u in uids {
                 if !v.contains(&u) {
                     v.push(u);
                 }
             }
-            if key.kind == mailfs_format::Kind::Chunk {
-                let mut times = self.chunk_times.lock().unwrap();
-                let t = times.entry(key.id()).or_insert(key.time);
-                *t = key.time.max(*t);
+            if name.kind == mailfs_format::Kind::Chunk {
+                let mut times = self.chunk_times.lock_or_panic();
+                let t = times.entry(name.id()).or_insert(name.time);
+                *t = name.time.max(*t);
             }
         }
         Ok(())
@@ -213,8 +212,8 @@ impl Account {
     }
 
     /// Owes a message to this account: durable before the caller acknowledges (M6).
-    pub fn owe(&self, key: &Key, envelope: &[u8]) -> Result<(), FsError> {
-        self.backlog.push(&key.render(), envelope)
+    pub fn owe(&self, name: &MessageName, envelope: &[u8]) -> Result<(), FsError> {
+        self.backlog.push(&name.render(), envelope)
     }
 
     pub fn backlog_len(&self) -> (u64, u64) {
@@ -232,7 +231,7 @@ impl Account {
             }
             let mut batch = Vec::with_capacity(items.len());
             for (_, name, body) in &items {
-                if let Some(k) = Key::parse(name) {
+                if let Some(k) = MessageName::parse(name) {
                     batch.push((k, body.clone()));
                 }
             }
@@ -292,7 +291,7 @@ impl Backlog {
     }
 
     fn push(&self, name: &str, body: &[u8]) -> Result<(), FsError> {
-        let mut st = self.state.lock().unwrap();
+        let mut st = self.state.lock_or_panic();
         let seq = st.next;
         durable::write_file(
             &*self.disk,
@@ -308,7 +307,7 @@ impl Backlog {
     }
 
     fn pending(&self) -> (u64, u64) {
-        let st = self.state.lock().unwrap();
+        let st = self.state.lock_or_panic();
         (st.count, st.bytes)
     }
 
@@ -329,7 +328,7 @@ impl Backlog {
     fn remove(&self, path: &Path) {
         let len = durable::file_len(&*self.disk, path);
         if self.disk.remove(path).is_ok() {
-            let mut st = self.state.lock().unwrap();
+            let mut st = self.state.lock_or_panic();
             st.count = st.count.saturating_sub(1);
             st.bytes = st.bytes.saturating_sub(len);
         }

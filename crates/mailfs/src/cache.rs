@@ -13,6 +13,8 @@ use std::sync::{Arc, Mutex, mpsc};
 use disk::Disk;
 use mailfs_format::{Header, Kind, Sealing, open, seal};
 
+use crate::locking::MutexExt;
+
 /// The RAID index of cache copies: never an account's (accounts are 0..=254).
 pub const LOCAL_RAID: u8 = 255;
 
@@ -145,7 +147,7 @@ impl Cache {
     /// Whether a scan fetched `id` before; remembers it otherwise (ARC's ghost list, in
     /// its simplest form: the second fetch of a block is what admits it to the disk).
     pub fn scanned_before(&self, id: BlockId) -> bool {
-        let mut scanned = self.scanned.lock().unwrap();
+        let mut scanned = self.scanned.lock_or_panic();
         if scanned.len() >= SCANNED_MAX && !scanned.contains(&id) {
             scanned.clear();
         }
@@ -178,7 +180,7 @@ impl Cache {
 
     pub fn get(&self, id: BlockId) -> Option<Arc<Vec<u8>>> {
         {
-            let mut lru = self.memory.lock().unwrap();
+            let mut lru = self.memory.lock_or_panic();
             lru.tick += 1;
             let tick = lru.tick;
             if let Some((data, old)) = lru.map.get_mut(&id) {
@@ -211,7 +213,7 @@ impl Cache {
 
     /// Is the block in memory (no disk read, no decryption)?
     pub fn in_memory(&self, id: BlockId) -> bool {
-        self.memory.lock().unwrap().map.contains_key(&id)
+        self.memory.lock_or_panic().map.contains_key(&id)
     }
 
     /// Whether there is a disk cache at all (`disk_bytes` above 0).
@@ -264,7 +266,7 @@ impl Cache {
     }
 
     fn put_memory(&self, id: BlockId, data: Arc<Vec<u8>>) {
-        let mut lru = self.memory.lock().unwrap();
+        let mut lru = self.memory.lock_or_panic();
         lru.tick += 1;
         let tick = lru.tick;
         let len = data.len() as u64;
@@ -295,7 +297,7 @@ impl Cache {
             self.disk.queued.fetch_sub(len, Ordering::SeqCst);
             return;
         }
-        let sent = match self.disk_writes.lock().unwrap().as_ref() {
+        let sent = match self.disk_writes.lock_or_panic().as_ref() {
             Some(tx) => tx.send((path, raid, sealed)).is_ok(),
             None => false,
         };
@@ -313,18 +315,18 @@ impl Cache {
     }
 
     pub fn memory_bytes(&self) -> u64 {
-        self.memory.lock().unwrap().bytes
+        self.memory.lock_or_panic().bytes
     }
 
     pub fn disk_bytes(&self) -> u64 {
-        self.disk.files.lock().unwrap().bytes
+        self.disk.files.lock_or_panic().bytes
     }
 }
 
 impl Drop for Cache {
     fn drop(&mut self) {
         // At most DISK_WRITES_QUEUED_BYTES_MAX is left to write.
-        self.disk_writes.lock().unwrap().take();
+        self.disk_writes.lock_or_panic().take();
         if let Some(t) = self.disk_writer.take() {
             let _ = t.join();
         }
@@ -341,7 +343,7 @@ impl DiskCache {
         // refetched), and a failed write only costs a refetch later.
         let written = crate::durable::write_unsynced(&*self.disk, &tmp, &[&[raid], envelope]);
         if written.is_ok() && self.disk.rename(&tmp, path).is_ok() {
-            let mut files = self.files.lock().unwrap();
+            let mut files = self.files.lock_or_panic();
             let len = 1 + envelope.len() as u64;
             files.bytes += len;
             files.order.push_back((path.to_path_buf(), len));

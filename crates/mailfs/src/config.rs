@@ -1,6 +1,10 @@
-//! `fs.toml`: the accounts, their groups, and every tunable (docs/mailfs.md 10).
+//! The file system's configuration (`fs.toml`, docs/mailfs.md 10): the accounts, their
+//! groups, and every tunable, as the CLI parses it, and [`Config::check`], which the CLI
+//! runs on what it parsed. This crate reads no file of configuration: the CLI
+//! (`mailstow fs`) reads `fs.toml` and the secret files it names (`passphrase_file`,
+//! `password_file`) into `passphrase` and `password` before the engine sees the config.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -141,6 +145,7 @@ pub struct EncryptionSection {
     /// "xchacha20poly1305" (default) or "none" (MAC only, still tamper-evident).
     pub cipher: String,
     pub passphrase: Option<String>,
+    /// Read into `passphrase` by the CLI.
     pub passphrase_file: Option<PathBuf>,
 }
 
@@ -199,6 +204,7 @@ pub struct AccountSection {
     pub accept_invalid_certs: bool,
     pub user: String,
     pub password: Option<String>,
+    /// Read into `password` by the CLI.
     pub password_file: Option<PathBuf>,
     #[serde(default = "default_connections")]
     pub connections: usize,
@@ -220,22 +226,18 @@ fn default_connections() -> usize {
 }
 
 impl Config {
-    pub fn load(path: &Path) -> Result<Config, FsError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| FsError::Config(format!("{}: {e}", path.display())))?;
-        let config: Config = toml::from_str(&text)
-            .map_err(|e| FsError::Config(format!("{}: {e}", path.display())))?;
-        config.check()?;
-        Ok(config)
-    }
-
-    pub fn parse(text: &str) -> Result<Config, FsError> {
+    /// Parses a config from TOML text and checks it: for this crate's tests (the CLI
+    /// parses `fs.toml` itself, then calls [`Config::check`]).
+    #[cfg(test)]
+    pub(crate) fn parse(text: &str) -> Result<Config, FsError> {
         let config: Config = toml::from_str(text).map_err(|e| FsError::Config(e.to_string()))?;
         config.check()?;
         Ok(config)
     }
 
-    fn check(&self) -> Result<(), FsError> {
+    /// Checks what was parsed: sizes and counts in range, every account with a password,
+    /// a passphrase unless the cipher is "none", durations that parse.
+    pub fn check(&self) -> Result<(), FsError> {
         let bad = |m: String| Err(FsError::Config(m));
         let bs = self.fs.block_size;
         if !(BLOCK_SIZE_MIN..=BLOCK_SIZE_MAX).contains(&bs) || !bs.is_power_of_two() {
@@ -306,34 +308,40 @@ impl Config {
         Duration::from_millis(self.fs.timeout_ms.max(100))
     }
 
+    /// The passphrase, if any. A `passphrase_file` the CLI has not read into `passphrase`
+    /// is an error: this crate reads no configuration file.
     pub fn passphrase(&self) -> Result<Option<String>, FsError> {
-        if let Some(p) = &self.encryption.passphrase {
-            return Ok(Some(p.clone()));
-        }
-        match &self.encryption.passphrase_file {
-            Some(f) => read_secret(f).map(Some),
-            None => Ok(None),
+        match (
+            &self.encryption.passphrase,
+            &self.encryption.passphrase_file,
+        ) {
+            (Some(p), _) => Ok(Some(p.clone())),
+            (None, Some(f)) => Err(FsError::Config(format!(
+                "encryption.passphrase_file {}: not read",
+                f.display()
+            ))),
+            (None, None) => Ok(None),
         }
     }
 }
 
 impl AccountSection {
+    /// The password. A `password_file` the CLI has not read into `password` is an error:
+    /// this crate reads no configuration file.
     pub fn password(&self) -> Result<String, FsError> {
         match (&self.password, &self.password_file) {
             (Some(p), _) => Ok(p.clone()),
-            (None, Some(f)) => read_secret(f),
+            (None, Some(f)) => Err(FsError::Config(format!(
+                "account {}: password_file {}: not read",
+                self.user,
+                f.display()
+            ))),
             (None, None) => Err(FsError::Config(format!(
                 "account {}: no password",
                 self.user
             ))),
         }
     }
-}
-
-fn read_secret(path: &Path) -> Result<String, FsError> {
-    let s = std::fs::read_to_string(path)
-        .map_err(|e| FsError::Config(format!("{}: {e}", path.display())))?;
-    Ok(s.trim_end_matches(['\r', '\n']).to_string())
 }
 
 /// "7d", "12h", "30m", "45s", "0".
@@ -435,21 +443,5 @@ connections = 1
         assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
         assert!(parse_duration("").is_err());
         assert!(parse_duration("d").is_err());
-    }
-}
-
-#[cfg(test)]
-mod doc_example {
-    /// docs/mailfs.md section 10 stays a valid config: four accounts in two groups.
-    #[test]
-    fn the_documented_example_parses() {
-        let doc = include_str!("../../../docs/mailfs.md");
-        let start = doc.find("## 10. Configuration").expect("section 10");
-        let block = &doc[start..];
-        let from = block.find("```toml\n").expect("toml block") + "```toml\n".len();
-        let to = from + block[from..].find("```").expect("end of block");
-        let c = super::Config::parse(&block[from..to]).unwrap();
-        assert_eq!(c.groups.len(), 2);
-        assert!(c.groups.iter().all(|g| g.accounts.len() == 2));
     }
 }

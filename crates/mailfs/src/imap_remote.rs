@@ -18,6 +18,7 @@ use imap_client::{Client, Error as ImapError};
 
 use crate::FsError;
 use crate::config::{AccountSection, TlsMode, Transfer};
+use crate::locking::{CondvarExt, MutexExt};
 use crate::remote::{Remote, RemoteError};
 
 /// The header every message is found by (docs/mailfs.md 2).
@@ -93,7 +94,7 @@ impl ImapRemote {
         f: impl AsyncFnOnce(&mut Client) -> Result<T, ImapError>,
     ) -> Result<T, RemoteError> {
         let taken = {
-            let mut pool = self.pool.lock().unwrap();
+            let mut pool = self.pool.lock_or_panic();
             loop {
                 if let Some(c) = pool.idle.pop() {
                     break Some(c);
@@ -102,11 +103,11 @@ impl ImapRemote {
                     pool.open += 1;
                     break None;
                 }
-                pool = self.returned.wait(pool).unwrap();
+                pool = self.returned.wait_or_panic(pool);
             }
         };
         let release_slot = || {
-            let mut pool = self.pool.lock().unwrap();
+            let mut pool = self.pool.lock_or_panic();
             pool.open -= 1;
             self.returned.notify_one();
         };
@@ -143,7 +144,7 @@ impl ImapRemote {
         };
         let r = conn.rt.block_on(f(&mut conn.client));
         if conn.client.is_usable() {
-            let mut pool = self.pool.lock().unwrap();
+            let mut pool = self.pool.lock_or_panic();
             pool.idle.push(conn);
             self.returned.notify_one();
         } else {
@@ -154,7 +155,7 @@ impl ImapRemote {
 
     /// Drops every pooled session (the next command reconnects).
     pub fn reset(&self) {
-        let mut pool = self.pool.lock().unwrap();
+        let mut pool = self.pool.lock_or_panic();
         let n = pool.idle.len();
         pool.idle.clear();
         pool.open -= n;

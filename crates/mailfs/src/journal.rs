@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::FsError;
 use crate::durable;
-use crate::key::Key;
+use crate::locking::{CondvarExt, MutexExt};
+use crate::message_name::MessageName;
 use crate::meta::BlockRef;
 
 #[derive(Serialize, Deserialize)]
@@ -23,7 +24,9 @@ pub(crate) enum Record {
     /// A directory (or superblock) message for every account.
     #[serde(rename = "d")]
     Dir {
-        key: String,
+        // "key" on disk: journals written before the rename still replay.
+        #[serde(rename = "key")]
+        name: String,
         #[serde(with = "serde_bytes")]
         payload: Vec<u8>,
     },
@@ -65,7 +68,7 @@ struct State {
 /// The directory a record updates (superblocks count as one more "directory").
 fn dir_of(record: &Record) -> Option<u64> {
     match record {
-        Record::Dir { key, .. } => Some(match Key::parse(key) {
+        Record::Dir { name, .. } => Some(match MessageName::parse(name) {
             Some(k) if k.kind == MsgKind::Directory => k.object,
             _ => u64::MAX,
         }),
@@ -110,7 +113,7 @@ impl Journal {
     }
 
     pub(crate) fn pending(&self) -> (u64, u64) {
-        let st = self.state.lock().unwrap();
+        let st = self.state.lock_or_panic();
         (st.records, st.bytes)
     }
 
@@ -118,12 +121,11 @@ impl Journal {
     /// never dropped: writers slow down instead).
     pub(crate) fn append(&self, record: &Record) -> Result<(), FsError> {
         let bytes = crate::meta::encode(record);
-        let mut st = self.state.lock().unwrap();
+        let mut st = self.state.lock_or_panic();
         while st.bytes > 0 && st.bytes + bytes.len() as u64 > self.bytes_max {
             st = self
                 .drained
-                .wait_timeout(st, Duration::from_millis(200))
-                .unwrap()
+                .wait_timeout_or_panic(st, Duration::from_millis(200))
                 .0;
         }
         let seq = st.next;
@@ -144,8 +146,7 @@ impl Journal {
     /// Whether the journal holds this block (not yet on the servers).
     pub(crate) fn has_block(&self, file: u64, b: &BlockRef) -> bool {
         self.state
-            .lock()
-            .unwrap()
+            .lock_or_panic()
             .pending_blocks
             .contains_key(&(file, b.index, b.version))
     }
@@ -153,8 +154,7 @@ impl Journal {
     pub(crate) fn block(&self, file: u64, b: &BlockRef) -> Option<Vec<u8>> {
         let seq = *self
             .state
-            .lock()
-            .unwrap()
+            .lock_or_panic()
             .pending_blocks
             .get(&(file, b.index, b.version))?;
         match read(&*self.disk, &record_path(&self.dir, seq)).ok()? {
@@ -182,7 +182,7 @@ impl Journal {
                 // other directory's update in between, so this one need never be sent
                 // ("latest wins"; its blocks still go first, in order).
                 let _ = self.disk.remove(&path);
-                let mut st = self.state.lock().unwrap();
+                let mut st = self.state.lock_or_panic();
                 st.kinds.remove(&seq);
                 st.records = st.records.saturating_sub(1);
                 st.bytes = st.bytes.saturating_sub(len);
@@ -193,7 +193,7 @@ impl Journal {
             let record = read(&*self.disk, &path)?;
             send(&record)?;
             let _ = self.disk.remove(&path);
-            let mut st = self.state.lock().unwrap();
+            let mut st = self.state.lock_or_panic();
             if let Record::Blocks { file, blocks } = &record {
                 for (b, _) in blocks {
                     if st.pending_blocks.get(&(*file, b.index, b.version)) == Some(&seq) {
@@ -216,7 +216,7 @@ impl Journal {
     /// any other directory's record? Skipping it then keeps every cross-directory order
     /// (renames) and every "blocks before the directory that names them" order.
     fn superseded(&self, seq: u64) -> bool {
-        let st = self.state.lock().unwrap();
+        let st = self.state.lock_or_panic();
         let Some(Some(dir)) = st.kinds.get(&seq).copied() else {
             return false;
         };

@@ -1,4 +1,4 @@
-//! Keys (docs/mailfs.md 3): the passphrase gives a key-encryption key with Argon2id (salted
+//! Encryption keys (docs/mailfs.md 3): the passphrase gives a key-encryption key with Argon2id (salted
 //! with the file system id), which wraps a random data key kept in the superblock, so the
 //! passphrase can change without rewriting data.
 

@@ -1,6 +1,9 @@
 //! The mail file system's engine (docs/mailfs.md): a POSIX tree kept in IMAP accounts.
 //!
 //! - [`meta`]: directory and superblock payloads (CBOR);
+//! - [`message_name`]: the `X-Mailfs` name every message carries, and how it parses;
+//! - [`keys`]: encryption keys (passphrase, wrapped data key, sealing);
+//! - [`locking`]: the one lock-poisoning policy (a poisoned lock is a panic);
 //! - [`account`]: a virtual disk (RAID index, message index, health, durable backlog);
 //! - [`fs`]: the tree, the crash protocol (dirty → blocks → clean), placement, replication
 //!   and failover, versions and snapshots;
@@ -17,9 +20,10 @@ mod durable;
 pub mod fs;
 pub mod imap_remote;
 pub(crate) mod journal;
-pub mod key;
 pub mod keys;
+pub mod locking;
 pub mod maint;
+pub mod message_name;
 pub mod meta;
 pub mod remote;
 pub mod snapview;

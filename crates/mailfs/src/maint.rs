@@ -6,7 +6,7 @@ use mailfs_format::{Kind as MsgKind, open};
 
 use crate::FsError;
 use crate::fs::{Fs, INODES, MANIFEST_BIT, ROOT, inode_name, seal_with};
-use crate::key::KeyId;
+use crate::message_name::NameId;
 use crate::meta::{BlockRef, Entry, Kind, Snapshot};
 use crate::now_secs;
 
@@ -257,10 +257,10 @@ impl Fs {
         let mut chunks_unknown = false;
         for (i, (file, b)) in manifests.iter().enumerate() {
             progress(total + i as u64, total + manifests.len() as u64);
-            let kid = b.key_id(*file);
+            let name_id = b.name_id(*file);
             let members = self.replicas.groups[b.group as usize].clone();
             match self
-                .get(&members, kid, self.sealing())
+                .get(&members, name_id, self.sealing())
                 .and_then(|p| crate::meta::decode_manifest(&p))
             {
                 Ok(m) => keep_chunks.extend(m.chunks.iter().map(|c| c.name())),
@@ -354,29 +354,35 @@ impl Fs {
             match item {
                 Item::Dir(id, v) => {
                     report.directories += 1;
-                    let kid = KeyId {
+                    let name_id = NameId {
                         kind: MsgKind::Directory,
                         object: *id,
                         index: 0,
                         version: *v,
                     };
-                    let payload = self.get(&self.all_accounts(), kid, self.sealing())?;
+                    let payload = self.get(&self.all_accounts(), name_id, self.sealing())?;
                     let pages = crate::meta::decode_dir(&payload)?.pages;
-                    self.check_replicas(&self.all_accounts(), kid, &payload, None, &mut report);
+                    self.check_replicas(&self.all_accounts(), name_id, &payload, None, &mut report);
                     // The rest of a checkpoint cut into pages.
                     for index in 1..u64::from(pages) {
-                        let kid = KeyId { index, ..kid };
-                        let payload = self.get(&self.all_accounts(), kid, self.sealing())?;
-                        self.check_replicas(&self.all_accounts(), kid, &payload, None, &mut report);
+                        let name_id = NameId { index, ..name_id };
+                        let payload = self.get(&self.all_accounts(), name_id, self.sealing())?;
+                        self.check_replicas(
+                            &self.all_accounts(),
+                            name_id,
+                            &payload,
+                            None,
+                            &mut report,
+                        );
                     }
                 }
                 Item::Page(seq) => {
                     report.log_pages += 1;
-                    let kid = crate::fs::page_id(*seq);
-                    match self.get(&self.all_accounts(), kid, self.sealing()) {
+                    let name_id = crate::fs::page_id(*seq);
+                    match self.get(&self.all_accounts(), name_id, self.sealing()) {
                         Ok(payload) => self.check_replicas(
                             &self.all_accounts(),
-                            kid,
+                            name_id,
                             &payload,
                             None,
                             &mut report,
@@ -389,7 +395,7 @@ impl Fs {
                 }
                 Item::Block(file, b) => {
                     report.blocks += 1;
-                    let kid = b.key_id(*file);
+                    let name_id = b.name_id(*file);
                     let members = self.replicas.groups[b.group as usize].clone();
                     if b.version & MANIFEST_BIT != 0 {
                         self.fsck_chunked(*file, b, &members, &mut chunks_checked, &mut report);
@@ -397,7 +403,7 @@ impl Fs {
                     }
                     match self.load_block(*file, b) {
                         Ok(data) => {
-                            self.check_replicas(&members, kid, &data, Some(b), &mut report);
+                            self.check_replicas(&members, name_id, &data, Some(b), &mut report);
                         }
                         Err(e) => {
                             report.unrecoverable.push(format!(
@@ -423,7 +429,7 @@ impl Fs {
         checked: &mut HashSet<[u8; 16]>,
         report: &mut FsckReport,
     ) {
-        let kid = b.key_id(file);
+        let name_id = b.name_id(file);
         let unrecoverable = |report: &mut FsckReport, e: FsError| {
             report.unrecoverable.push(format!(
                 "file {file:x} block {} v{:x}: {e}",
@@ -434,19 +440,19 @@ impl Fs {
             return unrecoverable(report, e);
         }
         let manifest = match self
-            .get(members, kid, self.sealing())
+            .get(members, name_id, self.sealing())
             .and_then(|p| crate::meta::decode_manifest(&p).map(|m| (p, m)))
         {
             Ok(pm) => pm,
             Err(e) => return unrecoverable(report, e),
         };
-        self.check_replicas(members, kid, &manifest.0, None, report);
+        self.check_replicas(members, name_id, &manifest.0, None, report);
         for c in &manifest.1.chunks {
             if !checked.insert(c.id) {
                 continue;
             }
             report.chunks += 1;
-            let ckid = c.key_id();
+            let ckid = c.name_id();
             match self.fetch_chunk(c) {
                 Ok(data) => {
                     let cm = self.replicas.groups[self.chunk_group(c) as usize].clone();
@@ -460,7 +466,7 @@ impl Fs {
     fn check_replicas(
         &self,
         members: &[usize],
-        kid: KeyId,
+        name_id: NameId,
         plain: &[u8],
         block: Option<&BlockRef>,
         report: &mut FsckReport,
@@ -471,10 +477,10 @@ impl Fs {
                 continue;
             }
             let expected = self
-                .key(kid.kind, kid.object, kid.index, kid.version)
+                .message_name(name_id.kind, name_id.object, name_id.index, name_id.version)
                 .header(m as u8);
             let mut good = false;
-            for uid in a.uids(&kid) {
+            for uid in a.uids(&name_id) {
                 if let Ok(Some(bytes)) = a.fetch(uid)
                     && let Ok(p) = open(self.sealing(), &expected, &bytes)
                     && block.is_none_or(|b| *blake3::hash(&p).as_bytes() == b.hash)
@@ -484,20 +490,21 @@ impl Fs {
                 }
             }
             if !good {
-                let key = self.key(kid.kind, kid.object, kid.index, kid.version);
-                match seal_with(self.sealing(), &key, m as u8, plain)
-                    .and_then(|env| a.append_now(&[(key, env)]).map_err(FsError::from))
+                let name =
+                    self.message_name(name_id.kind, name_id.object, name_id.index, name_id.version);
+                match seal_with(self.sealing(), &name, m as u8, plain)
+                    .and_then(|env| a.append_now(&[(name, env)]).map_err(FsError::from))
                 {
                     Ok(()) => report.repaired.push(format!(
                         "{}: rewrote {:?} {:x}.{} v{}",
                         a.remote.describe(),
-                        kid.kind,
-                        kid.object,
-                        kid.index,
-                        kid.version
+                        name_id.kind,
+                        name_id.object,
+                        name_id.index,
+                        name_id.version
                     )),
                     Err(e) => report.unrecoverable.push(format!(
-                        "{}: could not rewrite {kid:?}: {e}",
+                        "{}: could not rewrite {name_id:?}: {e}",
                         a.remote.describe()
                     )),
                 }
@@ -546,7 +553,7 @@ impl Fs {
         // Files any readable directory version names, current or retained.
         let mut named: HashSet<u64> = HashSet::new();
         let mut dir_versions: Vec<(u64, u64)> = Vec::new();
-        let mut blocks: std::collections::HashMap<u64, Vec<crate::key::KeyId>> =
+        let mut blocks: std::collections::HashMap<u64, Vec<crate::message_name::NameId>> =
             std::collections::HashMap::new();
         for a in self.replicas.accounts.iter().filter(|a| a.is_up()) {
             for (k, _) in a.ids_matching(|_| true) {

@@ -117,8 +117,8 @@ pub struct BlockRef {
 
 impl BlockRef {
     /// The block message's identity in `file`.
-    pub fn key_id(&self, file: u64) -> crate::key::KeyId {
-        crate::key::KeyId {
+    pub fn name_id(&self, file: u64) -> crate::message_name::NameId {
+        crate::message_name::NameId {
             kind: mailfs_format::Kind::Block,
             object: file,
             index: self.index,
@@ -148,9 +148,9 @@ pub struct ChunkRef {
 
 impl ChunkRef {
     /// The chunk message's identity (version 0: a chunk's content never changes).
-    pub fn key_id(&self) -> crate::key::KeyId {
+    pub fn name_id(&self) -> crate::message_name::NameId {
         let (object, index) = self.name();
-        crate::key::KeyId {
+        crate::message_name::NameId {
             kind: mailfs_format::Kind::Chunk,
             object,
             index,

@@ -60,6 +60,7 @@ pub(crate) mod mem {
     use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
     use super::{Remote, RemoteError};
+    use crate::locking::MutexExt;
 
     #[derive(Default)]
     pub(crate) struct MemRemote {
@@ -96,8 +97,7 @@ pub(crate) mod mem {
         pub(crate) fn inject(&self, name: &str, body: Vec<u8>) -> u32 {
             let uid = self.next_uid.fetch_add(1, Ordering::SeqCst);
             self.messages
-                .lock()
-                .unwrap()
+                .lock_or_panic()
                 .insert(uid, (name.to_string(), body));
             uid
         }
@@ -133,8 +133,7 @@ pub(crate) mod mem {
             self.alive()?;
             Ok(self
                 .messages
-                .lock()
-                .unwrap()
+                .lock_or_panic()
                 .get(&uid)
                 .map(|(_, b)| b.clone()))
         }
@@ -142,8 +141,7 @@ pub(crate) mod mem {
             self.alive()?;
             Ok(self
                 .messages
-                .lock()
-                .unwrap()
+                .lock_or_panic()
                 .iter()
                 .map(|(u, (n, _))| (*u, n.clone()))
                 .collect())
@@ -152,8 +150,7 @@ pub(crate) mod mem {
             self.alive()?;
             Ok(self
                 .messages
-                .lock()
-                .unwrap()
+                .lock_or_panic()
                 .iter()
                 .filter(|(_, (n, _))| n.contains(name))
                 .map(|(u, _)| *u)
@@ -161,7 +158,7 @@ pub(crate) mod mem {
         }
         fn expunge(&self, uids: &[u32]) -> Result<(), RemoteError> {
             self.alive()?;
-            let mut m = self.messages.lock().unwrap();
+            let mut m = self.messages.lock_or_panic();
             for u in uids {
                 m.remove(u);
             }
@@ -171,8 +168,7 @@ pub(crate) mod mem {
             self.alive()?;
             let used = self
                 .messages
-                .lock()
-                .unwrap()
+                .lock_or_panic()
                 .values()
                 .map(|(_, b)| b.len() as u64)
                 .sum();

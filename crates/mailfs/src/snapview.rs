@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use crate::FsError;
 use crate::fs::{DirState, Fs, INODES, ROOT, Stat, inode_name};
+use crate::locking::MutexExt;
 use crate::meta::{Entry, Kind};
 
 pub const SNAPSHOTS_NAME: &[u8] = b".snapshots";
@@ -57,7 +58,7 @@ pub fn refuse(ino: u64) -> Result<(), FsError> {
 
 impl Fs {
     fn snap_dir(&self, n: u16, id: u64) -> Result<Arc<DirState>, FsError> {
-        if let Some(d) = self.snapview.lock().unwrap().dirs.get(&(n, id)) {
+        if let Some(d) = self.snapview.lock_or_panic().dirs.get(&(n, id)) {
             return Ok(d.clone());
         }
         let snaps = self.snapshots();
@@ -70,7 +71,7 @@ impl Fs {
             .map(|i| snap.dirs[i].1)
             .map_err(|_| FsError::NotFound)?;
         let d = Arc::new(self.read_dir_version(id, version)?);
-        let mut st = self.snapview.lock().unwrap();
+        let mut st = self.snapview.lock_or_panic();
         // A link's object is its entry in the snapshot's inode directory.
         for (name, e) in d.entries.iter().filter(|(_, e)| !e.link) {
             st.parent_of.insert((n, e.id), (id, name.clone()));
@@ -99,8 +100,7 @@ impl Fs {
         let (n, id) = (snap_of(ino), object_of(ino));
         let parent = self
             .snapview
-            .lock()
-            .unwrap()
+            .lock_or_panic()
             .parent_of
             .get(&(n, id))
             .cloned();

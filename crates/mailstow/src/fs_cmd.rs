@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use clap::Subcommand;
 use mailfs::imap_remote::ImapRemote;
 use mailfs::remote::Remote;
-use mailfs::{Config, Fs};
+use mailfs::{Config, Fs, FsError};
 
 use crate::progress::with_progress;
 
@@ -66,7 +66,7 @@ pub(crate) fn run(command: FsCommand, config_path: Option<&Path>) -> anyhow::Res
     let Some(config_path) = config_path else {
         bail!("mailstow fs needs --config FILE (the file system's config, docs/mailfs.md 10)");
     };
-    let config = Config::load(config_path)?;
+    let mut config = load_config(config_path)?;
     if let FsCommand::Mount {
         mountpoint,
         foreground: false,
@@ -93,6 +93,9 @@ pub(crate) fn run(command: FsCommand, config_path: Option<&Path>) -> anyhow::Res
         .enable_all()
         .build()
         .context("starting the runtime")?;
+    // Secrets only now: `stats` of a running mount and the parent of a background mount
+    // do without them.
+    read_secret_files(&mut config)?;
     let remotes = remotes(&config)?;
     match command {
         FsCommand::Mkfs => {
@@ -207,6 +210,38 @@ pub(crate) fn run(command: FsCommand, config_path: Option<&Path>) -> anyhow::Res
         FsCommand::Umount { .. } => unreachable!("handled above"),
     }
     Ok(())
+}
+
+/// Reads and parses the file system's config (`fs.toml`, docs/mailfs.md 10) and checks it
+/// ([`Config::check`]). Errors name the file; toml's name the line, column and key.
+fn load_config(path: &Path) -> Result<Config, FsError> {
+    let in_file = |e: &dyn std::fmt::Display| FsError::Config(format!("{}: {e}", path.display()));
+    let text = std::fs::read_to_string(path).map_err(|e| in_file(&e))?;
+    let config: Config = toml::from_str(&text).map_err(|e| in_file(&e))?;
+    config.check()?;
+    Ok(config)
+}
+
+/// Reads the secret files the config names into the values the engine uses:
+/// `passphrase_file` into `passphrase`, each account's `password_file` into `password`
+/// (an inline value wins, as it always has), without the trailing newline.
+fn read_secret_files(config: &mut Config) -> Result<(), FsError> {
+    for a in config.groups.iter_mut().flat_map(|g| g.accounts.iter_mut()) {
+        if let (None, Some(f)) = (&a.password, &a.password_file) {
+            a.password = Some(read_secret(f)?);
+        }
+    }
+    let e = &mut config.encryption;
+    if let (None, Some(f)) = (&e.passphrase, &e.passphrase_file) {
+        e.passphrase = Some(read_secret(f)?);
+    }
+    Ok(())
+}
+
+fn read_secret(path: &Path) -> Result<String, FsError> {
+    let s = std::fs::read_to_string(path)
+        .map_err(|e| FsError::Config(format!("{}: {e}", path.display())))?;
+    Ok(s.trim_end_matches(['\r', '\n']).to_string())
 }
 
 fn remotes(config: &Config) -> anyhow::Result<Vec<Box<dyn Remote>>> {
@@ -479,4 +514,104 @@ fn spawn_signal_unmount(rt: &tokio::runtime::Runtime, mountpoint: &Path) -> anyh
         let _ = tokio::task::spawn_blocking(move || umount(&mountpoint)).await;
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ONE_ACCOUNT: &str = "[[group]]\n[[group.account]]\nhost = \"127.0.0.1\"\nuser = \"u1\"\n";
+
+    #[test]
+    fn the_config_file_and_its_secret_files_are_read_here() {
+        let dir = tempfile::tempdir().unwrap();
+        let pass = dir.path().join("fs.pass");
+        let pw = dir.path().join("u1.pass");
+        std::fs::write(&pass, "correct horse\r\n").unwrap();
+        std::fs::write(&pw, "secret\n").unwrap();
+        let path = dir.path().join("fs.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "[encryption]\npassphrase_file = {pass:?}\n{ONE_ACCOUNT}password_file = {pw:?}\n"
+            ),
+        )
+        .unwrap();
+        let mut config = load_config(&path).unwrap();
+        // Not read yet: the engine refuses a file it would have to read itself.
+        assert!(
+            config
+                .passphrase()
+                .unwrap_err()
+                .to_string()
+                .contains("fs.pass")
+        );
+        read_secret_files(&mut config).unwrap();
+        assert_eq!(
+            config.passphrase().unwrap().as_deref(),
+            Some("correct horse")
+        );
+        assert_eq!(config.groups[0].accounts[0].password().unwrap(), "secret");
+
+        // An inline value wins over a file, which is then not read at all.
+        std::fs::write(
+            &path,
+            format!(
+                "[encryption]\ncipher = \"none\"\n{ONE_ACCOUNT}password = \"inline\"\npassword_file = \"/no/such/file\"\n"
+            ),
+        )
+        .unwrap();
+        let mut config = load_config(&path).unwrap();
+        read_secret_files(&mut config).unwrap();
+        assert_eq!(config.groups[0].accounts[0].password().unwrap(), "inline");
+        assert_eq!(config.passphrase().unwrap(), None);
+    }
+
+    #[test]
+    fn errors_name_the_file_the_line_and_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fs.toml");
+        let missing = load_config(&path).unwrap_err().to_string();
+        assert!(
+            missing.starts_with("configuration: ") && missing.contains("fs.toml"),
+            "{missing}"
+        );
+        std::fs::write(&path, "[fs]\nbogus = 1\n").unwrap();
+        let unknown = load_config(&path).unwrap_err().to_string();
+        for want in ["fs.toml", "line 2", "bogus"] {
+            assert!(unknown.contains(want), "{unknown} lacks {want}");
+        }
+        // Parsed, then checked by the engine.
+        std::fs::write(
+            &path,
+            format!("[fs]\nblock_size = 1000\n{ONE_ACCOUNT}password = \"p\"\n"),
+        )
+        .unwrap();
+        let checked = load_config(&path).unwrap_err().to_string();
+        assert!(checked.contains("fs.block_size 1000"), "{checked}");
+        std::fs::write(
+            &path,
+            format!("[encryption]\ncipher = \"none\"\n{ONE_ACCOUNT}password_file = \"/no/such/u1.pass\"\n"),
+        )
+        .unwrap();
+        let mut config = load_config(&path).unwrap();
+        let unreadable = read_secret_files(&mut config).unwrap_err().to_string();
+        assert!(unreadable.contains("/no/such/u1.pass"), "{unreadable}");
+    }
+
+    /// docs/mailfs.md section 10 stays a valid config as this command reads it.
+    #[test]
+    fn the_documented_example_loads() {
+        let doc = include_str!("../../../docs/mailfs.md");
+        let start = doc.find("## 10. Configuration").expect("section 10");
+        let block = &doc[start..];
+        let from = block.find("```toml\n").expect("toml block") + "```toml\n".len();
+        let to = from + block[from..].find("```").expect("end of block");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fs.toml");
+        std::fs::write(&path, &block[from..to]).unwrap();
+        let c = load_config(&path).unwrap();
+        assert_eq!(c.groups.len(), 2);
+        assert!(c.groups.iter().all(|g| g.accounts.len() == 2));
+    }
 }

@@ -1,6 +1,6 @@
 //! `mailstow sim`: the storage simulator (docs/simulator.md).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context as _;
@@ -70,8 +70,8 @@ pub(crate) fn run(command: SimCommand) -> anyhow::Result<()> {
             log,
             dry_run,
         } => {
-            let mut s = sim_run::Scenario::load(&scenario)
-                .with_context(|| format!("{}", scenario.display()))?;
+            let mut s =
+                load_scenario(&scenario).with_context(|| format!("{}", scenario.display()))?;
             if let Some(seed) = seed {
                 s.seed = seed;
             }
@@ -219,6 +219,25 @@ pub(crate) fn run(command: SimCommand) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// Reads, parses and validates a scenario file ([`sim_run::Scenario::validate`]); the
+/// paths of its trace files are taken relative to its directory.
+fn load_scenario(path: &Path) -> Result<sim_run::Scenario, sim_run::SimError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| sim_run::SimError::Scenario(format!("{}: {e}", path.display())))?;
+    let mut s: sim_run::Scenario =
+        toml::from_str(&text).map_err(|e| sim_run::SimError::Scenario(e.to_string()))?;
+    s.validate()?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    for w in &mut s.workloads {
+        if let Some(t) = w.trace.as_mut()
+            && t.is_relative()
+        {
+            *t = dir.join(&*t);
+        }
+    }
+    Ok(s)
 }
 
 fn validate(quick: bool, json: bool, dir: Option<PathBuf>) -> anyhow::Result<()> {

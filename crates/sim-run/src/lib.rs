@@ -1,6 +1,10 @@
-//! Scenarios for the storage simulator (docs/simulator.md 6): a TOML file names a device, an
+//! Scenarios for the storage simulator (docs/simulator.md 6): a scenario names a device, an
 //! I/O scheduler and workloads; [`run`] drives each workload through the models, repeated
 //! over seeds, and reports means with 95 % confidence intervals.
+//!
+//! Files: the CLI (`mailstow sim run`) reads and parses the scenario file; this crate reads
+//! the trace files a scenario's trace workloads name ([`trace::read`]) and writes the result
+//! files into the directory it is given ([`write_outputs`]).
 
 pub mod cluster;
 mod direct;

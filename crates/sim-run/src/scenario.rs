@@ -1,4 +1,5 @@
-//! The scenario file (docs/simulator.md 6).
+//! A scenario (docs/simulator.md 6): what the CLI parses from a scenario file (TOML), and
+//! the checks it must pass ([`Scenario::validate`]).
 
 use serde::Deserialize;
 use sim_models::Op;
@@ -245,32 +246,26 @@ fn yes() -> bool {
 }
 
 impl Scenario {
-    /// Reads a scenario file; trace paths are taken relative to its directory.
-    pub fn load(path: &std::path::Path) -> Result<Scenario, SimError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| SimError::Scenario(format!("{}: {e}", path.display())))?;
-        let mut s = Scenario::parse(&text)?;
-        let dir = path.parent().unwrap_or(std::path::Path::new("."));
-        for w in &mut s.workloads {
-            if let Some(t) = w.trace.as_mut()
-                && t.is_relative()
-            {
-                *t = dir.join(&*t);
-            }
-        }
-        Ok(s)
-    }
-
-    pub fn parse(text: &str) -> Result<Scenario, SimError> {
+    /// Parses a scenario from TOML text and validates it: for this crate's tests (the CLI
+    /// parses scenario files itself, then calls [`Scenario::validate`]).
+    #[cfg(test)]
+    pub(crate) fn parse(text: &str) -> Result<Scenario, SimError> {
         let s: Scenario = toml::from_str(text).map_err(|e| SimError::Scenario(e.to_string()))?;
-        s.check()?;
-        if let Some(sweep) = &s.sweep {
-            crate::sweep::check(&s, sweep)?;
-        }
+        s.validate()?;
         Ok(s)
     }
 
-    /// Checks a scenario built in code as `parse` checks one read from a file.
+    /// Everything a scenario read from a file must pass: [`Scenario::check`] and, with a
+    /// `[sweep]`, a valid scenario at every swept value.
+    pub fn validate(&self) -> Result<(), SimError> {
+        self.check()?;
+        if let Some(sweep) = &self.sweep {
+            crate::sweep::check(self, sweep)?;
+        }
+        Ok(())
+    }
+
+    /// Checks a scenario built in code, its `[sweep]` aside (see [`Scenario::validate`]).
     pub fn check(&self) -> Result<(), SimError> {
         let bad = |m: String| Err(SimError::Scenario(m));
         if self.replications == 0 || self.replications > REPLICATIONS_MAX {

@@ -415,18 +415,20 @@ fn traces_replay_at_their_times_or_as_fast_as_the_device_goes() {
         disksim.push_str(&format!("{} 0 {block} 8 1\n", i * 100));
     }
     std::fs::write(dir.join("t.disksim"), &disksim).unwrap();
+    // The trace by its full path: a path relative to the scenario file is the CLI's to
+    // resolve (it reads scenario files; tests/sim.rs in crates/mailstow covers that).
     let scenario = |timing: &str| {
-        format!(
-            "replications = 2\n[device]\nkind = \"hdd\"\n[[workload]]\nname = \"t\"\nkind = \"trace\"\ntrace = \"t.disksim\"\nformat = \"disksim\"\ntiming = \"{timing}\"\nqueue_depth = 1\n"
-        )
+        let trace = dir.join("t.disksim");
+        Scenario::parse(&format!(
+            "replications = 2\n[device]\nkind = \"hdd\"\n[[workload]]\nname = \"t\"\nkind = \"trace\"\ntrace = {trace:?}\nformat = \"disksim\"\ntiming = \"{timing}\"\nqueue_depth = 1\n"
+        ))
+        .unwrap()
     };
-    std::fs::write(dir.join("timed.toml"), scenario("trace")).unwrap();
-    std::fs::write(dir.join("fast.toml"), scenario("fast")).unwrap();
-    let go = |name: &str| {
-        let s = Scenario::load(&dir.join(name)).unwrap();
+    let go = |timing: &str| {
+        let s = scenario(timing);
         run(&s, false, &mut |_, _| {}).unwrap().0.remove(0)
     };
-    let timed = go("timed.toml");
+    let timed = go("trace");
     assert_eq!(timed.requests, 200);
     assert!((19.9..20.1).contains(&timed.seconds.mean), "{timed:?}");
     assert!(
@@ -434,12 +436,12 @@ fn traces_replay_at_their_times_or_as_fast_as_the_device_goes() {
         "no queueing: {timed:?}"
     );
     // As fast as it goes: the disk's random rate, about 80 per second.
-    let fast = go("fast.toml");
+    let fast = go("fast");
     assert!((70.0..95.0).contains(&fast.iops.mean), "{fast:?}");
     // A trace past the device's end, and a missing file, are refused.
     let far = "0 0 1999999999999 8 1\n";
     std::fs::write(dir.join("t.disksim"), far).unwrap();
-    let s = Scenario::load(&dir.join("fast.toml")).unwrap();
+    let s = scenario("fast");
     assert!(
         run(&s, false, &mut |_, _| {})
             .unwrap_err()

@@ -5,7 +5,7 @@ use super::*;
 
 impl Tree {
     pub(super) fn lock(&self) -> MutexGuard<'_, Loaded> {
-        self.loaded.lock().unwrap()
+        self.loaded.lock_or_panic()
     }
 
     /// Runs `commit` as the only commit of file `ino` (docs/mailfs.md 5): a second one
@@ -13,16 +13,15 @@ impl Tree {
     pub(super) fn one_commit<R>(&self, ino: u64, commit: impl FnOnce() -> R) -> R {
         let lock = self
             .commit_locks
-            .lock()
-            .unwrap()
+            .lock_or_panic()
             .entry(ino)
             .or_default()
             .clone();
         let r = {
-            let _one = lock.lock().unwrap();
+            let _one = lock.lock_or_panic();
             commit()
         };
-        let mut locks = self.commit_locks.lock().unwrap();
+        let mut locks = self.commit_locks.lock_or_panic();
         // The map's reference and ours: nobody else waits for this file.
         if Arc::strong_count(&lock) == 2 {
             locks.remove(&ino);
@@ -60,13 +59,13 @@ impl Fs {
     }
 
     pub(crate) fn read_dir_version(&self, id: u64, version: u64) -> Result<DirState, FsError> {
-        let kid = KeyId {
+        let name_id = NameId {
             kind: MsgKind::Directory,
             object: id,
             index: 0,
             version,
         };
-        let payload = self.get(&self.all_accounts(), kid, &self.sealing)?;
+        let payload = self.get(&self.all_accounts(), name_id, &self.sealing)?;
         let mut d = meta::decode_dir(&payload)?;
         if d.id != id {
             return Err(FsError::Integrity(format!(
@@ -76,8 +75,9 @@ impl Fs {
         }
         // A checkpoint cut into pages: the rest of the entries.
         for index in 1..u64::from(d.pages) {
-            let kid = KeyId { index, ..kid };
-            let page = meta::decode_dir(&self.get(&self.all_accounts(), kid, &self.sealing)?)?;
+            let name_id = NameId { index, ..name_id };
+            let page =
+                meta::decode_dir(&self.get(&self.all_accounts(), name_id, &self.sealing)?)?;
             if page.id != id || page.pages != d.pages {
                 return Err(FsError::Integrity(format!(
                     "directory {id:x} v{version} page {index} does not belong"
@@ -260,7 +260,7 @@ impl Fs {
     }
 
     pub(super) fn block_present(&self, file: u64, b: &BlockRef) -> bool {
-        let id = b.key_id(file);
+        let id = b.name_id(file);
         self.replicas
             .groups
             .get(b.group as usize)
@@ -461,15 +461,15 @@ impl Fs {
     }
 
     pub(crate) fn superblock(&self) -> (u64, Superblock) {
-        self.sb.lock().unwrap().clone()
+        self.sb.lock_or_panic().clone()
     }
 
     pub(crate) fn write_superblock(&self, sb: Superblock) -> Result<(), FsError> {
-        let mut guard = self.sb.lock().unwrap();
+        let mut guard = self.sb.lock_or_panic();
         let version = guard.0 + 1;
-        let key = self.key(MsgKind::Superblock, 0, 0, version);
+        let name = self.message_name(MsgKind::Superblock, 0, 0, version);
         let sealing = keys::superblock_sealing(&self.kek);
-        self.put(&self.all_accounts(), key, &meta::encode(&sb), &sealing)?;
+        self.put(&self.all_accounts(), name, &meta::encode(&sb), &sealing)?;
         *guard = (version, sb);
         Ok(())
     }

@@ -222,7 +222,7 @@ impl MetaLog {
     pub(super) fn load(&self, fs: &Fs, log_from: u64) {
         // Every account's list, even one down now: a page's name is never used twice.
         let seqs = fs.log_page_seqs(false);
-        let mut st = self.state.lock().unwrap();
+        let mut st = self.state.lock_or_panic();
         st.log_from = log_from;
         // Never reuse a page's name, not even one past a gap.
         st.next_seq = seqs.last().map_or(1, |s| s + 1).max(log_from + 1);
@@ -251,8 +251,7 @@ impl MetaLog {
     /// The changes replayed at open for directory `id`, in page order.
     pub(super) fn replay_for(&self, id: u64) -> Vec<DirDelta> {
         self.state
-            .lock()
-            .unwrap()
+            .lock_or_panic()
             .replay
             .get(&id)
             .cloned()
@@ -261,7 +260,7 @@ impl MetaLog {
 
     /// The highest version the log gives directory `id` (0: none).
     pub(super) fn version_in_log(&self, id: u64) -> u64 {
-        let st = self.state.lock().unwrap();
+        let st = self.state.lock_or_panic();
         let replayed = st
             .replay
             .get(&id)
@@ -271,7 +270,7 @@ impl MetaLog {
     }
 
     pub(crate) fn log_from(&self) -> u64 {
-        self.state.lock().unwrap().log_from
+        self.state.lock_or_panic().log_from
     }
 
     /// Records a change (called by `write_dir` and `edit_dir`, under the tree lock). With
@@ -280,10 +279,10 @@ impl MetaLog {
     /// this change). Inside a group (`begin_group`) it joins the batch whatever the mode,
     /// and nothing is written until the group ends.
     pub(super) fn record(&self, fs: &Fs, id: u64, change: Pending) -> Result<(), FsError> {
-        let grouped = self.state.lock().unwrap().group > 0;
+        let grouped = self.state.lock_or_panic().group > 0;
         if !grouped {
             let (leftover, full) = {
-                let st = self.state.lock().unwrap();
+                let st = self.state.lock_or_panic();
                 (!st.batch.is_empty(), st.batch_bytes > LOG_BATCH_BYTES_MAX)
             };
             if self.batch_ms == 0 {
@@ -291,12 +290,12 @@ impl MetaLog {
                 if leftover {
                     self.flush(fs)?;
                 }
-                let _w = self.writing.lock().unwrap();
-                let seq = self.state.lock().unwrap().next_seq;
+                let _w = self.writing.lock_or_panic();
+                let seq = self.state.lock_or_panic().next_seq;
                 let mut batch = BTreeMap::new();
                 batch.insert(id, change);
                 fs.write_page(seq, &batch)?;
-                let mut st = self.state.lock().unwrap();
+                let mut st = self.state.lock_or_panic();
                 st.next_seq = seq + 1;
                 st.pages_since_checkpoint += 1;
                 st.unchecked.insert(id);
@@ -306,7 +305,7 @@ impl MetaLog {
                 self.flush(fs)?;
             }
         }
-        let mut st = self.state.lock().unwrap();
+        let mut st = self.state.lock_or_panic();
         st.batch_bytes += change.bytes();
         match st.batch.get_mut(&id) {
             Some(p) => p.then(change),
@@ -327,7 +326,7 @@ impl MetaLog {
     /// `end_group` under the same lock: `flush` waits for the group's end before it takes
     /// the batch, and a full batch waits for it too (a group is a few records).
     pub(super) fn begin_group(&self) {
-        self.state.lock().unwrap().group += 1;
+        self.state.lock_or_panic().group += 1;
     }
 
     /// Ends a group. Without batching, its records are written now, as one page; if that
@@ -335,7 +334,7 @@ impl MetaLog {
     /// takes the changes back and empties the batch).
     pub(super) fn end_group(&self, fs: &Fs) -> Result<(), FsError> {
         let outermost = {
-            let mut st = self.state.lock().unwrap();
+            let mut st = self.state.lock_or_panic();
             st.group -= 1;
             st.group == 0
         };
@@ -351,7 +350,7 @@ impl MetaLog {
     /// Ends a group whose operation failed, writing nothing (`Fs::grouped` takes its
     /// changes back without batching; with batching they stay in the batch).
     pub(super) fn end_group_discarding(&self) {
-        let mut st = self.state.lock().unwrap();
+        let mut st = self.state.lock_or_panic();
         st.group -= 1;
         if st.group == 0 {
             self.wake.notify_all();
@@ -365,7 +364,7 @@ impl MetaLog {
             self.batch_ms, 0,
             "with batching the batch holds others' changes"
         );
-        let mut st = self.state.lock().unwrap();
+        let mut st = self.state.lock_or_panic();
         st.batch.clear();
         st.batch_bytes = 0;
         st.since = None;
@@ -378,11 +377,11 @@ impl MetaLog {
     /// for it here (holding `writing`) cannot deadlock, and the tree stays free while a
     /// page is written.
     pub(super) fn flush(&self, fs: &Fs) -> Result<(), FsError> {
-        let _w = self.writing.lock().unwrap();
+        let _w = self.writing.lock_or_panic();
         let (batch, seq) = {
-            let mut st = self.state.lock().unwrap();
+            let mut st = self.state.lock_or_panic();
             while st.group > 0 {
-                st = self.wake.wait(st).unwrap();
+                st = self.wake.wait_or_panic(st);
             }
             if st.batch.is_empty() {
                 return Ok(());
@@ -392,7 +391,7 @@ impl MetaLog {
             (std::mem::take(&mut st.batch), st.next_seq)
         };
         let written = fs.write_page(seq, &batch);
-        let mut st = self.state.lock().unwrap();
+        let mut st = self.state.lock_or_panic();
         match written {
             Ok(()) => {
                 st.next_seq = seq + 1;
@@ -411,11 +410,11 @@ impl MetaLog {
 
     /// Whether a checkpoint is due (`log_pages_max` pages since the last one).
     pub(super) fn checkpoint_due(&self) -> bool {
-        self.state.lock().unwrap().pages_since_checkpoint >= self.pages_max
+        self.state.lock_or_panic().pages_since_checkpoint >= self.pages_max
     }
 
     pub(crate) fn has_uncheckpointed(&self) -> bool {
-        let st = self.state.lock().unwrap();
+        let st = self.state.lock_or_panic();
         st.pages_since_checkpoint > 0 || !st.batch.is_empty()
     }
 
@@ -423,7 +422,7 @@ impl MetaLog {
     /// Returns whether there is something to write.
     pub(super) fn wait_due(&self, stop: &AtomicBool, max: Duration) -> bool {
         let deadline = Instant::now() + max;
-        let mut st = self.state.lock().unwrap();
+        let mut st = self.state.lock_or_panic();
         loop {
             let now = Instant::now();
             let due = st.since.map(|t| t + Duration::from_millis(self.batch_ms));
@@ -433,11 +432,10 @@ impl MetaLog {
                 Some(due) => {
                     st = self
                         .wake
-                        .wait_timeout(st, due.min(deadline) - now)
-                        .unwrap()
+                        .wait_timeout_or_panic(st, due.min(deadline) - now)
                         .0;
                 }
-                None => st = self.wake.wait_timeout(st, deadline - now).unwrap().0,
+                None => st = self.wake.wait_timeout_or_panic(st, deadline - now).0,
             }
         }
     }
@@ -455,15 +453,15 @@ impl MetaLog {
         let mut tree = fs.lock();
         // Directories only the replay knows are loaded first (loading may repair, which
         // records a change: before `writing` is taken, as the lock order requires).
-        let waiting: Vec<u64> = self.state.lock().unwrap().replay.keys().copied().collect();
+        let waiting: Vec<u64> = self.state.lock_or_panic().replay.keys().copied().collect();
         for id in waiting {
             if let Err(e) = fs.ensure_dir(&mut tree, id) {
                 tracing::debug!("directory {id:x} in the log but not loadable: {e}");
             }
         }
-        let _w = self.writing.lock().unwrap();
+        let _w = self.writing.lock_or_panic();
         let (batch, seq, dirs) = {
-            let mut st = self.state.lock().unwrap();
+            let mut st = self.state.lock_or_panic();
             st.batch_bytes = 0;
             st.since = None;
             let batch = std::mem::take(&mut st.batch);
@@ -478,7 +476,7 @@ impl MetaLog {
             .collect();
         drop(tree);
         let restore = |batch: BTreeMap<u64, Pending>, e: &FsError| {
-            let mut st = self.state.lock().unwrap();
+            let mut st = self.state.lock_or_panic();
             put_back(&mut st, batch);
             st.unchecked.extend(dirs.iter().copied());
             st.error = Some(e.to_string());
@@ -490,7 +488,7 @@ impl MetaLog {
                 restore(batch, &e);
                 return Err(e);
             }
-            let mut st = self.state.lock().unwrap();
+            let mut st = self.state.lock_or_panic();
             st.next_seq = seq + 1;
             seq
         };
@@ -512,7 +510,7 @@ impl MetaLog {
             restore(BTreeMap::new(), &e);
             return Err(e);
         }
-        let mut st = self.state.lock().unwrap();
+        let mut st = self.state.lock_or_panic();
         st.log_from = last;
         st.pages_since_checkpoint = 0;
         st.replay.clear();
@@ -539,8 +537,8 @@ fn put_back(st: &mut LogState, batch: BTreeMap<u64, Pending>) {
     st.since.get_or_insert_with(Instant::now);
 }
 
-pub(crate) fn page_id(seq: u64) -> KeyId {
-    KeyId {
+pub(crate) fn page_id(seq: u64) -> NameId {
+    NameId {
         kind: MsgKind::LogPage,
         object: 0,
         index: seq,
@@ -562,14 +560,14 @@ impl Fs {
         if payload.len() > mailfs_format::PAYLOAD_BYTES_MAX {
             return Err(FsError::NoSpace("log page too large".into()));
         }
-        let key = self.key(MsgKind::LogPage, 0, seq, 0);
+        let name = self.message_name(MsgKind::LogPage, 0, seq, 0);
         if self.asynchronous {
             self.journal.append(&crate::journal::Record::Dir {
-                key: key.render(),
+                name: name.render(),
                 payload,
             })?;
         } else {
-            self.put(&self.all_accounts(), key, &payload, &self.sealing)?;
+            self.put(&self.all_accounts(), name, &payload, &self.sealing)?;
         }
         self.stats.log_pages.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -582,12 +580,12 @@ impl Fs {
         self.writable()?;
         let pages = d.to_pages();
         for (i, page) in pages.iter().enumerate().rev() {
-            let key = self.key(MsgKind::Directory, d.id, i as u64, d.version);
+            let name = self.message_name(MsgKind::Directory, d.id, i as u64, d.version);
             let payload = meta::encode(page);
             if payload.len() > mailfs_format::PAYLOAD_BYTES_MAX {
                 return Err(FsError::NoSpace("directory page too large".into()));
             }
-            self.put(&self.all_accounts(), key, &payload, &self.sealing)?;
+            self.put(&self.all_accounts(), name, &payload, &self.sealing)?;
             self.stats.dir_writes.fetch_add(1, Ordering::Relaxed);
         }
         Ok(())

@@ -13,15 +13,16 @@ mod writeback;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use mailfs_format::{Kind as MsgKind, Sealing, open, open_owned, seal};
 
 use crate::account::Account;
 use crate::cache::{BlockId, Cache};
 use crate::config::{Config, Strategy};
-use crate::key::{Key, KeyId};
 use crate::keys;
+use crate::locking::{CondvarExt, MutexExt};
+use crate::message_name::{MessageName, NameId};
 use crate::meta::{
     self, Attr, BlockRef, Dir, Entry, FileMeta, Kind, META_FORMAT, NAME_BYTES_MAX, Previous,
     SYMLINK_BYTES_MAX, Superblock,
@@ -380,7 +381,7 @@ fn check_reserved(parent: u64, name: &[u8]) -> Result<(), FsError> {
 fn superblocks_in(listed: &[(u32, String)]) -> Vec<[u8; 16]> {
     let mut ids: Vec<[u8; 16]> = listed
         .iter()
-        .filter_map(|(_, n)| Key::parse(n))
+        .filter_map(|(_, n)| MessageName::parse(n))
         .filter(|k| k.kind == MsgKind::Superblock)
         .map(|k| k.fsid)
         .collect();
@@ -444,7 +445,7 @@ impl Fs {
             entries: Vec::new(),
             pages: 1,
         };
-        let key = |kind, object, version| Key {
+        let name = |kind, object, version| MessageName {
             fsid,
             kind,
             object,
@@ -455,8 +456,8 @@ impl Fs {
         // The root first: a superblock only ever names a complete file system.
         for (raid, r) in remotes.iter().enumerate() {
             let raid = raid as u8;
-            let dk = key(MsgKind::Directory, ROOT, 1);
-            let sk = key(MsgKind::Superblock, 0, 1);
+            let dk = name(MsgKind::Directory, ROOT, 1);
+            let sk = name(MsgKind::Superblock, 0, 1);
             let d = seal_with(&data_sealing, &dk, raid, &meta::encode(&root))?;
             let s = seal_with(&sb_sealing, &sk, raid, &meta::encode(&sb))?;
             r.append(&[(dk.render(), &d)])
@@ -638,7 +639,7 @@ impl Fs {
         fs.chunk_key = blake3::derive_key("mailfs 1 chunk names", &data_key);
         // The cache was opened before the data key was known (scanning its directory once).
         fs.blocks.cache.set_sealing(fs.sealing.clone());
-        *fs.sb.lock().unwrap() = (version, sb);
+        *fs.sb.lock_or_panic() = (version, sb);
         let fs = Arc::new(fs);
         let _ = fs.me.set(Arc::downgrade(&fs));
         fs.refresh_quota();
@@ -688,7 +689,7 @@ impl Fs {
         let all: Vec<usize> = (0..self.replicas.accounts.len()).collect();
         let mut last = FsError::Corrupt("no superblock".into());
         for v in versions.into_iter().rev() {
-            let id = KeyId {
+            let id = NameId {
                 kind: MsgKind::Superblock,
                 object: 0,
                 index: 0,
@@ -707,8 +708,14 @@ impl Fs {
         })
     }
 
-    pub fn key(&self, kind: MsgKind, object: u64, index: u64, version: u64) -> Key {
-        Key {
+    pub fn message_name(
+        &self,
+        kind: MsgKind,
+        object: u64,
+        index: u64,
+        version: u64,
+    ) -> MessageName {
+        MessageName {
             fsid: self.fsid,
             kind,
             object,
@@ -733,7 +740,7 @@ impl Fs {
     pub(crate) fn put(
         &self,
         targets: &[usize],
-        key: Key,
+        name: MessageName,
         payload: &[u8],
         sealing: &Sealing,
     ) -> Result<(), FsError> {
@@ -745,7 +752,7 @@ impl Fs {
         live.sort_by_key(|&t| self.replicas.accounts[t].latency_us());
         let mut sealed = HashMap::new();
         for &t in targets {
-            sealed.insert(t, seal_with(sealing, &key, t as u8, payload)?);
+            sealed.insert(t, seal_with(sealing, &name, t as u8, payload)?);
         }
         let send_to: Vec<usize> = match self.replicas.strategy {
             Strategy::Strong => live.clone(),
@@ -759,7 +766,7 @@ impl Fs {
                 .map(|&t| {
                     let acct = &self.replicas.accounts[t];
                     let body = sealed[&t].clone();
-                    (t, s.spawn(move || acct.append_now(&[(key, body)])))
+                    (t, s.spawn(move || acct.append_now(&[(name, body)])))
                 })
                 .collect();
             for (t, h) in handles {
@@ -776,7 +783,7 @@ impl Fs {
             // Fast: fall back to the other live members one by one.
             for &t in live.iter().skip(1) {
                 if self.replicas.accounts[t]
-                    .append_now(&[(key, sealed[&t].clone())])
+                    .append_now(&[(name, sealed[&t].clone())])
                     .is_ok()
                 {
                     ok.push(t);
@@ -798,7 +805,7 @@ impl Fs {
         }
         for &t in targets {
             if !ok.contains(&t) {
-                self.replicas.accounts[t].owe(&key, &sealed[&t])?;
+                self.replicas.accounts[t].owe(&name, &sealed[&t])?;
             }
         }
         Ok(())
@@ -813,7 +820,7 @@ impl Fs {
     /// Waits until the read-ahead fetchers have loaded everything queued (tests).
     #[cfg(test)]
     pub(crate) fn settle_read_ahead(&self) {
-        while !self.blocks.readahead_queued.lock().unwrap().is_empty() {
+        while !self.blocks.readahead_queued.lock_or_panic().is_empty() {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }
@@ -822,7 +829,7 @@ impl Fs {
     pub(crate) fn get(
         &self,
         targets: &[usize],
-        id: KeyId,
+        id: NameId,
         sealing: &Sealing,
     ) -> Result<Vec<u8>, FsError> {
         self.get_sealed_where(targets, id, sealing, false, |_| true)
@@ -837,7 +844,7 @@ impl Fs {
     pub(crate) fn get_sealed_where(
         &self,
         targets: &[usize],
-        id: KeyId,
+        id: NameId,
         sealing: &Sealing,
         keep_envelope: bool,
         accept: impl Fn(&[u8]) -> bool,
@@ -854,7 +861,9 @@ impl Fs {
             let mut uids = acct.uids(&id);
             if uids.is_empty() {
                 // Perhaps another mount wrote it after our index was loaded.
-                let name = self.key(id.kind, id.object, id.index, id.version).render();
+                let name = self
+                    .message_name(id.kind, id.object, id.index, id.version)
+                    .render();
                 let prefix = &name[..name.rfind(" t").unwrap_or(name.len())];
                 uids = acct.remote.find(prefix).unwrap_or_default();
             }
@@ -862,9 +871,9 @@ impl Fs {
                 why = format!("{} lacks {id:?}", acct.remote.describe());
                 continue;
             }
-            let expected = Key {
+            let expected = MessageName {
                 time: 0,
-                ..self.key(id.kind, id.object, id.index, id.version)
+                ..self.message_name(id.kind, id.object, id.index, id.version)
             }
             .header(t as u8);
             for uid in uids {
@@ -928,11 +937,11 @@ fn dir_stat(d: &DirState) -> Stat {
 
 pub(crate) fn seal_with(
     sealing: &Sealing,
-    key: &Key,
+    name: &MessageName,
     raid: u8,
     payload: &[u8],
 ) -> Result<Vec<u8>, FsError> {
-    seal(sealing, &key.header(raid), rand::random(), payload)
+    seal(sealing, &name.header(raid), rand::random(), payload)
         .map_err(|e| FsError::Invalid(e.to_string()))
 }
 

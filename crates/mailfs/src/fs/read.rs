@@ -65,7 +65,7 @@ impl Fs {
         }
         // One fetch per block at a time: a reader and the read-ahead wait for the same one.
         let (slot, leader) = {
-            let mut inflight = self.blocks.inflight.lock().unwrap();
+            let mut inflight = self.blocks.inflight.lock_or_panic();
             match inflight.get(&cid) {
                 Some(s) => (s.clone(), false),
                 None => {
@@ -76,16 +76,16 @@ impl Fs {
             }
         };
         if !leader {
-            let mut done = slot.done.lock().unwrap();
+            let mut done = slot.done.lock_or_panic();
             while done.is_none() {
-                done = slot.ready.wait(done).unwrap();
+                done = slot.ready.wait_or_panic(done);
             }
             return done.clone().expect("set");
         }
         let r = self.fetch_block(file, b, cid, scan);
-        *slot.done.lock().unwrap() = Some(r.clone());
+        *slot.done.lock_or_panic() = Some(r.clone());
         slot.ready.notify_all();
-        self.blocks.inflight.lock().unwrap().remove(&cid);
+        self.blocks.inflight.lock_or_panic().remove(&cid);
         r
     }
 
@@ -109,7 +109,7 @@ impl Fs {
             .groups
             .get(b.group as usize)
             .ok_or(FsError::Corrupt(format!("block names group {}", b.group)))?;
-        let id = b.key_id(file);
+        let id = b.name_id(file);
         if b.version & MANIFEST_BIT != 0 {
             let data = Arc::new(self.fetch_chunked(members, id, b)?);
             self.stats.blocks_fetched.fetch_add(1, Ordering::Relaxed);
@@ -146,12 +146,14 @@ impl Fs {
     pub(crate) fn fetch_chunked(
         &self,
         members: &[usize],
-        id: KeyId,
+        id: NameId,
         b: &BlockRef,
     ) -> Result<Vec<u8>, FsError> {
         let manifest = meta::decode_manifest(&self.get(members, id, &self.sealing)?)?;
-        type Fetched = Mutex<Option<Result<Vec<u8>, FsError>>>;
-        let parts: Vec<Fetched> = manifest.chunks.iter().map(|_| Mutex::new(None)).collect();
+        // One cell per chunk, each set once by the thread that took its index: no lock to
+        // poison (a thread that panics makes `scope` panic here before any cell is read).
+        let parts: Vec<OnceLock<Result<Vec<u8>, FsError>>> =
+            manifest.chunks.iter().map(|_| OnceLock::new()).collect();
         let next = AtomicU64::new(0);
         std::thread::scope(|s| {
             for _ in 0..manifest.chunks.len().min(CHUNK_FETCHES_MAX) {
@@ -161,7 +163,7 @@ impl Fs {
                         let Some(c) = manifest.chunks.get(i) else {
                             break;
                         };
-                        *parts[i].lock().unwrap() = Some(self.fetch_chunk(c));
+                        let _ = parts[i].set(self.fetch_chunk(c));
                     }
                 });
             }
@@ -170,7 +172,6 @@ impl Fs {
         for p in parts {
             let part = p
                 .into_inner()
-                .unwrap_or_else(|e| e.into_inner())
                 .unwrap_or_else(|| Err(FsError::Local("a chunk fetch did not finish".into())))?;
             out.extend_from_slice(&part);
         }
@@ -186,13 +187,14 @@ impl Fs {
 
     /// One chunk, from any member of its group, checked against its name.
     pub(crate) fn fetch_chunk(&self, c: &meta::ChunkRef) -> Result<Vec<u8>, FsError> {
-        let kid = c.key_id();
+        let name_id = c.name_id();
         let members = &self.replicas.groups[self.chunk_group(c) as usize];
         let expected = |d: &[u8]| {
             d.len() == c.len as usize
                 && blake3::keyed_hash(&self.chunk_key, d).as_bytes()[..16] == c.id
         };
-        let (data, _, _) = self.get_sealed_where(members, kid, &self.sealing, false, expected)?;
+        let (data, _, _) =
+            self.get_sealed_where(members, name_id, &self.sealing, false, expected)?;
         self.stats
             .bytes_fetched
             .fetch_add(data.len() as u64, Ordering::Relaxed);
@@ -324,7 +326,7 @@ impl Fs {
     /// Concurrent read-ahead requests arrive a little out of order, hence the slack.
     fn note_read(&self, ino: u64, offset: u64, end: u64) -> (bool, u64) {
         let slack = SEQUENTIAL_SLACK_BYTES;
-        let mut ends = self.blocks.read_ends.lock().unwrap();
+        let mut ends = self.blocks.read_ends.lock_or_panic();
         if ends.len() >= READ_ENDS_MAX && !ends.contains_key(&ino) {
             ends.clear();
         }
@@ -370,7 +372,7 @@ impl Fs {
         // A block read in part before is read again: load it whole, into the caches, so a
         // working set that fits them is fetched once.
         {
-            let mut seen = self.blocks.read_in_part.lock().unwrap();
+            let mut seen = self.blocks.read_in_part.lock_or_panic();
             if seen.len() >= READ_IN_PART_MAX {
                 seen.clear();
             }
@@ -379,7 +381,7 @@ impl Fs {
                 return None;
             }
         }
-        let id = b.key_id(file);
+        let id = b.name_id(file);
         let segments = mailfs_format::segments_for(len, range.clone());
         let span = mailfs_format::segment_span(len, segments.start).start
             ..mailfs_format::segment_span(len, segments.end - 1).end;
@@ -394,9 +396,9 @@ impl Fs {
         order.sort_by_key(|&t| self.replicas.accounts[t].latency_us());
         for t in order {
             let acct = &self.replicas.accounts[t];
-            let expected = Key {
+            let expected = MessageName {
                 time: 0,
-                ..self.key(id.kind, id.object, id.index, id.version)
+                ..self.message_name(id.kind, id.object, id.index, id.version)
             }
             .header(t as u8);
             for uid in acct.uids(&id) {
@@ -465,9 +467,9 @@ impl Fs {
     /// Queues blocks for the background fetchers (none outside a mount: then nothing);
     /// those further than `scan_bytes` from `stream_start` are a scan's.
     pub(super) fn read_ahead(&self, file: u64, blocks: Vec<BlockRef>, stream_start: u64) {
-        let tx = self.blocks.readahead_tx.lock().unwrap();
+        let tx = self.blocks.readahead_tx.lock_or_panic();
         let Some(tx) = tx.as_ref() else { return };
-        let mut queued = self.blocks.readahead_queued.lock().unwrap();
+        let mut queued = self.blocks.readahead_queued.lock_or_panic();
         for b in blocks {
             let id = BlockId::of(file, &b);
             let scan = self.blocks.scan_bytes > 0
@@ -483,15 +485,14 @@ impl Fs {
     pub(super) fn spawn_fetchers(self: &Arc<Self>, n: usize) {
         let (tx, rx) = std::sync::mpsc::channel::<(u64, BlockRef, bool)>();
         let rx = Arc::new(Mutex::new(rx));
-        *self.blocks.readahead_tx.lock().unwrap() = Some(tx);
+        *self.blocks.readahead_tx.lock_or_panic() = Some(tx);
         for _ in 0..n {
             let fs = Arc::downgrade(self);
             let rx = rx.clone();
             std::thread::spawn(move || {
                 loop {
                     let job = rx
-                        .lock()
-                        .unwrap()
+                        .lock_or_panic()
                         .recv_timeout(std::time::Duration::from_millis(500));
                     let Some(fs) = fs.upgrade() else { break };
                     if fs.stop.load(Ordering::SeqCst) {
@@ -502,8 +503,7 @@ impl Fs {
                     let _ = fs.load_block_for(file, &b, scan);
                     fs.blocks
                         .readahead_queued
-                        .lock()
-                        .unwrap()
+                        .lock_or_panic()
                         .remove(&BlockId::of(file, &b));
                 }
             });

@@ -58,15 +58,15 @@ impl Fs {
     /// every account, or a batch of blocks on their groups.
     fn send_journaled(&self, record: &crate::journal::Record) -> Result<(), FsError> {
         match record {
-            crate::journal::Record::Dir { key, payload } => {
-                let key = Key::parse(key)
-                    .ok_or_else(|| FsError::Corrupt(format!("journal record {key}")))?;
-                let sealing = if key.kind == MsgKind::Superblock {
+            crate::journal::Record::Dir { name, payload } => {
+                let name = MessageName::parse(name)
+                    .ok_or_else(|| FsError::Corrupt(format!("journal record {name}")))?;
+                let sealing = if name.kind == MsgKind::Superblock {
                     self.superblock_sealing()
                 } else {
                     self.sealing().clone()
                 };
-                self.put(&self.all_accounts(), key, payload, &sealing)
+                self.put(&self.all_accounts(), name, payload, &sealing)
             }
             crate::journal::Record::Blocks { file, blocks } => {
                 let jobs: Vec<(BlockRef, Arc<Vec<u8>>)> = blocks
@@ -94,18 +94,18 @@ impl Fs {
         let mut chunks = Vec::new();
         let mut seen = HashSet::new();
         for (r, data) in jobs {
-            let key = self.key(MsgKind::Block, file, r.index, r.version);
+            let name = self.message_name(MsgKind::Block, file, r.index, r.version);
             if r.version & MANIFEST_BIT != 0 {
                 let manifest = self.chunk_block(data, &mut seen, &mut chunks);
                 blocks.push(Outgoing {
-                    key,
+                    name,
                     group: r.group,
                     payload: Arc::new(meta::encode(&manifest)),
                     cache_as: None,
                 });
             } else {
                 blocks.push(Outgoing {
-                    key,
+                    name,
                     group: r.group,
                     payload: data.clone(),
                     cache_as: Some(BlockId::of(file, r)),
@@ -140,9 +140,9 @@ impl Fs {
                 len: c.length as u32,
             };
             chunks.push(chunk);
-            let kid = chunk.key_id();
+            let name_id = chunk.name_id();
             let group = self.chunk_group(&chunk);
-            if !seen.insert(id) || self.chunk_reusable(group, &kid) {
+            if !seen.insert(id) || self.chunk_reusable(group, &name_id) {
                 self.stats.chunks_reused.fetch_add(1, Ordering::Relaxed);
                 self.stats
                     .bytes_deduplicated
@@ -150,7 +150,7 @@ impl Fs {
                 continue;
             }
             out.push(Outgoing {
-                key: self.key(MsgKind::Chunk, kid.object, kid.index, 0),
+                name: self.message_name(MsgKind::Chunk, name_id.object, name_id.index, 0),
                 group,
                 payload: Arc::new(bytes.to_vec()),
                 cache_as: None,
@@ -179,7 +179,7 @@ impl Fs {
     /// is older than `orphan_grace`, so a chunk named by a commit in progress cannot be
     /// collected under it. An older one is sent again (the old copy goes with gc if
     /// nothing names it).
-    fn chunk_reusable(&self, group: u8, kid: &KeyId) -> bool {
+    fn chunk_reusable(&self, group: u8, name_id: &NameId) -> bool {
         let young_after = now_secs() - (self.orphan_grace.as_secs() / 2) as i64;
         let mut live = self.replicas.groups[group as usize]
             .iter()
@@ -188,7 +188,7 @@ impl Fs {
         live.peek().is_some()
             && live.all(|&m| {
                 self.replicas.accounts[m]
-                    .chunk_time(kid)
+                    .chunk_time(name_id)
                     .is_some_and(|t| t > young_after)
             })
     }
@@ -250,8 +250,8 @@ impl Fs {
                             let mut msgs = Vec::with_capacity(batch.len());
                             for &j in &batch {
                                 let job = &jobs[j];
-                                match seal_with(&self.sealing, &job.key, a as u8, &job.payload) {
-                                    Ok(env) => msgs.push((job.key, env)),
+                                match seal_with(&self.sealing, &job.name, a as u8, &job.payload) {
+                                    Ok(env) => msgs.push((job.name, env)),
                                     Err(_) => return,
                                 }
                             }
@@ -259,7 +259,7 @@ impl Fs {
                                 break;
                             }
                             for (&j, (_, env)) in batch.iter().zip(&mut msgs) {
-                                let mut got = delivered[j].lock().unwrap();
+                                let mut got = delivered[j].lock_or_panic();
                                 let job = &jobs[j];
                                 if got.is_empty()
                                     && self.keep_written
@@ -279,19 +279,19 @@ impl Fs {
         let mut written = 0u64;
         for (j, job) in jobs.iter().enumerate() {
             let members = &self.replicas.groups[job.group as usize];
-            if delivered[j].lock().unwrap().is_empty() {
+            if delivered[j].lock_or_panic().is_empty() {
                 // Strong or fast: try any other live member once before giving up.
                 let mut ok = false;
                 for &m in members {
                     if !self.replicas.accounts[m].is_up() {
                         continue;
                     }
-                    let env = seal_with(&self.sealing, &job.key, m as u8, &job.payload)?;
+                    let env = seal_with(&self.sealing, &job.name, m as u8, &job.payload)?;
                     if self.replicas.accounts[m]
-                        .append_now(&[(job.key, env)])
+                        .append_now(&[(job.name, env)])
                         .is_ok()
                     {
-                        delivered[j].lock().unwrap().push(m);
+                        delivered[j].lock_or_panic().push(m);
                         ok = true;
                         break;
                     }
@@ -300,19 +300,19 @@ impl Fs {
                     return Err(FsError::Unavailable(format!(
                         "no member of group {} took {}",
                         job.group,
-                        job.key.render()
+                        job.name.render()
                     )));
                 }
             }
-            let got = delivered[j].lock().unwrap().clone();
+            let got = delivered[j].lock_or_panic().clone();
             for &m in members {
                 if !got.contains(&m) {
-                    let env = seal_with(&self.sealing, &job.key, m as u8, &job.payload)?;
-                    self.replicas.accounts[m].owe(&job.key, &env)?;
+                    let env = seal_with(&self.sealing, &job.name, m as u8, &job.payload)?;
+                    self.replicas.accounts[m].owe(&job.name, &env)?;
                 }
             }
             written += job.payload.len() as u64;
-            if job.key.kind == MsgKind::Chunk {
+            if job.name.kind == MsgKind::Chunk {
                 self.stats.chunks_written.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -325,7 +325,7 @@ impl Fs {
 
 /// One message for every member of a group.
 struct Outgoing {
-    key: Key,
+    name: MessageName,
     group: u8,
     payload: Arc<Vec<u8>>,
     /// The block whose plain content `payload` is, for the written-block cache.

@@ -340,7 +340,7 @@ impl Fs {
             if w.in_flight <= max {
                 return w.upload_error.take().map_or(Ok(()), Err);
             }
-            tree = self.tree.landed.wait(tree).unwrap();
+            tree = self.tree.landed.wait_or_panic(tree);
         }
     }
 
@@ -423,7 +423,7 @@ impl Fs {
                     }
                     break;
                 }
-                tree = self.tree.landed.wait(tree).unwrap();
+                tree = self.tree.landed.wait_or_panic(tree);
             }
             let w = tree.writers.get_mut(&ino).expect("checked");
             let dirty: Vec<(u64, Vec<u8>)> = std::mem::take(&mut w.dirty).into_iter().collect();

@@ -46,7 +46,7 @@ impl WriteBack {
     /// committer looks again when done); false when the queue is full or nobody would
     /// take it.
     fn enqueue(&self, ino: u64, bytes: u64) -> bool {
-        let mut q = self.state.lock().unwrap();
+        let mut q = self.state.lock_or_panic();
         if q.committers == 0 {
             return false;
         }
@@ -64,7 +64,7 @@ impl WriteBack {
     }
 
     fn next(&self, stop: &AtomicBool) -> Option<u64> {
-        let mut q = self.state.lock().unwrap();
+        let mut q = self.state.lock_or_panic();
         loop {
             if let Some(ino) = q.order.pop_front() {
                 return Some(ino);
@@ -74,8 +74,7 @@ impl WriteBack {
             }
             q = self
                 .wake
-                .wait_timeout(q, Duration::from_millis(200))
-                .unwrap()
+                .wait_timeout_or_panic(q, Duration::from_millis(200))
                 .0;
         }
     }
@@ -83,7 +82,7 @@ impl WriteBack {
     /// Done with `ino`: it leaves the queue, or goes to its back when it must be committed
     /// again (changed since its commit began, or its commit failed).
     fn finish(&self, ino: u64, again: bool) {
-        let mut q = self.state.lock().unwrap();
+        let mut q = self.state.lock_or_panic();
         if again {
             q.order.push_back(ino);
         } else if let Some(b) = q.bytes_of.remove(&ino) {
@@ -93,7 +92,7 @@ impl WriteBack {
 
     /// Files waiting for their commit, and their bytes.
     pub(crate) fn pending(&self) -> (u64, u64) {
-        let q = self.state.lock().unwrap();
+        let q = self.state.lock_or_panic();
         (q.bytes_of.len() as u64, q.bytes)
     }
 
@@ -144,7 +143,7 @@ impl Fs {
             return Vec::new();
         }
         let n: usize = self.replicas.connections.iter().sum::<usize>().clamp(2, 16);
-        self.tree.writeback.state.lock().unwrap().committers = n;
+        self.tree.writeback.state.lock_or_panic().committers = n;
         (0..n)
             .map(|_| {
                 let fs = self.clone();
@@ -163,7 +162,7 @@ impl Fs {
                             && fs.lock().writers.get(&ino).is_some_and(|w| w.changed);
                         fs.tree.writeback.finish(ino, again);
                     }
-                    fs.tree.writeback.state.lock().unwrap().committers -= 1;
+                    fs.tree.writeback.state.lock_or_panic().committers -= 1;
                 })
             })
             .collect()

@@ -13,7 +13,7 @@ fn a_crash_between_the_dirty_mark_and_the_blocks_rolls_back() {
     fs.write(ino, 0, &pattern(9000, 3)).unwrap();
     fs.release(fh).unwrap();
     for a in &rig.accounts {
-        let mut m = a.messages.lock().unwrap();
+        let mut m = a.messages.lock_or_panic();
         let doomed: Vec<u32> = m
             .iter()
             .filter(|(_, (n, _))| n.contains(" blk ") && block_file_version(n) == 2)

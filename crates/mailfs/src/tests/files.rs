@@ -22,8 +22,7 @@ fn files_survive_a_remount_and_are_striped_over_both_groups() {
     for a in &rig.accounts {
         let blocks = a
             .messages
-            .lock()
-            .unwrap()
+            .lock_or_panic()
             .values()
             .filter(|(n, _)| n.contains(" blk "))
             .count();
@@ -31,7 +30,7 @@ fn files_survive_a_remount_and_are_striped_over_both_groups() {
     }
     // Encrypted: the plain bytes are nowhere in the accounts.
     for a in &rig.accounts {
-        for (_, body) in a.messages.lock().unwrap().values() {
+        for (_, body) in a.messages.lock_or_panic().values() {
             assert!(!body.windows(5).any(|w| w == b"hello"));
         }
     }
@@ -209,7 +208,7 @@ fn both_ciphers_round_trip_and_the_cipher_is_fixed_at_mkfs() {
         // No block travels in the clear.
         let probe = &data[..64];
         for a in &rig.accounts {
-            for (_, body) in a.messages.lock().unwrap().values() {
+            for (_, body) in a.messages.lock_or_panic().values() {
                 assert!(!body.windows(64).any(|w| w == probe), "{made_with}");
             }
         }

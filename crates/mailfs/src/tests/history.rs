@@ -24,7 +24,7 @@ fn versions_restore_gc_and_snapshots() {
     let before: usize = rig
         .accounts
         .iter()
-        .map(|a| a.messages.lock().unwrap().len())
+        .map(|a| a.messages.lock_or_panic().len())
         .sum();
     // Delete another file: gc (retention 0) returns its blocks and old directories.
     write_file(&fs, ROOT, "junk", &pattern(20_000, 5));
@@ -34,7 +34,7 @@ fn versions_restore_gc_and_snapshots() {
     let after: usize = rig
         .accounts
         .iter()
-        .map(|a| a.messages.lock().unwrap().len())
+        .map(|a| a.messages.lock_or_panic().len())
         .sum();
     assert!(after < before, "{after} < {before}");
     // What is current still reads, after a remount too.
@@ -94,8 +94,7 @@ fn a_lost_directory_is_rebuilt_and_its_files_recovered_from_their_blocks() {
     let marker = format!(" dir {:012x}.0 ", sub.ino);
     for a in &rig.accounts {
         a.messages
-            .lock()
-            .unwrap()
+            .lock_or_panic()
             .retain(|_, (n, _)| !n.contains(&marker));
     }
     std::fs::remove_dir_all(rig.config.cache.dir.clone()).unwrap();
@@ -171,19 +170,22 @@ fn dedup_stores_shared_chunks_once_and_gc_keeps_what_a_file_names() {
     // A chunk replaced by another chunk's sealed copy is rejected (its name is bound).
     let mut bodies: Vec<(u32, Vec<u8>)> = Vec::new();
     for acct in &rig.accounts {
-        let m = acct.messages.lock().unwrap();
+        let m = acct.messages.lock_or_panic();
         for (uid, (n, body)) in m.iter() {
-            if crate::key::Key::parse(n).is_some_and(|k| k.kind == mailfs_format::Kind::Chunk) {
+            if crate::message_name::MessageName::parse(n)
+                .is_some_and(|k| k.kind == mailfs_format::Kind::Chunk)
+            {
                 bodies.push((*uid, body.clone()));
             }
         }
     }
     for acct in &rig.accounts {
-        let mut m = acct.messages.lock().unwrap();
+        let mut m = acct.messages.lock_or_panic();
         let uids: Vec<u32> = m.keys().copied().collect();
         for uid in uids {
             let (n, body) = m.get_mut(&uid).expect("listed");
-            if crate::key::Key::parse(n).is_some_and(|k| k.kind == mailfs_format::Kind::Chunk)
+            if crate::message_name::MessageName::parse(n)
+                .is_some_and(|k| k.kind == mailfs_format::Kind::Chunk)
                 && let Some((_, other)) = bodies.iter().find(|(u, b)| *u != uid && b != body)
             {
                 *body = other.clone();

@@ -63,7 +63,7 @@ fn a_crash_growing_an_inline_file_rolls_back_to_its_inline_content() {
     fs.write(ino, 0, &pattern(20_000, 2)).unwrap();
     fs.release(fh).unwrap();
     for a in &rig.accounts {
-        let mut m = a.messages.lock().unwrap();
+        let mut m = a.messages.lock_or_panic();
         // The blocks never arrived, and neither did the clean entry.
         m.retain(|_, (n, _)| !n.contains(" blk "));
         let newest = m

@@ -123,7 +123,7 @@ fn link_unlink_and_rename_over_a_link_are_one_page_each() {
     // A page lost everywhere takes the whole group: never a name without its count.
     drop(fs);
     for acct in &rig.accounts {
-        let mut m = acct.messages.lock().unwrap();
+        let mut m = acct.messages.lock_or_panic();
         let last = m
             .iter()
             .filter(|(_, (n, _))| n.contains(" log "))
@@ -262,8 +262,7 @@ fn a_checkpointed_inode_directory_that_is_missing_is_unavailable_not_empty() {
     assert!(messages_of(&rig, 0, &inodes) > 0, "{inodes}");
     for a in &rig.accounts {
         a.messages
-            .lock()
-            .unwrap()
+            .lock_or_panic()
             .retain(|_, (n, _)| !n.contains(&inodes) && !n.contains(" log "));
     }
     let fs = rig.mount();

@@ -15,8 +15,7 @@ fn asynchronous_mode_acknowledges_from_the_journal_and_never_drops_data() {
             .iter()
             .map(|a| {
                 a.messages
-                    .lock()
-                    .unwrap()
+                    .lock_or_panic()
                     .values()
                     .filter(|(n, _)| n.contains(" blk "))
                     .count()
@@ -123,7 +122,7 @@ fn a_crash_keeps_a_prefix_of_the_batches_and_fsync_makes_them_durable() {
     fs.sync_metadata().unwrap();
     drop(fs);
     for acct in &rig.accounts {
-        let mut m = acct.messages.lock().unwrap();
+        let mut m = acct.messages.lock_or_panic();
         let mut pages: Vec<(u32, String)> = m
             .iter()
             .filter(|(_, (n, _))| n.contains(" log "))
@@ -243,7 +242,7 @@ fn a_large_directory_checkpoints_in_pages_and_reads_back_whole() {
     assert_eq!(fs.readlink(st.ino).unwrap(), target);
     // A page lost everywhere makes that version unreadable: the previous one is used.
     for a in &rig.accounts {
-        let mut m = a.messages.lock().unwrap();
+        let mut m = a.messages.lock_or_panic();
         let newest = m
             .iter()
             .filter(|(_, (n, _))| n.contains(" dir 000000000001.1 "))

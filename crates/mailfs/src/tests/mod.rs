@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use crate::FsError;
 use crate::config::Config;
 use crate::fs::{Fs, ROOT, SetAttr};
+use crate::locking::MutexExt;
 use crate::meta::Kind;
 use crate::remote::Remote;
 use crate::remote::mem::MemRemote;
@@ -140,7 +141,8 @@ fn read_all(fs: &Fs, ino: u64) -> Vec<u8> {
 
 /// The file version that wrote a block message (its version's high bits).
 fn block_file_version(name: &str) -> u64 {
-    crate::key::Key::parse(name).map_or(0, |k| crate::fs::file_version_of(k.version))
+    crate::message_name::MessageName::parse(name)
+        .map_or(0, |k| crate::fs::file_version_of(k.version))
 }
 
 fn pattern(n: usize, seed: u8) -> Vec<u8> {
@@ -153,8 +155,7 @@ fn pattern(n: usize, seed: u8) -> Vec<u8> {
 fn messages_of(rig: &Rig, i: usize, kind: &str) -> usize {
     rig.accounts[i]
         .messages
-        .lock()
-        .unwrap()
+        .lock_or_panic()
         .values()
         .filter(|(n, _)| n.contains(kind))
         .count()
@@ -177,11 +178,11 @@ fn chunk_messages(rig: &Rig) -> usize {
         .iter()
         .map(|a| {
             a.messages
-                .lock()
-                .unwrap()
+                .lock_or_panic()
                 .values()
                 .filter(|(n, _)| {
-                    crate::key::Key::parse(n).is_some_and(|k| k.kind == mailfs_format::Kind::Chunk)
+                    crate::message_name::MessageName::parse(n)
+                        .is_some_and(|k| k.kind == mailfs_format::Kind::Chunk)
                 })
                 .count()
         })

@@ -39,7 +39,7 @@ fn random_small_reads_fetch_only_their_segments_and_tampering_still_shows() {
     // Flip one byte in the middle of blocks 1 and 2 in every copy: a partial read of
     // another segment still opens; a read of that segment fails, in part and whole.
     for a in &rig.accounts {
-        let mut m = a.messages.lock().unwrap();
+        let mut m = a.messages.lock_or_panic();
         for (n, body) in m.values_mut() {
             if n.contains(" blk ") && (n.contains(".1 v") || n.contains(".2 v")) {
                 let at = body.len() / 2;

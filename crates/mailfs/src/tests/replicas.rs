@@ -36,7 +36,7 @@ fn tampering_is_detected() {
     fs.release(fh).unwrap();
     // Replace every copy of block 0 v2 with block 0 v1, relabelled.
     for a in &rig.accounts {
-        let mut m = a.messages.lock().unwrap();
+        let mut m = a.messages.lock_or_panic();
         let old = m
             .values()
             .find(|(n, _)| n.contains(" blk ") && n.contains(".0 v") && block_file_version(n) == 1)
@@ -56,7 +56,7 @@ fn tampering_is_detected() {
     }
     // And a third party appends a forged, newer root directory.
     let name = {
-        let m = rig.accounts[0].messages.lock().unwrap();
+        let m = rig.accounts[0].messages.lock_or_panic();
         let (n, _) = m
             .values()
             .find(|(n, _)| n.contains(" dir 000000000001.0 "))

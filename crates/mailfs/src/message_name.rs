@@ -1,12 +1,13 @@
 //! Message names: the `X-Mailfs` header and Subject every message carries
 //! (docs/mailfs.md 2), made from the envelope header plus the time it was written.
+//! (Not to be confused with [`crate::keys`], the encryption keys.)
 
 use mailfs_format::{Header, Kind, search_key};
 
 /// What a message's name says about it. Nothing here is trusted until the envelope opens
 /// with the same fields (M1); a name only tells a reader where to look.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Key {
+pub struct MessageName {
     pub fsid: [u8; 16],
     pub kind: Kind,
     pub object: u64,
@@ -16,7 +17,7 @@ pub struct Key {
     pub time: i64,
 }
 
-impl Key {
+impl MessageName {
     pub fn header(&self, raid_index: u8) -> Header {
         Header {
             kind: self.kind,
@@ -35,10 +36,10 @@ impl Key {
         }
     }
 
-    /// The identity of the content, without the time: two messages with the same id hold
-    /// the same thing.
-    pub fn id(&self) -> KeyId {
-        KeyId {
+    /// The name without its time: two messages with the same [`NameId`] hold the same
+    /// thing.
+    pub fn id(&self) -> NameId {
+        NameId {
             kind: self.kind,
             object: self.object,
             index: self.index,
@@ -51,7 +52,7 @@ impl Key {
     }
 
     /// Parses a rendered name; None for anything else (foreign mail in the folder).
-    pub fn parse(text: &str) -> Option<Key> {
+    pub fn parse(text: &str) -> Option<MessageName> {
         let mut words = text.split_ascii_whitespace();
         let fsid_hex = words.next()?;
         let kind = words.next()?;
@@ -106,7 +107,7 @@ impl Key {
         if words.next().is_some() {
             return None;
         }
-        Some(Key {
+        Some(MessageName {
             fsid,
             kind,
             object,
@@ -117,8 +118,10 @@ impl Key {
     }
 }
 
+/// A message name less its time: what the message holds (kind, object, index, version).
+/// The per-account index maps these to UIDs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct KeyId {
+pub struct NameId {
     pub kind: Kind,
     pub object: u64,
     pub index: u64,
@@ -138,7 +141,7 @@ mod tests {
             Kind::Chunk,
             Kind::LogPage,
         ] {
-            let k = Key {
+            let k = MessageName {
                 fsid: [0xab; 16],
                 kind,
                 object: if matches!(kind, Kind::Superblock | Kind::LogPage) {
@@ -154,7 +157,7 @@ mod tests {
                 version: if kind == Kind::Chunk { 0 } else { 42 },
                 time: 1_700_000_000,
             };
-            assert_eq!(Key::parse(&k.render()), Some(k), "{}", k.render());
+            assert_eq!(MessageName::parse(&k.render()), Some(k), "{}", k.render());
         }
         for foreign in [
             "",
@@ -164,7 +167,7 @@ mod tests {
             "abababababababababababababababab dir 1.0 v1 t1 extra",
             "abababababababababababababababab xyz 1.0 v1 t1",
         ] {
-            assert_eq!(Key::parse(foreign), None, "{foreign}");
+            assert_eq!(MessageName::parse(foreign), None, "{foreign}");
         }
     }
 }
