@@ -16,6 +16,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use disk::Findings;
+
 use crate::StoreError;
 use crate::commit::{Inner, lock};
 use crate::format::{MSG_HEADER_BYTES, UNIT};
@@ -25,38 +27,32 @@ use crate::journal::{self, JOURNAL_HEADER_BYTES, ScanEnd, decode_header, decode_
 use crate::read::verify;
 use crate::snapshot::{self, SNAP_NAME};
 
-/// What fsck found and did.
+/// What fsck found and did: counters, and the findings every engine's check reports alike
+/// ([`disk::Findings`]; the store has no notes).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FsckReport {
     pub messages_checked: u64,
     pub bytes_checked: u64,
-    /// One line per problem.
-    pub problems: Vec<String>,
-    /// One line per repair made.
-    pub repaired: Vec<String>,
+    /// One line per problem and per repair made.
+    pub findings: Findings,
 }
 
 impl FsckReport {
     pub fn is_clean(&self) -> bool {
-        self.problems.is_empty()
+        self.findings.is_clean()
     }
 }
 
 impl fmt::Display for FsckReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for p in &self.problems {
-            writeln!(f, "problem: {p}")?;
-        }
-        for r in &self.repaired {
-            writeln!(f, "repaired: {r}")?;
-        }
         write!(
             f,
-            "fsck: {} messages ({} bytes) checked, {} problems, {} repaired{}",
+            "{}fsck: {} messages ({} bytes) checked, {} problems, {} repaired{}",
+            self.findings,
             self.messages_checked,
             self.bytes_checked,
-            self.problems.len(),
-            self.repaired.len(),
+            self.findings.problems.len(),
+            self.findings.repaired.len(),
             if self.is_clean() { ": clean" } else { "" }
         )
     }
@@ -113,6 +109,7 @@ impl Inner {
                 };
                 let f = cell.read();
                 report
+                    .findings
                     .problems
                     .push(format!("{}/{} UID {uid}: {reason}", f.user, f.name));
                 damaged.push((ci, uid, reason));
@@ -141,19 +138,19 @@ impl Inner {
                     ));
                     bytes += e.content_len as u64;
                     if uid >= f.uidnext {
-                        report.problems.push(format!(
+                        report.findings.problems.push(format!(
                             "{}/{} UID {uid} is not below UIDNEXT {}",
                             f.user, f.name, f.uidnext
                         ));
                     }
                     if e.modseq > f.highest_modseq {
-                        report.problems.push(format!(
+                        report.findings.problems.push(format!(
                             "{}/{} UID {uid} MODSEQ {} above HIGHESTMODSEQ",
                             f.user, f.name, e.modseq
                         ));
                     }
                     if !e.keywords.fits(f.keywords.len()) {
-                        report.problems.push(format!(
+                        report.findings.problems.push(format!(
                             "{}/{} UID {uid} names an undefined keyword",
                             f.user, f.name
                         ));
@@ -161,13 +158,13 @@ impl Inner {
                 }
                 let unseen = f.messages.values().filter(|e| !e.seen()).count() as u64;
                 if unseen != f.unseen {
-                    report.problems.push(format!(
+                    report.findings.problems.push(format!(
                         "{}/{}: unseen count {} but {unseen} messages are unseen",
                         f.user, f.name, f.unseen
                     ));
                 }
                 if bytes != f.bytes {
-                    report.problems.push(format!(
+                    report.findings.problems.push(format!(
                         "{}/{}: byte total {} but messages sum to {bytes}",
                         f.user, f.name, f.bytes
                     ));
@@ -180,7 +177,7 @@ impl Inner {
             let mut prev: Option<(u64, &str)> = None;
             for (s, u, name) in &extents {
                 if *s < base || s + u > end {
-                    report.problems.push(format!(
+                    report.findings.problems.push(format!(
                         "{name}: extent [{s}, {}) lies outside the volume [{base}, {end})",
                         s + u
                     ));
@@ -188,7 +185,10 @@ impl Inner {
                 if let Some((pend, pname)) = prev
                     && *s < pend
                 {
-                    report.problems.push(format!("{name} overlaps {pname}"));
+                    report
+                        .findings
+                        .problems
+                        .push(format!("{name} overlaps {pname}"));
                 }
                 if prev.is_none_or(|(pend, _)| s + u > pend) {
                     prev = Some((s + u, name));
@@ -214,7 +214,7 @@ impl Inner {
             }
             let actual: Vec<(u64, u64)> = w.alloc.free_extents().collect();
             if actual != expected {
-                report.problems.push(format!(
+                report.findings.problems.push(format!(
                     "free space: allocator has {} extents ({} units), the index implies {} ({} units)",
                     actual.len(),
                     actual.iter().map(|x| x.1).sum::<u64>(),
@@ -223,13 +223,16 @@ impl Inner {
                 ));
             }
             if used != w.alloc.used_units() {
-                report.problems.push(format!(
+                report.findings.problems.push(format!(
                     "free space: allocator counts {} used units, the index names {used}",
                     w.alloc.used_units()
                 ));
             }
             if let Err(e) = w.alloc.check_accounting() {
-                report.problems.push(format!("free space (S5): {e}"));
+                report
+                    .findings
+                    .problems
+                    .push(format!("free space (S5): {e}"));
             }
 
             // The current journal's chain.
@@ -275,6 +278,7 @@ impl Inner {
             journal_damaged = chain.is_err();
             if let Err(e) = chain {
                 report
+                    .findings
                     .problems
                     .push(format!("journal {}: {e}", j.path.display()));
             }
@@ -298,7 +302,7 @@ impl Inner {
                 });
             if let Err(e) = checked {
                 snap_damaged = true;
-                report.problems.push(e.to_string());
+                report.findings.problems.push(e.to_string());
             }
         }
 
@@ -338,11 +342,12 @@ impl Inner {
                     format!("{}/{}: expunged damaged UIDs {present:?}", f.user, f.name)
                 };
                 self.commit(&mut w, std::slice::from_ref(&op))?;
-                report.repaired.push(line);
+                report.findings.repaired.push(line);
             }
             if journal_damaged || snap_damaged {
                 self.checkpoint()?;
                 report
+                    .findings
                     .repaired
                     .push("wrote a fresh checkpoint (new snapshot and journal)".into());
             }

@@ -51,10 +51,10 @@ fn flipped_bit_in_message_data_is_found_and_repaired() {
     assert!(matches!(r, Err(StoreError::Corrupt { .. })));
     let report = store.fsck(false, &mut |_, _| {}).unwrap();
     assert!(!report.is_clean());
-    assert_eq!(report.problems.len(), 1, "{report}");
+    assert_eq!(report.findings.problems.len(), 1, "{report}");
     assert!(report.to_string().contains("u/INBOX UID 2"), "{report}");
     let report = store.fsck(true, &mut |_, _| {}).unwrap();
-    assert_eq!(report.repaired.len(), 1, "{report}");
+    assert_eq!(report.findings.repaired.len(), 1, "{report}");
     assert_clean(&store);
     let view = store.open_folder("u", "INBOX").unwrap();
     assert_eq!(
@@ -142,7 +142,11 @@ fn damaged_snapshot_refuses_open_salvage_keeps_the_rest_fsck_sees_it() {
         .unwrap();
     let report = store.fsck(false, &mut |_, _| {}).unwrap();
     assert!(
-        report.problems.iter().any(|p| p.contains("index.snap")),
+        report
+            .findings
+            .problems
+            .iter()
+            .any(|p| p.contains("index.snap")),
         "{report}"
     );
     drop(store);
@@ -169,7 +173,7 @@ fn damaged_snapshot_refuses_open_salvage_keeps_the_rest_fsck_sees_it() {
     disk.corrupt(&path("index.snap"), 20, &[snap[20] ^ 1])
         .unwrap();
     let report = store.fsck(true, &mut |_, _| {}).unwrap();
-    assert!(!report.repaired.is_empty(), "{report}");
+    assert!(!report.findings.repaired.is_empty(), "{report}");
     assert_clean(&store);
 }
 
@@ -211,7 +215,7 @@ fn truncated_volume_is_reported_and_repaired() {
         Err(StoreError::Corrupt { .. })
     ));
     let report = store.fsck(false, &mut |_, _| {}).unwrap();
-    assert_eq!(report.problems.len(), 3, "{report}");
+    assert_eq!(report.findings.problems.len(), 3, "{report}");
     store.fsck(true, &mut |_, _| {}).unwrap();
     assert_clean(&store);
     assert_eq!(store.status("u", "INBOX").unwrap().messages, 3);

@@ -66,7 +66,7 @@ fn flipped_slot_loses_only_its_message() {
     assert!(!r.is_clean());
     assert!(r.to_string().contains("slot 3"), "{r}");
     let r = fsck(&sim, true);
-    assert!(!r.repaired.is_empty(), "{r}");
+    assert!(!r.findings.repaired.is_empty(), "{r}");
     assert!(fsck(&sim, false).is_clean());
     let (q, report) = open(&sim, small());
     assert!(report.problems.is_empty(), "{report:?}");
@@ -95,7 +95,7 @@ fn flipped_record_is_quarantined() {
     );
     q.close().unwrap();
     let r = fsck(&sim, false);
-    assert_eq!(r.problems.len(), 1, "{r}");
+    assert_eq!(r.findings.problems.len(), 1, "{r}");
     fsck(&sim, true);
     assert!(fsck(&sim, false).is_clean());
     let (q, report) = open(&sim, small());
@@ -135,7 +135,13 @@ fn bad_header_makes_a_segment_unreadable_and_keeps_the_rest() {
         "{r}"
     );
     let r = fsck(&sim, true);
-    assert!(r.repaired.iter().any(|x| x.contains("quarantined")), "{r}");
+    assert!(
+        r.findings
+            .repaired
+            .iter()
+            .any(|x| x.contains("quarantined")),
+        "{r}"
+    );
     assert!(sim.exists(&dir().join("main-00000001.seg.quarantined")));
     assert!(fsck(&sim, false).is_clean());
     let (_, report) = open(&sim, small());
@@ -163,7 +169,7 @@ fn truncated_segment_reports_and_keeps_the_rest() {
     q.enqueue(envelope(1, 50), content(50, 10)).unwrap();
     q.close().unwrap();
     let r = fsck(&sim, false);
-    assert_eq!(r.problems.len(), 3, "{r}");
+    assert_eq!(r.findings.problems.len(), 3, "{r}");
     fsck(&sim, true);
     assert!(fsck(&sim, false).is_clean());
 }
@@ -200,7 +206,7 @@ fn garbage_file_named_like_a_segment() {
         segment_files(&sim)
     );
     let r = fsck(&sim, false);
-    assert_eq!(r.problems.len(), 2, "{r}");
+    assert_eq!(r.findings.problems.len(), 2, "{r}");
 }
 
 #[test]
