@@ -327,11 +327,11 @@ pub(crate) fn apply(
             let cell = folder_cell(*folder)?;
             let mut f = cell.write();
             let op = flags::op_from_code(*op).ok_or("unknown flag operation")?;
-            bump_modseq(&mut f, *modseq)?;
             let given = crate::Flags::from_bits(*flags).ok_or("undefined flag bits")?;
             if !keywords.fits(f.keywords.len()) {
                 return Err("keyword bit beyond the keyword table".into());
             }
+            bump_modseq(&mut f, *modseq)?;
             let mut unseen = f.unseen;
             for uid in uids {
                 if let Some(e) = f.messages.get_mut(uid) {
@@ -405,26 +405,38 @@ pub(crate) fn apply(
             let mut f = cell.write();
             // S4's one exception (docs/storage.md): MODSEQs as another store gave them, the
             // folder's HIGHESTMODSEQ set to `highest`, never below any message's MODSEQ.
+            // Everything is checked before anything changes, so a refused record (a damaged
+            // journal opened with salvage) leaves no message above the folder's HIGHESTMODSEQ.
             if *highest > MODSEQ_MAX {
                 return Err(format!("MODSEQ {highest} is out of range"));
             }
+            let mut restored: HashMap<u32, u64> = HashMap::with_capacity(entries.len());
             for (uid, modseq) in entries {
                 if *modseq == 0 || modseq > highest {
                     return Err(format!(
                         "restored MODSEQ {modseq} of UID {uid} is not in 1..={highest}"
                     ));
                 }
-                f.messages
-                    .get_mut(uid)
-                    .ok_or_else(|| format!("restored MODSEQ of missing UID {uid}"))?
-                    .modseq = *modseq;
+                if !f.messages.contains_key(uid) {
+                    return Err(format!("restored MODSEQ of missing UID {uid}"));
+                }
+                restored.insert(*uid, *modseq);
             }
-            if let Some(above) = f.messages.values().map(|e| e.modseq).max()
+            if let Some(above) = f
+                .messages
+                .iter()
+                .map(|(uid, e)| restored.get(uid).copied().unwrap_or(e.modseq))
+                .max()
                 && above > *highest
             {
                 return Err(format!(
                     "restored HIGHESTMODSEQ {highest} is below a message's MODSEQ {above}"
                 ));
+            }
+            for (uid, modseq) in restored {
+                if let Some(e) = f.messages.get_mut(&uid) {
+                    e.modseq = modseq;
+                }
             }
             f.highest_modseq = *highest;
         }
@@ -705,5 +717,84 @@ mod tests {
         assert_eq!(f.uidnext, 5);
         assert_eq!(f.highest_modseq, 4);
         assert_eq!(f.bytes, 100);
+    }
+
+    /// A record `apply` refuses changes nothing, as its contract says: replay with salvage
+    /// skips such a record and checkpoints what is left, so a half-applied one would be
+    /// written into the snapshot (a message above HIGHESTMODSEQ makes the next open refuse).
+    #[test]
+    fn a_refused_record_leaves_the_folder_unchanged() {
+        let cat = RwLock::new(Catalog::new());
+        let mut freed = Vec::new();
+        let create = Op::CreateFolder {
+            folder: 1,
+            uidvalidity: 5,
+            user: "u".into(),
+            name: "INBOX".into(),
+        };
+        apply(&cat, &create, &mut freed).unwrap();
+        for (uid, start) in [(1, 8), (2, 9)] {
+            let append = AppendOp {
+                folder: 1,
+                uid,
+                start,
+                summary_len: 0,
+                content_len: 100,
+                data_crc: 0,
+                internal_date: 0,
+                flags: 0,
+                keywords: KeywordSet::default(),
+                modseq: u64::from(uid) + 1,
+            };
+            apply(&cat, &Op::Append(append), &mut freed).unwrap();
+        }
+        let before = {
+            let c = cat.read().unwrap();
+            let f = c.folders[&1].read();
+            (f.highest_modseq, f.messages.clone())
+        };
+        let refused = [
+            // The first entry is fine, the second names a missing UID.
+            Op::RestoreModseqs {
+                folder: 1,
+                highest: 50,
+                entries: vec![(1, 40), (7, 41)],
+            },
+            // Every entry fine, but HIGHESTMODSEQ below UID 2's MODSEQ, which stays.
+            Op::RestoreModseqs {
+                folder: 1,
+                highest: 2,
+                entries: vec![(1, 1)],
+            },
+            // A flag bit that does not exist.
+            Op::SetFlags {
+                folder: 1,
+                modseq: 9,
+                op: 0,
+                flags: 0xff,
+                keywords: KeywordSet::default(),
+                uids: vec![1],
+            },
+        ];
+        for op in &refused {
+            assert!(apply(&cat, op, &mut freed).is_err(), "{op:?}");
+            let c = cat.read().unwrap();
+            let f = c.folders[&1].read();
+            assert_eq!(
+                (f.highest_modseq, &f.messages),
+                (before.0, &before.1),
+                "{op:?}"
+            );
+        }
+        let restore = Op::RestoreModseqs {
+            folder: 1,
+            highest: 2,
+            entries: vec![(2, 2), (1, 1)],
+        };
+        apply(&cat, &restore, &mut freed).unwrap();
+        let c = cat.read().unwrap();
+        let f = c.folders[&1].read();
+        assert_eq!(f.highest_modseq, 2);
+        assert_eq!((f.messages[&1].modseq, f.messages[&2].modseq), (1, 2));
     }
 }
