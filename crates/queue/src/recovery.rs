@@ -618,5 +618,12 @@ fn read_statuses(loaded: &[Loaded], candidates: &mut [Candidate]) -> Result<(), 
         }
         i = j;
     }
+    // Exactly the hinted candidates have their status bytes (fewer only at the file's end).
+    debug_assert!(candidates.iter().all(|c| {
+        (c.slot.hint != 0) == c.statuses.is_some()
+            && c.statuses
+                .as_ref()
+                .is_none_or(|s| s.len() <= usize::from(c.slot.recipients))
+    }));
     Ok(())
 }
