@@ -273,6 +273,35 @@ fn leftover_snapshot_tmp_is_removed() {
     assert_clean(&store);
 }
 
+/// Two names for one log generation (`index-1.log` beside `index-00000001.log`: a copy, never
+/// made by the store) are damage: refused, and salvaged without a panic.
+#[test]
+fn two_names_for_one_log_generation_are_refused_or_salvaged() {
+    let disk = SimDisk::new();
+    let store = filled(&disk, small_config(), 2);
+    drop(store);
+    let log = disk.open(&path(LOG1), false).unwrap();
+    let mut image = vec![0u8; log.len().unwrap() as usize];
+    log.read_exact_at(&mut image, 0).unwrap();
+    disk.open(&path("index-1.log"), true)
+        .unwrap()
+        .write_all_at(&image, 0)
+        .unwrap();
+    let err = try_open(&disk, small_config()).err().expect("must refuse");
+    assert!(err.to_string().contains("generation"), "{err}");
+    let salvage = StoreConfig {
+        salvage: true,
+        ..small_config()
+    };
+    let (store, report) = try_open(&disk, salvage).unwrap();
+    assert!(
+        report.problems.iter().any(|p| p.contains("salvaged")),
+        "{report}"
+    );
+    assert_eq!(store.read("u", "INBOX", 2).unwrap(), body(2, ONE_UNIT));
+    assert_clean(&store);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64), ..ProptestConfig::default() })]
 
