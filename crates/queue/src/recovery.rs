@@ -31,7 +31,7 @@ use crate::format::{self, Header, Kind, Slot};
 use crate::index::{Class, Entry, Index};
 use crate::queue::{Core, State};
 use crate::segment::{self, Scan, SegState, SegmentInfo};
-use crate::writer::{Cursor, Mark, Writer};
+use crate::writer::{Cursor, Mark, Writer, unlink_extra_free};
 use crate::{QueueConfig, RecoveryReport};
 
 /// Status-byte reads closer than this are merged into one `pread`.
@@ -480,7 +480,7 @@ fn build_index(
 
 /// Phase 6: each segment's role: the last active of each kind continues where its chain
 /// ends (unless the file is short), one without live slots is free, any other is sealed.
-/// Free segments beyond `free_segments_max` per kind are unlinked (they hold nothing).
+/// Free segments beyond `free_segments_max` per kind are unlinked (`unlink_extra_free`).
 fn assign_roles(
     disk: &dyn Disk,
     config: &QueueConfig,
@@ -526,28 +526,14 @@ fn assign_roles(
     // (a main and a deferred segment copied in from elsewhere: damage the queue never makes)
     // would make one entry hide the other, and the checks on the table below would not hold.
     let one_entry_per_file = segments.len() == files;
-    for list in &mut free {
-        while list.len() > config.free_segments_max {
-            let Some(seq) = list.pop_front() else { break };
-            if let Some(info) = segments.get(&seq)
-                && disk.remove(&info.path).is_ok()
-            {
-                segments.remove(&seq);
-            }
-        }
-    }
+    unlink_extra_free(disk, config, &mut free, &mut segments);
     // At most one active segment per kind, the one its cursor names, the cursor inside its
-    // slot area; the free lists hold only free segments with no live slot (Q5), within their
-    // limit.
+    // slot area; the free lists hold only free segments with no live slot (Q5).
     assert!(
         cursors
             .iter()
             .flatten()
             .all(|c| c.next_slot <= c.header.slot_count)
-    );
-    assert!(
-        free.iter()
-            .all(|list| list.len() <= config.free_segments_max)
     );
     if one_entry_per_file {
         let actives = segments.values().filter(|s| s.state == SegState::Active);

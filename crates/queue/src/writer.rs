@@ -22,14 +22,14 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 
-use disk::File;
+use disk::{Disk, File};
 
-use crate::MessageId;
 use crate::error::QueueError;
 use crate::format::{self, FLAG_BATCH_END, Header, Kind, Slot};
 use crate::index::{Class, Entry};
 use crate::queue::Core;
 use crate::segment::{SegState, SegmentInfo};
+use crate::{MessageId, QueueConfig};
 
 /// Completion callback of a request.
 pub(crate) type Ticket<T> = Box<dyn FnOnce(Result<T, QueueError>) + Send>;
@@ -962,17 +962,32 @@ impl Writer {
                 free[info.header.kind.index()].push_back(seq);
             }
         }
-        for list in free.iter_mut() {
-            while list.len() > core.config.free_segments_max {
-                let Some(seq) = list.pop_front() else { break };
-                if let Some(info) = st.segments.get(&seq)
-                    && core.disk.remove(&info.path).is_ok()
-                {
-                    st.segments.remove(&seq);
-                }
+        unlink_extra_free(&*core.disk, &core.config, free, &mut st.segments);
+    }
+}
+
+/// Unlinks free segments beyond `free_segments_max` per kind, oldest first: they hold
+/// nothing. One that cannot be removed leaves the free list and stays in the table, free.
+pub(crate) fn unlink_extra_free(
+    disk: &dyn Disk,
+    config: &QueueConfig,
+    free: &mut [VecDeque<u64>; 2],
+    segments: &mut BTreeMap<u64, SegmentInfo>,
+) {
+    for list in free.iter_mut() {
+        while list.len() > config.free_segments_max {
+            let Some(seq) = list.pop_front() else { break };
+            if let Some(info) = segments.get(&seq)
+                && disk.remove(&info.path).is_ok()
+            {
+                segments.remove(&seq);
             }
         }
     }
+    assert!(
+        free.iter()
+            .all(|list| list.len() <= config.free_segments_max)
+    );
 }
 
 /// A finish without a copy (everything pending was delivered) that leaves failed recipients
