@@ -9,7 +9,10 @@
 //! `fdatasync` on files; create, list, rename, remove and directory sync on names. Anything an
 //! engine needs beyond this is a sign it is leaning on the file system for something the
 //! engine should own.
+//!
+//! [`Findings`] is here too: the part of an offline check's report both engines share.
 
+mod findings;
 mod real;
 mod sim;
 
@@ -17,6 +20,7 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
+pub use findings::Findings;
 pub use real::RealDisk;
 pub use sim::{CrashReport, SimDisk, SimStats};
 

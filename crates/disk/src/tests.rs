@@ -136,3 +136,16 @@ fn real_disk_write_zeros_aligned_unaligned_and_renamed_over() {
         assert_eq!(head, [0u8; 4096]);
     }
 }
+
+#[test]
+fn findings_print_problems_notes_and_repairs_in_order() {
+    let mut findings: Findings = Findings::default();
+    assert!(findings.is_clean());
+    assert_eq!(findings.to_string(), "");
+    findings.repaired.push("r".into());
+    findings.notes.push("n".into());
+    assert!(findings.is_clean(), "notes and repairs leave a check clean");
+    findings.problems.push("p".into());
+    assert!(!findings.is_clean());
+    assert_eq!(findings.to_string(), "problem: p\nnote: n\nrepaired: r\n");
+}

@@ -11,7 +11,7 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
-use disk::Disk;
+use disk::{Disk, Findings};
 
 use crate::error::QueueError;
 use crate::format::{self, Kind};
@@ -32,46 +32,35 @@ impl fmt::Display for FsckProblem {
     }
 }
 
-/// What [`check`] found (and, with `repair`, did).
+/// What [`check`] found (and, with `repair`, did): counters, and the findings every engine's
+/// check reports alike ([`disk::Findings`]: damage, notes on conditions recovery handles by
+/// design such as a torn last batch or a message in two records, and repairs).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FsckReport {
     pub segments: usize,
     pub records_checked: u64,
     /// Records that are not done (messages still in the queue, before duplicate resolution).
     pub live_records: u64,
-    /// Damage that loses or hides data. Empty = clean.
-    pub problems: Vec<FsckProblem>,
-    /// Conditions recovery handles by design (a torn last batch, a message in two records).
-    pub notes: Vec<String>,
-    /// What `repair` changed.
-    pub repaired: Vec<String>,
+    pub findings: Findings<FsckProblem>,
 }
 
 impl FsckReport {
     pub fn is_clean(&self) -> bool {
-        self.problems.is_empty()
+        self.findings.is_clean()
     }
 }
 
 impl fmt::Display for FsckReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for p in &self.problems {
-            writeln!(f, "problem: {p}")?;
-        }
-        for n in &self.notes {
-            writeln!(f, "note: {n}")?;
-        }
-        for r in &self.repaired {
-            writeln!(f, "repaired: {r}")?;
-        }
         write!(
             f,
-            "{} segments, {} records checked, {} live, {} problems, {} repaired: {}",
+            "{}{} segments, {} records checked, {} live, {} problems, {} repaired: {}",
+            self.findings,
             self.segments,
             self.records_checked,
             self.live_records,
-            self.problems.len(),
-            self.repaired.len(),
+            self.findings.problems.len(),
+            self.findings.repaired.len(),
             if self.is_clean() {
                 "clean"
             } else {
@@ -97,7 +86,7 @@ pub fn check(
     let mut renamed = false;
     for u in unreadable {
         let name = u.split(':').next().unwrap_or_default().to_string();
-        report.problems.push(FsckProblem {
+        report.findings.problems.push(FsckProblem {
             file: name.clone(),
             what: format!("unreadable: {}", &u[name.len() + 1..].trim()),
         });
@@ -107,6 +96,7 @@ pub fn check(
             disk.rename(&from, &to)
                 .map_err(|e| QueueError::io("rename", &from, e))?;
             report
+                .findings
                 .repaired
                 .push(format!("{name}: renamed to {name}.quarantined"));
             renamed = true;
@@ -124,7 +114,7 @@ pub fn check(
             .map_err(|e| QueueError::io("read records of", &l.path, e))?;
         if let Some((_, why)) = torn {
             let range = l.scan.last_batch();
-            report.notes.push(format!(
+            report.findings.notes.push(format!(
                 "{}: the last batch ({} records) is torn ({why}): never acknowledged, recovery drops it",
                 l.name,
                 range.len()
@@ -144,20 +134,20 @@ pub fn check(
     for l in &loaded {
         let mut marks: Vec<u32> = Vec::new();
         if l.scan.incomplete_dropped > 0 {
-            report.notes.push(format!(
+            report.findings.notes.push(format!(
                 "{}: {} slots of an incomplete last batch (never acknowledged) are ignored",
                 l.name, l.scan.incomplete_dropped
             ));
         }
         if let Some((i, why)) = &l.scan.bad_fields {
-            report.problems.push(FsckProblem {
+            report.findings.problems.push(FsckProblem {
                 file: l.name.clone(),
                 what: format!("slot {i}: {why}; everything after it is ignored"),
             });
         }
         for &(index, done) in &l.scan.damaged {
             if done == 0 {
-                report.problems.push(FsckProblem {
+                report.findings.problems.push(FsckProblem {
                     file: l.name.clone(),
                     what: format!(
                         "slot {index}: checksum mismatch (damaged slot); its message is lost"
@@ -165,7 +155,7 @@ pub fn check(
                 });
                 marks.push(index);
             } else {
-                report.notes.push(format!(
+                report.findings.notes.push(format!(
                     "{}: slot {index} is damaged but marked done",
                     l.name
                 ));
@@ -177,7 +167,7 @@ pub fn check(
             if l.header.kind == Kind::Main
                 && let Some(other) = main_ids.insert(s.id, l.name.clone())
             {
-                report.problems.push(FsckProblem {
+                report.findings.problems.push(FsckProblem {
                     file: l.name.clone(),
                     what: format!("message id {} is also used in {other}", s.id),
                 });
@@ -194,6 +184,7 @@ pub fn check(
                     .write_all_at(&[1], at)
                     .map_err(|e| QueueError::io("mark done in", &l.path, e))?;
                 report
+                    .findings
                     .repaired
                     .push(format!("{}: slot {index} marked done", l.name));
             }
@@ -205,7 +196,7 @@ pub fn check(
     let dups: BTreeMap<u64, Vec<String>> =
         live_ids.into_iter().filter(|(_, v)| v.len() > 1).collect();
     for (id, files) in dups {
-        report.notes.push(format!(
+        report.findings.notes.push(format!(
             "message {id} is live in {} records ({}): an interrupted deferral, open keeps the newer",
             files.len(),
             files.join(", ")
@@ -250,13 +241,13 @@ fn check_records(
             *checked += u64::from(slot.len);
             if let Err(why) = result {
                 if slot.done == 0 {
-                    report.problems.push(FsckProblem {
+                    report.findings.problems.push(FsckProblem {
                         file: l.name.clone(),
                         what: format!("slot {index}, message {}: {why}", slot.id),
                     });
                     marks.push(index);
                 } else {
-                    report.notes.push(format!(
+                    report.findings.notes.push(format!(
                         "{}: finished message {} is damaged ({why}); harmless",
                         l.name, slot.id
                     ));

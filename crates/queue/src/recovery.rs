@@ -12,6 +12,10 @@
 //! the losing copy of a message found twice, or for a record whose recipients are all
 //! resolved) becomes the writer's first round of marks, and unreadable files are left alone
 //! for `check`.
+//!
+//! [`recover`] runs in phases, each ending by asserting what it established (docs/storage.md,
+//! "Phases of queue recovery"): `load`, `cut_torn_tails`, `collect_live`, `read_statuses`,
+//! `classify`, `build_index`, `assign_roles`.
 
 use std::collections::hash_map::Entry as MapEntry;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -27,7 +31,7 @@ use crate::format::{self, Header, Kind, Slot};
 use crate::index::{Class, Entry, Index};
 use crate::queue::{Core, State};
 use crate::segment::{self, Scan, SegState, SegmentInfo};
-use crate::writer::{Cursor, Mark, Writer};
+use crate::writer::{Cursor, Mark, Writer, unlink_extra_free};
 use crate::{QueueConfig, RecoveryReport};
 
 /// Status-byte reads closer than this are merged into one `pread`.
@@ -108,16 +112,112 @@ struct Candidate {
     statuses: Option<Vec<u8>>,
 }
 
+/// Records that are not done, and what they say about the queue as a whole.
+struct Live {
+    candidates: Vec<Candidate>,
+    /// Per position in `loaded`: valid slots that are not done, plus damaged slots that are
+    /// not done (they may hide a live message, so their segment is kept).
+    live: Vec<usize>,
+    /// The highest message id any slot or id floor names: the next id is above it.
+    max_id: u64,
+    max_generation: u64,
+}
+
+/// What each candidate turned out to be.
+#[derive(Default)]
+struct Classified {
+    /// Per message id, the candidate that stays live and its class.
+    winners: HashMap<u64, (usize, Class)>,
+    /// Done flags for the writer's first round: settled records and losing duplicates.
+    lazy: Vec<Mark>,
+    /// The segment of each mark in `lazy`.
+    lazy_done: Vec<u64>,
+    quarantined: BTreeMap<u64, String>,
+    /// Candidates set aside as unreadable (a message id may count twice).
+    quarantine_events: usize,
+}
+
+/// What recovery decided about the segment files.
+struct Roles {
+    segments: BTreeMap<u64, SegmentInfo>,
+    free: [VecDeque<u64>; 2],
+    cursors: [Option<Cursor>; 2],
+}
+
+/// Opens the queue in `dir`: the phases of docs/storage.md, "Phases of queue recovery".
 pub(crate) fn recover(
     disk: Arc<dyn Disk>,
     dir: &Path,
     config: QueueConfig,
 ) -> Result<(Arc<Core>, Writer, RecoveryReport), QueueError> {
     let started = Instant::now();
+    let mut report = RecoveryReport::default();
+    let (mut loaded, max_seq) = load(&*disk, dir, &mut report)?;
+    let active = last_active(&loaded);
+    cut_torn_tails(&mut loaded, active, &mut report)?;
+    let mut live = collect_live(&loaded);
+    read_statuses(&loaded, &mut live.candidates)?;
+    let classified = classify(&loaded, &live.candidates, &mut report);
+    let Classified {
+        winners,
+        lazy,
+        lazy_done,
+        quarantined,
+        ..
+    } = classified;
+    let index = build_index(&loaded, &live.candidates, winners, quarantined, &mut report);
+    let roles = assign_roles(&*disk, &config, loaded, active, &live.live);
+
+    let core = Arc::new(Core {
+        disk,
+        dir: dir.to_path_buf(),
+        config,
+        state: Mutex::new(State {
+            requests: VecDeque::new(),
+            shutdown: false,
+            poisoned: None,
+            index,
+            segments: roles.segments,
+            token: 0,
+        }),
+        wake: Condvar::new(),
+        fdatasyncs: AtomicU64::new(0),
+        records_committed: AtomicU64::new(0),
+        batches_committed: AtomicU64::new(0),
+        incoming: std::sync::atomic::AtomicUsize::new(0),
+    });
+    let writer = Writer {
+        core: core.clone(),
+        active: roles.cursors,
+        free: roles.free,
+        next_id: live.max_id + 1,
+        max_generation: live.max_generation,
+        next_seq: max_seq + 1,
+        lazy,
+        lazy_done,
+        spare: None,
+    };
+    // Ids, generations and sequence numbers only grow from here.
+    assert!(writer.active.iter().flatten().all(|c| {
+        c.header.generation <= writer.max_generation
+            && c.seq < writer.next_seq
+            && c.header.id_floor <= writer.next_id
+    }));
+    assert_eq!(writer.lazy.len(), writer.lazy_done.len());
+    report.elapsed = started.elapsed();
+    Ok((core, writer, report))
+}
+
+/// Phase 1: removes segments whose creation a crash interrupted (`*.seg.tmp`: they never held
+/// a record), reads every header and slot chain, and reports what the scans found.
+/// Returns the readable segments and the highest sequence number named.
+fn load(
+    disk: &dyn Disk,
+    dir: &Path,
+    report: &mut RecoveryReport,
+) -> Result<(Vec<Loaded>, u64), QueueError> {
     disk.create_dir_all(dir)
         .map_err(|e| QueueError::io("create queue directory", dir, e))?;
-    let mut report = RecoveryReport::default();
-    // Segments whose creation a crash interrupted: they never held a record.
     for name in disk.list(dir).map_err(|e| QueueError::io("list", dir, e))? {
         if format::is_temp_segment_name(&name) {
             let path = dir.join(&name);
@@ -125,10 +225,9 @@ pub(crate) fn recover(
                 .map_err(|e| QueueError::io("remove", &path, e))?;
         }
     }
-    let (mut loaded, unreadable, max_seq) = load_segments(&*disk, dir)?;
+    let (loaded, unreadable, max_seq) = load_segments(disk, dir)?;
     report.unreadable_segments = unreadable;
     report.segments = loaded.len();
-
     for l in &loaded {
         report.torn_tail_cut += l.scan.incomplete_dropped as u64;
         if let Some((i, why)) = &l.scan.bad_fields {
@@ -152,13 +251,30 @@ pub(crate) fn recover(
             ));
         }
     }
+    // Q2: every chain ends with a batch-end flag (or is empty); names are unique.
+    assert!(loaded.iter().all(|l| ends_with_batch(&l.scan)));
+    assert!(loaded.iter().all(|l| l.header.seq <= max_seq));
+    Ok((loaded, max_seq))
+}
 
-    // Only the last active segment of each kind can end in a torn batch. Then every slot of
-    // the current generation past the end of its chain (a dropped batch, a cut tail) is
-    // zeroed and synced before the queue writes anything: a cut must stay cut once another
-    // segment is active and this one is no longer checked, and the chain must never be able
-    // to continue over a damaged slot into stale slots (see `segment::scan_slots`).
-    let active = last_active(&loaded);
+/// Whether a chain ends with a batch-end flag, or is empty (Q2).
+fn ends_with_batch(scan: &Scan) -> bool {
+    scan.chain
+        .last()
+        .is_none_or(|e| e.slot.flags & format::FLAG_BATCH_END != 0)
+}
+
+/// Phase 2: only the last active segment of each kind can end in a torn batch: its last
+/// batch is checked and dropped whole if a record is torn. Then every slot of the current
+/// generation past the end of its chain (a dropped batch, a cut tail) is zeroed and synced
+/// before the queue writes anything: a cut must stay cut once another segment is active and
+/// this one is no longer checked, and the chain must never be able to continue over a
+/// damaged slot into stale slots (see `segment::scan_slots`).
+fn cut_torn_tails(
+    loaded: &mut [Loaded],
+    active: [Option<usize>; 2],
+    report: &mut RecoveryReport,
+) -> Result<(), QueueError> {
     for pos in active.into_iter().flatten() {
         let l = &mut loaded[pos];
         let torn = segment::tail_check(&*l.file, &l.scan)
@@ -173,28 +289,44 @@ pub(crate) fn recover(
         let (next_slot, _, _) = l.scan.cursor(&l.header);
         clear_past_end(&*l.file, &l.header, next_slot)
             .map_err(|e| QueueError::io("clear stale slots of", &l.path, e))?;
+        // Cut at a batch boundary, the chain still ends with a batch end (Q2), and no damaged
+        // slot is left past it.
+        let l = &loaded[pos];
+        assert!(ends_with_batch(&l.scan));
+        let end = l.scan.chain.last().map_or(0, |e| e.index);
+        assert!(l.scan.damaged.iter().all(|&(i, _)| i < end));
     }
+    Ok(())
+}
 
-    // Live records and the highest id ever seen.
-    let mut max_id = 0u64;
-    let mut max_generation = 0u64;
-    let mut candidates = Vec::new();
-    let mut live = vec![0usize; loaded.len()];
+/// Phase 3: the records that are not done, the live count of every segment, and the highest
+/// id and generation ever seen (dropped slots and id floors included).
+fn collect_live(loaded: &[Loaded]) -> Live {
+    let mut out = Live {
+        candidates: Vec::new(),
+        live: vec![0usize; loaded.len()],
+        max_id: 0,
+        max_generation: 0,
+    };
+    let mut damaged_live = 0;
     for (pos, l) in loaded.iter().enumerate() {
-        max_id = max_id
+        out.max_id = out
+            .max_id
             .max(l.header.id_floor.saturating_sub(1))
             .max(l.scan.max_id);
-        max_generation = max_generation.max(l.header.generation);
+        out.max_generation = out.max_generation.max(l.header.generation);
         // A damaged slot that is not done may hide a live message: keep the segment.
-        live[pos] += l.scan.damaged.iter().filter(|d| d.1 == 0).count();
+        let damaged = l.scan.damaged.iter().filter(|d| d.1 == 0).count();
+        out.live[pos] += damaged;
+        damaged_live += damaged;
         for e in &l.scan.chain {
             if e.done == 0 {
-                live[pos] += 1;
+                out.live[pos] += 1;
             }
             let slot = e.slot;
-            max_id = max_id.max(slot.id);
+            out.max_id = out.max_id.max(slot.id);
             if slot.done == 0 {
-                candidates.push(Candidate {
+                out.candidates.push(Candidate {
                     pos,
                     index: e.index,
                     slot,
@@ -203,48 +335,32 @@ pub(crate) fn recover(
             }
         }
     }
+    // Every live slot is a candidate, or a damaged slot that keeps its segment.
+    assert_eq!(
+        out.live.iter().sum::<usize>(),
+        out.candidates.len() + damaged_live
+    );
+    debug_assert!(out.candidates.iter().all(|c| c.slot.id <= out.max_id));
+    out
+}
 
-    read_statuses(&loaded, &mut candidates)?;
-
-    // Classify and resolve duplicates.
-    let mut lazy = Vec::new();
-    let mut lazy_done = Vec::new();
-    let mut quarantined = BTreeMap::new();
-    // Per message id, the candidate that stays live and its class.
-    let mut winners: HashMap<u64, (usize, Class)> = HashMap::with_capacity(candidates.len());
+/// Phase 4: classifies every candidate by its status bytes (ready, bounce, settled, or
+/// unreadable) and resolves message ids found live twice.
+fn classify(
+    loaded: &[Loaded],
+    candidates: &[Candidate],
+    report: &mut RecoveryReport,
+) -> Classified {
+    let mut out = Classified {
+        winners: HashMap::with_capacity(candidates.len()),
+        ..Classified::default()
+    };
     for (ci, c) in candidates.iter().enumerate() {
         let l = &loaded[c.pos];
-        let n = usize::from(c.slot.recipients);
-        let class = match &c.statuses {
-            None => Some(Class::Ready),
-            Some(s) if s.len() < n => {
-                quarantined.insert(
-                    c.slot.id,
-                    format!("{}: status bytes lie past the end of the file", l.name),
-                );
-                None
-            }
-            Some(s) if s.iter().any(|&b| b > format::STATUS_MOVED) => {
-                report.problems.push(format!(
-                    "{}: message {}: impossible status byte",
-                    l.name, c.slot.id
-                ));
-                quarantined.insert(c.slot.id, format!("{}: impossible status byte", l.name));
-                None
-            }
-            Some(s) if s.contains(&format::STATUS_PENDING) => Some(Class::Ready),
-            Some(s) if s.contains(&format::STATUS_FAILED) => Some(Class::Bounce),
-            Some(_) => {
-                // Every recipient resolved but the done flag was lost: set it now.
-                lazy.push(Mark::done(l.header.seq, c.index));
-                lazy_done.push(l.header.seq);
-                None
-            }
-        };
-        let Some(class) = class else {
+        let Some(class) = class_of(c, l, report, &mut out) else {
             continue;
         };
-        match winners.entry(c.slot.id) {
+        match out.winners.entry(c.slot.id) {
             MapEntry::Vacant(v) => {
                 v.insert((ci, class));
             }
@@ -268,13 +384,69 @@ pub(crate) fn recover(
                 };
                 let lc = &candidates[loser];
                 let lseq = loaded[lc.pos].header.seq;
-                lazy.push(Mark::done(lseq, lc.index));
-                lazy_done.push(lseq);
+                out.lazy.push(Mark::done(lseq, lc.index));
+                out.lazy_done.push(lseq);
                 report.duplicates_resolved += 1;
             }
         }
     }
+    // Each candidate is exactly one of: the winner of its id, marked done (settled, or the
+    // loser of a duplicate), or quarantined.
+    assert_eq!(
+        out.winners.len() + out.lazy.len() + out.quarantine_events,
+        candidates.len()
+    );
+    assert_eq!(out.lazy.len(), out.lazy_done.len());
+    out
+}
 
+/// A candidate's class from its status bytes (read only if its hint was set): `None` if it
+/// is quarantined (status bytes unreadable or impossible) or settled (its done flag is set
+/// in the writer's first round).
+fn class_of(
+    c: &Candidate,
+    l: &Loaded,
+    report: &mut RecoveryReport,
+    out: &mut Classified,
+) -> Option<Class> {
+    let n = usize::from(c.slot.recipients);
+    let quarantine = |out: &mut Classified, why: String| {
+        out.quarantined.insert(c.slot.id, why);
+        out.quarantine_events += 1;
+        None
+    };
+    match &c.statuses {
+        None => Some(Class::Ready),
+        Some(s) if s.len() < n => quarantine(
+            out,
+            format!("{}: status bytes lie past the end of the file", l.name),
+        ),
+        Some(s) if s.iter().any(|&b| b > format::STATUS_MOVED) => {
+            report.problems.push(format!(
+                "{}: message {}: impossible status byte",
+                l.name, c.slot.id
+            ));
+            quarantine(out, format!("{}: impossible status byte", l.name))
+        }
+        Some(s) if s.contains(&format::STATUS_PENDING) => Some(Class::Ready),
+        Some(s) if s.contains(&format::STATUS_FAILED) => Some(Class::Bounce),
+        Some(_) => {
+            // Every recipient resolved but the done flag was lost: set it now.
+            out.lazy.push(Mark::done(l.header.seq, c.index));
+            out.lazy_done.push(l.header.seq);
+            None
+        }
+    }
+}
+
+/// Phase 5: the index, one entry per winning record (the MIN table).
+fn build_index(
+    loaded: &[Loaded],
+    candidates: &[Candidate],
+    winners: HashMap<u64, (usize, Class)>,
+    quarantined: BTreeMap<u64, String>,
+    report: &mut RecoveryReport,
+) -> Index {
     let mut index = Index::default();
     let winners_count = winners.len();
     for (_, (ci, class)) in winners {
@@ -292,16 +464,34 @@ pub(crate) fn recover(
             },
         );
     }
-    debug_assert_eq!(index.len(), winners_count, "one live record per message id");
     index.quarantined = quarantined;
     report.pending = index.pending_main;
     report.deferred = index.pending_deferred;
     report.bounces = index.bounce_count;
+    // One live record per message id, counted in exactly one class; nothing leased yet.
+    assert_eq!(index.len(), winners_count, "one live record per message id");
+    assert_eq!(
+        index.pending_main + index.pending_deferred + index.bounce_count,
+        index.len()
+    );
+    assert_eq!(index.leased, 0);
+    index
+}
 
-    // Segment roles.
+/// Phase 6: each segment's role: the last active of each kind continues where its chain
+/// ends (unless the file is short), one without live slots is free, any other is sealed.
+/// Free segments beyond `free_segments_max` per kind are unlinked (`unlink_extra_free`).
+fn assign_roles(
+    disk: &dyn Disk,
+    config: &QueueConfig,
+    loaded: Vec<Loaded>,
+    active: [Option<usize>; 2],
+    live: &[usize],
+) -> Roles {
     let mut segments = BTreeMap::new();
     let mut free: [VecDeque<u64>; 2] = [VecDeque::new(), VecDeque::new()];
     let mut cursors: [Option<Cursor>; 2] = [None, None];
+    let files = loaded.len();
     for (pos, l) in loaded.into_iter().enumerate() {
         let seq = l.header.seq;
         let k = l.header.kind.index();
@@ -323,60 +513,47 @@ pub(crate) fn recover(
         } else {
             SegState::Sealed
         };
-        segments.insert(
-            seq,
-            SegmentInfo {
-                path: l.path,
-                file: l.file,
-                header: l.header,
-                live: live[pos],
-                state,
-            },
-        );
+        let info = SegmentInfo {
+            path: l.path,
+            file: l.file,
+            header: l.header,
+            live: live[pos],
+            state,
+        };
+        segments.insert(seq, info);
     }
-    // Unlink free segments beyond the limit (they hold nothing).
-    for list in &mut free {
-        while list.len() > config.free_segments_max {
-            let Some(seq) = list.pop_front() else { break };
-            if let Some(info) = segments.get(&seq)
-                && disk.remove(&info.path).is_ok()
-            {
-                segments.remove(&seq);
-            }
-        }
+    // Sequence numbers are queue-wide, so each file has its own entry; two files sharing one
+    // (a main and a deferred segment copied in from elsewhere: damage the queue never makes)
+    // would make one entry hide the other, and the checks on the table below would not hold.
+    let one_entry_per_file = segments.len() == files;
+    unlink_extra_free(disk, config, &mut free, &mut segments);
+    // At most one active segment per kind, the one its cursor names, the cursor inside its
+    // slot area; the free lists hold only free segments with no live slot (Q5).
+    assert!(
+        cursors
+            .iter()
+            .flatten()
+            .all(|c| c.next_slot <= c.header.slot_count)
+    );
+    if one_entry_per_file {
+        let actives = segments.values().filter(|s| s.state == SegState::Active);
+        assert_eq!(actives.count(), cursors.iter().flatten().count());
+        assert!(cursors.iter().flatten().all(|c| {
+            segments
+                .get(&c.seq)
+                .is_some_and(|s| s.state == SegState::Active)
+        }));
+        assert!(free.iter().flatten().all(|seq| {
+            segments
+                .get(seq)
+                .is_some_and(|s| s.state == SegState::Free && s.live == 0)
+        }));
     }
-
-    let core = Arc::new(Core {
-        disk,
-        dir: dir.to_path_buf(),
-        config,
-        state: Mutex::new(State {
-            requests: VecDeque::new(),
-            shutdown: false,
-            poisoned: None,
-            index,
-            segments,
-            token: 0,
-        }),
-        wake: Condvar::new(),
-        fdatasyncs: AtomicU64::new(0),
-        records_committed: AtomicU64::new(0),
-        batches_committed: AtomicU64::new(0),
-        incoming: std::sync::atomic::AtomicUsize::new(0),
-    });
-    let writer = Writer {
-        core: core.clone(),
-        active: cursors,
+    Roles {
+        segments,
         free,
-        next_id: max_id + 1,
-        max_generation,
-        next_seq: max_seq + 1,
-        lazy,
-        lazy_done,
-        spare: None,
-    };
-    report.elapsed = started.elapsed();
-    Ok((core, writer, report))
+        cursors,
+    }
 }
 
 /// Zeroes (and syncs) every slot of the segment's current generation from `next_slot` on.
@@ -441,5 +618,12 @@ fn read_statuses(loaded: &[Loaded], candidates: &mut [Candidate]) -> Result<(), 
         }
         i = j;
     }
+    // Exactly the hinted candidates have their status bytes (fewer only at the file's end).
+    debug_assert!(candidates.iter().all(|c| {
+        (c.slot.hint != 0) == c.statuses.is_some()
+            && c.statuses
+                .as_ref()
+                .is_none_or(|s| s.len() <= usize::from(c.slot.recipients))
+    }));
     Ok(())
 }

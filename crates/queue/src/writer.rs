@@ -4,7 +4,9 @@
 //! waiting (up to the batch limits), appends new records and deferred copies with one record
 //! `pwrite` and one slot `pwrite` per segment, writes the in-place marks (status bytes, done
 //! flags), and calls `fdatasync` once per touched segment. Only then does it update the index
-//! and complete the requests' tickets (Q1).
+//! and complete the requests' tickets (Q1). A round runs in phases, each ending by asserting
+//! what it established (docs/storage.md, "Phases of a queue writer round"): `sort_requests`,
+//! `new_records`, `round_marks`, `write_round`, `apply_round`, `Round::answer`.
 //!
 //! Marks that must wait for another write to be durable (a moved mark waits for its deferred
 //! copy, Q4) are kept for the next round, which runs at once if nothing else is waiting; a
@@ -20,14 +22,14 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 
-use disk::File;
+use disk::{Disk, File};
 
-use crate::MessageId;
 use crate::error::QueueError;
 use crate::format::{self, FLAG_BATCH_END, Header, Kind, Slot};
 use crate::index::{Class, Entry};
 use crate::queue::Core;
 use crate::segment::{SegState, SegmentInfo};
+use crate::{MessageId, QueueConfig};
 
 /// Completion callback of a request.
 pub(crate) type Ticket<T> = Box<dyn FnOnce(Result<T, QueueError>) + Send>;
@@ -231,6 +233,84 @@ impl Spare {
     }
 }
 
+/// A round's requests, sorted by what they do (`Writer::sort_requests`).
+#[derive(Default)]
+struct Round {
+    /// `Request::Enqueue` only.
+    enqueues: Vec<Request>,
+    /// (segment, slot index, slot) of the original, and the finish.
+    finishes: Vec<(u64, u32, Slot, FinishRequest)>,
+    /// (id, segment, slot index, ticket).
+    bounces: Vec<(MessageId, u64, u32, Ticket<()>)>,
+    /// (segment, slot index).
+    resolves: Vec<(u64, u32)>,
+    /// (segment, slot index, ticket).
+    removes: Vec<(u64, u32, Ticket<()>)>,
+}
+
+impl Round {
+    fn len(&self) -> usize {
+        self.enqueues.len()
+            + self.finishes.len()
+            + self.bounces.len()
+            + self.resolves.len()
+            + self.removes.len()
+    }
+
+    /// Fails every ticket of the round with `e` (nothing of it is known to be durable).
+    fn fail(self, e: &QueueError) {
+        for r in self.enqueues {
+            r.fail(e.duplicate());
+        }
+        for (_, _, _, f) in self.finishes {
+            (f.done)(Err(e.duplicate()));
+        }
+        for (_, _, _, done) in self.bounces {
+            done(Err(e.duplicate()));
+        }
+        for (_, _, done) in self.removes {
+            done(Err(e.duplicate()));
+        }
+    }
+
+    /// Phase 6: completes every ticket (new mail gets its id, from `ids` in order).
+    fn answer(self, mut ids: std::ops::Range<MessageId>) {
+        for r in self.enqueues {
+            if let Request::Enqueue { done, content, .. } = r {
+                // Freed before the answer: the producer's share of the memory budget ends
+                // with it (the SMTP session holds its reservation until the reply).
+                drop(content);
+                done(Ok(ids.next().expect("one id per enqueue")));
+            }
+        }
+        for (_, _, _, f) in self.finishes {
+            (f.done)(Ok(()));
+        }
+        for (_, _, _, done) in self.bounces {
+            done(Ok(()));
+        }
+        for (_, _, done) in self.removes {
+            done(Ok(()));
+        }
+        assert!(ids.next().is_none(), "every new id was answered");
+    }
+}
+
+/// Q3: an in-place mark touches only a slot's done flag and status hint, or a record's status
+/// bytes.
+fn mark_in_place(st: &crate::queue::State, m: &Mark) -> bool {
+    st.segments.get(&m.seg).is_some_and(|info| {
+        let h = &info.header;
+        if m.offset < u64::from(h.data_offset) {
+            let in_slot = (m.offset - format::HEADER_BYTES) % format::SLOT_BYTES;
+            in_slot >= format::S_DONE as u64
+                && in_slot + m.bytes.len() as u64 <= format::S_HINT as u64 + 1
+        } else {
+            m.bytes.len() <= format::RECIPIENTS_LIMIT
+        }
+    })
+}
+
 /// A record placed in a segment by `append`.
 struct Placed {
     seg: u64,
@@ -342,22 +422,46 @@ impl Writer {
         Ok(())
     }
 
-    /// One group-commit round. On error every ticket of the round has been failed.
+    /// One group-commit round, in the phases of docs/storage.md, "Phases of a queue writer
+    /// round". On error every ticket of the round has been failed.
     fn round(&mut self, requests: Vec<Request>) -> Result<(), QueueError> {
-        // Check finishes against the index: the lease must still be the one the caller held.
-        let mut enqueues = Vec::new();
-        let mut finishes = Vec::new();
-        let mut bounces = Vec::new();
-        let mut resolves = Vec::new();
-        let mut removes = Vec::new();
+        let round = self.sort_requests(requests);
+        let (new_copies, new_main) = self.new_records(&round);
+        let (marks, done_before) = self.round_marks(&round);
+        let io = self.write_round(&new_copies, &new_main, &marks);
+        drop(new_main);
+        drop(new_copies);
+        let (copies, mains) = match io {
+            Ok(placed) => placed,
+            Err(e) => {
+                round.fail(&e);
+                return Err(e);
+            }
+        };
+        let committed = (copies.len() + mains.len()) as u64;
+        self.apply_round(&round, done_before, copies, mains);
+        self.core
+            .records_committed
+            .fetch_add(committed, Ordering::Relaxed);
+        self.core.batches_committed.fetch_add(1, Ordering::Relaxed);
+        let ids = (self.next_id - round.enqueues.len() as u64)..self.next_id;
+        round.answer(ids);
+        Ok(())
+    }
+
+    /// Phase 1: sorts the requests by what they do, checking each finish against the index
+    /// (its lease must still be the one the caller held); refused ones are answered at once.
+    fn sort_requests(&self, requests: Vec<Request>) -> Round {
+        let count = requests.len();
+        let mut round = Round::default();
         let mut rejected: Vec<(Ticket<()>, QueueError)> = Vec::new();
         {
             let st = self.core.lock();
             for r in requests {
                 match r {
-                    Request::Enqueue { .. } => enqueues.push(r),
-                    Request::Resolve { seg, index } => resolves.push((seg, index)),
-                    Request::Remove { seg, index, done } => removes.push((seg, index, done)),
+                    Request::Enqueue { .. } => round.enqueues.push(r),
+                    Request::Resolve { seg, index } => round.resolves.push((seg, index)),
+                    Request::Remove { seg, index, done } => round.removes.push((seg, index, done)),
                     Request::Finish(f) => match st.index.get(f.id) {
                         None => rejected.push((f.done, QueueError::UnknownMessage(f.id))),
                         Some(e)
@@ -366,7 +470,7 @@ impl Writer {
                         {
                             rejected.push((f.done, QueueError::NotLeased(f.id)))
                         }
-                        Some(e) => finishes.push((e.seg, e.slot_index, e.slot, f)),
+                        Some(e) => round.finishes.push((e.seg, e.slot_index, e.slot, f)),
                     },
                     Request::FinishBounce { id, token, done } => match st.index.get(id) {
                         None => rejected.push((done, QueueError::UnknownMessage(id))),
@@ -376,18 +480,25 @@ impl Writer {
                         {
                             rejected.push((done, QueueError::NotLeased(id)))
                         }
-                        Some(e) => bounces.push((id, e.seg, e.slot_index, done)),
+                        Some(e) => round.bounces.push((id, e.seg, e.slot_index, done)),
                     },
                 }
             }
         }
+        let refused = rejected.len();
         for (done, e) in rejected {
             done(Err(e));
         }
+        // Every request is in the round or refused, once.
+        assert_eq!(round.len() + refused, count);
+        round
+    }
 
-        // New ids, ascending in commit order.
-        let mut new_main = Vec::with_capacity(enqueues.len());
-        for r in &enqueues {
+    /// Phase 2: the records to append: deferred copies, and new mail with new ids, ascending
+    /// in commit order.
+    fn new_records<'a>(&mut self, round: &'a Round) -> (Vec<NewRecord<'a>>, Vec<NewRecord<'a>>) {
+        let mut new_main = Vec::with_capacity(round.enqueues.len());
+        for r in &round.enqueues {
             if let Request::Enqueue {
                 envelope,
                 statuses,
@@ -408,7 +519,8 @@ impl Writer {
                 self.next_id += 1;
             }
         }
-        let new_copies: Vec<NewRecord> = finishes
+        let new_copies: Vec<NewRecord> = round
+            .finishes
             .iter()
             .filter_map(|(_, _, _, f)| {
                 f.copy.as_ref().map(|c| NewRecord {
@@ -422,11 +534,20 @@ impl Writer {
                 })
             })
             .collect();
+        // One new id per enqueue, the last one just below the next id to give.
+        assert_eq!(new_main.len(), round.enqueues.len());
+        assert!(new_main.last().is_none_or(|r| r.id + 1 == self.next_id));
+        (new_copies, new_main)
+    }
 
-        // Marks: the previous round's deferred ones, then this round's.
+    /// Phase 3: the in-place marks: the previous round's deferred ones, then this round's
+    /// status bytes, done flags and status hints. Returns them and the segments that lose a
+    /// live slot once the previous round's marks are durable.
+    fn round_marks(&mut self, round: &Round) -> (Vec<Mark>, Vec<u64>) {
         let mut marks = std::mem::take(&mut self.lazy);
         let done_before = std::mem::take(&mut self.lazy_done);
-        for (seg, index, slot, f) in &finishes {
+        let carried = marks.len();
+        for (seg, index, slot, f) in &round.finishes {
             if f.now.iter().any(|&s| s != 0) {
                 marks.push(Mark::statuses(*seg, slot, f.now.clone()));
             }
@@ -436,161 +557,144 @@ impl Writer {
                 marks.push(Mark::hint(*seg, *index));
             }
         }
-        for (_, seg, index, _) in &bounces {
+        for (_, seg, index, _) in &round.bounces {
             marks.push(Mark::done(*seg, *index));
         }
-        for (seg, index) in &resolves {
+        for (seg, index) in &round.resolves {
             marks.push(Mark::done(*seg, *index));
         }
-        for (seg, index, _) in &removes {
+        for (seg, index, _) in &round.removes {
             marks.push(Mark::done(*seg, *index));
         }
+        // Nothing carried over is lost: it is all in this round's marks.
+        assert!(self.lazy.is_empty() && self.lazy_done.is_empty());
+        let settled = round.bounces.len() + round.resolves.len() + round.removes.len();
+        assert!(marks.len() >= carried + settled);
+        (marks, done_before)
+    }
 
-        let io = (|| -> Result<(Vec<Placed>, Vec<Placed>), QueueError> {
-            let mut touched = BTreeSet::new();
-            let copies = self.append(Kind::Deferred, &new_copies, &mut touched)?;
-            let mains = self.append(Kind::Main, &new_main, &mut touched)?;
-            let mut files: BTreeMap<u64, (Arc<dyn File>, PathBuf)> = BTreeMap::new();
-            {
-                let st = self.core.lock();
-                for seg in marks.iter().map(|m| m.seg).chain(touched.iter().copied()) {
-                    if let Some(info) = st.segments.get(&seg) {
-                        files
-                            .entry(seg)
-                            .or_insert_with(|| (info.file.clone(), info.path.clone()));
-                    }
-                }
-                // Q3: in-place writes touch only status bytes, done flags and status hints.
-                for m in &marks {
-                    debug_assert!(st.segments.get(&m.seg).is_some_and(|info| {
-                        let h = &info.header;
-                        if m.offset < u64::from(h.data_offset) {
-                            let in_slot = (m.offset - format::HEADER_BYTES) % format::SLOT_BYTES;
-                            in_slot >= format::S_DONE as u64
-                                && in_slot + m.bytes.len() as u64 <= format::S_HINT as u64 + 1
-                        } else {
-                            m.bytes.len() <= format::RECIPIENTS_LIMIT
-                        }
-                    }));
-                }
-            }
-            for m in &marks {
-                let (file, path) = files.get(&m.seg).ok_or_else(|| {
-                    QueueError::Poisoned(format!("mark for unknown segment {}", m.seg))
-                })?;
-                file.write_all_at(&m.bytes, m.offset)
-                    .map_err(|e| QueueError::io("write status to", path, e))?;
-                touched.insert(m.seg);
-            }
-            // Q1: every segment written in this round is synced before any ticket completes.
-            for seg in &touched {
-                let (file, path) = files.get(seg).ok_or_else(|| {
-                    QueueError::Poisoned(format!("write to unknown segment {seg}"))
-                })?;
-                self.sync(&**file, path)?;
-            }
-            Ok((copies, mains))
-        })();
-        drop(new_main);
-        drop(new_copies);
-        let (copies, mains) = match io {
-            Ok(p) => p,
-            Err(e) => {
-                for r in enqueues {
-                    r.fail(e.duplicate());
-                }
-                for (_, _, _, f) in finishes {
-                    (f.done)(Err(e.duplicate()));
-                }
-                for (_, _, _, done) in bounces {
-                    done(Err(e.duplicate()));
-                }
-                for (_, _, done) in removes {
-                    done(Err(e.duplicate()));
-                }
-                return Err(e);
-            }
-        };
-
-        // Durable: update the index, then answer.
-        let committed = (copies.len() + mains.len()) as u64;
+    /// Phase 4: appends the deferred copies (deferred segment) and new mail (main segment),
+    /// writes the marks, then syncs every segment written (Q1: before any ticket completes).
+    /// Returns where the copies and the new mail went.
+    fn write_round(
+        &mut self,
+        new_copies: &[NewRecord],
+        new_main: &[NewRecord],
+        marks: &[Mark],
+    ) -> Result<(Vec<Placed>, Vec<Placed>), QueueError> {
+        let mut touched = BTreeSet::new();
+        let copies = self.append(Kind::Deferred, new_copies, &mut touched)?;
+        let mains = self.append(Kind::Main, new_main, &mut touched)?;
+        let mut files: BTreeMap<u64, (Arc<dyn File>, PathBuf)> = BTreeMap::new();
         {
-            let core = self.core.clone();
-            let mut st = core.lock();
-            for seg in done_before
-                .into_iter()
-                .chain(resolves.iter().map(|r| r.0))
-                .chain(removes.iter().map(|r| r.0))
-            {
-                live_sub(&mut st.segments, seg);
-            }
-            let mut copies = copies.into_iter();
-            for (seg, index, slot, f) in &finishes {
-                if f.copy.is_none() && becomes_bounce(f) {
-                    // Everything delivered except recipients that had failed before: the
-                    // record itself is now a bounce.
-                    st.index.reclassify(f.id, Class::Bounce);
-                    continue;
+            let st = self.core.lock();
+            for seg in marks.iter().map(|m| m.seg).chain(touched.iter().copied()) {
+                if let Some(info) = st.segments.get(&seg) {
+                    files
+                        .entry(seg)
+                        .or_insert_with(|| (info.file.clone(), info.path.clone()));
                 }
-                st.index.remove(f.id);
-                match &f.copy {
-                    None => live_sub(&mut st.segments, *seg),
-                    Some(c) => {
-                        let placed = copies.next().expect("one placement per copy");
-                        debug_assert_eq!(placed.slot.id, f.id);
-                        // Q4: the copy is durable now, so the moved marks may be written. Every
-                        // recipient still pending here got a deferral or a failure: the copy
-                        // carries it on.
-                        let mut moved = f.now.clone();
-                        for m in moved.iter_mut() {
-                            if *m == format::STATUS_PENDING {
-                                *m = format::STATUS_MOVED;
-                            }
+            }
+            // Q3: in-place writes touch only status bytes, done flags and status hints.
+            debug_assert!(marks.iter().all(|m| mark_in_place(&st, m)));
+        }
+        for m in marks {
+            let (file, path) = files.get(&m.seg).ok_or_else(|| {
+                QueueError::Poisoned(format!("mark for unknown segment {}", m.seg))
+            })?;
+            file.write_all_at(&m.bytes, m.offset)
+                .map_err(|e| QueueError::io("write status to", path, e))?;
+            touched.insert(m.seg);
+        }
+        for seg in &touched {
+            let (file, path) = files
+                .get(seg)
+                .ok_or_else(|| QueueError::Poisoned(format!("write to unknown segment {seg}")))?;
+            self.sync(&**file, path)?;
+        }
+        // Every record placed once, in the order given.
+        let ids = |placed: &[Placed]| placed.iter().map(|p| p.slot.id).collect::<Vec<_>>();
+        let wanted = |records: &[NewRecord]| records.iter().map(|r| r.id).collect::<Vec<_>>();
+        assert_eq!(ids(&copies), wanted(new_copies));
+        assert_eq!(ids(&mains), wanted(new_main));
+        Ok((copies, mains))
+    }
+
+    /// Phase 5: the round is durable: the index learns of it (new mail, copies, finished and
+    /// removed records), live counts drop, and the moved marks and done flags of originals
+    /// whose copies are now durable become the next round's marks (Q4).
+    fn apply_round(
+        &mut self,
+        round: &Round,
+        done_before: Vec<u64>,
+        copies: Vec<Placed>,
+        mains: Vec<Placed>,
+    ) {
+        let core = self.core.clone();
+        let mut st = core.lock();
+        for seg in done_before
+            .into_iter()
+            .chain(round.resolves.iter().map(|r| r.0))
+            .chain(round.removes.iter().map(|r| r.0))
+        {
+            live_sub(&mut st.segments, seg);
+        }
+        let mut copies = copies.into_iter();
+        for (seg, index, slot, f) in &round.finishes {
+            if f.copy.is_none() && becomes_bounce(f) {
+                // Everything delivered except recipients that had failed before: the record
+                // itself is now a bounce.
+                st.index.reclassify(f.id, Class::Bounce);
+                continue;
+            }
+            st.index.remove(f.id);
+            match &f.copy {
+                None => live_sub(&mut st.segments, *seg),
+                Some(c) => {
+                    let placed = copies.next().expect("one placement per copy");
+                    debug_assert_eq!(placed.slot.id, f.id);
+                    // Q4: the copy is durable now, so the moved marks may be written. Every
+                    // recipient still pending here got a deferral or a failure: the copy
+                    // carries it on.
+                    let mut moved = f.now.clone();
+                    for m in moved.iter_mut() {
+                        if *m == format::STATUS_PENDING {
+                            *m = format::STATUS_MOVED;
                         }
-                        self.lazy.push(Mark::statuses(*seg, slot, moved));
-                        self.lazy.push(Mark::done(*seg, *index));
-                        self.lazy_done.push(*seg);
-                        let class = if c.statuses.contains(&format::STATUS_PENDING) {
-                            Class::Ready
-                        } else {
-                            Class::Bounce
-                        };
-                        insert(&mut st, placed, Kind::Deferred, class);
                     }
+                    self.lazy.push(Mark::statuses(*seg, slot, moved));
+                    self.lazy.push(Mark::done(*seg, *index));
+                    self.lazy_done.push(*seg);
+                    let class = if c.statuses.contains(&format::STATUS_PENDING) {
+                        Class::Ready
+                    } else {
+                        Class::Bounce
+                    };
+                    insert(&mut st, placed, Kind::Deferred, class);
                 }
             }
-            for (id, seg, _, _) in &bounces {
-                st.index.remove(*id);
-                live_sub(&mut st.segments, *seg);
-            }
-            for placed in mains {
-                insert(&mut st, placed, Kind::Main, Class::Ready);
-            }
-            Self::recycle(&core, &mut self.free, &mut st);
         }
-        self.core
-            .records_committed
-            .fetch_add(committed, Ordering::Relaxed);
-        self.core.batches_committed.fetch_add(1, Ordering::Relaxed);
-        let mut ids = (self.next_id - enqueues.len() as u64)..self.next_id;
-        for r in enqueues {
-            if let Request::Enqueue { done, content, .. } = r {
-                // Freed before the answer: the producer's share of the memory budget ends
-                // with it (the SMTP session holds its reservation until the reply).
-                drop(content);
-                done(Ok(ids.next().expect("one id per enqueue")));
-            }
+        for (id, seg, _, _) in &round.bounces {
+            st.index.remove(*id);
+            live_sub(&mut st.segments, *seg);
         }
-        for (_, _, _, f) in finishes {
-            (f.done)(Ok(()));
+        let new_mail = (
+            mains.first().map(|p| p.slot.id),
+            mains.last().map(|p| p.slot.id),
+        );
+        for placed in mains {
+            insert(&mut st, placed, Kind::Main, Class::Ready);
         }
-        for (_, _, _, done) in bounces {
-            done(Ok(()));
-        }
-        for (_, _, done) in removes {
-            done(Ok(()));
-        }
-        Ok(())
+        Self::recycle(&core, &mut self.free, &mut st);
+        // Every copy was placed; each original with a copy waits on exactly two marks.
+        assert!(copies.next().is_none());
+        assert_eq!(self.lazy.len(), 2 * self.lazy_done.len());
+        assert!(
+            [new_mail.0, new_mail.1]
+                .iter()
+                .flatten()
+                .all(|&id| st.index.get(id).is_some())
+        );
     }
 
     /// Appends `records` to the active segment of `kind`, splitting across segments when one
@@ -858,17 +962,32 @@ impl Writer {
                 free[info.header.kind.index()].push_back(seq);
             }
         }
-        for list in free.iter_mut() {
-            while list.len() > core.config.free_segments_max {
-                let Some(seq) = list.pop_front() else { break };
-                if let Some(info) = st.segments.get(&seq)
-                    && core.disk.remove(&info.path).is_ok()
-                {
-                    st.segments.remove(&seq);
-                }
+        unlink_extra_free(&*core.disk, &core.config, free, &mut st.segments);
+    }
+}
+
+/// Unlinks free segments beyond `free_segments_max` per kind, oldest first: they hold
+/// nothing. One that cannot be removed leaves the free list and stays in the table, free.
+pub(crate) fn unlink_extra_free(
+    disk: &dyn Disk,
+    config: &QueueConfig,
+    free: &mut [VecDeque<u64>; 2],
+    segments: &mut BTreeMap<u64, SegmentInfo>,
+) {
+    for list in free.iter_mut() {
+        while list.len() > config.free_segments_max {
+            let Some(seq) = list.pop_front() else { break };
+            if let Some(info) = segments.get(&seq)
+                && disk.remove(&info.path).is_ok()
+            {
+                segments.remove(&seq);
             }
         }
     }
+    assert!(
+        free.iter()
+            .all(|list| list.len() <= config.free_segments_max)
+    );
 }
 
 /// A finish without a copy (everything pending was delivered) that leaves failed recipients

@@ -15,7 +15,9 @@
 //! Appends are group-committed: callers queue their prepared messages; a caller that finds
 //! no leader becomes it, takes everything waiting (up to the batch limits), commits it with
 //! one volume sync and one journal sync, and wakes everyone; callers whose messages were in
-//! someone else's batch just collect their result.
+//! someone else's batch just collect their result. A batch is committed in the phases of
+//! docs/storage.md, "Phases of an append batch": `plan_appends` (1), `write_appends` (2),
+//! `commit` (3 to 5), each ending by asserting what it established.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -185,6 +187,66 @@ struct Planned {
     tail_end: Option<u64>,
 }
 
+/// Defines the keywords the folder's table lacks (one `DefineKeyword` each, in this batch's
+/// record) and returns the message's keyword bits.
+fn define_keywords(
+    t: &mut Planned,
+    folder: u32,
+    keywords: &[String],
+    ops: &mut Vec<Op>,
+) -> KeywordSet {
+    for k in keywords {
+        if !t.keywords.contains(k) {
+            ops.push(Op::DefineKeyword {
+                folder,
+                index: t.keywords.len() as u8,
+                name: k.clone(),
+            });
+            t.keywords.push(k.clone());
+        }
+    }
+    let mut kw = KeywordSet::default();
+    for k in keywords {
+        if let Some(ix) = t.keywords.iter().position(|x| x == k) {
+            kw.insert(ix);
+        }
+    }
+    kw
+}
+
+/// A batch of appends as the writer lays it out (`Inner::plan_appends`).
+struct AppendPlan {
+    /// One outcome per append of the batch, in order: `None` until it is planned.
+    results: Vec<Option<Result<Appended, StoreError>>>,
+    /// The batch's journal record.
+    ops: Vec<Op>,
+    planned: HashMap<u32, Planned>,
+    by_name: HashMap<(String, String), u32>,
+    /// (position in the batch, start unit, units) of every append given an extent.
+    placed: Vec<(usize, u64, u64)>,
+    next_folder_id: u32,
+    last_uidvalidity: u32,
+    new_folders_per_user: HashMap<String, usize>,
+    /// Record bytes of the placed appends.
+    batch_bytes: u64,
+}
+
+impl AppendPlan {
+    fn new(appends: usize, next_folder_id: u32, last_uidvalidity: u32) -> AppendPlan {
+        AppendPlan {
+            results: (0..appends).map(|_| None).collect(),
+            ops: Vec::new(),
+            planned: HashMap::new(),
+            by_name: HashMap::new(),
+            placed: Vec::new(),
+            next_folder_id,
+            last_uidvalidity,
+            new_folders_per_user: HashMap::new(),
+            batch_bytes: 0,
+        }
+    }
+}
+
 impl Inner {
     pub(crate) fn writer(&self) -> Result<MutexGuard<'_, Writer>, StoreError> {
         let w = lock(&self.writer);
@@ -249,7 +311,8 @@ impl Inner {
         for f in &freed {
             w.alloc.free(f.start, f.units);
         }
-        debug_assert_eq!(
+        // O(1): free + reserved + used is the volume, and no free was refused.
+        assert_eq!(
             w.alloc.check_accounting(),
             Ok(()),
             "S5 violated after commit"
@@ -521,249 +584,281 @@ impl Inner {
         }
     }
 
+    /// Commits a batch of appends in phases (docs/storage.md, "Phases of an append batch"):
+    /// plan under the writer lock, write the data and sync the volume (S1), then one journal
+    /// record, the commit point. Results in batch order.
     pub(crate) fn commit_appends(
         &self,
         w: &mut Writer,
         mut preps: Vec<Option<Prepared>>,
     ) -> Vec<Result<Appended, StoreError>> {
-        let n = preps.len();
-        let mut results: Vec<Option<Result<Appended, StoreError>>> = (0..n).map(|_| None).collect();
-        let mut ops: Vec<Op> = Vec::new();
-        let mut planned: HashMap<u32, Planned> = HashMap::new();
-        let mut by_name: HashMap<(String, String), u32> = HashMap::new();
-        let mut placed: Vec<(usize, u64, u64)> = Vec::new();
-        let (mut next_id, mut last_uidvalidity) = {
+        let mut plan = {
             let cat = self.catalog();
-            (cat.next_folder_id, cat.last_uidvalidity)
+            AppendPlan::new(preps.len(), cat.next_folder_id, cat.last_uidvalidity)
         };
-        let mut new_folders_per_user: HashMap<String, usize> = HashMap::new();
-        let mut batch_bytes = 0u64;
-        for i in 0..n {
-            let Some(p) = preps[i].as_mut() else {
-                results[i] = Some(Err(StoreError::Invalid("append was already taken".into())));
-                continue;
-            };
-            let key = (p.user.clone(), p.folder.clone());
-            let fid = match by_name.get(&key) {
-                Some(&id) => id,
-                None => {
-                    let cat = self.catalog();
-                    let found = cat.lookup(&p.user, &p.folder);
-                    let user_folders = cat.users.get(&p.user).map(|f| f.len());
-                    drop(cat);
-                    let id = match found {
-                        Some(cell) => {
-                            let f = cell.read();
-                            planned.insert(
-                                f.id,
-                                Planned {
-                                    uidvalidity: f.uidvalidity,
-                                    uidnext: f.uidnext,
-                                    modseq: f.highest_modseq,
-                                    keywords: f.keywords.clone(),
-                                    tail_end: f.tail_end(),
-                                },
-                            );
-                            f.id
-                        }
-                        None if p.folder == "INBOX" => {
-                            let extra = new_folders_per_user.entry(p.user.clone()).or_default();
-                            if user_folders.unwrap_or(0) + *extra
-                                >= self.config.folders_per_user_max
-                            {
-                                results[i] = Some(Err(StoreError::Limit {
-                                    what: format!(
-                                        "{} folders per user",
-                                        self.config.folders_per_user_max
-                                    ),
-                                }));
-                                continue;
-                            }
-                            *extra += 1;
-                            let id = next_id;
-                            next_id += 1;
-                            let uidvalidity = Self::next_uidvalidity(last_uidvalidity);
-                            last_uidvalidity = uidvalidity;
-                            ops.push(Op::CreateFolder {
-                                folder: id,
-                                uidvalidity,
-                                user: p.user.clone(),
-                                name: p.folder.clone(),
-                            });
-                            planned.insert(
-                                id,
-                                Planned {
-                                    uidvalidity,
-                                    uidnext: 1,
-                                    modseq: 1,
-                                    keywords: Vec::new(),
-                                    tail_end: None,
-                                },
-                            );
-                            id
-                        }
-                        None => {
-                            results[i] = Some(Err(if user_folders.is_some() {
-                                StoreError::NoSuchFolder {
-                                    user: p.user.clone(),
-                                    folder: p.folder.clone(),
-                                }
-                            } else {
-                                StoreError::NoSuchUser(p.user.clone())
-                            }));
-                            continue;
-                        }
-                    };
-                    by_name.insert(key, id);
-                    id
-                }
-            };
-            let Some(t) = planned.get_mut(&fid) else {
-                results[i] = Some(Err(StoreError::Invalid(
-                    "folder vanished while planning".into(),
-                )));
-                continue;
-            };
-            let new_kw: Vec<&String> = p
-                .keywords
-                .iter()
-                .filter(|k| !t.keywords.contains(k))
-                .collect();
-            if t.keywords.len() + new_kw.len() > self.config.keywords_per_folder_max {
-                results[i] = Some(Err(StoreError::Limit {
-                    what: format!(
-                        "{} keywords per folder",
-                        self.config.keywords_per_folder_max
-                    ),
-                }));
-                continue;
-            }
-            if t.uidnext >= u32::MAX - 1 {
-                results[i] = Some(Err(StoreError::Limit {
-                    what: "UIDs of this folder are used up".into(),
-                }));
-                continue;
-            }
-            for k in new_kw {
-                ops.push(Op::DefineKeyword {
-                    folder: fid,
-                    index: t.keywords.len() as u8,
-                    name: k.clone(),
-                });
-                t.keywords.push(k.clone());
-            }
-            let mut kw = KeywordSet::default();
-            for k in &p.keywords {
-                if let Some(ix) = t.keywords.iter().position(|x| x == k) {
-                    kw.insert(ix);
-                }
-            }
-            let units = units_for(p.summary_len, p.content_len);
-            let start = match self.allocate(w, fid, t.tail_end, units) {
-                Ok(s) => s,
-                Err(e) => return self.fail_batch(w, &placed, results, e),
-            };
-            // An import's UID is kept when it ascends (S3); anything else gets the next one.
-            let uid = match p.uid {
-                Some(u) if u >= t.uidnext && u < u32::MAX - 1 => u,
-                _ => t.uidnext,
-            };
-            t.uidnext = uid + 1;
-            t.modseq += 1;
-            t.tail_end = Some(start + units);
-            let header = MsgHeader {
-                folder: fid,
-                uid,
-                summary_len: p.summary_len,
-                content_len: p.content_len,
-                data_crc: p.data_crc,
-            };
-            p.head[..MSG_HEADER_BYTES].copy_from_slice(&header.encode());
-            ops.push(Op::Append(AppendOp {
-                folder: fid,
-                uid,
-                start,
-                summary_len: p.summary_len,
-                content_len: p.content_len,
-                data_crc: p.data_crc,
-                internal_date: p.internal_date,
-                flags: p.flags.bits(),
-                keywords: kw,
-                modseq: t.modseq,
-            }));
-            batch_bytes += p.record_len() as u64;
-            placed.push((i, start, units));
-            results[i] = Some(Ok(Appended {
-                uid,
-                uidvalidity: t.uidvalidity,
-                modseq: t.modseq,
-            }));
+        if let Err(e) = self.plan_appends(w, &mut preps, &mut plan) {
+            return self.fail_batch(w, &plan.placed, plan.results, e);
         }
-
-        // Message data first (S1), in runs of adjacent extents.
-        if !placed.is_empty() {
-            let mut order: Vec<(usize, u64, u64)> = placed.clone();
-            order.sort_unstable_by_key(|&(_, s, _)| s);
-            let mut k = 0;
-            while k < order.len() {
-                let (i0, s0, u0) = order[k];
-                let mut end = s0 + u0;
-                let mut j = k + 1;
-                let mut run_bytes = (u0 * UNIT) as usize;
-                while j < order.len()
-                    && order[j].1 == end
-                    && run_bytes + (order[j].2 * UNIT) as usize <= WRITE_RUN_BYTES_MAX
-                {
-                    end += order[j].2;
-                    run_bytes += (order[j].2 * UNIT) as usize;
-                    j += 1;
-                }
-                let res = if j == k + 1 {
-                    match preps[i0].as_ref() {
-                        Some(p) => p.write_at(&*self.volume, s0 * UNIT),
-                        None => Ok(()),
-                    }
-                } else {
-                    let mut buf = Vec::with_capacity(run_bytes);
-                    for &(i, _, _) in &order[k..j] {
-                        if let Some(p) = preps[i].as_ref() {
-                            p.record_into(&mut buf);
-                        }
-                    }
-                    self.volume.write_all_at(&buf, s0 * UNIT)
-                };
-                if let Err(e) = res {
-                    return self.fail_batch(
-                        w,
-                        &placed,
-                        results,
-                        StoreError::io("writing volume.dat", e),
-                    );
-                }
-                k = j;
-            }
-            bump(&self.counters.data_bytes, batch_bytes);
-            if let Err(e) = self.volume.sync_data() {
-                return self.fail_batch(
-                    w,
-                    &placed,
-                    results,
-                    StoreError::io("syncing volume.dat", e),
-                );
-            }
-            bump(&self.counters.data_syncs, 1);
+        if let Err(e) = self.write_appends(&preps, &plan) {
+            return self.fail_batch(w, &plan.placed, plan.results, e);
         }
         drop(preps);
-        // The commit point.
-        if let Err(e) = self.commit(w, &ops) {
-            return self.fail_batch(w, &[], results, e);
+        // Phase 3: the commit point.
+        if let Err(e) = self.commit(w, &plan.ops) {
+            return self.fail_batch(w, &[], plan.results, e);
         }
         bump(&self.counters.batches, 1);
-        bump(&self.counters.appended, placed.len() as u64);
-        results
+        bump(&self.counters.appended, plan.placed.len() as u64);
+        debug_assert!(
+            self.indexed_as_appended(&plan.ops),
+            "S1: visible once durable"
+        );
+        plan.results
             .into_iter()
             .map(|r| r.unwrap_or_else(|| Err(StoreError::Invalid("append not planned".into()))))
             .collect()
+    }
+
+    /// Phase 1: each append in turn gets its folder (INBOX created on first delivery), its
+    /// keywords defined, a UID, a MODSEQ and an extent, or a refusal of its own. Only a
+    /// failure to allocate fails the whole batch (`Err`).
+    fn plan_appends(
+        &self,
+        w: &mut Writer,
+        preps: &mut [Option<Prepared>],
+        plan: &mut AppendPlan,
+    ) -> Result<(), StoreError> {
+        for (i, prep) in preps.iter_mut().enumerate() {
+            let Some(p) = prep.as_mut() else {
+                plan.results[i] = Some(Err(StoreError::Invalid("append was already taken".into())));
+                continue;
+            };
+            match self.plan_folder(p, plan) {
+                Ok(fid) => self.plan_append(w, i, p, fid, plan)?,
+                Err(e) => plan.results[i] = Some(Err(e)),
+            }
+        }
+        // Every append has its outcome; the planned extents lie inside the volume (S2) and
+        // apart, since the allocator handed each out once.
+        assert!(plan.results.iter().all(Option::is_some));
+        let (base, end) = (w.alloc.base(), w.alloc.end());
+        assert!(
+            plan.placed
+                .iter()
+                .all(|&(_, s, u)| s >= base && u > 0 && s + u <= end)
+        );
+        let mut extents: Vec<(u64, u64)> = plan.placed.iter().map(|&(_, s, u)| (s, u)).collect();
+        extents.sort_unstable();
+        assert!(extents.windows(2).all(|p| p[0].0 + p[0].1 <= p[1].0));
+        Ok(())
+    }
+
+    /// The folder an append goes to, looked up once per batch; INBOX is created (in this
+    /// batch's record) on first delivery, within `folders_per_user_max`.
+    fn plan_folder(&self, p: &Prepared, plan: &mut AppendPlan) -> Result<u32, StoreError> {
+        let key = (p.user.clone(), p.folder.clone());
+        if let Some(&id) = plan.by_name.get(&key) {
+            return Ok(id);
+        }
+        let cat = self.catalog();
+        let found = cat.lookup(&p.user, &p.folder);
+        let user_folders = cat.users.get(&p.user).map(|f| f.len());
+        drop(cat);
+        let id = match found {
+            Some(cell) => {
+                let f = cell.read();
+                let planned = Planned {
+                    uidvalidity: f.uidvalidity,
+                    uidnext: f.uidnext,
+                    modseq: f.highest_modseq,
+                    keywords: f.keywords.clone(),
+                    tail_end: f.tail_end(),
+                };
+                plan.planned.insert(f.id, planned);
+                f.id
+            }
+            None if p.folder == "INBOX" => {
+                let extra = plan.new_folders_per_user.entry(p.user.clone()).or_default();
+                if user_folders.unwrap_or(0) + *extra >= self.config.folders_per_user_max {
+                    return Err(StoreError::Limit {
+                        what: format!("{} folders per user", self.config.folders_per_user_max),
+                    });
+                }
+                *extra += 1;
+                let id = plan.next_folder_id;
+                plan.next_folder_id += 1;
+                let uidvalidity = Self::next_uidvalidity(plan.last_uidvalidity);
+                plan.last_uidvalidity = uidvalidity;
+                plan.ops.push(Op::CreateFolder {
+                    folder: id,
+                    uidvalidity,
+                    user: p.user.clone(),
+                    name: p.folder.clone(),
+                });
+                let planned = Planned {
+                    uidvalidity,
+                    uidnext: 1,
+                    modseq: 1,
+                    keywords: Vec::new(),
+                    tail_end: None,
+                };
+                plan.planned.insert(id, planned);
+                id
+            }
+            None if user_folders.is_some() => {
+                return Err(StoreError::NoSuchFolder {
+                    user: p.user.clone(),
+                    folder: p.folder.clone(),
+                });
+            }
+            None => return Err(StoreError::NoSuchUser(p.user.clone())),
+        };
+        plan.by_name.insert(key, id);
+        // Existing or new, the folder has an id below the next one the store gives.
+        assert!(plan.planned.contains_key(&id) && id < plan.next_folder_id);
+        Ok(id)
+    }
+
+    /// One append of the plan: new keywords defined, then a UID (an import's own if it
+    /// ascends, S3), the folder's next MODSEQ (S4) and an extent; its header is laid out.
+    /// A refusal is the append's own result; `Err` only if no extent could be allocated.
+    fn plan_append(
+        &self,
+        w: &mut Writer,
+        i: usize,
+        p: &mut Prepared,
+        fid: u32,
+        plan: &mut AppendPlan,
+    ) -> Result<(), StoreError> {
+        let config = &self.config;
+        let Some(t) = plan.planned.get_mut(&fid) else {
+            let e = StoreError::Invalid("folder vanished while planning".into());
+            plan.results[i] = Some(Err(e));
+            return Ok(());
+        };
+        let new_keywords = p.keywords.iter().filter(|k| !t.keywords.contains(k));
+        if t.keywords.len() + new_keywords.count() > config.keywords_per_folder_max {
+            let what = format!("{} keywords per folder", config.keywords_per_folder_max);
+            plan.results[i] = Some(Err(StoreError::Limit { what }));
+            return Ok(());
+        }
+        if t.uidnext >= u32::MAX - 1 {
+            let what = "UIDs of this folder are used up".into();
+            plan.results[i] = Some(Err(StoreError::Limit { what }));
+            return Ok(());
+        }
+        let kw = define_keywords(t, fid, &p.keywords, &mut plan.ops);
+        let units = units_for(p.summary_len, p.content_len);
+        let start = self.allocate(w, fid, t.tail_end, units)?;
+        // An import's UID is kept when it ascends (S3); anything else gets the next one.
+        let (uidnext_before, modseq_before) = (t.uidnext, t.modseq);
+        let uid = match p.uid {
+            Some(u) if u >= t.uidnext && u < u32::MAX - 1 => u,
+            _ => t.uidnext,
+        };
+        t.uidnext = uid + 1;
+        t.modseq += 1;
+        t.tail_end = Some(start + units);
+        let header = MsgHeader {
+            folder: fid,
+            uid,
+            summary_len: p.summary_len,
+            content_len: p.content_len,
+            data_crc: p.data_crc,
+        };
+        p.head[..MSG_HEADER_BYTES].copy_from_slice(&header.encode());
+        plan.ops.push(Op::Append(AppendOp {
+            folder: fid,
+            uid,
+            start,
+            summary_len: p.summary_len,
+            content_len: p.content_len,
+            data_crc: p.data_crc,
+            internal_date: p.internal_date,
+            flags: p.flags.bits(),
+            keywords: kw,
+            modseq: t.modseq,
+        }));
+        plan.batch_bytes += p.record_len() as u64;
+        plan.placed.push((i, start, units));
+        let appended = Appended {
+            uid,
+            uidvalidity: t.uidvalidity,
+            modseq: t.modseq,
+        };
+        plan.results[i] = Some(Ok(appended));
+        assert!(uid >= uidnext_before && t.uidnext == uid + 1, "S3");
+        assert_eq!(t.modseq, modseq_before + 1, "S4");
+        Ok(())
+    }
+
+    /// Phase 2: message data first (S1), in runs of adjacent extents (one `pwrite` each, at
+    /// most `WRITE_RUN_BYTES_MAX`), then one `fdatasync` of the volume.
+    fn write_appends(
+        &self,
+        preps: &[Option<Prepared>],
+        plan: &AppendPlan,
+    ) -> Result<(), StoreError> {
+        if plan.placed.is_empty() {
+            return Ok(());
+        }
+        let mut order: Vec<(usize, u64, u64)> = plan.placed.clone();
+        order.sort_unstable_by_key(|&(_, s, _)| s);
+        let mut k = 0;
+        let mut written = 0;
+        while k < order.len() {
+            let (i0, s0, u0) = order[k];
+            let mut end = s0 + u0;
+            let mut j = k + 1;
+            let mut run_bytes = (u0 * UNIT) as usize;
+            while j < order.len()
+                && order[j].1 == end
+                && run_bytes + (order[j].2 * UNIT) as usize <= WRITE_RUN_BYTES_MAX
+            {
+                end += order[j].2;
+                run_bytes += (order[j].2 * UNIT) as usize;
+                j += 1;
+            }
+            let res = if j == k + 1 {
+                match preps[i0].as_ref() {
+                    Some(p) => p.write_at(&*self.volume, s0 * UNIT),
+                    None => Ok(()),
+                }
+            } else {
+                let mut buf = Vec::with_capacity(run_bytes);
+                for &(i, _, _) in &order[k..j] {
+                    if let Some(p) = preps[i].as_ref() {
+                        p.record_into(&mut buf);
+                    }
+                }
+                self.volume.write_all_at(&buf, s0 * UNIT)
+            };
+            res.map_err(|e| StoreError::io("writing volume.dat", e))?;
+            written += j - k;
+            k = j;
+        }
+        bump(&self.counters.data_bytes, plan.batch_bytes);
+        self.volume
+            .sync_data()
+            .map_err(|e| StoreError::io("syncing volume.dat", e))?;
+        bump(&self.counters.data_syncs, 1);
+        assert_eq!(
+            written,
+            plan.placed.len(),
+            "every planned message is written once"
+        );
+        Ok(())
+    }
+
+    /// Every `Append` of `ops` is in the index, at its extent.
+    fn indexed_as_appended(&self, ops: &[Op]) -> bool {
+        let cat = self.catalog();
+        ops.iter().all(|op| match op {
+            Op::Append(a) => cat.folders.get(&a.folder).is_some_and(|cell| {
+                cell.read().messages.get(&a.uid).map(|e| e.start) == Some(a.start)
+            }),
+            _ => true,
+        })
     }
 
     /// Gives back every extent planned for a batch that failed before its commit point, and

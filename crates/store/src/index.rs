@@ -209,113 +209,31 @@ pub(crate) struct Freed {
 /// damaged or foreign journal at replay; a bug live): the index is unchanged by that op.
 /// Extents the op stops naming are pushed to `freed` for the allocator (S6: the caller frees
 /// them only because the record is already durable).
+///
+/// One phase per kind of operation: each checks the operation whole against the index
+/// (errors, since at replay the operation comes from disk), then changes the index, then
+/// asserts what the change established (docs/storage.md, "Phases of index apply").
 pub(crate) fn apply(
     catalog: &RwLock<Catalog>,
     op: &Op,
     freed: &mut Vec<Freed>,
 ) -> Result<(), String> {
-    let folder_cell = |id: u32| -> Result<Arc<FolderCell>, String> {
-        let cat = catalog.read().unwrap_or_else(|p| p.into_inner());
-        cat.folders
-            .get(&id)
-            .cloned()
-            .ok_or_else(|| format!("folder id {id} does not exist"))
-    };
     match op {
         Op::CreateFolder {
             folder,
             uidvalidity,
             user,
             name,
-        } => {
-            if *folder > FOLDER_ID_MAX {
-                return Err(format!("folder id {folder} is out of range"));
-            }
-            let mut cat = catalog.write().unwrap_or_else(|p| p.into_inner());
-            if cat.folders.contains_key(folder) {
-                return Err(format!("folder id {folder} created twice"));
-            }
-            if cat.users.get(user).is_some_and(|f| f.contains_key(name)) {
-                return Err(format!("folder {user}/{name} created twice"));
-            }
-            cat.insert_folder(Folder::new(*folder, user, name, *uidvalidity));
-        }
-        Op::RenameFolder { folder, name } => {
-            let mut cat = catalog.write().unwrap_or_else(|p| p.into_inner());
-            let cell = cat
-                .folders
-                .get(folder)
-                .cloned()
-                .ok_or("rename of a missing folder")?;
-            let mut f = cell.write();
-            let names = cat.users.entry(f.user.clone()).or_default();
-            if names.contains_key(name) {
-                return Err(format!("rename onto existing folder {name}"));
-            }
-            names.remove(&f.name);
-            names.insert(name.clone(), *folder);
-            f.name = name.clone();
-        }
-        Op::DeleteFolder { folder } => {
-            let mut cat = catalog.write().unwrap_or_else(|p| p.into_inner());
-            let cell = cat
-                .folders
-                .remove(folder)
-                .ok_or("delete of a missing folder")?;
-            let mut f = cell.write();
-            if let Some(names) = cat.users.get_mut(&f.user) {
-                names.remove(&f.name);
-                if names.is_empty() {
-                    cat.users.remove(&f.user);
-                }
-            }
-            let uids: Vec<u32> = f.messages.keys().copied().collect();
-            for uid in uids {
-                f.remove(uid, freed);
-            }
-            f.deleted = true;
-        }
-        Op::ChangeUser { folder, user } => {
-            let mut cat = catalog.write().unwrap_or_else(|p| p.into_inner());
-            let cell = cat
-                .folders
-                .get(folder)
-                .cloned()
-                .ok_or("user change of a missing folder")?;
-            let mut f = cell.write();
-            let taken = cat.users.get(user);
-            if taken.is_some_and(|names| names.contains_key(&f.name)) {
-                return Err(format!("folder {user}/{} exists already", f.name));
-            }
-            if let Some(names) = cat.users.get_mut(&f.user) {
-                names.remove(&f.name);
-                if names.is_empty() {
-                    cat.users.remove(&f.user);
-                }
-            }
-            cat.users
-                .entry(user.clone())
-                .or_default()
-                .insert(f.name.clone(), *folder);
-            f.user = user.clone();
-        }
+        } => create_folder(catalog, *folder, *uidvalidity, user, name),
+        Op::RenameFolder { folder, name } => rename_folder(catalog, *folder, name),
+        Op::DeleteFolder { folder } => delete_folder(catalog, *folder, freed),
+        Op::ChangeUser { folder, user } => change_user(catalog, *folder, user),
         Op::DefineKeyword {
             folder,
             index,
             name,
-        } => {
-            let cell = folder_cell(*folder)?;
-            let mut f = cell.write();
-            if *index as usize != f.keywords.len() || f.keywords.len() >= 128 {
-                return Err(format!("keyword index {index} out of order"));
-            }
-            f.keywords.push(name.clone());
-        }
-        Op::Append(a) => {
-            let cell = folder_cell(a.folder)?;
-            let mut f = cell.write();
-            append(&mut f, a)?;
-        }
+        } => in_folder(catalog, *folder, |f| define_keyword(f, *index, name)),
+        Op::Append(a) => in_folder(catalog, a.folder, |f| append(f, a)),
         Op::SetFlags {
             folder,
             modseq,
@@ -323,129 +241,346 @@ pub(crate) fn apply(
             flags,
             keywords,
             uids,
-        } => {
-            let cell = folder_cell(*folder)?;
-            let mut f = cell.write();
-            let op = flags::op_from_code(*op).ok_or("unknown flag operation")?;
-            bump_modseq(&mut f, *modseq)?;
-            let given = crate::Flags::from_bits(*flags).ok_or("undefined flag bits")?;
-            if !keywords.fits(f.keywords.len()) {
-                return Err("keyword bit beyond the keyword table".into());
-            }
-            let mut unseen = f.unseen;
-            for uid in uids {
-                if let Some(e) = f.messages.get_mut(uid) {
-                    let cur = crate::Flags::from_bits_truncate(e.flags);
-                    let was_seen = e.seen();
-                    e.flags = op.apply_flags(cur, given).bits();
-                    e.keywords = flags::apply_keywords(op, e.keywords, *keywords);
-                    e.modseq = *modseq;
-                    unseen = unseen + u64::from(was_seen && !e.seen())
-                        - u64::from(!was_seen && e.seen());
-                }
-            }
-            f.unseen = unseen;
-        }
+        } => in_folder(catalog, *folder, |f| {
+            set_flags(f, *modseq, *op, *flags, *keywords, uids)
+        }),
         Op::Expunge {
             folder,
             modseq,
             uids,
-        } => {
-            let cell = folder_cell(*folder)?;
-            let mut f = cell.write();
-            bump_modseq(&mut f, *modseq)?;
-            for &uid in uids {
-                f.remove(uid, freed);
-            }
-        }
+        } => in_folder(catalog, *folder, |f| expunge(f, *modseq, uids, freed)),
         Op::ExpungeBelow {
             folder,
             modseq,
             uid,
-        } => {
-            let cell = folder_cell(*folder)?;
-            let mut f = cell.write();
-            bump_modseq(&mut f, *modseq)?;
-            // One split of the tree, however many messages go.
-            let keep = f.messages.split_off(uid);
-            let gone = std::mem::replace(&mut f.messages, keep);
-            for (uid, e) in gone {
-                f.bytes -= e.content_len as u64;
-                f.unseen -= u64::from(!e.seen());
-                freed.push(Freed {
-                    uid,
-                    start: e.start,
-                    units: e.units(),
-                });
-            }
-        }
+        } => in_folder(catalog, *folder, |f| expunge_below(f, *modseq, *uid, freed)),
         Op::SetUidNext {
             folder,
             modseq,
             uidnext,
-        } => {
-            let cell = folder_cell(*folder)?;
-            let mut f = cell.write();
-            // S3 holds: UIDNEXT only goes up, and stays below u32::MAX like an append's.
-            if *uidnext <= f.uidnext || *uidnext == u32::MAX {
-                return Err(format!(
-                    "UIDNEXT {uidnext} does not ascend past {}",
-                    f.uidnext
-                ));
-            }
-            bump_modseq(&mut f, *modseq)?;
-            f.uidnext = *uidnext;
-        }
+        } => in_folder(catalog, *folder, |f| set_uidnext(f, *modseq, *uidnext)),
         Op::RestoreModseqs {
             folder,
             highest,
             entries,
-        } => {
-            let cell = folder_cell(*folder)?;
-            let mut f = cell.write();
-            // S4's one exception (docs/storage.md): MODSEQs as another store gave them, the
-            // folder's HIGHESTMODSEQ set to `highest`, never below any message's MODSEQ.
-            if *highest > MODSEQ_MAX {
-                return Err(format!("MODSEQ {highest} is out of range"));
-            }
-            for (uid, modseq) in entries {
-                if *modseq == 0 || modseq > highest {
-                    return Err(format!(
-                        "restored MODSEQ {modseq} of UID {uid} is not in 1..={highest}"
-                    ));
-                }
-                f.messages
-                    .get_mut(uid)
-                    .ok_or_else(|| format!("restored MODSEQ of missing UID {uid}"))?
-                    .modseq = *modseq;
-            }
-            if let Some(above) = f.messages.values().map(|e| e.modseq).max()
-                && above > *highest
-            {
-                return Err(format!(
-                    "restored HIGHESTMODSEQ {highest} is below a message's MODSEQ {above}"
-                ));
-            }
-            f.highest_modseq = *highest;
-        }
+        } => in_folder(catalog, *folder, |f| restore_modseqs(f, *highest, entries)),
         Op::Move { folder, uid, start } => {
-            let cell = folder_cell(*folder)?;
-            let mut f = cell.write();
-            let e = f
-                .messages
-                .get_mut(uid)
-                .ok_or_else(|| format!("move of missing UID {uid}"))?;
-            if !extent_fits(*start, e.units()) {
-                return Err(format!("move of UID {uid} to unit {start} is out of range"));
-            }
-            freed.push(Freed {
-                uid: *uid,
-                start: e.start,
-                units: e.units(),
-            });
-            e.start = *start;
+            in_folder(catalog, *folder, |f| move_message(f, *uid, *start, freed))
         }
     }
+}
+
+fn write_catalog(catalog: &RwLock<Catalog>) -> RwLockWriteGuard<'_, Catalog> {
+    catalog.write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Runs `change` on folder `id` under the folder's write lock (the catalog's only to find it).
+fn in_folder(
+    catalog: &RwLock<Catalog>,
+    id: u32,
+    change: impl FnOnce(&mut Folder) -> Result<(), String>,
+) -> Result<(), String> {
+    let cell = {
+        let cat = catalog.read().unwrap_or_else(|p| p.into_inner());
+        cat.folders
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| format!("folder id {id} does not exist"))?
+    };
+    let mut f = cell.write();
+    change(&mut f)
+}
+
+/// CREATE: a folder under an id never used and a name the user does not have.
+fn create_folder(
+    catalog: &RwLock<Catalog>,
+    folder: u32,
+    uidvalidity: u32,
+    user: &str,
+    name: &str,
+) -> Result<(), String> {
+    if folder > FOLDER_ID_MAX {
+        return Err(format!("folder id {folder} is out of range"));
+    }
+    let mut cat = write_catalog(catalog);
+    if cat.folders.contains_key(&folder) {
+        return Err(format!("folder id {folder} created twice"));
+    }
+    if cat.users.get(user).is_some_and(|f| f.contains_key(name)) {
+        return Err(format!("folder {user}/{name} created twice"));
+    }
+    cat.insert_folder(Folder::new(folder, user, name, uidvalidity));
+    // Folder ids are never reused; UIDVALIDITY never goes down store-wide.
+    assert!(cat.next_folder_id > folder);
+    assert!(cat.last_uidvalidity >= uidvalidity);
+    assert_eq!(cat.users.get(user).and_then(|f| f.get(name)), Some(&folder));
+    Ok(())
+}
+
+/// RENAME of one folder (a rename of a hierarchy is one op per folder, in one record).
+fn rename_folder(catalog: &RwLock<Catalog>, folder: u32, name: &str) -> Result<(), String> {
+    let mut cat = write_catalog(catalog);
+    let cell = cat
+        .folders
+        .get(&folder)
+        .cloned()
+        .ok_or("rename of a missing folder")?;
+    let mut f = cell.write();
+    let names = cat.users.entry(f.user.clone()).or_default();
+    if names.contains_key(name) {
+        return Err(format!("rename onto existing folder {name}"));
+    }
+    names.remove(&f.name);
+    names.insert(name.to_string(), folder);
+    let old = std::mem::replace(&mut f.name, name.to_string());
+    // The folder answers to its new name, and to its old one no more.
+    assert_eq!(names.get(name), Some(&folder));
+    assert!(!names.contains_key(&old));
+    Ok(())
+}
+
+/// DELETE of a folder: it leaves the catalog and every extent it names is freed.
+fn delete_folder(
+    catalog: &RwLock<Catalog>,
+    folder: u32,
+    freed: &mut Vec<Freed>,
+) -> Result<(), String> {
+    let mut cat = write_catalog(catalog);
+    let cell = cat
+        .folders
+        .remove(&folder)
+        .ok_or("delete of a missing folder")?;
+    let mut f = cell.write();
+    if let Some(names) = cat.users.get_mut(&f.user) {
+        names.remove(&f.name);
+        if names.is_empty() {
+            cat.users.remove(&f.user);
+        }
+    }
+    let (freed_before, messages) = (freed.len(), f.messages.len());
+    let uids: Vec<u32> = f.messages.keys().copied().collect();
+    for uid in uids {
+        f.remove(uid, freed);
+    }
+    f.deleted = true;
+    assert_eq!(
+        freed.len() - freed_before,
+        messages,
+        "every extent is freed"
+    );
+    assert!(f.messages.is_empty() && f.bytes == 0 && f.unseen == 0);
+    assert!(
+        cat.users
+            .get(&f.user)
+            .is_none_or(|names| !names.contains_key(&f.name))
+    );
+    Ok(())
+}
+
+/// A user rename, one op per folder: the folder keeps its id, name and messages.
+fn change_user(catalog: &RwLock<Catalog>, folder: u32, user: &str) -> Result<(), String> {
+    let mut cat = write_catalog(catalog);
+    let cell = cat
+        .folders
+        .get(&folder)
+        .cloned()
+        .ok_or("user change of a missing folder")?;
+    let mut f = cell.write();
+    let taken = cat.users.get(user);
+    if taken.is_some_and(|names| names.contains_key(&f.name)) {
+        return Err(format!("folder {user}/{} exists already", f.name));
+    }
+    if let Some(names) = cat.users.get_mut(&f.user) {
+        names.remove(&f.name);
+        if names.is_empty() {
+            cat.users.remove(&f.user);
+        }
+    }
+    cat.users
+        .entry(user.to_string())
+        .or_default()
+        .insert(f.name.clone(), folder);
+    let old = std::mem::replace(&mut f.user, user.to_string());
+    assert_eq!(
+        cat.users.get(user).and_then(|n| n.get(&f.name)),
+        Some(&folder)
+    );
+    assert!(
+        cat.users
+            .get(&old)
+            .is_none_or(|names| !names.contains_key(&f.name))
+    );
+    Ok(())
+}
+
+/// Keyword tables are append-only: the op names the table's next index.
+fn define_keyword(f: &mut Folder, index: u8, name: &str) -> Result<(), String> {
+    if index as usize != f.keywords.len() || f.keywords.len() >= 128 {
+        return Err(format!("keyword index {index} out of order"));
+    }
+    f.keywords.push(name.to_string());
+    assert!(f.keywords.len() == usize::from(index) + 1 && f.keywords.len() <= 128);
+    Ok(())
+}
+
+/// A flag change of the named messages (missing ones are skipped): one MODSEQ for all.
+fn set_flags(
+    f: &mut Folder,
+    modseq: u64,
+    op: u8,
+    flags: u8,
+    keywords: KeywordSet,
+    uids: &[u32],
+) -> Result<(), String> {
+    let op = flags::op_from_code(op).ok_or("unknown flag operation")?;
+    let given = crate::Flags::from_bits(flags).ok_or("undefined flag bits")?;
+    if !keywords.fits(f.keywords.len()) {
+        return Err("keyword bit beyond the keyword table".into());
+    }
+    bump_modseq(f, modseq)?;
+    let mut unseen = f.unseen;
+    for uid in uids {
+        if let Some(e) = f.messages.get_mut(uid) {
+            let cur = crate::Flags::from_bits_truncate(e.flags);
+            let was_seen = e.seen();
+            e.flags = op.apply_flags(cur, given).bits();
+            e.keywords = flags::apply_keywords(op, e.keywords, keywords);
+            e.modseq = modseq;
+            unseen = unseen + u64::from(was_seen && !e.seen()) - u64::from(!was_seen && e.seen());
+        }
+    }
+    f.unseen = unseen;
+    assert_eq!(f.highest_modseq, modseq, "S4");
+    assert!(f.unseen <= f.messages.len() as u64);
+    Ok(())
+}
+
+/// EXPUNGE of the named messages (missing ones are skipped).
+fn expunge(
+    f: &mut Folder,
+    modseq: u64,
+    uids: &[u32],
+    freed: &mut Vec<Freed>,
+) -> Result<(), String> {
+    bump_modseq(f, modseq)?;
+    let freed_before = freed.len();
+    for &uid in uids {
+        f.remove(uid, freed);
+    }
+    assert_eq!(f.highest_modseq, modseq, "S4");
+    assert!(freed.len() - freed_before <= uids.len());
+    assert!(uids.iter().all(|uid| !f.messages.contains_key(uid)));
+    Ok(())
+}
+
+/// Every message below `uid`, with one split of the tree however many go.
+fn expunge_below(
+    f: &mut Folder,
+    modseq: u64,
+    uid: u32,
+    freed: &mut Vec<Freed>,
+) -> Result<(), String> {
+    bump_modseq(f, modseq)?;
+    let keep = f.messages.split_off(&uid);
+    let gone = std::mem::replace(&mut f.messages, keep);
+    for (uid, e) in gone {
+        f.bytes -= e.content_len as u64;
+        f.unseen -= u64::from(!e.seen());
+        freed.push(Freed {
+            uid,
+            start: e.start,
+            units: e.units(),
+        });
+    }
+    assert_eq!(f.highest_modseq, modseq, "S4");
+    assert!(
+        f.messages
+            .first_key_value()
+            .is_none_or(|(&first, _)| first >= uid)
+    );
+    assert!(f.unseen <= f.messages.len() as u64);
+    Ok(())
+}
+
+/// An import raising UIDNEXT to its source's (S3: it only goes up).
+fn set_uidnext(f: &mut Folder, modseq: u64, uidnext: u32) -> Result<(), String> {
+    // S3 holds: UIDNEXT only goes up, and stays below u32::MAX like an append's.
+    if uidnext <= f.uidnext || uidnext == u32::MAX {
+        return Err(format!(
+            "UIDNEXT {uidnext} does not ascend past {}",
+            f.uidnext
+        ));
+    }
+    bump_modseq(f, modseq)?;
+    f.uidnext = uidnext;
+    assert_eq!((f.uidnext, f.highest_modseq), (uidnext, modseq), "S3, S4");
+    Ok(())
+}
+
+/// S4's one exception (docs/storage.md): MODSEQs as another store gave them, the folder's
+/// HIGHESTMODSEQ set to `highest`, never below any message's MODSEQ. Everything is checked
+/// before anything changes, so a refused record (a damaged journal opened with salvage) leaves
+/// no message above the folder's HIGHESTMODSEQ.
+fn restore_modseqs(f: &mut Folder, highest: u64, entries: &[(u32, u64)]) -> Result<(), String> {
+    if highest > MODSEQ_MAX {
+        return Err(format!("MODSEQ {highest} is out of range"));
+    }
+    let mut restored: HashMap<u32, u64> = HashMap::with_capacity(entries.len());
+    for &(uid, modseq) in entries {
+        if modseq == 0 || modseq > highest {
+            return Err(format!(
+                "restored MODSEQ {modseq} of UID {uid} is not in 1..={highest}"
+            ));
+        }
+        if !f.messages.contains_key(&uid) {
+            return Err(format!("restored MODSEQ of missing UID {uid}"));
+        }
+        restored.insert(uid, modseq);
+    }
+    if let Some(above) = f
+        .messages
+        .iter()
+        .map(|(uid, e)| restored.get(uid).copied().unwrap_or(e.modseq))
+        .max()
+        && above > highest
+    {
+        return Err(format!(
+            "restored HIGHESTMODSEQ {highest} is below a message's MODSEQ {above}"
+        ));
+    }
+    for (uid, modseq) in restored {
+        if let Some(e) = f.messages.get_mut(&uid) {
+            e.modseq = modseq;
+        }
+    }
+    f.highest_modseq = highest;
+    debug_assert!(f.messages.values().all(|e| e.modseq <= highest), "S4");
+    Ok(())
+}
+
+/// The defrag switch: the message lives at `start` now; its old extent is freed.
+fn move_message(
+    f: &mut Folder,
+    uid: u32,
+    start: u64,
+    freed: &mut Vec<Freed>,
+) -> Result<(), String> {
+    let e = f
+        .messages
+        .get_mut(&uid)
+        .ok_or_else(|| format!("move of missing UID {uid}"))?;
+    if !extent_fits(start, e.units()) {
+        return Err(format!("move of UID {uid} to unit {start} is out of range"));
+    }
+    freed.push(Freed {
+        uid,
+        start: e.start,
+        units: e.units(),
+    });
+    e.start = start;
+    // The old extent and the new one are the same size: a move neither grows nor shrinks.
+    assert_eq!(freed.last().map(|old| old.units), Some(e.units()));
+    assert_eq!(e.start, start);
     Ok(())
 }
 
@@ -464,6 +599,7 @@ fn bump_modseq(f: &mut Folder, modseq: u64) -> Result<(), String> {
     Ok(())
 }
 
+/// APPEND (S3: the UID ascends past UIDNEXT; S4: the MODSEQ past HIGHESTMODSEQ).
 fn append(f: &mut Folder, a: &AppendOp) -> Result<(), String> {
     // S3: UIDs strictly ascend and are never reused.
     if a.uid < f.uidnext || a.uid == u32::MAX {
@@ -498,6 +634,17 @@ fn append(f: &mut Folder, a: &AppendOp) -> Result<(), String> {
             data_crc: a.data_crc,
             flags: a.flags,
         },
+    );
+    // Every UID is below UIDNEXT (S3; the snapshot loader and this check keep it so): the
+    // message is the folder's last, and the folder's tail is where it ends.
+    assert_eq!(
+        (f.uidnext, f.highest_modseq),
+        (a.uid + 1, a.modseq),
+        "S3, S4"
+    );
+    assert_eq!(
+        f.messages.last_key_value().map(|(&uid, _)| uid),
+        Some(a.uid)
     );
     Ok(())
 }
@@ -705,5 +852,84 @@ mod tests {
         assert_eq!(f.uidnext, 5);
         assert_eq!(f.highest_modseq, 4);
         assert_eq!(f.bytes, 100);
+    }
+
+    /// A record `apply` refuses changes nothing, as its contract says: replay with salvage
+    /// skips such a record and checkpoints what is left, so a half-applied one would be
+    /// written into the snapshot (a message above HIGHESTMODSEQ makes the next open refuse).
+    #[test]
+    fn a_refused_record_leaves_the_folder_unchanged() {
+        let cat = RwLock::new(Catalog::new());
+        let mut freed = Vec::new();
+        let create = Op::CreateFolder {
+            folder: 1,
+            uidvalidity: 5,
+            user: "u".into(),
+            name: "INBOX".into(),
+        };
+        apply(&cat, &create, &mut freed).unwrap();
+        for (uid, start) in [(1, 8), (2, 9)] {
+            let append = AppendOp {
+                folder: 1,
+                uid,
+                start,
+                summary_len: 0,
+                content_len: 100,
+                data_crc: 0,
+                internal_date: 0,
+                flags: 0,
+                keywords: KeywordSet::default(),
+                modseq: u64::from(uid) + 1,
+            };
+            apply(&cat, &Op::Append(append), &mut freed).unwrap();
+        }
+        let before = {
+            let c = cat.read().unwrap();
+            let f = c.folders[&1].read();
+            (f.highest_modseq, f.messages.clone())
+        };
+        let refused = [
+            // The first entry is fine, the second names a missing UID.
+            Op::RestoreModseqs {
+                folder: 1,
+                highest: 50,
+                entries: vec![(1, 40), (7, 41)],
+            },
+            // Every entry fine, but HIGHESTMODSEQ below UID 2's MODSEQ, which stays.
+            Op::RestoreModseqs {
+                folder: 1,
+                highest: 2,
+                entries: vec![(1, 1)],
+            },
+            // A flag bit that does not exist.
+            Op::SetFlags {
+                folder: 1,
+                modseq: 9,
+                op: 0,
+                flags: 0xff,
+                keywords: KeywordSet::default(),
+                uids: vec![1],
+            },
+        ];
+        for op in &refused {
+            assert!(apply(&cat, op, &mut freed).is_err(), "{op:?}");
+            let c = cat.read().unwrap();
+            let f = c.folders[&1].read();
+            assert_eq!(
+                (f.highest_modseq, &f.messages),
+                (before.0, &before.1),
+                "{op:?}"
+            );
+        }
+        let restore = Op::RestoreModseqs {
+            folder: 1,
+            highest: 2,
+            entries: vec![(2, 2), (1, 1)],
+        };
+        apply(&cat, &restore, &mut freed).unwrap();
+        let c = cat.read().unwrap();
+        let f = c.folders[&1].read();
+        assert_eq!(f.highest_modseq, 2);
+        assert_eq!((f.messages[&1].modseq, f.messages[&2].modseq), (1, 2));
     }
 }

@@ -51,10 +51,10 @@ fn flipped_bit_in_message_data_is_found_and_repaired() {
     assert!(matches!(r, Err(StoreError::Corrupt { .. })));
     let report = store.fsck(false, &mut |_, _| {}).unwrap();
     assert!(!report.is_clean());
-    assert_eq!(report.problems.len(), 1, "{report}");
+    assert_eq!(report.findings.problems.len(), 1, "{report}");
     assert!(report.to_string().contains("u/INBOX UID 2"), "{report}");
     let report = store.fsck(true, &mut |_, _| {}).unwrap();
-    assert_eq!(report.repaired.len(), 1, "{report}");
+    assert_eq!(report.findings.repaired.len(), 1, "{report}");
     assert_clean(&store);
     let view = store.open_folder("u", "INBOX").unwrap();
     assert_eq!(
@@ -142,7 +142,11 @@ fn damaged_snapshot_refuses_open_salvage_keeps_the_rest_fsck_sees_it() {
         .unwrap();
     let report = store.fsck(false, &mut |_, _| {}).unwrap();
     assert!(
-        report.problems.iter().any(|p| p.contains("index.snap")),
+        report
+            .findings
+            .problems
+            .iter()
+            .any(|p| p.contains("index.snap")),
         "{report}"
     );
     drop(store);
@@ -169,7 +173,7 @@ fn damaged_snapshot_refuses_open_salvage_keeps_the_rest_fsck_sees_it() {
     disk.corrupt(&path("index.snap"), 20, &[snap[20] ^ 1])
         .unwrap();
     let report = store.fsck(true, &mut |_, _| {}).unwrap();
-    assert!(!report.repaired.is_empty(), "{report}");
+    assert!(!report.findings.repaired.is_empty(), "{report}");
     assert_clean(&store);
 }
 
@@ -211,7 +215,7 @@ fn truncated_volume_is_reported_and_repaired() {
         Err(StoreError::Corrupt { .. })
     ));
     let report = store.fsck(false, &mut |_, _| {}).unwrap();
-    assert_eq!(report.problems.len(), 3, "{report}");
+    assert_eq!(report.findings.problems.len(), 3, "{report}");
     store.fsck(true, &mut |_, _| {}).unwrap();
     assert_clean(&store);
     assert_eq!(store.status("u", "INBOX").unwrap().messages, 3);
@@ -266,6 +270,35 @@ fn leftover_snapshot_tmp_is_removed() {
     let (store, report) = try_open(&disk, small_config()).unwrap();
     assert!(report.problems.iter().any(|p| p.contains("index.snap.tmp")));
     assert!(!exists(&disk, "index.snap.tmp"));
+    assert_clean(&store);
+}
+
+/// Two names for one log generation (`index-1.log` beside `index-00000001.log`: a copy, never
+/// made by the store) are damage: refused, and salvaged without a panic.
+#[test]
+fn two_names_for_one_log_generation_are_refused_or_salvaged() {
+    let disk = SimDisk::new();
+    let store = filled(&disk, small_config(), 2);
+    drop(store);
+    let log = disk.open(&path(LOG1), false).unwrap();
+    let mut image = vec![0u8; log.len().unwrap() as usize];
+    log.read_exact_at(&mut image, 0).unwrap();
+    disk.open(&path("index-1.log"), true)
+        .unwrap()
+        .write_all_at(&image, 0)
+        .unwrap();
+    let err = try_open(&disk, small_config()).err().expect("must refuse");
+    assert!(err.to_string().contains("generation"), "{err}");
+    let salvage = StoreConfig {
+        salvage: true,
+        ..small_config()
+    };
+    let (store, report) = try_open(&disk, salvage).unwrap();
+    assert!(
+        report.problems.iter().any(|p| p.contains("salvaged")),
+        "{report}"
+    );
+    assert_eq!(store.read("u", "INBOX", 2).unwrap(), body(2, ONE_UNIT));
     assert_clean(&store);
 }
 
