@@ -19,6 +19,7 @@ mod dkim_cmd;
 mod fs_cmd;
 mod logging;
 mod mailbox_cmd;
+mod node;
 mod progress;
 mod queue_cmd;
 mod serve_cmd;
