@@ -40,6 +40,20 @@ shared_bench() {
   SHARED_BENCH=$(cd "$SHARED_BENCH" && pwd)
 }
 
+# apt_install PACKAGE...: installs the Debian packages not yet installed (as root), with the
+# packages' own daemons kept from starting (policy-rc.d), as scripts/test.sh does.
+apt_install() {
+  local missing=() p added=0
+  for p in "$@"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p"); done
+  [ ${#missing[@]} -gt 0 ] || return 0
+  [ "$(id -u)" = 0 ] || { echo "ERROR: missing packages ${missing[*]} (run as root or install them)" >&2; exit 1; }
+  if [ ! -e /usr/sbin/policy-rc.d ]; then printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; added=1; fi
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >&2
+  local rc=$?
+  [ $added = 1 ] && rm -f /usr/sbin/policy-rc.d
+  [ $rc = 0 ] || { echo "ERROR: apt-get install ${missing[*]} failed" >&2; exit 1; }
+}
+
 # smoke_check LOG SPEC...: with SMOKE=1, fails (exit 1) unless each SPEC matches a RESULT line
 # of LOG and every field it names is a number above zero on every line it matches.
 # SPEC: "FILTER... : FIELD...", FILTER a result name or key=value (bench/nonzero.py).
