@@ -28,7 +28,10 @@ mkdir -p "$LOG_DIR"
 # unless NO_BUILD=1; then checks that BIN is there.
 build() {
   if [ "$NO_BUILD" != 1 ]; then
-    (cd "$ROOT" && cargo build --profile "$PROFILE" --locked -p mailstow -p mailstow-bench "$@" 2>&1 | tail -1)
+    local out
+    out=$(cd "$ROOT" && cargo build --profile "$PROFILE" --locked -p mailstow -p mailstow-bench "$@" 2>&1) \
+      || { printf '%s\n' "$out" | tail -20 >&2; echo "ERROR: cargo build failed" >&2; exit 1; }
+    printf '%s\n' "$out" | tail -1
   fi
   [ -x "$BIN" ] || { echo "ERROR: no $BIN (build it: cargo build --profile $PROFILE -p mailstow -p mailstow-bench)" >&2; exit 1; }
 }
