@@ -50,18 +50,6 @@ enum Command {
     Sim(sim_cmd::SimCommand),
 }
 
-/// The `mailstow` binary that `sim validate` mounts the mail file system with: the one that
-/// ran this binary (`MAILSTOW_BIN`), else `mailstow` next to this binary, else none (those
-/// cells are then skipped, and the report says why).
-fn mailstow_binary() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("MAILSTOW_BIN").filter(|p| !p.is_empty()) {
-        return Some(PathBuf::from(path));
-    }
-    let me = std::env::current_exe().ok()?;
-    let beside = me.parent()?.join("mailstow");
-    beside.is_file().then_some(beside)
-}
-
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Bench(command) => bench_cmd::run(command),

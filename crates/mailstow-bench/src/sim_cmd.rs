@@ -45,7 +45,7 @@ fn validate(quick: bool, json: bool, dir: Option<PathBuf>) -> anyhow::Result<()>
         dir: dir.clone(),
         quick,
         // The `mailstow` binary mounts the mail file system for its cells.
-        mailstow: crate::mailstow_binary(),
+        mailstow: mailstow_binary(),
     };
     let started = Instant::now();
     let report = crate::progress::with_progress("sim validate", |progress| {
@@ -162,4 +162,16 @@ fn validate(quick: bool, json: bool, dir: Option<PathBuf>) -> anyhow::Result<()>
     );
     out!("median_error_random={:.4}", report.median_error_random);
     Ok(())
+}
+
+/// The `mailstow` binary that `sim validate` mounts the mail file system with: the one that
+/// ran this binary (`MAILSTOW_BIN`), else `mailstow` next to this binary, else none (those
+/// cells are then skipped, and the report says why).
+fn mailstow_binary() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("MAILSTOW_BIN").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(path));
+    }
+    let me = std::env::current_exe().ok()?;
+    let beside = me.parent()?.join("mailstow");
+    beside.is_file().then_some(beside)
 }

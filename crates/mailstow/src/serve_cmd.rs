@@ -11,8 +11,8 @@ use server::{ServerConfig, Service, TlsSource};
 
 use crate::node::Node;
 
-use crate::Paths;
 use crate::config::Config;
+use crate::paths::Paths;
 
 /// Listener overrides: `ADDR` like `127.0.0.1:2525`; an empty value disables the listener.
 #[derive(Args, Debug, Default)]
