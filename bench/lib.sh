@@ -8,7 +8,8 @@
 #   NO_BUILD (0)       1: run the binaries as they are, without `cargo build`.
 #   BIN                the mailstow binary (default target/<profile>/mailstow).
 #   CARGO_TARGET_DIR   as for cargo.
-#   SHARED_BENCH       the peer harness (default ../shared/bench beside the checkout).
+#   SHARED_BENCH       the peer harness (default bench/peers: the team's shared/bench, vendored
+#                      so a clone runs as committed on a fresh machine).
 #   SMOKE (0)          1: the shortest run that still takes every path (tiny counts, one
 #                      repetition); the script then fails unless every mailstow figure it
 #                      printed is non-zero. scripts/bench-smoke.sh runs every script so.
@@ -38,7 +39,7 @@ build() {
 
 # shared_bench: sets SHARED_BENCH to the peer harness's directory, or stops with why.
 shared_bench() {
-  SHARED_BENCH=${SHARED_BENCH:-$ROOT/../shared/bench}
+  SHARED_BENCH=${SHARED_BENCH:-$ROOT/bench/peers}
   [ -f "$SHARED_BENCH/setup-peers.sh" ] || { echo "ERROR: no peer harness at $SHARED_BENCH (set SHARED_BENCH)" >&2; exit 1; }
   SHARED_BENCH=$(cd "$SHARED_BENCH" && pwd)
 }

@@ -357,7 +357,7 @@ impl Joined {
             mail.deposit.clone(),
             record,
         ));
-        let tls = Arc::new(delivery::outbound::opportunistic_client_config());
+        let tls = Arc::new(opportunistic_tls::client_config());
         let node = Arc::new(cluster::Cluster::new(cluster, tls));
         let moves = Arc::new(cluster::Moves::new(
             node.clone(),
