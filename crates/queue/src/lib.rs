@@ -15,12 +15,12 @@
 //! All I/O goes through [`disk::Disk`], so tests run the queue on [`disk::SimDisk`] and crash
 //! it anywhere.
 
-mod admin;
 mod config;
 mod error;
 mod format;
 mod fsck;
 mod index;
+mod operator;
 mod queue;
 mod recovery;
 mod segment;
@@ -38,10 +38,10 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-pub use admin::{MessageClass, MessageDetail, QueueEntry};
 pub use config::QueueConfig;
 pub use error::QueueError;
 pub use fsck::{FsckProblem, FsckReport, check};
+pub use operator::{MessageClass, MessageDetail, QueueEntry};
 
 /// A message id: queue-wide, ascending in commit order, never reused.
 pub type MessageId = u64;
