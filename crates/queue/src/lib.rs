@@ -23,6 +23,7 @@ mod index;
 mod operator;
 mod queue;
 mod recovery;
+mod request;
 mod segment;
 mod writer;
 
