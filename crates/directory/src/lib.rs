@@ -87,7 +87,6 @@
 //!   writes fail with [`DirectoryError::Database`].
 
 mod address;
-mod admin;
 mod cache;
 mod db;
 mod dkim;
@@ -96,6 +95,7 @@ mod hasher;
 mod logins;
 mod nodes;
 mod password;
+mod provisioning;
 mod subscriptions;
 mod verified;
 

@@ -5,9 +5,9 @@
 //! [`Directory::renew_lease`] writes alone.
 
 use crate::address::LocalCase;
-use crate::admin::{address_arg, unix_now_s};
 use crate::cache::NodeInfo;
 use crate::error::{DirectoryError, shown};
+use crate::provisioning::{address_arg, unix_now_s};
 use crate::{Directory, db};
 
 /// Longest node name.

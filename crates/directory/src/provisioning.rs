@@ -1,4 +1,5 @@
-//! Administrative operations: domains, users, passwords, quotas, aliases.
+//! Provisioning: the directory's domains, users (passwords, quotas, the admin flag, renames,
+//! deletions) and aliases, added, changed, listed and removed.
 //!
 //! Every change is one transaction opened by `db::begin_write` (which bumps the generation
 //! and takes the write lock first), so the existence checks inside it are the truth the
