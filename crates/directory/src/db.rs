@@ -7,7 +7,7 @@
 //! processes opening a new file at once take turns instead of both creating tables.
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{Any, AnyPool, Executor, Transaction};
@@ -40,6 +40,16 @@ impl Backend {
             Backend::Sqlite => "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
         }
     }
+}
+
+/// Now in Unix seconds by this host's clock: what the directory writes into `created_at`,
+/// `last_login_at` and the other time columns (leases use the database's clock instead,
+/// [`Backend::now_ms`]).
+pub(crate) fn unix_now_s() -> i64 {
+    let since_epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(since_epoch.as_secs()).unwrap_or(i64::MAX)
 }
 
 /// The PostgreSQL channel every directory write notifies (`LISTEN mailstow_directory`).

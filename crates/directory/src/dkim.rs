@@ -3,7 +3,7 @@
 //!
 //! The directory only stores keys: generating them and signing belong to `sender-auth`.
 
-use crate::address::normalize_domain;
+use crate::arguments::domain_arg;
 use crate::error::{DirectoryError, shown};
 use crate::{Directory, db};
 
@@ -59,11 +59,7 @@ impl Directory {
     /// Stores a key; the domain must be ours and the selector unused in it. It becomes the
     /// domain's signing key (the newest one signs).
     pub async fn add_dkim_key(&self, key: &DkimKey) -> Result<(), DirectoryError> {
-        let domain =
-            normalize_domain(&key.domain).map_err(|reason| DirectoryError::InvalidDomain {
-                name: shown(&key.domain),
-                reason,
-            })?;
+        let domain = domain_arg(&key.domain)?;
         let selector = check_selector(&key.selector)?;
         let mut tx = db::begin_write(&self.inner.pool).await?;
         let exists: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM domains WHERE name = $1")

@@ -87,6 +87,7 @@
 //!   writes fail with [`DirectoryError::Database`].
 
 mod address;
+mod arguments;
 mod cache;
 mod db;
 mod dkim;
@@ -114,12 +115,12 @@ pub use address::{
     SUBADDRESS_SEPARATOR,
 };
 pub use argon2::Params as Argon2Params;
+pub use arguments::NODE_NAME_BYTES_MAX;
 pub use cache::{Cache, ExpansionLimit, NodeInfo, Owner, Resolution, Target};
 pub use dkim::{DkimKey, SELECTOR_BYTES_MAX};
 pub use error::DirectoryError;
 pub use hasher::Priority;
 pub use logins::{Attempt, LOGINS_KEPT_MAX, LoginRecord};
-pub use nodes::NODE_NAME_BYTES_MAX;
 pub use subscriptions::{
     SPECIAL_USES_PER_USER_MAX, SUBSCRIPTION_BYTES_MAX, SUBSCRIPTIONS_PER_USER_MAX,
 };

@@ -161,7 +161,7 @@ impl Directory {
         }
         let pool = self.inner.pool.clone();
         let user = user.to_string();
-        let at = crate::provisioning::unix_now_s();
+        let at = crate::db::unix_now_s();
         runtime.spawn(async move {
             let written = sqlx::query("UPDATE users SET last_login_at = $1 WHERE address = $2")
                 .bind(at)
@@ -192,11 +192,7 @@ impl Directory {
             return;
         };
         let key = (user.to_string(), client.to_string(), protocol, result);
-        if !self
-            .inner
-            .attempts
-            .add(key, crate::provisioning::unix_now_s())
-        {
+        if !self.inner.attempts.add(key, crate::db::unix_now_s()) {
             return;
         }
         let directory = self.clone();

@@ -6,10 +6,10 @@
 //! write lands on, and the specific errors below ("no such domain", "already exists") never
 //! race with another writer. Argon2 runs before the transaction, never while holding the lock.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
-use crate::address::{Address, LocalCase, normalize_domain, parse_address};
-use crate::error::{DirectoryError, shown};
+use crate::address::{Address, LocalCase};
+use crate::arguments::{address_arg, domain_arg, node_arg};
+use crate::db::unix_now_s;
+use crate::error::DirectoryError;
 use crate::{Directory, UserInfo, db, password};
 
 /// An alias source: one address, or a domain's catch-all (`@domain`).
@@ -35,32 +35,11 @@ impl Source {
     }
 }
 
-fn domain_arg(name: &str) -> Result<String, DirectoryError> {
-    normalize_domain(name).map_err(|reason| DirectoryError::InvalidDomain {
-        name: shown(name),
-        reason,
-    })
-}
-
-pub(crate) fn address_arg(address: &str, case: LocalCase) -> Result<Address, DirectoryError> {
-    parse_address(address, case).map_err(|reason| DirectoryError::InvalidAddress {
-        address: shown(address),
-        reason,
-    })
-}
-
 fn source_arg(source: &str) -> Result<Source, DirectoryError> {
     match source.strip_prefix('@') {
         Some(domain) => Ok(Source::CatchAll(domain_arg(domain)?)),
         None => Ok(Source::Address(address_arg(source, LocalCase::Fold)?)),
     }
-}
-
-pub(crate) fn unix_now_s() -> i64 {
-    let since_epoch = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    i64::try_from(since_epoch.as_secs()).unwrap_or(i64::MAX)
 }
 
 /// Whether `count` (a `SELECT COUNT(*) ... WHERE key = $1`) finds a row for `key`.
@@ -248,7 +227,7 @@ impl Directory {
         node: Option<&str>,
         admin: bool,
     ) -> Result<Option<String>, DirectoryError> {
-        let node = node.map(crate::nodes::node_arg).transpose()?;
+        let node = node.map(node_arg).transpose()?;
         let address = address_arg(address, LocalCase::Fold)?;
         password::check_new(password, self.inner.options.password_bytes_max)?;
         let domain = address.domain.clone();
