@@ -38,6 +38,33 @@ impl std::fmt::Debug for DkimKey {
     }
 }
 
+/// Every DKIM key, by domain, newest first within a domain.
+pub(crate) async fn load_dkim_keys<'e, E>(executor: E) -> Result<Vec<DkimKey>, DirectoryError>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    type Row = (String, String, String, String, String, i64);
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT domain, selector, algorithm, private_key, public_key, created_at \
+         FROM dkim_keys ORDER BY domain, created_at DESC, selector",
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(
+            |(domain, selector, algorithm, private_key, public_key, created_at)| DkimKey {
+                domain,
+                selector,
+                algorithm,
+                private_key,
+                public_key,
+                created_at,
+            },
+        )
+        .collect())
+}
+
 /// A selector is one DNS label: letters, digits and hyphens, not at either end.
 fn check_selector(selector: &str) -> Result<String, DirectoryError> {
     let lower = selector.to_ascii_lowercase();
@@ -94,7 +121,7 @@ impl Directory {
 
     /// Every stored key, by domain, newest first within a domain.
     pub async fn dkim_keys(&self) -> Result<Vec<DkimKey>, DirectoryError> {
-        db::load_dkim_keys(&self.inner.pool).await
+        load_dkim_keys(&self.inner.pool).await
     }
 
     /// Deletes one key.

@@ -29,14 +29,14 @@
 //! portable: standard types, timestamps as Unix seconds, `$1` placeholders (SQLite reads
 //! them as numbered parameters), `ON CONFLICT ... DO NOTHING`, a partial unique index, no
 //! `AUTOINCREMENT`, and constraint errors detected through sqlx's portable
-//! `is_unique_violation`. What differs per backend is small and lives in `db.rs`:
+//! `is_unique_violation`. What differs per backend is small and branches on `db::Backend`:
 //!
 //! - "now" in milliseconds by the database's clock (`db::Backend::now_ms`), for leases;
 //! - `db::migrate` on PostgreSQL takes `pg_advisory_xact_lock` first (concurrent
 //!   `CREATE TABLE IF NOT EXISTS` can race there) and creates `meta` inside its transaction;
 //!   a migration that needs different DDL has a file per backend (`0005_cluster.*.sql`);
-//! - `db::load_snapshot` on PostgreSQL runs in a `REPEATABLE READ` transaction, for the one
-//!   snapshot that SQLite's WAL gives any deferred transaction;
+//! - the cache's `load_snapshot` (`cache.rs`) on PostgreSQL runs in a `REPEATABLE READ`
+//!   transaction, for the one snapshot that SQLite's WAL gives any deferred transaction;
 //! - `db::begin_write` on PostgreSQL also queues `NOTIFY mailstow_directory`, which
 //!   PostgreSQL delivers at commit (and drops on rollback). Bumping the generation first
 //!   locks that row, which serialises writers as SQLite's write lock does.
