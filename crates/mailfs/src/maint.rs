@@ -330,7 +330,10 @@ impl Fs {
         // Loading the tree repairs what a crash left; then the log goes into directory
         // messages, so each current version below is one.
         let dirs = self.walk_dirs()?;
-        self.repair_links(&dirs, &mut report)?;
+        let links = self.repair_links(&dirs)?;
+        report.inodes = links.inodes;
+        report.repaired.extend(links.repaired);
+        report.unrecoverable.extend(links.unrecoverable);
         self.sync_metadata()?;
         self.checkpoint()?;
         let dirs = self.walk_dirs()?;
