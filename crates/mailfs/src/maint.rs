@@ -166,10 +166,6 @@ impl Fs {
         Ok(n)
     }
 
-    pub fn snapshots(&self) -> Vec<Snapshot> {
-        self.superblock().1.snapshots
-    }
-
     /// Removes what no retained version reaches (M4), with UID EXPUNGE only.
     pub fn gc(&self, progress: Progress) -> Result<GcReport, FsError> {
         // Every current directory version becomes a directory message first: gc keeps
