@@ -26,8 +26,8 @@ use des::{Latencies, Nanos, Scheduler, Station};
 use rand::RngExt as _;
 use serde::Deserialize;
 
-use crate::SimError;
-use crate::direct::Run;
+use crate::error::SimError;
+use crate::report::Run;
 use crate::scenario::Workload;
 
 pub const NODES_MAX: u32 = 1_024;

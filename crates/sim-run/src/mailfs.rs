@@ -19,8 +19,8 @@ use des::{Latencies, Nanos, Scheduler, Station};
 use serde::Deserialize;
 use sim_models::Op;
 
-use crate::SimError;
-use crate::direct::Run;
+use crate::error::SimError;
+use crate::report::Run;
 use crate::scenario::Workload;
 
 pub const ACCOUNTS_MAX: u32 = 255;

@@ -15,8 +15,9 @@ use sim_models::localfs::{LocalFs, Step};
 use sim_models::pagecache::PAGE_BYTES;
 use sim_models::{Op, Request};
 
-use crate::SimError;
-use crate::direct::{Run, block_layer, local_fs};
+use crate::direct::{block_layer, local_fs};
+use crate::error::SimError;
+use crate::report::Run;
 use crate::scenario::{Scenario, Workload};
 
 /// Most clients or servers in one run.

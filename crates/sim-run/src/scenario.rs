@@ -8,7 +8,7 @@ use sim_models::localfs::{CpuParams, WritebackParams};
 use sim_models::readahead::ReadaheadParams;
 use sim_models::sched::SchedulerParams;
 
-use crate::SimError;
+use crate::error::SimError;
 
 /// Limits on what one scenario may ask for, so a typo cannot run for days.
 pub const REPLICATIONS_MAX: u32 = 1_000;

@@ -5,8 +5,9 @@
 
 use serde::Deserialize;
 
+use crate::error::SimError;
 use crate::report::WorkloadResult;
-use crate::{Scenario, SimError};
+use crate::scenario::Scenario;
 
 /// Most values a sweep may take.
 pub const SWEEP_VALUES_MAX: usize = 64;
