@@ -13,7 +13,7 @@
 //! a strict Content-Security-Policy (no script at all, images from this origin or inline
 //! data only, no framing), `nosniff` and `no-referrer`; request bodies are bounded.
 
-mod admin;
+mod admin_pages;
 mod backend;
 mod compose;
 mod render;
@@ -149,10 +149,10 @@ pub fn router<B: Backend>(backend: Arc<B>, config: Config) -> Router {
         .route("/style.css", get(style))
         .route("/live.js", get(live_script))
         .route("/events", get(events::<B>))
-        .route("/admin", get(admin::overview::<B>))
-        .route("/admin/queue/show", get(admin::queued::<B>))
-        .route("/admin/{section}", get(admin::section::<B>))
-        .route("/admin/{section}/{verb}", post(admin::act::<B>))
+        .route("/admin", get(admin_pages::overview::<B>))
+        .route("/admin/queue/show", get(admin_pages::queued::<B>))
+        .route("/admin/{section}", get(admin_pages::section::<B>))
+        .route("/admin/{section}/{verb}", post(admin_pages::act::<B>))
         .fallback(not_found)
         .layer(axum::middleware::map_response(security_headers))
         .layer(DefaultBodyLimit::max(config.request_bytes_max))
