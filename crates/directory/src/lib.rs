@@ -93,6 +93,7 @@ mod db;
 mod dkim;
 mod error;
 mod hasher;
+mod login_recording;
 mod logins;
 mod nodes;
 mod password;
