@@ -1,5 +1,5 @@
 //! Provisioning: the directory's domains, users (passwords, quotas, the admin flag, renames,
-//! deletions) and aliases, added, changed, listed and removed.
+//! deletions), aliases and DKIM keys, added, changed, listed and removed.
 //!
 //! Every change is one transaction opened by `db::begin_write` (which bumps the generation
 //! and takes the write lock first), so the existence checks inside it are the truth the
@@ -9,6 +9,7 @@
 use crate::address::{Address, LocalCase};
 use crate::arguments::{address_arg, domain_arg, node_arg};
 use crate::db::unix_now_s;
+use crate::dkim::{DkimKey, check_selector, load_dkim_keys};
 use crate::error::DirectoryError;
 use crate::{Directory, UserInfo, db, password};
 
@@ -784,5 +785,66 @@ impl Directory {
         let password = password.to_owned();
         self.run_hasher(move || password::hash(&params, &password))
             .await
+    }
+}
+
+impl Directory {
+    /// Stores a key; the domain must be ours and the selector unused in it. It becomes the
+    /// domain's signing key (the newest one signs).
+    pub async fn add_dkim_key(&self, key: &DkimKey) -> Result<(), DirectoryError> {
+        let domain = domain_arg(&key.domain)?;
+        let selector = check_selector(&key.selector)?;
+        let mut tx = db::begin_write(&self.inner.pool).await?;
+        let exists: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM domains WHERE name = $1")
+            .bind(&domain)
+            .fetch_one(&mut *tx)
+            .await?;
+        if exists == 0 {
+            return Err(DirectoryError::NoSuchDomain(domain));
+        }
+        let inserted = sqlx::query(
+            "INSERT INTO dkim_keys (domain, selector, algorithm, private_key, public_key, \
+             created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(&domain)
+        .bind(&selector)
+        .bind(&key.algorithm)
+        .bind(&key.private_key)
+        .bind(&key.public_key)
+        .bind(key.created_at)
+        .execute(&mut *tx)
+        .await;
+        match inserted {
+            Err(e) if db::is_unique_violation(&e) => {
+                return Err(DirectoryError::DkimKeyExists { domain, selector });
+            }
+            other => other?,
+        };
+        tx.commit().await?;
+        self.refresh_after_write().await;
+        Ok(())
+    }
+
+    /// Every stored key, by domain, newest first within a domain.
+    pub async fn dkim_keys(&self) -> Result<Vec<DkimKey>, DirectoryError> {
+        load_dkim_keys(&self.inner.pool).await
+    }
+
+    /// Deletes one key.
+    pub async fn del_dkim_key(&self, domain: &str, selector: &str) -> Result<(), DirectoryError> {
+        let domain = domain.to_ascii_lowercase();
+        let selector = check_selector(selector)?;
+        let mut tx = db::begin_write(&self.inner.pool).await?;
+        let deleted = sqlx::query("DELETE FROM dkim_keys WHERE domain = $1 AND selector = $2")
+            .bind(&domain)
+            .bind(&selector)
+            .execute(&mut *tx)
+            .await?;
+        if deleted.rows_affected() == 0 {
+            return Err(DirectoryError::NoSuchDkimKey { domain, selector });
+        }
+        tx.commit().await?;
+        self.refresh_after_write().await;
+        Ok(())
     }
 }
