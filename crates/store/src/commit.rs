@@ -1,6 +1,6 @@
 //! The writer: group commit of appends, and every other change (folders, flags, expunge).
 //!
-//! One writer at a time holds [`Inner::writer`]. A change is made in this order, always:
+//! One writer at a time holds [`Store::writer`]. A change is made in this order, always:
 //!
 //! 1. plan under the writer lock (UIDs, MODSEQs, extents from the allocator);
 //! 2. write message data and `fdatasync` the volume (S1: data before the index names it);
@@ -28,6 +28,7 @@ use disk::{Disk, File};
 
 use crate::StoreError;
 use crate::alloc::Allocator;
+use crate::cache::{SummaryCache, ViewCache};
 use crate::config::StoreConfig;
 use crate::error::IoContext;
 use crate::flags::KeywordSet;
@@ -35,7 +36,8 @@ use crate::format::{MSG_HEADER_BYTES, MsgHeader, UNIT, encode_summary, parse_sum
 use crate::index::{Catalog, Folder, FolderCell, Freed};
 use crate::journal::{AppendOp, Journal, Op, encode_ops};
 use crate::names::{normalize_folder, validate_keyword, validate_user};
-use crate::{AppendRequest, Appended, DeletedUser, ExpungeReport, FolderStatus};
+use crate::recent::Recent;
+use crate::{AppendRequest, Appended, DeletedUser, ExpungeReport, FolderStatus, NewMessage};
 use crate::{FlagOp, Flags};
 
 /// Largest single `pwrite` when laying out a batch's adjacent messages.
@@ -78,7 +80,7 @@ pub(crate) struct Prepared {
     pub(crate) keywords: Vec<String>,
     pub(crate) internal_date: i64,
     /// The UID an import asks for: used if it ascends past the folder's UIDNEXT when the
-    /// batch is planned, else the next UID is given (see `Store::import_batch`). `None` for
+    /// batch is planned, else the next UID is given (see `Store::commit_import`). `None` for
     /// ordinary appends.
     pub(crate) uid: Option<u32>,
     /// The record's start: header placeholder and summary. The content follows it on disk,
@@ -147,8 +149,11 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The shared state behind a [`crate::Store`].
-pub(crate) struct Inner {
+/// The mailbox store: the index, the volume, the writer and the caches, shared by every
+/// caller as an `Arc<Store>` (`Send + Sync`). Its methods live with their concern: changes
+/// here, reads in `read.rs`, imports in `import.rs`, defragmentation in `defrag.rs`, the
+/// check in `fsck.rs`, open and checkpoints in `open.rs`.
+pub struct Store {
     pub(crate) disk: Arc<dyn Disk>,
     pub(crate) dir: PathBuf,
     pub(crate) config: StoreConfig,
@@ -165,11 +170,30 @@ pub(crate) struct Inner {
     /// Told the user of every folder a committed record changed (see `Store::set_observer`).
     pub(crate) observer: RwLock<Option<crate::Observer>>,
     /// RFC 3501 `\Recent`, in memory (`recent.rs`).
-    pub(crate) recent: crate::recent::Recent,
+    pub(crate) recent: Recent,
+    /// Summaries without their MIME structure (`summary_cache_bytes_max`).
+    pub(crate) summaries: SummaryCache,
+    /// Folder views shared while a folder is unchanged (`view_cache_bytes_max`).
+    pub(crate) views: ViewCache,
+}
+
+/// An append on its way (see [`Store::incoming`]).
+pub struct Incoming {
+    store: Arc<Store>,
+}
+
+impl Drop for Incoming {
+    fn drop(&mut self) {
+        self.store.incoming.fetch_sub(1, Ordering::SeqCst);
+        // Taking the lock orders this with the leader's check-then-wait, so the wake-up is
+        // never lost between the two.
+        drop(lock(&self.store.queue));
+        self.store.queue_cv.notify_all();
+    }
 }
 
 /// Clears the leader flag even if the leader's commit panicked, so followers are not stuck.
-struct LeaderGuard<'a>(&'a Inner);
+struct LeaderGuard<'a>(&'a Store);
 
 impl Drop for LeaderGuard<'_> {
     fn drop(&mut self) {
@@ -214,7 +238,7 @@ fn define_keywords(
     kw
 }
 
-/// A batch of appends as the writer lays it out (`Inner::plan_appends`).
+/// A batch of appends as the writer lays it out (`Store::plan_appends`).
 struct AppendPlan {
     /// One outcome per append of the batch, in order: `None` until it is planned.
     results: Vec<Option<Result<Appended, StoreError>>>,
@@ -247,7 +271,7 @@ impl AppendPlan {
     }
 }
 
-impl Inner {
+impl Store {
     pub(crate) fn writer(&self) -> Result<MutexGuard<'_, Writer>, StoreError> {
         let w = lock(&self.writer);
         if let Some(reason) = &w.failed {
@@ -361,6 +385,12 @@ impl Inner {
         users
     }
 
+    /// Installs the function told about every committed change (IMAP IDLE wakes on it).
+    /// It runs on the committing thread, after the change is durable: keep it short.
+    pub fn set_observer(&self, observer: crate::Observer) {
+        *self.observer.write().unwrap_or_else(|p| p.into_inner()) = Some(observer);
+    }
+
     /// Tells the observer whose folders changed; the change is durable and applied, so
     /// whoever looks now sees it.
     fn notify(&self, users: &[String]) {
@@ -469,12 +499,56 @@ impl Inner {
         })
     }
 
-    /// Appends every request in the next group commit. `announced`, the caller's own
-    /// announcement, is dropped once the requests are queued, so no commit waits for it.
-    pub(crate) fn append_batch(
+    /// Appends one message, group-committed with whatever else is waiting. Creates INBOX on
+    /// first delivery; other folders must exist.
+    pub fn append(
+        &self,
+        user: &str,
+        folder: &str,
+        message: NewMessage,
+    ) -> Result<Appended, StoreError> {
+        let request = AppendRequest {
+            user: user.to_string(),
+            folder: folder.to_string(),
+            message,
+        };
+        self.group_commit(vec![request], None)
+            .pop()
+            .unwrap_or_else(|| Err(StoreError::Invalid("append produced no result".into())))
+    }
+
+    /// Appends many messages (any users and folders); results in request order.
+    pub fn append_batch(&self, requests: Vec<AppendRequest>) -> Vec<Result<Appended, StoreError>> {
+        self.group_commit(requests, None)
+    }
+
+    /// Announces an append on its way (a cluster node's hand-over whose recipient was
+    /// accepted, its content still arriving): until the guard drops, a commit may wait up to
+    /// `commit_wait_max` for it, so concurrent senders share one commit. Pass it to
+    /// [`Store::append_batch_announced`], or drop it when no append will come.
+    pub fn incoming(self: &Arc<Self>) -> Incoming {
+        self.incoming.fetch_add(1, Ordering::SeqCst);
+        Incoming {
+            store: self.clone(),
+        }
+    }
+
+    /// [`Store::append_batch`] for a caller that announced itself: the announcement ends once
+    /// the requests are queued for the next commit.
+    pub fn append_batch_announced(
         &self,
         requests: Vec<AppendRequest>,
-        announced: Option<crate::Incoming>,
+        announced: Incoming,
+    ) -> Vec<Result<Appended, StoreError>> {
+        self.group_commit(requests, Some(announced))
+    }
+
+    /// Appends every request in the next group commit. `announced`, the caller's own
+    /// announcement, is dropped once the requests are queued, so no commit waits for it.
+    fn group_commit(
+        &self,
+        requests: Vec<AppendRequest>,
+        announced: Option<Incoming>,
     ) -> Vec<Result<Appended, StoreError>> {
         let mut out: Vec<Option<Result<Appended, StoreError>>> = Vec::with_capacity(requests.len());
         let mut mine: Vec<(usize, Arc<Slot>)> = Vec::new();
@@ -539,7 +613,6 @@ impl Inner {
         &self,
         mut q: MutexGuard<'a, CommitQueue>,
     ) -> MutexGuard<'a, CommitQueue> {
-        use std::sync::atomic::Ordering;
         let deadline = std::time::Instant::now() + self.config.commit_wait_max;
         while self.incoming.load(Ordering::SeqCst) > 0
             && q.waiting.len() < self.config.batch_messages_max
@@ -885,19 +958,14 @@ impl Inner {
 
     // ---- folders ----------------------------------------------------------------------
 
-    pub(crate) fn create_folder(
-        &self,
-        user: &str,
-        folder: &str,
-    ) -> Result<FolderStatus, StoreError> {
+    /// Creates a folder (and the user, if new).
+    pub fn create_folder(&self, user: &str, folder: &str) -> Result<FolderStatus, StoreError> {
         self.create_folders(user, folder, false, None)
     }
 
-    pub(crate) fn create_folder_path(
-        &self,
-        user: &str,
-        folder: &str,
-    ) -> Result<FolderStatus, StoreError> {
+    /// Creates a folder and every missing folder above it, atomically: a refusal (bad name,
+    /// `folders_per_user_max`, the folder exists) creates nothing.
+    pub fn create_folder_path(&self, user: &str, folder: &str) -> Result<FolderStatus, StoreError> {
         self.create_folders(user, folder, true, None)
     }
 
@@ -969,9 +1037,10 @@ impl Inner {
         self.status(user, &name)
     }
 
-    /// Deletes every folder of `user`, INBOX included, in one journal record, and frees their
-    /// space; the user is gone from the store when this returns (durably).
-    pub(crate) fn delete_user(&self, user: &str) -> Result<DeletedUser, StoreError> {
+    /// Deletes every folder of a user, INBOX included, in one durable journal record, and
+    /// returns their space: the user is gone from the store when this returns. What was
+    /// removed is reported.
+    pub fn delete_user(&self, user: &str) -> Result<DeletedUser, StoreError> {
         validate_user(user, &self.config)?;
         let mut w = self.writer()?;
         let cells: Vec<Arc<FolderCell>> = {
@@ -1005,9 +1074,14 @@ impl Inner {
         Ok(deleted)
     }
 
+    /// Gives every folder of `from` to `to`, in one durable journal record: UIDs,
+    /// UIDVALIDITY, flags and data stay as they are. Refused when `to` has folders; a user
+    /// with none (renamed already, or never given mail) renames as a no-op. Returns what
+    /// moved.
+    ///
     /// One record with a `ChangeUser` per folder: the folders keep their ids, so their
     /// messages, reservations and the extents readers hold stay valid under the new name.
-    pub(crate) fn rename_user(&self, from: &str, to: &str) -> Result<crate::Usage, StoreError> {
+    pub fn rename_user(&self, from: &str, to: &str) -> Result<crate::Usage, StoreError> {
         validate_user(from, &self.config)?;
         validate_user(to, &self.config)?;
         let mut w = self.writer()?;
@@ -1052,7 +1126,8 @@ impl Inner {
         Ok(moved)
     }
 
-    pub(crate) fn rename_folder(&self, user: &str, from: &str, to: &str) -> Result<(), StoreError> {
+    /// Renames a folder and the folders below it. INBOX cannot be renamed.
+    pub fn rename_folder(&self, user: &str, from: &str, to: &str) -> Result<(), StoreError> {
         let cell = self.folder(user, from)?;
         let to = normalize_folder(to, &self.config)?;
         let mut w = self.writer()?;
@@ -1105,7 +1180,9 @@ impl Inner {
         Ok(())
     }
 
-    pub(crate) fn delete_folder(&self, user: &str, folder: &str) -> Result<(), StoreError> {
+    /// Deletes a folder and frees its messages' space (one journal record). INBOX cannot be
+    /// deleted; folders below it are kept.
+    pub fn delete_folder(&self, user: &str, folder: &str) -> Result<(), StoreError> {
         let cell = self.folder(user, folder)?;
         let mut w = self.writer()?;
         let name = cell.read().name.clone();
@@ -1128,7 +1205,9 @@ impl Inner {
 
     // ---- flags and expunge ------------------------------------------------------------
 
-    pub(crate) fn set_flags(
+    /// Changes flags and keywords of the given UIDs (missing UIDs are ignored). Returns the
+    /// MODSEQ the change got (the current one if no UID matched).
+    pub fn set_flags(
         &self,
         user: &str,
         folder: &str,
@@ -1202,7 +1281,9 @@ impl Inner {
         Ok(modseq)
     }
 
-    pub(crate) fn expunge(
+    /// Expunges the given UIDs (missing ones are ignored): one journal record, no data I/O
+    /// unless the defrag-on-delete rule moves fragments.
+    pub fn expunge(
         &self,
         user: &str,
         folder: &str,
@@ -1224,7 +1305,8 @@ impl Inner {
         })
     }
 
-    pub(crate) fn expunge_below(
+    /// Expunges every UID below `uid` with one record; `u32::MAX` empties the folder.
+    pub fn expunge_below(
         &self,
         user: &str,
         folder: &str,
@@ -1241,6 +1323,11 @@ impl Inner {
                 uid,
             })
         })
+    }
+
+    /// Expunges every message of the folder.
+    pub fn expunge_all(&self, user: &str, folder: &str) -> Result<ExpungeReport, StoreError> {
+        self.expunge_below(user, folder, u32::MAX)
     }
 
     /// Builds the expunge record from the folder as it is under the writer lock; `None` (or a

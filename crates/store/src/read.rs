@@ -12,9 +12,11 @@ use std::sync::Arc;
 
 use crate::Flags;
 use crate::StoreError;
-use crate::commit::Inner;
+use crate::commit::Store;
+use crate::config::StoreConfig;
 use crate::format::{MSG_HEADER_BYTES, MsgHeader, UNIT, decode_summary};
 use crate::index::{Entry, FolderCell, count_fragments};
+use crate::recent::MARKS_PRUNE_AT;
 use crate::{
     FolderChanges, FolderStats, FolderStatus, FolderView, MessageInfo, MessageSink, StoreStats,
     Summary,
@@ -79,7 +81,7 @@ fn status_of(f: &crate::index::Folder) -> FolderStatus {
     }
 }
 
-impl Inner {
+impl Store {
     fn entry(&self, cell: &FolderCell, uid: u32) -> Result<Entry, StoreError> {
         let f = cell.read();
         if f.deleted {
@@ -150,13 +152,49 @@ impl Inner {
         )))
     }
 
-    pub(crate) fn status(&self, user: &str, folder: &str) -> Result<FolderStatus, StoreError> {
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
+    }
+
+    /// A folder's counters, O(1).
+    pub fn status(&self, user: &str, folder: &str) -> Result<FolderStatus, StoreError> {
         let cell = self.folder(user, folder)?;
         let f = cell.read();
         Ok(status_of(&f))
     }
 
-    pub(crate) fn open_folder(&self, user: &str, folder: &str) -> Result<FolderView, StoreError> {
+    /// RFC 3501 2.3.2 `\Recent`: (the lowest UID no session has been told of, the folder's
+    /// UIDNEXT): every UID between is recent. With `claim` (a read-write SELECT, or a
+    /// selected session learning of new mail) the caller takes them, and no later call
+    /// returns them. In memory only: mail stored before the store opened is not recent.
+    pub fn recent(&self, user: &str, folder: &str, claim: bool) -> Result<(u32, u32), StoreError> {
+        let cell = self.folder(user, folder)?;
+        let (first, uidnext) = {
+            let f = cell.read();
+            (self.recent.take(f.id, f.uidnext, claim), f.uidnext)
+        };
+        if self.recent.len() > MARKS_PRUNE_AT {
+            let catalog = self.catalog();
+            self.recent.retain(|id| catalog.folders.contains_key(&id));
+        }
+        Ok((first.min(uidnext), uidnext))
+    }
+
+    /// A folder's status and entries, shared (copy-on-write) with every other caller while
+    /// the folder is unchanged, so opening a big folder again costs one status lookup, not a
+    /// copy of every entry (`view_cache_bytes_max`).
+    pub fn shared_view(
+        &self,
+        user: &str,
+        folder: &str,
+    ) -> Result<(FolderStatus, Arc<Vec<MessageInfo>>), StoreError> {
+        let status = self.status(user, folder)?;
+        self.views
+            .open(user, folder, status, || self.open_folder(user, folder))
+    }
+
+    /// The folder's index entries, from memory only (S7).
+    pub fn open_folder(&self, user: &str, folder: &str) -> Result<FolderView, StoreError> {
         let cell = self.folder(user, folder)?;
         let f = cell.read();
         // S7: only the in-memory index; no message byte is read.
@@ -171,7 +209,43 @@ impl Inner {
         })
     }
 
-    pub(crate) fn changes_since(
+    /// The summaries of `uids` in a folder as the caller knows it (its UIDVALIDITY), without
+    /// their MIME structure, from memory after the first read (`summary_cache_bytes_max`).
+    /// `None` for a message that is gone.
+    pub fn summaries(
+        &self,
+        user: &str,
+        folder: &str,
+        uidvalidity: u32,
+        uids: &[u32],
+    ) -> Vec<Option<Arc<Summary>>> {
+        let mut found = self.summaries.get_many(user, folder, uidvalidity, uids);
+        if found.iter().any(Option::is_none)
+            && self.status(user, folder).map(|s| s.uidvalidity).ok() != Some(uidvalidity)
+        {
+            // The folder was deleted, or deleted and created again: its UIDs name other
+            // messages now (RFC 9051 2.3.1.1).
+            return vec![None; uids.len()];
+        }
+        for (slot, &uid) in found.iter_mut().zip(uids) {
+            if slot.is_none()
+                && let Ok(summary) = self.summary(user, folder, uid)
+            {
+                *slot = Some(self.summaries.put(user, folder, uidvalidity, uid, &summary));
+            }
+        }
+        found
+    }
+
+    /// Bytes the summary cache holds now.
+    pub fn summary_cache_bytes(&self) -> usize {
+        self.summaries.bytes()
+    }
+
+    /// Messages changed or added since `modseq`, with the folder's status, from one look at
+    /// the index (S7: no message byte is read). Expunges show only in the status's count
+    /// (and in [`Store::uids`]).
+    pub fn changes_since(
         &self,
         user: &str,
         folder: &str,
@@ -194,7 +268,10 @@ impl Inner {
         })
     }
 
-    pub(crate) fn page(
+    /// Newest first, at most `count` messages with a UID below `before` (all when `None`),
+    /// with the folder's status and unseen count: a page of a message list, from the index
+    /// only (S7), its cost independent of where in the folder the page is.
+    pub fn page(
         &self,
         user: &str,
         folder: &str,
@@ -224,20 +301,23 @@ impl Inner {
         })
     }
 
-    pub(crate) fn uids(&self, user: &str, folder: &str) -> Result<Vec<u32>, StoreError> {
+    /// Every UID in the folder, ascending, from the index.
+    pub fn uids(&self, user: &str, folder: &str) -> Result<Vec<u32>, StoreError> {
         let cell = self.folder(user, folder)?;
         let f = cell.read();
         Ok(f.messages.keys().copied().collect())
     }
 
-    pub(crate) fn read(&self, user: &str, folder: &str, uid: u32) -> Result<Vec<u8>, StoreError> {
+    /// A message's content, checked against its header and CRC.
+    pub fn read(&self, user: &str, folder: &str, uid: u32) -> Result<Vec<u8>, StoreError> {
         let cell = self.folder(user, folder)?;
         let (e, mut buf) = self.read_checked(&cell, uid, 0, 0, true)?;
         Ok(buf.split_off(MSG_HEADER_BYTES + e.summary_len as usize))
     }
 
-    /// Summary and content from one checked read of the record.
-    pub(crate) fn read_with_summary(
+    /// A message's summary and content from one checked read of its record (IMAP FETCH of
+    /// a section needs both).
+    pub fn read_with_summary(
         &self,
         user: &str,
         folder: &str,
@@ -251,9 +331,11 @@ impl Inner {
         Ok((summary, content))
     }
 
+    /// `len` bytes of a message's content from `offset` (cut at the end of the message).
+    ///
     /// Small messages are read whole and CRC-checked; larger ones (over
     /// `read_chunk_bytes_max`) are checked by header only, as the CRC covers all the bytes.
-    pub(crate) fn read_range(
+    pub fn read_range(
         &self,
         user: &str,
         folder: &str,
@@ -277,13 +359,9 @@ impl Inner {
         Ok(part)
     }
 
-    /// Reads header and summary only; checks the header and the summary's structure.
-    pub(crate) fn summary(
-        &self,
-        user: &str,
-        folder: &str,
-        uid: u32,
-    ) -> Result<Summary, StoreError> {
+    /// The summary parsed when the message arrived. Reads header and summary only; checks
+    /// the header and the summary's structure.
+    pub fn summary(&self, user: &str, folder: &str, uid: u32) -> Result<Summary, StoreError> {
         let cell = self.folder(user, folder)?;
         let e = self.entry(&cell, uid)?;
         if MSG_HEADER_BYTES as u64 + e.summary_len as u64 + e.content_len as u64
@@ -305,7 +383,9 @@ impl Inner {
             .map_err(|d| StoreError::corrupt(format!("summary of UID {uid}: {}", d.0)))
     }
 
-    pub(crate) fn read_folder(
+    /// Streams every message of a folder in UID order, reading runs of adjacent messages with
+    /// one read each (at most `read_chunk_bytes_max`).
+    pub fn read_folder(
         &self,
         user: &str,
         folder: &str,
@@ -356,7 +436,8 @@ impl Inner {
         Ok(())
     }
 
-    pub(crate) fn list_folders(&self, user: &str) -> Vec<String> {
+    /// A user's folders, sorted. Empty for an unknown user.
+    pub fn list_folders(&self, user: &str) -> Vec<String> {
         self.catalog()
             .users
             .get(user)
@@ -364,11 +445,13 @@ impl Inner {
             .unwrap_or_default()
     }
 
-    pub(crate) fn list_users(&self) -> Vec<String> {
+    /// Every user with at least one folder, sorted.
+    pub fn list_users(&self) -> Vec<String> {
         self.catalog().users.keys().cloned().collect()
     }
 
-    pub(crate) fn usage(&self, user: &str) -> crate::Usage {
+    /// What a user holds: folders, messages and their bytes, from the index (no I/O).
+    pub fn usage(&self, user: &str) -> crate::Usage {
         let mut usage = crate::Usage::default();
         let cat = self.catalog();
         let Some(names) = cat.users.get(user) else {
@@ -383,7 +466,8 @@ impl Inner {
         usage
     }
 
-    pub(crate) fn io_counters(&self) -> crate::IoCounters {
+    /// The I/O counters, lock-free.
+    pub fn io_counters(&self) -> crate::IoCounters {
         let c = &self.counters;
         let get = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
         crate::IoCounters {
@@ -399,7 +483,10 @@ impl Inner {
         }
     }
 
-    pub(crate) fn stats(&self) -> StoreStats {
+    /// Every folder's counters (fragments included: one pass over each folder's messages)
+    /// and the volume's space, under the writer lock. For the I/O counters alone, cheaply,
+    /// use [`Store::io_counters`].
+    pub fn stats(&self) -> StoreStats {
         let cells: Vec<Arc<FolderCell>> = {
             let cat = self.catalog();
             let mut v: Vec<_> = cat.folders.values().cloned().collect();

@@ -304,7 +304,7 @@ fn config() -> StoreConfig {
     }
 }
 
-fn reopen(disk: &SimDisk) -> Store {
+fn reopen(disk: &SimDisk) -> Arc<Store> {
     let (store, _) =
         Store::open(Arc::new(disk.clone()), &dir(), config()).expect("recovery must succeed");
     store
