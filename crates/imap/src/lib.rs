@@ -30,7 +30,6 @@ mod config;
 mod event;
 mod framer;
 mod hibernate;
-mod mailstore;
 mod parse;
 mod response;
 mod selected;
@@ -45,7 +44,9 @@ pub use event::{AuthResult, Event};
 pub use hibernate::Hibernated;
 /// The data types of [`Mailstore`], for its implementations.
 pub use mail_model;
-pub use mailstore::Mailstore;
+/// The store's interface, which sessions run against (declared in `mail-model`, implemented
+/// by the store itself).
+pub use mail_model::Mailstore;
 pub use session::{Backend, Quotas, Session, SpecialUses, Subscriptions};
 
 #[cfg(test)]

@@ -31,13 +31,13 @@ pub(crate) struct Selected {
 
 impl Selected {
     pub(crate) fn open(
-        store: &dyn crate::Mailstore,
+        store: &dyn mail_model::Mailstore,
         user: &str,
         name: &str,
         read_only: bool,
         rev1: bool,
     ) -> Result<Selected, StoreError> {
-        let (status, messages) = store.view(user, name)?;
+        let (status, messages) = store.shared_view(user, name)?;
         let mut keywords = BTreeSet::new();
         for m in messages.iter() {
             keywords.extend(m.keywords.iter().cloned());
@@ -62,7 +62,11 @@ impl Selected {
 
     /// RFC 3501 2.3.2: takes the messages no session has been told of (a read-write
     /// session claims them; a read-only one only sees them as recent).
-    fn take_recent(&mut self, store: &dyn crate::Mailstore, user: &str) -> Result<(), StoreError> {
+    fn take_recent(
+        &mut self,
+        store: &dyn mail_model::Mailstore,
+        user: &str,
+    ) -> Result<(), StoreError> {
         let Some(ranges) = self.recent.as_mut() else {
             return Ok(());
         };
@@ -141,7 +145,7 @@ impl Selected {
     /// later sync; they are found again then because the counts will not add up.
     pub(crate) fn sync(
         &mut self,
-        store: &dyn crate::Mailstore,
+        store: &dyn mail_model::Mailstore,
         user: &str,
         expunge: bool,
         (condstore, qresync): (bool, bool),

@@ -43,7 +43,7 @@ pub trait Quotas: Send + Sync {
 
 /// What a session works on while it runs a command.
 pub struct Backend<'a> {
-    pub store: &'a dyn crate::Mailstore,
+    pub store: &'a dyn mail_model::Mailstore,
     pub subscriptions: &'a dyn Subscriptions,
     pub special_uses: &'a dyn SpecialUses,
     pub quotas: &'a dyn Quotas,

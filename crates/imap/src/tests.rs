@@ -30,7 +30,6 @@ mod fetch;
 mod limits;
 mod memory;
 mod quota;
-mod real;
 mod updates;
 
 use std::cell::Cell;
@@ -187,10 +186,9 @@ pub(crate) fn real_store(config: StoreConfig) -> Store {
         reservation_bytes: 0,
         ..config
     };
-    let store = store::Store::open(Arc::new(SimDisk::new()), Path::new("/store"), config)
+    store::Store::open(Arc::new(SimDisk::new()), Path::new("/store"), config)
         .expect("open store")
-        .0;
-    Arc::new(real::RealStore(store))
+        .0
 }
 
 pub(crate) fn test_config() -> Config {

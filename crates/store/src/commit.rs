@@ -25,7 +25,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 
 use disk::{Disk, File};
+use mail_model::Mailstore;
 
+use crate::Flags;
 use crate::StoreError;
 use crate::alloc::Allocator;
 use crate::cache::{SummaryCache, ViewCache};
@@ -38,7 +40,6 @@ use crate::journal::{AppendOp, Journal, Op, encode_ops};
 use crate::names::{normalize_folder, validate_keyword, validate_user};
 use crate::recent::Recent;
 use crate::{AppendRequest, Appended, DeletedUser, ExpungeReport, FolderStatus, NewMessage};
-use crate::{FlagOp, Flags};
 
 /// Largest single `pwrite` when laying out a batch's adjacent messages.
 const WRITE_RUN_BYTES_MAX: usize = 8 << 20;
@@ -517,11 +518,6 @@ impl Store {
             .unwrap_or_else(|| Err(StoreError::Invalid("append produced no result".into())))
     }
 
-    /// Appends many messages (any users and folders); results in request order.
-    pub fn append_batch(&self, requests: Vec<AppendRequest>) -> Vec<Result<Appended, StoreError>> {
-        self.group_commit(requests, None)
-    }
-
     /// Announces an append on its way (a cluster node's hand-over whose recipient was
     /// accepted, its content still arriving): until the guard drops, a commit may wait up to
     /// `commit_wait_max` for it, so concurrent senders share one commit. Pass it to
@@ -533,7 +529,7 @@ impl Store {
         }
     }
 
-    /// [`Store::append_batch`] for a caller that announced itself: the announcement ends once
+    /// [`Mailstore::append_batch`] for a caller that announced itself: the announcement ends once
     /// the requests are queued for the next commit.
     pub fn append_batch_announced(
         &self,
@@ -545,7 +541,7 @@ impl Store {
 
     /// Appends every request in the next group commit. `announced`, the caller's own
     /// announcement, is dropped once the requests are queued, so no commit waits for it.
-    fn group_commit(
+    pub(crate) fn group_commit(
         &self,
         requests: Vec<AppendRequest>,
         announced: Option<Incoming>,
@@ -958,17 +954,6 @@ impl Store {
 
     // ---- folders ----------------------------------------------------------------------
 
-    /// Creates a folder (and the user, if new).
-    pub fn create_folder(&self, user: &str, folder: &str) -> Result<FolderStatus, StoreError> {
-        self.create_folders(user, folder, false, None)
-    }
-
-    /// Creates a folder and every missing folder above it, atomically: a refusal (bad name,
-    /// `folders_per_user_max`, the folder exists) creates nothing.
-    pub fn create_folder_path(&self, user: &str, folder: &str) -> Result<FolderStatus, StoreError> {
-        self.create_folders(user, folder, true, None)
-    }
-
     /// Creates `folder`, with `parents` also every missing folder above it, in one journal
     /// record: either all of them exist afterwards, or (on any refusal: a bad name, the folder
     /// limit, an existing target) none was created. `uidvalidity` is given to `folder` itself
@@ -1126,184 +1111,7 @@ impl Store {
         Ok(moved)
     }
 
-    /// Renames a folder and the folders below it. INBOX cannot be renamed.
-    pub fn rename_folder(&self, user: &str, from: &str, to: &str) -> Result<(), StoreError> {
-        let cell = self.folder(user, from)?;
-        let to = normalize_folder(to, &self.config)?;
-        let mut w = self.writer()?;
-        let ops = {
-            let cat = self.catalog();
-            let from = cell.read().name.clone();
-            if cell.read().deleted {
-                return Err(StoreError::NoSuchFolder {
-                    user: user.to_string(),
-                    folder: from,
-                });
-            }
-            if from == "INBOX" {
-                return Err(StoreError::InvalidName {
-                    name: from,
-                    reason: "INBOX cannot be renamed".into(),
-                });
-            }
-            if to == from || to.starts_with(&format!("{from}/")) {
-                return Err(StoreError::InvalidName {
-                    name: to,
-                    reason: "cannot rename a folder into itself".into(),
-                });
-            }
-            let names = cat.users.get(user).cloned().unwrap_or_default();
-            let mut ops = Vec::new();
-            for (name, id) in &names {
-                let new = if *name == from {
-                    to.clone()
-                } else if let Some(rest) = name.strip_prefix(&format!("{from}/")) {
-                    format!("{to}/{rest}")
-                } else {
-                    continue;
-                };
-                normalize_folder(&new, &self.config)?;
-                if names.contains_key(&new) {
-                    return Err(StoreError::FolderExists {
-                        user: user.to_string(),
-                        folder: new,
-                    });
-                }
-                ops.push(Op::RenameFolder {
-                    folder: *id,
-                    name: new,
-                });
-            }
-            ops
-        };
-        self.commit(&mut w, &ops)?;
-        Ok(())
-    }
-
-    /// Deletes a folder and frees its messages' space (one journal record). INBOX cannot be
-    /// deleted; folders below it are kept.
-    pub fn delete_folder(&self, user: &str, folder: &str) -> Result<(), StoreError> {
-        let cell = self.folder(user, folder)?;
-        let mut w = self.writer()?;
-        let name = cell.read().name.clone();
-        if name == "INBOX" {
-            return Err(StoreError::InvalidName {
-                name,
-                reason: "INBOX cannot be deleted".into(),
-            });
-        }
-        if cell.read().deleted {
-            return Err(StoreError::NoSuchFolder {
-                user: user.to_string(),
-                folder: name,
-            });
-        }
-        self.commit(&mut w, &[Op::DeleteFolder { folder: cell.id }])?;
-        w.alloc.release_reservation(cell.id);
-        Ok(())
-    }
-
     // ---- flags and expunge ------------------------------------------------------------
-
-    /// Changes flags and keywords of the given UIDs (missing UIDs are ignored). Returns the
-    /// MODSEQ the change got (the current one if no UID matched).
-    pub fn set_flags(
-        &self,
-        user: &str,
-        folder: &str,
-        uids: &[u32],
-        op: FlagOp,
-        flags: Flags,
-        keywords: &[String],
-    ) -> Result<u64, StoreError> {
-        for k in keywords {
-            validate_keyword(k, &self.config)?;
-        }
-        let cell = self.folder(user, folder)?;
-        let mut w = self.writer()?;
-        let (ops, modseq) = {
-            let f = cell.read();
-            if f.deleted {
-                return Err(StoreError::NoSuchFolder {
-                    user: user.to_string(),
-                    folder: f.name.clone(),
-                });
-            }
-            let mut present: Vec<u32> = uids
-                .iter()
-                .copied()
-                .filter(|u| f.messages.contains_key(u))
-                .collect();
-            present.sort_unstable();
-            present.dedup();
-            if present.is_empty() {
-                return Ok(f.highest_modseq);
-            }
-            let mut table = f.keywords.clone();
-            let mut ops = Vec::new();
-            let mut set = KeywordSet::default();
-            for k in keywords {
-                match table.iter().position(|x| x == k) {
-                    Some(ix) => set.insert(ix),
-                    // Removing a keyword the folder never had changes nothing.
-                    None if op == FlagOp::Remove => {}
-                    None => {
-                        if table.len() >= self.config.keywords_per_folder_max {
-                            return Err(StoreError::Limit {
-                                what: format!(
-                                    "{} keywords per folder",
-                                    self.config.keywords_per_folder_max
-                                ),
-                            });
-                        }
-                        ops.push(Op::DefineKeyword {
-                            folder: f.id,
-                            index: table.len() as u8,
-                            name: k.clone(),
-                        });
-                        set.insert(table.len());
-                        table.push(k.clone());
-                    }
-                }
-            }
-            let modseq = f.highest_modseq + 1;
-            ops.push(Op::SetFlags {
-                folder: f.id,
-                modseq,
-                op: crate::flags::op_code(op),
-                flags: flags.bits(),
-                keywords: set,
-                uids: present,
-            });
-            (ops, modseq)
-        };
-        self.commit(&mut w, &ops)?;
-        Ok(modseq)
-    }
-
-    /// Expunges the given UIDs (missing ones are ignored): one journal record, no data I/O
-    /// unless the defrag-on-delete rule moves fragments.
-    pub fn expunge(
-        &self,
-        user: &str,
-        folder: &str,
-        uids: &[u32],
-    ) -> Result<ExpungeReport, StoreError> {
-        self.expunge_with(user, folder, |f| {
-            let mut present: Vec<u32> = uids
-                .iter()
-                .copied()
-                .filter(|u| f.messages.contains_key(u))
-                .collect();
-            present.sort_unstable();
-            present.dedup();
-            (!present.is_empty()).then(|| Op::Expunge {
-                folder: f.id,
-                modseq: f.highest_modseq + 1,
-                uids: present,
-            })
-        })
-    }
 
     /// Expunges every UID below `uid` with one record; `u32::MAX` empties the folder.
     pub fn expunge_below(
@@ -1332,7 +1140,7 @@ impl Store {
 
     /// Builds the expunge record from the folder as it is under the writer lock; `None` (or a
     /// deleted folder) means nothing to expunge, answered with the current MODSEQ.
-    fn expunge_with(
+    pub(crate) fn expunge_with(
         &self,
         user: &str,
         folder: &str,

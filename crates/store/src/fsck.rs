@@ -23,6 +23,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use disk::Findings;
+use mail_model::Mailstore;
 
 use crate::StoreError;
 use crate::alloc::Allocator;

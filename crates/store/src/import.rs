@@ -14,6 +14,8 @@
 //! Preparing a batch (summaries and MIME structures, the CPU work) takes no lock, so a
 //! caller can prepare the next batch on another thread while this one commits.
 
+use mail_model::Mailstore;
+
 use crate::StoreError;
 use crate::commit::{Prepared, Store};
 use crate::config::StoreConfig;

@@ -18,7 +18,8 @@
 //!
 //! [`Store`] is the engine itself, shared as an `Arc<Store>` ([`Store::open`] returns one);
 //! its methods live with their concern (`commit.rs` changes, `read.rs` reads, `import.rs`,
-//! `defrag.rs`, `fsck.rs`, `open.rs`). This root only declares the data the API speaks in.
+//! `defrag.rs`, `fsck.rs`, `open.rs`), and what a mail protocol asks of it is its
+//! [`Mailstore`] implementation (`mailstore.rs`). This root only declares the data the API speaks in.
 //!
 //! Invariants S1–S7 of docs/storage.md are asserted where they are established: S1 in
 //! `commit.rs` (data synced before the journal record), S2/S5 in `alloc.rs` and `fsck.rs`,
@@ -38,6 +39,7 @@ mod fsck;
 mod import;
 mod index;
 mod journal;
+mod mailstore;
 mod names;
 mod open;
 mod read;
@@ -58,8 +60,8 @@ pub use format::parse_summary;
 pub use fsck::FsckReport;
 pub use import::ImportBatch;
 pub use mail_model::{
-    AppendRequest, Appended, FlagOp, Flags, FolderChanges, FolderStatus, FolderView, MessageInfo,
-    NewMessage, OverQuota, Quota, StoreError, Summary, Usage,
+    AppendRequest, Appended, ExpungeReport, FlagOp, Flags, FolderChanges, FolderStatus, FolderView,
+    Mailstore, MessageInfo, NewMessage, OverQuota, Quota, StoreError, Summary, Usage,
 };
 
 /// Called with a user's name after every committed change to one of their folders.
@@ -149,22 +151,6 @@ pub struct DeletedUser {
     pub folders: u64,
     pub messages: u64,
     pub bytes: u64,
-}
-
-/// What one expunge did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ExpungeReport {
-    pub expunged: u64,
-    /// Volume bytes (whole units) returned to free space.
-    pub bytes_freed: u64,
-    /// Messages relocated by the defrag-on-delete rule.
-    pub moves: u64,
-    pub bytes_moved: u64,
-    /// The folder's MODSEQ after the expunge.
-    pub modseq: u64,
-    /// The expunge is durable, but a defrag move after it failed (the store may have
-    /// stopped; see `StoreError::Failed`).
-    pub defrag_error: Option<String>,
 }
 
 /// What a whole-store defrag did.

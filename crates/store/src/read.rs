@@ -14,13 +14,9 @@ use crate::Flags;
 use crate::StoreError;
 use crate::commit::Store;
 use crate::config::StoreConfig;
-use crate::format::{MSG_HEADER_BYTES, MsgHeader, UNIT, decode_summary};
+use crate::format::{MSG_HEADER_BYTES, MsgHeader, UNIT};
 use crate::index::{Entry, FolderCell, count_fragments};
-use crate::recent::MARKS_PRUNE_AT;
-use crate::{
-    FolderChanges, FolderStats, FolderStatus, FolderView, MessageInfo, MessageSink, StoreStats,
-    Summary,
-};
+use crate::{FolderStats, FolderStatus, FolderView, MessageInfo, MessageSink, StoreStats};
 
 /// How often a reader follows a message that defrag keeps moving before giving up.
 const MOVED_RETRIES: usize = 16;
@@ -56,7 +52,7 @@ pub(crate) fn verify(
     Ok(())
 }
 
-fn info_of(f: &crate::index::Folder, uid: u32, e: &Entry) -> MessageInfo {
+pub(crate) fn info_of(f: &crate::index::Folder, uid: u32, e: &Entry) -> MessageInfo {
     MessageInfo {
         uid,
         size: e.content_len as u64,
@@ -71,7 +67,7 @@ fn info_of(f: &crate::index::Folder, uid: u32, e: &Entry) -> MessageInfo {
     }
 }
 
-fn status_of(f: &crate::index::Folder) -> FolderStatus {
+pub(crate) fn status_of(f: &crate::index::Folder) -> FolderStatus {
     FolderStatus {
         messages: f.messages.len() as u64,
         bytes: f.bytes,
@@ -82,7 +78,7 @@ fn status_of(f: &crate::index::Folder) -> FolderStatus {
 }
 
 impl Store {
-    fn entry(&self, cell: &FolderCell, uid: u32) -> Result<Entry, StoreError> {
+    pub(crate) fn entry(&self, cell: &FolderCell, uid: u32) -> Result<Entry, StoreError> {
         let f = cell.read();
         if f.deleted {
             return Err(StoreError::NoSuchFolder {
@@ -101,7 +97,7 @@ impl Store {
 
     /// Reads `len` bytes at `offset` of a message's record (offset 0 = its header), with the
     /// check described in the module docs. Returns the entry the bytes belong to.
-    fn read_checked(
+    pub(crate) fn read_checked(
         &self,
         cell: &FolderCell,
         uid: u32,
@@ -156,43 +152,6 @@ impl Store {
         &self.config
     }
 
-    /// A folder's counters, O(1).
-    pub fn status(&self, user: &str, folder: &str) -> Result<FolderStatus, StoreError> {
-        let cell = self.folder(user, folder)?;
-        let f = cell.read();
-        Ok(status_of(&f))
-    }
-
-    /// RFC 3501 2.3.2 `\Recent`: (the lowest UID no session has been told of, the folder's
-    /// UIDNEXT): every UID between is recent. With `claim` (a read-write SELECT, or a
-    /// selected session learning of new mail) the caller takes them, and no later call
-    /// returns them. In memory only: mail stored before the store opened is not recent.
-    pub fn recent(&self, user: &str, folder: &str, claim: bool) -> Result<(u32, u32), StoreError> {
-        let cell = self.folder(user, folder)?;
-        let (first, uidnext) = {
-            let f = cell.read();
-            (self.recent.take(f.id, f.uidnext, claim), f.uidnext)
-        };
-        if self.recent.len() > MARKS_PRUNE_AT {
-            let catalog = self.catalog();
-            self.recent.retain(|id| catalog.folders.contains_key(&id));
-        }
-        Ok((first.min(uidnext), uidnext))
-    }
-
-    /// A folder's status and entries, shared (copy-on-write) with every other caller while
-    /// the folder is unchanged, so opening a big folder again costs one status lookup, not a
-    /// copy of every entry (`view_cache_bytes_max`).
-    pub fn shared_view(
-        &self,
-        user: &str,
-        folder: &str,
-    ) -> Result<(FolderStatus, Arc<Vec<MessageInfo>>), StoreError> {
-        let status = self.status(user, folder)?;
-        self.views
-            .open(user, folder, status, || self.open_folder(user, folder))
-    }
-
     /// The folder's index entries, from memory only (S7).
     pub fn open_folder(&self, user: &str, folder: &str) -> Result<FolderView, StoreError> {
         let cell = self.folder(user, folder)?;
@@ -209,63 +168,9 @@ impl Store {
         })
     }
 
-    /// The summaries of `uids` in a folder as the caller knows it (its UIDVALIDITY), without
-    /// their MIME structure, from memory after the first read (`summary_cache_bytes_max`).
-    /// `None` for a message that is gone.
-    pub fn summaries(
-        &self,
-        user: &str,
-        folder: &str,
-        uidvalidity: u32,
-        uids: &[u32],
-    ) -> Vec<Option<Arc<Summary>>> {
-        let mut found = self.summaries.get_many(user, folder, uidvalidity, uids);
-        if found.iter().any(Option::is_none)
-            && self.status(user, folder).map(|s| s.uidvalidity).ok() != Some(uidvalidity)
-        {
-            // The folder was deleted, or deleted and created again: its UIDs name other
-            // messages now (RFC 9051 2.3.1.1).
-            return vec![None; uids.len()];
-        }
-        for (slot, &uid) in found.iter_mut().zip(uids) {
-            if slot.is_none()
-                && let Ok(summary) = self.summary(user, folder, uid)
-            {
-                *slot = Some(self.summaries.put(user, folder, uidvalidity, uid, &summary));
-            }
-        }
-        found
-    }
-
     /// Bytes the summary cache holds now.
     pub fn summary_cache_bytes(&self) -> usize {
         self.summaries.bytes()
-    }
-
-    /// Messages changed or added since `modseq`, with the folder's status, from one look at
-    /// the index (S7: no message byte is read). Expunges show only in the status's count
-    /// (and in [`Store::uids`]).
-    pub fn changes_since(
-        &self,
-        user: &str,
-        folder: &str,
-        modseq: u64,
-    ) -> Result<FolderChanges, StoreError> {
-        let cell = self.folder(user, folder)?;
-        let f = cell.read();
-        let changed = if f.highest_modseq <= modseq {
-            Vec::new()
-        } else {
-            f.messages
-                .iter()
-                .filter(|(_, e)| e.modseq > modseq)
-                .map(|(&uid, e)| info_of(&f, uid, e))
-                .collect()
-        };
-        Ok(FolderChanges {
-            status: status_of(&f),
-            changed,
-        })
     }
 
     /// Newest first, at most `count` messages with a UID below `before` (all when `None`),
@@ -301,36 +206,6 @@ impl Store {
         })
     }
 
-    /// Every UID in the folder, ascending, from the index.
-    pub fn uids(&self, user: &str, folder: &str) -> Result<Vec<u32>, StoreError> {
-        let cell = self.folder(user, folder)?;
-        let f = cell.read();
-        Ok(f.messages.keys().copied().collect())
-    }
-
-    /// A message's content, checked against its header and CRC.
-    pub fn read(&self, user: &str, folder: &str, uid: u32) -> Result<Vec<u8>, StoreError> {
-        let cell = self.folder(user, folder)?;
-        let (e, mut buf) = self.read_checked(&cell, uid, 0, 0, true)?;
-        Ok(buf.split_off(MSG_HEADER_BYTES + e.summary_len as usize))
-    }
-
-    /// A message's summary and content from one checked read of its record (IMAP FETCH of
-    /// a section needs both).
-    pub fn read_with_summary(
-        &self,
-        user: &str,
-        folder: &str,
-        uid: u32,
-    ) -> Result<(Summary, Vec<u8>), StoreError> {
-        let cell = self.folder(user, folder)?;
-        let (e, mut buf) = self.read_checked(&cell, uid, 0, 0, true)?;
-        let content = buf.split_off(MSG_HEADER_BYTES + e.summary_len as usize);
-        let summary = decode_summary(&buf[MSG_HEADER_BYTES..], e.content_len as u64)
-            .map_err(|d| StoreError::corrupt(format!("summary of UID {uid}: {}", d.0)))?;
-        Ok((summary, content))
-    }
-
     /// `len` bytes of a message's content from `offset` (cut at the end of the message).
     ///
     /// Small messages are read whole and CRC-checked; larger ones (over
@@ -357,30 +232,6 @@ impl Store {
         let skip = MSG_HEADER_BYTES as u64 + e.summary_len as u64 + offset;
         let (_, part) = self.read_checked(&cell, uid, skip, len, false)?;
         Ok(part)
-    }
-
-    /// The summary parsed when the message arrived. Reads header and summary only; checks
-    /// the header and the summary's structure.
-    pub fn summary(&self, user: &str, folder: &str, uid: u32) -> Result<Summary, StoreError> {
-        let cell = self.folder(user, folder)?;
-        let e = self.entry(&cell, uid)?;
-        if MSG_HEADER_BYTES as u64 + e.summary_len as u64 + e.content_len as u64
-            <= self.config.read_chunk_bytes_max as u64
-        {
-            let (e, buf) = self.read_checked(&cell, uid, 0, 0, true)?;
-            let s = &buf[MSG_HEADER_BYTES..MSG_HEADER_BYTES + e.summary_len as usize];
-            return decode_summary(s, e.content_len as u64)
-                .map_err(|d| StoreError::corrupt(format!("summary of UID {uid}: {}", d.0)));
-        }
-        let (e, part) = self.read_checked(
-            &cell,
-            uid,
-            MSG_HEADER_BYTES as u64,
-            e.summary_len as u64,
-            false,
-        )?;
-        decode_summary(&part, e.content_len as u64)
-            .map_err(|d| StoreError::corrupt(format!("summary of UID {uid}: {}", d.0)))
     }
 
     /// Streams every message of a folder in UID order, reading runs of adjacent messages with
@@ -436,34 +287,9 @@ impl Store {
         Ok(())
     }
 
-    /// A user's folders, sorted. Empty for an unknown user.
-    pub fn list_folders(&self, user: &str) -> Vec<String> {
-        self.catalog()
-            .users
-            .get(user)
-            .map(|f| f.keys().cloned().collect())
-            .unwrap_or_default()
-    }
-
     /// Every user with at least one folder, sorted.
     pub fn list_users(&self) -> Vec<String> {
         self.catalog().users.keys().cloned().collect()
-    }
-
-    /// What a user holds: folders, messages and their bytes, from the index (no I/O).
-    pub fn usage(&self, user: &str) -> crate::Usage {
-        let mut usage = crate::Usage::default();
-        let cat = self.catalog();
-        let Some(names) = cat.users.get(user) else {
-            return usage;
-        };
-        for cell in names.values().filter_map(|id| cat.folders.get(id)) {
-            let f = cell.read();
-            usage.folders += 1;
-            usage.messages += f.messages.len() as u64;
-            usage.bytes += f.bytes;
-        }
-        usage
     }
 
     /// The I/O counters, lock-free.

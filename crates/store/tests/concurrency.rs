@@ -9,7 +9,7 @@ use std::thread;
 
 use common::*;
 use disk::SimDisk;
-use store::{AppendRequest, Store, StoreConfig, StoreError};
+use store::{AppendRequest, Mailstore, Store, StoreConfig, StoreError};
 
 /// Content is `body(tag, len)` with the tag in the Subject line: parse it and regenerate.
 fn check_content(content: &[u8]) {

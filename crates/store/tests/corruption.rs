@@ -9,7 +9,7 @@ use std::sync::Arc;
 use common::*;
 use disk::{Disk, SimDisk};
 use proptest::prelude::*;
-use store::{Store, StoreConfig, StoreError};
+use store::{Mailstore, Store, StoreConfig, StoreError};
 
 const LOG1: &str = "index-00000001.log";
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use common::*;
 use disk::SimDisk;
 use proptest::prelude::*;
-use store::{AppendRequest, FlagOp, Flags, NewMessage, Store, StoreConfig};
+use store::{AppendRequest, FlagOp, Flags, Mailstore, NewMessage, Store, StoreConfig};
 
 const USERS: [&str; 2] = ["ann", "bo"];
 const FOLDERS: [&str; 3] = ["INBOX", "Work", "Work/old"];

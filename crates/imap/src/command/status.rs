@@ -57,7 +57,7 @@ pub(crate) fn run(
 /// `* STATUS name (ITEM n ...)\r\n`, the name as the client reads it (`wire_name`). Counters come from the index only: UNSEEN and
 /// DELETED walk the folder's entries in memory.
 pub(crate) fn status_response(
-    store: &dyn crate::Mailstore,
+    store: &dyn mail_model::Mailstore,
     user: &str,
     name: &str,
     wire_name: &str,
@@ -77,7 +77,7 @@ pub(crate) fn status_response(
     };
     let (mut unseen, mut deleted, mut deleted_bytes, mut recent) = (0u64, 0u64, 0u64, 0u64);
     if needs_flags {
-        for m in store.view(user, name)?.1.iter() {
+        for m in store.shared_view(user, name)?.1.iter() {
             if m.uid >= first_recent {
                 recent += 1;
             }

@@ -324,7 +324,7 @@ transcript! {
             "c NO [TRYCREATE] No such mailbox\r\n"
         );
         assert_eq!(store.read("bob", "Sent", 2).unwrap(), b"you");
-        let (_, messages) = store.view("bob", "INBOX").unwrap();
+        let (_, messages) = store.shared_view("bob", "INBOX").unwrap();
         assert_eq!(messages[0].flags, mail_model::Flags::SEEN);
         // Appending to the selected folder reports EXISTS.
         c.send("d SELECT INBOX\r\n");
