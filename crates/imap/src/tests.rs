@@ -227,21 +227,23 @@ impl Client {
     }
 
     /// Runs the session until it needs input; the password `secret` logs in as the user
-    /// named.
+    /// named. Like the server, this shell tells an idling session of changes to its mail:
+    /// any other client's may have made one.
     pub(crate) fn run(&mut self) -> String {
         let mut out = Vec::new();
-        loop {
-            let backend = Backend {
-                store: &*self.store,
-                subscriptions: &*self.subs,
-                special_uses: &*self.subs,
-                quotas: &*self.quotas,
-            };
-            let Some(event) = self.session.poll(&backend) else {
-                break;
-            };
+        self.session.mail_changed();
+        while let Some(event) = self.session.poll() {
             match event {
-                Event::Write(bytes) => out.extend_from_slice(&bytes),
+                Event::Reply(bytes) => out.extend_from_slice(&bytes),
+                Event::Storage => {
+                    let backend = Backend {
+                        store: &*self.store,
+                        subscriptions: &*self.subs,
+                        special_uses: &*self.subs,
+                        quotas: &*self.quotas,
+                    };
+                    self.session.run(&backend, unix_now());
+                }
                 Event::Auth {
                     username, password, ..
                 } => {
@@ -313,6 +315,13 @@ impl Client {
         assert!(out.contains("l OK"), "{out}");
         c
     }
+}
+
+/// The time a shell passes to `Session::run`.
+pub(crate) fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
 }
 
 /// Replaces the number after `UIDVALIDITY ` (and in APPENDUID/COPYUID) with `V`.

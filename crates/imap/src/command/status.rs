@@ -3,21 +3,9 @@
 use imap_codec::imap_types::status::StatusDataItemName;
 use mail_model::{Flags, StoreError};
 
+use crate::backend::Backend;
 use crate::response::write_mailbox;
-use crate::session::{Backend, Session};
-
-/// The items STATUS (and LIST ... RETURN (STATUS ...)) understands.
-pub(crate) const ITEMS: [&str; 9] = [
-    "MESSAGES",
-    "RECENT",
-    "UIDNEXT",
-    "UIDVALIDITY",
-    "UNSEEN",
-    "DELETED",
-    "SIZE",
-    "HIGHESTMODSEQ",
-    "APPENDLIMIT",
-];
+use crate::session::Session;
 
 pub(crate) fn run(
     s: &mut Session,
