@@ -210,6 +210,10 @@ pub(crate) struct Client {
     pub(crate) compressed: bool,
     /// The shell's answer to COMPRESS: refused (too many compressed connections).
     pub(crate) compress_refused: bool,
+    /// The time this shell passes to `Session::run`; the clock's when `None`.
+    pub(crate) now: Option<i64>,
+    /// `Event::Storage` steps run so far.
+    pub(crate) storage_steps: usize,
 }
 
 impl Client {
@@ -223,6 +227,8 @@ impl Client {
             starttls: false,
             compressed: false,
             compress_refused: false,
+            now: None,
+            storage_steps: 0,
         }
     }
 
@@ -242,7 +248,9 @@ impl Client {
                         special_uses: &*self.subs,
                         quotas: &*self.quotas,
                     };
-                    self.session.run(&backend, unix_now());
+                    self.storage_steps += 1;
+                    self.session
+                        .run(&backend, self.now.unwrap_or_else(unix_now));
                 }
                 Event::Auth {
                     username, password, ..
