@@ -1,4 +1,7 @@
-//! The writer: group commit of appends, and every other change (folders, flags, expunge).
+//! The writer: group commit of appends, and the commit of every other change (folders,
+//! flags, expunge, users). The changes a mail protocol makes are written in `mailstore.rs`
+//! (the `Mailstore` implementation) on top of what is here; the operator's (users, expunging
+//! below a UID) are here.
 //!
 //! One writer at a time holds [`Store::writer`]. A change is made in this order, always:
 //!
@@ -1111,7 +1114,7 @@ impl Store {
         Ok(moved)
     }
 
-    // ---- flags and expunge ------------------------------------------------------------
+    // ---- expunge ----------------------------------------------------------------------
 
     /// Expunges every UID below `uid` with one record; `u32::MAX` empties the folder.
     pub fn expunge_below(

@@ -25,7 +25,7 @@
 //! `commit.rs` (data synced before the journal record), S2/S5 in `alloc.rs` and `fsck.rs`,
 //! S3/S4 in `index.rs` (`apply` refuses a non-ascending UID or MODSEQ), S6 in `commit.rs`
 //! (extents are freed only after the record that stops naming them is durable), S7 in
-//! `read.rs` (`open_folder` and `status` touch only the index).
+//! `read.rs` and `mailstore.rs` (`open_folder` and `status` touch only the index).
 
 mod alloc;
 mod cache;

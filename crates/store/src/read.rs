@@ -1,4 +1,5 @@
-//! Readers: status, open_folder, read, read_range, summary, read_folder, list, stats.
+//! Readers: the checked read of a message record (which the `Mailstore` reads of
+//! `mailstore.rs` use too), open_folder, page, read_range, read_folder, the user list, stats.
 //!
 //! A reader copies what it needs from the index under the folder's read lock, releases it,
 //! and only then does I/O (docs/storage.md, "Readers and the writer"). Every message read is
