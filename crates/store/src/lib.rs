@@ -19,7 +19,8 @@
 //! [`Store`] is the engine itself, shared as an `Arc<Store>` ([`Store::open`] returns one);
 //! its methods live with their concern (`commit.rs` changes, `read.rs` reads, `import.rs`,
 //! `defrag.rs`, `fsck.rs`, `open.rs`), and what a mail protocol asks of it is its
-//! [`Mailstore`] implementation (`mailstore.rs`). This root only declares the data the API speaks in.
+//! [`Mailstore`] implementation (`mailstore.rs`). This root only declares the data the API
+//! speaks in.
 //!
 //! Invariants S1–S7 of docs/storage.md are asserted where they are established: S1 in
 //! `commit.rs` (data synced before the journal record), S2/S5 in `alloc.rs` and `fsck.rs`,
