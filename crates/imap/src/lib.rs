@@ -14,8 +14,8 @@
 //!
 //! ```text
 //!  bytes ─feed─▶ Framer (lines + literals, every limit) ─▶ parse (imap-codec + the
-//!  IMAP4rev2 forms it lacks) ─▶ command::run ─(mail? Event::Storage, run)─▶ command/<name>.rs
-//!  ─▶ Mailstore ─▶ responses ─poll─▶ Reply
+//!  IMAP4rev2 forms it lacks) ─▶ command::run ─(mail? Event::Storage ... run)─▶
+//!  command/<name>.rs ─▶ Mailstore ─▶ responses ─poll─▶ Reply
 //! ```
 //!
 //! # Layout

@@ -202,8 +202,9 @@ fn compare(a: &Keys, b: &Keys, criteria: &[SortCriterion]) -> Ordering {
 
 /// The keys of the messages `criteria` finds, or the command's answer when it fails. The
 /// summaries come from `Mailstore::summaries`, which an implementation keeps in memory
-/// without the MIME structure (the store's summary cache); the envelope (for the address keys, and the In-Reply-To of a message stored
-/// before the summary kept threading ids) is read from the store only for those.
+/// without the MIME structure (the store's summary cache); the envelope (for the address
+/// keys, and the In-Reply-To of a message stored before the summary kept threading ids) is
+/// read from the store only for those.
 fn found(
     s: &mut Session,
     tag: &str,
