@@ -37,21 +37,29 @@ MAILDIR_TMP, THREADS (the mount's FUSE threads), REPS, BIG_ROWS (only the first 
 (auto, the default: AES-256-GCM on CPUs with AES instructions; xchacha20poly1305; aes-256-gcm),
 TRANSFER (base64, the default, or binary: the accounts' `transfer`, and the raw ceiling's),
 DIRECT_IO (true or false: the mounts' `direct_io`; unset, the default, false), WRITEBACK_CACHE
-(true or false: the mounts' `writeback_cache`; unset, the default, true).
+(true or false: the mounts' `writeback_cache`; unset, the default, true), BIN_DIR (where
+mailstow and the examples raw_imap and dovecot are: target/release), SMOKE=1 (every row and
+placement once with tiny sizes: 1 MiB sweep and 8 MiB large files, 20 Postmark transactions,
+fio runs of a second, 50 files in the tar, 40 entries in the flat directory).
 """
 import os, subprocess, sys, time, shutil, tempfile, re
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MAILSTOW = os.path.join(ROOT, "target/release/mailstow")
-RAW = os.path.join(ROOT, "target/release/examples/raw_imap")
-DOVECOT = os.path.join(ROOT, "target/release/examples/dovecot")
+BIN_DIR = os.environ.get("BIN_DIR") or os.path.join(ROOT, "target/release")
+MAILSTOW = os.path.join(BIN_DIR, "mailstow")
+RAW = os.path.join(BIN_DIR, "examples/raw_imap")
+DOVECOT = os.path.join(BIN_DIR, "examples/dovecot")
 ONLY = set((os.environ.get("ONLY") or "sweep,raw,big,meta,postmark,fio,small,flat").split(","))
-SMALL_FILES = int(os.environ.get("SMALL_FILES", "5000"))
-FLAT_ENTRIES = int(os.environ.get("FLAT_ENTRIES", "100000"))
+SMOKE = os.environ.get("SMOKE") == "1"
+SMALL_FILES = int(os.environ.get("SMALL_FILES", "50" if SMOKE else "5000"))
+FLAT_ENTRIES = int(os.environ.get("FLAT_ENTRIES", "40" if SMOKE else "100000"))
 dovecot_pid = [0]
 QUICK = os.environ.get("QUICK") == "1"
 MAILDIR_TMP = os.environ.get("MAILDIR_TMP", "/dev/shm")
-REPS = int(os.environ.get("REPS", "3"))
+REPS = int(os.environ.get("REPS", "1" if SMOKE else "3"))
+# The sweep's large file and the raw ceiling's bytes; the big rows' file.
+SWEEP_BIG = (1 << 20) if SMOKE else (32 << 20)
+BIG_TOTAL = (8 << 20) if SMOKE else (512 << 20)
 CIPHER = os.environ.get("CIPHER", "auto")
 TRANSFER = os.environ.get("TRANSFER", "base64")
 USERS = 8
@@ -200,16 +208,18 @@ def sweep_point(port, width, conns, block, sizes):
         result(row="sweep", file_bytes=s, block=block, width=width, conns=conns,
                write_s=f"{w[s]:.4f}", read_s=f"{r[s]:.4f}")
     if "raw" in ONLY:
-        rw, rr = raw(port, width, conns, block, 32 << 20)
-        result(row="raw", file_bytes=32 << 20, block=block, width=width, conns=conns,
+        rw, rr = raw(port, width, conns, block, SWEEP_BIG)
+        result(row="raw", file_bytes=SWEEP_BIG, block=block, width=width, conns=conns,
                write_s=f"{rw:.4f}", read_s=f"{rr:.4f}")
 
 
 def sweep():
-    sizes = [32 << 10, 32 << 20]
+    sizes = [32 << 10, SWEEP_BIG]
     blocks = [128 << 10, 1 << 20, 4 << 20] if QUICK else [128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20]
     widths = [1, 4] if QUICK else [1, 2, 4, 8]
-    for conns in (1, 2):
+    if SMOKE:
+        blocks, widths = [128 << 10], [1, 2]
+    for conns in ((1,) if SMOKE else (1, 2)):
         for width in widths:
             with Dovecot() as port:
                 for block in blocks:
@@ -228,7 +238,7 @@ def big():
     The machine's speed drifts (it is a shared virtual machine), so each repetition measures
     the mount and raw back to back, alternating which goes first, and the reported ratio is
     the median of the per-repetition ratios."""
-    total = 512 << 20
+    total = BIG_TOTAL
     data = os.urandom(total)
     mb = total / 1e6
     configs = [(4, 2, 1 << 20), (4, 2, 4 << 20), (8, 2, 1 << 20)]
@@ -239,7 +249,7 @@ def big():
             # freed memory back to its host, and the first pass over it faults it in).
             with Dovecot() as port:
                 raw(port, 4, 2, 1 << 20, total)
-            for width, conns, block in configs[:int(os.environ.get("BIG_ROWS", len(configs)))]:
+            for width, conns, block in configs[:int(os.environ.get("BIG_ROWS", 1 if SMOKE else len(configs)))]:
                 big_config(placement, data, width, conns, block)
 
 
@@ -291,7 +301,7 @@ def meta():
         m.mount()
         d = os.path.join(m.mnt, "many")
         os.mkdir(d)
-        n = 1000
+        n = 100 if SMOKE else 1000
         t = time.perf_counter()
         for i in range(n):
             with open(os.path.join(d, f"f{i}"), "wb") as f:
@@ -300,7 +310,7 @@ def meta():
         names = [os.path.join(d, f"f{i}") for i in range(n)]
         for p in names:
             os.stat(p)
-        rounds = 50
+        rounds = 5 if SMOKE else 50
         t = time.perf_counter()
         for _ in range(rounds):
             for p in names:
@@ -331,9 +341,14 @@ POSTMARK = [
 ]
 
 
+# Postmark's transactions and largest file (smoke: a few small files).
+POSTMARK_TRANSACTIONS = 20 if SMOKE else 200
+POSTMARK_SIZE_MAX = (256 << 10) if SMOKE else 16777216
+
+
 def postmark_run(location, files, read_bias, create_bias):
-    script = (f"set location {location}\nset number {files}\nset transactions 200\n"
-              f"set size 4096 16777216\nset bias read {read_bias}\nset bias create {create_bias}\n"
+    script = (f"set location {location}\nset number {files}\nset transactions {POSTMARK_TRANSACTIONS}\n"
+              f"set size 4096 {POSTMARK_SIZE_MAX}\nset bias read {read_bias}\nset bias create {create_bias}\n"
               "set seed 42\nrun\nquit\n")
     t = time.perf_counter()
     subprocess.run(["postmark"], input=script, capture_output=True, text=True, check=True)
@@ -345,6 +360,8 @@ def postmark():
         log("postmark not installed (apt-get install postmark); skipped")
         return
     labels = POSTMARK[:2] + POSTMARK[3:4] if QUICK else POSTMARK
+    if SMOKE:
+        labels = POSTMARK[:1]
     for label, files, rb, cb in labels:
         with Dovecot() as port:
             m = Mount(port, 4, 2, 1 << 20)
@@ -426,7 +443,9 @@ def small():
                 subprocess.run(["sync", "-f", where], check=False)
                 time.sleep(1)  # the metadata batch (metadata_batch_ms) reaches the servers
                 after = account_messages(port, range(1, 5))
-            t_clone = timed(["git", "clone", "-q", "--no-hardlinks", ROOT, "clone"], cwd=where)
+            # (the smoke run clones only the last commit)
+            clone = ["--depth", "1", f"file://{ROOT}"] if SMOKE else ["--no-hardlinks", ROOT]
+            t_clone = timed(["git", "clone", "-q", *clone, "clone"], cwd=where)
             t_rm = timed(["rm", "-rf", "usr", "clone"], cwd=where)
             rows.append((t_tar, t_clone, t_rm))
         m.umount()
@@ -470,7 +489,7 @@ def mount_pid(config):
 
 
 def flat():
-    window = 2000
+    window = 20 if SMOKE else 2000
     steps = [FLAT_ENTRIES * k // 4 for k in range(5)]
     with Dovecot() as port:
         m = Mount(port, 4, 2, 1 << 20)
@@ -540,6 +559,10 @@ FIO = [
 
 
 def fio_run(directory, name, args):
+    if SMOKE:
+        # A second of each job on a few MiB.
+        args = (args.replace("--size=256M", "--size=8M").replace("--size=64M", "--size=4M")
+                .replace("--runtime=15", "--runtime=1"))
     cmd = ["fio", f"--name={name}", f"--directory={directory}", "--ioengine=psync",
            "--numjobs=1", "--group_reporting", "--output-format=terse", "--terse-version=3"] + args.split()
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -580,7 +603,7 @@ def fio_on(port):
 def main():
     for b in (MAILSTOW, RAW, DOVECOT):
         if not os.path.exists(b):
-            sys.exit(f"{b} missing: run bench/run-mailfs.sh")
+            sys.exit(f"{b} missing: bench/run-mailfs.sh builds it (BIN_DIR: where it is)")
     log(f"maildirs in {MAILDIR_TMP}, work in {WORK}")
     try:
         if "big" in ONLY:

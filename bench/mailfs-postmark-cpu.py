@@ -8,8 +8,10 @@ server were chosen by (docs/mailfs.md 6, docs/benchmarks.md).
                                                          the mount server with these tunables
     TUNABLES=none ...                                    glibc's defaults
     FILES=100 DIRECT_IO=true ...                         as bench/mailfs-bench.py
+    SMOKE=1 BIN_DIR=target/ci ...                        a few small files (as mailfs-bench.py's)
 
-Needs the release build and Dovecot, as bench/run-mailfs.sh (run that once first)."""
+Needs the binaries (BIN_DIR, as for bench/mailfs-bench.py), Dovecot and Postmark, as
+bench/run-mailfs.sh (which runs this too, and builds and installs them)."""
 
 import importlib.util
 import os
@@ -55,8 +57,8 @@ def main():
         if not pid:
             sys.exit("no mount server")
         mount0, imap0 = cpu_seconds(pid), imap_cpu_seconds()
-        script = (f"set location {m.mnt}\nset number {FILES}\nset transactions 200\n"
-                  "set size 4096 16777216\nset bias read 5\nset bias create 5\nset seed 42\n"
+        script = (f"set location {m.mnt}\nset number {FILES}\nset transactions {bench.POSTMARK_TRANSACTIONS}\n"
+                  f"set size 4096 {bench.POSTMARK_SIZE_MAX}\nset bias read 5\nset bias create 5\nset seed 42\n"
                   "run\nquit\n")
         t = time.perf_counter()
         subprocess.run(["postmark"], input=script, capture_output=True, text=True, check=True)

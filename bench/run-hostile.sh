@@ -8,19 +8,30 @@
 #      SPF/DKIM/DMARC checks on, answers from a loopback DNS zone, against checks off.
 #
 #   bench/run-hostile.sh            # all three; ONLY=memory|logins|ingest for one
+#   SMOKE=1 bench/run-hostile.sh    # all three in about a minute: 20 users, 20 attackers,
+#                                   # 3 s deadlines, 2 s windows; fails on a zero figure
 #
-# Env: DURATION (30 s per login run), RUNS (3), PROCS (8 rabid sessions), SCRATCH
-# (/var/tmp/mailstow-bench-hostile). Output: RESULT lines, log in bench/results/.
+# Env: DURATION (30 s per login run), RUNS (3), PROCS (8 rabid sessions), NUSERS (1000),
+# CONNECTIONS (999 per memory attack), SETTLE (60 s), INGEST_SECONDS (20), SCRATCH
+# (/var/tmp/mailstow-bench-hostile), and bench/lib.sh's PROFILE, NO_BUILD, BIN, SMOKE, LOG_DIR.
+# Output: RESULT lines, log in bench/results/.
 set -uo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-DURATION=${DURATION:-30} RUNS=${RUNS:-3} PROCS=${PROCS:-8}
+. "$(dirname "$0")/lib.sh"
+# The smoke run's server closes slow clients after 3 s instead of 60 (the trickle attack
+# lasts until every connection is closed).
+SMOKE_TOML=
+if [ "$SMOKE" = 1 ]; then
+  : "${DURATION:=2}" "${RUNS:=1}" "${PROCS:=2}" "${NUSERS:=20}" "${CONNECTIONS:=20}" "${SETTLE:=1}" "${INGEST_SECONDS:=1}"
+  SMOKE_TOML='login_deadline_seconds = 3\ncommand_deadline_seconds = 3\n'
+fi
+DURATION=${DURATION:-30} RUNS=${RUNS:-3} PROCS=${PROCS:-8} NUSERS=${NUSERS:-1000}
+CONNECTIONS=${CONNECTIONS:-999} SETTLE=${SETTLE:-60} INGEST_SECONDS=${INGEST_SECONDS:-20}
 SCRATCH=${SCRATCH:-/var/tmp/mailstow-bench-hostile}
 ONLY=${ONLY:-all}
-LOG=$ROOT/bench/results/hostile-$(date +%Y%m%d-%H%M%S).log
-mkdir -p "$ROOT/bench/results"
+LOG=$LOG_DIR/hostile-$(date +%Y%m%d-%H%M%S).log
+command -v rabid >/dev/null || { shared_bench; "$SHARED_BENCH/setup-peers.sh" install >&2; }
 cd "$ROOT"
-cargo build --release --locked -p mailstow 2>&1 | tail -1
-BIN=$ROOT/target/release/mailstow
+build
 DATA=$SCRATCH/data
 SMTP=2725 SUB=2787 POP3=2710 IMAP=2743
 
@@ -40,7 +51,7 @@ dns_start() {
 }
 
 config() {  # config CHECKS(true|false)
-  printf '[server]\nauth_without_tls = true\nhostname = "bench.example.com"\nsender_checks = %s\ndns_servers = ["127.0.0.1:%s"]\n' \
+  printf '[server]\nauth_without_tls = true\nhostname = "bench.example.com"\nsender_checks = %s\ndns_servers = ["127.0.0.1:%s"]\n'"$SMOKE_TOML" \
     "$1" "$(cat "$SCRATCH/dns.port")" > "$SCRATCH/mailstow.toml"
 }
 
@@ -54,7 +65,7 @@ start_ours() {
 stop_ours() { kill -TERM "$(cat "$SCRATCH/pid")" 2>/dev/null; while kill -0 "$(cat "$SCRATCH/pid")" 2>/dev/null; do sleep 0.1; done; }
 
 # Legitimate logins of a window: the server's log lines for logins from 127.0.0.1.
-legit_logins() { grep -c "login: service=pop3 user=.* ip=127.0.0.1$" "$SCRATCH/serve.err"; }
+legit_logins() { grep -c "event=login proto=pop3 user=.* result=ok client=127.0.0.1$" "$SCRATCH/serve.err"; }
 
 # rabid for DURATION s (login only: connect, CAPA, USER, PASS, QUIT).
 rabid_window() {
@@ -67,7 +78,8 @@ rabid_window() {
   echo "# $(date -u +%FT%TZ) commit $(git rev-parse --short=12 HEAD)$(git diff --quiet || echo +dirty)"
   echo "# $(uname -r), $(nproc) cores, $(awk '/MemTotal/{printf "%d GiB", $2/1048576}' /proc/meminfo), scratch $SCRATCH on $(df --output=fstype "$(dirname "$SCRATCH")" | tail -1)"
   rm -rf "$SCRATCH"; mkdir -p "$SCRATCH"
-  for i in $(seq 1000); do printf 'user%04d@example.com pw%04d-secret\n' "$i" "$i"; done > "$SCRATCH/users.txt"
+  for i in $(seq "$NUSERS"); do printf 'user%04d@example.com pw%04d-secret\n' "$i" "$i"; done > "$SCRATCH/users.txt"
+  "$BIN" --data-dir "$DATA" init >&2
   "$BIN" --data-dir "$DATA" domain add example.com >&2
   # The production argon2 cost (19 MiB): what an attacker makes us compute.
   "$BIN" --data-dir "$DATA" user import "$SCRATCH/users.txt" >&2
@@ -81,7 +93,8 @@ rabid_window() {
       start_ours
       sleep 1
       python3 "$ROOT/bench/hostile.py" "$attack" --pid "$(cat "$SCRATCH/pid")" --imap $IMAP --pop3 $POP3 \
-        --smtp $SMTP --submission $SUB --connections 999 --settle 60
+        --smtp $SMTP --submission $SUB --connections "$CONNECTIONS" --settle "$SETTLE" \
+        $([ "$SMOKE" = 1 ] && echo --every 0.5)
       echo "RESULT hostile_connections_after attack=$attack open=$(awk '$1=="connections"{print $2}' "$DATA/stats")"
       stop_ours
     done
@@ -92,7 +105,7 @@ rabid_window() {
     # Warm-up: every user's first login pays argon2 once; later ones are remembered, so the
     # runs below compare like with like.
     python3 "$ROOT/bench/hostile.py" warm --pid "$(cat "$SCRATCH/pid")" --pop3 $POP3 --users "$SCRATCH/users.txt"
-    DURATION=10 rabid_window
+    DURATION=$(( DURATION < 10 ? DURATION : 10 )) rabid_window
     base=(); attacked=(); own_base=(); own_attacked=()
     # One window of legitimate logins, two clients in turn: rabid (counted from the server's
     # log lines for 127.0.0.1) and hostile.py's own client (which counts its successes).
@@ -110,7 +123,7 @@ rabid_window() {
       # Fresh attacker addresses each run, so the throttle's blocks from the last run do
       # not make this one cheaper.
       python3 "$ROOT/bench/hostile.py" flood --pid "$(cat "$SCRATCH/pid")" --pop3 $POP3 \
-        --user user0500@example.com --addresses 256 --threads 32 --seconds $((2 * DURATION + 8)) \
+        --user "$(printf 'user%04d@example.com' $(( (NUSERS + 1) / 2 )))" --addresses 256 --threads 32 --seconds $((2 * DURATION + 8)) \
         --offset $((r * 256)) & attacker=$!
       sleep 2
       window yes
@@ -131,7 +144,7 @@ rabid_window() {
         config $checks
         start_ours
         sleep 1
-        line=$("$BIN" bench smtp --address "127.0.0.1:$SMTP" --connections 32 --seconds 20 \
+        line=$("$BIN" bench smtp --address "127.0.0.1:$SMTP" --connections 32 --seconds "$INGEST_SECONDS" \
           --sender bench@example.org --recipients "$RECIPIENTS" --label "checks-$checks" \
           --dkim "example.org:b1:ed25519:$SCRATCH/dkim.pem" | grep '^RESULT')
         verdicts=$(grep -o "dmarc=[a-z]*" "$SCRATCH/serve.err" | sort | uniq -c | tr -s ' ' | paste -sd, -)
@@ -147,3 +160,14 @@ rabid_window() {
   kill "$(cat "$SCRATCH/dns.pid")" 2>/dev/null
 } 2>&1 | tee "$LOG" | grep --line-buffered '^RESULT\|^#'
 echo "log: $LOG"
+checks=()
+if [ "$ONLY" = all ] || [ "$ONLY" = memory ]; then checks+=('hostile : rss_before_mib rss_peak_mib rss_after_mib'); fi
+if [ "$ONLY" = all ] || [ "$ONLY" = logins ]; then
+  checks+=('hostile_warm : users ok' 'pop3_logins_per_s : rabid_per_s own_client_per_s' 'hostile_flood : checked'
+    'pop3_logins_under_flood : median_without median_with')
+fi
+if [ "$ONLY" = all ] || [ "$ONLY" = ingest ]; then
+  checks+=('smtp_load label=checks-true : msgs msgs_per_s' 'smtp_load label=checks-false : msgs msgs_per_s'
+    'smtp_ingest_checks : median_on median_off')
+fi
+smoke_check "$LOG" "${checks[@]}"

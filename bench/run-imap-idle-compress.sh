@@ -36,11 +36,20 @@
 # hard limit.
 # Env: TESTS (idle,compress), ONLY (all|dovecot|mailstow), IDLE_N, IDLE_USERS, IDLE_MSGS,
 # IDLE_REPEATS, IDLE_SRC_ADDRS (50), IDLE_CONCURRENCY, COMPRESS_MESSAGES, COMPRESS_RUNS,
-# DOVECOT_TUNED (1), DOVECOT_HIBERNATE (5s), BIN (target/release/mailstow), NO_BUILD (0),
-# SCRATCH (/var/tmp/mailstow-bench-idle), QUIET_WAIT (1).
+# DOVECOT_TUNED (1), DOVECOT_HIBERNATE (5s), SCRATCH (/var/tmp/mailstow-bench-idle), QUIET_WAIT
+# (1), and bench/lib.sh's PROFILE, NO_BUILD (0), BIN (target/<profile>/mailstow), SMOKE, LOG_DIR.
+# SMOKE=1: both tests on both peers with 20 sessions of 10 users and 50 messages, once; fails on
+# a zero mailstow figure.
 set -uo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-SHARED_BENCH=${SHARED_BENCH:-$(cd "$ROOT/../shared/bench" && pwd)}
+. "$(dirname "$0")/lib.sh"
+shared_bench
+idle_smoke_args=()
+if [ "$SMOKE" = 1 ]; then
+  : "${IDLE_N:=20}" "${IDLE_USERS:=10}" "${IDLE_MSGS:=2}" "${IDLE_REPEATS:=1}" "${IDLE_SRC_ADDRS:=5}"
+  : "${IDLE_CONCURRENCY:=8}" "${COMPRESS_MESSAGES:=50}" "${COMPRESS_RUNS:=1}" "${QUIET_WAIT:=0}" "${DOVECOT_HIBERNATE:=1s}"
+  # Memory samples a second apart, for at most 10 s (not 10 s apart, for up to 3 minutes).
+  idle_smoke_args=(--before-wait 0.5 --settle-step 1 --settle-max 10)
+fi
 export BENCH_ROOT=${BENCH_ROOT:-/tmp/peerbench}
 . "$SHARED_BENCH/common.sh"
 . "$ROOT/bench/dovecot-tuning.sh"
@@ -50,14 +59,13 @@ IDLE_REPEATS=${IDLE_REPEATS:-3} IDLE_SRC_ADDRS=${IDLE_SRC_ADDRS:-50} IDLE_CONCUR
 COMPRESS_MESSAGES=${COMPRESS_MESSAGES:-10000} COMPRESS_RUNS=${COMPRESS_RUNS:-5}
 DOVECOT_TUNED=${DOVECOT_TUNED:-1}
 SCRATCH=${SCRATCH:-/var/tmp/mailstow-bench-idle}
-BIN=${BIN:-$ROOT/target/release/mailstow}
 BIG_USER=bigmaildir@example.com BIG_PASS=bigpw
 OUR_IMAP_PORT=${OUR_IMAP_PORT:-2653} OUR_LMTP_PORT=${OUR_LMTP_PORT:-2654}
 case $ONLY in all|dovecot|mailstow) ;; *) die "ONLY=$ONLY: all, dovecot or mailstow" ;; esac
 [ "$IDLE_USERS" -le "$NUSERS" ] || die "IDLE_USERS=$IDLE_USERS: setup-peers.sh makes $NUSERS users"
 has() { case ",$TESTS," in *",$1,"*) return 0 ;; esac; return 1; }
-LOG=$ROOT/bench/results/imap-idle-compress-$(date +%Y%m%d-%H%M%S).log
-mkdir -p "$ROOT/bench/results" "$SCRATCH"
+LOG=$LOG_DIR/imap-idle-compress-$(date +%Y%m%d-%H%M%S).log
+mkdir -p "$SCRATCH"
 cd "$ROOT"
 IDLEPY=$ROOT/bench/imap-idle-memory.py COMPPY=$ROOT/bench/imap-compress.py BENCHPY=$ROOT/bench/imap-bench.py
 ulimit -n "$(ulimit -Hn)"
@@ -116,7 +124,7 @@ ms_stop() { kill -TERM "$MS_PID"; wait "$MS_PID"; rm -f "$SCRATCH/mailstow.pid";
 idle_run() {  # PEER PORT --server-pid PID | --dovecot-master PID [more]
   local peer=$1 port=$2; shift 2
   python3 "$IDLEPY" run --host "$HOST" --port "$port" --peer "$peer" --n "$IDLE_N" \
-    --users "$IDLE_USERS" --src-addrs "$IDLE_SRC_ADDRS" --concurrency "$IDLE_CONCURRENCY" "$@" \
+    --users "$IDLE_USERS" --src-addrs "$IDLE_SRC_ADDRS" --concurrency "$IDLE_CONCURRENCY" "${idle_smoke_args[@]}" "$@" \
     || echo "WARN: imap-idle-memory.py for $peer reported failures (see above)"
 }
 compress_run() {  # PEER PORT --server-pid PID | --dovecot-master PID
@@ -192,8 +200,7 @@ EOF
 
   # ------------------------------------------------------------------ mailstow
   if [ "$ONLY" != dovecot ]; then
-    if [ "${NO_BUILD:-0}" != 1 ]; then cargo build --release --locked -p mailstow 2>&1 | tail -1; fi
-    [ -x "$BIN" ] || die "no $BIN"
+    build
     DATA=$SCRATCH/data
     rm -rf "$DATA"; : > "$SCRATCH/serve.err"
     {
@@ -289,3 +296,10 @@ if "mailstow" in peers:
                     print(f"SUMMARY compress ratio {mode} {metric}: mailstow/{p} = {float(a['median']) / float(b['median']):.3f}")
 EOF
 echo "log: $LOG"
+if [ "$ONLY" != dovecot ]; then
+  checks=()
+  has idle && checks+=('test=idle peer=mailstow : n per_conn_pss per_conn_rss')
+  has compress && checks+=('peer=mailstow mode=plain metric=wire_bytes : median' 'peer=mailstow mode=deflate metric=wire_bytes : median'
+    'peer=mailstow mode=plain metric=wall_ms : median' 'peer=mailstow mode=deflate metric=wall_ms : median')
+  smoke_check "$LOG" "${checks[@]}"
+fi

@@ -12,6 +12,8 @@
 #   bench/run-imap.sh                  both peers, then one RATIO line per row
 #   ONLY=dovecot bench/run-imap.sh     one peer only (ONLY=mailstow: the other)
 #   MESSAGES=5000 RUNS=3 ONLY=dovecot bench/run-imap.sh     a quick run
+#   SMOKE=1 bench/run-imap.sh          every row (sort and qresync too) on 200 messages, both
+#                                      peers; fails on a zero mailstow figure
 #
 # Filling: Dovecot maildir is written straight into the user's Maildir/cur (DOVECOT_FILL=direct,
 # like shared/bench/mkmailbox.py; the first SELECT then builds its index and is reported apart as
@@ -39,14 +41,20 @@
 # Env: MESSAGES (80000), RUNS (5), FORMAT (maildir|mdbox), ONLY (all|dovecot|mailstow),
 # ROWS (select,fetch,search,body,append,expunge,idle; also sort and qresync), IDLE_SESSIONS (200), IDLE_ROUNDS (3),
 # APPEND_TOTAL (10000), APPEND_CONNS (8), BODY_FETCHES (1000), EXPUNGE_COUNT (1000),
-# LITERAL_PLUS (auto|yes|no), SCRATCH (/var/tmp/mailstow-bench-imap), NO_BUILD (0),
-# BIN (target/release/mailstow: the binary to run; NO_BUILD=1 with another one),
+# LITERAL_PLUS (auto|yes|no), SCRATCH (/var/tmp/mailstow-bench-imap), bench/lib.sh's PROFILE,
+# NO_BUILD (0), BIN (target/<profile>/mailstow: the binary to run; NO_BUILD=1 with another one),
+# SMOKE and LOG_DIR,
 # DOVECOT_TUNED (1), DOVECOT_HIBERNATE (5s; 0 = off), IDLE_SETTLE (s),
 # QUIET_WAIT (1: wait, bounded, for an idle machine before each peer), DC_USER/DC_PASS
 # (user0999@example.com / pw0999).
 set -uo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-SHARED_BENCH=${SHARED_BENCH:-$(cd "$ROOT/../shared/bench" && pwd)}
+. "$(dirname "$0")/lib.sh"
+shared_bench
+if [ "$SMOKE" = 1 ]; then
+  : "${MESSAGES:=200}" "${RUNS:=1}" "${IDLE_SESSIONS:=5}" "${IDLE_ROUNDS:=1}" "${APPEND_TOTAL:=40}" "${APPEND_CONNS:=2}"
+  : "${BODY_FETCHES:=20}" "${EXPUNGE_COUNT:=10}" "${QUIET_WAIT:=0}" "${DOVECOT_HIBERNATE:=1s}"
+  : "${ROWS:=select,fetch,search,body,append,expunge,idle,sort,qresync}"
+fi
 export BENCH_ROOT=${BENCH_ROOT:-/tmp/peerbench}
 RUNS=${RUNS:-5}   # before common.sh, whose default is 3
 . "$SHARED_BENCH/common.sh"
@@ -62,11 +70,10 @@ OUR_USER=imapbench@example.com OUR_PASS=imapbenchpw
 OUR_IMAP_PORT=${OUR_IMAP_PORT:-2643} OUR_LMTP_PORT=${OUR_LMTP_PORT:-2644} OUR_SMTP_PORT=${OUR_SMTP_PORT:-2645}
 case $FORMAT in maildir|mdbox) ;; *) die "FORMAT=$FORMAT: maildir or mdbox" ;; esac
 case $ONLY in all|dovecot|mailstow) ;; *) die "ONLY=$ONLY: all, dovecot or mailstow" ;; esac
-LOG=$ROOT/bench/results/imap-$(date +%Y%m%d-%H%M%S).log
-mkdir -p "$ROOT/bench/results" "$SCRATCH"
+LOG=$LOG_DIR/imap-$(date +%Y%m%d-%H%M%S).log
+mkdir -p "$SCRATCH"
 cd "$ROOT"
 BENCHPY=$ROOT/bench/imap-bench.py
-BIN=${BIN:-$ROOT/target/release/mailstow}
 DOVECOT_TUNED=${DOVECOT_TUNED:-1}
 . "$ROOT/bench/dovecot-tuning.sh"
 if [ -z "${IDLE_SETTLE:-}" ]; then
@@ -167,8 +174,7 @@ EOF
 
   # ------------------------------------------------------------------ mailstow
   if [ "$ONLY" != dovecot ]; then
-    if [ "${NO_BUILD:-0}" != 1 ]; then cargo build --release --locked -p mailstow 2>&1 | tail -1; fi
-    [ -x "$BIN" ] || die "no $BIN"
+    build
     DATA=$SCRATCH/data
     rm -rf "$DATA"; mkdir -p "$SCRATCH"
     {
@@ -219,3 +225,4 @@ if [ "$ONLY" = all ]; then
          else printf "RATIO row=%s mailstow=%s %s=%s unit=%s mailstow/dovecot=NA\n", r, (r in m ? m[r] : "-"), dn, (r in d ? d[r] : "-"), u[r] } }' "$LOG" | tee -a "$LOG"
 fi
 echo "log: $LOG"
+[ "$ONLY" = dovecot ] || smoke_check "$LOG" 'peer=mailstow : value'

@@ -7,20 +7,21 @@
 # fdatasync calls are counted with `strace -f --seccomp-bpf -c` (only those two syscalls
 # stop the process, so the cost of tracing is one stop per sync); mailstow's summary line
 # also reports the store's own sync counter.
-# Env: IMPORT_COUNT (80000), RUNS (3), SCRATCH (/var/tmp/mailstow-bench-import).
+#   SMOKE=1 bench/run-import.sh     300 messages, one run; fails on a zero mailstow figure
+# Env: IMPORT_COUNT (80000), RUNS (3), SCRATCH (/var/tmp/mailstow-bench-import), and
+# bench/lib.sh's PROFILE, NO_BUILD, BIN, SMOKE, LOG_DIR, SHARED_BENCH.
 set -uo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-SHARED_BENCH=${SHARED_BENCH:-$(cd "$ROOT/../shared/bench" && pwd)}
+. "$(dirname "$0")/lib.sh"
+shared_bench
+if [ "$SMOKE" = 1 ]; then : "${IMPORT_COUNT:=300}" "${RUNS:=1}"; fi
 IMPORT_COUNT=${IMPORT_COUNT:-80000} RUNS=${RUNS:-3}
 SCRATCH=${SCRATCH:-/var/tmp/mailstow-bench-import}
-TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
-LOG=$ROOT/bench/results/import-$(date +%Y%m%d-%H%M%S).log
-mkdir -p "$ROOT/bench/results"
+LOG=$LOG_DIR/import-$(date +%Y%m%d-%H%M%S).log
 cd "$ROOT"
-cargo build --release --locked -p mailstow 2>&1 | tail -1
-BIN=$TARGET/release/mailstow
+build
 USER_ADDR=big@example.com
-command -v strace >/dev/null || apt-get install -y -qq strace
+# strace and doveadm (Dovecot) come with the peers' packages.
+command -v strace >/dev/null && command -v doveadm >/dev/null || "$SHARED_BENCH/setup-peers.sh" install >&2
 id vmail >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin vmail
 
 # "seconds fsyncs fdatasyncs" from an strace -c summary file and a start time.
@@ -87,3 +88,4 @@ EOF
   done
 } 2>&1 | tee "$LOG" | grep --line-buffered '^RESULT\|^#'
 echo "log: $LOG"
+smoke_check "$LOG" "import system=mailstow rc=0 messages=$IMPORT_COUNT : seconds msgs_per_s fdatasync syncs_per_msg store_bytes"

@@ -4,17 +4,23 @@
 # BODY.PEEK[]) on the same server in the same run; then SESSIONS browsers following /events:
 # memory per session and the time for one new message to reach them all.
 # bench/web-bench.py does the measuring; this script builds, fills and keeps the log.
-# Env: BIG_COUNT (80000), RUNS (20), SESSIONS (200), SCRATCH (/var/tmp/mailstow-bench-web).
+#   SMOKE=1 bench/run-web.sh     every row with a few hundred messages and sessions; fails on
+#                                a zero figure
+# Env: BIG_COUNT (80000), RUNS (20), SESSIONS (200), RAMP_STEP (200) and RAMP_STEPS (4) of the
+# ramp, SCRATCH (/var/tmp/mailstow-bench-web), and bench/lib.sh's PROFILE, NO_BUILD, BIN,
+# SMOKE, LOG_DIR.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$(dirname "$0")/lib.sh"
+if [ "$SMOKE" = 1 ]; then
+  : "${BIG_COUNT:=300}" "${RUNS:=3}" "${SESSIONS:=5}"
+  export RAMP_STEP=${RAMP_STEP:-5} RAMP_STEPS=${RAMP_STEPS:-2}
+fi
 BIG_COUNT=${BIG_COUNT:-80000} RUNS=${RUNS:-20} SESSIONS=${SESSIONS:-200}
 SCRATCH=${SCRATCH:-/var/tmp/mailstow-bench-web}
 SMTP_PORT=2637 IMAP_PORT=2643 WEB_PORT=2680 USER=big@example.com PASS=bigpw
-LOG=$ROOT/bench/results/web-$(date +%Y%m%d-%H%M%S).log
-mkdir -p "$ROOT/bench/results"
+LOG=$LOG_DIR/web-$(date +%Y%m%d-%H%M%S).log
 cd "$ROOT"
-cargo build --release --locked -p mailstow 2>&1 | tail -1
-BIN=$ROOT/target/release/mailstow
+build
 {
   echo "# $(date -u +%FT%TZ) commit $(git rev-parse --short=12 HEAD)$(git diff --quiet HEAD -- crates || echo +dirty)"
   echo "# $(uname -r), $(nproc) cores, $(awk '/MemTotal/{printf "%d GiB", $2/1048576}' /proc/meminfo), scratch $SCRATCH, load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -37,3 +43,5 @@ BIN=$ROOT/target/release/mailstow
   echo "# done $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 } 2>&1 | tee "$LOG" | grep --line-buffered '^RESULT\|^#'
 echo "log: $LOG"
+smoke_check "$LOG" 'web_fill : messages seconds' 'web_time : median_ms' 'web_ratio : first_page_over_imap last_page_over_imap' \
+  "web_live sessions=$SESSIONS heard=$SESSIONS : rss_after_kib last_heard_ms" 'web_ramp :'

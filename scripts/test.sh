@@ -35,6 +35,12 @@ command -v chromium >/dev/null || need_pkgs+=(chromium)
 command -v chromedriver >/dev/null || need_pkgs+=(chromium-driver)
 # ...from Selenium, for Debian's /usr/bin/python3 (the test's, whatever python3 the PATH finds).
 /usr/bin/python3 -c 'import selenium' 2>/dev/null || need_pkgs+=(python3-selenium)
+# The benchmark scripts' smoke runs (scripts/bench-smoke.sh): the peers' packages that
+# shared/bench/setup-peers.sh installs (postal, which has rabid, Dovecot's POP3 and LMTP, fio,
+# strace, bc, rsync), and Postmark and prove for the mail file system's.
+for p in postal dovecot-pop3d dovecot-lmtpd fio postmark strace bc rsync swaks sysstat perl; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_pkgs+=("$p")
+done
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "postfix postfix/main_mailer_type select No configuration" | debconf-set-selections
@@ -68,3 +74,6 @@ PROPTEST_CASES=10000 cargo test --locked --profile ci -p queue -- tests::model::
 # The fuzz targets still build against the crates (docs/fuzzing.md; `scripts/fuzz.sh` runs
 # them).
 cargo check --locked --manifest-path fuzz/Cargo.toml --all-targets
+# Every script under bench/ in its shortest mode, with the binaries built above: each must
+# run as committed and print non-zero mailstow figures.
+scripts/bench-smoke.sh

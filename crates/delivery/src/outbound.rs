@@ -205,22 +205,13 @@ impl Clients {
         let verifying = rustls::ClientConfig::builder()
             .with_root_certificates(roots)
             .with_no_client_auth();
-        let opportunistic = opportunistic_client_config();
+        // Any certificate, the handshake still checked: Postfix's `may`.
+        let opportunistic = opportunistic_tls::client_config();
         Clients {
             verifying: Arc::new(verifying),
             opportunistic: Arc::new(opportunistic),
         }
     }
-}
-
-/// A TLS client that takes any certificate (see [`AnyCertificate`]): the cluster's proxy
-/// towards owner nodes, whose pre-authentication is bound to the TLS connection instead.
-pub fn opportunistic_client_config() -> rustls::ClientConfig {
-    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-    rustls::ClientConfig::builder()
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AnyCertificate::new()))
-        .with_no_client_auth()
 }
 
 /// Delivers `content` from `sender` to `recipients` through `relay`; one outcome per
@@ -491,63 +482,6 @@ pub(crate) async fn send_mx(
         }
     }
     (tried, last)
-}
-
-/// Accepts any certificate but still checks that the relay holds its key (the handshake
-/// signatures): opportunistic TLS protects against passive eavesdropping, not against an
-/// active attacker, exactly like Postfix's `may` level.
-#[derive(Debug)]
-struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
-
-impl AnyCertificate {
-    fn new() -> AnyCertificate {
-        AnyCertificate(Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
-    }
-}
-
-impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &rustls_pki_types::CertificateDer<'_>,
-        _intermediates: &[rustls_pki_types::CertificateDer<'_>],
-        _server_name: &rustls_pki_types::ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: rustls_pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls_pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls_pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }
 
 #[cfg(test)]

@@ -206,7 +206,7 @@ impl Delivery {
                         let outcome = Outcome::Failed {
                             reason: "550 5.1.1 mailbox no longer exists".to_string(),
                         };
-                        self.log(message, r, "local", &outcome, None, now);
+                        self.log(message, r, "local", &outcome, now);
                         outcomes[m].push((r, outcome));
                     }
                     Route::Remote if self.outbound.is_some() => match remote.last_mut() {
@@ -215,7 +215,7 @@ impl Delivery {
                     },
                     Route::Remote => {
                         let outcome = remote_outcome(message, now);
-                        self.log(message, r, "none", &outcome, None, now);
+                        self.log(message, r, "none", &outcome, now);
                         outcomes[m].push((r, outcome));
                     }
                     Route::Peer {
@@ -240,7 +240,7 @@ impl Delivery {
                             if let Some(peers) = &self.peers {
                                 peers.waiting(&node, message.id);
                             }
-                            self.log(message, r, &node, &outcome, None, now);
+                            self.log(message, r, &node, &outcome, now);
                             outcomes[m].push((r, outcome));
                             continue;
                         }
@@ -255,7 +255,7 @@ impl Delivery {
                     }
                     Route::Held(why) => {
                         let outcome = peer_retry(message, now, format!("451 4.2.0 {why}"));
-                        self.log(message, r, "local", &outcome, None, now);
+                        self.log(message, r, "local", &outcome, now);
                         outcomes[m].push((r, outcome));
                     }
                 }
@@ -287,7 +287,7 @@ impl Delivery {
                 }
                 None => retry_or_fail(&batch[m], now, "451 4.3.0 store gave no result".into()),
             };
-            self.log(&batch[m], r, "local", &outcome, None, now);
+            self.log(&batch[m], r, "local", &outcome, now);
             outcomes[m].push((r, outcome));
         }
         if let Some(out) = &self.outbound
@@ -302,7 +302,7 @@ impl Delivery {
                     Sent::Temporary(reason) => retry_or_fail(&batch[m], now, reason),
                     Sent::Permanent(reason) => Outcome::Failed { reason },
                 };
-                self.log(&batch[m], r, &relay, &outcome, None, now);
+                self.log(&batch[m], r, &relay, &outcome, now);
                 outcomes[m].push((r, outcome));
             }
         }
@@ -331,7 +331,7 @@ impl Delivery {
                     }
                     Handed::Permanent(reason) => Outcome::Failed { reason },
                 };
-                self.log(&batch[m], r, &node, &outcome, None, now);
+                self.log(&batch[m], r, &node, &outcome, now);
                 outcomes[m].push((r, outcome));
             }
         }
@@ -349,15 +349,7 @@ impl Delivery {
     }
 
     /// One line of the mail log (and the metrics) for a recipient's outcome.
-    fn log(
-        &self,
-        message: &QueuedMessage,
-        r: usize,
-        relay: &str,
-        outcome: &Outcome,
-        uid: Option<u32>,
-        now: u64,
-    ) {
+    fn log(&self, message: &QueuedMessage, r: usize, relay: &str, outcome: &Outcome, now: u64) {
         let to = message
             .envelope
             .recipients
@@ -365,12 +357,8 @@ impl Delivery {
             .map_or("", |recipient| recipient.address.as_str());
         let delay = Duration::from_millis(now.saturating_sub(message.envelope.arrival_ms));
         match outcome {
-            Outcome::Delivered => match uid {
-                Some(uid) => self
-                    .events
-                    .delivered_local(message.id, to, "INBOX", uid, delay),
-                None => self.events.delivered_remote(message.id, to, relay, delay),
-            },
+            // A local copy's `delivered` line is the deposit's; this is a remote one.
+            Outcome::Delivered => self.events.delivered_remote(message.id, to, relay, delay),
             Outcome::Deferred {
                 retry_at_ms,
                 reason,

@@ -45,7 +45,7 @@ use sqlx::AnyPool;
 
 use crate::address::{LocalCase, parse_address, subaddress_base};
 use crate::db;
-use crate::dkim::DkimKey;
+use crate::dkim::{self, DkimKey};
 use crate::error::DirectoryError;
 
 /// Where a message for one address goes.
@@ -185,7 +185,7 @@ impl Cache {
         limits: ExpansionLimits,
         postmaster: Option<String>,
     ) -> Result<Cache, DirectoryError> {
-        let snapshot = db::load_snapshot(&pool).await?;
+        let snapshot = load_snapshot(&pool).await?;
         Ok(Cache {
             pool,
             limits,
@@ -217,7 +217,7 @@ impl Cache {
         if current == self.generation() {
             return Ok(false);
         }
-        let snapshot = Arc::new(db::load_snapshot(&self.pool).await?);
+        let snapshot = Arc::new(load_snapshot(&self.pool).await?);
         *self.snapshot.write().unwrap_or_else(|e| e.into_inner()) = snapshot;
         Ok(true)
     }
@@ -226,7 +226,7 @@ impl Cache {
     /// notification may have been missed).
     pub async fn reload(&self) -> Result<(), DirectoryError> {
         let _reload = self.reload.lock().await;
-        let snapshot = Arc::new(db::load_snapshot(&self.pool).await?);
+        let snapshot = Arc::new(load_snapshot(&self.pool).await?);
         *self.snapshot.write().unwrap_or_else(|e| e.into_inner()) = snapshot;
         Ok(())
     }
@@ -407,6 +407,116 @@ impl Cache {
             Ok(Resolution::Local(expansion.targets))
         }
     }
+}
+
+/// `address, quota_bytes, password_hash, node, epoch, move_state` as the snapshot reads them.
+type SnapshotUser = (
+    String,
+    Option<i64>,
+    String,
+    Option<String>,
+    i64,
+    Option<String>,
+);
+
+/// Reads the whole directory in one read transaction, so the generation and the rows belong
+/// together. SQLite in WAL mode gives a deferred transaction one snapshot from its first read;
+/// on PostgreSQL the transaction is `REPEATABLE READ` for the same.
+async fn load_snapshot(pool: &AnyPool) -> Result<Snapshot, DirectoryError> {
+    let mut tx = pool.begin().await?;
+    if db::Backend::of(pool) == db::Backend::Postgres {
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .execute(&mut *tx)
+            .await?;
+    }
+    let generation: i64 = sqlx::query_scalar("SELECT value FROM meta WHERE key = 'generation'")
+        .fetch_one(&mut *tx)
+        .await?;
+    let domains: Vec<String> = sqlx::query_scalar("SELECT name FROM domains")
+        .fetch_all(&mut *tx)
+        .await?;
+    let users: Vec<SnapshotUser> = sqlx::query_as(
+        "SELECT address, quota_bytes, password_hash, node, epoch, move_state FROM users \
+         ORDER BY created_at, created_seq, address",
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    let aliases: Vec<(String, String)> =
+        sqlx::query_as("SELECT source, destination FROM aliases ORDER BY source, destination")
+            .fetch_all(&mut *tx)
+            .await?;
+    let keys = dkim::load_dkim_keys(&mut *tx).await?;
+    let message_quotas: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT address, quota_messages FROM users WHERE quota_messages IS NOT NULL",
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    let admins: Vec<String> = sqlx::query_scalar("SELECT address FROM users WHERE admin = 1")
+        .fetch_all(&mut *tx)
+        .await?;
+    let nodes: Vec<(String, String, String, String, Option<String>)> =
+        sqlx::query_as("SELECT name, lmtp, imap, pop3, web FROM nodes ORDER BY name")
+            .fetch_all(&mut *tx)
+            .await?;
+    tx.commit().await?;
+
+    let mut snapshot = Snapshot {
+        generation,
+        ..Snapshot::default()
+    };
+    snapshot.domains.extend(domains);
+    snapshot.admins.extend(admins);
+    for (address, quota, hash, node, epoch, move_state) in users {
+        let quota = db::quota_from_sql(&address, quota)?;
+        if let Some((_, domain)) = address.rsplit_once('@') {
+            snapshot
+                .first_users
+                .entry(domain.to_string())
+                .or_insert_with(|| address.clone());
+        }
+        snapshot.users.insert(
+            address,
+            UserRow {
+                quota,
+                password_hash: hash,
+                owner: Owner {
+                    node,
+                    epoch,
+                    frozen: move_state
+                        .as_deref()
+                        .is_some_and(|s| s.starts_with("frozen:")),
+                },
+            },
+        );
+    }
+    // Newest first within a domain: the first one seen signs.
+    for key in keys {
+        snapshot.dkim.entry(key.domain.clone()).or_insert(key);
+    }
+    for (source, destination) in aliases {
+        snapshot
+            .aliases
+            .entry(source)
+            .or_default()
+            .push(destination);
+    }
+    for (address, quota) in message_quotas {
+        let quota = db::quota_from_sql(&address, Some(quota))?.unwrap_or(u64::MAX);
+        snapshot.message_quotas.insert(address, quota);
+    }
+    for (name, lmtp, imap, pop3, web) in nodes {
+        snapshot.nodes.insert(
+            name.clone(),
+            NodeRow {
+                name,
+                lmtp,
+                imap,
+                pop3,
+                web,
+            },
+        );
+    }
+    Ok(snapshot)
 }
 
 /// One alias expansion in progress.

@@ -1,4 +1,7 @@
-//! The SQL side: connecting, the migrator, the write transaction and the cache's reads.
+//! The SQL side: connecting, the migrator, the write transaction, and what every query shares
+//! (the backend's differences, quotas' stored form, constraint errors, the clock of the time
+//! columns). The reads live with what they build: the snapshot in `cache.rs`, the DKIM keys
+//! in `dkim.rs`.
 //!
 //! **Why not `sqlx::migrate!`:** that macro lives behind sqlx's `macros` feature, which we leave
 //! off (the query macros want `DATABASE_URL` or offline data at compile time). The migrations
@@ -7,13 +10,11 @@
 //! processes opening a new file at once take turns instead of both creating tables.
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{Any, AnyPool, Executor, Transaction};
 
-use crate::cache::{NodeRow, Owner, Snapshot, UserRow};
-use crate::dkim::DkimKey;
 use crate::error::DirectoryError;
 
 /// Which SQL backend a pool speaks; the few statements that differ branch on it.
@@ -40,6 +41,16 @@ impl Backend {
             Backend::Sqlite => "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
         }
     }
+}
+
+/// Now in Unix seconds by this host's clock: what the directory writes into `created_at`,
+/// `last_login_at` and the other time columns (leases use the database's clock instead,
+/// [`Backend::now_ms`]).
+pub(crate) fn unix_now_s() -> i64 {
+    let since_epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(since_epoch.as_secs()).unwrap_or(i64::MAX)
 }
 
 /// The PostgreSQL channel every directory write notifies (`LISTEN mailstow_directory`).
@@ -262,143 +273,6 @@ pub(crate) async fn node_states(pool: &AnyPool) -> Result<Vec<(String, bool)>, D
         .fetch_all(pool)
         .await?;
     Ok(rows.into_iter().map(|(name, up)| (name, up != 0)).collect())
-}
-
-/// `address, quota_bytes, password_hash, node, epoch, move_state` as the snapshot reads them.
-type SnapshotUser = (
-    String,
-    Option<i64>,
-    String,
-    Option<String>,
-    i64,
-    Option<String>,
-);
-
-/// Reads the whole directory in one read transaction, so the generation and the rows belong
-/// together. SQLite in WAL mode gives a deferred transaction one snapshot from its first read;
-/// on PostgreSQL the transaction is `REPEATABLE READ` for the same.
-pub(crate) async fn load_snapshot(pool: &AnyPool) -> Result<Snapshot, DirectoryError> {
-    let mut tx = pool.begin().await?;
-    if Backend::of(pool) == Backend::Postgres {
-        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            .execute(&mut *tx)
-            .await?;
-    }
-    let generation: i64 = sqlx::query_scalar("SELECT value FROM meta WHERE key = 'generation'")
-        .fetch_one(&mut *tx)
-        .await?;
-    let domains: Vec<String> = sqlx::query_scalar("SELECT name FROM domains")
-        .fetch_all(&mut *tx)
-        .await?;
-    let users: Vec<SnapshotUser> = sqlx::query_as(
-        "SELECT address, quota_bytes, password_hash, node, epoch, move_state FROM users \
-         ORDER BY created_at, created_seq, address",
-    )
-    .fetch_all(&mut *tx)
-    .await?;
-    let aliases: Vec<(String, String)> =
-        sqlx::query_as("SELECT source, destination FROM aliases ORDER BY source, destination")
-            .fetch_all(&mut *tx)
-            .await?;
-    let keys = load_dkim_keys(&mut *tx).await?;
-    let message_quotas: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT address, quota_messages FROM users WHERE quota_messages IS NOT NULL",
-    )
-    .fetch_all(&mut *tx)
-    .await?;
-    let admins: Vec<String> = sqlx::query_scalar("SELECT address FROM users WHERE admin = 1")
-        .fetch_all(&mut *tx)
-        .await?;
-    let nodes: Vec<(String, String, String, String, Option<String>)> =
-        sqlx::query_as("SELECT name, lmtp, imap, pop3, web FROM nodes ORDER BY name")
-            .fetch_all(&mut *tx)
-            .await?;
-    tx.commit().await?;
-
-    let mut snapshot = Snapshot {
-        generation,
-        ..Snapshot::default()
-    };
-    snapshot.domains.extend(domains);
-    snapshot.admins.extend(admins);
-    for (address, quota, hash, node, epoch, move_state) in users {
-        let quota = quota_from_sql(&address, quota)?;
-        if let Some((_, domain)) = address.rsplit_once('@') {
-            snapshot
-                .first_users
-                .entry(domain.to_string())
-                .or_insert_with(|| address.clone());
-        }
-        snapshot.users.insert(
-            address,
-            UserRow {
-                quota,
-                password_hash: hash,
-                owner: Owner {
-                    node,
-                    epoch,
-                    frozen: move_state
-                        .as_deref()
-                        .is_some_and(|s| s.starts_with("frozen:")),
-                },
-            },
-        );
-    }
-    // Newest first within a domain: the first one seen signs.
-    for key in keys {
-        snapshot.dkim.entry(key.domain.clone()).or_insert(key);
-    }
-    for (source, destination) in aliases {
-        snapshot
-            .aliases
-            .entry(source)
-            .or_default()
-            .push(destination);
-    }
-    for (address, quota) in message_quotas {
-        let quota = quota_from_sql(&address, Some(quota))?.unwrap_or(u64::MAX);
-        snapshot.message_quotas.insert(address, quota);
-    }
-    for (name, lmtp, imap, pop3, web) in nodes {
-        snapshot.nodes.insert(
-            name.clone(),
-            NodeRow {
-                name,
-                lmtp,
-                imap,
-                pop3,
-                web,
-            },
-        );
-    }
-    Ok(snapshot)
-}
-
-/// Every DKIM key, by domain, newest first within a domain.
-pub(crate) async fn load_dkim_keys<'e, E>(executor: E) -> Result<Vec<DkimKey>, DirectoryError>
-where
-    E: sqlx::Executor<'e, Database = Any>,
-{
-    type Row = (String, String, String, String, String, i64);
-    let rows: Vec<Row> = sqlx::query_as(
-        "SELECT domain, selector, algorithm, private_key, public_key, created_at \
-         FROM dkim_keys ORDER BY domain, created_at DESC, selector",
-    )
-    .fetch_all(executor)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(
-            |(domain, selector, algorithm, private_key, public_key, created_at)| DkimKey {
-                domain,
-                selector,
-                algorithm,
-                private_key,
-                public_key,
-                created_at,
-            },
-        )
-        .collect())
 }
 
 /// A quota as stored (`BIGINT`, NULL = unlimited) back to bytes.

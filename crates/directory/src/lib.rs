@@ -29,14 +29,14 @@
 //! portable: standard types, timestamps as Unix seconds, `$1` placeholders (SQLite reads
 //! them as numbered parameters), `ON CONFLICT ... DO NOTHING`, a partial unique index, no
 //! `AUTOINCREMENT`, and constraint errors detected through sqlx's portable
-//! `is_unique_violation`. What differs per backend is small and lives in `db.rs`:
+//! `is_unique_violation`. What differs per backend is small and branches on `db::Backend`:
 //!
 //! - "now" in milliseconds by the database's clock (`db::Backend::now_ms`), for leases;
 //! - `db::migrate` on PostgreSQL takes `pg_advisory_xact_lock` first (concurrent
 //!   `CREATE TABLE IF NOT EXISTS` can race there) and creates `meta` inside its transaction;
 //!   a migration that needs different DDL has a file per backend (`0005_cluster.*.sql`);
-//! - `db::load_snapshot` on PostgreSQL runs in a `REPEATABLE READ` transaction, for the one
-//!   snapshot that SQLite's WAL gives any deferred transaction;
+//! - the cache's `load_snapshot` (`cache.rs`) on PostgreSQL runs in a `REPEATABLE READ`
+//!   transaction, for the one snapshot that SQLite's WAL gives any deferred transaction;
 //! - `db::begin_write` on PostgreSQL also queues `NOTIFY mailstow_directory`, which
 //!   PostgreSQL delivers at commit (and drops on rollback). Bumping the generation first
 //!   locks that row, which serialises writers as SQLite's write lock does.
@@ -87,15 +87,17 @@
 //!   writes fail with [`DirectoryError::Database`].
 
 mod address;
-mod admin;
+mod arguments;
 mod cache;
 mod db;
 mod dkim;
 mod error;
 mod hasher;
+mod login_recording;
 mod logins;
 mod nodes;
 mod password;
+mod provisioning;
 mod subscriptions;
 mod verified;
 
@@ -114,12 +116,12 @@ pub use address::{
     SUBADDRESS_SEPARATOR,
 };
 pub use argon2::Params as Argon2Params;
+pub use arguments::NODE_NAME_BYTES_MAX;
 pub use cache::{Cache, ExpansionLimit, NodeInfo, Owner, Resolution, Target};
 pub use dkim::{DkimKey, SELECTOR_BYTES_MAX};
 pub use error::DirectoryError;
 pub use hasher::Priority;
 pub use logins::{Attempt, LOGINS_KEPT_MAX, LoginRecord};
-pub use nodes::NODE_NAME_BYTES_MAX;
 pub use subscriptions::{
     SPECIAL_USES_PER_USER_MAX, SUBSCRIPTION_BYTES_MAX, SUBSCRIPTIONS_PER_USER_MAX,
 };

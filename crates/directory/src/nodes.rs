@@ -5,35 +5,11 @@
 //! [`Directory::renew_lease`] writes alone.
 
 use crate::address::LocalCase;
-use crate::admin::{address_arg, unix_now_s};
+use crate::arguments::{address_arg, node_arg};
 use crate::cache::NodeInfo;
+use crate::db::unix_now_s;
 use crate::error::{DirectoryError, shown};
 use crate::{Directory, db};
-
-/// Longest node name.
-pub const NODE_NAME_BYTES_MAX: usize = 64;
-
-/// A node name: 1 to 64 of `a-z 0-9 - _ .`, starting with a letter or digit (stored as
-/// given; names are case-sensitive but the allowed set has no upper case).
-pub(crate) fn node_arg(name: &str) -> Result<String, DirectoryError> {
-    let bad = |reason| DirectoryError::InvalidNode {
-        name: shown(name),
-        reason,
-    };
-    if name.is_empty() || name.len() > NODE_NAME_BYTES_MAX {
-        return Err(bad("use 1 to 64 characters"));
-    }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.".contains(&b))
-    {
-        return Err(bad("use lowercase letters, digits, '-', '_' and '.'"));
-    }
-    if !name.as_bytes()[0].is_ascii_alphanumeric() {
-        return Err(bad("start with a letter or a digit"));
-    }
-    Ok(name.to_owned())
-}
 
 /// A node's address (`host:port`): not empty, at most 255 bytes, no whitespace or control
 /// characters.

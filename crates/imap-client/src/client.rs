@@ -1130,9 +1130,7 @@ async fn tls_handshake(
     let config = if cfg.accept_invalid_certs {
         builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AcceptAny(
-                rustls::crypto::aws_lc_rs::default_provider(),
-            )))
+            .with_custom_certificate_verifier(Arc::new(opportunistic_tls::AnyCertificate::new()))
             .with_no_client_auth()
     } else {
         let roots =
@@ -1146,55 +1144,5 @@ async fn tls_handshake(
         Err(_) => Err(Error::Timeout),
         Ok(Err(e)) => Err(Error::Tls(e.to_string())),
         Ok(Ok(s)) => Ok(s),
-    }
-}
-
-/// Certificate verifier for `accept_invalid_certs`: accepts any certificate but still
-/// checks handshake signatures.
-#[derive(Debug)]
-struct AcceptAny(rustls::crypto::CryptoProvider);
-
-impl rustls::client::danger::ServerCertVerifier for AcceptAny {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &rustls_pki_types::CertificateDer<'_>,
-        _intermediates: &[rustls_pki_types::CertificateDer<'_>],
-        _server_name: &rustls_pki_types::ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: rustls_pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls_pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls_pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
     }
 }

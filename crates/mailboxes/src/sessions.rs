@@ -68,6 +68,13 @@ pub struct Membership {
     pub revoked: watch::Receiver<bool>,
 }
 
+impl Membership {
+    /// The user this session is logged in as.
+    pub fn user(&self) -> &str {
+        &self.user
+    }
+}
+
 /// A user being deleted: no session may join until this is dropped.
 pub struct Revocation {
     sessions: Sessions,

@@ -14,13 +14,12 @@ use std::ops::Range;
 use chacha20poly1305::aead::{AeadInOut, KeyInit};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 
-use crate::{
-    AesGcm, FormatError, HEADER_BYTES, Header, NONCE_BYTES, PAYLOAD_BYTES_MAX, Sealing, TAG_BYTES,
-    aes_for, check_expected, mac,
+use crate::cipher::{AesGcm, Sealing, aes_for, mac};
+use crate::error::FormatError;
+use crate::header::{
+    FLAG_SEGMENTED, HEADER_BYTES, Header, NONCE_BYTES, PAYLOAD_BYTES_MAX, TAG_BYTES, check_expected,
 };
 
-/// Header flag: the payload is sealed in segments.
-pub const FLAG_SEGMENTED: u16 = 1 << 1;
 /// Plain bytes per segment.
 pub const SEGMENT_BYTES: usize = 64 << 10;
 /// Header and nonce: what a reader needs before any segment.

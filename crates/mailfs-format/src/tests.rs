@@ -1,4 +1,5 @@
 use super::*;
+use crate::cipher::aes_message_key;
 
 fn header() -> Header {
     Header {

@@ -166,10 +166,6 @@ impl Fs {
         Ok(n)
     }
 
-    pub fn snapshots(&self) -> Vec<Snapshot> {
-        self.superblock().1.snapshots
-    }
-
     /// Removes what no retained version reaches (M4), with UID EXPUNGE only.
     pub fn gc(&self, progress: Progress) -> Result<GcReport, FsError> {
         // Every current directory version becomes a directory message first: gc keeps
@@ -330,7 +326,10 @@ impl Fs {
         // Loading the tree repairs what a crash left; then the log goes into directory
         // messages, so each current version below is one.
         let dirs = self.walk_dirs()?;
-        self.repair_links(&dirs, &mut report)?;
+        let links = self.repair_links(&dirs)?;
+        report.inodes = links.inodes;
+        report.repaired.extend(links.repaired);
+        report.unrecoverable.extend(links.unrecoverable);
         self.sync_metadata()?;
         self.checkpoint()?;
         let dirs = self.walk_dirs()?;

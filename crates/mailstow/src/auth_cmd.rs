@@ -6,7 +6,7 @@ use admin::Request;
 use anyhow::{Result, bail};
 use clap::Subcommand;
 
-use crate::Paths;
+use crate::paths::Paths;
 
 #[derive(Subcommand)]
 pub(crate) enum AuthCommand {

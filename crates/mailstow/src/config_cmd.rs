@@ -6,8 +6,8 @@
 use anyhow::Result;
 use clap::Subcommand;
 
-use crate::Paths;
 use crate::config::Config;
+use crate::paths::Paths;
 
 #[derive(Subcommand)]
 pub(crate) enum ConfigCommand {

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
 
-use crate::Paths;
 use crate::config::Config;
+use crate::paths::Paths;
 use admin::Request;
 
 #[derive(Subcommand)]

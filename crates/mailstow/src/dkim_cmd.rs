@@ -6,8 +6,8 @@ use anyhow::{Context, Result};
 use clap::Subcommand;
 use sender_auth::Algorithm;
 
-use crate::Paths;
 use crate::directory_cmd::with_directory;
+use crate::paths::Paths;
 
 #[derive(Subcommand)]
 pub(crate) enum DkimCommand {

@@ -42,8 +42,10 @@ const FLUSH_BYTES: usize = 256 * 1024;
 /// Bytes of lines waiting for the writer thread; past this, logging threads wait for it.
 const BUFFERED_BYTES_MAX: usize = 16 * 1024 * 1024;
 /// Our crates: their `info` events are the mail log. Everything else starts at `warn`.
-const OUR_CRATES: [&str; 11] = [
+const OUR_CRATES: [&str; 13] = [
     "server",
+    "admin",
+    "imap_client",
     "telemetry",
     "mailboxes",
     "delivery",

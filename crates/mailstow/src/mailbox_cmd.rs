@@ -16,8 +16,8 @@ use anyhow::{Context as _, Result, bail};
 use clap::{Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::Paths;
 use crate::config::Config;
+use crate::paths::Paths;
 
 #[derive(Subcommand)]
 pub(crate) enum MailboxCommand {

@@ -11,7 +11,7 @@ macro_rules! out {
 }
 
 mod auth_cmd;
-mod bench_cmd;
+mod bench_binary;
 mod config;
 mod config_cmd;
 mod directory_cmd;
@@ -19,6 +19,8 @@ mod dkim_cmd;
 mod fs_cmd;
 mod logging;
 mod mailbox_cmd;
+mod node;
+mod paths;
 mod progress;
 mod queue_cmd;
 mod serve_cmd;
@@ -29,6 +31,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+use crate::paths::Paths;
 
 #[derive(Parser)]
 #[command(
@@ -86,8 +90,18 @@ enum Command {
     #[command(subcommand)]
     Queue(queue_cmd::QueueCommand),
     /// Storage benchmarks (results as RESULT lines on stdout).
-    #[command(subcommand)]
-    Bench(bench_cmd::BenchCommand),
+    ///
+    /// Run by the separate `mailstow-bench` binary (`mailstow bench --help` lists them).
+    #[command(disable_help_flag = true)]
+    Bench {
+        /// Passed unchanged to `mailstow-bench bench`.
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "ARGS"
+        )]
+        args: Vec<std::ffi::OsString>,
+    },
     /// The mail file system: a FUSE file system kept in IMAP accounts (--config is the
     /// file system's config).
     #[command(subcommand)]
@@ -106,36 +120,10 @@ impl Command {
             Command::Init
                 | Command::Serve(_)
                 | Command::Config(_)
-                | Command::Bench(_)
+                | Command::Bench { .. }
                 | Command::Fs(_)
                 | Command::Sim(_)
         )
-    }
-}
-
-/// Where the engines keep their files, resolved from the flag, the config file or the default.
-pub(crate) struct Paths {
-    pub(crate) data_dir: PathBuf,
-    /// `[directory] url`: the PostgreSQL directory; `None` = `directory.db` in the data dir.
-    pub(crate) directory_url: Option<String>,
-}
-
-impl Paths {
-    pub(crate) fn queue(&self) -> PathBuf {
-        self.data_dir.join("queue")
-    }
-    pub(crate) fn store(&self) -> PathBuf {
-        self.data_dir.join("store")
-    }
-    pub(crate) fn directory(&self) -> PathBuf {
-        self.data_dir.join("directory.db")
-    }
-    /// Where the directory lives: `[directory] url` when set, else the SQLite file.
-    pub(crate) fn directory_location(&self) -> anyhow::Result<directory::Location> {
-        match &self.directory_url {
-            Some(url) => Ok(directory::Location::parse(url)?),
-            None => Ok(directory::Location::Sqlite(self.directory())),
-        }
     }
 }
 
@@ -147,6 +135,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     // The simulator reads its own scenario files.
     if let Command::Sim(command) = cli.command {
         return sim_cmd::run(command);
+    }
+    // The benchmarks are another binary's (bench_binary.rs); they read no config.
+    if let Command::Bench { args } = cli.command {
+        return Err(bench_binary::exec(&["bench"], &args));
     }
     let config = config::Config::load(cli.config.as_deref())?;
     let data_dir_flag = cli.data_dir.clone();
@@ -191,8 +183,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Mailbox(command) => mailbox_cmd::run(command, &paths, &config),
         Command::Store(command) => store_cmd::run(command, &paths, &config),
         Command::Queue(command) => queue_cmd::run(command, &paths, &config),
-        Command::Bench(command) => bench_cmd::run(command),
-        Command::Fs(_) | Command::Sim(_) => unreachable!("handled above"),
+        Command::Fs(_) | Command::Sim(_) | Command::Bench { .. } => unreachable!("handled above"),
     }
 }
 

@@ -12,8 +12,8 @@ use admin::Request;
 use anyhow::{Result, bail};
 use clap::Subcommand;
 
-use crate::Paths;
 use crate::config::Config;
+use crate::paths::Paths;
 use crate::progress::with_progress;
 
 #[derive(Subcommand)]

@@ -9,8 +9,10 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use server::{ServerConfig, Service, TlsSource};
 
-use crate::Paths;
+use crate::node::Node;
+
 use crate::config::Config;
+use crate::paths::Paths;
 
 /// Listener overrides: `ADDR` like `127.0.0.1:2525`; an empty value disables the listener.
 #[derive(Args, Debug, Default)]
@@ -378,8 +380,97 @@ pub(crate) fn run(args: ServeArgs, sources: Sources, paths: &Paths, config: &Con
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let result = runtime.block_on(server::serve(server, reread));
+    let result = runtime.block_on(serve(server, reread));
     drop(runtime);
     drop(logging);
     result
+}
+
+/// Starts the node, prints each listener's address, and serves until SIGTERM or SIGINT. On
+/// SIGHUP it calls `reread` for the configuration (the caller re-reads its file and reopens
+/// its log) and applies it with [`Running::reload`]; a configuration that fails keeps the
+/// old one in force, and the log says why.
+async fn serve(
+    config: ServerConfig,
+    mut reread: impl FnMut() -> Result<ServerConfig>,
+) -> Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    // The handlers go in before the listeners are announced: a supervisor (or a test) may
+    // send SIGTERM the moment it reads them, and an unhandled SIGTERM kills the process
+    // without the orderly stop below.
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut hangup = signal(SignalKind::hangup())?;
+    let data_dir = std::path::absolute(&config.data_dir).unwrap_or(config.data_dir.clone());
+    let node = Node::start(config).await?;
+    let running = &node.running;
+    let certificate = running.certificate();
+    let certificate_path =
+        std::path::absolute(&certificate.path).unwrap_or(certificate.path.clone());
+    println!("data directory: {}", data_dir.display());
+    println!(
+        "certificate: {}{}",
+        certificate_path.display(),
+        match (&certificate.self_signed_for, certificate.generated) {
+            (Some(host), true) => format!(" (self-signed for {host}, generated now)"),
+            (Some(host), false) => format!(" (self-signed for {host})"),
+            (None, _) => String::new(),
+        }
+    );
+    println!("certificate sha256: {}", certificate.sha256);
+    for (service, address) in &running.addresses {
+        println!("{} listening on {address}", service.name());
+    }
+    if let Some(address) = running.metrics {
+        println!("metrics listening on {address}");
+    }
+    if let Some(address) = running.web {
+        println!("web listening on {address}");
+    }
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+    tracing::info!(
+        event = "started",
+        data_dir = %data_dir.display(),
+        certificate = %certificate_path.display(),
+        sha256 = %certificate.sha256,
+        listeners = running.addresses.len()
+    );
+    loop {
+        tokio::select! {
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+            _ = hangup.recv() => {
+                match reread().and_then(|new| node.reload(&new)) {
+                    Ok(reloaded) => tracing::info!(
+                        event = "reload",
+                        result = "ok",
+                        changed = %names(&reloaded.changed),
+                        restart_needed = %names(&reloaded.restart_needed),
+                        certificate_sha256 = %reloaded.certificate.sha256
+                    ),
+                    Err(e) => tracing::warn!(
+                        event = "reload",
+                        result = "failed",
+                        error = %format!("{e:#}"),
+                        kept = "the configuration in force"
+                    ),
+                }
+            }
+        }
+    }
+    println!("stopping");
+    tracing::info!(event = "stopping");
+    node.stop().await?;
+    println!("stopped");
+    Ok(())
+}
+
+/// A list of setting names for the log: comma-separated, `-` when empty.
+fn names(list: &[&str]) -> String {
+    if list.is_empty() {
+        "-".to_string()
+    } else {
+        list.join(",")
+    }
 }

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use anyhow::{Result, bail};
 use clap::Subcommand;
 
-use crate::Paths;
 use crate::config::Config;
+use crate::paths::Paths;
 use crate::progress::with_progress;
 
 #[derive(Subcommand)]

@@ -359,3 +359,109 @@ fn directory_commands_work_against_postgres() {
         "{refused:?}"
     );
 }
+
+/// `mailstow bench ...` and `mailstow sim validate ...` run the `mailstow-bench` binary (here a
+/// stand-in named by MAILSTOW_BENCH): every argument unchanged after the subcommand's path,
+/// standard input and output shared, its exit status returned, and the `mailstow` that ran it
+/// named in MAILSTOW_BIN.
+#[test]
+fn bench_and_sim_validate_run_mailstow_bench_with_the_arguments_unchanged() {
+    use std::io::Write as _;
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("fake-bench");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\nprintf '[%s]\\n' \"$@\"\necho \"MAILSTOW_BIN=$MAILSTOW_BIN\"\nread -r line\necho \"stdin=$line\"\nexit 7\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let run = |args: &[&str]| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mailstow"))
+            .args(args)
+            .env("MAILSTOW_BENCH", &fake)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"from the caller\n")
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let me = std::fs::canonicalize(env!("CARGO_BIN_EXE_mailstow")).unwrap();
+    let tail = format!("MAILSTOW_BIN={}\nstdin=from the caller\n", me.display());
+    for (args, passed) in [
+        (
+            &["bench", "queue", "--dir", "a b", "--seconds", "0.5"][..],
+            "[bench]\n[queue]\n[--dir]\n[a b]\n[--seconds]\n[0.5]\n",
+        ),
+        (&["bench", "--help"], "[bench]\n[--help]\n"),
+        (&["bench"], "[bench]\n"),
+        (
+            &["--data-dir", "/nowhere", "bench", "smtp", "--label", "-x"],
+            "[bench]\n[smtp]\n[--label]\n[-x]\n",
+        ),
+        (
+            &["sim", "validate", "--quick", "--json", "--dir", "d"],
+            "[sim]\n[validate]\n[--quick]\n[--json]\n[--dir]\n[d]\n",
+        ),
+        (
+            &["sim", "validate", "--help"],
+            "[sim]\n[validate]\n[--help]\n",
+        ),
+    ] {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(7), "{args:?}: {out:?}");
+        assert_eq!(text(&out.stdout), format!("{passed}{tail}"), "{args:?}");
+        assert!(out.stderr.is_empty(), "{args:?}: {out:?}");
+    }
+    // `mailstow --help` still lists both commands.
+    let help = Command::new(env!("CARGO_BIN_EXE_mailstow"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(text(&help.stdout).contains("\n  bench "), "{help:?}");
+    let sim_help = Command::new(env!("CARGO_BIN_EXE_mailstow"))
+        .args(["sim", "--help"])
+        .output()
+        .unwrap();
+    assert!(
+        text(&sim_help.stdout).contains("\n  validate "),
+        "{sim_help:?}"
+    );
+}
+
+/// Without `mailstow-bench`, `mailstow bench` says in one line how to get it.
+#[test]
+fn bench_without_mailstow_bench_says_how_to_build_it() {
+    // In the target directory, so a hard link to the binary (200 MB with its debug
+    // information) does instead of a copy.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // A wrong MAILSTOW_BENCH is reported as such.
+    let wrong = Command::new(env!("CARGO_BIN_EXE_mailstow"))
+        .args(["bench", "queue"])
+        .env("MAILSTOW_BENCH", dir.path().join("missing"))
+        .output()
+        .unwrap();
+    assert_one_line_error(&wrong, "cannot run");
+    assert!(text(&wrong.stderr).contains("missing"), "{wrong:?}");
+    // A mailstow alone in its directory, with nothing on PATH.
+    let alone = dir.path().join("mailstow");
+    if std::fs::hard_link(env!("CARGO_BIN_EXE_mailstow"), &alone).is_err() {
+        std::fs::copy(env!("CARGO_BIN_EXE_mailstow"), &alone).unwrap();
+    }
+    for args in [&["bench", "queue"][..], &["sim", "validate", "--quick"]] {
+        let out = Command::new(&alone)
+            .args(args)
+            .env_remove("MAILSTOW_BENCH")
+            .env("PATH", dir.path().join("empty"))
+            .output()
+            .unwrap();
+        assert_one_line_error(&out, "cargo build --release -p mailstow-bench");
+    }
+}

@@ -193,8 +193,48 @@ fn run_refuses_a_bad_scenario_in_one_line() {
     assert!(!out_dir.exists());
 }
 
+/// `mailstow sim validate` runs the `mailstow-bench` binary next to `mailstow`. `cargo test
+/// --workspace` (the test command) builds every package's binaries into the same directory
+/// before any test runs; `cargo test -p mailstow` alone does not, so it is built here then,
+/// with the same profile and target directory. (An existing one is used as it is: after a
+/// change to the benchmarks, `cargo test -p mailstow` alone runs the old one.)
+fn ensure_mailstow_bench() {
+    let mailstow = std::path::Path::new(env!("CARGO_BIN_EXE_mailstow"));
+    let profile_dir = mailstow.parent().expect("mailstow's directory");
+    if profile_dir.join("mailstow-bench").is_file() {
+        return;
+    }
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => "dev",
+        Some(name) => name,
+        None => panic!("no profile in {}", mailstow.display()),
+    };
+    let target_dir = profile_dir.parent().expect("the target directory");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .args([
+            "build",
+            "--locked",
+            "--profile",
+            profile,
+            "-p",
+            "mailstow-bench",
+        ])
+        .env("CARGO_TARGET_DIR", target_dir)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .expect("run cargo");
+    assert!(
+        status.success() && profile_dir.join("mailstow-bench").is_file(),
+        "building mailstow-bench into {} failed: run `cargo build --profile {profile} -p \
+         mailstow-bench`, or the tests with --workspace",
+        profile_dir.display()
+    );
+}
+
 #[test]
 fn validate_quick_measures_simulates_and_ends_with_the_median_errors() {
+    ensure_mailstow_bench();
     let dir = tempfile::tempdir().unwrap();
     let out = sim(&[
         "validate",

@@ -1,10 +1,25 @@
 //! Section contents that need more than a byte range: BINARY (RFC 3516) and
 //! HEADER.FIELDS[.NOT] (RFC 9051 6.4.5).
 
+use std::fmt;
+
 use mail_parser::decoders::base64::base64_decode;
 use mail_parser::parsers::MessageStream;
 
-use crate::{Encoding, UnknownCte};
+use crate::structure::Encoding;
+
+/// BINARY of a part whose Content-Transfer-Encoding is unknown (RFC 3516 4.3: the server
+/// answers `NO [UNKNOWN-CTE]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnknownCte;
+
+impl fmt::Display for UnknownCte {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("unknown Content-Transfer-Encoding")
+    }
+}
+
+impl std::error::Error for UnknownCte {}
 
 /// RFC 3516 4.2: a part's body with its Content-Transfer-Encoding undone, for
 /// `BINARY[section]` and `BINARY.SIZE[section]`. Damaged encodings are decoded as far as

@@ -6,13 +6,12 @@ use mail_parser::{
     Attribute, ContentType, Header, HeaderName, Message, MessageParser, MessagePart, PartType,
 };
 
-use crate::envelope::{NIL_ENVELOPE, field, find, write_envelope};
+use crate::envelope::{NIL_ENVELOPE, encoding, encoding_token, field, find, write_envelope};
 use crate::format::link_messages;
+use crate::limits::{DEPTH_MAX, LIST_BYTES_MAX, PARTS_MAX, STRUCTURE_BYTES_MAX};
 use crate::preview::{self, Preview};
+use crate::structure::{Encoding, Kind, Part, Structure};
 use crate::wire::{capped, write_nstring, write_string, write_upper};
-use crate::{
-    DEPTH_MAX, Encoding, Kind, LIST_BYTES_MAX, PARTS_MAX, Part, STRUCTURE_BYTES_MAX, Structure,
-};
 
 /// Only the fields that decide the structure are parsed; every other value is read raw from
 /// its offsets, which IMAP wants anyway.
@@ -45,7 +44,21 @@ const EMPTY_BODY: &[u8] = b"(\"TEXT\" \"PLAIN\" (\"CHARSET\" \"US-ASCII\") NIL N
 const EMPTY_BODY_EXT: &[u8] =
     b"(\"TEXT\" \"PLAIN\" (\"CHARSET\" \"US-ASCII\") NIL NIL \"7BIT\" 0 0 NIL NIL NIL NIL)";
 
-pub(crate) fn parse(content: &[u8]) -> (Structure, Preview) {
+impl Structure {
+    /// Parses `content` once. Never panics, whatever the input: content mail-parser finds
+    /// no header in (or of 4 GiB and more) is described as one text/plain body.
+    pub fn parse(content: &[u8]) -> Structure {
+        parse(content).0
+    }
+
+    /// [`Structure::parse`] and the summary's [`Preview`] from the same parse (the preview
+    /// reads at most 16 KiB of one part).
+    pub fn parse_with_preview(content: &[u8]) -> (Structure, Preview) {
+        parse(content)
+    }
+}
+
+fn parse(content: &[u8]) -> (Structure, Preview) {
     // mail-parser keeps offsets in u32.
     if u32::try_from(content.len()).is_err() {
         return (opaque(content), preview::of_text(content));
@@ -319,22 +332,6 @@ fn content_type<'p>(part: &'p MessagePart<'_>) -> Option<&'p ContentType<'p>> {
     find(part, &HeaderName::ContentType)?
         .value
         .as_content_type()
-}
-
-/// The first token of the raw Content-Transfer-Encoding value (comments and junk after it
-/// ignored), or empty when there is none.
-fn encoding_token(part: &MessagePart<'_>, raw: &[u8]) -> Vec<u8> {
-    let mut value = field(part, raw, &HeaderName::ContentTransferEncoding).unwrap_or_default();
-    let end = value
-        .iter()
-        .position(|&b| b.is_ascii_whitespace() || b == b'(' || b == b';')
-        .unwrap_or(value.len());
-    value.truncate(end);
-    value
-}
-
-pub(crate) fn encoding(part: &MessagePart<'_>, raw: &[u8]) -> Encoding {
-    Encoding::from_token(&encoding_token(part, raw))
 }
 
 /// RFC 9051 7.5.2 body-fld-lines: Dovecot's count, the line feeds in the body. (The CRLF

@@ -5,8 +5,9 @@ use std::borrow::Cow;
 use mail_parser::parsers::MessageStream;
 use mail_parser::{Addr, Address, Header, HeaderName, HeaderValue, MessagePart};
 
+use crate::limits::{FIELD_BYTES_MAX, LIST_BYTES_MAX};
+use crate::structure::Encoding;
 use crate::wire::{capped, write_nstring, write_string};
-use crate::{FIELD_BYTES_MAX, LIST_BYTES_MAX};
 
 /// An envelope for a message/rfc822 part whose encapsulated message is not described.
 pub(crate) const NIL_ENVELOPE: &[u8] = b"(NIL NIL NIL NIL NIL NIL NIL NIL NIL NIL)";
@@ -253,4 +254,21 @@ fn write_addr(out: &mut Vec<u8>, addr: &Addr<'_>, restore: &dyn Fn(&str) -> Vec<
     out.push(b' ');
     write_string(out, &host);
     out.push(b')');
+}
+
+/// The first token of the raw Content-Transfer-Encoding value (comments and junk after it
+/// ignored), or empty when there is none.
+pub(crate) fn encoding_token(part: &MessagePart<'_>, raw: &[u8]) -> Vec<u8> {
+    let mut value = field(part, raw, &HeaderName::ContentTransferEncoding).unwrap_or_default();
+    let end = value
+        .iter()
+        .position(|&b| b.is_ascii_whitespace() || b == b'(' || b == b';')
+        .unwrap_or(value.len());
+    value.truncate(end);
+    value
+}
+
+/// A part's Content-Transfer-Encoding, from its raw header value (RFC 2045 6.1).
+pub(crate) fn encoding(part: &MessagePart<'_>, raw: &[u8]) -> Encoding {
+    Encoding::from_token(&encoding_token(part, raw))
 }

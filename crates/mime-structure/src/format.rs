@@ -14,11 +14,46 @@
 //! Varints are LEB128. Children are not numbered: breadth first, the children of the parts
 //! come one after the other, in order, starting at index 1.
 
-use crate::{DecodeError, Encoding, Kind, PARTS_MAX, Part, Structure};
+use std::fmt;
+
+use crate::limits::PARTS_MAX;
+use crate::structure::{Encoding, Kind, Part, Structure};
 
 const VERSION: u8 = 1;
 
-pub(crate) fn encode(s: &Structure) -> Vec<u8> {
+/// A stored structure that cannot be read back (damaged, truncated, or another version).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecodeError {
+    what: &'static str,
+}
+
+impl DecodeError {
+    fn new(what: &'static str) -> DecodeError {
+        DecodeError { what }
+    }
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "stored MIME structure is unreadable: {}", self.what)
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+impl Structure {
+    /// The compact, versioned form to store next to the message.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        encode(self)
+    }
+
+    /// Reads back [`Structure::to_bytes`]. Never panics; damaged input is an error.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Structure, DecodeError> {
+        decode(bytes)
+    }
+}
+
+fn encode(s: &Structure) -> Vec<u8> {
     let mut out = Vec::with_capacity(
         16 + s.envelope.len() + s.body_structure.len() + s.body.len() + 8 * s.parts.len(),
     );
@@ -45,7 +80,7 @@ pub(crate) fn encode(s: &Structure) -> Vec<u8> {
     out
 }
 
-pub(crate) fn decode(bytes: &[u8]) -> Result<Structure, DecodeError> {
+fn decode(bytes: &[u8]) -> Result<Structure, DecodeError> {
     let mut r = Reader { bytes, pos: 0 };
     if r.u8()? != VERSION {
         return Err(DecodeError::new("unknown version"));

@@ -7,7 +7,9 @@
 use mail_parser::decoders::charsets::map::charset_decoder;
 use mail_parser::{Message, MessagePart, MimeHeaders, PartType};
 
-use crate::{Encoding, decode_binary};
+use crate::binary::decode_binary;
+use crate::envelope::encoding;
+use crate::structure::Encoding;
 
 /// RFC 8621 4.1.4: the preview "MUST NOT be more than 256 characters in length".
 pub const PREVIEW_CHARS_MAX: usize = 256;
@@ -80,7 +82,7 @@ fn decoded(part: &MessagePart<'_>, data: &[u8]) -> String {
     let start = (part.offset_body as usize).min(data.len());
     let end = (part.offset_end as usize).clamp(start, data.len());
     let mut raw = &data[start..end.min(start + SOURCE_BYTES_MAX)];
-    let encoding = crate::build::encoding(part, data);
+    let encoding = encoding(part, data);
     if encoding == Encoding::Base64 {
         // A cut quad decodes to nothing; keep whole lines only.
         if let Some(last) = raw.iter().rposition(|&b| b == b'\n') {

@@ -1,3 +1,5 @@
+use std::ops::Range;
+
 use proptest::prelude::*;
 
 use super::*;

@@ -1,5 +1,7 @@
 //! IMAP string encoding (RFC 9051 4.3).
 
+use crate::limits::FIELD_BYTES_MAX;
+
 /// Longest value sent as a quoted string; longer ones go as literals, which clients read
 /// without scanning for escapes.
 const QUOTED_BYTES_MAX: usize = 1024;
@@ -54,5 +56,5 @@ pub(crate) fn write_upper(out: &mut Vec<u8>, value: &[u8]) {
 
 /// `value` cut to [`crate::FIELD_BYTES_MAX`].
 pub(crate) fn capped(value: &[u8]) -> &[u8] {
-    &value[..value.len().min(crate::FIELD_BYTES_MAX)]
+    &value[..value.len().min(FIELD_BYTES_MAX)]
 }

@@ -46,14 +46,11 @@ impl Default for QueueConfig {
     }
 }
 
-/// Smallest segment accepted.
-pub(crate) const SEGMENT_BYTES_MIN: u64 = 1 << 20;
-
 impl QueueConfig {
     /// Checks the values against what the on-disk format can express.
     pub fn validate(&self) -> Result<(), QueueError> {
         let bad = |what: String| Err(QueueError::InvalidConfig(what));
-        if self.segment_bytes < SEGMENT_BYTES_MIN {
+        if self.segment_bytes < format::SEGMENT_BYTES_MIN {
             return bad(format!(
                 "segment_bytes {} is below the minimum of 1 MiB",
                 self.segment_bytes

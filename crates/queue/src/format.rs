@@ -20,6 +20,9 @@ pub(crate) const HEADER_BYTES: u64 = 4096;
 pub(crate) const SLOT_BYTES: u64 = 64;
 /// One slot per this many bytes of segment.
 pub(crate) const BYTES_PER_SLOT: u64 = 2048;
+/// Smallest segment a header may declare (and `QueueConfig::validate` accepts); the largest
+/// is below 4 GiB, since record offsets are 32-bit.
+pub(crate) const SEGMENT_BYTES_MIN: u64 = 1 << 20;
 
 // Segment header
 //
@@ -286,7 +289,7 @@ impl Header {
         let kind = Kind::from_u32(get_u32(b, H_KIND))
             .ok_or_else(|| format!("unknown segment kind {}", get_u32(b, H_KIND)))?;
         let segment_bytes = get_u64(b, H_SEGMENT_BYTES);
-        if !(crate::config::SEGMENT_BYTES_MIN..=u64::from(u32::MAX)).contains(&segment_bytes)
+        if !(SEGMENT_BYTES_MIN..=u64::from(u32::MAX)).contains(&segment_bytes)
             || !segment_bytes.is_multiple_of(4096)
         {
             return Err(format!("implausible segment size {segment_bytes}"));

@@ -16,8 +16,8 @@ use disk::{Disk, File};
 use crate::error::QueueError;
 use crate::format::{self, Kind, Slot};
 use crate::index::{Class, Index};
+use crate::request::{CopyRecord, FinishRequest, Request, Ticket};
 use crate::segment::{SegState, SegmentInfo, status_legal};
-use crate::writer::{CopyRecord, FinishRequest, Request, Ticket};
 use crate::{
     Envelope, MessageId, Outcome, QueueConfig, QueueStats, QueuedMessage, RecipientStatus,
 };

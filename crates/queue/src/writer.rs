@@ -27,87 +27,10 @@ use disk::{Disk, File};
 use crate::error::QueueError;
 use crate::format::{self, FLAG_BATCH_END, Header, Kind, Slot};
 use crate::index::{Class, Entry};
-use crate::queue::Core;
+use crate::queue::{Core, State};
+use crate::request::{FinishRequest, Request, Ticket};
 use crate::segment::{SegState, SegmentInfo};
 use crate::{MessageId, QueueConfig};
-
-/// Completion callback of a request.
-pub(crate) type Ticket<T> = Box<dyn FnOnce(Result<T, QueueError>) + Send>;
-
-/// A deferred copy prepared by the caller of `finish` (who already read the original).
-pub(crate) struct CopyRecord {
-    pub(crate) envelope: Vec<u8>,
-    pub(crate) statuses: Vec<u8>,
-    pub(crate) content: Vec<u8>,
-    pub(crate) attempts: u16,
-    pub(crate) arrival_ms: u64,
-    pub(crate) next_attempt_ms: u64,
-}
-
-pub(crate) struct FinishRequest {
-    pub(crate) id: MessageId,
-    pub(crate) token: u64,
-    /// The original's status bytes with this attempt's deliveries applied.
-    pub(crate) now: Vec<u8>,
-    pub(crate) copy: Option<CopyRecord>,
-    pub(crate) done: Ticket<()>,
-}
-
-pub(crate) enum Request {
-    Enqueue {
-        envelope: Vec<u8>,
-        statuses: Vec<u8>,
-        content: Vec<u8>,
-        arrival_ms: u64,
-        done: Ticket<MessageId>,
-    },
-    Finish(FinishRequest),
-    FinishBounce {
-        id: MessageId,
-        token: u64,
-        done: Ticket<()>,
-    },
-    /// Set the done flag of a record a reader found fully settled (already out of the index).
-    Resolve {
-        seg: u64,
-        index: u32,
-    },
-    /// An operator's removal (`Queue::remove`): set the done flag of a record already taken
-    /// out of the index, and answer once it is durable.
-    Remove {
-        seg: u64,
-        index: u32,
-        done: Ticket<()>,
-    },
-}
-
-impl Request {
-    pub(crate) fn fail(self, e: QueueError) {
-        match self {
-            Request::Enqueue { done, .. } => done(Err(e)),
-            Request::Finish(f) => (f.done)(Err(e)),
-            Request::FinishBounce { done, .. } => done(Err(e)),
-            Request::Resolve { .. } => {}
-            Request::Remove { done, .. } => done(Err(e)),
-        }
-    }
-
-    /// Record bytes this request adds to a batch.
-    fn bytes(&self) -> usize {
-        match self {
-            Request::Enqueue {
-                envelope,
-                statuses,
-                content,
-                ..
-            } => format::record_len(statuses.len(), envelope.len(), content.len()) as usize,
-            Request::Finish(FinishRequest { copy: Some(c), .. }) => {
-                format::record_len(c.statuses.len(), c.envelope.len(), c.content.len()) as usize
-            }
-            _ => 0,
-        }
-    }
-}
 
 /// An in-place write: status bytes, or a slot's done flag and status hint.
 #[derive(Clone, Debug)]
@@ -298,7 +221,7 @@ impl Round {
 
 /// Q3: an in-place mark touches only a slot's done flag and status hint, or a record's status
 /// bytes.
-fn mark_in_place(st: &crate::queue::State, m: &Mark) -> bool {
+fn mark_in_place(st: &State, m: &Mark) -> bool {
     st.segments.get(&m.seg).is_some_and(|info| {
         let h = &info.header;
         if m.offset < u64::from(h.data_offset) {
@@ -955,7 +878,7 @@ impl Writer {
 
     /// Moves sealed segments without live slots to the free list (Q5) and unlinks free
     /// segments beyond `free_segments_max` per kind.
-    fn recycle(core: &Core, free: &mut [VecDeque<u64>; 2], st: &mut crate::queue::State) {
+    fn recycle(core: &Core, free: &mut [VecDeque<u64>; 2], st: &mut State) {
         for (&seq, info) in st.segments.iter_mut() {
             if info.state == SegState::Sealed && info.live == 0 {
                 info.state = SegState::Free;
@@ -1007,7 +930,7 @@ fn live_sub(segments: &mut BTreeMap<u64, SegmentInfo>, seg: u64) {
 }
 
 /// Indexes a committed record (its segment already counts it as live).
-fn insert(st: &mut crate::queue::State, placed: Placed, kind: Kind, class: Class) {
+fn insert(st: &mut State, placed: Placed, kind: Kind, class: Class) {
     st.index.insert(
         placed.slot.id,
         Entry {

@@ -30,9 +30,11 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::Ctx;
-use crate::conn::{Stream, TLS_HANDSHAKE_TIMEOUT};
 use mailboxes::Membership;
+
+use crate::park::{Parked, Wake};
+use crate::shell::Shell;
+use crate::stream::{Stream, TLS_HANDSHAKE_TIMEOUT, stopping};
 
 /// The first read buffer of a connection; it doubles (up to [`READ_BUFFER_MAX`]) while reads
 /// fill it, so idle connections stay small and bulk transfers read in large chunks.
@@ -59,7 +61,7 @@ pub(crate) enum Step {
 }
 
 /// A protocol's session and the shell's answers to its decisions.
-pub(crate) trait Protocol: Send {
+pub(crate) trait Protocol: Send + Sized + 'static {
     /// Runs the session until it needs input, is over, or should yield: replies go into
     /// `conn.out`, decisions are answered (they may wait on the directory, the queue or the
     /// store).
@@ -81,29 +83,29 @@ pub(crate) trait Protocol: Send {
     fn wants_changes(&self) -> bool {
         false
     }
-    /// The session in its parked form, if it may park now (it is then gone from `self`);
-    /// `None` leaves it as it was.
-    fn hibernate(&mut self) -> Option<(imap::Hibernated, std::net::IpAddr)> {
+    /// The session in its parked form, if it may park now (it is then gone from `self`):
+    /// what makes it again when it wakes. `None` leaves it as it was.
+    fn hibernate(&mut self) -> Option<Box<dyn FnOnce() -> Self + Send>> {
         None
     }
 }
 
 /// One client connection as the protocols see it.
 pub(crate) struct Conn {
-    pub(crate) ctx: Arc<Ctx>,
+    pub(crate) shell: Arc<Shell>,
     pub(crate) stream: Stream,
     /// Replies not yet written.
     pub(crate) out: Vec<u8>,
     /// The logged-in user's place among its sessions, once logged in.
     pub(crate) member: Option<Membership>,
     /// The connection's place and its log; dropped last, when the connection ends.
-    pub(crate) held: Option<crate::conn::Held>,
+    pub(crate) held: Option<crate::connections::Held>,
 }
 
 impl Conn {
-    pub(crate) fn new(ctx: Arc<Ctx>, stream: Stream) -> Conn {
+    pub(crate) fn new(shell: Arc<Shell>, stream: Stream) -> Conn {
         Conn {
-            ctx,
+            shell,
             stream,
             out: Vec::new(),
             member: None,
@@ -113,13 +115,13 @@ impl Conn {
 
     /// A parked connection running again.
     pub(crate) fn resumed(
-        ctx: Arc<Ctx>,
+        shell: Arc<Shell>,
         stream: tokio::net::TcpStream,
         member: Membership,
-        held: Option<crate::conn::Held>,
+        held: Option<crate::connections::Held>,
     ) -> Conn {
         Conn {
-            ctx,
+            shell,
             stream: Stream::Plain(stream),
             out: Vec::new(),
             member: Some(member),
@@ -156,7 +158,7 @@ impl Conn {
     pub(crate) async fn start_tls(&mut self) -> io::Result<()> {
         self.flush().await?;
         let plain = std::mem::replace(&mut self.stream, Stream::Closed);
-        let tls = self.ctx.live().tls.clone();
+        let tls = self.shell.live().tls.clone();
         self.stream = plain.upgrade(&tls, TLS_HANDSHAKE_TIMEOUT).await?;
         Ok(())
     }
@@ -223,7 +225,7 @@ pub(crate) fn drive<P: Protocol>(
 /// Runs a parked connection again ([`crate::park`]), its deadline clocks as they were;
 /// `wait_first`: it waits in its task once before it may park again (woken by its client,
 /// whose input is still to be read, or refused by the lot).
-pub(crate) fn resume<P: Protocol>(
+fn resume<P: Protocol>(
     protocol: P,
     conn: Conn,
     shutdown: watch::Receiver<bool>,
@@ -265,7 +267,10 @@ async fn run<P: Protocol>(mut link: Box<Link<P>>) {
             Step::Again => continue,
             Step::Proxy => {
                 if let Some(handover) = protocol.take_handover() {
-                    Box::pin(crate::splice::splice(conn, handover, shutdown)).await;
+                    let directory = conn.shell.directory.clone();
+                    let splice =
+                        crate::splice::splice(&mut conn.stream, &directory, handover, shutdown);
+                    Box::pin(splice).await;
                 }
                 return;
             }
@@ -343,7 +348,7 @@ async fn wait<P: Protocol>(
         }
         () = changed(changes) => {}
         () = revocation(revoked) => protocol.revoked(),
-        () = crate::conn::stopping(shutdown) => protocol.shutting_down(),
+        () = stopping(shutdown) => protocol.shutting_down(),
     }
     true
 }
@@ -352,17 +357,17 @@ async fn wait<P: Protocol>(
 /// when it does not, to wait here. Once parked, this task is done: the lot runs the
 /// connection again in a new one.
 fn park<P: Protocol>(mut link: Box<Link<P>>, wake_at: Instant) -> Result<(), Box<Link<P>>> {
-    let Some((session, ip)) = link.protocol.hibernate() else {
+    let Some(woken) = link.protocol.hibernate() else {
         return Err(link);
     };
     let Link {
         conn,
         shutdown,
-        clocks,
+        mut clocks,
         ..
     } = *link;
     let Conn {
-        ctx,
+        shell,
         stream,
         member,
         held,
@@ -376,17 +381,34 @@ fn park<P: Protocol>(mut link: Box<Link<P>>, wake_at: Instant) -> Result<(), Box
     let Ok(stream) = stream.into_std() else {
         return Ok(());
     };
-    let parking = ctx.parking.clone();
-    parking.park(crate::park::Parked {
-        session,
-        ip,
+    let parking = shell.parking.clone();
+    parking.park(Parked {
+        user: member.user().to_string(),
         stream,
-        ctx,
         member,
-        held,
         shutdown,
-        clocks,
         wake_at,
+        resume: Box::new(move |stream, member, shutdown, why| {
+            Box::pin(async move {
+                let mut protocol = woken();
+                if why == Wake::Time {
+                    let now = Instant::now();
+                    // The clocks still hold each running step's start: the same due time as
+                    // when it parked.
+                    if clocks
+                        .due(protocol.deadlines(), now)
+                        .is_some_and(|due| due <= now)
+                    {
+                        protocol.deadline_passed();
+                    } else {
+                        protocol.timed_out();
+                    }
+                }
+                let conn = Conn::resumed(shell, stream, member, held);
+                let wait_first = matches!(why, Wake::Input | Wake::Refused);
+                Box::pin(resume(protocol, conn, shutdown, clocks, wait_first)).await;
+            })
+        }),
     });
     Ok(())
 }

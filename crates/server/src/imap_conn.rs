@@ -10,9 +10,9 @@ use std::time::Duration;
 use imap::{AuthResult, Event};
 use limits::Deadlines;
 
-use crate::Ctx;
-use crate::conn::{Login, Preauth, check_login};
 use crate::driver::{Conn, Protocol, Step};
+use crate::login::{Login, Preauth, authzid_allowed, check_login, preauth};
+use crate::shell::Shell;
 
 /// Subscriptions live in the directory; sessions call in from the blocking pool.
 struct DirectorySubscriptions {
@@ -57,23 +57,23 @@ impl imap::SpecialUses for DirectorySubscriptions {
 /// Runs the session on the blocking pool until it needs the shell: a full chunk of output,
 /// a decision, or input. `quiet` is true when it stopped because it needs input.
 async fn poll(
-    ctx: &Arc<Ctx>,
+    parts: &Arc<ImapParts>,
     session: imap::Session,
     output_chunk_bytes: usize,
 ) -> Option<(imap::Session, Vec<Event>, bool)> {
-    let ctx = ctx.clone();
+    let parts = parts.clone();
     let runtime = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
         let mut session = session;
         let subscriptions = DirectorySubscriptions {
-            directory: ctx.directory.clone(),
+            directory: parts.directory.clone(),
             runtime,
         };
         let quotas = crate::quota::DirectoryQuotas {
-            directory: &ctx.directory,
-            telemetry: &ctx.telemetry,
+            directory: &parts.directory,
+            telemetry: &parts.telemetry,
         };
-        let store = crate::imap_store::ImapStore(&ctx.store);
+        let store = crate::imap_store::ImapStore(&parts.store);
         let backend = imap::Backend {
             store: &store,
             subscriptions: &subscriptions,
@@ -100,9 +100,23 @@ async fn poll(
     .ok()
 }
 
+/// What IMAP connections need beside the shell: the store, subscriptions and quotas from
+/// the directory, the gate (a held mailbox is refused at login), the moves (a move's delta
+/// session freezes the user here) and the places for compressed connections.
+pub(crate) struct ImapParts {
+    pub(crate) store: store::Store,
+    pub(crate) directory: directory::Directory,
+    pub(crate) telemetry: Arc<telemetry::Telemetry>,
+    pub(crate) gate: Arc<mailboxes::Gate>,
+    pub(crate) moves: Option<Arc<cluster::Moves>>,
+    /// Places for compressed connections (`imap_compress_connections_max`).
+    pub(crate) compressed: Arc<tokio::sync::Semaphore>,
+}
+
 /// An IMAP session and its shell. The session is `None` only while it runs on the blocking
 /// pool (and for good if that task died).
 pub(crate) struct Imap {
+    parts: Arc<ImapParts>,
     session: Option<imap::Session>,
     ip: IpAddr,
     /// Output the session may produce before the shell writes it (its config's).
@@ -115,9 +129,10 @@ pub(crate) struct Imap {
 }
 
 impl Imap {
-    pub(crate) fn new(ctx: &Ctx, peer: SocketAddr, tls: bool) -> Imap {
-        let config = ctx.live().imap.clone();
+    pub(crate) fn new(shell: &Shell, parts: Arc<ImapParts>, peer: SocketAddr, tls: bool) -> Imap {
+        let config = shell.live().imap.clone();
         Imap {
+            parts,
             output_chunk_bytes: config.output_chunk_bytes,
             session: Some(imap::Session::new(config, tls)),
             ip: peer.ip(),
@@ -127,9 +142,15 @@ impl Imap {
     }
 
     /// A parked session woken ([`crate::park`]).
-    pub(crate) fn woken(ctx: &Ctx, session: imap::Hibernated, ip: IpAddr) -> Imap {
+    fn woken(
+        parts: Arc<ImapParts>,
+        output_chunk_bytes: usize,
+        session: imap::Hibernated,
+        ip: IpAddr,
+    ) -> Imap {
         Imap {
-            output_chunk_bytes: ctx.live().imap.output_chunk_bytes,
+            parts,
+            output_chunk_bytes,
             session: Some(session.wake()),
             ip,
             handover: None,
@@ -148,7 +169,7 @@ impl Protocol for Imap {
             return Step::Close;
         };
         let Some((session, events, quiet)) =
-            poll(&conn.ctx, session, self.output_chunk_bytes).await
+            poll(&self.parts, session, self.output_chunk_bytes).await
         else {
             return Step::Close;
         };
@@ -169,7 +190,7 @@ impl Protocol for Imap {
                 }
                 Event::Compress => {
                     // A place among the compressed connections, held for this one's life.
-                    self.compressed = conn.ctx.imap_compressed.clone().try_acquire_owned().ok();
+                    self.compressed = self.parts.compressed.clone().try_acquire_owned().ok();
                     if self.compressed.is_none() {
                         tracing::info!(event = "refused", proto = "imap", client = %self.ip, reason = "imap_compress_connections_max");
                     }
@@ -192,16 +213,21 @@ impl Protocol for Imap {
                         username: &username,
                         ip: self.ip,
                     };
-                    if let Some(preauth) =
-                        crate::conn::preauth(conn, "imap", &authzid, &username, &password)
-                    {
+                    if let Some(preauth) = preauth(
+                        &conn.shell,
+                        conn.stream.tls_exporter(),
+                        "imap",
+                        &authzid,
+                        &username,
+                        &password,
+                    ) {
                         let result = match preauth {
                             Preauth::Valid { user, client, node } => {
                                 match node.strip_prefix(cluster::MOVE_AUTHCID_PREFIX) {
                                     // A move's delta session: admitted once the user is
                                     // frozen here (`moves.rs`).
                                     Some(target) => {
-                                        let frozen = match &conn.ctx.moves {
+                                        let frozen = match &self.parts.moves {
                                             Some(moves) => {
                                                 cluster::moves::freeze_here(moves, &user, target)
                                                     .await
@@ -209,13 +235,23 @@ impl Protocol for Imap {
                                             None => Err("not a cluster node".to_string()),
                                         };
                                         match frozen {
-                                            Ok(()) => {
-                                                enter(conn, &attempt, user, Some((client, &node)))
-                                            }
+                                            Ok(()) => enter(
+                                                conn,
+                                                &self.parts,
+                                                &attempt,
+                                                user,
+                                                Some((client, &node)),
+                                            ),
                                             Err(text) => AuthResult::Temporary(text),
                                         }
                                     }
-                                    None => enter(conn, &attempt, user, Some((client, &node))),
+                                    None => enter(
+                                        conn,
+                                        &self.parts,
+                                        &attempt,
+                                        user,
+                                        Some((client, &node)),
+                                    ),
                                 }
                             }
                             Preauth::Invalid => AuthResult::BadCredentials,
@@ -224,12 +260,12 @@ impl Protocol for Imap {
                         session.auth_result(result);
                         continue;
                     }
-                    let result = if !crate::conn::authzid_allowed(&authzid, &username) {
-                        attempt.failed(&conn.ctx);
+                    let result = if !authzid_allowed(&authzid, &username) {
+                        attempt.failed(&conn.shell);
                         AuthResult::BadCredentials
                     } else {
                         let tag = session.auth_tag().unwrap_or("*").to_string();
-                        match login(conn, &attempt, &password, &tag, self.ip).await {
+                        match login(conn, &self.parts, &attempt, &password, &tag, self.ip).await {
                             Ok(result) => result,
                             Err(handover) => {
                                 let (_, to_owner) = session.hand_over().unwrap_or_default();
@@ -310,12 +346,15 @@ impl Protocol for Imap {
         self.session.as_ref().is_some_and(imap::Session::is_idle)
     }
 
-    fn hibernate(&mut self) -> Option<(imap::Hibernated, IpAddr)> {
+    fn hibernate(&mut self) -> Option<Box<dyn FnOnce() -> Imap + Send>> {
         if self.handover.is_some() || self.compressed.is_some() {
             return None;
         }
         match self.session.take()?.hibernate() {
-            Ok(hibernated) => Some((hibernated, self.ip)),
+            Ok(hibernated) => {
+                let (parts, chunk, ip) = (self.parts.clone(), self.output_chunk_bytes, self.ip);
+                Some(Box::new(move || Imap::woken(parts, chunk, hibernated, ip)))
+            }
             Err(session) => {
                 self.session = Some(session);
                 None
@@ -328,13 +367,14 @@ impl Protocol for Imap {
 /// the user's node in a cluster.
 async fn login(
     conn: &mut Conn,
+    parts: &ImapParts,
     attempt: &Login<'_>,
     password: &str,
     tag: &str,
     client: IpAddr,
 ) -> Result<AuthResult, cluster::Handover> {
-    let ctx = conn.ctx.clone();
-    let user = match check_login(&ctx, attempt, password).await {
+    let shell = conn.shell.clone();
+    let user = match check_login(&shell, attempt, password).await {
         Ok(user) => user,
         Err(refused) => {
             return Ok(match refused.temporary() {
@@ -343,17 +383,17 @@ async fn login(
             });
         }
     };
-    if let Some(cluster) = &ctx.cluster {
-        match cluster.home(&ctx.directory, &user) {
+    if let Some(cluster) = &shell.cluster {
+        match cluster.home(&shell.directory, &user) {
             cluster::Home::Local => {}
             cluster::Home::Unavailable(text) => {
-                attempt.unavailable(&ctx, &user, &text);
+                attempt.unavailable(&shell, &user, &text);
                 return Ok(AuthResult::Temporary(text));
             }
             cluster::Home::Node(owner) => {
                 return match cluster.open_imap(&owner, &user, client, tag).await {
                     Ok((upstream, to_client)) => {
-                        attempt.proxied(&ctx, &user, &owner.name);
+                        attempt.proxied(&shell, &user, &owner.name);
                         Err(cluster::Handover {
                             upstream,
                             to_client,
@@ -361,40 +401,42 @@ async fn login(
                         })
                     }
                     Err(text) => {
-                        attempt.unavailable(&ctx, &user, &text);
+                        attempt.unavailable(&shell, &user, &text);
                         Ok(AuthResult::Temporary(text))
                     }
                 };
             }
         }
     }
-    Ok(enter(conn, attempt, user, None))
+    Ok(enter(conn, parts, attempt, user, None))
 }
 
 /// A logged-in user's session starts here, within the per-user session limit. `via`: the
 /// client's address and the node that handed the session over.
 fn enter(
     conn: &mut Conn,
+    parts: &ImapParts,
     attempt: &Login<'_>,
     user: String,
     via: Option<(IpAddr, &str)>,
 ) -> AuthResult {
-    let ctx = conn.ctx.clone();
-    let entered = ctx.sessions.enter(&user, mailboxes::Protocol::Imap);
+    let shell = conn.shell.clone();
+    let entered = shell.sessions.enter(&user, mailboxes::Protocol::Imap);
     match (&entered, via) {
         (Ok(_), Some((client, node))) => {
-            ctx.telemetry
+            shell
+                .telemetry
                 .login_cluster("imap", &user, "cluster", "ok", client, node);
         }
-        (Ok(_), None) => attempt.ok(&ctx, &user),
-        (Err(_), _) => attempt.refused(&ctx, &user),
+        (Ok(_), None) => attempt.ok(&shell, &user),
+        (Err(_), _) => attempt.refused(&shell, &user),
     }
     match entered {
         // Checked once the session joined the user: a move's freeze either ends this
         // session or is seen here. A move's own session is exempt.
         Ok(_)
             if !via.is_some_and(|(_, node)| node.starts_with(cluster::MOVE_AUTHCID_PREFIX))
-                && ctx.deposit.gate().held(&user) =>
+                && parts.gate.held(&user) =>
         {
             AuthResult::Temporary("mailbox is being moved, try again shortly".into())
         }

@@ -21,18 +21,18 @@ use telemetry::Telemetry;
 
 /// Where the server is in its life, as `/healthz` reports it.
 #[derive(Default)]
-pub(crate) struct Health(AtomicU8);
+pub struct Health(AtomicU8);
 
 const STARTING: u8 = 0;
 const READY: u8 = 1;
 const STOPPING: u8 = 2;
 
 impl Health {
-    pub(crate) fn ready(&self) {
+    pub fn ready(&self) {
         self.0.store(READY, Ordering::Release);
     }
 
-    pub(crate) fn stopping(&self) {
+    pub fn stopping(&self) {
         self.0.store(STOPPING, Ordering::Release);
     }
 

@@ -23,19 +23,16 @@
 //! that lock ([`Parking::wake_user`]).
 
 use std::collections::{BTreeSet, HashMap};
-use std::net::IpAddr;
+use std::future::Future;
 use std::os::fd::OwnedFd;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use mailboxes::Membership;
 use rustix::event::epoll;
 use tokio::sync::watch;
 use tokio::time::Instant;
-
-use crate::Ctx;
-use crate::conn::Held;
-use crate::driver::Clocks;
-use mailboxes::Membership;
 
 /// The epoll token of the lot's own bell (an eventfd): rung when the lot closes or a new
 /// entry's timer is earlier than every other.
@@ -44,20 +41,30 @@ const BELL: u64 = u64::MAX;
 /// The longest the poller sleeps without looking at its timers (a clock that jumped).
 const POLL_MAX: Duration = Duration::from_secs(60);
 
-/// A parked connection: everything it needs to run again.
+/// What runs a woken connection again (in a new task): given back its socket, its place
+/// among its user's sessions, the shutdown signal, and why it woke.
+pub(crate) type Resume = Box<
+    dyn FnOnce(
+            tokio::net::TcpStream,
+            Membership,
+            watch::Receiver<bool>,
+            Wake,
+        ) -> Pin<Box<dyn Future<Output = ()> + Send>>
+        + Send,
+>;
+
+/// A parked connection: what the lot watches (its socket, its user's signals, the
+/// shutdown, its timer) and what runs it again (the hibernated session, its place among the
+/// connections and its deadline clocks are inside `resume`).
 pub(crate) struct Parked {
-    pub(crate) session: imap::Hibernated,
-    pub(crate) ip: IpAddr,
+    pub(crate) user: String,
     pub(crate) stream: std::net::TcpStream,
-    pub(crate) ctx: Arc<Ctx>,
     pub(crate) member: Membership,
-    pub(crate) held: Option<Held>,
     pub(crate) shutdown: watch::Receiver<bool>,
-    /// The driver's deadline clocks, which keep running while parked.
-    pub(crate) clocks: Clocks,
     /// When to wake it with no news: the earlier of its first deadline and its idle
     /// timeout.
     pub(crate) wake_at: Instant,
+    pub(crate) resume: Resume,
 }
 
 /// Why a parked connection was woken.
@@ -78,7 +85,7 @@ pub(crate) enum Wake {
 
 /// The lot, shared; the poller thread starts with the first parked connection.
 #[derive(Clone, Default)]
-pub(crate) struct Parking(Arc<Lot>);
+pub struct Parking(Arc<Lot>);
 
 #[derive(Default)]
 struct Lot {
@@ -109,7 +116,7 @@ impl State {
     fn take(&mut self, epoll: &OwnedFd, token: u64) -> Option<Box<Parked>> {
         let parked = self.parked.remove(&token)?;
         self.timers.remove(&(parked.wake_at, token));
-        let user = parked.session.user();
+        let user = parked.user.as_str();
         if let Some(tokens) = self.by_user.get_mut(user) {
             tokens.retain(|t| *t != token);
             if tokens.is_empty() {
@@ -122,9 +129,20 @@ impl State {
 }
 
 impl Parking {
+    /// What `mailboxes::Sessions` calls after it signalled a user's sessions: wakes that
+    /// user's parked connections.
+    pub fn waker(&self) -> mailboxes::Waker {
+        let lot = self.clone();
+        Arc::new(move |user: &str| lot.wake_user(user))
+    }
+
     /// Connections parked now.
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.state().parked.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -169,7 +187,7 @@ impl Parking {
         state.timers.insert((parked.wake_at, token));
         state
             .by_user
-            .entry(parked.session.user().to_string())
+            .entry(parked.user.clone())
             .or_default()
             .push(token);
         state.parked.insert(token, Box::new(parked));
@@ -324,44 +342,17 @@ fn ring(bell: &OwnedFd) {
 fn resume_on(runtime: &tokio::runtime::Handle, parked: Parked, why: Wake) {
     runtime.spawn(async move {
         let Parked {
-            session,
-            ip,
             stream,
-            ctx,
             mut member,
-            held,
             shutdown,
-            mut clocks,
-            wake_at: _,
+            resume,
+            ..
         } = parked;
         let Ok(stream) = tokio::net::TcpStream::from_std(stream) else {
             return;
         };
         // The session looks at the store when it runs: the news that woke it is taken.
         member.changes.borrow_and_update();
-        let mut imap = crate::imap_conn::Imap::woken(&ctx, session, ip);
-        if why == Wake::Time {
-            use crate::driver::Protocol as _;
-            let now = Instant::now();
-            // The clocks still hold each running step's start: the same due time as when
-            // it parked.
-            if clocks
-                .due(imap.deadlines(), now)
-                .is_some_and(|due| due <= now)
-            {
-                imap.deadline_passed();
-            } else {
-                imap.timed_out();
-            }
-        }
-        let conn = crate::driver::Conn::resumed(ctx, stream, member, held);
-        Box::pin(crate::driver::resume(
-            imap,
-            conn,
-            shutdown,
-            clocks,
-            matches!(why, Wake::Input | Wake::Refused),
-        ))
-        .await;
+        resume(stream, member, shutdown, why).await;
     });
 }

@@ -11,9 +11,9 @@ use std::time::Duration;
 use limits::Deadlines;
 use pop3::{AuthResult, Event, Maildrop};
 
-use crate::Ctx;
-use crate::conn::{Login, Preauth, check_login};
 use crate::driver::{Conn, Protocol, Step};
+use crate::login::{Login, Preauth, authzid_allowed, check_login, preauth};
+use crate::shell::Shell;
 
 const FOLDER: &str = "INBOX";
 
@@ -46,8 +46,17 @@ impl Drop for MaildropLock {
     }
 }
 
+/// What POP3 connections need beside the shell: the store (the maildrop is INBOX), the
+/// maildrops held, and the gate (a held mailbox is not opened).
+pub(crate) struct Pop3Parts {
+    pub(crate) store: store::Store,
+    pub(crate) maildrops: Maildrops,
+    pub(crate) gate: Arc<mailboxes::Gate>,
+}
+
 /// A POP3 session and its shell.
 pub(crate) struct Pop3 {
+    parts: Arc<Pop3Parts>,
     session: pop3::Session,
     ip: IpAddr,
     /// The logged-in user and their maildrop lock.
@@ -57,9 +66,10 @@ pub(crate) struct Pop3 {
 }
 
 impl Pop3 {
-    pub(crate) fn new(ctx: &Ctx, peer: SocketAddr, tls: bool) -> Pop3 {
+    pub(crate) fn new(shell: &Shell, parts: Arc<Pop3Parts>, peer: SocketAddr, tls: bool) -> Pop3 {
         Pop3 {
-            session: pop3::Session::new(ctx.live().pop3.clone(), tls),
+            parts,
+            session: pop3::Session::new(shell.live().pop3.clone(), tls),
             ip: peer.ip(),
             lock: None,
             handover: None,
@@ -93,9 +103,14 @@ impl Protocol for Pop3 {
                         username: &username,
                         ip: self.ip,
                     };
-                    if let Some(preauth) =
-                        crate::conn::preauth(conn, "pop3", &authzid, &username, &password)
-                    {
+                    if let Some(preauth) = preauth(
+                        &conn.shell,
+                        conn.stream.tls_exporter(),
+                        "pop3",
+                        &authzid,
+                        &username,
+                        &password,
+                    ) {
                         let result = match preauth {
                             Preauth::Valid { user, client, node } => {
                                 self.open(conn, &attempt, user, Some((client, &node))).await
@@ -106,8 +121,8 @@ impl Protocol for Pop3 {
                         self.session.auth_result(result);
                         continue;
                     }
-                    if !crate::conn::authzid_allowed(&authzid, &username) {
-                        attempt.failed(&conn.ctx);
+                    if !authzid_allowed(&authzid, &username) {
+                        attempt.failed(&conn.shell);
                         self.session.auth_result(AuthResult::BadCredentials);
                         continue;
                     }
@@ -128,7 +143,7 @@ impl Protocol for Pop3 {
                         self.session.message(Err("not logged in".into()));
                         continue;
                     };
-                    let store = conn.ctx.store.clone();
+                    let store = self.parts.store.clone();
                     let user = user.clone();
                     let content =
                         tokio::task::spawn_blocking(move || store.read(&user, FOLDER, uid)).await;
@@ -143,7 +158,7 @@ impl Protocol for Pop3 {
                         self.session.update_result(Err("not logged in".into()));
                         continue;
                     };
-                    let store = conn.ctx.store.clone();
+                    let store = self.parts.store.clone();
                     let user = user.clone();
                     let result = tokio::task::spawn_blocking(move || {
                         store.expunge(&user, FOLDER, &expunge).map(|_| ())
@@ -209,8 +224,8 @@ impl Pop3 {
         attempt: &Login<'_>,
         password: &str,
     ) -> Result<AuthResult, cluster::Handover> {
-        let ctx = conn.ctx.clone();
-        let user = match check_login(&ctx, attempt, password).await {
+        let shell = conn.shell.clone();
+        let user = match check_login(&shell, attempt, password).await {
             Ok(user) => user,
             Err(refused) => {
                 return Ok(match refused.temporary() {
@@ -219,17 +234,17 @@ impl Pop3 {
                 });
             }
         };
-        if let Some(cluster) = &ctx.cluster {
-            match cluster.home(&ctx.directory, &user) {
+        if let Some(cluster) = &shell.cluster {
+            match cluster.home(&shell.directory, &user) {
                 cluster::Home::Local => {}
                 cluster::Home::Unavailable(text) => {
-                    attempt.unavailable(&ctx, &user, &text);
+                    attempt.unavailable(&shell, &user, &text);
                     return Ok(AuthResult::Temporary(text));
                 }
                 cluster::Home::Node(owner) => {
                     return match cluster.open_pop3(&owner, &user, self.ip).await {
                         Ok((upstream, to_client)) => {
-                            attempt.proxied(&ctx, &user, &owner.name);
+                            attempt.proxied(&shell, &user, &owner.name);
                             Err(cluster::Handover {
                                 upstream,
                                 to_client,
@@ -237,7 +252,7 @@ impl Pop3 {
                             })
                         }
                         Err(text) => {
-                            attempt.unavailable(&ctx, &user, &text);
+                            attempt.unavailable(&shell, &user, &text);
                             Ok(AuthResult::Temporary(text))
                         }
                     };
@@ -255,22 +270,22 @@ impl Pop3 {
         user: String,
         via: Option<(IpAddr, &str)>,
     ) -> AuthResult {
-        let ctx = conn.ctx.clone();
-        let Ok(member) = ctx.sessions.enter(&user, mailboxes::Protocol::Pop3) else {
-            attempt.refused(&ctx, &user);
+        let shell = conn.shell.clone();
+        let Ok(member) = shell.sessions.enter(&user, mailboxes::Protocol::Pop3) else {
+            attempt.refused(&shell, &user);
             return AuthResult::Temporary("account unavailable".into());
         };
         // After joining the user: a move's freeze either ends this session or is seen here
         // (a move never uses POP3, so no exemption).
-        if ctx.deposit.gate().held(&user) {
-            attempt.unavailable(&ctx, &user, "mailbox is being moved");
+        if self.parts.gate.held(&user) {
+            attempt.unavailable(&shell, &user, "mailbox is being moved");
             return AuthResult::Temporary("mailbox is being moved, try again shortly".into());
         }
-        let Some(held) = ctx.maildrops.lock(&user) else {
-            attempt.refused(&ctx, &user);
+        let Some(held) = self.parts.maildrops.lock(&user) else {
+            attempt.refused(&shell, &user);
             return AuthResult::InUse;
         };
-        let store = ctx.store.clone();
+        let store = self.parts.store.clone();
         let who = user.clone();
         let view = tokio::task::spawn_blocking(move || store.open_folder(&who, FOLDER)).await;
         let maildrop = match view {
@@ -285,21 +300,22 @@ impl Pop3 {
                 messages: Vec::new(),
             },
             Ok(Err(e)) => {
-                attempt.refused(&ctx, &user);
+                attempt.refused(&shell, &user);
                 return AuthResult::Temporary(e.to_string());
             }
             Err(e) => {
-                attempt.refused(&ctx, &user);
+                attempt.refused(&shell, &user);
                 return AuthResult::Temporary(e.to_string());
             }
         };
         match via {
             // Handed over by another node: log the client's address and that node.
             Some((client, node)) => {
-                ctx.telemetry
+                shell
+                    .telemetry
                     .login_cluster("pop3", &user, "cluster", "ok", client, node);
             }
-            None => attempt.ok(&ctx, &user),
+            None => attempt.ok(&shell, &user),
         }
         conn.member = Some(member);
         self.lock = Some((user, held));

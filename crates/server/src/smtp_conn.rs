@@ -3,15 +3,17 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use limits::Deadlines;
 use smtp::{AuthResult, Event, Reply, Verdict};
 
-use crate::conn::{Login, LoginRefused, check_login};
 use crate::driver::{Conn, Protocol, Step};
-use crate::{Ctx, Service};
+use crate::enqueue::enqueue;
+use crate::login::{Login, LoginRefused, authzid_allowed, check_login};
+use crate::service::Service;
+use crate::shell::Shell;
 use telemetry::shown;
 use telemetry::{Accepted, SenderChecks};
 
@@ -30,46 +32,29 @@ struct Transaction {
     handover: Option<store::Incoming>,
 }
 
-/// Hands a message to the queue for `recipients` (all pending) and wakes delivery once it
-/// is durable; the receiver gets the queue id, or why not. The request is made before this
-/// returns (so an `Incoming` announcement may be dropped right after); only the answer is
-/// awaited. SMTP, submission, LMTP and the web view's sending all come through here.
-pub(crate) fn enqueue(
-    ctx: &Ctx,
-    sender: &str,
-    recipients: &[String],
-    arrival_ms: u64,
-    content: Vec<u8>,
-) -> tokio::sync::oneshot::Receiver<Result<u64, queue::QueueError>> {
-    let queued = queue::Envelope {
-        sender: sender.to_string(),
-        recipients: recipients
-            .iter()
-            .map(|address| queue::Recipient {
-                address: address.clone(),
-                status: queue::RecipientStatus::Pending,
-                last_error: None,
-            })
-            .collect(),
-        arrival_ms,
-    };
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let wakeup = ctx.wakeup.clone();
-    ctx.queue.enqueue_with(
-        queued,
-        content,
-        Box::new(move |result| {
-            if result.is_ok() {
-                wakeup.notify();
-            }
-            let _ = tx.send(result);
-        }),
-    );
-    rx
+/// What SMTP, submission and LMTP connections need beside the shell: the queue their mail
+/// enters, the sender checks and DKIM signers, the store's usage for quotas, and in a
+/// cluster the hand-overs this node takes.
+pub(crate) struct SmtpParts {
+    pub(crate) queue: Arc<queue::Queue>,
+    pub(crate) wakeup: Arc<delivery::Wakeup>,
+    /// The store's usage, for the quota check at RCPT.
+    pub(crate) store: store::Store,
+    /// SPF, DKIM and DMARC of MX mail (`None` when `sender_checks` is off).
+    pub(crate) checker: Option<sender_auth::Checker>,
+    /// DKIM signers made from the directory's keys, by (domain, selector).
+    pub(crate) signers: Arc<crate::dkim::Signers>,
+    /// Messages made durable in the queue since start.
+    pub(crate) accepted: Arc<AtomicU64>,
+    /// Numbers sessions (their Received ids).
+    pub(crate) session_ids: AtomicU64,
+    /// Hand-overs from other nodes, taken here (cluster only).
+    pub(crate) handover: Option<Arc<cluster::HandOver>>,
 }
 
 /// An SMTP-family session and its shell.
 pub(crate) struct Smtp {
+    parts: Arc<SmtpParts>,
     session: smtp::Session,
     service: Service,
     ip: IpAddr,
@@ -116,8 +101,8 @@ impl Smtp {
                         username: &username,
                         ip: self.ip,
                     };
-                    let result = if !crate::conn::authzid_allowed(&authzid, &username) {
-                        attempt.failed(&conn.ctx);
+                    let result = if !authzid_allowed(&authzid, &username) {
+                        attempt.failed(&conn.shell);
                         AuthResult::Failed
                     } else {
                         self.authenticate(conn, &attempt, &password).await
@@ -129,16 +114,16 @@ impl Smtp {
                         size: size.unwrap_or(0),
                         ..Transaction::default()
                     };
-                    let verdict = self.sender(&conn.ctx, &from);
+                    let verdict = self.sender(&conn.shell, &from);
                     self.session.mail_result(verdict);
                 }
                 Event::RcptTo { to, .. } => {
                     // Pipelined replies go out together (RFC 2920 3.2: the driver flushes
                     // before it waits for input); only a tarpit's pause sends them first.
-                    if self.tarpitted(&conn.ctx) && conn.flush().await.is_err() {
+                    if self.tarpitted(&conn.shell) && conn.flush().await.is_err() {
                         return Step::Close;
                     }
-                    let verdict = self.recipient(&conn.ctx, &to).await;
+                    let verdict = self.recipient(&conn.shell, &to).await;
                     self.session.rcpt_result(verdict);
                 }
                 Event::Message { envelope, content } => {
@@ -148,7 +133,7 @@ impl Smtp {
                     if !self.from_node && conn.flush().await.is_err() {
                         return Step::Close;
                     }
-                    let verdicts = self.accept_message(&conn.ctx, &envelope, content).await;
+                    let verdicts = self.accept_message(&conn.shell, &envelope, content).await;
                     self.session.message_result(verdicts);
                 }
                 Event::Close => return Step::Close,
@@ -168,26 +153,34 @@ impl Smtp {
         }
     }
 
-    pub(crate) fn new(ctx: &Ctx, service: Service, peer: SocketAddr, tls: bool) -> Smtp {
-        let live = ctx.live();
+    pub(crate) fn new(
+        shell: &Shell,
+        parts: Arc<SmtpParts>,
+        service: Service,
+        peer: SocketAddr,
+        tls: bool,
+    ) -> Smtp {
+        let live = shell.live();
         let config = match service {
             Service::Lmtp => live.lmtp.clone(),
             Service::Submission | Service::Submissions => live.submission.clone(),
             _ => live.smtp.clone(),
         };
+        let session_id = parts.session_ids.fetch_add(1, Ordering::Relaxed);
         Smtp {
+            parts,
             session: smtp::Session::new(config, smtp::Peer { ip: peer.ip(), tls }),
             service,
             ip: peer.ip(),
-            session_id: ctx.session_ids.fetch_add(1, Ordering::Relaxed),
+            session_id,
             authenticated: None,
             transaction: Transaction::default(),
             unknown_recipients: 0,
             from_node: service == Service::Lmtp
-                && ctx
+                && shell
                     .cluster
                     .as_ref()
-                    .is_some_and(|c| c.is_node_address(&ctx.directory, peer.ip())),
+                    .is_some_and(|c| c.is_node_address(&shell.directory, peer.ip())),
         }
     }
 }
@@ -197,7 +190,7 @@ impl Protocol for Smtp {
         let step = self.answer(conn).await;
         // One `rejected` line per failure reply, whichever step produced it.
         for refusal in self.session.take_refusals() {
-            conn.ctx
+            conn.shell
                 .telemetry
                 .rejected(self.service.name(), &refusal, self.ip);
         }
@@ -245,17 +238,17 @@ impl Smtp {
         attempt: &Login<'_>,
         password: &str,
     ) -> AuthResult {
-        let ctx = conn.ctx.clone();
-        match check_login(&ctx, attempt, password).await {
-            Ok(user) => match ctx.sessions.enter(&user, mailboxes::Protocol::Submission) {
+        let shell = conn.shell.clone();
+        match check_login(&shell, attempt, password).await {
+            Ok(user) => match shell.sessions.enter(&user, mailboxes::Protocol::Submission) {
                 Ok(member) => {
-                    attempt.ok(&ctx, &user);
+                    attempt.ok(&shell, &user);
                     conn.member = Some(member);
                     self.authenticated = Some(user.clone());
                     AuthResult::Success { user }
                 }
                 Err(_) => {
-                    attempt.refused(&ctx, &user);
+                    attempt.refused(&shell, &user);
                     AuthResult::TemporaryFailure
                 }
             },
@@ -271,7 +264,7 @@ impl Smtp {
     /// somebody else (Postfix's `reject_sender_login_mismatch`). The null sender is allowed
     /// (RFC 5321 4.5.5: notifications). MX and LMTP senders are checked after the data
     /// (SPF, DKIM and DMARC need the message).
-    fn sender(&self, ctx: &Ctx, from: &str) -> Verdict {
+    fn sender(&self, shell: &Shell, from: &str) -> Verdict {
         if !matches!(self.service, Service::Submission | Service::Submissions) || from.is_empty() {
             return Verdict::Accept;
         }
@@ -282,7 +275,7 @@ impl Smtp {
         if from.eq_ignore_ascii_case(user) {
             return Verdict::Accept;
         }
-        match ctx.directory.cache().resolve(from) {
+        match shell.directory.cache().resolve(from) {
             directory::Resolution::Local(targets)
                 if targets.iter().any(
                     |t| matches!(t, directory::Target::User(u) if u.eq_ignore_ascii_case(user)),
@@ -301,11 +294,11 @@ impl Smtp {
     /// RCPT policy: local users (after aliases) are accepted within quota; other domains only
     /// from authenticated clients (no open relay); LMTP takes local recipients only. A client
     /// that keeps naming unknown recipients is slowed down, then disconnected (the tarpit).
-    async fn recipient(&mut self, ctx: &Ctx, to: &str) -> Verdict {
+    async fn recipient(&mut self, shell: &Shell, to: &str) -> Verdict {
         let tarpit = self.service != Service::Lmtp;
-        let live = ctx.live();
+        let live = shell.live();
         let unknown_max = live.config.recipients_unknown_max;
-        if self.tarpitted(ctx) {
+        if self.tarpitted(shell) {
             if self.unknown_recipients >= unknown_max.saturating_mul(2) {
                 // RFC 5321 3.8: 421 closes the session.
                 return Verdict::Reject(Reply::new(
@@ -313,13 +306,13 @@ impl Smtp {
                     (4, 7, 0),
                     format!(
                         "{} too many unknown recipients, closing",
-                        ctx.config.hostname
+                        shell.config.hostname
                     ),
                 ));
             }
             tokio::time::sleep(live.config.tarpit_delay).await;
         }
-        let cache = ctx.directory.cache();
+        let cache = shell.directory.cache();
         let targets = match cache.resolve(to) {
             directory::Resolution::UnknownUser => {
                 self.unknown_recipients += 1;
@@ -350,7 +343,7 @@ impl Smtp {
                 for target in targets {
                     match target {
                         directory::Target::User(user) => {
-                            if let Some(reject) = self.over_quota(ctx, &user) {
+                            if let Some(reject) = self.over_quota(shell, &user) {
                                 return Verdict::Reject(reject);
                             }
                             addresses.push(user);
@@ -364,18 +357,18 @@ impl Smtp {
         self.transaction.targets.push(targets);
         if self.from_node {
             if self.transaction.handover.is_none() {
-                self.transaction.handover = ctx.handover.as_ref().map(|h| h.incoming());
+                self.transaction.handover = self.parts.handover.as_ref().map(|h| h.incoming());
             }
         } else if self.transaction.incoming.is_none() {
-            self.transaction.incoming = Some(ctx.queue.incoming());
+            self.transaction.incoming = Some(self.parts.queue.incoming());
         }
         Verdict::Accept
     }
 
     /// Whether the next RCPT waits out the tarpit's delay first (SMTP and submission only).
-    fn tarpitted(&self, ctx: &Ctx) -> bool {
+    fn tarpitted(&self, shell: &Shell) -> bool {
         self.service != Service::Lmtp
-            && self.unknown_recipients >= ctx.live().config.recipients_unknown_max
+            && self.unknown_recipients >= shell.live().config.recipients_unknown_max
     }
 
     /// What the SPF/DKIM/DMARC verdict means for an MX message: refused when its DMARC
@@ -385,11 +378,11 @@ impl Smtp {
     /// temporary.
     fn sender_policy(
         &self,
-        ctx: &Ctx,
+        shell: &Shell,
         envelope: &smtp::Envelope,
         verdict: &sender_auth::Verdict,
     ) -> Option<Reply> {
-        let live = ctx.live();
+        let live = shell.live();
         let config = &live.config;
         if config.dmarc_enforce && verdict.dmarc_rejects() {
             let domain = verdict
@@ -405,7 +398,7 @@ impl Smtp {
         if !config.local_sender_check {
             return None;
         }
-        let cache = ctx.directory.cache();
+        let cache = shell.directory.cache();
         let mail_from_domain = envelope
             .from
             .rsplit_once('@')
@@ -441,8 +434,8 @@ impl Smtp {
     }
 
     /// RFC 3463 4.2.2 (mailbox full, temporary) and 5.2.2 (the message alone exceeds it).
-    fn over_quota(&self, ctx: &Ctx, user: &str) -> Option<Reply> {
-        let quota = crate::quota::of(&ctx.directory, user);
+    fn over_quota(&self, shell: &Shell, user: &str) -> Option<Reply> {
+        let quota = crate::quota::of(&shell.directory, user);
         if !quota.is_limited() {
             return None;
         }
@@ -454,7 +447,7 @@ impl Smtp {
             bytes: self.transaction.size.max(1),
         };
         // Usage comes from the store's index (no I/O).
-        match quota.admits(ctx.store.usage(user), added) {
+        match quota.admits(self.parts.store.usage(user), added) {
             Ok(()) => None,
             // RFC 3463 3.3: X.2.2 mailbox full; permanent when it could never fit.
             Err(store::OverQuota::TooLarge) => Some(Reply::new(
@@ -470,16 +463,16 @@ impl Smtp {
     /// commit callback produces the `250` (guarantee 1).
     async fn accept_message(
         &mut self,
-        ctx: &Arc<Ctx>,
+        shell: &Arc<Shell>,
         envelope: &smtp::Envelope,
         content: Vec<u8>,
     ) -> Vec<Verdict> {
         if self.service == Service::Lmtp
             && let Some(origin) = &envelope.origin
-            && ctx.cluster.is_some()
+            && shell.cluster.is_some()
         {
             return self
-                .accept_handed_over(ctx, envelope, origin, content)
+                .accept_handed_over(shell, envelope, origin, content)
                 .await;
         }
         let accepted = envelope.recipients.len();
@@ -499,7 +492,7 @@ impl Smtp {
         // Header fields to put in front, newest first (RFC 5321 4.4: trace fields at the top).
         let mut prepend = smtp::received_header(
             envelope,
-            &ctx.config.hostname,
+            &shell.config.hostname,
             &id,
             &delivery::bounce::rfc5322_date(now),
         );
@@ -507,12 +500,12 @@ impl Smtp {
         let mut checks = None;
         match self.service {
             Service::Smtp => {
-                if let Some(checker) = &ctx.checker {
+                if let Some(checker) = &self.parts.checker {
                     // RFC 8601 5: a field claiming to be ours was not written by us.
                     if let std::borrow::Cow::Owned(stripped) =
                         sender_auth::strip_our_authentication_results(
                             &message,
-                            &ctx.config.hostname,
+                            &shell.config.hostname,
                         )
                     {
                         message = stripped;
@@ -535,7 +528,7 @@ impl Smtp {
                         },
                         dmarc: verdict.dmarc.name(),
                     });
-                    if let Some(refusal) = self.sender_policy(ctx, envelope, &verdict) {
+                    if let Some(refusal) = self.sender_policy(shell, envelope, &verdict) {
                         // The refusal itself is logged as `rejected` (stage data) with the
                         // reply; this line adds what the checks found.
                         if let Some(c) = &checks {
@@ -561,7 +554,7 @@ impl Smtp {
             Service::Submission | Service::Submissions => {
                 // RFC 6376: sign with the key of the From: domain, when we hold one.
                 if let Some(domain) = sender_auth::from_domain(&message)
-                    && let Some(signer) = ctx.signers.for_domain(&ctx.directory, &domain)
+                    && let Some(signer) = self.parts.signers.for_domain(&shell.directory, &domain)
                 {
                     match signer.sign(&message) {
                         Ok(signature) => prepend.push_str(&signature),
@@ -580,13 +573,20 @@ impl Smtp {
         // the room, so the message is not held twice.
         let size = message.len();
         message.splice(0..0, prepend.bytes());
-        let rx = enqueue(ctx, &envelope.from, &recipients, now, message);
+        let rx = enqueue(
+            &self.parts.queue,
+            &self.parts.wakeup,
+            &envelope.from,
+            &recipients,
+            now,
+            message,
+        );
         // Submitted: the writer need not wait for this session any more.
         self.transaction.incoming = None;
         let verdict = match rx.await {
             Ok(Ok(queue_id)) => {
-                ctx.accepted.fetch_add(1, Ordering::Relaxed);
-                ctx.telemetry.accepted(
+                self.parts.accepted.fetch_add(1, Ordering::Relaxed);
+                shell.telemetry.accepted(
                     &Accepted {
                         proto: self.service.name(),
                         queue_id,
@@ -617,14 +617,14 @@ impl Smtp {
     /// origin message is acknowledged without storing it again (`cluster::handover`).
     async fn accept_handed_over(
         &mut self,
-        ctx: &Arc<Ctx>,
+        shell: &Arc<Shell>,
         envelope: &smtp::Envelope,
         origin: &str,
         content: Vec<u8>,
     ) -> Vec<Verdict> {
         self.transaction.incoming = None;
         self.transaction.targets.clear();
-        let Some(handover) = &ctx.handover else {
+        let Some(handover) = &self.parts.handover else {
             return vec![
                 Verdict::Reject(Reply::new(451, (4, 3, 0), "not a cluster node"));
                 envelope.recipients.len()
@@ -634,7 +634,7 @@ impl Smtp {
         let id = format!("{:x}.{:x}", now, self.session_id);
         let received = smtp::received_header(
             envelope,
-            &ctx.config.hostname,
+            &shell.config.hostname,
             &id,
             &delivery::bounce::rfc5322_date(now),
         );
@@ -660,7 +660,7 @@ impl Smtp {
             }
             // The accepting node could not check the quota (the usage is here).
             self.transaction.size = content.len() as u64;
-            if let Some(refusal) = self.over_quota(ctx, &user) {
+            if let Some(refusal) = self.over_quota(shell, &user) {
                 verdicts[i] = Some(Verdict::Reject(refusal));
                 continue;
             }

@@ -7,13 +7,18 @@ use std::time::Duration;
 
 use tokio::io::AsyncWriteExt as _;
 
+use crate::stream::{Stream, stopping};
+
 /// How often a splice looks at the owner's lease.
 const LEASE_CHECK: Duration = Duration::from_secs(1);
+/// A client that does not take the owner's answer within this long is gone.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Copies bytes both ways until either side closes, the server shuts down, or the owner's
 /// lease runs out.
 pub(crate) async fn splice(
-    conn: &mut crate::driver::Conn,
+    client: &mut Stream,
+    directory: &directory::Directory,
     handover: cluster::Handover,
     shutdown: &mut tokio::sync::watch::Receiver<bool>,
 ) {
@@ -22,14 +27,17 @@ pub(crate) async fn splice(
         to_client,
         to_owner,
     } = handover;
-    conn.out.extend_from_slice(&to_client);
-    if conn.flush().await.is_err() {
+    let answered = tokio::time::timeout(WRITE_TIMEOUT, async {
+        client.write_all(&to_client).await?;
+        client.flush().await
+    })
+    .await;
+    if !matches!(answered, Ok(Ok(()))) {
         return;
     }
     if !to_owner.is_empty() && upstream.stream.write_all(&to_owner).await.is_err() {
         return;
     }
-    let directory = conn.ctx.directory.clone();
     let node = upstream.node.clone();
     let owner_down = async {
         let mut tick = tokio::time::interval(LEASE_CHECK);
@@ -41,11 +49,11 @@ pub(crate) async fn splice(
         }
     };
     tokio::select! {
-        _ = tokio::io::copy_bidirectional(&mut conn.stream, &mut upstream.stream) => {}
+        _ = tokio::io::copy_bidirectional(client, &mut upstream.stream) => {}
         () = owner_down => {
             tracing::info!(event = "cluster_proxy_closed", node = %node, reason = "owner down");
         }
-        () = crate::conn::stopping(shutdown) => {}
+        () = stopping(shutdown) => {}
     }
     let _ = tokio::time::timeout(Duration::from_secs(1), upstream.stream.shutdown()).await;
 }

@@ -140,7 +140,7 @@ struct Inner {
 
 /// Failed-login counters, shared by every listener.
 #[derive(Clone)]
-pub(crate) struct Throttle(Arc<Inner>);
+pub struct Throttle(Arc<Inner>);
 
 /// The throttle's answer before an attempt is verified.
 pub(crate) enum Gate {
@@ -192,7 +192,7 @@ pub(crate) struct Blocked {
 }
 
 impl Throttle {
-    pub(crate) fn new(config: ThrottleConfig) -> Throttle {
+    pub fn new(config: ThrottleConfig) -> Throttle {
         Throttle(Arc::new(Inner {
             config: std::sync::RwLock::new(config),
             counters: Mutex::new(HashMap::new()),

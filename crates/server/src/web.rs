@@ -12,8 +12,8 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use web::{BackendError, Flag, FolderInfo, FolderPage, Listed, LoginError, Stored};
 
-use crate::Ctx;
-use crate::conn::{Login, check_login};
+use crate::login::{Login, check_login};
+use crate::shell::Shell;
 
 /// Where the view keeps a copy of what a user sends.
 const SENT: &str = "Sent";
@@ -29,8 +29,23 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// web crate: `request_timeout`).
 const CONNECTION_LIFETIME_MAX: Duration = Duration::from_secs(600);
 
+/// What the web view needs beside the shell: the store, the road new mail takes into it
+/// (the Sent copy), the queue (sending), the DKIM signers, and the admin pages.
+pub(crate) struct WebParts {
+    pub(crate) store: store::Store,
+    pub(crate) deposit: Arc<mailboxes::Deposit>,
+    pub(crate) queue: Arc<queue::Queue>,
+    pub(crate) wakeup: Arc<delivery::Wakeup>,
+    pub(crate) signers: Arc<crate::dkim::Signers>,
+    /// Messages made durable in the queue since start.
+    pub(crate) accepted: Arc<std::sync::atomic::AtomicU64>,
+    /// The operator's commands, for the admin pages.
+    pub(crate) operations: Arc<admin::Operations>,
+}
+
 pub(crate) struct ServerBackend {
-    ctx: Arc<Ctx>,
+    shell: Arc<Shell>,
+    parts: Arc<WebParts>,
 }
 
 fn store_error(e: store::StoreError) -> BackendError {
@@ -63,11 +78,11 @@ fn listed(m: &store::MessageInfo, s: store::Summary) -> Listed {
 impl ServerBackend {
     /// The user's mailbox is here and usable now.
     fn reachable(&self, user: &str) -> Result<(), BackendError> {
-        if self.ctx.deposit.gate().held(user) {
+        if self.parts.deposit.gate().held(user) {
             return Err(BackendError::Unavailable("it is being moved".into()));
         }
-        if let Some(cluster) = &self.ctx.cluster {
-            match cluster.home(&self.ctx.directory, user) {
+        if let Some(cluster) = &self.shell.cluster {
+            match cluster.home(&self.shell.directory, user) {
                 cluster::Home::Local => {}
                 cluster::Home::Unavailable(why) => {
                     return Err(BackendError::Unavailable(why));
@@ -91,7 +106,7 @@ impl ServerBackend {
         before: Option<u32>,
         count: usize,
     ) -> Result<store::Page, store::StoreError> {
-        match self.ctx.store.page(user, folder, before, count) {
+        match self.parts.store.page(user, folder, before, count) {
             Err(store::StoreError::NoSuchUser(_) | store::StoreError::NoSuchFolder { .. })
                 if folder == "INBOX" =>
             {
@@ -114,7 +129,7 @@ impl ServerBackend {
     /// Whether `uid` is in the folder, and its flags.
     fn flags(&self, user: &str, folder: &str, uid: u32) -> Result<store::Flags, BackendError> {
         let page = self
-            .ctx
+            .parts
             .store
             .page(user, folder, uid.checked_add(1), 1)
             .map_err(store_error)?;
@@ -139,7 +154,7 @@ impl web::Backend for ServerBackend {
             username,
             ip: client,
         };
-        let user = match check_login(&self.ctx, &attempt, password).await {
+        let user = match check_login(&self.shell, &attempt, password).await {
             Ok(user) => user,
             Err(refused) => {
                 return Err(match refused.temporary() {
@@ -149,10 +164,10 @@ impl web::Backend for ServerBackend {
             }
         };
         if let Err(BackendError::Unavailable(why)) = self.reachable(&user) {
-            attempt.unavailable(&self.ctx, &user, &why);
+            attempt.unavailable(&self.shell, &user, &why);
             return Err(LoginError::Temporary(format!("your mailbox: {why}")));
         }
-        attempt.ok(&self.ctx, &user);
+        attempt.ok(&self.shell, &user);
         Ok(user)
     }
 
@@ -163,13 +178,13 @@ impl web::Backend for ServerBackend {
     async fn account(&self, user: &str) -> Result<web::Account, BackendError> {
         self.reachable(user)?;
         let info = self
-            .ctx
+            .shell
             .directory
             .user(user)
             .await
             .map_err(|e| BackendError::Unavailable(e.to_string()))?
             .ok_or(BackendError::NotFound)?;
-        let usage = self.ctx.store.usage(user);
+        let usage = self.parts.store.usage(user);
         Ok(web::Account {
             address: info.address,
             used_bytes: usage.bytes,
@@ -178,7 +193,7 @@ impl web::Backend for ServerBackend {
             quota_messages: info.quota_messages,
             last_login_at: info.last_login_at,
             logins: self
-                .ctx
+                .shell
                 .directory
                 .recent_logins(user)
                 .await
@@ -210,7 +225,7 @@ impl web::Backend for ServerBackend {
             username: user,
             ip: client,
         };
-        match check_login(&self.ctx, &attempt, current).await {
+        match check_login(&self.shell, &attempt, current).await {
             Ok(checked) if checked == user => {}
             Ok(_) => return Err(web::PasswordError::WrongPassword),
             Err(refused) => {
@@ -220,7 +235,7 @@ impl web::Backend for ServerBackend {
                 });
             }
         }
-        match self.ctx.directory.set_password(user, new).await {
+        match self.shell.directory.set_password(user, new).await {
             Ok(()) => Ok(()),
             Err(directory::DirectoryError::InvalidPassword(why)) => {
                 Err(web::PasswordError::Refused(why.to_string()))
@@ -231,7 +246,7 @@ impl web::Backend for ServerBackend {
 
     fn folders(&self, user: &str) -> Result<Vec<FolderInfo>, BackendError> {
         self.reachable(user)?;
-        let mut names = self.ctx.store.list_folders(user);
+        let mut names = self.parts.store.list_folders(user);
         // A user who never received mail has no INBOX in the store yet; it is listed
         // anyway, empty (RFC 3501 5.1: INBOX always exists for a user).
         if !names.iter().any(|n| n == "INBOX") {
@@ -267,7 +282,7 @@ impl web::Backend for ServerBackend {
         let mut messages = Vec::with_capacity(page.messages.len());
         for m in page.messages {
             // The summary only: a list never reads a message body.
-            let s = match self.ctx.store.summary(user, folder, m.uid) {
+            let s = match self.parts.store.summary(user, folder, m.uid) {
                 Ok(s) => s,
                 // Expunged between the page and here.
                 Err(store::StoreError::NoSuchMessage { .. }) => continue,
@@ -287,7 +302,7 @@ impl web::Backend for ServerBackend {
         self.reachable(user)?;
         let flags = self.flags(user, folder, uid)?;
         let content = self
-            .ctx
+            .parts
             .store
             .read(user, folder, uid)
             .map_err(store_error)?;
@@ -317,7 +332,7 @@ impl web::Backend for ServerBackend {
         } else {
             store::FlagOp::Remove
         };
-        self.ctx
+        self.parts
             .store
             .set_flags(user, folder, &[uid], op, flags, &[])
             .map_err(store_error)?;
@@ -330,14 +345,14 @@ impl web::Backend for ServerBackend {
             return Ok(());
         }
         if dest == web::TRASH {
-            match self.ctx.store.create_folder(user, dest) {
+            match self.parts.store.create_folder(user, dest) {
                 Ok(_) | Err(store::StoreError::FolderExists { .. }) => {}
                 Err(e) => return Err(store_error(e)),
             }
         }
-        self.ctx.store.status(user, dest).map_err(store_error)?;
+        self.parts.store.status(user, dest).map_err(store_error)?;
         let info = self
-            .ctx
+            .parts
             .store
             .page(user, folder, uid.checked_add(1), 1)
             .map_err(store_error)?
@@ -346,13 +361,13 @@ impl web::Backend for ServerBackend {
             .find(|m| m.uid == uid)
             .ok_or(BackendError::NotFound)?;
         let content = self
-            .ctx
+            .parts
             .store
             .read(user, folder, uid)
             .map_err(store_error)?;
         // Copy, then expunge: a crash between the two leaves the message in both folders,
         // never in neither. Within one user's folders the quota's usage ends where it began.
-        self.ctx
+        self.parts
             .store
             .append(
                 user,
@@ -365,7 +380,7 @@ impl web::Backend for ServerBackend {
                 },
             )
             .map_err(store_error)?;
-        self.ctx
+        self.parts
             .store
             .expunge(user, folder, &[uid])
             .map_err(store_error)?;
@@ -381,8 +396,8 @@ impl web::Backend for ServerBackend {
     ) -> Result<(), web::SendError> {
         use web::SendError;
         let started = std::time::Instant::now();
-        let ctx = &self.ctx;
-        let live = ctx.live();
+        let (shell, parts) = (&self.shell, &self.parts);
+        let live = shell.live();
         if message.len() as u64 > live.config.message_bytes_max {
             return Err(SendError::Refused(format!(
                 "the message is larger than {} bytes",
@@ -397,7 +412,7 @@ impl web::Backend for ServerBackend {
         }
         // As the submission service's RCPT: local addresses through the aliases (an
         // unknown one refused), others relayed for the logged-in user.
-        let cache = ctx.directory.cache();
+        let cache = shell.directory.cache();
         let mut targets = Vec::new();
         for recipient in recipients {
             match cache.try_resolve(recipient) {
@@ -425,7 +440,7 @@ impl web::Backend for ServerBackend {
         // RFC 6376: signed with the key of the From: domain, as submission signs.
         let mut signed = Vec::with_capacity(message.len() + 1024);
         if let Some(domain) = sender_auth::from_domain(&message)
-            && let Some(signer) = ctx.signers.for_domain(&ctx.directory, &domain)
+            && let Some(signer) = parts.signers.for_domain(&shell.directory, &domain)
         {
             match signer.sign(&message) {
                 Ok(signature) => signed.extend_from_slice(signature.as_bytes()),
@@ -436,12 +451,20 @@ impl web::Backend for ServerBackend {
         }
         signed.extend_from_slice(&message);
         let size = message.len();
-        let queued = crate::smtp_conn::enqueue(ctx, user, &targets, delivery::now_ms(), signed);
+        let queued = crate::enqueue::enqueue(
+            &parts.queue,
+            &parts.wakeup,
+            user,
+            &targets,
+            delivery::now_ms(),
+            signed,
+        );
         match queued.await {
             Ok(Ok(queue_id)) => {
-                ctx.accepted
+                parts
+                    .accepted
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                ctx.telemetry.accepted(
+                shell.telemetry.accepted(
                     &telemetry::Accepted {
                         proto: "web",
                         queue_id,
@@ -463,7 +486,7 @@ impl web::Backend for ServerBackend {
         }
         // A copy in Sent, read (RFC 6154 \Sent); the message is on its way whatever happens
         // to the copy.
-        let (store, deposit) = (ctx.store.clone(), ctx.deposit.clone());
+        let (store, deposit) = (parts.store.clone(), parts.deposit.clone());
         let user = user.to_string();
         let copy = tokio::task::spawn_blocking(move || {
             if store.status(&user, SENT).is_err() {
@@ -502,7 +525,7 @@ impl web::Backend for ServerBackend {
         // A member of the user's sessions: woken by the store's observer like IMAP IDLE, and
         // ended (and waited for) when the user is deleted or renamed.
         let member = self
-            .ctx
+            .shell
             .sessions
             .enter(user, mailboxes::Protocol::Web)
             .map_err(|_| BackendError::Unavailable("the account is being changed".into()))?;
@@ -516,7 +539,7 @@ impl web::Backend for ServerBackend {
     fn expunge(&self, user: &str, folder: &str, uid: u32) -> Result<(), BackendError> {
         self.reachable(user)?;
         self.flags(user, folder, uid)?;
-        self.ctx
+        self.parts
             .store
             .expunge(user, folder, &[uid])
             .map_err(store_error)?;
@@ -525,7 +548,7 @@ impl web::Backend for ServerBackend {
 
     fn expunge_all(&self, user: &str, folder: &str) -> Result<(), BackendError> {
         self.reachable(user)?;
-        self.ctx
+        self.parts
             .store
             .expunge_all(user, folder)
             .map_err(store_error)?;
@@ -548,7 +571,7 @@ impl web::Backend for ServerBackend {
         let mut before = None;
         let (total, unseen, version) = loop {
             let page = self
-                .ctx
+                .parts
                 .store
                 .page(user, folder, before, STEP.min(examined_max - examined))
                 .map_err(store_error)?;
@@ -556,7 +579,7 @@ impl web::Backend for ServerBackend {
             before = page.messages.last().map(|m| m.uid);
             for m in page.messages {
                 examined += 1;
-                let Ok(s) = self.ctx.store.summary(user, folder, m.uid) else {
+                let Ok(s) = self.parts.store.summary(user, folder, m.uid) else {
                     continue;
                 };
                 // The summary first (sender, subject, the text's start); the whole text of
@@ -565,7 +588,7 @@ impl web::Backend for ServerBackend {
                     .iter()
                     .any(|field| field.to_lowercase().contains(&needle))
                     || self
-                        .ctx
+                        .parts
                         .store
                         .read(user, folder, m.uid)
                         .ok()
@@ -609,15 +632,15 @@ impl web::Backend for ServerBackend {
     }
 
     fn is_user(&self, user: &str) -> bool {
-        self.ctx.directory.cache().is_user(user)
+        self.shell.directory.cache().is_user(user)
     }
 
     fn is_admin(&self, user: &str) -> bool {
-        self.ctx.directory.cache().is_admin(user)
+        self.shell.directory.cache().is_admin(user)
     }
 
     async fn admin_data(&self, what: web::AdminView) -> Result<web::AdminData, BackendError> {
-        admin::pages::data(&self.ctx.operations, what).await
+        admin::pages::data(&self.parts.operations, what).await
     }
 
     async fn admin_act(
@@ -626,13 +649,14 @@ impl web::Backend for ServerBackend {
         client: IpAddr,
         action: web::AdminAction,
     ) -> Result<String, String> {
-        admin::pages::act(&self.ctx.operations, admin, client, action).await
+        admin::pages::act(&self.parts.operations, admin, client, action).await
     }
 }
 
 /// Serves the web view on `address` (TLS with the server's certificate when `tls`).
 pub(crate) async fn start(
-    ctx: Arc<Ctx>,
+    shell: Arc<Shell>,
+    parts: Arc<WebParts>,
     address: SocketAddr,
     tls: bool,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
@@ -642,23 +666,27 @@ pub(crate) async fn start(
     let bound = listener.local_addr()?;
     let config = web::Config {
         secure_cookie: tls,
-        message_bytes_max: usize::try_from(ctx.config.message_bytes_max).unwrap_or(usize::MAX),
-        inflight: Some(ctx.inflight.clone()),
-        sessions_max: ctx.config.web_sessions_max,
-        request_bytes_max: ctx.config.web_request_bytes_max,
+        message_bytes_max: usize::try_from(shell.config.message_bytes_max).unwrap_or(usize::MAX),
+        inflight: Some(shell.inflight.clone()),
+        sessions_max: shell.config.web_sessions_max,
+        request_bytes_max: shell.config.web_request_bytes_max,
         ..web::Config::default()
     };
-    let connections_max = ctx.config.web_connections_max;
-    let router = web::router(Arc::new(ServerBackend { ctx: ctx.clone() }), config);
-    let forwarder = ctx.cluster.clone().map(|cluster| {
+    let connections_max = shell.config.web_connections_max;
+    let backend = ServerBackend {
+        shell: shell.clone(),
+        parts,
+    };
+    let router = web::router(Arc::new(backend), config);
+    let forwarder = shell.cluster.clone().map(|cluster| {
         Arc::new(cluster::forward::Forwarder::new(
-            ctx.directory.clone(),
+            shell.directory.clone(),
             cluster,
             tls,
-            ctx.config.web_request_bytes_max,
+            shell.config.web_request_bytes_max,
         ))
     });
-    let tls = tls.then_some(ctx);
+    let tls = tls.then_some(shell);
     let task = tokio::spawn(serve(listener, tls, router, forwarder, connections_max));
     Ok((bound, task))
 }
@@ -669,7 +697,7 @@ pub(crate) async fn start(
 /// connection. `tls`: the context whose live certificate the handshakes use.
 async fn serve(
     listener: tokio::net::TcpListener,
-    tls: Option<Arc<Ctx>>,
+    tls: Option<Arc<Shell>>,
     router: axum::Router,
     forwarder: Option<Arc<cluster::forward::Forwarder>>,
     connections_max: usize,
@@ -694,7 +722,7 @@ async fn serve(
             continue;
         };
         let _ = tcp.set_nodelay(true);
-        let acceptor = tls.as_ref().map(|ctx| ctx.live().tls.clone());
+        let acceptor = tls.as_ref().map(|shell| shell.live().tls.clone());
         let router = router.clone();
         let forwarder = forwarder.clone();
         tokio::spawn(async move {

@@ -9,49 +9,9 @@ use sim_models::block::BlockLayer;
 use sim_models::device::{Device, Hdd, Ssd};
 use sim_models::{Request, SECTOR_BYTES};
 
-use crate::SimError;
-use crate::report::Logged;
+use crate::error::SimError;
+use crate::report::{Logged, Run};
 use crate::scenario::{DeviceSpec, Pattern, Scenario, Workload};
-
-/// One replication's figures.
-pub(crate) struct Run {
-    pub seconds: f64,
-    pub bytes: u64,
-    pub requests: u64,
-    pub latencies: Latencies,
-    pub utilisation: f64,
-    pub mean_queue: f64,
-    pub merges: u64,
-    /// Calls served without waiting for the device (page cache hits), of all calls.
-    pub hit_ratio: f64,
-    /// What limits the run, when the model knows better than the device's utilisation.
-    pub bottleneck: Option<String>,
-}
-
-impl Run {
-    /// A run that ended at `end` on `bl`: its device figures from the block layer.
-    pub(crate) fn ended(
-        bl: &mut BlockLayer,
-        end: Nanos,
-        bytes: u64,
-        requests: u64,
-        latencies: Latencies,
-        hit_ratio: f64,
-    ) -> Run {
-        let report = bl.report(end);
-        Run {
-            seconds: end as f64 / 1e9,
-            bytes,
-            requests,
-            latencies,
-            utilisation: report.station.utilisation,
-            mean_queue: report.station.mean_queue,
-            merges: report.merges,
-            hit_ratio,
-            bottleneck: None,
-        }
-    }
-}
 
 /// The scenario's device behind its scheduler, with random stream `stream` of `seed`.
 pub(crate) fn block_layer(s: &Scenario, seed: u64, stream: u64) -> Result<BlockLayer, SimError> {

@@ -7,9 +7,9 @@ use sim_models::Op;
 use sim_models::Request;
 use sim_models::localfs::{LocalFs, Step};
 
-use crate::SimError;
-use crate::direct::{Run, block_layer, local_fs};
-use crate::report::Logged;
+use crate::direct::{block_layer, local_fs};
+use crate::error::SimError;
+use crate::report::{Logged, Run};
 use crate::scenario::{CacheState, Pattern, Scenario, Workload};
 
 enum Ev {

@@ -8,6 +8,7 @@
 
 pub mod cluster;
 mod direct;
+mod error;
 mod file;
 mod mail;
 pub mod mailfs;
@@ -18,21 +19,12 @@ mod scenario;
 pub mod sweep;
 pub mod trace;
 
+pub use error::SimError;
 pub use report::{Estimate, RequestLog, WorkloadResult, svg_chart, write_outputs};
 pub use scenario::{
     CacheState, DeviceSpec, MailMode, MemoryParams, Pattern, QUEUE_DEPTH_MAX, REPLICATIONS_MAX,
     REQUESTS_PER_RUN_MAX, SESSIONS_MAX, Scenario, Timing, WORKLOADS_MAX, Workload, WorkloadKind,
 };
-
-#[derive(Debug, thiserror::Error)]
-pub enum SimError {
-    #[error("scenario: {0}")]
-    Scenario(String),
-    #[error("model: {0}")]
-    Model(String),
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
-}
 
 /// Runs every workload of `scenario` `replications` times (seeds `seed`, `seed + 1`, ...);
 /// `progress` hears `(runs done, runs in all)`. With `log`, the first replication's

@@ -14,8 +14,9 @@ use sim_models::block::{BlockLayer, Dispatch};
 use sim_models::localfs::JournalMode;
 use sim_models::{Op, Request, SECTOR_BYTES};
 
-use crate::SimError;
-use crate::direct::{Run, block_layer};
+use crate::direct::block_layer;
+use crate::error::SimError;
+use crate::report::Run;
 
 mod unjournaled;
 use crate::scenario::{MailMode, Scenario, Workload};

@@ -6,9 +6,9 @@ use std::collections::HashMap;
 use des::{Latencies, Nanos, Scheduler};
 use sim_models::{Request, SECTOR_BYTES};
 
-use crate::SimError;
-use crate::direct::{Run, block_layer};
-use crate::report::Logged;
+use crate::direct::block_layer;
+use crate::error::SimError;
+use crate::report::{Logged, Run};
 use crate::scenario::{Scenario, Timing, Workload};
 use crate::trace::TraceRecord;
 

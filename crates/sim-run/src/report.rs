@@ -1,15 +1,57 @@
-//! Results: per workload, the mean over replications with a 95 % confidence interval, and
-//! the files `sim run` writes.
+//! Results: what one replication measured ([`Run`], whichever model ran it), per workload
+//! the mean over replications with a 95 % confidence interval, and the files `sim run`
+//! writes.
 
 use std::io::Write;
 use std::path::Path;
 
+use des::{Latencies, Nanos};
 use serde::Serialize;
 use sim_models::Op;
+use sim_models::block::BlockLayer;
 
-use crate::SimError;
-use crate::direct::Run;
+use crate::error::SimError;
 use crate::scenario::{Pattern, Workload, WorkloadKind};
+
+/// One replication's figures.
+pub(crate) struct Run {
+    pub seconds: f64,
+    pub bytes: u64,
+    pub requests: u64,
+    pub latencies: Latencies,
+    pub utilisation: f64,
+    pub mean_queue: f64,
+    pub merges: u64,
+    /// Calls served without waiting for the device (page cache hits), of all calls.
+    pub hit_ratio: f64,
+    /// What limits the run, when the model knows better than the device's utilisation.
+    pub bottleneck: Option<String>,
+}
+
+impl Run {
+    /// A run that ended at `end` on `bl`: its device figures from the block layer.
+    pub(crate) fn ended(
+        bl: &mut BlockLayer,
+        end: Nanos,
+        bytes: u64,
+        requests: u64,
+        latencies: Latencies,
+        hit_ratio: f64,
+    ) -> Run {
+        let report = bl.report(end);
+        Run {
+            seconds: end as f64 / 1e9,
+            bytes,
+            requests,
+            latencies,
+            utilisation: report.station.utilisation,
+            mean_queue: report.station.mean_queue,
+            merges: report.merges,
+            hit_ratio,
+            bottleneck: None,
+        }
+    }
+}
 
 /// A mean over replications and the half-width of its 95 % confidence interval (Student's
 /// t; 0 with one replication).

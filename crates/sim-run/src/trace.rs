@@ -8,7 +8,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use sim_models::Op;
 
-use crate::SimError;
+use crate::error::SimError;
 
 /// Longest line accepted in a trace.
 pub const TRACE_LINE_BYTES_MAX: usize = 4096;

@@ -192,17 +192,17 @@ pub(crate) fn calibrate(dir: &Path, quick: bool) -> Result<Calibration, Validate
         writes.push(mb_s);
         reads.push(real::readahead_mb_s(&file)?);
     }
-    let read_mb_s = crate::median(reads);
-    let write_mb_s = crate::median(writes);
+    let read_mb_s = crate::stats::median(reads);
+    let write_mb_s = crate::stats::median(writes);
     // A page written into the cache costs its copy from a large buffer and more.
-    let write_page = (crate::median(write_ns) - page_lookup - memory).max(0.0);
+    let write_page = (crate::stats::median(write_ns) - page_lookup - memory).max(0.0);
     // A small write costs more than its page: what a one-page write into the dropped
     // file takes beyond the call, its page and its copy is the file system's per call.
     let small_writes = (0..3)
         .map(|_| real::buffered_write_ns(&file, 4096, pass / 4))
         .collect::<Result<Vec<f64>, _>>()?;
     let write_call =
-        (crate::median(small_writes) - syscall - page_lookup - cached - write_page).max(0.0);
+        (crate::stats::median(small_writes) - syscall - page_lookup - cached - write_page).max(0.0);
     let ops: u64 = if quick { 2_000 } else { 10_000 };
     let rr = real::direct(&file, Op::Read, true, 4096, ops * 4096)? / ops as f64;
     let rw = real::direct(&file, Op::Write, true, 4096, ops * 4096)? / ops as f64;
@@ -379,7 +379,7 @@ pub(crate) fn write_page_ns(dir: &Path, cal: &Calibration) -> Result<f64, Valida
         ns.push(real::writeback(&file)?.0);
     }
     let _ = std::fs::remove_file(&file);
-    Ok((crate::median(ns) - cal.cpu.page_lookup_ns - cal.cpu.memory_ns_per_page).max(0.0))
+    Ok((crate::stats::median(ns) - cal.cpu.page_lookup_ns - cal.cpu.memory_ns_per_page).max(0.0))
 }
 
 /// The best single step through the curve's per-page costs: (last size before it, the

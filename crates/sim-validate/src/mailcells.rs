@@ -139,7 +139,7 @@ fn queue_cells(
             per_message.push(on_tmpfs.elapsed.as_nanos() as f64 / on_tmpfs.messages.max(1) as f64);
         }
         // The committer spends it serially; a file per message's sessions share the cores.
-        let per_message_ns = crate::median(per_message);
+        let per_message_ns = crate::stats::median(per_message);
         let (cpu_ns, model_cpus, overhead) = match mode {
             MailMode::GroupCommit => (per_message_ns, 1, QUEUE_RECORD_OVERHEAD_BYTES),
             _ => (per_message_ns * f64::from(cpus), cpus, FILE_ENVELOPE_BYTES),
@@ -162,7 +162,7 @@ fn queue_cells(
             ..Workload::new(name, WorkloadKind::Queue)
         };
         let sim = predict(cal, workload)?.iops.mean;
-        out.push(MailCellResult::rate(name, crate::median(rates), sim));
+        out.push(MailCellResult::rate(name, crate::stats::median(rates), sim));
     }
     Ok(out)
 }

@@ -7,30 +7,8 @@ use sim_models::readahead::ReadaheadParams;
 use sim_models::sched::SchedulerParams;
 use sim_run::{CacheState, DeviceSpec, MemoryParams, Pattern, Scenario, Workload, WorkloadKind};
 
+use crate::cell::Cell;
 use crate::{Calibration, ValidateError};
-
-/// One cell: a psync run of `bytes` in `record` calls on a file of `file_bytes`.
-#[derive(Debug, Clone)]
-pub struct Cell {
-    pub name: String,
-    pub op: Op,
-    pub pattern: Pattern,
-    pub record: u64,
-    pub bytes: u64,
-    pub file_bytes: u64,
-    pub warm: bool,
-    pub sync: bool,
-    pub end_fsync: bool,
-    /// The `data=` mode of the file system the cell runs on, and its journal's size.
-    pub journal: JournalMode,
-    pub journal_bytes: u64,
-}
-
-impl Cell {
-    pub fn sequential(&self) -> bool {
-        self.pattern == Pattern::Sequential
-    }
-}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct CellResult {
@@ -40,58 +18,6 @@ pub struct CellResult {
     pub sim_mb_s: f64,
     /// |sim - real| / real.
     pub error: f64,
-}
-
-impl Cell {
-    fn new(name: &str, op: Op, pattern: Pattern, record: u64, bytes: u64, file: u64) -> Cell {
-        Cell {
-            name: name.to_string(),
-            op,
-            pattern,
-            record,
-            bytes,
-            file_bytes: file,
-            warm: false,
-            sync: false,
-            end_fsync: false,
-            journal: JournalMode::Ordered,
-            journal_bytes: WritebackParams::default().journal_bytes,
-        }
-    }
-
-    fn on_ext4(mut self, mode: JournalMode) -> Cell {
-        self.journal = mode;
-        self.journal_bytes = crate::loopfs::JOURNAL_MIB << 20;
-        let label = match mode {
-            JournalMode::Ordered => "ordered",
-            JournalMode::Writeback => "writeback",
-            JournalMode::Data => "journal",
-            JournalMode::NoJournal => "nojournal",
-        };
-        self.name = format!("ext4-{label}-{}", self.name);
-        self
-    }
-
-    /// The cell on a file system journaled in `mode` (the journal's size unchanged).
-    pub(crate) fn on_journal(mut self, mode: JournalMode) -> Cell {
-        self.journal = mode;
-        self
-    }
-
-    fn warm(mut self) -> Cell {
-        self.warm = true;
-        self
-    }
-
-    fn osync(mut self) -> Cell {
-        self.sync = true;
-        self
-    }
-
-    fn fsync(mut self) -> Cell {
-        self.end_fsync = true;
-        self
-    }
 }
 
 pub(crate) fn cells(quick: bool) -> Vec<Cell> {

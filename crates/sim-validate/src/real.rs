@@ -12,7 +12,7 @@ use sim_models::Op;
 use sim_run::Pattern;
 
 use crate::ValidateError;
-use crate::matrix::Cell;
+use crate::cell::Cell;
 
 const ALIGN: usize = 4096;
 
@@ -99,7 +99,7 @@ pub(crate) fn measure(dir: &Path, cell: &Cell, repeats: u32) -> Result<f64, Vali
     for _ in 0..repeats.max(1) {
         runs.push(measure_once(dir, cell)?);
     }
-    Ok(crate::median(runs))
+    Ok(crate::stats::median(runs))
 }
 
 fn measure_once(dir: &Path, cell: &Cell) -> Result<f64, ValidateError> {
@@ -293,7 +293,7 @@ pub(crate) fn cached_read_ns(
         }
         passes.push(started.elapsed().as_nanos() as f64 / calls as f64);
     }
-    Ok(crate::median(passes))
+    Ok(crate::stats::median(passes))
 }
 
 /// Nanoseconds per `pread` of `len` cached bytes at `at` (the least of three runs).
@@ -414,9 +414,9 @@ pub(crate) fn truncate_us(dir: &Path, rounds: u32) -> Result<Truncates, Validate
     }
     let _ = std::fs::remove_file(dir.join(name));
     let (first, later, large) = (
-        crate::median(first),
-        crate::median(later),
-        crate::median(large),
+        crate::stats::median(first),
+        crate::stats::median(later),
+        crate::stats::median(large),
     );
     let us_per_mib = ((large - later) / ((LARGE - SMALL) as f64 / (1 << 20) as f64)).max(0.0);
     Ok(Truncates {

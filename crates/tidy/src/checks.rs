@@ -16,7 +16,8 @@ const NOT_IN_PROTOCOLS: [&str; 5] = ["tokio", "store", "queue", "directory", "ma
 const CONFIG_PARSERS: [&str; 2] = ["toml", "clap"];
 
 /// ARCHITECTURE.md's dependency map: the fenced block after the line
-/// `<!-- tidy: dependencies -->`, one line per crate, `crate -> dep, dep, ...` (or `-> -`).
+/// `<!-- tidy: dependencies -->`, one line per crate, `crate -> dep, dep, ...` (or `-> -`); an
+/// indented line continues the list above it.
 fn declared_dependencies() -> BTreeMap<String, BTreeSet<String>> {
     let text = std::fs::read_to_string(root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
     let marker = "<!-- tidy: dependencies -->";
@@ -27,18 +28,25 @@ fn declared_dependencies() -> BTreeMap<String, BTreeSet<String>> {
         .split("```")
         .nth(1)
         .expect("a fenced block after the marker");
-    let mut map = BTreeMap::new();
+    let mut map: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut last = None;
     for line in block.lines().filter(|l| !l.trim().is_empty()) {
-        let (name, deps) = line
-            .split_once("->")
-            .unwrap_or_else(|| panic!("not `crate -> deps`: {line:?}"));
+        let (name, deps) = match line.split_once("->") {
+            Some((name, deps)) => (name.trim().to_string(), deps),
+            None if line.starts_with(' ') => (
+                last.clone()
+                    .unwrap_or_else(|| panic!("a continuation before any crate: {line:?}")),
+                line,
+            ),
+            None => panic!("not `crate -> deps`: {line:?}"),
+        };
         let deps = deps
             .split(',')
             .map(str::trim)
             .filter(|d| !d.is_empty() && *d != "-")
-            .map(str::to_string)
-            .collect();
-        map.insert(name.trim().to_string(), deps);
+            .map(str::to_string);
+        map.entry(name.clone()).or_default().extend(deps);
+        last = Some(name);
     }
     map
 }
@@ -169,4 +177,121 @@ fn the_cycle_check_finds_a_cycle() {
     .map(|(k, v)| (k.to_string(), v.into_iter().map(str::to_string).collect()))
     .collect();
     assert_eq!(cycles(&graph), vec![vec!["a", "b", "c"]]);
+}
+
+/// Crates whose durable state must go through `disk::Disk` (so power-cut tests cover it),
+/// and the files allowed to touch `std::fs` anyway (state that need not survive a crash).
+const DISK_SEAM: [(&str, &[&str]); 5] = [
+    ("queue", &[]),
+    ("store", &[]),
+    ("mailboxes", &[]),
+    ("cluster", &[]),
+    // The operator's `stats` file, rewritten every few seconds.
+    ("mailfs", &["fs/background.rs"]),
+];
+
+#[test]
+fn the_engines_do_durable_io_through_the_disk_trait() {
+    let workspace = Workspace::load();
+    let mut wrong = Vec::new();
+    for (name, allowed) in DISK_SEAM {
+        let member = &workspace.members[name];
+        for (path, text) in sources(member) {
+            let relative = path.strip_prefix(member.dir.join("src")).unwrap_or(&path);
+            if allowed.iter().any(|a| relative == std::path::Path::new(a)) {
+                continue;
+            }
+            if code(&text).contains("std::fs") {
+                wrong.push(path.display().to_string());
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "durable I/O outside `disk::Disk` (no simulated power cut covers it):\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn the_delivered_line_is_written_in_one_place() {
+    let workspace = Workspace::load();
+    let mut callers = BTreeSet::new();
+    for member in workspace.members.values().filter(|m| m.name != "tidy") {
+        for (path, text) in sources(member) {
+            let text = code(&text);
+            if [".delivered_local(", ".delivered_handed_over("]
+                .iter()
+                .any(|call| text.contains(call))
+            {
+                let relative = path.strip_prefix(root()).unwrap_or(&path).to_path_buf();
+                callers.insert(relative.display().to_string());
+            }
+        }
+    }
+    assert_eq!(
+        callers,
+        BTreeSet::from(["crates/mailboxes/src/deposit.rs".to_string()]),
+        "new mail is logged `delivered` only by the one road into the store"
+    );
+}
+
+#[test]
+fn protocol_crates_read_no_clock() {
+    let workspace = Workspace::load();
+    let mut wrong = Vec::new();
+    for protocol in PROTOCOLS {
+        for (path, text) in sources(&workspace.members[protocol]) {
+            for (n, line) in code(&text).lines().enumerate() {
+                if ["SystemTime::now", "Instant::now", "Utc::now", "Local::now"]
+                    .iter()
+                    .any(|clock| line.contains(clock))
+                {
+                    wrong.push(format!("{}:{}", path.display(), n + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "a protocol session reads no clock; the shell passes time in:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn every_crate_of_the_mail_server_that_logs_writes_the_mail_log() {
+    let workspace = Workspace::load();
+    let logging = std::fs::read_to_string(root().join("crates/mailstow/src/logging.rs"))
+        .expect("the binary's logging");
+    let listed = logging
+        .split("const OUR_CRATES")
+        .nth(1)
+        .and_then(|rest| rest.split('[').nth(2))
+        .and_then(|rest| rest.split(']').next())
+        .expect("OUR_CRATES in crates/mailstow/src/logging.rs");
+    let listed: BTreeSet<String> = listed
+        .split(',')
+        .map(|n| n.trim().trim_matches('"').to_string())
+        .filter(|n| !n.is_empty())
+        .collect();
+    let mut server: BTreeSet<String> = workspace.closure("server");
+    server.insert("server".into());
+    server.insert(SHIPPED.into());
+    let missing: Vec<String> = server
+        .into_iter()
+        .filter(|c| {
+            workspace
+                .members
+                .get(c)
+                .is_some_and(|m| m.normal.contains("tracing"))
+        })
+        .map(|c| c.replace('-', "_"))
+        .filter(|c| !listed.contains(c))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "crates of the mail server whose `info` lines would not be the mail log (add them to \
+         OUR_CRATES in crates/mailstow/src/logging.rs): {missing:?}"
+    );
 }

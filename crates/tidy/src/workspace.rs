@@ -136,7 +136,7 @@ pub(crate) fn sources(member: &Member) -> Vec<(PathBuf, String)> {
                 }
             } else if name.ends_with(".rs") && name != "tests.rs" {
                 let text = std::fs::read_to_string(&path).expect("a source file");
-                out.push((path, without_tests(&text).to_string()));
+                out.push((path, without_tests(&text)));
             }
         }
     }
@@ -144,11 +144,31 @@ pub(crate) fn sources(member: &Member) -> Vec<(PathBuf, String)> {
     out
 }
 
-fn without_tests(text: &str) -> &str {
-    match text.find("#[cfg(test)]") {
-        Some(at) => &text[..at],
-        None => text,
+/// `text` without its test code: a `#[cfg(test)]` item is left out whole (a `mod x;` line, or
+/// an item with a body, to its closing brace), so test helpers anywhere in a file are skipped
+/// and the code after them is still read.
+fn without_tests(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() != "#[cfg(test)]" {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        // Skip the item: up to a `;` ending a braceless one, or its braces closing.
+        let mut depth = 0i64;
+        let mut opened = false;
+        for item in lines.by_ref() {
+            let code = code(item);
+            depth += code.matches('{').count() as i64 - code.matches('}').count() as i64;
+            opened |= code.contains('{');
+            if (opened && depth <= 0) || (!opened && code.trim_end().ends_with(';')) {
+                break;
+            }
+        }
     }
+    out
 }
 
 /// Text without `//` comments (so a doc comment naming a macro or a path is not code).
@@ -175,9 +195,11 @@ pub(crate) fn module_graph(member: &Member) -> BTreeMap<String, BTreeSet<String>
     let Some(root) = root else {
         return BTreeMap::new();
     };
-    let root_text = code(without_tests(
+    let root_text = code(&without_tests(
         &std::fs::read_to_string(&root).expect("the crate root"),
     ));
+    // Statements, so that a `use` wrapped over several lines reads as one.
+    let root_statements = statements(&root_text);
     let modules: BTreeSet<String> = root_text
         .lines()
         .filter_map(|line| {
@@ -189,21 +211,38 @@ pub(crate) fn module_graph(member: &Member) -> BTreeMap<String, BTreeSet<String>
             rest.strip_suffix(';').map(|m| m.trim().to_string())
         })
         .collect();
-    // `pub use module::{A, B};` and `pub use module::A;` in the root: `crate::A` means module.
+    // `use module::{A, B};` and `pub use module::A;` in the root: `crate::A` (re-exported)
+    // means that module, and the root's own code naming `A` uses it.
+    let mut imported = BTreeMap::new();
     let mut reexported = BTreeMap::new();
-    for line in root_text.lines() {
-        let Some(rest) = line.trim().strip_prefix("pub use ") else {
-            continue;
+    for statement in &root_statements {
+        let (public, rest) = match statement
+            .strip_prefix("pub use ")
+            .or_else(|| statement.strip_prefix("pub(crate) use "))
+        {
+            Some(rest) => (true, rest),
+            None => match statement.strip_prefix("use ") {
+                Some(rest) => (false, rest),
+                None => continue,
+            },
         };
+        let rest = rest
+            .trim_start_matches("crate::")
+            .trim_start_matches("self::");
         let Some((module, items)) = rest.trim_end_matches(';').split_once("::") else {
             continue;
         };
         if !modules.contains(module) {
             continue;
         }
-        for item in items.trim_matches(['{', '}']).split(',') {
+        for item in items.trim_matches(['{', '}', ' ']).split(',') {
             let item = item.split(" as ").last().unwrap_or("").trim();
-            if !item.is_empty() {
+            let item = item.rsplit("::").next().unwrap_or("").trim();
+            if item.is_empty() || item == "*" || item == "self" {
+                continue;
+            }
+            imported.insert(item.to_string(), module.to_string());
+            if public {
                 reexported.insert(item.to_string(), module.to_string());
             }
         }
@@ -241,19 +280,24 @@ pub(crate) fn module_graph(member: &Member) -> BTreeMap<String, BTreeSet<String>
         }
         let mut edges = BTreeSet::new();
         for file in files {
-            let text = code(without_tests(
+            let text = code(&without_tests(
                 &std::fs::read_to_string(&file).expect("a module file"),
             ));
             for segment in crate_paths(&text) {
                 edges.insert(node_of(&segment));
+            }
+            // In a file directly under src/, `super::` is the crate root.
+            if file.parent() == Some(src.as_path()) {
+                for segment in relative_paths(&text, "super::") {
+                    edges.insert(node_of(&segment));
+                }
             }
         }
         edges.remove(module);
         graph.insert(module.clone(), edges);
     }
     let mut root_edges = BTreeSet::new();
-    for line in root_text.lines() {
-        let line = line.trim();
+    for statement in &root_statements {
         if [
             "mod ",
             "pub mod ",
@@ -263,12 +307,17 @@ pub(crate) fn module_graph(member: &Member) -> BTreeMap<String, BTreeSet<String>
             "pub(crate) use ",
         ]
         .iter()
-        .any(|p| line.starts_with(p))
+        .any(|p| statement.starts_with(p))
         {
             continue;
         }
         for module in &modules {
-            if contains_path(line, module) {
+            if contains_path(statement, module) {
+                root_edges.insert(module.clone());
+            }
+        }
+        for (name, module) in &imported {
+            if contains_word(statement, name) {
                 root_edges.insert(module.clone());
             }
         }
@@ -277,12 +326,51 @@ pub(crate) fn module_graph(member: &Member) -> BTreeMap<String, BTreeSet<String>
     graph
 }
 
+/// `text` cut into statements: at every `;` and every `{` or `}` (so a `use` wrapped over
+/// several lines is one, and an item's header is one), trimmed.
+fn statements(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    for c in text.chars() {
+        current.push(if c == '\n' { ' ' } else { c });
+        if matches!(c, ';' | '{' | '}') {
+            let statement = current.split_whitespace().collect::<Vec<_>>().join(" ");
+            if !statement.is_empty() {
+                out.push(statement);
+            }
+            current.clear();
+        }
+    }
+    out
+}
+
+/// Whether `text` names `word` as a whole identifier.
+fn contains_word(text: &str, word: &str) -> bool {
+    text.match_indices(word).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + word.len()..].chars().next();
+        let part = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+        !part(before) && !part(after)
+    })
+}
+
 /// The first segment of every `crate::` path in `text`, grouped imports included.
 fn crate_paths(text: &str) -> BTreeSet<String> {
+    relative_paths(text, "crate::")
+}
+
+/// The first segment of every path in `text` that starts with `prefix` (`crate::`, `super::`),
+/// grouped imports included.
+fn relative_paths(text: &str, prefix: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     let mut rest = text;
-    while let Some(at) = rest.find("crate::") {
-        let after = &rest[at + "crate::".len()..];
+    while let Some(at) = rest.find(prefix) {
+        let before = rest[..at].chars().next_back();
+        let after = &rest[at + prefix.len()..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+            rest = after;
+            continue;
+        }
         if let Some(group) = after.strip_prefix('{') {
             let end = group.find('}').unwrap_or(group.len());
             for part in group[..end].split(',') {
@@ -296,8 +384,10 @@ fn crate_paths(text: &str) -> BTreeSet<String> {
                 .chars()
                 .take_while(|c| c.is_alphanumeric() || *c == '_')
                 .collect();
-            if !segment.is_empty() {
+            if !segment.is_empty() && segment != "super" {
                 out.insert(segment);
+            } else if after.starts_with('*') {
+                out.insert("*".to_string());
             }
         }
         rest = after;

@@ -3,12 +3,21 @@
 //! message is built here (mail-builder) and submitted by the backend through the submission
 //! path; a copy goes to Sent.
 
-use axum::extract::Multipart;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use askama::Template;
+use axum::extract::{ConnectInfo, Multipart, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
 use mail_builder::MessageBuilder;
 use mail_parser::{Address, MessageParser};
 use rand::RngExt as _;
+use serde::Deserialize;
 
-use super::*;
+use crate::app::{App, Denied, backend_problem, blocking, render_page};
+use crate::backend::{Backend, BackendError, FolderInfo, SendError};
+use crate::sessions::{Session, same_token};
 
 /// Recipients of one message at most (the submission service's `recipients_max` applies
 /// again in the backend).

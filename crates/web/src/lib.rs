@@ -13,13 +13,14 @@
 //! a strict Content-Security-Policy (no script at all, images from this origin or inline
 //! data only, no framing), `nosniff` and `no-referrer`; request bodies are bounded.
 
-mod admin;
+mod admin_pages;
+mod app;
 mod backend;
 mod compose;
 mod render;
 mod sessions;
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,19 +28,23 @@ use askama::Template;
 use axum::Router;
 use axum::extract::{ConnectInfo, DefaultBodyLimit, Form, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 
+pub use app::Config;
 pub use backend::{
     ADMIN_USERS_SHOWN_MAX, Account, AdminAction, AdminData, AdminUser, AdminView, Backend,
     BackendError, Changes, Flag, FolderInfo, FolderPage, Listed, LoginError, LoginRow,
     PasswordError, Queued, SendError, Stored, TRASH,
 };
-use sessions::{Session, Sessions, same_token};
 
-/// The cookie that names a session.
-const COOKIE: &str = "mailstow_session";
+use app::{
+    App, CREDENTIAL_BYTES_MAX, WHOLE_MESSAGES_MAX, backend_problem, blocking, not_found, problem,
+    render_page, size, when,
+};
+use sessions::{Session, Sessions};
+
 /// Every page: no script, nothing remote, no framing (the HTML of a message is cleaned as
 /// well: `render.rs`).
 const CSP: &str = "default-src 'none'; script-src 'self'; connect-src 'self'; \
@@ -47,67 +52,10 @@ const CSP: &str = "default-src 'none'; script-src 'self'; connect-src 'self'; \
                    frame-ancestors 'none'; base-uri 'none'";
 /// A comment line on an idle event stream this often, so proxies keep it open.
 const EVENTS_KEEP_ALIVE: Duration = Duration::from_secs(25);
-/// Longest address and password a login form may carry (the directory bounds the password
-/// again).
-const CREDENTIAL_BYTES_MAX: usize = 1024;
 /// Longest search text.
 const QUERY_BYTES_MAX: usize = 256;
 /// Messages a search looks at, newest first, before it stops and says so.
 const SEARCH_EXAMINED_MAX: usize = 5000;
-
-/// The web view's limits.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// Set `Secure` on the session cookie (the view is served over TLS).
-    pub secure_cookie: bool,
-    /// `web_sessions_max`: logged-in browser sessions at once.
-    pub sessions_max: usize,
-    /// A session ends after this long without a request...
-    pub session_idle: Duration,
-    /// ...and after this long in any case.
-    pub session_lifetime: Duration,
-    /// Messages per list page.
-    pub page_size: usize,
-    /// `web_request_bytes_max`: the largest request body.
-    pub request_bytes_max: usize,
-    /// A request (its body read and its answer made) is cut off after this: 408.
-    pub request_timeout: Duration,
-    /// `message_bytes_max`: what a written message may carry (its text and files); the
-    /// compose form's request may be this large.
-    pub message_bytes_max: usize,
-    /// The server's `inflight_bytes_max` budget, which a written message's bytes are counted
-    /// against while it is read and sent, as SMTP's are (`None`: not counted).
-    pub inflight: Option<Arc<limits::ByteBudget>>,
-}
-
-impl Default for Config {
-    fn default() -> Config {
-        Config {
-            secure_cookie: false,
-            sessions_max: 10_000,
-            session_idle: Duration::from_secs(30 * 60),
-            session_lifetime: Duration::from_secs(12 * 3600),
-            page_size: 50,
-            request_bytes_max: 64 << 10,
-            request_timeout: Duration::from_secs(30),
-            message_bytes_max: 50 << 20,
-            inflight: None,
-        }
-    }
-}
-
-struct App<B> {
-    backend: Arc<B>,
-    sessions: Sessions,
-    config: Config,
-    /// Requests that hold whole messages (open, download, forward, search) at once: each may
-    /// hold `message_bytes_max` and its decoded copies, so memory stays bounded however many
-    /// connections ask; the rest wait their turn.
-    whole_messages: tokio::sync::Semaphore,
-}
-
-/// Requests holding whole messages at once (see `App::whole_messages`).
-const WHOLE_MESSAGES_MAX: usize = 2;
 
 /// The web view's routes over `backend`. Each request needs a `ConnectInfo<SocketAddr>`
 /// extension (axum's `into_make_service_with_connect_info`, or the server's own connection
@@ -149,10 +97,10 @@ pub fn router<B: Backend>(backend: Arc<B>, config: Config) -> Router {
         .route("/style.css", get(style))
         .route("/live.js", get(live_script))
         .route("/events", get(events::<B>))
-        .route("/admin", get(admin::overview::<B>))
-        .route("/admin/queue/show", get(admin::queued::<B>))
-        .route("/admin/{section}", get(admin::section::<B>))
-        .route("/admin/{section}/{verb}", post(admin::act::<B>))
+        .route("/admin", get(admin_pages::overview::<B>))
+        .route("/admin/queue/show", get(admin_pages::queued::<B>))
+        .route("/admin/{section}", get(admin_pages::section::<B>))
+        .route("/admin/{section}/{verb}", post(admin_pages::act::<B>))
         .fallback(not_found)
         .layer(axum::middleware::map_response(security_headers))
         .layer(DefaultBodyLimit::max(config.request_bytes_max))
@@ -191,145 +139,6 @@ fn with_security_headers(mut response: Response) -> Response {
     h.entry(header::CACHE_CONTROL)
         .or_insert(HeaderValue::from_static("no-store"));
     response
-}
-
-/// A page for a failure: the status and one sentence.
-fn problem(status: StatusCode, title: &str, detail: &str) -> Response {
-    #[derive(Template)]
-    #[template(path = "problem.html")]
-    struct Problem<'a> {
-        title: &'a str,
-        detail: &'a str,
-    }
-    let page = Problem { title, detail };
-    match page.render() {
-        Ok(html) => (status, Html(html)).into_response(),
-        Err(_) => status.into_response(),
-    }
-}
-
-async fn not_found() -> Response {
-    problem(StatusCode::NOT_FOUND, "Not found", "There is nothing here.")
-}
-
-fn backend_problem(e: BackendError) -> Response {
-    match e {
-        BackendError::NotFound => problem(
-            StatusCode::NOT_FOUND,
-            "Not found",
-            "No such folder or message.",
-        ),
-        BackendError::Unavailable(why) => problem(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "Temporarily unavailable",
-            &format!("Your mailbox cannot be reached right now ({why}). Try again shortly."),
-        ),
-        BackendError::Failed(why) => {
-            tracing::warn!(event = "web_error", error = %why);
-            problem(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "Something went wrong",
-                "The server could not do that. Try again later.",
-            )
-        }
-    }
-}
-
-fn render_page(page: &impl Template) -> Response {
-    match page.render() {
-        Ok(html) => Html(html).into_response(),
-        Err(e) => backend_problem(BackendError::Failed(format!("template: {e}"))),
-    }
-}
-
-/// Runs a blocking backend call on tokio's blocking pool.
-async fn blocking<B: Backend, T: Send + 'static>(
-    app: &Arc<App<B>>,
-    f: impl FnOnce(&B) -> Result<T, BackendError> + Send + 'static,
-) -> Result<T, BackendError> {
-    let backend = app.backend.clone();
-    tokio::task::spawn_blocking(move || f(&backend))
-        .await
-        .unwrap_or_else(|e| Err(BackendError::Failed(format!("task: {e}"))))
-}
-
-fn cookie_token(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .find_map(|c| c.trim().strip_prefix(COOKIE)?.strip_prefix('='))
-}
-
-/// Why a request gets no session.
-enum Denied {
-    /// No live session: log in.
-    Login,
-    /// A form without its session's CSRF token.
-    Forged,
-}
-
-impl IntoResponse for Denied {
-    fn into_response(self) -> Response {
-        match self {
-            Denied::Login => Redirect::to("/login").into_response(),
-            Denied::Forged => problem(
-                StatusCode::FORBIDDEN,
-                "Refused",
-                "This form is out of date or did not come from this site. Go back, reload and try again.",
-            ),
-        }
-    }
-}
-
-impl<B: Backend> App<B> {
-    /// The request's live session (and its cookie token).
-    fn session(&self, headers: &HeaderMap, client: IpAddr) -> Result<(String, Session), Denied> {
-        let token = cookie_token(headers).ok_or(Denied::Login)?;
-        match self.sessions.get(token) {
-            Ok(Some(session)) if !self.backend.is_user(&session.user) => {
-                // Deleted or renamed since the login.
-                self.sessions.end(token);
-                self.backend.logout(&session.user, client);
-                Err(Denied::Login)
-            }
-            Ok(Some(session)) => Ok((token.to_string(), session)),
-            Ok(None) => Err(Denied::Login),
-            Err(user) => {
-                self.backend.logout(&user, client);
-                Err(Denied::Login)
-            }
-        }
-    }
-
-    /// The session of a state-changing form: refused (403) unless it carries the session's
-    /// CSRF token.
-    fn form_session(
-        &self,
-        headers: &HeaderMap,
-        client: IpAddr,
-        csrf: &str,
-    ) -> Result<(String, Session), Denied> {
-        let (token, session) = self.session(headers, client)?;
-        if !same_token(csrf, &session.csrf) {
-            return Err(Denied::Forged);
-        }
-        Ok((token, session))
-    }
-
-    fn cookie(&self, value: &str, max_age: Option<u64>) -> HeaderValue {
-        let secure = if self.config.secure_cookie {
-            "; Secure"
-        } else {
-            ""
-        };
-        let age = max_age.map_or(String::new(), |s| format!("; Max-Age={s}"));
-        HeaderValue::from_str(&format!(
-            "{COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict{secure}{age}"
-        ))
-        .unwrap_or_else(|_| HeaderValue::from_static(""))
-    }
 }
 
 async fn index<B: Backend>(
@@ -511,35 +320,6 @@ fn folder_link(folder: &str) -> String {
         }
     }
     out
-}
-
-/// Unix seconds as `YYYY-MM-DD HH:MM` UTC (the list's column; the message shows its Date:).
-fn when(unix: i64) -> String {
-    let days = unix.div_euclid(86_400);
-    let secs = unix.rem_euclid(86_400);
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}",
-        secs / 3600,
-        secs % 3600 / 60
-    )
-}
-
-fn size(bytes: u64) -> String {
-    match bytes {
-        b if b < 1024 => format!("{b} B"),
-        b if b < 1 << 20 => format!("{} KiB", b.div_ceil(1024)),
-        b => format!("{:.1} MiB", b as f64 / f64::from(1 << 20)),
-    }
 }
 
 async fn list<B: Backend>(

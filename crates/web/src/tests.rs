@@ -2,6 +2,7 @@
 //! integration tests drive a real one).
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Mutex;
 
 use axum::body::Body;
@@ -10,6 +11,7 @@ use axum::http::Request;
 use tower::ServiceExt as _;
 
 use super::*;
+use crate::app::COOKIE;
 
 /// (uid, content, seen, flagged)
 type Message = (u32, Vec<u8>, bool, bool);

@@ -1,9 +1,9 @@
 //! Tests of the directory, each on a real SQLite file in a fresh temporary directory.
 
 mod address;
-mod admin;
 mod auth;
 mod cluster;
+mod provisioning;
 mod refresh;
 mod resolve;
 mod user_life;

@@ -65,7 +65,7 @@ async fn a_login_is_recorded_once_a_minute_without_a_new_generation() {
         assert!(std::time::Instant::now() < deadline, "never recorded");
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     };
-    let now = crate::admin::unix_now_s();
+    let now = crate::db::unix_now_s();
     assert!((now - 5..=now).contains(&first), "{first} vs {now}");
     assert_eq!(stored_generation(&f.dir).await, generation);
     let b = f.dir.user("b@example.org").await.unwrap().unwrap();

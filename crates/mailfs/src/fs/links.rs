@@ -195,17 +195,23 @@ impl Fs {
     }
 }
 
+/// What `Fs::repair_links` found and did, for fsck's report.
+#[derive(Debug, Default)]
+pub(crate) struct LinkRepairs {
+    /// Entries of the inode directory (files with more than one name) checked.
+    pub(crate) inodes: u64,
+    pub(crate) repaired: Vec<String>,
+    pub(crate) unrecoverable: Vec<String>,
+}
+
 impl Fs {
     /// fsck: every inode entry counts exactly the links the tree holds to it. An inode no
     /// link names (its last name went in a page its count's change missed, which one page
     /// per group rules out, or a damaged directory) is collected: its blocks go with the
     /// next gc. A link whose inode is gone is removed (the file is lost; `fsck --rebuild`
     /// puts its blocks in `lost+found`). `dirs` is every directory of the tree.
-    pub(crate) fn repair_links(
-        &self,
-        dirs: &[(u64, u64)],
-        report: &mut crate::maint::FsckReport,
-    ) -> Result<(), FsError> {
+    pub(crate) fn repair_links(&self, dirs: &[(u64, u64)]) -> Result<LinkRepairs, FsError> {
+        let mut report = LinkRepairs::default();
         let mut tree = self.lock();
         let inodes = self.ensure_dir(&mut tree, INODES)?.clone();
         let mut counted: HashMap<u64, u32> = HashMap::new();
@@ -260,6 +266,6 @@ impl Fs {
                 String::from_utf8_lossy(&name)
             ));
         }
-        Ok(())
+        Ok(report)
     }
 }

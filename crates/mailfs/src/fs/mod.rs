@@ -6,6 +6,7 @@ mod links;
 mod metalog;
 mod posix;
 mod read;
+mod snapshots;
 mod upload;
 mod write;
 mod writeback;
@@ -326,7 +327,7 @@ pub struct Fs {
     stop: AtomicBool,
     /// Itself, for background work started from `&self` methods.
     me: std::sync::OnceLock<std::sync::Weak<Fs>>,
-    pub(crate) snapview: Mutex<crate::snapview::SnapState>,
+    pub(crate) snapview: Mutex<snapshots::SnapState>,
     /// Write-back journal: always opened (a previous asynchronous mount may have left
     /// records), used for new writes only in asynchronous mode.
     journal: crate::journal::Journal,

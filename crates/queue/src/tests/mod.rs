@@ -1,13 +1,13 @@
 //! Tests of the queue, mostly on `disk::SimDisk`: format round trips, group commit, a
 //! model-based crash test, torn tails, corruption, recycling, deferral, and limits.
 
-mod admin;
 mod basic;
 mod corrupt;
 mod deferred;
 mod format_tests;
 mod group_commit;
 mod model;
+mod operator;
 mod perf;
 mod recycle;
 mod torn;

@@ -13,7 +13,7 @@ use des::Nanos;
 use sim_models::{Op, Request};
 
 use super::{PAGE, Sim};
-use crate::SimError;
+use crate::error::SimError;
 
 /// 256-byte inodes: sixteen to a block. The directory's own inode is the first of the
 /// table, its files' inodes follow.

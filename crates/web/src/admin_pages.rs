@@ -16,11 +16,11 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use crate::sessions::Session;
-use crate::{
-    AdminAction, AdminData, AdminView, App, Backend, CREDENTIAL_BYTES_MAX, backend_problem,
-    problem, render_page, size, when,
+use crate::app::{
+    App, CREDENTIAL_BYTES_MAX, Denied, backend_problem, not_found, problem, render_page, size, when,
 };
+use crate::backend::{AdminAction, AdminData, AdminView, Backend};
+use crate::sessions::Session;
 
 /// Longest field an admin form may carry (addresses, domains, quotas; passwords have
 /// [`CREDENTIAL_BYTES_MAX`]).
@@ -95,7 +95,7 @@ impl AdminPage {
 /// Why an admin request is not served.
 enum NotAdmin {
     /// No session (log in) or a forged form.
-    Session(crate::Denied),
+    Session(Denied),
     /// The user is not an admin: 403.
     Forbidden,
 }
@@ -255,7 +255,7 @@ pub(crate) async fn section<B: Backend>(
             }
             show(&app, page, StatusCode::OK).await
         }
-        None => crate::not_found().await,
+        None => not_found().await,
     }
 }
 
@@ -442,7 +442,7 @@ pub(crate) async fn act<B: Backend>(
     .any(|f| f.len() > FIELD_BYTES_MAX)
         || form.password.len() > CREDENTIAL_BYTES_MAX;
     let Some((tab, action)) = action_of(&section, &verb, form) else {
-        return crate::not_found().await;
+        return not_found().await;
     };
     let admin = session.user.clone();
     let mut page = AdminPage::new(session, tab);

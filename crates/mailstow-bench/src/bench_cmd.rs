@@ -1,5 +1,6 @@
-//! `mailstow bench ...`: the storage benchmarks (see the `bench` crate). Each prints
-//! `RESULT` lines on stdout and a header naming the machine and the commit on stderr.
+//! `mailstow bench ...` (run as `mailstow-bench bench ...`): the storage benchmarks (see the
+//! `bench` crate). Each prints `RESULT` lines on stdout and a header naming the machine and
+//! the commit on stderr.
 
 use std::path::PathBuf;
 

@@ -1,14 +1,16 @@
-//! Administrative operations: domains, users, passwords, quotas, aliases.
+//! Provisioning: the directory's domains, users (passwords, quotas, the admin flag, renames,
+//! deletions), aliases and DKIM keys, added, changed, listed and removed.
 //!
 //! Every change is one transaction opened by `db::begin_write` (which bumps the generation
 //! and takes the write lock first), so the existence checks inside it are the truth the
 //! write lands on, and the specific errors below ("no such domain", "already exists") never
 //! race with another writer. Argon2 runs before the transaction, never while holding the lock.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
-use crate::address::{Address, LocalCase, normalize_domain, parse_address};
-use crate::error::{DirectoryError, shown};
+use crate::address::{Address, LocalCase};
+use crate::arguments::{address_arg, domain_arg, node_arg};
+use crate::db::unix_now_s;
+use crate::dkim::{DkimKey, check_selector, load_dkim_keys};
+use crate::error::DirectoryError;
 use crate::{Directory, UserInfo, db, password};
 
 /// An alias source: one address, or a domain's catch-all (`@domain`).
@@ -34,32 +36,11 @@ impl Source {
     }
 }
 
-fn domain_arg(name: &str) -> Result<String, DirectoryError> {
-    normalize_domain(name).map_err(|reason| DirectoryError::InvalidDomain {
-        name: shown(name),
-        reason,
-    })
-}
-
-pub(crate) fn address_arg(address: &str, case: LocalCase) -> Result<Address, DirectoryError> {
-    parse_address(address, case).map_err(|reason| DirectoryError::InvalidAddress {
-        address: shown(address),
-        reason,
-    })
-}
-
 fn source_arg(source: &str) -> Result<Source, DirectoryError> {
     match source.strip_prefix('@') {
         Some(domain) => Ok(Source::CatchAll(domain_arg(domain)?)),
         None => Ok(Source::Address(address_arg(source, LocalCase::Fold)?)),
     }
-}
-
-pub(crate) fn unix_now_s() -> i64 {
-    let since_epoch = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    i64::try_from(since_epoch.as_secs()).unwrap_or(i64::MAX)
 }
 
 /// Whether `count` (a `SELECT COUNT(*) ... WHERE key = $1`) finds a row for `key`.
@@ -247,7 +228,7 @@ impl Directory {
         node: Option<&str>,
         admin: bool,
     ) -> Result<Option<String>, DirectoryError> {
-        let node = node.map(crate::nodes::node_arg).transpose()?;
+        let node = node.map(node_arg).transpose()?;
         let address = address_arg(address, LocalCase::Fold)?;
         password::check_new(password, self.inner.options.password_bytes_max)?;
         let domain = address.domain.clone();
@@ -804,5 +785,66 @@ impl Directory {
         let password = password.to_owned();
         self.run_hasher(move || password::hash(&params, &password))
             .await
+    }
+}
+
+impl Directory {
+    /// Stores a key; the domain must be ours and the selector unused in it. It becomes the
+    /// domain's signing key (the newest one signs).
+    pub async fn add_dkim_key(&self, key: &DkimKey) -> Result<(), DirectoryError> {
+        let domain = domain_arg(&key.domain)?;
+        let selector = check_selector(&key.selector)?;
+        let mut tx = db::begin_write(&self.inner.pool).await?;
+        let exists: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM domains WHERE name = $1")
+            .bind(&domain)
+            .fetch_one(&mut *tx)
+            .await?;
+        if exists == 0 {
+            return Err(DirectoryError::NoSuchDomain(domain));
+        }
+        let inserted = sqlx::query(
+            "INSERT INTO dkim_keys (domain, selector, algorithm, private_key, public_key, \
+             created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(&domain)
+        .bind(&selector)
+        .bind(&key.algorithm)
+        .bind(&key.private_key)
+        .bind(&key.public_key)
+        .bind(key.created_at)
+        .execute(&mut *tx)
+        .await;
+        match inserted {
+            Err(e) if db::is_unique_violation(&e) => {
+                return Err(DirectoryError::DkimKeyExists { domain, selector });
+            }
+            other => other?,
+        };
+        tx.commit().await?;
+        self.refresh_after_write().await;
+        Ok(())
+    }
+
+    /// Every stored key, by domain, newest first within a domain.
+    pub async fn dkim_keys(&self) -> Result<Vec<DkimKey>, DirectoryError> {
+        load_dkim_keys(&self.inner.pool).await
+    }
+
+    /// Deletes one key.
+    pub async fn del_dkim_key(&self, domain: &str, selector: &str) -> Result<(), DirectoryError> {
+        let domain = domain.to_ascii_lowercase();
+        let selector = check_selector(selector)?;
+        let mut tx = db::begin_write(&self.inner.pool).await?;
+        let deleted = sqlx::query("DELETE FROM dkim_keys WHERE domain = $1 AND selector = $2")
+            .bind(&domain)
+            .bind(&selector)
+            .execute(&mut *tx)
+            .await?;
+        if deleted.rows_affected() == 0 {
+            return Err(DirectoryError::NoSuchDkimKey { domain, selector });
+        }
+        tx.commit().await?;
+        self.refresh_after_write().await;
+        Ok(())
     }
 }

@@ -1,4 +1,5 @@
-//! Administrative operations, their error paths and messages, persistence and migrations.
+//! Provisioning (domains, users, aliases), its error paths and messages, persistence and
+//! migrations.
 
 use super::{Fixture, fast_options, open, stored_generation};
 use crate::tests::address::domain_of_len;

@@ -1,5 +1,12 @@
 //! A scenario (docs/simulator.md 6): what the CLI parses from a scenario file (TOML), and
-//! the checks it must pass ([`Scenario::validate`]).
+//! the checks it must pass ([`Scenario::validate`]). The models' sections (`[pvfs]`,
+//! `[mailfs]`, `[cluster]`) and `[sweep]` are in the files beside this one, so the models
+//! and the sweep runner use a scenario without the scenario using them.
+
+pub(crate) mod cluster_params;
+pub(crate) mod mailfs_params;
+pub(crate) mod pvfs_params;
+pub(crate) mod sweep_spec;
 
 use serde::Deserialize;
 use sim_models::Op;
@@ -8,7 +15,12 @@ use sim_models::localfs::{CpuParams, WritebackParams};
 use sim_models::readahead::ReadaheadParams;
 use sim_models::sched::SchedulerParams;
 
-use crate::SimError;
+use cluster_params::ClusterParams;
+use mailfs_params::MailfsParams;
+use pvfs_params::PvfsParams;
+use sweep_spec::SweepSpec;
+
+use crate::error::SimError;
 
 /// Limits on what one scenario may ask for, so a typo cannot run for days.
 pub const REPLICATIONS_MAX: u32 = 1_000;
@@ -35,16 +47,16 @@ pub struct Scenario {
     #[serde(default)]
     pub writeback: WritebackParams,
     #[serde(default)]
-    pub pvfs: crate::pvfs::PvfsParams,
+    pub pvfs: PvfsParams,
     #[serde(default)]
-    pub mailfs: crate::mailfs::MailfsParams,
+    pub mailfs: MailfsParams,
     #[serde(default)]
-    pub cluster: crate::cluster::ClusterParams,
+    pub cluster: ClusterParams,
     #[serde(rename = "workload")]
     pub workloads: Vec<Workload>,
     /// Run every workload once per value of one parameter (`crate::sweep`).
     #[serde(default)]
-    pub sweep: Option<crate::sweep::SweepSpec>,
+    pub sweep: Option<SweepSpec>,
 }
 
 fn one() -> u64 {
@@ -260,7 +272,7 @@ impl Scenario {
     pub fn validate(&self) -> Result<(), SimError> {
         self.check()?;
         if let Some(sweep) = &self.sweep {
-            crate::sweep::check(self, sweep)?;
+            sweep_spec::check(self, sweep)?;
         }
         Ok(())
     }

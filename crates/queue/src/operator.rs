@@ -12,8 +12,8 @@ use crate::error::QueueError;
 use crate::format::{self, Kind, Slot};
 use crate::index::Class;
 use crate::queue::Core;
+use crate::request::Request;
 use crate::segment::status_legal;
-use crate::writer::Request;
 use crate::{Envelope, MessageId, RecipientStatus};
 
 /// What a message in the queue is waiting for.

@@ -1,0 +1,537 @@
+//! A running node, `mailstow serve`: the parts of the system wired together, in the order
+//! that makes a start safe, and stopped in the reverse.
+//!
+//! Start, one phase each: the settings and any configured certificate are checked before
+//! anything is opened; the data directory is locked and the engines (queue, store) and the
+//! directory opened ([`Engines`]); the mailboxes' parts built over them (sessions, gate, the
+//! one road into the store, accounts); in a cluster, the node joins ([`Joined`]: lease,
+//! record of handed-over copies, moves); delivery threads start ([`Delivering`]); the
+//! connection shell binds every listener (`server::start`); deletions and renames a crash cut
+//! short are finished; the admin socket, the moves' watch, the stats file and the record's
+//! sync start; and `/healthz` turns ready. A failure in any phase stops the start with what
+//! it could not do, and nothing opened before it stays held (each part closes on drop).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use server::{DataDirLock, Reloaded, ServerConfig};
+use tokio::task::JoinHandle;
+
+/// The engines and the directory, opened under the data directory's lock.
+struct Engines {
+    queue: Arc<queue::Queue>,
+    store: store::Store,
+    directory: directory::Directory,
+    disk: Arc<dyn disk::Disk>,
+    /// Reloads the directory's cache when another process changed it.
+    refresher: JoinHandle<()>,
+    /// Held until the store's last checkpoint: only then may another process open them.
+    lock: Option<DataDirLock>,
+}
+
+/// Who is logged in, who may write, and the one road into the store.
+struct Mail {
+    telemetry: Arc<telemetry::Telemetry>,
+    deposit: Arc<mailboxes::Deposit>,
+    sessions: mailboxes::Sessions,
+    parking: server::Parking,
+    accounts: mailboxes::Accounts,
+    /// Copies delivered since start (local, handed over and remote).
+    delivered: Arc<AtomicU64>,
+}
+
+/// This node's part of a cluster.
+struct Joined {
+    cluster: Arc<cluster::Cluster>,
+    handover: Arc<cluster::HandOver>,
+    moves: Arc<cluster::Moves>,
+    lease: JoinHandle<()>,
+}
+
+/// The delivery threads and what drives them.
+struct Delivering {
+    wakeup: Arc<delivery::Wakeup>,
+    stop: Arc<AtomicBool>,
+    workers: Vec<std::thread::JoinHandle<()>>,
+    peers: Option<Arc<delivery::peer::PeerPath>>,
+    /// Hands copies that waited for a node over as soon as it is back (cluster).
+    wake_on_return: Option<JoinHandle<()>>,
+}
+
+/// A running node.
+pub(crate) struct Node {
+    pub(crate) running: server::Running,
+    data_dir: PathBuf,
+    engines: Engines,
+    joined: Option<Joined>,
+    delivering: Delivering,
+    health: Arc<server::Health>,
+    /// The admin socket, the moves' watch, the stats file, the record's sync.
+    tasks: Vec<JoinHandle<()>>,
+    shutdown: tokio::sync::watch::Sender<bool>,
+}
+
+impl Node {
+    pub(crate) async fn start(config: ServerConfig) -> Result<Node> {
+        // The settings and a configured certificate, before anything is opened or bound.
+        server::validate(&config)?;
+        let engines = Engines::open(&config).await?;
+        let mail = Mail::build(&config, &engines);
+        let joined = match &config.cluster {
+            Some(cluster) => Some(Joined::join(&config, cluster, &engines, &mail)?),
+            None => None,
+        };
+        let delivering = Delivering::start(&config, &engines, &mail, joined.as_ref())?;
+        let throttle = Arc::new(server::Throttle::new(config.throttle));
+        let operations = Arc::new(admin::Operations {
+            data_dir: config.data_dir.clone(),
+            node_name: joined
+                .as_ref()
+                .map_or_else(|| config.hostname.clone(), |j| j.cluster.node.clone()),
+            queue: engines.queue.clone(),
+            store: engines.store.clone(),
+            directory: engines.directory.clone(),
+            accounts: mail.accounts.clone(),
+            deposit: mail.deposit.clone(),
+            wakeup: delivering.wakeup.clone(),
+            telemetry: mail.telemetry.clone(),
+            logins: throttle.clone(),
+        });
+        let health = Arc::new(server::Health::default());
+        let accepted = Arc::new(AtomicU64::new(0));
+        let running = server::start(
+            config.clone(),
+            server::Parts {
+                queue: engines.queue.clone(),
+                store: engines.store.clone(),
+                directory: engines.directory.clone(),
+                deposit: mail.deposit.clone(),
+                sessions: mail.sessions.clone(),
+                parking: mail.parking.clone(),
+                throttle,
+                telemetry: mail.telemetry.clone(),
+                wakeup: delivering.wakeup.clone(),
+                accepted: accepted.clone(),
+                health: health.clone(),
+                cluster: joined.as_ref().map(|j| j.cluster.clone()),
+                handover: joined.as_ref().map(|j| j.handover.clone()),
+                moves: joined.as_ref().map(|j| j.moves.clone()),
+                operations: operations.clone(),
+            },
+        )
+        .await?;
+        // Users deleted while no server ran, or whose removal a crash cut short.
+        mail.accounts.finish_deletions().await;
+        // Renames a crash cut short, or begun by an offline `user rename` that did not finish.
+        mail.accounts.finish_renames().await;
+        let (shutdown, watch) = tokio::sync::watch::channel(false);
+        let mut tasks =
+            vec![admin::socket::start(operations).context("starting the admin socket")?];
+        if let Some(joined) = &joined {
+            tasks.push(tokio::spawn(cluster::moves::watch(
+                joined.moves.clone(),
+                watch,
+            )));
+            // The record of handed-over copies is written before each 250 and synced
+            // within `SYNC_INTERVAL` (`cluster::handover`).
+            tasks.push(joined.handover.spawn_record_sync());
+        }
+        tasks.push(tokio::spawn(write_stats(Stats {
+            path: stats_path(&config.data_dir),
+            queue: engines.queue.clone(),
+            store: engines.store.clone(),
+            accepted,
+            delivered: mail.delivered.clone(),
+            peers: delivering.peers.clone(),
+            shell: running.counters(),
+        })));
+        // Every listener is bound and the engines are open.
+        health.ready();
+        Ok(Node {
+            running,
+            data_dir: config.data_dir.clone(),
+            engines,
+            joined,
+            delivering,
+            health,
+            tasks,
+            shutdown,
+        })
+    }
+
+    /// Applies a new configuration to the connection shell (see `server::Running::reload`).
+    pub(crate) fn reload(&self, new: &ServerConfig) -> Result<Reloaded> {
+        self.running.reload(new)
+    }
+
+    /// Stops accepting, ends sessions, gives up the lease, stops delivery and closes the
+    /// queue and the store.
+    pub(crate) async fn stop(self) -> Result<()> {
+        self.health.stopping();
+        let _ = self.shutdown.send(true);
+        for task in &self.tasks {
+            task.abort();
+        }
+        admin::socket::remove_socket(&self.data_dir);
+        // Sessions close after their current command (parked ones woken to say goodbye).
+        self.running.stop().await;
+        self.engines.refresher.abort();
+        if let Some(joined) = &self.joined {
+            joined.lease.abort();
+            // Down for the other nodes now, not when the lease would have run out: they stop
+            // proxying to us at once (their users are told UNAVAILABLE, mail waits).
+            if let Err(e) = self
+                .engines
+                .directory
+                .renew_lease(&joined.cluster.node, Duration::ZERO)
+                .await
+            {
+                tracing::warn!(event = "directory_error", error = %e, msg = "could not give up the lease");
+            }
+        }
+        self.delivering.stop().await;
+        self.engines
+            .store
+            .checkpoint()
+            .context("checkpointing the store")?;
+        // Only now may another process open the engines.
+        drop(self.engines.lock);
+        Ok(())
+    }
+}
+
+impl Engines {
+    /// The data directory (made and locked), the open-file limit, the queue, the store and
+    /// the directory.
+    async fn open(config: &ServerConfig) -> Result<Engines> {
+        std::fs::create_dir_all(&config.data_dir)
+            .with_context(|| format!("creating {}", config.data_dir.display()))?;
+        let lock = DataDirLock::acquire(&config.data_dir)?;
+        let files = server::raise_file_limit();
+        if (files as usize) < config.connections_max + 64 {
+            tracing::warn!(
+                event = "file_limit",
+                open_files_max = files,
+                connections_max = config.connections_max,
+                msg = "the open-file limit is below connections_max + 64 (for the engines)"
+            );
+        }
+        let disk: Arc<dyn disk::Disk> = Arc::new(disk::RealDisk);
+        let queue_dir = config.data_dir.join("queue");
+        let store_dir = config.data_dir.join("store");
+        for dir in [&queue_dir, &store_dir] {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        let (queue, queue_report) =
+            queue::Queue::open(disk.clone(), &queue_dir, config.queue.clone())
+                .context("opening the queue")?;
+        let store_config = store::StoreConfig {
+            summary_cache_bytes_max: config.imap_header_cache_bytes_max,
+            view_cache_bytes_max: config.imap_view_cache_bytes_max,
+            ..config.store.clone()
+        };
+        let (store, _) = store::Store::open(disk.clone(), &store_dir, store_config)
+            .context("opening the store")?;
+        let directory = open_directory(config).await?;
+        tracing::info!(
+            event = "queue_opened",
+            pending = queue_report.pending,
+            deferred = queue_report.deferred
+        );
+        Ok(Engines {
+            queue: Arc::new(queue),
+            store,
+            refresher: directory.spawn_refresher(Duration::from_secs(2)),
+            directory,
+            disk,
+            lock,
+        })
+    }
+}
+
+/// The directory: SQLite in the data directory unless configured; a cluster's must be the
+/// PostgreSQL every node shares.
+async fn open_directory(config: &ServerConfig) -> Result<directory::Directory> {
+    let location = config
+        .directory
+        .clone()
+        .unwrap_or_else(|| directory::Location::Sqlite(config.data_dir.join("directory.db")));
+    if config.cluster.is_some() && !matches!(location, directory::Location::Postgres(_)) {
+        anyhow::bail!(
+            "[cluster] needs the directory every node shares: set [directory] url to a \
+             postgres:// URL"
+        );
+    }
+    directory::Directory::open_at(
+        &location,
+        directory::Options {
+            hash_concurrency_max: config.hash_concurrency_max,
+            hash_memory_bytes_max: config.hash_memory_bytes_max,
+            hash_queue_max: config.hash_queue_max,
+            postmaster: config.postmaster.clone(),
+            ..directory::Options::default()
+        },
+    )
+    .await
+    .context("opening the directory")
+}
+
+impl Mail {
+    /// The telemetry (with the engines' counters), the gate, the road into the store, the
+    /// parking lot and the sessions it wakes, the accounts; and the store's observer, so a
+    /// session in IDLE wakes on its user's changes, whoever made them.
+    fn build(config: &ServerConfig, engines: &Engines) -> Mail {
+        let gate = Arc::new(match &config.cluster {
+            Some(cluster) => {
+                mailboxes::Gate::cluster(cluster.node.clone(), engines.directory.clone())
+            }
+            None => mailboxes::Gate::single(),
+        });
+        let telemetry = telemetry::Telemetry::new();
+        let delivered = Arc::new(AtomicU64::new(0));
+        let deposit = Arc::new(mailboxes::Deposit::new(
+            engines.store.clone(),
+            gate.clone(),
+            telemetry.clone(),
+            delivered.clone(),
+        ));
+        let parking = server::Parking::default();
+        let sessions = mailboxes::Sessions::new(config.imap_sessions_per_user_max, parking.waker());
+        telemetry.register_engines(engines.queue.clone(), engines.store.clone(), {
+            let parking = parking.clone();
+            Box::new(move || parking.len())
+        });
+        let observed = sessions.clone();
+        engines
+            .store
+            .set_observer(Arc::new(move |user: &str| observed.changed(user)));
+        let accounts = mailboxes::Accounts {
+            directory: engines.directory.clone(),
+            store: engines.store.clone(),
+            sessions: sessions.clone(),
+            gate,
+        };
+        Mail {
+            telemetry,
+            deposit,
+            sessions,
+            parking,
+            accounts,
+            delivered,
+        }
+    }
+}
+
+impl Joined {
+    /// The lease that says this node is up, the record of copies handed over and stored
+    /// here, the hand-over taker and the moves.
+    fn join(
+        config: &ServerConfig,
+        cluster: &cluster::ClusterConfig,
+        engines: &Engines,
+        mail: &Mail,
+    ) -> Result<Joined> {
+        let directory = &engines.directory;
+        if directory.cache().node(&cluster.node).is_none() {
+            anyhow::bail!(
+                "node {} is not in the directory: add it with `mailstow node add`",
+                cluster.node
+            );
+        }
+        let record = Arc::new(
+            cluster::Delivered::open(
+                engines.disk.clone(),
+                &config.data_dir,
+                // No origin hands a copy over again after the queue's lifetime.
+                delivery::RETRY_FOR + Duration::from_secs(86_400),
+                config.cluster_delivered_max,
+            )
+            .context("opening the record of handed-over mail (cluster-delivered)")?,
+        );
+        let handover = Arc::new(cluster::HandOver::new(
+            cluster.node.clone(),
+            directory.clone(),
+            mail.deposit.clone(),
+            record,
+        ));
+        let tls = Arc::new(opportunistic_tls::client_config());
+        let node = Arc::new(cluster::Cluster::new(cluster, tls));
+        let moves = Arc::new(cluster::Moves::new(
+            node.clone(),
+            mail.accounts.clone(),
+            mail.deposit.clone(),
+        ));
+        Ok(Joined {
+            lease: directory.spawn_lease(&cluster.node, cluster::LEASE_RENEW, cluster::LEASE_TTL),
+            cluster: node,
+            handover,
+            moves,
+        })
+    }
+}
+
+impl Delivering {
+    /// The delivery threads, routing from the directory, the gate and this node's name,
+    /// with the outbound path the configuration names and, in a cluster, the peers.
+    fn start(
+        config: &ServerConfig,
+        engines: &Engines,
+        mail: &Mail,
+        joined: Option<&Joined>,
+    ) -> Result<Delivering> {
+        let wakeup = Arc::new(delivery::Wakeup::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let router: Arc<dyn delivery::Router> = Arc::new(delivery::DirectoryRouter {
+            directory: engines.directory.clone(),
+            node: joined.map(|j| j.cluster.node.clone()),
+            gate: mail.deposit.gate().clone(),
+        });
+        let peers = joined.map(|j| {
+            Arc::new(delivery::peer::PeerPath::new(
+                delivery::peer::Peers::new(&j.cluster.node, &config.hostname),
+                tokio::runtime::Handle::current(),
+            ))
+        });
+        let wake_on_return = peers.clone().map(|peers| {
+            tokio::spawn(delivery::wake_on_return(
+                engines.directory.clone(),
+                engines.queue.clone(),
+                wakeup.clone(),
+                peers,
+            ))
+        });
+        let outbound = outbound(config)?;
+        let mut workers = Vec::new();
+        for n in 0..config.delivery_threads.max(1) {
+            let worker = delivery::Delivery {
+                queue: engines.queue.clone(),
+                router: router.clone(),
+                wakeup: wakeup.clone(),
+                stop: stop.clone(),
+                hostname: config.hostname.clone(),
+                delivered: mail.delivered.clone(),
+                outbound: outbound.clone(),
+                deposit: mail.deposit.clone(),
+                events: mail.telemetry.clone(),
+                peers: peers.clone(),
+            };
+            workers.push(
+                std::thread::Builder::new()
+                    .name(format!("delivery-{n}"))
+                    .spawn(move || worker.run())
+                    .context("starting a delivery thread")?,
+            );
+        }
+        Ok(Delivering {
+            wakeup,
+            stop,
+            workers,
+            peers,
+            wake_on_return,
+        })
+    }
+
+    /// Stops the threads after their current batch.
+    async fn stop(self) {
+        if let Some(task) = &self.wake_on_return {
+            task.abort();
+        }
+        self.stop.store(true, Ordering::Relaxed);
+        self.wakeup.notify();
+        let workers = self.workers;
+        tokio::task::spawn_blocking(move || {
+            for worker in workers {
+                let _ = worker.join();
+            }
+        })
+        .await
+        .ok();
+    }
+}
+
+/// Where mail for other domains goes: the smarthost, each domain's exchangers, or nowhere
+/// (it waits in the deferred queue).
+fn outbound(config: &ServerConfig) -> Result<Option<Arc<delivery::Outbound>>> {
+    let path = match (&config.relay, &config.direct) {
+        (Some(relay), _) => delivery::Path::Relay(relay.clone()),
+        (None, Some(direct)) => delivery::Path::Mx(Box::new(delivery::outbound::Mx {
+            // A slow or dead name server must not hold a delivery batch for long: 2 tries
+            // of 5 s.
+            resolver: sender_auth::resolver(&direct.dns_servers, Duration::from_secs(5), 2)
+                .context("building the DNS resolver")?,
+            port: direct.mx_port,
+        })),
+        (None, None) => return Ok(None),
+    };
+    Ok(Some(Arc::new(delivery::Outbound {
+        path,
+        clients: delivery::outbound::Clients::new(),
+        runtime: tokio::runtime::Handle::current(),
+        hostname: config.hostname.clone(),
+    })))
+}
+
+/// Where the server writes its counters once a second.
+pub(crate) fn stats_path(data_dir: &Path) -> PathBuf {
+    data_dir.join("stats")
+}
+
+/// What the stats file counts.
+struct Stats {
+    path: PathBuf,
+    queue: Arc<queue::Queue>,
+    store: store::Store,
+    accepted: Arc<AtomicU64>,
+    delivered: Arc<AtomicU64>,
+    peers: Option<Arc<delivery::peer::PeerPath>>,
+    shell: server::Counters,
+}
+
+/// Writes `<data_dir>/stats` once a second: `name value` lines that scripts and operators can
+/// read without talking to the server (replaced atomically, never half written).
+/// In a cluster, `peer_*` are the handovers' LMTP bytes sent and received and the
+/// connections they opened.
+async fn write_stats(stats: Stats) {
+    let tmp = stats.path.with_extension("tmp");
+    loop {
+        let queue = stats.queue.stats();
+        // Counters only: `Store::stats` would walk every folder under the writer lock.
+        let store = stats.store.io_counters();
+        let peer = stats.peers.as_ref().map_or((0, 0, 0), |p| {
+            let t = p.peers.traffic();
+            (
+                t.sent.load(Ordering::Relaxed),
+                t.received.load(Ordering::Relaxed),
+                t.connections.load(Ordering::Relaxed),
+            )
+        });
+        let text = format!(
+            "accepted {}\ndelivered {}\nconnections {}\nqueue_pending {}\nqueue_deferred {}\n\
+             queue_bounces {}\nqueue_fdatasyncs {}\nstore_data_syncs {}\nstore_journal_syncs {}\n\
+             store_messages_appended {}\ninflight_bytes {}\ninflight_refusals {}\n\
+             peer_bytes_sent {}\npeer_bytes_received {}\npeer_connections {}\n",
+            stats.accepted.load(Ordering::Relaxed),
+            stats.delivered.load(Ordering::Relaxed),
+            stats.shell.open_connections(),
+            queue.pending_messages,
+            queue.deferred_messages,
+            queue.bounces,
+            queue.fdatasyncs,
+            store.data_syncs,
+            store.journal_syncs,
+            store.messages_appended,
+            stats.shell.inflight_reserved(),
+            stats.shell.inflight_refusals(),
+            peer.0,
+            peer.1,
+            peer.2,
+        );
+        if std::fs::write(&tmp, text).is_ok() {
+            let _ = std::fs::rename(&tmp, &stats.path);
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}

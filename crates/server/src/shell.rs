@@ -1,0 +1,77 @@
+//! What every connection shares, whatever its protocol: the settings in force, the connection
+//! limits, the login throttle, the shared budget of message bytes in memory, the mail log,
+//! who is logged in, the parking lot, and what logins need from the directory and the
+//! cluster. Each protocol's own parts (the queue for SMTP, the store for POP3 and IMAP) are
+//! in its module, handed only to its connections.
+
+use std::sync::{Arc, RwLock};
+
+use crate::config::ServerConfig;
+use crate::connections::ConnectionLimits;
+use crate::live::Live;
+use crate::park::Parking;
+use crate::throttle::Throttle;
+
+pub(crate) struct Shell {
+    /// The configuration the server started with (a reload changes [`Shell::live`] only).
+    pub(crate) config: ServerConfig,
+    /// What a reload (SIGHUP) changes: read it with [`Shell::live`] where a setting is used.
+    live: RwLock<Arc<Live>>,
+    pub(crate) connections: Arc<ConnectionLimits>,
+    pub(crate) throttle: Arc<Throttle>,
+    /// Message bytes in memory, all connections together.
+    pub(crate) inflight: Arc<limits::ByteBudget>,
+    /// The mail log and the metrics.
+    pub(crate) telemetry: Arc<telemetry::Telemetry>,
+    /// Logged-in users of every protocol.
+    pub(crate) sessions: mailboxes::Sessions,
+    /// Where IMAP sessions in IDLE wait outside their tasks.
+    pub(crate) parking: Parking,
+    /// Users, passwords and (in a cluster) who owns each mailbox.
+    pub(crate) directory: directory::Directory,
+    /// This node of a cluster: logins of other nodes' users are handed over to them.
+    pub(crate) cluster: Option<Arc<cluster::Cluster>>,
+}
+
+impl Shell {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        config: ServerConfig,
+        live: Live,
+        throttle: Arc<Throttle>,
+        inflight: Arc<limits::ByteBudget>,
+        telemetry: Arc<telemetry::Telemetry>,
+        sessions: mailboxes::Sessions,
+        parking: Parking,
+        directory: directory::Directory,
+        cluster: Option<Arc<cluster::Cluster>>,
+    ) -> Shell {
+        Shell {
+            connections: ConnectionLimits::new(
+                config.connections_max,
+                config.connections_per_ip_max,
+            ),
+            config,
+            live: RwLock::new(Arc::new(live)),
+            throttle,
+            inflight,
+            telemetry,
+            sessions,
+            parking,
+            directory,
+            cluster,
+        }
+    }
+
+    /// The settings in force now (a connection takes them when it opens and keeps them).
+    pub(crate) fn live(&self) -> Arc<Live> {
+        // Poisoned: a reload panicked while swapping one `Arc` for another, which leaves
+        // either; both are whole.
+        self.live.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Puts `live` in force for new connections and logins (a reload).
+    pub(crate) fn set_live(&self, live: Live) {
+        *self.live.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(live);
+    }
+}
