@@ -6,7 +6,8 @@
 //! FLAGS). Both log in through the `Auth` event as a fresh user whose INBOX holds four
 //! messages, under a quota small enough that APPEND, COPY and MOVE meet `NO [OVERQUOTA]`;
 //! the user is deleted afterwards, so the one store of the process stays small.
-//! Checks: no panic, every write ends a response (CRLF), nothing after Close, and the store
+//! Storage steps run at once, with the time fixed (`Event::Storage`, `Session::run`).
+//! Checks: no panic, every reply ends a response (CRLF), nothing after Close, and the store
 //! passes fsck after every input.
 #![no_main]
 
@@ -21,7 +22,7 @@ use imap::{
 };
 use libfuzzer_sys::fuzz_target;
 use mailstow_fuzz::{Split, assert_crlf_lines, flights};
-use store::{AppendRequest, NewMessage, Store, StoreConfig};
+use store::{AppendRequest, Mailstore, NewMessage, Store, StoreConfig};
 
 /// A quota small enough that APPEND, COPY and MOVE reach it (`NO [OVERQUOTA]`).
 struct SmallQuota;
@@ -74,15 +75,13 @@ impl Subscriptions for MemorySubscriptions {
     }
 }
 
-/// The store as the server hands it to sessions (`crates/server/src/imap_store.rs`).
-struct SessionStore(Store);
-
-imap::forward_mailstore!(SessionStore, 0);
-
 struct World {
-    store: SessionStore,
+    store: Arc<Store>,
     subscriptions: MemorySubscriptions,
 }
+
+/// The time the sessions are given: fixed, so an input always does the same.
+const NOW: i64 = 1_700_000_000;
 
 /// One store per process: opening one per input would cost more than the session.
 fn world() -> &'static World {
@@ -98,7 +97,7 @@ fn world() -> &'static World {
             .expect("open the store")
             .0;
         World {
-            store: SessionStore(store),
+            store,
             subscriptions: MemorySubscriptions::default(),
         }
     })
@@ -137,21 +136,25 @@ struct Client {
 }
 
 impl Client {
-    /// Polls until the session needs input; the password `secret` logs in as `user`.
+    /// Polls until the session needs input; the password `secret` logs in as `user`. Like
+    /// the server, it tells an idling session of changes (the other session may have made
+    /// some).
     fn run(&mut self, world: &World, user: &str) {
         let backend = Backend {
-            store: &world.store,
+            store: &*world.store,
             subscriptions: &world.subscriptions,
             special_uses: &NoSpecialUses,
             quotas: &SmallQuota,
         };
+        self.session.mail_changed();
         let mut polls = 0u32;
-        while let Some(event) = self.session.poll(&backend) {
+        while let Some(event) = self.session.poll() {
             polls += 1;
             assert!(polls < 1_000_000, "poll never returns None");
             assert!(!self.closed, "event after Close: {event:?}");
             match event {
-                Event::Write(bytes) => assert_crlf_end(&bytes),
+                Event::Reply(bytes) => assert_crlf_end(&bytes),
+                Event::Storage => self.session.run(&backend, NOW),
                 Event::Auth { password, .. } => {
                     let result = match password.as_str() {
                         "secret" => AuthResult::Success {
@@ -173,15 +176,15 @@ impl Client {
     }
 }
 
-/// A write ends with a whole response; literals inside may hold any bytes.
+/// A reply ends with a whole response; literals inside may hold any bytes.
 fn assert_crlf_end(bytes: &[u8]) {
-    assert!(!bytes.is_empty(), "an empty write");
+    assert!(!bytes.is_empty(), "an empty reply");
     assert!(
         bytes.ends_with(b"\r\n"),
-        "a write that does not end a response: {:?}",
+        "a reply that does not end a response: {:?}",
         String::from_utf8_lossy(&bytes[bytes.len().saturating_sub(200)..])
     );
-    // The first line of a write is a response or continuation line.
+    // The first line of a reply is a response or continuation line.
     let first = bytes.split(|&b| b == b'\n').next().unwrap_or_default();
     assert_crlf_lines(
         "IMAP first line",
@@ -210,7 +213,7 @@ fuzz_target!(|data: &[u8]| {
             },
         })
         .collect();
-    for result in world.store.0.append_batch(requests) {
+    for result in world.store.append_batch(requests) {
         result.expect("append");
     }
 
@@ -245,20 +248,14 @@ fuzz_target!(|data: &[u8]| {
     for client in &mut clients {
         if client.closed {
             client.session.feed(b"x NOOP\r\n");
-            let backend = Backend {
-                store: &world.store,
-                subscriptions: &world.subscriptions,
-                special_uses: &NoSpecialUses,
-                quotas: &SmallQuota,
-            };
             assert!(
-                client.session.poll(&backend).is_none(),
+                client.session.poll().is_none(),
                 "an event after Close"
             );
         }
     }
     drop(clients);
-    world.store.0.delete_user(&user).expect("delete the user");
+    world.store.delete_user(&user).expect("delete the user");
     world
         .subscriptions
         .0
@@ -267,6 +264,6 @@ fuzz_target!(|data: &[u8]| {
         .retain(|(u, _)| *u != user);
     // With every user deleted the store is nearly empty, so checking all of it is cheap, and
     // a problem is always this input's.
-    let report = world.store.0.fsck(false, &mut |_, _| {}).expect("fsck");
+    let report = world.store.fsck(false, &mut |_, _| {}).expect("fsck");
     assert!(report.is_clean(), "fsck after input {n}: {report}");
 });

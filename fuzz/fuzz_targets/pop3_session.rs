@@ -148,7 +148,7 @@ impl Shell {
                         (0, _) | (_, None) => Err("store\nunavailable".to_owned()),
                         (_, Some((_, content))) => Ok(content.to_vec()),
                     };
-                    self.session.message(result);
+                    self.session.retrieve_result(result);
                 }
                 Event::Update { expunge } => {
                     assert!(!expunge.is_empty(), "Update with nothing to expunge");

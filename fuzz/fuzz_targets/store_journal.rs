@@ -19,7 +19,7 @@ use std::sync::{Arc, OnceLock};
 use disk::{Disk, SimDisk};
 use libfuzzer_sys::fuzz_target;
 use mailstow_fuzz::CappedDisk;
-use store::{FlagOp, Flags, NewMessage, Store, StoreConfig};
+use store::{FlagOp, Flags, Mailstore, NewMessage, Store, StoreConfig};
 
 const DIR: &str = "/s";
 const JOURNAL_HEADER_BYTES: usize = 4096;

@@ -28,7 +28,7 @@ pub struct Operations {
     /// This node's name in the admin pages (the cluster's, or the host name).
     pub node_name: String,
     pub queue: Arc<Queue>,
-    pub store: store::Store,
+    pub store: Arc<store::Store>,
     pub directory: directory::Directory,
     /// Removing and renaming users' mail (and the node, in a cluster).
     pub accounts: mailboxes::Accounts,

@@ -2,6 +2,7 @@
 //! (through the admin socket) or the CLI runs the command itself.
 
 use queue::{MessageDetail, QueueEntry, RecipientStatus};
+use store::Mailstore as _;
 
 /// `queue stats`'s answer.
 pub fn format_queue_stats(s: &queue::QueueStats) -> String {

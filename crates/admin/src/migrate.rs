@@ -23,7 +23,7 @@ use mailbox_formats::lines::{to_crlf, to_lf};
 use mailbox_formats::maildir::{self, MaildirFolder, MaildirWriter, OutMessage};
 use mailbox_formats::mbox::{self, MboxBase, MboxItem, MboxOut, MboxReader, MboxWriter, Quoting};
 use mailbox_formats::mutf7;
-use store::{ImportBatch, ImportedMessage, Store};
+use store::{ImportBatch, ImportedMessage, Mailstore as _, Store};
 
 /// Problems reported one by one; past this many only their count is.
 pub const PROBLEMS_SHOWN_MAX: u64 = 100;

@@ -12,6 +12,7 @@ use web::{AdminAction, AdminData, AdminUser, AdminView, BackendError, Queued};
 use crate::commands::Operations;
 use crate::format::{format_deleted, format_show, human_bytes};
 use crate::request::Request;
+use store::Mailstore as _;
 use telemetry::shown;
 
 fn directory_down(e: directory::DirectoryError) -> BackendError {

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
+use store::Mailstore as _;
 
 use crate::store_open::{fill, open_store};
 use crate::{median, ms, result, sys};

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use rand::seq::SliceRandom;
 use rand::{RngExt, SeedableRng};
+use store::Mailstore as _;
 
 use crate::store_open::open_store;
 use crate::{mail, ms, result, sys};

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use rand::SeedableRng;
+use store::Mailstore as _;
 
 use crate::{mail, median, ms, result, sys};
 
@@ -43,7 +44,7 @@ pub fn fill(store: &store::Store, user: &str, bytes: u64, seed: u64) -> Result<u
     Ok(count)
 }
 
-pub fn open_store(dir: &Path, config: store::StoreConfig) -> Result<store::Store> {
+pub fn open_store(dir: &Path, config: store::StoreConfig) -> Result<Arc<store::Store>> {
     std::fs::create_dir_all(dir)?;
     let (store, _) = store::Store::open(Arc::new(disk::RealDisk), dir, config)?;
     Ok(store)

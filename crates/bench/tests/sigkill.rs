@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bench::crashload::{content, queue_config, store_config};
+use store::Mailstore as _;
 
 #[derive(Default)]
 struct Promises {

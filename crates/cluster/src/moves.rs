@@ -63,6 +63,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, anyhow, bail};
 
 use mailboxes::{Accounts, Deposit};
+use store::Mailstore as _;
 
 use crate::node::Cluster;
 

@@ -709,7 +709,7 @@ mod tests {
     use std::sync::Mutex;
 
     use queue::{Envelope, Recipient, RecipientStatus};
-    use store::Store;
+    use store::{Mailstore as _, Store};
 
     /// Routes by the recipient's local part.
     struct ByName;

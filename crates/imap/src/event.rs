@@ -7,8 +7,13 @@ use std::fmt;
 #[derive(Clone, PartialEq, Eq)]
 pub enum Event {
     /// Bytes to write. Consecutive responses come coalesced.
-    Write(Vec<u8>),
-    /// The `OK Begin TLS negotiation now` response was the last write: flush it, run the
+    Reply(Vec<u8>),
+    /// The next step reads or changes mail: call `Session::run` with the store (and the
+    /// directory's subscriptions, special uses and quotas) and the time, where blocking on
+    /// the store is fine, then poll again. The session holds no store between steps, so the
+    /// shell decides where and when each runs (before login none does).
+    Storage,
+    /// The `OK Begin TLS negotiation now` response was the last reply: flush it, run the
     /// handshake, then call `tls_started`. Input that came with or after the STARTTLS line
     /// has been discarded (RFC 9051 6.2.1, CVE-2011-0411).
     StartTls,
@@ -24,21 +29,22 @@ pub enum Event {
     /// RFC 4978 COMPRESS DEFLATE: may this connection be compressed (the shell bounds how
     /// many are, each holding a compressor's memory)? Answer with `compress_result`.
     Compress,
-    /// The `OK DEFLATE active` response was the last write: flush it, then compress
+    /// The `OK DEFLATE active` response was the last reply: flush it, then compress
     /// everything written and decompress everything read from here on. Input that came after
     /// the COMPRESS line was discarded (the client must wait for the answer, RFC 4978 3).
     Deflate,
-    /// Flush writes and close the connection; the session is over.
+    /// Flush replies and close the connection; the session is over.
     Close,
 }
 
 impl fmt::Debug for Event {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Event::Write(bytes) => f
-                .debug_tuple("Write")
+            Event::Reply(bytes) => f
+                .debug_tuple("Reply")
                 .field(&String::from_utf8_lossy(bytes))
                 .finish(),
+            Event::Storage => f.write_str("Storage"),
             Event::StartTls => f.write_str("StartTls"),
             Event::Compress => f.write_str("Compress"),
             Event::Deflate => f.write_str("Deflate"),

@@ -47,8 +47,7 @@ impl Session {
             && !self.compressed
             && self.out.is_empty()
             && self.events.is_empty()
-            && self.work.is_none()
-            && self.pending_login.is_none()
+            && self.storage.is_none()
             && self.framer.is_quiescent();
         let (true, Some(user), Some(Waiting::Idle { .. })) = (quiet, &self.user, &self.waiting)
         else {
@@ -90,8 +89,7 @@ impl Hibernated {
             out: Vec::new(),
             events: Default::default(),
             waiting: Some(Waiting::Idle { tag: self.tag }),
-            work: None,
-            pending_login: None,
+            storage: None,
             errors: self.errors,
             closed: false,
             idles: self.idles,

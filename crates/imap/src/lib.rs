@@ -1,17 +1,29 @@
 //! Sans-IO IMAP server sessions: IMAP4rev2 (RFC 9051), compatible with IMAP4rev1 (RFC 3501)
 //! clients, over the mailbox store.
 //!
-//! A [`Session`] owns no socket and no runtime. The shell (`crates/server`) feeds it the bytes
-//! it reads, writes what it polls, and answers the one decision that needs the directory
-//! (`Event::Auth`). Commands run against the store synchronously inside [`Session::poll`]
-//! through a [`Backend`]; the shell calls `poll` on a blocking thread.
+//! A [`Session`] owns no socket, no runtime, no store and no clock. Like the SMTP and POP3
+//! sessions, it takes the bytes the shell (`crates/server`) reads ([`Session::feed`]) and
+//! answers with events ([`Session::poll`]): `Reply` bytes to write, and decisions the shell
+//! answers (`Auth` with `auth_result`, `Compress` with `compress_result`, `StartTls` with
+//! `tls_started`). A step that reads or changes mail is a decision too: `Event::Storage`,
+//! answered by [`Session::run`] with a [`Backend`] (the [`Mailstore`] and the directory's
+//! subscriptions, special uses and quotas) and the time; the shell runs it where blocking is
+//! fine. Nothing before login, and no command that touches no mail, asks for it.
 //!
 //! # Data flow
 //!
 //! ```text
 //!  bytes ─feed─▶ Framer (lines + literals, every limit) ─▶ parse (imap-codec + the
-//!  IMAP4rev2 forms it lacks) ─▶ command/<name>.rs ─▶ store::Store ─▶ responses ─poll─▶ Write
+//!  IMAP4rev2 forms it lacks) ─▶ command::run ─(mail? Event::Storage ... run)─▶
+//!  command/<name>.rs ─▶ Mailstore ─▶ responses ─poll─▶ Reply
 //! ```
+//!
+//! # Layout
+//!
+//! `session.rs` holds a session's state and the primitives commands write with; `command/`
+//! the commands (one file each); `shell.rs` what the shell calls, which runs the commands;
+//! `backend.rs` what a storage step works on; `selected.rs` the selected folder as the client
+//! knows it; `fetch_plan.rs` what a FETCH asks for, kept across its steps.
 //!
 //! # Invariants
 //!
@@ -25,28 +37,33 @@
 //! - MIME structure (ENVELOPE, BODYSTRUCTURE, part offsets) comes from the store's summary,
 //!   computed once at arrival; FETCH never re-parses a message that has one.
 
+mod backend;
 mod command;
 mod config;
 mod event;
+mod fetch_plan;
 mod framer;
 mod hibernate;
-mod mailstore;
 mod parse;
 mod response;
 mod selected;
 mod session;
+mod shell;
 
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 
+pub use backend::{Backend, Quotas, SpecialUses, Subscriptions};
 pub use config::{AUTOLOGOUT, Config, LITERAL_MINUS_BYTES_MAX, LOGIN_TIMEOUT};
 pub use event::{AuthResult, Event};
 pub use hibernate::Hibernated;
 /// The data types of [`Mailstore`], for its implementations.
 pub use mail_model;
-pub use mailstore::Mailstore;
-pub use session::{Backend, Quotas, Session, SpecialUses, Subscriptions};
+/// The store's interface, which sessions run against (declared in `mail-model`, implemented
+/// by the store itself).
+pub use mail_model::Mailstore;
+pub use session::Session;
 
 #[cfg(test)]
 mod tests;

@@ -17,6 +17,19 @@ use mail_model::Flags;
 
 use crate::framer::tag_of;
 
+/// The items STATUS (and LIST ... RETURN (STATUS ...)) understands.
+pub(crate) const STATUS_ITEMS: [&str; 9] = [
+    "MESSAGES",
+    "RECENT",
+    "UIDNEXT",
+    "UIDVALIDITY",
+    "UNSEEN",
+    "DELETED",
+    "SIZE",
+    "HIGHESTMODSEQ",
+    "APPENDLIMIT",
+];
+
 pub(crate) enum Request {
     Codec(CommandBody<'static>),
     Append {
@@ -471,7 +484,7 @@ fn parse_list(c: &mut Cursor<'_>, lsub: bool) -> Result<ListRequest, String> {
                         }
                         let item =
                             String::from_utf8(c.word().to_ascii_uppercase()).unwrap_or_default();
-                        if !crate::command::status::ITEMS.contains(&item.as_str()) {
+                        if !STATUS_ITEMS.contains(&item.as_str()) {
                             return Err("Unknown STATUS item".into());
                         }
                         items.push(item);

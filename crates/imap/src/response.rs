@@ -112,6 +112,60 @@ pub(crate) fn uid_set(uids: &[u32]) -> String {
     s
 }
 
+/// Ranges as an IMAP sequence set (`1:3,7`).
+pub(crate) fn ranges_text(ranges: &[(u32, u32)]) -> String {
+    ranges
+        .iter()
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}:{b}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A set in the order given, ranges only over ascending runs (RFC 5267 3.2 for ESORT's ALL;
+/// an ascending input gives the usual compact set).
+pub(crate) fn ordered_set(numbers: &[u32]) -> String {
+    let mut out = String::new();
+    let mut i = 0;
+    while i < numbers.len() {
+        let start = numbers[i];
+        let mut end = start;
+        while i + 1 < numbers.len() && numbers[i + 1] == end.wrapping_add(1) {
+            end = numbers[i + 1];
+            i += 1;
+        }
+        if !out.is_empty() {
+            out.push(',');
+        }
+        if start == end {
+            out.push_str(&start.to_string());
+        } else {
+            out.push_str(&format!("{start}:{end}"));
+        }
+        i += 1;
+    }
+    out
+}
+
+/// RFC 5267 4.4: `PARTIAL (low:high set)`, the results at those positions (1-based) of
+/// `numbers` in their order, `NIL` if there are none.
+pub(crate) fn partial(numbers: &[u32], low: u32, high: u32) -> String {
+    let from = (low as usize).saturating_sub(1).min(numbers.len());
+    let to = (high as usize).min(numbers.len());
+    let set = ordered_set(&numbers[from..to.max(from)]);
+    let set = if set.is_empty() {
+        "NIL".to_string()
+    } else {
+        set
+    };
+    format!(" PARTIAL ({low}:{high} {set})")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,5 +203,15 @@ mod tests {
         out.push(b' ');
         write_mailbox(&mut out, "Folder with space");
         assert_eq!(out, b"INBOX \"Folder with space\"");
+    }
+
+    #[test]
+    fn sets_keep_their_order() {
+        assert_eq!(ordered_set(&[1, 2, 3, 7, 9, 10]), "1:3,7,9:10");
+        assert_eq!(ordered_set(&[5, 6, 2, 3, 1]), "5:6,2:3,1");
+        assert_eq!(ordered_set(&[]), "");
+        assert_eq!(partial(&[5, 6, 2, 3, 1], 2, 3), " PARTIAL (2:3 6,2)");
+        assert_eq!(partial(&[5, 6], 3, 9), " PARTIAL (3:9 NIL)");
+        assert_eq!(partial(&[5, 6], 1, 9), " PARTIAL (1:9 5:6)");
     }
 }

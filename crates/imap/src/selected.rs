@@ -4,7 +4,11 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use imap_codec::imap_types::core::Vec1;
+use imap_codec::imap_types::search::SearchKey;
 use mail_model::{MessageInfo, StoreError};
+
+use crate::response::ordered_set;
 
 pub(crate) struct Selected {
     pub(crate) name: String,
@@ -26,18 +30,18 @@ pub(crate) struct Selected {
     /// RFC 5182: the UIDs the last `SEARCH RETURN (SAVE)` kept, `$`; empty until one ran.
     pub(crate) saved: Vec<u32>,
     /// RFC 5267 4.3: the searches this session is kept up to date on.
-    pub(crate) updates: Vec<crate::command::context::SearchUpdate>,
+    pub(crate) updates: Vec<SearchUpdate>,
 }
 
 impl Selected {
     pub(crate) fn open(
-        store: &dyn crate::Mailstore,
+        store: &dyn mail_model::Mailstore,
         user: &str,
         name: &str,
         read_only: bool,
         rev1: bool,
     ) -> Result<Selected, StoreError> {
-        let (status, messages) = store.view(user, name)?;
+        let (status, messages) = store.shared_view(user, name)?;
         let mut keywords = BTreeSet::new();
         for m in messages.iter() {
             keywords.extend(m.keywords.iter().cloned());
@@ -62,7 +66,11 @@ impl Selected {
 
     /// RFC 3501 2.3.2: takes the messages no session has been told of (a read-write
     /// session claims them; a read-only one only sees them as recent).
-    fn take_recent(&mut self, store: &dyn crate::Mailstore, user: &str) -> Result<(), StoreError> {
+    fn take_recent(
+        &mut self,
+        store: &dyn mail_model::Mailstore,
+        user: &str,
+    ) -> Result<(), StoreError> {
         let Some(ranges) = self.recent.as_mut() else {
             return Ok(());
         };
@@ -141,7 +149,7 @@ impl Selected {
     /// later sync; they are found again then because the counts will not add up.
     pub(crate) fn sync(
         &mut self,
-        store: &dyn crate::Mailstore,
+        store: &dyn mail_model::Mailstore,
         user: &str,
         expunge: bool,
         (condstore, qresync): (bool, bool),
@@ -171,12 +179,7 @@ impl Selected {
                     .map(|m| m.uid)
                     .filter(|u| uids.binary_search(u).is_err())
                     .collect();
-                crate::command::context::before_expunge(
-                    &mut self.updates,
-                    &self.messages,
-                    &gone,
-                    out,
-                );
+                before_expunge(&mut self.updates, &self.messages, &gone, out);
             }
             let mut kept = Vec::with_capacity(self.messages.len());
             let mut vanished: Vec<(u32, u32)> = Vec::new();
@@ -197,11 +200,8 @@ impl Selected {
             }
             if !vanished.is_empty() {
                 out.extend_from_slice(
-                    format!(
-                        "* VANISHED {}\r\n",
-                        crate::command::sequence::ranges_text(&vanished)
-                    )
-                    .as_bytes(),
+                    format!("* VANISHED {}\r\n", crate::response::ranges_text(&vanished))
+                        .as_bytes(),
                 );
             }
             self.messages = Arc::new(kept);
@@ -260,5 +260,64 @@ impl Selected {
         self.uidnext = self.uidnext.max(status.uidnext);
         self.highest_modseq = self.highest_modseq.max(status.highest_modseq);
         Ok(())
+    }
+}
+
+/// RFC 5267 4.3: a search the client is kept up to date on (`RETURN (UPDATE)`, see
+/// `command/context.rs`).
+pub(crate) struct SearchUpdate {
+    pub(crate) tag: String,
+    pub(crate) uid: bool,
+    pub(crate) criteria: Vec1<SearchKey<'static>>,
+    /// Ascending.
+    pub(crate) uids: Vec<u32>,
+    /// The folder's (HIGHESTMODSEQ, messages) when the UIDs were last found.
+    pub(crate) seen: (u64, usize),
+}
+
+/// `* ESEARCH (TAG ...) REMOVEFROM ... ADDTO ...` for one context (RFC 5267 4.3).
+pub(crate) fn update_line(update: &SearchUpdate, removed: &[u32], added: &[u32]) -> String {
+    let mut line = format!("* ESEARCH (TAG \"{}\")", update.tag);
+    if update.uid {
+        line.push_str(" UID");
+    }
+    if !removed.is_empty() {
+        line.push_str(&format!(" REMOVEFROM (0 {})", ordered_set(removed)));
+    }
+    if !added.is_empty() {
+        line.push_str(&format!(" ADDTO (0 {})", ordered_set(added)));
+    }
+    line.push_str("\r\n");
+    line
+}
+
+/// Before expunges of `gone` (ascending UIDs) are reported on `messages` (the view as the
+/// client still numbers it): each context loses them, with one REMOVEFROM.
+pub(crate) fn before_expunge(
+    updates: &mut [SearchUpdate],
+    messages: &[MessageInfo],
+    gone: &[u32],
+    out: &mut Vec<u8>,
+) {
+    for update in updates {
+        let leaving: Vec<u32> = gone
+            .iter()
+            .filter(|u| update.uids.binary_search(u).is_ok())
+            .copied()
+            .collect();
+        if leaving.is_empty() {
+            continue;
+        }
+        update.uids.retain(|u| leaving.binary_search(u).is_err());
+        let removed: Vec<u32> = if update.uid {
+            leaving
+        } else {
+            leaving
+                .iter()
+                .filter_map(|&u| messages.binary_search_by_key(&u, |m| m.uid).ok())
+                .map(|i| i as u32 + 1)
+                .collect()
+        };
+        out.extend_from_slice(update_line(update, &removed, &[]).as_bytes());
     }
 }

@@ -30,7 +30,6 @@ mod fetch;
 mod limits;
 mod memory;
 mod quota;
-mod real;
 mod updates;
 
 use std::cell::Cell;
@@ -187,10 +186,9 @@ pub(crate) fn real_store(config: StoreConfig) -> Store {
         reservation_bytes: 0,
         ..config
     };
-    let store = store::Store::open(Arc::new(SimDisk::new()), Path::new("/store"), config)
+    store::Store::open(Arc::new(SimDisk::new()), Path::new("/store"), config)
         .expect("open store")
-        .0;
-    Arc::new(real::RealStore(store))
+        .0
 }
 
 pub(crate) fn test_config() -> Config {
@@ -212,6 +210,10 @@ pub(crate) struct Client {
     pub(crate) compressed: bool,
     /// The shell's answer to COMPRESS: refused (too many compressed connections).
     pub(crate) compress_refused: bool,
+    /// The time this shell passes to `Session::run`; the clock's when `None`.
+    pub(crate) now: Option<i64>,
+    /// `Event::Storage` steps run so far.
+    pub(crate) storage_steps: usize,
 }
 
 impl Client {
@@ -225,25 +227,31 @@ impl Client {
             starttls: false,
             compressed: false,
             compress_refused: false,
+            now: None,
+            storage_steps: 0,
         }
     }
 
     /// Runs the session until it needs input; the password `secret` logs in as the user
-    /// named.
+    /// named. Like the server, this shell tells an idling session of changes to its mail:
+    /// any other client's may have made one.
     pub(crate) fn run(&mut self) -> String {
         let mut out = Vec::new();
-        loop {
-            let backend = Backend {
-                store: &*self.store,
-                subscriptions: &*self.subs,
-                special_uses: &*self.subs,
-                quotas: &*self.quotas,
-            };
-            let Some(event) = self.session.poll(&backend) else {
-                break;
-            };
+        self.session.mail_changed();
+        while let Some(event) = self.session.poll() {
             match event {
-                Event::Write(bytes) => out.extend_from_slice(&bytes),
+                Event::Reply(bytes) => out.extend_from_slice(&bytes),
+                Event::Storage => {
+                    let backend = Backend {
+                        store: &*self.store,
+                        subscriptions: &*self.subs,
+                        special_uses: &*self.subs,
+                        quotas: &*self.quotas,
+                    };
+                    self.storage_steps += 1;
+                    self.session
+                        .run(&backend, self.now.unwrap_or_else(unix_now));
+                }
                 Event::Auth {
                     username, password, ..
                 } => {
@@ -315,6 +323,13 @@ impl Client {
         assert!(out.contains("l OK"), "{out}");
         c
     }
+}
+
+/// The time a shell passes to `Session::run`.
+pub(crate) fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
 }
 
 /// Replaces the number after `UIDVALIDITY ` (and in APPENDUID/COPYUID) with `V`.

@@ -1,16 +1,19 @@
 //! The data of mail storage, shared by the store that keeps it and the protocols that serve
-//! it: flags, message entries and summaries, folder counters, quotas, and the error type; and
-//! the small encodings of that data every side needs (modified UTF-7 folder names, dates).
-//! Plain data and pure functions only: no I/O, so a protocol crate can depend on it without
-//! depending on a storage engine.
+//! it: flags, message entries and summaries, folder counters, quotas, and the error type; the
+//! small encodings of that data every side needs (modified UTF-7 folder names, dates); and
+//! [`Mailstore`], the store's interface as the protocols use it. Plain data, pure functions
+//! and that one trait: no I/O, so a protocol crate can depend on it without depending on a
+//! storage engine.
 
 mod error;
 mod flags;
+mod mailstore;
 pub mod mutf7;
 mod quota;
 
 pub use error::StoreError;
 pub use flags::{FlagOp, Flags};
+pub use mailstore::Mailstore;
 pub use quota::{OverQuota, Quota, Usage};
 
 /// A message to append.
@@ -190,7 +193,23 @@ pub struct FolderView {
     pub messages: Vec<MessageInfo>,
 }
 
-/// What changed in a folder since a MODSEQ (see [`Store::changes_since`]).
+/// What one expunge did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExpungeReport {
+    pub expunged: u64,
+    /// Storage bytes returned to free space (the store's: whole volume units).
+    pub bytes_freed: u64,
+    /// Messages relocated by the store's defrag-on-delete rule.
+    pub moves: u64,
+    pub bytes_moved: u64,
+    /// The folder's MODSEQ after the expunge.
+    pub modseq: u64,
+    /// The expunge is durable, but a defrag move after it failed (the store may have
+    /// stopped; see `StoreError::Failed`).
+    pub defrag_error: Option<String>,
+}
+
+/// What changed in a folder since a MODSEQ (see [`Mailstore::changes_since`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FolderChanges {
     pub status: FolderStatus,

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
+use store::Mailstore as _;
 
 use crate::gate::Gate;
 use crate::sessions::Sessions;
@@ -30,7 +31,7 @@ use crate::sessions::Sessions;
 #[derive(Clone)]
 pub struct Accounts {
     pub directory: directory::Directory,
-    pub store: store::Store,
+    pub store: Arc<store::Store>,
     pub sessions: Sessions,
     pub gate: Arc<Gate>,
 }

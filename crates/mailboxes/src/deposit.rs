@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use store::{AppendRequest, Appended, ImportBatch, ImportOutcome, StoreError};
+use store::{AppendRequest, Appended, ImportBatch, ImportOutcome, Mailstore as _, StoreError};
 use telemetry::DeliveryEvents;
 
 use crate::gate::{Gate, Shared};
@@ -59,7 +59,7 @@ pub enum Deposited {
 
 /// The road. Cheap to share (`Arc`).
 pub struct Deposit {
-    store: store::Store,
+    store: Arc<store::Store>,
     gate: Arc<Gate>,
     events: Arc<dyn DeliveryEvents>,
     /// Copies delivered since start (`delivered` in `<data_dir>/stats`), with delivery's
@@ -69,7 +69,7 @@ pub struct Deposit {
 
 impl Deposit {
     pub fn new(
-        store: store::Store,
+        store: Arc<store::Store>,
         gate: Arc<Gate>,
         events: Arc<dyn DeliveryEvents>,
         delivered: Arc<AtomicU64>,

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use store::{AppendRequest, NewMessage, StoreConfig};
+use store::{AppendRequest, Mailstore as _, NewMessage, StoreConfig};
 
 use crate::{Copy, Deposit, Deposited, Gate, Origin};
 
@@ -56,7 +56,7 @@ impl telemetry::DeliveryEvents for Recorded {
     }
 }
 
-fn store() -> store::Store {
+fn store() -> Arc<store::Store> {
     let (store, _) = store::Store::open(
         Arc::new(disk::SimDisk::new()),
         std::path::Path::new("/store"),

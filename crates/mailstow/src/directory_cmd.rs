@@ -229,7 +229,7 @@ fn parse_messages(text: &str) -> Result<Option<u64>> {
 
 /// The store, opened here because no server runs (the caller holds the data directory's
 /// lock); `None` when there is none yet.
-fn open_store(paths: &Paths, config: &Config) -> Result<Option<store::Store>> {
+fn open_store(paths: &Paths, config: &Config) -> Result<Option<std::sync::Arc<store::Store>>> {
     let store_dir = paths.store();
     if !store_dir.is_dir() {
         return Ok(None);
@@ -522,7 +522,7 @@ pub(crate) fn user(command: UserCommand, paths: &Paths, config: &Config) -> Resu
                     let users = d.list_users(domain.as_deref()).await?;
                     let _lock = server::DataDirLock::acquire(&paths.data_dir)?;
                     let store = open_store(paths, config)?;
-                    let text = admin::format::format_user_list(&users, store.as_ref());
+                    let text = admin::format::format_user_list(&users, store.as_deref());
                     out!("{}", text.trim_end());
                 }
             }
@@ -533,7 +533,7 @@ pub(crate) fn user(command: UserCommand, paths: &Paths, config: &Config) -> Resu
                     };
                     let _lock = server::DataDirLock::acquire(&paths.data_dir)?;
                     let store = open_store(paths, config)?;
-                    let text = admin::format::format_user_show(&user, store.as_ref());
+                    let text = admin::format::format_user_show(&user, store.as_deref());
                     out!("{}", text.trim_end());
                 }
             }

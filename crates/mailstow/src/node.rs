@@ -23,7 +23,7 @@ use tokio::task::JoinHandle;
 /// The engines and the directory, opened under the data directory's lock.
 struct Engines {
     queue: Arc<queue::Queue>,
-    store: store::Store,
+    store: Arc<store::Store>,
     directory: directory::Directory,
     disk: Arc<dyn disk::Disk>,
     /// Reloads the directory's cache when another process changed it.
@@ -483,7 +483,7 @@ pub(crate) fn stats_path(data_dir: &Path) -> PathBuf {
 struct Stats {
     path: PathBuf,
     queue: Arc<queue::Queue>,
-    store: store::Store,
+    store: Arc<store::Store>,
     accepted: Arc<AtomicU64>,
     delivered: Arc<AtomicU64>,
     peers: Option<Arc<delivery::peer::PeerPath>>,

@@ -29,7 +29,7 @@ pub(crate) enum StoreCommand {
 
 /// Opens the store; with `salvage`, a damaged journal or snapshot is cut back to its valid part
 /// (and reported) instead of refusing to open.
-pub(crate) fn open(paths: &Paths, config: &Config, salvage: bool) -> Result<store::Store> {
+pub(crate) fn open(paths: &Paths, config: &Config, salvage: bool) -> Result<Arc<store::Store>> {
     let dir = paths.store();
     if !dir.is_dir() {
         bail!("no mailbox store at {} (wrong --data-dir?)", dir.display());

@@ -23,7 +23,7 @@ pub enum Event {
         password: String,
         authzid: String,
     },
-    /// Read the message with this UID and call `message`. `top_lines` is `Some(n)` for
+    /// Read the message with this UID and call `retrieve_result`. `top_lines` is `Some(n)` for
     /// `TOP msg n`: a hint only, the session cuts the lines itself.
     Retrieve { uid: u32, top_lines: Option<u32> },
     /// RFC 1939 6: expunge these UIDs (ascending, never empty) durably, then call

@@ -30,7 +30,7 @@
 //!    if wants_input(): read, feed()  ──▶   frames lines, runs commands
 //!    on Event::StartTls:  flush replies, handshake, tls_started()
 //!    on Event::Auth:      check the credentials, lock + open the maildrop, auth_result()
-//!    on Event::Retrieve:  read the message by UID, message()
+//!    on Event::Retrieve:  read the message by UID, retrieve_result()
 //!    on Event::Update:    expunge the UIDs durably, update_result()
 //!    on Event::Close:     flush replies, close the connection, release the maildrop lock
 //!    on no input for timeout(): timed_out()
@@ -52,8 +52,15 @@
 //! - Output does not depend on how the input was split into `feed` calls, as long as the shell
 //!   answers decisions and respects `wants_input` (STLS is the deliberate exception: bytes that
 //!   arrive before the TLS handshake are discarded, RFC 2595 4, CVE-2011-0411).
-//! - Text the shell hands in (`Temporary`, `message` errors) is cut to one line of printable
+//! - Text the shell hands in (`Temporary`, `retrieve_result` errors) is cut to one line of printable
 //!   characters before it reaches the wire.
+//!
+//! # Layout
+//!
+//! `session.rs` holds a session's state and the primitives commands answer with; `command/`
+//! the command table and the commands; `shell.rs` what the shell calls, and the input loop
+//! that runs each line through the table. The SMTP and IMAP sessions are laid out the same
+//! way.
 
 mod command;
 mod config;
@@ -63,6 +70,7 @@ mod input;
 mod mailbox;
 mod reply;
 mod session;
+mod shell;
 
 pub use config::{AUTOLOGOUT, Config};
 pub use event::{AuthResult, Event, Maildrop};

@@ -1,7 +1,7 @@
 //! One IMAP connection: the `imap::Session` under the connection driver. Logins are checked
-//! against the directory; commands run against the store on the blocking pool; a session in
-//! IDLE also wakes when the store commits a change to its user's folders (the store's
-//! observer → `mailboxes::Sessions`).
+//! against the directory; the session's storage steps (`Event::Storage`) run against the
+//! store on the blocking pool; a session in IDLE also wakes when the store commits a change
+//! to its user's folders (the store's observer → `mailboxes::Sessions`).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -54,13 +54,10 @@ impl imap::SpecialUses for DirectorySubscriptions {
     }
 }
 
-/// Runs the session on the blocking pool until it needs the shell: a full chunk of output,
-/// a decision, or input. `quiet` is true when it stopped because it needs input.
-async fn poll(
-    parts: &Arc<ImapParts>,
-    session: imap::Session,
-    output_chunk_bytes: usize,
-) -> Option<(imap::Session, Vec<Event>, bool)> {
+/// Runs one storage step of the session on the blocking pool (its answer to
+/// `Event::Storage`): the store and the directory's parts are its backend, and the clock's
+/// time its `now`.
+async fn run_storage(parts: &Arc<ImapParts>, session: imap::Session) -> Option<imap::Session> {
     let parts = parts.clone();
     let runtime = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
@@ -73,28 +70,17 @@ async fn poll(
             directory: &parts.directory,
             telemetry: &parts.telemetry,
         };
-        let store = crate::imap_store::ImapStore(&parts.store);
         let backend = imap::Backend {
-            store: &store,
+            store: &*parts.store,
             subscriptions: &subscriptions,
             special_uses: &subscriptions,
             quotas: &quotas,
         };
-        let mut events = Vec::new();
-        let mut bytes = 0;
-        loop {
-            let Some(event) = session.poll(&backend) else {
-                return (session, events, true);
-            };
-            let decision = !matches!(event, Event::Write(_));
-            if let Event::Write(w) = &event {
-                bytes += w.len();
-            }
-            events.push(event);
-            if decision || bytes >= output_chunk_bytes {
-                return (session, events, false);
-            }
-        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_secs() as i64);
+        session.run(&backend, now);
+        session
     })
     .await
     .ok()
@@ -104,7 +90,7 @@ async fn poll(
 /// the directory, the gate (a held mailbox is refused at login), the moves (a move's delta
 /// session freezes the user here) and the places for compressed connections.
 pub(crate) struct ImapParts {
-    pub(crate) store: store::Store,
+    pub(crate) store: Arc<store::Store>,
     pub(crate) directory: directory::Directory,
     pub(crate) telemetry: Arc<telemetry::Telemetry>,
     pub(crate) gate: Arc<mailboxes::Gate>,
@@ -113,14 +99,12 @@ pub(crate) struct ImapParts {
     pub(crate) compressed: Arc<tokio::sync::Semaphore>,
 }
 
-/// An IMAP session and its shell. The session is `None` only while it runs on the blocking
-/// pool (and for good if that task died).
+/// An IMAP session and its shell. The session is `None` only while a storage step runs it
+/// on the blocking pool (and for good if that task died).
 pub(crate) struct Imap {
     parts: Arc<ImapParts>,
     session: Option<imap::Session>,
     ip: IpAddr,
-    /// Output the session may produce before the shell writes it (its config's).
-    output_chunk_bytes: usize,
     /// The connection handed to the user's node (cluster).
     /// Boxed: rare, and large next to an idle session.
     handover: Option<Box<cluster::Handover>>,
@@ -133,7 +117,6 @@ impl Imap {
         let config = shell.live().imap.clone();
         Imap {
             parts,
-            output_chunk_bytes: config.output_chunk_bytes,
             session: Some(imap::Session::new(config, tls)),
             ip: peer.ip(),
             handover: None,
@@ -142,15 +125,9 @@ impl Imap {
     }
 
     /// A parked session woken ([`crate::park`]).
-    fn woken(
-        parts: Arc<ImapParts>,
-        output_chunk_bytes: usize,
-        session: imap::Hibernated,
-        ip: IpAddr,
-    ) -> Imap {
+    fn woken(parts: Arc<ImapParts>, session: imap::Hibernated, ip: IpAddr) -> Imap {
         Imap {
             parts,
-            output_chunk_bytes,
             session: Some(session.wake()),
             ip,
             handover: None,
@@ -165,22 +142,30 @@ impl Imap {
 
 impl Protocol for Imap {
     async fn step(&mut self, conn: &mut Conn) -> Step {
-        let Some(session) = self.session.take() else {
-            return Step::Close;
-        };
-        let Some((session, events, quiet)) =
-            poll(&self.parts, session, self.output_chunk_bytes).await
-        else {
-            return Step::Close;
-        };
-        let session = self.session.insert(session);
-        for event in events {
+        // A session in IDLE is stepped when its user's mail changed (or its client spoke):
+        // it looks at the store for what to tell (RFC 2177).
+        if let Some(session) = self.session() {
+            session.mail_changed();
+        }
+        loop {
+            let Some(session) = self.session.as_mut() else {
+                return Step::Close;
+            };
+            let Some(event) = session.poll() else {
+                break;
+            };
             match event {
-                Event::Write(bytes) => {
+                Event::Reply(bytes) => {
                     conn.out.extend_from_slice(&bytes);
                     if conn.flush().await.is_err() {
                         return Step::Close;
                     }
+                }
+                Event::Storage => {
+                    let Some(session) = self.session.take() else {
+                        return Step::Close;
+                    };
+                    self.session = run_storage(&self.parts, session).await;
                 }
                 Event::StartTls => {
                     if conn.start_tls().await.is_err() {
@@ -282,11 +267,14 @@ impl Protocol for Imap {
                 Event::Close => return Step::Close,
             }
         }
+        let Some(session) = self.session.as_ref() else {
+            return Step::Close;
+        };
         if session.is_closed() {
             return Step::Close;
         }
-        if !quiet || !session.wants_input() {
-            // More output, work, or the answer to a decision is pending: poll again.
+        if !session.wants_input() {
+            // The answer to a decision is pending: poll again.
             return Step::Again;
         }
         Step::Read
@@ -352,8 +340,8 @@ impl Protocol for Imap {
         }
         match self.session.take()?.hibernate() {
             Ok(hibernated) => {
-                let (parts, chunk, ip) = (self.parts.clone(), self.output_chunk_bytes, self.ip);
-                Some(Box::new(move || Imap::woken(parts, chunk, hibernated, ip)))
+                let (parts, ip) = (self.parts.clone(), self.ip);
+                Some(Box::new(move || Imap::woken(parts, hibernated, ip)))
             }
             Err(session) => {
                 self.session = Some(session);

@@ -27,7 +27,6 @@ mod dkim;
 mod driver;
 mod enqueue;
 mod imap_conn;
-mod imap_store;
 mod live;
 mod lock;
 mod login;

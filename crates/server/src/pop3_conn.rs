@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use limits::Deadlines;
 use pop3::{AuthResult, Event, Maildrop};
+use store::Mailstore as _;
 
 use crate::driver::{Conn, Protocol, Step};
 use crate::login::{Login, Preauth, authzid_allowed, check_login, preauth};
@@ -49,7 +50,7 @@ impl Drop for MaildropLock {
 /// What POP3 connections need beside the shell: the store (the maildrop is INBOX), the
 /// maildrops held, and the gate (a held mailbox is not opened).
 pub(crate) struct Pop3Parts {
-    pub(crate) store: store::Store,
+    pub(crate) store: Arc<store::Store>,
     pub(crate) maildrops: Maildrops,
     pub(crate) gate: Arc<mailboxes::Gate>,
 }
@@ -140,14 +141,14 @@ impl Protocol for Pop3 {
                 }
                 Event::Retrieve { uid, .. } => {
                     let Some((user, _)) = &self.lock else {
-                        self.session.message(Err("not logged in".into()));
+                        self.session.retrieve_result(Err("not logged in".into()));
                         continue;
                     };
                     let store = self.parts.store.clone();
                     let user = user.clone();
                     let content =
                         tokio::task::spawn_blocking(move || store.read(&user, FOLDER, uid)).await;
-                    self.session.message(match content {
+                    self.session.retrieve_result(match content {
                         Ok(Ok(bytes)) => Ok(bytes),
                         Ok(Err(e)) => Err(e.to_string()),
                         Err(e) => Err(e.to_string()),

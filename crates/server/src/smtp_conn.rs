@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use limits::Deadlines;
 use smtp::{AuthResult, Event, Reply, Verdict};
+use store::Mailstore as _;
 
 use crate::driver::{Conn, Protocol, Step};
 use crate::enqueue::enqueue;
@@ -39,7 +40,7 @@ pub(crate) struct SmtpParts {
     pub(crate) queue: Arc<queue::Queue>,
     pub(crate) wakeup: Arc<delivery::Wakeup>,
     /// The store's usage, for the quota check at RCPT.
-    pub(crate) store: store::Store,
+    pub(crate) store: Arc<store::Store>,
     /// SPF, DKIM and DMARC of MX mail (`None` when `sender_checks` is off).
     pub(crate) checker: Option<sender_auth::Checker>,
     /// DKIM signers made from the directory's keys, by (domain, selector).
@@ -93,11 +94,7 @@ impl Smtp {
                     }
                     let attempt = Login {
                         proto: self.service.name(),
-                        mechanism: if mechanism.eq_ignore_ascii_case("LOGIN") {
-                            "LOGIN"
-                        } else {
-                            "PLAIN"
-                        },
+                        mechanism,
                         username: &username,
                         ip: self.ip,
                     };

@@ -31,7 +31,7 @@ use crate::web::{self, WebParts};
 /// and started by the node.
 pub struct Parts {
     pub queue: Arc<queue::Queue>,
-    pub store: store::Store,
+    pub store: Arc<store::Store>,
     pub directory: directory::Directory,
     /// The one road into the store for new mail, and its gate.
     pub deposit: Arc<mailboxes::Deposit>,

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
+use store::Mailstore as _;
 use web::{BackendError, Flag, FolderInfo, FolderPage, Listed, LoginError, Stored};
 
 use crate::login::{Login, check_login};
@@ -32,7 +33,7 @@ const CONNECTION_LIFETIME_MAX: Duration = Duration::from_secs(600);
 /// What the web view needs beside the shell: the store, the road new mail takes into it
 /// (the Sent copy), the queue (sending), the DKIM signers, and the admin pages.
 pub(crate) struct WebParts {
-    pub(crate) store: store::Store,
+    pub(crate) store: Arc<store::Store>,
     pub(crate) deposit: Arc<mailboxes::Deposit>,
     pub(crate) queue: Arc<queue::Queue>,
     pub(crate) wakeup: Arc<delivery::Wakeup>,

@@ -1,12 +1,15 @@
 //! What a session asks of its shell.
 
+use std::fmt;
+
 use crate::config::Peer;
 
-/// The next thing the shell must do, from `Session::poll`.
+/// The next thing the shell must do, from `Session::poll`. `Debug` hides the password and
+/// the message content, so logging an event never logs a secret or a message.
 ///
 /// `Auth`, `MailFrom`, `RcptTo` and `Message` are decisions: the session waits (and reads no
 /// further input) until the shell answers with the matching `Session::*_result` call.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub enum Event {
     /// Bytes to write to the socket: one or more CRLF-terminated reply lines.
     Reply(Vec<u8>),
@@ -18,12 +21,12 @@ pub enum Event {
     /// Verify these credentials and answer with `Session::auth_result`. The session has done
     /// the SASL exchange (RFC 4954) and the base64 decoding.
     Auth {
-        /// `"PLAIN"` or `"LOGIN"`.
-        mechanism: String,
-        /// The authorization identity of PLAIN (RFC 4616), empty when absent or for LOGIN.
-        authzid: String,
+        /// `"PLAIN"` or `"LOGIN"`, for the shell's log (not shown by `Debug`).
+        mechanism: &'static str,
         username: String,
         password: String,
+        /// The authorization identity of PLAIN (RFC 4616), empty when absent or for LOGIN.
+        authzid: String,
     },
     /// Accept or refuse the sender; answer with `Session::mail_result`.
     MailFrom {
@@ -60,6 +63,54 @@ pub enum Event {
     },
     /// Close the connection after writing every reply before this.
     Close,
+}
+
+impl fmt::Debug for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Event::Reply(bytes) => f
+                .debug_tuple("Reply")
+                .field(&String::from_utf8_lossy(bytes))
+                .finish(),
+            Event::StartTls => f.write_str("StartTls"),
+            Event::Auth {
+                username, authzid, ..
+            } => f
+                .debug_struct("Auth")
+                .field("username", username)
+                .field("password", &format_args!("<redacted>"))
+                .field("authzid", authzid)
+                .finish(),
+            Event::MailFrom {
+                from,
+                size,
+                body_8bit,
+                smtputf8,
+                ret_full,
+                envid,
+            } => f
+                .debug_struct("MailFrom")
+                .field("from", from)
+                .field("size", size)
+                .field("body_8bit", body_8bit)
+                .field("smtputf8", smtputf8)
+                .field("ret_full", ret_full)
+                .field("envid", envid)
+                .finish(),
+            Event::RcptTo { to, notify, orcpt } => f
+                .debug_struct("RcptTo")
+                .field("to", to)
+                .field("notify", notify)
+                .field("orcpt", orcpt)
+                .finish(),
+            Event::Message { envelope, content } => f
+                .debug_struct("Message")
+                .field("envelope", envelope)
+                .field("content", &format_args!("<{} bytes>", content.len()))
+                .finish(),
+            Event::Close => f.write_str("Close"),
+        }
+    }
 }
 
 /// The envelope of a complete message.

@@ -92,6 +92,12 @@
 //!   bare CR or LF are refused after their end, never delivered.
 //! - Input after STARTTLS is never executed (CVE-2011-0411).
 //! - After `Event::Close`, `feed` is ignored and `poll` returns `None`.
+//!
+//! # Layout
+//!
+//! `session.rs` holds a session's state and the primitives commands answer with; `command/`
+//! the commands; `shell.rs` what the shell calls, and the input loop that hands lines, data
+//! and chunks to the commands. The IMAP and POP3 sessions are laid out the same way.
 
 mod command;
 mod config;
@@ -101,6 +107,7 @@ mod line;
 mod received;
 mod reply;
 mod session;
+mod shell;
 
 pub use config::{Config, Mode, Peer};
 pub use event::{Envelope, Event};

@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::{FolderStatus, MessageInfo, StoreError, Summary};
+use crate::{FolderStatus, FolderView, MessageInfo, StoreError, Summary};
 
 /// Summaries without their MIME structure, per (user, folder, UIDVALIDITY, UID).
 pub(crate) struct SummaryCache {
@@ -246,14 +246,15 @@ impl ViewCache {
     }
 
     /// The folder's status and entries, from the cache when the folder has not changed
-    /// since (same UIDVALIDITY, UIDNEXT, HIGHESTMODSEQ and count).
+    /// since `status` (same UIDVALIDITY, UIDNEXT, HIGHESTMODSEQ and count); otherwise from
+    /// `load`, kept if it fits.
     pub(crate) fn open(
         &self,
-        store: &crate::Store,
         user: &str,
         folder: &str,
+        status: FolderStatus,
+        load: impl FnOnce() -> Result<FolderView, StoreError>,
     ) -> Result<(FolderStatus, Arc<Vec<MessageInfo>>), StoreError> {
-        let status = store.status(user, folder)?;
         let key = (user.to_string(), folder.to_string());
         {
             let mut inner = self.lock();
@@ -266,7 +267,7 @@ impl ViewCache {
                 return Ok((v.status, v.messages.clone()));
             }
         }
-        let view = store.open_folder(user, folder)?;
+        let view = load()?;
         let messages = Arc::new(view.messages);
         let bytes = 64 + messages.len() * std::mem::size_of::<MessageInfo>();
         if bytes <= self.bytes_max {

@@ -1,6 +1,9 @@
-//! The writer: group commit of appends, and every other change (folders, flags, expunge).
+//! The writer: group commit of appends, and the commit of every other change (folders,
+//! flags, expunge, users). The changes a mail protocol makes are written in `mailstore.rs`
+//! (the `Mailstore` implementation) on top of what is here; the operator's (users, expunging
+//! below a UID) are here.
 //!
-//! One writer at a time holds [`Inner::writer`]. A change is made in this order, always:
+//! One writer at a time holds [`Store::writer`]. A change is made in this order, always:
 //!
 //! 1. plan under the writer lock (UIDs, MODSEQs, extents from the allocator);
 //! 2. write message data and `fdatasync` the volume (S1: data before the index names it);
@@ -25,9 +28,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 
 use disk::{Disk, File};
+use mail_model::Mailstore;
 
+use crate::Flags;
 use crate::StoreError;
 use crate::alloc::Allocator;
+use crate::cache::{SummaryCache, ViewCache};
 use crate::config::StoreConfig;
 use crate::error::IoContext;
 use crate::flags::KeywordSet;
@@ -35,8 +41,8 @@ use crate::format::{MSG_HEADER_BYTES, MsgHeader, UNIT, encode_summary, parse_sum
 use crate::index::{Catalog, Folder, FolderCell, Freed};
 use crate::journal::{AppendOp, Journal, Op, encode_ops};
 use crate::names::{normalize_folder, validate_keyword, validate_user};
-use crate::{AppendRequest, Appended, DeletedUser, ExpungeReport, FolderStatus};
-use crate::{FlagOp, Flags};
+use crate::recent::Recent;
+use crate::{AppendRequest, Appended, DeletedUser, ExpungeReport, FolderStatus, NewMessage};
 
 /// Largest single `pwrite` when laying out a batch's adjacent messages.
 const WRITE_RUN_BYTES_MAX: usize = 8 << 20;
@@ -78,7 +84,7 @@ pub(crate) struct Prepared {
     pub(crate) keywords: Vec<String>,
     pub(crate) internal_date: i64,
     /// The UID an import asks for: used if it ascends past the folder's UIDNEXT when the
-    /// batch is planned, else the next UID is given (see `Store::import_batch`). `None` for
+    /// batch is planned, else the next UID is given (see `Store::commit_import`). `None` for
     /// ordinary appends.
     pub(crate) uid: Option<u32>,
     /// The record's start: header placeholder and summary. The content follows it on disk,
@@ -147,8 +153,11 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The shared state behind a [`crate::Store`].
-pub(crate) struct Inner {
+/// The mailbox store: the index, the volume, the writer and the caches, shared by every
+/// caller as an `Arc<Store>` (`Send + Sync`). Its methods live with their concern: changes
+/// here, reads in `read.rs`, imports in `import.rs`, defragmentation in `defrag.rs`, the
+/// check in `fsck.rs`, open and checkpoints in `open.rs`.
+pub struct Store {
     pub(crate) disk: Arc<dyn Disk>,
     pub(crate) dir: PathBuf,
     pub(crate) config: StoreConfig,
@@ -165,11 +174,30 @@ pub(crate) struct Inner {
     /// Told the user of every folder a committed record changed (see `Store::set_observer`).
     pub(crate) observer: RwLock<Option<crate::Observer>>,
     /// RFC 3501 `\Recent`, in memory (`recent.rs`).
-    pub(crate) recent: crate::recent::Recent,
+    pub(crate) recent: Recent,
+    /// Summaries without their MIME structure (`summary_cache_bytes_max`).
+    pub(crate) summaries: SummaryCache,
+    /// Folder views shared while a folder is unchanged (`view_cache_bytes_max`).
+    pub(crate) views: ViewCache,
+}
+
+/// An append on its way (see [`Store::incoming`]).
+pub struct Incoming {
+    store: Arc<Store>,
+}
+
+impl Drop for Incoming {
+    fn drop(&mut self) {
+        self.store.incoming.fetch_sub(1, Ordering::SeqCst);
+        // Taking the lock orders this with the leader's check-then-wait, so the wake-up is
+        // never lost between the two.
+        drop(lock(&self.store.queue));
+        self.store.queue_cv.notify_all();
+    }
 }
 
 /// Clears the leader flag even if the leader's commit panicked, so followers are not stuck.
-struct LeaderGuard<'a>(&'a Inner);
+struct LeaderGuard<'a>(&'a Store);
 
 impl Drop for LeaderGuard<'_> {
     fn drop(&mut self) {
@@ -214,7 +242,7 @@ fn define_keywords(
     kw
 }
 
-/// A batch of appends as the writer lays it out (`Inner::plan_appends`).
+/// A batch of appends as the writer lays it out (`Store::plan_appends`).
 struct AppendPlan {
     /// One outcome per append of the batch, in order: `None` until it is planned.
     results: Vec<Option<Result<Appended, StoreError>>>,
@@ -247,7 +275,7 @@ impl AppendPlan {
     }
 }
 
-impl Inner {
+impl Store {
     pub(crate) fn writer(&self) -> Result<MutexGuard<'_, Writer>, StoreError> {
         let w = lock(&self.writer);
         if let Some(reason) = &w.failed {
@@ -361,6 +389,12 @@ impl Inner {
         users
     }
 
+    /// Installs the function told about every committed change (IMAP IDLE wakes on it).
+    /// It runs on the committing thread, after the change is durable: keep it short.
+    pub fn set_observer(&self, observer: crate::Observer) {
+        *self.observer.write().unwrap_or_else(|p| p.into_inner()) = Some(observer);
+    }
+
     /// Tells the observer whose folders changed; the change is durable and applied, so
     /// whoever looks now sees it.
     fn notify(&self, users: &[String]) {
@@ -469,12 +503,51 @@ impl Inner {
         })
     }
 
-    /// Appends every request in the next group commit. `announced`, the caller's own
-    /// announcement, is dropped once the requests are queued, so no commit waits for it.
-    pub(crate) fn append_batch(
+    /// Appends one message, group-committed with whatever else is waiting. Creates INBOX on
+    /// first delivery; other folders must exist.
+    pub fn append(
+        &self,
+        user: &str,
+        folder: &str,
+        message: NewMessage,
+    ) -> Result<Appended, StoreError> {
+        let request = AppendRequest {
+            user: user.to_string(),
+            folder: folder.to_string(),
+            message,
+        };
+        self.group_commit(vec![request], None)
+            .pop()
+            .unwrap_or_else(|| Err(StoreError::Invalid("append produced no result".into())))
+    }
+
+    /// Announces an append on its way (a cluster node's hand-over whose recipient was
+    /// accepted, its content still arriving): until the guard drops, a commit may wait up to
+    /// `commit_wait_max` for it, so concurrent senders share one commit. Pass it to
+    /// [`Store::append_batch_announced`], or drop it when no append will come.
+    pub fn incoming(self: &Arc<Self>) -> Incoming {
+        self.incoming.fetch_add(1, Ordering::SeqCst);
+        Incoming {
+            store: self.clone(),
+        }
+    }
+
+    /// [`Mailstore::append_batch`] for a caller that announced itself: the announcement ends once
+    /// the requests are queued for the next commit.
+    pub fn append_batch_announced(
         &self,
         requests: Vec<AppendRequest>,
-        announced: Option<crate::Incoming>,
+        announced: Incoming,
+    ) -> Vec<Result<Appended, StoreError>> {
+        self.group_commit(requests, Some(announced))
+    }
+
+    /// Appends every request in the next group commit. `announced`, the caller's own
+    /// announcement, is dropped once the requests are queued, so no commit waits for it.
+    pub(crate) fn group_commit(
+        &self,
+        requests: Vec<AppendRequest>,
+        announced: Option<Incoming>,
     ) -> Vec<Result<Appended, StoreError>> {
         let mut out: Vec<Option<Result<Appended, StoreError>>> = Vec::with_capacity(requests.len());
         let mut mine: Vec<(usize, Arc<Slot>)> = Vec::new();
@@ -539,7 +612,6 @@ impl Inner {
         &self,
         mut q: MutexGuard<'a, CommitQueue>,
     ) -> MutexGuard<'a, CommitQueue> {
-        use std::sync::atomic::Ordering;
         let deadline = std::time::Instant::now() + self.config.commit_wait_max;
         while self.incoming.load(Ordering::SeqCst) > 0
             && q.waiting.len() < self.config.batch_messages_max
@@ -885,22 +957,6 @@ impl Inner {
 
     // ---- folders ----------------------------------------------------------------------
 
-    pub(crate) fn create_folder(
-        &self,
-        user: &str,
-        folder: &str,
-    ) -> Result<FolderStatus, StoreError> {
-        self.create_folders(user, folder, false, None)
-    }
-
-    pub(crate) fn create_folder_path(
-        &self,
-        user: &str,
-        folder: &str,
-    ) -> Result<FolderStatus, StoreError> {
-        self.create_folders(user, folder, true, None)
-    }
-
     /// Creates `folder`, with `parents` also every missing folder above it, in one journal
     /// record: either all of them exist afterwards, or (on any refusal: a bad name, the folder
     /// limit, an existing target) none was created. `uidvalidity` is given to `folder` itself
@@ -969,9 +1025,10 @@ impl Inner {
         self.status(user, &name)
     }
 
-    /// Deletes every folder of `user`, INBOX included, in one journal record, and frees their
-    /// space; the user is gone from the store when this returns (durably).
-    pub(crate) fn delete_user(&self, user: &str) -> Result<DeletedUser, StoreError> {
+    /// Deletes every folder of a user, INBOX included, in one durable journal record, and
+    /// returns their space: the user is gone from the store when this returns. What was
+    /// removed is reported.
+    pub fn delete_user(&self, user: &str) -> Result<DeletedUser, StoreError> {
         validate_user(user, &self.config)?;
         let mut w = self.writer()?;
         let cells: Vec<Arc<FolderCell>> = {
@@ -1005,9 +1062,14 @@ impl Inner {
         Ok(deleted)
     }
 
+    /// Gives every folder of `from` to `to`, in one durable journal record: UIDs,
+    /// UIDVALIDITY, flags and data stay as they are. Refused when `to` has folders; a user
+    /// with none (renamed already, or never given mail) renames as a no-op. Returns what
+    /// moved.
+    ///
     /// One record with a `ChangeUser` per folder: the folders keep their ids, so their
     /// messages, reservations and the extents readers hold stay valid under the new name.
-    pub(crate) fn rename_user(&self, from: &str, to: &str) -> Result<crate::Usage, StoreError> {
+    pub fn rename_user(&self, from: &str, to: &str) -> Result<crate::Usage, StoreError> {
         validate_user(from, &self.config)?;
         validate_user(to, &self.config)?;
         let mut w = self.writer()?;
@@ -1052,179 +1114,10 @@ impl Inner {
         Ok(moved)
     }
 
-    pub(crate) fn rename_folder(&self, user: &str, from: &str, to: &str) -> Result<(), StoreError> {
-        let cell = self.folder(user, from)?;
-        let to = normalize_folder(to, &self.config)?;
-        let mut w = self.writer()?;
-        let ops = {
-            let cat = self.catalog();
-            let from = cell.read().name.clone();
-            if cell.read().deleted {
-                return Err(StoreError::NoSuchFolder {
-                    user: user.to_string(),
-                    folder: from,
-                });
-            }
-            if from == "INBOX" {
-                return Err(StoreError::InvalidName {
-                    name: from,
-                    reason: "INBOX cannot be renamed".into(),
-                });
-            }
-            if to == from || to.starts_with(&format!("{from}/")) {
-                return Err(StoreError::InvalidName {
-                    name: to,
-                    reason: "cannot rename a folder into itself".into(),
-                });
-            }
-            let names = cat.users.get(user).cloned().unwrap_or_default();
-            let mut ops = Vec::new();
-            for (name, id) in &names {
-                let new = if *name == from {
-                    to.clone()
-                } else if let Some(rest) = name.strip_prefix(&format!("{from}/")) {
-                    format!("{to}/{rest}")
-                } else {
-                    continue;
-                };
-                normalize_folder(&new, &self.config)?;
-                if names.contains_key(&new) {
-                    return Err(StoreError::FolderExists {
-                        user: user.to_string(),
-                        folder: new,
-                    });
-                }
-                ops.push(Op::RenameFolder {
-                    folder: *id,
-                    name: new,
-                });
-            }
-            ops
-        };
-        self.commit(&mut w, &ops)?;
-        Ok(())
-    }
+    // ---- expunge ----------------------------------------------------------------------
 
-    pub(crate) fn delete_folder(&self, user: &str, folder: &str) -> Result<(), StoreError> {
-        let cell = self.folder(user, folder)?;
-        let mut w = self.writer()?;
-        let name = cell.read().name.clone();
-        if name == "INBOX" {
-            return Err(StoreError::InvalidName {
-                name,
-                reason: "INBOX cannot be deleted".into(),
-            });
-        }
-        if cell.read().deleted {
-            return Err(StoreError::NoSuchFolder {
-                user: user.to_string(),
-                folder: name,
-            });
-        }
-        self.commit(&mut w, &[Op::DeleteFolder { folder: cell.id }])?;
-        w.alloc.release_reservation(cell.id);
-        Ok(())
-    }
-
-    // ---- flags and expunge ------------------------------------------------------------
-
-    pub(crate) fn set_flags(
-        &self,
-        user: &str,
-        folder: &str,
-        uids: &[u32],
-        op: FlagOp,
-        flags: Flags,
-        keywords: &[String],
-    ) -> Result<u64, StoreError> {
-        for k in keywords {
-            validate_keyword(k, &self.config)?;
-        }
-        let cell = self.folder(user, folder)?;
-        let mut w = self.writer()?;
-        let (ops, modseq) = {
-            let f = cell.read();
-            if f.deleted {
-                return Err(StoreError::NoSuchFolder {
-                    user: user.to_string(),
-                    folder: f.name.clone(),
-                });
-            }
-            let mut present: Vec<u32> = uids
-                .iter()
-                .copied()
-                .filter(|u| f.messages.contains_key(u))
-                .collect();
-            present.sort_unstable();
-            present.dedup();
-            if present.is_empty() {
-                return Ok(f.highest_modseq);
-            }
-            let mut table = f.keywords.clone();
-            let mut ops = Vec::new();
-            let mut set = KeywordSet::default();
-            for k in keywords {
-                match table.iter().position(|x| x == k) {
-                    Some(ix) => set.insert(ix),
-                    // Removing a keyword the folder never had changes nothing.
-                    None if op == FlagOp::Remove => {}
-                    None => {
-                        if table.len() >= self.config.keywords_per_folder_max {
-                            return Err(StoreError::Limit {
-                                what: format!(
-                                    "{} keywords per folder",
-                                    self.config.keywords_per_folder_max
-                                ),
-                            });
-                        }
-                        ops.push(Op::DefineKeyword {
-                            folder: f.id,
-                            index: table.len() as u8,
-                            name: k.clone(),
-                        });
-                        set.insert(table.len());
-                        table.push(k.clone());
-                    }
-                }
-            }
-            let modseq = f.highest_modseq + 1;
-            ops.push(Op::SetFlags {
-                folder: f.id,
-                modseq,
-                op: crate::flags::op_code(op),
-                flags: flags.bits(),
-                keywords: set,
-                uids: present,
-            });
-            (ops, modseq)
-        };
-        self.commit(&mut w, &ops)?;
-        Ok(modseq)
-    }
-
-    pub(crate) fn expunge(
-        &self,
-        user: &str,
-        folder: &str,
-        uids: &[u32],
-    ) -> Result<ExpungeReport, StoreError> {
-        self.expunge_with(user, folder, |f| {
-            let mut present: Vec<u32> = uids
-                .iter()
-                .copied()
-                .filter(|u| f.messages.contains_key(u))
-                .collect();
-            present.sort_unstable();
-            present.dedup();
-            (!present.is_empty()).then(|| Op::Expunge {
-                folder: f.id,
-                modseq: f.highest_modseq + 1,
-                uids: present,
-            })
-        })
-    }
-
-    pub(crate) fn expunge_below(
+    /// Expunges every UID below `uid` with one record; `u32::MAX` empties the folder.
+    pub fn expunge_below(
         &self,
         user: &str,
         folder: &str,
@@ -1243,9 +1136,14 @@ impl Inner {
         })
     }
 
+    /// Expunges every message of the folder.
+    pub fn expunge_all(&self, user: &str, folder: &str) -> Result<ExpungeReport, StoreError> {
+        self.expunge_below(user, folder, u32::MAX)
+    }
+
     /// Builds the expunge record from the folder as it is under the writer lock; `None` (or a
     /// deleted folder) means nothing to expunge, answered with the current MODSEQ.
-    fn expunge_with(
+    pub(crate) fn expunge_with(
         &self,
         user: &str,
         folder: &str,

@@ -55,12 +55,12 @@ pub struct StoreConfig {
     /// snapshot sections, then checkpoint at once so the damage is gone from disk. What was
     /// lost is listed in the open report. Off by default: a damaged store refuses to open.
     pub salvage: bool,
-    /// Memory for summaries kept after a read ([`crate::Store::summaries`]): searches and
+    /// Memory for summaries kept after a read ([`crate::Mailstore::summaries`]): searches and
     /// sorts over a folder read each message's summary once. Least recently used folders are
     /// dropped whole past it.
     pub summary_cache_bytes_max: usize,
     /// Memory for folder views shared by the sessions that open an unchanged folder
-    /// ([`crate::Store::shared_view`]). Least recently used views are dropped past it.
+    /// ([`crate::Mailstore::shared_view`]). Least recently used views are dropped past it.
     pub view_cache_bytes_max: usize,
     /// How long a commit waits for appends announced with [`crate::Store::incoming`] to
     /// join it (the queue's `commit_wait_max` idea applied to the store): a cluster node hands

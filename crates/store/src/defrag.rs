@@ -12,7 +12,7 @@
 //!    to its new place,
 //! 3. syncs the volume,
 //! 4. commits one journal record of `Move` ops (the switch),
-//! 5. frees the old extents (in `Inner::commit`, so only after the switch is durable, S6).
+//! 5. frees the old extents (in `Store::commit`, so only after the switch is durable, S6).
 //!
 //! A failure before 4 gives the destination back; the index still names the old place, and
 //! the copy is just free space. The writer lock is held for the round, so appends wait, but
@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use crate::DefragReport;
 use crate::StoreError;
-use crate::commit::{Inner, Writer, bump};
+use crate::commit::{Store, Writer, bump};
 use crate::error::IoContext;
 use crate::format::{MSG_HEADER_BYTES, UNIT};
 use crate::index::{FolderCell, Fragment, Freed, count_fragments, fragments_from};
@@ -52,7 +52,7 @@ fn fitting(frags: &[Fragment], room: u64, budget: u64) -> (usize, u64) {
     if k >= 2 { (k, sum) } else { (0, 0) }
 }
 
-impl Inner {
+impl Store {
     /// The rule after an expunge. Returns (messages moved, bytes moved).
     pub(crate) fn defrag_after_expunge(
         &self,
@@ -186,12 +186,12 @@ impl Inner {
         Ok(ops)
     }
 
+    /// Applies the two-fragments rule at every fragment boundary of every folder, online.
+    /// `progress(folders_done, folders_total)`.
+    ///
     /// Store-wide: the rule at every fragment boundary of every folder. The writer lock is
     /// taken per round, so appends and expunges interleave with a long defrag.
-    pub(crate) fn defrag_all(
-        &self,
-        progress: &mut dyn FnMut(u64, u64),
-    ) -> Result<DefragReport, StoreError> {
+    pub fn defrag(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<DefragReport, StoreError> {
         let mut ids: Vec<u32> = self.catalog().folders.keys().copied().collect();
         ids.sort_unstable();
         let total = ids.len() as u64;

@@ -23,10 +23,11 @@ use std::fmt;
 use std::sync::Arc;
 
 use disk::Findings;
+use mail_model::Mailstore;
 
 use crate::StoreError;
 use crate::alloc::Allocator;
-use crate::commit::{Inner, lock};
+use crate::commit::{Store, lock};
 use crate::format::{MSG_HEADER_BYTES, UNIT};
 use crate::index::{Entry, FolderCell};
 use crate::journal::Op;
@@ -71,11 +72,15 @@ type Damaged = (usize, u32);
 /// A message to check: (start unit, position of its folder in the folder list, UID, entry).
 type Indexed = (u64, usize, u32, Entry);
 
-impl Inner {
+impl Store {
+    /// Checks every message against the index (header and CRC), extent overlaps and bounds,
+    /// free-space accounting (S5) and the journal chain. With `repair`, expunges messages
+    /// whose data is damaged. `progress(bytes_done, bytes_total)`.
+    ///
     /// fsck in phases (docs/storage.md, "Phases of store fsck"): message data without any
     /// lock held across I/O; then the structure under the writer lock, so index and allocator
     /// hold still; then the snapshot on disk; then, with `repair`, the repairs.
-    pub(crate) fn fsck(
+    pub fn fsck(
         &self,
         repair: bool,
         progress: &mut dyn FnMut(u64, u64),

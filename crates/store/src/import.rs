@@ -3,7 +3,7 @@
 //! source's next UID (docs/storage.md, "Import").
 //!
 //! An import batch goes through the same commit as a group-committed append batch
-//! ([`Inner::commit_appends`]): the messages' data is written with as few writes as their
+//! ([`Store::commit_appends`]): the messages' data is written with as few writes as their
 //! extents allow, the volume synced, then one journal record names them all and is synced.
 //! So a batch costs one data sync and one journal sync, and is atomic: a crash leaves every
 //! batch whole or absent, and an import cut by a crash leaves a prefix of whole batches.
@@ -14,13 +14,16 @@
 //! Preparing a batch (summaries and MIME structures, the CPU work) takes no lock, so a
 //! caller can prepare the next batch on another thread while this one commits.
 
+use mail_model::Mailstore;
+
 use crate::StoreError;
-use crate::commit::{Inner, Prepared};
+use crate::commit::{Prepared, Store};
 use crate::config::StoreConfig;
 use crate::journal::Op;
 use crate::names::{normalize_folder, validate_keyword, validate_user};
 use crate::{
-    AppendRequest, FolderStatus, ImportOutcome, ImportTarget, ImportedMessage, NewMessage,
+    AppendRequest, FolderStatus, ImportOutcome, ImportReport, ImportTarget, ImportedMessage,
+    NewMessage,
 };
 
 /// A source UIDVALIDITY more than this above both the clock and the store's last one is not
@@ -28,7 +31,7 @@ use crate::{
 /// near `u32::MAX` would use that sequence up.
 pub(crate) const UIDVALIDITY_AHEAD_MAX: u32 = 1 << 24;
 
-/// Messages validated and laid out for [`Inner::commit_import`], outside any lock.
+/// Messages validated and laid out for [`Store::commit_import`], outside any lock.
 pub struct ImportBatch {
     pub(crate) user: String,
     pub(crate) folder: String,
@@ -91,8 +94,55 @@ fn screen_keywords(
     (kept, dropped)
 }
 
-impl Inner {
-    pub(crate) fn import_folder(
+impl Store {
+    /// Imports a whole folder: [`Store::import_folder`] with `uidvalidity`, then the messages
+    /// in batches of at most `batch_messages_max` messages and `batch_bytes_max` bytes (each
+    /// one [`Store::commit_import`]), then, if the folder's UIDVALIDITY is the source's,
+    /// [`Store::raise_uidnext`] to `uidnext`. A crash leaves a prefix of whole batches.
+    pub fn import(
+        &self,
+        user: &str,
+        folder: &str,
+        uidvalidity: Option<u32>,
+        uidnext: Option<u32>,
+        messages: Vec<ImportedMessage>,
+    ) -> Result<ImportReport, StoreError> {
+        let target = self.import_folder(user, folder, uidvalidity)?;
+        let mut outcomes = Vec::with_capacity(messages.len());
+        let config = &self.config;
+        let mut batch: Vec<ImportedMessage> = Vec::new();
+        let mut bytes = 0usize;
+        let mut messages = messages.into_iter().peekable();
+        while let Some(m) = messages.next() {
+            bytes += m.content.len();
+            batch.push(m);
+            let full = messages.peek().is_none_or(|next| {
+                batch.len() >= config.batch_messages_max
+                    || bytes + next.content.len() > config.batch_bytes_max
+            });
+            if full {
+                let prepared = self.prepare_import(user, folder, std::mem::take(&mut batch))?;
+                outcomes.extend(self.commit_import(prepared)?);
+                bytes = 0;
+            }
+        }
+        let status = match uidnext {
+            Some(next) if target.uidvalidity_kept => self.raise_uidnext(user, folder, next)?,
+            _ => self.status(user, folder)?,
+        };
+        Ok(ImportReport {
+            target,
+            outcomes,
+            status,
+        })
+    }
+
+    /// Gets the folder an import writes to, creating it (and its missing parents, in one
+    /// record) if it does not exist. A new folder gets `uidvalidity` (the source's) unless it
+    /// is 0 or far ahead of the clock and of every UIDVALIDITY the store gave
+    /// (2^24 seconds), which would use up the store-wide ascending sequence; an existing
+    /// folder keeps its own. [`ImportTarget::uidvalidity_kept`] says which happened.
+    pub fn import_folder(
         &self,
         user: &str,
         folder: &str,
@@ -128,7 +178,11 @@ impl Inner {
         }
     }
 
-    pub(crate) fn prepare_import(
+    /// Validates and lays out messages for [`Store::commit_import`]: summaries and MIME
+    /// structures are computed here, without any lock, so a caller can prepare the next batch
+    /// while the last one commits. A message too large, and keywords that are not IMAP atoms,
+    /// are refused here (the message, or only the keyword, reported in the outcome).
+    pub fn prepare_import(
         &self,
         user: &str,
         folder: &str,
@@ -165,7 +219,17 @@ impl Inner {
         })
     }
 
-    pub(crate) fn commit_import(
+    /// Commits one prepared batch into an existing folder as one transaction: the data of
+    /// every message, one volume sync, one journal record, one journal sync (the same commit
+    /// as a group-committed append batch, but holding only this batch). In order, each
+    /// message keeps the UID it asks for if that is at least the folder's UIDNEXT at that
+    /// point (below `u32::MAX - 1`); a UID that would go backwards or collide, or none, is
+    /// replaced by UIDNEXT, and [`ImportOutcome::uid_kept`] is false. Keywords beyond the
+    /// folder's limit are left off the message and reported. Per-message results are in
+    /// order; an `Err` of the whole call (I/O, a missing folder, a stopped store) means nothing
+    /// of the batch was committed. Keep a batch within `batch_messages_max` and
+    /// `batch_bytes_max` (one record holds it all).
+    pub fn commit_import(
         &self,
         batch: ImportBatch,
     ) -> Result<Vec<Result<ImportOutcome, StoreError>>, StoreError> {
@@ -240,7 +304,10 @@ impl Inner {
             .collect())
     }
 
-    pub(crate) fn raise_uidnext(
+    /// Raises the folder's UIDNEXT to `uidnext` (one journal record, a new MODSEQ); a value
+    /// at or below the current UIDNEXT changes nothing. An import calls it last with its
+    /// source's next UID, so UIDs the source gave out are never given again here.
+    pub fn raise_uidnext(
         &self,
         user: &str,
         folder: &str,
@@ -273,7 +340,15 @@ impl Inner {
         drop(w);
         self.status(user, folder)
     }
-    pub(crate) fn restore_modseqs(
+    /// Gives the messages `entries` names (UID, MODSEQ) the MODSEQs they had in another
+    /// store, and sets the folder's HIGHESTMODSEQ to `highest` (one journal record). This is
+    /// the one change that can lower MODSEQs (S4's exception, docs/storage.md), so it is only
+    /// for a folder no client has seen here: a user moved from another node calls it after
+    /// copying a folder and again after the delta, before the switch, so every message keeps
+    /// its MODSEQ and the folder its HIGHESTMODSEQ. Refused (nothing written) for a UID not
+    /// in the folder, a MODSEQ of 0 or above `highest`, or a `highest` below the MODSEQ of a
+    /// message not named.
+    pub fn restore_modseqs(
         &self,
         user: &str,
         folder: &str,
@@ -330,7 +405,11 @@ impl Inner {
         self.status(user, folder)
     }
 
-    pub(crate) fn raise_modseq(
+    /// Raises the folder's HIGHESTMODSEQ to `modseq` (one journal record); a value at or
+    /// below the current one changes nothing. Every later change gets a MODSEQ above it. A
+    /// user moved from another node calls it with the source folder's HIGHESTMODSEQ before
+    /// importing, so the folder's MODSEQs never go backwards for a CONDSTORE/QRESYNC client.
+    pub fn raise_modseq(
         &self,
         user: &str,
         folder: &str,

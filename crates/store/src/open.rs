@@ -33,7 +33,8 @@ use disk::{Disk, File};
 use crate::OpenReport;
 use crate::StoreError;
 use crate::alloc::Allocator;
-use crate::commit::{CommitQueue, Counters, Inner, Writer};
+use crate::cache::{SummaryCache, ViewCache};
+use crate::commit::{CommitQueue, Counters, Store, Writer, lock};
 use crate::config::StoreConfig;
 use crate::error::IoContext;
 use crate::format::{DATA_START_UNIT, UNIT, VOLUME_HEADER_BYTES, VolumeHeader};
@@ -42,6 +43,7 @@ use crate::journal::{
     self, GENERATION_MAX, JOURNAL_HEADER_BYTES, Journal, ScanEnd, decode_header, decode_ops,
     log_name, parse_log_name,
 };
+use crate::recent::Recent;
 use crate::snapshot::{self, SNAP_NAME, SNAP_TMP_NAME};
 
 pub(crate) const VOLUME_NAME: &str = "volume.dat";
@@ -160,72 +162,78 @@ struct Opening<'a> {
     salvaged: bool,
 }
 
-/// Opens the store in `dir`: the phases of docs/storage.md, "Phases of store open", in order.
-pub(crate) fn open(
-    disk: Arc<dyn Disk>,
-    dir: &Path,
-    config: StoreConfig,
-) -> Result<(Inner, OpenReport), StoreError> {
-    let t0 = Instant::now();
-    config.validate()?;
-    let mut o = Opening {
-        disk: &*disk,
-        dir,
-        config: &config,
-        report: OpenReport::default(),
-        salvaged: false,
-    };
-    let mut files = o.list_files()?;
-    let (store_id, volume) = o.read_volume_header(&files)?;
-    let catalog = RwLock::new(Catalog::new());
-    let snap_gen = o.load_snapshot(&files, store_id, &catalog)?;
-    let removed_any = o.remove_covered_logs(&mut files.logs, snap_gen)?;
-    let mut replayed = o.replay_journal(&files.logs, snap_gen, store_id, &catalog)?;
-    o.remove_discarded_logs(&files.logs, &replayed, removed_any)?;
-    let journal = o.ready_journal(&mut replayed, snap_gen, store_id)?;
-    o.drop_shared_extents(&catalog)?;
-    let alloc = o.build_allocator(&*volume, &catalog)?;
-    let Opening {
-        mut report,
-        salvaged,
-        ..
-    } = o;
+impl Store {
+    /// Opens (or creates) the store in `dir`: reads the snapshot, replays the journal, cuts
+    /// a torn tail, derives free space; the phases of docs/storage.md, "Phases of store
+    /// open", in order.
+    pub fn open(
+        disk: Arc<dyn Disk>,
+        dir: &Path,
+        config: StoreConfig,
+    ) -> Result<(Arc<Store>, OpenReport), StoreError> {
+        let t0 = Instant::now();
+        config.validate()?;
+        let mut o = Opening {
+            disk: &*disk,
+            dir,
+            config: &config,
+            report: OpenReport::default(),
+            salvaged: false,
+        };
+        let mut files = o.list_files()?;
+        let (store_id, volume) = o.read_volume_header(&files)?;
+        let catalog = RwLock::new(Catalog::new());
+        let snap_gen = o.load_snapshot(&files, store_id, &catalog)?;
+        let removed_any = o.remove_covered_logs(&mut files.logs, snap_gen)?;
+        let mut replayed = o.replay_journal(&files.logs, snap_gen, store_id, &catalog)?;
+        o.remove_discarded_logs(&files.logs, &replayed, removed_any)?;
+        let journal = o.ready_journal(&mut replayed, snap_gen, store_id)?;
+        o.drop_shared_extents(&catalog)?;
+        let alloc = o.build_allocator(&*volume, &catalog)?;
+        let Opening {
+            mut report,
+            salvaged,
+            ..
+        } = o;
 
-    let inner = Inner {
-        disk,
-        dir: dir.to_path_buf(),
-        config,
-        store_id,
-        volume,
-        catalog,
-        writer: Mutex::new(Writer {
-            journal,
-            alloc,
-            failed: None,
-        }),
-        queue: Mutex::new(CommitQueue::default()),
-        queue_cv: Condvar::new(),
-        incoming: std::sync::atomic::AtomicUsize::new(0),
-        counters: Counters::default(),
-        observer: std::sync::RwLock::new(None),
-        recent: crate::recent::Recent::default(),
-    };
-    // Nothing stored before this open is `\Recent` (recent.rs).
-    for (&id, cell) in &inner.catalog().folders {
-        inner.recent.start_at(id, cell.read().uidnext);
+        let store = Store {
+            summaries: SummaryCache::new(config.summary_cache_bytes_max),
+            views: ViewCache::new(config.view_cache_bytes_max),
+            disk,
+            dir: dir.to_path_buf(),
+            config,
+            store_id,
+            volume,
+            catalog,
+            writer: Mutex::new(Writer {
+                journal,
+                alloc,
+                failed: None,
+            }),
+            queue: Mutex::new(CommitQueue::default()),
+            queue_cv: Condvar::new(),
+            incoming: std::sync::atomic::AtomicUsize::new(0),
+            counters: Counters::default(),
+            observer: std::sync::RwLock::new(None),
+            recent: Recent::default(),
+        };
+        // Nothing stored before this open is `\Recent` (recent.rs).
+        for (&id, cell) in &store.catalog().folders {
+            store.recent.start_at(id, cell.read().uidnext);
+        }
+        if salvaged {
+            // Put the salvaged state on disk whole, so the damaged files are gone.
+            store.checkpoint()?;
+            report
+                .problems
+                .push("salvaged: checkpoint written, damaged journal removed".into());
+            report.journal_gen = lock(&store.writer).journal.generation;
+        }
+        // Generations only grow: the writer's log is past every log the snapshot covers.
+        assert!(report.journal_gen > snap_gen);
+        report.elapsed = t0.elapsed();
+        Ok((Arc::new(store), report))
     }
-    if salvaged {
-        // Put the salvaged state on disk whole, so the damaged files are gone.
-        inner.checkpoint()?;
-        report
-            .problems
-            .push("salvaged: checkpoint written, damaged journal removed".into());
-        report.journal_gen = crate::commit::lock(&inner.writer).journal.generation;
-    }
-    // Generations only grow: the writer's log is past every log the snapshot covers.
-    assert!(report.journal_gen > snap_gen);
-    report.elapsed = t0.elapsed();
-    Ok((inner, report))
 }
 
 impl Opening<'_> {
@@ -837,9 +845,10 @@ fn no_shared_units(cat: &Catalog) -> bool {
     extents.windows(2).all(|pair| pair[0].1 <= pair[1].0)
 }
 
-impl Inner {
-    /// A checkpoint now, under the writer lock.
-    pub(crate) fn checkpoint(&self) -> Result<(), StoreError> {
+impl Store {
+    /// Writes a checkpoint now, under the writer lock (normally automatic once the journal
+    /// passes `journal_checkpoint_bytes`).
+    pub fn checkpoint(&self) -> Result<(), StoreError> {
         let mut w = self.writer()?;
         let r = self.checkpoint_locked(&mut w);
         if let Err(e) = &r {

@@ -1,4 +1,5 @@
-//! Readers: status, open_folder, read, read_range, summary, read_folder, list, stats.
+//! Readers: the checked read of a message record (which the `Mailstore` reads of
+//! `mailstore.rs` use too), open_folder, page, read_range, read_folder, the user list, stats.
 //!
 //! A reader copies what it needs from the index under the folder's read lock, releases it,
 //! and only then does I/O (docs/storage.md, "Readers and the writer"). Every message read is
@@ -12,13 +13,11 @@ use std::sync::Arc;
 
 use crate::Flags;
 use crate::StoreError;
-use crate::commit::Inner;
-use crate::format::{MSG_HEADER_BYTES, MsgHeader, UNIT, decode_summary};
+use crate::commit::Store;
+use crate::config::StoreConfig;
+use crate::format::{MSG_HEADER_BYTES, MsgHeader, UNIT};
 use crate::index::{Entry, FolderCell, count_fragments};
-use crate::{
-    FolderChanges, FolderStats, FolderStatus, FolderView, MessageInfo, MessageSink, StoreStats,
-    Summary,
-};
+use crate::{FolderStats, FolderStatus, FolderView, MessageInfo, MessageSink, StoreStats};
 
 /// How often a reader follows a message that defrag keeps moving before giving up.
 const MOVED_RETRIES: usize = 16;
@@ -54,7 +53,7 @@ pub(crate) fn verify(
     Ok(())
 }
 
-fn info_of(f: &crate::index::Folder, uid: u32, e: &Entry) -> MessageInfo {
+pub(crate) fn info_of(f: &crate::index::Folder, uid: u32, e: &Entry) -> MessageInfo {
     MessageInfo {
         uid,
         size: e.content_len as u64,
@@ -69,7 +68,7 @@ fn info_of(f: &crate::index::Folder, uid: u32, e: &Entry) -> MessageInfo {
     }
 }
 
-fn status_of(f: &crate::index::Folder) -> FolderStatus {
+pub(crate) fn status_of(f: &crate::index::Folder) -> FolderStatus {
     FolderStatus {
         messages: f.messages.len() as u64,
         bytes: f.bytes,
@@ -79,8 +78,8 @@ fn status_of(f: &crate::index::Folder) -> FolderStatus {
     }
 }
 
-impl Inner {
-    fn entry(&self, cell: &FolderCell, uid: u32) -> Result<Entry, StoreError> {
+impl Store {
+    pub(crate) fn entry(&self, cell: &FolderCell, uid: u32) -> Result<Entry, StoreError> {
         let f = cell.read();
         if f.deleted {
             return Err(StoreError::NoSuchFolder {
@@ -99,7 +98,7 @@ impl Inner {
 
     /// Reads `len` bytes at `offset` of a message's record (offset 0 = its header), with the
     /// check described in the module docs. Returns the entry the bytes belong to.
-    fn read_checked(
+    pub(crate) fn read_checked(
         &self,
         cell: &FolderCell,
         uid: u32,
@@ -150,13 +149,12 @@ impl Inner {
         )))
     }
 
-    pub(crate) fn status(&self, user: &str, folder: &str) -> Result<FolderStatus, StoreError> {
-        let cell = self.folder(user, folder)?;
-        let f = cell.read();
-        Ok(status_of(&f))
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
     }
 
-    pub(crate) fn open_folder(&self, user: &str, folder: &str) -> Result<FolderView, StoreError> {
+    /// The folder's index entries, from memory only (S7).
+    pub fn open_folder(&self, user: &str, folder: &str) -> Result<FolderView, StoreError> {
         let cell = self.folder(user, folder)?;
         let f = cell.read();
         // S7: only the in-memory index; no message byte is read.
@@ -171,30 +169,15 @@ impl Inner {
         })
     }
 
-    pub(crate) fn changes_since(
-        &self,
-        user: &str,
-        folder: &str,
-        modseq: u64,
-    ) -> Result<FolderChanges, StoreError> {
-        let cell = self.folder(user, folder)?;
-        let f = cell.read();
-        let changed = if f.highest_modseq <= modseq {
-            Vec::new()
-        } else {
-            f.messages
-                .iter()
-                .filter(|(_, e)| e.modseq > modseq)
-                .map(|(&uid, e)| info_of(&f, uid, e))
-                .collect()
-        };
-        Ok(FolderChanges {
-            status: status_of(&f),
-            changed,
-        })
+    /// Bytes the summary cache holds now.
+    pub fn summary_cache_bytes(&self) -> usize {
+        self.summaries.bytes()
     }
 
-    pub(crate) fn page(
+    /// Newest first, at most `count` messages with a UID below `before` (all when `None`),
+    /// with the folder's status and unseen count: a page of a message list, from the index
+    /// only (S7), its cost independent of where in the folder the page is.
+    pub fn page(
         &self,
         user: &str,
         folder: &str,
@@ -224,36 +207,11 @@ impl Inner {
         })
     }
 
-    pub(crate) fn uids(&self, user: &str, folder: &str) -> Result<Vec<u32>, StoreError> {
-        let cell = self.folder(user, folder)?;
-        let f = cell.read();
-        Ok(f.messages.keys().copied().collect())
-    }
-
-    pub(crate) fn read(&self, user: &str, folder: &str, uid: u32) -> Result<Vec<u8>, StoreError> {
-        let cell = self.folder(user, folder)?;
-        let (e, mut buf) = self.read_checked(&cell, uid, 0, 0, true)?;
-        Ok(buf.split_off(MSG_HEADER_BYTES + e.summary_len as usize))
-    }
-
-    /// Summary and content from one checked read of the record.
-    pub(crate) fn read_with_summary(
-        &self,
-        user: &str,
-        folder: &str,
-        uid: u32,
-    ) -> Result<(Summary, Vec<u8>), StoreError> {
-        let cell = self.folder(user, folder)?;
-        let (e, mut buf) = self.read_checked(&cell, uid, 0, 0, true)?;
-        let content = buf.split_off(MSG_HEADER_BYTES + e.summary_len as usize);
-        let summary = decode_summary(&buf[MSG_HEADER_BYTES..], e.content_len as u64)
-            .map_err(|d| StoreError::corrupt(format!("summary of UID {uid}: {}", d.0)))?;
-        Ok((summary, content))
-    }
-
+    /// `len` bytes of a message's content from `offset` (cut at the end of the message).
+    ///
     /// Small messages are read whole and CRC-checked; larger ones (over
     /// `read_chunk_bytes_max`) are checked by header only, as the CRC covers all the bytes.
-    pub(crate) fn read_range(
+    pub fn read_range(
         &self,
         user: &str,
         folder: &str,
@@ -277,35 +235,9 @@ impl Inner {
         Ok(part)
     }
 
-    /// Reads header and summary only; checks the header and the summary's structure.
-    pub(crate) fn summary(
-        &self,
-        user: &str,
-        folder: &str,
-        uid: u32,
-    ) -> Result<Summary, StoreError> {
-        let cell = self.folder(user, folder)?;
-        let e = self.entry(&cell, uid)?;
-        if MSG_HEADER_BYTES as u64 + e.summary_len as u64 + e.content_len as u64
-            <= self.config.read_chunk_bytes_max as u64
-        {
-            let (e, buf) = self.read_checked(&cell, uid, 0, 0, true)?;
-            let s = &buf[MSG_HEADER_BYTES..MSG_HEADER_BYTES + e.summary_len as usize];
-            return decode_summary(s, e.content_len as u64)
-                .map_err(|d| StoreError::corrupt(format!("summary of UID {uid}: {}", d.0)));
-        }
-        let (e, part) = self.read_checked(
-            &cell,
-            uid,
-            MSG_HEADER_BYTES as u64,
-            e.summary_len as u64,
-            false,
-        )?;
-        decode_summary(&part, e.content_len as u64)
-            .map_err(|d| StoreError::corrupt(format!("summary of UID {uid}: {}", d.0)))
-    }
-
-    pub(crate) fn read_folder(
+    /// Streams every message of a folder in UID order, reading runs of adjacent messages with
+    /// one read each (at most `read_chunk_bytes_max`).
+    pub fn read_folder(
         &self,
         user: &str,
         folder: &str,
@@ -356,34 +288,13 @@ impl Inner {
         Ok(())
     }
 
-    pub(crate) fn list_folders(&self, user: &str) -> Vec<String> {
-        self.catalog()
-            .users
-            .get(user)
-            .map(|f| f.keys().cloned().collect())
-            .unwrap_or_default()
-    }
-
-    pub(crate) fn list_users(&self) -> Vec<String> {
+    /// Every user with at least one folder, sorted.
+    pub fn list_users(&self) -> Vec<String> {
         self.catalog().users.keys().cloned().collect()
     }
 
-    pub(crate) fn usage(&self, user: &str) -> crate::Usage {
-        let mut usage = crate::Usage::default();
-        let cat = self.catalog();
-        let Some(names) = cat.users.get(user) else {
-            return usage;
-        };
-        for cell in names.values().filter_map(|id| cat.folders.get(id)) {
-            let f = cell.read();
-            usage.folders += 1;
-            usage.messages += f.messages.len() as u64;
-            usage.bytes += f.bytes;
-        }
-        usage
-    }
-
-    pub(crate) fn io_counters(&self) -> crate::IoCounters {
+    /// The I/O counters, lock-free.
+    pub fn io_counters(&self) -> crate::IoCounters {
         let c = &self.counters;
         let get = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
         crate::IoCounters {
@@ -399,7 +310,10 @@ impl Inner {
         }
     }
 
-    pub(crate) fn stats(&self) -> StoreStats {
+    /// Every folder's counters (fragments included: one pass over each folder's messages)
+    /// and the volume's space, under the writer lock. For the I/O counters alone, cheaply,
+    /// use [`Store::io_counters`].
+    pub fn stats(&self) -> StoreStats {
         let cells: Vec<Arc<FolderCell>> = {
             let cat = self.catalog();
             let mut v: Vec<_> = cat.folders.values().cloned().collect();

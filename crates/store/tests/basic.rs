@@ -4,7 +4,7 @@ mod common;
 
 use common::*;
 use disk::SimDisk;
-use store::{AppendRequest, FlagOp, Flags, StoreError};
+use store::{AppendRequest, FlagOp, Flags, Mailstore, StoreError};
 
 #[test]
 fn append_read_reopen() {

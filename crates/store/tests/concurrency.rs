@@ -9,7 +9,7 @@ use std::thread;
 
 use common::*;
 use disk::SimDisk;
-use store::{AppendRequest, Store, StoreConfig, StoreError};
+use store::{AppendRequest, Mailstore, Store, StoreConfig, StoreError};
 
 /// Content is `body(tag, len)` with the tag in the Subject line: parse it and regenerate.
 fn check_content(content: &[u8]) {
@@ -141,7 +141,7 @@ fn readers_see_only_committed_intact_messages() {
 #[test]
 fn group_commit_batches_callers_from_many_threads() {
     let disk = SimDisk::new();
-    let store: Store = open(&disk, small_config());
+    let store: Arc<Store> = open(&disk, small_config());
     let threads: Vec<_> = (0..8u64)
         .map(|t| {
             let store = store.clone();
@@ -186,7 +186,7 @@ fn group_commit_batches_callers_from_many_threads() {
 /// Long enough that a loaded machine's scheduling never outlasts it.
 const ANNOUNCED_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
-fn announcing_store(disk: &SimDisk) -> Store {
+fn announcing_store(disk: &SimDisk) -> Arc<Store> {
     let store = open(
         disk,
         StoreConfig {

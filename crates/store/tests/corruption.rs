@@ -9,11 +9,11 @@ use std::sync::Arc;
 use common::*;
 use disk::{Disk, SimDisk};
 use proptest::prelude::*;
-use store::{Store, StoreConfig, StoreError};
+use store::{Mailstore, Store, StoreConfig, StoreError};
 
 const LOG1: &str = "index-00000001.log";
 
-fn filled(disk: &SimDisk, config: StoreConfig, n: u64) -> Store {
+fn filled(disk: &SimDisk, config: StoreConfig, n: u64) -> Arc<Store> {
     let store = open(disk, config);
     for i in 1..=n {
         store.append("u", "INBOX", message(i, ONE_UNIT)).unwrap();
@@ -21,7 +21,10 @@ fn filled(disk: &SimDisk, config: StoreConfig, n: u64) -> Store {
     store
 }
 
-fn try_open(disk: &SimDisk, config: StoreConfig) -> Result<(Store, store::OpenReport), StoreError> {
+fn try_open(
+    disk: &SimDisk,
+    config: StoreConfig,
+) -> Result<(Arc<Store>, store::OpenReport), StoreError> {
     Store::open(Arc::new(disk.clone()), &dir(), config)
 }
 

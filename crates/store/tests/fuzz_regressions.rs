@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use common::*;
 use disk::{Disk, SimDisk};
-use store::{Store, StoreConfig};
+use store::{Mailstore, Store, StoreConfig};
 
 fn file_bytes(disk: &SimDisk, name: &str) -> Vec<u8> {
     let f = disk.open(&path(name), false).unwrap();

@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use disk::SimDisk;
 use proptest::prelude::*;
-use store::{Flags, ImportedMessage, NewMessage, StoreConfig, StoreError};
+use store::{Flags, ImportedMessage, Mailstore, NewMessage, StoreConfig, StoreError};
 
 fn imported(uid: Option<u32>, tag: u64, len: usize) -> ImportedMessage {
     ImportedMessage {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use common::*;
 use disk::SimDisk;
 use proptest::prelude::*;
-use store::{AppendRequest, FlagOp, Flags, NewMessage, Store, StoreConfig};
+use store::{AppendRequest, FlagOp, Flags, Mailstore, NewMessage, Store, StoreConfig};
 
 const USERS: [&str; 2] = ["ann", "bo"];
 const FOLDERS: [&str; 3] = ["INBOX", "Work", "Work/old"];
@@ -304,7 +304,7 @@ fn config() -> StoreConfig {
     }
 }
 
-fn reopen(disk: &SimDisk) -> Store {
+fn reopen(disk: &SimDisk) -> Arc<Store> {
     let (store, _) =
         Store::open(Arc::new(disk.clone()), &dir(), config()).expect("recovery must succeed");
     store

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use store::{AppendRequest, Flags, NewMessage, Store, StoreConfig};
+use store::{AppendRequest, Flags, Mailstore, NewMessage, Store, StoreConfig};
 
 #[test]
 #[ignore]

@@ -9,7 +9,7 @@ mod common;
 
 use common::*;
 use disk::SimDisk;
-use store::{StoreConfig, StoreError};
+use store::{Mailstore, StoreConfig, StoreError};
 
 fn config(defrag: bool) -> StoreConfig {
     StoreConfig {

@@ -165,7 +165,7 @@ impl Telemetry {
     pub fn register_engines(
         &self,
         queue: Arc<queue::Queue>,
-        store: store::Store,
+        store: Arc<store::Store>,
         parked: Box<dyn Fn() -> usize + Send + Sync>,
     ) {
         self.registry
@@ -559,7 +559,7 @@ fn rfc3339(ms: u64) -> String {
 /// The queue's and the store's counters, read at scrape time.
 struct Engines {
     queue: Arc<queue::Queue>,
-    store: store::Store,
+    store: Arc<store::Store>,
     /// IMAP connections in the server's parking lot now.
     parked: Box<dyn Fn() -> usize + Send + Sync>,
 }

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 
 use bench::crashload::{content, user};
+use store::Mailstore as _;
 
 fn main() {
     let mut args = std::env::args().skip(1);

@@ -6,9 +6,10 @@
 
 use mail_model::{AppendRequest, NewMessage};
 
+use crate::backend::Backend;
 use crate::parse::AppendMessage;
 use crate::response::uid_set;
-use crate::session::{Backend, Session};
+use crate::session::Session;
 
 pub(crate) fn run(
     s: &mut Session,
@@ -16,6 +17,7 @@ pub(crate) fn run(
     mailbox: &str,
     messages: Vec<AppendMessage>,
     b: &Backend<'_>,
+    now: i64,
 ) {
     let Some(user) = s.user.clone() else {
         return;
@@ -52,7 +54,6 @@ pub(crate) fn run(
     if !super::quota::admits(s, tag, &user, added, b) {
         return;
     }
-    let now = chrono::Utc::now().timestamp();
     let requests: Vec<AppendRequest> = messages
         .into_iter()
         .map(|m| AppendRequest {
@@ -61,6 +62,7 @@ pub(crate) fn run(
             message: NewMessage {
                 flags: m.flags,
                 keywords: m.keywords,
+                // RFC 9051 6.3.12: without a date-time, the time of the APPEND.
                 internal_date: m.date.unwrap_or(now),
                 content: m.content,
             },

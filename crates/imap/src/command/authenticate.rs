@@ -111,7 +111,7 @@ fn ask(
     });
     let out = std::mem::take(&mut s.out);
     if !out.is_empty() {
-        s.events.push_back(Event::Write(out));
+        s.events.push_back(Event::Reply(out));
     }
     s.events.push_back(Event::Auth {
         mechanism,

@@ -1,9 +1,14 @@
 //! RFC 9051 6.1.1 CAPABILITY.
 
-use crate::session::{Backend, Session};
+use crate::backend::Backend;
+use crate::session::Session;
 
-pub(crate) fn run(s: &mut Session, tag: &str, b: &Backend<'_>) {
+/// `b`: the store, in a selected folder, for the updates the answer carries.
+pub(crate) fn run(s: &mut Session, tag: &str, b: Option<&Backend<'_>>) {
     let caps = s.capabilities();
     s.untagged(&format!("CAPABILITY {caps}"));
-    s.done(tag, "OK CAPABILITY completed", b, true);
+    if let Some(b) = b {
+        s.sync(b, true);
+    }
+    s.tagged(tag, "OK CAPABILITY completed");
 }

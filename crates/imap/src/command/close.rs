@@ -1,6 +1,7 @@
 //! RFC 9051 6.4.1 CLOSE and 6.4.2 UNSELECT.
 
-use crate::session::{Backend, Session, State};
+use crate::backend::Backend;
+use crate::session::{Session, State};
 
 /// CLOSE expunges \Deleted messages silently (no EXPUNGE responses), unless read-only.
 pub(crate) fn close(s: &mut Session, tag: &str, b: &Backend<'_>) {

@@ -25,7 +25,7 @@ pub(crate) fn run(s: &mut Session, tag: &str, algorithm: CompressionAlgorithm) {
     s.framer.discard_input();
     let out = std::mem::take(&mut s.out);
     if !out.is_empty() {
-        s.events.push_back(Event::Write(out));
+        s.events.push_back(Event::Reply(out));
     }
     // The shell decides (`Session::compress_result`), then the answer goes out.
     s.waiting = Some(Waiting::Compress {

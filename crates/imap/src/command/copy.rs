@@ -8,8 +8,9 @@
 use imap_codec::imap_types::sequence::SequenceSet;
 use mail_model::{AppendRequest, NewMessage};
 
+use crate::backend::Backend;
 use crate::response::uid_set;
-use crate::session::{Backend, Session};
+use crate::session::Session;
 
 /// Bytes read into memory before a batch is appended.
 const BATCH_BYTES_MAX: u64 = 16 << 20;

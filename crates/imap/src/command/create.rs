@@ -1,6 +1,7 @@
 //! RFC 9051 6.3.4 CREATE, with RFC 6154 3's USE parameter (CREATE-SPECIAL-USE).
 
-use crate::session::{Backend, Session};
+use crate::backend::Backend;
+use crate::session::Session;
 
 pub(crate) fn run(s: &mut Session, tag: &str, name: &str, uses: &[String], b: &Backend<'_>) {
     let Some(user) = s.user.clone() else {

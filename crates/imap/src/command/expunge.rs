@@ -6,7 +6,8 @@
 use imap_codec::imap_types::sequence::SequenceSet;
 use mail_model::Flags;
 
-use crate::session::{Backend, Session};
+use crate::backend::Backend;
+use crate::session::Session;
 
 pub(crate) fn run(s: &mut Session, tag: &str, set: Option<SequenceSet>, b: &Backend<'_>) {
     // See \Deleted set by other sessions too (the responses are sent now, before EXPUNGE's).

@@ -1,11 +1,16 @@
 //! RFC 2971 ID.
 
-use crate::session::{Backend, Session};
+use crate::backend::Backend;
+use crate::session::Session;
 
-pub(crate) fn run(s: &mut Session, tag: &str, b: &Backend<'_>) {
+/// `b`: the store, in a selected folder, for the updates the answer carries.
+pub(crate) fn run(s: &mut Session, tag: &str, b: Option<&Backend<'_>>) {
     s.untagged(&format!(
         "ID (\"name\" \"mailstow\" \"version\" \"{}\")",
         env!("CARGO_PKG_VERSION")
     ));
-    s.done(tag, "OK ID completed", b, true);
+    if let Some(b) = b {
+        s.sync(b, true);
+    }
+    s.tagged(tag, "OK ID completed");
 }

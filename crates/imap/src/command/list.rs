@@ -3,9 +3,10 @@
 
 use std::collections::BTreeSet;
 
+use crate::backend::Backend;
 use crate::parse::ListRequest;
 use crate::response::write_mailbox;
-use crate::session::{Backend, Session};
+use crate::session::Session;
 
 pub(crate) fn run(s: &mut Session, tag: &str, req: ListRequest, b: &Backend<'_>) {
     let Some(user) = s.user.clone() else {

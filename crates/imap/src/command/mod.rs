@@ -1,5 +1,7 @@
-//! One file per command. `run` checks the state a command needs (RFC 9051 3) and hands it
-//! to its file; `no` is the one place store errors become responses.
+//! One file per command. `run` checks the state a command needs (RFC 9051 3) and runs it if
+//! it reads and changes no mail; one that does waits for the shell's storage step, where
+//! `run_with_store` hands it to its file. `no` is the one place store errors become
+//! responses.
 
 pub(crate) mod append;
 pub(crate) mod authenticate;
@@ -37,8 +39,9 @@ use imap_codec::imap_types::command::CommandBody;
 use imap_codec::imap_types::extensions::thread::ThreadingAlgorithm;
 use imap_codec::imap_types::mailbox::Mailbox;
 
+use crate::backend::Backend;
 use crate::parse::Request;
-use crate::session::{Backend, Session, State};
+use crate::session::{Session, State};
 
 /// Which states a command is valid in.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -49,7 +52,9 @@ enum Needs {
     Selected,
 }
 
-pub(crate) fn run(s: &mut Session, tag: &str, request: Request, b: &Backend<'_>) {
+/// Checks the state `request` needs (RFC 9051 3) and runs it if it reads and changes no
+/// mail; one that does is handed back, for the next storage step ([`run_with_store`]).
+pub(crate) fn run(s: &mut Session, tag: &str, request: Request) -> Option<Request> {
     let needs = match &request {
         Request::Append { .. } | Request::List(_) | Request::CreateSpecialUse { .. } => {
             Needs::Authenticated
@@ -94,11 +99,99 @@ pub(crate) fn run(s: &mut Session, tag: &str, request: Request, b: &Backend<'_>)
         };
         s.tagged(tag, text);
         s.error();
-        return;
+        return None;
     }
+    let selected = s.state == State::Selected;
+    match request {
+        Request::CancelUpdate(tags) => context::cancel(s, tag, &tags),
+        Request::SortReturn { body, .. } if !matches!(body, CommandBody::Sort { .. }) => {
+            s.tagged(tag, "BAD Bad SORT")
+        }
+        Request::Codec(body) if !needs_store(&body, selected) => codec_local(s, tag, body),
+        other => return Some(other),
+    }
+    None
+}
+
+/// Whether running the command reads or changes mail. CAPABILITY, NOOP, ID and NAMESPACE
+/// do only in a selected folder, for the updates their answer carries (RFC 9051 7); the
+/// forms imap-codec lacks (APPEND, LIST, SEARCH RETURN, SORT RETURN, CREATE USE) always do.
+fn needs_store(body: &CommandBody<'_>, selected: bool) -> bool {
+    match body {
+        CommandBody::Capability
+        | CommandBody::Noop
+        | CommandBody::Check
+        | CommandBody::Id { .. }
+        | CommandBody::Namespace => selected,
+        CommandBody::Select { .. }
+        | CommandBody::Examine { .. }
+        | CommandBody::Create { .. }
+        | CommandBody::Delete { .. }
+        | CommandBody::Rename { .. }
+        | CommandBody::Subscribe { .. }
+        | CommandBody::Unsubscribe { .. }
+        | CommandBody::Status { .. }
+        | CommandBody::Idle
+        | CommandBody::Close
+        | CommandBody::Expunge
+        | CommandBody::ExpungeUid { .. }
+        | CommandBody::Search { .. }
+        | CommandBody::Sort { .. }
+        | CommandBody::Thread { .. }
+        | CommandBody::Fetch { .. }
+        | CommandBody::Store { .. }
+        | CommandBody::Copy { .. }
+        | CommandBody::Move { .. }
+        | CommandBody::GetQuota { .. }
+        | CommandBody::GetQuotaRoot { .. } => true,
+        _ => false,
+    }
+}
+
+/// A command that reads and changes no mail.
+fn codec_local(s: &mut Session, tag: &str, body: CommandBody<'static>) {
+    match body {
+        CommandBody::Capability => capability::run(s, tag, None),
+        CommandBody::Noop | CommandBody::Check => noop::run(s, tag, None),
+        CommandBody::Id { .. } => id::run(s, tag, None),
+        CommandBody::Namespace => namespace::run(s, tag, None),
+        CommandBody::Logout => logout::run(s, tag),
+        CommandBody::StartTLS => starttls::run(s, tag),
+        CommandBody::Compress { algorithm } => compress::run(s, tag, algorithm),
+        CommandBody::Authenticate {
+            mechanism,
+            initial_response,
+        } => authenticate::authenticate(
+            s,
+            tag,
+            &mechanism,
+            initial_response.map(|r| r.declassify().to_vec()),
+        ),
+        CommandBody::Login { username, password } => {
+            authenticate::login(s, tag, username.as_ref(), password.declassify().as_ref())
+        }
+        CommandBody::Enable { capabilities } => enable::run(s, tag, &capabilities.into_inner()),
+        CommandBody::Unselect => close::unselect(s, tag),
+        CommandBody::SetQuota { .. } => quota::set_quota(s, tag),
+        _ => {
+            s.tagged(tag, "BAD Command not supported");
+            s.error();
+        }
+    }
+}
+
+/// Runs a command [`run`] handed back, against the store; `now` (Unix seconds) is the
+/// INTERNALDATE of an APPEND that gives none.
+pub(crate) fn run_with_store(
+    s: &mut Session,
+    tag: &str,
+    request: Request,
+    b: &Backend<'_>,
+    now: i64,
+) {
     match request {
         Request::Append { mailbox, messages } => match s.name_from_client(&mailbox) {
-            Ok(mailbox) => append::run(s, tag, &mailbox, messages, b),
+            Ok(mailbox) => append::run(s, tag, &mailbox, messages, b, now),
             Err(answer) => s.tagged(tag, answer),
         },
         Request::List(mut req) => {
@@ -142,11 +235,11 @@ pub(crate) fn run(s: &mut Session, tag: &str, request: Request, b: &Backend<'_>)
             Ok(mailbox) => create::run(s, tag, &mailbox, &uses, b),
             Err(answer) => s.tagged(tag, answer),
         },
-        Request::Codec(body) => codec(s, tag, body, b),
+        Request::Codec(body) => codec_with_store(s, tag, body, b),
     }
 }
 
-fn codec(s: &mut Session, tag: &str, body: CommandBody<'static>, b: &Backend<'_>) {
+fn codec_with_store(s: &mut Session, tag: &str, body: CommandBody<'static>, b: &Backend<'_>) {
     // The store's name for a mailbox argument, or the tagged NO for a badly encoded one.
     macro_rules! name {
         ($mailbox:expr) => {
@@ -157,24 +250,8 @@ fn codec(s: &mut Session, tag: &str, body: CommandBody<'static>, b: &Backend<'_>
         };
     }
     match body {
-        CommandBody::Capability => capability::run(s, tag, b),
-        CommandBody::Noop | CommandBody::Check => noop::run(s, tag, b),
-        CommandBody::Logout => logout::run(s, tag),
-        CommandBody::StartTLS => starttls::run(s, tag),
-        CommandBody::Compress { algorithm } => compress::run(s, tag, algorithm),
-        CommandBody::Authenticate {
-            mechanism,
-            initial_response,
-        } => authenticate::authenticate(
-            s,
-            tag,
-            &mechanism,
-            initial_response.map(|r| r.declassify().to_vec()),
-        ),
-        CommandBody::Login { username, password } => {
-            authenticate::login(s, tag, username.as_ref(), password.declassify().as_ref())
-        }
-        CommandBody::Enable { capabilities } => enable::run(s, tag, &capabilities.into_inner()),
+        CommandBody::Capability => capability::run(s, tag, Some(b)),
+        CommandBody::Noop | CommandBody::Check => noop::run(s, tag, Some(b)),
         CommandBody::Select {
             mailbox,
             parameters,
@@ -188,14 +265,13 @@ fn codec(s: &mut Session, tag: &str, body: CommandBody<'static>, b: &Backend<'_>
         CommandBody::Rename { from, to } => rename::run(s, tag, &name!(from), &name!(to), b),
         CommandBody::Subscribe { mailbox } => subscribe::run(s, tag, &name!(mailbox), true, b),
         CommandBody::Unsubscribe { mailbox } => subscribe::run(s, tag, &name!(mailbox), false, b),
-        CommandBody::Namespace => namespace::run(s, tag, b),
+        CommandBody::Namespace => namespace::run(s, tag, Some(b)),
         CommandBody::Status {
             mailbox,
             item_names,
         } => status::run(s, tag, &name!(mailbox), &item_names, b),
         CommandBody::Idle => idle::run(s, tag, b),
         CommandBody::Close => close::close(s, tag, b),
-        CommandBody::Unselect => close::unselect(s, tag),
         CommandBody::Expunge => expunge::run(s, tag, None, b),
         CommandBody::ExpungeUid { sequence_set } => expunge::run(s, tag, Some(sequence_set), b),
         CommandBody::Search { criteria, uid, .. } => search::run(s, tag, uid, None, criteria, b),
@@ -262,14 +338,11 @@ fn codec(s: &mut Session, tag: &str, body: CommandBody<'static>, b: &Backend<'_>
             mailbox,
             uid,
         } => copy::run(s, tag, sequence_set, &name!(mailbox), uid, true, b),
-        CommandBody::Id { .. } => id::run(s, tag, b),
+        CommandBody::Id { .. } => id::run(s, tag, Some(b)),
         CommandBody::GetQuota { root } => quota::get_quota(s, tag, root.as_ref(), b),
         CommandBody::GetQuotaRoot { mailbox } => quota::get_quota_root(s, tag, &name!(mailbox), b),
-        CommandBody::SetQuota { .. } => quota::set_quota(s, tag),
-        _ => {
-            s.tagged(tag, "BAD Command not supported");
-            s.error();
-        }
+        // What needs no store runs as it would without one.
+        other => codec_local(s, tag, other),
     }
 }
 
@@ -312,4 +385,39 @@ pub(crate) fn no(s: &mut Session, tag: &str, e: &StoreError) {
         | StoreError::Config(_) => "NO [SERVERBUG] Internal storage error".to_string(),
     };
     s.tagged(tag, &text);
+}
+
+impl Session {
+    /// A tagged OK, after the updates the command may carry (RFC 9051 7.5.1: no EXPUNGE
+    /// during FETCH, STORE or SEARCH, whose sequence numbers the client is reading).
+    pub(crate) fn done(&mut self, tag: &str, text: &str, backend: &Backend<'_>, expunge: bool) {
+        self.sync(backend, expunge);
+        self.tagged(tag, text);
+    }
+
+    /// Brings the selected folder's view up to date and writes the untagged responses
+    /// for what changed (RFC 9051 7.3.1 EXISTS, 7.5.1 EXPUNGE, 7.5.2 FETCH FLAGS).
+    pub(crate) fn sync(&mut self, backend: &Backend<'_>, expunge: bool) {
+        let (Some(user), Some(selected)) = (self.user.as_deref(), self.selected.as_mut()) else {
+            return;
+        };
+        match selected.sync(
+            backend.store,
+            user,
+            expunge,
+            (self.enabled.condstore, self.enabled.qresync),
+            &mut self.out,
+        ) {
+            Ok(()) => context::after_sync(self, backend),
+            Err(e) if e.is_not_found() => {
+                // RFC 9051 7.1: the folder was deleted under us.
+                self.selected = None;
+                self.state = State::Authenticated;
+                self.untagged("BYE Selected mailbox was deleted");
+                self.close();
+            }
+            // The next command that touches the store reports the failure.
+            Err(_) => {}
+        }
+    }
 }

@@ -1,8 +1,13 @@
 //! RFC 9051 6.1.2 NOOP (and RFC 3501 6.4.1 CHECK, which is NOOP here: every change is
 //! durable when acknowledged). The point of both is the updates they let the server send.
 
-use crate::session::{Backend, Session};
+use crate::backend::Backend;
+use crate::session::Session;
 
-pub(crate) fn run(s: &mut Session, tag: &str, b: &Backend<'_>) {
-    s.done(tag, "OK NOOP completed", b, true);
+/// `b`: the store, in a selected folder, for the updates the answer carries.
+pub(crate) fn run(s: &mut Session, tag: &str, b: Option<&Backend<'_>>) {
+    if let Some(b) = b {
+        s.sync(b, true);
+    }
+    s.tagged(tag, "OK NOOP completed");
 }

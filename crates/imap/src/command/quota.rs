@@ -8,8 +8,9 @@
 
 use mail_model::{OverQuota, Quota, Usage};
 
+use crate::backend::Backend;
 use crate::response::write_mailbox;
-use crate::session::{Backend, Session};
+use crate::session::Session;
 
 /// The name of every user's one quota root.
 const ROOT: &str = "";

@@ -1,6 +1,7 @@
 //! RFC 9051 6.3.6 RENAME.
 
-use crate::session::{Backend, Session};
+use crate::backend::Backend;
+use crate::session::Session;
 
 pub(crate) fn run(s: &mut Session, tag: &str, from: &str, to: &str, b: &Backend<'_>) {
     let Some(user) = s.user.clone() else {

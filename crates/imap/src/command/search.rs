@@ -13,9 +13,10 @@ use imap_codec::imap_types::core::Vec1;
 use imap_codec::imap_types::search::SearchKey;
 use mail_model::{Flags, MessageInfo, Summary};
 
+use crate::backend::Backend;
 use crate::parse::SearchReturn;
 use crate::response::uid_set;
-use crate::session::{Backend, Session};
+use crate::session::Session;
 
 enum Key {
     All,
@@ -402,7 +403,7 @@ pub(crate) fn run(
         if let Some(sel) = s.selected.as_mut()
             && sel.updates.len() < max
         {
-            sel.updates.push(super::context::SearchUpdate {
+            sel.updates.push(crate::selected::SearchUpdate {
                 tag: tag.to_string(),
                 uid,
                 criteria: criteria.clone(),
@@ -478,7 +479,7 @@ pub(crate) fn run(
                     }
                     SearchReturn::Count => line.push_str(&format!(" COUNT {}", numbers.len())),
                     SearchReturn::Partial(low, high) => {
-                        line.push_str(&super::context::partial(&numbers, *low, *high));
+                        line.push_str(&crate::response::partial(&numbers, *low, *high));
                     }
                     SearchReturn::Save | SearchReturn::Update | SearchReturn::Context => {}
                     SearchReturn::All => {

@@ -3,9 +3,10 @@
 use imap_codec::imap_types::command::SelectParameter;
 use mail_model::Flags;
 
+use crate::backend::Backend;
 use crate::response::folder_flags;
 use crate::selected::Selected;
-use crate::session::{Backend, Session, State};
+use crate::session::{Session, State};
 
 pub(crate) fn run(
     s: &mut Session,
@@ -85,7 +86,8 @@ pub(crate) fn run(
     if let Some((validity, since, known)) = qresync
         && validity == sel.uidvalidity
     {
-        use super::sequence::{missing_uids, ranges_text, uid_ranges};
+        use super::sequence::{missing_uids, uid_ranges};
+        use crate::response::ranges_text;
         let largest = sel.uidnext.saturating_sub(1);
         let ranges = match &known {
             Some(set) => uid_ranges(set, largest),

@@ -113,24 +113,10 @@ pub(crate) fn missing_uids(ranges: &[(u32, u32)], messages: &[MessageInfo]) -> V
     out
 }
 
-/// Ranges as an IMAP sequence set (`1:3,7`).
-pub(crate) fn ranges_text(ranges: &[(u32, u32)]) -> String {
-    ranges
-        .iter()
-        .map(|&(a, b)| {
-            if a == b {
-                a.to_string()
-            } else {
-                format!("{a}:{b}")
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::response::ranges_text;
 
     fn info(uid: u32) -> MessageInfo {
         MessageInfo {

@@ -12,8 +12,9 @@ use imap_codec::imap_types::extensions::sort::{SortCriterion, SortKey};
 use imap_codec::imap_types::search::SearchKey;
 use mail_model::{MessageInfo, Summary};
 
+use crate::backend::Backend;
 use crate::parse::SearchReturn;
-use crate::session::{Backend, Session};
+use crate::session::Session;
 
 /// RFC 5256 3: US-ASCII and UTF-8 must be accepted (mail-parser has decoded the text).
 fn charset_ok(charset: &Charset<'_>) -> bool {
@@ -200,9 +201,10 @@ fn compare(a: &Keys, b: &Keys, criteria: &[SortCriterion]) -> Ordering {
 }
 
 /// The keys of the messages `criteria` finds, or the command's answer when it fails. The
-/// summaries come through the session's header cache, which keeps them without the MIME
-/// structure; the envelope (for the address keys, and the In-Reply-To of a message stored
-/// before the summary kept threading ids) is read from the store only for those.
+/// summaries come from `Mailstore::summaries`, which an implementation keeps in memory
+/// without the MIME structure (the store's summary cache); the envelope (for the address
+/// keys, and the In-Reply-To of a message stored before the summary kept threading ids) is
+/// read from the store only for those.
 fn found(
     s: &mut Session,
     tag: &str,
@@ -321,11 +323,11 @@ pub(crate) fn sort(
             SearchReturn::Count => line.push_str(&format!(" COUNT {}", numbers.len())),
             SearchReturn::All => {
                 if !numbers.is_empty() {
-                    line.push_str(&format!(" ALL {}", super::context::ordered_set(&numbers)));
+                    line.push_str(&format!(" ALL {}", crate::response::ordered_set(&numbers)));
                 }
             }
             SearchReturn::Partial(low, high) => {
-                line.push_str(&super::context::partial(&numbers, *low, *high));
+                line.push_str(&crate::response::partial(&numbers, *low, *high));
             }
             SearchReturn::Save | SearchReturn::Update | SearchReturn::Context => {}
         }

@@ -39,7 +39,7 @@ pub(crate) fn attributes<'a>(name: &str, given: &'a [(String, String)]) -> Vec<&
 
 /// Makes sure INBOX and the special-use folders exist. Failures are left for the commands
 /// that use the folders to report.
-pub(crate) fn ensure_defaults(store: &dyn crate::Mailstore, user: &str) {
+pub(crate) fn ensure_defaults(store: &dyn mail_model::Mailstore, user: &str) {
     let existing = store.list_folders(user);
     for name in std::iter::once("INBOX").chain(DEFAULTS.iter().map(|(n, _)| *n)) {
         if !existing.iter().any(|e| e == name) {
@@ -54,7 +54,7 @@ pub(crate) fn ensure_defaults(store: &dyn crate::Mailstore, user: &str) {
 /// (A UTF-8 client's folder literally named like modified UTF-7, `&AOk-`, is renamed too:
 /// the price of keeping old folders readable.)
 /// Shallowest first, since a rename takes the children along; bounded by the folder count.
-pub(crate) fn utf8_names(store: &dyn crate::Mailstore, user: &str) {
+pub(crate) fn utf8_names(store: &dyn mail_model::Mailstore, user: &str) {
     let mut folders = store.list_folders(user);
     for _ in 0..=folders.len() {
         folders.sort_by_key(|n| n.matches('/').count());

@@ -12,6 +12,6 @@ pub(crate) fn run(s: &mut Session, tag: &str) {
     // Whatever the client pipelined after STARTTLS was sent in the clear: drop it.
     s.framer.discard_input();
     let out = std::mem::take(&mut s.out);
-    s.events.push_back(Event::Write(out));
+    s.events.push_back(Event::Reply(out));
     s.events.push_back(Event::StartTls);
 }

@@ -3,21 +3,9 @@
 use imap_codec::imap_types::status::StatusDataItemName;
 use mail_model::{Flags, StoreError};
 
+use crate::backend::Backend;
 use crate::response::write_mailbox;
-use crate::session::{Backend, Session};
-
-/// The items STATUS (and LIST ... RETURN (STATUS ...)) understands.
-pub(crate) const ITEMS: [&str; 9] = [
-    "MESSAGES",
-    "RECENT",
-    "UIDNEXT",
-    "UIDVALIDITY",
-    "UNSEEN",
-    "DELETED",
-    "SIZE",
-    "HIGHESTMODSEQ",
-    "APPENDLIMIT",
-];
+use crate::session::Session;
 
 pub(crate) fn run(
     s: &mut Session,
@@ -57,7 +45,7 @@ pub(crate) fn run(
 /// `* STATUS name (ITEM n ...)\r\n`, the name as the client reads it (`wire_name`). Counters come from the index only: UNSEEN and
 /// DELETED walk the folder's entries in memory.
 pub(crate) fn status_response(
-    store: &dyn crate::Mailstore,
+    store: &dyn mail_model::Mailstore,
     user: &str,
     name: &str,
     wire_name: &str,
@@ -77,7 +65,7 @@ pub(crate) fn status_response(
     };
     let (mut unseen, mut deleted, mut deleted_bytes, mut recent) = (0u64, 0u64, 0u64, 0u64);
     if needs_flags {
-        for m in store.view(user, name)?.1.iter() {
+        for m in store.shared_view(user, name)?.1.iter() {
             if m.uid >= first_recent {
                 recent += 1;
             }

@@ -5,8 +5,9 @@ use imap_codec::imap_types::flag::{Flag, StoreResponse, StoreType};
 use imap_codec::imap_types::sequence::SequenceSet;
 use mail_model::{FlagOp, Flags};
 
+use crate::backend::Backend;
 use crate::response::{flags_list_recent, uid_set};
-use crate::session::{Backend, Session};
+use crate::session::Session;
 
 /// Splits IMAP flags into system flags and keywords; `Err` names a flag that cannot be
 /// stored (RFC 9051 2.3.2: \Recent is not settable, unknown \-flags are not flags).

@@ -1,6 +1,7 @@
 //! RFC 9051 6.3.7 SUBSCRIBE and 6.3.8 UNSUBSCRIBE.
 
-use crate::session::{Backend, Session};
+use crate::backend::Backend;
+use crate::session::Session;
 
 pub(crate) fn run(s: &mut Session, tag: &str, name: &str, on: bool, b: &Backend<'_>) {
     let Some(user) = s.user.clone() else {

@@ -324,7 +324,7 @@ transcript! {
             "c NO [TRYCREATE] No such mailbox\r\n"
         );
         assert_eq!(store.read("bob", "Sent", 2).unwrap(), b"you");
-        let (_, messages) = store.view("bob", "INBOX").unwrap();
+        let (_, messages) = store.shared_view("bob", "INBOX").unwrap();
         assert_eq!(messages[0].flags, mail_model::Flags::SEEN);
         // Appending to the selected folder reports EXISTS.
         c.send("d SELECT INBOX\r\n");
@@ -610,14 +610,9 @@ transcript! {
         assert_eq!(c.session.hand_over(), None, "no login is waiting");
         c.session
             .feed(b"t1 LOGIN alice secret\r\nt2 SELECT INBOX\r\nt3 NOOP\r\n");
-        let backend = Backend {
-            store: &*c.store,
-            subscriptions: &*c.subs,
-            special_uses: &*c.subs,
-            quotas: &*c.quotas,
-        };
+        // Before login nothing needs the store.
         let mut asked = false;
-        while let Some(event) = c.session.poll(&backend) {
+        while let Some(event) = c.session.poll() {
             asked |= matches!(event, Event::Auth { .. });
             if asked {
                 break;
@@ -630,7 +625,7 @@ transcript! {
         assert_eq!(unread, b"t2 SELECT INBOX\r\nt3 NOOP\r\n");
         c.session.feed(b"t4 NOOP\r\n");
         assert_eq!(
-            c.session.poll(&backend),
+            c.session.poll(),
             None,
             "the session is over and silent"
         );
@@ -1152,6 +1147,47 @@ transcript! {
         assert_eq!(
             c.send("m LIST \"\" Bin\r\n"),
             "* LIST (\\HasNoChildren \\Junk \\Trash) \"/\" Bin\r\nm OK LIST completed\r\n"
+        );
+    }
+}
+
+transcript! {
+    /// A session asks for the store only for what reads or changes mail: nothing before login
+    /// does (CAPABILITY, NOOP, ID, a refused LOGIN), nor an ENABLE or a CAPABILITY with no
+    /// folder selected; the login itself does (the default folders), and so does a NOOP in a
+    /// selected folder (its updates).
+    fn only_what_touches_mail_asks_for_the_store() {
+        let store = new_store();
+        let mut c = Client::new(&store, test_config());
+        c.greeting();
+        let out = c.send("a CAPABILITY\r\nb NOOP\r\nc ID NIL\r\nd LOGIN bob wrong\r\n");
+        assert!(out.contains("d NO [AUTHENTICATIONFAILED]"), "{out}");
+        assert_eq!(c.storage_steps, 0, "{out}");
+        let out = c.send("e LOGIN bob secret\r\n");
+        assert!(out.contains("e OK"), "{out}");
+        assert_eq!(c.storage_steps, 1);
+        c.send("f ENABLE CONDSTORE\r\ng CAPABILITY\r\n");
+        assert_eq!(c.storage_steps, 1);
+        c.send("h SELECT INBOX\r\n");
+        let steps = c.storage_steps;
+        c.send("i NOOP\r\n");
+        assert_eq!(c.storage_steps, steps + 1);
+    }
+}
+
+transcript! {
+    /// The session reads no clock: an APPEND without a date-time gets the time the shell
+    /// passes to `Session::run` as its INTERNALDATE (RFC 9051 6.3.12).
+    fn an_append_without_a_date_gets_the_time_the_shell_passes() {
+        let store = new_store();
+        let mut c = Client::login(&store, "bob");
+        c.now = Some(837_571_465);
+        let out = c.send("a APPEND INBOX {5+}\r\nhello\r\n");
+        assert!(out.contains("a OK [APPENDUID"), "{out}");
+        c.send("b SELECT INBOX\r\n");
+        assert_eq!(
+            c.send("c FETCH 1 INTERNALDATE\r\n"),
+            "* 1 FETCH (INTERNALDATE \"17-Jul-1996 02:44:25 +0000\")\r\nc OK FETCH completed\r\n"
         );
     }
 }

@@ -43,7 +43,7 @@ fn setup() -> (Store, Client) {
 transcript! {
     fn index_items_read_nothing() {
         let (store, mut c) = setup();
-        let size1 = store.view("bob", "INBOX").unwrap().1[0].size;
+        let size1 = store.shared_view("bob", "INBOX").unwrap().1[0].size;
         assert_eq!(
             c.send("a FETCH 1 (UID FLAGS INTERNALDATE RFC822.SIZE)\r\n"),
             format!(

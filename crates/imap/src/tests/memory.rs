@@ -30,12 +30,12 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use mail_model::{
-    AppendRequest, Appended, FlagOp, FolderChanges, FolderStatus, MessageInfo, StoreError, Summary,
-    Usage,
+    AppendRequest, Appended, ExpungeReport, FlagOp, FolderChanges, FolderStatus, MessageInfo,
+    StoreError, Summary, Usage,
 };
 use store::StoreConfig;
 
-use crate::Mailstore;
+use mail_model::Mailstore;
 
 #[derive(Default)]
 pub(crate) struct MemoryStore {
@@ -61,7 +61,7 @@ struct Folder {
     messages: BTreeMap<u32, Message>,
     /// `\Recent`: the lowest UID no claiming caller has taken.
     recent: u32,
-    /// The entries [`Mailstore::view`] handed out, while the folder is unchanged.
+    /// The entries [`Mailstore::shared_view`] handed out, while the folder is unchanged.
     view: Option<Arc<Vec<MessageInfo>>>,
 }
 
@@ -459,7 +459,7 @@ impl Mailstore for MemoryStore {
         Ok((first.min(f.uidnext), f.uidnext))
     }
 
-    fn view(
+    fn shared_view(
         &self,
         user: &str,
         folder: &str,
@@ -584,17 +584,27 @@ impl Mailstore for MemoryStore {
         Ok(modseq)
     }
 
-    fn expunge(&self, user: &str, folder: &str, uids: &[u32]) -> Result<(), StoreError> {
+    fn expunge(&self, user: &str, folder: &str, uids: &[u32]) -> Result<ExpungeReport, StoreError> {
         let mut state = self.lock();
         let f = self.folder(&mut state, user, folder)?.1;
         if !uids.iter().any(|u| f.messages.contains_key(u)) {
-            return Ok(());
+            return Ok(ExpungeReport {
+                modseq: f.highest_modseq,
+                ..ExpungeReport::default()
+            });
         }
-        f.next_modseq();
+        let modseq = f.next_modseq();
+        let mut report = ExpungeReport {
+            modseq,
+            ..ExpungeReport::default()
+        };
         for uid in uids {
-            f.messages.remove(uid);
+            if let Some(gone) = f.messages.remove(uid) {
+                report.expunged += 1;
+                report.bytes_freed += gone.info.size;
+            }
         }
-        Ok(())
+        Ok(report)
     }
 
     fn append_batch(&self, requests: Vec<AppendRequest>) -> Vec<Result<Appended, StoreError>> {

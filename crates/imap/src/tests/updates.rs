@@ -362,3 +362,21 @@ transcript! {
         assert!(c.send("c CAPABILITY\r\n").contains(" QRESYNC"));
     }
 }
+
+transcript! {
+    /// In IDLE the session looks at the store only when the shell tells it the mail may have
+    /// changed (`Session::mail_changed`, the server's observer): polling alone asks nothing.
+    fn idle_looks_at_the_store_when_told_of_a_change() {
+        let store = new_store();
+        deliver(&store, "bob", 1);
+        let mut b = Client::login(&store, "bob");
+        b.send("s SELECT INBOX\r\n");
+        assert_eq!(b.send("i IDLE\r\n"), "+ idling\r\n");
+        deliver(&store, "bob", 1);
+        assert_eq!(b.session.poll(), None);
+        b.session.mail_changed();
+        assert_eq!(b.session.poll(), Some(Event::Storage));
+        assert_eq!(b.send(""), "* 2 EXISTS\r\n* 2 RECENT\r\n");
+        assert_eq!(b.session.poll(), None);
+    }
+}

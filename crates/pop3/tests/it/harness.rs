@@ -173,8 +173,8 @@ fn drive(session: &mut Session, command: &str) -> Option<String> {
             };
             session.auth_result(result);
         }
-        ("message", content) => session.message(Ok(unescape(content))),
-        ("message-error", text) => session.message(Err(text.to_owned())),
+        ("message", content) => session.retrieve_result(Ok(unescape(content))),
+        ("message-error", text) => session.retrieve_result(Err(text.to_owned())),
         ("update", "ok") => session.update_result(Ok(())),
         ("update", rest) => {
             let text = rest

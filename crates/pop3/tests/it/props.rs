@@ -77,8 +77,8 @@ fn answer(session: &mut Session, event: &Event) {
             "flaky" => AuthResult::Temporary("try\r\nlater".to_owned()),
             _ => AuthResult::BadCredentials,
         }),
-        Event::Retrieve { uid: 5, .. } => session.message(Err("gone".to_owned())),
-        Event::Retrieve { .. } => session.message(Ok(MESSAGE.to_vec())),
+        Event::Retrieve { uid: 5, .. } => session.retrieve_result(Err("gone".to_owned())),
+        Event::Retrieve { .. } => session.retrieve_result(Ok(MESSAGE.to_vec())),
         Event::Update { .. } => session.update_result(Ok(())),
         Event::StartTls => session.tls_started(),
         Event::Reply(_) | Event::Close => {}
@@ -210,7 +210,7 @@ proptest! {
             }
             match choice % 7 {
                 0 => session.timed_out(),
-                1 => session.message(Ok(vec![b'.'; 10])),
+                1 => session.retrieve_result(Ok(vec![b'.'; 10])),
                 2 => session.auth_result(AuthResult::BadCredentials),
                 3 => session.update_result(Err("x".to_owned())),
                 4 => session.tls_started(),
@@ -246,7 +246,7 @@ proptest! {
         let mut output = Vec::new();
         while let Some(event) = session.poll() {
             if let Event::Retrieve { .. } = event {
-                session.message(Ok(content.clone()));
+                session.retrieve_result(Ok(content.clone()));
             } else if let Event::Reply(bytes) = event {
                 output.extend(bytes);
             }

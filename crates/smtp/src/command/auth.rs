@@ -10,24 +10,13 @@ use crate::config::Mode;
 use crate::event::Event;
 use crate::line;
 use crate::reply::{AuthResult, Reply};
-use crate::session::{Hello, Pending, Phase, Session};
+use crate::session::{Hello, Pending, Phase, SaslStep, Session};
 
 /// Standard base64; padding optional, since some clients leave it out.
 const BASE64: GeneralPurpose = GeneralPurpose::new(
     &alphabet::STANDARD,
     GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
 );
-
-/// The SASL response the session waits for.
-#[derive(Debug)]
-pub(crate) enum SaslStep {
-    /// PLAIN without initial response; we sent an empty challenge.
-    Plain,
-    /// LOGIN; we asked for the user name.
-    LoginUsername,
-    /// LOGIN; we asked for the password.
-    LoginPassword { username: String },
-}
 
 impl Session {
     pub(crate) fn auth(&mut self, mechanism: u64, initial_response: &str) {
@@ -131,12 +120,18 @@ impl Session {
         }
     }
 
-    fn ask_shell(&mut self, mechanism: &str, authzid: String, username: String, password: String) {
+    fn ask_shell(
+        &mut self,
+        mechanism: &'static str,
+        authzid: String,
+        username: String,
+        password: String,
+    ) {
         self.event(Event::Auth {
-            mechanism: mechanism.to_string(),
-            authzid,
+            mechanism,
             username,
             password,
+            authzid,
         });
         self.set_phase(Phase::Pending(Pending::Auth));
     }

@@ -6,55 +6,7 @@
 
 use crate::content::{Body, Content, Framing, no_room, too_big};
 use crate::reply::Reply;
-use crate::session::{Phase, Session};
-
-/// The chunks of a transaction so far.
-#[derive(Debug)]
-pub(crate) struct Chunks {
-    content: Content,
-    /// The transaction failed (message too big); every further chunk gets this reply and is
-    /// discarded, until LAST or RSET (RFC 3030 2: pipelined chunks may already be on the way).
-    failed: Option<Reply>,
-}
-
-impl Chunks {
-    /// Content bytes received in the transaction's chunks so far.
-    pub(crate) fn size(&self) -> u64 {
-        self.content.size()
-    }
-
-    pub(crate) fn content_mut(&mut self) -> &mut Content {
-        &mut self.content
-    }
-}
-
-/// The chunk being read.
-#[derive(Debug)]
-pub(crate) struct Chunk {
-    /// Bytes of the chunk not read yet.
-    remaining: u64,
-    /// The size from the command, for the reply.
-    size: u64,
-    last: bool,
-    disposition: Disposition,
-}
-
-impl Chunk {
-    /// Bytes of this chunk read so far.
-    pub(crate) fn read(&self) -> u64 {
-        self.size.saturating_sub(self.remaining)
-    }
-}
-
-#[derive(Debug)]
-enum Disposition {
-    /// Append to the transaction's content.
-    Take,
-    /// Discard, then send this reply; `is_error` counts it against `errors_max`.
-    Refuse { reply: Reply, is_error: bool },
-    /// Discard; the transaction has already failed.
-    Failed,
-}
+use crate::session::{Chunk, Chunks, Disposition, Phase, Session};
 
 impl Session {
     pub(crate) fn bdat(&mut self, size: usize, last: bool) {

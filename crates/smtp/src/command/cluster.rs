@@ -6,7 +6,7 @@
 
 use crate::config::Mode;
 use crate::reply::Reply;
-use crate::session::Session;
+use crate::session::{RouteParams, Session};
 
 /// The LHLO keyword.
 pub(crate) const KEYWORD: &str = "XMAILSTOW-ROUTE";
@@ -14,13 +14,6 @@ pub(crate) const KEYWORD: &str = "XMAILSTOW-ROUTE";
 const NODE_BYTES_MAX: usize = 64;
 /// Longest id in `XORIGIN`.
 const ID_BYTES_MAX: usize = 40;
-
-/// The parameters of the MAIL or RCPT being answered.
-#[derive(Debug, Default)]
-pub(crate) struct RouteParams {
-    pub(crate) origin: Option<String>,
-    pub(crate) epoch: Option<u64>,
-}
 
 /// `node:id`, node of `[A-Za-z0-9._-]` (1 to 64 bytes), id of `[A-Za-z0-9.-]` (1 to 40
 /// bytes; mailstow sends `<queue id>.<arrival ms>`, unique even if a node's queue restarts

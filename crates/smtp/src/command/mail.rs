@@ -13,18 +13,12 @@ use crate::config::Mode;
 use crate::content::{Body, too_big};
 use crate::event::Event;
 use crate::reply::{Reply, Verdict};
-use crate::session::{Pending, Phase, Session, Transaction};
+use crate::session::{MailDraft, Pending, Phase, Session, Transaction};
 
 /// Flags of extensions we parse but do not offer: REQUIRETLS (RFC 8689), CONPERM (RFC 4141),
 /// DELIVERBY (RFC 2852).
 const MAIL_FLAGS_UNSUPPORTED: u64 =
     MAIL_REQUIRETLS | MAIL_CONPERM | MAIL_BY_NOTIFY | MAIL_BY_RETURN | MAIL_BY_TRACE;
-
-/// A transaction waiting for the shell's verdict on its sender.
-#[derive(Debug)]
-pub(crate) struct MailDraft {
-    transaction: Transaction,
-}
 
 impl Session {
     pub(crate) fn mail(&mut self, from: MailFrom<Cow<'_, str>>, text: &str) {

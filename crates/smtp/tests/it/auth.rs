@@ -44,7 +44,7 @@ fn plain_with_initial_response() {
     assert_eq!(
         auth_events(&shell.events),
         vec![&Event::Auth {
-            mechanism: "PLAIN".to_string(),
+            mechanism: "PLAIN",
             authzid: "authz".to_string(),
             username: "alice".to_string(),
             password: "secret".to_string(),
@@ -72,7 +72,7 @@ fn plain_without_initial_response() {
     assert_eq!(
         auth_events(&shell.events),
         vec![&Event::Auth {
-            mechanism: "PLAIN".to_string(),
+            mechanism: "PLAIN",
             authzid: String::new(),
             username: "alice".to_string(),
             password: "secret".to_string(),
@@ -97,7 +97,7 @@ fn login() {
         hello_tls()
     ));
     let login = Event::Auth {
-        mechanism: "LOGIN".to_string(),
+        mechanism: "LOGIN",
         authzid: String::new(),
         username: "alice".to_string(),
         password: "secret".to_string(),

@@ -22,7 +22,7 @@ pub fn small_config() -> StoreConfig {
     }
 }
 
-pub fn open(disk: &SimDisk, config: StoreConfig) -> Store {
+pub fn open(disk: &SimDisk, config: StoreConfig) -> Arc<Store> {
     let (store, _) = Store::open(Arc::new(disk.clone()), &dir(), config).expect("open");
     store
 }
