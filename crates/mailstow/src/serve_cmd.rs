@@ -11,7 +11,7 @@ use server::{ServerConfig, Service, TlsSource};
 
 use crate::node::Node;
 
-use crate::config::Config;
+use crate::config::{Config, ServerSection};
 use crate::paths::Paths;
 
 /// Listener overrides: `ADDR` like `127.0.0.1:2525`; an empty value disables the listener.
@@ -51,6 +51,50 @@ pub(crate) fn server_config(
 ) -> Result<ServerConfig> {
     let section = &config.server;
     let mut server = ServerConfig::defaults(paths.data_dir.clone());
+    identity(section, &mut server)?;
+    listeners(args, section, &mut server)?;
+    limits(section, &mut server)?;
+    deadlines(section, &mut server)?;
+    outbound(section, &mut server)?;
+    web_and_metrics(args, section, &mut server)?;
+    if let Some(url) = &config.directory.url {
+        server.directory =
+            Some(directory::Location::parse(url).with_context(|| "[directory] url".to_string())?);
+    }
+    cluster(config, &mut server)?;
+    server.queue = config.queue_config();
+    server.store = config.store_config();
+    if server.listeners.is_empty() {
+        bail!("every listener is disabled: nothing to serve");
+    }
+    Ok(server)
+}
+
+/// `to = v` when the file sets `v`.
+fn set<T>(to: &mut T, v: Option<T>) {
+    if let Some(v) = v {
+        *to = v;
+    }
+}
+
+/// `to = v` when the file sets `v`, refusing a `v` below `least` (named `[server] name`).
+fn set_at_least<T: PartialOrd + std::fmt::Display + Copy>(
+    to: &mut T,
+    v: Option<T>,
+    least: T,
+    name: &str,
+) -> Result<()> {
+    if let Some(v) = v {
+        if v < least {
+            bail!("[server] {name} must be at least {least}");
+        }
+        *to = v;
+    }
+    Ok(())
+}
+
+/// The host name, the certificate and the postmaster address.
+fn identity(section: &ServerSection, server: &mut ServerConfig) -> Result<()> {
     if let Some(hostname) = &section.hostname {
         server.hostname = hostname.clone();
         if let TlsSource::SelfSigned { hostname: name, .. } = &mut server.tls {
@@ -67,6 +111,18 @@ pub(crate) fn server_config(
         (None, None) => {}
         _ => bail!("config: [server] tls_cert and tls_key go together"),
     }
+    if let Some(address) = &section.postmaster {
+        let address = address.trim();
+        if !address.contains('@') {
+            bail!("[server] postmaster '{address}' is not an address");
+        }
+        server.postmaster = Some(address.to_ascii_lowercase());
+    }
+    Ok(())
+}
+
+/// The mail listeners: a flag overrides the file; an empty value disables the listener.
+fn listeners(args: &ServeArgs, section: &ServerSection, server: &mut ServerConfig) -> Result<()> {
     let overrides: [(Service, &Option<String>, &Option<String>); 8] = [
         (Service::Smtp, &args.smtp, &section.smtp),
         (Service::Submission, &args.submission, &section.submission),
@@ -97,61 +153,96 @@ pub(crate) fn server_config(
             server.listeners.push((service, address));
         }
     }
-    if let Some(v) = section.auth_without_tls {
-        server.auth_without_tls = v;
-    }
-    if let Some(v) = section.connections_max {
-        server.connections_max = v;
-    }
-    if let Some(v) = section.connections_per_ip_max {
-        server.connections_per_ip_max = v;
-    }
-    if let Some(v) = section.message_bytes_max {
-        server.message_bytes_max = v;
-    }
-    if let Some(v) = section.recipients_max {
-        server.recipients_max = v;
-    }
-    if let Some(v) = section.imap_sessions_per_user_max {
-        server.imap_sessions_per_user_max = v;
-    }
-    if let Some(v) = section.imap_header_cache_bytes_max {
-        server.imap_header_cache_bytes_max = v;
-    }
-    if let Some(v) = section.imap_view_cache_bytes_max {
-        server.imap_view_cache_bytes_max = v;
-    }
-    if let Some(v) = section.auth_failures_max {
-        server.throttle.address_failures_max = v;
-    }
-    if let Some(v) = section.auth_user_failures_max {
-        server.throttle.user_failures_max = v;
-    }
-    if let Some(v) = section.auth_network_failures_max {
-        server.throttle.network_failures_max = v;
-    }
-    if let Some(v) = section.auth_failure_window_seconds {
-        server.throttle.window = Duration::from_secs(v);
-    }
-    if let Some(v) = section.hash_concurrency_max {
-        server.hash_concurrency_max = v;
-    }
-    if let Some(v) = section.hash_memory_bytes_max {
-        server.hash_memory_bytes_max = v;
-    }
-    if let Some(v) = section.hash_queue_max {
-        server.hash_queue_max = v;
-    }
-    if let Some(v) = section.inflight_bytes_max {
-        server.inflight_bytes_max = v;
-    }
+    Ok(())
+}
+
+/// The `*_max` limits on connections, messages, sessions, caches, password hashing and login
+/// failures.
+fn limits(section: &ServerSection, server: &mut ServerConfig) -> Result<()> {
+    set(&mut server.auth_without_tls, section.auth_without_tls);
+    set(&mut server.connections_max, section.connections_max);
+    set(
+        &mut server.connections_per_ip_max,
+        section.connections_per_ip_max,
+    );
+    set(&mut server.message_bytes_max, section.message_bytes_max);
+    set(&mut server.recipients_max, section.recipients_max);
+    set(
+        &mut server.recipients_unknown_max,
+        section.recipients_unknown_max,
+    );
+    set(
+        &mut server.imap_sessions_per_user_max,
+        section.imap_sessions_per_user_max,
+    );
+    set(
+        &mut server.imap_header_cache_bytes_max,
+        section.imap_header_cache_bytes_max,
+    );
+    set(
+        &mut server.imap_view_cache_bytes_max,
+        section.imap_view_cache_bytes_max,
+    );
+    // 0 is allowed: COMPRESS is then always refused.
+    set(
+        &mut server.imap_compress_connections_max,
+        section.imap_compress_connections_max,
+    );
+    let throttle = &mut server.throttle;
+    set(
+        &mut throttle.address_failures_max,
+        section.auth_failures_max,
+    );
+    set(
+        &mut throttle.user_failures_max,
+        section.auth_user_failures_max,
+    );
+    set(
+        &mut throttle.network_failures_max,
+        section.auth_network_failures_max,
+    );
+    set(
+        &mut throttle.window,
+        section.auth_failure_window_seconds.map(Duration::from_secs),
+    );
+    set(
+        &mut server.hash_concurrency_max,
+        section.hash_concurrency_max,
+    );
+    set(
+        &mut server.hash_memory_bytes_max,
+        section.hash_memory_bytes_max,
+    );
+    set(&mut server.hash_queue_max, section.hash_queue_max);
+    set(&mut server.inflight_bytes_max, section.inflight_bytes_max);
+    set_at_least(
+        &mut server.web_sessions_max,
+        section.web_sessions_max,
+        1,
+        "web_sessions_max",
+    )?;
+    set_at_least(
+        &mut server.web_connections_max,
+        section.web_connections_max,
+        1,
+        "web_connections_max",
+    )?;
+    set_at_least(
+        &mut server.web_request_bytes_max,
+        section.web_request_bytes_max,
+        1024,
+        "web_request_bytes_max",
+    )
+}
+
+/// Every protocol state's deadline (at least a second each), the slow-transfer floor and the
+/// tarpit.
+fn deadlines(section: &ServerSection, server: &mut ServerConfig) -> Result<()> {
     let seconds = |v: Option<u64>, name: &str, to: &mut Duration| -> Result<()> {
-        if let Some(v) = v {
-            if v == 0 {
-                bail!("[server] {name} must be at least 1");
-            }
-            *to = Duration::from_secs(v);
+        if v == Some(0) {
+            bail!("[server] {name} must be at least 1");
         }
+        set(to, v.map(Duration::from_secs));
         Ok(())
     };
     seconds(
@@ -179,18 +270,18 @@ pub(crate) fn server_config(
         "idle_deadline_seconds",
         &mut server.idle_deadline,
     )?;
-    if let Some(v) = section.transfer_rate_min {
-        server.transfer_rate_min = v;
-    }
-    if let Some(v) = section.recipients_unknown_max {
-        server.recipients_unknown_max = v;
-    }
-    if let Some(v) = section.tarpit_delay_ms {
-        server.tarpit_delay = Duration::from_millis(v);
-    }
-    if let Some(v) = section.delivery_threads {
-        server.delivery_threads = v;
-    }
+    set(&mut server.transfer_rate_min, section.transfer_rate_min);
+    set(
+        &mut server.tarpit_delay,
+        section.tarpit_delay_ms.map(Duration::from_millis),
+    );
+    Ok(())
+}
+
+/// Mail leaving the server: the delivery threads, a relay host, DNS servers, direct delivery
+/// to MX hosts, and the checks on senders.
+fn outbound(section: &ServerSection, server: &mut ServerConfig) -> Result<()> {
+    set(&mut server.delivery_threads, section.delivery_threads);
     if let Some(relay) = section
         .relay_host
         .as_deref()
@@ -229,74 +320,47 @@ pub(crate) fn server_config(
             mx_port: section.mx_port.unwrap_or(25),
         });
     }
-    if let Some(v) = section.sender_checks {
-        server.sender_checks = v;
-    }
-    if let Some(v) = section.dmarc_enforce {
-        server.dmarc_enforce = v;
-    }
-    if let Some(v) = section.local_sender_check {
-        server.local_sender_check = v;
-    }
-    if let Some(value) = args.metrics.as_ref().or(section.metrics.as_ref()) {
-        let value = value.trim();
-        server.metrics = if value.is_empty() {
-            None
-        } else {
-            Some(value.parse().with_context(|| {
-                format!("metrics: '{value}' is not an address like 127.0.0.1:9187")
-            })?)
+    set(&mut server.sender_checks, section.sender_checks);
+    set(&mut server.dmarc_enforce, section.dmarc_enforce);
+    set(&mut server.local_sender_check, section.local_sender_check);
+    Ok(())
+}
+
+/// The metrics and web listeners (a flag overrides the file; empty disables) and the web's TLS.
+fn web_and_metrics(
+    args: &ServeArgs,
+    section: &ServerSection,
+    server: &mut ServerConfig,
+) -> Result<()> {
+    let address = |flag: &Option<String>, file: &Option<String>, name: &str, example: &str| {
+        let Some(value) = flag.as_ref().or(file.as_ref()) else {
+            return Ok(None);
         };
-    }
-    if let Some(value) = args.web.as_ref().or(section.web.as_ref()) {
         let value = value.trim();
-        server.web =
-            if value.is_empty() {
-                None
-            } else {
-                Some(value.parse().with_context(|| {
-                    format!("web: '{value}' is not an address like 127.0.0.1:8080")
-                })?)
-            };
-    }
-    if let Some(v) = section.web_tls {
-        server.web_tls = v;
-    }
-    if let Some(v) = section.web_sessions_max {
-        if v == 0 {
-            bail!("[server] web_sessions_max must be at least 1");
+        if value.is_empty() {
+            return Ok(Some(None));
         }
-        server.web_sessions_max = v;
-    }
-    if let Some(v) = section.web_connections_max {
-        if v == 0 {
-            bail!("[server] web_connections_max must be at least 1");
-        }
-        server.web_connections_max = v;
-    }
-    // 0 is allowed: COMPRESS is then always refused.
-    if let Some(v) = section.imap_compress_connections_max {
-        server.imap_compress_connections_max = v;
-    }
-    if let Some(v) = section.web_request_bytes_max {
-        if v < 1024 {
-            bail!("[server] web_request_bytes_max must be at least 1024");
-        }
-        server.web_request_bytes_max = v;
-    }
-    if let Some(address) = &section.postmaster {
-        let address = address.trim();
-        if !address.contains('@') {
-            bail!("[server] postmaster '{address}' is not an address");
-        }
-        server.postmaster = Some(address.to_ascii_lowercase());
-    }
-    if let Some(url) = &config.directory.url {
-        server.directory =
-            Some(directory::Location::parse(url).with_context(|| "[directory] url".to_string())?);
-    }
+        value
+            .parse::<SocketAddr>()
+            .map(|a| Some(Some(a)))
+            .with_context(|| format!("{name}: '{value}' is not an address like {example}"))
+    };
+    set(
+        &mut server.metrics,
+        address(&args.metrics, &section.metrics, "metrics", "127.0.0.1:9187")?,
+    );
+    set(
+        &mut server.web,
+        address(&args.web, &section.web, "web", "127.0.0.1:8080")?,
+    );
+    set(&mut server.web_tls, section.web_tls);
+    Ok(())
+}
+
+/// `[cluster]`: this node's name and the shared secret, which need the shared directory.
+fn cluster(config: &Config, server: &mut ServerConfig) -> Result<()> {
     match (&config.cluster.node, &config.cluster.secret_file) {
-        (None, None) => {}
+        (None, None) => Ok(()),
         (Some(node), Some(secret_file)) => {
             let secret = std::fs::read(secret_file).with_context(|| {
                 format!("[cluster] secret_file: reading {}", secret_file.display())
@@ -325,16 +389,11 @@ pub(crate) fn server_config(
                 }
                 server.cluster_delivered_max = max;
             }
+            Ok(())
         }
         (Some(_), None) => bail!("[cluster] node needs secret_file"),
         (None, Some(_)) => bail!("[cluster] secret_file needs node"),
     }
-    server.queue = config.queue_config();
-    server.store = config.store_config();
-    if server.listeners.is_empty() {
-        bail!("every listener is disabled: nothing to serve");
-    }
-    Ok(server)
 }
 
 /// Where `serve` found its settings, so that SIGHUP can read them again.
@@ -472,5 +531,153 @@ fn names(list: &[&str]) -> String {
         "-".to_string()
     } else {
         list.join(",")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server_config_of(file: &str, args: &ServeArgs) -> Result<ServerConfig> {
+        let config: Config = toml::from_str(file).expect("the test's TOML parses");
+        let paths = Paths {
+            data_dir: PathBuf::from("/nonexistent/mailstow-data"),
+            directory_url: None,
+        };
+        server_config(args, &paths, &config)
+    }
+
+    fn refusal(file: &str) -> String {
+        match server_config_of(file, &ServeArgs::default()) {
+            Ok(_) => panic!("accepted: {file}"),
+            Err(error) => format!("{error:#}"),
+        }
+    }
+
+    #[test]
+    fn the_file_sets_limits_deadlines_and_addresses() {
+        let server = server_config_of(
+            "[server]\nhostname = 'mx.example.com'\nconnections_max = 7\nauth_failures_max = 3\n\
+             auth_failure_window_seconds = 60\nlogin_deadline_seconds = 9\ntarpit_delay_ms = 250\n\
+             web_request_bytes_max = 4096\nmetrics = '127.0.0.1:9187'\nweb = ''\n\
+             relay_host = '[192.0.2.1]:587'\nrelay_tls = 'verify'\npostmaster = 'Admin@Example.com'\n",
+            &ServeArgs::default(),
+        )
+        .expect("a valid file");
+        assert_eq!(server.hostname, "mx.example.com");
+        assert_eq!(server.connections_max, 7);
+        assert_eq!(server.throttle.address_failures_max, 3);
+        assert_eq!(server.throttle.window, Duration::from_secs(60));
+        assert_eq!(server.login_deadline, Duration::from_secs(9));
+        assert_eq!(server.tarpit_delay, Duration::from_millis(250));
+        assert_eq!(server.web_request_bytes_max, 4096);
+        assert_eq!(server.metrics, Some("127.0.0.1:9187".parse().unwrap()));
+        assert_eq!(server.web, None);
+        let relay = server.relay.expect("a relay");
+        assert_eq!((relay.host.as_str(), relay.port), ("192.0.2.1", 587));
+        assert!(matches!(relay.tls, delivery::RelayTls::Verify));
+        assert_eq!(server.postmaster.as_deref(), Some("admin@example.com"));
+    }
+
+    #[test]
+    fn a_flag_overrides_the_file_and_an_empty_value_disables_a_listener() {
+        let args = ServeArgs {
+            smtp: Some("127.0.0.1:2600".into()),
+            web: Some("127.0.0.1:8181".into()),
+            ..ServeArgs::default()
+        };
+        let server = server_config_of(
+            "[server]\nsmtp = '127.0.0.1:2500'\nimap = ''\nweb = '127.0.0.1:8080'\n",
+            &args,
+        )
+        .expect("a valid file");
+        let smtp: Vec<_> = server
+            .listeners
+            .iter()
+            .filter(|(service, _)| *service == Service::Smtp)
+            .map(|(_, address)| address.to_string())
+            .collect();
+        assert_eq!(smtp, ["127.0.0.1:2600"]);
+        assert!(server.listeners.iter().all(|(s, _)| *s != Service::Imap));
+        assert!(server.listeners.iter().any(|(s, _)| *s == Service::Pop3));
+        assert_eq!(server.web, Some("127.0.0.1:8181".parse().unwrap()));
+    }
+
+    #[test]
+    fn out_of_range_values_are_refused_naming_their_key() {
+        for (file, says) in [
+            (
+                "login_deadline_seconds = 0",
+                "[server] login_deadline_seconds must be at least 1",
+            ),
+            (
+                "idle_deadline_seconds = 0",
+                "[server] idle_deadline_seconds must be at least 1",
+            ),
+            (
+                "web_sessions_max = 0",
+                "[server] web_sessions_max must be at least 1",
+            ),
+            (
+                "web_connections_max = 0",
+                "[server] web_connections_max must be at least 1",
+            ),
+            (
+                "web_request_bytes_max = 1000",
+                "[server] web_request_bytes_max must be at least 1024",
+            ),
+            ("tls_cert = '/x.pem'", "tls_cert and tls_key go together"),
+            (
+                "relay_host = 'relay'",
+                "relay_host 'relay' is not host:port",
+            ),
+            (
+                "relay_host = 'relay:25'\nrelay_tls = 'maybe'",
+                "relay_tls 'maybe': use may, verify or none",
+            ),
+            ("dns_servers = ['ns1']", "dns_servers: 'ns1' is not ip:port"),
+            (
+                "postmaster = 'nobody'",
+                "postmaster 'nobody' is not an address",
+            ),
+            ("smtp = 'port 25'", "--smtp: 'port 25' is not an address"),
+            ("metrics = '9187'", "metrics: '9187' is not an address"),
+        ] {
+            let said = refusal(&format!("[server]\n{file}\n"));
+            assert!(said.contains(says), "{file}: said {said:?}");
+        }
+    }
+
+    #[test]
+    fn disabling_every_listener_is_refused() {
+        let mut file = String::from("[server]\n");
+        for name in [
+            "smtp",
+            "submission",
+            "submissions",
+            "lmtp",
+            "pop3",
+            "pop3s",
+            "imap",
+            "imaps",
+        ] {
+            file.push_str(&format!("{name} = ''\n"));
+        }
+        assert!(refusal(&file).contains("every listener is disabled"));
+    }
+
+    #[test]
+    fn a_cluster_node_needs_its_secret_and_the_shared_directory() {
+        assert!(refusal("[cluster]\nnode = 'a'\n").contains("node needs secret_file"));
+        let secret = std::env::temp_dir().join(format!("serve-cmd-secret-{}", std::process::id()));
+        std::fs::write(&secret, "0123456789abcdef0123").unwrap();
+        let file = format!(
+            "[cluster]\nnode = 'a'\nsecret_file = '{}'\n",
+            secret.display()
+        );
+        assert!(refusal(&file).contains("needs [directory] url"));
+        std::fs::write(&secret, "short").unwrap();
+        assert!(refusal(&file).contains("holds 5 bytes"));
+        std::fs::remove_file(&secret).unwrap();
     }
 }
