@@ -378,83 +378,150 @@ async fn blocking<T: Send + 'static>(
         .context("the store task failed")??)
 }
 
+/// Copies one folder from the owner (over `client`) into this node's store; `delta` is the
+/// last pass, with the owner's folder frozen. Returns the messages imported. The phases, each
+/// on the blocking pool through [`FolderCopy`]: the target folder with the owner's UIDVALIDITY
+/// and MODSEQs raised above the owner's; messages gone on the owner expunged here; flags of the
+/// messages both have; new messages imported keeping their UIDs; UIDNEXT raised; and on the
+/// delta, MODSEQs taken from the owner and the whole folder compared.
 async fn sync_folder(
-    ctx: &Moves,
+    moves: &Moves,
     client: &mut imap_client::Client,
     user: &str,
     folder: &str,
     copied: &mut Copied,
     delta: bool,
 ) -> Result<u64> {
-    let store = ctx.accounts.store.clone();
-    let (u, f) = (user.to_string(), folder.to_string());
+    let copy = FolderCopy {
+        moves,
+        user,
+        folder,
+    };
     let mailbox = client.examine(folder).await?;
     let highest = mailbox
         .highest_modseq
         .ok_or_else(|| anyhow!("the owner gave no HIGHESTMODSEQ for {folder} (no CONDSTORE)"))?;
-    let here = {
-        let (s, u, f) = (store.clone(), u.clone(), f.clone());
-        blocking(move || Ok(s.status(&u, &f).ok())).await?
-    };
-    match here {
-        Some(status) if status.uidvalidity != mailbox.uid_validity => {
-            bail!(
-                "{folder} was re-created on the owner during the move (UIDVALIDITY {} then {})",
-                status.uidvalidity,
-                mailbox.uid_validity
-            )
-        }
-        Some(_) => {}
-        None => {
-            let (s, u, f) = (store.clone(), u.clone(), f.clone());
-            let validity = mailbox.uid_validity;
-            let target = blocking(move || s.import_folder(&u, &f, Some(validity))).await?;
-            if !target.uidvalidity_kept {
-                bail!("{folder}: the store did not keep UIDVALIDITY {validity}");
-            }
-        }
-    }
-    // Before any import or flag change: every MODSEQ given from here on is above the owner's.
-    {
-        let (s, u, f) = (store.clone(), u.clone(), f.clone());
-        blocking(move || s.raise_modseq(&u, &f, highest)).await?;
-    }
+    copy.prepare(&mailbox, highest).await?;
     let copied_at = copied.get(folder).map(|(_, m)| *m);
     copied.insert(folder.to_string(), (mailbox.uid_validity, highest));
     let source_uids = client.uid_search_all().await?;
-    let view = {
-        let (s, u, f) = (store.clone(), u.clone(), f.clone());
-        blocking(move || s.open_folder(&u, &f)).await?
-    };
-    let mut ours: BTreeMap<u32, (store::Flags, Vec<String>)> = view
-        .messages
-        .into_iter()
-        .map(|m| {
-            let mut k = m.keywords;
-            k.sort();
-            (m.uid, (m.flags, k))
-        })
-        .collect();
-    let theirs: HashSet<u32> = source_uids.iter().copied().collect();
-    let gone: Vec<u32> = ours
-        .keys()
-        .copied()
-        .filter(|u| !theirs.contains(u))
-        .collect();
-    if !gone.is_empty() {
-        let (s, u, f, g) = (store.clone(), u.clone(), f.clone(), gone.clone());
-        blocking(move || s.expunge(&u, &f, &g)).await?;
-        for uid in gone {
-            ours.remove(&uid);
-        }
+    let ours = copy.expunge_gone(&source_uids).await?;
+    copy.copy_flags(client, &source_uids, &ours, copied_at)
+        .await?;
+    let imported = copy.import_new(client, &source_uids, &ours).await?;
+    let next = mailbox.uid_next;
+    copy.on_store(move |s, u, f| s.raise_uidnext(u, f, next))
+        .await?;
+    if delta {
+        copy.compare_frozen(client, &source_uids, &mailbox, highest)
+            .await?;
     }
-    // Flags of the messages both sides have.
-    let common: Vec<u32> = source_uids
-        .iter()
-        .copied()
-        .filter(|u| ours.contains_key(u))
-        .collect();
-    if !common.is_empty() {
+    Ok(imported)
+}
+
+/// This node's copy of each message of a folder: flags and sorted keywords, by UID.
+type OurMessages = BTreeMap<u32, (store::Flags, Vec<String>)>;
+
+/// One folder of a moving user being copied into this node's store.
+struct FolderCopy<'a> {
+    moves: &'a Moves,
+    user: &'a str,
+    folder: &'a str,
+}
+
+impl FolderCopy<'_> {
+    /// Runs `work` with the store, the user and the folder on the blocking pool.
+    async fn on_store<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&store::Store, &str, &str) -> Result<T, store::StoreError> + Send + 'static,
+    ) -> Result<T> {
+        let (store, user, folder) = (
+            self.moves.accounts.store.clone(),
+            self.user.to_string(),
+            self.folder.to_string(),
+        );
+        blocking(move || work(&store, &user, &folder)).await
+    }
+
+    /// Phase 1. After it, the folder exists here with the owner's UIDVALIDITY (created so if
+    /// missing; re-created on the owner fails the move) and every MODSEQ given from here on is
+    /// above the owner's `highest`, before any import or flag change.
+    async fn prepare(&self, mailbox: &imap_client::Mailbox, highest: u64) -> Result<()> {
+        let folder = self.folder;
+        let validity = mailbox.uid_validity;
+        match self.on_store(|s, u, f| Ok(s.status(u, f).ok())).await? {
+            Some(status) if status.uidvalidity != validity => bail!(
+                "{folder} was re-created on the owner during the move (UIDVALIDITY {} then {validity})",
+                status.uidvalidity
+            ),
+            Some(_) => {}
+            None => {
+                let target = self
+                    .on_store(move |s, u, f| s.import_folder(u, f, Some(validity)))
+                    .await?;
+                if !target.uidvalidity_kept {
+                    bail!("{folder}: the store did not keep UIDVALIDITY {validity}");
+                }
+            }
+        }
+        let status = self
+            .on_store(move |s, u, f| s.raise_modseq(u, f, highest))
+            .await?;
+        anyhow::ensure!(
+            status.uidvalidity == validity && status.highest_modseq >= highest,
+            "{folder}: after raising, UIDVALIDITY {} HIGHESTMODSEQ {} (the owner's: {validity}, {highest})",
+            status.uidvalidity,
+            status.highest_modseq
+        );
+        Ok(())
+    }
+
+    /// Phase 2. Expunges here what the owner no longer has; returns what is left here.
+    async fn expunge_gone(&self, source_uids: &[u32]) -> Result<OurMessages> {
+        let view = self.on_store(|s, u, f| s.open_folder(u, f)).await?;
+        let mut ours: OurMessages = view
+            .messages
+            .into_iter()
+            .map(|m| {
+                let mut k = m.keywords;
+                k.sort();
+                (m.uid, (m.flags, k))
+            })
+            .collect();
+        let theirs: HashSet<u32> = source_uids.iter().copied().collect();
+        let gone: Vec<u32> = ours
+            .keys()
+            .copied()
+            .filter(|u| !theirs.contains(u))
+            .collect();
+        if !gone.is_empty() {
+            let expunged = gone.clone();
+            self.on_store(move |s, u, f| s.expunge(u, f, &expunged))
+                .await?;
+            for uid in gone {
+                ours.remove(&uid);
+            }
+        }
+        Ok(ours)
+    }
+
+    /// Phase 3. The owner's flags on the messages both sides have, where they differ or
+    /// changed since the last pass (`copied_at`, the owner's HIGHESTMODSEQ then).
+    async fn copy_flags(
+        &self,
+        client: &mut imap_client::Client,
+        source_uids: &[u32],
+        ours: &OurMessages,
+        copied_at: Option<u64>,
+    ) -> Result<()> {
+        let common: Vec<u32> = source_uids
+            .iter()
+            .copied()
+            .filter(|u| ours.contains_key(u))
+            .collect();
+        if common.is_empty() {
+            return Ok(());
+        }
         let mut groups: BTreeMap<(u8, Vec<String>), Vec<u32>> = BTreeMap::new();
         for state in client.uid_fetch_state(&common, false).await? {
             let (flags, keywords) = store_flags(&state.flags);
@@ -470,75 +537,94 @@ async fn sync_folder(
             }
         }
         for ((bits, keywords), uids) in groups {
-            let (s, u, f) = (store.clone(), u.clone(), f.clone());
             let flags = store::Flags::from_bits_truncate(bits);
-            blocking(move || s.set_flags(&u, &f, &uids, store::FlagOp::Replace, flags, &keywords))
-                .await?;
-        }
-    }
-    // New messages, in chunks, each keeping its UID.
-    let last = ours.keys().next_back().copied().unwrap_or(0);
-    let new: Vec<u32> = source_uids
-        .iter()
-        .copied()
-        .filter(|u| !ours.contains_key(u))
-        .collect();
-    if new.first().is_some_and(|&first| first <= last) {
-        bail!(
-            "{folder}: the owner has UID {} below the last one copied ({last})",
-            new[0]
-        );
-    }
-    let mut imported = 0u64;
-    for chunk in new.chunks(FETCH_CHUNK) {
-        let fetched = client.uid_fetch_state(chunk, true).await?;
-        let messages: Vec<store::ImportedMessage> = fetched
-            .into_iter()
-            .map(|m| {
-                let (flags, keywords) = store_flags(&m.flags);
-                store::ImportedMessage {
-                    uid: Some(m.uid),
-                    flags,
-                    keywords,
-                    internal_date: m.internal_date.unwrap_or(0),
-                    content: m.content.map(Vec::from).unwrap_or_default(),
-                }
+            self.on_store(move |s, u, f| {
+                s.set_flags(u, f, &uids, store::FlagOp::Replace, flags, &keywords)
             })
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Phase 4. The owner's messages not here yet, fetched in chunks of [`FETCH_CHUNK`] and
+    /// each chunk committed as one import batch through the deposit; every message keeps its
+    /// UID and keywords, or the move fails. Returns how many were imported.
+    async fn import_new(
+        &self,
+        client: &mut imap_client::Client,
+        source_uids: &[u32],
+        ours: &OurMessages,
+    ) -> Result<u64> {
+        let folder = self.folder;
+        let last = ours.keys().next_back().copied().unwrap_or(0);
+        let new: Vec<u32> = source_uids
+            .iter()
+            .copied()
+            .filter(|u| !ours.contains_key(u))
             .collect();
-        if messages.is_empty() {
-            continue;
+        if new.first().is_some_and(|&first| first <= last) {
+            bail!(
+                "{folder}: the owner has UID {} below the last one copied ({last})",
+                new[0]
+            );
         }
-        let (s, u, f) = (store.clone(), u.clone(), f.clone());
-        let deposit = ctx.deposit.clone();
-        let outcomes = blocking(move || {
-            let batch = s.prepare_import(&u, &f, messages)?;
-            let gate = deposit.gate().clone();
-            let shared = gate.shared();
-            deposit.import(&shared, batch)
-        })
-        .await?;
-        for outcome in outcomes {
-            let outcome = outcome.with_context(|| format!("importing into {folder}"))?;
-            if !outcome.uid_kept {
-                bail!("{folder}: UID not kept (got {})", outcome.uid);
+        let mut imported = 0u64;
+        for chunk in new.chunks(FETCH_CHUNK) {
+            let messages: Vec<store::ImportedMessage> = client
+                .uid_fetch_state(chunk, true)
+                .await?
+                .into_iter()
+                .map(|m| {
+                    let (flags, keywords) = store_flags(&m.flags);
+                    store::ImportedMessage {
+                        uid: Some(m.uid),
+                        flags,
+                        keywords,
+                        internal_date: m.internal_date.unwrap_or(0),
+                        content: m.content.map(Vec::from).unwrap_or_default(),
+                    }
+                })
+                .collect();
+            if messages.is_empty() {
+                continue;
             }
-            if !outcome.dropped_keywords.is_empty() {
-                bail!("{folder}: keywords dropped: {:?}", outcome.dropped_keywords);
+            let deposit = self.moves.deposit.clone();
+            let outcomes = self
+                .on_store(move |s, u, f| {
+                    let batch = s.prepare_import(u, f, messages)?;
+                    let gate = deposit.gate().clone();
+                    let shared = gate.shared();
+                    deposit.import(&shared, batch)
+                })
+                .await?;
+            for outcome in outcomes {
+                let outcome = outcome.with_context(|| format!("importing into {folder}"))?;
+                if !outcome.uid_kept {
+                    bail!("{folder}: UID not kept (got {})", outcome.uid);
+                }
+                if !outcome.dropped_keywords.is_empty() {
+                    bail!("{folder}: keywords dropped: {:?}", outcome.dropped_keywords);
+                }
+                imported += 1;
             }
-            imported += 1;
         }
+        Ok(imported)
     }
-    {
-        let (s, u, f) = (store.clone(), u.clone(), f.clone());
-        let next = mailbox.uid_next;
-        blocking(move || s.raise_uidnext(&u, &f, next)).await?;
-    }
-    if delta {
-        // Frozen: the owner's folder cannot change any more. Every message takes the MODSEQ
-        // it has there and the folder its HIGHESTMODSEQ (`Store::restore_modseqs`: S4's one
-        // exception, safe because no client sees this copy before the switch); then the
-        // whole folder is compared.
-        let theirs = client.uid_fetch_state(&source_uids, false).await?;
+
+    /// Phase 5, on the delta only. The owner's folder is frozen and cannot change any more:
+    /// every message takes the MODSEQ it has there and the folder its HIGHESTMODSEQ
+    /// (`Store::restore_modseqs`: S4's one exception, safe because no client sees this copy
+    /// before the switch). After it, the whole folder equals the owner's (UIDs, flags,
+    /// keywords, MODSEQs, UIDVALIDITY, HIGHESTMODSEQ), or the move fails.
+    async fn compare_frozen(
+        &self,
+        client: &mut imap_client::Client,
+        source_uids: &[u32],
+        mailbox: &imap_client::Mailbox,
+        highest: u64,
+    ) -> Result<()> {
+        let folder = self.folder;
+        let theirs = client.uid_fetch_state(source_uids, false).await?;
         let mut source_modseqs = HashMap::with_capacity(theirs.len());
         for m in &theirs {
             let modseq = m
@@ -546,10 +632,7 @@ async fn sync_folder(
                 .ok_or_else(|| anyhow!("the owner gave no MODSEQ for UID {} in {folder}", m.uid))?;
             source_modseqs.insert(m.uid, modseq);
         }
-        let view = {
-            let (s, u, f) = (store.clone(), u.clone(), f.clone());
-            blocking(move || s.open_folder(&u, &f)).await?
-        };
+        let view = self.on_store(|s, u, f| s.open_folder(u, f)).await?;
         let differing: Vec<(u32, u64)> = view
             .messages
             .iter()
@@ -561,10 +644,9 @@ async fn sync_folder(
         let view = if differing.is_empty() && view.status.highest_modseq == highest {
             view
         } else {
-            let (s, u, f) = (store.clone(), u.clone(), f.clone());
-            blocking(move || {
-                s.restore_modseqs(&u, &f, differing, highest)?;
-                s.open_folder(&u, &f)
+            self.on_store(move |s, u, f| {
+                s.restore_modseqs(u, f, differing, highest)?;
+                s.open_folder(u, f)
             })
             .await?
         };
@@ -593,8 +675,8 @@ async fn sync_folder(
                 view.status.highest_modseq
             );
         }
+        Ok(())
     }
-    Ok(imported)
 }
 
 #[cfg(test)]
