@@ -264,7 +264,7 @@ impl Delivery {
         let results = if appends.is_empty() {
             Vec::new()
         } else {
-            self.deposit.deposit(&shared, appends, None)
+            self.deposit.deposit(&shared, appends)
         };
         drop(shared);
         for (m, r, index) in slots {
@@ -396,7 +396,7 @@ impl Delivery {
                             queue_id: message.id,
                         },
                     };
-                    let deposited = self.deposit.deposit(&shared, vec![copy], None);
+                    let deposited = self.deposit.deposit(&shared, vec![copy]);
                     // Stored: logged (`dsn`) by the deposit.
                     if !matches!(deposited.first(), Some(Deposited::Stored(_))) {
                         let error = match deposited.into_iter().next() {

@@ -4,10 +4,9 @@
 //!
 //! Here, and only here, new mail is checked against the [`Gate`] (a held mailbox gets
 //! nothing: [`Deposited::Held`]), appended with the store's group commit (one data sync and
-//! one journal sync for every concurrent caller's copies; an announced caller,
-//! [`Deposit::incoming`], is waited for), counted, and logged: the mail log's `delivered`
-//! line (and `dsn` for a notification) is written here once the copy is durable, before
-//! the caller answers anyone.
+//! one journal sync for every concurrent caller's copies), counted, and logged: the mail
+//! log's `delivered` line (and `dsn` for a notification) is written here once the copy is
+//! durable, before the caller answers anyone.
 //!
 //! Every deposit is made under the gate held shared ([`crate::gate::Shared`]), which the
 //! caller takes before it decides where its copies go (a delivery batch routes its
@@ -86,20 +85,9 @@ impl Deposit {
         &self.gate
     }
 
-    /// Announces a copy on its way (see [`store::Store::incoming`]); pass it to
-    /// [`Deposit::deposit`].
-    pub fn incoming(&self) -> store::Incoming {
-        self.store.incoming()
-    }
-
     /// Stores every copy not held, in one group commit with whatever else is waiting, and
     /// logs each one stored. Outcomes in order.
-    pub fn deposit(
-        &self,
-        under: &Shared<'_>,
-        copies: Vec<Copy>,
-        announced: Option<store::Incoming>,
-    ) -> Vec<Deposited> {
+    pub fn deposit(&self, under: &Shared<'_>, copies: Vec<Copy>) -> Vec<Deposited> {
         assert!(
             std::ptr::eq(under.gate, &*self.gate),
             "a deposit under another gate than its own"
@@ -121,10 +109,10 @@ impl Deposit {
             .iter()
             .map(|a| (a.user.clone(), a.folder.clone()))
             .collect();
-        let results = match (appends.is_empty(), announced) {
-            (true, _) => Vec::new(),
-            (false, Some(announced)) => self.store.append_batch_announced(appends, announced),
-            (false, None) => self.store.append_batch(appends),
+        let results = if appends.is_empty() {
+            Vec::new()
+        } else {
+            self.store.append_batch(appends)
         };
         assert!(
             results.is_empty() || results.len() == placed.len(),

@@ -122,7 +122,6 @@ fn each_stored_copy_is_logged_by_its_origin_and_deliveries_are_counted() {
             // Refused by the store: no line, no count.
             copy("a@x.test", "NoSuchFolder", Origin::Own),
         ],
-        None,
     );
     assert!(
         matches!(
@@ -185,7 +184,7 @@ fn a_frozen_mailbox_gets_nothing_until_it_thaws() {
     gate.freeze("a@x.test");
     assert!(gate.held("a@x.test"));
     assert!(!gate.held("b@x.test"));
-    let outcome = deposit.deposit(&gate.shared(), vec![queued()], None);
+    let outcome = deposit.deposit(&gate.shared(), vec![queued()]);
     assert!(
         matches!(outcome.as_slice(), [Deposited::Held]),
         "{outcome:?}"
@@ -193,7 +192,7 @@ fn a_frozen_mailbox_gets_nothing_until_it_thaws() {
     assert!(store.list_folders("a@x.test").is_empty());
     assert!(events.lines().is_empty());
     gate.thaw("a@x.test");
-    let outcome = deposit.deposit(&gate.shared(), vec![queued()], None);
+    let outcome = deposit.deposit(&gate.shared(), vec![queued()]);
     assert!(
         matches!(outcome.as_slice(), [Deposited::Stored(_)]),
         "{outcome:?}"
@@ -237,5 +236,5 @@ fn a_deposit_under_a_foreign_gate_is_a_bug() {
         Arc::new(AtomicU64::new(0)),
     );
     let other = Gate::single();
-    deposit.deposit(&other.shared(), Vec::new(), None);
+    deposit.deposit(&other.shared(), Vec::new());
 }

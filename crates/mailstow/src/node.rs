@@ -351,12 +351,15 @@ impl Joined {
             )
             .context("opening the record of handed-over mail (cluster-delivered)")?,
         );
-        let handover = Arc::new(cluster::HandOver::new(
-            cluster.node.clone(),
-            directory.clone(),
-            mail.deposit.clone(),
-            record,
-        ));
+        let handover = Arc::new(
+            cluster::HandOver::new(
+                cluster.node.clone(),
+                directory.clone(),
+                mail.deposit.clone(),
+                record,
+            )
+            .context("starting the hand-over committer thread")?,
+        );
         let tls = Arc::new(opportunistic_tls::client_config());
         let node = Arc::new(cluster::Cluster::new(cluster, tls));
         let moves = Arc::new(cluster::Moves::new(

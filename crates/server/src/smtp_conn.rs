@@ -29,8 +29,8 @@ struct Transaction {
     /// sessions' messages share one commit (see `queue::Queue::incoming`).
     incoming: Option<queue::Incoming>,
     /// The same for a hand-over from another node: its copies share the store's next
-    /// commit with other nodes' (see `store::Store::incoming`).
-    handover: Option<store::Incoming>,
+    /// commit with other sessions' (see `cluster::HandOver::incoming`).
+    handover: Option<cluster::handover::Incoming>,
 }
 
 /// What SMTP, submission and LMTP connections need beside the shell: the queue their mail

@@ -508,7 +508,7 @@ impl web::Backend for ServerBackend {
                 },
                 origin: mailboxes::Origin::Own,
             };
-            match deposit.deposit(&shared, vec![copy], None).pop() {
+            match deposit.deposit(&shared, vec![copy]).pop() {
                 Some(mailboxes::Deposited::Stored(appended)) => Ok(appended),
                 Some(mailboxes::Deposited::Failed(e)) => Err(e),
                 _ => Err(store::StoreError::Failed("the mailbox is held".into())),

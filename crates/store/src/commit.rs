@@ -167,9 +167,6 @@ pub struct Store {
     pub(crate) writer: Mutex<Writer>,
     pub(crate) queue: Mutex<CommitQueue>,
     pub(crate) queue_cv: Condvar,
-    /// Appends announced (`Store::incoming`) and not yet queued or abandoned: a commit's
-    /// leader waits up to `commit_wait_max` for them.
-    pub(crate) incoming: std::sync::atomic::AtomicUsize,
     pub(crate) counters: Counters,
     /// Told the user of every folder a committed record changed (see `Store::set_observer`).
     pub(crate) observer: RwLock<Option<crate::Observer>>,
@@ -179,21 +176,6 @@ pub struct Store {
     pub(crate) summaries: SummaryCache,
     /// Folder views shared while a folder is unchanged (`view_cache_bytes_max`).
     pub(crate) views: ViewCache,
-}
-
-/// An append on its way (see [`Store::incoming`]).
-pub struct Incoming {
-    store: Arc<Store>,
-}
-
-impl Drop for Incoming {
-    fn drop(&mut self) {
-        self.store.incoming.fetch_sub(1, Ordering::SeqCst);
-        // Taking the lock orders this with the leader's check-then-wait, so the wake-up is
-        // never lost between the two.
-        drop(lock(&self.store.queue));
-        self.store.queue_cv.notify_all();
-    }
 }
 
 /// Clears the leader flag even if the leader's commit panicked, so followers are not stuck.
@@ -516,38 +498,15 @@ impl Store {
             folder: folder.to_string(),
             message,
         };
-        self.group_commit(vec![request], None)
+        self.group_commit(vec![request])
             .pop()
             .unwrap_or_else(|| Err(StoreError::Invalid("append produced no result".into())))
     }
 
-    /// Announces an append on its way (a cluster node's hand-over whose recipient was
-    /// accepted, its content still arriving): until the guard drops, a commit may wait up to
-    /// `commit_wait_max` for it, so concurrent senders share one commit. Pass it to
-    /// [`Store::append_batch_announced`], or drop it when no append will come.
-    pub fn incoming(self: &Arc<Self>) -> Incoming {
-        self.incoming.fetch_add(1, Ordering::SeqCst);
-        Incoming {
-            store: self.clone(),
-        }
-    }
-
-    /// [`Mailstore::append_batch`] for a caller that announced itself: the announcement ends once
-    /// the requests are queued for the next commit.
-    pub fn append_batch_announced(
-        &self,
-        requests: Vec<AppendRequest>,
-        announced: Incoming,
-    ) -> Vec<Result<Appended, StoreError>> {
-        self.group_commit(requests, Some(announced))
-    }
-
-    /// Appends every request in the next group commit. `announced`, the caller's own
-    /// announcement, is dropped once the requests are queued, so no commit waits for it.
+    /// Appends every request in the next group commit.
     pub(crate) fn group_commit(
         &self,
         requests: Vec<AppendRequest>,
-        announced: Option<Incoming>,
     ) -> Vec<Result<Appended, StoreError>> {
         let mut out: Vec<Option<Result<Appended, StoreError>>> = Vec::with_capacity(requests.len());
         let mut mine: Vec<(usize, Arc<Slot>)> = Vec::new();
@@ -569,15 +528,8 @@ impl Store {
             }
         }
         if !mine.is_empty() {
-            lock(&self.queue)
-                .waiting
-                .extend(mine.iter().map(|(_, s)| s.clone()));
-        }
-        // Queued: no commit needs to wait for this caller any more (the drop takes the queue's
-        // lock, so it must not be held here).
-        drop(announced);
-        if !mine.is_empty() {
             let mut q = lock(&self.queue);
+            q.waiting.extend(mine.iter().map(|(_, s)| s.clone()));
             loop {
                 if mine.iter().all(|(_, s)| s.done()) {
                     break;
@@ -587,7 +539,6 @@ impl Store {
                     continue;
                 }
                 q.leader = true;
-                q = self.wait_for_announced(q);
                 let batch = self.take_batch(&mut q.waiting);
                 drop(q);
                 {
@@ -603,30 +554,6 @@ impl Store {
         out.into_iter()
             .map(|r| r.unwrap_or_else(|| Err(StoreError::Invalid("append lost its result".into()))))
             .collect()
-    }
-
-    /// The leader holds the round open up to `commit_wait_max` while appends are announced
-    /// and the batch has room: each announced caller drops its announcement once its requests
-    /// are queued, which wakes the leader.
-    fn wait_for_announced<'a>(
-        &self,
-        mut q: MutexGuard<'a, CommitQueue>,
-    ) -> MutexGuard<'a, CommitQueue> {
-        let deadline = std::time::Instant::now() + self.config.commit_wait_max;
-        while self.incoming.load(Ordering::SeqCst) > 0
-            && q.waiting.len() < self.config.batch_messages_max
-        {
-            let now = std::time::Instant::now();
-            if now >= deadline {
-                break;
-            }
-            q = self
-                .queue_cv
-                .wait_timeout(q, deadline - now)
-                .map(|(q, _)| q)
-                .unwrap_or_else(|p| p.into_inner().0);
-        }
-        q
     }
 
     fn take_batch(&self, waiting: &mut VecDeque<Arc<Slot>>) -> Vec<Arc<Slot>> {

@@ -62,12 +62,6 @@ pub struct StoreConfig {
     /// Memory for folder views shared by the sessions that open an unchanged folder
     /// ([`crate::Mailstore::shared_view`]). Least recently used views are dropped past it.
     pub view_cache_bytes_max: usize,
-    /// How long a commit waits for appends announced with [`crate::Store::incoming`] to
-    /// join it (the queue's `commit_wait_max` idea applied to the store): a cluster node hands
-    /// a batch over on several connections at once, their transactions arrive within a
-    /// fraction of a millisecond of each other, and each one that joins saves a commit (a data
-    /// sync and a journal sync). Nobody announced means nobody waits.
-    pub commit_wait_max: std::time::Duration,
 }
 
 impl Default for StoreConfig {
@@ -93,7 +87,6 @@ impl Default for StoreConfig {
             salvage: false,
             summary_cache_bytes_max: 64 << 20,
             view_cache_bytes_max: 64 << 20,
-            commit_wait_max: std::time::Duration::from_millis(2),
         }
     }
 }

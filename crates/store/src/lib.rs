@@ -55,7 +55,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use commit::{Incoming, Store};
+pub use commit::Store;
 pub use config::{KEYWORDS_PER_FOLDER_LIMIT, StoreConfig};
 pub use format::parse_summary;
 pub use fsck::FsckReport;

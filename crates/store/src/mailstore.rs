@@ -343,7 +343,7 @@ impl Mailstore for Store {
 
     /// Group-committed with whatever else is waiting (`commit.rs`).
     fn append_batch(&self, requests: Vec<AppendRequest>) -> Vec<Result<Appended, StoreError>> {
-        self.group_commit(requests, None)
+        self.group_commit(requests)
     }
 
     /// From the index (no I/O).

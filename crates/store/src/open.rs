@@ -212,7 +212,6 @@ impl Store {
             }),
             queue: Mutex::new(CommitQueue::default()),
             queue_cv: Condvar::new(),
-            incoming: std::sync::atomic::AtomicUsize::new(0),
             counters: Counters::default(),
             observer: std::sync::RwLock::new(None),
             recent: Recent::default(),
