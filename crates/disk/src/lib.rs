@@ -15,6 +15,7 @@
 mod findings;
 mod real;
 mod sim;
+mod space;
 
 use std::io;
 use std::path::Path;
@@ -23,6 +24,7 @@ use std::sync::Arc;
 pub use findings::Findings;
 pub use real::RealDisk;
 pub use sim::{CrashReport, SimDisk, SimStats};
+pub use space::{Shortage, SpaceReserve};
 
 /// The unit a disk writes atomically. A crash keeps or loses whole sectors, never part of one.
 pub const SECTOR_BYTES: u64 = 512;
@@ -43,6 +45,19 @@ pub trait Disk: Send + Sync + 'static {
     fn remove(&self, path: &Path) -> io::Result<()>;
     /// Makes creations, renames and removals inside `dir` durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Bytes an unprivileged writer can still allocate on the file system holding `dir`
+    /// (`statvfs`'s `f_bavail × f_frsize`): what the free-space reserve is checked against.
+    fn available_bytes(&self, dir: &Path) -> io::Result<u64>;
+}
+
+/// True for the errors that mean "no room": `ENOSPC` and a quota (`EDQUOT`). They are
+/// ordinary conditions (space comes back), unlike other I/O failures, which the engines
+/// treat as a reason to stop and recover.
+pub fn is_out_of_space(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
+    )
 }
 
 /// What [`File::write_zeros`] writes per call.

@@ -60,6 +60,11 @@ impl Disk for RealDisk {
             .and_then(|d| d.sync_all())
             .map_err(|e| annotate(e, dir))
     }
+
+    fn available_bytes(&self, dir: &Path) -> io::Result<u64> {
+        let st = rustix::fs::statvfs(dir)?;
+        Ok(st.f_bavail.saturating_mul(st.f_frsize))
+    }
 }
 
 fn annotate(error: io::Error, path: &Path) -> io::Error {

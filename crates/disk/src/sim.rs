@@ -48,6 +48,9 @@ struct State {
     stats: SimStats,
     /// How long each `sync_data` takes (zero: at once).
     sync_latency: std::time::Duration,
+    /// Bytes the files may hold together (their lengths, open-but-unlinked ones included);
+    /// growing past it fails with `ENOSPC`. `None` = unlimited.
+    capacity: Option<u64>,
 }
 
 /// Counters a test can read to check how the engine used the disk.
@@ -162,6 +165,13 @@ impl SimDisk {
         self.lock().sync_latency = latency;
     }
 
+    /// Limits the bytes all files may hold together: a write, `set_len` or `allocate` that
+    /// would grow past it fails as a full file system does (`ErrorKind::StorageFull`), and
+    /// changes nothing. `None` lifts the limit.
+    pub fn set_capacity(&self, bytes: Option<u64>) {
+        self.lock().capacity = bytes;
+    }
+
     pub fn fail_after(&self, count: u64) {
         self.lock().ops_left = Some(count);
     }
@@ -207,11 +217,35 @@ fn crashed() -> io::Error {
     io::Error::other("simulated disk: handle opened before a crash")
 }
 
+fn no_space() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::StorageFull,
+        "simulated disk: no space left on device",
+    )
+}
+
 fn injected() -> io::Error {
     io::Error::other("simulated disk: injected I/O failure")
 }
 
 impl State {
+    /// What every file holds together (live lengths).
+    fn used_bytes(&self) -> u64 {
+        self.files.values().map(|f| f.live.len() as u64).sum()
+    }
+
+    /// Fails with `ENOSPC` if file `id` growing to `new_len` would pass the capacity.
+    fn room_for(&self, id: FileId, new_len: u64) -> io::Result<()> {
+        let Some(cap) = self.capacity else {
+            return Ok(());
+        };
+        let old = self.files.get(&id).map_or(0, |f| f.live.len() as u64);
+        if new_len > old && self.used_bytes() - old + new_len > cap {
+            return Err(no_space());
+        }
+        Ok(())
+    }
+
     /// Counts one mutating call against the failure budget.
     fn spend(&mut self) -> io::Result<()> {
         match self.ops_left {
@@ -293,6 +327,14 @@ impl Disk for SimDisk {
         Ok(())
     }
 
+    fn available_bytes(&self, _dir: &Path) -> io::Result<u64> {
+        let state = self.lock();
+        Ok(match state.capacity {
+            None => u64::MAX,
+            Some(cap) => cap.saturating_sub(state.used_bytes()),
+        })
+    }
+
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         let mut state = self.lock();
         state.spend()?;
@@ -321,12 +363,24 @@ impl SimHandle {
         mutating: bool,
         f: impl FnOnce(&mut SimFile, &mut SimStats) -> io::Result<T>,
     ) -> io::Result<T> {
+        self.growing(mutating, 0, f)
+    }
+
+    /// [`SimHandle::with`] for a call that makes the file at least `new_len` long: refused
+    /// with `ENOSPC`, before anything changes, past the disk's capacity.
+    fn growing<T>(
+        &self,
+        mutating: bool,
+        new_len: u64,
+        f: impl FnOnce(&mut SimFile, &mut SimStats) -> io::Result<T>,
+    ) -> io::Result<T> {
         let mut state = self.disk.lock();
         if state.epoch != self.epoch {
             return Err(crashed());
         }
         if mutating {
             state.spend()?;
+            state.room_for(self.id, new_len)?;
         }
         let state = &mut *state;
         // A file removed from every name still exists for open handles, as on POSIX.
@@ -358,7 +412,7 @@ impl File for SimHandle {
     }
 
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.with(true, |file, stats| {
+        self.growing(true, offset + buf.len() as u64, |file, stats| {
             let end = offset as usize + buf.len();
             if file.live.len() < end {
                 file.live.resize(end, 0);
@@ -377,7 +431,7 @@ impl File for SimHandle {
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
-        self.with(true, |file, _| {
+        self.growing(true, len, |file, _| {
             let old = file.live.len() as u64;
             file.live.resize(len as usize, 0);
             file.len_dirty = true;
@@ -388,7 +442,7 @@ impl File for SimHandle {
     }
 
     fn allocate(&self, len: u64) -> io::Result<()> {
-        self.with(true, |file, _| {
+        self.growing(true, len, |file, _| {
             if (file.live.len() as u64) < len {
                 let old = file.live.len() as u64;
                 file.live.resize(len as usize, 0);

@@ -9,9 +9,15 @@ use crate::format;
 /// Tunables of a [`crate::Queue`]. `Default` gives the values documented in `docs/storage.md`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QueueConfig {
-    /// Size of every new segment file (preallocated). Default 64 MiB, minimum 1 MiB, a multiple
-    /// of 4096, below 4 GiB (record offsets are 32-bit).
+    /// Largest size of a new segment file (preallocated). Default 64 MiB, minimum 1 MiB, a
+    /// multiple of 4096, below 4 GiB (record offsets are 32-bit). It also bounds the largest
+    /// record.
     pub segment_bytes: u64,
+    /// Smallest size of a new segment file. A new segment is as large as the segments of its
+    /// kind together (so the files double while the queue grows), between this and
+    /// `segment_bytes`: an empty queue takes this much per kind, not `segment_bytes`.
+    /// Default 1 MiB (the minimum), a multiple of 4096.
+    pub segment_bytes_min: u64,
     /// Most records the writer commits in one round.
     pub batch_records_max: usize,
     /// Most record bytes the writer commits in one round (a single larger record still goes
@@ -35,6 +41,7 @@ impl Default for QueueConfig {
     fn default() -> Self {
         QueueConfig {
             segment_bytes: 64 << 20,
+            segment_bytes_min: format::SEGMENT_BYTES_MIN,
             batch_records_max: 1024,
             batch_bytes_max: 8 << 20,
             free_segments_max: 4,
@@ -66,6 +73,15 @@ impl QueueConfig {
             return bad(format!(
                 "segment_bytes {} must be a multiple of 4096",
                 self.segment_bytes
+            ));
+        }
+        if self.segment_bytes_min < format::SEGMENT_BYTES_MIN
+            || self.segment_bytes_min > self.segment_bytes
+            || !self.segment_bytes_min.is_multiple_of(4096)
+        {
+            return bad(format!(
+                "segment_bytes_min {} must be a multiple of 4096 between 1 MiB and segment_bytes ({})",
+                self.segment_bytes_min, self.segment_bytes
             ));
         }
         if self.batch_records_max == 0 || self.batch_bytes_max == 0 {

@@ -48,6 +48,10 @@ pub enum QueueError {
     /// Reopen the queue: recovery establishes what is durable.
     #[error("the queue stopped after an I/O failure ({0}); reopen it")]
     Poisoned(String),
+    /// The file system is full: the request needed a new segment and none could be made.
+    /// Nothing was written and the queue goes on; try again when space is freed.
+    #[error("the queue's file system is full ({0}); try again when space is freed")]
+    NoSpace(String),
 }
 
 impl QueueError {
@@ -56,6 +60,24 @@ impl QueueError {
             op,
             path: path.into(),
             source,
+        }
+    }
+
+    /// A segment could not be created: `NoSpace` if the file system is full.
+    pub(crate) fn creating_segment(path: &std::path::Path, source: io::Error) -> QueueError {
+        if disk::is_out_of_space(&source) {
+            QueueError::NoSpace(format!("creating {}: {source}", path.display()))
+        } else {
+            QueueError::io("create segment", path, source)
+        }
+    }
+
+    /// True when the request failed only for want of room (nothing was written; it can be
+    /// tried again as it is).
+    pub fn is_out_of_space(&self) -> bool {
+        match self {
+            QueueError::NoSpace(_) => true,
+            _ => false,
         }
     }
 
@@ -84,6 +106,7 @@ impl QueueError {
             QueueError::Leased(id) => QueueError::Leased(*id),
             QueueError::Closed => QueueError::Closed,
             QueueError::Poisoned(s) => QueueError::Poisoned(s.clone()),
+            QueueError::NoSpace(s) => QueueError::NoSpace(s.clone()),
         }
     }
 }

@@ -23,6 +23,8 @@ pub(crate) const BYTES_PER_SLOT: u64 = 2048;
 /// Smallest segment a header may declare (and `QueueConfig::validate` accepts); the largest
 /// is below 4 GiB, since record offsets are 32-bit.
 pub(crate) const SEGMENT_BYTES_MIN: u64 = 1 << 20;
+/// Largest segment size: the largest multiple of 4096 below 4 GiB.
+pub(crate) const SEGMENT_BYTES_LIMIT: u64 = (u32::MAX as u64) & !4095;
 
 // Segment header
 //

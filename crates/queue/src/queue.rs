@@ -119,8 +119,7 @@ impl Core {
 
     /// Largest record a new segment can hold.
     fn record_capacity(&self) -> u64 {
-        let slots = format::slot_count(self.config.segment_bytes);
-        self.config.segment_bytes - u64::from(format::data_offset(slots))
+        crate::writer::record_capacity(self.config.segment_bytes)
     }
 
     fn check_envelope(&self, e: &Envelope, content_len: usize) -> Result<(), QueueError> {

@@ -196,6 +196,7 @@ pub(crate) fn recover(
         lazy,
         lazy_done,
         spare: None,
+        ready: [VecDeque::new(), VecDeque::new()],
     };
     // Ids, generations and sequence numbers only grow from here.
     assert!(writer.active.iter().flatten().all(|c| {

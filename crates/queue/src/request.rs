@@ -69,6 +69,19 @@ impl Request {
         }
     }
 
+    /// Bytes of the record a new message takes in its segment (0 for anything else).
+    pub(crate) fn record_len(&self) -> u64 {
+        match self {
+            Request::Enqueue {
+                envelope,
+                statuses,
+                content,
+                ..
+            } => crate::format::record_len(statuses.len(), envelope.len(), content.len()),
+            _ => 0,
+        }
+    }
+
     /// Record bytes this request adds to a batch.
     pub(crate) fn bytes(&self) -> usize {
         match self {

@@ -103,6 +103,47 @@ pub(crate) struct Writer {
     pub(crate) lazy_done: Vec<u64>,
     /// The next new main segment, being zero-filled by a helper thread (see `Spare`).
     pub(crate) spare: Option<Spare>,
+    /// Segments acquired ahead of the rollovers that will use them, per kind, in the order
+    /// `activate` takes them (`Writer::acquire_segments`).
+    pub(crate) ready: [VecDeque<Ready>; 2],
+}
+
+/// A segment acquired for a coming rollover: a free one, the spare, or a new one created under
+/// its temporary name and preallocated. Nothing is written in it until `activate` gives it its
+/// header, so one that is never used costs nothing but its space (a `.tmp` one is removed at
+/// the next open).
+pub(crate) struct Ready {
+    seq: u64,
+    file: Arc<dyn File>,
+    /// The segment's name, or for a new one its temporary name (renamed by `activate`).
+    path: PathBuf,
+    segment_bytes: u64,
+    created: bool,
+}
+
+impl Ready {
+    /// The largest record it can hold.
+    fn capacity(&self) -> u64 {
+        record_capacity(self.segment_bytes)
+    }
+}
+
+/// The largest record a segment of `segment_bytes` can hold.
+pub(crate) fn record_capacity(segment_bytes: u64) -> u64 {
+    segment_bytes - u64::from(format::data_offset(format::slot_count(segment_bytes)))
+}
+
+/// The smallest segment size (a multiple of 4096, at least `floor`) that holds a record of
+/// `need` bytes; `None` past what the format can address.
+pub(crate) fn segment_bytes_for(need: u64, floor: u64) -> Option<u64> {
+    // The slot area takes 64 bytes per 2 KiB, 1/32 of the segment, after the header page.
+    let mut bytes = ((need + 2 * 4096) * 32 / 31)
+        .next_multiple_of(4096)
+        .max(floor);
+    while record_capacity(bytes) < need {
+        bytes += 4096;
+    }
+    (bytes <= format::SEGMENT_BYTES_LIMIT).then_some(bytes)
 }
 
 /// A main segment prepared ahead of need while the queue grows: created under its temporary
@@ -113,6 +154,7 @@ pub(crate) struct Writer {
 pub(crate) struct Spare {
     seq: u64,
     tmp: PathBuf,
+    segment_bytes: u64,
     job: JoinHandle<std::io::Result<Arc<dyn File>>>,
 }
 
@@ -127,14 +169,13 @@ impl Drop for Writer {
 }
 
 impl Spare {
-    fn start(core: &Arc<Core>, seq: u64) -> Option<Spare> {
+    fn start(core: &Arc<Core>, seq: u64, bytes: u64) -> Option<Spare> {
         let tmp = format::temp_path(&core.dir.join(format::segment_name(Kind::Main, seq)));
         let core = core.clone();
         let path = tmp.clone();
         let job = std::thread::Builder::new()
             .name("queue-spare".into())
             .spawn(move || {
-                let bytes = core.config.segment_bytes;
                 let file = core.disk.open(&path, true)?;
                 file.allocate(bytes)?;
                 file.write_zeros(0, bytes)?;
@@ -143,15 +184,29 @@ impl Spare {
                 Ok(file)
             })
             .ok()?;
-        Some(Spare { seq, tmp, job })
+        Some(Spare {
+            seq,
+            tmp,
+            segment_bytes: bytes,
+            job,
+        })
     }
 
-    /// The prepared file, once the helper is done; `None` if it failed (the writer then
-    /// creates the segment itself).
-    fn finish(self) -> Option<(u64, PathBuf, Arc<dyn File>)> {
+    /// The prepared segment, once the helper is done; `None` if it failed (a full disk: its
+    /// file is removed, and the writer creates segments itself).
+    fn finish(self, disk: &dyn Disk) -> Option<Ready> {
         match self.job.join() {
-            Ok(Ok(file)) => Some((self.seq, self.tmp, file)),
-            _ => None,
+            Ok(Ok(file)) => Some(Ready {
+                seq: self.seq,
+                file,
+                path: self.tmp,
+                segment_bytes: self.segment_bytes,
+                created: true,
+            }),
+            _ => {
+                let _ = disk.remove(&self.tmp);
+                None
+            }
         }
     }
 }
@@ -172,6 +227,20 @@ struct Round {
 }
 
 impl Round {
+    /// Record sizes of the deferred copies, in the order `new_records` lists them.
+    fn copy_lens(&self) -> Vec<u64> {
+        self.finishes
+            .iter()
+            .filter_map(|(_, _, _, f)| f.copy.as_ref())
+            .map(|c| format::record_len(c.statuses.len(), c.envelope.len(), c.content.len()))
+            .collect()
+    }
+
+    /// Record sizes of the new mail, in order.
+    fn enqueue_lens(&self) -> Vec<u64> {
+        self.enqueues.iter().map(Request::record_len).collect()
+    }
+
     fn len(&self) -> usize {
         self.enqueues.len()
             + self.finishes.len()
@@ -348,7 +417,8 @@ impl Writer {
     /// One group-commit round, in the phases of docs/storage.md, "Phases of a queue writer
     /// round". On error every ticket of the round has been failed.
     fn round(&mut self, requests: Vec<Request>) -> Result<(), QueueError> {
-        let round = self.sort_requests(requests);
+        let mut round = self.sort_requests(requests);
+        self.acquire_segments(&mut round);
         let (new_copies, new_main) = self.new_records(&round);
         let (marks, done_before) = self.round_marks(&round);
         let io = self.write_round(&new_copies, &new_main, &marks);
@@ -754,10 +824,11 @@ impl Writer {
         Ok(placed)
     }
 
-    /// Seals the active segment of `kind` and makes a free one (that can hold a record of
-    /// `need` bytes) or a new one active. Its header, with a new generation (which orphans
-    /// every slot of the old one) and the current id floor, is synced before any record is
-    /// written there: slots of the new generation must never outlive their header.
+    /// Seals the active segment of `kind` and makes the first segment acquired for it that
+    /// can hold a record of `need` bytes active (`acquire_segments` acquired it for this
+    /// rollover). Its header, with a new generation (which orphans every slot of the old one)
+    /// and the current id floor, is synced before any record is written there: slots of the
+    /// new generation must never outlive their header.
     fn activate(&mut self, kind: Kind, need: u64) -> Result<(), QueueError> {
         let k = kind.index();
         if let Some(old) = self.active[k].take() {
@@ -768,59 +839,19 @@ impl Writer {
             }
             Self::recycle(&core, &mut self.free, &mut st);
         }
+        let pos = self.ready[k].iter().position(|r| r.capacity() >= need);
+        let Ready {
+            seq,
+            file,
+            path,
+            segment_bytes,
+            created,
+        } = pos
+            .and_then(|p| self.ready[k].remove(p))
+            .expect("acquire_segments acquired a segment for every rollover of the round");
         self.max_generation += 1;
         let generation = self.max_generation;
-        let reuse = {
-            let st = self.core.lock();
-            let pos = self.free[k].iter().position(|seq| {
-                st.segments.get(seq).is_some_and(|s| {
-                    s.header.segment_bytes - u64::from(s.header.data_offset) >= need
-                })
-            });
-            pos.and_then(|p| self.free[k].remove(p)).and_then(|seq| {
-                st.segments
-                    .get(&seq)
-                    .map(|s| (seq, s.file.clone(), s.path.clone(), s.header.segment_bytes))
-            })
-        };
-        let spare = match (&reuse, kind) {
-            (None, Kind::Main) => self.spare.take().and_then(Spare::finish),
-            _ => None,
-        };
-        let (seq, file, path, segment_bytes, created) = match (reuse, spare) {
-            (Some((seq, file, path, bytes)), _) => (seq, file, path, bytes, false),
-            (None, Some((seq, tmp, file))) => {
-                (seq, file, tmp, self.core.config.segment_bytes, true)
-            }
-            (None, None) => {
-                let seq = self.next_seq;
-                self.next_seq += 1;
-                // Built under a temporary name and renamed when its header is durable, so a
-                // crash never leaves a half-made file under a segment name.
-                let path = self.core.dir.join(format::segment_name(kind, seq));
-                let tmp = format::temp_path(&path);
-                let file = self
-                    .core
-                    .disk
-                    .open(&tmp, true)
-                    .map_err(|e| QueueError::io("create segment", &tmp, e))?;
-                (seq, file, tmp, self.core.config.segment_bytes, true)
-            }
-        };
         let header = Header::new(kind, seq, generation, segment_bytes, self.next_id);
-        file.allocate(segment_bytes)
-            .map_err(|e| QueueError::io("preallocate", &path, e))?;
-        if created && kind == Kind::Main && self.spare.is_none() {
-            // The queue is growing: have the next segment ready before it is needed.
-            // fallocate leaves blocks "unwritten", and the first write to each makes
-            // fdatasync commit an extent conversion to the file system's journal; a spare is
-            // zero-filled off the commit path, so batches in it are plain overwrites
-            // (measured here: 256 KiB write + fdatasync 353 us -> 247 us). Recycled segments
-            // keep their written blocks.
-            let seq = self.next_seq;
-            self.next_seq += 1;
-            self.spare = Spare::start(&self.core, seq);
-        }
         file.write_all_at(&header.encode(), 0)
             .map_err(|e| QueueError::io("write header of", &path, e))?;
         self.sync(&*file, &path)?;
@@ -874,6 +905,196 @@ impl Writer {
             chain: format::chain_seed(generation),
         });
         Ok(())
+    }
+
+    /// Phase 2: acquires, before any id is given or any byte written, every segment the
+    /// round's new records will roll over into (the same packing `append` does), so that a
+    /// full file system refuses only the requests that need room, with
+    /// [`QueueError::NoSpace`], and the queue goes on: nothing was written, nothing is
+    /// poisoned, and the next round tries again. Deferred copies are refused with their
+    /// finish (the message stays where it was, to be tried again); marks need no room.
+    fn acquire_segments(&mut self, round: &mut Round) {
+        if let Err(e) = self.acquire_for(Kind::Deferred, &round.copy_lens()) {
+            let (refused, kept) = std::mem::take(&mut round.finishes)
+                .into_iter()
+                .partition(|(_, _, _, f)| f.copy.is_some());
+            round.finishes = kept;
+            for (_, _, _, f) in refused {
+                (f.done)(Err(e.duplicate()));
+            }
+        }
+        if let Err(e) = self.acquire_for(Kind::Main, &round.enqueue_lens()) {
+            for r in std::mem::take(&mut round.enqueues) {
+                r.fail(e.duplicate());
+            }
+        }
+        // Every rollover `append` will make has its segment.
+        assert!(
+            self.uncovered_rollover(Kind::Deferred, &round.copy_lens())
+                .is_none()
+        );
+        assert!(
+            self.uncovered_rollover(Kind::Main, &round.enqueue_lens())
+                .is_none()
+        );
+    }
+
+    /// Acquires what records of `lens` (in order) need past the active segment of `kind`.
+    fn acquire_for(&mut self, kind: Kind, lens: &[u64]) -> Result<(), QueueError> {
+        while let Some(need) = self.uncovered_rollover(kind, lens) {
+            self.acquire(kind, need)?;
+        }
+        Ok(())
+    }
+
+    /// Packs `lens` as `append` will (the active segment, then the acquired ones, each taking
+    /// the first that holds the record starting it) and returns the record size of the first
+    /// rollover no acquired segment can take.
+    fn uncovered_rollover(&self, kind: Kind, lens: &[u64]) -> Option<u64> {
+        let k = kind.index();
+        let (mut data, mut slot, mut bytes, mut slots) = match &self.active[k] {
+            Some(c) => (
+                u64::from(c.next_data),
+                c.next_slot,
+                c.header.segment_bytes,
+                c.header.slot_count,
+            ),
+            None => (0, 0, 0, 0),
+        };
+        let mut claimed = vec![false; self.ready[k].len()];
+        for &len in lens {
+            if !(slot < slots && data + len <= bytes) {
+                let Some(pos) = self.ready[k]
+                    .iter()
+                    .enumerate()
+                    .position(|(i, r)| !claimed[i] && r.capacity() >= len)
+                else {
+                    return Some(len);
+                };
+                claimed[pos] = true;
+                bytes = self.ready[k][pos].segment_bytes;
+                slots = format::slot_count(bytes);
+                data = u64::from(format::data_offset(slots));
+                slot = 0;
+            }
+            data += len;
+            slot += 1;
+        }
+        None
+    }
+    /// Adds a segment that holds a record of `need` bytes to the acquired ones of `kind`:
+    /// the first free one that does, else (main) the spare, else a new one, created under its
+    /// temporary name and preallocated. A failure writes nothing: the partial file is removed
+    /// and the error is `NoSpace` when the file system is full.
+    fn acquire(&mut self, kind: Kind, need: u64) -> Result<(), QueueError> {
+        let k = kind.index();
+        if let Some(free) = self.take_free(kind, need) {
+            self.ready[k].push_back(free);
+            return Ok(());
+        }
+        if kind == Kind::Main
+            && let Some(spare) = self.spare.take()
+            && let Some(ready) = spare.finish(&*self.core.disk)
+        {
+            let fits = ready.capacity() >= need;
+            self.ready[k].push_back(ready);
+            self.start_spare();
+            if fits {
+                return Ok(());
+            }
+        }
+        let bytes = self.new_segment_bytes(kind, need);
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let tmp = format::temp_path(&self.core.dir.join(format::segment_name(kind, seq)));
+        let made = self
+            .core
+            .disk
+            .open(&tmp, true)
+            .and_then(|file| file.allocate(bytes).map(|()| file));
+        let file = match made {
+            Ok(file) => file,
+            Err(e) => {
+                let _ = self.core.disk.remove(&tmp);
+                return Err(QueueError::creating_segment(&tmp, e));
+            }
+        };
+        self.ready[k].push_back(Ready {
+            seq,
+            file,
+            path: tmp,
+            segment_bytes: bytes,
+            created: true,
+        });
+        if kind == Kind::Main {
+            self.start_spare();
+        }
+        Ok(())
+    }
+
+    /// The first free segment of `kind` that holds a record of `need` bytes, off the free
+    /// list.
+    fn take_free(&mut self, kind: Kind, need: u64) -> Option<Ready> {
+        let k = kind.index();
+        let st = self.core.lock();
+        let pos = self.free[k].iter().position(|seq| {
+            st.segments
+                .get(seq)
+                .is_some_and(|s| record_capacity(s.header.segment_bytes) >= need)
+        })?;
+        let seq = self.free[k].remove(pos)?;
+        st.segments.get(&seq).map(|s| Ready {
+            seq,
+            file: s.file.clone(),
+            path: s.path.clone(),
+            segment_bytes: s.header.segment_bytes,
+            created: false,
+        })
+    }
+
+    /// The queue is growing: have the next main segment ready before it is needed.
+    /// fallocate leaves blocks "unwritten", and the first write to each makes fdatasync
+    /// commit an extent conversion to the file system's journal; a spare is zero-filled off
+    /// the commit path, so batches in it are plain overwrites (measured here: 256 KiB write +
+    /// fdatasync 353 us -> 247 us). Recycled segments keep their written blocks.
+    fn start_spare(&mut self) {
+        if self.spare.is_some() {
+            return;
+        }
+        let bytes = self.new_segment_bytes(Kind::Main, 0);
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.spare = Spare::start(&self.core, seq, bytes);
+    }
+
+    /// The size of a new segment of `kind`: as many bytes as the kind's segments hold now,
+    /// so the queue's files double while it grows and a small queue stays small (docs/storage.md,
+    /// "Segment sizes"), between `segment_bytes_min` and `segment_bytes`, and at least what a
+    /// record of `need` bytes takes.
+    fn new_segment_bytes(&self, kind: Kind, need: u64) -> u64 {
+        let config = &self.core.config;
+        let held: u64 = {
+            let st = self.core.lock();
+            st.segments
+                .values()
+                .filter(|s| s.header.kind == kind)
+                .map(|s| s.header.segment_bytes)
+                .sum()
+        };
+        let acquired: u64 = self.ready[kind.index()]
+            .iter()
+            .filter(|r| r.created)
+            .map(|r| r.segment_bytes)
+            .sum();
+        let spare = match (kind, &self.spare) {
+            (Kind::Main, Some(spare)) => spare.segment_bytes,
+            _ => 0,
+        };
+        let grown = (held + acquired + spare)
+            .next_multiple_of(4096)
+            .clamp(config.segment_bytes_min, config.segment_bytes);
+        // `enqueue` refuses records larger than a segment of `segment_bytes` holds.
+        segment_bytes_for(need, grown).unwrap_or(config.segment_bytes)
     }
 
     /// Moves sealed segments without live slots to the free list (Q5) and unlinks free

@@ -5,6 +5,7 @@ mod basic;
 mod corrupt;
 mod deferred;
 mod format_tests;
+mod full_disk;
 mod group_commit;
 mod model;
 mod operator;
