@@ -45,6 +45,13 @@ impl StoreError {
         }
     }
 
+    /// True for a write refused for want of room (`ENOSPC`, a quota): an ordinary condition
+    /// that passes when space is freed, not damage.
+    pub fn is_out_of_space(&self) -> bool {
+        matches!(self, StoreError::Io { source, .. }
+            if matches!(source.kind(), io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded))
+    }
+
     pub fn corrupt(what: impl Into<String>) -> StoreError {
         StoreError::Corrupt { what: what.into() }
     }

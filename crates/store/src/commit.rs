@@ -26,6 +26,7 @@ use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::time::Instant;
 
 use disk::{Disk, File};
 use mail_model::Mailstore;
@@ -74,7 +75,17 @@ pub(crate) struct Writer {
     pub(crate) alloc: Allocator,
     /// Set after a failed journal write: nothing more is written until reopen.
     pub(crate) failed: Option<String>,
+    /// Size of the last snapshot: the journal may hold as much before the next checkpoint.
+    pub(crate) snapshot_bytes: u64,
+    /// Why the last checkpoint failed (a full disk, usually), until one succeeds. The store
+    /// goes on meanwhile: the journal keeps every change.
+    pub(crate) checkpoint_problem: Option<String>,
+    /// No automatic checkpoint is tried before this, after one failed.
+    pub(crate) checkpoint_retry_at: Option<Instant>,
 }
+
+/// How long the writer waits before trying a failed checkpoint again.
+const CHECKPOINT_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// An append validated and laid out outside any lock.
 pub(crate) struct Prepared {
@@ -295,6 +306,8 @@ impl Store {
             return Ok(Vec::new());
         }
         let payload = encode_ops(ops);
+        // Room first: refused for want of space, nothing was written and the store goes on.
+        w.journal.make_room(payload.len())?;
         match w.journal.append(&payload) {
             Ok(n) => {
                 bump(&self.counters.journal_syncs, 1);
@@ -388,14 +401,44 @@ impl Store {
         }
     }
 
-    /// Starts a checkpoint once the journal passes its threshold. A failure stops the writer
-    /// (the change that triggered it is already durable and acknowledged).
+    /// Starts a checkpoint once the journal holds as much as the last snapshot (within the
+    /// configured bounds). A failure leaves every file as a crash there would, which the
+    /// journal covers (docs/storage.md, crash table): the store goes on, reports the problem,
+    /// and tries again after `CHECKPOINT_RETRY_AFTER`.
     fn maybe_checkpoint(&self, w: &mut Writer) {
-        if w.journal.used() >= self.config.journal_checkpoint_bytes
-            && let Err(e) = self.checkpoint_locked(w)
+        if w.journal.used() < self.config.checkpoint_after_bytes(w.snapshot_bytes)
+            || w.checkpoint_retry_at.is_some_and(|at| Instant::now() < at)
         {
-            w.failed = Some(format!("checkpoint failed: {e}"));
+            return;
         }
+        let _ = self.checkpoint_noting(w);
+    }
+
+    /// [`Store::checkpoint_locked`], noting a failure for `write_problem` and the retry.
+    pub(crate) fn checkpoint_noting(&self, w: &mut Writer) -> Result<(), StoreError> {
+        let r = self.checkpoint_locked(w);
+        match &r {
+            Ok(()) => {
+                w.checkpoint_problem = None;
+                w.checkpoint_retry_at = None;
+            }
+            Err(e) => {
+                w.checkpoint_problem = Some(format!("checkpoint failed: {e}"));
+                w.checkpoint_retry_at = Some(Instant::now() + CHECKPOINT_RETRY_AFTER);
+            }
+        }
+        r
+    }
+
+    /// Why the store cannot write, or could not checkpoint, if it cannot; `None` when healthy.
+    /// For a health check: a failed write stops the store until it is reopened; a failed
+    /// checkpoint (a full disk) passes by itself once space is freed.
+    pub fn write_problem(&self) -> Option<String> {
+        let w = lock(&self.writer);
+        w.failed
+            .as_ref()
+            .map(|f| format!("the store stopped after a failed write: {f}"))
+            .or_else(|| w.checkpoint_problem.clone())
     }
 
     /// Allocates `units` for a folder; releases every reservation, then grows the volume, if
@@ -414,13 +457,25 @@ impl Store {
         if let Some(s) = w.alloc.allocate(folder, tail_end, units) {
             return Ok(s);
         }
-        let step = self.config.volume_grow_bytes.div_ceil(UNIT).max(units);
-        let new_end = w.alloc.end() + step;
+        // The volume grows by as much as it holds (docs/storage.md, "Sizes"); on a full file
+        // system, by only what this message needs, so the last free bytes are still used.
+        let volume_units = w.alloc.end() - w.alloc.base();
+        let step = self
+            .config
+            .volume_step_bytes(volume_units * UNIT)
+            .div_ceil(UNIT)
+            .max(units);
+        let mut new_end = w.alloc.end() + step;
         // The new length becomes durable with the volume's fdatasync, before any journal
         // record names space in it (S1).
-        self.volume
-            .allocate(new_end * UNIT)
-            .ctx(|| "growing volume.dat".to_string())?;
+        let grown = match self.volume.allocate(new_end * UNIT) {
+            Err(e) if disk::is_out_of_space(&e) && step > units => {
+                new_end = w.alloc.end() + units;
+                self.volume.allocate(new_end * UNIT)
+            }
+            other => other,
+        };
+        grown.ctx(|| "growing volume.dat".to_string())?;
         w.alloc.grow(new_end);
         w.alloc
             .allocate(folder, tail_end, units)

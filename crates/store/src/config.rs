@@ -12,12 +12,20 @@ pub const KEYWORDS_PER_FOLDER_LIMIT: usize = 128;
 /// Configuration of a [`crate::Store`]. `Default` gives the production values.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoreConfig {
-    /// `volume.dat` grows in steps of this many bytes (one `fallocate` each).
+    /// Largest step `volume.dat` grows by (one `fallocate` each). A step is as large as the
+    /// volume already is (so it doubles), between `volume_grow_bytes_min` and this.
     pub volume_grow_bytes: u64,
-    /// A checkpoint starts when the current journal holds this many bytes of records. The
-    /// journal file is preallocated to this size plus slack, so appends never change its
-    /// length.
+    /// Smallest growth step, and the size of a new volume's data area (at most
+    /// `volume_grow_bytes`: the smaller of the two applies).
+    pub volume_grow_bytes_min: u64,
+    /// Largest journal between checkpoints: a checkpoint starts when the current journal holds
+    /// as many bytes of records as the last snapshot has (so a checkpoint's cost stays in
+    /// proportion to the journal it empties), between `journal_bytes_min` and this. The journal
+    /// file is preallocated to that size plus slack, so appends rarely change its length.
     pub journal_checkpoint_bytes: u64,
+    /// Smallest journal between checkpoints (what a new store's journal takes; at most
+    /// `journal_checkpoint_bytes`: the smaller of the two applies).
+    pub journal_bytes_min: u64,
     /// At most this many appends go into one group-commit batch.
     pub batch_messages_max: usize,
     /// At most this many content bytes go into one batch (a bigger single message still goes,
@@ -68,7 +76,9 @@ impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
             volume_grow_bytes: 256 << 20,
+            volume_grow_bytes_min: 1 << 20,
             journal_checkpoint_bytes: 64 << 20,
+            journal_bytes_min: 1 << 20,
             batch_messages_max: 1024,
             batch_bytes_max: 16 << 20,
             reservation_bytes: 1 << 20,
@@ -92,14 +102,34 @@ impl Default for StoreConfig {
 }
 
 impl StoreConfig {
+    /// The next growth step of a volume whose data area is `volume_bytes` long: as long as it
+    /// is, within the configured bounds.
+    pub(crate) fn volume_step_bytes(&self, volume_bytes: u64) -> u64 {
+        let floor = self.volume_grow_bytes_min.min(self.volume_grow_bytes);
+        volume_bytes.clamp(floor, self.volume_grow_bytes)
+    }
+
+    /// Journal bytes between checkpoints after a snapshot of `snapshot_bytes`: as many, within
+    /// the configured bounds.
+    pub(crate) fn checkpoint_after_bytes(&self, snapshot_bytes: u64) -> u64 {
+        let floor = self.journal_bytes_min.min(self.journal_checkpoint_bytes);
+        snapshot_bytes.clamp(floor, self.journal_checkpoint_bytes)
+    }
+
     /// Rejects settings the formats cannot represent.
     pub fn validate(&self) -> Result<(), StoreError> {
         let bad = |what: &str| Err(StoreError::Config(what.to_string()));
         if self.volume_grow_bytes < 4096 {
             return bad("volume_grow_bytes must be at least 4096");
         }
+        if self.volume_grow_bytes_min < 4096 {
+            return bad("volume_grow_bytes_min must be at least 4096");
+        }
         if self.journal_checkpoint_bytes < 512 {
             return bad("journal_checkpoint_bytes must be at least 512");
+        }
+        if self.journal_bytes_min < 512 {
+            return bad("journal_bytes_min must be at least 512");
         }
         if self.batch_messages_max == 0 || self.batch_bytes_max == 0 {
             return bad("batch limits must be positive");

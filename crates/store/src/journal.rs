@@ -577,7 +577,9 @@ impl Journal {
         (JOURNAL_HEADER_BYTES + checkpoint_bytes + (256 << 10)).next_multiple_of(4096)
     }
 
-    /// Creates (or re-creates) `index-<generation>.log`: header, preallocation, sync, directory sync.
+    /// Creates (or re-creates) `index-<generation>.log`: header, preallocation, sync, directory
+    /// sync. A failure leaves no new file behind (a full disk must not fill up further with
+    /// journals that were never used).
     pub(crate) fn create(
         disk: &dyn Disk,
         dir: &Path,
@@ -587,13 +589,20 @@ impl Journal {
     ) -> Result<Journal, StoreError> {
         let path = dir.join(log_name(generation));
         let what = || format!("creating {}", path.display());
+        let existed = disk.exists(&path);
         let file = disk.open(&path, true).ctx(what)?;
-        file.set_len(0).ctx(what)?;
-        file.allocate(prealloc).ctx(what)?;
-        file.write_all_at(&encode_header(store_id, generation), 0)
-            .ctx(what)?;
-        file.sync_data().ctx(what)?;
-        disk.sync_dir(dir).ctx(what)?;
+        let made = file
+            .set_len(0)
+            .and_then(|()| file.allocate(prealloc))
+            .and_then(|()| file.write_all_at(&encode_header(store_id, generation), 0))
+            .and_then(|()| file.sync_data())
+            .and_then(|()| disk.sync_dir(dir));
+        if let Err(e) = made {
+            if !existed {
+                let _ = disk.remove(&path);
+            }
+            return Err(StoreError::io(what(), e));
+        }
         Ok(Journal {
             file,
             path,
@@ -605,23 +614,64 @@ impl Journal {
         })
     }
 
+    /// [`Journal::create`] with `prealloc`, or on a full file system with the least room a
+    /// journal starts with ([`Journal::prealloc_bytes`] of 0: its header and the slack),
+    /// which is what opening a store needs free at most (docs/storage.md, "A full disk").
+    pub(crate) fn create_fitting(
+        disk: &dyn Disk,
+        dir: &Path,
+        store_id: u64,
+        generation: u64,
+        prealloc: u64,
+    ) -> Result<Journal, StoreError> {
+        match Journal::create(disk, dir, store_id, generation, prealloc) {
+            Err(e) if e.is_out_of_space() && prealloc > Journal::prealloc_bytes(0) => {
+                Journal::create(disk, dir, store_id, generation, Journal::prealloc_bytes(0))
+            }
+            other => other,
+        }
+    }
+
     /// Bytes of records written so far.
     pub(crate) fn used(&self) -> u64 {
         self.tail - JOURNAL_HEADER_BYTES
     }
 
+    /// Makes room past the tail for a record of `payload_len` bytes, growing the file if it
+    /// must (rare: a record bigger than the slack, or a checkpoint put off by a full disk).
+    /// A failure writes nothing: the journal goes on as it was.
+    pub(crate) fn make_room(&mut self, payload_len: usize) -> Result<(), StoreError> {
+        let end = self.tail + RECORD_HEADER_BYTES + payload_len as u64;
+        if end <= self.len {
+            return Ok(());
+        }
+        let what = || format!("growing {}", self.path.display());
+        let roomy = (end + (1 << 20)).next_multiple_of(4096);
+        let new_len = match self.file.allocate(roomy) {
+            Err(e) if disk::is_out_of_space(&e) => {
+                let exact = end.next_multiple_of(4096);
+                self.file.allocate(exact).ctx(what)?;
+                exact
+            }
+            other => {
+                other.ctx(what)?;
+                roomy
+            }
+        };
+        // The new length becomes durable with the record's fdatasync.
+        self.len = new_len;
+        Ok(())
+    }
+
     /// Appends one record and syncs it. Returns the bytes written. On error the file's tail is
-    /// unknown; the caller must stop writing (the store fails until reopened).
+    /// unknown; the caller must stop writing (the store fails until reopened), unless the
+    /// error came from [`Journal::make_room`], which writes nothing.
     pub(crate) fn append(&mut self, payload: &[u8]) -> Result<u64, StoreError> {
+        self.make_room(payload.len())?;
         let (bytes, crc) = encode_record(self.last_crc, payload);
         let end = self.tail + bytes.len() as u64;
+        assert!(end <= self.len, "make_room gave the record its room");
         let what = || format!("writing {}", self.path.display());
-        if end > self.len {
-            // Rare: a record bigger than the slack. Grow; fdatasync below covers the length.
-            let new_len = (end + (1 << 20)).next_multiple_of(4096);
-            self.file.allocate(new_len).ctx(what)?;
-            self.len = new_len;
-        }
         self.file.write_all_at(&bytes, self.tail).ctx(what)?;
         self.file.sync_data().ctx(what)?;
         self.tail = end;

@@ -104,7 +104,7 @@ fn create_volume(disk: &dyn Disk, dir: &Path, config: &StoreConfig) -> Result<u6
     let store_id = random_id();
     let file = disk.open(&path, true).ctx(what)?;
     file.set_len(0).ctx(what)?;
-    file.allocate(VOLUME_HEADER_BYTES + config.volume_grow_bytes.next_multiple_of(UNIT))
+    file.allocate(VOLUME_HEADER_BYTES + config.volume_step_bytes(0).next_multiple_of(UNIT))
         .ctx(what)?;
     file.write_all_at(&VolumeHeader { store_id }.encode(), 0)
         .ctx(what)?;
@@ -160,6 +160,8 @@ struct Opening<'a> {
     /// Damage was skipped (salvage): the state is put on disk whole by a checkpoint at the
     /// end of the open.
     salvaged: bool,
+    /// Size of `index.snap` (0 without one): the journal is sized after it.
+    snapshot_bytes: u64,
 }
 
 impl Store {
@@ -179,6 +181,7 @@ impl Store {
             config: &config,
             report: OpenReport::default(),
             salvaged: false,
+            snapshot_bytes: 0,
         };
         let mut files = o.list_files()?;
         let (store_id, volume) = o.read_volume_header(&files)?;
@@ -193,6 +196,7 @@ impl Store {
         let Opening {
             mut report,
             salvaged,
+            snapshot_bytes,
             ..
         } = o;
 
@@ -209,6 +213,9 @@ impl Store {
                 journal,
                 alloc,
                 failed: None,
+                snapshot_bytes,
+                checkpoint_problem: None,
+                checkpoint_retry_at: None,
             }),
             queue: Mutex::new(CommitQueue::default()),
             queue_cv: Condvar::new(),
@@ -388,6 +395,7 @@ impl Opening<'_> {
             .open(&self.dir.join(SNAP_NAME), false)
             .ctx(|| format!("opening {SNAP_NAME}"))?;
         let image = read_all(&*file, SNAP_NAME)?;
+        self.snapshot_bytes = image.len() as u64;
         let loaded = snapshot::read(&image, store_id, self.config.salvage)?;
         self.report.snapshot_gen = loaded.generation;
         self.report.snapshot_messages = loaded.messages;
@@ -682,12 +690,13 @@ impl Opening<'_> {
         snap_gen: u64,
         store_id: u64,
     ) -> Result<Journal, StoreError> {
-        let prealloc = Journal::prealloc_bytes(self.config.journal_checkpoint_bytes);
+        let prealloc =
+            Journal::prealloc_bytes(self.config.checkpoint_after_bytes(self.snapshot_bytes));
         let mut journal = match replayed.journal.take() {
             Some(j) => j,
             None => {
                 let generation = replayed.recreate_gen.unwrap_or(snap_gen + 1);
-                Journal::create(self.disk, self.dir, store_id, generation, prealloc)?
+                Journal::create_fitting(self.disk, self.dir, store_id, generation, prealloc)?
             }
         };
         if let Some((generation, from, to)) = replayed.stale
@@ -709,16 +718,22 @@ impl Opening<'_> {
         }
         if journal.len < prealloc {
             // A journal cut short (or made with a smaller setting): give it its room back, so
-            // appends never change its length. Synced with the next record.
-            journal
-                .file
-                .allocate(prealloc)
-                .ctx(|| format!("extending {}", journal.path.display()))?;
-            journal.len = prealloc;
+            // appends rarely change its length. Synced with the next record. On a full disk
+            // it opens as it is: appends make their room one by one (`Journal::make_room`).
+            match journal.file.allocate(prealloc) {
+                Ok(()) => journal.len = prealloc,
+                Err(e) if disk::is_out_of_space(&e) => {}
+                Err(e) => {
+                    return Err(StoreError::io(
+                        format!("extending {}", journal.path.display()),
+                        e,
+                    ));
+                }
+            }
         }
         self.report.journal_gen = journal.generation;
         assert!(journal.generation > snap_gen, "generations only grow");
-        assert!(journal.tail <= journal.len && journal.len >= prealloc);
+        assert!(journal.tail <= journal.len);
         Ok(journal)
     }
 
@@ -849,20 +864,26 @@ impl Store {
     /// passes `journal_checkpoint_bytes`).
     pub fn checkpoint(&self) -> Result<(), StoreError> {
         let mut w = self.writer()?;
-        let r = self.checkpoint_locked(&mut w);
-        if let Err(e) = &r {
-            w.failed = Some(format!("checkpoint failed: {e}"));
-        }
-        r
+        self.checkpoint_noting(&mut w)
     }
 
     /// New log generation+1 (durable), snapshot of generation (durable under its name), old logs removed.
     /// A crash anywhere leaves files recovery handles (docs/storage.md crash table).
     pub(crate) fn checkpoint_locked(&self, w: &mut Writer) -> Result<(), StoreError> {
         let old = w.journal.generation;
-        let prealloc = Journal::prealloc_bytes(self.config.journal_checkpoint_bytes);
-        w.journal = Journal::create(&*self.disk, &self.dir, self.store_id, old + 1, prealloc)?;
-        snapshot::write(&*self.disk, &self.dir, &self.catalog, self.store_id, old)?;
+        let prealloc =
+            Journal::prealloc_bytes(self.config.checkpoint_after_bytes(w.snapshot_bytes));
+        w.journal =
+            Journal::create_fitting(&*self.disk, &self.dir, self.store_id, old + 1, prealloc)?;
+        match snapshot::write(&*self.disk, &self.dir, &self.catalog, self.store_id, old) {
+            Ok(bytes) => w.snapshot_bytes = bytes,
+            Err(e) => {
+                // As a crash here would: the new log continues the old ones, the old snapshot
+                // stays. Only the half-written snapshot's room is given back.
+                let _ = self.disk.remove(&self.dir.join(SNAP_TMP_NAME));
+                return Err(e);
+            }
+        }
         let names = self
             .disk
             .list(&self.dir)
