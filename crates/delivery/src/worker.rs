@@ -82,7 +82,17 @@ pub struct Delivery {
     pub events: Arc<dyn DeliveryEvents>,
     /// Where copies for users of other nodes go (a cluster node); `None`: a single node.
     pub peers: Option<Arc<PeerPath>>,
+    /// The data directory's free-space reserve: below it, delivery pauses (mail stays
+    /// queued) until space comes back.
+    pub space: Arc<disk::SpaceReserve>,
 }
+
+/// How often a paused delivery looks at the free space again.
+const SPACE_POLL: Duration = Duration::from_millis(500);
+
+/// The retry of a copy refused for want of room: soon, since space comes back by itself
+/// (an operator frees it, or delivery resumes and the queue shrinks).
+const NO_SPACE_RETRY: Duration = Duration::from_secs(15);
 
 /// Milliseconds since the epoch, as the queue records times.
 pub fn now_ms() -> u64 {
@@ -98,14 +108,31 @@ pub fn backoff(attempts: u32) -> Duration {
 }
 
 impl Delivery {
-    /// Runs until `stop` is set. Errors from the queue end the thread (the queue is poisoned
-    /// and the server must restart to recover); store errors defer the affected recipients.
+    /// Runs until `stop` is set. Below the free-space reserve it pauses, mail kept queued,
+    /// and resumes by itself when space comes back; a queue without room for a notification
+    /// is waited out the same way. Other errors from the queue end the thread (the queue is
+    /// poisoned and the server must restart to recover); store errors defer the affected
+    /// recipients.
     pub fn run(self) {
+        let mut paused = false;
         while !self.stop.load(Ordering::Relaxed) {
+            if let Err(shortage) = self.space.check(0) {
+                if !paused {
+                    self.events.paused_for_space(true, &shortage.to_string());
+                    paused = true;
+                }
+                std::thread::sleep(SPACE_POLL);
+                continue;
+            }
+            if paused {
+                self.events.paused_for_space(false, "");
+                paused = false;
+            }
             match self.round() {
                 Ok(0) => self.wakeup.wait(IDLE_POLL),
                 Ok(n) if n < BATCH_FULL => std::thread::sleep(LINGER),
                 Ok(_) => {}
+                Err(e) if e.is_out_of_space() => std::thread::sleep(SPACE_POLL),
                 Err(e) => {
                     self.events.stopped(&e);
                     return;
@@ -282,6 +309,12 @@ impl Delivery {
                         format!("451 4.2.0 the mailbox of {user} is being moved"),
                     )
                 }
+                // RFC 3463 4.3.1: no room in the store; it passes, so soon and without a
+                // bounce however old the message is.
+                Some(Deposited::Failed(e)) if e.is_out_of_space() => Outcome::Deferred {
+                    retry_at_ms: now + NO_SPACE_RETRY.as_millis() as u64,
+                    reason: format!("452 4.3.1 store: {e}"),
+                },
                 Some(Deposited::Failed(e)) => {
                     retry_or_fail(&batch[m], now, format!("451 4.3.0 store: {e}"))
                 }
@@ -343,6 +376,10 @@ impl Delivery {
         for (result, (id, _)) in self.queue.finish_many(&items).into_iter().zip(&items) {
             if let Err(e) = result {
                 self.events.queue_error(*id, &e);
+                if e.is_out_of_space() {
+                    // No room for its deferred copy: it stays as it was, handed out again.
+                    self.queue.release(*id);
+                }
             }
         }
         Ok(())
@@ -421,7 +458,16 @@ impl Delivery {
                         }],
                         arrival_ms: now,
                     };
-                    let dsn_id = self.queue.enqueue(envelope, report)?;
+                    let dsn_id = match self.queue.enqueue(envelope, report) {
+                        Ok(id) => id,
+                        Err(e) if e.is_out_of_space() => {
+                            // Tried again once there is room.
+                            self.events.queue_error(message.id, &e);
+                            self.queue.release(message.id);
+                            return Ok(());
+                        }
+                        Err(e) => return Err(e),
+                    };
                     self.events.dsn_queued(message.id, sender, dsn_id);
                 }
             }
@@ -778,6 +824,9 @@ mod tests {
         }
         fn stopped(&self, error: &queue::QueueError) {
             self.push(format!("stopped {error}"));
+        }
+        fn paused_for_space(&self, paused: bool, why: &str) {
+            self.push(format!("paused {paused} {why}"));
         }
     }
 

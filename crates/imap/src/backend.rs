@@ -31,6 +31,12 @@ pub trait Quotas: Send + Sync {
 
     /// An addition of `added` was refused `NO [OVERQUOTA]`: for the shell's mail log.
     fn refused(&self, _user: &str, _added: Usage, _why: OverQuota) {}
+
+    /// Whether the server's disk has no room for `added_bytes` more above its free-space
+    /// reserve: then additions are refused `NO [UNAVAILABLE]` before anything is written.
+    fn storage_full(&self, _added_bytes: u64) -> bool {
+        false
+    }
 }
 
 /// What a session works on in one storage step.

@@ -54,6 +54,9 @@ impl telemetry::DeliveryEvents for Recorded {
     fn stopped(&self, error: &queue::QueueError) {
         self.push(format!("stopped {error}"));
     }
+    fn paused_for_space(&self, paused: bool, why: &str) {
+        self.push(format!("paused {paused} {why}"));
+    }
 }
 
 fn store() -> Arc<store::Store> {

@@ -102,6 +102,9 @@ pub(crate) struct ServerSection {
     pub(crate) hash_queue_max: Option<usize>,
     /// Message bytes in memory, all connections together (SMTP content, IMAP literals).
     pub(crate) inflight_bytes_max: Option<u64>,
+    /// Free space kept on the data directory's file system: below it new mail is refused
+    /// (SMTP 452 at MAIL, IMAP APPEND `NO`) and delivery pauses, until space comes back.
+    pub(crate) disk_reserve_bytes: Option<u64>,
     /// Total time from connect to login (submission, POP3, IMAP).
     pub(crate) login_deadline_seconds: Option<u64>,
     /// Total time for one command line (with an IMAP command's literals) to arrive.
@@ -161,7 +164,10 @@ pub(crate) struct ServerSection {
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct QueueSection {
+    /// Largest and smallest new segment (a new one is as large as the queue's segments
+    /// together, between the two).
     pub(crate) segment_bytes: Option<u64>,
+    pub(crate) segment_bytes_min: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -169,7 +175,13 @@ pub(crate) struct QueueSection {
 pub(crate) struct StoreSection {
     pub(crate) reservation_bytes: Option<u64>,
     pub(crate) defrag_on_delete: Option<bool>,
+    /// Largest and smallest step the volume grows by (a step is as large as the volume).
     pub(crate) volume_grow_bytes: Option<u64>,
+    pub(crate) volume_grow_bytes_min: Option<u64>,
+    /// Largest and smallest journal between checkpoints (it may hold as much as the last
+    /// snapshot).
+    pub(crate) journal_checkpoint_bytes: Option<u64>,
+    pub(crate) journal_bytes_min: Option<u64>,
     pub(crate) defrag_move_bytes_max: Option<u64>,
     /// Folders one user may have (default 1,000).
     pub(crate) folders_per_user_max: Option<usize>,
@@ -223,11 +235,15 @@ impl Config {
             data_dir: Some(data_dir.to_path_buf()),
             queue: QueueSection {
                 segment_bytes: Some(queue.segment_bytes),
+                segment_bytes_min: Some(queue.segment_bytes_min),
             },
             store: StoreSection {
                 reservation_bytes: Some(store.reservation_bytes),
                 defrag_on_delete: Some(store.defrag_on_delete),
                 volume_grow_bytes: Some(store.volume_grow_bytes),
+                volume_grow_bytes_min: Some(store.volume_grow_bytes_min),
+                journal_checkpoint_bytes: Some(store.journal_checkpoint_bytes),
+                journal_bytes_min: Some(store.journal_bytes_min),
                 defrag_move_bytes_max: Some(store.defrag_move_bytes_max),
                 folders_per_user_max: Some(store.folders_per_user_max),
                 folder_name_bytes_max: Some(store.folder_name_bytes_max),
@@ -261,6 +277,7 @@ impl Config {
                 hash_memory_bytes_max: Some(server.hash_memory_bytes_max),
                 hash_queue_max: Some(server.hash_queue_max),
                 inflight_bytes_max: Some(server.inflight_bytes_max),
+                disk_reserve_bytes: Some(server.disk_reserve_bytes),
                 login_deadline_seconds: Some(server.login_deadline.as_secs()),
                 command_deadline_seconds: Some(server.command_deadline.as_secs()),
                 transfer_deadline_seconds: Some(server.transfer_deadline.as_secs()),
@@ -318,6 +335,9 @@ impl Config {
         if let Some(bytes) = self.queue.segment_bytes {
             config.segment_bytes = bytes;
         }
+        if let Some(bytes) = self.queue.segment_bytes_min {
+            config.segment_bytes_min = bytes;
+        }
         config
     }
 
@@ -331,6 +351,15 @@ impl Config {
         }
         if let Some(bytes) = self.store.volume_grow_bytes {
             config.volume_grow_bytes = bytes;
+        }
+        if let Some(bytes) = self.store.volume_grow_bytes_min {
+            config.volume_grow_bytes_min = bytes;
+        }
+        if let Some(bytes) = self.store.journal_checkpoint_bytes {
+            config.journal_checkpoint_bytes = bytes;
+        }
+        if let Some(bytes) = self.store.journal_bytes_min {
+            config.journal_bytes_min = bytes;
         }
         if let Some(bytes) = self.store.defrag_move_bytes_max {
             config.defrag_move_bytes_max = bytes;

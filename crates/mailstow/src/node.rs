@@ -26,6 +26,8 @@ struct Engines {
     store: Arc<store::Store>,
     directory: directory::Directory,
     disk: Arc<dyn disk::Disk>,
+    /// The free space kept on the data directory's file system (`disk_reserve_bytes`).
+    space: Arc<disk::SpaceReserve>,
     /// Reloads the directory's cache when another process changed it.
     refresher: JoinHandle<()>,
     /// Held until the store's last checkpoint: only then may another process open them.
@@ -101,6 +103,7 @@ impl Node {
             logins: throttle.clone(),
         });
         let health = Arc::new(server::Health::default());
+        health.watch(storage_problem(&engines));
         let accepted = Arc::new(AtomicU64::new(0));
         let running = server::start(
             config.clone(),
@@ -116,6 +119,7 @@ impl Node {
                 wakeup: delivering.wakeup.clone(),
                 accepted: accepted.clone(),
                 health: health.clone(),
+                space: engines.space.clone(),
                 cluster: joined.as_ref().map(|j| j.cluster.clone()),
                 handover: joined.as_ref().map(|j| j.handover.clone()),
                 moves: joined.as_ref().map(|j| j.moves.clone()),
@@ -241,14 +245,35 @@ impl Engines {
             pending = queue_report.pending,
             deferred = queue_report.deferred
         );
+        let space =
+            disk::SpaceReserve::new(disk.clone(), &config.data_dir, config.disk_reserve_bytes);
         Ok(Engines {
             queue: Arc::new(queue),
             store,
+            space,
             refresher: directory.spawn_refresher(Duration::from_secs(2)),
             directory,
             disk,
             lock,
         })
+    }
+}
+
+/// What `/healthz` reports while the node cannot take mail: its disk below the free-space
+/// reserve (refused at the door until space comes back), or an engine that cannot write.
+fn storage_problem(engines: &Engines) -> impl Fn() -> Option<String> + Send + Sync + 'static {
+    let (space, queue, store) = (
+        engines.space.clone(),
+        engines.queue.clone(),
+        engines.store.clone(),
+    );
+    move || {
+        space
+            .check(0)
+            .err()
+            .map(|shortage| format!("disk full: {shortage}"))
+            .or_else(|| queue.write_problem())
+            .or_else(|| store.write_problem())
     }
 }
 
@@ -420,6 +445,7 @@ impl Delivering {
                 deposit: mail.deposit.clone(),
                 events: mail.telemetry.clone(),
                 peers: peers.clone(),
+                space: engines.space.clone(),
             };
             workers.push(
                 std::thread::Builder::new()

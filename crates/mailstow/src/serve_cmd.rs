@@ -215,6 +215,7 @@ fn limits(section: &ServerSection, server: &mut ServerConfig) -> Result<()> {
     );
     set(&mut server.hash_queue_max, section.hash_queue_max);
     set(&mut server.inflight_bytes_max, section.inflight_bytes_max);
+    set(&mut server.disk_reserve_bytes, section.disk_reserve_bytes);
     set_at_least(
         &mut server.web_sessions_max,
         section.web_sessions_max,

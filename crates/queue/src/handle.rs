@@ -189,6 +189,17 @@ impl Queue {
         self.shared.core.stats()
     }
 
+    /// Why the queue cannot take mail, if it stopped after an I/O failure (it needs a reopen);
+    /// `None` when it can. A full disk does not stop it (requests are refused `NoSpace`).
+    pub fn write_problem(&self) -> Option<String> {
+        self.shared
+            .core
+            .lock()
+            .poisoned
+            .as_ref()
+            .map(|why| format!("the queue stopped after an I/O failure: {why}"))
+    }
+
     /// Every message in the queue (pending, deferred, bounces; leased or not), sorted by id,
     /// with its envelope and current recipient statuses. Reads each record once (one `pread`,
     /// checked like Ahead Read); a record that fails its checks is listed with `damage` set.

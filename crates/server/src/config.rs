@@ -50,6 +50,10 @@ pub struct ServerConfig {
     /// Message bytes held in memory by every connection together (SMTP/LMTP message
     /// content, IMAP literals). Past it, SMTP answers 452 4.3.1 and IMAP `NO [LIMIT]`.
     pub inflight_bytes_max: u64,
+    /// Free space kept on the data directory's file system (docs/limits.md): below it SMTP
+    /// and LMTP answer 452 4.3.1 at MAIL and RCPT, IMAP APPEND `NO`, delivery pauses, and
+    /// `/healthz` answers 503; all of it ends by itself when space comes back.
+    pub disk_reserve_bytes: u64,
     /// Total time from connect to a successful login (submission, POP3, IMAP).
     pub login_deadline: Duration,
     /// Total time for one command line (and an IMAP command's literals) to arrive, from
@@ -151,6 +155,7 @@ impl ServerConfig {
             hash_memory_bytes_max: directory::Options::default().hash_memory_bytes_max,
             hash_queue_max: directory::Options::default().hash_queue_max,
             inflight_bytes_max: 128 << 20,
+            disk_reserve_bytes: DISK_RESERVE_BYTES,
             login_deadline: Duration::from_secs(60),
             command_deadline: Duration::from_secs(60),
             transfer_deadline: Duration::from_secs(5 * 60),
@@ -182,6 +187,11 @@ impl ServerConfig {
         }
     }
 }
+
+/// The default free-space reserve: room for the messages in flight when it is crossed, and
+/// for what opening, recovering, checkpointing and checking the engines need (at most a few
+/// MiB, docs/storage.md "A full disk"), on any disk a mail server runs on.
+pub(crate) const DISK_RESERVE_BYTES: u64 = 32 << 20;
 
 fn default_hostname() -> String {
     std::fs::read_to_string("/etc/hostname")

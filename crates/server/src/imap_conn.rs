@@ -69,6 +69,7 @@ async fn run_storage(parts: &Arc<ImapParts>, session: imap::Session) -> Option<i
         let quotas = crate::quota::DirectoryQuotas {
             directory: &parts.directory,
             telemetry: &parts.telemetry,
+            space: &parts.space,
         };
         let backend = imap::Backend {
             store: &*parts.store,
@@ -97,6 +98,8 @@ pub(crate) struct ImapParts {
     pub(crate) moves: Option<Arc<cluster::Moves>>,
     /// Places for compressed connections (`imap_compress_connections_max`).
     pub(crate) compressed: Arc<tokio::sync::Semaphore>,
+    /// The data directory's free-space reserve: APPEND, COPY and MOVE are refused below it.
+    pub(crate) space: Arc<disk::SpaceReserve>,
 }
 
 /// An IMAP session and its shell. The session is `None` only while a storage step runs it

@@ -19,9 +19,17 @@ use axum::routing::get;
 
 use telemetry::Telemetry;
 
-/// Where the server is in its life, as `/healthz` reports it.
+/// Where the server is in its life, and whether it can take mail, as `/healthz` reports it.
 #[derive(Default)]
-pub struct Health(AtomicU8);
+pub struct Health {
+    phase: AtomicU8,
+    /// Asked at every `/healthz` once ready: why the node cannot take mail now (its disk is
+    /// below the free-space reserve, an engine stopped), if it cannot.
+    probe: std::sync::OnceLock<Probe>,
+}
+
+/// See [`Health::watch`].
+type Probe = Box<dyn Fn() -> Option<String> + Send + Sync>;
 
 const STARTING: u8 = 0;
 const READY: u8 = 1;
@@ -29,18 +37,29 @@ const STOPPING: u8 = 2;
 
 impl Health {
     pub fn ready(&self) {
-        self.0.store(READY, Ordering::Release);
+        self.phase.store(READY, Ordering::Release);
     }
 
     pub fn stopping(&self) {
-        self.0.store(STOPPING, Ordering::Release);
+        self.phase.store(STOPPING, Ordering::Release);
     }
 
-    fn answer(&self) -> (StatusCode, &'static str) {
-        match self.0.load(Ordering::Acquire) {
-            READY => (StatusCode::OK, "ok\n"),
-            STARTING => (StatusCode::SERVICE_UNAVAILABLE, "starting\n"),
-            _ => (StatusCode::SERVICE_UNAVAILABLE, "stopping\n"),
+    /// Sets what a ready node is asked at every `/healthz`: a reason it cannot take mail, or
+    /// `None`. Cheap calls only (it runs on the metrics listener's task). Set once.
+    pub fn watch(&self, probe: impl Fn() -> Option<String> + Send + Sync + 'static) {
+        let _ = self.probe.set(Box::new(probe));
+    }
+
+    /// `200 ok`, or `503` and one line naming the reason.
+    fn answer(&self) -> (StatusCode, String) {
+        let unavailable = |why: &str| (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n"));
+        match self.phase.load(Ordering::Acquire) {
+            READY => match self.probe.get().and_then(|probe| probe()) {
+                None => (StatusCode::OK, "ok\n".to_string()),
+                Some(why) => unavailable(&why.replace(['\r', '\n'], " ")),
+            },
+            STARTING => unavailable("starting"),
+            _ => unavailable("stopping"),
         }
     }
 }

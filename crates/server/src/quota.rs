@@ -16,6 +16,8 @@ pub(crate) fn of(directory: &directory::Directory, user: &str) -> store::Quota {
 pub(crate) struct DirectoryQuotas<'a> {
     pub(crate) directory: &'a directory::Directory,
     pub(crate) telemetry: &'a telemetry::Telemetry,
+    /// The data directory's free-space reserve.
+    pub(crate) space: &'a disk::SpaceReserve,
 }
 
 impl imap::Quotas for DirectoryQuotas<'_> {
@@ -25,5 +27,15 @@ impl imap::Quotas for DirectoryQuotas<'_> {
 
     fn refused(&self, user: &str, added: store::Usage, why: store::OverQuota) {
         self.telemetry.over_quota("imap", user, added, why);
+    }
+
+    fn storage_full(&self, added_bytes: u64) -> bool {
+        match self.space.check(added_bytes) {
+            Ok(()) => false,
+            Err(shortage) => {
+                tracing::warn!(event = "rejected", proto = "imap", stage = "append", reason = %shortage);
+                true
+            }
+        }
     }
 }

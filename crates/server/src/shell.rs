@@ -31,6 +31,8 @@ pub(crate) struct Shell {
     pub(crate) directory: directory::Directory,
     /// This node of a cluster: logins of other nodes' users are handed over to them.
     pub(crate) cluster: Option<Arc<cluster::Cluster>>,
+    /// The data directory's free-space reserve: below it, new mail is refused at the door.
+    pub(crate) space: Arc<disk::SpaceReserve>,
 }
 
 impl Shell {
@@ -45,6 +47,7 @@ impl Shell {
         parking: Parking,
         directory: directory::Directory,
         cluster: Option<Arc<cluster::Cluster>>,
+        space: Arc<disk::SpaceReserve>,
     ) -> Shell {
         Shell {
             connections: ConnectionLimits::new(
@@ -60,7 +63,15 @@ impl Shell {
             parking,
             directory,
             cluster,
+            space,
         }
+    }
+
+    /// RFC 5321 4.2.2 and RFC 3463 X.3.1 ("mail system full"): below the free-space reserve,
+    /// or without room for `size` more bytes above it, new mail is refused before it is
+    /// sent; `None` when there is room. Asks the file system at most every 250 ms.
+    pub(crate) fn storage_full(&self, size: u64) -> Option<disk::Shortage> {
+        self.space.check(size).err()
     }
 
     /// The settings in force now (a connection takes them when it opens and keeps them).

@@ -111,7 +111,11 @@ impl Smtp {
                         size: size.unwrap_or(0),
                         ..Transaction::default()
                     };
-                    let verdict = self.sender(&conn.shell, &from);
+                    // RFC 1870 6.1: the declared SIZE counts against the free space too.
+                    let verdict = match conn.shell.storage_full(size.unwrap_or(0)) {
+                        Some(_) => Verdict::Reject(Reply::insufficient_storage()),
+                        None => self.sender(&conn.shell, &from),
+                    };
                     self.session.mail_result(verdict);
                 }
                 Event::RcptTo { to, .. } => {
@@ -120,7 +124,11 @@ impl Smtp {
                     if self.tarpitted(&conn.shell) && conn.flush().await.is_err() {
                         return Step::Close;
                     }
-                    let verdict = self.recipient(&conn.shell, &to).await;
+                    // The disk may have filled since MAIL: refused here too, still before DATA.
+                    let verdict = match conn.shell.storage_full(self.transaction.size) {
+                        Some(_) => Verdict::Reject(Reply::insufficient_storage()),
+                        None => self.recipient(&conn.shell, &to).await,
+                    };
                     self.session.rcpt_result(verdict);
                 }
                 Event::Message { envelope, content } => {
@@ -597,6 +605,11 @@ impl Smtp {
                     data_end.elapsed(),
                 );
                 Verdict::Accept
+            }
+            // RFC 3463 X.3.1: the disk filled between RCPT and the end of the data.
+            Ok(Err(e)) if e.is_out_of_space() => {
+                tracing::warn!(event = "queue_full", error = %e);
+                Verdict::Reject(Reply::insufficient_storage())
             }
             Ok(Err(e)) => {
                 tracing::error!(event = "queue_error", error = %e);

@@ -46,6 +46,8 @@ pub struct Parts {
     pub accepted: Arc<AtomicU64>,
     /// What `/healthz` answers.
     pub health: Arc<Health>,
+    /// The data directory's free-space reserve: new mail is refused below it.
+    pub space: Arc<disk::SpaceReserve>,
     pub cluster: Option<Arc<cluster::Cluster>>,
     pub handover: Option<Arc<cluster::HandOver>>,
     pub moves: Option<Arc<cluster::Moves>>,
@@ -116,6 +118,7 @@ pub async fn start(config: ServerConfig, parts: Parts) -> Result<Running> {
         parts.parking,
         parts.directory.clone(),
         parts.cluster,
+        parts.space.clone(),
     ));
     let protocols = Arc::new(Protocols {
         smtp: Arc::new(SmtpParts {
@@ -140,6 +143,7 @@ pub async fn start(config: ServerConfig, parts: Parts) -> Result<Running> {
             gate: parts.deposit.gate().clone(),
             moves: parts.moves,
             compressed,
+            space: parts.space.clone(),
         }),
     });
     let (shutdown, watch) = tokio::sync::watch::channel(false);

@@ -40,4 +40,7 @@ pub trait DeliveryEvents: Send + Sync {
     /// A delivery thread stopped on a queue error; the server must restart to recover
     /// (`event=delivery_stopped`, an error).
     fn stopped(&self, error: &queue::QueueError);
+    /// Delivery paused because the data directory's file system is below its free-space
+    /// reserve (`paused: true`, once when it starts) or resumed (`paused: false`).
+    fn paused_for_space(&self, paused: bool, why: &str);
 }

@@ -496,6 +496,14 @@ impl DeliveryEvents for Telemetry {
     fn stopped(&self, error: &queue::QueueError) {
         tracing::error!(event = "delivery_stopped", error = %error);
     }
+
+    fn paused_for_space(&self, paused: bool, why: &str) {
+        if paused {
+            tracing::error!(event = "delivery_paused", reason = %why);
+        } else {
+            tracing::info!(event = "delivery_resumed");
+        }
+    }
 }
 
 /// What an `accepted` line says about a message.

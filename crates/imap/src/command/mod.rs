@@ -354,6 +354,11 @@ pub(crate) fn mailbox_name(mailbox: &Mailbox<'_>) -> String {
     }
 }
 
+/// The answer to an addition (APPEND, COPY, MOVE) while the server's disk is full or below
+/// its free-space reserve (RFC 5530 3: a temporary failure of a subsystem).
+pub(crate) const STORAGE_FULL: &str =
+    "NO [UNAVAILABLE] Insufficient system storage, try again later";
+
 /// The tagged NO (or BAD) for a store error: the one place they meet the wire.
 pub(crate) fn no(s: &mut Session, tag: &str, e: &StoreError) {
     let text = match e {
@@ -379,6 +384,8 @@ pub(crate) fn no(s: &mut Session, tag: &str, e: &StoreError) {
             )
         }
         StoreError::Invalid(what) => format!("NO [CANNOT] {}", crate::session::one_line(what)),
+        // RFC 5530 3: UNAVAILABLE, a temporary failure: the disk is full, for now.
+        StoreError::Io { .. } if e.is_out_of_space() => STORAGE_FULL.to_string(),
         StoreError::Corrupt { .. }
         | StoreError::Io { .. }
         | StoreError::Failed(_)

@@ -15,8 +15,9 @@ use crate::session::Session;
 /// The name of every user's one quota root.
 const ROOT: &str = "";
 
-/// Whether adding `added` to the user's folders fits its quota. When it does not, the
-/// tagged `NO [OVERQUOTA]` is written and nothing should be added.
+/// Whether adding `added` to the user's folders fits its quota and the server's disk. When
+/// it does not, the tagged `NO [OVERQUOTA]` (or `NO [UNAVAILABLE]` for a full disk) is
+/// written and nothing should be added.
 pub(crate) fn admits(
     s: &mut Session,
     tag: &str,
@@ -24,6 +25,10 @@ pub(crate) fn admits(
     added: Usage,
     b: &Backend<'_>,
 ) -> bool {
+    if b.quotas.storage_full(added.bytes) {
+        s.tagged(tag, crate::command::STORAGE_FULL);
+        return false;
+    }
     let quota = b.quotas.quota(user);
     if !quota.is_limited() {
         return true;
