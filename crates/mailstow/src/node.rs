@@ -229,12 +229,17 @@ impl Engines {
         for dir in [&queue_dir, &store_dir] {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         }
-        let (queue, queue_report) =
-            queue::Queue::open(disk.clone(), &queue_dir, config.queue.clone())
-                .context("opening the queue")?;
+        // The engines' growth leaves the reserve free too (docs/storage.md, "A full disk").
+        let queue_config = queue::QueueConfig {
+            disk_reserve_bytes: config.disk_reserve_bytes,
+            ..config.queue.clone()
+        };
+        let (queue, queue_report) = queue::Queue::open(disk.clone(), &queue_dir, queue_config)
+            .context("opening the queue")?;
         let store_config = store::StoreConfig {
             summary_cache_bytes_max: config.imap_header_cache_bytes_max,
             view_cache_bytes_max: config.imap_view_cache_bytes_max,
+            disk_reserve_bytes: config.disk_reserve_bytes,
             ..config.store.clone()
         };
         let (store, _) = store::Store::open(disk.clone(), &store_dir, store_config)

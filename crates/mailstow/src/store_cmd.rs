@@ -38,7 +38,14 @@ pub(crate) fn open(paths: &Paths, config: &Config, salvage: bool) -> Result<Arc<
     store_config.salvage = salvage;
     let (store, report) = store::Store::open(Arc::new(disk::RealDisk), &dir, store_config)
         .map_err(|e| {
-            if salvage {
+            if e.is_out_of_space() {
+                // Nothing is damaged: the hint is about room, not repair.
+                anyhow::Error::from(e).context(format!(
+                    "cannot open the store: the file system holding {} is full; free at \
+                     least 1 MiB (opening needs a journal's first 260 KiB) and try again",
+                    dir.display()
+                ))
+            } else if salvage {
                 anyhow::Error::from(e)
             } else {
                 anyhow::Error::from(e).context("cannot open the store; `mailstow store fsck --repair` salvages what is readable")

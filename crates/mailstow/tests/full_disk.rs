@@ -199,6 +199,9 @@ fn below_the_reserve_mail_is_refused_at_mail_and_taken_again_when_space_comes_ba
 fn mail_until_the_disk_fills_is_refused_before_its_data_and_none_accepted_is_lost() {
     let disk = SmallDisk::mount(48 << 20);
     let (server, data) = start(&disk, 4 << 20);
+    // Something else on the disk the operator can delete later (old logs).
+    let logs = disk.mount.join("old-logs");
+    fill(&logs, 8 << 20);
     let mut smtp = Smtp::connect(&server.addr("smtp"));
     let mut accepted = 0;
     let refusal = loop {
@@ -211,7 +214,9 @@ fn mail_until_the_disk_fills_is_refused_before_its_data_and_none_accepted_is_los
     // Refused at the door (452 4.3.1), not after the data was sent.
     assert!(matches!(refusal, ("MAIL" | "RCPT", 452)), "{refusal:?}");
     assert!(accepted > 50, "{accepted} accepted");
-    // Every message answered 250 is delivered (delivery goes on above the reserve).
+    // Below the reserve delivery pauses, mail kept queued; the operator frees space and
+    // every message answered 250 is delivered, with no restart.
+    std::fs::remove_file(&logs).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while inbox_count(&server) < accepted {
         assert!(Instant::now() < deadline, "not all delivered");
@@ -219,7 +224,21 @@ fn mail_until_the_disk_fills_is_refused_before_its_data_and_none_accepted_is_los
     }
     assert_eq!(inbox_count(&server), accepted);
     server.stop_cleanly();
-    // A clean stop, a clean check, on the nearly full disk.
+    // With 1 MiB left: a clean check, and a restart that takes mail again once there is room.
+    let filler = disk.mount.join("filler");
+    fill(&filler, disk.available().saturating_sub(1 << 20));
     must(mailstow(&data, &["store", "fsck"]));
     must(mailstow(&data, &["queue", "fsck"]));
+    let config = disk.mount.join("mailstow.toml");
+    let server = Server::start_opts(&data, Some(&config), Some("warn"), &[]);
+    // Opening removed the queue's unused spare segment: fill again what that gave back.
+    let more = disk.mount.join("more-filler");
+    fill(&more, disk.available().saturating_sub(1 << 20));
+    std::thread::sleep(Duration::from_millis(300));
+    let mut smtp = Smtp::connect(&server.addr("smtp"));
+    assert_eq!(smtp.mail(9_000, 1_000), Err(("MAIL", 452)));
+    std::fs::remove_file(&filler).unwrap();
+    std::fs::remove_file(&more).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    smtp.mail(9_001, 1_000).unwrap();
 }

@@ -18,6 +18,11 @@ pub struct QueueConfig {
     /// `segment_bytes`: an empty queue takes this much per kind, not `segment_bytes`.
     /// Default 1 MiB (the minimum), a multiple of 4096.
     pub segment_bytes_min: u64,
+    /// Free space a new segment leaves on the file system: a segment that would eat into it
+    /// is made smaller (down to `segment_bytes_min`, or what its first record needs), so the
+    /// doubling never takes the room the server keeps for itself (`disk_reserve_bytes`).
+    /// Default 0.
+    pub disk_reserve_bytes: u64,
     /// Most records the writer commits in one round.
     pub batch_records_max: usize,
     /// Most record bytes the writer commits in one round (a single larger record still goes
@@ -42,6 +47,7 @@ impl Default for QueueConfig {
         QueueConfig {
             segment_bytes: 64 << 20,
             segment_bytes_min: format::SEGMENT_BYTES_MIN,
+            disk_reserve_bytes: 0,
             batch_records_max: 1024,
             batch_bytes_max: 8 << 20,
             free_segments_max: 4,

@@ -1069,8 +1069,8 @@ impl Writer {
 
     /// The size of a new segment of `kind`: as many bytes as the kind's segments hold now,
     /// so the queue's files double while it grows and a small queue stays small (docs/storage.md,
-    /// "Segment sizes"), between `segment_bytes_min` and `segment_bytes`, and at least what a
-    /// record of `need` bytes takes.
+    /// "Sizes"), between `segment_bytes_min` and `segment_bytes`, no more than leaves
+    /// `disk_reserve_bytes` free, and at least what a record of `need` bytes takes.
     fn new_segment_bytes(&self, kind: Kind, need: u64) -> u64 {
         let config = &self.core.config;
         let held: u64 = {
@@ -1090,9 +1090,13 @@ impl Writer {
             (Kind::Main, Some(spare)) => spare.segment_bytes,
             _ => 0,
         };
-        let grown = (held + acquired + spare)
+        let mut grown = (held + acquired + spare)
             .next_multiple_of(4096)
             .clamp(config.segment_bytes_min, config.segment_bytes);
+        if let Ok(available) = self.core.disk.available_bytes(&self.core.dir) {
+            let room = available.saturating_sub(config.disk_reserve_bytes) & !4095;
+            grown = grown.min(room).max(config.segment_bytes_min);
+        }
         // `enqueue` refuses records larger than a segment of `segment_bytes` holds.
         segment_bytes_for(need, grown).unwrap_or(config.segment_bytes)
     }

@@ -704,6 +704,11 @@ impl Smtp {
                     )),
                     // Logged (`delivered`) and counted by the deposit.
                     Some(mailboxes::Deposited::Stored(_)) => Verdict::Accept,
+                    // RFC 3463 X.3.1: no room on this node; the origin tries again.
+                    Some(mailboxes::Deposited::Failed(e)) if e.is_out_of_space() => {
+                        tracing::warn!(event = "store_full", to = %shown(&user), error = %e);
+                        Verdict::Reject(Reply::insufficient_storage())
+                    }
                     Some(mailboxes::Deposited::Failed(e)) => {
                         tracing::warn!(event = "store_error", to = %shown(&user), error = %e);
                         Verdict::Reject(Reply::new(451, (4, 3, 0), "store error, try again later"))

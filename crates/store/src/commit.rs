@@ -460,11 +460,14 @@ impl Store {
         // The volume grows by as much as it holds (docs/storage.md, "Sizes"); on a full file
         // system, by only what this message needs, so the last free bytes are still used.
         let volume_units = w.alloc.end() - w.alloc.base();
-        let step = self
+        let mut step = self
             .config
             .volume_step_bytes(volume_units * UNIT)
-            .div_ceil(UNIT)
-            .max(units);
+            .div_ceil(UNIT);
+        if let Ok(available) = self.disk.available_bytes(&self.dir) {
+            step = step.min(available.saturating_sub(self.config.disk_reserve_bytes) / UNIT);
+        }
+        let step = step.max(units);
         let mut new_end = w.alloc.end() + step;
         // The new length becomes durable with the volume's fdatasync, before any journal
         // record names space in it (S1).

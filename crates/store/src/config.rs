@@ -15,6 +15,10 @@ pub struct StoreConfig {
     /// Largest step `volume.dat` grows by (one `fallocate` each). A step is as large as the
     /// volume already is (so it doubles), between `volume_grow_bytes_min` and this.
     pub volume_grow_bytes: u64,
+    /// Free space a growth step leaves on the file system: a step that would eat into it is
+    /// cut (to what the message needs at least), so the doubling never takes the room the
+    /// server keeps for itself (`disk_reserve_bytes`). Default 0.
+    pub disk_reserve_bytes: u64,
     /// Smallest growth step, and the size of a new volume's data area (at most
     /// `volume_grow_bytes`: the smaller of the two applies).
     pub volume_grow_bytes_min: u64,
@@ -77,6 +81,7 @@ impl Default for StoreConfig {
         StoreConfig {
             volume_grow_bytes: 256 << 20,
             volume_grow_bytes_min: 1 << 20,
+            disk_reserve_bytes: 0,
             journal_checkpoint_bytes: 64 << 20,
             journal_bytes_min: 1 << 20,
             batch_messages_max: 1024,
