@@ -41,9 +41,10 @@ pub struct Config {
     pub output_chunk_bytes: usize,
     /// Autologout timer once logged in (RFC 9051 5.4) and while idling.
     pub autologout: Duration,
-    /// Before login: the longest line. Nothing a client sends before login needs more than a
-    /// few KiB (AUTHENTICATE PLAIN with SASL-IR is the longest), and every byte before login
-    /// is a stranger's. Default 8 KiB.
+    /// Before login: the longest line. Every byte before login is a stranger's, so this is
+    /// the longest line a client may need there: an RFC 2971 ID with its 30 pairs at their
+    /// largest (30-octet fields, 1024-octet values, quoted, each pair with its 6 quotes and
+    /// spaces: 31,800 bytes) and the command around it. Default 40 KiB.
     pub prelogin_line_bytes_max: usize,
     /// Before login: the largest literal, synchronising or not. A larger synchronising one
     /// gets `BAD [TOOBIG]` instead of `+`; a larger non-synchronising one (RFC 7888 4's
@@ -85,7 +86,7 @@ impl Default for Config {
             append_messages_max: 1000,
             output_chunk_bytes: 1 << 20,
             autologout: AUTOLOGOUT,
-            prelogin_line_bytes_max: 8 << 10,
+            prelogin_line_bytes_max: 40 << 10,
             prelogin_literal_bytes_max: LITERAL_MINUS_BYTES_MAX,
             login_deadline: LOGIN_TIMEOUT,
             command_deadline: Duration::from_secs(60),

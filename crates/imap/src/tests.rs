@@ -26,6 +26,7 @@ macro_rules! transcript {
 }
 
 mod commands;
+mod compliance;
 mod fetch;
 mod limits;
 mod memory;
