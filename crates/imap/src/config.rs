@@ -37,6 +37,10 @@ pub struct Config {
     pub search_updates_max: usize,
     /// Messages in one MULTIAPPEND.
     pub append_messages_max: usize,
+    /// Parts (TEXT literals and URLs) of one CATENATE message (RFC 4469 5). Each URL is a
+    /// message read from the store; the built message is bounded by `literal_bytes_max`, a
+    /// command's by `command_bytes_max`. Default 100.
+    pub catenate_parts_max: usize,
     /// Output produced before a long FETCH yields to the shell to write it.
     pub output_chunk_bytes: usize,
     /// Autologout timer once logged in (RFC 9051 5.4) and while idling.
@@ -84,6 +88,7 @@ impl Default for Config {
             errors_max: 20,
             search_updates_max: 10,
             append_messages_max: 1000,
+            catenate_parts_max: 100,
             output_chunk_bytes: 1 << 20,
             autologout: AUTOLOGOUT,
             prelogin_line_bytes_max: 40 << 10,

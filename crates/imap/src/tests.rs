@@ -25,6 +25,7 @@ macro_rules! transcript {
     };
 }
 
+mod catenate;
 mod commands;
 mod compliance;
 mod fetch;

@@ -6,6 +6,7 @@
 pub(crate) mod append;
 pub(crate) mod authenticate;
 pub(crate) mod capability;
+pub(crate) mod catenate;
 pub(crate) mod close;
 pub(crate) mod compress;
 pub(crate) mod context;
