@@ -37,13 +37,18 @@ pub struct Config {
     pub search_updates_max: usize,
     /// Messages in one MULTIAPPEND.
     pub append_messages_max: usize,
+    /// Parts (TEXT literals and URLs) of one CATENATE message (RFC 4469 5). Each URL is a
+    /// message read from the store; the built message is bounded by `literal_bytes_max`, a
+    /// command's by `command_bytes_max`. Default 100.
+    pub catenate_parts_max: usize,
     /// Output produced before a long FETCH yields to the shell to write it.
     pub output_chunk_bytes: usize,
     /// Autologout timer once logged in (RFC 9051 5.4) and while idling.
     pub autologout: Duration,
-    /// Before login: the longest line. Nothing a client sends before login needs more than a
-    /// few KiB (AUTHENTICATE PLAIN with SASL-IR is the longest), and every byte before login
-    /// is a stranger's. Default 8 KiB.
+    /// Before login: the longest line. Every byte before login is a stranger's, so this is
+    /// the longest line a client may need there: an RFC 2971 ID with its 30 pairs at their
+    /// largest (30-octet fields, 1024-octet values, quoted, each pair with its 6 quotes and
+    /// spaces: 31,800 bytes) and the command around it. Default 40 KiB.
     pub prelogin_line_bytes_max: usize,
     /// Before login: the largest literal, synchronising or not. A larger synchronising one
     /// gets `BAD [TOOBIG]` instead of `+`; a larger non-synchronising one (RFC 7888 4's
@@ -83,9 +88,10 @@ impl Default for Config {
             errors_max: 20,
             search_updates_max: 10,
             append_messages_max: 1000,
+            catenate_parts_max: 100,
             output_chunk_bytes: 1 << 20,
             autologout: AUTOLOGOUT,
-            prelogin_line_bytes_max: 8 << 10,
+            prelogin_line_bytes_max: 40 << 10,
             prelogin_literal_bytes_max: LITERAL_MINUS_BYTES_MAX,
             login_deadline: LOGIN_TIMEOUT,
             command_deadline: Duration::from_secs(60),

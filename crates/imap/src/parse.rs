@@ -62,8 +62,21 @@ pub(crate) struct AppendMessage {
     pub(crate) flags: Flags,
     pub(crate) keywords: Vec<String>,
     pub(crate) date: Option<i64>,
-    /// A literal8 (RFC 3516 4.4) may contain NUL; a plain literal may not.
-    pub(crate) content: Vec<u8>,
+    pub(crate) data: AppendData,
+}
+
+pub(crate) enum AppendData {
+    /// The message. A literal8 (RFC 3516 4.4) may contain NUL; a plain literal may not.
+    Literal(Vec<u8>),
+    /// RFC 4469 CATENATE: the message is these parts joined, in order.
+    Catenate(Vec<CatenatePart>),
+}
+
+pub(crate) enum CatenatePart {
+    /// `TEXT literal`: bytes as sent.
+    Text(Vec<u8>),
+    /// `URL astring`: an IMAP URL (RFC 5092) whose message or section goes here.
+    Url(String),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -371,27 +384,17 @@ fn parse_append(c: &mut Cursor<'_>) -> Result<(String, Vec<AppendMessage>), Stri
                 return Err("APPEND needs a message".into());
             }
         }
-        // RFC 6855 4: `UTF8 (~{n}...)`, a message with UTF-8 headers, as a literal8.
-        let utf8 = c.peek().is_some_and(|b| b.eq_ignore_ascii_case(&b'U'));
-        if utf8 && (!c.word().eq_ignore_ascii_case(b"UTF8") || !c.sp() || !c.eat(b'(')) {
-            return Err("Bad UTF8 append data".into());
-        }
-        let binary = c.eat(b'~');
-        if utf8 && !binary {
-            return Err("UTF8 append data is a literal8".into());
-        }
-        let content = c.literal().ok_or("APPEND needs a message literal")?;
-        if utf8 && !c.eat(b')') {
-            return Err("Bad UTF8 append data".into());
-        }
-        if !binary && content.contains(&0) {
-            return Err("NUL in a literal; use literal8 (BINARY)".into());
-        }
+        let catenate = c.peek().is_some_and(|b| b.eq_ignore_ascii_case(&b'C'));
+        let data = if catenate {
+            AppendData::Catenate(catenate_parts(c)?)
+        } else {
+            AppendData::Literal(append_literal(c)?)
+        };
         messages.push(AppendMessage {
             flags,
             keywords,
             date,
-            content,
+            data,
         });
     }
     if messages.is_empty() {
@@ -401,6 +404,64 @@ fn parse_append(c: &mut Cursor<'_>) -> Result<(String, Vec<AppendMessage>), Stri
         return Err("Unexpected data after APPEND".into());
     }
     Ok((mailbox, messages))
+}
+
+/// A message literal: `literal`, `literal8` (RFC 3516 4.4), or RFC 6855 4's
+/// `UTF8 (literal8)`, a message with UTF-8 headers.
+fn append_literal(c: &mut Cursor<'_>) -> Result<Vec<u8>, String> {
+    let utf8 = c.peek().is_some_and(|b| b.eq_ignore_ascii_case(&b'U'));
+    if utf8 && (!c.word().eq_ignore_ascii_case(b"UTF8") || !c.sp() || !c.eat(b'(')) {
+        return Err("Bad UTF8 append data".into());
+    }
+    let binary = c.eat(b'~');
+    if utf8 && !binary {
+        return Err("UTF8 append data is a literal8".into());
+    }
+    let content = c.literal().ok_or("APPEND needs a message literal")?;
+    if utf8 && !c.eat(b')') {
+        return Err("Bad UTF8 append data".into());
+    }
+    if !binary && content.contains(&0) {
+        return Err("NUL in a literal; use literal8 (BINARY)".into());
+    }
+    Ok(content)
+}
+
+/// RFC 4469 5: `"CATENATE" SP "(" cat-part *(SP cat-part) ")"`, `cat-part = "TEXT" SP
+/// literal / "URL" SP astring` (a TEXT may be a literal8, RFC 3516 4.4). The number of parts
+/// is bounded by the command's size here and by `catenate_parts_max` when it runs.
+fn catenate_parts(c: &mut Cursor<'_>) -> Result<Vec<CatenatePart>, String> {
+    if !c.word().eq_ignore_ascii_case(b"CATENATE") || !c.sp() || !c.eat(b'(') {
+        return Err("Bad CATENATE".into());
+    }
+    let mut parts = Vec::new();
+    loop {
+        if !parts.is_empty() && c.eat(b')') {
+            return Ok(parts);
+        }
+        if !parts.is_empty() && !c.sp() {
+            return Err("Bad CATENATE part list".into());
+        }
+        let kind = c.word().to_ascii_uppercase();
+        if !c.sp() {
+            return Err("Bad CATENATE part".into());
+        }
+        parts.push(match kind.as_slice() {
+            b"TEXT" => {
+                let binary = c.eat(b'~');
+                let text = c.literal().ok_or("CATENATE TEXT needs a literal")?;
+                if !binary && text.contains(&0) {
+                    return Err("NUL in a literal; use literal8 (BINARY)".into());
+                }
+                CatenatePart::Text(text)
+            }
+            b"URL" => {
+                let url = c.astring().ok_or("CATENATE URL needs a string")?;
+                CatenatePart::Url(String::from_utf8(url).map_err(|_| "URL is not UTF-8")?)
+            }
+            _ => return Err("A CATENATE part is TEXT or URL".into()),
+        });
+    }
 }
 
 fn parse_list(c: &mut Cursor<'_>, lsub: bool) -> Result<ListRequest, String> {

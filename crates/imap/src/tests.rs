@@ -25,7 +25,9 @@ macro_rules! transcript {
     };
 }
 
+mod catenate;
 mod commands;
+mod compliance;
 mod fetch;
 mod limits;
 mod memory;

@@ -247,13 +247,36 @@ fn write_addr(out: &mut Vec<u8>, addr: &Addr<'_>, restore: &dyn Fn(&str) -> Vec<
             ),
         },
     };
+    let (route, mailbox) = split_route(&mailbox);
     out.push(b'(');
     write_nstring(out, name.as_deref());
-    out.extend_from_slice(b" NIL ");
-    write_string(out, &mailbox);
+    out.push(b' ');
+    write_nstring(out, route);
+    out.push(b' ');
+    write_string(out, mailbox);
     out.push(b' ');
     write_string(out, &host);
     out.push(b')');
+}
+
+/// RFC 3501 7.4.2 / RFC 9051 7.5.2: addr-adl is the source route of an RFC 822 route-addr
+/// (`<@route1,@route2:user@domain>`, RFC 5322 4.4's obs-route). mail-parser leaves it in
+/// front of the local part; this takes it off: (the route, the mailbox). A route is `@`
+/// domains up to the first `:` outside a domain literal's brackets.
+fn split_route(mailbox: &[u8]) -> (Option<&[u8]>, &[u8]) {
+    if mailbox.first() != Some(&b'@') {
+        return (None, mailbox);
+    }
+    let mut in_literal = false;
+    for (i, &b) in mailbox.iter().enumerate() {
+        match b {
+            b'[' => in_literal = true,
+            b']' => in_literal = false,
+            b':' if !in_literal => return (Some(&mailbox[..i]), &mailbox[i + 1..]),
+            _ => {}
+        }
+    }
+    (None, mailbox)
 }
 
 /// The first token of the raw Content-Transfer-Encoding value (comments and junk after it

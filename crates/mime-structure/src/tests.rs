@@ -922,3 +922,23 @@ proptest! {
         write_nstring(&mut out, Some(&bytes));
     }
 }
+
+#[test]
+fn source_routes_are_the_address_adl() {
+    // RFC 3501 7.4.2 / RFC 9051 7.5.2: addr-adl is the at-domain-list (source route) of
+    // RFC 822's route-addr, `<@route1,@route2:user@domain>` (RFC 5322 4.4 obs-route).
+    let m = b"From: <@route:user@domain>\r\n\
+To: Ann <@r1.example,@r2.example:ann@x.example>, plain@y.example\r\n\
+\r\nx\r\n";
+    let s = Structure::parse(m);
+    let envelope = text(s.envelope());
+    assert!(
+        envelope.starts_with(
+            "(NIL NIL ((NIL \"@route\" \"user\" \"domain\")) \
+((NIL \"@route\" \"user\" \"domain\")) ((NIL \"@route\" \"user\" \"domain\")) \
+((\"Ann\" \"@r1.example,@r2.example\" \"ann\" \"x.example\")\
+(NIL NIL \"plain\" \"y.example\")) "
+        ),
+        "{envelope}"
+    );
+}

@@ -1,13 +1,15 @@
 //! RFC 9051 6.3.12 APPEND, with MULTIAPPEND (RFC 3502), APPENDUID (RFC 4315 3),
-//! literal8 (RFC 3516 4.4) and the quota check (RFC 9208 4.3.1).
+//! literal8 (RFC 3516 4.4), CATENATE (RFC 4469, `catenate.rs`) and the quota check
+//! (RFC 9208 4.3.1).
 //!
 //! All messages of one APPEND go to the store as one batch: one group commit, and each
 //! session's appends share syncs with every other session's.
 
 use mail_model::{AppendRequest, NewMessage};
 
+use super::catenate::{Builder, Refusal};
 use crate::backend::Backend;
-use crate::parse::AppendMessage;
+use crate::parse::{AppendData, AppendMessage};
 use crate::response::uid_set;
 use crate::session::Session;
 
@@ -44,6 +46,12 @@ pub(crate) fn run(
             return;
         }
     };
+    // Held until the messages are stored: the budget's share of the bytes URLs brought in.
+    let mut catenated = Builder::new(s);
+    let messages = match new_messages(s, messages, &mut catenated, b, now) {
+        Ok(messages) => messages,
+        Err(refusal) => return s.tagged(tag, &refusal.text()),
+    };
     // RFC 9208 4.3.1: checked before anything is written; all messages count together,
     // since MULTIAPPEND adds all or none (RFC 3502 6).
     let added = mail_model::Usage {
@@ -56,16 +64,10 @@ pub(crate) fn run(
     }
     let requests: Vec<AppendRequest> = messages
         .into_iter()
-        .map(|m| AppendRequest {
+        .map(|message| AppendRequest {
             user: user.clone(),
             folder: mailbox.to_string(),
-            message: NewMessage {
-                flags: m.flags,
-                keywords: m.keywords,
-                // RFC 9051 6.3.12: without a date-time, the time of the APPEND.
-                internal_date: m.date.unwrap_or(now),
-                content: m.content,
-            },
+            message,
         })
         .collect();
     let results = b.store.append_batch(requests);
@@ -95,4 +97,30 @@ pub(crate) fn run(
         uid_set(&uids)
     );
     s.done(tag, &text, b, true);
+}
+
+/// The messages to store. A CATENATE message is built here, before anything is written
+/// (RFC 4469 5): a URL that names nothing refuses the whole command (RFC 3502 6).
+fn new_messages(
+    s: &Session,
+    messages: Vec<AppendMessage>,
+    catenated: &mut Builder,
+    b: &Backend<'_>,
+    now: i64,
+) -> Result<Vec<NewMessage>, Refusal> {
+    let mut out = Vec::with_capacity(messages.len());
+    for m in messages {
+        let content = match m.data {
+            AppendData::Literal(content) => content,
+            AppendData::Catenate(parts) => catenated.build(s, parts, b)?,
+        };
+        out.push(NewMessage {
+            flags: m.flags,
+            keywords: m.keywords,
+            // RFC 9051 6.3.12: without a date-time, the time of the APPEND.
+            internal_date: m.date.unwrap_or(now),
+            content,
+        });
+    }
+    Ok(out)
 }

@@ -173,7 +173,7 @@ impl Session {
     }
 }
 
-enum Failure {
+pub(crate) enum Failure {
     Gone,
     UnknownCte,
     Store(mail_model::StoreError),
@@ -317,7 +317,7 @@ fn slice(content: &[u8], range: std::ops::Range<u64>) -> Vec<u8> {
 }
 
 /// The bytes of one section (RFC 9051 6.4.5); a section that does not exist is empty.
-fn section(
+pub(crate) fn section(
     content: &[u8],
     structure: Option<&Structure>,
     spec: &Spec,

@@ -6,6 +6,7 @@
 pub(crate) mod append;
 pub(crate) mod authenticate;
 pub(crate) mod capability;
+pub(crate) mod catenate;
 pub(crate) mod close;
 pub(crate) mod compress;
 pub(crate) mod context;
@@ -153,7 +154,7 @@ fn codec_local(s: &mut Session, tag: &str, body: CommandBody<'static>) {
     match body {
         CommandBody::Capability => capability::run(s, tag, None),
         CommandBody::Noop | CommandBody::Check => noop::run(s, tag, None),
-        CommandBody::Id { .. } => id::run(s, tag, None),
+        CommandBody::Id { parameters } => id::run(s, tag, &parameters, None),
         CommandBody::Namespace => namespace::run(s, tag, None),
         CommandBody::Logout => logout::run(s, tag),
         CommandBody::StartTLS => starttls::run(s, tag),
@@ -194,21 +195,7 @@ pub(crate) fn run_with_store(
             Ok(mailbox) => append::run(s, tag, &mailbox, messages, b, now),
             Err(answer) => s.tagged(tag, answer),
         },
-        Request::List(mut req) => {
-            // Patterns are names with wildcards, which modified UTF-7 leaves alone.
-            let decoded = std::iter::once(&req.reference)
-                .chain(&req.patterns)
-                .map(|n| s.name_from_client(n))
-                .collect::<Result<Vec<_>, _>>();
-            match decoded {
-                Ok(mut names) => {
-                    req.patterns = names.split_off(1);
-                    req.reference = names.pop().unwrap_or_default();
-                    list::run(s, tag, req, b)
-                }
-                Err(answer) => s.tagged(tag, answer),
-            }
-        }
+        Request::List(req) => list::run(s, tag, decode_list_patterns(s, req), b),
         Request::Search { uid, ret, criteria } => search::run(s, tag, uid, ret, criteria, b),
         Request::SortReturn {
             ret,
@@ -338,12 +325,35 @@ fn codec_with_store(s: &mut Session, tag: &str, body: CommandBody<'static>, b: &
             mailbox,
             uid,
         } => copy::run(s, tag, sequence_set, &name!(mailbox), uid, true, b),
-        CommandBody::Id { .. } => id::run(s, tag, Some(b)),
+        CommandBody::Id { parameters } => id::run(s, tag, &parameters, Some(b)),
         CommandBody::GetQuota { root } => quota::get_quota(s, tag, root.as_ref(), b),
         CommandBody::GetQuotaRoot { mailbox } => quota::get_quota_root(s, tag, &name!(mailbox), b),
         // What needs no store runs as it would without one.
         other => codec_local(s, tag, other),
     }
+}
+
+/// The reference and patterns of a LIST as store names. Patterns are names with wildcards,
+/// which modified UTF-7 leaves alone. One that does not decode is not an error (RFC 3501
+/// 6.3.8, RFC 9051 6.3.9: a pattern is not a mailbox name, and LIST answers OK whatever it
+/// matches, as Dovecot does): no name's encoding fails to decode, so it matches nothing and
+/// is dropped; a reference that does not decode drops every pattern.
+fn decode_list_patterns(
+    s: &Session,
+    mut req: crate::parse::ListRequest,
+) -> crate::parse::ListRequest {
+    match s.name_from_client(&req.reference) {
+        Ok(reference) => {
+            req.reference = reference;
+            req.patterns = req
+                .patterns
+                .iter()
+                .filter_map(|p| s.name_from_client(p).ok())
+                .collect();
+        }
+        Err(_) => req.patterns.clear(),
+    }
+    req
 }
 
 /// A mailbox argument as sent (see `Session::name_from_client` for its decoding).

@@ -27,8 +27,52 @@ fn multiappend_with_flags_dates_and_literal8() {
     assert_eq!(messages[0].flags, Flags::SEEN);
     assert_eq!(messages[0].keywords, vec!["$Work".to_string()]);
     assert_eq!(messages[0].date, Some(1_704_445_200));
-    assert_eq!(messages[0].content, b"hello");
-    assert_eq!(messages[1].content, b"a\0b");
+    assert!(matches!(&messages[0].data, AppendData::Literal(m) if m == b"hello"));
+    assert!(matches!(&messages[1].data, AppendData::Literal(m) if m == b"a\0b"));
+}
+
+/// RFC 4469 5: CATENATE parts, TEXT literals and URL strings, with MULTIAPPEND.
+#[test]
+fn catenate_parts_and_multiappend() {
+    let r = ok(
+        "a APPEND Drafts (\\Seen) CATENATE (URL \"/INBOX;UIDVALIDITY=7/;UID=20\" \
+         TEXT {3}\r\nabc URL /INBOX/;UID=2/;SECTION=1 TEXT ~{2}\r\n\0x) {1}\r\nm\r\n",
+    );
+    let Request::Append { messages, .. } = r else {
+        panic!("not an append")
+    };
+    assert_eq!(messages.len(), 2);
+    assert_eq!(messages[0].flags, Flags::SEEN);
+    let AppendData::Catenate(parts) = &messages[0].data else {
+        panic!("not a catenate")
+    };
+    let parts: Vec<String> = parts
+        .iter()
+        .map(|p| match p {
+            CatenatePart::Text(t) => format!("text {}", String::from_utf8_lossy(t)),
+            CatenatePart::Url(u) => format!("url {u}"),
+        })
+        .collect();
+    assert_eq!(
+        parts,
+        [
+            "url /INBOX;UIDVALIDITY=7/;UID=20",
+            "text abc",
+            "url /INBOX/;UID=2/;SECTION=1",
+            "text \0x"
+        ]
+    );
+    assert!(matches!(&messages[1].data, AppendData::Literal(m) if m == b"m"));
+    for (line, why) in [
+        ("a APPEND x CATENATE ()\r\n", "part"),
+        ("a APPEND x CATENATE (TEXT \"abc\")\r\n", "literal"),
+        ("a APPEND x CATENATE (TEXT {3}\r\na\0b)\r\n", "NUL"),
+        ("a APPEND x CATENATE (FILE /x)\r\n", "TEXT or URL"),
+        ("a APPEND x CATENATE (URL /x\r\n", "part list"),
+        ("a APPEND x CATENATE URL /x\r\n", "CATENATE"),
+    ] {
+        assert!(bad(line).contains(why), "{line:?}: {}", bad(line));
+    }
 }
 
 #[test]
