@@ -6,14 +6,14 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, LockOwner, MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    KernelConfig, LockOwner, MountOption, Notifier, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
     ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request,
-    TimeOrNow, WriteFlags,
+    Session, TimeOrNow, WriteFlags,
 };
 use mailfs::fs::{SetAttr, Stat};
 use mailfs::locking::MutexExt;
@@ -35,6 +35,12 @@ pub struct MailFuse {
     writeback_cache: bool,
     /// What files are opened with: FOPEN_DIRECT_IO when `direct_io` and the kernel agreed.
     open_flags: FopenFlags,
+    /// The kernel agreed to FUSE_HANDLE_KILLPRIV_V2 (see `init`): it flags the writes whose
+    /// caller lacks CAP_FSETID.
+    killpriv_v2: bool,
+    /// Tells the kernel to forget what it cached (`forget_attributes`); set once the
+    /// session exists, before it serves a request.
+    notifier: Arc<OnceLock<Notifier>>,
     /// Where each open directory's listing stopped (`readdir`).
     dir_cursors: Mutex<HashMap<u64, DirCursor>>,
     next_dir_fh: AtomicU64,
@@ -52,12 +58,19 @@ struct DirCursor {
 const READDIR_PAGE: usize = 256;
 
 impl MailFuse {
-    pub fn new(fs: Arc<Fs>, direct_io: bool, writeback_cache: bool) -> MailFuse {
+    pub fn new(
+        fs: Arc<Fs>,
+        direct_io: bool,
+        writeback_cache: bool,
+        notifier: Arc<OnceLock<Notifier>>,
+    ) -> MailFuse {
         MailFuse {
             fs,
             direct_io,
             writeback_cache,
             open_flags: FopenFlags::empty(),
+            killpriv_v2: false,
+            notifier,
             dir_cursors: Mutex::new(HashMap::new()),
             next_dir_fh: AtomicU64::new(1),
         }
@@ -155,6 +168,43 @@ impl MailFuse {
             Err(e) => reply.error(errno(&e)),
         }
     }
+
+    /// Makes the kernel ask for `ino`'s attributes again at its next `stat`. A write that
+    /// took set-ID bits off calls this before its reply: the kernel marks only size, times
+    /// and blocks stale after a write, and a `stat` that asks for the mode alone
+    /// (`stat -c %a`) would otherwise see the old bits until `TTL` ran out. Only the
+    /// attributes: a negative offset leaves the page cache alone (and takes no lock the
+    /// write holds).
+    fn forget_attributes(&self, ino: INodeNo) {
+        let Some(notifier) = self.notifier.get() else {
+            tracing::warn!("no notifier: the kernel keeps inode {ino:?}'s old mode for {TTL:?}");
+            return;
+        };
+        if let Err(e) = notifier.inval_inode(ino, -1, 0) {
+            tracing::warn!("the kernel keeps inode {ino:?}'s old mode for {TTL:?}: {e}");
+        }
+    }
+}
+
+/// Whether the caller of `req` is of group `gid`: its file system group or one of its
+/// supplementary groups, which the request does not carry (read from `/proc`, the
+/// calling thread's `status`, only when a set-group-ID bit depends on it). Unreadable
+/// counts as not of the group, so the bit comes off, as it must for a stranger.
+fn caller_in_group(req: &Request) -> impl FnOnce(u32) -> bool + use<> {
+    let (fsgid, pid) = (req.gid(), req.pid());
+    move |gid| {
+        gid == fsgid
+            || std::fs::read_to_string(format!("/proc/{pid}/status"))
+                .ok()
+                .and_then(|status| supplementary_groups(&status))
+                .is_some_and(|groups| groups.contains(&gid))
+    }
+}
+
+/// The `Groups:` line of a `/proc/PID/status`.
+fn supplementary_groups(status: &str) -> Option<Vec<u32>> {
+    let line = status.lines().find_map(|l| l.strip_prefix("Groups:"))?;
+    line.split_whitespace().map(|g| g.parse().ok()).collect()
 }
 
 impl Filesystem for MailFuse {
@@ -162,12 +212,14 @@ impl Filesystem for MailFuse {
         let _ = config.set_max_write(WRITE_BYTES_MAX);
         let _ = config.set_max_readahead(WRITE_BYTES_MAX);
         // The file system takes set-user-ID and set-group-ID off on write, truncate and chown
-        // (`Fs::write_by`, `Fs::setattr`), with the caller's own ids: without this the
+        // (`Fs::take_set_id_off`, `Fs::setattr`), with the caller's own ids: without this the
         // kernel does it for the page cache's writes with the old rule (the set-group-ID
         // bit only when the group may execute), and its writeback reaches us as root. With
-        // it, a cached write that must take a bit off goes through at once, as the writer.
-        if let Err(e) = config.add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2) {
-            tracing::debug!("the kernel does not hand privilege removal over ({e:?})");
+        // it, a cached write that must take a bit off goes through at once, as the writer,
+        // flagged FUSE_WRITE_KILL_SUIDGID when the writer lacks CAP_FSETID.
+        match config.add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2) {
+            Ok(()) => self.killpriv_v2 = true,
+            Err(e) => tracing::debug!("the kernel does not hand privilege removal over ({e:?})"),
         }
         // Only where shared mmap of such files still works (Linux 6.6 and later): older
         // kernels refuse it, and programs that map files would break.
@@ -226,11 +278,14 @@ impl Filesystem for MailFuse {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        // FUSE_HANDLE_KILLPRIV_V2 (see `init`): a truncate by a caller without CAP_FSETID
-        // takes the set-user-ID and set-group-ID bits off here, as a write does.
-        if size.is_some()
+        // FUSE_HANDLE_KILLPRIV_V2 (see `init`): a truncate or chown by a caller without
+        // CAP_FSETID takes the set-user-ID and set-group-ID bits off here, as a write does.
+        // The kernel says so with FATTR_KILL_SUIDGID, which fuser does not pass on: root is
+        // taken to have CAP_FSETID and others not. The reply carries the new mode.
+        if (size.is_some() || uid.is_some() || gid.is_some())
             && mode.is_none()
-            && let Err(e) = self.fs.write_by(ino.0, req.uid(), req.gid())
+            && req.uid() != 0
+            && let Err(e) = self.fs.take_set_id_off(ino.0, caller_in_group(req))
         {
             reply.error(errno(&e));
             return;
@@ -429,15 +484,29 @@ impl Filesystem for MailFuse {
         _fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        let written = self
-            .fs
-            .write_by(ino.0, req.uid(), req.gid())
-            .and_then(|()| self.fs.write(ino.0, offset, data));
+        // The kernel flags a writer without CAP_FSETID (FUSE_HANDLE_KILLPRIV_V2, see
+        // `init`); without that handshake, root is taken to have it and others not. The
+        // page cache's own writeback is never flagged: a write that must take a bit off
+        // does not wait in it.
+        let writer_may_keep_set_id = if self.killpriv_v2 {
+            !write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID)
+        } else {
+            req.uid() == 0
+        };
+        let taken_off = if writer_may_keep_set_id {
+            Ok(false)
+        } else {
+            self.fs.take_set_id_off(ino.0, caller_in_group(req))
+        };
+        if matches!(taken_off, Ok(true)) {
+            self.forget_attributes(ino);
+        }
+        let written = taken_off.and_then(|_| self.fs.write(ino.0, offset, data));
         match written {
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(errno(&e)),
@@ -721,11 +790,12 @@ pub fn serve(fs: Arc<Fs>, mountpoint: &Path, opts: &MountOptions) -> std::io::Re
         raise_kernel_readahead(mountpoint.to_path_buf());
     }
     let fs2 = fs.clone();
-    let r = fuser::mount(
-        MailFuse::new(fs, opts.direct_io, opts.writeback_cache),
-        mountpoint,
-        &config,
-    );
+    let notifier = Arc::new(OnceLock::new());
+    let mail_fuse = MailFuse::new(fs, opts.direct_io, opts.writeback_cache, notifier.clone());
+    let r = Session::new(mail_fuse, mountpoint, &config).and_then(|session| {
+        let _ = notifier.set(session.notifier());
+        session.run()
+    });
     fs2.shutdown();
     let _ = background.join();
     r
@@ -744,5 +814,16 @@ mod tests {
         // The root is mounted (and not FUSE): no device for it.
         assert_eq!(mounted_device("/"), None);
         assert_eq!(mounted_device("/no/such/mount"), None);
+    }
+
+    #[test]
+    fn supplementary_groups_are_read_from_a_status_file() {
+        let status = "Name:\tsh\nGid:\t65534\t65534\t65534\t65534\nGroups:\t0 27 \nNgid:\t0\n";
+        assert_eq!(supplementary_groups(status), Some(vec![0, 27]));
+        assert_eq!(supplementary_groups("Groups:\t\n"), Some(vec![]));
+        assert_eq!(supplementary_groups("Name:\tsh\n"), None);
+        // This process's own.
+        let own = std::fs::read_to_string("/proc/self/status").unwrap();
+        assert!(supplementary_groups(&own).is_some());
     }
 }

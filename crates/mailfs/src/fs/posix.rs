@@ -553,12 +553,12 @@ impl Fs {
             if let Some(m) = set.mode {
                 a.mode = m & 0o7777;
             }
-            // A change of owner or group takes the set-user-ID bit off a file, and the
-            // set-group-ID bit when the group may execute it (without that it marks
-            // mandatory locking), as Linux does for every caller (chown(2)).
-            let owner_changed =
-                set.uid.is_some_and(|u| u != a.uid) || set.gid.is_some_and(|g| g != a.gid);
-            if owner_changed && !is_dir && set.mode.is_none() {
+            // A chown takes the set-user-ID bit off a file, and the set-group-ID bit when
+            // the group may execute it (without that it marks mandatory locking), as Linux
+            // does for every caller (chown(2)), even when the owner stays the same. A caller
+            // without CAP_FSETID loses more (`take_set_id_off`, called first).
+            let chown = set.uid.is_some() || set.gid.is_some();
+            if chown && !is_dir && set.mode.is_none() {
                 a.mode = super::without_privileges(a.mode);
             }
             if let Some(u) = set.uid {
@@ -611,22 +611,26 @@ impl Fs {
         self.getattr(ino)
     }
 
-    /// A write by `uid`:`gid` (a caller without CAP_FSETID: not root) takes the
-    /// set-user-ID bit off the file, and the set-group-ID bit when the group may execute it
-    /// or the writer is not of the file's group, as a local file system does (Linux's
-    /// `should_remove_suid`; supplementary groups are not known here, the primary one is).
-    /// Nothing is written when there is nothing to take off.
-    pub fn write_by(&self, ino: u64, uid: u32, gid: u32) -> Result<(), FsError> {
-        if uid == 0 {
-            return Ok(());
-        }
+    /// A write, truncate or chown by a caller without CAP_FSETID takes the set-user-ID bit
+    /// off a file, and the set-group-ID bit when the group may execute it or the caller is
+    /// not of the file's group (`in_group`, asked only then), as a local file system does
+    /// (Linux's `setattr_should_drop_suidgid`). Nothing is written when there is nothing to
+    /// take off; the answer says whether a bit came off.
+    pub fn take_set_id_off(
+        &self,
+        ino: u64,
+        in_group: impl FnOnce(u32) -> bool,
+    ) -> Result<bool, FsError> {
         let st = self.getattr(ino)?;
+        if st.kind != Kind::File || st.attr.mode & 0o6000 == 0 {
+            return Ok(false);
+        }
         let mut mode = super::without_privileges(st.attr.mode);
-        if gid != st.attr.gid {
+        if mode & 0o2000 != 0 && !in_group(st.attr.gid) {
             mode &= !0o2000;
         }
-        if st.kind != Kind::File || mode == st.attr.mode {
-            return Ok(());
+        if mode == st.attr.mode {
+            return Ok(false);
         }
         self.setattr(
             ino,
@@ -634,8 +638,8 @@ impl Fs {
                 mode: Some(mode),
                 ..SetAttr::default()
             },
-        )
-        .map(drop)
+        )?;
+        Ok(true)
     }
 
     pub fn statfs(&self) -> StatFs {

@@ -238,3 +238,66 @@ fn listing_resumes_after_a_name_with_the_snapshots_entry_in_its_place() {
     assert_eq!(names(Some(b"b"), 10), ["z"]);
     assert!(names(Some(b"z"), 10).is_empty());
 }
+
+/// Linux's rules for set-ID bits (`setattr_should_drop_suidgid`, chown(2)): a caller
+/// without CAP_FSETID loses set-user-ID, and set-group-ID when the group may execute or
+/// the caller is not of the file's group; a chown by root, even to the same owner, takes
+/// set-user-ID off and set-group-ID when the group may execute. Directories keep theirs.
+#[test]
+fn set_id_bits_come_off_as_linux_takes_them_off() {
+    let rig = Rig::new("");
+    let fs = rig.mkfs();
+    let mode = |ino: u64| fs.getattr(ino).unwrap().attr.mode & 0o7777;
+    // (mode, caller of the file's group, mode after, a bit came off)
+    let writes = [
+        (0o6777, false, 0o777, true),
+        (0o6777, true, 0o777, true),
+        (0o2767, false, 0o767, true),
+        (0o2767, true, 0o2767, false),
+        (0o6767, true, 0o2767, true),
+        (0o4700, true, 0o700, true),
+        (0o777, false, 0o777, false),
+    ];
+    for (i, (before, in_group, after, came_off)) in writes.into_iter().enumerate() {
+        let ino = write_file(&fs, ROOT, &format!("w{i}"), b"x");
+        fs.setattr(
+            ino,
+            SetAttr {
+                mode: Some(before),
+                ..SetAttr::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            fs.take_set_id_off(ino, |_| in_group),
+            Ok(came_off),
+            "{before:o}"
+        );
+        assert_eq!(mode(ino), after, "{before:o}, in group {in_group}");
+    }
+    let dir = fs.mkdir(ROOT, b"d", 0o2775, 0, 0).unwrap();
+    assert_eq!(fs.take_set_id_off(dir.ino, |_| false), Ok(false));
+    assert_eq!(mode(dir.ino), 0o2775);
+    // A chown by root to the owner the file has.
+    for (i, (before, after)) in [(0o6755, 0o755), (0o2755, 0o755), (0o2745, 0o2745)]
+        .into_iter()
+        .enumerate()
+    {
+        let ino = write_file(&fs, ROOT, &format!("c{i}"), b"x");
+        fs.setattr(
+            ino,
+            SetAttr {
+                mode: Some(before),
+                ..SetAttr::default()
+            },
+        )
+        .unwrap();
+        let same_owner = SetAttr {
+            uid: Some(0),
+            gid: Some(0),
+            ..SetAttr::default()
+        };
+        fs.setattr(ino, same_owner).unwrap();
+        assert_eq!(mode(ino), after, "{before:o}");
+    }
+}

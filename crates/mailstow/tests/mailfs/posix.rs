@@ -220,12 +220,13 @@ fn posix_operations_with(extra: &str) {
 }
 
 /// The permission rules and limits a program meets, the same on the mount as on a local
-/// directory: a write by a user without CAP_FSETID and a change of owner take the
-/// set-user-ID bit off (and set-group-ID when the group may execute, or for a write by
-/// someone outside the file's group), an open file that was
-/// unlinked has no links, a name past 255 bytes is ENAMETOOLONG even when it does not
-/// exist, and a size past the largest file is EFBIG. Mounted with --allow-other, since the
-/// writer is another user (docs/mailfs.md).
+/// directory: a write by a user without CAP_FSETID and a change of owner (even to the same
+/// one) take the set-user-ID bit off (and set-group-ID when the group may execute, or for a
+/// write by someone outside the file's group), gone when the write returns even for a
+/// `stat` that asks for the mode alone; an open file that was unlinked has no links, a
+/// name past 255 bytes is ENAMETOOLONG even when it does not exist, and a size past the
+/// largest file is EFBIG. Mounted with --allow-other, since the writer is another user
+/// (docs/mailfs.md).
 #[test]
 fn permission_rules_and_limits_match_a_local_directory() {
     permission_rules_with("");
@@ -283,7 +284,7 @@ fn permission_rules_with(extra: &str) {
             python_as(65534, "os.truncate(sys.argv[1], 1)\n", &[&r(&name)]);
             truncated.push(mode(&name));
         }
-        // A change of owner, by root.
+        // A change of owner, by root; then to the owner it already has.
         let mut chowned = Vec::new();
         for (i, m) in [0o6755, 0o2745, 0o4700].into_iter().enumerate() {
             let name = format!("c{i}");
@@ -292,6 +293,14 @@ fn permission_rules_with(extra: &str) {
             std::os::unix::fs::chown(r(&name), Some(1000), Some(1000)).unwrap();
             chowned.push(mode(&name));
         }
+        for (i, m) in [0o6755, 0o2755, 0o2745].into_iter().enumerate() {
+            let name = format!("s{i}");
+            fs::write(r(&name), b"x").unwrap();
+            fs::set_permissions(r(&name), fs::Permissions::from_mode(m)).unwrap();
+            std::os::unix::fs::chown(r(&name), Some(0), Some(0)).unwrap();
+            chowned.push(mode_now(&r(&name)));
+        }
+        let at_once = set_id_bits_right_after_writes(root);
         // An open file unlinked.
         let open = fs::File::create(r("gone")).unwrap();
         fs::remove_file(r("gone")).unwrap();
@@ -310,22 +319,141 @@ fn permission_rules_with(extra: &str) {
             .unwrap_err()
             .raw_os_error();
         seen.push((
-            written, truncated, chowned, links, lookup, chmod, unlink, huge,
+            written, truncated, chowned, at_once, links, lookup, chmod, unlink, huge,
         ));
     }
     assert_eq!(
         seen[0], seen[1],
         "the mount (left) against a local directory (right)"
     );
-    let (written, truncated, chowned, links, lookup, _, _, huge) = &seen[0];
+    let (written, truncated, chowned, at_once, links, lookup, _, _, huge) = &seen[0];
     // 0o2767: the group may not execute, but the writer is not of the file's group.
     assert_eq!(written, &[0o777, 0o777, 0o777, 0o767]);
     assert_eq!(truncated, &[0o777, 0o777, 0o767]);
-    assert_eq!(chowned, &[0o755, 0o2745, 0o700]);
+    assert_eq!(chowned, &[0o755, 0o2745, 0o700, 0o755, 0o755, 0o2745]);
+    let expected = [
+        ("stranger appends", "6777", "777"),
+        ("stranger appends", "2777", "777"),
+        ("stranger appends", "4777", "777"),
+        ("stranger appends", "2767", "767"),
+        ("stranger truncates", "6777", "777"),
+        ("stranger truncates", "2767", "767"),
+        // Of the file's group: set-group-ID stays unless the group may execute.
+        ("stranger of the group appends", "6767", "2767"),
+        ("stranger of the group appends", "2777", "777"),
+        ("owner appends", "6777", "777"),
+        ("owner appends", "2775", "775"),
+        ("owner appends", "4755", "755"),
+        ("owner appends", "2745", "2745"),
+        // CAP_FSETID keeps them.
+        ("root appends", "6777", "6777"),
+        ("root appends", "2775", "2775"),
+        ("root appends", "4755", "4755"),
+    ]
+    .map(|(who, before, after)| (who, before.to_string(), after.to_string()));
+    assert_eq!(at_once, &expected[..]);
     assert_eq!(*links, 0);
     assert_eq!(*lookup, Some(libc::ENAMETOOLONG));
     assert_eq!(*huge, Some(libc::EFBIG));
     rig.umount();
+}
+
+/// Set-ID bits as `stat -c %a` sees them at once after a write or an `O_TRUNC` open by a
+/// stranger who opens the file itself (`su nobody -c 'echo y >> f'`), by a stranger of the
+/// file's group through a supplementary group, by its owner who is not root, and by root,
+/// each right after the `chmod`: (who, mode before, mode after), in octal. Issue 36: with
+/// the page cache the mount showed the old bits for a second or two, with `direct_io` too.
+fn set_id_bits_right_after_writes(root: &Path) -> Vec<(&'static str, String, String)> {
+    let nobody = Some(Writer {
+        id: 65534,
+        groups: "",
+    });
+    let of_group_0 = Some(Writer {
+        id: 65534,
+        groups: "0",
+    });
+    let cases = [
+        ("stranger appends", None, nobody, 0o6777),
+        ("stranger appends", None, nobody, 0o2777),
+        ("stranger appends", None, nobody, 0o4777),
+        ("stranger appends", None, nobody, 0o2767),
+        ("stranger truncates", None, nobody, 0o6777),
+        ("stranger truncates", None, nobody, 0o2767),
+        ("stranger of the group appends", None, of_group_0, 0o6767),
+        ("stranger of the group appends", None, of_group_0, 0o2777),
+        ("owner appends", nobody, nobody, 0o6777),
+        ("owner appends", nobody, nobody, 0o2775),
+        ("owner appends", nobody, nobody, 0o4755),
+        ("owner appends", nobody, nobody, 0o2745),
+        ("root appends", None, None, 0o6777),
+        ("root appends", None, None, 0o2775),
+        ("root appends", None, None, 0o4755),
+    ];
+    let mut seen = Vec::new();
+    for (i, (who, owner, writer, m)) in cases.into_iter().enumerate() {
+        let path = root.join(format!("at-once{i}"));
+        fs::write(&path, b"x").unwrap();
+        if let Some(owner) = owner {
+            std::os::unix::fs::chown(&path, Some(owner.id), Some(owner.id)).unwrap();
+        }
+        fs::set_permissions(&path, fs::Permissions::from_mode(m)).unwrap();
+        let script = if who.ends_with("truncates") {
+            ": > \"$1\""
+        } else {
+            "echo y >> \"$1\""
+        };
+        shell_as(writer, script, &path);
+        seen.push((who, format!("{m:o}"), format!("{:o}", mode_now(&path))));
+    }
+    seen
+}
+
+/// The mode as `stat -c %a` asks for it: statx for the mode alone, which the kernel may
+/// answer from its attribute cache (a full `stat` also asks for the block count, which a
+/// write marks stale, so it goes to the file system).
+fn mode_now(path: &Path) -> u32 {
+    let st = rustix::fs::statx(
+        rustix::fs::CWD,
+        path,
+        rustix::fs::AtFlags::empty(),
+        rustix::fs::StatxFlags::MODE,
+    )
+    .unwrap();
+    u32::from(st.stx_mode) & 0o7777
+}
+
+/// Another user: uid and gid `id`, supplementary `groups` (setpriv's comma list).
+#[derive(Clone, Copy, Debug)]
+struct Writer {
+    id: u32,
+    groups: &'static str,
+}
+
+/// Runs `sh -c script sh path` as `writer`, or as root when `None`.
+fn shell_as(writer: Option<Writer>, script: &str, path: &Path) {
+    let mut command = match writer {
+        Some(w) => {
+            let mut c = Command::new("setpriv");
+            c.arg(format!("--reuid={}", w.id))
+                .arg(format!("--regid={}", w.id));
+            if w.groups.is_empty() {
+                c.arg("--clear-groups");
+            } else {
+                c.arg(format!("--groups={}", w.groups));
+            }
+            c.arg("sh");
+            c
+        }
+        None => Command::new("sh"),
+    };
+    command.args(["-c", script, "sh"]).arg(path);
+    let out = command.output().expect("sh");
+    assert!(
+        out.status.success(),
+        "{script} as {writer:?} on {}: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Runs `script` (Python) as uid and gid `uid` with `args`; its standard output, trimmed.
