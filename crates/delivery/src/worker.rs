@@ -892,6 +892,11 @@ mod tests {
             )),
             events: events.clone(),
             peers: None,
+            space: disk::SpaceReserve::new(
+                Arc::new(disk::SimDisk::new()),
+                std::path::Path::new("/"),
+                0,
+            ),
         };
         assert_eq!(worker.round().unwrap(), 1);
         let mut lines = events.0.lock().unwrap().clone();

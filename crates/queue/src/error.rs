@@ -75,10 +75,7 @@ impl QueueError {
     /// True when the request failed only for want of room (nothing was written; it can be
     /// tried again as it is).
     pub fn is_out_of_space(&self) -> bool {
-        match self {
-            QueueError::NoSpace(_) => true,
-            _ => false,
-        }
+        matches!(self, QueueError::NoSpace(_))
     }
 
     pub(crate) fn corrupt(what: impl Into<String>) -> QueueError {

@@ -60,6 +60,7 @@ fn take_reloadable(from: &ServerConfig, into: &mut ServerConfig) {
     into.local_sender_check = from.local_sender_check;
     into.recipients_unknown_max = from.recipients_unknown_max;
     into.tarpit_delay = from.tarpit_delay;
+    into.disk_reserve_bytes = from.disk_reserve_bytes;
 }
 
 /// Applies a new configuration without dropping a session: re-reads the certificate and
@@ -116,7 +117,12 @@ pub(crate) fn reload(shell: &Shell, new: &ServerConfig) -> Result<Reloaded> {
         local_sender_check,
         recipients_unknown_max,
         tarpit_delay,
+        disk_reserve_bytes,
     );
+    // The door's check and delivery's pause take it at once; the engines' growth steps keep
+    // the reserve they opened with until a restart.
+    ctx.space.set_reserve_bytes(live.config.disk_reserve_bytes);
+    ctx.space.refresh();
     ctx.connections.set_max(
         live.config.connections_max,
         live.config.connections_per_ip_max,
