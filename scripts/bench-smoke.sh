@@ -34,6 +34,7 @@ RUNS=(
   "run-cluster.sh"
   "run-mailfs.sh"
   "pjdfstest.sh"
+  "run-full-disk.sh"
 )
 declare -A HELPER_OF=(
   [lib.sh]=all [nonzero.py]=all [dovecot-tuning.sh]=run-imap.sh

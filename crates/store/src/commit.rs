@@ -422,6 +422,11 @@ impl Store {
                 w.checkpoint_problem = None;
                 w.checkpoint_retry_at = None;
             }
+            // A full disk is reported where it is seen (the free-space reserve) and passes
+            // with it: only another cause stays on record until a checkpoint succeeds.
+            Err(e) if e.is_out_of_space() => {
+                w.checkpoint_retry_at = Some(Instant::now() + CHECKPOINT_RETRY_AFTER);
+            }
             Err(e) => {
                 w.checkpoint_problem = Some(format!("checkpoint failed: {e}"));
                 w.checkpoint_retry_at = Some(Instant::now() + CHECKPOINT_RETRY_AFTER);

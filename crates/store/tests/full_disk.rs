@@ -88,11 +88,9 @@ fn a_checkpoint_without_room_leaves_nothing_behind_and_succeeds_later() {
     disk.set_capacity(Some(used(&disk) + 4096));
     let e = store.checkpoint().unwrap_err();
     assert!(e.is_out_of_space(), "{e}");
-    assert!(
-        store
-            .write_problem()
-            .is_some_and(|p| p.contains("checkpoint"))
-    );
+    // Not a problem of the store's own: a full disk is reported where it is seen (the
+    // server's free-space reserve), and passes with it.
+    assert_eq!(store.write_problem(), None);
     // No new log, no half-written snapshot.
     assert_eq!(names(&disk), before);
     disk.set_capacity(None);
