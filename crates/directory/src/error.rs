@@ -20,7 +20,11 @@ pub enum DirectoryError {
     #[error("directory database: {0}")]
     Database(#[from] sqlx::Error),
     /// The database was migrated by a newer program; this one must not write to it.
-    #[error("directory schema version {found} is newer than this program's ({supported})")]
+    #[error(
+        "the directory was migrated by a newer mailstow (schema version {found}); this build \
+         reads up to schema version {supported}: run the newer mailstow, or restore the backup \
+         taken before the upgrade (docs/operations.md)"
+    )]
     SchemaTooNew { found: i64, supported: i64 },
     /// A row holds something the code never writes (negative quota, unparsable hash, ...).
     #[error("corrupt directory data: {0}")]

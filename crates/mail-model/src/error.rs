@@ -35,6 +35,18 @@ pub enum StoreError {
     Failed(String),
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A file of the store carries a format version above the one this build reads: it was
+    /// written by a newer build, and this one must neither read nor repair it.
+    #[error(
+        "{file} was written by a newer mailstow (format {found}); this build reads up to \
+         format {supported}: run the newer mailstow, or restore the backup taken before the \
+         upgrade (docs/operations.md)"
+    )]
+    NewerFormat {
+        file: String,
+        found: u32,
+        supported: u32,
+    },
 }
 
 impl StoreError {

@@ -14,6 +14,7 @@ mod auth_cmd;
 mod bench_binary;
 mod config;
 mod config_cmd;
+mod data_format;
 mod directory_cmd;
 mod dkim_cmd;
 mod fs_cmd;
@@ -160,6 +161,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             shown.display()
         );
     }
+    // A newer build's directory is refused before any command opens, recovers or removes
+    // anything in it.
+    if !matches!(cli.command, Command::Config(_)) && paths.data_dir.is_dir() {
+        data_format::check(&paths.data_dir)?;
+    }
     match cli.command {
         Command::Config(command) => {
             config_cmd::run(command, cli.config.as_deref(), &paths, &config)
@@ -199,6 +205,7 @@ fn init(paths: &Paths, config: &config::Config) -> anyhow::Result<()> {
     queue.close()?;
     let (store, store_report) = store::Store::open(disk, &paths.store(), config.store_config())?;
     drop(store);
+    data_format::record(&paths.data_dir)?;
     out!("data directory: {}", paths.data_dir.display());
     out!(
         "queue: {} pending, {} deferred",

@@ -214,6 +214,7 @@ impl Engines {
         std::fs::create_dir_all(&config.data_dir)
             .with_context(|| format!("creating {}", config.data_dir.display()))?;
         let lock = DataDirLock::acquire(&config.data_dir)?;
+        crate::data_format::check(&config.data_dir)?;
         let files = server::raise_file_limit();
         if (files as usize) < config.connections_max + 64 {
             tracing::warn!(
@@ -245,6 +246,7 @@ impl Engines {
         let (store, _) = store::Store::open(disk.clone(), &store_dir, store_config)
             .context("opening the store")?;
         let directory = open_directory(config).await?;
+        crate::data_format::record(&config.data_dir)?;
         tracing::info!(
             event = "queue_opened",
             pending = queue_report.pending,

@@ -19,6 +19,19 @@ pub enum QueueError {
     /// Data on disk failed a check (checksum, magic, length, field range).
     #[error("corrupt queue data: {what}")]
     Corrupt { what: String },
+    /// A segment carries a format version above this build's: a newer build wrote it. The
+    /// queue neither opens nor checks (let alone quarantines) a directory holding one.
+    #[error(
+        "{} was written by a newer mailstow (format {found}); this build reads up to format \
+         {supported}: run the newer mailstow, or restore the backup taken before the upgrade \
+         (docs/operations.md)",
+        path.display()
+    )]
+    NewerFormat {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
+    },
     /// An input exceeded a configured limit.
     #[error("{what} is too large: {size} > {max}")]
     TooLarge {
@@ -89,6 +102,15 @@ impl QueueError {
                 op,
                 path: path.clone(),
                 source: io::Error::new(source.kind(), source.to_string()),
+            },
+            QueueError::NewerFormat {
+                path,
+                found,
+                supported,
+            } => QueueError::NewerFormat {
+                path: path.clone(),
+                found: *found,
+                supported: *supported,
             },
             QueueError::Corrupt { what } => QueueError::Corrupt { what: what.clone() },
             QueueError::TooLarge { what, size, max } => QueueError::TooLarge {

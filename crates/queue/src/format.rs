@@ -233,6 +233,15 @@ pub(crate) struct Header {
     pub(crate) id_floor: u64,
 }
 
+/// The version in a segment header's first 12 bytes when the magic is ours and the version is
+/// above [`VERSION`] (a newer build's segment), whatever the rest of the header holds.
+pub(crate) fn newer_version(b: &[u8]) -> Option<u32> {
+    if b.len() < H_VERSION + 4 || &b[H_MAGIC..H_MAGIC + 8] != MAGIC {
+        return None;
+    }
+    Some(get_u32(b, H_VERSION)).filter(|&v| v > VERSION)
+}
+
 impl Header {
     /// A header for a segment of `segment_bytes` with the derived slot count and data offset.
     pub(crate) fn new(

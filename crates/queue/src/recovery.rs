@@ -49,7 +49,9 @@ pub(crate) struct Loaded {
 }
 
 /// Reads the headers and slot chains of every segment in `dir`. Returns the readable ones,
-/// the `"name: reason"` of the unreadable ones, and the highest sequence number named.
+/// the `"name: reason"` of the unreadable ones, and the highest sequence number named; a
+/// segment of a newer format fails the whole load (`QueueError::NewerFormat`) before
+/// anything is written.
 pub(crate) fn load_segments(
     disk: &dyn Disk,
     dir: &Path,
@@ -73,6 +75,15 @@ pub(crate) fn load_segments(
         let header = match segment::load_header(&*file, kind, seq) {
             Ok(Ok(h)) => h,
             Ok(Err(why)) => {
+                let newer = segment::newer_format(&*file)
+                    .map_err(|e| QueueError::io("read header of", &path, e))?;
+                if let Some(found) = newer {
+                    return Err(QueueError::NewerFormat {
+                        path,
+                        found,
+                        supported: format::VERSION,
+                    });
+                }
                 unreadable.push(format!("{name}: {why}"));
                 continue;
             }
@@ -209,8 +220,9 @@ pub(crate) fn recover(
     Ok((core, writer, report))
 }
 
-/// Phase 1: removes segments whose creation a crash interrupted (`*.seg.tmp`: they never held
-/// a record), reads every header and slot chain, and reports what the scans found.
+/// Phase 1: reads every header and slot chain (refusing a newer build's segment), removes
+/// segments whose creation a crash interrupted (`*.seg.tmp`: they never held a record), and
+/// reports what the scans found.
 /// Returns the readable segments and the highest sequence number named.
 fn load(
     disk: &dyn Disk,
@@ -219,6 +231,9 @@ fn load(
 ) -> Result<(Vec<Loaded>, u64), QueueError> {
     disk.create_dir_all(dir)
         .map_err(|e| QueueError::io("create queue directory", dir, e))?;
+    // Headers first: a directory with a newer build's segment is refused before anything in
+    // it is removed.
+    let (loaded, unreadable, max_seq) = load_segments(disk, dir)?;
     for name in disk.list(dir).map_err(|e| QueueError::io("list", dir, e))? {
         if format::is_temp_segment_name(&name) {
             let path = dir.join(&name);
@@ -226,7 +241,6 @@ fn load(
                 .map_err(|e| QueueError::io("remove", &path, e))?;
         }
     }
-    let (loaded, unreadable, max_seq) = load_segments(disk, dir)?;
     report.unreadable_segments = unreadable;
     report.segments = loaded.len();
     for l in &loaded {

@@ -123,6 +123,15 @@ pub(crate) fn load_header(
     }))
 }
 
+/// The format version of a segment whose header did not decode, if it is one a newer build
+/// writes: the magic is ours and the version above [`format::VERSION`]. Only those two
+/// fields are read, since a newer header may lay out (and checksum) the rest differently.
+pub(crate) fn newer_format(file: &dyn File) -> io::Result<Option<u32>> {
+    let mut buf = [0u8; 12];
+    let n = read_upto(file, &mut buf, 0)?;
+    Ok(format::newer_version(&buf[..n]))
+}
+
 /// Walks the slot chain from slot 0 (reading the slot area in large chunks) until the first
 /// slot that does not continue it (Q2). A single damaged slot whose successor still chains on
 /// it (bit rot, not a tear: a tear replaces whole sectors, so the successor of a stale slot

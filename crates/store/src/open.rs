@@ -3,6 +3,8 @@
 //! Recovery, in phases, each a method of `Opening` that ends by asserting what it established
 //! (docs/storage.md, "Phases of store open"; the crash cases are in "Crash analysis (store)"):
 //!
+//! 0. `refuse_newer_formats`: a file whose format version is above this build's refuses the
+//!    open before anything is read, removed, salvaged or written.
 //! 1. `list_files`: `index.snap.tmp` is an interrupted checkpoint: removed.
 //! 2. `read_volume_header`: `volume.dat`'s header gives the store id. A volume with a bad
 //!    header and no index files is an interrupted creation and is made again.
@@ -37,7 +39,9 @@ use crate::cache::{SummaryCache, ViewCache};
 use crate::commit::{CommitQueue, Counters, Store, Writer, lock};
 use crate::config::StoreConfig;
 use crate::error::IoContext;
-use crate::format::{DATA_START_UNIT, UNIT, VOLUME_HEADER_BYTES, VolumeHeader};
+use crate::format::{
+    DATA_START_UNIT, FORMAT_VERSION, UNIT, VOLUME_HEADER_BYTES, VOLUME_MAGIC, VolumeHeader,
+};
 use crate::index::{Catalog, apply};
 use crate::journal::{
     self, GENERATION_MAX, JOURNAL_HEADER_BYTES, Journal, ScanEnd, decode_header, decode_ops,
@@ -183,6 +187,7 @@ impl Store {
             salvaged: false,
             snapshot_bytes: 0,
         };
+        o.refuse_newer_formats()?;
         let mut files = o.list_files()?;
         let (store_id, volume) = o.read_volume_header(&files)?;
         let catalog = RwLock::new(Catalog::new());
@@ -256,6 +261,59 @@ impl Opening<'_> {
                 "{what}; open with salvage to keep what precedes it"
             )))
         }
+    }
+
+    /// Phase 0: reads the format version of `volume.dat`, of every `index-*.log` and of
+    /// `index.snap` (each behind its magic number) and refuses the open if one is above
+    /// [`FORMAT_VERSION`]: a newer build wrote it, and salvage or a checkpoint here would
+    /// destroy what that build relies on. Only the magic and the version are read, so a
+    /// damaged file is left to the phases that judge damage. Post: nothing was written.
+    fn refuse_newer_formats(&mut self) -> Result<(), StoreError> {
+        let (disk, dir) = (self.disk, self.dir);
+        let names = match disk.list(dir) {
+            Ok(names) => names,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(StoreError::io(format!("listing {}", dir.display()), e)),
+        };
+        for name in names {
+            // Where the version sits: after the magic, in the header (volume, log), or
+            // in the first section's payload (snapshot: kind u8, length u32, then version).
+            let (magic, at): (&[u8], u64) = if name == VOLUME_NAME {
+                (&VOLUME_MAGIC, 8)
+            } else if parse_log_name(&name).is_some() {
+                (&journal::JOURNAL_MAGIC, 8)
+            } else if name == SNAP_NAME {
+                (&snapshot::SNAP_MAGIC, 13)
+            } else {
+                continue;
+            };
+            let path = dir.join(&name);
+            let file = disk
+                .open(&path, false)
+                .ctx(|| format!("opening {}", path.display()))?;
+            let mut head = [0u8; 17];
+            let mut done = 0;
+            while done < head.len() {
+                match file.read_at(&mut head[done..], done as u64) {
+                    Ok(0) => break,
+                    Ok(n) => done += n,
+                    Err(e) => return Err(StoreError::io(format!("reading {}", path.display()), e)),
+                }
+            }
+            let at = at as usize;
+            if done < at + 4 || head[..8] != *magic || (name == SNAP_NAME && head[8] != 1) {
+                continue;
+            }
+            let found = u32::from_le_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
+            if found > FORMAT_VERSION {
+                return Err(StoreError::NewerFormat {
+                    file: path.display().to_string(),
+                    found,
+                    supported: FORMAT_VERSION,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Phase 1: lists the directory, removes `index.snap.tmp` (an interrupted checkpoint) and

@@ -1,6 +1,8 @@
 //! Provisioning (domains, users, aliases), its error paths and messages, persistence and
 //! migrations.
 
+use std::time::Duration;
+
 use super::{Fixture, fast_options, open, stored_generation};
 use crate::tests::address::domain_of_len;
 use crate::{Directory, DirectoryError, Options, UserInfo};
@@ -524,10 +526,21 @@ async fn a_newer_schema_is_refused() {
     assert_eq!(
         err.to_string(),
         format!(
-            "directory schema version 99 is newer than this program's ({})",
+            "the directory was migrated by a newer mailstow (schema version 99); this build \
+             reads up to schema version {}: run the newer mailstow, or restore the backup taken \
+             before the upgrade (docs/operations.md)",
             crate::db::SCHEMA_VERSION
         )
     );
+    // The refusal wrote nothing: the version is still the newer one.
+    let pool = crate::db::connect_sqlite(&f.path, Duration::from_secs(5), 1)
+        .await
+        .unwrap();
+    let version: i64 = sqlx::query_scalar("SELECT value FROM meta WHERE key = 'schema_version'")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(version, 99);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

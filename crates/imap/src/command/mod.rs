@@ -399,7 +399,8 @@ pub(crate) fn no(s: &mut Session, tag: &str, e: &StoreError) {
         StoreError::Corrupt { .. }
         | StoreError::Io { .. }
         | StoreError::Failed(_)
-        | StoreError::Config(_) => "NO [SERVERBUG] Internal storage error".to_string(),
+        | StoreError::Config(_)
+        | StoreError::NewerFormat { .. } => "NO [SERVERBUG] Internal storage error".to_string(),
     };
     s.tagged(tag, &text);
 }

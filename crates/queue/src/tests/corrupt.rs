@@ -8,7 +8,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::format::{self, Kind, Slot};
-use crate::{FsckReport, check};
+use crate::{FsckReport, QueueError, check};
 
 fn seg(n: u64) -> std::path::PathBuf {
     dir().join(format::segment_name(Kind::Main, n))
@@ -343,4 +343,54 @@ fn segments_sharing_a_sequence_number_do_not_panic_open() {
     let (q, _) = open(&sim, small());
     let _ = q.enqueue(envelope(1, 9), content(9, 100));
     let _ = q.close();
+}
+
+/// Every file in the queue directory with its bytes, in name order.
+fn queue_files(sim: &SimDisk) -> Vec<(String, Vec<u8>)> {
+    let mut names = sim.list(dir()).unwrap();
+    names.sort();
+    names
+        .into_iter()
+        .map(|name| {
+            let f = sim.open(&dir().join(&name), false).unwrap();
+            let mut v = vec![0u8; f.len().unwrap() as usize];
+            f.read_exact_at(&mut v, 0).unwrap();
+            (name, v)
+        })
+        .collect()
+}
+
+#[test]
+fn a_segment_of_a_newer_format_refuses_open_and_check_and_is_left_alone() {
+    let sim = SimDisk::new();
+    fill(&sim, 3, 300);
+    // A newer build's header: our magic, version 2, and (as far as this build can tell) a
+    // wrong checksum.
+    sim.corrupt(&seg(1), 8, &2u32.to_le_bytes()).unwrap();
+    // An interrupted creation's leftover stays too: nothing is removed before the refusal.
+    let tmp = dir().join("main-00000009.seg.tmp");
+    sim.open(&tmp, true)
+        .unwrap()
+        .write_all_at(&[0; 512], 0)
+        .unwrap();
+    let before = queue_files(&sim);
+    let disk: Arc<dyn Disk> = Arc::new(sim.clone());
+    let opened = Queue::open(disk.clone(), dir(), small());
+    let Err(err) = opened else {
+        panic!("a newer segment opened");
+    };
+    assert!(
+        matches!(&err, QueueError::NewerFormat { path, found: 2, supported: 1 } if *path == seg(1)),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string()
+            .contains("written by a newer mailstow (format 2); this build reads up to format 1"),
+        "{err}"
+    );
+    for repair in [false, true] {
+        let err = check(disk.clone(), dir(), repair, &mut |_, _| {}).unwrap_err();
+        assert!(matches!(err, QueueError::NewerFormat { .. }), "{err:?}");
+    }
+    assert!(queue_files(&sim) == before, "the queue directory changed");
 }
