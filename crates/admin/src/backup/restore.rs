@@ -151,6 +151,8 @@ fn restore_file(
                 .all(|c| matches!(c, std::path::Component::Normal(_)))
         });
     let target = match inside {
+        // The directory's copy is the data directory's, wherever it came from.
+        _ if file.name == "directory" => data_dir.join("directory.db"),
         Some(rest) => data_dir.join(rest),
         None => {
             let base = file

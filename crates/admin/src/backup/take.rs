@@ -491,6 +491,7 @@ fn copy_files(
     summary: &mut Summary,
     note: &mut dyn FnMut(Note),
 ) -> Result<(Vec<FileEntry>, Vec<String>)> {
+    let data_dir = std::path::absolute(sources.data_dir).unwrap_or(sources.data_dir.into());
     let mut included = vec!["queue".to_string(), "store".to_string()];
     let mut files = Vec::new();
     note(Note::Step("copying the directory".into()));
@@ -502,7 +503,7 @@ fn copy_files(
             .with_context(|| format!("syncing {}", tmp.display()))?;
         files.push(FileEntry {
             name: "directory".into(),
-            source: sources.data_dir.join("directory.db"),
+            source: data_dir.join("directory.db"),
             object: objects.adopt(&tmp)?,
         });
         included.push("directory".into());
