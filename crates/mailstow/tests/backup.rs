@@ -120,6 +120,49 @@ fn subjects(data: &Path, tag: &str) -> HashMap<u64, usize> {
     counts
 }
 
+/// A message with one recipient delivered and one deferred for a day, and a bounce, put in
+/// the queue of a stopped server (as `queue_admin.rs` does).
+fn waiting_mail(data: &Path) {
+    let recipient = |address: &str| queue::Recipient {
+        address: address.into(),
+        status: queue::RecipientStatus::Pending,
+        last_error: None,
+    };
+    let envelope = |sender: &str, to: &[&str]| queue::Envelope {
+        sender: sender.into(),
+        recipients: to.iter().map(|a| recipient(a)).collect(),
+        arrival_ms: 1_700_000_000_000,
+    };
+    let disk: std::sync::Arc<dyn disk::Disk> = std::sync::Arc::new(disk::RealDisk);
+    let (q, _) =
+        queue::Queue::open(disk, &data.join("queue"), queue::QueueConfig::default()).unwrap();
+    let d = q
+        .enqueue(
+            envelope("a@example.org", &["x@example.net", "y@example.net"]),
+            b"Subject: deferred\r\n\r\nd\r\n".to_vec(),
+        )
+        .unwrap();
+    let b = q
+        .enqueue(
+            envelope("", &["z@example.net"]),
+            b"Subject: bounced\r\n\r\nb\r\n".to_vec(),
+        )
+        .unwrap();
+    let batch = q.next_batch(0, 10, usize::MAX).unwrap();
+    assert_eq!(batch.len(), 2);
+    let later = queue::Outcome::Deferred {
+        retry_at_ms: u64::MAX / 2,
+        reason: "451 4.4.0 try later".into(),
+    };
+    q.finish(d, &[(0, queue::Outcome::Delivered), (1, later)])
+        .unwrap();
+    let failed = queue::Outcome::Failed {
+        reason: "550 5.1.1 no such user".into(),
+    };
+    q.finish(b, &[(0, failed)]).unwrap();
+    q.close().unwrap();
+}
+
 /// The number before `label` in a summary line ("14 objects written" → 14).
 fn number_before(text: &str, label: &str) -> u64 {
     let at = text
@@ -252,6 +295,8 @@ fn later_runs_copy_only_new_mail_verify_finds_damage_and_restore_refuses() {
     let first = must(mailstow(&data, &["backup", dest.to_str().unwrap()]));
     assert_eq!(number_before(&first, "new)"), first_count, "{first}");
     let later_count = send(3, 1000);
+    // Mail the queue still holds: one recipient delivered and one deferred, and a bounce.
+    waiting_mail(&data);
     let output = mailstow(&data, &["backup", dest.to_str().unwrap()]);
     let later = must(output.clone());
     assert!(
@@ -275,10 +320,25 @@ fn later_runs_copy_only_new_mail_verify_finds_damage_and_restore_refuses() {
     assert!(verified.contains("whole"), "{verified}");
     // Every message is in the restored store, once.
     let restored = dir.path().join("restored");
-    must(mailstow(&restored, &["restore", dest.to_str().unwrap()]));
+    let output = mailstow(&restored, &["restore", dest.to_str().unwrap()]);
+    assert!(
+        stderr(&output).contains("was a bounce waiting"),
+        "{}",
+        stderr(&output)
+    );
+    must(output);
     let counts = subjects(&restored, "mail");
     assert_eq!(counts.len() as u64, first_count + later_count);
     assert!(counts.values().all(|&c| c == 1));
+    // The queue's mail, each recipient as it was.
+    let queued = must(mailstow(&restored, &["queue", "list"]));
+    assert!(queued.ends_with("2 messages\n"), "{queued}");
+    assert!(
+        queued.contains("x@example.net:delivered,y@example.net:pending"),
+        "{queued}"
+    );
+    // A bounce cannot be enqueued again as one: its recipient is tried once more.
+    assert!(queued.contains("z@example.net:pending"), "{queued}");
     // A data directory that is not empty is refused, and says why.
     let refused = mailstow(&restored, &["restore", dest.to_str().unwrap()]);
     assert!(!refused.status.success());

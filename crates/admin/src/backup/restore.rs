@@ -129,7 +129,7 @@ pub fn restore(
         "restoring the queue ({} messages)",
         manifest.queue.messages
     )));
-    summary.queue_messages = restore_queue(src, manifest, queue)?;
+    summary.queue_messages = restore_queue(src, manifest, queue, note)?;
     summary.duration = started.elapsed();
     Ok(summary)
 }
@@ -248,13 +248,11 @@ fn restore_folder(
         .with_context(|| format!("{user} {name}: UIDNEXT"))?;
     // MODSEQs as the clients knew them (only when every UID is the backup's).
     let entries: Vec<(u32, u64)> = state.values().map(|k| (k.uid, k.modseq)).collect();
-    if all_kept {
-        if let Err(e) = store.restore_modseqs(user, name, entries, folder.highest_modseq) {
-            summary.problems += 1;
-            note(Note::Problem(format!(
-                "{user} {name}: MODSEQs not restored: {e}"
-            )));
-        }
+    if all_kept && let Err(e) = store.restore_modseqs(user, name, entries, folder.highest_modseq) {
+        summary.problems += 1;
+        note(Note::Problem(format!(
+            "{user} {name}: MODSEQs not restored: {e}"
+        )));
     }
     Ok(())
 }
@@ -300,16 +298,37 @@ fn commit(
     Ok(all_kept)
 }
 
-/// Enqueues the backup's queue messages again (new ids; each recipient's status kept, so a
-/// recovery classifies them as they were: pending, or a bounce to send).
-fn restore_queue(src: &Path, manifest: &Manifest, queue: &queue::Queue) -> Result<u64> {
+/// Enqueues the backup's queue messages again: new ids, each recipient's status kept
+/// (delivered recipients are not delivered again), except a bounce's (see below).
+fn restore_queue(
+    src: &Path,
+    manifest: &Manifest,
+    queue: &queue::Queue,
+    note: &mut dyn FnMut(Note),
+) -> Result<u64> {
     let mut records = open(src, manifest, &manifest.queue.object, &QUEUE_MAGIC)?;
     let mut restored = 0;
     while !records.at_end() {
         let (tx, rx) = std::sync::mpsc::channel();
         let mut submitted = 0;
         while submitted < ENQUEUE_BATCH && !records.at_end() {
-            let q = records.queued()?;
+            let mut q = records.queued()?;
+            let pending = |r: &queue::Recipient| r.status == queue::RecipientStatus::Pending;
+            if !q.envelope.recipients.iter().any(pending) {
+                // A bounce waiting for its DSN: the queue takes no new message without a
+                // recipient to deliver, so its failed recipients are tried once more, fail
+                // again, and bounce then.
+                for r in &mut q.envelope.recipients {
+                    if r.status == queue::RecipientStatus::Failed {
+                        r.status = queue::RecipientStatus::Pending;
+                    }
+                }
+                note(Note::Problem(format!(
+                    "queue message {} was a bounce waiting to be sent: restored with its \
+                     failed recipients pending (they are tried once more, then bounce)",
+                    q.id
+                )));
+            }
             let tx = tx.clone();
             let id = q.id;
             queue.enqueue_with(
