@@ -51,11 +51,20 @@ pub enum Request {
         path: PathBuf,
         format: Format,
     },
+    /// Take a backup into an absolute path, copying these files whole (`mailstow backup`;
+    /// the CLI names the configuration file and the TLS files); streams.
+    Backup {
+        dest: PathBuf,
+        files: Vec<(String, PathBuf)>,
+    },
 }
 
 impl Request {
     /// Parses a request line (without or with its line end).
     pub fn parse(line: &str) -> Result<Request, String> {
+        if let Some(rest) = line.strip_prefix("backup\t") {
+            return Request::parse_backup(rest.trim_end_matches(['\r', '\n']));
+        }
         if let Some(rest) = line.strip_prefix("mailbox ") {
             return Request::parse_mailbox(rest.trim_end_matches(['\r', '\n']));
         }
@@ -119,10 +128,33 @@ impl Request {
         })
     }
 
+    /// `backup<TAB>DEST<TAB>NAME=PATH...`: paths may hold spaces, never a tab or a line end
+    /// (the CLI refuses those), and are absolute.
+    fn parse_backup(rest: &str) -> Result<Request, String> {
+        let mut fields = rest.split('\t');
+        let dest = PathBuf::from(fields.next().unwrap_or(""));
+        let mut files = Vec::new();
+        for field in fields {
+            let (name, path) = field
+                .split_once('=')
+                .ok_or_else(|| format!("'{}' is not NAME=PATH", one_line(field)))?;
+            files.push((name.to_string(), PathBuf::from(path)));
+        }
+        for path in std::iter::once(&dest).chain(files.iter().map(|(_, p)| p)) {
+            if !path.is_absolute() {
+                return Err(format!("{} is not an absolute path", path.display()));
+            }
+        }
+        Ok(Request::Backup { dest, files })
+    }
+
     /// Whether the answer is streamed: progress lines, then a last line (see
     /// [`request_streaming`]).
     pub fn is_streaming(&self) -> bool {
-        matches!(self, Request::Import { .. } | Request::Export { .. })
+        matches!(
+            self,
+            Request::Import { .. } | Request::Export { .. } | Request::Backup { .. }
+        )
     }
 
     /// The request line, without its line end.
@@ -148,6 +180,13 @@ impl Request {
             }
             Request::Export { user, path, format } => {
                 format!("mailbox export {user} {} {}", format.name(), path.display())
+            }
+            Request::Backup { dest, files } => {
+                let mut line = format!("backup\t{}", dest.display());
+                for (name, path) in files {
+                    line.push_str(&format!("\t{name}={}", path.display()));
+                }
+                line
             }
         }
     }
@@ -196,6 +235,17 @@ mod tests {
                 path: "/tmp/out".into(),
                 format: Format::Mbox,
             },
+            Request::Backup {
+                dest: "/backup/with space".into(),
+                files: vec![
+                    ("config".into(), "/etc/mailstow.toml".into()),
+                    ("tls_cert".into(), "/var/lib/mailstow/tls/cert.pem".into()),
+                ],
+            },
+            Request::Backup {
+                dest: "/b".into(),
+                files: Vec::new(),
+            },
         ] {
             assert_eq!(Request::parse(&format!("{}\r\n", r.line())), Ok(r));
         }
@@ -206,5 +256,7 @@ mod tests {
         assert!(Request::parse("mailbox import a@b relative/path").is_err());
         assert!(Request::parse("mailbox export a@b tar /x").is_err());
         assert!(Request::parse("mailbox import a@b").is_err());
+        assert!(Request::parse("backup\trelative").is_err());
+        assert!(Request::parse("backup\t/b\tconfig").is_err());
     }
 }

@@ -1,7 +1,7 @@
 //! The server's side of the admin socket: it binds `<data_dir>/admin.sock` (mode 0600, made
 //! private before it gets its name), reads one request line within [`REQUEST_WAIT_MAX`],
-//! answers `ok` and the output or `error: <one line>`, and closes. Imports and exports
-//! stream their progress instead (see `client::request_streaming`).
+//! answers `ok` and the output or `error: <one line>`, and closes. Imports, exports and
+//! backups stream their progress instead (see `client::request_streaming`).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -94,10 +94,10 @@ async fn serve_one(ctx: Arc<Operations>, stream: UnixStream) {
     let _ = write.shutdown().await;
 }
 
-/// Runs an import or export on the running server, streaming its notes: `ok`, then
-/// `progress DONE TOTAL MESSAGES` and `problem TEXT` lines, then `done SUMMARY` or
-/// `error: TEXT` as the last line. A client that goes away cancels the work after its
-/// current batch.
+/// Runs an import, export or backup on the running server, streaming its notes: `ok`, then
+/// `progress DONE TOTAL MESSAGES`, `step TEXT` and `problem TEXT` lines, then `done SUMMARY`
+/// or `error: TEXT` as the last line. A client that goes away cancels the work (after the
+/// current batch, or at the next message of a backup).
 async fn stream_migration(
     ctx: Arc<Operations>,
     request: Request,
@@ -109,21 +109,29 @@ async fn stream_migration(
         let ctx = ctx.clone();
         let cancel = cancel.clone();
         tokio::task::spawn_blocking(move || {
-            let mut note = |n: crate::migrate::Note| {
-                let line = match n {
-                    crate::migrate::Note::Progress {
-                        done,
-                        total,
-                        messages,
-                    } => format!("progress {done} {total} {messages}"),
-                    crate::migrate::Note::Problem(text) => format!("problem {}", one_line(&text)),
-                };
+            let send = |line: String| {
                 // A client that stopped reading: stop after this batch.
                 if tx.blocking_send(line).is_err() {
                     cancel.store(true, std::sync::atomic::Ordering::Relaxed);
                 }
             };
-            let result = run_migration(&ctx, &request, &cancel, &mut note);
+            let result = if let Request::Backup { dest, files } = &request {
+                run_backup(&ctx, dest, files, &cancel, &mut |n| send(n.line()))
+            } else {
+                let mut note = |n: crate::migrate::Note| {
+                    send(match n {
+                        crate::migrate::Note::Progress {
+                            done,
+                            total,
+                            messages,
+                        } => format!("progress {done} {total} {messages}"),
+                        crate::migrate::Note::Problem(text) => {
+                            format!("problem {}", one_line(&text))
+                        }
+                    })
+                };
+                run_migration(&ctx, &request, &cancel, &mut note).map(|s| s.to_string())
+            };
             let last = match result {
                 Ok(summary) => format!("done {summary}"),
                 Err(e) => format!("error: {}", one_line(&format!("{e:#}"))),
@@ -147,6 +155,30 @@ async fn stream_migration(
         tracing::warn!(event = "admin_error", error = %e, msg = "mailbox task");
     }
     let _ = write.shutdown().await;
+}
+
+/// A backup on the running server: its capture point pauses this server's delivery rounds
+/// and holds its gate; the directory is copied through the server's own pool.
+fn run_backup(
+    ctx: &Arc<Operations>,
+    dest: &Path,
+    files: &[(String, std::path::PathBuf)],
+    cancel: &std::sync::atomic::AtomicBool,
+    note: &mut dyn FnMut(crate::backup::Note),
+) -> Result<String> {
+    let runtime = tokio::runtime::Handle::current();
+    let directory =
+        |path: &Path| -> Result<bool> { Ok(runtime.block_on(ctx.directory.copy_into(path))?) };
+    let sources = crate::backup::Sources {
+        data_dir: &ctx.data_dir,
+        queue: &ctx.queue,
+        store: &ctx.store,
+        running: Some((&ctx.wakeup, ctx.deposit.gate())),
+        directory: &directory,
+        files: files.to_vec(),
+        cancel: Some(cancel),
+    };
+    crate::backup::take(&sources, dest, note).map(|s| s.to_string())
 }
 
 /// An import or export with the server's guards: the user must be in the directory (checked

@@ -21,5 +21,5 @@ mod worker;
 
 pub use outbound::{Relay, RelayTls};
 pub use route::{DirectoryRouter, Route, Router, wake_on_return};
-pub use wakeup::Wakeup;
+pub use wakeup::{Paused, Wakeup};
 pub use worker::{Delivery, Outbound, Path, RETRY_FOR, backoff, final_delivery_fields, now_ms};

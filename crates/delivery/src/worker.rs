@@ -143,6 +143,9 @@ impl Delivery {
 
     /// One batch: returns how many messages it handled.
     fn round(&self) -> Result<usize, queue::QueueError> {
+        // Whole rounds only: a backup's capture (`Wakeup::pause`) never sees a batch
+        // deposited in the store but not yet marked in the queue.
+        let _round = self.wakeup.round();
         let now = now_ms();
         let batch = self
             .queue

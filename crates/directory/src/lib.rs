@@ -488,6 +488,24 @@ impl Directory {
         &self.inner.location
     }
 
+    /// Writes a consistent copy of an SQLite directory (DKIM keys included) to `target`, a
+    /// file that must not exist: `VACUUM INTO`, one read transaction, so writers may go on.
+    /// The copy is not synced; the caller syncs it. Returns `false`, writing nothing, for a
+    /// PostgreSQL directory, whose tool is `pg_dump` (docs/operations.md, Backups).
+    pub async fn copy_into(&self, target: &Path) -> Result<bool, DirectoryError> {
+        if !matches!(self.inner.location, Location::Sqlite(_)) {
+            return Ok(false);
+        }
+        let target = target
+            .to_str()
+            .ok_or_else(|| DirectoryError::Corrupt(format!("{} is not UTF-8", target.display())))?;
+        sqlx::query("VACUUM INTO $1")
+            .bind(target.to_string())
+            .execute(&self.inner.pool)
+            .await?;
+        Ok(true)
+    }
+
     /// Starts the task that keeps [`Directory::cache`] current. It ends by itself once every
     /// clone of this `Directory` is dropped; abort the handle to stop it sooner. Needs a tokio
     /// runtime.

@@ -6,7 +6,8 @@
 //! once, after the directory (or the frozen set) already says so: every writer that decided
 //! before has finished, and every later one sees the change. So a copy routed to a user
 //! before its deletion cannot land after it, and a frozen mailbox (a move between nodes)
-//! stays exactly as it was copied.
+//! stays exactly as it was copied. A backup holds it exclusively for its capture point, so
+//! no writer is between a decision and its append while the folders' cuts are taken.
 //!
 //! A mailbox is **held** while it must not change: frozen here for a move, frozen in the
 //! directory, or owned by another node of the cluster. Outside a cluster nothing is held.

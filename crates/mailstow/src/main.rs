@@ -11,6 +11,7 @@ macro_rules! out {
 }
 
 mod auth_cmd;
+mod backup_cmd;
 mod bench_binary;
 mod config;
 mod config_cmd;
@@ -90,6 +91,16 @@ enum Command {
     /// The mail queue: stats, fsck, list, show, retry, remove.
     #[command(subcommand)]
     Queue(queue_cmd::QueueCommand),
+    /// Back up the queue, the store, the directory, the certificates and the config into
+    /// DEST while the server runs (later runs copy only what changed); `backup verify DEST`
+    /// checks a backup.
+    Backup(backup_cmd::BackupArgs),
+    /// Restore a backup into an empty data directory (--data-dir).
+    Restore {
+        /// The backup (a directory `mailstow backup` wrote).
+        #[arg(value_name = "SRC")]
+        src: PathBuf,
+    },
     /// Storage benchmarks (results as RESULT lines on stdout).
     ///
     /// Run by the separate `mailstow-bench` binary (`mailstow bench --help` lists them).
@@ -116,15 +127,17 @@ impl Command {
     /// Whether the command works on an existing data directory (all but those that create
     /// one, or need none).
     fn needs_data_dir(&self) -> bool {
-        !matches!(
-            self,
+        match self {
             Command::Init
-                | Command::Serve(_)
-                | Command::Config(_)
-                | Command::Bench { .. }
-                | Command::Fs(_)
-                | Command::Sim(_)
-        )
+            | Command::Serve(_)
+            | Command::Config(_)
+            | Command::Bench { .. }
+            | Command::Fs(_)
+            | Command::Sim(_)
+            | Command::Restore { .. } => false,
+            Command::Backup(args) => !args.is_verify(),
+            _ => true,
+        }
     }
 }
 
@@ -189,6 +202,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Mailbox(command) => mailbox_cmd::run(command, &paths, &config),
         Command::Store(command) => store_cmd::run(command, &paths, &config),
         Command::Queue(command) => queue_cmd::run(command, &paths, &config),
+        Command::Backup(args) => backup_cmd::backup(args, &paths, &config, cli.config.as_deref()),
+        Command::Restore { src } => backup_cmd::restore(&src, &paths, &config),
         Command::Fs(_) | Command::Sim(_) | Command::Bench { .. } => unreachable!("handled above"),
     }
 }
