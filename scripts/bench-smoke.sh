@@ -35,6 +35,7 @@ RUNS=(
   "run-mailfs.sh"
   "pjdfstest.sh"
   "run-full-disk.sh"
+  "run-backup.sh"
 )
 declare -A HELPER_OF=(
   [lib.sh]=all [nonzero.py]=all [dovecot-tuning.sh]=run-imap.sh
