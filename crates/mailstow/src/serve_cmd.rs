@@ -477,14 +477,24 @@ async fn serve(
         }
     );
     println!("certificate sha256: {}", certificate.sha256);
+    let mut listening = 0;
     for (service, address) in &running.addresses {
         println!("{} listening on {address}", service.name());
+        listening += 1;
     }
     if let Some(address) = running.metrics {
         println!("metrics listening on {address}");
+        listening += 1;
     }
     if let Some(address) = running.web {
         println!("web listening on {address}");
+        listening += 1;
+    }
+    for unbound in &running.unbound {
+        println!(
+            "{} not listening on {}: {} (trying again in the background)",
+            unbound.service, unbound.address, unbound.error
+        );
     }
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
@@ -493,7 +503,8 @@ async fn serve(
         data_dir = %data_dir.display(),
         certificate = %certificate_path.display(),
         sha256 = %certificate.sha256,
-        listeners = running.addresses.len()
+        listeners = listening,
+        listeners_unbound = running.unbound.len()
     );
     loop {
         tokio::select! {

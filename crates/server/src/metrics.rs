@@ -1,49 +1,23 @@
 //! `[server] metrics = "ADDR"`: Prometheus metrics at `/metrics` (OpenMetrics text, see
-//! the `telemetry` crate for the names) and a health check at `/healthz`: `200 ok` once every
-//! listener is bound and the engines are open, `503 starting` before and `503 stopping`
-//! once the server has begun to stop, so a load balancer takes the node out first.
+//! the `telemetry` crate for the names) and a health check at `/healthz`: `200 ok`, or `503`
+//! and one line, the most important reason the node has (`health::Health`): `starting` until
+//! every mail listener is bound and the engines are open, `stopping` once the server has begun
+//! to stop (so a load balancer takes the node out first), and any part's problem, such as
+//! `web listener not bound: ...`.
 //!
 //! It is for the operator's scraper: bind it to loopback or a private network. Requests are
 //! tiny and answered from counters; a scrape takes no lock an SMTP session holds.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
 
-use anyhow::{Context as _, Result};
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 
+use health::Health;
 use telemetry::Telemetry;
-
-/// Where the server is in its life, as `/healthz` reports it.
-#[derive(Default)]
-pub struct Health(AtomicU8);
-
-const STARTING: u8 = 0;
-const READY: u8 = 1;
-const STOPPING: u8 = 2;
-
-impl Health {
-    pub fn ready(&self) {
-        self.0.store(READY, Ordering::Release);
-    }
-
-    pub fn stopping(&self) {
-        self.0.store(STOPPING, Ordering::Release);
-    }
-
-    fn answer(&self) -> (StatusCode, &'static str) {
-        match self.0.load(Ordering::Acquire) {
-            READY => (StatusCode::OK, "ok\n"),
-            STARTING => (StatusCode::SERVICE_UNAVAILABLE, "starting\n"),
-            _ => (StatusCode::SERVICE_UNAVAILABLE, "stopping\n"),
-        }
-    }
-}
 
 #[derive(Clone)]
 struct Endpoints {
@@ -51,26 +25,19 @@ struct Endpoints {
     health: Arc<Health>,
 }
 
-/// Binds `address` (failing the start when it cannot) and serves until the task is aborted.
-pub(crate) async fn start(
-    address: SocketAddr,
+/// Serves `/metrics` and `/healthz` on `listener` until the task running it is aborted.
+pub(crate) async fn serve(
+    listener: tokio::net::TcpListener,
     telemetry: Arc<Telemetry>,
     health: Arc<Health>,
-) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
-    let listener = tokio::net::TcpListener::bind(address)
-        .await
-        .with_context(|| format!("metrics: cannot listen on {address}"))?;
-    let bound = listener.local_addr()?;
+) {
     let app = Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .with_state(Endpoints { telemetry, health });
-    let task = tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::warn!(event = "metrics_error", error = %e);
-        }
-    });
-    Ok((bound, task))
+    if let Err(e) = axum::serve(listener, app).await {
+        tracing::warn!(event = "metrics_error", error = %e);
+    }
 }
 
 async fn metrics(State(endpoints): State<Endpoints>) -> impl IntoResponse {
@@ -84,5 +51,8 @@ async fn metrics(State(endpoints): State<Endpoints>) -> impl IntoResponse {
 }
 
 async fn healthz(State(endpoints): State<Endpoints>) -> impl IntoResponse {
-    endpoints.health.answer()
+    match endpoints.health.first_problem() {
+        None => (StatusCode::OK, "ok\n".to_string()),
+        Some((_, reason)) => (StatusCode::SERVICE_UNAVAILABLE, format!("{reason}\n")),
+    }
 }

@@ -5,11 +5,11 @@
 //! simply not found. In a cluster every node's view serves every user: requests of another
 //! node's users are forwarded to it (`web_cluster.rs`).
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use store::Mailstore as _;
 use web::{BackendError, Flag, FolderInfo, FolderPage, Listed, LoginError, Stored};
 
@@ -654,17 +654,14 @@ impl web::Backend for ServerBackend {
     }
 }
 
-/// Serves the web view on `address` (TLS with the server's certificate when `tls`).
-pub(crate) async fn start(
+/// Serves the web view on `listener` (TLS with the server's certificate when `tls`) until the
+/// task running it is aborted.
+pub(crate) async fn serve_on(
     shell: Arc<Shell>,
     parts: Arc<WebParts>,
-    address: SocketAddr,
+    listener: tokio::net::TcpListener,
     tls: bool,
-) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
-    let listener = tokio::net::TcpListener::bind(address)
-        .await
-        .with_context(|| format!("web: cannot listen on {address}"))?;
-    let bound = listener.local_addr()?;
+) {
     let config = web::Config {
         secure_cookie: tls,
         message_bytes_max: usize::try_from(shell.config.message_bytes_max).unwrap_or(usize::MAX),
@@ -688,8 +685,7 @@ pub(crate) async fn start(
         ))
     });
     let tls = tls.then_some(shell);
-    let task = tokio::spawn(serve(listener, tls, router, forwarder, connections_max));
-    Ok((bound, task))
+    serve(listener, tls, router, forwarder, connections_max).await;
 }
 
 /// The connection loop: at most `connections_max` connections (one more is closed at once;
