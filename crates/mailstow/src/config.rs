@@ -367,6 +367,23 @@ mod tests {
         assert!(!config.store_config().defrag_on_delete);
     }
 
+    /// `contrib/mailstow.toml` parses and names the systemd unit's data directory, absolute,
+    /// so the CLI run with it finds the server's data from any folder.
+    #[test]
+    fn the_contrib_config_names_the_units_data_directory() {
+        let text = include_str!("../../../contrib/mailstow.toml");
+        let config: Config = toml::from_str(text).expect("contrib/mailstow.toml parses");
+        let data_dir = config.data_dir.expect("contrib/mailstow.toml sets data_dir");
+        assert!(data_dir.is_absolute(), "{}", data_dir.display());
+        let unit = include_str!("../../../contrib/mailstow.service");
+        let state = unit
+            .lines()
+            .find_map(|l| l.strip_prefix("StateDirectory="))
+            .expect("the unit has a StateDirectory");
+        assert_eq!(data_dir, Path::new("/var/lib").join(state.trim()));
+        assert!(unit.contains(&format!("--data-dir {}", data_dir.display())));
+    }
+
     #[test]
     fn directory_and_cluster_sections_parse() {
         let config: Config = toml::from_str(
