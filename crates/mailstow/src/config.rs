@@ -373,7 +373,9 @@ mod tests {
     fn the_contrib_config_names_the_units_data_directory() {
         let text = include_str!("../../../contrib/mailstow.toml");
         let config: Config = toml::from_str(text).expect("contrib/mailstow.toml parses");
-        let data_dir = config.data_dir.expect("contrib/mailstow.toml sets data_dir");
+        let data_dir = config
+            .data_dir
+            .expect("contrib/mailstow.toml sets data_dir");
         assert!(data_dir.is_absolute(), "{}", data_dir.display());
         let unit = include_str!("../../../contrib/mailstow.service");
         let state = unit
