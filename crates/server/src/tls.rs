@@ -90,10 +90,10 @@ fn fingerprint(cert: &CertificateDer<'_>) -> String {
 /// How long a generated self-signed certificate is valid: 825 days, the most Apple's TLS
 /// clients accept from a root the user trusted, starting a day before it was made (so a client
 /// whose clock is a little behind accepts it too).
-pub const SELF_SIGNED_DAYS: i64 = 825;
+pub(crate) const SELF_SIGNED_DAYS: i64 = 825;
 /// A self-signed certificate this close to its end (or past it) is made again at the next
 /// start or reload.
-pub const SELF_SIGNED_RENEW_DAYS: i64 = 30;
+pub(crate) const SELF_SIGNED_RENEW_DAYS: i64 = 30;
 
 /// The self-signed pair in `dir` for `hostname` (subject CN and DNS names `hostname` and
 /// `localhost`, valid [`SELF_SIGNED_DAYS`]): generated on first use, and again when the host
