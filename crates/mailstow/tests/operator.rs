@@ -993,3 +993,55 @@ fn the_systemd_unit_verifies() {
     );
     assert!(out.status.success() && said.trim().is_empty(), "{said}");
 }
+
+/// Issue 36 item 5: a message's `accepted` line comes before its `deferred` line. Mail to a
+/// remote domain with no relay and no direct delivery is deferred at once, racing the
+/// session's acceptance; `accepted` is logged at the queue's commit, before delivery is
+/// woken for the message.
+#[test]
+fn accepted_is_logged_before_the_same_messages_deferred() {
+    let (dir, data) = set_up_data_dir();
+    let log = dir.path().join("mail.log");
+    let config = write_config(
+        dir.path(),
+        "a.toml",
+        &format!(
+            "[server]\nauth_without_tls = true\n[log]\nfile = \"{}\"\nlevel = \"info\"\n",
+            log.display()
+        ),
+    );
+    let server = Server::start_opts(&data, Some(&config), None, &[]);
+    let messages = 20;
+    let mut client = Smtp::connect(&server.addr("submission"));
+    assert_eq!(client.login("bob@example.test", "secret"), 235);
+    for n in 0..messages {
+        assert_eq!(client.send("MAIL FROM:<bob@example.test>"), 250);
+        assert_eq!(client.send("RCPT TO:<someone@nowhere.test>"), 250);
+        assert_eq!(client.data(&format!("Subject: later {n}\r\n\r\nbody")), 250);
+    }
+    assert_eq!(client.send("QUIT"), 221);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let lines = loop {
+        let lines = wait_for_line(&log, "deferred", |_| true);
+        if events(&lines, "deferred", &[]).len() >= messages || Instant::now() > deadline {
+            break lines;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let deferred = events(&lines, "deferred", &[("to", "someone@nowhere.test")]);
+    assert_eq!(deferred.len(), messages, "{lines:#?}");
+    for line in deferred {
+        let id = field(line, "queue_id").unwrap();
+        let at = |event: &str| {
+            lines
+                .iter()
+                .position(|l| field(l, "event") == Some(event) && field(l, "queue_id") == Some(id))
+        };
+        let accepted = at("accepted").unwrap_or_else(|| panic!("no accepted for {id}"));
+        assert!(
+            accepted < at("deferred").unwrap(),
+            "queue_id={id}: {lines:#?}"
+        );
+    }
+    server.stop_cleanly();
+}

@@ -570,6 +570,31 @@ impl Smtp {
         // the room, so the message is not held twice.
         let size = message.len();
         message.splice(0..0, prepend.bytes());
+        let durable = {
+            let telemetry = shell.telemetry.clone();
+            let accepted = self.parts.accepted.clone();
+            let proto = self.service.name();
+            let from = envelope.from.clone();
+            let to = recipients.clone();
+            let client = self.ip;
+            let user = self.authenticated.clone();
+            Box::new(move |queue_id| {
+                accepted.fetch_add(1, Ordering::Relaxed);
+                telemetry.accepted(
+                    &Accepted {
+                        proto,
+                        queue_id,
+                        from: &from,
+                        to: &to,
+                        size,
+                        client,
+                        user: user.as_deref(),
+                        checks,
+                    },
+                    data_end.elapsed(),
+                );
+            })
+        };
         let rx = enqueue(
             &self.parts.queue,
             &self.parts.wakeup,
@@ -577,27 +602,12 @@ impl Smtp {
             &recipients,
             now,
             message,
+            durable,
         );
         // Submitted: the writer need not wait for this session any more.
         self.transaction.incoming = None;
         let verdict = match rx.await {
-            Ok(Ok(queue_id)) => {
-                self.parts.accepted.fetch_add(1, Ordering::Relaxed);
-                shell.telemetry.accepted(
-                    &Accepted {
-                        proto: self.service.name(),
-                        queue_id,
-                        from: &envelope.from,
-                        to: &recipients,
-                        size,
-                        client: self.ip,
-                        user: self.authenticated.as_deref(),
-                        checks,
-                    },
-                    data_end.elapsed(),
-                );
-                Verdict::Accept
-            }
+            Ok(Ok(_)) => Verdict::Accept,
             Ok(Err(e)) => {
                 tracing::error!(event = "queue_error", error = %e);
                 Verdict::Reject(Reply::new(451, (4, 3, 0), "queue error, try again later"))

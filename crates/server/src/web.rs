@@ -452,6 +452,28 @@ impl web::Backend for ServerBackend {
         }
         signed.extend_from_slice(&message);
         let size = message.len();
+        let durable = {
+            let telemetry = shell.telemetry.clone();
+            let accepted = parts.accepted.clone();
+            let user = user.to_string();
+            let to = targets.clone();
+            Box::new(move |queue_id| {
+                accepted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                telemetry.accepted(
+                    &telemetry::Accepted {
+                        proto: "web",
+                        queue_id,
+                        from: &user,
+                        to: &to,
+                        size,
+                        client,
+                        user: Some(&user),
+                        checks: None,
+                    },
+                    started.elapsed(),
+                );
+            })
+        };
         let queued = crate::enqueue::enqueue(
             &parts.queue,
             &parts.wakeup,
@@ -459,26 +481,10 @@ impl web::Backend for ServerBackend {
             &targets,
             delivery::now_ms(),
             signed,
+            durable,
         );
         match queued.await {
-            Ok(Ok(queue_id)) => {
-                parts
-                    .accepted
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                shell.telemetry.accepted(
-                    &telemetry::Accepted {
-                        proto: "web",
-                        queue_id,
-                        from: user,
-                        to: &targets,
-                        size,
-                        client,
-                        user: Some(user),
-                        checks: None,
-                    },
-                    started.elapsed(),
-                );
-            }
+            Ok(Ok(_)) => {}
             Ok(Err(e)) => {
                 tracing::error!(event = "queue_error", error = %e);
                 return Err(SendError::Temporary("the queue failed".into()));
