@@ -228,7 +228,19 @@ fn submitted_mail_is_dkim_signed_and_dkimpy_verifies_it() {
         "{listed}"
     );
     let dns = FakeDns::start(&[]);
-    let server = start(&data, &dns);
+    let log = data.parent().unwrap().join("mail.log");
+    let config = data.parent().unwrap().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nhostname = \"{HOSTNAME}\"\nauth_without_tls = true\n\
+             dns_servers = [\"{}\"]\n[log]\nfile = \"{}\"\nlevel = \"info\"\n",
+            dns.address,
+            log.display()
+        ),
+    )
+    .unwrap();
+    let server = Server::start_opts(&data, Some(&config), None, &[]);
 
     let message = "From: Alice <alice@example.test>\r\nTo: bob@example.test\r\n\
                    Subject: signed\r\nDate: Wed, 25 Nov 2026 10:00:00 +0000\r\n\
@@ -251,6 +263,23 @@ fn submitted_mail_is_dkim_signed_and_dkimpy_verifies_it() {
     let delivered = newest(&server, "bob@example.test", 2);
     assert!(String::from_utf8_lossy(&delivered).contains("a=rsa-sha256"));
     assert_eq!(dkimpy(&rsa_name, &rsa_record, &delivered), "valid");
+    // The mail log says which key signed each (`dkim=` is for checks of MX mail).
+    let text = std::fs::read_to_string(&log).unwrap();
+    let accepted: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("event=accepted") && l.contains("proto=submission"))
+        .collect();
+    assert_eq!(accepted.len(), 2, "{text}");
+    assert!(
+        accepted[0].contains(" dkim=- ") && accepted[0].contains(" dkim_signed=example.test:s1 "),
+        "{}",
+        accepted[0]
+    );
+    assert!(
+        accepted[1].contains(" dkim_signed=other.test:big "),
+        "{}",
+        accepted[1]
+    );
     server.stop_cleanly();
 }
 

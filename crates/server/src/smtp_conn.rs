@@ -495,6 +495,7 @@ impl Smtp {
         );
         let data_end = std::time::Instant::now();
         let mut checks = None;
+        let mut dkim_signed = None;
         match self.service {
             Service::Smtp => {
                 if let Some(checker) = &self.parts.checker {
@@ -554,7 +555,11 @@ impl Smtp {
                     && let Some(signer) = self.parts.signers.for_domain(&shell.directory, &domain)
                 {
                     match signer.sign(&message) {
-                        Ok(signature) => prepend.push_str(&signature),
+                        Ok(signature) => {
+                            prepend.push_str(&signature);
+                            dkim_signed =
+                                Some(format!("{}:{}", signer.domain(), signer.selector()));
+                        }
                         Err(e) => tracing::warn!(
                             event = "dkim_error",
                             domain = %shown(&domain),
@@ -590,6 +595,7 @@ impl Smtp {
                         client,
                         user: user.as_deref(),
                         checks,
+                        dkim_signed,
                     },
                     data_end.elapsed(),
                 );

@@ -440,11 +440,15 @@ impl web::Backend for ServerBackend {
         targets.dedup();
         // RFC 6376: signed with the key of the From: domain, as submission signs.
         let mut signed = Vec::with_capacity(message.len() + 1024);
+        let mut dkim_signed = None;
         if let Some(domain) = sender_auth::from_domain(&message)
             && let Some(signer) = parts.signers.for_domain(&shell.directory, &domain)
         {
             match signer.sign(&message) {
-                Ok(signature) => signed.extend_from_slice(signature.as_bytes()),
+                Ok(signature) => {
+                    signed.extend_from_slice(signature.as_bytes());
+                    dkim_signed = Some(format!("{}:{}", signer.domain(), signer.selector()));
+                }
                 Err(e) => {
                     tracing::warn!(event = "dkim_error", domain = %telemetry::shown(&domain), error = %e)
                 }
@@ -469,6 +473,7 @@ impl web::Backend for ServerBackend {
                         client,
                         user: Some(&user),
                         checks: None,
+                        dkim_signed,
                     },
                     started.elapsed(),
                 );
