@@ -160,6 +160,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             shown.display()
         );
     }
+    if cli.command.needs_data_dir() {
+        paths.check_writable()?;
+    }
     match cli.command {
         Command::Config(command) => {
             config_cmd::run(command, cli.config.as_deref(), &paths, &config)

@@ -465,3 +465,68 @@ fn bench_without_mailstow_bench_says_how_to_build_it() {
         assert_one_line_error(&out, "cargo build --release -p mailstow-bench");
     }
 }
+
+/// Issue 36 item 6 (C2): the CLI run by a user who cannot write the data directory says so in
+/// one line, naming the path and what to do, and exits non-zero (SQLite alone said `attempt
+/// to write a readonly database` three times, or timed out). Needs root, to run as nobody.
+#[test]
+fn a_user_who_cannot_write_the_data_directory_is_told_so_in_one_line() {
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::os::unix::process::CommandExt as _;
+    let root = Command::new("id").arg("-u").output().expect("id");
+    if text(&root.stdout).trim() != "0" {
+        eprintln!("skipped: needs root, to run the CLI as nobody");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let data = dir.path().join("data");
+    assert!(mailstow(&data, &["init"]).status.success());
+    assert!(
+        mailstow(&data, &["domain", "add", "example.org"])
+            .status
+            .success()
+    );
+    let as_nobody = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_mailstow"))
+            .arg("--data-dir")
+            .arg(&data)
+            .args(args)
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .expect("run mailstow as nobody")
+    };
+    for args in [&["domain", "add", "other.org"][..], &["user", "list"][..]] {
+        let out = as_nobody(args);
+        let stderr = text(&out.stderr);
+        assert!(!out.status.success(), "{args:?}: {out:?}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!(
+                "mailstow: error: cannot write {}: permission denied (run as the user that owns \
+                 the data directory",
+                data.display()
+            )),
+            "{args:?}: {stderr}"
+        );
+    }
+    // The directory writable, its database not: the database is named.
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = as_nobody(&["domain", "add", "other.org"]);
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains(&format!(
+            "cannot write {}: permission denied",
+            data.join("directory.db").display()
+        )),
+        "{stderr}"
+    );
+    // Its owner goes on as before.
+    assert!(
+        mailstow(&data, &["domain", "add", "other.org"])
+            .status
+            .success()
+    );
+}
