@@ -100,6 +100,9 @@ pub(crate) struct ServerSection {
     pub(crate) hash_concurrency_max: Option<usize>,
     pub(crate) hash_memory_bytes_max: Option<usize>,
     pub(crate) hash_queue_max: Option<usize>,
+    /// The shortest password `user add`, `user passwd`, `user import`, the web view and the
+    /// admin pages accept, in characters (default 8).
+    pub(crate) password_length_min: Option<usize>,
     /// Message bytes in memory, all connections together (SMTP content, IMAP literals).
     pub(crate) inflight_bytes_max: Option<u64>,
     /// Total time from connect to login (submission, POP3, IMAP).
@@ -260,6 +263,7 @@ impl Config {
                 hash_concurrency_max: Some(server.hash_concurrency_max),
                 hash_memory_bytes_max: Some(server.hash_memory_bytes_max),
                 hash_queue_max: Some(server.hash_queue_max),
+                password_length_min: Some(server.password_length_min),
                 inflight_bytes_max: Some(server.inflight_bytes_max),
                 login_deadline_seconds: Some(server.login_deadline.as_secs()),
                 command_deadline_seconds: Some(server.command_deadline.as_secs()),

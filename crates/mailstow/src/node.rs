@@ -276,6 +276,7 @@ async fn open_directory(config: &ServerConfig) -> Result<directory::Directory> {
             hash_concurrency_max: config.hash_concurrency_max,
             hash_memory_bytes_max: config.hash_memory_bytes_max,
             hash_queue_max: config.hash_queue_max,
+            password_length_min: config.password_length_min,
             postmaster: config.postmaster.clone(),
             ..directory::Options::default()
         },

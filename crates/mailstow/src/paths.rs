@@ -8,6 +8,8 @@ pub(crate) struct Paths {
     pub(crate) data_dir: PathBuf,
     /// `[directory] url`: the PostgreSQL directory; `None` = `directory.db` in the data dir.
     pub(crate) directory_url: Option<String>,
+    /// `[server] password_length_min`: the shortest new password the directory accepts.
+    pub(crate) password_length_min: usize,
 }
 
 impl Paths {

@@ -214,6 +214,12 @@ fn limits(section: &ServerSection, server: &mut ServerConfig) -> Result<()> {
         section.hash_memory_bytes_max,
     );
     set(&mut server.hash_queue_max, section.hash_queue_max);
+    set_at_least(
+        &mut server.password_length_min,
+        section.password_length_min,
+        1,
+        "password_length_min",
+    )?;
     set(&mut server.inflight_bytes_max, section.inflight_bytes_max);
     set_at_least(
         &mut server.web_sessions_max,
@@ -423,6 +429,8 @@ pub(crate) fn run(args: ServeArgs, sources: Sources, paths: &Paths, config: &Con
         let paths = Paths {
             data_dir,
             directory_url: config.directory.url.clone(),
+            // Not read by `server_config` (the file's value is, through `[server]`).
+            password_length_min: directory::PASSWORD_LENGTH_MIN_DEFAULT,
         };
         let server = server_config(&args, &paths, &config)?;
         logging.set_level(config.log.level.as_deref().unwrap_or("info"))?;
@@ -554,6 +562,7 @@ mod tests {
         let paths = Paths {
             data_dir: PathBuf::from("/nonexistent/mailstow-data"),
             directory_url: None,
+            password_length_min: directory::PASSWORD_LENGTH_MIN_DEFAULT,
         };
         server_config(args, &paths, &config)
     }
@@ -632,6 +641,10 @@ mod tests {
             (
                 "web_connections_max = 0",
                 "[server] web_connections_max must be at least 1",
+            ),
+            (
+                "password_length_min = 0",
+                "[server] password_length_min must be at least 1",
             ),
             (
                 "web_request_bytes_max = 1000",

@@ -129,7 +129,7 @@ fn a_taken_web_port_leaves_mail_served_and_is_bound_once_free() {
     assert_eq!(send("DATA"), 354);
     assert_eq!(send("Subject: web down\r\n\r\nstill mail\r\n."), 250);
     let mut imap = Imap::connect(&server.addr("imap"));
-    let answer = imap.run("LOGIN alice@example.test secret");
+    let answer = imap.run("LOGIN alice@example.test secret-pw");
     assert!(answer.last().unwrap().contains("OK"), "{answer:?}");
 
     // `/healthz` names the unbound web listener.

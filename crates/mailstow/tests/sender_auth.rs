@@ -151,7 +151,7 @@ fn newest(server: &Server, user: &str, count: usize) -> Vec<u8> {
         reader.read_line(&mut line).unwrap();
         writer
             .write_all(
-                format!("l LOGIN {user} secret\r\ns SELECT INBOX\r\nf FETCH * BODY.PEEK[]\r\n")
+                format!("l LOGIN {user} secret-pw\r\ns SELECT INBOX\r\nf FETCH * BODY.PEEK[]\r\n")
                     .as_bytes(),
             )
             .unwrap();
@@ -213,7 +213,7 @@ fn submitted_mail_is_dkim_signed_and_dkimpy_verifies_it() {
     must(mailstow(&data, &["domain", "add", "other.test"]));
     must(mailstow(
         &data,
-        &["user", "add", "carol@other.test", "--password", "secret"],
+        &["user", "add", "carol@other.test", "--password", "secret-pw"],
     ));
     let (ed_name, ed_record) = generate(&data, "example.test", "s1", "ed25519");
     let (rsa_name, rsa_record) = generate(&data, "other.test", "big", "rsa");
@@ -374,7 +374,13 @@ fn mx_mail_is_checked_with_spf_dkim_and_dmarc() {
     // But a message signed with our key (it came back through a forwarder) passes DKIM.
     must(mailstow(
         &data,
-        &["user", "add", "carol@example.test", "--password", "secret"],
+        &[
+            "user",
+            "add",
+            "carol@example.test",
+            "--password",
+            "secret-pw",
+        ],
     ));
     std::thread::sleep(Duration::from_secs(3)); // the server's directory cache
     submit(

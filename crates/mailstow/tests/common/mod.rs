@@ -328,7 +328,7 @@ pub(crate) fn set_up_data_dir() -> (tempfile::TempDir, PathBuf) {
 pub(crate) fn setup(data: &Path) {
     must(mailstow(data, &["domain", "add", "example.test"]));
     let password_file = data.parent().unwrap().join("password");
-    std::fs::write(&password_file, "secret\n").unwrap();
+    std::fs::write(&password_file, "secret-pw\n").unwrap();
     must(mailstow(
         data,
         &[
@@ -341,7 +341,7 @@ pub(crate) fn setup(data: &Path) {
     ));
     must(mailstow(
         data,
-        &["user", "add", "bob@example.test", "--password", "secret"],
+        &["user", "add", "bob@example.test", "--password", "secret-pw"],
     ));
 }
 
