@@ -99,7 +99,7 @@ fn submit(server: &Server, user: &str, to: &str, message: &str) {
     let mut writer = stream.try_clone().unwrap();
     let mut reader = BufReader::new(stream);
     assert_eq!(smtp_reply(&mut reader).unwrap(), 220);
-    let plain = base64(format!("\0{user}\0secret").as_bytes());
+    let plain = base64(format!("\0{user}\0secret-pw").as_bytes());
     writer
         .write_all(
             format!(
