@@ -34,7 +34,7 @@ import time
 
 PG_BINS = ["/usr/lib/postgresql/17/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/15/bin"]
 PORT_SMTP, PORT_LMTP, PORT_IMAP, PORT_POP3 = 2525, 2424, 1143, 1110
-PASSWORD = "secret"
+PASSWORD = "secret-pw"
 MESSAGE_BYTES = 8192
 USERS_PER_NODE = 8
 CGROUP_ROOT = "/sys/fs/cgroup/cpu"

@@ -46,7 +46,7 @@ backup() {
   printf '[server]\nsender_checks = false\n' > "$SCRATCH/mailstow.toml"
   "$BIN" --data-dir "$DATA" init >&2
   "$BIN" --data-dir "$DATA" domain add example.com >&2
-  "$BIN" --data-dir "$DATA" user add "$USER" --password bigpw >&2
+  "$BIN" --data-dir "$DATA" user add "$USER" --password bigmbox-pw >&2
   "$BIN" --data-dir "$DATA" --config "$SCRATCH/mailstow.toml" serve --web "" --smtp "127.0.0.1:$SMTP_PORT" \
     --submission "" --submissions "" --lmtp "" --pop3 "" --pop3s "" --imap "" --imaps "" \
     > "$SCRATCH/serve.out" 2> "$SCRATCH/serve.err" & pid=$!

@@ -16,7 +16,7 @@ if [ "$SMOKE" = 1 ]; then : "${BIG_COUNT:=300}" "${RUNS:=1}" "${PEERS:=1}"; fi
 export BENCH_ROOT=${BENCH_ROOT:-/tmp/peerbench}
 BIG_COUNT=${BIG_COUNT:-80000} RUNS=${RUNS:-3} PEERS=${PEERS:-0}
 SCRATCH=${SCRATCH:-/var/tmp/mailstow-bench-big}
-SMTP_PORT=2627 POP3_PORT=2612 USER=big@example.com PASS=bigpw
+SMTP_PORT=2627 POP3_PORT=2612 USER=big@example.com PASS=bigmbox-pw
 LOG=$LOG_DIR/bigmbox-$(date +%Y%m%d-%H%M%S).log
 cd "$ROOT"
 build

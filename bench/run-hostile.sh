@@ -51,7 +51,7 @@ dns_start() {
 }
 
 config() {  # config CHECKS(true|false)
-  printf '[server]\nauth_without_tls = true\nhostname = "bench.example.com"\nsender_checks = %s\ndns_servers = ["127.0.0.1:%s"]\n'"$SMOKE_TOML" \
+  printf '[server]\npassword_length_min = 1\nauth_without_tls = true\nhostname = "bench.example.com"\nsender_checks = %s\ndns_servers = ["127.0.0.1:%s"]\n'"$SMOKE_TOML" \
     "$1" "$(cat "$SCRATCH/dns.port")" > "$SCRATCH/mailstow.toml"
 }
 

@@ -204,7 +204,7 @@ EOF
     DATA=$SCRATCH/data
     rm -rf "$DATA"; : > "$SCRATCH/serve.err"
     {
-      printf '[server]\nauth_without_tls = true\nhostname = "bench.example.com"\n'
+      printf '[server]\npassword_length_min = 1\nauth_without_tls = true\nhostname = "bench.example.com"\n'
       printf 'connections_max = %d\nconnections_per_ip_max = %d\nimap_sessions_per_user_max = %d\nhash_queue_max = 1024\n' \
         $((IDLE_N + 1000)) "$IDLE_N" "$IDLE_N"
       [ -n "${MAILSTOW_TOML_EXTRA:-}" ] && printf '%s\n' "$MAILSTOW_TOML_EXTRA"
@@ -214,7 +214,7 @@ EOF
     { for i in $(seq "$IDLE_USERS"); do printf 'user%04d@example.com pw%04d\n' "$i" "$i"; done
       echo "$BIG_USER $BIG_PASS"; } > "$SCRATCH/users.txt"
     t0=$(now)
-    "$BIN" --data-dir "$DATA" user import "$SCRATCH/users.txt" > "$SCRATCH/import.out" 2>&1 || { tail -3 "$SCRATCH/import.out"; die "user import failed"; }
+    "$BIN" --data-dir "$DATA" --config "$SCRATCH/mailstow.toml" user import "$SCRATCH/users.txt" > "$SCRATCH/import.out" 2>&1 || { tail -3 "$SCRATCH/import.out"; die "user import failed"; }
     echo "# mailstow: $((IDLE_USERS + 1)) users imported in $(printf '%.1f' "$(echo "$(now) - $t0" | bc)") s"
     ms_start
     t0=$(now); want=0

@@ -44,7 +44,7 @@ syncs() { awk '$NF=="fsync"{f=$4} $NF=="fdatasync"{d=$4} END{printf "%d %d", f, 
     data=$SCRATCH/data-$r
     "$BIN" --data-dir "$data" init >/dev/null
     "$BIN" --data-dir "$data" domain add example.com >/dev/null
-    "$BIN" --data-dir "$data" user add "$USER_ADDR" --password bigpw >/dev/null
+    "$BIN" --data-dir "$data" user add "$USER_ADDR" --password bigmbox-pw >/dev/null
     sync; echo 3 > /proc/sys/vm/drop_caches
     t0=$(date +%s.%N)
     strace -f --seccomp-bpf -c -e trace=fsync,fdatasync -o "$SCRATCH/strace-mailstow-$r" \

@@ -78,10 +78,10 @@ for ((i = 1; i <= NUSERS; i++)); do printf 'user%04d@example.com pw%04d\n' "$i" 
 
   # --- mailstow, filled over SMTP by postal ---
   rm -rf "$SCRATCH"; mkdir -p "$SCRATCH"
-  printf '[server]\nauth_without_tls = true\nhostname = "bench.example.com"\nsender_checks = false\nlocal_sender_check = false\n' > "$SCRATCH/mailstow.toml"
+  printf '[server]\npassword_length_min = 1\nauth_without_tls = true\nhostname = "bench.example.com"\nsender_checks = false\nlocal_sender_check = false\n' > "$SCRATCH/mailstow.toml"
   "$BIN" --data-dir "$DATA" --config "$SCRATCH/mailstow.toml" init >&2
   "$BIN" --data-dir "$DATA" domain add example.com >&2
-  "$BIN" --data-dir "$DATA" user import "$USERS" >&2
+  "$BIN" --data-dir "$DATA" --config "$SCRATCH/mailstow.toml" user import "$USERS" >&2
   start_ours
   fill "$OUR_SMTP_PORT" "${FILL_SECONDS:-8}"
   echo "mailstow messages: $(awk '$1=="store_messages_appended"{print $2}' "$DATA/stats")" >&2

@@ -87,9 +87,9 @@ observability() {
   for ((r=1; r<=RUNS; r++)); do
     for mode in on off; do
       if [ $mode = on ]; then
-        printf '[server]\nsender_checks = false\nmetrics = "127.0.0.1:9155"\n[log]\nlevel = "info"\n' > "$SCRATCH.toml"
+        printf '[server]\npassword_length_min = 1\nsender_checks = false\nmetrics = "127.0.0.1:9155"\n[log]\nlevel = "info"\n' > "$SCRATCH.toml"
       else
-        printf '[server]\nsender_checks = false\n[log]\nlevel = "off"\n' > "$SCRATCH.toml"
+        printf '[server]\npassword_length_min = 1\nsender_checks = false\n[log]\nlevel = "off"\n' > "$SCRATCH.toml"
       fi
       fresh_mailstow "$SCRATCH" "$SCRATCH.toml" || return 1
       "$BIN" --config "$SCRATCH.toml" --data-dir "$SCRATCH" serve --web "" --smtp "127.0.0.1:$OUR_SMTP_PORT" \
@@ -156,7 +156,7 @@ fi
   fi
 
   # --- mailstow, same users ---
-  printf '[server]\nsender_checks = false\nlocal_sender_check = false\n' > "$SCRATCH.toml"
+  printf '[server]\npassword_length_min = 1\nsender_checks = false\nlocal_sender_check = false\n' > "$SCRATCH.toml"
   fresh_mailstow "$SCRATCH" "$SCRATCH.toml"
   "$BIN" --config "$SCRATCH.toml" --data-dir "$SCRATCH" serve --web "" --smtp "127.0.0.1:$OUR_SMTP_PORT" \
     --submission "" --submissions "" --lmtp "" --pop3 127.0.0.1:2610 --pop3s "" --imap "" --imaps "" \

@@ -17,7 +17,7 @@ if [ "$SMOKE" = 1 ]; then
 fi
 BIG_COUNT=${BIG_COUNT:-80000} RUNS=${RUNS:-20} SESSIONS=${SESSIONS:-200}
 SCRATCH=${SCRATCH:-/var/tmp/mailstow-bench-web}
-SMTP_PORT=2637 IMAP_PORT=2643 WEB_PORT=2680 USER=big@example.com PASS=bigpw
+SMTP_PORT=2637 IMAP_PORT=2643 WEB_PORT=2680 USER=big@example.com PASS=bigmbox-pw
 LOG=$LOG_DIR/web-$(date +%Y%m%d-%H%M%S).log
 cd "$ROOT"
 build

@@ -4,8 +4,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+command -v cargo >/dev/null || {
+  echo "scripts/test.sh needs Rust $(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml) or newer" \
+    "with rustfmt and clippy: https://rustup.rs (README.md, Prerequisites)" >&2
+  exit 1
+}
+
 need_pkgs=()
+# C for aws-lc, SQLite (bundled), ring and blake3; C++ for the fuzz targets' libFuzzer
+# (libfuzzer-sys, checked below).
 command -v cc >/dev/null || need_pkgs+=(gcc)
+command -v c++ >/dev/null || need_pkgs+=(g++)
 command -v pkg-config >/dev/null || need_pkgs+=(pkg-config)
 # Real clients for the server's end-to-end tests.
 command -v python3 >/dev/null || need_pkgs+=(python3)
@@ -35,6 +44,10 @@ command -v chromium >/dev/null || need_pkgs+=(chromium)
 command -v chromedriver >/dev/null || need_pkgs+=(chromium-driver)
 # ...from Selenium, for Debian's /usr/bin/python3 (the test's, whatever python3 the PATH finds).
 /usr/bin/python3 -c 'import selenium' 2>/dev/null || need_pkgs+=(python3-selenium)
+# dkimpy, the independent DKIM verifier of sender-auth's tests, with PyNaCl for ed25519, for
+# the python3 the PATH finds (Debian's packages: pip refuses to install into the system's
+# Python, PEP 668).
+python3 -c 'import dkim, nacl' 2>/dev/null || need_pkgs+=(python3-dkim python3-nacl)
 # The benchmark scripts' smoke runs (scripts/bench-smoke.sh): the peers' packages that
 # shared/bench/setup-peers.sh installs (postal, which has rabid, Dovecot's POP3 and LMTP, fio,
 # strace, bc, rsync), and Postmark and prove for the mail file system's.
@@ -56,8 +69,11 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
     echo "missing packages: ${need_pkgs[*]} (run as root or install them)" >&2; exit 1
   fi
 fi
-# dkimpy, the independent DKIM verifier of sender-auth's tests, with PyNaCl for ed25519.
-python3 -c 'import dkim, nacl' 2>/dev/null || python3 -m pip install -q 'dkimpy[ed25519]'
+if ! python3 -c 'import dkim, nacl' 2>/dev/null; then
+  echo "$(command -v python3) cannot import dkim and nacl: put Debian's /usr/bin first in PATH" \
+    "or install dkimpy and PyNaCl for it" >&2
+  exit 1
+fi
 
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings

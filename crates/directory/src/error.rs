@@ -95,7 +95,7 @@ pub enum DirectoryError {
     #[error("no DKIM key {selector}._domainkey.{domain}")]
     NoSuchDkimKey { domain: String, selector: String },
     #[error("invalid password: {0}")]
-    InvalidPassword(&'static str),
+    InvalidPassword(String),
     /// Quotas are stored as signed 64-bit integers (portable `BIGINT`).
     #[error("quota {quota_bytes} bytes is too large (max {})", i64::MAX)]
     QuotaTooLarge { quota_bytes: u64 },

@@ -266,6 +266,11 @@ pub struct Options {
     /// Longest password accepted (default 1024 bytes): no human password is longer, and it
     /// bounds what one AUTH attempt makes us hash.
     pub password_bytes_max: usize,
+    /// Shortest new password, in characters (default 1: any; the server and the CLI use
+    /// [`PASSWORD_LENGTH_MIN_DEFAULT`] unless configured). Every way a password is set
+    /// (`add_user*`, `set_password`) checks it; logins are not affected, so a password set
+    /// before a higher minimum keeps working until it is changed.
+    pub password_length_min: usize,
     /// Password verifications at once: the verifier threads (default: the number of CPUs).
     /// Each keeps its own argon2 memory (19 MiB with the default cost) for every job it runs;
     /// more threads than cores would only hold more memory while they wait for a CPU.
@@ -296,6 +301,11 @@ pub struct Options {
     pub postmaster: Option<String>,
 }
 
+/// The shortest new password the server and the CLI accept unless `[server]
+/// password_length_min` says otherwise: 8 characters, NIST SP 800-63B's floor for passwords a
+/// user chooses.
+pub const PASSWORD_LENGTH_MIN_DEFAULT: usize = 8;
+
 impl Default for Options {
     fn default() -> Self {
         Options {
@@ -303,6 +313,7 @@ impl Default for Options {
             expansion_targets_max: 100,
             expansion_depth_max: 10,
             password_bytes_max: 1024,
+            password_length_min: 1,
             hash_concurrency_max: std::thread::available_parallelism().map_or(1, |n| n.get()),
             hash_memory_bytes_max: 64 << 20,
             hash_queue_max: 64,
@@ -329,6 +340,9 @@ impl Options {
         }
         if self.password_bytes_max == 0 {
             return bad("password_bytes_max must be at least 1".into());
+        }
+        if self.password_length_min == 0 || self.password_length_min > self.password_bytes_max {
+            return bad("password_length_min must be between 1 and password_bytes_max".into());
         }
         if self.hash_concurrency_max == 0 {
             return bad("hash_concurrency_max must be at least 1".into());

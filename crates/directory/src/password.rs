@@ -11,21 +11,31 @@ use argon2::{Algorithm, Argon2, Params, Version};
 
 use crate::error::DirectoryError;
 
-/// Checks a new password against the rules and the configured length limit.
-pub(crate) fn check_new(password: &str, password_bytes_max: usize) -> Result<(), DirectoryError> {
+/// Checks a new password against the rules and the configured length limits: at least
+/// `length_min` characters (Unicode scalar values), at most `bytes_max` bytes.
+pub(crate) fn check_new(
+    password: &str,
+    length_min: usize,
+    bytes_max: usize,
+) -> Result<(), DirectoryError> {
     if password.is_empty() {
-        return Err(DirectoryError::InvalidPassword("password is empty"));
+        return Err(DirectoryError::InvalidPassword("password is empty".into()));
     }
-    if password.len() > password_bytes_max {
+    if password.chars().count() < length_min {
+        return Err(DirectoryError::InvalidPassword(format!(
+            "password is shorter than password_length_min ({length_min} characters)"
+        )));
+    }
+    if password.len() > bytes_max {
         return Err(DirectoryError::InvalidPassword(
-            "password is longer than password_bytes_max",
+            "password is longer than password_bytes_max".into(),
         ));
     }
     // SASL PLAIN separates its fields with NUL (RFC 4616), so such a password could never
     // be used to log in.
     if password.contains('\0') {
         return Err(DirectoryError::InvalidPassword(
-            "password contains a NUL byte",
+            "password contains a NUL byte".into(),
         ));
     }
     Ok(())

@@ -230,7 +230,11 @@ impl Directory {
     ) -> Result<Option<String>, DirectoryError> {
         let node = node.map(node_arg).transpose()?;
         let address = address_arg(address, LocalCase::Fold)?;
-        password::check_new(password, self.inner.options.password_bytes_max)?;
+        password::check_new(
+            password,
+            self.inner.options.password_length_min,
+            self.inner.options.password_bytes_max,
+        )?;
         let domain = address.domain.clone();
         let address = address.joined();
         // Cheap early answers before paying for a hash; the transaction checks again.
@@ -310,7 +314,11 @@ impl Directory {
     /// Replaces a user's password hash.
     pub async fn set_password(&self, address: &str, password: &str) -> Result<(), DirectoryError> {
         let address = address_arg(address, LocalCase::Fold)?.joined();
-        password::check_new(password, self.inner.options.password_bytes_max)?;
+        password::check_new(
+            password,
+            self.inner.options.password_length_min,
+            self.inner.options.password_bytes_max,
+        )?;
         if !user_exists(&self.inner.pool, &address).await? {
             return Err(DirectoryError::NoSuchUser(address));
         }

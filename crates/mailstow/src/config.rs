@@ -100,6 +100,9 @@ pub(crate) struct ServerSection {
     pub(crate) hash_concurrency_max: Option<usize>,
     pub(crate) hash_memory_bytes_max: Option<usize>,
     pub(crate) hash_queue_max: Option<usize>,
+    /// The shortest password `user add`, `user passwd`, `user import`, the web view and the
+    /// admin pages accept, in characters (default 8).
+    pub(crate) password_length_min: Option<usize>,
     /// Message bytes in memory, all connections together (SMTP content, IMAP literals).
     pub(crate) inflight_bytes_max: Option<u64>,
     /// Free space kept on the data directory's file system: below it new mail is refused
@@ -276,6 +279,7 @@ impl Config {
                 hash_concurrency_max: Some(server.hash_concurrency_max),
                 hash_memory_bytes_max: Some(server.hash_memory_bytes_max),
                 hash_queue_max: Some(server.hash_queue_max),
+                password_length_min: Some(server.password_length_min),
                 inflight_bytes_max: Some(server.inflight_bytes_max),
                 disk_reserve_bytes: Some(server.disk_reserve_bytes),
                 login_deadline_seconds: Some(server.login_deadline.as_secs()),
@@ -394,6 +398,25 @@ mod tests {
                 .unwrap();
         assert_eq!(config.queue_config().segment_bytes, 2 << 20);
         assert!(!config.store_config().defrag_on_delete);
+    }
+
+    /// `contrib/mailstow.toml` parses and names the systemd unit's data directory, absolute,
+    /// so the CLI run with it finds the server's data from any folder.
+    #[test]
+    fn the_contrib_config_names_the_units_data_directory() {
+        let text = include_str!("../../../contrib/mailstow.toml");
+        let config: Config = toml::from_str(text).expect("contrib/mailstow.toml parses");
+        let data_dir = config
+            .data_dir
+            .expect("contrib/mailstow.toml sets data_dir");
+        assert!(data_dir.is_absolute(), "{}", data_dir.display());
+        let unit = include_str!("../../../contrib/mailstow.service");
+        let state = unit
+            .lines()
+            .find_map(|l| l.strip_prefix("StateDirectory="))
+            .expect("the unit has a StateDirectory");
+        assert_eq!(data_dir, Path::new("/var/lib").join(state.trim()));
+        assert!(unit.contains(&format!("--data-dir {}", data_dir.display())));
     }
 
     #[test]

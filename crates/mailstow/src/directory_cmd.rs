@@ -355,8 +355,11 @@ pub(crate) fn with_directory<T>(
         .context("starting the async runtime")?;
     let (result, changed) = runtime.block_on(async {
         let location = paths.directory_location()?;
-        let directory =
-            directory::Directory::open_at(&location, directory::Options::default()).await?;
+        let options = directory::Options {
+            password_length_min: paths.password_length_min,
+            ..directory::Options::default()
+        };
+        let directory = directory::Directory::open_at(&location, options).await?;
         let before = directory.cache().generation();
         let result = work(directory.clone()).await;
         anyhow::Ok((result, directory.cache().generation() != before))

@@ -160,9 +160,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         .data_dir
         .or_else(|| config.data_dir.clone())
         .unwrap_or_else(|| PathBuf::from(config::DATA_DIR_DEFAULT));
+    let password_length_min = config
+        .server
+        .password_length_min
+        .unwrap_or(directory::PASSWORD_LENGTH_MIN_DEFAULT);
+    if password_length_min == 0 {
+        anyhow::bail!("[server] password_length_min must be at least 1");
+    }
     let paths = Paths {
         data_dir,
         directory_url: config.directory.url.clone(),
+        password_length_min,
     };
     // Only `init` and `serve` make a data directory: a command run in the wrong folder must
     // say so, not leave an empty data directory behind and report an empty system.
@@ -178,6 +186,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     // anything in it.
     if !matches!(cli.command, Command::Config(_)) && paths.data_dir.is_dir() {
         data_format::check(&paths.data_dir)?;
+    }
+    if cli.command.needs_data_dir() {
+        paths.check_writable()?;
     }
     match cli.command {
         Command::Config(command) => {

@@ -1,13 +1,15 @@
 //! A running node, `mailstow serve`: the parts of the system wired together, in the order
 //! that makes a start safe, and stopped in the reverse.
 //!
-//! Start, one phase each: the settings and any configured certificate are checked before
-//! anything is opened; the data directory is locked and the engines (queue, store) and the
-//! directory opened ([`Engines`]); the mailboxes' parts built over them (sessions, gate, the
+//! Start, one phase each: the settings and any configured certificate are checked and the
+//! mail listeners bound (`server::bind`) before anything is created or opened, so a server
+//! that cannot serve leaves no data directory behind; the data directory is made and locked
+//! and the engines (queue, store) and the directory opened ([`Engines`]); the mailboxes' parts built over them (sessions, gate, the
 //! one road into the store, accounts); in a cluster, the node joins ([`Joined`]: lease,
 //! record of handed-over copies, moves); delivery threads start ([`Delivering`]); the
-//! connection shell binds every listener (`server::start`); deletions and renames a crash cut
-//! short are finished; the admin socket, the moves' watch, the stats file and the record's
+//! connection shell serves the mail listeners and binds the optional ones, the web view and
+//! the metrics, or goes on trying them in the background (`server::start`); deletions and
+//! renames a crash cut short are finished; the admin socket, the moves' watch, the stats file and the record's
 //! sync start; and `/healthz` turns ready. A failure in any phase stops the start with what
 //! it could not do, and nothing opened before it stays held (each part closes on drop).
 
@@ -78,8 +80,11 @@ pub(crate) struct Node {
 
 impl Node {
     pub(crate) async fn start(config: ServerConfig) -> Result<Node> {
-        // The settings and a configured certificate, before anything is opened or bound.
+        // The settings and a configured certificate, before anything is opened or bound; the
+        // mail listeners before anything is created.
         server::validate(&config)?;
+        let listeners = server::bind(&config).await?;
+        let health = Arc::new(server::Health::starting());
         let engines = Engines::open(&config).await?;
         let mail = Mail::build(&config, &engines);
         let joined = match &config.cluster {
@@ -102,8 +107,6 @@ impl Node {
             telemetry: mail.telemetry.clone(),
             logins: throttle.clone(),
         });
-        let health = Arc::new(server::Health::default());
-        health.watch(storage_problem(&engines));
         let accepted = Arc::new(AtomicU64::new(0));
         let running = server::start(
             config.clone(),
@@ -125,6 +128,7 @@ impl Node {
                 moves: joined.as_ref().map(|j| j.moves.clone()),
                 operations: operations.clone(),
             },
+            listeners,
         )
         .await?;
         // Users deleted while no server ran, or whose removal a crash cut short.
@@ -152,8 +156,14 @@ impl Node {
             peers: delivering.peers.clone(),
             shell: running.counters(),
         })));
-        // Every listener is bound and the engines are open.
-        health.ready();
+        tasks.push(tokio::spawn(watch_storage(
+            health.clone(),
+            engines.space.clone(),
+            engines.queue.clone(),
+            engines.store.clone(),
+        )));
+        // Every mail listener is served and the engines are open.
+        health.clear(server::Component::Lifecycle);
         Ok(Node {
             running,
             data_dir: config.data_dir.clone(),
@@ -174,7 +184,7 @@ impl Node {
     /// Stops accepting, ends sessions, gives up the lease, stops delivery and closes the
     /// queue and the store.
     pub(crate) async fn stop(self) -> Result<()> {
-        self.health.stopping();
+        self.health.set(server::Component::Lifecycle, "stopping");
         let _ = self.shutdown.send(true);
         for task in &self.tasks {
             task.abort();
@@ -266,21 +276,38 @@ impl Engines {
     }
 }
 
-/// What `/healthz` reports while the node cannot take mail: its disk below the free-space
-/// reserve (refused at the door until space comes back), or an engine that cannot write.
-fn storage_problem(engines: &Engines) -> impl Fn() -> Option<String> + Send + Sync + 'static {
-    let (space, queue, store) = (
-        engines.space.clone(),
-        engines.queue.clone(),
-        engines.store.clone(),
-    );
-    move || {
-        space
-            .check(0)
-            .err()
-            .map(|shortage| format!("disk full: {shortage}"))
-            .or_else(|| queue.write_problem())
-            .or_else(|| store.write_problem())
+/// How often `/healthz`'s storage reasons are looked at again.
+const STORAGE_WATCH_INTERVAL: Duration = Duration::from_millis(250);
+
+/// Keeps `/healthz`'s storage reasons current: the disk below the free-space reserve (new
+/// mail refused at the door until space comes back), or an engine that cannot write. Each
+/// is set while it holds and cleared when it passes.
+async fn watch_storage(
+    health: Arc<server::Health>,
+    space: Arc<disk::SpaceReserve>,
+    queue: Arc<queue::Queue>,
+    store: Arc<store::Store>,
+) {
+    let mut tick = tokio::time::interval(STORAGE_WATCH_INTERVAL);
+    loop {
+        tick.tick().await;
+        let reasons = [
+            (
+                server::Component::Disk,
+                space
+                    .check(0)
+                    .err()
+                    .map(|shortage| format!("disk full: {shortage}")),
+            ),
+            (server::Component::Queue, queue.write_problem()),
+            (server::Component::Store, store.write_problem()),
+        ];
+        for (component, reason) in reasons {
+            match reason {
+                Some(reason) => health.set(component, reason),
+                None => health.clear(component),
+            }
+        }
     }
 }
 
@@ -303,6 +330,7 @@ async fn open_directory(config: &ServerConfig) -> Result<directory::Directory> {
             hash_concurrency_max: config.hash_concurrency_max,
             hash_memory_bytes_max: config.hash_memory_bytes_max,
             hash_queue_max: config.hash_queue_max,
+            password_length_min: config.password_length_min,
             postmaster: config.postmaster.clone(),
             ..directory::Options::default()
         },

@@ -214,6 +214,12 @@ fn limits(section: &ServerSection, server: &mut ServerConfig) -> Result<()> {
         section.hash_memory_bytes_max,
     );
     set(&mut server.hash_queue_max, section.hash_queue_max);
+    set_at_least(
+        &mut server.password_length_min,
+        section.password_length_min,
+        1,
+        "password_length_min",
+    )?;
     set(&mut server.inflight_bytes_max, section.inflight_bytes_max);
     set(&mut server.disk_reserve_bytes, section.disk_reserve_bytes);
     set_at_least(
@@ -424,6 +430,8 @@ pub(crate) fn run(args: ServeArgs, sources: Sources, paths: &Paths, config: &Con
         let paths = Paths {
             data_dir,
             directory_url: config.directory.url.clone(),
+            // Not read by `server_config` (the file's value is, through `[server]`).
+            password_length_min: directory::PASSWORD_LENGTH_MIN_DEFAULT,
         };
         let server = server_config(&args, &paths, &config)?;
         logging.set_level(config.log.level.as_deref().unwrap_or("info"))?;
@@ -478,14 +486,24 @@ async fn serve(
         }
     );
     println!("certificate sha256: {}", certificate.sha256);
+    let mut listening = 0;
     for (service, address) in &running.addresses {
         println!("{} listening on {address}", service.name());
+        listening += 1;
     }
     if let Some(address) = running.metrics {
         println!("metrics listening on {address}");
+        listening += 1;
     }
     if let Some(address) = running.web {
         println!("web listening on {address}");
+        listening += 1;
+    }
+    for unbound in &running.unbound {
+        println!(
+            "{} not listening on {}: {} (trying again in the background)",
+            unbound.service, unbound.address, unbound.error
+        );
     }
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
@@ -494,7 +512,8 @@ async fn serve(
         data_dir = %data_dir.display(),
         certificate = %certificate_path.display(),
         sha256 = %certificate.sha256,
-        listeners = running.addresses.len()
+        listeners = listening,
+        listeners_unbound = running.unbound.len()
     );
     loop {
         tokio::select! {
@@ -544,6 +563,7 @@ mod tests {
         let paths = Paths {
             data_dir: PathBuf::from("/nonexistent/mailstow-data"),
             directory_url: None,
+            password_length_min: directory::PASSWORD_LENGTH_MIN_DEFAULT,
         };
         server_config(args, &paths, &config)
     }
@@ -622,6 +642,10 @@ mod tests {
             (
                 "web_connections_max = 0",
                 "[server] web_connections_max must be at least 1",
+            ),
+            (
+                "password_length_min = 0",
+                "[server] password_length_min must be at least 1",
             ),
             (
                 "web_request_bytes_max = 1000",

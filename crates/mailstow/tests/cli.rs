@@ -272,14 +272,14 @@ fn directory_commands_work_against_postgres() {
             "add",
             "a@example.org",
             "--password",
-            "pw",
+            "password1",
             "--node",
             "n2"
         ])
         .contains("node=n2")
     );
     // The fewest users: n1.
-    assert!(ok(&["user", "add", "b@example.org", "--password", "pw"]).contains("node=n1"));
+    assert!(ok(&["user", "add", "b@example.org", "--password", "password1"]).contains("node=n1"));
     assert_eq!(ok(&["node", "list"]), "n1 down users=1\nn2 down users=1\n");
     // Admins of the web view.
     assert_eq!(
@@ -288,7 +288,7 @@ fn directory_commands_work_against_postgres() {
             "add",
             "root@example.org",
             "--password",
-            "pw",
+            "password1",
             "--node",
             "n1",
             "--admin"
@@ -329,7 +329,7 @@ fn directory_commands_work_against_postgres() {
             "add",
             "c@example.org",
             "--password",
-            "pw",
+            "password1",
             "--node",
             "n9",
         ]),
@@ -464,4 +464,157 @@ fn bench_without_mailstow_bench_says_how_to_build_it() {
             .unwrap();
         assert_one_line_error(&out, "cargo build --release -p mailstow-bench");
     }
+}
+
+/// Issue 36 item 6 (C2): the CLI run by a user who cannot write the data directory says so in
+/// one line, naming the path and what to do, and exits non-zero (SQLite alone said `attempt
+/// to write a readonly database` three times, or timed out). Needs root, to run as nobody.
+#[test]
+fn a_user_who_cannot_write_the_data_directory_is_told_so_in_one_line() {
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::os::unix::process::CommandExt as _;
+    let root = Command::new("id").arg("-u").output().expect("id");
+    if text(&root.stdout).trim() != "0" {
+        eprintln!("skipped: needs root, to run the CLI as nobody");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let data = dir.path().join("data");
+    assert!(mailstow(&data, &["init"]).status.success());
+    assert!(
+        mailstow(&data, &["domain", "add", "example.org"])
+            .status
+            .success()
+    );
+    let as_nobody = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_mailstow"))
+            .arg("--data-dir")
+            .arg(&data)
+            .args(args)
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .expect("run mailstow as nobody")
+    };
+    for args in [&["domain", "add", "other.org"][..], &["user", "list"][..]] {
+        let out = as_nobody(args);
+        let stderr = text(&out.stderr);
+        assert!(!out.status.success(), "{args:?}: {out:?}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!(
+                "mailstow: error: cannot write {}: permission denied (run as the user that owns \
+                 the data directory",
+                data.display()
+            )),
+            "{args:?}: {stderr}"
+        );
+    }
+    // The directory writable, its database not: the database is named.
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = as_nobody(&["domain", "add", "other.org"]);
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains(&format!(
+            "cannot write {}: permission denied",
+            data.join("directory.db").display()
+        )),
+        "{stderr}"
+    );
+    // Its owner goes on as before.
+    assert!(
+        mailstow(&data, &["domain", "add", "other.org"])
+            .status
+            .success()
+    );
+}
+
+/// Issue 36 (C3): every way the CLI sets a password refuses one shorter than
+/// `[server] password_length_min` (8 characters by default), naming the rule; the file can
+/// lower or raise it.
+#[test]
+fn passwords_shorter_than_password_length_min_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    assert!(mailstow(&data, &["init"]).status.success());
+    assert!(
+        mailstow(&data, &["domain", "add", "example.org"])
+            .status
+            .success()
+    );
+    let refused = |out: Output| {
+        let stderr = text(&out.stderr);
+        assert!(!out.status.success(), "{out:?}");
+        assert!(
+            stderr.contains(
+                "invalid password: password is shorter than password_length_min (8 characters)"
+            ) && stderr.lines().count() == 1,
+            "{stderr}"
+        );
+    };
+    refused(mailstow(
+        &data,
+        &["user", "add", "a@example.org", "--password", "x"],
+    ));
+    refused(mailstow(
+        &data,
+        &["user", "add", "a@example.org", "--password", "1234567"],
+    ));
+    assert!(
+        mailstow(
+            &data,
+            &["user", "add", "a@example.org", "--password", "12345678"]
+        )
+        .status
+        .success()
+    );
+    refused(mailstow(
+        &data,
+        &["user", "passwd", "a@example.org", "--password", "short"],
+    ));
+    let import = dir.path().join("users.txt");
+    std::fs::write(&import, "b@example.org long-enough\nc@example.org short\n").unwrap();
+    let out = mailstow(&data, &["user", "import", import.to_str().unwrap()]);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        text(&out.stderr).contains("line 2: invalid password: password is shorter than"),
+        "{out:?}"
+    );
+    // `[server] password_length_min` in the file rules.
+    let config = dir.path().join("mailstow.toml");
+    std::fs::write(&config, "[server]\npassword_length_min = 12\n").unwrap();
+    let with_config = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_mailstow"))
+            .arg("--config")
+            .arg(&config)
+            .arg("--data-dir")
+            .arg(&data)
+            .args(args)
+            .output()
+            .expect("run mailstow")
+    };
+    let out = with_config(&[
+        "user",
+        "passwd",
+        "a@example.org",
+        "--password",
+        "elevenchars",
+    ]);
+    assert!(
+        text(&out.stderr).contains("password_length_min (12 characters)"),
+        "{out:?}"
+    );
+    assert!(
+        with_config(&[
+            "user",
+            "passwd",
+            "a@example.org",
+            "--password",
+            "twelve chars"
+        ])
+        .status
+        .success()
+    );
 }

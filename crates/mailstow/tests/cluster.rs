@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use common::{Imap, smtp_reply};
 
-const PASSWORD: &str = "secret";
+const PASSWORD: &str = "secret-pw";
 const PORT_SMTP: u16 = 2525;
 const PORT_LMTP: u16 = 2424;
 const PORT_IMAP: u16 = 1143;

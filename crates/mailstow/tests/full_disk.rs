@@ -123,7 +123,7 @@ fn healthz(metrics: std::net::SocketAddr) -> String {
 
 fn inbox_count(server: &Server) -> usize {
     server
-        .subjects("alice@example.test", "secret")
+        .subjects("alice@example.test", "secret-pw")
         .lines()
         .count()
 }

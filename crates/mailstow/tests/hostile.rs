@@ -265,7 +265,7 @@ fn many_right_logins_at_once_from_one_address_all_get_in() {
                 } else {
                     "bob@example.test"
                 };
-                s.spawn(move || imap_login(server, from, user, "secret"))
+                s.spawn(move || imap_login(server, from, user, "secret-pw"))
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
@@ -285,20 +285,20 @@ fn one_users_failures_neither_lock_out_another_nor_reset_by_a_success() {
         assert!(answer.contains("AUTHENTICATIONFAILED"), "{answer}");
     }
     // Alice is blocked at this address, even with her right password.
-    let answer = imap_login(&server, from, "alice@example.test", "secret");
+    let answer = imap_login(&server, from, "alice@example.test", "secret-pw");
     assert!(answer.contains("NO [UNAVAILABLE]"), "{answer}");
     // Bob, behind the same address, logs in.
-    let answer = imap_login(&server, from, "bob@example.test", "secret");
+    let answer = imap_login(&server, from, "bob@example.test", "secret-pw");
     assert!(answer.contains("a OK"), "{answer}");
     // ... and his success did not clear Alice's failures.
-    let answer = imap_login(&server, from, "alice@example.test", "secret");
+    let answer = imap_login(&server, from, "alice@example.test", "secret-pw");
     assert!(answer.contains("NO [UNAVAILABLE]"), "{answer}");
     // Alice from another address is fine.
     let answer = imap_login(
         &server,
         IpAddr::from([127, 0, 9, 9]),
         "alice@example.test",
-        "secret",
+        "secret-pw",
     );
     assert!(answer.contains("a OK"), "{answer}");
 
@@ -310,7 +310,7 @@ fn one_users_failures_neither_lock_out_another_nor_reset_by_a_success() {
     );
     let cleared = must(mailstow(&data, &["auth", "unblock", "127.0.0.7"]));
     assert!(cleared.contains("unblocked 127.0.0.7"), "{cleared}");
-    let answer = imap_login(&server, from, "alice@example.test", "secret");
+    let answer = imap_login(&server, from, "alice@example.test", "secret-pw");
     assert!(answer.contains("a OK"), "{answer}");
     assert!(must(mailstow(&data, &["auth", "blocked"])).ends_with("0 blocked\n"));
     server.stop_cleanly();
@@ -599,7 +599,7 @@ fn trickling_clients_are_closed_at_each_deadline() {
         s.spawn(|| {
             let mut c = Client::connect(&server.addr("imap"));
             c.line();
-            c.send(b"l LOGIN alice@example.test secret\r\ni IDLE\r\n")
+            c.send(b"l LOGIN alice@example.test secret-pw\r\ni IDLE\r\n")
                 .unwrap();
             c.until("l OK");
             c.until("+ idling");
@@ -609,7 +609,7 @@ fn trickling_clients_are_closed_at_each_deadline() {
             within("imap idle", started.elapsed(), 3, 7);
             let mut c = Client::connect(&server.addr("imap"));
             c.line();
-            c.send(b"l LOGIN bob@example.test secret\r\ni IDLE\r\n")
+            c.send(b"l LOGIN bob@example.test secret-pw\r\ni IDLE\r\n")
                 .unwrap();
             c.until("l OK");
             c.until("+ idling");
@@ -656,7 +656,7 @@ fn a_refused_create_leaves_nothing_behind() {
     let server = start(&data, "[store]\nfolders_per_user_max = 20\n");
     let mut c = Client::connect(&server.addr("imap"));
     c.line();
-    c.send(b"l LOGIN alice@example.test secret\r\n").unwrap();
+    c.send(b"l LOGIN alice@example.test secret-pw\r\n").unwrap();
     c.until("l OK");
     let deep = (1..=17)
         .map(|n| format!("L{n}"))
@@ -706,7 +706,7 @@ fn wait_for_messages(server: &Server, user: &str, n: usize) {
     loop {
         let mut c = Client::connect(&server.addr("imap"));
         c.line();
-        c.send(format!("l LOGIN {user} secret\r\ns STATUS INBOX (MESSAGES)\r\n").as_bytes())
+        c.send(format!("l LOGIN {user} secret-pw\r\ns STATUS INBOX (MESSAGES)\r\n").as_bytes())
             .unwrap();
         c.until("l ");
         let status = c.until("* STATUS");
@@ -729,7 +729,7 @@ fn a_deleted_users_mail_is_gone_and_their_open_session_ends() {
     let mut session = Client::connect(&server.addr("imap"));
     session.line();
     session
-        .send(b"l LOGIN alice@example.test secret\r\ns SELECT INBOX\r\n")
+        .send(b"l LOGIN alice@example.test secret-pw\r\ns SELECT INBOX\r\n")
         .unwrap();
     session.until("s OK");
 
@@ -747,19 +747,25 @@ fn a_deleted_users_mail_is_gone_and_their_open_session_ends() {
         &server,
         IpAddr::from([127, 0, 0, 1]),
         "alice@example.test",
-        "secret",
+        "secret-pw",
     );
     assert!(answer.contains("AUTHENTICATIONFAILED"), "{answer}");
 
     // A new account with the same address starts empty.
     must(mailstow(
         &data,
-        &["user", "add", "alice@example.test", "--password", "secret"],
+        &[
+            "user",
+            "add",
+            "alice@example.test",
+            "--password",
+            "secret-pw",
+        ],
     ));
     std::thread::sleep(Duration::from_secs(3)); // the server's directory cache
     let mut c = Client::connect(&server.addr("imap"));
     c.line();
-    c.send(b"l LOGIN alice@example.test secret\r\ns SELECT INBOX\r\n")
+    c.send(b"l LOGIN alice@example.test secret-pw\r\ns SELECT INBOX\r\n")
         .unwrap();
     c.until("l OK");
     let exists = loop {
@@ -781,7 +787,7 @@ fn a_deleted_users_mail_is_gone_and_their_open_session_ends() {
     assert!(removed.contains("1 messages"), "{removed}");
     must(mailstow(
         &data,
-        &["user", "add", "bob@example.test", "--password", "secret"],
+        &["user", "add", "bob@example.test", "--password", "secret-pw"],
     ));
     let server = start(&data, "");
     wait_for_messages(&server, "bob@example.test", 0);
@@ -861,7 +867,7 @@ fn wait_metric(server: &Server, name: &str, want: i64) {
 fn idling(server: &Server, user: &str) -> Client {
     let mut c = Client::connect(&server.addr("imap"));
     c.line();
-    c.send(format!("l LOGIN {user} secret\r\ns SELECT INBOX\r\ni IDLE\r\n").as_bytes())
+    c.send(format!("l LOGIN {user} secret-pw\r\ns SELECT INBOX\r\ni IDLE\r\n").as_bytes())
         .unwrap();
     c.until("l OK");
     c.until("s OK");

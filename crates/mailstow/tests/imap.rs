@@ -14,7 +14,7 @@ fn run_alice_script(server: &Server, name: &str, marker: &str) -> String {
     let run = Command::new("python3")
         .arg(script(name))
         .arg(server.addr("imaps"))
-        .args(["alice@example.test", "secret"])
+        .args(["alice@example.test", "secret-pw"])
         .output()
         .expect("python3");
     let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
@@ -34,7 +34,7 @@ fn curl(args: &[&str]) -> std::process::Output {
             "--max-time",
             "30",
             "-u",
-            "bob@example.test:secret",
+            "bob@example.test:secret-pw",
         ])
         .args(args)
         .output()
@@ -48,7 +48,7 @@ fn imaplib_command_matrix_and_idle_between_two_sessions() {
     let run = Command::new("python3")
         .arg(script("imap_matrix.py"))
         .args([server.addr("imaps"), server.addr("imap")])
-        .args(["alice@example.test", "secret"])
+        .args(["alice@example.test", "secret-pw"])
         .output()
         .expect("python3");
     let stdout = String::from_utf8_lossy(&run.stdout);
@@ -114,7 +114,7 @@ fn mbsync_round_trips_a_folder_tree_with_flags() {
     let messages = std::env::var("MBSYNC_MESSAGES").unwrap_or_else(|_| "3000".into());
     let run = Command::new("bash")
         .arg(script("mbsync_roundtrip.sh"))
-        .args([host, port, "alice@example.test", "secret"])
+        .args([host, port, "alice@example.test", "secret-pw"])
         .arg(dir.path().join("sync"))
         .arg(&messages)
         .env("KEEP", "0")
@@ -201,7 +201,7 @@ fn compressed_connections_are_bounded() {
     .unwrap();
     let server = Server::start_with(&data, Some(&config));
     let login = |imap: &mut common::Imap| {
-        let out = imap.run("LOGIN alice@example.test secret");
+        let out = imap.run("LOGIN alice@example.test secret-pw");
         assert!(out.last().unwrap().contains(" OK"), "{out:?}");
     };
     let mut first = common::Imap::connect(&server.addr("imap"));

@@ -47,7 +47,7 @@ fn p(path: &Path) -> &str {
 fn dump_imap(server: &Server, user: &str, out: &Path) {
     let address = server.addr("imap");
     let (host, port) = address.rsplit_once(':').unwrap();
-    tool(&["dump-imap", host, port, user, "secret", p(out)]);
+    tool(&["dump-imap", host, port, user, "secret-pw", p(out)]);
 }
 
 /// Compares two dumps on `fields`; prints the tool's summary line.
@@ -226,7 +226,7 @@ fn python_maildir_and_mbox_round_trip_offline_and_through_the_server() {
     let dave = "dave@example.test";
     must(mailstow(
         &data,
-        &["user", "add", dave, "--password", "secret"],
+        &["user", "add", dave, "--password", "secret-pw"],
     ));
     let output = must(mailstow(
         &data,

@@ -112,7 +112,7 @@ fn start_remote(dir: &Path) -> Server {
     must(mailstow(&data, &["domain", "add", "remote.test"]));
     must(mailstow(
         &data,
-        &["user", "add", "ok@remote.test", "--password", "secret"],
+        &["user", "add", "ok@remote.test", "--password", "secret-pw"],
     ));
     Server::start(&data)
 }
@@ -156,7 +156,7 @@ fn the_mail_log_has_a_line_for_every_event() {
     // Submission through the relay: one recipient delivered there, one refused (bounced,
     // and a notification for bob).
     let mut client = Smtp::connect(&server.addr("submission"));
-    assert_eq!(client.login("bob@example.test", "secret"), 235);
+    assert_eq!(client.login("bob@example.test", "secret-pw"), 235);
     assert_eq!(client.send("MAIL FROM:<bob@example.test>"), 250);
     assert_eq!(client.send("RCPT TO:<ok@remote.test>"), 250);
     assert_eq!(client.send("RCPT TO:<gone@remote.test>"), 250);
@@ -173,7 +173,7 @@ fn the_mail_log_has_a_line_for_every_event() {
     // The relay goes away: the next message is deferred, with the next attempt named.
     remote.stop_cleanly();
     let mut client = Smtp::connect(&server.addr("submission"));
-    assert_eq!(client.login("bob@example.test", "secret"), 235);
+    assert_eq!(client.login("bob@example.test", "secret-pw"), 235);
     assert_eq!(client.send("MAIL FROM:<bob@example.test>"), 250);
     assert_eq!(client.send("RCPT TO:<ok@remote.test>"), 250);
     assert_eq!(client.data("Subject: later\r\n\r\nbody"), 250);
@@ -186,9 +186,9 @@ fn the_mail_log_has_a_line_for_every_event() {
         let answer = imap.run("LOGIN alice@example.test wrong");
         assert!(answer.last().unwrap().contains("NO"), "{answer:?}");
     }
-    let answer = imap.run("LOGIN alice@example.test secret");
+    let answer = imap.run("LOGIN alice@example.test secret-pw");
     assert!(answer.last().unwrap().contains("NO"), "{answer:?}");
-    let answer = imap.run("LOGIN bob@example.test secret");
+    let answer = imap.run("LOGIN bob@example.test secret-pw");
     assert!(answer.last().unwrap().contains("OK"), "{answer:?}");
     imap.run("LOGOUT");
     drop(imap);
@@ -349,7 +349,7 @@ fn metrics_move_with_traffic_and_health_answers() {
         .arg(
             "import imaplib,ssl,sys;h,p=sys.argv[1].rsplit(':',1);\
              c=ssl.create_default_context();c.check_hostname=False;c.verify_mode=ssl.CERT_NONE;\
-             m=imaplib.IMAP4_SSL(h,int(p),ssl_context=c);m.login('alice@example.test','secret');\
+             m=imaplib.IMAP4_SSL(h,int(p),ssl_context=c);m.login('alice@example.test','secret-pw');\
              m.logout()",
         )
         .arg(server.addr("imaps"))
@@ -470,7 +470,7 @@ fn sighup_reloads_the_certificate_and_keeps_sessions() {
 
     // A session logged in before the reload.
     let mut imap = Imap::connect(&server.addr("imap"));
-    let answer = imap.run("LOGIN alice@example.test secret");
+    let answer = imap.run("LOGIN alice@example.test secret-pw");
     assert!(answer.last().unwrap().contains("OK"), "{answer:?}");
 
     // A new certificate in the same files, a lower recipients_max, and a new host name (which
@@ -773,7 +773,7 @@ fn messages(server: &Server, user: &str) -> Vec<String> {
         .arg(
             "import poplib,ssl,sys;h,p=sys.argv[1].rsplit(':',1);\
              c=ssl.create_default_context();c.check_hostname=False;c.verify_mode=ssl.CERT_NONE;\
-             m=poplib.POP3_SSL(h,int(p),context=c);m.user(sys.argv[2]);m.pass_('secret');\
+             m=poplib.POP3_SSL(h,int(p),context=c);m.user(sys.argv[2]);m.pass_('secret-pw');\
              n=len(m.list()[1]);\
              [print(b'\\n'.join(m.retr(i+1)[1]).decode()+'\\n=====') for i in range(n)];m.quit()",
         )
@@ -992,4 +992,56 @@ fn the_systemd_unit_verifies() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(out.status.success() && said.trim().is_empty(), "{said}");
+}
+
+/// Issue 36 item 5: a message's `accepted` line comes before its `deferred` line. Mail to a
+/// remote domain with no relay and no direct delivery is deferred at once, racing the
+/// session's acceptance; `accepted` is logged at the queue's commit, before delivery is
+/// woken for the message.
+#[test]
+fn accepted_is_logged_before_the_same_messages_deferred() {
+    let (dir, data) = set_up_data_dir();
+    let log = dir.path().join("mail.log");
+    let config = write_config(
+        dir.path(),
+        "a.toml",
+        &format!(
+            "[server]\nauth_without_tls = true\n[log]\nfile = \"{}\"\nlevel = \"info\"\n",
+            log.display()
+        ),
+    );
+    let server = Server::start_opts(&data, Some(&config), None, &[]);
+    let messages = 20;
+    let mut client = Smtp::connect(&server.addr("submission"));
+    assert_eq!(client.login("bob@example.test", "secret-pw"), 235);
+    for n in 0..messages {
+        assert_eq!(client.send("MAIL FROM:<bob@example.test>"), 250);
+        assert_eq!(client.send("RCPT TO:<someone@nowhere.test>"), 250);
+        assert_eq!(client.data(&format!("Subject: later {n}\r\n\r\nbody")), 250);
+    }
+    assert_eq!(client.send("QUIT"), 221);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let lines = loop {
+        let lines = wait_for_line(&log, "deferred", |_| true);
+        if events(&lines, "deferred", &[]).len() >= messages || Instant::now() > deadline {
+            break lines;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let deferred = events(&lines, "deferred", &[("to", "someone@nowhere.test")]);
+    assert_eq!(deferred.len(), messages, "{lines:#?}");
+    for line in deferred {
+        let id = field(line, "queue_id").unwrap();
+        let at = |event: &str| {
+            lines
+                .iter()
+                .position(|l| field(l, "event") == Some(event) && field(l, "queue_id") == Some(id))
+        };
+        let accepted = at("accepted").unwrap_or_else(|| panic!("no accepted for {id}"));
+        assert!(
+            accepted < at("deferred").unwrap(),
+            "queue_id={id}: {lines:#?}"
+        );
+    }
+    server.stop_cleanly();
 }

@@ -160,7 +160,7 @@ fn submit_remote(server: &Server, subject: &str) {
         "import smtplib\n\
          s = smtplib.SMTP('{host}', {port}, timeout=10)\n\
          s.ehlo('laptop')\n\
-         s.login('alice@example.test', 'secret')\n\
+         s.login('alice@example.test', 'secret-pw')\n\
          s.sendmail('alice@example.test', ['friend@elsewhere.test'], \
          'From: alice@example.test\\r\\nTo: friend@elsewhere.test\\r\\nSubject: {subject}\\r\\n\\r\\nhello\\r\\n')\n\
          s.quit()\n"

@@ -18,7 +18,7 @@ use common::{Imap, Server, mailstow, must, set_up_data_dir};
 impl Imap {
     fn login(address: &str, user: &str) -> Imap {
         let mut imap = Imap::connect(address);
-        let answer = imap.run(&format!("LOGIN {user} secret"));
+        let answer = imap.run(&format!("LOGIN {user} secret-pw"));
         assert!(answer.last().unwrap().contains(" OK "), "{answer:?}");
         imap
     }
@@ -359,7 +359,7 @@ fn rename_keeps_the_mail_while_running_and_offline() {
     let _ = c.reader.read_to_string(&mut rest);
     assert!(rest.contains("* BYE"), "{rest}");
     let mut old = Imap::connect(&imap);
-    assert!(status(&old.run(&format!("LOGIN {bob} secret"))).starts_with("NO "));
+    assert!(status(&old.run(&format!("LOGIN {bob} secret-pw"))).starts_with("NO "));
 
     let robert = "robert@example.test";
     let mut c = Imap::login(&imap, robert);
@@ -446,6 +446,6 @@ fn a_rename_cut_short_is_finished_at_start() {
     assert_eq!(uids(&mut c, "INBOX"), before);
     drop(c);
     let mut old = Imap::connect(&server.addr("imap"));
-    assert!(status(&old.run("LOGIN bob@example.test secret")).starts_with("NO "));
+    assert!(status(&old.run("LOGIN bob@example.test secret-pw")).starts_with("NO "));
     server.stop_cleanly();
 }

@@ -99,7 +99,7 @@ fn submit(server: &Server, user: &str, to: &str, message: &str) {
     let mut writer = stream.try_clone().unwrap();
     let mut reader = BufReader::new(stream);
     assert_eq!(smtp_reply(&mut reader).unwrap(), 220);
-    let plain = base64(format!("\0{user}\0secret").as_bytes());
+    let plain = base64(format!("\0{user}\0secret-pw").as_bytes());
     writer
         .write_all(
             format!(
@@ -151,7 +151,7 @@ fn newest(server: &Server, user: &str, count: usize) -> Vec<u8> {
         reader.read_line(&mut line).unwrap();
         writer
             .write_all(
-                format!("l LOGIN {user} secret\r\ns SELECT INBOX\r\nf FETCH * BODY.PEEK[]\r\n")
+                format!("l LOGIN {user} secret-pw\r\ns SELECT INBOX\r\nf FETCH * BODY.PEEK[]\r\n")
                     .as_bytes(),
             )
             .unwrap();
@@ -213,7 +213,7 @@ fn submitted_mail_is_dkim_signed_and_dkimpy_verifies_it() {
     must(mailstow(&data, &["domain", "add", "other.test"]));
     must(mailstow(
         &data,
-        &["user", "add", "carol@other.test", "--password", "secret"],
+        &["user", "add", "carol@other.test", "--password", "secret-pw"],
     ));
     let (ed_name, ed_record) = generate(&data, "example.test", "s1", "ed25519");
     let (rsa_name, rsa_record) = generate(&data, "other.test", "big", "rsa");
@@ -228,7 +228,19 @@ fn submitted_mail_is_dkim_signed_and_dkimpy_verifies_it() {
         "{listed}"
     );
     let dns = FakeDns::start(&[]);
-    let server = start(&data, &dns);
+    let log = data.parent().unwrap().join("mail.log");
+    let config = data.parent().unwrap().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nhostname = \"{HOSTNAME}\"\nauth_without_tls = true\n\
+             dns_servers = [\"{}\"]\n[log]\nfile = \"{}\"\nlevel = \"info\"\n",
+            dns.address,
+            log.display()
+        ),
+    )
+    .unwrap();
+    let server = Server::start_opts(&data, Some(&config), None, &[]);
 
     let message = "From: Alice <alice@example.test>\r\nTo: bob@example.test\r\n\
                    Subject: signed\r\nDate: Wed, 25 Nov 2026 10:00:00 +0000\r\n\
@@ -251,6 +263,23 @@ fn submitted_mail_is_dkim_signed_and_dkimpy_verifies_it() {
     let delivered = newest(&server, "bob@example.test", 2);
     assert!(String::from_utf8_lossy(&delivered).contains("a=rsa-sha256"));
     assert_eq!(dkimpy(&rsa_name, &rsa_record, &delivered), "valid");
+    // The mail log says which key signed each (`dkim=` is for checks of MX mail).
+    let text = std::fs::read_to_string(&log).unwrap();
+    let accepted: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("event=accepted") && l.contains("proto=submission"))
+        .collect();
+    assert_eq!(accepted.len(), 2, "{text}");
+    assert!(
+        accepted[0].contains(" dkim=- ") && accepted[0].contains(" dkim_signed=example.test:s1 "),
+        "{}",
+        accepted[0]
+    );
+    assert!(
+        accepted[1].contains(" dkim_signed=other.test:big "),
+        "{}",
+        accepted[1]
+    );
     server.stop_cleanly();
 }
 
@@ -345,7 +374,13 @@ fn mx_mail_is_checked_with_spf_dkim_and_dmarc() {
     // But a message signed with our key (it came back through a forwarder) passes DKIM.
     must(mailstow(
         &data,
-        &["user", "add", "carol@example.test", "--password", "secret"],
+        &[
+            "user",
+            "add",
+            "carol@example.test",
+            "--password",
+            "secret-pw",
+        ],
     ));
     std::thread::sleep(Duration::from_secs(3)); // the server's directory cache
     submit(

@@ -40,7 +40,7 @@ fn python_clients_over_every_listener_then_restart() {
             "import poplib,ssl,sys\n\
              c=ssl.create_default_context();c.check_hostname=False;c.verify_mode=ssl.CERT_NONE\n\
              h,p=sys.argv[1].rsplit(':',1)\n\
-             s=poplib.POP3_SSL(h,int(p),context=c);s.user('alice@example.test');s.pass_('secret')\n\
+             s=poplib.POP3_SSL(h,int(p),context=c);s.user('alice@example.test');s.pass_('secret-pw')\n\
              print(' '.join(l.split()[1].decode() for l in s.uidl()[1]));s.quit()",
         )
         .arg(server.addr("pop3s"))
@@ -101,7 +101,7 @@ fn curl_speaks_smtp_and_pop3_with_tls() {
                 "--max-time",
                 "20",
                 "-u",
-                "bob@example.test:secret",
+                "bob@example.test:secret-pw",
             ])
             .arg(format!("pop3s://{}/1", server.addr("pop3s")))
             .output()
@@ -124,7 +124,7 @@ fn curl_speaks_smtp_and_pop3_with_tls() {
             "--max-time",
             "20",
             "-u",
-            "bob@example.test:secret",
+            "bob@example.test:secret-pw",
         ])
         .arg(format!("pop3://{}/", server.addr("pop3")))
         .output()
@@ -169,7 +169,7 @@ fn postfix_relays_into_mailstow_over_lmtp() {
     let postfix = |args: &[&str]| (postfix.0)(args);
     let sent_alice = postfix(&["send", "via-postfix-alice", "alice@example.test"]);
     let sent_bob = postfix(&["send", "via-postfix-bob", "bob@example.test"]);
-    let subjects = |user: &str| server.subjects(user, "secret");
+    let subjects = |user: &str| server.subjects(user, "secret-pw");
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if subjects("alice@example.test").contains("via-postfix-alice")
@@ -282,7 +282,7 @@ fn relays_remote_mail_to_a_smarthost_and_bounces_its_refusals() {
             "import poplib,ssl,sys\n\
              c=ssl.create_default_context();c.check_hostname=False;c.verify_mode=ssl.CERT_NONE\n\
              h,p=sys.argv[1].rsplit(':',1)\n\
-             s=poplib.POP3_SSL(h,int(p),context=c);s.user('carol@remote.test');s.pass_('secret')\n\
+             s=poplib.POP3_SSL(h,int(p),context=c);s.user('carol@remote.test');s.pass_('secret-pw')\n\
              print(b'\\n'.join(s.retr(1)[1]).decode());s.quit()",
         )
         .arg(b.addr("pop3s"))
@@ -382,14 +382,20 @@ fn delivers_to_the_recipient_domains_mx() {
     b.stop_cleanly();
 }
 
-/// Server B of the outbound tests: domain `remote.test` with carol (password `secret`).
+/// Server B of the outbound tests: domain `remote.test` with carol (password `secret-pw`).
 fn start_remote(dir: &std::path::Path) -> Server {
     let data = dir.join("b");
     std::fs::create_dir_all(&data).unwrap();
     must(mailstow(&data, &["domain", "add", "remote.test"]));
     must(mailstow(
         &data,
-        &["user", "add", "carol@remote.test", "--password", "secret"],
+        &[
+            "user",
+            "add",
+            "carol@remote.test",
+            "--password",
+            "secret-pw",
+        ],
     ));
     Server::start(&data)
 }
@@ -403,7 +409,7 @@ fn submit_as_alice(server: &Server, recipients: &[&str], message: &str) {
             "import smtplib,ssl,sys\n\
              c=ssl.create_default_context();c.check_hostname=False;c.verify_mode=ssl.CERT_NONE\n\
              h,p=sys.argv[1].rsplit(':',1)\n\
-             s=smtplib.SMTP(h,int(p),timeout=20);s.starttls(context=c);s.login('alice@example.test','secret')\n\
+             s=smtplib.SMTP(h,int(p),timeout=20);s.starttls(context=c);s.login('alice@example.test','secret-pw')\n\
              print(s.sendmail('alice@example.test',sys.argv[2].split(','),sys.argv[3].encode()));s.quit()",
         )
         .arg(server.addr("submission"))
@@ -418,8 +424,8 @@ fn submit_as_alice(server: &Server, recipients: &[&str], message: &str) {
 fn wait_for_delivery_and_bounce(a: &Server, b: &Server, subject: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let carol = b.subjects("carol@remote.test", "secret");
-        let alice = a.subjects("alice@example.test", "secret");
+        let carol = b.subjects("carol@remote.test", "secret-pw");
+        let alice = a.subjects("alice@example.test", "secret-pw");
         if carol.contains(subject) && alice.contains("Undelivered Mail Returned") {
             return;
         }

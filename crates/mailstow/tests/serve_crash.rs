@@ -118,7 +118,7 @@ fn every_acknowledged_message_survives_sigkill() {
     let server = Server::start(&data);
     let deadline = Instant::now() + Duration::from_secs(120);
     let counts = loop {
-        let subjects = server.subjects("alice@example.test", "secret");
+        let subjects = server.subjects("alice@example.test", "secret-pw");
         let mut counts: HashMap<u64, usize> = HashMap::new();
         for line in subjects.lines() {
             if let Some(n) = line.strip_prefix("crash-").and_then(|n| n.parse().ok()) {

@@ -58,7 +58,7 @@ fn the_web_listener_is_tls_and_bounded() {
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     let login = curl(&[
         "--data",
-        "username=alice%40example.test&password=secret",
+        "username=alice%40example.test&password=secret-pw",
         &format!("https://{web}/login"),
     ]);
     assert!(login.starts_with("HTTP/1.1 303"), "{login}");

@@ -47,6 +47,8 @@ pub struct ServerConfig {
     pub hash_concurrency_max: usize,
     pub hash_memory_bytes_max: usize,
     pub hash_queue_max: usize,
+    /// The shortest new password, in characters (see `directory::Options`).
+    pub password_length_min: usize,
     /// Message bytes held in memory by every connection together (SMTP/LMTP message
     /// content, IMAP literals). Past it, SMTP answers 452 4.3.1 and IMAP `NO [LIMIT]`.
     pub inflight_bytes_max: u64,
@@ -154,6 +156,7 @@ impl ServerConfig {
             hash_concurrency_max: directory::Options::default().hash_concurrency_max,
             hash_memory_bytes_max: directory::Options::default().hash_memory_bytes_max,
             hash_queue_max: directory::Options::default().hash_queue_max,
+            password_length_min: directory::PASSWORD_LENGTH_MIN_DEFAULT,
             inflight_bytes_max: 128 << 20,
             disk_reserve_bytes: DISK_RESERVE_BYTES,
             login_deadline: Duration::from_secs(60),

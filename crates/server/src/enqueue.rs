@@ -1,10 +1,13 @@
 //! Every message this server accepts (SMTP, submission, LMTP, the web view's sending) enters
-//! the queue here: durable before the caller answers, and delivery woken once it is.
+//! the queue here: durable before the caller answers, its `accepted` line logged the moment it
+//! is (on the queue's writer thread, before delivery is woken for it, so that line comes
+//! before the message's `delivered`, `deferred` or `bounced` lines), and delivery woken.
 
 use std::sync::Arc;
 
-/// Hands a message to the queue for `recipients` (all pending) and wakes delivery once it
-/// is durable; the receiver gets the queue id, or why not. The request is made before this
+/// Hands a message to the queue for `recipients` (all pending); once it is durable, calls
+/// `durable` with its queue id (it logs `accepted`: keep it short, it runs on the queue's
+/// writer thread) and then wakes delivery. The receiver gets the queue id, or why not. The request is made before this
 /// returns (so an `Incoming` announcement may be dropped right after); only the answer is
 /// awaited. SMTP, submission, LMTP and the web view's sending all come through here.
 pub(crate) fn enqueue(
@@ -14,6 +17,7 @@ pub(crate) fn enqueue(
     recipients: &[String],
     arrival_ms: u64,
     content: Vec<u8>,
+    durable: Box<dyn FnOnce(u64) + Send>,
 ) -> tokio::sync::oneshot::Receiver<Result<u64, queue::QueueError>> {
     let queued = queue::Envelope {
         sender: sender.to_string(),
@@ -33,7 +37,8 @@ pub(crate) fn enqueue(
         queued,
         content,
         Box::new(move |result| {
-            if result.is_ok() {
+            if let Ok(queue_id) = result {
+                durable(queue_id);
                 wakeup.notify();
             }
             let _ = tx.send(result);

@@ -46,11 +46,14 @@ mod tls;
 mod web;
 
 pub use config::{Direct, ServerConfig, raise_file_limit, validate};
+pub use health::{Component, Health};
 pub use lock::DataDirLock;
-pub use metrics::Health;
 pub use park::Parking;
 pub use reload::Reloaded;
 pub use service::Service;
-pub use start::{Counters, Parts, Running, start};
+pub use start::{
+    Counters, Listeners, OPTIONAL_RETRY_MAX, OPTIONAL_RETRY_MIN, Parts, Running, Unbound, bind,
+    start,
+};
 pub use throttle::{Throttle, ThrottleConfig};
 pub use tls::{Certificate, TlsSource};

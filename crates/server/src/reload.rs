@@ -84,6 +84,7 @@ pub(crate) fn reload(shell: &Shell, new: &ServerConfig) -> Result<Reloaded> {
         hash_concurrency_max,
         hash_memory_bytes_max,
         hash_queue_max,
+        password_length_min,
         inflight_bytes_max,
         dns_servers,
         sender_checks,

@@ -503,6 +503,7 @@ impl Smtp {
         );
         let data_end = std::time::Instant::now();
         let mut checks = None;
+        let mut dkim_signed = None;
         match self.service {
             Service::Smtp => {
                 if let Some(checker) = &self.parts.checker {
@@ -562,7 +563,11 @@ impl Smtp {
                     && let Some(signer) = self.parts.signers.for_domain(&shell.directory, &domain)
                 {
                     match signer.sign(&message) {
-                        Ok(signature) => prepend.push_str(&signature),
+                        Ok(signature) => {
+                            prepend.push_str(&signature);
+                            dkim_signed =
+                                Some(format!("{}:{}", signer.domain(), signer.selector()));
+                        }
                         Err(e) => tracing::warn!(
                             event = "dkim_error",
                             domain = %shown(&domain),
@@ -578,6 +583,32 @@ impl Smtp {
         // the room, so the message is not held twice.
         let size = message.len();
         message.splice(0..0, prepend.bytes());
+        let durable = {
+            let telemetry = shell.telemetry.clone();
+            let accepted = self.parts.accepted.clone();
+            let proto = self.service.name();
+            let from = envelope.from.clone();
+            let to = recipients.clone();
+            let client = self.ip;
+            let user = self.authenticated.clone();
+            Box::new(move |queue_id| {
+                accepted.fetch_add(1, Ordering::Relaxed);
+                telemetry.accepted(
+                    &Accepted {
+                        proto,
+                        queue_id,
+                        from: &from,
+                        to: &to,
+                        size,
+                        client,
+                        user: user.as_deref(),
+                        checks,
+                        dkim_signed,
+                    },
+                    data_end.elapsed(),
+                );
+            })
+        };
         let rx = enqueue(
             &self.parts.queue,
             &self.parts.wakeup,
@@ -585,27 +616,12 @@ impl Smtp {
             &recipients,
             now,
             message,
+            durable,
         );
         // Submitted: the writer need not wait for this session any more.
         self.transaction.incoming = None;
         let verdict = match rx.await {
-            Ok(Ok(queue_id)) => {
-                self.parts.accepted.fetch_add(1, Ordering::Relaxed);
-                shell.telemetry.accepted(
-                    &Accepted {
-                        proto: self.service.name(),
-                        queue_id,
-                        from: &envelope.from,
-                        to: &recipients,
-                        size,
-                        client: self.ip,
-                        user: self.authenticated.as_deref(),
-                        checks,
-                    },
-                    data_end.elapsed(),
-                );
-                Verdict::Accept
-            }
+            Ok(Ok(_)) => Verdict::Accept,
             // RFC 3463 X.3.1: the disk filled between RCPT and the end of the data.
             Ok(Err(e)) if e.is_out_of_space() => {
                 tracing::warn!(event = "queue_full", error = %e);

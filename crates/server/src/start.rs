@@ -1,6 +1,13 @@
 //! The connection shell started over the parts a node opened (the CLI's `serve` opens the
 //! engines, the directory, the cluster, delivery and the operator's socket, then starts
-//! this): every listener bound, the web view and the metrics served, until [`Running::stop`].
+//! this): the mail listeners (bound by [`bind`] before the node creates anything) served, the
+//! web view and the metrics served, until [`Running::stop`].
+//!
+//! The mail listeners are the service: one that cannot be bound stops the start. The web view
+//! and the metrics are optional: one that cannot be bound is logged (`event=listen_failed`),
+//! named in `/healthz` (`health::Component::Web`, `Metrics`) and bound again in the
+//! background, first after [`OPTIONAL_RETRY_MIN`], then at doubling intervals up to
+//! [`OPTIONAL_RETRY_MAX`], while the mail services run.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,7 +23,7 @@ use crate::connections::ConnectionLimits;
 use crate::dkim::Signers;
 use crate::imap_conn::ImapParts;
 use crate::live::Live;
-use crate::metrics::{self, Health};
+use crate::metrics;
 use crate::park::Parking;
 use crate::pop3_conn::{Maildrops, Pop3Parts};
 use crate::reload::{self, Reloaded};
@@ -26,6 +33,7 @@ use crate::smtp_conn::SmtpParts;
 use crate::throttle::Throttle;
 use crate::tls::Certificate;
 use crate::web::{self, WebParts};
+use health::{Component, Health};
 
 /// What the shell serves connections from: the engines and the parts around them, opened
 /// and started by the node.
@@ -55,16 +63,140 @@ pub struct Parts {
     pub operations: Arc<admin::Operations>,
 }
 
+/// The first wait before an optional listener (web, metrics) that could not be bound is
+/// tried again; each further wait doubles, up to [`OPTIONAL_RETRY_MAX`].
+pub const OPTIONAL_RETRY_MIN: Duration = Duration::from_secs(5);
+/// The longest wait between two tries of an optional listener.
+pub const OPTIONAL_RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// The mail listeners, bound: [`bind`]'s result, for [`start`].
+pub struct Listeners(Vec<(Service, TcpListener)>);
+
+/// Binds every mail listener of `config`, failing on the first that cannot be bound (naming
+/// its service and address). The node calls it before it creates or opens anything, so a
+/// server that cannot serve leaves nothing behind.
+pub async fn bind(config: &ServerConfig) -> Result<Listeners> {
+    let mut bound = Vec::new();
+    for &(service, address) in &config.listeners {
+        let listener = TcpListener::bind(address)
+            .await
+            .with_context(|| format!("{}: cannot listen on {address}", service.name()))?;
+        bound.push((service, listener));
+    }
+    Ok(Listeners(bound))
+}
+
+/// An optional listener that could not be bound at start (it is being tried again).
+pub struct Unbound {
+    /// `web` or `metrics`.
+    pub service: &'static str,
+    pub address: SocketAddr,
+    /// Why the bind failed.
+    pub error: String,
+}
+
 /// The running shell: its bound addresses, and how to reload or stop it.
 pub struct Running {
     pub addresses: Vec<(Service, SocketAddr)>,
-    /// Where `/metrics` and `/healthz` are served, when configured.
+    /// Where `/metrics` and `/healthz` are served, when configured and bound at start.
     pub metrics: Option<SocketAddr>,
-    /// Where the web view is served, when configured.
+    /// Where the web view is served, when configured and bound at start.
     pub web: Option<SocketAddr>,
+    /// The optional listeners not bound at start.
+    pub unbound: Vec<Unbound>,
     shell: Arc<Shell>,
     shutdown: tokio::sync::watch::Sender<bool>,
+    /// The mail listeners' accept loops first ([`Running::accept_tasks`] of them), then the
+    /// optional listeners'.
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    accept_tasks: usize,
+}
+
+/// An optional listener: the web view or the metrics.
+struct Optional {
+    component: Component,
+    address: SocketAddr,
+    health: Arc<Health>,
+}
+
+impl Optional {
+    /// Binds the listener and serves it with `serve`; when it cannot be bound, logs it, names
+    /// it in `/healthz` and tries again in the background ([`OPTIONAL_RETRY_MIN`] to
+    /// [`OPTIONAL_RETRY_MAX`]). The task serves (or tries) until aborted.
+    async fn start<F, S>(
+        self,
+        serve: S,
+    ) -> (Result<SocketAddr, Unbound>, tokio::task::JoinHandle<()>)
+    where
+        S: FnOnce(TcpListener) -> F + Send + 'static,
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        match self.bind().await {
+            Ok((listener, address)) => (Ok(address), tokio::spawn(serve(listener))),
+            Err(error) => {
+                let unbound = Unbound {
+                    service: self.component.name(),
+                    address: self.address,
+                    error,
+                };
+                let task = tokio::spawn(async move {
+                    let listener = self.retry().await;
+                    serve(listener).await;
+                });
+                (Err(unbound), task)
+            }
+        }
+    }
+
+    /// One try: the listener and its address, or why not (logged, and set in the health).
+    async fn bind(&self) -> Result<(TcpListener, SocketAddr), String> {
+        let bound = match TcpListener::bind(self.address).await {
+            Ok(listener) => listener.local_addr().map(|address| (listener, address)),
+            Err(e) => Err(e),
+        };
+        match bound {
+            Ok(bound) => {
+                self.health.clear(self.component);
+                Ok(bound)
+            }
+            Err(e) => {
+                let error = e.to_string();
+                tracing::error!(
+                    event = "listen_failed",
+                    service = self.component.name(),
+                    address = %self.address,
+                    error = %error,
+                    msg = "the mail services go on; tried again in the background"
+                );
+                self.health.set(
+                    self.component,
+                    format!(
+                        "{} listener not bound: {}: {error}",
+                        self.component.name(),
+                        self.address
+                    ),
+                );
+                Err(error)
+            }
+        }
+    }
+
+    /// Tries again at doubling intervals until the listener is bound.
+    async fn retry(&self) -> TcpListener {
+        let mut wait = OPTIONAL_RETRY_MIN;
+        loop {
+            tokio::time::sleep(wait).await;
+            if let Ok((listener, address)) = self.bind().await {
+                tracing::info!(
+                    event = "listening",
+                    service = self.component.name(),
+                    address = %address
+                );
+                return listener;
+            }
+            wait = (wait * 2).min(OPTIONAL_RETRY_MAX);
+        }
+    }
 }
 
 /// The shell's counters: open connections and the message bytes they hold in memory.
@@ -91,9 +223,9 @@ impl Counters {
     }
 }
 
-/// Builds the shell over `parts` and binds every listener (failing the start when one
-/// cannot be bound); returns once all are bound.
-pub async fn start(config: ServerConfig, parts: Parts) -> Result<Running> {
+/// Builds the shell over `parts`, serves the mail `listeners` and binds the optional ones
+/// (or goes on trying in the background); returns once every mail listener is served.
+pub async fn start(config: ServerConfig, parts: Parts, listeners: Listeners) -> Result<Running> {
     let inflight = limits::ByteBudget::new(config.inflight_bytes_max);
     let live = Live::build(config.clone(), &inflight)?;
     let checker = if config.sender_checks {
@@ -149,10 +281,7 @@ pub async fn start(config: ServerConfig, parts: Parts) -> Result<Running> {
     let (shutdown, watch) = tokio::sync::watch::channel(false);
     let mut addresses = Vec::new();
     let mut tasks = Vec::new();
-    for &(service, address) in &shell.config.listeners {
-        let listener = TcpListener::bind(address)
-            .await
-            .with_context(|| format!("{}: cannot listen on {address}", service.name()))?;
+    for (service, listener) in listeners.0 {
         addresses.push((service, listener.local_addr()?));
         tasks.push(tokio::spawn(accept_loop(
             shell.clone(),
@@ -162,37 +291,59 @@ pub async fn start(config: ServerConfig, parts: Parts) -> Result<Running> {
             watch.clone(),
         )));
     }
-    let metrics = match shell.config.metrics {
-        Some(address) => {
-            let (bound, task) =
-                metrics::start(address, parts.telemetry.clone(), parts.health).await?;
-            tasks.push(task);
-            Some(bound)
+    let accept_tasks = tasks.len();
+    let mut unbound = Vec::new();
+    let mut metrics = None;
+    if let Some(address) = shell.config.metrics {
+        let telemetry = parts.telemetry.clone();
+        let health = parts.health.clone();
+        let optional = Optional {
+            component: Component::Metrics,
+            address,
+            health: parts.health.clone(),
+        };
+        let (bound, task) = optional
+            .start(move |listener| metrics::serve(listener, telemetry, health))
+            .await;
+        tasks.push(task);
+        match bound {
+            Ok(address) => metrics = Some(address),
+            Err(failed) => unbound.push(failed),
         }
-        None => None,
-    };
-    let web = match shell.config.web {
-        Some(address) => {
-            let web_parts = Arc::new(WebParts {
-                store: parts.store,
-                deposit: parts.deposit,
-                queue: parts.queue,
-                wakeup: parts.wakeup,
-                signers,
-                accepted: parts.accepted,
-                operations: parts.operations,
-            });
-            let tls = shell.config.web_tls;
-            let (bound, task) = web::start(shell.clone(), web_parts, address, tls).await?;
-            tasks.push(task);
-            Some(bound)
+    }
+    let mut web = None;
+    if let Some(address) = shell.config.web {
+        let web_parts = Arc::new(WebParts {
+            store: parts.store,
+            deposit: parts.deposit,
+            queue: parts.queue,
+            wakeup: parts.wakeup,
+            signers,
+            accepted: parts.accepted,
+            operations: parts.operations,
+        });
+        let tls = shell.config.web_tls;
+        let optional = Optional {
+            component: Component::Web,
+            address,
+            health: parts.health.clone(),
+        };
+        let served = shell.clone();
+        let (bound, task) = optional
+            .start(move |listener| web::serve_on(served, web_parts, listener, tls))
+            .await;
+        tasks.push(task);
+        match bound {
+            Ok(address) => web = Some(address),
+            Err(failed) => unbound.push(failed),
         }
-        None => None,
-    };
+    }
     Ok(Running {
         addresses,
         metrics,
         web,
+        unbound,
+        accept_tasks,
         shell,
         shutdown,
         tasks,
@@ -227,7 +378,7 @@ impl Running {
     pub async fn stop(self) {
         let _ = self.shutdown.send(true);
         self.shell.parking.close();
-        let (accept, others) = self.tasks.split_at(self.shell.config.listeners.len());
+        let (accept, others) = self.tasks.split_at(self.accept_tasks);
         for task in accept {
             task.abort();
         }

@@ -87,25 +87,57 @@ fn fingerprint(cert: &CertificateDer<'_>) -> String {
         .join(":")
 }
 
-/// The self-signed pair in `dir` for `hostname`: generated on first use, and again when the
-/// host name it was made for (kept in `dir/hostname`) is no longer `hostname`. The key is
-/// written with mode 0600 and every file is synced before use, so a crash never leaves a
-/// half key; the name is written last, so a crash between makes the next start generate
-/// again rather than serve a pair for the wrong name.
+/// How long a generated self-signed certificate is valid: 825 days, the most Apple's TLS
+/// clients accept from a root the user trusted, starting a day before it was made (so a client
+/// whose clock is a little behind accepts it too).
+pub(crate) const SELF_SIGNED_DAYS: i64 = 825;
+/// A self-signed certificate this close to its end (or past it) is made again at the next
+/// start or reload.
+pub(crate) const SELF_SIGNED_RENEW_DAYS: i64 = 30;
+
+/// The self-signed pair in `dir` for `hostname` (subject CN and DNS names `hostname` and
+/// `localhost`, valid [`SELF_SIGNED_DAYS`]): generated on first use, and again when the host
+/// name it was made for (kept in `dir/hostname`) is no longer `hostname` or it ends within
+/// [`SELF_SIGNED_RENEW_DAYS`] (its end kept in `dir/expires`, Unix seconds; a pair without
+/// it, from before, is made again). The key is written with mode 0600 and every file is
+/// synced before use, so a crash never leaves a half key; the name is written last, so a
+/// crash between makes the next start generate again rather than serve a pair for the wrong
+/// name.
 fn self_signed(dir: &Path, hostname: &str) -> Result<(PathBuf, PathBuf, bool)> {
     let cert = dir.join("cert.pem");
     let key = dir.join("key.pem");
     let made_for = dir.join("hostname");
+    let expires = dir.join("expires");
+    let now = time::OffsetDateTime::now_utc();
     let current = std::fs::read_to_string(&made_for).ok();
-    if cert.exists() && key.exists() && current.as_deref().map(str::trim) == Some(hostname) {
+    let ends = std::fs::read_to_string(&expires)
+        .ok()
+        .and_then(|s| s.trim().parse::<i64>().ok());
+    let renew_after = now + time::Duration::days(SELF_SIGNED_RENEW_DAYS);
+    let fresh = ends.is_some_and(|ends| ends > renew_after.unix_timestamp());
+    if cert.exists() && key.exists() && current.as_deref().map(str::trim) == Some(hostname) && fresh
+    {
         return Ok((cert, key, false));
     }
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let names = vec![hostname.to_string(), "localhost".to_string()];
-    let generated = rcgen::generate_simple_self_signed(names)
+    let mut params = rcgen::CertificateParams::new(names)
+        .with_context(|| format!("a self-signed certificate for {hostname}"))?;
+    let mut subject = rcgen::DistinguishedName::new();
+    subject.push(rcgen::DnType::CommonName, hostname);
+    params.distinguished_name = subject;
+    params.not_before = now - time::Duration::days(1);
+    params.not_after = now + time::Duration::days(SELF_SIGNED_DAYS);
+    let key_pair = rcgen::KeyPair::generate().context("generating a key")?;
+    let generated = params
+        .self_signed(&key_pair)
         .context("generating a self-signed certificate")?;
-    write_private(&key, generated.signing_key.serialize_pem().as_bytes())?;
-    write_private(&cert, generated.cert.pem().as_bytes())?;
+    write_private(&key, key_pair.serialize_pem().as_bytes())?;
+    write_private(&cert, generated.pem().as_bytes())?;
+    write_private(
+        &expires,
+        format!("{}\n", params.not_after.unix_timestamp()).as_bytes(),
+    )?;
     write_private(&made_for, format!("{hostname}\n").as_bytes())?;
     Ok((cert, key, true))
 }
@@ -125,4 +157,70 @@ fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
     file.sync_all()?;
     std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn openssl(cert: &Path, what: &str) -> String {
+        let out = std::process::Command::new("openssl")
+            .args(["x509", "-noout", what, "-in"])
+            .arg(cert)
+            .output()
+            .expect("openssl");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// openssl's `notBefore=`/`notAfter=` date (`Nov 27 14:00:00 2026 GMT`), as its year.
+    fn year(dates: &str, key: &str) -> i32 {
+        let line = dates.lines().find_map(|l| l.strip_prefix(key)).unwrap();
+        line.split_whitespace().nth(3).unwrap().parse().unwrap()
+    }
+
+    #[test]
+    fn the_self_signed_certificate_names_the_host_and_lasts_825_days() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, _, generated) = self_signed(dir.path(), "mx.example.test").unwrap();
+        assert!(generated);
+        let subject = openssl(&cert, "-subject");
+        assert!(subject.contains("CN = mx.example.test"), "{subject}");
+        let names = openssl(&cert, "-text");
+        assert!(names.contains("DNS:mx.example.test"), "{names}");
+        let dates = openssl(&cert, "-dates");
+        let now = time::OffsetDateTime::now_utc();
+        let from = year(&dates, "notBefore=");
+        let to = year(&dates, "notAfter=");
+        assert!(from == now.year() || from == now.year() - 1, "{dates}");
+        let end = now + time::Duration::days(SELF_SIGNED_DAYS);
+        assert_eq!(to, end.year(), "{dates}");
+        let expires: i64 = std::fs::read_to_string(dir.path().join("expires"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!((expires - end.unix_timestamp()).abs() < 60);
+        // Kept while fresh.
+        assert!(!self_signed(dir.path(), "mx.example.test").unwrap().2);
+    }
+
+    #[test]
+    fn a_self_signed_certificate_near_its_end_or_without_one_is_made_again() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(self_signed(dir.path(), "mx.example.test").unwrap().2);
+        let soon = time::OffsetDateTime::now_utc() + time::Duration::days(10);
+        std::fs::write(
+            dir.path().join("expires"),
+            format!("{}\n", soon.unix_timestamp()),
+        )
+        .unwrap();
+        assert!(self_signed(dir.path(), "mx.example.test").unwrap().2);
+        assert!(!self_signed(dir.path(), "mx.example.test").unwrap().2);
+        // A pair from before `expires` was kept (valid until 4096): made again once.
+        std::fs::remove_file(dir.path().join("expires")).unwrap();
+        assert!(self_signed(dir.path(), "mx.example.test").unwrap().2);
+        std::fs::write(dir.path().join("expires"), "garbage").unwrap();
+        assert!(self_signed(dir.path(), "mx.example.test").unwrap().2);
+    }
 }

@@ -5,11 +5,11 @@
 //! simply not found. In a cluster every node's view serves every user: requests of another
 //! node's users are forwarded to it (`web_cluster.rs`).
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use store::Mailstore as _;
 use web::{BackendError, Flag, FolderInfo, FolderPage, Listed, LoginError, Stored};
 
@@ -440,11 +440,15 @@ impl web::Backend for ServerBackend {
         targets.dedup();
         // RFC 6376: signed with the key of the From: domain, as submission signs.
         let mut signed = Vec::with_capacity(message.len() + 1024);
+        let mut dkim_signed = None;
         if let Some(domain) = sender_auth::from_domain(&message)
             && let Some(signer) = parts.signers.for_domain(&shell.directory, &domain)
         {
             match signer.sign(&message) {
-                Ok(signature) => signed.extend_from_slice(signature.as_bytes()),
+                Ok(signature) => {
+                    signed.extend_from_slice(signature.as_bytes());
+                    dkim_signed = Some(format!("{}:{}", signer.domain(), signer.selector()));
+                }
                 Err(e) => {
                     tracing::warn!(event = "dkim_error", domain = %telemetry::shown(&domain), error = %e)
                 }
@@ -452,6 +456,29 @@ impl web::Backend for ServerBackend {
         }
         signed.extend_from_slice(&message);
         let size = message.len();
+        let durable = {
+            let telemetry = shell.telemetry.clone();
+            let accepted = parts.accepted.clone();
+            let user = user.to_string();
+            let to = targets.clone();
+            Box::new(move |queue_id| {
+                accepted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                telemetry.accepted(
+                    &telemetry::Accepted {
+                        proto: "web",
+                        queue_id,
+                        from: &user,
+                        to: &to,
+                        size,
+                        client,
+                        user: Some(&user),
+                        checks: None,
+                        dkim_signed,
+                    },
+                    started.elapsed(),
+                );
+            })
+        };
         let queued = crate::enqueue::enqueue(
             &parts.queue,
             &parts.wakeup,
@@ -459,26 +486,10 @@ impl web::Backend for ServerBackend {
             &targets,
             delivery::now_ms(),
             signed,
+            durable,
         );
         match queued.await {
-            Ok(Ok(queue_id)) => {
-                parts
-                    .accepted
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                shell.telemetry.accepted(
-                    &telemetry::Accepted {
-                        proto: "web",
-                        queue_id,
-                        from: user,
-                        to: &targets,
-                        size,
-                        client,
-                        user: Some(user),
-                        checks: None,
-                    },
-                    started.elapsed(),
-                );
-            }
+            Ok(Ok(_)) => {}
             Ok(Err(e)) => {
                 tracing::error!(event = "queue_error", error = %e);
                 return Err(SendError::Temporary("the queue failed".into()));
@@ -654,17 +665,14 @@ impl web::Backend for ServerBackend {
     }
 }
 
-/// Serves the web view on `address` (TLS with the server's certificate when `tls`).
-pub(crate) async fn start(
+/// Serves the web view on `listener` (TLS with the server's certificate when `tls`) until the
+/// task running it is aborted.
+pub(crate) async fn serve_on(
     shell: Arc<Shell>,
     parts: Arc<WebParts>,
-    address: SocketAddr,
+    listener: tokio::net::TcpListener,
     tls: bool,
-) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
-    let listener = tokio::net::TcpListener::bind(address)
-        .await
-        .with_context(|| format!("web: cannot listen on {address}"))?;
-    let bound = listener.local_addr()?;
+) {
     let config = web::Config {
         secure_cookie: tls,
         message_bytes_max: usize::try_from(shell.config.message_bytes_max).unwrap_or(usize::MAX),
@@ -688,8 +696,7 @@ pub(crate) async fn start(
         ))
     });
     let tls = tls.then_some(shell);
-    let task = tokio::spawn(serve(listener, tls, router, forwarder, connections_max));
-    Ok((bound, task))
+    serve(listener, tls, router, forwarder, connections_max).await;
 }
 
 /// The connection loop: at most `connections_max` connections (one more is closed at once;

@@ -15,7 +15,7 @@
 //! | `connect`, `disconnect` | proto, client, tls; disconnect: duration |
 //! | `login` | proto, user, mechanism, result (ok, failed, unavailable, refused), client |
 //! | `throttled` | proto, user, client, scope (user, address, network) |
-//! | `accepted` | proto, queue_id, from, rcpts, to, size, client, user, spf/dkim/dmarc |
+//! | `accepted` | proto, queue_id, from, rcpts, to, size, client, user, spf/dkim/dmarc, dkim_signed |
 //! | `rejected` | proto, stage, code, enhanced, reason, client |
 //! | `delivered` | queue_id, to, folder, uid, delay (local); relay (remote) |
 //! | `deferred` | queue_id, to, relay, reply, next_attempt |
@@ -325,6 +325,7 @@ impl Telemetry {
             spf = checks.map_or("-", |c| c.spf),
             dkim = %checks.map_or("-", |c| c.dkim.as_str()),
             dmarc = checks.map_or("-", |c| c.dmarc),
+            dkim_signed = %message.dkim_signed.as_deref().map_or_else(|| "-".to_string(), shown),
             reply_wait = %seconds(reply_wait)
         );
     }
@@ -519,6 +520,8 @@ pub struct Accepted<'a> {
     pub user: Option<&'a str>,
     /// SPF, DKIM and DMARC of MX mail, when checked.
     pub checks: Option<SenderChecks>,
+    /// The signature this server added (submission, the web view): `domain:selector`.
+    pub dkim_signed: Option<String>,
 }
 
 /// The sender checks' results, by their Authentication-Results names.

@@ -405,6 +405,57 @@ async fn one_catch_all_per_domain() {
         .unwrap();
 }
 
+/// `password_length_min` counts characters and holds for every way a password is set; a
+/// password set before keeps logging in.
+#[tokio::test]
+async fn new_passwords_have_at_least_password_length_min_characters() {
+    let f = Fixture::with_options(Options {
+        password_length_min: 8,
+        ..fast_options()
+    })
+    .await;
+    f.dir.add_domain("example.org").await.unwrap();
+    let short = "invalid password: password is shorter than password_length_min (8 characters)";
+    for err in [
+        f.dir
+            .add_user("a@example.org", "1234567")
+            .await
+            .unwrap_err(),
+        f.dir
+            .add_user_as("a@example.org", "1234567", None, true)
+            .await
+            .unwrap_err(),
+        // Seven characters in fourteen bytes: characters count.
+        f.dir
+            .add_user("a@example.org", "ééééééé")
+            .await
+            .unwrap_err(),
+    ] {
+        assert_eq!(err.to_string(), short);
+    }
+    let err = f.dir.add_user("a@example.org", "x").await.unwrap_err();
+    assert_eq!(err.to_string(), short);
+    f.dir.add_user("a@example.org", "éééééééé").await.unwrap();
+    let err = f
+        .dir
+        .set_password("a@example.org", "1234567")
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), short);
+    f.dir
+        .set_password("a@example.org", "12345678")
+        .await
+        .unwrap();
+    assert!(
+        Options {
+            password_length_min: 0,
+            ..Options::default()
+        }
+        .validate()
+        .is_err()
+    );
+}
+
 #[tokio::test]
 async fn alias_destinations_are_limited() {
     let f = Fixture::with_options(Options {

@@ -138,7 +138,8 @@ impl Server {
 
     /// [`Server::start_with`], with `RUST_LOG` set to `rust_log` (or left unset, so the
     /// config file's `[log] level` rules) and more arguments for `serve`. With `--metrics` in
-    /// `args` (or `metrics` in the file) it also waits for the metrics listener.
+    /// `args` (or `metrics` in the file) it also waits for the metrics listener. A service of
+    /// [`SERVICES`] named in `args` (`--web ADDR`) is the test's: not set here, not waited for.
     pub(crate) fn start_opts(
         data_dir: &Path,
         config: Option<&Path>,
@@ -158,6 +159,11 @@ impl Server {
             dns = Some(fake);
             Some(path)
         };
+        let services: Vec<&str> = SERVICES
+            .iter()
+            .copied()
+            .filter(|s| !args.contains(&format!("--{s}").as_str()))
+            .collect();
         let mut command = Command::new(env!("CARGO_BIN_EXE_mailstow"));
         if let Some(config) = &config {
             command.arg("--config").arg(config);
@@ -167,7 +173,7 @@ impl Server {
             .arg(data_dir)
             .arg("serve")
             .args(
-                SERVICES
+                services
                     .iter()
                     .flat_map(|s| [format!("--{s}"), "127.0.0.1:0".to_string()]),
             )
@@ -205,7 +211,7 @@ impl Server {
         let mut metrics = None;
         let mut banner = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(60);
-        while SERVICES.iter().any(|s| !addresses.contains_key(*s))
+        while services.iter().any(|s| !addresses.contains_key(*s))
             || (wants_metrics && metrics.is_none())
         {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -255,6 +261,11 @@ impl Server {
             .status()
             .expect("kill");
         assert!(sent.success());
+    }
+
+    /// The server's last stdout and stderr lines so far (at most [`OUTPUT_LINES_MAX`]).
+    pub(crate) fn output(&self) -> Vec<String> {
+        self.output.lock().unwrap().iter().cloned().collect()
     }
 
     pub(crate) fn addr(&self, service: &str) -> String {
@@ -317,7 +328,7 @@ pub(crate) fn set_up_data_dir() -> (tempfile::TempDir, PathBuf) {
 pub(crate) fn setup(data: &Path) {
     must(mailstow(data, &["domain", "add", "example.test"]));
     let password_file = data.parent().unwrap().join("password");
-    std::fs::write(&password_file, "secret\n").unwrap();
+    std::fs::write(&password_file, "secret-pw\n").unwrap();
     must(mailstow(
         data,
         &[
@@ -330,7 +341,7 @@ pub(crate) fn setup(data: &Path) {
     ));
     must(mailstow(
         data,
-        &["user", "add", "bob@example.test", "--password", "secret"],
+        &["user", "add", "bob@example.test", "--password", "secret-pw"],
     ));
 }
 

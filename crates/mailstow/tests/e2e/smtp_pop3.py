@@ -2,7 +2,7 @@
 """End to end through real sockets with Python's own clients (smtplib, poplib).
 
 Driven by tests/serve.rs, which starts `mailstow serve` with a fresh data directory holding the
-domain example.test and users alice and bob (password "secret"), and passes the listener
+domain example.test and users alice and bob (password "secret-pw"), and passes the listener
 addresses as arguments: smtp submission submissions lmtp pop3 pop3s (host:port each).
 Prints one "ok <check>" line per check; any failure raises and exits non-zero.
 """
@@ -39,7 +39,7 @@ def wait_for(user, count, timeout=10.0):
         p = poplib.POP3(*pop3, timeout=10)
         p.stls(context=insecure)
         p.user(user)
-        p.pass_("secret")
+        p.pass_("secret-pw")
         n, _ = p.stat()
         p.quit()
         if n >= count:
@@ -89,7 +89,7 @@ with smtplib.SMTP(*submission, timeout=10) as s:
     except smtplib.SMTPAuthenticationError as e:
         assert e.smtp_code == 535, e
     ok("submission bad password 535")
-    s.login("alice@example.test", "secret")
+    s.login("alice@example.test", "secret-pw")
     code, text = s.docmd("MAIL FROM:<bob@example.test>")
     assert code == 553 and b"5.7.1" in text, (code, text)
     s.rset()
@@ -102,7 +102,7 @@ with smtplib.SMTP(*submission, timeout=10) as s:
 # --- submissions: implicit TLS, AUTH LOGIN ---
 with smtplib.SMTP_SSL(*submissions, timeout=10, context=insecure) as s:
     s.ehlo("laptop")
-    s.user, s.password = "bob@example.test", "secret"
+    s.user, s.password = "bob@example.test", "secret-pw"
     code, text = s.auth("LOGIN", s.auth_login)
     assert code == 235, (code, text)
     s.sendmail("bob@example.test", ["alice@example.test"], message("ssl1", sender="bob@example.test"))
@@ -133,7 +133,7 @@ caps = p.capa()
 assert "STLS" in caps and "USER" not in caps, caps
 try:
     p.user("alice@example.test")
-    p.pass_("secret")
+    p.pass_("secret-pw")
     raise AssertionError("plaintext login allowed")
 except poplib.error_proto:
     pass
@@ -143,7 +143,7 @@ p.quit()
 p = poplib.POP3(*pop3, timeout=10)
 p.stls(context=insecure)
 p.user("alice@example.test")
-p.pass_("secret")
+p.pass_("secret-pw")
 count, size = p.stat()
 assert count == 4, count
 _, listing, _ = p.list()
@@ -161,7 +161,7 @@ ok("pop3 stat list uidl retr top")
 q = poplib.POP3_SSL(*pop3s, timeout=10, context=insecure)
 q.user("alice@example.test")
 try:
-    q.pass_("secret")
+    q.pass_("secret-pw")
     raise AssertionError("second session got the maildrop")
 except poplib.error_proto as e:
     assert b"[IN-USE]" in e.args[0], e
@@ -174,7 +174,7 @@ p.quit()
 # A client that vanishes without QUIT releases the maildrop (and deletes nothing).
 r = poplib.POP3_SSL(*pop3s, timeout=10, context=insecure)
 r.user("alice@example.test")
-r.pass_("secret")
+r.pass_("secret-pw")
 r.dele(1)
 r.sock.close()
 deadline = time.time() + 5
@@ -182,7 +182,7 @@ while True:
     r = poplib.POP3_SSL(*pop3s, timeout=10, context=insecure)
     r.user("alice@example.test")
     try:
-        r.pass_("secret")
+        r.pass_("secret-pw")
         break
     except poplib.error_proto as e:
         assert b"[IN-USE]" in e.args[0] and time.time() < deadline, e
@@ -193,7 +193,7 @@ r.quit()
 ok("pop3 abrupt disconnect releases the lock, deletes nothing")
 p = poplib.POP3_SSL(*pop3s, timeout=10, context=insecure)
 p.user("alice@example.test")
-p.pass_("secret")
+p.pass_("secret-pw")
 count, _ = p.stat()
 assert count == 3, count
 _, uidl2, _ = p.uidl()

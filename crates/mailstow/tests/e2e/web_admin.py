@@ -3,7 +3,7 @@
 
 Driven by tests/web.rs: `web_admin.py WEB_ADDR IMAP_ADDR`. alice@example.test is an admin
 (the test ran `mailstow user admin alice@example.test on`), bob@example.test is not; both have
-the password `secret`. Exits non-zero with a message on the first thing that is wrong.
+the password `secret-pw`. Exits non-zero with a message on the first thing that is wrong.
 """
 
 import http.cookiejar
@@ -38,7 +38,7 @@ class Browser:
         self.jar = http.cookiejar.CookieJar()
         self.opener = urllib.request.build_opener(
             urllib.request.HTTPCookieProcessor(self.jar), NoRedirect)
-        status, _, _ = self.post("/login", {"username": user, "password": "secret"})
+        status, _, _ = self.post("/login", {"username": user, "password": "secret-pw"})
         check(status == 303, f"{user} could not log in: {status}")
 
     def request(self, method, path, form=None):
@@ -110,9 +110,16 @@ def main():
     check(imap_login("carol@example.net", "carols-pw"), "carol cannot log in over IMAP")
     body = alice.act("/admin/users/quota", {"address": "carol@example.net", "quota": "1G"})
     check("quota of carol@example.net: 1G" in body, body[:2000])
+    # Shorter than password_length_min (8 by default): refused with the reason, 400.
     body = alice.act("/admin/users/password", {"address": "carol@example.net",
-                                               "password": "new-pw"})
-    check(imap_login("carol@example.net", "new-pw"), "the reset password does not work")
+                                               "password": "new-pw"}, expect=400)
+    check("password_length_min (8 characters)" in body, body[:2000])
+    body = alice.act("/admin/users/add", {"address": "dan@example.net", "password": "dans-pw"},
+                     expect=400)
+    check("password_length_min (8 characters)" in body, body[:2000])
+    body = alice.act("/admin/users/password", {"address": "carol@example.net",
+                                               "password": "new-password"})
+    check(imap_login("carol@example.net", "new-password"), "the reset password does not work")
     check(not imap_login("carol@example.net", "carols-pw"), "the old password still works")
     body = alice.act("/admin/aliases/add", {"source": "team@example.net",
                                             "destination": "carol@example.net"})
@@ -145,7 +152,7 @@ def main():
 
     # The login history: a wrong IMAP password for bob from this address, then the page.
     check(not imap_login("bob@example.test", "wrong"), "a wrong password was accepted")
-    check(imap_login("bob@example.test", "secret"), "bob cannot log in over IMAP")
+    check(imap_login("bob@example.test", "secret-pw"), "bob cannot log in over IMAP")
     _, _, page = bob.get("/account")
     check("wrong password" in page and "imap" in page and "127.0.0.1" in page,
           f"the failed IMAP login is not on bob's account page:\n{page[:3000]}")

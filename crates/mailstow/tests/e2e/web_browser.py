@@ -5,7 +5,7 @@ Driven by tests/browser.rs:
   web_browser.py WEB_ADDR SMTP_ADDR IMAP_ADDR SCREENSHOT_DIR MAILSTOW_BIN DATA_DIR SUBMISSION_ADDR
                  [--admin | --no-admin]
 
-Users alice@example.test and bob@example.test exist with the password `secret`. Mail arrives
+Users alice@example.test and bob@example.test exist with the password `secret-pw`. Mail arrives
 by smtplib (from other domains over SMTP, from bob over submission, logged in); what the
 server stored is checked over IMAP (imaplib). Debian's packages:
 `chromium`, `chromium-driver` (/usr/bin/chromedriver) and `python3-selenium` (4.8), so this
@@ -108,7 +108,7 @@ def deliver(subject, text=None, sender="Bob <bob@example.test>", to="alice@examp
         host, port = SUBMISSION.rsplit(":", 1)
         with smtplib.SMTP(host, int(port), timeout=WAIT) as s:
             s.starttls(context=ssl._create_unverified_context())
-            s.login(sender.split("<")[1].rstrip(">"), "secret")
+            s.login(sender.split("<")[1].rstrip(">"), "secret-pw")
             s.send_message(m)
         return
     host, port = SMTP.rsplit(":", 1)
@@ -116,7 +116,7 @@ def deliver(subject, text=None, sender="Bob <bob@example.test>", to="alice@examp
         s.send_message(m)
 
 
-def imap_login(user, password="secret"):
+def imap_login(user, password="secret-pw"):
     host, port = IMAP.rsplit(":", 1)
     c = imaplib.IMAP4(host, int(port), timeout=WAIT)
     c.starttls(ssl_context=ssl._create_unverified_context())
@@ -352,7 +352,7 @@ class Browser:
 
     # Logging in
 
-    def log_in(self, user, password="secret", inbox=True):
+    def log_in(self, user, password="secret-pw", inbox=True):
         """Logs in with the form; with `inbox`, the INBOX must be what follows."""
         self.go("/login")
         self.wait(lambda: self.d.find_element(By.NAME, "username"), "the login form")

@@ -8,7 +8,7 @@ Driven by tests/cluster.rs, in two phases:
   web_cluster.py down WEB_A JAR USER2      with USER's node stopped: USER's pages on WEB_A are
                                           503 "temporarily unavailable", while USER2 (of a
                                           live node) logs in on WEB_A and reads their list.
-The password is `secret`. Exits non-zero with a message on the first thing that is wrong.
+The password is `secret-pw`. Exits non-zero with a message on the first thing that is wrong.
 """
 
 import http.cookiejar
@@ -78,7 +78,7 @@ def use(web, smtp, jar_path, user):
     forged = {"x-mailstow-forwarded": f"v1 {int(time.time())} n1 192.0.2.66 " + "0" * 64}
     status, _, _ = b.request("POST", "/login", {"username": user, "password": "wrong"}, forged)
     check(status == 401, f"a wrong password through the forwarding node: {status}")
-    status, headers, _ = b.request("POST", "/login", {"username": user, "password": "secret"})
+    status, headers, _ = b.request("POST", "/login", {"username": user, "password": "secret-pw"})
     check(status == 303, f"login of {user} on {web}: {status}")
     cookies = b.cookies()
     check("mailstow_session" in cookies and "mailstow_node" in cookies,
@@ -124,7 +124,7 @@ def down(web, jar_path, other):
     status, _, page = b.request("GET", "/account")
     check(status == 503 and time.time() - started < 2, f"account of a down node's user: {status}")
     c = Browser(web)
-    status, _, _ = c.request("POST", "/login", {"username": other, "password": "secret"})
+    status, _, _ = c.request("POST", "/login", {"username": other, "password": "secret-pw"})
     check(status == 303, f"{other} (of a live node) could not log in: {status}")
     status, _, page = c.request("GET", "/mail")
     check(status == 200 and "INBOX" in page, f"{other}'s list: {status}")

@@ -2,7 +2,7 @@
 """The web view through Python's HTTP client and cookie jar, against a running server.
 
 Driven by tests/web.rs: `web_session.py WEB_ADDR SMTP_ADDR IMAP_ADDR`. Users alice@example.test and
-bob@example.test exist with the password `secret`. Delivers mail with smtplib, then logs in
+bob@example.test exist with the password `secret-pw`. Delivers mail with smtplib, then logs in
 over HTTP and checks what a browser would see: the list from the summaries, the message,
 its attachment, flags, and the refusals (wrong password, forged form, another user's
 message, logged out). Exits non-zero with a message on the first thing that is wrong.
@@ -107,7 +107,7 @@ def main():
     check(status == 401 and b"Wrong address or password." in body, f"wrong password: {status}")
     check(not list(b.jar), "a cookie for a wrong password")
 
-    status, headers, _ = b.post("/login", {"username": "alice@example.test", "password": "secret"})
+    status, headers, _ = b.post("/login", {"username": "alice@example.test", "password": "secret-pw"})
     check(status == 303, f"login: {status}")
     cookie = headers.get("Set-Cookie", "")
     check("HttpOnly" in cookie and "SameSite=Strict" in cookie, f"cookie: {cookie}")
@@ -213,7 +213,7 @@ def main():
     check(status == 303 and headers.get("Location") == "/login", f"still logged in: {status}")
 
     bob = Browser()
-    status, _, _ = bob.post("/login", {"username": "bob@example.test", "password": "secret"})
+    status, _, _ = bob.post("/login", {"username": "bob@example.test", "password": "secret-pw"})
     check(status == 303, f"bob's login: {status}")
     page = wait_for(bob, "/mail", b"Bob&#39;s secret")
     check(b"Quarterly" not in page, "Alice's mail in Bob's list")
@@ -229,7 +229,7 @@ def main():
     for _ in range(100):
         with imaplib.IMAP4(host, int(port)) as imap:
             imap.starttls(ssl_context=ssl._create_unverified_context())
-            imap.login("bob@example.test", "secret")
+            imap.login("bob@example.test", "secret-pw")
             imap.select("INBOX")
             _, found = imap.search(None, "SUBJECT", '"Figures for Bob"')
             if found[0]:
@@ -243,14 +243,19 @@ def main():
     files = [p for p in received.walk() if p.get_filename() == "figures.pdf"]
     check(files and files[0].get_payload(decode=True) == PDF, "the attachment did not arrive whole")
 
-    status, _, body = bob.post("/account/password", {"csrf": token, "current": "secret",
+    # Shorter than password_length_min (8 by default): refused, naming the rule.
+    status, _, body = bob.post("/account/password", {"csrf": token, "current": "secret-pw",
+                                                     "new": "n3w", "again": "n3w"})
+    check(status == 400 and b"password_length_min (8 characters)" in body,
+          f"a short password: {status} {body[:2000]}")
+    status, _, body = bob.post("/account/password", {"csrf": token, "current": "secret-pw",
                                                      "new": "n3w-secret", "again": "n3w-secret"})
     check(status == 200 and b"Your password was changed." in body, f"password change: {status}")
     with imaplib.IMAP4(host, int(port)) as imap:
         imap.starttls(ssl_context=ssl._create_unverified_context())
         imap.login("bob@example.test", "n3w-secret")
     fresh = Browser()
-    status, _, _ = fresh.post("/login", {"username": "bob@example.test", "password": "secret"})
+    status, _, _ = fresh.post("/login", {"username": "bob@example.test", "password": "secret-pw"})
     check(status == 401, f"the old password still works: {status}")
     print("OK")
 
