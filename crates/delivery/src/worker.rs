@@ -172,6 +172,8 @@ impl Delivery {
         // (message, recipient, index of its append) for every local copy.
         let mut slots: Vec<(usize, usize, usize)> = Vec::new();
         let mut outcomes: Vec<Vec<(usize, Outcome)>> = vec![Vec::new(); batch.len()];
+        // Messages with a copy the store refused for want of room.
+        let mut no_room = vec![false; batch.len()];
         // Per message, its remote recipients.
         let mut remote: Vec<(usize, Vec<usize>)> = Vec::new();
         // Per message and owner node: (message, node, its LMTP address, recipients).
@@ -314,10 +316,13 @@ impl Delivery {
                 }
                 // RFC 3463 4.3.1: no room in the store; it passes, so soon and without a
                 // bounce however old the message is.
-                Some(Deposited::Failed(e)) if e.is_out_of_space() => Outcome::Deferred {
-                    retry_at_ms: now + NO_SPACE_RETRY.as_millis() as u64,
-                    reason: format!("452 4.3.1 store: {e}"),
-                },
+                Some(Deposited::Failed(e)) if e.is_out_of_space() => {
+                    no_room[m] = true;
+                    Outcome::Deferred {
+                        retry_at_ms: now + NO_SPACE_RETRY.as_millis() as u64,
+                        reason: format!("452 4.3.1 store: {e}"),
+                    }
+                }
                 Some(Deposited::Failed(e)) => {
                     retry_or_fail(&batch[m], now, format!("451 4.3.0 store: {e}"))
                 }
@@ -371,11 +376,18 @@ impl Delivery {
                 outcomes[m].push((r, outcome));
             }
         }
-        let items: Vec<_> = batch
-            .iter()
-            .zip(outcomes)
-            .map(|(message, outcome)| (message.id, outcome))
-            .collect();
+        // A message the store had no room for, with no copy delivered, is left as it was
+        // and handed out again: a deferred copy would write all of it once more, on a disk
+        // that is full. One with a copy delivered is finished (a deferred copy carries the
+        // rest), or that copy would be delivered twice.
+        let mut items = Vec::with_capacity(batch.len());
+        for ((message, outcome), no_room) in batch.iter().zip(outcomes).zip(no_room) {
+            if no_room && !outcome.iter().any(|(_, o)| matches!(o, Outcome::Delivered)) {
+                self.queue.release(message.id);
+            } else {
+                items.push((message.id, outcome));
+            }
+        }
         for (result, (id, _)) in self.queue.finish_many(&items).into_iter().zip(&items) {
             if let Err(e) = result {
                 self.events.queue_error(*id, &e);

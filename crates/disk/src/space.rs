@@ -4,8 +4,8 @@
 //! find the little space they need (docs/limits.md, `disk_reserve_bytes`).
 //!
 //! Asking is cheap: the file system is asked (`statvfs`) at most every
-//! [`SpaceReserve::RECHECK_AFTER`], so a session may ask on every command, and space coming
-//! back is seen within that time with nothing else to do.
+//! [`SpaceReserve::RECHECK_AFTER`] (10 ms), so a session may ask on every command, and space
+//! coming back is seen within that time with nothing else to do.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,8 +41,12 @@ pub struct SpaceReserve {
 }
 
 impl SpaceReserve {
-    /// How old an answer of the file system may be.
-    pub const RECHECK_AFTER: Duration = Duration::from_millis(250);
+    /// How old an answer of the file system may be. Short: mail arriving at 100 MB/s gets
+    /// 1 MB past a stale answer (the reserve holds that many times over), and `statvfs`
+    /// costs about a microsecond, so even a client hammering MAIL makes it ask at most
+    /// 100 times a second. (At 250 ms, a test's single session filled a 4 MiB reserve
+    /// between two answers and was refused after DATA instead of at MAIL.)
+    pub const RECHECK_AFTER: Duration = Duration::from_millis(10);
 
     pub fn new(disk: Arc<dyn Disk>, dir: &Path, reserve_bytes: u64) -> Arc<SpaceReserve> {
         Arc::new(SpaceReserve {
@@ -117,8 +121,6 @@ mod tests {
         );
         let f = disk.open(Path::new("/d/f"), true).unwrap();
         f.allocate(7_000).unwrap();
-        // The cached answer holds until refreshed (or RECHECK_AFTER passes).
-        assert_eq!(reserve.check(0), Ok(()));
         reserve.refresh();
         assert!(reserve.check(0).is_err());
         f.set_len(0).unwrap();

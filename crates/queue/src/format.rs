@@ -201,6 +201,24 @@ pub(crate) fn data_offset(slot_count: u32) -> u32 {
     (HEADER_BYTES + u64::from(slot_count) * SLOT_BYTES).next_multiple_of(4096) as u32
 }
 
+/// The largest record a segment of `segment_bytes` can hold.
+pub(crate) fn record_capacity(segment_bytes: u64) -> u64 {
+    segment_bytes - u64::from(data_offset(slot_count(segment_bytes)))
+}
+
+/// The smallest segment size (a multiple of 4096, at least `floor`) that holds a record of
+/// `need` bytes; `None` past what the format can address.
+pub(crate) fn segment_bytes_for(need: u64, floor: u64) -> Option<u64> {
+    // The slot area takes 64 bytes per 2 KiB, 1/32 of the segment, after the header page.
+    let mut bytes = ((need + 2 * 4096) * 32 / 31)
+        .next_multiple_of(4096)
+        .max(floor);
+    while record_capacity(bytes) < need {
+        bytes += 4096;
+    }
+    (bytes <= SEGMENT_BYTES_LIMIT).then_some(bytes)
+}
+
 /// Byte offset of slot `index` in its segment.
 pub(crate) fn slot_offset(index: u32) -> u64 {
     HEADER_BYTES + u64::from(index) * SLOT_BYTES

@@ -119,7 +119,7 @@ impl Core {
 
     /// Largest record a new segment can hold.
     fn record_capacity(&self) -> u64 {
-        crate::writer::record_capacity(self.config.segment_bytes)
+        format::record_capacity(self.config.segment_bytes)
     }
 
     fn check_envelope(&self, e: &Envelope, content_len: usize) -> Result<(), QueueError> {

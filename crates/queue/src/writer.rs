@@ -124,26 +124,8 @@ pub(crate) struct Ready {
 impl Ready {
     /// The largest record it can hold.
     fn capacity(&self) -> u64 {
-        record_capacity(self.segment_bytes)
+        format::record_capacity(self.segment_bytes)
     }
-}
-
-/// The largest record a segment of `segment_bytes` can hold.
-pub(crate) fn record_capacity(segment_bytes: u64) -> u64 {
-    segment_bytes - u64::from(format::data_offset(format::slot_count(segment_bytes)))
-}
-
-/// The smallest segment size (a multiple of 4096, at least `floor`) that holds a record of
-/// `need` bytes; `None` past what the format can address.
-pub(crate) fn segment_bytes_for(need: u64, floor: u64) -> Option<u64> {
-    // The slot area takes 64 bytes per 2 KiB, 1/32 of the segment, after the header page.
-    let mut bytes = ((need + 2 * 4096) * 32 / 31)
-        .next_multiple_of(4096)
-        .max(floor);
-    while record_capacity(bytes) < need {
-        bytes += 4096;
-    }
-    (bytes <= format::SEGMENT_BYTES_LIMIT).then_some(bytes)
 }
 
 /// A main segment prepared ahead of need while the queue grows: created under its temporary
@@ -1040,7 +1022,7 @@ impl Writer {
         let pos = self.free[k].iter().position(|seq| {
             st.segments
                 .get(seq)
-                .is_some_and(|s| record_capacity(s.header.segment_bytes) >= need)
+                .is_some_and(|s| format::record_capacity(s.header.segment_bytes) >= need)
         })?;
         let seq = self.free[k].remove(pos)?;
         st.segments.get(&seq).map(|s| Ready {
@@ -1098,7 +1080,7 @@ impl Writer {
             grown = grown.min(room).max(config.segment_bytes_min);
         }
         // `enqueue` refuses records larger than a segment of `segment_bytes` holds.
-        segment_bytes_for(need, grown).unwrap_or(config.segment_bytes)
+        format::segment_bytes_for(need, grown).unwrap_or(config.segment_bytes)
     }
 
     /// Moves sealed segments without live slots to the free list (Q5) and unlinks free

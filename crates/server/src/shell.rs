@@ -69,7 +69,7 @@ impl Shell {
 
     /// RFC 5321 4.2.2 and RFC 3463 X.3.1 ("mail system full"): below the free-space reserve,
     /// or without room for `size` more bytes above it, new mail is refused before it is
-    /// sent; `None` when there is room. Asks the file system at most every 250 ms.
+    /// sent; `None` when there is room. Asks the file system at most every 10 ms.
     pub(crate) fn storage_full(&self, size: u64) -> Option<disk::Shortage> {
         self.space.check(size).err()
     }

@@ -75,6 +75,13 @@ class Failed(Exception):
     pass
 
 
+
+def gone_with_its_page(e):
+    """Whether `e` says the element belonged to a page that has been replaced (a stale
+    reference, in either of the words Chromium uses for it)."""
+    return isinstance(e, StaleElementReferenceException) or \
+        "does not belong to the document" in str(e)
+
 def check(cond, why):
     if not cond:
         raise Failed(why)
@@ -233,11 +240,21 @@ class Browser:
         self.d.get(BASE + path)
 
     def wait(self, cond, what, timeout=WAIT):
+        def holds(_):
+            try:
+                return cond()
+            except WebDriverException as e:
+                # An element of the page live.js just reloaded: Chromium's DevTools says
+                # "Node with given id does not belong to the document" where a stale
+                # reference is meant. Look again.
+                if gone_with_its_page(e):
+                    return False
+                raise
         try:
             return WebDriverWait(self.d, timeout, poll_frequency=0.1,
                                  ignored_exceptions=[NoSuchElementException,
                                                      StaleElementReferenceException]
-                                 ).until(lambda _: cond())
+                                 ).until(holds)
         except TimeoutException:
             raise Failed(f"timed out after {timeout} s waiting for {what}") from None
 
@@ -278,13 +295,22 @@ class Browser:
         return self.wait(lambda: cond(self.rows()) and self.rows(), what)
 
     def click(self, css=None, text=None, within=None):
-        """Clicks an element found by CSS selector or by link text."""
-        scope = within or self.d
-        if text is not None:
-            el = scope.find_element(By.LINK_TEXT, text)
-        else:
-            el = scope.find_element(By.CSS_SELECTOR, css)
-        el.click()
+        """Clicks an element found by CSS selector or by link text. Found again (up to three
+        times) when live.js reloaded the page between finding and clicking it, as a user
+        clicks again; `within` is found by the caller, so only a click without it is."""
+        for attempt in range(3):
+            scope = within or self.d
+            try:
+                if text is not None:
+                    el = scope.find_element(By.LINK_TEXT, text)
+                else:
+                    el = scope.find_element(By.CSS_SELECTOR, css)
+                el.click()
+                return
+            except WebDriverException as e:
+                if within is not None or attempt == 2 or not gone_with_its_page(e):
+                    raise
+                time.sleep(0.2)
 
     def open_message(self, subject):
         """Clicks `subject` in the list and waits for the message page. Opening an unread
@@ -308,8 +334,16 @@ class Browser:
         raise Failed(f"{subject!r} did not open")
 
     def submit_button(self, label):
-        """Clicks the <button> whose text is `label`."""
-        self.d.find_element(By.XPATH, f"//button[normalize-space()='{label}']").click()
+        """Clicks the <button> whose text is `label` (found again if its page was reloaded
+        meanwhile, as `click`)."""
+        for attempt in range(3):
+            try:
+                self.d.find_element(By.XPATH, f"//button[normalize-space()='{label}']").click()
+                return
+            except WebDriverException as e:
+                if attempt == 2 or not gone_with_its_page(e):
+                    raise
+                time.sleep(0.2)
 
     def shot(self, name):
         path = os.path.join(SHOTS, name)
