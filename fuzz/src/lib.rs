@@ -128,6 +128,9 @@ impl disk::Disk for CappedDisk {
     fn sync_dir(&self, dir: &std::path::Path) -> std::io::Result<()> {
         self.inner.sync_dir(dir)
     }
+    fn available_bytes(&self, dir: &std::path::Path) -> std::io::Result<u64> {
+        self.inner.available_bytes(dir)
+    }
 }
 
 impl CappedFile {
