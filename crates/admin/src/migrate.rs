@@ -67,6 +67,25 @@ pub enum Note {
     Problem(String),
 }
 
+/// A migration's note is a backup's without its steps: they share one wire form
+/// (`backup::Note::line` and `parse`).
+impl From<Note> for crate::backup::Note {
+    fn from(note: Note) -> crate::backup::Note {
+        match note {
+            Note::Progress {
+                done,
+                total,
+                messages,
+            } => crate::backup::Note::Progress {
+                done,
+                total,
+                messages,
+            },
+            Note::Problem(text) => crate::backup::Note::Problem(text),
+        }
+    }
+}
+
 /// What the server adds around an import while it runs.
 #[derive(Default)]
 pub struct Guards<'a> {

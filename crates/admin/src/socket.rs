@@ -118,18 +118,8 @@ async fn stream_migration(
             let result = if let Request::Backup { dest, files } = &request {
                 run_backup(&ctx, dest, files, &cancel, &mut |n| send(n.line()))
             } else {
-                let mut note = |n: crate::migrate::Note| {
-                    send(match n {
-                        crate::migrate::Note::Progress {
-                            done,
-                            total,
-                            messages,
-                        } => format!("progress {done} {total} {messages}"),
-                        crate::migrate::Note::Problem(text) => {
-                            format!("problem {}", one_line(&text))
-                        }
-                    })
-                };
+                // One wire form for every streamed note: backup's.
+                let mut note = |n: crate::migrate::Note| send(crate::backup::Note::from(n).line());
                 run_migration(&ctx, &request, &cancel, &mut note).map(|s| s.to_string())
             };
             let last = match result {

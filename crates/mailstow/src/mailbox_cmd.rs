@@ -89,18 +89,22 @@ fn show(bar: &ProgressBar, verb: &str, note: Note) {
     }
 }
 
-/// A `progress`/`problem` line from the server as a [`Note`].
+/// A `progress`/`problem` line from the server as a [`Note`] (the wire form is
+/// `admin::backup::Note`'s; a migration sends no steps).
 fn parse_line(line: &str) -> Option<Note> {
-    if let Some(text) = line.strip_prefix("problem ") {
-        return Some(Note::Problem(text.to_string()));
+    match admin::backup::Note::parse(line)? {
+        admin::backup::Note::Progress {
+            done,
+            total,
+            messages,
+        } => Some(Note::Progress {
+            done,
+            total,
+            messages,
+        }),
+        admin::backup::Note::Problem(text) => Some(Note::Problem(text)),
+        admin::backup::Note::Step(_) => None,
     }
-    let mut w = line.strip_prefix("progress ")?.split(' ');
-    let mut n = || w.next().and_then(|x| x.parse::<u64>().ok());
-    Some(Note::Progress {
-        done: n()?,
-        total: n()?,
-        messages: n()?,
-    })
 }
 
 pub(crate) fn run(command: MailboxCommand, paths: &Paths, config: &Config) -> Result<()> {
