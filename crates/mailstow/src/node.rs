@@ -291,17 +291,26 @@ async fn watch_storage(
     let mut tick = tokio::time::interval(STORAGE_WATCH_INTERVAL);
     loop {
         tick.tick().await;
-        let reasons = [
-            (
-                server::Component::Disk,
-                space
-                    .check(0)
-                    .err()
-                    .map(|shortage| format!("disk full: {shortage}")),
-            ),
-            (server::Component::Queue, queue.write_problem()),
-            (server::Component::Store, store.write_problem()),
-        ];
+        // Off the runtime's threads: `statvfs`, and the store's writer lock, which a group
+        // commit holds through its fdatasync.
+        let (space, queue, store) = (space.clone(), queue.clone(), store.clone());
+        let looked = tokio::task::spawn_blocking(move || {
+            [
+                (
+                    server::Component::Disk,
+                    space
+                        .check(0)
+                        .err()
+                        .map(|shortage| format!("disk full: {shortage}")),
+                ),
+                (server::Component::Queue, queue.write_problem()),
+                (server::Component::Store, store.write_problem()),
+            ]
+        })
+        .await;
+        let Ok(reasons) = looked else {
+            continue;
+        };
         for (component, reason) in reasons {
             match reason {
                 Some(reason) => health.set(component, reason),
