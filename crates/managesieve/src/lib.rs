@@ -1,0 +1,1 @@
+//! ManageSieve (RFC 5804). PLACEHOLDER: being written.
