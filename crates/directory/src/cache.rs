@@ -47,6 +47,7 @@ use crate::address::{LocalCase, parse_address, subaddress_base};
 use crate::db;
 use crate::dkim::{self, DkimKey};
 use crate::error::DirectoryError;
+use crate::sieve_scripts::UserScripts;
 
 /// Where a message for one address goes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -106,6 +107,10 @@ pub(crate) struct Snapshot {
     pub(crate) first_users: HashMap<String, String>,
     /// name -> the node's addresses (its up state is kept apart, see [`Cache::node_up`]).
     pub(crate) nodes: BTreeMap<String, NodeRow>,
+    /// address -> the user's Sieve scripts, for users that have any.
+    pub(crate) sieve: HashMap<String, Arc<UserScripts>>,
+    /// name -> a global Sieve script's source (RFC 6609 `include :global`).
+    pub(crate) sieve_global: HashMap<String, Arc<str>>,
 }
 
 /// What the snapshot keeps of one user.
@@ -246,6 +251,20 @@ impl Cache {
             .users
             .get(address)
             .map(|user| user.password_hash.clone())
+    }
+
+    /// The Sieve scripts of the user with this canonical address (any case), when they have
+    /// any. No I/O.
+    pub fn sieve_scripts(&self, address: &str) -> Option<Arc<UserScripts>> {
+        self.snapshot()
+            .sieve
+            .get(&address.to_ascii_lowercase())
+            .cloned()
+    }
+
+    /// A global Sieve script's source. No I/O.
+    pub fn sieve_global(&self, name: &str) -> Option<Arc<str>> {
+        self.snapshot().sieve_global.get(name).cloned()
     }
 
     /// The owner node, epoch and move state of the user with this canonical address (as in
@@ -458,6 +477,15 @@ async fn load_snapshot(pool: &AnyPool) -> Result<Snapshot, DirectoryError> {
         sqlx::query_as("SELECT name, lmtp, imap, pop3, web FROM nodes ORDER BY name")
             .fetch_all(&mut *tx)
             .await?;
+    let scripts: Vec<(String, String, String, i64)> = sqlx::query_as(
+        "SELECT address, name, source, active FROM sieve_scripts ORDER BY address, name",
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    let global_scripts: Vec<(String, String)> =
+        sqlx::query_as("SELECT name, source FROM sieve_global_scripts")
+            .fetch_all(&mut *tx)
+            .await?;
     tx.commit().await?;
 
     let mut snapshot = Snapshot {
@@ -504,6 +532,19 @@ async fn load_snapshot(pool: &AnyPool) -> Result<Snapshot, DirectoryError> {
         let quota = db::quota_from_sql(&address, Some(quota))?.unwrap_or(u64::MAX);
         snapshot.message_quotas.insert(address, quota);
     }
+    let mut sieve: HashMap<String, UserScripts> = HashMap::new();
+    for (address, name, source, active) in scripts {
+        let user = sieve.entry(address).or_default();
+        if active != 0 {
+            user.active = Some(name.clone());
+        }
+        user.scripts.push((name, Arc::from(source)));
+    }
+    snapshot.sieve = sieve.into_iter().map(|(a, s)| (a, Arc::new(s))).collect();
+    snapshot.sieve_global = global_scripts
+        .into_iter()
+        .map(|(name, source)| (name, Arc::from(source)))
+        .collect();
     for (name, lmtp, imap, pop3, web) in nodes {
         snapshot.nodes.insert(
             name.clone(),

@@ -99,6 +99,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../migrations/0007_special_use.sql"),
         include_str!("../migrations/0007_special_use.sql"),
     ),
+    (
+        8,
+        include_str!("../migrations/0008_sieve.sql"),
+        include_str!("../migrations/0008_sieve.sql"),
+    ),
 ];
 
 /// The schema version this program writes.

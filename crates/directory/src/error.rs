@@ -120,7 +120,19 @@ pub enum DirectoryError {
     /// argon2 refused to hash (parameters, internal error).
     #[error("password hashing failed: {0}")]
     Hash(String),
-    /// A per-user limit (subscriptions) was reached.
+    /// No Sieve script of this name (RFC 5804 `NONEXISTENT`).
+    #[error("no Sieve script {name} for {address}")]
+    NoSuchScript { address: String, name: String },
+    /// A Sieve script of this name exists already (RFC 5804 `ALREADYEXISTS`).
+    #[error("a Sieve script {name} exists already for {address}")]
+    ScriptExists { address: String, name: String },
+    /// The active script cannot be deleted (RFC 5804 `ACTIVE`).
+    #[error("Sieve script {0} is active; deactivate it first")]
+    ScriptActive(String),
+    /// A script name RFC 5804 1.6 does not allow.
+    #[error("bad Sieve script name {name}: {reason}")]
+    InvalidScriptName { name: String, reason: &'static str },
+    /// A per-user limit (subscriptions, Sieve scripts) was reached.
     #[error("limit reached: {0}")]
     Limit(String),
     /// Too many password verifications are waiting (`Options::hash_queue_max`): a

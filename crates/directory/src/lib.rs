@@ -49,7 +49,8 @@
 //!
 //! - `meta` (key, value): `schema_version` and `generation`;
 //! - `domains` (name); `aliases` (source, destination, domain); `dkim_keys`;
-//!   `subscriptions`; `special_use` (attributes clients gave folders, RFC 6154 3); `deleted_users` and `renamed_users` (deletions and renames in
+//!   `subscriptions`; `sieve_scripts`, `sieve_global_scripts` and `sieve_tracking` (mail
+//!   rules, `sieve_scripts.rs`); `special_use` (attributes clients gave folders, RFC 6154 3); `deleted_users` and `renamed_users` (deletions and renames in
 //!   progress);
 //! - `users`: address, domain, password_hash (argon2id PHC), quota_bytes, quota_messages,
 //!   created_at, last_login_at, and for the cluster `node` (the owner node, NULL = the single
@@ -98,6 +99,7 @@ mod logins;
 mod nodes;
 mod password;
 mod provisioning;
+mod sieve_scripts;
 mod subscriptions;
 mod verified;
 
@@ -122,6 +124,7 @@ pub use dkim::{DkimKey, SELECTOR_BYTES_MAX};
 pub use error::DirectoryError;
 pub use hasher::Priority;
 pub use logins::{Attempt, LOGINS_KEPT_MAX, LoginRecord};
+pub use sieve_scripts::{SCRIPT_NAME_BYTES_MAX, ScriptInfo, UserScripts, check_script_name};
 pub use subscriptions::{
     SPECIAL_USES_PER_USER_MAX, SUBSCRIPTION_BYTES_MAX, SUBSCRIPTIONS_PER_USER_MAX,
 };
@@ -299,6 +302,10 @@ pub struct Options {
     /// Where `postmaster@` of a local domain goes when no user, alias or catch-all takes it
     /// (default `None`: the domain's oldest user). See the resolution rules in `cache`.
     pub postmaster: Option<String>,
+    /// Sieve scripts one user may keep (default 16; `sieve_scripts_max`).
+    pub sieve_scripts_max: usize,
+    /// Longest Sieve script, in bytes (default 64 KiB; `sieve_script_bytes_max`).
+    pub sieve_script_bytes_max: usize,
 }
 
 /// The shortest new password the server and the CLI accept unless `[server]
@@ -322,6 +329,8 @@ impl Default for Options {
             verified_logins_max: 100_000,
             verified_login_ttl: Duration::from_secs(3600),
             postmaster: None,
+            sieve_scripts_max: 16,
+            sieve_script_bytes_max: 64 * 1024,
         }
     }
 }

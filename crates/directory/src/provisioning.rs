@@ -728,6 +728,16 @@ impl Directory {
                 .bind(old)
                 .execute(&mut *tx)
                 .await?;
+            sqlx::query("UPDATE sieve_scripts SET address = $1 WHERE address = $2")
+                .bind(new)
+                .bind(old)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("UPDATE sieve_tracking SET address = $1 WHERE address = $2")
+                .bind(new)
+                .bind(old)
+                .execute(&mut *tx)
+                .await?;
             sqlx::query("UPDATE special_use SET address = $1 WHERE address = $2")
                 .bind(new)
                 .bind(old)

@@ -374,3 +374,18 @@ async fn deletions_wait_for_the_owner_on_postgres() {
     let dir = open_pg(&pg).await;
     deletions_wait_for_the_owner(&dir).await;
 }
+
+#[tokio::test]
+async fn sieve_scripts_on_postgres() {
+    let Some(pg) = postgres() else { return };
+    let dir = open_pg(&pg).await;
+    super::sieve::script_life(&dir).await;
+    dir.sieve_track("a@example.org", "k", 2_000, 1_000)
+        .await
+        .unwrap();
+    assert!(
+        dir.sieve_tracked("a@example.org", "k", 1_500)
+            .await
+            .unwrap()
+    );
+}

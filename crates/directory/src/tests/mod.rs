@@ -6,6 +6,7 @@ mod cluster;
 mod provisioning;
 mod refresh;
 mod resolve;
+mod sieve;
 mod user_life;
 
 use std::path::{Path, PathBuf};
