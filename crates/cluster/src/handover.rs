@@ -197,21 +197,22 @@ impl HandOver {
     pub fn store(
         &self,
         origin: &str,
-        appends: Vec<AppendRequest>,
+        appends: Vec<(AppendRequest, Option<mailboxes::rules::Envelope>)>,
         announced: Option<Incoming>,
     ) -> impl std::future::Future<Output = Vec<Deposited>> + use<> {
         let count = appends.len();
         let keys: Vec<record::Key> = appends
             .iter()
-            .map(|a| record::key(origin, &a.user))
+            .map(|(a, _)| record::key(origin, &a.user))
             .collect();
         let copies = appends
             .into_iter()
-            .map(|append| Copy {
+            .map(|(append, rules)| Copy {
                 append,
                 origin: Origin::HandedOver {
                     origin: origin.to_string(),
                 },
+                rules,
             })
             .collect();
         let (reply, answer) = tokio::sync::oneshot::channel();
@@ -314,7 +315,14 @@ fn commit(deposit: &Deposit, delivered: &Delivered, batch: Vec<Request>) {
     let stored: Vec<record::Key> = keys
         .iter()
         .zip(&outcomes)
-        .filter(|(_, outcome)| matches!(outcome, Deposited::Stored(_)))
+        // Disposed or rejected by the user's rules counts as done too: a retry would run
+        // the rules (and send their mail) again.
+        .filter(|(_, outcome)| {
+            matches!(
+                outcome,
+                Deposited::Stored(_) | Deposited::Disposed | Deposited::Rejected(_)
+            )
+        })
         .map(|(key, _)| *key)
         .collect();
     if let Err(e) = delivered.record(&stored) {
@@ -389,15 +397,16 @@ mod tests {
         }
     }
 
-    fn copy(user: &str) -> AppendRequest {
-        AppendRequest {
+    fn copy(user: &str) -> (AppendRequest, Option<mailboxes::rules::Envelope>) {
+        let append = AppendRequest {
             user: user.into(),
             folder: "INBOX".into(),
             message: NewMessage {
                 content: b"Subject: handed over\r\n\r\nbody\r\n".to_vec(),
                 ..NewMessage::default()
             },
-        }
+        };
+        (append, None)
     }
 
     /// A copy given while another session's copy is announced waits for it: both in one

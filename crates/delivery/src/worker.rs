@@ -232,6 +232,10 @@ impl Delivery {
                                     now.saturating_sub(message.envelope.arrival_ms),
                                 ),
                             },
+                            rules: Some(mailboxes::rules::Envelope {
+                                sender: message.envelope.sender.clone(),
+                                recipient: message.envelope.recipients[r].address.clone(),
+                            }),
                         });
                     }
                     Route::Unknown => {
@@ -301,11 +305,16 @@ impl Delivery {
         drop(shared);
         for (m, r, index) in slots {
             let outcome = match results.get(index) {
-                // Logged (`delivered`) and counted by the deposit.
-                Some(Deposited::Stored(_)) => {
+                // Logged (`delivered`) and counted by the deposit; or, by the user's rules,
+                // discarded or sent on (logged `sieve`).
+                Some(Deposited::Stored(_) | Deposited::Disposed) => {
                     outcomes[m].push((r, Outcome::Delivered));
                     continue;
                 }
+                // RFC 5429 2.1: refused after acceptance, the sender gets a DSN (the bounce).
+                Some(Deposited::Rejected(reason)) => Outcome::Failed {
+                    reason: format!("550 5.7.1 {}", mailboxes::rules::refusal_text(reason)),
+                },
                 Some(Deposited::Held) => {
                     let user = &batch[m].envelope.recipients[r].address;
                     peer_retry(
@@ -447,6 +456,7 @@ impl Delivery {
                         origin: Origin::Notification {
                             queue_id: message.id,
                         },
+                        rules: None,
                     };
                     let deposited = self.deposit.deposit(&shared, vec![copy]);
                     // Stored: logged (`dsn`) by the deposit.
@@ -842,6 +852,18 @@ mod tests {
         }
         fn paused_for_space(&self, paused: bool, why: &str) {
             self.push(format!("paused {paused} {why}"));
+        }
+        fn sieve_action(
+            &self,
+            copy: telemetry::SieveCopy<'_>,
+            user: &str,
+            action: &'static str,
+            target: &str,
+        ) {
+            self.push(format!("sieve {copy:?} {user} {action} {target}"));
+        }
+        fn sieve_error(&self, copy: telemetry::SieveCopy<'_>, user: &str, error: &str) {
+            self.push(format!("sieve_error {copy:?} {user} {error}"));
         }
     }
 

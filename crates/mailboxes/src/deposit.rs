@@ -21,6 +21,7 @@ use store::{AppendRequest, Appended, ImportBatch, ImportOutcome, Mailstore as _,
 use telemetry::DeliveryEvents;
 
 use crate::gate::{Gate, Shared};
+use crate::rules::{CopyId, Disposition, Rules};
 
 /// Where a copy comes from: what its log line says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +44,9 @@ pub enum Origin {
 pub struct Copy {
     pub append: AppendRequest,
     pub origin: Origin,
+    /// Final delivery to INBOX (a queued or handed-over copy): the user's rules run on it
+    /// with this envelope. `None` stores it as it is.
+    pub rules: Option<crate::rules::Envelope>,
 }
 
 /// What became of a copy.
@@ -54,6 +58,11 @@ pub enum Deposited {
     Held,
     /// Not stored: the store refused or failed.
     Failed(StoreError),
+    /// Not stored, by the user's rules: discarded, or only sent on (logged `sieve`).
+    Disposed,
+    /// Refused by the user's rules (RFC 5429 reject/ereject), with the reason for the
+    /// sender: a DSN, or an LMTP refusal.
+    Rejected(String),
 }
 
 /// The road. Cheap to share (`Arc`).
@@ -64,6 +73,8 @@ pub struct Deposit {
     /// Copies delivered since start (`delivered` in `<data_dir>/stats`), with delivery's
     /// remote ones.
     delivered: Arc<AtomicU64>,
+    /// Users' mail rules, once the node has wired them (`set_rules`).
+    rules: std::sync::OnceLock<Arc<Rules>>,
 }
 
 impl Deposit {
@@ -78,7 +89,18 @@ impl Deposit {
             gate,
             events,
             delivered,
+            rules: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Runs users' rules on every copy that asks for them from now on. Once.
+    pub fn set_rules(&self, rules: Arc<Rules>) {
+        let _ = self.rules.set(rules);
+    }
+
+    /// The rules, once set.
+    pub fn rules(&self) -> Option<&Arc<Rules>> {
+        self.rules.get()
     }
 
     pub fn gate(&self) -> &Arc<Gate> {
@@ -95,15 +117,61 @@ impl Deposit {
         let count = copies.len();
         let mut outcomes: Vec<Option<Deposited>> = vec![None; count];
         let mut appends = Vec::new();
-        // Per append: its copy's index and origin.
-        let mut placed = Vec::new();
+        // Per append: its copy's index and origin (a copy the rules file into several
+        // folders has several appends).
+        let mut placed: Vec<(usize, Origin)> = Vec::new();
         for (i, copy) in copies.into_iter().enumerate() {
             if self.gate.held(&copy.append.user) {
                 outcomes[i] = Some(Deposited::Held);
                 continue;
             }
-            placed.push((i, copy.origin));
-            appends.push(copy.append);
+            let rules = match (&copy.rules, self.rules.get()) {
+                (Some(envelope), Some(rules)) if rules.active(&copy.append.user) => {
+                    Some((envelope, rules))
+                }
+                _ => None,
+            };
+            let Some((envelope, rules)) = rules else {
+                placed.push((i, copy.origin));
+                appends.push(copy.append);
+                continue;
+            };
+            let id = match &copy.origin {
+                Origin::Queued { queue_id, .. } => CopyId::Queued(*queue_id),
+                Origin::HandedOver { origin } => CopyId::HandedOver(origin),
+                Origin::Notification { queue_id } => CopyId::Queued(*queue_id),
+                Origin::Own => CopyId::HandedOver("own"),
+            };
+            let user = copy.append.user.clone();
+            match rules.apply(id, &user, envelope, &copy.append.message.content) {
+                Disposition::Disposed => outcomes[i] = Some(Deposited::Disposed),
+                Disposition::Rejected { reason } => outcomes[i] = Some(Deposited::Rejected(reason)),
+                Disposition::Store { folders, edited } => {
+                    let mut message = copy.append.message;
+                    if let Some(edited) = edited {
+                        message.content = edited;
+                    }
+                    let last = folders.len().saturating_sub(1);
+                    for (n, placement) in folders.into_iter().enumerate() {
+                        let content = if n == last {
+                            std::mem::take(&mut message.content)
+                        } else {
+                            message.content.clone()
+                        };
+                        placed.push((i, copy.origin.clone()));
+                        appends.push(AppendRequest {
+                            user: user.clone(),
+                            folder: placement.folder,
+                            message: store::NewMessage {
+                                flags: message.flags.union(placement.flags),
+                                keywords: placement.keywords,
+                                internal_date: message.internal_date,
+                                content,
+                            },
+                        });
+                    }
+                }
+            }
         }
         let names: Vec<(String, String)> = appends
             .iter()
@@ -121,13 +189,19 @@ impl Deposit {
             placed.len()
         );
         for (((i, origin), (user, folder)), result) in placed.into_iter().zip(names).zip(results) {
-            outcomes[i] = Some(match result {
+            let outcome = match result {
                 Ok(appended) => {
                     self.stored(&origin, &user, &folder, &appended);
                     Deposited::Stored(appended)
                 }
                 Err(e) => Deposited::Failed(e),
-            });
+            };
+            // A copy in several folders is stored when all of them are; its first failure
+            // says why not.
+            outcomes[i] = match outcomes[i].take() {
+                None | Some(Deposited::Stored(_)) => Some(outcome),
+                failed => failed,
+            };
         }
         outcomes
             .into_iter()

@@ -19,6 +19,7 @@
 mod accounts;
 mod deposit;
 mod gate;
+pub mod rules;
 mod sessions;
 #[cfg(test)]
 mod tests;
@@ -26,4 +27,5 @@ mod tests;
 pub use accounts::Accounts;
 pub use deposit::{Copy, Deposit, Deposited, Origin};
 pub use gate::{Exclusive, Gate, Shared};
+pub use rules::Rules;
 pub use sessions::{Membership, Protocol, Refused, Revocation, Sessions, Waker};

@@ -57,6 +57,18 @@ impl telemetry::DeliveryEvents for Recorded {
     fn paused_for_space(&self, paused: bool, why: &str) {
         self.push(format!("paused {paused} {why}"));
     }
+    fn sieve_action(
+        &self,
+        copy: telemetry::SieveCopy<'_>,
+        user: &str,
+        action: &'static str,
+        target: &str,
+    ) {
+        self.push(format!("sieve {copy:?} {user} {action} {target}"));
+    }
+    fn sieve_error(&self, copy: telemetry::SieveCopy<'_>, user: &str, error: &str) {
+        self.push(format!("sieve_error {copy:?} {user} {error}"));
+    }
 }
 
 fn store() -> Arc<store::Store> {
@@ -85,6 +97,7 @@ fn copy(user: &str, folder: &str, origin: Origin) -> Copy {
             },
         },
         origin,
+        rules: None,
     }
 }
 

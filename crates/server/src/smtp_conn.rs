@@ -696,15 +696,21 @@ impl Smtp {
             message.extend_from_slice(received.as_bytes());
             message.extend_from_slice(&content);
             slots.push((i, user.clone()));
-            appends.push(store::AppendRequest {
-                user,
-                folder: "INBOX".to_string(),
-                message: store::NewMessage {
-                    internal_date: (now / 1000) as i64,
-                    content: message,
-                    ..store::NewMessage::default()
+            appends.push((
+                store::AppendRequest {
+                    user,
+                    folder: "INBOX".to_string(),
+                    message: store::NewMessage {
+                        internal_date: (now / 1000) as i64,
+                        content: message,
+                        ..store::NewMessage::default()
+                    },
                 },
-            });
+                Some(mailboxes::rules::Envelope {
+                    sender: envelope.from.clone(),
+                    recipient: recipient.clone(),
+                }),
+            ));
         }
         if !appends.is_empty() {
             // One store commit with every other session's copies, then the record, then
@@ -719,7 +725,13 @@ impl Smtp {
                         "mailbox is being moved, try again shortly",
                     )),
                     // Logged (`delivered`) and counted by the deposit.
-                    Some(mailboxes::Deposited::Stored(_)) => Verdict::Accept,
+                    Some(mailboxes::Deposited::Stored(_) | mailboxes::Deposited::Disposed) => {
+                        Verdict::Accept
+                    }
+                    // RFC 5429 2.1: LMTP refuses the recipient; the origin bounces.
+                    Some(mailboxes::Deposited::Rejected(reason)) => {
+                        Verdict::Reject(sieve_refusal(reason))
+                    }
                     // RFC 3463 X.3.1: no room on this node; the origin tries again.
                     Some(mailboxes::Deposited::Failed(e)) if e.is_out_of_space() => {
                         tracing::warn!(event = "store_full", to = %shown(&user), error = %e);
@@ -744,4 +756,9 @@ impl Smtp {
             })
             .collect()
     }
+}
+
+/// RFC 5429 2.1: the refusal of a recipient whose rules reject the message.
+fn sieve_refusal(reason: &str) -> Reply {
+    Reply::new(550, (5, 7, 1), mailboxes::rules::refusal_text(reason))
 }

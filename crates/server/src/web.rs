@@ -518,6 +518,7 @@ impl web::Backend for ServerBackend {
                     },
                 },
                 origin: mailboxes::Origin::Own,
+                rules: None,
             };
             match deposit.deposit(&shared, vec![copy]).pop() {
                 Some(mailboxes::Deposited::Stored(appended)) => Ok(appended),

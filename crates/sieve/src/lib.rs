@@ -93,7 +93,11 @@ pub struct CompileError {
 
 impl std::fmt::Display for CompileError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "line {}, column {}: {}", self.line, self.column, self.message)
+        write!(
+            f,
+            "line {}, column {}: {}",
+            self.line, self.column, self.message
+        )
     }
 }
 
@@ -302,5 +306,27 @@ pub mod vacation {
         ListOrBulk,
         OwnAddress,
         NotAddressedToUser,
+    }
+
+    /// PLACEHOLDER.
+    pub fn check(
+        _message: &[u8],
+        _envelope: &crate::Envelope,
+        _user_addresses: &[String],
+    ) -> Result<(), NoReply> {
+        Err(NoReply::NullSender)
+    }
+
+    /// PLACEHOLDER.
+    pub fn compose(
+        _vacation: &crate::Vacation,
+        _original: &[u8],
+        _from: &str,
+        _to: &str,
+        _message_id_domain: &str,
+        _date_rfc2822: &str,
+        _message_id_unique: &str,
+    ) -> Vec<u8> {
+        Vec::new()
     }
 }

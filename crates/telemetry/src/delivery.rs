@@ -43,4 +43,18 @@ pub trait DeliveryEvents: Send + Sync {
     /// Delivery paused because the data directory's file system is below its free-space
     /// reserve (`paused: true`, once when it starts) or resumed (`paused: false`).
     fn paused_for_space(&self, paused: bool, why: &str);
+    /// A user's Sieve rules took `action` on a copy (`event=sieve`): `target` is the folder
+    /// (keep, fileinto), the address (redirect, vacation) or the reason (reject, ereject,
+    /// vacation_skipped).
+    fn sieve_action(&self, copy: SieveCopy<'_>, user: &str, action: &'static str, target: &str);
+    /// A user's Sieve rules failed on a copy, which was kept in INBOX (`event=sieve_error`,
+    /// a warning).
+    fn sieve_error(&self, copy: SieveCopy<'_>, user: &str, error: &str);
+}
+
+/// The copy a Sieve line is about: a queued message here, or one another node handed over.
+#[derive(Debug, Clone, Copy)]
+pub enum SieveCopy<'a> {
+    Queued(u64),
+    HandedOver(&'a str),
 }

@@ -36,12 +36,17 @@ use prometheus_client::registry::Registry;
 mod delivery;
 mod shown;
 
-pub use delivery::DeliveryEvents;
+pub use delivery::{DeliveryEvents, SieveCopy};
 pub use shown::shown;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ProtocolLabel {
     protocol: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ActionLabel {
+    action: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -55,6 +60,19 @@ struct RejectLabels {
     protocol: &'static str,
     stage: &'static str,
 }
+
+/// The `action` values of `event=sieve` lines and of `mailstow_sieve_actions_total`.
+pub const SIEVE_ACTIONS: [&str; 9] = [
+    "keep",
+    "fileinto",
+    "discard",
+    "redirect",
+    "reject",
+    "ereject",
+    "vacation",
+    "vacation_skipped",
+    "refused",
+];
 
 /// The metrics, registered once; cheap to update from any thread.
 pub struct Telemetry {
@@ -70,6 +88,10 @@ pub struct Telemetry {
     reply_seconds: Histogram,
     /// From acceptance to delivery into a mailbox or to a remote server.
     delivery_seconds: Histogram,
+    /// Actions users' Sieve rules took, by action.
+    sieve_actions: Family<ActionLabel, Counter>,
+    /// Sieve runs that failed (the copy kept in INBOX).
+    sieve_errors: Counter,
 }
 
 impl Telemetry {
@@ -86,6 +108,21 @@ impl Telemetry {
         let reply_seconds = Histogram::new(exponential_buckets(0.0001, 2.0, 16));
         // 1 ms to ~2.3 h.
         let delivery_seconds = Histogram::new(exponential_buckets(0.001, 2.0, 24));
+        let sieve_actions = Family::<ActionLabel, Counter>::default();
+        let sieve_errors = Counter::default();
+        registry.register(
+            "mailstow_sieve_actions",
+            "Actions users' Sieve rules took on delivered copies, by action",
+            sieve_actions.clone(),
+        );
+        registry.register(
+            "mailstow_sieve_errors",
+            "Sieve rules that failed on a copy (kept in INBOX instead)",
+            sieve_errors.clone(),
+        );
+        for action in SIEVE_ACTIONS {
+            let _ = sieve_actions.get_or_create(&ActionLabel { action });
+        }
         registry.register(
             "mailstow_messages_accepted",
             "Messages made durable in the queue (SMTP, submission, LMTP)",
@@ -158,6 +195,8 @@ impl Telemetry {
             logins,
             reply_seconds,
             delivery_seconds,
+            sieve_actions,
+            sieve_errors,
         })
     }
 
@@ -503,6 +542,56 @@ impl DeliveryEvents for Telemetry {
             tracing::error!(event = "delivery_paused", reason = %why);
         } else {
             tracing::info!(event = "delivery_resumed");
+        }
+    }
+
+    fn sieve_action(&self, copy: SieveCopy<'_>, user: &str, action: &'static str, target: &str) {
+        self.sieve_actions
+            .get_or_create(&ActionLabel { action })
+            .inc();
+        // `event=sieve action=fileinto folder=... user=... queue_id=...`: the target's field
+        // is named by what it is.
+        macro_rules! line {
+            ($($copy:tt)*) => {
+                match action {
+                    "keep" | "fileinto" => tracing::info!(
+                        event = "sieve", action, folder = %shown(target), user = %shown(user), $($copy)*
+                    ),
+                    "redirect" | "vacation" => tracing::info!(
+                        event = "sieve", action, to = %shown(target), user = %shown(user), $($copy)*
+                    ),
+                    "discard" => tracing::info!(
+                        event = "sieve", action, user = %shown(user), $($copy)*
+                    ),
+                    _ => tracing::info!(
+                        event = "sieve", action, reason = %shown(target), user = %shown(user), $($copy)*
+                    ),
+                }
+            };
+        }
+        match copy {
+            SieveCopy::Queued(queue_id) => line!(queue_id),
+            SieveCopy::HandedOver(origin) => line!(origin = %shown(origin)),
+        }
+    }
+
+    fn sieve_error(&self, copy: SieveCopy<'_>, user: &str, error: &str) {
+        self.sieve_errors.inc();
+        match copy {
+            SieveCopy::Queued(queue_id) => tracing::warn!(
+                event = "sieve_error",
+                user = %shown(user),
+                queue_id,
+                error = %shown(error),
+                msg = "kept in INBOX"
+            ),
+            SieveCopy::HandedOver(origin) => tracing::warn!(
+                event = "sieve_error",
+                user = %shown(user),
+                origin = %shown(origin),
+                error = %shown(error),
+                msg = "kept in INBOX"
+            ),
         }
     }
 }
