@@ -24,3 +24,9 @@ CREATE TABLE sieve_tracking (
     expires_at BIGINT NOT NULL,
     PRIMARY KEY (address, tracking_key)
 );
+-- Secrets every node of an installation shares, made on first use: `srs` keys the sender
+-- rewriting of redirected mail, so a bounce reaching any node is taken back.
+CREATE TABLE secrets (
+    name VARCHAR(64) PRIMARY KEY,
+    value VARCHAR(256) NOT NULL
+);

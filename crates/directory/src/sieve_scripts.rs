@@ -404,3 +404,28 @@ impl Directory {
         Ok(address)
     }
 }
+
+impl Directory {
+    /// The installation's secret `name` (64 hex digits), made on first use; every node
+    /// reads the same one.
+    pub async fn secret(&self, name: &str) -> Result<String, DirectoryError> {
+        let fresh: String = {
+            use rand::RngExt as _;
+            let bytes: [u8; 32] = rand::rng().random();
+            bytes.iter().map(|b| format!("{b:02x}")).collect()
+        };
+        sqlx::query(
+            "INSERT INTO secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(name)
+        .bind(&fresh)
+        .execute(&self.inner.pool)
+        .await?;
+        Ok(
+            sqlx::query_scalar("SELECT value FROM secrets WHERE name = $1")
+                .bind(name)
+                .fetch_one(&self.inner.pool)
+                .await?,
+        )
+    }
+}

@@ -103,6 +103,16 @@ pub(crate) struct ServerSection {
     /// The shortest password `user add`, `user passwd`, `user import`, the web view and the
     /// admin pages accept, in characters (default 8).
     pub(crate) password_length_min: Option<usize>,
+    /// Users' Sieve rules (docs/limits.md "Sieve"): scripts per user (default 16), a
+    /// script's bytes (64 KiB), commands and tests one run evaluates (10,000), header
+    /// fields one run adds or deletes (32), redirects one run makes (4), nested includes
+    /// (5).
+    pub(crate) sieve_scripts_max: Option<usize>,
+    pub(crate) sieve_script_bytes_max: Option<usize>,
+    pub(crate) sieve_instructions_max: Option<u64>,
+    pub(crate) sieve_header_edits_max: Option<usize>,
+    pub(crate) sieve_redirects_max: Option<usize>,
+    pub(crate) sieve_include_depth_max: Option<usize>,
     /// Message bytes in memory, all connections together (SMTP content, IMAP literals).
     pub(crate) inflight_bytes_max: Option<u64>,
     /// Free space kept on the data directory's file system: below it new mail is refused
@@ -280,6 +290,12 @@ impl Config {
                 hash_memory_bytes_max: Some(server.hash_memory_bytes_max),
                 hash_queue_max: Some(server.hash_queue_max),
                 password_length_min: Some(server.password_length_min),
+                sieve_scripts_max: Some(server.sieve_scripts_max),
+                sieve_script_bytes_max: Some(server.sieve.script_bytes_max),
+                sieve_instructions_max: Some(server.sieve.instructions_max),
+                sieve_header_edits_max: Some(server.sieve.header_edits_max),
+                sieve_redirects_max: Some(server.sieve.redirects_max),
+                sieve_include_depth_max: Some(server.sieve.include_depth_max),
                 inflight_bytes_max: Some(server.inflight_bytes_max),
                 disk_reserve_bytes: Some(server.disk_reserve_bytes),
                 login_deadline_seconds: Some(server.login_deadline.as_secs()),

@@ -91,7 +91,18 @@ impl Node {
             Some(cluster) => Some(Joined::join(&config, cluster, &engines, &mail)?),
             None => None,
         };
-        let delivering = Delivering::start(&config, &engines, &mail, joined.as_ref())?;
+        // Redirected mail's reverse path (SRS) is keyed by a secret every node shares, so
+        // a bounce reaching any node is taken back.
+        let srs = Arc::new(sender_auth::Srs::new(
+            engines
+                .directory
+                .secret("srs")
+                .await
+                .context("reading the SRS secret from the directory")?
+                .as_bytes(),
+        ));
+        let delivering =
+            Delivering::start(&config, &engines, &mail, joined.as_ref(), srs.clone())?;
         let throttle = Arc::new(server::Throttle::new(config.throttle));
         let operations = Arc::new(admin::Operations {
             data_dir: config.data_dir.clone(),
@@ -127,6 +138,7 @@ impl Node {
                 handover: joined.as_ref().map(|j| j.handover.clone()),
                 moves: joined.as_ref().map(|j| j.moves.clone()),
                 operations: operations.clone(),
+                srs,
             },
             listeners,
         )
@@ -341,6 +353,8 @@ async fn open_directory(config: &ServerConfig) -> Result<directory::Directory> {
             hash_queue_max: config.hash_queue_max,
             password_length_min: config.password_length_min,
             postmaster: config.postmaster.clone(),
+            sieve_scripts_max: config.sieve_scripts_max,
+            sieve_script_bytes_max: config.sieve.script_bytes_max,
             ..directory::Options::default()
         },
     )
@@ -453,8 +467,27 @@ impl Delivering {
         engines: &Engines,
         mail: &Mail,
         joined: Option<&Joined>,
+        srs: Arc<sender_auth::Srs>,
     ) -> Result<Delivering> {
         let wakeup = Arc::new(delivery::Wakeup::default());
+        // Users' rules run at final delivery (the deposit), from the first delivery on;
+        // what they send goes through the queue.
+        let outbox = Arc::new(server::QueueOutbox::new(
+            engines.queue.clone(),
+            wakeup.clone(),
+            engines.directory.clone(),
+            mail.telemetry.clone(),
+            srs,
+        ));
+        mail.deposit.set_rules(Arc::new(mailboxes::Rules::new(
+            engines.directory.clone(),
+            engines.store.clone(),
+            outbox,
+            mail.telemetry.clone(),
+            config.sieve.clone(),
+            config.hostname.clone(),
+            tokio::runtime::Handle::current(),
+        )));
         let stop = Arc::new(AtomicBool::new(false));
         let router: Arc<dyn delivery::Router> = Arc::new(delivery::DirectoryRouter {
             directory: engines.directory.clone(),

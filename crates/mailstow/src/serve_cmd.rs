@@ -220,6 +220,30 @@ fn limits(section: &ServerSection, server: &mut ServerConfig) -> Result<()> {
         1,
         "password_length_min",
     )?;
+    set_at_least(
+        &mut server.sieve_scripts_max,
+        section.sieve_scripts_max,
+        1,
+        "sieve_scripts_max",
+    )?;
+    set_at_least(
+        &mut server.sieve.script_bytes_max,
+        section.sieve_script_bytes_max,
+        1024,
+        "sieve_script_bytes_max",
+    )?;
+    set_at_least(
+        &mut server.sieve.instructions_max,
+        section.sieve_instructions_max,
+        100,
+        "sieve_instructions_max",
+    )?;
+    set(&mut server.sieve.header_edits_max, section.sieve_header_edits_max);
+    set(&mut server.sieve.redirects_max, section.sieve_redirects_max);
+    set(
+        &mut server.sieve.include_depth_max,
+        section.sieve_include_depth_max,
+    );
     set(&mut server.inflight_bytes_max, section.inflight_bytes_max);
     set(&mut server.disk_reserve_bytes, section.disk_reserve_bytes);
     set_at_least(

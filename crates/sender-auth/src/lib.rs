@@ -41,6 +41,7 @@ mod check;
 mod headers;
 mod keys;
 mod sign;
+mod srs;
 
 pub use cache::RECORD_CACHE_ENTRIES_MAX;
 pub use check::{
@@ -50,6 +51,7 @@ pub use check::{
 pub use headers::{from_domain, strip_our_authentication_results};
 pub use keys::{Algorithm, GeneratedKey, dns_record, generate};
 pub use sign::Signer;
+pub use srs::{SRS_VALID_DAYS, Srs, SrsError};
 
 /// Everything that can go wrong in this crate; `check` itself cannot fail.
 #[derive(Debug, thiserror::Error)]

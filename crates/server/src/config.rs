@@ -49,6 +49,10 @@ pub struct ServerConfig {
     pub hash_queue_max: usize,
     /// The shortest new password, in characters (see `directory::Options`).
     pub password_length_min: usize,
+    /// Users' Sieve rules: the bounds of a script and of one run (`[server] sieve_*_max`,
+    /// docs/limits.md "Sieve"), and scripts per user.
+    pub sieve: sieve::Limits,
+    pub sieve_scripts_max: usize,
     /// Message bytes held in memory by every connection together (SMTP/LMTP message
     /// content, IMAP literals). Past it, SMTP answers 452 4.3.1 and IMAP `NO [LIMIT]`.
     pub inflight_bytes_max: u64,
@@ -157,6 +161,8 @@ impl ServerConfig {
             hash_memory_bytes_max: directory::Options::default().hash_memory_bytes_max,
             hash_queue_max: directory::Options::default().hash_queue_max,
             password_length_min: directory::PASSWORD_LENGTH_MIN_DEFAULT,
+            sieve: sieve::Limits::default(),
+            sieve_scripts_max: directory::Options::default().sieve_scripts_max,
             inflight_bytes_max: 128 << 20,
             disk_reserve_bytes: DISK_RESERVE_BYTES,
             login_deadline: Duration::from_secs(60),

@@ -51,6 +51,8 @@ pub(crate) struct SmtpParts {
     pub(crate) session_ids: AtomicU64,
     /// Hand-overs from other nodes, taken here (cluster only).
     pub(crate) handover: Option<Arc<cluster::HandOver>>,
+    /// Takes back the reverse paths of mail users' rules redirected.
+    pub(crate) srs: Arc<sender_auth::Srs>,
 }
 
 /// An SMTP-family session and its shell.
@@ -319,6 +321,17 @@ impl Smtp {
         }
         let cache = shell.directory.cache();
         let targets = match cache.resolve(to) {
+            // A bounce (or reply) to the rewritten reverse path of mail a user's rules
+            // redirected goes back to the original sender (SRS).
+            directory::Resolution::UnknownUser
+                if self.service == Service::Smtp
+                    && let Ok(original) = self
+                        .parts
+                        .srs
+                        .reverse(to, delivery::now_ms() / 86_400_000) =>
+            {
+                vec![original]
+            }
             directory::Resolution::UnknownUser => {
                 self.unknown_recipients += 1;
                 if tarpit && self.unknown_recipients == unknown_max {

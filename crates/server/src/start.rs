@@ -61,6 +61,8 @@ pub struct Parts {
     pub moves: Option<Arc<cluster::Moves>>,
     /// The operator's commands, for the web view's admin pages.
     pub operations: Arc<admin::Operations>,
+    /// Takes back the reverse paths of mail the rules redirected (bounces to `SRS0=...`).
+    pub srs: Arc<sender_auth::Srs>,
 }
 
 /// The first wait before an optional listener (web, metrics) that could not be bound is
@@ -262,6 +264,7 @@ pub async fn start(config: ServerConfig, parts: Parts, listeners: Listeners) -> 
             accepted: parts.accepted.clone(),
             session_ids: AtomicU64::new(0),
             handover: parts.handover,
+            srs: parts.srs,
         }),
         pop3: Arc::new(Pop3Parts {
             store: parts.store.clone(),

@@ -200,3 +200,12 @@ async fn global_scripts_are_cached_by_name() {
     f.dir.sieve_put_global("spam", None).await.unwrap();
     assert!(f.dir.cache().sieve_global("spam").is_none());
 }
+
+#[tokio::test]
+async fn a_secret_is_made_once_and_kept() {
+    let f = with_user(super::fast_options()).await;
+    let first = f.dir.secret("srs").await.unwrap();
+    assert_eq!(first.len(), 64);
+    assert_eq!(f.dir.secret("srs").await.unwrap(), first);
+    assert_ne!(f.dir.secret("other").await.unwrap(), first);
+}
