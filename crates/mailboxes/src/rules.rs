@@ -176,7 +176,14 @@ impl Rules {
     /// What `user`'s active script would do with this message, without doing any of it
     /// (no mail sent, nothing recorded): for a server that can still refuse the message
     /// (LMTP's per-recipient reply, SMTP before its `250`). `Some(reason)` if it rejects.
-    pub fn would_reject(&self, user: &str, envelope: &Envelope, content: &[u8]) -> Option<String> {
+    /// `session` names the arriving message in the `sieve` line of a refusal.
+    pub fn would_reject(
+        &self,
+        session: &str,
+        user: &str,
+        envelope: &Envelope,
+        content: &[u8],
+    ) -> Option<String> {
         let script = self.active_script(user)?.ok()?;
         if !script.may_reject() {
             return None;
@@ -194,10 +201,17 @@ impl Rules {
             &self.limits,
         )
         .ok()?;
-        outcome.actions.into_iter().find_map(|a| match a {
+        let reason = outcome.actions.into_iter().find_map(|a| match a {
             Action::Reject { reason, .. } => Some(reason),
             _ => None,
-        })
+        })?;
+        self.events.sieve_action(
+            telemetry::SieveCopy::Arriving(session),
+            user,
+            "refused",
+            &reason,
+        );
+        Some(reason)
     }
 
     /// Runs `user`'s active script on a copy and carries out what it sends (redirects,
@@ -279,6 +293,9 @@ impl Rules {
                     folders.push(placement(&folder, flags));
                 }
                 Action::Redirect { address } => {
+                    if let Some(why) = redirect_loop(message, address) {
+                        return Err(format!("redirect to {address}: {why}"));
+                    }
                     self.outbox
                         .redirect(user, &envelope.sender, address, message.to_vec())
                         .map_err(|e| format!("redirect to {address}: {e}"))?;
@@ -334,7 +351,7 @@ impl Rules {
         } else {
             mailbox.to_string()
         };
-        if self.store.list_folders(user).iter().any(|f| *f == folder) {
+        if self.store.list_folders(user).contains(&folder) {
             return Ok(folder);
         }
         if !create {
@@ -527,6 +544,40 @@ fn sieve_envelope(envelope: &Envelope) -> sieve::Envelope {
     }
 }
 
+/// Delivered-To fields a message may carry before a redirect is refused as a loop.
+const DELIVERED_TO_MAX: usize = 25;
+
+/// RFC 5228 4.2: "implementations SHOULD take measures to implement loop control". Local
+/// delivery adds `Delivered-To: user` (as Postfix does): a message that was delivered to the
+/// redirect's target already, or has passed through too many mailboxes, is looping.
+fn redirect_loop(message: &[u8], address: &str) -> Option<&'static str> {
+    let mut count = 0;
+    for line in message.split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.is_empty() {
+            break;
+        }
+        let Some(value) = line
+            .get(..13)
+            .filter(|name| name.eq_ignore_ascii_case(b"Delivered-To:"))
+            .map(|_| &line[13..])
+        else {
+            continue;
+        };
+        count += 1;
+        if String::from_utf8_lossy(value)
+            .trim()
+            .eq_ignore_ascii_case(address.trim())
+        {
+            return Some("the message was delivered there already (a loop)");
+        }
+        if count >= DELIVERED_TO_MAX {
+            return Some("the message passed through too many mailboxes (a loop)");
+        }
+    }
+    None
+}
+
 /// imap4flags' flags (RFC 5232) as the store keeps them: system flags, then keywords.
 fn placement(folder: &str, flags: &[String]) -> Placement {
     let mut placement = Placement {
@@ -587,7 +638,30 @@ mod tests {
 
     #[test]
     fn dates_are_rfc5322() {
-        assert_eq!(rfc5322_date(0), "Thu, 01 Jan 1970 00:00:00 +0000");
+        assert_eq!(rfc5322_date(0), "Thu, 1 Jan 1970 00:00:00 +0000");
+    }
+
+    #[test]
+    fn redirect_loops_are_seen_in_delivered_to() {
+        let message = b"Return-Path: <x@y>\r\nDelivered-To: b@ours\r\nReturn-Path: <x@y>\r\nDelivered-To: a@ours\r\nSubject: s\r\n\r\nDelivered-To: c@ours\r\n";
+        assert!(redirect_loop(message, "A@ours").is_some());
+        assert!(redirect_loop(message, "b@ours").is_some());
+        assert!(
+            redirect_loop(message, "c@ours").is_none(),
+            "the body is not looked at"
+        );
+        let many = "Delivered-To: x@ours\r\n".repeat(DELIVERED_TO_MAX) + "\r\n";
+        assert!(redirect_loop(many.as_bytes(), "z@ours").is_some());
+    }
+
+    #[test]
+    fn reasons_become_one_line() {
+        assert_eq!(
+            refusal_text("no\r\nthanks"),
+            "rejected by the recipient's mail rules: no  thanks"
+        );
+        assert_eq!(refusal_text(""), "rejected by the recipient's mail rules");
+        assert!(refusal_text(&"x".repeat(1000)).len() < 260);
     }
 
     #[test]

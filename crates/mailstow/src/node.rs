@@ -101,8 +101,7 @@ impl Node {
                 .context("reading the SRS secret from the directory")?
                 .as_bytes(),
         ));
-        let delivering =
-            Delivering::start(&config, &engines, &mail, joined.as_ref(), srs.clone())?;
+        let delivering = Delivering::start(&config, &engines, &mail, joined.as_ref(), srs.clone())?;
         let throttle = Arc::new(server::Throttle::new(config.throttle));
         let operations = Arc::new(admin::Operations {
             data_dir: config.data_dir.clone(),

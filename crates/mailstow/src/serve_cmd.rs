@@ -238,7 +238,10 @@ fn limits(section: &ServerSection, server: &mut ServerConfig) -> Result<()> {
         100,
         "sieve_instructions_max",
     )?;
-    set(&mut server.sieve.header_edits_max, section.sieve_header_edits_max);
+    set(
+        &mut server.sieve.header_edits_max,
+        section.sieve_header_edits_max,
+    );
     set(&mut server.sieve.redirects_max, section.sieve_redirects_max);
     set(
         &mut server.sieve.include_depth_max,

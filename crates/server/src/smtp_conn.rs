@@ -53,6 +53,8 @@ pub(crate) struct SmtpParts {
     pub(crate) handover: Option<Arc<cluster::HandOver>>,
     /// Takes back the reverse paths of mail users' rules redirected.
     pub(crate) srs: Arc<sender_auth::Srs>,
+    /// Users' rules, for refusing before the 250 what they would reject.
+    pub(crate) rules: Option<Arc<mailboxes::Rules>>,
 }
 
 /// An SMTP-family session and its shell.
@@ -325,10 +327,8 @@ impl Smtp {
             // redirected goes back to the original sender (SRS).
             directory::Resolution::UnknownUser
                 if self.service == Service::Smtp
-                    && let Ok(original) = self
-                        .parts
-                        .srs
-                        .reverse(to, delivery::now_ms() / 86_400_000) =>
+                    && let Ok(original) =
+                        self.parts.srs.reverse(to, delivery::now_ms() / 86_400_000) =>
             {
                 vec![original]
             }
@@ -501,7 +501,7 @@ impl Smtp {
             1
         };
         let targets = std::mem::take(&mut self.transaction.targets);
-        let mut recipients: Vec<String> = targets.into_iter().flatten().collect();
+        let mut recipients: Vec<String> = targets.iter().flatten().cloned().collect();
         recipients.sort();
         recipients.dedup();
         let now = delivery::now_ms();
@@ -596,6 +596,36 @@ impl Smtp {
         // the room, so the message is not held twice.
         let size = message.len();
         message.splice(0..0, prepend.bytes());
+        // RFC 5429 2.1: a recipient whose rules reject the message is refused here, before
+        // the 250, when the protocol can say so: LMTP per recipient, SMTP when every
+        // recipient rejects. Otherwise the rules run again at delivery and the sender gets
+        // a DSN.
+        let refused = self.refused_by_rules(shell, envelope, &targets, &message, &id);
+        if refused.iter().any(Option::is_some) {
+            let all = refused.iter().all(Option::is_some);
+            if all || self.service == Service::Lmtp {
+                recipients = targets
+                    .iter()
+                    .zip(&refused)
+                    .filter(|(_, r)| r.is_none())
+                    .flat_map(|(t, _)| t.iter().cloned())
+                    .collect();
+                recipients.sort();
+                recipients.dedup();
+            }
+            if all {
+                self.transaction.incoming = None;
+                return match self.service {
+                    Service::Lmtp => refused
+                        .iter()
+                        .map(|r| Verdict::Reject(sieve_refusal(r.as_deref().unwrap_or(""))))
+                        .collect(),
+                    _ => vec![Verdict::Reject(sieve_refusal(
+                        refused[0].as_deref().unwrap_or(""),
+                    ))],
+                };
+            }
+        }
         let durable = {
             let telemetry = shell.telemetry.clone();
             let accepted = self.parts.accepted.clone();
@@ -646,7 +676,54 @@ impl Smtp {
             }
             Err(_) => Verdict::Reject(Reply::new(451, (4, 3, 0), "queue closed, try again later")),
         };
+        if self.service == Service::Lmtp && refused.len() == replies {
+            // RFC 2033 4.2: one reply per recipient, in order.
+            return refused
+                .iter()
+                .map(|r| match r {
+                    Some(reason) => Verdict::Reject(sieve_refusal(reason)),
+                    None => verdict.clone(),
+                })
+                .collect();
+        }
         vec![verdict; replies]
+    }
+
+    /// Per RCPT: the reason its rules reject this message, when every one of its targets is
+    /// a local user whose active script rejects it (no action taken: a dry run). Only for
+    /// mail arriving from outside (SMTP, LMTP), not for submission.
+    fn refused_by_rules(
+        &self,
+        shell: &Shell,
+        envelope: &smtp::Envelope,
+        targets: &[Vec<String>],
+        message: &[u8],
+        session: &str,
+    ) -> Vec<Option<String>> {
+        let Some(rules) = &self.parts.rules else {
+            return vec![None; targets.len()];
+        };
+        if !matches!(self.service, Service::Smtp | Service::Lmtp) {
+            return vec![None; targets.len()];
+        }
+        let cache = shell.directory.cache();
+        targets
+            .iter()
+            .map(|users| {
+                let mut reason = None;
+                for user in users {
+                    if !cache.is_user(user) {
+                        return None;
+                    }
+                    let rules_envelope = mailboxes::rules::Envelope {
+                        sender: envelope.from.clone(),
+                        recipient: user.clone(),
+                    };
+                    reason = Some(rules.would_reject(session, user, &rules_envelope, message)?);
+                }
+                reason
+            })
+            .collect()
     }
 
     /// A message another node of the cluster handed over (LMTP with `XORIGIN`): straight

@@ -265,6 +265,7 @@ pub async fn start(config: ServerConfig, parts: Parts, listeners: Listeners) -> 
             session_ids: AtomicU64::new(0),
             handover: parts.handover,
             srs: parts.srs,
+            rules: parts.deposit.rules().cloned(),
         }),
         pop3: Arc::new(Pop3Parts {
             store: parts.store.clone(),

@@ -57,4 +57,6 @@ pub trait DeliveryEvents: Send + Sync {
 pub enum SieveCopy<'a> {
     Queued(u64),
     HandedOver(&'a str),
+    /// A message still arriving (refused before its 250), by its session's id.
+    Arriving(&'a str),
 }

@@ -572,6 +572,7 @@ impl DeliveryEvents for Telemetry {
         match copy {
             SieveCopy::Queued(queue_id) => line!(queue_id),
             SieveCopy::HandedOver(origin) => line!(origin = %shown(origin)),
+            SieveCopy::Arriving(session) => line!(session = %shown(session)),
         }
     }
 
@@ -585,7 +586,7 @@ impl DeliveryEvents for Telemetry {
                 error = %shown(error),
                 msg = "kept in INBOX"
             ),
-            SieveCopy::HandedOver(origin) => tracing::warn!(
+            SieveCopy::HandedOver(origin) | SieveCopy::Arriving(origin) => tracing::warn!(
                 event = "sieve_error",
                 user = %shown(user),
                 origin = %shown(origin),
