@@ -349,16 +349,25 @@ pub(crate) fn with_directory<T>(
     paths: &Paths,
     work: impl AsyncFnOnce(directory::Directory) -> Result<T>,
 ) -> Result<T> {
+    let options = directory::Options {
+        password_length_min: paths.password_length_min,
+        ..directory::Options::default()
+    };
+    with_directory_options(paths, options, work)
+}
+
+/// [`with_directory`] with the directory opened with `options`.
+pub(crate) fn with_directory_options<T>(
+    paths: &Paths,
+    options: directory::Options,
+    work: impl AsyncFnOnce(directory::Directory) -> Result<T>,
+) -> Result<T> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     let (result, changed) = runtime.block_on(async {
         let location = paths.directory_location()?;
-        let options = directory::Options {
-            password_length_min: paths.password_length_min,
-            ..directory::Options::default()
-        };
         let directory = directory::Directory::open_at(&location, options).await?;
         let before = directory.cache().generation();
         let result = work(directory.clone()).await;

@@ -26,6 +26,7 @@ mod paths;
 mod progress;
 mod queue_cmd;
 mod serve_cmd;
+mod sieve_cmd;
 mod sim_cmd;
 mod store_cmd;
 
@@ -79,6 +80,10 @@ enum Command {
     /// DKIM keys of our domains: generate (and print the DNS record), list, delete.
     #[command(subcommand)]
     Dkim(dkim_cmd::DkimCommand),
+    /// Users' mail rules (Sieve scripts): list, get, put, activate, deactivate, delete,
+    /// check.
+    #[command(subcommand)]
+    Sieve(sieve_cmd::SieveCommand),
     /// Failed-login blocks of the running server: list them, clear them.
     #[command(subcommand)]
     Auth(auth_cmd::AuthCommand),
@@ -208,6 +213,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::User(command) => directory_cmd::user(command, &paths, &config),
         Command::Auth(command) => auth_cmd::run(command, &paths),
         Command::Dkim(command) => dkim_cmd::run(command, &paths),
+        Command::Sieve(command) => sieve_cmd::run(command, &paths, &config),
         Command::Alias(command) => directory_cmd::alias(command, &paths),
         Command::Node(command) => directory_cmd::node(command, &paths),
         Command::Mailbox(command) => mailbox_cmd::run(command, &paths, &config),
