@@ -47,7 +47,6 @@ use crate::address::{LocalCase, parse_address, subaddress_base};
 use crate::db;
 use crate::dkim::{self, DkimKey};
 use crate::error::DirectoryError;
-use crate::sieve_scripts::UserScripts;
 
 /// Where a message for one address goes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -669,5 +668,23 @@ impl<'s> Expansion<'s> {
         self.seen.insert(target.clone());
         self.targets.push(target);
         Ok(())
+    }
+}
+
+/// A user's scripts as the cache holds them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UserScripts {
+    /// The active script's name.
+    pub active: Option<String>,
+    /// (name, source), sorted by name.
+    pub scripts: Vec<(String, std::sync::Arc<str>)>,
+}
+
+impl UserScripts {
+    pub fn get(&self, name: &str) -> Option<&std::sync::Arc<str>> {
+        self.scripts
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, source)| source)
     }
 }

@@ -119,12 +119,12 @@ pub use address::{
 };
 pub use argon2::Params as Argon2Params;
 pub use arguments::NODE_NAME_BYTES_MAX;
-pub use cache::{Cache, ExpansionLimit, NodeInfo, Owner, Resolution, Target};
+pub use cache::{Cache, ExpansionLimit, NodeInfo, Owner, Resolution, Target, UserScripts};
 pub use dkim::{DkimKey, SELECTOR_BYTES_MAX};
 pub use error::DirectoryError;
 pub use hasher::Priority;
 pub use logins::{Attempt, LOGINS_KEPT_MAX, LoginRecord};
-pub use sieve_scripts::{SCRIPT_NAME_BYTES_MAX, ScriptInfo, UserScripts, check_script_name};
+pub use sieve_scripts::{SCRIPT_NAME_BYTES_MAX, ScriptInfo, check_script_name};
 pub use subscriptions::{
     SPECIAL_USES_PER_USER_MAX, SUBSCRIPTION_BYTES_MAX, SUBSCRIPTIONS_PER_USER_MAX,
 };

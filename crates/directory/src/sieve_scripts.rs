@@ -28,24 +28,6 @@ pub struct ScriptInfo {
     pub bytes: usize,
 }
 
-/// A user's scripts as the cache holds them.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct UserScripts {
-    /// The active script's name.
-    pub active: Option<String>,
-    /// (name, source), sorted by name.
-    pub scripts: Vec<(String, std::sync::Arc<str>)>,
-}
-
-impl UserScripts {
-    pub fn get(&self, name: &str) -> Option<&std::sync::Arc<str>> {
-        self.scripts
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, source)| source)
-    }
-}
-
 /// RFC 5804 1.6: a script name is a non-empty UTF-8 string without control characters
 /// (0000-001F, 007F-009F), line or paragraph separators (2028, 2029).
 pub fn check_script_name(name: &str) -> Result<(), DirectoryError> {
