@@ -127,6 +127,11 @@ pub(crate) fn shell_text(text: &str, fallback: &str) -> String {
     }
 }
 
+/// `shell_text` on one line: line feeds become spaces too.
+pub(crate) fn one_line(text: &str, fallback: &str) -> String {
+    shell_text(text, fallback).replace('\n', " ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

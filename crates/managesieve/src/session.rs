@@ -131,7 +131,7 @@ impl Session {
             Failure::Invalid(text) => (None, reply::shell_text(&text, "Invalid script")),
             Failure::Unavailable(text) => (
                 Some(Code::TryLater),
-                reply::shell_text(&text, "Temporary failure, try again later"),
+                reply::one_line(&text, "Temporary failure, try again later"),
             ),
         };
         self.respond(Status::No, code, &text);

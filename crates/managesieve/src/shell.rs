@@ -187,7 +187,7 @@ impl Session {
                 "Log in with PLAIN once to upgrade the stored credentials",
             ),
             AuthResult::Referral(url) => {
-                let url = reply::shell_text(&url, "").replace('\n', " ");
+                let url = reply::one_line(&url, "");
                 self.respond(
                     Status::No,
                     Some(Code::Referral(url)),
