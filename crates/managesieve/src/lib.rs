@@ -55,6 +55,20 @@
 //! line breaks goes to the client as a literal. The shell also calls `timed_out`,
 //! `deadline_passed`, `shutting_down` and `revoked`; each sends `BYE` and closes.
 //!
+//! # Limits and deadlines
+//!
+//! Every size a client controls has a named bound in [`Config`]: `line_max` (a command
+//! without its script), `script_bytes_max` (a script literal, HAVESPACE's size: `NO
+//! (QUOTA/MAXSIZE)`), `script_name_bytes_max`, `arguments_max`, `input_buffer_max`,
+//! `errors_max`, `auth_failures_max`, `commands_before_login_max`. Every step a client can
+//! drag out is named in [`Session::deadlines`] (the shell owns the clock and times each
+//! step from when it first sees it, as for the other protocols): the login deadline (phase),
+//! the command line (request), the literal (transfer); and [`Session::timeout`] is the idle
+//! timeout.
+//!
+//! RFC 5804 1.3's `SASL` response code carries a mechanism's final server data; PLAIN has
+//! none, so it is never sent. `LANGUAGE` (RFC 5804 1.7) is not announced.
+//!
 //! # Invariants
 //!
 //! - Input never panics the session. Until the session closes, every command gets exactly

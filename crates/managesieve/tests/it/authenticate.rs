@@ -246,3 +246,28 @@ fn script_commands_need_a_login() {
     // The login itself is unaffected.
     check(plain(), false, &login());
 }
+
+#[test]
+fn hand_over_returns_the_input_after_the_login() {
+    use std::sync::Arc;
+
+    use managesieve::{Event, Session};
+
+    let mut session = Session::new(Arc::new(plain()), false);
+    while session.poll().is_some() {}
+    assert_eq!(session.hand_over(), None, "no login waiting");
+    session.feed(b"AUTHENTICATE \"PLAIN\" \"AGFsaWNlAHNlY3JldA==\"\r\nLISTSCRIPTS\r\nNO");
+    assert!(matches!(session.poll(), Some(Event::Authenticate { .. })));
+    assert_eq!(
+        session.hand_over().as_deref(),
+        Some(&b"LISTSCRIPTS\r\nNO"[..])
+    );
+    assert!(session.is_closed());
+    assert_eq!(
+        session.poll(),
+        None,
+        "no Close: the shell owns the connection"
+    );
+    session.feed(b"NOOP\r\n");
+    assert_eq!(session.poll(), None);
+}
