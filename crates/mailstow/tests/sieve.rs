@@ -1,0 +1,500 @@
+//! Users' mail rules (Sieve, RFC 5228) at final delivery, end to end: the real binary, real
+//! sockets. A rule files and flags, rejects before the 250 (SMTP, and LMTP per recipient),
+//! discards, redirects to another server (SRS: SPF passes there), replies once per sender
+//! while a vacation is on and never to a list; a rule that fails keeps the message in INBOX.
+
+mod common;
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::{FakeDns, Server, mailstow, must, set_up_data_dir, smtp_reply};
+
+/// Starts a server on `data` with the mail log in `<dir>/mail.log` at level info and
+/// `extra` added to its `[server]` table.
+fn start(data: &Path, hostname: &str, extra: &str) -> (Server, PathBuf) {
+    let dir = data.parent().unwrap();
+    let log = dir.join("mail.log");
+    let config = dir.join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nhostname = \"{hostname}\"\nauth_without_tls = true\n{extra}\n\
+             [log]\nfile = \"{}\"\nlevel = \"info\"\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    (Server::start_with(data, Some(&config)), log)
+}
+
+/// Stores `script` as `user`'s active script `rules` with the CLI.
+fn put_script(data: &Path, user: &str, script: &str) {
+    let file = data.parent().unwrap().join(format!("{user}.sieve"));
+    std::fs::write(&file, script).unwrap();
+    must(mailstow(
+        data,
+        &[
+            "sieve",
+            "put",
+            user,
+            "rules",
+            file.to_str().unwrap(),
+            "--activate",
+        ],
+    ));
+}
+
+/// Log lines containing every one of `needles`, waiting up to 20 s for at least `count`.
+fn log_lines(log: &Path, needles: &[&str], count: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let lines: Vec<String> = text
+            .lines()
+            .filter(|l| needles.iter().all(|n| l.contains(n)))
+            .map(str::to_string)
+            .collect();
+        if lines.len() >= count || Instant::now() > deadline {
+            return lines;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// One SMTP transaction (`service`: "smtp" or "submission" with AUTH PLAIN as `auth`);
+/// every reply code from MAIL FROM on and the last reply's text.
+fn send(
+    server: &Server,
+    service: &str,
+    auth: Option<&str>,
+    from: &str,
+    to: &[&str],
+    message: &str,
+) -> (Vec<u16>, String) {
+    let stream = TcpStream::connect(server.addr(service)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    assert_eq!(smtp_reply(&mut reader).unwrap(), 220);
+    let lmtp = service == "lmtp";
+    writer
+        .write_all(if lmtp {
+            b"LHLO client\r\n"
+        } else {
+            b"EHLO client\r\n"
+        })
+        .unwrap();
+    assert_eq!(smtp_reply(&mut reader).unwrap(), 250);
+    if let Some(user) = auth {
+        let plain = base64(format!("\0{user}\0secret-pw").as_bytes());
+        writer
+            .write_all(format!("AUTH PLAIN {plain}\r\n").as_bytes())
+            .unwrap();
+        assert_eq!(smtp_reply(&mut reader).unwrap(), 235);
+    }
+    let mut codes = Vec::new();
+    writer
+        .write_all(format!("MAIL FROM:<{from}>\r\n").as_bytes())
+        .unwrap();
+    codes.push(smtp_reply(&mut reader).unwrap());
+    for rcpt in to {
+        writer
+            .write_all(format!("RCPT TO:<{rcpt}>\r\n").as_bytes())
+            .unwrap();
+        codes.push(smtp_reply(&mut reader).unwrap());
+    }
+    writer.write_all(b"DATA\r\n").unwrap();
+    let data = smtp_reply(&mut reader).unwrap();
+    codes.push(data);
+    if data != 354 {
+        return (codes, String::new());
+    }
+    writer.write_all(message.as_bytes()).unwrap();
+    writer.write_all(b".\r\n").unwrap();
+    let replies = if lmtp { to.len() } else { 1 };
+    let mut last = String::new();
+    for _ in 0..replies {
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            if line.as_bytes().get(3) != Some(&b'-') {
+                codes.push(line.get(..3).and_then(|c| c.parse().ok()).unwrap_or(0));
+                last = line;
+                break;
+            }
+        }
+    }
+    writer.write_all(b"QUIT\r\n").unwrap();
+    (codes, last)
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// Every message in `user`'s `folder` with its flags, once there are at least `count`
+/// (IMAP FETCH (FLAGS BODY.PEEK[])); waits up to 20 s.
+fn messages(server: &Server, user: &str, folder: &str, count: usize) -> Vec<(String, String)> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let found = fetch_all(server, user, folder);
+        if found.len() >= count || Instant::now() > deadline {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn fetch_all(server: &Server, user: &str, folder: &str) -> Vec<(String, String)> {
+    let stream = TcpStream::connect(server.addr("imap")).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    writer
+        .write_all(
+            format!(
+                "l LOGIN {user} secret-pw\r\ns EXAMINE \"{folder}\"\r\n\
+                 f FETCH 1:* (FLAGS BODY.PEEK[])\r\nq LOGOUT\r\n"
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+    let mut found = Vec::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).unwrap() == 0 {
+            return found;
+        }
+        if line.starts_with("s NO") || line.starts_with("q OK") {
+            return found;
+        }
+        if line.starts_with("* ") && line.contains(" FETCH (") && line.contains("BODY[] {") {
+            let flags = line
+                .split_once("FLAGS (")
+                .and_then(|(_, rest)| rest.split_once(')'))
+                .map_or(String::new(), |(flags, _)| flags.to_string());
+            let size: usize = line
+                .rsplit_once('{')
+                .and_then(|(_, n)| n.trim_end().strip_suffix('}'))
+                .and_then(|n| n.parse().ok())
+                .unwrap();
+            let mut body = vec![0; size];
+            reader.read_exact(&mut body).unwrap();
+            found.push((flags, String::from_utf8_lossy(&body).into_owned()));
+        }
+    }
+}
+
+fn message(from: &str, to: &str, subject: &str, extra: &str) -> String {
+    format!(
+        "From: {from}\r\nTo: {to}\r\nSubject: {subject}\r\nMessage-ID: <{}@test>\r\n{extra}\r\n\
+         hello\r\n",
+        subject.replace(' ', "-")
+    )
+}
+
+#[test]
+fn rules_file_flag_reject_discard_and_a_failing_rule_keeps_the_message() {
+    let (_dir, data) = set_up_data_dir();
+    put_script(
+        &data,
+        "alice@example.test",
+        r#"require ["fileinto", "imap4flags", "reject", "mailbox"];
+# Invoices go to their own folder, flagged.
+if header :contains "subject" "invoice" {
+    fileinto :create :flags "\\Flagged" "Invoices";
+    stop;
+}
+if header :contains "subject" "unwanted" {
+    reject "I do not want this.";
+    stop;
+}
+if header :contains "subject" "trash" {
+    discard;
+    stop;
+}
+"#,
+    );
+    // A rule that fails at run time: the folder does not exist and is not created.
+    put_script(
+        &data,
+        "bob@example.test",
+        "require \"fileinto\";\nfileinto \"Nowhere\";\n",
+    );
+    let (server, log) = start(&data, "mx.example.test", "");
+
+    let (codes, text) = send(
+        &server,
+        "smtp",
+        None,
+        "x@remote.test",
+        &["alice@example.test"],
+        &message("x@remote.test", "alice@example.test", "invoice 42", ""),
+    );
+    assert_eq!(codes.last(), Some(&250), "{text}");
+    let invoices = messages(&server, "alice@example.test", "Invoices", 1);
+    assert_eq!(invoices.len(), 1, "filed into Invoices");
+    assert!(invoices[0].0.contains("\\Flagged"), "{:?}", invoices[0].0);
+    assert!(invoices[0].1.contains("Subject: invoice 42"));
+    assert_eq!(
+        log_lines(
+            &log,
+            &[
+                "event=sieve",
+                "action=fileinto",
+                "folder=Invoices",
+                "alice@example.test"
+            ],
+            1
+        )
+        .len(),
+        1
+    );
+
+    // RFC 5429 2.1: refused at the end of the data, with the script's reason.
+    let (codes, text) = send(
+        &server,
+        "smtp",
+        None,
+        "x@remote.test",
+        &["alice@example.test"],
+        &message("x@remote.test", "alice@example.test", "unwanted offer", ""),
+    );
+    assert_eq!(codes.last(), Some(&550), "{text}");
+    assert!(
+        text.contains("5.7.1") && text.contains("I do not want this."),
+        "{text}"
+    );
+    // LMTP answers per recipient: alice refuses, bob (whose rule fails) takes it.
+    let (codes, _) = send(
+        &server,
+        "lmtp",
+        None,
+        "x@remote.test",
+        &["alice@example.test", "bob@example.test"],
+        &message("x@remote.test", "alice@example.test", "unwanted again", ""),
+    );
+    assert_eq!(&codes[codes.len() - 2..], &[550, 250], "{codes:?}");
+
+    // Discarded: accepted, stored nowhere.
+    let (codes, _) = send(
+        &server,
+        "smtp",
+        None,
+        "x@remote.test",
+        &["alice@example.test"],
+        &message("x@remote.test", "alice@example.test", "trash this", ""),
+    );
+    assert_eq!(codes.last(), Some(&250));
+    assert_eq!(
+        log_lines(&log, &["event=sieve", "action=discard"], 1).len(),
+        1
+    );
+    // Anything else: the implicit keep.
+    let (codes, _) = send(
+        &server,
+        "smtp",
+        None,
+        "x@remote.test",
+        &["alice@example.test"],
+        &message("x@remote.test", "alice@example.test", "plain", ""),
+    );
+    assert_eq!(codes.last(), Some(&250));
+    let inbox = messages(&server, "alice@example.test", "INBOX", 1);
+    let subjects: Vec<&str> = inbox
+        .iter()
+        .filter_map(|(_, m)| m.lines().find(|l| l.starts_with("Subject: ")))
+        .collect();
+    assert_eq!(subjects, ["Subject: plain"], "only the kept message");
+
+    // bob's rule failed on the LMTP copy: kept in INBOX, the reason logged.
+    let bob = messages(&server, "bob@example.test", "INBOX", 1);
+    assert_eq!(bob.len(), 1);
+    let errors = log_lines(&log, &["event=sieve_error", "bob@example.test"], 1);
+    assert!(errors.iter().any(|l| l.contains("Nowhere")), "{errors:?}");
+    server.stop_cleanly();
+}
+
+#[test]
+fn a_vacation_replies_once_per_sender_and_never_to_a_list() {
+    let (_dir, data) = set_up_data_dir();
+    must(mailstow(
+        &data,
+        &["dkim", "generate", "example.test", "--selector", "s1"],
+    ));
+    put_script(
+        &data,
+        "alice@example.test",
+        "require \"vacation\";\nvacation :days 7 :subject \"Away\" \"I am away until Monday.\";\n",
+    );
+    let (server, log) = start(&data, "mx.example.test", "");
+    // A list message: no reply (RFC 5230 4.5, RFC 3834 2).
+    send(
+        &server,
+        "submission",
+        Some("bob@example.test"),
+        "bob@example.test",
+        &["alice@example.test"],
+        &message(
+            "bob@example.test",
+            "alice@example.test",
+            "list post",
+            "List-Id: <talk.example.test>\r\n",
+        ),
+    );
+    assert_eq!(
+        log_lines(&log, &["event=sieve", "action=vacation_skipped"], 1).len(),
+        1
+    );
+    // Two messages from bob: one reply.
+    for subject in ["first", "second"] {
+        let (codes, text) = send(
+            &server,
+            "submission",
+            Some("bob@example.test"),
+            "bob@example.test",
+            &["alice@example.test"],
+            &message("bob@example.test", "alice@example.test", subject, ""),
+        );
+        assert_eq!(codes.last(), Some(&250), "{text}");
+    }
+    assert_eq!(
+        log_lines(&log, &["event=sieve", "action=vacation_skipped"], 2).len(),
+        2,
+        "the second message is not answered"
+    );
+    let replies = messages(&server, "bob@example.test", "INBOX", 1);
+    assert_eq!(replies.len(), 1, "one reply");
+    let reply = &replies[0].1;
+    assert!(reply.contains("Auto-Submitted: auto-replied"), "{reply}");
+    assert!(reply.contains("Subject: Away"), "{reply}");
+    assert!(reply.contains("I am away until Monday."), "{reply}");
+    assert!(reply.contains("In-Reply-To: <first@test>"), "{reply}");
+    assert!(reply.contains("DKIM-Signature:"), "signed: {reply}");
+    assert!(reply.contains("Return-Path: <>"), "null sender: {reply}");
+    server.stop_cleanly();
+}
+
+#[test]
+fn a_redirect_reaches_another_server_with_spf_passing() {
+    let dns = FakeDns::start(&[
+        "example.test TXT v=spf1 ip4:127.0.0.0/8 -all",
+        "remote.test TXT v=spf1 ip4:127.0.0.0/8 -all",
+    ]);
+    // The other server: other.test, checking SPF.
+    let other_dir = tempfile::tempdir().unwrap();
+    let other_data = other_dir.path().join("data");
+    std::fs::create_dir_all(&other_data).unwrap();
+    must(mailstow(&other_data, &["domain", "add", "other.test"]));
+    must(mailstow(
+        &other_data,
+        &["user", "add", "carol@other.test", "--password", "secret-pw"],
+    ));
+    let (other, _) = start(
+        &other_data,
+        "mx.other.test",
+        &format!("dns_servers = [\"{}\"]", dns.address),
+    );
+
+    let (_dir, data) = set_up_data_dir();
+    put_script(
+        &data,
+        "alice@example.test",
+        "redirect \"carol@other.test\";\n",
+    );
+    let (server, log) = start(
+        &data,
+        "mx.example.test",
+        &format!(
+            "dns_servers = [\"{}\"]\nrelay_host = \"{}\"\nrelay_tls = \"none\"",
+            dns.address,
+            other.addr("smtp")
+        ),
+    );
+    let (codes, text) = send(
+        &server,
+        "smtp",
+        None,
+        "x@remote.test",
+        &["alice@example.test"],
+        &message("x@remote.test", "alice@example.test", "pass it on", ""),
+    );
+    assert_eq!(codes.last(), Some(&250), "{text}");
+    let arrived = messages(&other, "carol@other.test", "INBOX", 1);
+    assert_eq!(arrived.len(), 1, "the redirected copy arrived");
+    let copy = &arrived[0].1;
+    assert!(copy.contains("Subject: pass it on"), "{copy}");
+    // The reverse path was rewritten into alice's domain (SRS), which authorises us.
+    assert!(copy.contains("Return-Path: <SRS0="), "{copy}");
+    let results = copy
+        .lines()
+        .find(|l| l.starts_with("Authentication-Results: mx.other.test"))
+        .unwrap_or_default();
+    assert!(results.contains("spf=pass"), "{copy}");
+    assert!(
+        log_lines(
+            &log,
+            &["event=sieve", "action=redirect", "to=carol@other.test"],
+            1
+        )
+        .len()
+            == 1
+    );
+    // Not kept: redirect cancels the implicit keep (RFC 5228 4.2).
+    assert!(fetch_all(&server, "alice@example.test", "INBOX").is_empty());
+
+    // A bounce to the rewritten address goes back to the original sender (here remote:
+    // accepted for relay to it).
+    let srs = copy
+        .lines()
+        .find_map(|l| l.strip_prefix("Return-Path: <"))
+        .and_then(|l| l.strip_suffix('>'))
+        .unwrap()
+        .to_string();
+    let (codes, _) = send(
+        &server,
+        "smtp",
+        None,
+        "",
+        &[srs.as_str()],
+        "Subject: bounce\r\n\r\nundeliverable\r\n",
+    );
+    assert_eq!(codes[1], 250, "the SRS address is taken back: {codes:?}");
+    let (codes, _) = send(
+        &server,
+        "smtp",
+        None,
+        "",
+        &[&srs.replacen("SRS0=", "SRS0=x", 1)],
+        "Subject: forged\r\n\r\nx\r\n",
+    );
+    assert_eq!(codes[1], 550, "a forged one is not: {codes:?}");
+    server.stop_cleanly();
+    other.stop_cleanly();
+}
