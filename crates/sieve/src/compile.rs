@@ -501,7 +501,14 @@ impl Compiler<'_> {
                 let mut last = false;
                 while let Some((tag, pos)) = args.tag() {
                     match tag {
-                        "index" => index = Some(self.index_number(&mut args, pos)?),
+                        // RFC 5293 5: :index is editheader's own here.
+                        "index" => {
+                            let n = args.number("the index")?;
+                            if n == 0 {
+                                return Err(pos.error(":index must be 1 or more"));
+                            }
+                            index = Some(n);
+                        }
                         "last" => last = true,
                         _ => {
                             if !self.match_tag(&mut spec, tag, pos, &mut args)? {

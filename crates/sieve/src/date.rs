@@ -28,6 +28,12 @@ pub(crate) fn parse_rfc5322(value: &str) -> Option<Moment> {
     Some(Moment { utc, zone })
 }
 
+/// The date in a header field (RFC 5260 4): the whole value, or what follows its last
+/// semicolon (as in Received).
+pub(crate) fn parse_field(value: &str) -> Option<Moment> {
+    parse_rfc5322(value).or_else(|| parse_rfc5322(value.rsplit_once(';')?.1))
+}
+
 /// Parses a `:zone` argument: "+hhmm" or "-hhmm" (RFC 5260 4.1).
 pub(crate) fn parse_zone(z: &str) -> Option<i32> {
     let b = z.as_bytes();

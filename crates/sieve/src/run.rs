@@ -328,9 +328,13 @@ impl<'m> State<'m> {
         Ok(false)
     }
 
-    /// The fields named `name`, `:index` applied (RFC 5260 6).
-    fn indexed_fields(&self, name: &str, index: Option<Index>) -> Vec<&Field> {
-        let all: Vec<&Field> = self.msg.fields_named(name).collect();
+    /// The fields with these names, the names taken in order, `:index` applied across
+    /// them all (RFC 5260 6).
+    fn indexed_fields<S: AsRef<str>>(&self, names: &[S], index: Option<Index>) -> Vec<&Field> {
+        let mut all: Vec<&Field> = Vec::new();
+        for n in names {
+            all.extend(self.msg.fields_named(n.as_ref()));
+        }
         match index {
             None => all,
             Some(Index { n, last }) => {
@@ -391,15 +395,12 @@ impl<'m> State<'m> {
                 index,
                 matcher,
             } => {
-                let mut values: Vec<String> = Vec::new();
-                for n in names {
-                    let name = self.expand(frame, n);
-                    values.extend(
-                        self.indexed_fields(&name, *index)
-                            .into_iter()
-                            .map(|f| f.decoded().to_string()),
-                    );
-                }
+                let names = self.expand_list(frame, names);
+                let values: Vec<&str> = self
+                    .indexed_fields(&names, *index)
+                    .into_iter()
+                    .map(Field::decoded)
+                    .collect();
                 self.match_values(frame, matcher, &values)?
             }
             Test::Address {
@@ -408,14 +409,12 @@ impl<'m> State<'m> {
                 index,
                 matcher,
             } => {
+                let names = self.expand_list(frame, names);
                 let mut values: Vec<String> = Vec::new();
-                for n in names {
-                    let name = self.expand(frame, n);
-                    for f in self.indexed_fields(&name, *index) {
-                        for a in address::parse_list(&f.raw) {
-                            if let Some(p) = address::part(&a, *part) {
-                                values.push(p.to_string());
-                            }
+                for f in self.indexed_fields(&names, *index) {
+                    for a in address::parse_list(&f.raw) {
+                        if let Some(p) = address::part(&a, *part) {
+                            values.push(p.to_string());
                         }
                     }
                 }
@@ -542,8 +541,8 @@ impl<'m> State<'m> {
                 let name = self.expand(frame, header).into_owned();
                 let part = self.expand(frame, part).into_owned();
                 let mut values = Vec::new();
-                for f in self.indexed_fields(&name, *index) {
-                    if let Some(m) = date::parse_rfc5322(&f.unfolded())
+                for f in self.indexed_fields(&[&name], *index) {
+                    if let Some(m) = date::parse_field(&f.unfolded())
                         && let Some(z) = self.zone_of(frame, zone, m.zone)
                         && let Some(v) = date::date_part(
                             Moment {
