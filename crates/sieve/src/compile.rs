@@ -1113,14 +1113,14 @@ impl Compiler<'_> {
             }
             "spamtest" => {
                 let keys = args.strings("the value")?;
-                Test::SpamTest {
+                Test::Spam {
                     percent,
                     matcher: self.matcher(spec, keys, default_cmp)?,
                 }
             }
             _ => {
                 let keys = args.strings("the value")?;
-                Test::VirusTest {
+                Test::Virus {
                     matcher: self.matcher(spec, keys, default_cmp)?,
                 }
             }

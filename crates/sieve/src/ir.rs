@@ -175,11 +175,11 @@ pub(crate) enum Test {
         name: Str,
         matcher: Matcher,
     },
-    SpamTest {
+    Spam {
         percent: bool,
         matcher: Matcher,
     },
-    VirusTest {
+    Virus {
         matcher: Matcher,
     },
     Custom(Box<Custom>),

@@ -15,6 +15,7 @@ pub(crate) struct Field {
     pub(crate) name: String,
     pub(crate) raw: Vec<u8>,
     decoded: OnceCell<String>,
+    addresses: OnceCell<Vec<String>>,
 }
 
 impl Field {
@@ -23,7 +24,14 @@ impl Field {
             name,
             raw,
             decoded: OnceCell::new(),
+            addresses: OnceCell::new(),
         }
+    }
+
+    /// The addresses in the value (parsed once, for every address test of the run).
+    pub(crate) fn addresses(&self) -> &[String] {
+        self.addresses
+            .get_or_init(|| crate::address::parse_list(&self.raw))
     }
 
     /// The value unfolded, encoded-words decoded, blanks trimmed.
@@ -110,7 +118,7 @@ impl<'a> Message<'a> {
     pub(crate) fn fields_named<'s, 'n>(
         &'s self,
         name: &'n str,
-    ) -> impl DoubleEndedIterator<Item = &'s Field> + use<'s, 'n> {
+    ) -> impl DoubleEndedIterator<Item = &'s Field> + Clone + use<'s, 'n> {
         self.fields
             .iter()
             .filter(move |f| f.name.eq_ignore_ascii_case(name))

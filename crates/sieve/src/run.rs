@@ -277,15 +277,19 @@ impl<'m> State<'m> {
 
     /// Whether any of `values` matches any key; sets the match variables on success
     /// (when the script uses variables and the match type sets them).
-    fn match_values<S: AsRef<str>>(
+    fn match_values<I>(
         &self,
         frame: &mut Frame<'_>,
         m: &Matcher,
-        values: &[S],
-    ) -> Result<bool, RuntimeError> {
+        values: I,
+    ) -> Result<bool, RuntimeError>
+    where
+        I: IntoIterator + Clone,
+        I::Item: AsRef<str>,
+    {
         if let MatchType::Count(rel) = m.match_type {
             // RFC 5231 4.2: the number of values, compared as a string.
-            let count = values.len().to_string();
+            let count = values.into_iter().count().to_string();
             for k in &m.keys {
                 let key = self.expand(frame, &k.s);
                 if relation(rel, matching::compare(m.comparator, &count, &key)) {
@@ -308,7 +312,7 @@ impl<'m> State<'m> {
                 }
                 _ => None,
             };
-            for v in values {
+            for v in values.clone() {
                 let hit = matching::matches(
                     m.match_type,
                     m.comparator,
@@ -392,10 +396,41 @@ impl<'m> State<'m> {
             }),
             Test::Header {
                 names,
+                index: None,
+                matcher,
+            } if names.iter().all(|n| n.as_const().is_some()) => {
+                // The common case, without allocating: constant names, no :index.
+                let msg = &self.msg;
+                let values = names
+                    .iter()
+                    .filter_map(Str::as_const)
+                    .flat_map(move |n| msg.fields_named(n))
+                    .map(Field::decoded);
+                self.match_values(frame, matcher, values)?
+            }
+            Test::Address {
+                names,
+                part,
+                index: None,
+                matcher,
+            } if names.iter().all(|n| n.as_const().is_some()) => {
+                let msg = &self.msg;
+                let part = *part;
+                let values = names
+                    .iter()
+                    .filter_map(Str::as_const)
+                    .flat_map(move |n| msg.fields_named(n))
+                    .flat_map(|f| f.addresses().iter())
+                    .filter_map(move |a| address::part(a, part));
+                self.match_values(frame, matcher, values)?
+            }
+            Test::Header {
+                names,
                 index,
                 matcher,
             } => {
-                let names = self.expand_list(frame, names);
+                let names: Vec<Cow<'_, str>> =
+                    names.iter().map(|n| self.expand(frame, n)).collect();
                 let values: Vec<&str> = self
                     .indexed_fields(&names, *index)
                     .into_iter()
@@ -409,12 +444,13 @@ impl<'m> State<'m> {
                 index,
                 matcher,
             } => {
-                let names = self.expand_list(frame, names);
-                let mut values: Vec<String> = Vec::new();
+                let names: Vec<Cow<'_, str>> =
+                    names.iter().map(|n| self.expand(frame, n)).collect();
+                let mut values: Vec<&str> = Vec::new();
                 for f in self.indexed_fields(&names, *index) {
-                    for a in address::parse_list(&f.raw) {
-                        if let Some(p) = address::part(&a, *part) {
-                            values.push(p.to_string());
+                    for a in f.addresses() {
+                        if let Some(p) = address::part(a, *part) {
+                            values.push(p);
                         }
                     }
                 }
@@ -425,20 +461,25 @@ impl<'m> State<'m> {
                 part,
                 matcher,
             } => {
-                let mut values: Vec<String> = Vec::new();
+                let mut values: Vec<&str> = Vec::new();
                 for p in parts {
-                    let which = self.expand(frame, p).to_ascii_lowercase();
-                    let value = match which.as_str() {
-                        "from" => Some(self.envelope.from.as_str()),
-                        "to" => Some(self.envelope.to.as_str()),
-                        "orig_to" => self.envelope.orig_to.as_deref(),
-                        "auth" => self.envelope.auth.as_deref(),
-                        _ => None,
+                    let which = self.expand(frame, p);
+                    let is = |name: &str| which.eq_ignore_ascii_case(name);
+                    let value = if is("from") {
+                        Some(self.envelope.from.as_str())
+                    } else if is("to") {
+                        Some(self.envelope.to.as_str())
+                    } else if is("orig_to") {
+                        self.envelope.orig_to.as_deref()
+                    } else if is("auth") {
+                        self.envelope.auth.as_deref()
+                    } else {
+                        None
                     };
                     if let Some(v) = value
                         && let Some(p) = address::part(v, *part)
                     {
-                        values.push(p.to_string());
+                        values.push(p);
                     }
                 }
                 self.match_values(frame, matcher, &values)?
@@ -595,7 +636,7 @@ impl<'m> State<'m> {
                     .collect();
                 self.match_values(frame, matcher, &values)?
             }
-            Test::SpamTest { percent, matcher } => {
+            Test::Spam { percent, matcher } => {
                 let score = if *percent {
                     self.context.spam_percent.map(|p| p.min(100))
                 } else {
@@ -603,7 +644,7 @@ impl<'m> State<'m> {
                 };
                 self.score_test(frame, matcher, score)?
             }
-            Test::VirusTest { matcher } => {
+            Test::Virus { matcher } => {
                 let score = self.context.virus_score.map(|s| s.min(5));
                 self.score_test(frame, matcher, score)?
             }

@@ -33,7 +33,7 @@ impl VarScope {
         if name.contains('.') {
             return Err(pos.error(format!("unknown variable namespace in \"{name}\"")));
         }
-        if self.globals.iter().any(|g| *g == name) {
+        if self.globals.contains(&name) {
             return Ok(VarRef::Global(name));
         }
         let next = self.locals.len();

@@ -361,7 +361,10 @@ mod tests {
         assert!(r.contains("From: Me <me@example.org>\r\n"));
         assert!(!r.contains("In-Reply-To"));
         let decoded = crate::message::decode_value(
-            r.lines().find(|l| l.starts_with("Subject:")).unwrap()[8..].as_bytes(),
+            &r.lines()
+                .find(|l| l.starts_with("Subject:"))
+                .unwrap()
+                .as_bytes()[8..],
         );
         assert_eq!(decoded, "Abwesend bis März");
         let mut m = vac();
