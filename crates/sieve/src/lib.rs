@@ -4,9 +4,26 @@
 //! (whether a mailbox exists, whether a message was seen before, another script to include)
 //! it asks its [`Host`]; it never reads a clock, a file or a socket.
 //!
-//! PLACEHOLDER: the API is fixed; the implementation is being written.
+//! Inside: [`lexer`] and [`parser`] turn the source into a generic tree, [`compile`]
+//! resolves it into a compact typed tree ([`ir`]) with `require` enforced, and [`run`]
+//! walks that tree over the message ([`message`]: header fields split once per run),
+//! with [`matching`], [`address`], [`date`] and [`strings`] doing the comparisons and the
+//! variable work. The [`extension`] module lets a test harness add commands and tests.
 
 use std::sync::Arc;
+
+mod address;
+mod compile;
+mod date;
+pub mod extension;
+mod ir;
+mod lexer;
+mod matching;
+mod message;
+mod parser;
+mod run;
+mod strings;
+pub mod vacation;
 
 /// The extensions this interpreter implements, in the order the `SIEVE` capability of
 /// ManageSieve (RFC 5804 1.7) lists them.
@@ -106,37 +123,55 @@ impl std::error::Error for CompileError {}
 /// A compiled script: cheap to clone and share between threads.
 #[derive(Debug, Clone)]
 pub struct Script {
-    #[allow(dead_code)]
     inner: Arc<ScriptInner>,
 }
 
+/// What compiling keeps: the typed tree and what is known of it beforehand.
 #[derive(Debug)]
-#[allow(dead_code)] // PLACEHOLDER
 struct ScriptInner {
-    #[allow(dead_code)]
-    source_len: usize,
+    commands: Vec<ir::Cmd>,
+    required: Vec<String>,
+    /// Slots for the script's own variables.
+    locals: usize,
+    /// Whether the script requires "variables" (then `:matches` and `:regex` set the
+    /// match variables, RFC 5229 3.2).
+    variables: bool,
+    may_reject: bool,
+    may_reply: bool,
 }
 
 impl Script {
     /// Whether a run of this script can end in `reject` or `ereject` (so a server may run it
-    /// before its `250` to refuse instead of bouncing).
+    /// before its `250` to refuse instead of bouncing). Computed from the script's own
+    /// commands: a script it includes is not known at compile time.
     pub fn may_reject(&self) -> bool {
-        false
+        self.inner.may_reject
     }
 
-    /// Whether a run can ask for `vacation`.
+    /// Whether a run can ask for `vacation` (in this script's own commands).
     pub fn may_reply(&self) -> bool {
-        false
+        self.inner.may_reply
     }
 
-    /// The extensions the script `require`s.
+    /// The extensions the script `require`s (lower-cased, in order, with those a
+    /// capability implies: "spamtestplus" brings "spamtest").
     pub fn required(&self) -> &[String] {
-        &[]
+        &self.inner.required
     }
 }
 
 /// Compiles `source`. `Limits::script_bytes_max` and `nesting_max` bound the work.
 pub fn compile(source: &str, limits: &Limits) -> Result<Script, CompileError> {
+    compile_with(source, limits, &extension::Extensions::default())
+}
+
+/// Compiles `source` with extra commands and tests registered by a harness (see
+/// [`extension`]).
+pub fn compile_with(
+    source: &str,
+    limits: &Limits,
+    extensions: &extension::Extensions,
+) -> Result<Script, CompileError> {
     if source.len() > limits.script_bytes_max {
         return Err(CompileError {
             line: 1,
@@ -148,12 +183,27 @@ pub fn compile(source: &str, limits: &Limits) -> Result<Script, CompileError> {
             ),
         });
     }
+    let tokens = lexer::tokenize(source)?;
+    // The tree is walked recursively (compile and run): a hard cap keeps the stack safe
+    // whatever the configuration says.
+    let nesting = limits.nesting_max.min(NESTING_HARD_MAX);
+    let nodes = parser::parse(&tokens, nesting)?;
+    let compiled = compile::compile(&nodes, extensions)?;
+    let variables = compiled.required.iter().any(|r| r == "variables");
     Ok(Script {
         inner: Arc::new(ScriptInner {
-            source_len: source.len(),
+            commands: compiled.commands,
+            required: compiled.required,
+            locals: compiled.locals,
+            variables,
+            may_reject: compiled.may_reject,
+            may_reply: compiled.may_reply,
         }),
     })
 }
+
+/// The deepest nesting accepted whatever `Limits::nesting_max` says.
+const NESTING_HARD_MAX: usize = 256;
 
 /// The SMTP envelope of the message being delivered (RFC 5228 5.4).
 #[derive(Debug, Clone, Default)]
@@ -188,7 +238,7 @@ pub struct Context {
 }
 
 /// Where a script is kept, for `include` (RFC 6609 3.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Location {
     Personal,
     Global,
@@ -282,51 +332,31 @@ impl std::error::Error for RuntimeError {}
 
 /// Runs `script` on `message` (the raw RFC 5322 bytes).
 pub fn run(
-    _script: &Script,
-    _message: &[u8],
-    _context: &Context,
-    _host: &dyn Host,
-    _limits: &Limits,
+    script: &Script,
+    message: &[u8],
+    context: &Context,
+    host: &dyn Host,
+    limits: &Limits,
 ) -> Result<Outcome, RuntimeError> {
-    Ok(Outcome {
-        actions: vec![Action::Keep { flags: Vec::new() }],
-        edited_message: None,
-        duplicate_marks: Vec::new(),
-        instructions: 0,
-    })
+    run::run(
+        script,
+        message,
+        context,
+        host,
+        limits,
+        &mut extension::NoHandler,
+    )
 }
 
-/// RFC 3834 and RFC 5230 rules for vacation replies: pure functions over the message.
-pub mod vacation {
-    /// Why no reply is sent, when none is.
-    #[derive(Debug, Clone, PartialEq, Eq)]
-    pub enum NoReply {
-        NullSender,
-        AutoSubmitted,
-        ListOrBulk,
-        OwnAddress,
-        NotAddressedToUser,
-    }
-
-    /// PLACEHOLDER.
-    pub fn check(
-        _message: &[u8],
-        _envelope: &crate::Envelope,
-        _user_addresses: &[String],
-    ) -> Result<(), NoReply> {
-        Err(NoReply::NullSender)
-    }
-
-    /// PLACEHOLDER.
-    pub fn compose(
-        _vacation: &crate::Vacation,
-        _original: &[u8],
-        _from: &str,
-        _to: &str,
-        _message_id_domain: &str,
-        _date_rfc2822: &str,
-        _message_id_unique: &str,
-    ) -> Vec<u8> {
-        Vec::new()
-    }
+/// Runs a script compiled with [`compile_with`], calling `handler` for the registered
+/// commands and tests.
+pub fn run_with(
+    script: &Script,
+    message: &[u8],
+    context: &Context,
+    host: &dyn Host,
+    limits: &Limits,
+    handler: &mut dyn extension::Handler,
+) -> Result<Outcome, RuntimeError> {
+    run::run(script, message, context, host, limits, handler)
 }

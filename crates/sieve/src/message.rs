@@ -1,0 +1,238 @@
+//! The message a run looks at: its header fields split once per run (and edited in place
+//! by editheader, RFC 5293), values decoded lazily (RFC 2047 encoded-words, RFC 5228
+//! 2.7.2), the body parsed by mail-parser only when a `body` test asks.
+
+use std::borrow::Cow;
+use std::cell::OnceCell;
+
+use mail_parser::parsers::MessageStream;
+use mail_parser::{HeaderValue, MessageParser, PartType};
+
+/// One header field: its name as written and its raw value (the bytes after the colon,
+/// folding kept, without the final line break).
+#[derive(Debug)]
+pub(crate) struct Field {
+    pub(crate) name: String,
+    pub(crate) raw: Vec<u8>,
+    decoded: OnceCell<String>,
+    addresses: OnceCell<Vec<String>>,
+}
+
+impl Field {
+    pub(crate) fn new(name: String, raw: Vec<u8>) -> Field {
+        Field {
+            name,
+            raw,
+            decoded: OnceCell::new(),
+            addresses: OnceCell::new(),
+        }
+    }
+
+    /// The addresses in the value (parsed once, for every address test of the run).
+    pub(crate) fn addresses(&self) -> &[String] {
+        self.addresses
+            .get_or_init(|| crate::address::parse_list(&self.raw))
+    }
+
+    /// The value unfolded, encoded-words decoded, blanks trimmed.
+    pub(crate) fn decoded(&self) -> &str {
+        self.decoded.get_or_init(|| decode_value(&self.raw))
+    }
+
+    /// The value unfolded and trimmed, not decoded (for ids and dates).
+    pub(crate) fn unfolded(&self) -> String {
+        let unfolded: Vec<u8> = self
+            .raw
+            .iter()
+            .copied()
+            .filter(|&b| b != b'\r' && b != b'\n')
+            .collect();
+        String::from_utf8_lossy(&unfolded).trim().to_string()
+    }
+}
+
+/// Unfolds and decodes a raw header value.
+pub(crate) fn decode_value(raw: &[u8]) -> String {
+    let unfolded: Vec<u8> = raw
+        .iter()
+        .copied()
+        .filter(|&b| b != b'\r' && b != b'\n')
+        .collect();
+    if !unfolded.windows(2).any(|w| w == b"=?") {
+        return String::from_utf8_lossy(&unfolded).trim().to_string();
+    }
+    let mut buf = unfolded;
+    buf.extend_from_slice(b"\r\n");
+    match MessageStream::new(&buf).parse_unstructured() {
+        HeaderValue::Text(t) => t.trim().to_string(),
+        _ => String::new(),
+    }
+}
+
+/// A text part of the body, for the `body` test (RFC 5173).
+#[derive(Debug)]
+pub(crate) struct BodyPart {
+    /// "type/subtype", lower-cased.
+    pub(crate) content_type: String,
+    pub(crate) text: String,
+}
+
+/// The message as a run sees it.
+#[derive(Debug)]
+pub(crate) struct Message<'a> {
+    raw: Cow<'a, [u8]>,
+    pub(crate) fields: Vec<Field>,
+    /// Where the body starts in `raw` (after the blank line).
+    body_start: usize,
+    pub(crate) edited: bool,
+    parts: OnceCell<Vec<BodyPart>>,
+}
+
+impl<'a> Message<'a> {
+    pub(crate) fn new(raw: Cow<'a, [u8]>) -> Message<'a> {
+        let (fields, body_start) = split_header(&raw);
+        Message {
+            raw,
+            fields,
+            body_start,
+            edited: false,
+            parts: OnceCell::new(),
+        }
+    }
+
+    /// RFC 5228 5.9: the size of the message as it would be stored.
+    pub(crate) fn size(&self) -> u64 {
+        if self.edited {
+            self.serialize().len() as u64
+        } else {
+            self.raw.len() as u64
+        }
+    }
+
+    /// The raw body (after the header section).
+    pub(crate) fn body(&self) -> &[u8] {
+        &self.raw[self.body_start.min(self.raw.len())..]
+    }
+
+    /// The fields named `name` (case-insensitively), in order.
+    pub(crate) fn fields_named<'s, 'n>(
+        &'s self,
+        name: &'n str,
+    ) -> impl DoubleEndedIterator<Item = &'s Field> + Clone + use<'s, 'n> {
+        self.fields
+            .iter()
+            .filter(move |f| f.name.eq_ignore_ascii_case(name))
+    }
+
+    /// The message with its edited header.
+    pub(crate) fn serialize(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.raw.len() + 256);
+        for f in &self.fields {
+            out.extend_from_slice(f.name.as_bytes());
+            out.push(b':');
+            out.extend_from_slice(&f.raw);
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(self.body());
+        out
+    }
+
+    /// The body's parts for `body :text` and `:content`: every leaf part with its type,
+    /// text parts decoded to text, the total bounded by `bytes_max`.
+    pub(crate) fn body_parts(&self, bytes_max: usize) -> &[BodyPart] {
+        self.parts.get_or_init(|| {
+            let mut out = Vec::new();
+            let Some(parsed) = MessageParser::default().parse(self.raw.as_ref()) else {
+                return out;
+            };
+            let mut budget = bytes_max;
+            for part in &parsed.parts {
+                let content_type = match part.content_type() {
+                    Some(ct) => match ct.subtype() {
+                        Some(sub) => format!("{}/{}", ct.ctype(), sub).to_ascii_lowercase(),
+                        None => ct.ctype().to_ascii_lowercase(),
+                    },
+                    None => "text/plain".to_string(),
+                };
+                let mut text = match &part.body {
+                    PartType::Text(t) | PartType::Html(t) => t.to_string(),
+                    PartType::Binary(b) | PartType::InlineBinary(b) => {
+                        String::from_utf8_lossy(b).into_owned()
+                    }
+                    PartType::Message(_) | PartType::Multipart(_) => String::new(),
+                };
+                if matches!(part.body, PartType::Multipart(_)) {
+                    out.push(BodyPart { content_type, text });
+                    continue;
+                }
+                crate::strings::truncate(&mut text, budget);
+                budget -= text.len();
+                out.push(BodyPart { content_type, text });
+            }
+            out
+        })
+    }
+}
+
+use mail_parser::MimeHeaders;
+
+/// Splits the header section into fields; returns them and where the body starts.
+pub(crate) fn split_header(raw: &[u8]) -> (Vec<Field>, usize) {
+    let mut fields: Vec<Field> = Vec::new();
+    let mut at = 0;
+    while at < raw.len() {
+        let end = raw[at..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(raw.len(), |p| at + p + 1);
+        let line = &raw[at..end];
+        let content = line.strip_suffix(b"\n").unwrap_or(line);
+        let content = content.strip_suffix(b"\r").unwrap_or(content);
+        if content.is_empty() {
+            return (fields, end);
+        }
+        if matches!(content[0], b' ' | b'\t') {
+            if let Some(last) = fields.last_mut() {
+                last.raw.extend_from_slice(b"\r\n");
+                last.raw.extend_from_slice(content);
+            }
+        } else if let Some(colon) = content.iter().position(|&b| b == b':') {
+            let name = String::from_utf8_lossy(&content[..colon])
+                .trim()
+                .to_string();
+            if !name.is_empty() && !name.contains(' ') {
+                fields.push(Field::new(name, content[colon + 1..].to_vec()));
+            }
+        }
+        at = end;
+    }
+    (fields, raw.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // RFC 5228 2.7.2 (tests compare decoded values)
+    #[test]
+    fn header_fields() {
+        let m = Message::new(Cow::Borrowed(
+            b"Subject: =?utf-8?q?caf=C3=A9?=\r\n and more\r\nX-A: 1\r\n\r\nbody\r\n".as_slice(),
+        ));
+        assert_eq!(m.fields.len(), 2);
+        assert_eq!(m.fields[0].decoded(), "caf\u{e9} and more");
+        assert_eq!(m.fields_named("x-a").next().unwrap().decoded(), "1");
+        assert_eq!(m.body(), b"body\r\n");
+        assert_eq!(m.serialize(), m.raw.to_vec());
+    }
+
+    #[test]
+    fn no_body() {
+        let m = Message::new(Cow::Borrowed(b"A: b".as_slice()));
+        assert_eq!(m.fields.len(), 1);
+        assert_eq!(m.body(), b"");
+        let m = Message::new(Cow::Borrowed(b"".as_slice()));
+        assert!(m.fields.is_empty());
+    }
+}

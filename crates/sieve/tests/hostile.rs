@@ -1,0 +1,256 @@
+//! Hostile scripts and messages: no panic, bounded work.
+
+mod common;
+use common::*;
+use proptest::prelude::*;
+use sieve::Limits;
+use std::time::{Duration, Instant};
+
+/// Pieces scripts are made of, so that random scripts often get past the lexer.
+const PIECES: &[&str] = &[
+    "require [\"fileinto\", \"variables\", \"imap4flags\", \"editheader\", \"relational\", \"regex\", \"body\", \"date\", \"index\", \"envelope\", \"subaddress\", \"vacation\", \"reject\", \"duplicate\", \"include\", \"ihave\", \"mailbox\", \"copy\", \"environment\", \"spamtestplus\", \"virustest\", \"encoded-character\", \"comparator-i;ascii-numeric\"];",
+    "if ",
+    "elsif ",
+    "else ",
+    "{ ",
+    "} ",
+    "( ",
+    ") ",
+    ", ",
+    "; ",
+    "not ",
+    "allof ",
+    "anyof ",
+    "true ",
+    "false ",
+    "header ",
+    "address ",
+    "envelope ",
+    "exists ",
+    "size ",
+    "string ",
+    "body ",
+    "date ",
+    "currentdate ",
+    "hasflag ",
+    "duplicate ",
+    "environment ",
+    "spamtest ",
+    "virustest ",
+    "mailboxexists ",
+    "ihave ",
+    ":is ",
+    ":contains ",
+    ":matches ",
+    ":regex ",
+    ":value \"gt\" ",
+    ":count \"eq\" ",
+    ":comparator \"i;ascii-numeric\" ",
+    ":index 1 ",
+    ":last ",
+    ":over ",
+    ":under ",
+    ":domain ",
+    ":localpart ",
+    ":user ",
+    ":detail ",
+    ":raw ",
+    ":text ",
+    ":content \"text\" ",
+    ":zone \"+0100\" ",
+    ":originalzone ",
+    ":copy ",
+    ":flags ",
+    ":create ",
+    ":lower ",
+    ":length ",
+    "\"subject\" ",
+    "\"from\" ",
+    "\"to\" ",
+    "\"date\" ",
+    "\"year\" ",
+    "\"*a*?b\" ",
+    "\"${1}\" ",
+    "\"${x}\" ",
+    "\"(a|b)+\" ",
+    "[\"a\", \"b\"] ",
+    "\"\\\\Seen x\" ",
+    "100 ",
+    "1K ",
+    "text:\r\nline\r\n.\r\n ",
+    "keep ",
+    "discard ",
+    "stop ",
+    "fileinto ",
+    "redirect ",
+    "reject ",
+    "vacation ",
+    "set ",
+    "setflag ",
+    "addflag ",
+    "removeflag ",
+    "addheader ",
+    "deleteheader ",
+    "error ",
+    "return ",
+    "include ",
+    "global ",
+    "\"x\" ",
+    "\"a@b.c\" ",
+    "/* c */ ",
+    "# c\n",
+    "\"${hex:41}\" ",
+    "\"${unicode:263a}\" ",
+];
+
+fn script() -> impl Strategy<Value = String> {
+    prop::collection::vec(prop::sample::select(PIECES), 0..60).prop_map(|v| v.concat())
+}
+
+fn message() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        prop::collection::vec(any::<u8>(), 0..400),
+        prop::collection::vec(
+            prop::sample::select(vec![
+                "Subject: a\r\n",
+                "From: x@y\r\n",
+                "To: <a@b>, c\r\n",
+                "Date: Mon, 1 Jan 2024 00:00:00 +0000\r\n",
+                "X: =?utf-8?q?=C3?=\r\n",
+                " folded\r\n",
+                "\r\n",
+                "Content-Type: multipart/mixed; boundary=b\r\n",
+                "--b\r\n",
+                "--b--\r\n",
+                "body text\r\n",
+                "Received: x; bad date\r\n",
+                "Message-ID: <1@x>\r\n",
+            ]),
+            0..30,
+        )
+        .prop_map(|v| v.concat().into_bytes()),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1500, ..ProptestConfig::default() })]
+
+    /// Random scripts from plausible pieces compile or fail cleanly, and run without
+    /// panicking on random messages.
+    #[test]
+    fn random_scripts_never_panic(src in script(), msg in message()) {
+        let lim = Limits::default();
+        if let Ok(s) = sieve::compile(&src, &lim) {
+            let _ = sieve::run(&s, &msg, &context(), &TestHost::default(), &lim);
+            let _ = sieve::run(&s, MSG.as_bytes(), &context(), &TestHost::default(), &lim);
+        }
+    }
+
+    /// Arbitrary bytes as a script.
+    #[test]
+    fn arbitrary_source_never_panics(src in "\\PC{0,200}") {
+        let _ = sieve::compile(&src, &Limits::default());
+    }
+
+    /// Mutations of a valid script.
+    #[test]
+    fn mutated_scripts_never_panic(cut in 0usize..400, insert in "[ -~]{0,8}", msg in message()) {
+        let base = include_str!("hostile_base.sieve");
+        let at = cut.min(base.len());
+        let at = (0..=at).rev().find(|&i| base.is_char_boundary(i)).unwrap_or(0);
+        let src = format!("{}{}{}", &base[..at], insert, &base[at..]);
+        let lim = Limits::default();
+        if let Ok(s) = sieve::compile(&src, &lim) {
+            let _ = sieve::run(&s, &msg, &context(), &TestHost::default(), &lim);
+        }
+    }
+}
+
+/// The vacation helpers on arbitrary messages.
+#[test]
+fn vacation_helpers_on_junk() {
+    let v = sieve::Vacation {
+        period_seconds: 1,
+        subject: None,
+        from: None,
+        addresses: vec![],
+        mime: false,
+        handle: String::new(),
+        reason: String::new(),
+    };
+    for m in [
+        &b""[..],
+        b"\xff\xfe: \r\n\r\n",
+        b"Subject: =?x?q?\r\n",
+        b"To:\r\n\r\n",
+    ] {
+        let _ = sieve::vacation::check(m, &context().envelope, &[]);
+        let _ = sieve::vacation::compose(&v, m, "a@b", "c@d", "d", "date", "u");
+    }
+}
+
+/// RFC 5228 2.7.1 `:matches` must not backtrack exponentially.
+#[test]
+fn pathological_matches_is_fast() {
+    let long = "a".repeat(60_000);
+    let msg = format!("Subject: {long}\r\n\r\n");
+    let src = "if header :matches \"subject\" \"*a*a*a*a*a*a*b\" { discard; }";
+    let start = Instant::now();
+    let o = run_on(src, &msg);
+    assert_eq!(o.actions, vec![keep()]);
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        start.elapsed()
+    );
+    let src =
+        "require \"variables\"; if header :matches \"subject\" \"*a*a*a*a*a*a*b\" { discard; }";
+    let start = Instant::now();
+    run_on(src, &msg);
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        start.elapsed()
+    );
+}
+
+/// A hostile regex is bounded by the regex crate (linear time) and our size limit.
+#[test]
+fn hostile_regex() {
+    let e = sieve::compile(
+        "require \"regex\"; if header :regex \"s\" \"(a{1000}){1000}\" { }",
+        &Limits::default(),
+    );
+    assert!(e.is_err());
+    let long = "a".repeat(60_000);
+    let msg = format!("Subject: {long}\r\n\r\n");
+    let start = Instant::now();
+    run_on(
+        "require \"regex\"; if header :regex \"subject\" \"(a|aa)*b\" { discard; }",
+        &msg,
+    );
+    assert!(start.elapsed() < Duration::from_secs(3));
+}
+
+/// Loops cannot exist, but long scripts are bounded by instructions_max.
+#[test]
+fn instruction_bound_counts_tests() {
+    let lim = Limits {
+        instructions_max: 100,
+        ..Limits::default()
+    };
+    let test = format!("anyof({}true)", "false, ".repeat(200));
+    let s = sieve::compile(&format!("if {test} {{ }}"), &lim).unwrap();
+    assert!(sieve::run(&s, MSG.as_bytes(), &context(), &TestHost::default(), &lim).is_err());
+}
+
+/// A deeply nested script within the limit runs; past it, compiling fails.
+#[test]
+fn nesting() {
+    let ok = format!("if {}true {{ }}", "not ".repeat(30));
+    run_on(&ok, MSG);
+    let too_deep = format!("if {}true {{ }}", "not ".repeat(40));
+    assert!(sieve::compile(&too_deep, &Limits::default()).is_err());
+    let blocks = format!("{}{}", "if true { ".repeat(31), "} ".repeat(31));
+    run_on(&blocks, MSG);
+}
