@@ -254,3 +254,34 @@ fn nesting() {
     let blocks = format!("{}{}", "if true { ".repeat(31), "} ".repeat(31));
     run_on(&blocks, MSG);
 }
+
+/// Strings full of "${" are scanned in linear time, with or without variables.
+#[test]
+fn many_dollar_braces_compile_fast() {
+    let junk = "${".repeat(20_000);
+    let start = Instant::now();
+    for req in ["", "require [\"variables\", \"encoded-character\"];"] {
+        let src = format!(
+            "{req} if header :is \"subject\" \"{junk}\" {{ }} if header :is \"x\" \"${{hex:{}\" {{ }}",
+            "0 ".repeat(8_000)
+        );
+        sieve::compile(&src, &Limits::default()).unwrap();
+    }
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        start.elapsed()
+    );
+}
+
+/// Expanding many references to a big variable is capped.
+#[test]
+fn expansion_is_capped() {
+    let refs = "${a}".repeat(10_000);
+    let src = format!(
+        "require [\"variables\", \"fileinto\"]; set \"a\" \"{}\"; if string :is \"{refs}\" \"\" {{ }} keep;",
+        "x".repeat(4000)
+    );
+    let o = run_on(&src, MSG);
+    assert_eq!(o.actions, vec![keep()]);
+}
