@@ -396,7 +396,8 @@ impl Compiler<'_> {
                     }
                 }
                 let (s, pos) = args.string("the address")?;
-                if !self.has("variables") && !valid_address(s) {
+                let templated = self.has("variables") && s.contains("${");
+                if !templated && !valid_address(s) {
                     return Err(pos.error(format!("redirect: \"{s}\" is not a valid address")));
                 }
                 let address = self.string(s, pos)?;

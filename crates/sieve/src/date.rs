@@ -97,7 +97,7 @@ fn zone_string(zone: i32, colon: bool) -> String {
 /// The value of a date-part (RFC 5260 4.2) of `moment` in its zone; None for an unknown
 /// part name.
 pub(crate) fn date_part(moment: Moment, part: &str) -> Option<String> {
-    let local = moment.utc + i64::from(moment.zone) * 60;
+    let local = moment.utc.saturating_add(i64::from(moment.zone) * 60);
     let days = local.div_euclid(86400);
     let secs = local.rem_euclid(86400);
     let (y, m, d) = civil_from_days(days);

@@ -16,6 +16,10 @@ use crate::{
     Vacation,
 };
 
+/// The most bytes one string expansion produces (RFC 5229 allows truncating): without
+/// it, a script of many `${big}` references could build huge strings.
+const EXPANSION_BYTES_MAX: usize = 1 << 20;
+
 /// Default period of `duplicate` without `:seconds` (RFC 7352 3.3 leaves it to us).
 const DUPLICATE_DEFAULT_SECONDS: u64 = 7 * 86_400;
 
@@ -208,15 +212,17 @@ impl<'m> State<'m> {
             Str::Template(parts) => {
                 let mut out = String::new();
                 for p in parts {
-                    match p {
-                        Part::Lit(l) => out.push_str(l),
-                        Part::Var(v) => out.push_str(self.var(frame, v)),
-                        Part::Match(n) => {
-                            if let Some(m) = frame.matches.get(*n) {
-                                out.push_str(m);
-                            }
-                        }
+                    let piece = match p {
+                        Part::Lit(l) => l.as_str(),
+                        Part::Var(v) => self.var(frame, v),
+                        Part::Match(n) => frame.matches.get(*n).map_or("", String::as_str),
+                    };
+                    if out.len() + piece.len() > EXPANSION_BYTES_MAX {
+                        out.push_str(piece);
+                        truncate(&mut out, EXPANSION_BYTES_MAX);
+                        break;
                     }
+                    out.push_str(piece);
                 }
                 Cow::Owned(out)
             }

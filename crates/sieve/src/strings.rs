@@ -81,9 +81,16 @@ pub(crate) fn compile_string(
             rest = &tail[used..];
             continue;
         }
+        // Only name characters may stand between "${" and "}": scanning stops at the
+        // first other one, so scans never overlap and the whole pass stays linear.
+        let name_len = tail.as_bytes()[2..]
+            .iter()
+            .position(|&b| !(b.is_ascii_alphanumeric() || b == b'_' || b == b'.'))
+            .unwrap_or(tail.len() - 2);
         if let Some(scope) = vars.as_deref_mut()
-            && let Some(end) = tail.find('}')
+            && tail.as_bytes().get(2 + name_len) == Some(&b'}')
         {
+            let end = 2 + name_len;
             let name = &tail[2..end];
             if !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit()) {
                 if !lit.is_empty() {
@@ -124,17 +131,27 @@ pub(crate) fn compile_string(
 /// RFC 5228 2.4.2.4: at `tail` (which starts with "${"), an encoded-character sequence;
 /// its decoded text and length, or None when it is not one (then it stays as written).
 fn encoded_character(tail: &str, pos: Pos) -> Result<Option<(String, usize)>, CompileError> {
-    let lower = tail.get(..10).unwrap_or(tail).to_ascii_lowercase();
-    let (unicode, skip) = if lower.starts_with("${hex:") {
+    let starts = |prefix: &[u8]| {
+        tail.as_bytes()
+            .get(..prefix.len())
+            .is_some_and(|b| b.eq_ignore_ascii_case(prefix))
+    };
+    let (unicode, skip) = if starts(b"${hex:") {
         (false, 6)
-    } else if lower.starts_with("${unicode:") {
+    } else if starts(b"${unicode:") {
         (true, 10)
     } else {
         return Ok(None);
     };
-    let Some(end) = tail.find('}') else {
+    // Only hex digits and blanks may follow (the scan stops at anything else).
+    let body_len = tail.as_bytes()[skip..]
+        .iter()
+        .position(|&b| !(b.is_ascii_hexdigit() || matches!(b, b' ' | b'\t' | b'\r' | b'\n')))
+        .unwrap_or(tail.len() - skip);
+    let end = skip + body_len;
+    if tail.as_bytes().get(end) != Some(&b'}') {
         return Ok(None);
-    };
+    }
     let body = &tail[skip..end];
     let blank = |c: char| matches!(c, ' ' | '\t' | '\r' | '\n');
     let items: Vec<&str> = body.split(blank).filter(|s| !s.is_empty()).collect();

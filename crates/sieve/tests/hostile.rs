@@ -132,6 +132,72 @@ fn message() -> impl Strategy<Value = Vec<u8>> {
     ]
 }
 
+const HEADER: &str = "require [\"fileinto\", \"variables\", \"imap4flags\", \"editheader\", \"relational\", \"regex\", \"body\", \"date\", \"index\", \"envelope\", \"subaddress\", \"vacation-seconds\", \"duplicate\", \"include\", \"mailbox\", \"copy\", \"environment\", \"spamtestplus\", \"virustest\", \"comparator-i;ascii-numeric\"];\n";
+
+/// Valid tests and actions, so that generated scripts compile and their runs reach
+/// every part of the interpreter.
+const TESTS: &[&str] = &[
+    "header :matches \"subject\" \"*?*\"",
+    "header :regex \"subject\" \"(.)(.*)\"",
+    "address :detail \"to\" \"*\"",
+    "address :count \"ge\" :comparator \"i;ascii-numeric\" [\"to\", \"cc\"] \"1\"",
+    "envelope :user \"from\" \"${1}\"",
+    "exists \"x\"",
+    "size :over 10",
+    "string :matches \"${0}${a}\" \"*\"",
+    "hasflag :contains \"s\"",
+    "body :text :contains \"a\"",
+    "body :raw :matches \"*\"",
+    "body :content \"text\" :contains \"b\"",
+    "date :value \"ge\" :index 1 :last \"date\" \"year\" \"2000\"",
+    "currentdate :zone \"-1200\" \"std11\" \"*\"",
+    "duplicate :uniqueid \"${a}\"",
+    "environment \"domain\" \"x\"",
+    "spamtest :percent :value \"gt\" \"5\"",
+    "virustest :count \"eq\" \"0\"",
+    "mailboxexists \"${a}\"",
+    "header :index 2 [\"x\", \"subject\"] \"a\"",
+    "true",
+    "not false",
+];
+const ACTIONS: &[&str] = &[
+    "set \"a\" \"${a}${1}${0}\";",
+    "set :upper :length \"b\" \"${a}\";",
+    "addflag \"s ${a}\";",
+    "removeflag \"s\";",
+    "addheader \"x\" \"${a}\";",
+    "deleteheader :index 1 :regex \"x\" \".\";",
+    "deleteheader \"subject\";",
+    "fileinto :copy :flags \"${b}\" \"m${b}\";",
+    "redirect :copy \"a@b.c\";",
+    "keep;",
+    "discard;",
+    "vacation :seconds 5 :subject \"${a}\" \"r\";",
+    "include :optional \"x\";",
+    "stop;",
+];
+
+fn valid_script() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        (
+            prop::sample::select(TESTS),
+            prop::sample::select(TESTS),
+            prop::collection::vec(prop::sample::select(ACTIONS), 1..4),
+        ),
+        1..12,
+    )
+    .prop_map(|rules| {
+        let mut s = HEADER.to_string();
+        for (a, b, actions) in rules {
+            s.push_str(&format!(
+                "if anyof({a}, not {b}) {{ {} }}\n",
+                actions.concat()
+            ));
+        }
+        s
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 1500, ..ProptestConfig::default() })]
 
@@ -144,6 +210,15 @@ proptest! {
             let _ = sieve::run(&s, &msg, &context(), &TestHost::default(), &lim);
             let _ = sieve::run(&s, MSG.as_bytes(), &context(), &TestHost::default(), &lim);
         }
+    }
+
+    /// Generated valid scripts run without panicking on random messages.
+    #[test]
+    fn valid_scripts_never_panic(src in valid_script(), msg in message()) {
+        let lim = Limits::default();
+        let s = sieve::compile(&src, &lim).map_err(|e| TestCaseError::fail(format!("{e}\n{src}")))?;
+        let _ = sieve::run(&s, &msg, &context(), &TestHost::default(), &lim);
+        let _ = sieve::run(&s, MSG.as_bytes(), &context(), &TestHost::default(), &lim);
     }
 
     /// Arbitrary bytes as a script.
@@ -253,4 +328,35 @@ fn nesting() {
     assert!(sieve::compile(&too_deep, &Limits::default()).is_err());
     let blocks = format!("{}{}", "if true { ".repeat(31), "} ".repeat(31));
     run_on(&blocks, MSG);
+}
+
+/// Strings full of "${" are scanned in linear time, with or without variables.
+#[test]
+fn many_dollar_braces_compile_fast() {
+    let junk = "${".repeat(20_000);
+    let start = Instant::now();
+    for req in ["", "require [\"variables\", \"encoded-character\"];"] {
+        let src = format!(
+            "{req} if header :is \"subject\" \"{junk}\" {{ }} if header :is \"x\" \"${{hex:{}\" {{ }}",
+            "0 ".repeat(8_000)
+        );
+        sieve::compile(&src, &Limits::default()).unwrap();
+    }
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        start.elapsed()
+    );
+}
+
+/// Expanding many references to a big variable is capped.
+#[test]
+fn expansion_is_capped() {
+    let refs = "${a}".repeat(10_000);
+    let src = format!(
+        "require [\"variables\", \"fileinto\"]; set \"a\" \"{}\"; if string :is \"{refs}\" \"\" {{ }} keep;",
+        "x".repeat(4000)
+    );
+    let o = run_on(&src, MSG);
+    assert_eq!(o.actions, vec![keep()]);
 }
