@@ -4,15 +4,14 @@
 //! domain and passes, and a bounce comes back to us, where [`Srs::reverse`] finds the
 //! original sender again.
 //!
-//! `SRS0=HHHH=TT=domain=local@ours`: `TT` is the day (mod 1024) in base32, `HHHH` the first
-//! 24 bits of an HMAC-SHA256 over the rest, keyed by a secret of this installation, in
-//! base64 (compared case-insensitively, since some MTAs lowercase addresses). Forwarding an
+//! `SRS0=HHHHH=TT=domain=local@ours`: `TT` is the day (mod 1024) in base32, `HHHHH` the first
+//! 25 bits of an HMAC-SHA256 over the rest, keyed by a secret of this installation, in
+//! base32 (compared case-insensitively, since some MTAs lowercase addresses). Forwarding an
 //! address that is already SRS0 elsewhere gives `SRS1=HHHH=thatdomain==HHHH=TT=...@ours`,
 //! so the chain does not grow. An address older than [`SRS_VALID_DAYS`] or with a wrong
 //! hash is refused: the scheme must not make us an open relay for bounces.
 
 use aws_lc_rs::hmac;
-use base64::Engine as _;
 
 /// How long a rewritten address is taken back (days).
 pub const SRS_VALID_DAYS: u32 = 21;
@@ -51,7 +50,14 @@ impl Srs {
             context.update(b"\0");
         }
         let tag = context.sign();
-        base64::engine::general_purpose::STANDARD_NO_PAD.encode(&tag.as_ref()[..3])
+        // Base32, not SRS's usual base64: no `+` (a subaddress separator) or `/` in the
+        // local part, and case does not matter.
+        let bits = tag.as_ref()[..4]
+            .iter()
+            .fold(0u32, |acc, &b| (acc << 8) | u32::from(b));
+        (0..5)
+            .map(|i| BASE32[((bits >> (27 - 5 * i)) & 31) as usize] as char)
+            .collect()
     }
 
     /// The reverse path for mail from `sender` that we send on, in `our_domain`, on day

@@ -322,16 +322,28 @@ impl Smtp {
             tokio::time::sleep(live.config.tarpit_delay).await;
         }
         let cache = shell.directory.cache();
-        let targets = match cache.resolve(to) {
-            // A bounce (or reply) to the rewritten reverse path of mail a user's rules
-            // redirected goes back to the original sender (SRS).
-            directory::Resolution::UnknownUser
-                if self.service == Service::Smtp
-                    && let Ok(original) =
-                        self.parts.srs.reverse(to, delivery::now_ms() / 86_400_000) =>
-            {
-                vec![original]
+        // A bounce (or reply) to the rewritten reverse path of mail a user's rules
+        // redirected goes back to the original sender (SRS), before aliases, subaddresses
+        // or a catch-all could take it.
+        let srs = if self.service == Service::Smtp
+            && to
+                .rsplit_once('@')
+                .is_some_and(|(_, domain)| cache.is_local_domain(domain))
+        {
+            self.parts
+                .srs
+                .reverse(to, delivery::now_ms() / 86_400_000)
+                .ok()
+        } else {
+            None
+        };
+        let resolution = match srs {
+            Some(original) => {
+                directory::Resolution::Local(vec![directory::Target::Remote(original)])
             }
+            None => cache.resolve(to),
+        };
+        let targets = match resolution {
             directory::Resolution::UnknownUser => {
                 self.unknown_recipients += 1;
                 if tarpit && self.unknown_recipients == unknown_max {
