@@ -98,6 +98,10 @@ pub struct Guards<'a> {
     pub user_exists: Option<&'a (dyn Fn() -> bool + Sync)>,
     /// Set when the client went away: stop after the current batch.
     pub cancel: Option<&'a AtomicBool>,
+    /// Deliver what goes to INBOX through the user's Sieve rules (the deposit's), as new mail
+    /// would be: filed, flagged, discarded or sent on; its UIDs are not kept. Only with a
+    /// deposit that has rules (the running server).
+    pub rules: bool,
 }
 
 /// What an import or export did.
@@ -425,9 +429,25 @@ impl Messages {
     }
 }
 
+/// What a batch holds: messages prepared for the store's import, or (INBOX with the user's
+/// rules asked for) the messages as read, each to be delivered through the rules.
+enum Batch {
+    Import(ImportBatch),
+    ThroughRules(Vec<ImportedMessage>),
+}
+
+impl Batch {
+    fn is_empty(&self) -> bool {
+        match self {
+            Batch::Import(batch) => batch.is_empty(),
+            Batch::ThroughRules(messages) => messages.is_empty(),
+        }
+    }
+}
+
 /// A batch prepared by the reader thread.
 struct Prepared {
-    batch: ImportBatch,
+    batch: Batch,
     /// Each message's size in the store, in batch order.
     sizes: Vec<u64>,
     /// Messages the reader skipped, described.
@@ -572,12 +592,24 @@ fn import_folder(
         ));
     }
     let keep_uids = target.uidvalidity_kept;
+    let through_rules = guards.rules
+        && name == "INBOX"
+        && guards
+            .deposit
+            .is_some_and(|d| d.rules().is_some_and(|r| r.active(user)));
     let folder_name = name.as_str();
     std::thread::scope(|scope| -> Result<()> {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Prepared>>(1);
         let reader = scope.spawn(move || {
             let target = (store, user, folder_name);
-            read_batches(target, messages, keep_uids, &config, &tx);
+            read_batches(
+                target,
+                messages,
+                keep_uids && !through_rules,
+                through_rules,
+                &config,
+                &tx,
+            );
         });
         let mut result = Ok(());
         for prepared in rx.iter() {
@@ -588,7 +620,7 @@ fn import_folder(
                 ));
                 break;
             }
-            if let Err(e) = commit_batch(store, &name, prepared, guards, r, done, total) {
+            if let Err(e) = commit_batch(store, (user, &name), prepared, guards, r, done, total) {
                 result = Err(e);
                 break;
             }
@@ -615,6 +647,7 @@ fn read_batches(
     (store, user, folder): (&Store, &str, &str),
     mut messages: Messages,
     keep_uids: bool,
+    through_rules: bool,
     config: &store::StoreConfig,
     tx: &std::sync::mpsc::SyncSender<Result<Prepared>>,
 ) {
@@ -662,15 +695,24 @@ fn read_batches(
             return;
         }
         let sizes = batch.iter().map(|m| m.content.len() as u64).collect();
-        let prepared = store
-            .prepare_import(user, folder, batch)
-            .map(|batch| Prepared {
-                batch,
+        let prepared = if through_rules {
+            Ok(Prepared {
+                batch: Batch::ThroughRules(batch),
                 sizes,
                 skipped,
                 source_bytes,
             })
-            .map_err(anyhow::Error::from);
+        } else {
+            store
+                .prepare_import(user, folder, batch)
+                .map(|batch| Prepared {
+                    batch: Batch::Import(batch),
+                    sizes,
+                    skipped,
+                    source_bytes,
+                })
+                .map_err(anyhow::Error::from)
+        };
         if tx.send(prepared).is_err() {
             return;
         }
@@ -679,7 +721,7 @@ fn read_batches(
 
 fn commit_batch(
     store: &Store,
-    name: &str,
+    (user, name): (&str, &str),
     prepared: Result<Prepared>,
     guards: &Guards<'_>,
     r: &mut Reporter<'_>,
@@ -698,11 +740,18 @@ fn commit_batch(
         if guards.user_exists.is_some_and(|exists| !exists()) {
             bail!("the user was deleted during the import");
         }
-        match (guards.deposit, &shared) {
-            (Some(deposit), Some(shared)) => deposit.import(shared, prepared.batch),
-            _ => store.commit_import(prepared.batch),
+        match (prepared.batch, guards.deposit, &shared) {
+            (Batch::ThroughRules(messages), Some(deposit), Some(shared)) => {
+                deliver_through_rules(deposit, shared, user, messages)
+            }
+            (Batch::Import(batch), Some(deposit), Some(shared)) => deposit
+                .import(shared, batch)
+                .with_context(|| format!("importing into {name}"))?,
+            (Batch::Import(batch), _, _) => store
+                .commit_import(batch)
+                .with_context(|| format!("importing into {name}"))?,
+            (Batch::ThroughRules(_), _, _) => bail!("the rules need the running server"),
         }
-        .with_context(|| format!("importing into {name}"))?
     };
     for (i, outcome) in outcomes.into_iter().enumerate() {
         match outcome {
@@ -730,6 +779,85 @@ fn commit_batch(
         messages: r.summary.messages,
     });
     Ok(())
+}
+
+/// INBOX messages of an import asked to go through the user's rules: each one delivered as
+/// new mail would be (`mailboxes::Deposit` runs the rules; the sender is the message's
+/// Return-Path, if any), in one group commit. The outcome of a message the rules stored
+/// nowhere (discarded, sent on) or refused (which an import cannot tell a sender: it is
+/// kept) is reported as imported.
+fn deliver_through_rules(
+    deposit: &mailboxes::Deposit,
+    shared: &mailboxes::Shared<'_>,
+    user: &str,
+    messages: Vec<ImportedMessage>,
+) -> Vec<Result<store::ImportOutcome, store::StoreError>> {
+    let copies = messages
+        .into_iter()
+        .map(|m| {
+            let sender = return_path(&m.content);
+            mailboxes::Copy {
+                append: store::AppendRequest {
+                    user: user.to_string(),
+                    folder: "INBOX".to_string(),
+                    message: store::NewMessage {
+                        flags: m.flags,
+                        keywords: m.keywords,
+                        internal_date: m.internal_date,
+                        content: m.content,
+                    },
+                },
+                origin: mailboxes::Origin::Own,
+                rules: Some(mailboxes::rules::Envelope {
+                    sender,
+                    recipient: user.to_string(),
+                }),
+            }
+        })
+        .collect();
+    deposit
+        .deposit(shared, copies)
+        .into_iter()
+        .map(|outcome| match outcome {
+            mailboxes::Deposited::Stored(appended) => Ok(store::ImportOutcome {
+                uid: appended.uid,
+                uid_kept: false,
+                modseq: appended.modseq,
+                dropped_keywords: Vec::new(),
+            }),
+            mailboxes::Deposited::Disposed | mailboxes::Deposited::Rejected(_) => {
+                Ok(store::ImportOutcome {
+                    uid: 0,
+                    uid_kept: false,
+                    modseq: 0,
+                    dropped_keywords: Vec::new(),
+                })
+            }
+            mailboxes::Deposited::Held => Err(store::StoreError::Failed(
+                "the mailbox is held (a move or a deletion)".into(),
+            )),
+            mailboxes::Deposited::Failed(e) => Err(e),
+        })
+        .collect()
+}
+
+/// The address of a message's first `Return-Path:` field (empty: none, or `<>`).
+fn return_path(content: &[u8]) -> String {
+    for line in content.split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.is_empty() {
+            break;
+        }
+        if line.len() > 12 && line[..12].eq_ignore_ascii_case(b"Return-Path:") {
+            let value = String::from_utf8_lossy(&line[12..]);
+            return value
+                .trim()
+                .trim_start_matches('<')
+                .trim_end_matches('>')
+                .to_string();
+        }
+    }
+    String::new()
 }
 
 /// The mbox file of a folder in an exported directory: `A/B` is `A.sbd/B` (Thunderbird's

@@ -44,6 +44,8 @@ pub enum Request {
     Import {
         user: String,
         path: PathBuf,
+        /// INBOX's messages go through the user's Sieve rules (`--rules`).
+        rules: bool,
     },
     /// Export a user's folders to an absolute path (`mailstow mailbox export`); streams.
     Export {
@@ -104,11 +106,12 @@ impl Request {
     /// `import USER PATH` or `export USER FORMAT PATH`: the path is the rest of the line (it
     /// may hold spaces), and absolute (the server's working directory is not the CLI's).
     fn parse_mailbox(rest: &str) -> Result<Request, String> {
-        let usage = "expected: mailbox import USER PATH | mailbox export USER maildir|mbox PATH";
+        let usage = "expected: mailbox import USER PATH | mailbox import-through-rules USER PATH \
+                     | mailbox export USER maildir|mbox PATH";
         let (verb, rest) = rest.split_once(' ').ok_or(usage)?;
         let (user, rest) = rest.split_once(' ').ok_or(usage)?;
         let (format, path) = match verb {
-            "import" => (None, rest),
+            "import" | "import-through-rules" => (None, rest),
             "export" => {
                 let (format, path) = rest.split_once(' ').ok_or(usage)?;
                 let format = Format::parse(format)
@@ -123,7 +126,11 @@ impl Request {
         }
         let user = user.to_string();
         Ok(match format {
-            None => Request::Import { user, path },
+            None => Request::Import {
+                user,
+                path,
+                rules: verb == "import-through-rules",
+            },
             Some(format) => Request::Export { user, path, format },
         })
     }
@@ -175,9 +182,15 @@ impl Request {
             Request::StoreStats => "store stats".into(),
             Request::StoreCheck => "store fsck".into(),
             Request::DirectoryChanged => "directory changed".into(),
-            Request::Import { user, path } => {
-                format!("mailbox import {user} {}", path.display())
-            }
+            Request::Import { user, path, rules } => format!(
+                "mailbox {} {user} {}",
+                if *rules {
+                    "import-through-rules"
+                } else {
+                    "import"
+                },
+                path.display()
+            ),
             Request::Export { user, path, format } => {
                 format!("mailbox export {user} {} {}", format.name(), path.display())
             }
@@ -229,6 +242,12 @@ mod tests {
             Request::Import {
                 user: "a@example.org".into(),
                 path: "/tmp/with space/Maildir".into(),
+                rules: false,
+            },
+            Request::Import {
+                user: "a@example.org".into(),
+                path: "/tmp/in".into(),
+                rules: true,
             },
             Request::Export {
                 user: "a@example.org".into(),

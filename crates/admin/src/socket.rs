@@ -190,6 +190,7 @@ fn run_migration(
         deposit: Some(&ctx.deposit),
         user_exists: Some(&exists),
         cancel: Some(cancel),
+        rules: matches!(request, Request::Import { rules: true, .. }),
     };
     match request {
         Request::Import { path, .. } => {

@@ -24,7 +24,15 @@ pub(crate) enum MailboxCommand {
     /// Import a maildir tree (Maildir++, with Dovecot's dovecot-uidlist and dovecot-keywords
     /// when present), an mbox file (into INBOX) or a directory of mbox files into a user's
     /// folders, keeping flags, keywords, internal dates, and UIDs where the source has them.
-    Import { address: String, path: PathBuf },
+    Import {
+        address: String,
+        path: PathBuf,
+        /// Deliver what goes to INBOX through the user's active Sieve script, as new mail
+        /// (filed, flagged, discarded or sent on; its UIDs are not kept). Needs the running
+        /// server.
+        #[arg(long)]
+        rules: bool,
+    },
     /// Export every folder of a user as a Maildir++ tree or a directory of mbox files (PATH
     /// must not exist or be empty).
     Export {
@@ -108,13 +116,17 @@ fn parse_line(line: &str) -> Option<Note> {
 }
 
 pub(crate) fn run(command: MailboxCommand, paths: &Paths, config: &Config) -> Result<()> {
-    let (address, path, format) = match &command {
-        MailboxCommand::Import { address, path } => (address, path, None),
+    let (address, path, format, rules) = match &command {
+        MailboxCommand::Import {
+            address,
+            path,
+            rules,
+        } => (address, path, None, *rules),
         MailboxCommand::Export {
             address,
             path,
             format,
-        } => (address, path, Some(Format::from(*format))),
+        } => (address, path, Some(Format::from(*format)), false),
     };
     let path = std::path::absolute(path).with_context(|| format!("{}", path.display()))?;
     if path.to_str().is_none_or(|p| p.contains(['\n', '\r'])) {
@@ -133,6 +145,7 @@ pub(crate) fn run(command: MailboxCommand, paths: &Paths, config: &Config) -> Re
         None => Request::Import {
             user: user.clone(),
             path: path.clone(),
+            rules,
         },
         Some(format) => Request::Export {
             user: user.clone(),
@@ -150,6 +163,13 @@ pub(crate) fn run(command: MailboxCommand, paths: &Paths, config: &Config) -> Re
         Some(answer) => {
             bar.finish_and_clear();
             answer.map_err(|message| anyhow::anyhow!("{message}"))?
+        }
+        None if rules => {
+            bar.finish_and_clear();
+            bail!(
+                "--rules needs the running server (the rules send their mail through its queue); \
+                 start it, or import without --rules"
+            );
         }
         None => {
             let result = offline(paths, config, &user, &path, format, &mut |note| {

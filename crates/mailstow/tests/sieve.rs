@@ -505,3 +505,73 @@ fn a_redirect_reaches_another_server_with_spf_passing() {
     server.stop_cleanly();
     other.stop_cleanly();
 }
+
+#[test]
+fn an_import_goes_through_the_rules_only_when_asked() {
+    let (dir, data) = set_up_data_dir();
+    put_script(
+        &data,
+        "alice@example.test",
+        "require [\"fileinto\", \"mailbox\"];\n\
+         if header :contains \"subject\" \"invoice\" { fileinto :create \"Invoices\"; }\n",
+    );
+    let mbox = dir.path().join("old.mbox");
+    std::fs::write(
+        &mbox,
+        "From x@remote.test Mon Jan  5 10:00:00 2026\nReturn-Path: <x@remote.test>\n\
+         Subject: invoice 7\n\nold bill\n\n\
+         From y@remote.test Mon Jan  5 11:00:00 2026\nSubject: other\n\nold note\n\n",
+    )
+    .unwrap();
+    let (server, log) = start(&data, "mx.example.test", "");
+    // Without --rules: both into INBOX, as they were.
+    must(mailstow(
+        &data,
+        &[
+            "mailbox",
+            "import",
+            "alice@example.test",
+            mbox.to_str().unwrap(),
+        ],
+    ));
+    assert_eq!(fetch_all(&server, "alice@example.test", "INBOX").len(), 2);
+    assert!(fetch_all(&server, "alice@example.test", "Invoices").is_empty());
+    // With --rules: filed as new mail would be.
+    must(mailstow(
+        &data,
+        &[
+            "mailbox",
+            "import",
+            "alice@example.test",
+            mbox.to_str().unwrap(),
+            "--rules",
+        ],
+    ));
+    let invoices = fetch_all(&server, "alice@example.test", "Invoices");
+    assert_eq!(invoices.len(), 1);
+    assert!(invoices[0].1.contains("Subject: invoice 7"));
+    assert_eq!(fetch_all(&server, "alice@example.test", "INBOX").len(), 3);
+    assert_eq!(
+        log_lines(
+            &log,
+            &["event=sieve", "action=fileinto", "folder=Invoices"],
+            1
+        )
+        .len(),
+        1
+    );
+    server.stop_cleanly();
+    // With no server, --rules says what it needs.
+    let out = mailstow(
+        &data,
+        &[
+            "mailbox",
+            "import",
+            "alice@example.test",
+            mbox.to_str().unwrap(),
+            "--rules",
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("running server"));
+}
