@@ -15,6 +15,10 @@ use common::{FakeDns, Server, mailstow, must, set_up_data_dir, smtp_reply};
 /// Starts a server on `data` with the mail log in `<dir>/mail.log` at level info and
 /// `extra` added to its `[server]` table.
 fn start(data: &Path, hostname: &str, extra: &str) -> (Server, PathBuf) {
+    start_args(data, hostname, extra, &[])
+}
+
+fn start_args(data: &Path, hostname: &str, extra: &str, args: &[&str]) -> (Server, PathBuf) {
     let dir = data.parent().unwrap();
     let log = dir.join("mail.log");
     let config = dir.join("config.toml");
@@ -27,7 +31,7 @@ fn start(data: &Path, hostname: &str, extra: &str) -> (Server, PathBuf) {
         ),
     )
     .unwrap();
-    (Server::start_opts(data, Some(&config), None, &[]), log)
+    (Server::start_opts(data, Some(&config), None, args), log)
 }
 
 /// Stores `script` as `user`'s active script `rules` with the CLI.
@@ -251,7 +255,7 @@ if header :contains "subject" "trash" {
         "bob@example.test",
         "require \"fileinto\";\nfileinto \"Nowhere\";\n",
     );
-    let (server, log) = start(&data, "mx.example.test", "");
+    let (server, log) = start_args(&data, "mx.example.test", "", &["--metrics", "127.0.0.1:0"]);
 
     let (codes, text) = send(
         &server,
@@ -342,6 +346,23 @@ if header :contains "subject" "trash" {
     assert_eq!(bob.len(), 1);
     let errors = log_lines(&log, &["event=sieve_error", "bob@example.test"], 1);
     assert!(errors.iter().any(|l| l.contains("Nowhere")), "{errors:?}");
+    // The operator's counters: per action, and errors.
+    let metrics = get_metrics(&server);
+    for (series, at_least) in [
+        ("mailstow_sieve_actions_total{action=\"fileinto\"}", 1),
+        ("mailstow_sieve_actions_total{action=\"refused\"}", 2),
+        ("mailstow_sieve_actions_total{action=\"discard\"}", 1),
+        ("mailstow_sieve_errors_total", 1),
+    ] {
+        let value: u64 = metrics
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix(series)
+                    .map(|v| v.trim().parse().unwrap_or(0))
+            })
+            .unwrap_or_else(|| panic!("no {series} in {metrics}"));
+        assert!(value >= at_least, "{series} = {value}");
+    }
     server.stop_cleanly();
 }
 
@@ -574,4 +595,14 @@ fn an_import_goes_through_the_rules_only_when_asked() {
     );
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("running server"));
+}
+
+/// `GET /metrics` on the server's metrics listener.
+fn get_metrics(server: &Server) -> String {
+    let mut http = TcpStream::connect(server.metrics.expect("a metrics listener")).unwrap();
+    http.write_all(b"GET /metrics HTTP/1.0\r\nHost: t\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    http.read_to_string(&mut text).unwrap();
+    text
 }
