@@ -921,3 +921,87 @@ fn a_user_moved_under_load_keeps_its_uids_and_flags() {
     }
     let _ = &cluster.pg;
 }
+
+/// Users' rules run on the owner node, whichever node took the mail: a copy handed over
+/// is filed by the owner's deposit; the script is the directory's, set from any node.
+#[test]
+fn the_owner_runs_its_users_rules_on_mail_any_node_takes() {
+    let cluster = Cluster::start(47);
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("rules.sieve");
+    std::fs::write(
+        &script,
+        "require [\"fileinto\", \"mailbox\"];\n\
+         if header :contains \"subject\" \"rule-me\" { fileinto :create \"Filed\"; }\n",
+    )
+    .unwrap();
+    cluster.node(3).must(&[
+        "sieve",
+        "put",
+        "u2@example.test",
+        "rules",
+        script.to_str().unwrap(),
+        "--activate",
+    ]);
+    for entry in [1, 3] {
+        assert_eq!(
+            send(
+                &cluster.node(entry).addr(PORT_SMTP),
+                &["u2@example.test"],
+                &format!("rule-me from n{entry}")
+            ),
+            250
+        );
+    }
+    assert_eq!(
+        send(
+            &cluster.node(1).addr(PORT_SMTP),
+            &["u2@example.test"],
+            "plain"
+        ),
+        250
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (mut imap, answer) = imap_login(&cluster.node(2).addr(PORT_IMAP), "u2@example.test");
+        assert!(answer.contains("OK"), "{answer}");
+        let filed = imap.run("SELECT Filed");
+        imap.run("LOGOUT");
+        if filed.iter().any(|l| l == "* 2 EXISTS") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not filed on the owner: {filed:?}\n{:#?}",
+            cluster.node(2).log_lines("event=")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(
+        wait_for(
+            &cluster.node(2).addr(PORT_POP3),
+            "u2@example.test",
+            1,
+            Duration::from_secs(30)
+        ),
+        vec!["plain"],
+        "INBOX keeps the rest"
+    );
+    let filed: Vec<String> = cluster
+        .node(2)
+        .log_lines("event=sieve")
+        .into_iter()
+        .filter(|l| l.contains("action=fileinto") && l.contains("folder=Filed"))
+        .collect();
+    assert_eq!(filed.len(), 2, "{filed:?}");
+    assert!(
+        filed.iter().all(|l| l.contains("origin=")),
+        "handed over: {filed:?}"
+    );
+    for other in [1, 3] {
+        assert!(
+            cluster.node(other).log_lines("event=sieve").is_empty(),
+            "n{other} ran no rule"
+        );
+    }
+}
