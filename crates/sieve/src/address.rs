@@ -58,6 +58,22 @@ pub(crate) fn part(address: &str, part: AddressPart) -> Option<&str> {
     }
 }
 
+/// A plausible mailbox for `redirect` (RFC 5228 4.2: an RFC 5322 address): local@domain,
+/// no blanks or angle brackets.
+pub(crate) fn valid_address(s: &str) -> bool {
+    let s = s.trim();
+    match s.rsplit_once('@') {
+        Some((l, d)) => {
+            !l.is_empty()
+                && !d.is_empty()
+                && !s
+                    .chars()
+                    .any(|c| c.is_whitespace() || c == '<' || c == '>' || c == ',')
+        }
+        None => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,7 +8,56 @@ use crate::lexer::Pos;
 use crate::matching::build_regex;
 use crate::parser::{Arg, CommandNode, TestNode};
 use crate::strings::{VarScope, compile_string, is_identifier, is_variable_name};
-use crate::{CompileError, EXTENSIONS, Location};
+use std::sync::Arc;
+
+use crate::address::valid_address;
+use crate::capabilities::EXTENSIONS;
+use crate::context::Location;
+use crate::error::CompileError;
+use crate::lexer;
+use crate::limits::Limits;
+use crate::message::valid_field_name;
+use crate::parser;
+use crate::script::{Script, ScriptInner};
+
+/// The deepest nesting accepted whatever `Limits::nesting_max` says.
+const NESTING_HARD_MAX: usize = 256;
+
+/// Source to script: tokens, the generic tree, the typed tree.
+pub(crate) fn compile_source(
+    source: &str,
+    limits: &Limits,
+    extensions: &Extensions,
+) -> Result<Script, CompileError> {
+    if source.len() > limits.script_bytes_max {
+        return Err(CompileError {
+            line: 1,
+            column: 1,
+            message: format!(
+                "the script is {} bytes, more than sieve_script_bytes_max ({})",
+                source.len(),
+                limits.script_bytes_max
+            ),
+        });
+    }
+    let tokens = lexer::tokenize(source)?;
+    // The tree is walked recursively (compile and run): a hard cap keeps the stack safe
+    // whatever the configuration says.
+    let nesting = limits.nesting_max.min(NESTING_HARD_MAX);
+    let nodes = parser::parse(&tokens, nesting)?;
+    let compiled = compile(&nodes, extensions)?;
+    let variables = compiled.required.iter().any(|r| r == "variables");
+    Ok(Script {
+        inner: Arc::new(ScriptInner {
+            commands: compiled.commands,
+            required: compiled.required,
+            locals: compiled.locals,
+            variables,
+            may_reject: compiled.may_reject,
+            may_reply: compiled.may_reply,
+        }),
+    })
+}
 
 /// What compiling produced besides the tree.
 pub(crate) struct Compiled {
@@ -1187,26 +1236,5 @@ impl Compiler<'_> {
             tests,
             block: None,
         })))
-    }
-}
-
-/// A field name (RFC 5322 3.6.8): printable ASCII but ':'.
-pub(crate) fn valid_field_name(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(|b| (33..=126).contains(&b) && b != b':')
-}
-
-/// A plausible mailbox for `redirect` (RFC 5228 4.2: an RFC 5322 address): local@domain,
-/// no blanks or angle brackets.
-pub(crate) fn valid_address(s: &str) -> bool {
-    let s = s.trim();
-    match s.rsplit_once('@') {
-        Some((l, d)) => {
-            !l.is_empty()
-                && !d.is_empty()
-                && !s
-                    .chars()
-                    .any(|c| c.is_whitespace() || c == '<' || c == '>' || c == ',')
-        }
-        None => false,
     }
 }

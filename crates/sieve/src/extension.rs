@@ -5,8 +5,8 @@
 //! [`crate::run_with`], and its [`Handler`] is called back with the evaluated arguments.
 //! A script compiled with [`crate::compile`] can use none of these.
 
-use crate::run::State;
-use crate::{Action, Envelope};
+use crate::context::Envelope;
+use crate::outcome::Action;
 
 /// One registered extension: a capability (usable once `require`d) and the command and
 /// test names it brings.
@@ -117,20 +117,31 @@ impl Handler for NoHandler {
     }
 }
 
+/// What the interpreter lets a handler see and change (implemented by the run's state, so
+/// that this module need not know the interpreter).
+pub(crate) trait RunState {
+    fn actions(&self) -> &[Action];
+    fn implicit_keep(&self) -> bool;
+    fn reset_result(&mut self);
+    fn message(&self) -> Vec<u8>;
+    fn set_message(&mut self, message: Vec<u8>);
+    fn set_envelope(&mut self, envelope: Envelope);
+}
+
 /// What a handler may see and change of the run in progress.
 pub struct RunView<'r, 'm> {
-    pub(crate) state: &'r mut State<'m>,
+    pub(crate) state: &'r mut (dyn RunState + 'm),
 }
 
 impl RunView<'_, '_> {
     /// The actions taken so far (the implicit keep not yet added).
     pub fn actions(&self) -> &[Action] {
-        &self.state.actions
+        self.state.actions()
     }
 
     /// Whether the implicit keep is still in effect.
     pub fn implicit_keep(&self) -> bool {
-        self.state.implicit_keep
+        self.state.implicit_keep()
     }
 
     /// Forgets the actions taken so far and restores the implicit keep (a new test case).
@@ -140,7 +151,7 @@ impl RunView<'_, '_> {
 
     /// The message as it stands (edits applied).
     pub fn message(&self) -> Vec<u8> {
-        self.state.msg.serialize()
+        self.state.message()
     }
 
     /// Replaces the message the rest of the run looks at.
@@ -150,6 +161,6 @@ impl RunView<'_, '_> {
 
     /// Replaces the envelope the rest of the run looks at.
     pub fn set_envelope(&mut self, envelope: Envelope) {
-        self.state.envelope = envelope;
+        self.state.set_envelope(envelope);
     }
 }

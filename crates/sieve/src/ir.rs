@@ -4,7 +4,7 @@
 
 use regex::Regex;
 
-use crate::Location;
+use crate::context::Location;
 
 /// A reference to a variable (RFC 5229 3): a slot of the script's own variables, or a
 /// name in the run-wide set of `global` ones (RFC 6609 3.5).

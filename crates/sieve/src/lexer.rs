@@ -1,7 +1,7 @@
 //! The lexer (RFC 5228 8.1): identifiers, tags, numbers with quantifiers, quoted and
 //! multi-line strings, punctuation; hash and bracket comments are skipped.
 
-use crate::CompileError;
+use crate::error::CompileError;
 
 /// Where a token starts: 1-based line and column (columns count characters).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -210,6 +210,11 @@ pub(crate) fn split_header(raw: &[u8]) -> (Vec<Field>, usize) {
     (fields, raw.len())
 }
 
+/// A field name (RFC 5322 3.6.8): printable ASCII but ':'.
+pub(crate) fn valid_field_name(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| (33..=126).contains(&b) && b != b':')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,7 @@
 //! The grammar (RFC 5228 8.2) into a generic tree: commands with their arguments, tests
 //! and blocks, before any meaning is given to names (that is [`crate::compile`]'s).
 
-use crate::CompileError;
+use crate::error::CompileError;
 use crate::lexer::{Pos, Tok};
 
 /// An argument (RFC 5228 2.6): a tag, a number, or a string list (a single string is

@@ -5,16 +5,17 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use crate::address;
+use crate::context::{Context, Envelope, Location};
 use crate::date::{self, Moment};
-use crate::extension::{Flow as HookFlow, Handler, RunView, Value};
+use crate::error::RuntimeError;
+use crate::extension::{Flow as HookFlow, Handler, RunState, RunView, Value};
 use crate::ir::*;
+use crate::limits::Limits;
 use crate::matching::{self, build_regex, relation};
 use crate::message::{Field, Message};
+use crate::outcome::{Action, Outcome, Vacation};
+use crate::script::{Host, Script, ScriptInner};
 use crate::strings::{apply_modifiers, truncate};
-use crate::{
-    Action, Context, Envelope, Host, Limits, Location, Outcome, RuntimeError, Script, ScriptInner,
-    Vacation,
-};
 
 /// The most bytes one string expansion produces (RFC 5229 allows truncating): without
 /// it, a script of many `${big}` references could build huge strings.
@@ -48,14 +49,14 @@ struct Frame<'s> {
 }
 
 /// The state of one run.
-pub(crate) struct State<'m> {
-    pub(crate) msg: Message<'m>,
-    pub(crate) envelope: Envelope,
+struct State<'m> {
+    msg: Message<'m>,
+    envelope: Envelope,
     context: &'m Context,
     host: &'m dyn Host,
     limits: &'m Limits,
-    pub(crate) actions: Vec<Action>,
-    pub(crate) implicit_keep: bool,
+    actions: Vec<Action>,
+    implicit_keep: bool,
     /// The imap4flags internal variable (RFC 5232 3).
     flags: Vec<String>,
     globals: HashMap<String, String>,
@@ -152,8 +153,16 @@ pub(crate) fn encode_header_value(value: &str) -> String {
     crate::vacation::encoded_words(&clean)
 }
 
-impl<'m> State<'m> {
-    pub(crate) fn reset_result(&mut self) {
+impl RunState for State<'_> {
+    fn actions(&self) -> &[Action] {
+        &self.actions
+    }
+
+    fn implicit_keep(&self) -> bool {
+        self.implicit_keep
+    }
+
+    fn reset_result(&mut self) {
         self.actions.clear();
         self.implicit_keep = true;
         self.flags.clear();
@@ -161,10 +170,20 @@ impl<'m> State<'m> {
         self.vacations = 0;
     }
 
-    pub(crate) fn set_message(&mut self, message: Vec<u8>) {
+    fn message(&self) -> Vec<u8> {
+        self.msg.serialize()
+    }
+
+    fn set_message(&mut self, message: Vec<u8>) {
         self.msg = Message::new(Cow::Owned(message));
     }
 
+    fn set_envelope(&mut self, envelope: Envelope) {
+        self.envelope = envelope;
+    }
+}
+
+impl<'m> State<'m> {
     fn tick(&mut self) -> Result<(), RuntimeError> {
         self.instructions += 1;
         if self.instructions > self.limits.instructions_max {
@@ -829,7 +848,7 @@ impl<'m> State<'m> {
             }
             Cmd::Redirect { address, copy } => {
                 let address = self.expand(frame, address).trim().to_string();
-                if !crate::compile::valid_address(&address) {
+                if !address::valid_address(&address) {
                     return Err(err(format!(
                         "redirect: \"{address}\" is not a valid address"
                     )));
@@ -968,7 +987,7 @@ impl<'m> State<'m> {
             }
             Cmd::AddHeader { last, name, value } => {
                 let name = self.expand(frame, name).into_owned();
-                if !crate::compile::valid_field_name(&name) {
+                if !crate::message::valid_field_name(&name) {
                     return Err(err(format!(
                         "addheader: \"{name}\" is not a valid field name"
                     )));
@@ -989,7 +1008,7 @@ impl<'m> State<'m> {
                 matcher,
             } => {
                 let name = self.expand(frame, name).into_owned();
-                if !crate::compile::valid_field_name(&name) {
+                if !crate::message::valid_field_name(&name) {
                     return Err(err(format!(
                         "deleteheader: \"{name}\" is not a valid field name"
                     )));

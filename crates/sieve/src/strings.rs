@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use crate::CompileError;
+use crate::error::CompileError;
 use crate::ir::{Modifier, Part, Str, VarRef};
 use crate::lexer::Pos;
 

@@ -3,8 +3,9 @@
 //! was already sent to this sender within the period (RFC 5230 4.2) is the caller's
 //! record, keyed by [`crate::Vacation::handle`] and the sender.
 
+use crate::context::Envelope;
 use crate::message::{Field, split_header};
-use crate::{Envelope, Vacation};
+use crate::outcome::Vacation;
 
 /// Why no reply is sent, when none is.
 #[derive(Debug, Clone, PartialEq, Eq)]
