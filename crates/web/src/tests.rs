@@ -32,6 +32,8 @@ struct Memory {
     acted: Mutex<Vec<(String, AdminAction)>>,
     /// Users deleted since they logged in.
     gone: Mutex<Vec<String>>,
+    /// (user, name) -> (source, active)
+    scripts: Mutex<std::collections::BTreeMap<(String, String), (String, bool)>>,
 }
 
 impl Default for Memory {
@@ -41,6 +43,7 @@ impl Default for Memory {
             users: Mutex::new(vec!["ann@example.org".into(), "root@example.org".into()]),
             acted: Mutex::default(),
             gone: Mutex::default(),
+            scripts: Mutex::default(),
             folders: Mutex::default(),
             sent: Mutex::default(),
             changed: tokio::sync::watch::channel(0).0,
@@ -305,6 +308,87 @@ impl Backend for Memory {
 
     fn is_admin(&self, user: &str) -> bool {
         self.admins.lock().unwrap().iter().any(|a| a == user)
+    }
+
+    async fn sieve_scripts(&self, user: &str) -> Result<Vec<ScriptInfo>, BackendError> {
+        Ok(self
+            .scripts
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|((u, _), _)| u == user)
+            .map(|((_, name), (source, active))| ScriptInfo {
+                name: name.clone(),
+                active: *active,
+                bytes: source.len(),
+            })
+            .collect())
+    }
+
+    async fn sieve_script(&self, user: &str, name: &str) -> Result<String, BackendError> {
+        self.scripts
+            .lock()
+            .unwrap()
+            .get(&(user.into(), name.into()))
+            .map(|(source, _)| source.clone())
+            .ok_or(BackendError::NotFound)
+    }
+
+    /// Refuses a script containing `syntax error` (the real interpreter's place).
+    async fn sieve_save(
+        &self,
+        user: &str,
+        name: &str,
+        source: &str,
+        activate: bool,
+    ) -> Result<(), ScriptError> {
+        if let Some(at) = source.lines().position(|l| l.contains("syntax error")) {
+            return Err(ScriptError::Invalid {
+                line: at as u32 + 1,
+                column: 1,
+                message: "unexpected syntax error".into(),
+            });
+        }
+        {
+            let mut scripts = self.scripts.lock().unwrap();
+            let active = scripts
+                .get(&(user.into(), name.into()))
+                .is_some_and(|s| s.1);
+            scripts.insert((user.into(), name.into()), (source.into(), active));
+        }
+        if activate {
+            self.sieve_activate(user, Some(name)).await?;
+        }
+        Ok(())
+    }
+
+    async fn sieve_activate(&self, user: &str, name: Option<&str>) -> Result<(), ScriptError> {
+        let mut scripts = self.scripts.lock().unwrap();
+        if let Some(name) = name
+            && !scripts.contains_key(&(user.into(), name.into()))
+        {
+            return Err(ScriptError::Backend(BackendError::NotFound));
+        }
+        for ((u, n), (_, active)) in scripts.iter_mut() {
+            if u == user {
+                *active = Some(n.as_str()) == name;
+            }
+        }
+        Ok(())
+    }
+
+    async fn sieve_delete(&self, user: &str, name: &str) -> Result<(), ScriptError> {
+        let mut scripts = self.scripts.lock().unwrap();
+        match scripts.get(&(user.into(), name.into())) {
+            None => Err(ScriptError::Backend(BackendError::NotFound)),
+            Some((_, true)) => Err(ScriptError::Refused(format!(
+                "Sieve script {name} is active; deactivate it first"
+            ))),
+            Some(_) => {
+                scripts.remove(&(user.into(), name.into()));
+                Ok(())
+            }
+        }
     }
 
     async fn admin_data(&self, what: AdminView) -> Result<AdminData, BackendError> {
