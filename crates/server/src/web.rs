@@ -894,3 +894,46 @@ async fn serve(
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use directory::DirectoryError as E;
+
+    #[test]
+    fn directory_errors_map_to_what_the_rules_pages_say() {
+        let refused = |e: E| match script_error(e) {
+            ScriptError::Refused(why) => why,
+            other => panic!("{other:?}"),
+        };
+        assert!(refused(E::ScriptActive("mine".into())).contains("deactivate it first"));
+        assert!(refused(E::Limit("5 scripts already".into())).contains("5 scripts already"));
+        assert!(
+            refused(E::InvalidScriptName {
+                name: "a\\nb".into(),
+                reason: "control characters are not allowed (RFC 5804 1.6)",
+            })
+            .contains("control characters")
+        );
+        refused(E::ScriptExists {
+            address: "a@example.org".into(),
+            name: "x".into(),
+        });
+        for missing in [
+            E::NoSuchScript {
+                address: "a@example.org".into(),
+                name: "x".into(),
+            },
+            E::NoSuchUser("a@example.org".into()),
+        ] {
+            assert_eq!(
+                script_error(missing),
+                ScriptError::Backend(BackendError::NotFound)
+            );
+        }
+        assert!(matches!(
+            directory_error(E::Hash("x".into())),
+            BackendError::Unavailable(_)
+        ));
+    }
+}
