@@ -783,6 +783,18 @@ pub(crate) async fn script_save<B: Backend>(
     } else {
         Ok(())
     };
+    // A new script does not silently replace one of the same name.
+    let checked = match checked {
+        Ok(()) if is_new => match app.backend.sieve_scripts(&session.user).await {
+            Ok(scripts) if scripts.iter().any(|s| s.name == name) => Err(format!(
+                "A script named \u{201c}{name}\u{201d} exists already: edit it from the list, \
+                 or choose another name."
+            )),
+            Ok(_) => Ok(()),
+            Err(e) => return backend_problem(e),
+        },
+        other => other,
+    };
     let outcome = match checked {
         Ok(()) => app
             .backend

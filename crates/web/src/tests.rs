@@ -1488,6 +1488,17 @@ async fn a_hand_written_script_is_read_only_and_edited_as_text() {
         StatusCode::SEE_OTHER
     );
     assert!(script_of(&memory, "ann@example.org", "mine").unwrap().1);
+    // A new script of the same name does not replace it.
+    let again = good.replace("fileinto", "discard%3B%23");
+    let a = b.send("POST", "/rules/script", Some(&again)).await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(a.body.contains("exists already"), "{}", a.body);
+    assert!(
+        !script_of(&memory, "ann@example.org", "mine")
+            .unwrap()
+            .0
+            .contains("discard")
+    );
     let a = b.send("GET", "/rules", None).await;
     assert!(a.body.contains("id=\"readonly\""), "{}", a.body);
     assert!(
@@ -1559,5 +1570,48 @@ async fn a_hand_written_script_is_read_only_and_edited_as_text() {
             .await
             .status,
         StatusCode::NOT_FOUND
+    );
+}
+
+#[tokio::test]
+async fn the_text_editor_takes_a_script_up_to_its_bound_however_encoded() {
+    let memory = mailbox();
+    let mut b = Browser::new(memory.clone());
+    b.log_in("ann@example.org").await;
+    let csrf = b.csrf("/rules").await;
+    let max = Config::default().script_bytes_max;
+    // Comments of `#`: every byte is 3 when encoded, far over web_request_bytes_max.
+    let source = format!("#{}\r\nkeep;\r\n", "#".repeat(max - 10));
+    let form = encoded(&[
+        ("csrf", &csrf),
+        ("new", "1"),
+        ("name", "big"),
+        ("source", &source),
+    ]);
+    assert!(form.len() > Config::default().request_bytes_max * 2);
+    let a = b.send("POST", "/rules/script", Some(&form)).await;
+    assert_eq!(a.status, StatusCode::SEE_OTHER, "{}", a.body);
+    assert_eq!(
+        script_of(&memory, "ann@example.org", "big").unwrap().0,
+        source
+    );
+    let over = format!("{}keep;", " ".repeat(max));
+    let form = encoded(&[("csrf", &csrf), ("name", "big"), ("source", &over)]);
+    let a = b.send("POST", "/rules/script", Some(&form)).await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(
+        a.body.contains(&format!("more than the {max} bytes")),
+        "{}",
+        &a.body[..500]
+    );
+    // Other rules forms keep the small bound.
+    let rule = encoded(&[
+        ("csrf", &csrf),
+        ("index", "new"),
+        ("name", &"n".repeat(70_000)),
+    ]);
+    assert_eq!(
+        b.send("POST", "/rules/rule", Some(&rule)).await.status,
+        StatusCode::PAYLOAD_TOO_LARGE
     );
 }
