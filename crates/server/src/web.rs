@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use store::Mailstore as _;
-use web::{BackendError, Flag, FolderInfo, FolderPage, Listed, LoginError, Stored};
+use web::{BackendError, Flag, FolderInfo, FolderPage, Listed, LoginError, ScriptError, Stored};
 
 use crate::login::{Login, check_login};
 use crate::shell::Shell;
@@ -76,7 +76,42 @@ fn listed(m: &store::MessageInfo, s: store::Summary) -> Listed {
     }
 }
 
+/// The directory's errors for the Rules pages, mapped here once: what the user did wrong
+/// (a name, a limit, an active script) is a sentence for the page; a missing script or user
+/// is not found; anything else is the directory being unavailable.
+fn script_error(e: directory::DirectoryError) -> ScriptError {
+    use directory::DirectoryError as E;
+    match e {
+        E::NoSuchScript { .. } | E::NoSuchUser(_) => ScriptError::Backend(BackendError::NotFound),
+        E::ScriptExists { .. } | E::ScriptActive(_) | E::InvalidScriptName { .. } | E::Limit(_) => {
+            ScriptError::Refused(e.to_string())
+        }
+        other => ScriptError::Backend(BackendError::Unavailable(other.to_string())),
+    }
+}
+
+fn directory_error(e: directory::DirectoryError) -> BackendError {
+    match script_error(e) {
+        ScriptError::Backend(e) => e,
+        ScriptError::Refused(why) | ScriptError::Invalid { message: why, .. } => {
+            BackendError::Failed(why)
+        }
+    }
+}
+
 impl ServerBackend {
+    /// Checks a script with the interpreter and the server's limits, as `mailstow sieve put`
+    /// does before it stores one.
+    fn compile(&self, source: &str) -> Result<(), ScriptError> {
+        sieve::compile(source, &self.shell.config.sieve)
+            .map(|_| ())
+            .map_err(|e| ScriptError::Invalid {
+                line: e.line,
+                column: e.column,
+                message: e.message,
+            })
+    }
+
     /// The user's mailbox is here and usable now.
     fn reachable(&self, user: &str) -> Result<(), BackendError> {
         if self.parts.deposit.gate().held(user) {
@@ -652,6 +687,83 @@ impl web::Backend for ServerBackend {
         self.shell.directory.cache().is_admin(user)
     }
 
+    async fn sieve_scripts(&self, user: &str) -> Result<Vec<web::ScriptInfo>, BackendError> {
+        let scripts = self
+            .shell
+            .directory
+            .sieve_list(user)
+            .await
+            .map_err(directory_error)?;
+        Ok(scripts
+            .into_iter()
+            .map(|s| web::ScriptInfo {
+                name: s.name,
+                active: s.active,
+                bytes: s.bytes,
+            })
+            .collect())
+    }
+
+    async fn sieve_script(&self, user: &str, name: &str) -> Result<String, BackendError> {
+        self.shell
+            .directory
+            .sieve_get(user, name)
+            .await
+            .map_err(directory_error)
+    }
+
+    async fn sieve_save(
+        &self,
+        user: &str,
+        name: &str,
+        source: &str,
+        activate: bool,
+    ) -> Result<(), ScriptError> {
+        self.compile(source)?;
+        let directory = &self.shell.directory;
+        directory
+            .sieve_put(user, name, source)
+            .await
+            .map_err(script_error)?;
+        if activate {
+            directory
+                .sieve_activate(user, Some(name))
+                .await
+                .map_err(script_error)?;
+        }
+        tracing::info!(event = "sieve_changed", proto = "web", user = %telemetry::shown(user), script = %telemetry::shown(name), action = if activate { "put_activate" } else { "put" }, bytes = source.len());
+        Ok(())
+    }
+
+    async fn sieve_activate(&self, user: &str, name: Option<&str>) -> Result<(), ScriptError> {
+        let directory = &self.shell.directory;
+        if let Some(name) = name {
+            // A stored script that no longer compiles (stricter limits since) is not made
+            // active, as `mailstow sieve activate` refuses it.
+            let source = directory
+                .sieve_get(user, name)
+                .await
+                .map_err(script_error)?;
+            self.compile(&source)?;
+        }
+        directory
+            .sieve_activate(user, name)
+            .await
+            .map_err(script_error)?;
+        tracing::info!(event = "sieve_changed", proto = "web", user = %telemetry::shown(user), script = %telemetry::shown(name.unwrap_or("")), action = if name.is_some() { "activate" } else { "deactivate" });
+        Ok(())
+    }
+
+    async fn sieve_delete(&self, user: &str, name: &str) -> Result<(), ScriptError> {
+        self.shell
+            .directory
+            .sieve_delete(user, name)
+            .await
+            .map_err(script_error)?;
+        tracing::info!(event = "sieve_changed", proto = "web", user = %telemetry::shown(user), script = %telemetry::shown(name), action = "delete");
+        Ok(())
+    }
+
     async fn admin_data(&self, what: web::AdminView) -> Result<web::AdminData, BackendError> {
         admin::pages::data(&self.parts.operations, what).await
     }
@@ -680,6 +792,7 @@ pub(crate) async fn serve_on(
         inflight: Some(shell.inflight.clone()),
         sessions_max: shell.config.web_sessions_max,
         request_bytes_max: shell.config.web_request_bytes_max,
+        script_bytes_max: shell.config.sieve.script_bytes_max,
         ..web::Config::default()
     };
     let connections_max = shell.config.web_connections_max;
@@ -779,5 +892,48 @@ async fn serve(
             };
             let _ = tokio::time::timeout(CONNECTION_LIFETIME_MAX, served).await;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use directory::DirectoryError as E;
+
+    #[test]
+    fn directory_errors_map_to_what_the_rules_pages_say() {
+        let refused = |e: E| match script_error(e) {
+            ScriptError::Refused(why) => why,
+            other => panic!("{other:?}"),
+        };
+        assert!(refused(E::ScriptActive("mine".into())).contains("deactivate it first"));
+        assert!(refused(E::Limit("5 scripts already".into())).contains("5 scripts already"));
+        assert!(
+            refused(E::InvalidScriptName {
+                name: "a\\nb".into(),
+                reason: "control characters are not allowed (RFC 5804 1.6)",
+            })
+            .contains("control characters")
+        );
+        refused(E::ScriptExists {
+            address: "a@example.org".into(),
+            name: "x".into(),
+        });
+        for missing in [
+            E::NoSuchScript {
+                address: "a@example.org".into(),
+                name: "x".into(),
+            },
+            E::NoSuchUser("a@example.org".into()),
+        ] {
+            assert_eq!(
+                script_error(missing),
+                ScriptError::Backend(BackendError::NotFound)
+            );
+        }
+        assert!(matches!(
+            directory_error(E::Hash("x".into())),
+            BackendError::Unavailable(_)
+        ));
     }
 }

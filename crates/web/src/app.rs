@@ -45,6 +45,9 @@ pub struct Config {
     /// The server's `inflight_bytes_max` budget, which a written message's bytes are counted
     /// against while it is read and sent, as SMTP's are (`None`: not counted).
     pub inflight: Option<Arc<limits::ByteBudget>>,
+    /// `sieve_script_bytes_max`: the largest script the rules pages store (the text editor's
+    /// request may carry it, encoded).
+    pub script_bytes_max: usize,
 }
 
 impl Default for Config {
@@ -59,6 +62,7 @@ impl Default for Config {
             request_timeout: Duration::from_secs(30),
             message_bytes_max: 50 << 20,
             inflight: None,
+            script_bytes_max: 64 << 10,
         }
     }
 }

@@ -173,6 +173,43 @@ pub trait Backend: Send + Sync + 'static {
     /// right taken away ends at the next one).
     fn is_admin(&self, user: &str) -> bool;
 
+    /// The user's Sieve scripts (their rules), sorted by name, at most one active.
+    fn sieve_scripts(
+        &self,
+        user: &str,
+    ) -> impl Future<Output = Result<Vec<ScriptInfo>, BackendError>> + Send;
+
+    /// One script's source (`NotFound`: no such script).
+    fn sieve_script(
+        &self,
+        user: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<String, BackendError>> + Send;
+
+    /// Checks `source` with the Sieve interpreter (the server's limits), then stores it as
+    /// `name` (created or replaced) and, with `activate`, makes it the active script.
+    fn sieve_save(
+        &self,
+        user: &str,
+        name: &str,
+        source: &str,
+        activate: bool,
+    ) -> impl Future<Output = Result<(), ScriptError>> + Send;
+
+    /// Makes `name` the active script, or none with `None`.
+    fn sieve_activate(
+        &self,
+        user: &str,
+        name: Option<&str>,
+    ) -> impl Future<Output = Result<(), ScriptError>> + Send;
+
+    /// Deletes a script that is not active.
+    fn sieve_delete(
+        &self,
+        user: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<(), ScriptError>> + Send;
+
     /// What the admin pages show: the server's (this node's) state; see [`AdminData`].
     fn admin_data(
         &self,
@@ -398,3 +435,32 @@ pub struct Changes {
 
 /// Where a deleted message goes (RFC 6154 `\Trash`); deleting there removes it for good.
 pub const TRASH: &str = "Trash";
+
+/// A user's Sieve script as listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScriptInfo {
+    pub name: String,
+    pub active: bool,
+    pub bytes: usize,
+}
+
+/// Why a script was not stored, activated or deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScriptError {
+    /// The interpreter refused it: where (1-based) and why.
+    Invalid {
+        line: u32,
+        column: u32,
+        message: String,
+    },
+    /// A rule of the directory's: a bad name, a limit (`sieve_scripts_max`, the script's
+    /// size), an active script that cannot be deleted: one sentence.
+    Refused(String),
+    Backend(BackendError),
+}
+
+impl From<BackendError> for ScriptError {
+    fn from(e: BackendError) -> ScriptError {
+        ScriptError::Backend(e)
+    }
+}

@@ -18,6 +18,8 @@ mod app;
 mod backend;
 mod compose;
 mod render;
+pub mod rules;
+mod rules_pages;
 mod sessions;
 
 use std::net::SocketAddr;
@@ -36,7 +38,7 @@ pub use app::Config;
 pub use backend::{
     ADMIN_USERS_SHOWN_MAX, Account, AdminAction, AdminData, AdminUser, AdminView, Backend,
     BackendError, Changes, Flag, FolderInfo, FolderPage, Listed, LoginError, LoginRow,
-    PasswordError, Queued, SendError, Stored, TRASH,
+    PasswordError, Queued, ScriptError, ScriptInfo, SendError, Stored, TRASH,
 };
 
 use app::{
@@ -94,6 +96,29 @@ pub fn router<B: Backend>(backend: Arc<B>, config: Config) -> Router {
         )
         .route("/account", get(account::<B>))
         .route("/account/password", post(change_password::<B>))
+        .route("/rules", get(rules_pages::list::<B>))
+        .route(
+            "/rules/rule",
+            get(rules_pages::rule_form::<B>).post(rules_pages::rule_save::<B>),
+        )
+        .route("/rules/order", post(rules_pages::reorder::<B>))
+        .route("/rules/delete", post(rules_pages::delete::<B>))
+        .route("/rules/vacation", post(rules_pages::vacation::<B>))
+        .route(
+            "/rules/script",
+            get(rules_pages::script_form::<B>)
+                .post(rules_pages::script_save::<B>)
+                .layer(DefaultBodyLimit::max(
+                    // Percent-encoded, a script's bytes may triple; and the form's framing.
+                    config
+                        .script_bytes_max
+                        .saturating_mul(3)
+                        .saturating_add(16 << 10)
+                        .max(config.request_bytes_max),
+                )),
+        )
+        .route("/rules/activate", post(rules_pages::activate::<B>))
+        .route("/rules/script/delete", post(rules_pages::remove::<B>))
         .route("/style.css", get(style))
         .route("/live.js", get(live_script))
         .route("/events", get(events::<B>))

@@ -3,7 +3,7 @@
 
 Driven by tests/browser.rs:
   web_browser.py WEB_ADDR SMTP_ADDR IMAP_ADDR SCREENSHOT_DIR MAILSTOW_BIN DATA_DIR SUBMISSION_ADDR
-                 [--admin | --no-admin]
+                 [--admin | --no-admin | --rules | --rules-delivery]
 
 Users alice@example.test and bob@example.test exist with the password `secret-pw`. Mail arrives
 by smtplib (from other domains over SMTP, from bob over submission, logged in); what the
@@ -19,8 +19,12 @@ Parts, in order (a PASS line each):
      alice's Sent and bob's INBOX          k  an admin (bob) adds carol, who then logs in
   e  move, delete to the Trash, empty it   l  log out: /mail sends to the login page
   f  search by sender, subject and text
-With no flag every part runs; `--no-admin` leaves out j and k (they need the admin pages),
-`--admin` runs a, j, k and l only. Screenshots of the pages go to SCREENSHOT_DIR.
+  m  rules: a rule and an out-of-office      n  (needs the Sieve interpreter) mail with
+     reply made with the form, stored as          that subject lands in Invoices (IMAP)
+     the script mailstow-rules (`mailstow
+     sieve get`), shown again after a reload
+With no flag parts a to l run; `--no-admin` leaves out j and k (they need the admin pages),
+`--admin` runs a, j, k and l only, `--rules` a, m and l, `--rules-delivery` a, m, n and l. Screenshots of the pages go to SCREENSHOT_DIR.
 
 A failed check ends the run: what the browser showed is printed (and saved as
 fail-<part>.png) and the exit status is 1. A few checks meet known server bugs (`bug()`):
@@ -28,6 +32,7 @@ those print a BUG line and the parts go on around the bug, so one bug does not h
 of everything after it; the run still fails at the end, listing them.
 """
 
+import datetime
 import email
 import email.policy
 import email.utils
@@ -61,7 +66,8 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
 FLAGS = {a for a in sys.argv[1:] if a.startswith("--")}
-if len(ARGS) != 7 or not FLAGS <= {"--admin", "--no-admin"} or len(FLAGS) > 1:
+if len(ARGS) != 7 or not FLAGS <= {"--admin", "--no-admin", "--rules", "--rules-delivery"} \
+        or len(FLAGS) > 1:
     sys.exit(__doc__)
 WEB, SMTP, IMAP, SHOTS, MAILSTOW, DATA, SUBMISSION = ARGS
 BASE = f"http://{WEB}"
@@ -932,6 +938,106 @@ def part_k_admin(scratch, browsers):
     check(got["status"] == 403, f"carol (no admin) got {got['status']} for /admin/users")
 
 
+def mailstow(*args):
+    """Runs the CLI against the server's data directory; its output (exit 0 required)."""
+    out = subprocess.run([MAILSTOW, "--data-dir", DATA, *args], capture_output=True, text=True,
+                         timeout=WAIT)
+    check(out.returncode == 0,
+          f"`mailstow {' '.join(args)}`: exit {out.returncode}\n{out.stdout}{out.stderr}")
+    return out.stdout
+
+
+def part_m_rules(b):
+    """A rule (Subject contains "invoice": move to Invoices, created) and an out-of-office
+    reply from today for a week, made with the form; the stored script has the commands; the
+    page shows both again after a reload."""
+    b.go("/account")
+    b.wait(lambda: b.h1() == "Account", "the account page")
+    b.click(css="#rules-link")
+    b.wait(lambda: b.path() == "/rules" and b.h1() == "Rules", "the Rules page")
+    check("No rules yet." in b.d.find_element(By.TAG_NAME, "main").text, "rules before any")
+    b.click(css="#add-rule")
+    b.wait(lambda: b.path() == "/rules/rule" and b.h1() == "Rule 1", "the new rule form")
+    form = b.d.find_element(By.ID, "rule")
+    check(form.find_elements(By.CSS_SELECTOR, "input[type=hidden][name=csrf]"),
+          "the rule form has no CSRF field")
+    form.find_element(By.NAME, "name").send_keys("Invoices")
+    Select(form.find_element(By.NAME, "cond_field_0")).select_by_value("subject")
+    Select(form.find_element(By.NAME, "cond_op_0")).select_by_visible_text("contains")
+    form.find_element(By.NAME, "cond_value_0").send_keys("invoice")
+    Select(form.find_element(By.NAME, "act_kind_0")).select_by_visible_text("Move to folder")
+    form.find_element(By.NAME, "act_arg_0").send_keys("Invoices")
+    create = form.find_element(By.NAME, "act_create_0")
+    if not create.is_selected():
+        create.click()
+    b.submit_button("Save the rule")
+    summary = "If Subject contains “invoice”: move to Invoices (created if missing)."
+    summaries = lambda: b.js("return [...document.querySelectorAll('.summary')]"
+                             ".map(s => s.textContent.trim())")
+    b.wait(lambda: b.path().startswith("/rules") and summary in summaries(),
+           "the rule in the list after saving it")
+
+    today = datetime.date.today()
+    S.start, S.end = today.isoformat(), (today + datetime.timedelta(days=7)).isoformat()
+    form = b.d.find_element(By.ID, "vacation")
+    enabled = form.find_element(By.NAME, "enabled")
+    if not enabled.is_selected():
+        enabled.click()
+    # A date field's typing order follows the browser's locale: set its value directly.
+    for name, value in [("start", S.start), ("end", S.end)]:
+        b.js("arguments[0].value = arguments[1]", form.find_element(By.NAME, name), value)
+    form.find_element(By.NAME, "subject").send_keys("Away this week")
+    form.find_element(By.NAME, "text").send_keys("I am away.\n.\nBack next week.")
+    b.submit_button("Save the out-of-office reply")
+    b.wait(lambda: "The out-of-office reply was saved" in
+           b.d.find_element(By.TAG_NAME, "main").text, "the out-of-office reply saved")
+    b.shot("rules.png")
+
+    listed = mailstow("sieve", "list", "alice@example.test")
+    check("mailstow-rules" in listed and "active" in listed, f"sieve list: {listed!r}")
+    script = mailstow("sieve", "get", "alice@example.test", "mailstow-rules")
+    for expected in [
+        'require ["date", "fileinto", "mailbox", "relational", "vacation"];',
+        '# Rule 1: Invoices',
+        'if header :contains "subject" "invoice" {',
+        'fileinto :create "Invoices";',
+        f'currentdate :value "ge" "date" "{S.start}"',
+        f'currentdate :value "le" "date" "{S.end}"',
+        'vacation :days 7 :subject "Away this week" text:',
+        # The lone dot of the text is stuffed; the lone dot after it ends the text.
+        "I am away.\n..\nBack next week.\n.\n;",
+    ]:
+        check(expected in script.replace("\r\n", "\n"),
+              f"{expected!r} not in the stored script:\n{script}")
+
+    b.d.refresh()
+    b.wait(lambda: b.h1() == "Rules", "the Rules page after a reload")
+    check(summary in summaries(), f"after a reload the rules are {summaries()}")
+    form = b.d.find_element(By.ID, "vacation")
+    shown = {n: form.find_element(By.NAME, n).get_attribute("value")
+             for n in ["start", "end", "subject", "text", "days"]}
+    check(form.find_element(By.NAME, "enabled").is_selected()
+          and shown == {"start": S.start, "end": S.end, "subject": "Away this week",
+                        "text": "I am away.\n.\nBack next week.", "days": "7"},
+          f"the out-of-office form after a reload: {shown}")
+    # Editing the rule shows its fields again.
+    b.click(text="Edit")
+    b.wait(lambda: b.h1() == "Rule 1", "the rule's form")
+    form = b.d.find_element(By.ID, "rule")
+    got = (Select(form.find_element(By.NAME, "cond_field_0")).first_selected_option.text,
+           form.find_element(By.NAME, "cond_value_0").get_attribute("value"),
+           Select(form.find_element(By.NAME, "act_kind_0")).first_selected_option.text,
+           form.find_element(By.NAME, "act_arg_0").get_attribute("value"))
+    check(got == ("Subject", "invoice", "Move to folder", "Invoices"), f"the rule's form: {got}")
+
+
+def part_n_rules_deliver(b):
+    """Needs the Sieve interpreter: mail whose subject contains "invoice" is filed in
+    Invoices, the folder created by the rule."""
+    deliver("invoice 42", "The invoice for order 42.\n")
+    imap_find("alice@example.test", "Invoices", "invoice 42")
+
+
 def part_l_log_out(b):
     b.go("/mail")
     b.wait(lambda: b.h1().startswith("INBOX"), "the INBOX")
@@ -983,7 +1089,8 @@ def main():
     threading.Thread(target=watcher.serve_forever, daemon=True).start()
 
     admin_only = "--admin" in FLAGS
-    with_admin = "--no-admin" not in FLAGS
+    rules_only = bool(FLAGS & {"--rules", "--rules-delivery"})
+    with_admin = "--no-admin" not in FLAGS and not rules_only
     browsers = []
     started = time.time()
     part = "start"
@@ -991,7 +1098,13 @@ def main():
         alice = Browser("alice", scratch)
         browsers.append(alice)
         steps = [("a", "log in", lambda: part_a_log_in(alice))]
-        if not admin_only:
+        if rules_only:
+            steps += [("m", "rules and an out-of-office reply made with the form",
+                       lambda: part_m_rules(alice))]
+            if "--rules-delivery" in FLAGS:
+                steps += [("n", "mail is filed by the rule (Sieve interpreter)",
+                           lambda: part_n_rules_deliver(alice))]
+        elif not admin_only:
             steps += [
                 ("b", "new mail appears in the open list without a reload", lambda: part_b_live(alice)),
                 ("c", "read the message and download its attachment", lambda: part_c_read(alice)),
