@@ -136,9 +136,6 @@ fn a_user_makes_rules_and_an_out_of_office_reply_in_chromium() {
 /// The rule of part m files mail: a message with the subject "invoice 42", sent over SMTP,
 /// is in the Invoices folder over IMAP (part n).
 #[test]
-#[ignore = "needs the sieve interpreter"]
 fn mail_is_filed_by_a_rule_made_in_chromium() {
-    // Needs the sieve interpreter: un-ignore once it is merged (in this branch
-    // `sieve::compile` accepts everything and delivery does not run the rules).
     run_browser_script("--rules-delivery");
 }

@@ -1032,10 +1032,17 @@ def part_m_rules(b):
 
 
 def part_n_rules_deliver(b):
-    """Needs the Sieve interpreter: mail whose subject contains "invoice" is filed in
-    Invoices, the folder created by the rule."""
+    """Mail whose subject contains "invoice" is filed in Invoices, the folder created by the
+    rule; and the out-of-office reply set in part m (on from today) answers its sender,
+    Bob, once."""
     deliver("invoice 42", "The invoice for order 42.\n")
     imap_find("alice@example.test", "Invoices", "invoice 42")
+    reply = imap_find("bob@example.test", "INBOX", "Away this week")
+    # RFC 3834 5: "auto-replied", with an optional comment ("(vacation)").
+    check(str(reply["Auto-Submitted"]).startswith("auto-replied"),
+          f"the reply's Auto-Submitted: {reply}")
+    body = reply.get_body(preferencelist=("plain",)).get_content()
+    check("I am away." in body and "Back next week." in body, f"the reply's text: {body!r}")
 
 
 def part_l_log_out(b):
