@@ -52,7 +52,8 @@ struct Frame<'s> {
 struct State<'m> {
     msg: Message<'m>,
     envelope: Envelope,
-    context: &'m Context,
+    /// The caller's context; a harness may replace it mid-run (`RunView::set_context`).
+    context: Cow<'m, Context>,
     host: &'m dyn Host,
     limits: &'m Limits,
     actions: Vec<Action>,
@@ -81,7 +82,7 @@ pub(crate) fn run(
     let mut state = State {
         msg: Message::new(Cow::Borrowed(message)),
         envelope: context.envelope.clone(),
-        context,
+        context: Cow::Borrowed(context),
         host,
         limits,
         actions: Vec::new(),
@@ -99,7 +100,8 @@ pub(crate) fn run(
     };
     state.run_script(&script.inner, handler)?;
     // RFC 5228 2.10.2: the implicit keep, unless cancelled.
-    if state.implicit_keep {
+    let implicit_keep = state.implicit_keep;
+    if implicit_keep {
         state.actions.push(Action::Keep {
             flags: state.flags.clone(),
         });
@@ -113,6 +115,7 @@ pub(crate) fn run(
         },
         duplicate_marks: state.duplicate_marks,
         instructions: state.instructions,
+        implicit_keep,
     })
 }
 
@@ -180,6 +183,15 @@ impl RunState for State<'_> {
 
     fn set_envelope(&mut self, envelope: Envelope) {
         self.envelope = envelope;
+    }
+
+    fn context(&self) -> &Context {
+        &self.context
+    }
+
+    fn set_context(&mut self, context: Context) {
+        self.envelope = context.envelope.clone();
+        self.context = Cow::Owned(context);
     }
 }
 
