@@ -513,10 +513,12 @@ impl<'m> State<'m> {
                     } else {
                         None
                     };
-                    if let Some(v) = value
-                        && let Some(p) = address::part(v, *part)
-                    {
-                        values.push(p);
+                    // RFC 5228 5.4: the null reverse-path is matched as "" whatever the
+                    // address part.
+                    match value {
+                        Some("") => values.push(""),
+                        Some(v) => values.extend(address::part(v, *part)),
+                        None => {}
                     }
                 }
                 self.match_values(frame, matcher, &values)?

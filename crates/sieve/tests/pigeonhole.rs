@@ -214,7 +214,12 @@ impl Args {
                 Value::Tag(t) => {
                     let takes = matches!(
                         t.as_str(),
-                        "index" | "comparator" | "count" | "value" | "folder" | "extension"
+                        "index"
+                            | "comparator"
+                            | "count"
+                            | "value"
+                            | "folder"
+                            | "extension"
                             | "mailbox"
                     );
                     let value = if takes { it.next().cloned() } else { None };
@@ -422,7 +427,11 @@ impl Suite<'_> {
                 Some(re) => {
                     let re = regex::Regex::new(re).ok()?;
                     let c = re.captures(&value)?;
-                    Some(c.get(1).map_or(c.get(0)?.as_str(), |m| m.as_str()).to_string())
+                    Some(
+                        c.get(1)
+                            .map_or(c.get(0)?.as_str(), |m| m.as_str())
+                            .to_string(),
+                    )
                 }
             }
         };
@@ -630,7 +639,8 @@ impl Suite<'_> {
         let source = match std::fs::read_to_string(&path) {
             Ok(s) => s,
             Err(e) => {
-                self.log.push(format!("cannot read {}: {e}", path.display()));
+                self.log
+                    .push(format!("cannot read {}: {e}", path.display()));
                 self.compiled = None;
                 return false;
             }
@@ -1015,7 +1025,10 @@ fn pigeonhole_suite() {
     let files = files();
     for file in &expected {
         if !files.contains(file.0) {
-            wrong.push(format!("EXPECTED lists {}, which is not in the suite", file.0));
+            wrong.push(format!(
+                "EXPECTED lists {}, which is not in the suite",
+                file.0
+            ));
         }
     }
     for rel in &files {
