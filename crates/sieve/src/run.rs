@@ -572,6 +572,7 @@ impl<'m> State<'m> {
                 }
                 hit
             }
+            Test::Body { .. } if !self.msg.has_body() => false,
             Test::Body { transform, matcher } => {
                 let max = self.limits.body_bytes_max;
                 let values: Vec<String> = match transform {
@@ -597,11 +598,15 @@ impl<'m> State<'m> {
                             .iter()
                             .filter(|p| {
                                 types.iter().any(|t| {
+                                    // "type" or "type/subtype" (RFC 5173 5); anything else,
+                                    // such as "text/plain/x", matches no part.
                                     t.is_empty()
-                                        || if t.contains('/') {
-                                            p.content_type == *t
-                                        } else {
-                                            p.content_type.split('/').next() == Some(t.as_str())
+                                        || match t.split_once('/') {
+                                            Some((_, sub)) if sub.contains('/') => false,
+                                            Some(_) => p.content_type == *t,
+                                            None => {
+                                                p.content_type.split('/').next() == Some(t.as_str())
+                                            }
                                         }
                                 })
                             })
@@ -609,7 +614,11 @@ impl<'m> State<'m> {
                             .collect()
                     }
                 };
-                self.match_values(frame, matcher, &values)?
+                // RFC 5173 6: body tests MUST NOT set match variables.
+                let kept = frame.matches.clone();
+                let hit = self.match_values(frame, matcher, &values)?;
+                frame.matches = kept;
+                hit
             }
             Test::Date {
                 zone,
