@@ -682,7 +682,9 @@ impl<'m> State<'m> {
                     .map(|(_, v)| v.clone())
                     .into_iter()
                     .collect();
-                self.match_values(frame, matcher, &values)?
+                // RFC 5183 4: an unknown item fails the test, whatever the match type
+                // (`:count "eq" "0"` included).
+                !values.is_empty() && self.match_values(frame, matcher, &values)?
             }
             Test::Spam { percent, matcher } => {
                 let score = if *percent {
