@@ -35,7 +35,10 @@ pub(crate) fn parse_list(raw: &[u8]) -> Vec<String> {
     if out.is_empty() {
         let text = String::from_utf8_lossy(raw);
         let text = text.trim();
-        if !text.is_empty() && !text.ends_with(';') {
+        // A blank field is one empty address (so `:all ""` matches it, as `header` would).
+        if text.is_empty() {
+            out.push(String::new());
+        } else if !text.ends_with(';') {
             out.push(text.trim_matches(|c| c == '<' || c == '>').to_string());
         }
     }
@@ -43,11 +46,16 @@ pub(crate) fn parse_list(raw: &[u8]) -> Vec<String> {
 }
 
 /// The part of `address` a test looks at; None when it has no such part (`:detail` of an
-/// address without a separator, RFC 5233 4).
+/// address without a separator, RFC 5233 4), and for every part but `:all` when the
+/// address is not syntactically valid (no "@", or an empty local part or domain: RFC 5228
+/// 2.7.4, "it will not be matched by tests specifying :localpart or :domain").
 pub(crate) fn part(address: &str, part: AddressPart) -> Option<&str> {
+    if part == AddressPart::All {
+        return Some(address);
+    }
     let (local, domain) = match address.rfind('@') {
-        Some(at) => (&address[..at], &address[at + 1..]),
-        None => (address, ""),
+        Some(at) if at > 0 && at + 1 < address.len() => (&address[..at], &address[at + 1..]),
+        _ => return None,
     };
     match part {
         AddressPart::All => Some(address),

@@ -5,7 +5,7 @@
 //! [`crate::run_with`], and its [`Handler`] is called back with the evaluated arguments.
 //! A script compiled with [`crate::compile`] can use none of these.
 
-use crate::context::Envelope;
+use crate::context::{Context, Envelope};
 use crate::outcome::Action;
 
 /// One registered extension: a capability (usable once `require`d) and the command and
@@ -126,6 +126,8 @@ pub(crate) trait RunState {
     fn message(&self) -> Vec<u8>;
     fn set_message(&mut self, message: Vec<u8>);
     fn set_envelope(&mut self, envelope: Envelope);
+    fn context(&self) -> &Context;
+    fn set_context(&mut self, context: Context);
 }
 
 /// What a handler may see and change of the run in progress.
@@ -162,5 +164,16 @@ impl RunView<'_, '_> {
     /// Replaces the envelope the rest of the run looks at.
     pub fn set_envelope(&mut self, envelope: Envelope) {
         self.state.set_envelope(envelope);
+    }
+
+    /// The context the run looks at (time, zone, environment, spam and virus verdicts).
+    pub fn context(&self) -> &Context {
+        self.state.context()
+    }
+
+    /// Replaces the context the rest of the run looks at, its envelope included (a harness
+    /// changing the configuration mid-run, e.g. the spam verdict).
+    pub fn set_context(&mut self, context: Context) {
+        self.state.set_context(context);
     }
 }

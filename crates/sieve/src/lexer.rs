@@ -212,7 +212,9 @@ impl Lexer<'_> {
         Ok(Tok::Number(value))
     }
 
-    /// RFC 5228 2.4.2: `\\` and `\"` are escapes; any other backslash is dropped.
+    /// RFC 5228 2.4.2: `\\` and `\"` are escapes; any other backslash is dropped. A line
+    /// break in the string is CRLF in the value (a bare LF too), as in `text:` strings, so
+    /// that the two forms of the same text are equal.
     fn quoted(&mut self, pos: Pos) -> Result<Tok, CompileError> {
         self.bump();
         let mut out: Vec<u8> = Vec::new();
@@ -224,6 +226,7 @@ impl Lexer<'_> {
                     None => return Err(pos.error("unterminated quoted string")),
                     Some(c) => out.push(c),
                 },
+                Some(b'\n') if out.last() != Some(&b'\r') => out.extend_from_slice(b"\r\n"),
                 Some(c) => out.push(c),
             }
         }
@@ -273,7 +276,9 @@ impl Lexer<'_> {
             if !had_newline {
                 return Err(pos.error("unterminated text: string (no line with a lone '.')"));
             }
-            if line.first() == Some(&b'.') {
+            // RFC 5228 8.1 (multi-line-dotstart): "Remove a leading '.' if followed by
+            // another '.'"; a line with one leading dot keeps it.
+            if line.starts_with(b"..") {
                 line = &line[1..];
             }
             out.extend_from_slice(line);

@@ -68,6 +68,11 @@ fn equal(comparator: Comparator, a: &str, b: &str) -> bool {
     }
 }
 
+/// Match variables a `:matches` or `:regex` sets: `${0}` (the whole) and up to 31 groups
+/// or wildcards (RFC 5229 3.2 leaves the number to us; Pigeonhole keeps 32 too). Later
+/// ones are empty.
+pub(crate) const MATCH_VALUES_MAX: usize = 32;
+
 /// The ordering a comparator gives (RFC 4790 9; RFC 5231 for `:value`).
 pub(crate) fn compare(comparator: Comparator, a: &str, b: &str) -> Ordering {
     match comparator {
@@ -128,7 +133,7 @@ fn regex_match(re: &Regex, value: &str, captures: Option<&mut Vec<String>>) -> b
             None => false,
             Some(caps) => {
                 out.clear();
-                for i in 0..caps.len().min(10) {
+                for i in 0..caps.len().min(MATCH_VALUES_MAX) {
                     out.push(
                         caps.get(i)
                             .map(|m| m.as_str().to_string())
@@ -259,7 +264,7 @@ pub(crate) fn glob(
             if let Some(out) = captures {
                 out.clear();
                 out.push(value.to_string());
-                for &(s, e) in spans.iter().take(9) {
+                for &(s, e) in spans.iter().take(MATCH_VALUES_MAX - 1) {
                     out.push(String::from_utf8_lossy(&t[s..e]).into_owned());
                 }
             }

@@ -114,6 +114,17 @@ impl<'a> Message<'a> {
         &self.raw[self.body_start.min(self.raw.len())..]
     }
 
+    /// Whether the header is followed by the empty line (RFC 5173 5: a message of a header
+    /// only, without it, has no body, and every `body` test is false).
+    pub(crate) fn has_body(&self) -> bool {
+        let head = &self.raw[..self.body_start.min(self.raw.len())];
+        self.body_start < self.raw.len()
+            || head.ends_with(b"\n\n")
+            || head.ends_with(b"\n\r\n")
+            || head == b"\r\n"
+            || head == b"\n"
+    }
+
     /// The fields named `name` (case-insensitively), in order.
     pub(crate) fn fields_named<'s, 'n>(
         &'s self,
@@ -147,32 +158,108 @@ impl<'a> Message<'a> {
                 return out;
             };
             let mut budget = bytes_max;
-            for part in &parsed.parts {
-                let content_type = match part.content_type() {
-                    Some(ct) => match ct.subtype() {
-                        Some(sub) => format!("{}/{}", ct.ctype(), sub).to_ascii_lowercase(),
-                        None => ct.ctype().to_ascii_lowercase(),
-                    },
-                    None => "text/plain".to_string(),
-                };
-                let mut text = match &part.body {
-                    PartType::Text(t) | PartType::Html(t) => t.to_string(),
-                    PartType::Binary(b) | PartType::InlineBinary(b) => {
-                        String::from_utf8_lossy(b).into_owned()
-                    }
-                    PartType::Message(_) | PartType::Multipart(_) => String::new(),
-                };
-                if matches!(part.body, PartType::Multipart(_)) {
-                    out.push(BodyPart { content_type, text });
-                    continue;
-                }
-                crate::strings::truncate(&mut text, budget);
-                budget -= text.len();
-                out.push(BodyPart { content_type, text });
-            }
+            collect_parts(&parsed, &mut budget, &mut out, 0);
             out
         })
     }
+}
+
+/// The parts of `message`, descending into message/rfc822 parts (RFC 5173 5.2: the search
+/// "automatically descends into multipart and message/rfc822 MIME parts").
+fn collect_parts(
+    message: &mail_parser::Message<'_>,
+    budget: &mut usize,
+    out: &mut Vec<BodyPart>,
+    depth: usize,
+) {
+    for part in &message.parts {
+        let content_type = match part.content_type() {
+            Some(ct) => match ct.subtype() {
+                Some(sub) => format!("{}/{}", ct.ctype(), sub).to_ascii_lowercase(),
+                None => ct.ctype().to_ascii_lowercase(),
+            },
+            None => "text/plain".to_string(),
+        };
+        let mut text = match &part.body {
+            PartType::Text(t) | PartType::Html(t) => t.to_string(),
+            PartType::Binary(b) | PartType::InlineBinary(b) => {
+                String::from_utf8_lossy(b).into_owned()
+            }
+            PartType::Message(_) | PartType::Multipart(_) => String::new(),
+        };
+        match &part.body {
+            PartType::Multipart(_) => {
+                // RFC 5173 5.2: a multipart's own text is its prologue and epilogue.
+                let raw = message.raw_message();
+                let body = raw
+                    .get(part.offset_body as usize..(part.offset_end as usize).min(raw.len()))
+                    .unwrap_or_default();
+                if let Some(boundary) = part.content_type().and_then(|c| c.attribute("boundary")) {
+                    text = prologue_epilogue(body, boundary);
+                    crate::strings::truncate(&mut text, *budget);
+                    *budget -= text.len();
+                }
+                out.push(BodyPart { content_type, text });
+                continue;
+            }
+            PartType::Message(nested) => {
+                // RFC 5173 5.2: a message/rfc822 part's own text is the header of the
+                // message it carries.
+                let raw = nested.raw_message();
+                // (mail-parser's offsets in it count from the outer message's start)
+                let end = nested.parts.first().map_or(raw.len(), |p| {
+                    p.offset_body.saturating_sub(part.offset_body) as usize
+                });
+                let mut header = &raw[..end.min(raw.len())];
+                for blank in [&b"\r\n"[..], b"\n"] {
+                    if header.ends_with(blank) && header.len() > blank.len() {
+                        let rest = &header[..header.len() - blank.len()];
+                        if rest.ends_with(b"\n") {
+                            header = rest;
+                            break;
+                        }
+                    }
+                }
+                text = String::from_utf8_lossy(header).into_owned();
+                crate::strings::truncate(&mut text, *budget);
+                *budget -= text.len();
+                out.push(BodyPart { content_type, text });
+                // mail-parser bounds the nesting; this keeps the walk bounded anyway.
+                if depth < 8 {
+                    collect_parts(nested, budget, out, depth + 1);
+                }
+                continue;
+            }
+            _ => {}
+        }
+        crate::strings::truncate(&mut text, *budget);
+        *budget -= text.len();
+        out.push(BodyPart { content_type, text });
+    }
+}
+
+/// The text of a multipart body outside its parts: before the first boundary line and
+/// after the closing one.
+fn prologue_epilogue(body: &[u8], boundary: &str) -> String {
+    let open = format!("--{boundary}");
+    let close = format!("--{boundary}--");
+    let mut out = String::new();
+    let mut state = 0; // 0: prologue, 1: in parts, 2: epilogue
+    for line in String::from_utf8_lossy(body).split_inclusive('\n') {
+        let bare = line.trim_end();
+        if state < 2 && bare == close {
+            state = 2;
+            continue;
+        }
+        if state == 0 && bare == open {
+            state = 1;
+            continue;
+        }
+        if state != 1 {
+            out.push_str(line);
+        }
+    }
+    out
 }
 
 use mail_parser::MimeHeaders;

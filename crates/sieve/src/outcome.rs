@@ -57,4 +57,7 @@ pub struct Outcome {
     pub duplicate_marks: Vec<(String, String, u64)>,
     /// Commands and tests evaluated.
     pub instructions: u64,
+    /// Whether the implicit keep applies (then the last action is its `Keep`): nothing
+    /// cancelled it (RFC 5228 2.10.2).
+    pub implicit_keep: bool,
 }

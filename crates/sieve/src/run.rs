@@ -52,7 +52,8 @@ struct Frame<'s> {
 struct State<'m> {
     msg: Message<'m>,
     envelope: Envelope,
-    context: &'m Context,
+    /// The caller's context; a harness may replace it mid-run (`RunView::set_context`).
+    context: Cow<'m, Context>,
     host: &'m dyn Host,
     limits: &'m Limits,
     actions: Vec<Action>,
@@ -81,7 +82,7 @@ pub(crate) fn run(
     let mut state = State {
         msg: Message::new(Cow::Borrowed(message)),
         envelope: context.envelope.clone(),
-        context,
+        context: Cow::Borrowed(context),
         host,
         limits,
         actions: Vec::new(),
@@ -99,7 +100,8 @@ pub(crate) fn run(
     };
     state.run_script(&script.inner, handler)?;
     // RFC 5228 2.10.2: the implicit keep, unless cancelled.
-    if state.implicit_keep {
+    let implicit_keep = state.implicit_keep;
+    if implicit_keep {
         state.actions.push(Action::Keep {
             flags: state.flags.clone(),
         });
@@ -113,6 +115,7 @@ pub(crate) fn run(
         },
         duplicate_marks: state.duplicate_marks,
         instructions: state.instructions,
+        implicit_keep,
     })
 }
 
@@ -180,6 +183,15 @@ impl RunState for State<'_> {
 
     fn set_envelope(&mut self, envelope: Envelope) {
         self.envelope = envelope;
+    }
+
+    fn context(&self) -> &Context {
+        &self.context
+    }
+
+    fn set_context(&mut self, context: Context) {
+        self.envelope = context.envelope.clone();
+        self.context = Cow::Owned(context);
     }
 }
 
@@ -501,10 +513,12 @@ impl<'m> State<'m> {
                     } else {
                         None
                     };
-                    if let Some(v) = value
-                        && let Some(p) = address::part(v, *part)
-                    {
-                        values.push(p);
+                    // RFC 5228 5.4: the null reverse-path is matched as "" whatever the
+                    // address part.
+                    match value {
+                        Some("") => values.push(""),
+                        Some(v) => values.extend(address::part(v, *part)),
+                        None => {}
                     }
                 }
                 self.match_values(frame, matcher, &values)?
@@ -558,6 +572,7 @@ impl<'m> State<'m> {
                 }
                 hit
             }
+            Test::Body { .. } if !self.msg.has_body() => false,
             Test::Body { transform, matcher } => {
                 let max = self.limits.body_bytes_max;
                 let values: Vec<String> = match transform {
@@ -583,11 +598,15 @@ impl<'m> State<'m> {
                             .iter()
                             .filter(|p| {
                                 types.iter().any(|t| {
+                                    // "type" or "type/subtype" (RFC 5173 5); anything else,
+                                    // such as "text/plain/x", matches no part.
                                     t.is_empty()
-                                        || if t.contains('/') {
-                                            p.content_type == *t
-                                        } else {
-                                            p.content_type.split('/').next() == Some(t.as_str())
+                                        || match t.split_once('/') {
+                                            Some((_, sub)) if sub.contains('/') => false,
+                                            Some(_) => p.content_type == *t,
+                                            None => {
+                                                p.content_type.split('/').next() == Some(t.as_str())
+                                            }
                                         }
                                 })
                             })
@@ -595,7 +614,11 @@ impl<'m> State<'m> {
                             .collect()
                     }
                 };
-                self.match_values(frame, matcher, &values)?
+                // RFC 5173 6: body tests MUST NOT set match variables.
+                let kept = frame.matches.clone();
+                let hit = self.match_values(frame, matcher, &values)?;
+                frame.matches = kept;
+                hit
             }
             Test::Date {
                 zone,
@@ -659,7 +682,9 @@ impl<'m> State<'m> {
                     .map(|(_, v)| v.clone())
                     .into_iter()
                     .collect();
-                self.match_values(frame, matcher, &values)?
+                // RFC 5183 4: an unknown item fails the test, whatever the match type
+                // (`:count "eq" "0"` included).
+                !values.is_empty() && self.match_values(frame, matcher, &values)?
             }
             Test::Spam { percent, matcher } => {
                 let score = if *percent {

@@ -1,0 +1,2 @@
+keep;
+# Final comment without newline

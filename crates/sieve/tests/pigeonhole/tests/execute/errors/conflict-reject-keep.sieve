@@ -1,0 +1,4 @@
+require "reject";
+
+reject "I am not interested in your nonsense.";
+keep;

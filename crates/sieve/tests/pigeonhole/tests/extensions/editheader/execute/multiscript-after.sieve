@@ -1,0 +1,4 @@
+require "editheader";
+
+addheader "X-After" "after";
+

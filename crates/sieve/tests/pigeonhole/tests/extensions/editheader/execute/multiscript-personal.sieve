@@ -1,0 +1,4 @@
+require "editheader";
+
+addheader "X-Personal" "personal";
+

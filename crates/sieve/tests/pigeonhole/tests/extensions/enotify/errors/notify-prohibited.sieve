@@ -1,0 +1,3 @@
+require "enotify";
+
+notify "mailto:user@example.com";

@@ -1,0 +1,7 @@
+require "enotify";
+
+notify "mailto:user1@example.com";
+notify "mailto:user2@example.com";
+notify "mailto:user3@example.com";
+notify "mailto:user4@example.com";
+notify "mailto:user5@example.com";

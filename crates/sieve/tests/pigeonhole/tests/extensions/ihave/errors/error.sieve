@@ -1,0 +1,3 @@
+require "ihave";
+
+error "Something failed.";

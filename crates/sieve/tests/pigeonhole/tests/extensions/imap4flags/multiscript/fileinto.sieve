@@ -1,0 +1,4 @@
+require "fileinto";
+require "mailbox";
+
+fileinto :create "folder";

@@ -1,0 +1,3 @@
+require "imap4flags";
+
+setflag "$label1 \\answered";

@@ -1,0 +1,4 @@
+require "include";
+
+include "action-fileinto";
+include "action-reject";

@@ -1,0 +1,5 @@
+require "include";
+
+discard;
+
+include "circular-two";

@@ -1,0 +1,4 @@
+require "include";
+require "variables";
+
+set "global.a" "global";

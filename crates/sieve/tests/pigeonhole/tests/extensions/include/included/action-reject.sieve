@@ -1,0 +1,3 @@
+require "reject";
+
+reject "Ik heb geen zin in die rommel.";

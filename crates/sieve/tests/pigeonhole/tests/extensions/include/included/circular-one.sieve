@@ -1,0 +1,5 @@
+require "include";
+
+keep;
+
+include "circular-one";

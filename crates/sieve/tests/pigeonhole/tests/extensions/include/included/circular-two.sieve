@@ -1,0 +1,7 @@
+require "include";
+
+keep;
+
+include "circular-two-2";
+
+

@@ -1,0 +1,3 @@
+require "include";
+
+include :personal "depth-limit-3";

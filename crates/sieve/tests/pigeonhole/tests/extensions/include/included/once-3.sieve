@@ -1,0 +1,3 @@
+require "include";
+
+include "once-4";

@@ -1,0 +1,4 @@
+require "extracttext";
+require "variables";
+
+keep;

@@ -1,0 +1,6 @@
+require "extracttext";
+require "foreverypart";
+
+foreverypart {
+	extracttext "frop";
+}

@@ -1,0 +1,14 @@
+require "foreverypart";
+require "variables";
+
+foreverypart {
+	foreverypart {
+		foreverypart {
+			foreverypart {
+				set "a" "a${a}";
+			}
+		}
+	}
+}
+
+

@@ -1,0 +1,4 @@
+require "vacation";
+
+vacation "I am on vacation.";
+discard;

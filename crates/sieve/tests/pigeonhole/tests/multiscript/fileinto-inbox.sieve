@@ -1,0 +1,4 @@
+require "fileinto";
+
+fileinto "INBOX";
+

@@ -1,0 +1,3 @@
+require "enotify";
+
+notify "mailto:stephan@example.org";

@@ -1,0 +1,3 @@
+require "reject";
+
+reject "Message is not wanted.";

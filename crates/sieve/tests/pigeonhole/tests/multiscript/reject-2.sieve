@@ -1,0 +1,3 @@
+require "reject";
+
+reject "Will not accept this nonsense.";

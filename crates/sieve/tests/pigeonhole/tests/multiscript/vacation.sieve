@@ -1,0 +1,3 @@
+require "vacation";
+
+vacation "I am not home";

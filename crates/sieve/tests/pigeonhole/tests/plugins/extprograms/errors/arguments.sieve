@@ -1,0 +1,5 @@
+require "vnd.dovecot.pipe";
+
+pipe :args "aaaa
+	aaaa" "frop";
+

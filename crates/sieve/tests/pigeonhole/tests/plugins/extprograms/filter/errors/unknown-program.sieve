@@ -1,0 +1,3 @@
+require "vnd.dovecot.filter";
+
+filter "unknown";

@@ -1,0 +1,3 @@
+require "vnd.dovecot.pipe";
+
+pipe "sleep10";
