@@ -24,6 +24,7 @@ const PORT_LMTP: u16 = 2424;
 const PORT_IMAP: u16 = 1143;
 const PORT_POP3: u16 = 1110;
 const PORT_WEB: u16 = 8080;
+const PORT_MANAGESIEVE: u16 = 4190;
 
 /// One node: its loopback address, data directory and configuration, and the process.
 struct Node {
@@ -174,6 +175,7 @@ impl Cluster {
                      smtp = \"{ip}:{PORT_SMTP}\"\nlmtp = \"{ip}:{PORT_LMTP}\"\n\
                      imap = \"{ip}:{PORT_IMAP}\"\npop3 = \"{ip}:{PORT_POP3}\"\n\
                      web = \"{ip}:{PORT_WEB}\"\n\
+                     managesieve = \"{ip}:{PORT_MANAGESIEVE}\"\n\
                      submission = \"\"\nsubmissions = \"\"\nimaps = \"\"\npop3s = \"\"\n\
                      auth_without_tls = true\nsender_checks = false\n",
                     url = pg.url()

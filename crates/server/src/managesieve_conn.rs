@@ -1,0 +1,297 @@
+//! One ManageSieve connection (RFC 5804): the `managesieve::Session` under the connection
+//! driver. Logins are checked like IMAP's (the throttle, the directory, the login lines);
+//! every script decision is answered from the directory, which keeps users' scripts
+//! (`directory::Directory::sieve_*`), after compiling a script with the interpreter
+//! (`sieve::compile`) before it is stored or made active.
+//!
+//! In a cluster the directory is the shared PostgreSQL one, so every node holds every user's
+//! scripts: a login is served on the node it reaches, with no hand-over to the owner (the
+//! owner's delivery reads the scripts from its directory cache, which a change on any node
+//! refreshes).
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use directory::DirectoryError;
+use limits::Deadlines;
+use managesieve::{AuthResult, Event, Failure, Quota, ScriptInfo};
+
+use crate::driver::{Conn, Protocol, Step};
+use crate::login::{Login, authzid_allowed, check_login};
+use crate::shell::Shell;
+
+const PROTO: &str = "managesieve";
+
+/// A ManageSieve session and its shell.
+pub(crate) struct ManageSieve {
+    session: managesieve::Session,
+    ip: IpAddr,
+}
+
+impl ManageSieve {
+    pub(crate) fn new(shell: &Shell, peer: SocketAddr, tls: bool) -> ManageSieve {
+        ManageSieve {
+            session: managesieve::Session::new(shell.live().managesieve.clone(), tls),
+            ip: peer.ip(),
+        }
+    }
+}
+
+impl Protocol for ManageSieve {
+    async fn step(&mut self, conn: &mut Conn) -> Step {
+        while let Some(event) = self.session.poll() {
+            match event {
+                Event::Reply(bytes) => conn.out.extend_from_slice(&bytes),
+                Event::StartTls => {
+                    if conn.start_tls().await.is_err() {
+                        return Step::Close;
+                    }
+                    self.session.tls_started();
+                }
+                Event::Authenticate {
+                    mechanism,
+                    authcid,
+                    password,
+                    authzid,
+                } => {
+                    // The replies so far go out before the (possibly slow) check.
+                    if conn.flush().await.is_err() {
+                        return Step::Close;
+                    }
+                    let attempt = Login {
+                        proto: PROTO,
+                        mechanism,
+                        username: &authcid,
+                        ip: self.ip,
+                    };
+                    let result = if authzid_allowed(&authzid, &authcid) {
+                        login(conn, &attempt, &password).await
+                    } else {
+                        attempt.failed(&conn.shell);
+                        AuthResult::BadCredentials
+                    };
+                    self.session.authenticated(result);
+                }
+                Event::ListScripts { user } => {
+                    let listed = conn.shell.directory.sieve_list(&user).await;
+                    self.session.scripts_listed(
+                        listed
+                            .map(|scripts| {
+                                scripts
+                                    .into_iter()
+                                    .map(|s| ScriptInfo {
+                                        name: s.name,
+                                        active: s.active,
+                                    })
+                                    .collect()
+                            })
+                            .map_err(|e| failure(&conn.shell, &user, e, None)),
+                    );
+                }
+                Event::GetScript { user, name } => {
+                    let got = conn.shell.directory.sieve_get(&user, &name).await;
+                    self.session.script_got(
+                        got.map(String::into_bytes)
+                            .map_err(|e| failure(&conn.shell, &user, e, None)),
+                    );
+                }
+                Event::PutScript { user, name, script } => {
+                    let result = put(&conn.shell, &user, &name, &script).await;
+                    self.session.script_put(result);
+                }
+                Event::CheckScript { user: _, script } => {
+                    self.session.script_checked(compile(&conn.shell, &script));
+                }
+                Event::HaveSpace { user, name, size } => {
+                    let size = size as usize;
+                    let fits = conn
+                        .shell
+                        .directory
+                        .sieve_have_space(&user, &name, size)
+                        .await;
+                    self.session.space_checked(
+                        fits.map_err(|e| failure(&conn.shell, &user, e, Some(size))),
+                    );
+                }
+                Event::SetActive { user, name } => {
+                    let result = set_active(&conn.shell, &user, name.as_deref()).await;
+                    self.session.active_set(result);
+                }
+                Event::DeleteScript { user, name } => {
+                    let deleted = conn.shell.directory.sieve_delete(&user, &name).await;
+                    if deleted.is_ok() {
+                        conn.shell.telemetry.managesieve_change(
+                            "deletescript",
+                            &user,
+                            Some(&name),
+                            None,
+                        );
+                    }
+                    self.session
+                        .script_deleted(deleted.map_err(|e| failure(&conn.shell, &user, e, None)));
+                }
+                Event::RenameScript { user, from, to } => {
+                    let renamed = conn.shell.directory.sieve_rename(&user, &from, &to).await;
+                    if renamed.is_ok() {
+                        conn.shell.telemetry.managesieve_change(
+                            "renamescript",
+                            &user,
+                            Some(&from),
+                            Some(&to),
+                        );
+                    }
+                    self.session
+                        .script_renamed(renamed.map_err(|e| failure(&conn.shell, &user, e, None)));
+                }
+                Event::Close => return Step::Close,
+            }
+        }
+        if self.session.is_closed() {
+            Step::Close
+        } else if self.session.wants_input() {
+            Step::Read
+        } else {
+            // Replies were queued past the session's bound: poll again once they are out.
+            Step::Again
+        }
+    }
+
+    fn feed(&mut self, bytes: &[u8]) {
+        self.session.feed(bytes);
+    }
+
+    fn timeout(&self) -> Duration {
+        self.session.timeout()
+    }
+
+    fn deadlines(&self) -> Deadlines {
+        self.session.deadlines()
+    }
+
+    fn timed_out(&mut self) {
+        self.session.timed_out();
+    }
+
+    fn deadline_passed(&mut self) {
+        tracing::debug!(event = "deadline", proto = PROTO, client = %self.ip);
+        self.session.deadline_passed();
+    }
+
+    fn shutting_down(&mut self) {
+        self.session.shutting_down();
+    }
+
+    fn revoked(&mut self) {
+        self.session.revoked();
+    }
+}
+
+/// Checks the password (throttled, logged and counted like every login), then joins the
+/// user's sessions, so that deleting or renaming the user ends this one.
+async fn login(conn: &mut Conn, attempt: &Login<'_>, password: &str) -> AuthResult {
+    let shell = conn.shell.clone();
+    let user = match check_login(&shell, attempt, password).await {
+        Ok(user) => user,
+        Err(refused) => {
+            return match refused.temporary() {
+                Some(text) => AuthResult::Unavailable(text.into()),
+                None => AuthResult::BadCredentials,
+            };
+        }
+    };
+    match shell
+        .sessions
+        .enter(&user, mailboxes::Protocol::ManageSieve)
+    {
+        Ok(member) => {
+            attempt.ok(&shell, &user);
+            conn.member = Some(member);
+            AuthResult::Success { user }
+        }
+        Err(_) => {
+            attempt.refused(&shell, &user);
+            AuthResult::Unavailable("account unavailable".into())
+        }
+    }
+}
+
+/// Compiles a script with the server's Sieve limits: `Failure::Invalid` carries the
+/// interpreter's error (`line L, column C: message`).
+fn compile(shell: &Shell, script: &str) -> Result<Option<String>, Failure> {
+    match sieve::compile(script, &shell.config.sieve) {
+        Ok(_) => Ok(None),
+        Err(error) => Err(Failure::Invalid(error.to_string())),
+    }
+}
+
+/// PUTSCRIPT: compiled, then stored (within the user's script count and the size bound).
+async fn put(
+    shell: &Shell,
+    user: &str,
+    name: &str,
+    script: &str,
+) -> Result<Option<String>, Failure> {
+    let warnings = compile(shell, script)?;
+    shell
+        .directory
+        .sieve_put(user, name, script)
+        .await
+        .map_err(|e| failure(shell, user, e, Some(script.len())))?;
+    shell
+        .telemetry
+        .managesieve_change("putscript", user, Some(name), None);
+    Ok(warnings)
+}
+
+/// SETACTIVE: a stored script that no longer compiles (the limits were lowered since, or the
+/// interpreter got stricter) is not made active: every message would be kept in INBOX with
+/// an error instead.
+async fn set_active(shell: &Shell, user: &str, name: Option<&str>) -> Result<(), Failure> {
+    if let Some(name) = name {
+        let source = shell
+            .directory
+            .sieve_get(user, name)
+            .await
+            .map_err(|e| failure(shell, user, e, None))?;
+        compile(shell, &source)?;
+    }
+    shell
+        .directory
+        .sieve_activate(user, name)
+        .await
+        .map_err(|e| failure(shell, user, e, None))?;
+    shell
+        .telemetry
+        .managesieve_change("setactive", user, name, None);
+    Ok(())
+}
+
+/// The one place a directory error becomes the session's answer (RFC 5804 1.3's response
+/// codes). `size`: the script's size, when the command had one (a `Limit` past the size bound
+/// is `QUOTA/MAXSIZE`, any other `QUOTA/MAXSCRIPTS`).
+fn failure(shell: &Shell, user: &str, error: DirectoryError, size: Option<usize>) -> Failure {
+    match error {
+        DirectoryError::NoSuchScript { .. } => Failure::NonExistent,
+        DirectoryError::ScriptExists { .. } => Failure::AlreadyExists,
+        DirectoryError::ScriptActive(_) => Failure::Active,
+        DirectoryError::Limit(_)
+            if size.is_some_and(|size| size > shell.config.sieve.script_bytes_max) =>
+        {
+            Failure::Quota(Quota::MaxSize)
+        }
+        DirectoryError::Limit(_) => Failure::Quota(Quota::MaxScripts),
+        // The session checks names first; the directory's rule is the last word.
+        error @ DirectoryError::InvalidScriptName { .. } => Failure::Invalid(error.to_string()),
+        // Deleted (or renamed) while logged in; the revocation ends the session next.
+        DirectoryError::NoSuchUser(_) => Failure::Unavailable("account unavailable".into()),
+        error => {
+            tracing::warn!(
+                event = "directory_error",
+                proto = PROTO,
+                user = %telemetry::shown(user),
+                error = %error
+            );
+            Failure::Unavailable("directory unavailable, try later".into())
+        }
+    }
+}
