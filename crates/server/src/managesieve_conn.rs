@@ -4,10 +4,10 @@
 //! (`directory::Directory::sieve_*`), after compiling a script with the interpreter
 //! (`sieve::compile`) before it is stored or made active.
 //!
-//! In a cluster the directory is the shared PostgreSQL one, so every node holds every user's
-//! scripts: a login is served on the node it reaches, with no hand-over to the owner (the
-//! owner's delivery reads the scripts from its directory cache, which a change on any node
-//! refreshes).
+//! In a cluster a login for another node's user is handed to that node (its registered
+//! ManageSieve address, `node add --managesieve`), as IMAP's and POP3's are: the owner's
+//! session then serves the scripts and is the one that ends when the user is deleted, renamed
+//! or moved (the directory is shared, but a user's sessions are revoked only on its node).
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -17,7 +17,7 @@ use limits::Deadlines;
 use managesieve::{AuthResult, Event, Failure, Quota, ScriptInfo};
 
 use crate::driver::{Conn, Protocol, Step};
-use crate::login::{Login, authzid_allowed, check_login};
+use crate::login::{Login, Preauth, authzid_allowed, check_login, preauth};
 use crate::shell::Shell;
 
 const PROTO: &str = "managesieve";
@@ -26,6 +26,8 @@ const PROTO: &str = "managesieve";
 pub(crate) struct ManageSieve {
     session: managesieve::Session,
     ip: IpAddr,
+    /// The connection handed to the user's node (cluster). Boxed: rare.
+    handover: Option<Box<cluster::Handover>>,
 }
 
 impl ManageSieve {
@@ -33,6 +35,7 @@ impl ManageSieve {
         ManageSieve {
             session: managesieve::Session::new(shell.live().managesieve.clone(), tls),
             ip: peer.ip(),
+            handover: None,
         }
     }
 }
@@ -64,13 +67,41 @@ impl Protocol for ManageSieve {
                         username: &authcid,
                         ip: self.ip,
                     };
-                    let result = if authzid_allowed(&authzid, &authcid) {
-                        login(conn, &attempt, &password).await
-                    } else {
+                    // Another node handing over one of our users.
+                    if let Some(preauth) = preauth(
+                        &conn.shell,
+                        conn.stream.tls_exporter(),
+                        PROTO,
+                        &authzid,
+                        &authcid,
+                        &password,
+                    ) {
+                        let result = match preauth {
+                            Preauth::Valid { user, client, node } => {
+                                enter(conn, &attempt, user, Some((client, &node)))
+                            }
+                            Preauth::Invalid => AuthResult::BadCredentials,
+                            Preauth::NotHere(text) => AuthResult::Unavailable(text),
+                        };
+                        self.session.authenticated(result);
+                        continue;
+                    }
+                    if !authzid_allowed(&authzid, &authcid) {
                         attempt.failed(&conn.shell);
-                        AuthResult::BadCredentials
-                    };
-                    self.session.authenticated(result);
+                        self.session.authenticated(AuthResult::BadCredentials);
+                        continue;
+                    }
+                    match login(conn, &attempt, &password, self.ip).await {
+                        Ok(result) => self.session.authenticated(result),
+                        Err(handover) => {
+                            let to_owner = self.session.hand_over().unwrap_or_default();
+                            self.handover = Some(Box::new(cluster::Handover {
+                                to_owner,
+                                ..handover
+                            }));
+                            return Step::Proxy;
+                        }
+                    }
                 }
                 Event::ListScripts { user } => {
                     let listed = conn.shell.directory.sieve_list(&user).await;
@@ -184,27 +215,81 @@ impl Protocol for ManageSieve {
     fn revoked(&mut self) {
         self.session.revoked();
     }
+
+    fn take_handover(&mut self) -> Option<cluster::Handover> {
+        self.handover.take().map(|h| *h)
+    }
 }
 
-/// Checks the password (throttled, logged and counted like every login), then joins the
-/// user's sessions, so that deleting or renaming the user ends this one.
-async fn login(conn: &mut Conn, attempt: &Login<'_>, password: &str) -> AuthResult {
+/// Checks the password (throttled, logged and counted like every login), then enters the
+/// session here, or (`Err`) hands the connection to the user's node in a cluster.
+async fn login(
+    conn: &mut Conn,
+    attempt: &Login<'_>,
+    password: &str,
+    client: IpAddr,
+) -> Result<AuthResult, cluster::Handover> {
     let shell = conn.shell.clone();
     let user = match check_login(&shell, attempt, password).await {
         Ok(user) => user,
         Err(refused) => {
-            return match refused.temporary() {
+            return Ok(match refused.temporary() {
                 Some(text) => AuthResult::Unavailable(text.into()),
                 None => AuthResult::BadCredentials,
-            };
+            });
         }
     };
+    if let Some(cluster) = &shell.cluster {
+        match cluster.home(&shell.directory, &user) {
+            cluster::Home::Local => {}
+            cluster::Home::Unavailable(text) => {
+                attempt.unavailable(&shell, &user, &text);
+                return Ok(AuthResult::Unavailable(text));
+            }
+            cluster::Home::Node(owner) => {
+                return match cluster.open_managesieve(&owner, &user, client).await {
+                    Ok((upstream, to_client)) => {
+                        attempt.proxied(&shell, &user, &owner.name);
+                        Err(cluster::Handover {
+                            upstream,
+                            to_client,
+                            to_owner: Vec::new(),
+                        })
+                    }
+                    Err(text) => {
+                        attempt.unavailable(&shell, &user, &text);
+                        Ok(AuthResult::Unavailable(text))
+                    }
+                };
+            }
+        }
+    }
+    Ok(enter(conn, attempt, user, None))
+}
+
+/// A logged-in user's session starts here: it joins the user's sessions, so that deleting,
+/// renaming or moving the user ends it. `via`: the client's address and the node that handed
+/// the session over.
+fn enter(
+    conn: &mut Conn,
+    attempt: &Login<'_>,
+    user: String,
+    via: Option<(IpAddr, &str)>,
+) -> AuthResult {
+    let shell = conn.shell.clone();
     match shell
         .sessions
         .enter(&user, mailboxes::Protocol::ManageSieve)
     {
         Ok(member) => {
-            attempt.ok(&shell, &user);
+            match via {
+                Some((client, node)) => {
+                    shell
+                        .telemetry
+                        .login_cluster(PROTO, &user, "cluster", "ok", client, node);
+                }
+                None => attempt.ok(&shell, &user),
+            }
             conn.member = Some(member);
             AuthResult::Success { user }
         }
