@@ -21,6 +21,8 @@ use crate::login::{Login, Preauth, authzid_allowed, check_login, preauth};
 use crate::shell::Shell;
 
 const PROTO: &str = "managesieve";
+/// Replies held before the shell writes them out within a step.
+const OUT_FLUSH_BYTES: usize = 64 << 10;
 
 /// A ManageSieve session and its shell.
 pub(crate) struct ManageSieve {
@@ -44,7 +46,14 @@ impl Protocol for ManageSieve {
     async fn step(&mut self, conn: &mut Conn) -> Step {
         while let Some(event) = self.session.poll() {
             match event {
-                Event::Reply(bytes) => conn.out.extend_from_slice(&bytes),
+                Event::Reply(bytes) => {
+                    conn.out.extend_from_slice(&bytes);
+                    // Pipelined commands' replies go out as they come (the session pauses
+                    // past its reply queue; this keeps the shell's side bounded too).
+                    if conn.out.len() >= OUT_FLUSH_BYTES && conn.flush().await.is_err() {
+                        return Step::Close;
+                    }
+                }
                 Event::StartTls => {
                     if conn.start_tls().await.is_err() {
                         return Step::Close;
@@ -351,17 +360,25 @@ async fn set_active(shell: &Shell, user: &str, name: Option<&str>) -> Result<(),
     Ok(())
 }
 
-/// The one place a directory error becomes the session's answer (RFC 5804 1.3's response
-/// codes). `size`: the script's size, when the command had one (a `Limit` past the size bound
-/// is `QUOTA/MAXSIZE`, any other `QUOTA/MAXSCRIPTS`).
+/// A directory error as the session's answer, with the server's script bound.
 fn failure(shell: &Shell, user: &str, error: DirectoryError, size: Option<usize>) -> Failure {
+    failure_of(error, user, size, shell.config.sieve.script_bytes_max)
+}
+
+/// The one place a directory error becomes the session's answer (RFC 5804 1.3's response
+/// codes). `size`: the script's size, when the command had one (a `Limit` past
+/// `script_bytes_max` is `QUOTA/MAXSIZE`, any other `QUOTA/MAXSCRIPTS`).
+fn failure_of(
+    error: DirectoryError,
+    user: &str,
+    size: Option<usize>,
+    script_bytes_max: usize,
+) -> Failure {
     match error {
         DirectoryError::NoSuchScript { .. } => Failure::NonExistent,
         DirectoryError::ScriptExists { .. } => Failure::AlreadyExists,
         DirectoryError::ScriptActive(_) => Failure::Active,
-        DirectoryError::Limit(_)
-            if size.is_some_and(|size| size > shell.config.sieve.script_bytes_max) =>
-        {
+        DirectoryError::Limit(_) if size.is_some_and(|size| size > script_bytes_max) => {
             Failure::Quota(Quota::MaxSize)
         }
         DirectoryError::Limit(_) => Failure::Quota(Quota::MaxScripts),
@@ -378,5 +395,61 @@ fn failure(shell: &Shell, user: &str, error: DirectoryError, size: Option<usize>
             );
             Failure::Unavailable("directory unavailable, try later".into())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directory_errors_become_rfc_5804_response_codes() {
+        let failure = |error, size| failure_of(error, "a@example.test", size, 100);
+        let script = || DirectoryError::NoSuchScript {
+            address: "a@example.test".into(),
+            name: "\"x\"".into(),
+        };
+        assert_eq!(failure(script(), None), Failure::NonExistent);
+        assert_eq!(
+            failure(
+                DirectoryError::ScriptExists {
+                    address: "a@example.test".into(),
+                    name: "\"x\"".into()
+                },
+                None
+            ),
+            Failure::AlreadyExists
+        );
+        assert_eq!(
+            failure(DirectoryError::ScriptActive("\"x\"".into()), None),
+            Failure::Active
+        );
+        let limit = || DirectoryError::Limit("reached".into());
+        assert_eq!(failure(limit(), Some(101)), Failure::Quota(Quota::MaxSize));
+        assert_eq!(
+            failure(limit(), Some(100)),
+            Failure::Quota(Quota::MaxScripts)
+        );
+        assert_eq!(failure(limit(), None), Failure::Quota(Quota::MaxScripts));
+        assert!(matches!(
+            failure(
+                DirectoryError::InvalidScriptName {
+                    name: "\"\"".into(),
+                    reason: "empty"
+                },
+                None
+            ),
+            Failure::Invalid(text) if text.contains("empty")
+        ));
+        assert!(matches!(
+            failure(DirectoryError::NoSuchUser("a@example.test".into()), None),
+            Failure::Unavailable(_)
+        ));
+        // A directory failure says nothing of the directory's insides to the client.
+        let down = failure(DirectoryError::Corrupt("bad row".into()), None);
+        assert_eq!(
+            down,
+            Failure::Unavailable("directory unavailable, try later".into())
+        );
     }
 }
