@@ -44,6 +44,10 @@ command -v chromium >/dev/null || need_pkgs+=(chromium)
 command -v chromedriver >/dev/null || need_pkgs+=(chromium-driver)
 # ...from Selenium, for Debian's /usr/bin/python3 (the test's, whatever python3 the PATH finds).
 /usr/bin/python3 -c 'import selenium' 2>/dev/null || need_pkgs+=(python3-selenium)
+# ManageSieve's clients (tests/managesieve.rs): sieve-connect, and sievelib for Debian's
+# /usr/bin/python3.
+command -v sieve-connect >/dev/null || need_pkgs+=(sieve-connect)
+/usr/bin/python3 -c 'import sievelib' 2>/dev/null || need_pkgs+=(python3-sievelib)
 # dkimpy, the independent DKIM verifier of sender-auth's tests, with PyNaCl for ed25519, for
 # the python3 the PATH finds (Debian's packages: pip refuses to install into the system's
 # Python, PEP 668).

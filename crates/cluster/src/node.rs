@@ -93,19 +93,27 @@ impl Cluster {
         Home::Node(info)
     }
 
-    /// Whether `ip` is one of the other nodes' (their LMTP, IMAP or POP3 address), so a
+    /// Whether `ip` is one of the other nodes' (their LMTP, IMAP, POP3, web or ManageSieve
+    /// address), so a
     /// connection from it is a proxied session or a hand-over, not one client.
     pub fn is_node_address(&self, directory: &directory::Directory, ip: IpAddr) -> bool {
         directory.cache().nodes().iter().any(|node| {
             let web = node.web.as_ref();
-            [Some(&node.lmtp), Some(&node.imap), Some(&node.pop3), web]
-                .into_iter()
-                .flatten()
-                .any(|address| {
-                    address
-                        .parse::<std::net::SocketAddr>()
-                        .is_ok_and(|a| a.ip() == ip)
-                })
+            let managesieve = node.managesieve.as_ref();
+            [
+                Some(&node.lmtp),
+                Some(&node.imap),
+                Some(&node.pop3),
+                web,
+                managesieve,
+            ]
+            .into_iter()
+            .flatten()
+            .any(|address| {
+                address
+                    .parse::<std::net::SocketAddr>()
+                    .is_ok_and(|a| a.ip() == ip)
+            })
         })
     }
 

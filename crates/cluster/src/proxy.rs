@@ -1,4 +1,4 @@
-//! IMAP and POP3 sessions handed to the node that owns the user (issue 20; the seed's
+//! IMAP, POP3 and ManageSieve sessions handed to the node that owns the user (issue 20; the seed's
 //! interface module handing a client to the mailbox's server): the connection to the owner,
 //! opened and pre-authenticated here; the server's connection shell then splices the
 //! client's bytes to it.
@@ -123,6 +123,49 @@ impl Cluster {
         self.opened(owner, opened)
     }
 
+    /// Opens a pre-authenticated ManageSieve session (RFC 5804) for `user` on `owner`, at
+    /// the ManageSieve address it registered. Returns the connection and the owner's `OK` to
+    /// the login.
+    pub async fn open_managesieve(
+        &self,
+        owner: &directory::NodeInfo,
+        user: &str,
+        client: IpAddr,
+    ) -> Result<(Upstream, Vec<u8>), String> {
+        let Some(address) = owner.managesieve.as_deref() else {
+            tracing::warn!(
+                event = "cluster_proxy_refused",
+                node = %owner.name,
+                error = "no ManageSieve address registered (node add --managesieve)"
+            );
+            return Err(format!(
+                "mailbox node {} takes no ManageSieve logins",
+                owner.name
+            ));
+        };
+        let opened = tokio::time::timeout(PROXY_OPEN_TIMEOUT, async {
+            let mut plain = Lines::connect(address).await?;
+            plain.sieve_status().await?;
+            plain.send(b"STARTTLS\r\n").await?;
+            plain.sieve_status().await?;
+            let (mut tls, binding) = self.upgrade(plain, owner).await?;
+            // RFC 5804 2.2: the capabilities again after the handshake.
+            tls.sieve_status().await?;
+            let response = self.plain_response("managesieve", user, client, &binding);
+            tls.send(format!("AUTHENTICATE \"PLAIN\" \"{response}\"\r\n").as_bytes())
+                .await?;
+            let line = tls.sieve_status().await.map_err(|why| {
+                format!(
+                    "the owner refused: {}",
+                    why.trim_start_matches("unexpected answer: ")
+                )
+            })?;
+            Ok((tls.into_upstream(owner), line.into_bytes()))
+        })
+        .await;
+        self.opened(owner, opened)
+    }
+
     fn opened(
         &self,
         owner: &directory::NodeInfo,
@@ -231,6 +274,25 @@ impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> Lines<S> {
             Ok(line)
         } else {
             Err(format!("unexpected answer: {}", line.trim_end()))
+        }
+    }
+
+    /// A ManageSieve response (RFC 5804 1.2): lines up to the one starting `OK`, `NO` or
+    /// `BYE` (at most a few: the capabilities), which must be `OK`; returns it.
+    async fn sieve_status(&mut self) -> Result<String, String> {
+        let mut lines = 0;
+        loop {
+            let line = self.line().await?;
+            if line.starts_with("OK") {
+                return Ok(line);
+            }
+            if line.starts_with("NO") || line.starts_with("BYE") {
+                return Err(format!("unexpected answer: {}", line.trim_end()));
+            }
+            lines += 1;
+            if lines > 64 {
+                return Err("the owner's answer is too long".into());
+            }
         }
     }
 

@@ -130,6 +130,7 @@ pub(crate) struct NodeRow {
     pub(crate) imap: String,
     pub(crate) pop3: String,
     pub(crate) web: Option<String>,
+    pub(crate) managesieve: Option<String>,
 }
 
 /// Which node holds a user's mailbox ([`Cache::owner`]).
@@ -152,6 +153,8 @@ pub struct NodeInfo {
     pub imap: String,
     pub pop3: String,
     pub web: Option<String>,
+    /// `host:port` of its ManageSieve listener, when registered.
+    pub managesieve: Option<String>,
     /// Its lease lay in the future by the database's clock at the last poll.
     pub up: bool,
 }
@@ -310,6 +313,7 @@ impl Cache {
             imap: row.imap,
             pop3: row.pop3,
             web: row.web,
+            managesieve: row.managesieve,
             up,
         }
     }
@@ -472,8 +476,16 @@ async fn load_snapshot(pool: &AnyPool) -> Result<Snapshot, DirectoryError> {
     let admins: Vec<String> = sqlx::query_scalar("SELECT address FROM users WHERE admin = 1")
         .fetch_all(&mut *tx)
         .await?;
-    let nodes: Vec<(String, String, String, String, Option<String>)> =
-        sqlx::query_as("SELECT name, lmtp, imap, pop3, web FROM nodes ORDER BY name")
+    type NodeColumns = (
+        String,
+        String,
+        String,
+        String,
+        Option<String>,
+        Option<String>,
+    );
+    let nodes: Vec<NodeColumns> =
+        sqlx::query_as("SELECT name, lmtp, imap, pop3, web, managesieve FROM nodes ORDER BY name")
             .fetch_all(&mut *tx)
             .await?;
     let scripts: Vec<(String, String, String, i64)> = sqlx::query_as(
@@ -544,7 +556,7 @@ async fn load_snapshot(pool: &AnyPool) -> Result<Snapshot, DirectoryError> {
         .into_iter()
         .map(|(name, source)| (name, Arc::from(source)))
         .collect();
-    for (name, lmtp, imap, pop3, web) in nodes {
+    for (name, lmtp, imap, pop3, web, managesieve) in nodes {
         snapshot.nodes.insert(
             name.clone(),
             NodeRow {
@@ -553,6 +565,7 @@ async fn load_snapshot(pool: &AnyPool) -> Result<Snapshot, DirectoryError> {
                 imap,
                 pop3,
                 web,
+                managesieve,
             },
         );
     }

@@ -104,6 +104,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../migrations/0008_sieve.sql"),
         include_str!("../migrations/0008_sieve.sql"),
     ),
+    (
+        9,
+        include_str!("../migrations/0009_node_managesieve.sql"),
+        include_str!("../migrations/0009_node_managesieve.sql"),
+    ),
 ];
 
 /// The schema version this program writes.

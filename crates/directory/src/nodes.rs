@@ -24,6 +24,7 @@ fn endpoint_arg(node: &str, what: &'static str, value: &str) -> Result<String, D
                 "lmtp" => "the lmtp address must be host:port",
                 "imap" => "the imap address must be host:port",
                 "pop3" => "the pop3 address must be host:port",
+                "managesieve" => "the managesieve address must be host:port",
                 _ => "the web address must be host:port",
             },
         });
@@ -32,8 +33,8 @@ fn endpoint_arg(node: &str, what: &'static str, value: &str) -> Result<String, D
 }
 
 impl Directory {
-    /// Adds a node with its addresses (`host:port` each; `web` optional). Its lease starts
-    /// expired: it is down until it renews ([`Directory::renew_lease`]).
+    /// Adds a node with its addresses (`host:port` each; `web` and `managesieve` optional).
+    /// Its lease starts expired: it is down until it renews ([`Directory::renew_lease`]).
     pub async fn add_node(
         &self,
         name: &str,
@@ -41,22 +42,27 @@ impl Directory {
         imap: &str,
         pop3: &str,
         web: Option<&str>,
+        managesieve: Option<&str>,
     ) -> Result<(), DirectoryError> {
         let name = node_arg(name)?;
         let lmtp = endpoint_arg(&name, "lmtp", lmtp)?;
         let imap = endpoint_arg(&name, "imap", imap)?;
         let pop3 = endpoint_arg(&name, "pop3", pop3)?;
         let web = web.map(|w| endpoint_arg(&name, "web", w)).transpose()?;
+        let managesieve = managesieve
+            .map(|m| endpoint_arg(&name, "managesieve", m))
+            .transpose()?;
         let mut tx = db::begin_write(&self.inner.pool).await?;
         let inserted = sqlx::query(
-            "INSERT INTO nodes (name, lmtp, imap, pop3, web, lease_until, created_at) \
-             VALUES ($1, $2, $3, $4, $5, 0, $6)",
+            "INSERT INTO nodes (name, lmtp, imap, pop3, web, managesieve, lease_until, \
+             created_at) VALUES ($1, $2, $3, $4, $5, $6, 0, $7)",
         )
         .bind(&name)
         .bind(&lmtp)
         .bind(&imap)
         .bind(&pop3)
         .bind(&web)
+        .bind(&managesieve)
         .bind(unix_now_s())
         .execute(&mut *tx)
         .await;
@@ -113,10 +119,19 @@ impl Directory {
     /// Every node, sorted by name, with the number of users it owns. `up` is computed now
     /// by the database's clock (not from the cache).
     pub async fn list_nodes(&self) -> Result<Vec<(NodeInfo, u64)>, DirectoryError> {
-        type Row = (String, String, String, String, Option<String>, i64, i64);
+        type Row = (
+            String,
+            String,
+            String,
+            String,
+            Option<String>,
+            Option<String>,
+            i64,
+            i64,
+        );
         let now = db::Backend::of(&self.inner.pool).now_ms();
         let sql = format!(
-            "SELECT n.name, n.lmtp, n.imap, n.pop3, n.web, \
+            "SELECT n.name, n.lmtp, n.imap, n.pop3, n.web, n.managesieve, \
              CASE WHEN n.lease_until > {now} THEN 1 ELSE 0 END, \
              (SELECT COUNT(*) FROM users u WHERE u.node = n.name) \
              FROM nodes n ORDER BY n.name"
@@ -126,7 +141,7 @@ impl Directory {
             .await?;
         Ok(rows
             .into_iter()
-            .map(|(name, lmtp, imap, pop3, web, up, users)| {
+            .map(|(name, lmtp, imap, pop3, web, managesieve, up, users)| {
                 (
                     NodeInfo {
                         name,
@@ -134,6 +149,7 @@ impl Directory {
                         imap,
                         pop3,
                         web,
+                        managesieve,
                         up: up != 0,
                     },
                     u64::try_from(users).unwrap_or(0),

@@ -18,6 +18,8 @@ pub enum Protocol {
     Submission,
     /// A web browser following its mailbox (`/events`).
     Web,
+    /// A ManageSieve client editing the user's Sieve scripts.
+    ManageSieve,
 }
 
 /// Called with a user's name after its sessions were told of a change or a revocation, for

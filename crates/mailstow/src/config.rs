@@ -72,6 +72,10 @@ pub(crate) struct ServerSection {
     pub(crate) pop3s: Option<String>,
     pub(crate) imap: Option<String>,
     pub(crate) imaps: Option<String>,
+    /// ManageSieve (RFC 5804) with STARTTLS (default 0.0.0.0:4190; empty: off), and over
+    /// implicit TLS (default off).
+    pub(crate) managesieve: Option<String>,
+    pub(crate) managesieves: Option<String>,
     /// PEM certificate chain and private key; without them a self-signed pair is generated in
     /// `<data_dir>/tls` on first start.
     pub(crate) tls_cert: Option<PathBuf>,
@@ -118,7 +122,7 @@ pub(crate) struct ServerSection {
     /// Free space kept on the data directory's file system: below it new mail is refused
     /// (SMTP 452 at MAIL, IMAP APPEND `NO`) and delivery pauses, until space comes back.
     pub(crate) disk_reserve_bytes: Option<u64>,
-    /// Total time from connect to login (submission, POP3, IMAP).
+    /// Total time from connect to login (submission, POP3, IMAP, ManageSieve).
     pub(crate) login_deadline_seconds: Option<u64>,
     /// Total time for one command line (with an IMAP command's literals) to arrive.
     pub(crate) command_deadline_seconds: Option<u64>,
@@ -272,6 +276,8 @@ impl Config {
                 pop3s: listener(server::Service::Pop3s),
                 imap: listener(server::Service::Imap),
                 imaps: listener(server::Service::Imaps),
+                managesieve: listener(server::Service::ManageSieve),
+                managesieves: listener(server::Service::ManageSieves),
                 tls_cert,
                 tls_key,
                 auth_without_tls: Some(server.auth_without_tls),

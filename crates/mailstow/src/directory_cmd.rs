@@ -120,6 +120,10 @@ pub(crate) enum NodeCommand {
         pop3: String,
         #[arg(long, value_name = "ADDR")]
         web: Option<String>,
+        /// Its ManageSieve listener (`[server] managesieve`), where the other nodes hand
+        /// ManageSieve logins of its users.
+        #[arg(long, value_name = "ADDR")]
+        managesieve: Option<String>,
     },
     /// One line per node: `NAME up|down users=N` (up: its lease is current).
     List,
@@ -623,9 +627,17 @@ pub(crate) fn node(command: NodeCommand, paths: &Paths) -> Result<()> {
                 imap,
                 pop3,
                 web,
+                managesieve,
             } => {
-                d.add_node(&name, &lmtp, &imap, &pop3, web.as_deref())
-                    .await?;
+                d.add_node(
+                    &name,
+                    &lmtp,
+                    &imap,
+                    &pop3,
+                    web.as_deref(),
+                    managesieve.as_deref(),
+                )
+                .await?;
                 out!("node added: {name}");
             }
             NodeCommand::List => {

@@ -36,6 +36,12 @@ pub(crate) struct ServeArgs {
     /// IMAP over implicit TLS (RFC 8314).
     #[arg(long, value_name = "ADDR")]
     imaps: Option<String>,
+    /// ManageSieve with STARTTLS (RFC 5804; `[server] managesieve`; default 0.0.0.0:4190).
+    #[arg(long, value_name = "ADDR")]
+    managesieve: Option<String>,
+    /// ManageSieve over implicit TLS (`[server] managesieves`; default off).
+    #[arg(long, value_name = "ADDR")]
+    managesieves: Option<String>,
     /// Prometheus metrics at /metrics and a health check at /healthz (`[server] metrics`).
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
@@ -123,7 +129,7 @@ fn identity(section: &ServerSection, server: &mut ServerConfig) -> Result<()> {
 
 /// The mail listeners: a flag overrides the file; an empty value disables the listener.
 fn listeners(args: &ServeArgs, section: &ServerSection, server: &mut ServerConfig) -> Result<()> {
-    let overrides: [(Service, &Option<String>, &Option<String>); 8] = [
+    let overrides: [(Service, &Option<String>, &Option<String>); 10] = [
         (Service::Smtp, &args.smtp, &section.smtp),
         (Service::Submission, &args.submission, &section.submission),
         (
@@ -136,6 +142,16 @@ fn listeners(args: &ServeArgs, section: &ServerSection, server: &mut ServerConfi
         (Service::Pop3s, &args.pop3s, &section.pop3s),
         (Service::Imap, &args.imap, &section.imap),
         (Service::Imaps, &args.imaps, &section.imaps),
+        (
+            Service::ManageSieve,
+            &args.managesieve,
+            &section.managesieve,
+        ),
+        (
+            Service::ManageSieves,
+            &args.managesieves,
+            &section.managesieves,
+        ),
     ];
     for (service, flag, file) in overrides {
         let Some(value) = flag.as_ref().or(file.as_ref()) else {
@@ -652,6 +668,48 @@ mod tests {
     }
 
     #[test]
+    fn managesieve_listens_on_4190_by_default_and_managesieves_when_asked() {
+        let listener = |server: &ServerConfig, service| {
+            server
+                .listeners
+                .iter()
+                .find(|(s, _)| *s == service)
+                .map(|(_, address)| address.to_string())
+        };
+        let server = server_config_of("", &ServeArgs::default()).expect("the defaults");
+        assert_eq!(
+            listener(&server, Service::ManageSieve).as_deref(),
+            Some("0.0.0.0:4190")
+        );
+        assert_eq!(listener(&server, Service::ManageSieves), None);
+        let args = ServeArgs {
+            managesieve: Some("".into()),
+            managesieves: Some("127.0.0.1:5190".into()),
+            ..ServeArgs::default()
+        };
+        let server = server_config_of("[server]\nmanagesieve = '127.0.0.1:4191'\n", &args)
+            .expect("a valid file");
+        assert_eq!(listener(&server, Service::ManageSieve), None);
+        assert_eq!(
+            listener(&server, Service::ManageSieves).as_deref(),
+            Some("127.0.0.1:5190")
+        );
+        let server = server_config_of(
+            "[server]\nmanagesieve = '127.0.0.1:4191'\nmanagesieves = '127.0.0.1:5190'\n",
+            &ServeArgs::default(),
+        )
+        .expect("a valid file");
+        assert_eq!(
+            listener(&server, Service::ManageSieve).as_deref(),
+            Some("127.0.0.1:4191")
+        );
+        assert_eq!(
+            listener(&server, Service::ManageSieves).as_deref(),
+            Some("127.0.0.1:5190")
+        );
+    }
+
+    #[test]
     fn out_of_range_values_are_refused_naming_their_key() {
         for (file, says) in [
             (
@@ -712,6 +770,7 @@ mod tests {
             "pop3s",
             "imap",
             "imaps",
+            "managesieve",
         ] {
             file.push_str(&format!("{name} = ''\n"));
         }

@@ -2,7 +2,7 @@
 //! loopback address, sharing a private PostgreSQL directory; real sockets, real clients.
 //!
 //! Users are placed one per node. Mail sent to any node reaches the owner exactly once,
-//! IMAP and POP3 logins on any node reach the owner (IDLE through the proxy too), a killed
+//! IMAP, POP3 and ManageSieve logins on any node reach the owner (IDLE through the proxy too), a killed
 //! or stopped node is an outage for its own users only, PostgreSQL down stops neither mail
 //! nor logins, and a copy routed with a stale owner epoch is refused.
 
@@ -24,6 +24,7 @@ const PORT_LMTP: u16 = 2424;
 const PORT_IMAP: u16 = 1143;
 const PORT_POP3: u16 = 1110;
 const PORT_WEB: u16 = 8080;
+const PORT_MANAGESIEVE: u16 = 4190;
 
 /// One node: its loopback address, data directory and configuration, and the process.
 struct Node {
@@ -174,6 +175,7 @@ impl Cluster {
                      smtp = \"{ip}:{PORT_SMTP}\"\nlmtp = \"{ip}:{PORT_LMTP}\"\n\
                      imap = \"{ip}:{PORT_IMAP}\"\npop3 = \"{ip}:{PORT_POP3}\"\n\
                      web = \"{ip}:{PORT_WEB}\"\n\
+                     managesieve = \"{ip}:{PORT_MANAGESIEVE}\"\n\
                      submission = \"\"\nsubmissions = \"\"\nimaps = \"\"\npop3s = \"\"\n\
                      auth_without_tls = true\nsender_checks = false\n",
                     url = pg.url()
@@ -206,6 +208,8 @@ impl Cluster {
                 &node.addr(PORT_POP3),
                 "--web",
                 &node.addr(PORT_WEB),
+                "--managesieve",
+                &node.addr(PORT_MANAGESIEVE),
             ]);
         }
         for i in 1..=3 {
@@ -509,6 +513,95 @@ fn load(
 /// A user of node 2 reads mail in node 1's web view (forwarded to node 2, which logs the
 /// browser's address, not node 1's); with node 2 killed, its user gets the "temporarily
 /// unavailable" page on node 1 while node 3's user goes on (`tests/e2e/web_cluster.py`).
+/// One ManageSieve command's answer: its lines up to the one starting OK, NO or BYE (no
+/// literals in what this test asks).
+fn sieve_answer(reader: &mut BufReader<TcpStream>) -> String {
+    let mut all = String::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return all;
+        }
+        all.push_str(&line);
+        if ["OK", "NO", "BYE"].iter().any(|s| line.starts_with(s)) {
+            return all;
+        }
+    }
+}
+
+/// A ManageSieve login of u2 (owned by n2) at n1 is handed to n2: n1 checks the password and
+/// logs `result=proxied`, n2 logs the login with n1 as the node that handed it over, the
+/// session lists the script u2 has, and a change made through it is n2's.
+#[test]
+fn a_managesieve_login_at_another_node_reaches_the_owner() {
+    let cluster = Cluster::start(47);
+    let script = cluster._dir.path().join("rules.sieve");
+    std::fs::write(&script, "keep;\n").unwrap();
+    cluster.node(3).must(&[
+        "sieve",
+        "put",
+        "u2@example.test",
+        "rules",
+        script.to_str().unwrap(),
+    ]);
+    let stream = TcpStream::connect(cluster.node(1).addr(PORT_MANAGESIEVE)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    let greeting = sieve_answer(&mut reader);
+    assert!(greeting.contains("\"SIEVE\""), "{greeting}");
+    let mut run = |command: &str| -> String {
+        writer
+            .write_all(format!("{command}\r\n").as_bytes())
+            .unwrap();
+        sieve_answer(&mut reader)
+    };
+    use base64::Engine as _;
+    let plain =
+        base64::engine::general_purpose::STANDARD.encode(format!("\0u2@example.test\0{PASSWORD}"));
+    let answer = run(&format!("AUTHENTICATE \"PLAIN\" \"{plain}\""));
+    assert!(answer.starts_with("OK"), "{answer}");
+    let listed = run("LISTSCRIPTS");
+    assert_eq!(listed, "\"rules\"\r\nOK \"Listscripts completed\"\r\n");
+    assert!(run("SETACTIVE \"rules\"").starts_with("OK"));
+    assert!(run("LOGOUT").starts_with("OK"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let proxied = cluster
+            .node(1)
+            .log_lines("event=login proto=managesieve user=u2@example.test");
+        let owner = cluster
+            .node(2)
+            .log_lines("event=login proto=managesieve user=u2@example.test");
+        let changed = cluster
+            .node(2)
+            .log_lines("event=managesieve action=setactive");
+        if proxied
+            .iter()
+            .any(|l| l.contains("result=proxied") && l.contains("node=n2"))
+            && owner
+                .iter()
+                .any(|l| l.contains("result=ok") && l.contains("node=cluster:n1"))
+            && changed.iter().any(|l| l.contains("script=rules"))
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "n1: {proxied:?}\nn2: {owner:?} {changed:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        cluster.node(1).log_lines("event=managesieve").is_empty(),
+        "n1 changed nothing itself"
+    );
+    let listed = cluster.node(1).must(&["sieve", "list", "u2@example.test"]);
+    assert!(listed.ends_with("\tactive\n"), "{listed}");
+}
+
 #[test]
 fn a_user_of_one_node_uses_the_web_view_on_another() {
     let mut cluster = Cluster::start(46);

@@ -164,7 +164,7 @@ fn a_taken_web_port_leaves_mail_served_and_is_bound_once_free() {
     server.stop_cleanly();
 }
 
-/// Every listener bound: `started listeners=` counts the ten printed (eight mail listeners,
+/// Every listener bound: `started listeners=` counts the twelve printed (ten mail listeners,
 /// the metrics and the web view).
 #[test]
 fn started_counts_every_listener_printed() {
@@ -179,7 +179,7 @@ fn started_counts_every_listener_printed() {
     let server = Server::start_opts(&data, Some(&config), None, &["--metrics", "127.0.0.1:0"]);
     started_counts_the_printed_listeners(&server, &log);
     let lines = wait_for_line(&log, |l| field(l, "event") == Some("started"));
-    assert!(lines.iter().any(|l| field(l, "listeners") == Some("10")));
+    assert!(lines.iter().any(|l| field(l, "listeners") == Some("12")));
     server.stop_cleanly();
 }
 

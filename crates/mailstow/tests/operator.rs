@@ -632,6 +632,8 @@ fn config_check_prints_the_effective_configuration() {
         "recipients_max = 7",
         "connections_max = 4096",
         "smtp = \"0.0.0.0:2525\"",
+        "managesieve = \"0.0.0.0:4190\"",
+        "managesieves = \"\"",
         "[queue]",
         "[log]",
     ] {

@@ -11,6 +11,7 @@ use tokio::net::TcpListener;
 use crate::connections::Held;
 use crate::driver::{Conn, drive};
 use crate::imap_conn::{Imap, ImapParts};
+use crate::managesieve_conn::ManageSieve;
 use crate::pop3_conn::{Pop3, Pop3Parts};
 use crate::service::Service;
 use crate::shell::Shell;
@@ -110,6 +111,10 @@ pub(crate) async fn accept_loop(
                 Service::Imap | Service::Imaps => {
                     let imap = Imap::new(&ctx, protocols.imap.clone(), peer, tls);
                     Box::pin(drive(imap, conn, shutdown)).await
+                }
+                Service::ManageSieve | Service::ManageSieves => {
+                    let managesieve = ManageSieve::new(&ctx, peer, tls);
+                    Box::pin(drive(managesieve, conn, shutdown)).await
                 }
                 _ => {
                     let smtp = Smtp::new(&ctx, protocols.smtp.clone(), service, peer, tls);

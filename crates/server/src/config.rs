@@ -60,7 +60,7 @@ pub struct ServerConfig {
     /// and LMTP answer 452 4.3.1 at MAIL and RCPT, IMAP APPEND `NO`, delivery pauses, and
     /// `/healthz` answers 503; all of it ends by itself when space comes back.
     pub disk_reserve_bytes: u64,
-    /// Total time from connect to a successful login (submission, POP3, IMAP).
+    /// Total time from connect to a successful login (submission, POP3, IMAP, ManageSieve).
     pub login_deadline: Duration,
     /// Total time for one command line (and an IMAP command's literals) to arrive, from
     /// its first byte.
@@ -146,6 +146,8 @@ impl ServerConfig {
                 (Service::Pop3s, any(1995)),
                 (Service::Imap, any(1143)),
                 (Service::Imaps, any(1993)),
+                // RFC 5804 1.8's port: unprivileged already.
+                (Service::ManageSieve, any(4190)),
             ],
             data_dir,
             auth_without_tls: false,

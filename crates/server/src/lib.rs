@@ -1,6 +1,7 @@
 //! The connection shell: the tokio side around the sans-IO protocol crates. Listeners accept
 //! connections under shared limits and run each under one driver that moves bytes between the
-//! socket and a protocol session (`smtp::Session`, `pop3::Session`, `imap::Session`),
+//! socket and a protocol session (`smtp::Session`, `pop3::Session`, `imap::Session`,
+//! `managesieve::Session`),
 //! answering the session's decisions (authenticate, accept this recipient, make this message
 //! durable) from what the node hands the shell ([`Parts`]): the directory cache, the queue, the
 //! store, the mailboxes' sessions and gate, the cluster. No protocol logic lives here, and
@@ -9,7 +10,7 @@
 //!
 //! Data flow: SMTP/LMTP `DATA` → `queue::Queue::enqueue_with` → the reply `250` only from the
 //! queue's commit callback (guarantee 1) → delivery threads (the `delivery` crate) → the
-//! store → POP3 and IMAP. The queue and the store are synchronous engines; the async side
+//! store → POP3 and IMAP. ManageSieve edits users' Sieve scripts in the directory. The queue and the store are synchronous engines; the async side
 //! reaches them through callbacks (enqueue) and `spawn_blocking` (reads, expunges).
 //!
 //! Rooms: [`Service`] and [`ServerConfig`] (what a listener speaks, what the shell is
@@ -17,7 +18,7 @@
 //! connection shares); `accept` (a listener's loop); `driver` (the one connection driver) with
 //! `stream`, `connections`, `login`, `park` (the parking lot for IMAP IDLE) and `splice` (a
 //! session handed to its user's node); one module per protocol shell (`smtp_conn`,
-//! `pop3_conn`, `imap_conn`) and the web view (`web`); `metrics`, `tls`, `throttle`, `dkim`,
+//! `pop3_conn`, `imap_conn`, `managesieve_conn`) and the web view (`web`); `metrics`, `tls`, `throttle`, `dkim`,
 //! `quota`, `enqueue`, `lock`; and `start` (the shell started over a node's parts).
 
 mod accept;
@@ -30,6 +31,7 @@ mod imap_conn;
 mod live;
 mod lock;
 mod login;
+mod managesieve_conn;
 mod metrics;
 mod outbox;
 mod park;

@@ -21,6 +21,7 @@ pub(crate) struct Live {
     pub(crate) lmtp: Arc<smtp::Config>,
     pub(crate) pop3: Arc<pop3::Config>,
     pub(crate) imap: Arc<imap::Config>,
+    pub(crate) managesieve: Arc<managesieve::Config>,
 }
 
 impl Live {
@@ -84,7 +85,31 @@ impl Live {
                 inflight: Some(inflight.clone()),
                 ..imap::Config::default()
             }),
+            managesieve: Arc::new(managesieve_config(&config)),
             config,
         })
+    }
+}
+
+/// ManageSieve's sessions: the interpreter's extensions and script bound, the same rule for
+/// PLAIN without TLS as IMAP's LOGINDISABLED (`auth_without_tls`), and the deadlines of the
+/// other protocols (a script literal is timed like an IMAP literal).
+fn managesieve_config(config: &ServerConfig) -> managesieve::Config {
+    managesieve::Config {
+        implementation: format!("mailstow {}", env!("CARGO_PKG_VERSION")),
+        sieve_extensions: sieve::EXTENSIONS.iter().map(|e| (*e).to_owned()).collect(),
+        max_redirects: u32::try_from(config.sieve.redirects_max).ok(),
+        tls_available: true,
+        plaintext_auth: config.auth_without_tls,
+        // The shell decides (`login::authzid_allowed`, and a node's pre-authentication), as
+        // for IMAP and POP3.
+        authzid_allowed: true,
+        script_bytes_max: config.sieve.script_bytes_max,
+        login_deadline: config.login_deadline,
+        command_deadline: config.command_deadline,
+        literal_deadline: config.transfer_deadline,
+        literal_rate_min: config.transfer_rate_min,
+        literal_deadline_max: config.transfer_deadline_max,
+        ..managesieve::Config::default()
     }
 }

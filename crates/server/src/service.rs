@@ -1,5 +1,5 @@
-//! The services a listener speaks (SMTP, submission, LMTP, POP3, IMAP, with or without
-//! implicit TLS), and what each tells a client it refuses at connect.
+//! The services a listener speaks (SMTP, submission, LMTP, POP3, IMAP, ManageSieve, with or
+//! without implicit TLS), and what each tells a client it refuses at connect.
 
 use crate::connections::Refused;
 
@@ -16,6 +16,10 @@ pub enum Service {
     Imap,
     /// IMAP over implicit TLS (RFC 8314 3.3).
     Imaps,
+    /// ManageSieve (RFC 5804) with STARTTLS.
+    ManageSieve,
+    /// ManageSieve over implicit TLS (no RFC names it; the same session after the handshake).
+    ManageSieves,
 }
 
 impl Service {
@@ -29,11 +33,14 @@ impl Service {
             Service::Pop3s => "pop3s",
             Service::Imap => "imap",
             Service::Imaps => "imaps",
+            Service::ManageSieve => "managesieve",
+            Service::ManageSieves => "managesieves",
         }
     }
 
-    /// What a refused connection is told before it is closed: SMTP's 421 (RFC 5321 3.1), or
-    /// POP3's `-ERR [SYS/TEMP]` (RFC 3206).
+    /// What a refused connection is told before it is closed: SMTP's 421 (RFC 5321 3.1),
+    /// POP3's `-ERR [SYS/TEMP]` (RFC 3206), IMAP's `BYE`, or ManageSieve's `BYE (TRYLATER)`
+    /// (RFC 5804 1.3, 1.7: BYE instead of the greeting).
     pub(crate) fn refusal(self, refused: Refused, hostname: &str) -> String {
         let why = match refused {
             Refused::Total => "too many connections",
@@ -44,6 +51,9 @@ impl Service {
             // RFC 9051 7.1.5: BYE as the greeting refuses the connection.
             Service::Imap | Service::Imaps => {
                 format!("* BYE [UNAVAILABLE] {why}, try again later\r\n")
+            }
+            Service::ManageSieve | Service::ManageSieves => {
+                format!("BYE (TRYLATER) \"{why}, try again later\"\r\n")
             }
             _ => format!("421 4.7.0 {hostname} {why}, try again later\r\n"),
         }
@@ -56,6 +66,9 @@ impl Service {
         match self {
             Service::Pop3 | Service::Pop3s => format!("-ERR [SYS/TEMP] {why}\r\n"),
             Service::Imap | Service::Imaps => format!("* BYE [UNAVAILABLE] {why}\r\n"),
+            Service::ManageSieve | Service::ManageSieves => {
+                format!("BYE (TRYLATER) \"{why}\"\r\n")
+            }
             _ => format!("421 4.7.0 {hostname} {why}\r\n"),
         }
     }
@@ -66,6 +79,9 @@ impl Service {
     }
 
     pub(crate) fn implicit_tls(self) -> bool {
-        matches!(self, Service::Submissions | Service::Pop3s | Service::Imaps)
+        matches!(
+            self,
+            Service::Submissions | Service::Pop3s | Service::Imaps | Service::ManageSieves
+        )
     }
 }

@@ -17,6 +17,7 @@
 //! | `throttled` | proto, user, client, scope (user, address, network) |
 //! | `accepted` | proto, queue_id, from, rcpts, to, size, client, user, spf/dkim/dmarc, dkim_signed |
 //! | `rejected` | proto, stage, code, enhanced, reason, client |
+//! | `managesieve` | action (putscript, setactive, deletescript, renamescript), user, script; renamescript: to |
 //! | `delivered` | queue_id, to, folder, uid, delay (local); relay (remote) |
 //! | `deferred` | queue_id, to, relay, reply, next_attempt |
 //! | `bounced` | queue_id, to, relay, reply |
@@ -74,6 +75,11 @@ pub const SIEVE_ACTIONS: [&str; 9] = [
     "refused",
 ];
 
+/// The `action` values of `event=managesieve` lines and of
+/// `mailstow_managesieve_changes_total`: the ManageSieve commands that change a user's scripts.
+pub const MANAGESIEVE_ACTIONS: [&str; 4] =
+    ["putscript", "setactive", "deletescript", "renamescript"];
+
 /// The metrics, registered once; cheap to update from any thread.
 pub struct Telemetry {
     registry: std::sync::Mutex<Registry>,
@@ -92,6 +98,8 @@ pub struct Telemetry {
     sieve_actions: Family<ActionLabel, Counter>,
     /// Sieve runs that failed (the copy kept in INBOX).
     sieve_errors: Counter,
+    /// Users' script changes over ManageSieve, by action.
+    managesieve_changes: Family<ActionLabel, Counter>,
 }
 
 impl Telemetry {
@@ -122,6 +130,15 @@ impl Telemetry {
         );
         for action in SIEVE_ACTIONS {
             let _ = sieve_actions.get_or_create(&ActionLabel { action });
+        }
+        let managesieve_changes = Family::<ActionLabel, Counter>::default();
+        registry.register(
+            "mailstow_managesieve_changes",
+            "Changes users made to their Sieve scripts over ManageSieve, by command",
+            managesieve_changes.clone(),
+        );
+        for action in MANAGESIEVE_ACTIONS {
+            let _ = managesieve_changes.get_or_create(&ActionLabel { action });
         }
         registry.register(
             "mailstow_messages_accepted",
@@ -176,10 +193,10 @@ impl Telemetry {
                 let _ = rejected.get_or_create(&RejectLabels { protocol, stage });
             }
         }
-        for protocol in ["smtp", "submission", "lmtp", "pop3", "imap"] {
+        for protocol in ["smtp", "submission", "lmtp", "pop3", "imap", "managesieve"] {
             let _ = connections.get_or_create(&ProtocolLabel { protocol });
         }
-        for protocol in ["submission", "pop3", "imap", "web"] {
+        for protocol in ["submission", "pop3", "imap", "managesieve", "web"] {
             for result in ["ok", "failed"] {
                 let _ = logins.get_or_create(&LoginLabels { protocol, result });
             }
@@ -197,6 +214,7 @@ impl Telemetry {
             delivery_seconds,
             sieve_actions,
             sieve_errors,
+            managesieve_changes,
         })
     }
 
@@ -393,6 +411,28 @@ impl Telemetry {
             from = %refusal.from.as_deref().map_or_else(|| "-".to_string(), |f| format!("<{}>", shown(f))),
             to = %refusal.to.as_deref().map_or_else(|| "-".to_string(), shown),
             client = %client
+        );
+    }
+
+    /// A user changed their Sieve scripts over ManageSieve (RFC 5804): `action` is one of
+    /// [`MANAGESIEVE_ACTIONS`]; `script` the script's name (for setactive, `-` when none was
+    /// made active); `to` the new name of a renamescript.
+    pub fn managesieve_change(
+        &self,
+        action: &'static str,
+        user: &str,
+        script: Option<&str>,
+        to: Option<&str>,
+    ) {
+        self.managesieve_changes
+            .get_or_create(&ActionLabel { action })
+            .inc();
+        tracing::info!(
+            event = "managesieve",
+            action,
+            user = %shown(user),
+            script = %script.map_or_else(|| "-".to_string(), shown),
+            to = %to.map_or_else(|| "-".to_string(), shown)
         );
     }
 
@@ -726,6 +766,8 @@ mod tests {
             "mailstow_connections{protocol=\"pop3\"} 0",
             "mailstow_logins_total{protocol=\"imap\",result=\"failed\"} 0",
             "mailstow_messages_delivered_total 0",
+            "mailstow_logins_total{protocol=\"managesieve\",result=\"ok\"} 0",
+            "mailstow_managesieve_changes_total{action=\"putscript\"} 0",
         ] {
             assert!(fresh.contains(line), "{line} missing from\n{fresh}");
         }
@@ -743,6 +785,7 @@ mod tests {
             client.ip(),
         );
         t.delivered_local(7, "a@b.example", "INBOX", 3, Duration::from_millis(12));
+        t.managesieve_change("renamescript", "a@b.example", Some("old"), Some("new"));
         let text = t.encode();
         for line in [
             "mailstow_connections{protocol=\"imap\"} 1",
@@ -750,6 +793,7 @@ mod tests {
             "mailstow_messages_rejected_total{protocol=\"smtp\",stage=\"rcpt\"} 1",
             "mailstow_messages_delivered_total 1",
             "mailstow_delivery_delay_seconds_count 1",
+            "mailstow_managesieve_changes_total{action=\"renamescript\"} 1",
         ] {
             assert!(text.contains(line), "{line} missing from\n{text}");
         }

@@ -58,9 +58,16 @@ async fn nodes_and_moves(dir: &Directory) {
             frozen: false
         })
     );
-    dir.add_node("n1", "10.0.0.1:24", "10.0.0.1:143", "10.0.0.1:110", None)
-        .await
-        .unwrap();
+    dir.add_node(
+        "n1",
+        "10.0.0.1:24",
+        "10.0.0.1:143",
+        "10.0.0.1:110",
+        None,
+        None,
+    )
+    .await
+    .unwrap();
     // The first node takes the users the single server had.
     assert_eq!(
         dir.cache()
@@ -76,15 +83,28 @@ async fn nodes_and_moves(dir: &Directory) {
         "10.0.0.2:143",
         "10.0.0.2:110",
         Some("10.0.0.2:80"),
+        Some("10.0.0.2:4190"),
     )
     .await
     .unwrap();
+    let listed = dir.list_nodes().await.unwrap();
+    assert_eq!(listed[1].0.managesieve.as_deref(), Some("10.0.0.2:4190"));
+    assert_eq!(
+        dir.cache().node("n2").unwrap().managesieve.as_deref(),
+        Some("10.0.0.2:4190")
+    );
+    assert_eq!(listed[0].0.managesieve, None);
     assert!(matches!(
-        dir.add_node("n1", "a:1", "a:2", "a:3", None).await,
+        dir.add_node("n3", "a:1", "a:2", "a:3", None, Some("a b"))
+            .await,
+        Err(DirectoryError::InvalidNode { .. })
+    ));
+    assert!(matches!(
+        dir.add_node("n1", "a:1", "a:2", "a:3", None, None).await,
         Err(DirectoryError::NodeExists(_))
     ));
     assert!(matches!(
-        dir.add_node("N 1", "a:1", "a:2", "a:3", None).await,
+        dir.add_node("N 1", "a:1", "a:2", "a:3", None, None).await,
         Err(DirectoryError::InvalidNode { .. })
     ));
     // Explicit node, then fewest-users placement (ties by name).
@@ -337,12 +357,26 @@ async fn postgres_changes_reach_other_handles_and_outages_keep_the_cache() {
 /// A deleted user's mail is removed by its own node only.
 async fn deletions_wait_for_the_owner(dir: &Directory) {
     dir.add_domain("example.org").await.unwrap();
-    dir.add_node("n1", "10.0.0.1:24", "10.0.0.1:143", "10.0.0.1:110", None)
-        .await
-        .unwrap();
-    dir.add_node("n2", "10.0.0.2:24", "10.0.0.2:143", "10.0.0.2:110", None)
-        .await
-        .unwrap();
+    dir.add_node(
+        "n1",
+        "10.0.0.1:24",
+        "10.0.0.1:143",
+        "10.0.0.1:110",
+        None,
+        None,
+    )
+    .await
+    .unwrap();
+    dir.add_node(
+        "n2",
+        "10.0.0.2:24",
+        "10.0.0.2:143",
+        "10.0.0.2:110",
+        None,
+        None,
+    )
+    .await
+    .unwrap();
     dir.add_user_on("a@example.org", "pw", Some("n2"))
         .await
         .unwrap();

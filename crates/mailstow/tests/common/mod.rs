@@ -24,8 +24,9 @@ pub(crate) fn must(output: Output) -> String {
 }
 
 /// Every listener `Server::start` opens, each on an ephemeral loopback port (the web
-/// view's too: its default, 127.0.0.1:8080, would be shared by every test's server).
-pub(crate) const SERVICES: [&str; 9] = [
+/// view's and ManageSieve's too: their defaults, 127.0.0.1:8080 and 0.0.0.0:4190, would be
+/// shared by every test's server; ManageSieve over implicit TLS is off by default).
+pub(crate) const SERVICES: [&str; 11] = [
     "smtp",
     "submission",
     "submissions",
@@ -34,6 +35,8 @@ pub(crate) const SERVICES: [&str; 9] = [
     "pop3s",
     "imap",
     "imaps",
+    "managesieve",
+    "managesieves",
     "web",
 ];
 
