@@ -533,7 +533,6 @@ fn setactive_refuses_a_script_that_no_longer_compiles_and_quotas_answer() {
 /// A script with a syntax error is refused by CHECKSCRIPT and PUTSCRIPT with its line and
 /// column (needs the interpreter's parser; this worktree's `compile` checks only the size).
 #[test]
-#[ignore = "needs the sieve interpreter"]
 fn a_syntax_error_is_answered_with_its_line_and_column() {
     let (dir, data) = set_up_data_dir();
     let log = dir.path().join("mail.log");
