@@ -36,6 +36,7 @@ RUNS=(
   "pjdfstest.sh"
   "run-full-disk.sh"
   "run-backup.sh"
+  "run-sieve.sh"
 )
 declare -A HELPER_OF=(
   [lib.sh]=all [nonzero.py]=all [dovecot-tuning.sh]=run-imap.sh
