@@ -872,12 +872,13 @@ impl<'m> State<'m> {
                 }
             }
             Cmd::Redirect { address, copy } => {
-                let address = self.expand(frame, address).trim().to_string();
-                if !address::valid_address(&address) {
+                let given = self.expand(frame, address);
+                let Some(address) = address::normalize_mailbox(&given) else {
                     return Err(err(format!(
-                        "redirect: \"{address}\" is not a valid address"
+                        "redirect: \"{}\" is not a valid address",
+                        given.trim()
                     )));
-                }
+                };
                 self.check_reject_conflict("redirect")?;
                 let dup = self
                     .actions
