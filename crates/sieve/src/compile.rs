@@ -1051,12 +1051,10 @@ impl Compiler<'_> {
                 .error(format!("{name}: :last requires :index (RFC 5260 6)")));
         }
         let index = index.map(|n| Index { n, last });
-        let numeric_default = matches!(name, "spamtest" | "virustest");
-        let default_cmp = if numeric_default {
-            Comparator::AsciiNumeric
-        } else {
-            Comparator::AsciiCasemap
-        };
+        // Every test, spamtest and virustest included, defaults to i;ascii-casemap (RFC
+        // 5228 2.7.3): RFC 5235 3.2/3.3 name no other default (RFC 3685's i;ascii-numeric
+        // was dropped), so `spamtest :matches "*"` is valid, as in Pigeonhole.
+        let default_cmp = Comparator::AsciiCasemap;
         let part = part.unwrap_or(AddressPart::All);
         let zone = zone.unwrap_or(Zone::Local);
         Ok(match name {

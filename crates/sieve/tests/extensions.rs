@@ -788,6 +788,21 @@ fn spam_and_virus() {
     assert!(!t(&ctx, "spamtest :percent :value \"gt\" \"80\""));
     assert!(t(&ctx, "virustest :value \"eq\" \"5\""));
     assert!(t(&ctx, "spamtest \"8\""));
+    // The default comparator is RFC 5228 2.7.3's i;ascii-casemap (RFC 5235 3.2 and 3.3
+    // name none, unlike RFC 3685), so pattern matches are allowed, and a relational
+    // comparison without `:comparator "i;ascii-numeric"` compares text, as in Pigeonhole.
+    assert!(t(&ctx, "spamtest :matches \"*\""));
+    assert!(t(&ctx, "virustest :matches \"5*\""));
+    assert!(t(&ctx, "spamtest :percent :contains \"7\""));
+    ctx.spam_score = Some(10);
+    assert!(!t(&ctx, "spamtest :value \"ge\" \"3\""));
+    assert!(t(
+        &ctx,
+        "spamtest :value \"ge\" :comparator \"i;ascii-numeric\" \"3\""
+    ));
+    compile_err(
+        "require [\"spamtest\", \"comparator-i;ascii-numeric\"]; if spamtest :matches :comparator \"i;ascii-numeric\" \"*\" { }",
+    );
     compile_err("require \"spamtest\"; if spamtest :percent \"1\" { }");
     compile_err("if virustest \"1\" { }");
 }

@@ -409,8 +409,10 @@ impl Suite<'_> {
     }
 
     /// Pigeonhole's spamtest/virustest configuration: a header field and a regex whose
-    /// first group is the value; the value is a score (scaled by the max), a strlen, or a
-    /// text mapped to a level. Returns (level 1..=max, percent).
+    /// first group is the value (matched without regard to case); the value is a score
+    /// (scaled by the max), a strlen (a run of one character), or a text mapped to a level
+    /// 0..=max. Returns (level 1..=max, percent) as Pigeonhole computes them (a ratio,
+    /// truncated), or None (the test's "0") when the value cannot be read.
     fn score(&self, prefix: &str, header: &[(String, String)], max: u8) -> Option<(u8, u8)> {
         let spec = self.config.get(&format!("{prefix}_status_header"))?;
         let (name, re) = match spec.split_once(':') {
@@ -425,13 +427,12 @@ impl Suite<'_> {
             match re {
                 None => Some(value),
                 Some(re) => {
-                    let re = regex::Regex::new(re).ok()?;
+                    let re = regex::RegexBuilder::new(re)
+                        .case_insensitive(true)
+                        .build()
+                        .ok()?;
                     let c = re.captures(&value)?;
-                    Some(
-                        c.get(1)
-                            .map_or(c.get(0)?.as_str(), |m| m.as_str())
-                            .to_string(),
-                    )
+                    Some(c.get(1)?.as_str().to_string())
                 }
             }
         };
@@ -439,51 +440,49 @@ impl Suite<'_> {
             .config
             .get(&format!("{prefix}_status_type"))
             .map_or("score", String::as_str);
-        let Some(value) = capture(&name, &re) else {
-            // Tested, no verdict field: "0" means not tested only without the field at all.
-            return None;
-        };
-        let percent = match kind {
-            "strlen" => {
-                let max_v: f64 = self
-                    .config
+        let value = capture(&name, &re)?;
+        let max_value = |config: &BTreeMap<String, String>| -> Option<f64> {
+            let max_v: f64 = match config.get(&format!("{prefix}_score_max_header")) {
+                Some(spec) => {
+                    let (n, r) = match spec.split_once(':') {
+                        Some((n, r)) => (n.trim().to_string(), Some(r.trim_start().into())),
+                        None => (spec.trim().to_string(), None),
+                    };
+                    capture(&n, &r)?.trim().parse().ok()?
+                }
+                None => config
                     .get(&format!("{prefix}_score_max_value"))
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(1.0);
-                (value.chars().count() as f64 / max_v).min(1.0)
+                    .and_then(|v| v.parse().ok())?,
+            };
+            (max_v != 0.0).then_some(max_v)
+        };
+        let (status, max_v) = match kind {
+            "strlen" => {
+                let first = value.chars().next();
+                if value.chars().any(|c| Some(c) != first) {
+                    return None;
+                }
+                (value.chars().count() as f64, max_value(&self.config)?)
             }
             "text" => {
-                let level = (1..=max).find(|l| {
+                let level = (0..=max).find(|l| {
                     self.config
                         .get(&format!("{prefix}_text_value/{l}"))
                         .is_some_and(|t| *t == value)
-                });
-                let level = level.unwrap_or(0);
-                return Some((level.max(1), (level as u32 * 100 / max as u32) as u8));
+                })?;
+                (f64::from(level), f64::from(max))
             }
-            _ => {
-                let score: f64 = value.trim().parse().ok()?;
-                let max_v: f64 = match self.config.get(&format!("{prefix}_score_max_header")) {
-                    Some(spec) => {
-                        let (n, r) = match spec.split_once(':') {
-                            Some((n, r)) => (n.trim().to_string(), Some(r.trim_start().into())),
-                            None => (spec.trim().to_string(), None),
-                        };
-                        capture(&n, &r)?.trim().parse().ok()?
-                    }
-                    None => self
-                        .config
-                        .get(&format!("{prefix}_score_max_value"))
-                        .and_then(|v| v.parse().ok())?,
-                };
-                if max_v <= 0.0 {
-                    return None;
-                }
-                (score / max_v).clamp(0.0, 1.0)
-            }
+            _ => (value.trim().parse().ok()?, max_value(&self.config)?),
         };
-        let level = 1 + (percent * (max - 1) as f64).round() as u8;
-        Some((level, (percent * 100.0).round() as u8))
+        let ratio = if status < 0.0 {
+            0.0
+        } else if status > max_v {
+            1.0
+        } else {
+            status / max_v
+        };
+        let level = (ratio * f64::from(max - 1) + 1.001) as u8;
+        Some((level, (ratio * 100.0 + 0.001) as u8))
     }
 
     /// Carries out the result so far (new actions only), as Pigeonhole's testsuite does.
