@@ -786,10 +786,27 @@ impl<'m> State<'m> {
         } else {
             "keep"
         })?;
-        // RFC 5228 2.10.3: the same mailbox twice is one action (flags merged).
+        // RFC 5228 2.10.3: the same mailbox twice is one action (flags merged); `keep` is
+        // a `fileinto "INBOX"` (4.3), so those two are one action too (the first kept).
+        let inbox = |m: &str| m.eq_ignore_ascii_case("INBOX");
         for a in &mut self.actions {
             match (a, &mailbox) {
                 (Action::Keep { flags: f }, None) => {
+                    *f = normalize_flags(f.iter().chain(flags.iter()).map(String::as_str));
+                    return Ok(());
+                }
+                (Action::Keep { flags: f }, Some(name)) if inbox(name) => {
+                    *f = normalize_flags(f.iter().chain(flags.iter()).map(String::as_str));
+                    return Ok(());
+                }
+                (
+                    Action::FileInto {
+                        mailbox: m,
+                        flags: f,
+                        ..
+                    },
+                    None,
+                ) if inbox(m) => {
                     *f = normalize_flags(f.iter().chain(flags.iter()).map(String::as_str));
                     return Ok(());
                 }

@@ -93,6 +93,22 @@ fn duplicate_actions_are_one() {
             }
         ]
     );
+    // RFC 5228 4.3: keep is a `fileinto "INBOX"`, so the two are one store (the first).
+    assert_eq!(
+        run("require \"fileinto\"; keep; fileinto \"INBOX\";"),
+        vec![keep()]
+    );
+    assert_eq!(
+        run("require \"fileinto\"; fileinto \"inbox\"; keep;"),
+        vec![fileinto("inbox")]
+    );
+    // Redirect addresses are compared once normalized (RFC 5228 4.2).
+    assert_eq!(
+        run("redirect \"x@y.z\"; redirect \"X <x@y.z>\";"),
+        vec![Action::Redirect {
+            address: "x@y.z".into()
+        }]
+    );
 }
 
 // RFC 5228 3.1, 3.3
