@@ -12,6 +12,11 @@ pub struct Limits {
     pub header_edits_max: usize,
     /// Redirects one run may make (`sieve_redirects_max`).
     pub redirects_max: usize,
+    /// Actions one run may take (`sieve_actions_max`; RFC 5228 2.10.4 lets a site limit
+    /// them): distinct keeps, fileintos, redirects, rejects and vacations, duplicates
+    /// merged and the implicit keep not counted. Past it the run fails (and the message is
+    /// kept), as with Pigeonhole's `sieve_max_actions` (also 32 by default).
+    pub actions_max: usize,
     /// Vacation replies one run may make (`sieve_vacation_max`; RFC 5230 allows one).
     pub vacation_max: usize,
     /// Nested includes (`sieve_include_depth_max`).
@@ -33,6 +38,7 @@ impl Default for Limits {
             instructions_max: 10_000,
             header_edits_max: 32,
             redirects_max: 4,
+            actions_max: 32,
             vacation_max: 1,
             include_depth_max: 5,
             variables_max: 128,

@@ -825,14 +825,25 @@ impl<'m> State<'m> {
                 _ => {}
             }
         }
-        self.actions.push(match mailbox {
+        self.push_action(match mailbox {
             None => Action::Keep { flags },
             Some(mailbox) => Action::FileInto {
                 mailbox,
                 flags,
                 create,
             },
-        });
+        })
+    }
+
+    /// Adds a new (not a duplicate) action, within `Limits::actions_max` (RFC 5228 2.10.4).
+    fn push_action(&mut self, action: Action) -> Result<(), RuntimeError> {
+        if self.actions.len() >= self.limits.actions_max {
+            return Err(err(format!(
+                "total number of actions exceeds policy limit (sieve_actions_max: {})",
+                self.limits.actions_max
+            )));
+        }
+        self.actions.push(action);
         Ok(())
     }
 
@@ -877,6 +888,13 @@ impl<'m> State<'m> {
                 if mailbox.is_empty() {
                     return Err(err("fileinto: empty mailbox name"));
                 }
+                // Octets that are not UTF-8 (`${hex:ff}`, RFC 5228 2.4.2.4) were decoded to
+                // U+FFFD: such a name is not a mailbox name (RFC 5228 4.1, RFC 3501 5.1).
+                if mailbox.contains('\u{FFFD}') {
+                    return Err(err(format!(
+                        "fileinto: invalid folder name \"{mailbox}\" (not UTF-8)"
+                    )));
+                }
                 let flags = match flags {
                     Some(f) => {
                         normalize_flags(self.expand_list(frame, f).iter().map(String::as_str))
@@ -905,11 +923,12 @@ impl<'m> State<'m> {
                     self.redirects += 1;
                     if self.redirects > self.limits.redirects_max {
                         return Err(err(format!(
-                            "more than {} redirects (sieve_redirects_max)",
+                            "number of redirect actions exceeds policy limit \
+                             (sieve_redirects_max: {})",
                             self.limits.redirects_max
                         )));
                     }
-                    self.actions.push(Action::Redirect { address });
+                    self.push_action(Action::Redirect { address })?;
                 }
                 if !copy {
                     self.implicit_keep = false;
@@ -943,10 +962,10 @@ impl<'m> State<'m> {
                     ));
                 }
                 let reason = self.expand(frame, reason).into_owned();
-                self.actions.push(Action::Reject {
+                self.push_action(Action::Reject {
                     reason,
                     extended: *extended,
-                });
+                })?;
                 self.implicit_keep = false;
             }
             Cmd::Vacation(v) => {
@@ -987,7 +1006,7 @@ impl<'m> State<'m> {
                         ])
                     ),
                 };
-                self.actions.push(Action::Vacation(Vacation {
+                self.push_action(Action::Vacation(Vacation {
                     period_seconds: v.period_seconds,
                     subject,
                     from,
@@ -995,7 +1014,7 @@ impl<'m> State<'m> {
                     mime: v.mime,
                     handle,
                     reason,
-                }));
+                }))?;
             }
             Cmd::Set {
                 var,

@@ -505,7 +505,13 @@ impl Suite<'_> {
                 Action::FileInto {
                     mailbox, create, ..
                 } => {
-                    if create || self.mailboxes.contains_key(&mailbox) {
+                    // The store's hierarchy separator is "/": an empty level is no name.
+                    if mailbox.split('/').any(str::is_empty) {
+                        self.log.push(format!(
+                            "failed to store into mailbox '{mailbox}': Invalid mailbox name"
+                        ));
+                        ok = false;
+                    } else if create || self.mailboxes.contains_key(&mailbox) {
                         self.store(&mailbox, &message);
                     } else {
                         self.log.push(format!(
@@ -892,7 +898,8 @@ fn run_file(path: &Path, source: &str) -> Result<(), String> {
         // The suite's scripts are large and some loop over many tests.
         script_bytes_max: 1 << 20,
         instructions_max: 1_000_000,
-        redirects_max: 64,
+        // Pigeonhole's sieve_max_redirects and sieve_max_actions defaults (4 and 32) are
+        // ours too; it has no bound on vacation actions.
         vacation_max: 64,
         header_edits_max: 1024,
         ..Limits::default()
