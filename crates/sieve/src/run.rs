@@ -40,6 +40,9 @@ enum Flow {
     Return,
 }
 
+/// Warnings one run keeps (`Outcome::warnings`); more are dropped.
+const WARNINGS_MAX: usize = 16;
+
 /// One script's variables while it runs.
 struct Frame<'s> {
     script: &'s ScriptInner,
@@ -69,6 +72,9 @@ struct State<'m> {
     duplicate_marks: Vec<(String, String, u64)>,
     included_once: HashSet<(Location, String)>,
     include_stack: Vec<(Location, String)>,
+    /// Problems that did not stop the run (see `Outcome::warnings`).
+    /// (A cell: matching borrows the state shared.)
+    warnings: std::cell::RefCell<Vec<String>>,
 }
 
 pub(crate) fn run(
@@ -97,6 +103,7 @@ pub(crate) fn run(
         duplicate_marks: Vec::new(),
         included_once: HashSet::new(),
         include_stack: Vec::new(),
+        warnings: std::cell::RefCell::default(),
     };
     state.run_script(&script.inner, handler)?;
     // RFC 5228 2.10.2: the implicit keep, unless cancelled.
@@ -116,6 +123,7 @@ pub(crate) fn run(
         duplicate_marks: state.duplicate_marks,
         instructions: state.instructions,
         implicit_keep,
+        warnings: state.warnings.into_inner(),
     })
 }
 
@@ -343,10 +351,22 @@ impl<'m> State<'m> {
             let built;
             let regex = match (&k.regex, m.match_type) {
                 (Some(re), _) => Some(re),
-                (None, MatchType::Regex) => {
-                    built = build_regex(&key, m.comparator).map_err(err)?;
-                    Some(&built)
-                }
+                (None, MatchType::Regex) => match build_regex(&key, m.comparator) {
+                    Ok(re) => {
+                        built = re;
+                        Some(&built)
+                    }
+                    // A key that is no regex once variables are expanded matches nothing
+                    // and the run goes on (as Pigeonhole: one error reported, the test
+                    // false rather than the whole run failed).
+                    Err(e) => {
+                        let mut warnings = self.warnings.borrow_mut();
+                        if warnings.len() < WARNINGS_MAX {
+                            warnings.push(e);
+                        }
+                        continue;
+                    }
+                },
                 _ => None,
             };
             for v in values.clone() {

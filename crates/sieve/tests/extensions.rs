@@ -830,10 +830,17 @@ fn regex() {
         run(src),
         vec![fileinto("a present-you-I have a present for you")]
     );
-    // A bad literal regex is a compile error; from a variable, a run-time error.
+    // A bad literal regex is a compile error; one from a variable matches nothing, the
+    // run goes on and says why in `warnings` (as Pigeonhole: the message is not kept by
+    // error for it); the other keys are still tried.
     compile_err("require \"regex\"; if header :regex \"subject\" \"(\" { }");
-    let src = "require [\"regex\", \"variables\"]; set \"p\" \"(\"; if header :regex \"subject\" \"${p}\" { }";
-    assert!(try_run_on(src, MSG, &context(), &TestHost::default()).is_err());
+    let src = "require [\"regex\", \"variables\", \"fileinto\"]; set \"p\" \"(\"; if header :regex \"subject\" \"${p}\" { fileinto \"yes\"; } else { fileinto \"no\"; }";
+    let o = try_run_on(src, MSG, &context(), &TestHost::default()).unwrap();
+    assert_eq!(o.actions, vec![fileinto("no")]);
+    assert_eq!(o.warnings.len(), 1);
+    let src = "require [\"regex\", \"variables\", \"fileinto\"]; set \"p\" \"(\"; if header :regex \"subject\" [\"${p}\", \"present\"] { fileinto \"yes\"; }";
+    let o = try_run_on(src, MSG, &context(), &TestHost::default()).unwrap();
+    assert_eq!(o.actions, vec![fileinto("yes")]);
     // :quoteregex
     let src = "require [\"regex\", \"variables\", \"fileinto\"]; set :quoteregex \"q\" \"a.b\"; fileinto \"${q}\";";
     assert_eq!(run(src), vec![fileinto("a\\.b")]);

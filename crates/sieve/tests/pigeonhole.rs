@@ -676,6 +676,7 @@ impl Suite<'_> {
         let host = self.host;
         match sieve::run_with(&script, &message, &context, host, &Limits::default(), self) {
             Ok(outcome) => {
+                self.log.extend(outcome.warnings);
                 let mut actions = outcome.actions;
                 if outcome.implicit_keep {
                     actions.pop();
