@@ -601,15 +601,32 @@ impl Suite<'_> {
                     });
                 }
                 Action::Vacation(v) => {
-                    let mut addresses = v.addresses.clone();
-                    if let Some(e) = self.config.get("sieve_user_email") {
-                        addresses.push(e.clone());
+                    // Pigeonhole's settings: sieve_vacation_use_original_recipient adds the
+                    // original recipient to the user's addresses, sieve_user_email is one,
+                    // sieve_vacation_check_recipient=no replies to a message that names
+                    // none of them (from the user's address).
+                    let setting = |name: &str| self.config.get(name).map(String::as_str);
+                    let mut addresses = Vec::new();
+                    if setting("sieve_vacation_use_original_recipient") == Some("yes")
+                        && let Some(o) = &envelope.orig_to
+                    {
+                        addresses.push(o.clone());
                     }
-                    if sieve::vacation::check(&message, &envelope, &addresses).is_err() {
-                        continue;
+                    addresses.extend(v.addresses.iter().cloned());
+                    let user_email = setting("sieve_user_email").map(String::from);
+                    addresses.extend(user_email.clone());
+                    match sieve::vacation::check(&message, &envelope, &addresses) {
+                        Ok(()) => {}
+                        Err(sieve::vacation::NoReply::NotAddressedToUser)
+                            if setting("sieve_vacation_check_recipient") == Some("no") => {}
+                        Err(_) => continue,
                     }
                     self.replies += 1;
-                    let from = v.from.clone().unwrap_or_else(|| envelope.to.clone());
+                    let from = v.from.clone().unwrap_or_else(|| {
+                        sieve::vacation::reply_from(&message, &envelope, &addresses)
+                            .or(user_email)
+                            .unwrap_or_else(|| envelope.to.clone())
+                    });
                     let reply = sieve::vacation::compose(
                         &v,
                         &message,
