@@ -45,7 +45,7 @@ pub(crate) fn compile_source(
     // whatever the configuration says.
     let nesting = limits.nesting_max.min(NESTING_HARD_MAX);
     let nodes = parser::parse(&tokens, nesting)?;
-    let compiled = compile(&nodes, extensions)?;
+    let compiled = compile(&nodes, extensions, limits)?;
     let variables = compiled.required.iter().any(|r| r == "variables");
     Ok(Script {
         inner: Arc::new(ScriptInner {
@@ -71,6 +71,7 @@ pub(crate) struct Compiled {
 pub(crate) fn compile(
     nodes: &[CommandNode],
     extensions: &Extensions,
+    limits: &Limits,
 ) -> Result<Compiled, CompileError> {
     let mut c = Compiler {
         required: Vec::new(),
@@ -78,6 +79,7 @@ pub(crate) fn compile(
         extensions,
         may_reject: false,
         may_reply: false,
+        header_value_bytes_max: limits.header_value_bytes_max,
     };
     let commands = c.block(nodes, true)?;
     Ok(Compiled {
@@ -104,6 +106,8 @@ struct Compiler<'e> {
     extensions: &'e Extensions,
     may_reject: bool,
     may_reply: bool,
+    /// `Limits::header_value_bytes_max`, for constant addheader values.
+    header_value_bytes_max: usize,
 }
 
 /// The tagged arguments of a command or test, then its positional ones.
@@ -538,6 +542,12 @@ impl Compiler<'_> {
                 }
                 let (v, vpos) = args.string("the value")?;
                 let value = self.string(v, vpos)?;
+                if let Some(c) = value.as_const()
+                    && let Err(e) =
+                        crate::message::check_field_value(c, self.header_value_bytes_max)
+                {
+                    return Err(vpos.error(format!("addheader: {e}")));
+                }
                 Cmd::AddHeader {
                     last,
                     name: name_str,

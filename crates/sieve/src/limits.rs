@@ -10,6 +10,11 @@ pub struct Limits {
     pub instructions_max: u64,
     /// Header fields added or deleted by one run (`sieve_header_edits_max`).
     pub header_edits_max: usize,
+    /// Bytes of the value `addheader` adds (`sieve_header_value_bytes_max`; RFC 5293 4
+    /// lets an implementation set a limit not under 998): a constant value over it does
+    /// not compile, one built at run time fails the run. 2048 by default, as Pigeonhole's
+    /// `sieve_editheader_max_header_size`.
+    pub header_value_bytes_max: usize,
     /// Redirects one run may make (`sieve_redirects_max`).
     pub redirects_max: usize,
     /// Actions one run may take (`sieve_actions_max`; RFC 5228 2.10.4 lets a site limit
@@ -37,6 +42,7 @@ impl Default for Limits {
             script_bytes_max: 64 * 1024,
             instructions_max: 10_000,
             header_edits_max: 32,
+            header_value_bytes_max: 2048,
             redirects_max: 4,
             actions_max: 32,
             vacation_max: 1,

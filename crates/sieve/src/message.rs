@@ -302,9 +302,49 @@ pub(crate) fn valid_field_name(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| (33..=126).contains(&b) && b != b':')
 }
 
+/// Whether `value` can be an added field's value (RFC 5293 4: "unstructured", RFC 5322
+/// 3.2.5): a NUL cannot be written in a header at all, so it is an error, as in Pigeonhole;
+/// line breaks become folding white space, other control characters are let through
+/// (obs-utext allows them). A value longer than `max` bytes is an error too (RFC 5293 4
+/// lets the implementation set a limit, not under 998).
+pub(crate) fn check_field_value(value: &str, max: usize) -> Result<(), String> {
+    if value.len() > max {
+        return Err(format!(
+            "the value is {} bytes, more than sieve_header_value_bytes_max ({max})",
+            value.len()
+        ));
+    }
+    if value.contains('\0') {
+        let shown: String = value
+            .chars()
+            .take(40)
+            .map(|c| if c == '\0' { '\u{2400}' } else { c })
+            .collect();
+        return Err(format!(
+            "the value \"{shown}\" is invalid (it holds a NUL character)"
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // RFC 5293 4, RFC 5322 3.2.5
+    #[test]
+    fn field_values() {
+        assert!(check_field_value("Frop", 2048).is_ok());
+        assert!(check_field_value("Frop\r\nFrml", 2048).is_ok());
+        assert!(check_field_value("Yeah\u{7}!", 2048).is_ok());
+        assert!(
+            check_field_value("Woah\0!", 2048)
+                .unwrap_err()
+                .contains("Woah")
+        );
+        assert!(check_field_value(&"A".repeat(1024), 1024).is_ok());
+        assert!(check_field_value(&"A".repeat(1025), 1024).is_err());
+    }
 
     // RFC 5228 2.7.2 (tests compare decoded values)
     #[test]

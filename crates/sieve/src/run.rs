@@ -157,7 +157,22 @@ fn fnv1a(parts: &[&[u8]]) -> u64 {
 
 /// Encodes a header value for addheader: RFC 2047 B encoded-words when not ASCII.
 pub(crate) fn encode_header_value(value: &str) -> String {
-    let clean: String = value.chars().filter(|&c| c != '\r' && c != '\n').collect();
+    // A line break (with the blanks around it) is folding white space: one blank once
+    // unfolded (RFC 5322 3.2.2).
+    let mut clean = String::with_capacity(value.len());
+    for (i, line) in value
+        .split(['\r', '\n'])
+        .filter(|l| !l.is_empty())
+        .enumerate()
+    {
+        if i > 0 {
+            clean.truncate(clean.trim_end_matches([' ', '\t']).len());
+            clean.push(' ');
+            clean.push_str(line.trim_start_matches([' ', '\t']));
+        } else {
+            clean.push_str(line);
+        }
+    }
     if clean.is_ascii() {
         return clean;
     }
@@ -1074,7 +1089,10 @@ impl<'m> State<'m> {
                         "addheader: \"{name}\" is not a valid field name"
                     )));
                 }
-                let value = encode_header_value(&self.expand(frame, value));
+                let value = self.expand(frame, value);
+                crate::message::check_field_value(&value, self.limits.header_value_bytes_max)
+                    .map_err(|e| err(format!("addheader: {e}")))?;
+                let value = encode_header_value(&value);
                 self.edit(1)?;
                 let field = Field::new(name, format!(" {value}").into_bytes());
                 if *last {

@@ -686,6 +686,33 @@ fn editheader() {
     assert!(sieve::run(&s, MSG.as_bytes(), &context(), &TestHost::default(), &lim).is_err());
 }
 
+// RFC 5293 4: the value must be "unstructured" (or be encoded) and may be length-limited
+// (not under 998): a NUL or a value over header_value_bytes_max is an error (a constant at
+// compile time, a value built from variables at run time); line breaks are folding.
+#[test]
+fn addheader_values() {
+    let eh = "require [\"editheader\", \"encoded-character\", \"variables\"];";
+    compile_err(&format!("{eh} addheader \"X-A\" \"Woah${{hex:00}}!\";"));
+    compile(&format!("{eh} addheader \"X-A\" \"Yeah${{hex:07}}!\";"));
+    let s = format!("{eh} set \"v\" \"a${{hex:00}}\"; addheader \"X-A\" \"${{v}}\";");
+    assert!(try_run_on(&s, MSG, &context(), &TestHost::default()).is_err());
+    let long = "A".repeat(2049);
+    compile_err(&format!("{eh} addheader \"X-A\" \"{long}\";"));
+    let lim = Limits {
+        header_value_bytes_max: 4096,
+        ..Limits::default()
+    };
+    assert!(sieve::compile(&format!("{eh} addheader \"X-A\" \"{long}\";"), &lim).is_ok());
+    let o = run_on(
+        "require \"editheader\"; addheader \"X-A\" \"one\r\n  two\";",
+        "Subject: x\r\n\r\nbody\r\n",
+    );
+    assert_eq!(
+        o.edited_message.unwrap(),
+        b"X-A: one two\r\nSubject: x\r\n\r\nbody\r\n"
+    );
+}
+
 // ---- duplicate: RFC 7352 ----
 
 #[test]

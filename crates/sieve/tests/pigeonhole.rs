@@ -130,6 +130,9 @@ struct Suite<'h> {
     config: BTreeMap<String, String>,
     envelope: Envelope,
     replies: u64,
+    /// The message as `test_set` gave it (before header edits): what a failed execution
+    /// keeps, as Pigeonhole's implicit keep after an error does.
+    original: Vec<u8>,
 }
 
 fn envelope_of(message: &[u8]) -> Envelope {
@@ -375,6 +378,7 @@ impl Suite<'_> {
 
     fn set_message(&mut self, run: &mut RunView<'_, '_>, message: Vec<u8>) {
         self.envelope = envelope_of(&message);
+        self.original = message.clone();
         run.set_message(message);
         self.sync_envelope(run);
     }
@@ -644,6 +648,13 @@ impl Suite<'_> {
                 }
             }
         }
+        // A failed execution falls back to keeping the original message (RFC 5228 2.10.6;
+        // Pigeonhole's implicit keep after an error, without the header edits).
+        if !ok && !self.keep_executed {
+            self.keep_executed = true;
+            let original = self.original.clone();
+            self.store("INBOX", &original);
+        }
         ok
     }
 
@@ -667,7 +678,7 @@ impl Suite<'_> {
                 return false;
             }
         };
-        match sieve::compile_with(&source, &Limits::default(), &extensions()) {
+        match sieve::compile_with(&source, &self.limits(), &extensions()) {
             Ok(s) => {
                 self.compiled = Some(s);
                 true
@@ -678,6 +689,20 @@ impl Suite<'_> {
                 false
             }
         }
+    }
+
+    /// The limits scripts compiled and run by the testsuite get: the defaults, with
+    /// Pigeonhole's settings that have a counterpart mapped onto them.
+    fn limits(&self) -> Limits {
+        let mut limits = Limits::default();
+        if let Some(v) = self
+            .config
+            .get("sieve_editheader_max_header_size")
+            .and_then(|v| v.parse().ok())
+        {
+            limits.header_value_bytes_max = v;
+        }
+        limits
     }
 
     /// Runs the compiled script on the current message; its actions join the result.
@@ -691,7 +716,8 @@ impl Suite<'_> {
         let mut context = run.context().clone();
         context.envelope = self.envelope.clone();
         let host = self.host;
-        match sieve::run_with(&script, &message, &context, host, &Limits::default(), self) {
+        let limits = self.limits();
+        match sieve::run_with(&script, &message, &context, host, &limits, self) {
             Ok(outcome) => {
                 self.log.extend(outcome.warnings);
                 let mut actions = outcome.actions;
@@ -957,6 +983,7 @@ fn run_file(path: &Path, source: &str) -> Result<(), String> {
         config: BTreeMap::new(),
         envelope,
         replies: 0,
+        original: DEFAULT_MESSAGE.as_bytes().to_vec(),
     };
     sieve::run_with(
         &script,
