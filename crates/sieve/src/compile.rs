@@ -91,6 +91,16 @@ pub(crate) fn compile(
     })
 }
 
+/// Whether `ihave` finds `name`: a capability we have, but never "variables" or
+/// "encoded-character", which change how the script's strings are read (RFC 5463 4: "The
+/// test MUST fail and the extension MUST NOT be enabled"), even when already required, as
+/// Pigeonhole.
+fn ihave_allows(name: &str, extensions: &Extensions) -> bool {
+    !name.eq_ignore_ascii_case("variables")
+        && !name.eq_ignore_ascii_case("encoded-character")
+        && supported(name, extensions)
+}
+
 /// Whether `name` is a capability this interpreter (or a registered extension) has.
 pub(crate) fn supported(name: &str, extensions: &Extensions) -> bool {
     let name = name.to_ascii_lowercase();
@@ -356,7 +366,7 @@ impl Compiler<'_> {
             let mut args = Args::new(&t.args, "ihave", t.pos);
             let names = args.strings("the capability list")?;
             args.done()?;
-            if !names.iter().all(|(n, _)| supported(n, self.extensions)) {
+            if !names.iter().all(|(n, _)| ihave_allows(n, self.extensions)) {
                 return Ok((Test::False, Vec::new()));
             }
             let saved = self.required.clone();
@@ -952,7 +962,7 @@ impl Compiler<'_> {
             "ihave" => {
                 self.need("ihave", node.pos, "ihave")?;
                 let names = args.strings("the capability list")?;
-                if names.iter().all(|(n, _)| supported(n, self.extensions)) {
+                if names.iter().all(|(n, _)| ihave_allows(n, self.extensions)) {
                     Test::True
                 } else {
                     Test::False
