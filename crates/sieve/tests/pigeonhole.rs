@@ -691,6 +691,46 @@ impl Suite<'_> {
         }
     }
 
+    /// Adds a script's actions to the result as Pigeonhole merges the results of several
+    /// scripts (its multiscript execution, which is the delivery's and not the
+    /// interpreter's): a second reject is dropped, a store into a mailbox already stored
+    /// into or a redirect already made is one action, and a keep takes the place of a
+    /// store into INBOX.
+    fn append(&mut self, run: &RunView<'_, '_>, actions: Vec<Action>) {
+        let inbox = |m: &str| m.eq_ignore_ascii_case("INBOX");
+        for action in actions {
+            let have = |extra: &[Action], f: &dyn Fn(&Action) -> bool| {
+                run.actions().iter().chain(extra).any(f)
+            };
+            let duplicate = match &action {
+                Action::Reject { .. } => have(&self.extra, &|a| matches!(a, Action::Reject { .. })),
+                Action::Keep { .. } => {
+                    if let Some(at) = self.extra.iter().position(
+                        |a| matches!(a, Action::FileInto { mailbox, .. } if inbox(mailbox)),
+                    ) {
+                        self.extra[at] = action.clone();
+                        true
+                    } else {
+                        have(&self.extra, &|a| matches!(a, Action::Keep { .. }))
+                    }
+                }
+                Action::FileInto { mailbox, .. } => have(&self.extra, &|a| match a {
+                    Action::FileInto { mailbox: m, .. } => m == mailbox,
+                    Action::Keep { .. } => inbox(mailbox),
+                    _ => false,
+                }),
+                Action::Redirect { address } => have(
+                    &self.extra,
+                    &|a| matches!(a, Action::Redirect { address: b } if b.eq_ignore_ascii_case(address)),
+                ),
+                Action::Vacation(_) => false,
+            };
+            if !duplicate {
+                self.extra.push(action);
+            }
+        }
+    }
+
     /// The limits scripts compiled and run by the testsuite get: the defaults, with
     /// Pigeonhole's settings that have a counterpart mapped onto them.
     fn limits(&self) -> Limits {
@@ -724,7 +764,7 @@ impl Suite<'_> {
                 if outcome.implicit_keep {
                     actions.pop();
                 }
-                self.extra.extend(actions);
+                self.append(run, actions);
                 self.extra_keep &= outcome.implicit_keep;
                 if outcome.edited_message.is_some() {
                     self.extra_message = outcome.edited_message;
