@@ -212,6 +212,10 @@ impl RunState for State<'_> {
         &self.context
     }
 
+    fn set_flags(&mut self, flags: Vec<String>) {
+        self.flags = normalize_flags(flags.iter().map(String::as_str));
+    }
+
     fn set_context(&mut self, context: Context) {
         self.envelope = context.envelope.clone();
         self.context = Cow::Owned(context);
@@ -821,17 +825,18 @@ impl<'m> State<'m> {
         } else {
             "keep"
         })?;
-        // RFC 5228 2.10.3: the same mailbox twice is one action (flags merged); `keep` is
-        // a `fileinto "INBOX"` (4.3), so those two are one action too (the first kept).
+        // RFC 5228 2.10.3: the same mailbox twice is one action; `keep` is a `fileinto
+        // "INBOX"` (4.3), so those two are one action too (the first kept). The last flag
+        // list wins (RFC 5232 3: "the last flag list value MUST win").
         let inbox = |m: &str| m.eq_ignore_ascii_case("INBOX");
         for a in &mut self.actions {
             match (a, &mailbox) {
                 (Action::Keep { flags: f }, None) => {
-                    *f = normalize_flags(f.iter().chain(flags.iter()).map(String::as_str));
+                    *f = flags;
                     return Ok(());
                 }
                 (Action::Keep { flags: f }, Some(name)) if inbox(name) => {
-                    *f = normalize_flags(f.iter().chain(flags.iter()).map(String::as_str));
+                    *f = flags;
                     return Ok(());
                 }
                 (
@@ -842,7 +847,7 @@ impl<'m> State<'m> {
                     },
                     None,
                 ) if inbox(m) => {
-                    *f = normalize_flags(f.iter().chain(flags.iter()).map(String::as_str));
+                    *f = flags;
                     return Ok(());
                 }
                 (
@@ -853,7 +858,7 @@ impl<'m> State<'m> {
                     },
                     Some(name),
                 ) if m == name => {
-                    *f = normalize_flags(f.iter().chain(flags.iter()).map(String::as_str));
+                    *f = flags;
                     *c |= create;
                     return Ok(());
                 }

@@ -405,6 +405,30 @@ fn imap4flags() {
     assert_eq!(a[0], fileinto("y"));
     compile_err("addflag \"x\";");
     compile_err("require \"fileinto\"; fileinto :flags \"x\" \"a\";");
+    // RFC 5232 3: when keep/fileinto repeat and duplicates are merged, "the last flag list
+    // value MUST win" (Pigeonhole's imap4flags/execute.svtest).
+    let a = run(r#"require ["imap4flags", "fileinto"]; setflag "IMPLICIT";
+        fileinto :flags "\\Seen \\Draft" "Junk"; fileinto :flags "NONSENSE" "Junk";
+        keep; keep :flags "\\Seen";
+        fileinto :flags "\\Seen" "Nonsense"; fileinto "Nonsense";"#);
+    assert_eq!(
+        a,
+        vec![
+            Action::FileInto {
+                mailbox: "Junk".into(),
+                flags: vec!["NONSENSE".into()],
+                create: false
+            },
+            Action::Keep {
+                flags: vec!["\\Seen".into()]
+            },
+            Action::FileInto {
+                mailbox: "Nonsense".into(),
+                flags: vec!["IMPLICIT".into()],
+                create: false
+            },
+        ]
+    );
 }
 
 // ---- body: RFC 5173 ----

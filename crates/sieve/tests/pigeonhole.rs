@@ -126,7 +126,8 @@ struct Suite<'h> {
     executed: usize,
     keep_executed: bool,
     smtp: Vec<Sent>,
-    mailboxes: BTreeMap<String, Vec<Vec<u8>>>,
+    /// The mail store: each mailbox's messages with their IMAP flags.
+    mailboxes: BTreeMap<String, Vec<(Vec<u8>, Vec<String>)>>,
     config: BTreeMap<String, String>,
     envelope: Envelope,
     replies: u64,
@@ -505,10 +506,13 @@ impl Suite<'_> {
         }
         for action in todo {
             match action {
-                Action::Keep { .. } => self.store("INBOX", &message),
+                Action::Keep { flags } => self.store("INBOX", &message, &flags),
                 Action::FileInto {
-                    mailbox, create, ..
+                    mailbox,
+                    create,
+                    flags,
                 } => {
+                    let mailbox = mailbox_name(&mailbox);
                     // The store's hierarchy separator is "/": an empty level is no name.
                     if mailbox.split('/').any(str::is_empty) {
                         self.log.push(format!(
@@ -516,7 +520,7 @@ impl Suite<'_> {
                         ));
                         ok = false;
                     } else if create || self.mailboxes.contains_key(&mailbox) {
-                        self.store(&mailbox, &message);
+                        self.store(&mailbox, &message, &flags);
                     } else {
                         self.log.push(format!(
                             "failed to store into mailbox '{mailbox}': Mailbox doesn't exist: \
@@ -653,17 +657,24 @@ impl Suite<'_> {
         if !ok && !self.keep_executed {
             self.keep_executed = true;
             let original = self.original.clone();
-            self.store("INBOX", &original);
+            self.store("INBOX", &original, &[]);
         }
         ok
     }
 
-    fn store(&mut self, mailbox: &str, message: &[u8]) {
+    /// Stores a message with its flags. Like the Dovecot store Pigeonhole's testsuite
+    /// uses (attachment detection on), a message without attachments also gets the
+    /// `$HasNoAttachment` keyword.
+    fn store(&mut self, mailbox: &str, message: &[u8], flags: &[String]) {
+        let mut flags = flags.to_vec();
+        if !has_attachment(message) {
+            flags.push("$HasNoAttachment".into());
+        }
         self.host.mailboxes.borrow_mut().insert(mailbox.to_string());
         self.mailboxes
             .entry(mailbox.to_string())
             .or_default()
-            .push(message.to_vec());
+            .push((message.to_vec(), flags));
     }
 
     fn compile_file(&mut self, name: &str) -> bool {
@@ -858,7 +869,7 @@ impl Handler for Suite<'_> {
                 verbose(&String::from_utf8_lossy(&run.message()));
             }
             "test_mailbox_create" => {
-                let name = a.string(0);
+                let name = mailbox_name(&a.string(0));
                 self.host.mailboxes.borrow_mut().insert(name.clone());
                 self.mailboxes.entry(name).or_default();
             }
@@ -951,17 +962,42 @@ impl Suite<'_> {
             true
         } else {
             let folder = a.tag_str("folder").or(a.tag_str("mailbox"));
-            let Some(message) = folder
-                .and_then(|f| self.mailboxes.get(&f))
+            let Some((message, flags)) = folder
+                .and_then(|f| self.mailboxes.get(&mailbox_name(&f)))
                 .and_then(|m| m.get(index))
                 .cloned()
             else {
                 return false;
             };
             self.set_message(run, message);
+            // The message's flags are the internal variable's value from here on, as in
+            // Pigeonhole's testsuite.
+            run.set_flags(flags);
             true
         }
     }
+}
+
+/// A mailbox name as the store knows it: INBOX, and the top level of its hierarchy, in
+/// capitals (IMAP's INBOX is case-insensitive, RFC 3501 5.1).
+fn mailbox_name(name: &str) -> String {
+    match name.get(..5) {
+        Some(head)
+            if head.eq_ignore_ascii_case("INBOX")
+                && matches!(name.as_bytes().get(5), None | Some(b'.') | Some(b'/')) =>
+        {
+            format!("INBOX{}", &name[5..])
+        }
+        _ => name.to_string(),
+    }
+}
+
+/// Whether a message has an attachment, roughly as Dovecot's attachment detection sees it:
+/// a part with `Content-Disposition: attachment`.
+fn has_attachment(message: &[u8]) -> bool {
+    String::from_utf8_lossy(message)
+        .to_ascii_lowercase()
+        .contains("content-disposition: attachment")
 }
 
 fn verbose(line: &str) {
