@@ -533,7 +533,7 @@ impl Suite<'_> {
                     let from = match self
                         .config
                         .get("sieve_redirect_envelope_from")
-                        .map(String::as_str)
+                        .map(|v| v.trim())
                     {
                         Some("recipient") => envelope.to.clone(),
                         Some("orig_recipient") => {
@@ -553,8 +553,25 @@ impl Suite<'_> {
                     } else {
                         from
                     };
-                    let mut out =
-                        format!("X-Sieve-Redirected-From: {}\r\n", envelope.to).into_bytes();
+                    // The user's address: sieve_user_email when set, else the recipient.
+                    let user = self
+                        .config
+                        .get("sieve_user_email")
+                        .cloned()
+                        .unwrap_or_else(|| envelope.to.clone());
+                    // A message this user (its address or the final recipient) redirected
+                    // before is not sent again (the loop Pigeonhole recognizes by its
+                    // X-Sieve-Redirected-From fields).
+                    if header_of(&message).iter().any(|(k, v)| {
+                        k.eq_ignore_ascii_case("x-sieve-redirected-from")
+                            && address_in(v).is_some_and(|a| {
+                                a.eq_ignore_ascii_case(&user)
+                                    || a.eq_ignore_ascii_case(&envelope.to)
+                            })
+                    }) {
+                        continue;
+                    }
+                    let mut out = format!("X-Sieve-Redirected-From: {user}\r\n").into_bytes();
                     out.extend_from_slice(&message);
                     self.smtp.push(Sent {
                         from,
