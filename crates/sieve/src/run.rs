@@ -623,8 +623,23 @@ impl<'m> State<'m> {
                         .msg
                         .body_parts(max)
                         .iter()
-                        .filter(|p| p.content_type.starts_with("text/"))
-                        .map(|p| p.text.clone())
+                        .filter(|p| {
+                            p.content_type.starts_with("text/")
+                                || p.content_type == "application/xhtml+xml"
+                        })
+                        // RFC 5173 5.3: "best effort at extracting UTF-8 encoded text": an
+                        // HTML or XHTML part is matched as its text, without the markup (as
+                        // Pigeonhole).
+                        .map(|p| {
+                            if matches!(
+                                p.content_type.as_str(),
+                                "text/html" | "application/xhtml+xml"
+                            ) {
+                                mail_parser::decoders::html::html_to_text(&p.text)
+                            } else {
+                                p.text.clone()
+                            }
+                        })
                         .collect(),
                     BodyTransform::Content(types) => {
                         let types: Vec<String> = self

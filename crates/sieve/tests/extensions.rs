@@ -443,6 +443,16 @@ fn body() {
     };
     // RFC 5173 5: :text decodes text parts.
     assert!(t("body :contains \"café\"", MULTIPART));
+    // RFC 5173 5.3 ("best effort at extracting UTF-8 encoded text"): HTML without its
+    // markup; a part whose Content-Type is not one type/subtype, or whose
+    // Content-Transfer-Encoding is unknown (RFC 2045 6.4: application/octet-stream), is
+    // no text.
+    let odd = "From: a@b.c\r\nContent-Type: multipart/mixed; boundary=X\r\n\r\n--X\r\nContent-Type: text/html\r\n\r\n<html><body>Say Hello</body></html>\r\n--X\r\nContent-Type: text/plain/stupid\r\n\r\nStupid text\r\n--X\r\nContent-Type: text/plain\r\nContent-Transfer-Encoding: multipart/related\r\n\r\nBroken text\r\n--X--\r\n";
+    assert!(t("body :text :contains \"Say Hello\"", odd));
+    assert!(!t("body :text :contains \"<body>\"", odd));
+    assert!(t("body :content \"text/html\" :contains \"<body>\"", odd));
+    assert!(!t("body :text :contains \"Stupid\"", odd));
+    assert!(!t("body :text :contains \"Broken\"", odd));
     // i;ascii-casemap folds ASCII only.
     assert!(!t("body :text :contains \"CAFÉ\"", MULTIPART));
     assert!(!t("body :text :contains \"SECRET\"", MULTIPART));
