@@ -109,6 +109,9 @@ impl Host for SuiteHost {
     }
 }
 
+/// A message in the harness's mail store, with its IMAP flags.
+type Stored = (Vec<u8>, Vec<String>);
+
 /// The testsuite's state over one `.svtest` file.
 struct Suite<'h> {
     host: &'h SuiteHost,
@@ -127,7 +130,7 @@ struct Suite<'h> {
     keep_executed: bool,
     smtp: Vec<Sent>,
     /// The mail store: each mailbox's messages with their IMAP flags.
-    mailboxes: BTreeMap<String, Vec<(Vec<u8>, Vec<String>)>>,
+    mailboxes: BTreeMap<String, Vec<Stored>>,
     config: BTreeMap<String, String>,
     envelope: Envelope,
     replies: u64,
