@@ -66,20 +66,184 @@ pub(crate) fn part(address: &str, part: AddressPart) -> Option<&str> {
     }
 }
 
-/// A plausible mailbox for `redirect` (RFC 5228 4.2: an RFC 5322 address): local@domain,
-/// no blanks or angle brackets.
-pub(crate) fn valid_address(s: &str) -> bool {
-    let s = s.trim();
-    match s.rsplit_once('@') {
-        Some((l, d)) => {
-            !l.is_empty()
-                && !d.is_empty()
-                && !s
-                    .chars()
-                    .any(|c| c.is_whitespace() || c == '<' || c == '>' || c == ',')
+/// A mailbox for `redirect` (RFC 5228 4.2: "an RFC 5322 address"), normalized to its bare
+/// addr-spec: `Name <a@b>`, quoted local parts that need no quotes (`"a"@b` is `a@b`),
+/// blanks and comments (CFWS) around the words and dots are all accepted, as Pigeonhole
+/// does. None when `s` is not one mailbox (a group, a list, a missing `@`, ...).
+pub(crate) fn normalize_mailbox(s: &str) -> Option<String> {
+    let tokens = tokenize(s)?;
+    let mut rest: &[Token] = &tokens;
+    let spec = if let Some(open) = rest.iter().position(|t| *t == Token::Special('<')) {
+        // name-addr: an optional display-name (words, and the dots obs-phrase allows).
+        let (name, after) = rest.split_at(open);
+        if name.first() == Some(&Token::Special('.'))
+            || !name
+                .iter()
+                .all(|t| matches!(t, Token::Atom(_) | Token::Quoted(_) | Token::Special('.')))
+        {
+            return None;
         }
-        None => false,
+        rest = &after[1..];
+        let spec = addr_spec(&mut rest)?;
+        if rest != [Token::Special('>')] {
+            return None;
+        }
+        spec
+    } else {
+        let spec = addr_spec(&mut rest)?;
+        if !rest.is_empty() {
+            return None;
+        }
+        spec
+    };
+    Some(spec)
+}
+
+/// Whether `s` is one mailbox `redirect` accepts (see [`normalize_mailbox`]).
+pub(crate) fn valid_address(s: &str) -> bool {
+    normalize_mailbox(s).is_some()
+}
+
+#[derive(Debug, PartialEq)]
+enum Token {
+    Atom(String),
+    Quoted(String),
+    Literal(String),
+    Special(char),
+}
+
+fn is_atext(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "!#$%&'*+-/=?^_`{|}~".contains(c) || !c.is_ascii()
+}
+
+/// RFC 5322 3.2: atoms, quoted strings, domain literals and specials, with CFWS dropped.
+fn tokenize(s: &str) -> Option<Vec<Token>> {
+    let mut out = Vec::new();
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' | '\t' | '\r' | '\n' => {}
+            '(' => {
+                let mut depth = 1;
+                while depth > 0 {
+                    match chars.next()? {
+                        '\\' => {
+                            chars.next()?;
+                        }
+                        '(' => depth += 1,
+                        ')' => depth -= 1,
+                        _ => {}
+                    }
+                }
+            }
+            '"' => {
+                let mut text = String::new();
+                loop {
+                    match chars.next()? {
+                        '"' => break,
+                        '\\' => text.push(chars.next()?),
+                        '\r' | '\n' => {}
+                        c if c.is_ascii_control() && c != '\t' => return None,
+                        c => text.push(c),
+                    }
+                }
+                out.push(Token::Quoted(text));
+            }
+            '[' => {
+                let mut text = String::new();
+                loop {
+                    match chars.next()? {
+                        ']' => break,
+                        '[' | '\\' => return None,
+                        c if c.is_whitespace() => {}
+                        c if c.is_ascii_control() => return None,
+                        c => text.push(c),
+                    }
+                }
+                out.push(Token::Literal(text));
+            }
+            '<' | '>' | '@' | '.' | ',' | ':' | ';' | ')' | ']' | '\\' => {
+                out.push(Token::Special(c))
+            }
+            c if is_atext(c) => {
+                let mut atom = String::from(c);
+                while let Some(&n) = chars.peek() {
+                    if !is_atext(n) {
+                        break;
+                    }
+                    atom.push(n);
+                    chars.next();
+                }
+                out.push(Token::Atom(atom));
+            }
+            _ => return None,
+        }
     }
+    Some(out)
+}
+
+/// addr-spec = local-part "@" domain (with obs-local-part: words joined by dots), written
+/// back without CFWS and with the local part quoted only when it is not a dot-atom.
+fn addr_spec(rest: &mut &[Token]) -> Option<String> {
+    let mut local = String::new();
+    loop {
+        match rest.first()? {
+            Token::Atom(a) | Token::Quoted(a) => local.push_str(a),
+            _ => return None,
+        }
+        *rest = &rest[1..];
+        match rest.first()? {
+            Token::Special('.') => {
+                local.push('.');
+                *rest = &rest[1..];
+            }
+            Token::Special('@') => {
+                *rest = &rest[1..];
+                break;
+            }
+            _ => return None,
+        }
+    }
+    let dot_atom = !local.is_empty()
+        && local
+            .split('.')
+            .all(|w| !w.is_empty() && w.chars().all(is_atext));
+    let mut out = if dot_atom {
+        local
+    } else {
+        let mut q = String::from('"');
+        for c in local.chars() {
+            if c == '"' || c == '\\' {
+                q.push('\\');
+            }
+            q.push(c);
+        }
+        q.push('"');
+        q
+    };
+    out.push('@');
+    match rest.first()? {
+        Token::Literal(l) => {
+            out.push('[');
+            out.push_str(l);
+            out.push(']');
+            *rest = &rest[1..];
+        }
+        _ => loop {
+            match rest.first()? {
+                Token::Atom(a) => out.push_str(a),
+                _ => return None,
+            }
+            *rest = &rest[1..];
+            if rest.first() == Some(&Token::Special('.')) {
+                out.push('.');
+                *rest = &rest[1..];
+            } else {
+                break;
+            }
+        },
+    }
+    Some(out)
 }
 
 #[cfg(test)]
@@ -114,5 +278,53 @@ mod tests {
         assert_eq!(part("ken+@example.org", AddressPart::Detail), Some(""));
         assert_eq!(part("ken@example.org", AddressPart::Detail), None);
         assert_eq!(part("ken@example.org", AddressPart::User), Some("ken"));
+    }
+
+    // RFC 5228 4.2 (an RFC 5322 address), RFC 5322 3.4 (name-addr, CFWS) and 3.4.1
+    // (quoted local parts): what Pigeonhole's compile/redirect.sieve and
+    // execute/address-normalize.svtest accept, normalized to the bare addr-spec.
+    #[test]
+    fn redirect_addresses_normalize() {
+        for (given, want) in [
+            ("stephan@example.org", "stephan@example.org"),
+            (" stephan @ example.org ", "stephan@example.org"),
+            ("Stephan Bosch<stephan@example.org>", "stephan@example.org"),
+            (
+                "  Stephan Bosch  <  stephan  @  example.org  > ",
+                "stephan@example.org",
+            ),
+            (
+                "\"Stephan Bosch\" <\"S.Bosch\"@example.net>",
+                "S.Bosch@example.net",
+            ),
+            ("\"Sirius\"@example.net", "Sirius@example.net"),
+            ("\"S[r]us\"@example.net", "\"S[r]us\"@example.net"),
+            (
+                "\"Stephan Bosch\"@example.org",
+                "\"Stephan Bosch\"@example.org",
+            ),
+            ("a (comment) @ (more (nested)) b.example", "a@b.example"),
+            ("<a@b.example>", "a@b.example"),
+            ("a@[192.0.2.1]", "a@[192.0.2.1]"),
+        ] {
+            assert_eq!(normalize_mailbox(given).as_deref(), Some(want), "{given}");
+        }
+        for bad in [
+            "",
+            "stephan",
+            "@example.org",
+            "stephan@",
+            "a@b, c@d",
+            "group: a@b;",
+            "a@b.",
+            ".a@b",
+            "a..b@c",
+            "Name <a@b",
+            "<a@b> junk",
+            "a@b@c",
+            "\"open@example.org",
+        ] {
+            assert_eq!(normalize_mailbox(bad), None, "{bad}");
+        }
     }
 }

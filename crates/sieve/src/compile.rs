@@ -45,7 +45,7 @@ pub(crate) fn compile_source(
     // whatever the configuration says.
     let nesting = limits.nesting_max.min(NESTING_HARD_MAX);
     let nodes = parser::parse(&tokens, nesting)?;
-    let compiled = compile(&nodes, extensions)?;
+    let compiled = compile(&nodes, extensions, limits)?;
     let variables = compiled.required.iter().any(|r| r == "variables");
     Ok(Script {
         inner: Arc::new(ScriptInner {
@@ -71,6 +71,7 @@ pub(crate) struct Compiled {
 pub(crate) fn compile(
     nodes: &[CommandNode],
     extensions: &Extensions,
+    limits: &Limits,
 ) -> Result<Compiled, CompileError> {
     let mut c = Compiler {
         required: Vec::new(),
@@ -78,6 +79,7 @@ pub(crate) fn compile(
         extensions,
         may_reject: false,
         may_reply: false,
+        header_value_bytes_max: limits.header_value_bytes_max,
     };
     let commands = c.block(nodes, true)?;
     Ok(Compiled {
@@ -87,6 +89,16 @@ pub(crate) fn compile(
         may_reject: c.may_reject,
         may_reply: c.may_reply,
     })
+}
+
+/// Whether `ihave` finds `name`: a capability we have, but never "variables" or
+/// "encoded-character", which change how the script's strings are read (RFC 5463 4: "The
+/// test MUST fail and the extension MUST NOT be enabled"), even when already required, as
+/// Pigeonhole.
+fn ihave_allows(name: &str, extensions: &Extensions) -> bool {
+    !name.eq_ignore_ascii_case("variables")
+        && !name.eq_ignore_ascii_case("encoded-character")
+        && supported(name, extensions)
 }
 
 /// Whether `name` is a capability this interpreter (or a registered extension) has.
@@ -104,6 +116,8 @@ struct Compiler<'e> {
     extensions: &'e Extensions,
     may_reject: bool,
     may_reply: bool,
+    /// `Limits::header_value_bytes_max`, for constant addheader values.
+    header_value_bytes_max: usize,
 }
 
 /// The tagged arguments of a command or test, then its positional ones.
@@ -352,7 +366,7 @@ impl Compiler<'_> {
             let mut args = Args::new(&t.args, "ihave", t.pos);
             let names = args.strings("the capability list")?;
             args.done()?;
-            if !names.iter().all(|(n, _)| supported(n, self.extensions)) {
+            if !names.iter().all(|(n, _)| ihave_allows(n, self.extensions)) {
                 return Ok((Test::False, Vec::new()));
             }
             let saved = self.required.clone();
@@ -538,6 +552,12 @@ impl Compiler<'_> {
                 }
                 let (v, vpos) = args.string("the value")?;
                 let value = self.string(v, vpos)?;
+                if let Some(c) = value.as_const()
+                    && let Err(e) =
+                        crate::message::check_field_value(c, self.header_value_bytes_max)
+                {
+                    return Err(vpos.error(format!("addheader: {e}")));
+                }
                 Cmd::AddHeader {
                     last,
                     name: name_str,
@@ -942,7 +962,7 @@ impl Compiler<'_> {
             "ihave" => {
                 self.need("ihave", node.pos, "ihave")?;
                 let names = args.strings("the capability list")?;
-                if names.iter().all(|(n, _)| supported(n, self.extensions)) {
+                if names.iter().all(|(n, _)| ihave_allows(n, self.extensions)) {
                     Test::True
                 } else {
                     Test::False
@@ -1051,12 +1071,10 @@ impl Compiler<'_> {
                 .error(format!("{name}: :last requires :index (RFC 5260 6)")));
         }
         let index = index.map(|n| Index { n, last });
-        let numeric_default = matches!(name, "spamtest" | "virustest");
-        let default_cmp = if numeric_default {
-            Comparator::AsciiNumeric
-        } else {
-            Comparator::AsciiCasemap
-        };
+        // Every test, spamtest and virustest included, defaults to i;ascii-casemap (RFC
+        // 5228 2.7.3): RFC 5235 3.2/3.3 name no other default (RFC 3685's i;ascii-numeric
+        // was dropped), so `spamtest :matches "*"` is valid, as in Pigeonhole.
+        let default_cmp = Comparator::AsciiCasemap;
         let part = part.unwrap_or(AddressPart::All);
         let zone = zone.unwrap_or(Zone::Local);
         Ok(match name {

@@ -128,6 +128,7 @@ pub(crate) trait RunState {
     fn set_envelope(&mut self, envelope: Envelope);
     fn context(&self) -> &Context;
     fn set_context(&mut self, context: Context);
+    fn set_flags(&mut self, flags: Vec<String>);
 }
 
 /// What a handler may see and change of the run in progress.
@@ -175,5 +176,11 @@ impl RunView<'_, '_> {
     /// changing the configuration mid-run, e.g. the spam verdict).
     pub fn set_context(&mut self, context: Context) {
         self.state.set_context(context);
+    }
+
+    /// Replaces the imap4flags internal variable (RFC 5232 3): e.g. a harness taking a
+    /// stored message with its flags as the one the rest of the run looks at.
+    pub fn set_flags(&mut self, flags: Vec<String>) {
+        self.state.set_flags(flags);
     }
 }

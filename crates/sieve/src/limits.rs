@@ -10,8 +10,18 @@ pub struct Limits {
     pub instructions_max: u64,
     /// Header fields added or deleted by one run (`sieve_header_edits_max`).
     pub header_edits_max: usize,
+    /// Bytes of the value `addheader` adds (`sieve_header_value_bytes_max`; RFC 5293 4
+    /// lets an implementation set a limit not under 998): a constant value over it does
+    /// not compile, one built at run time fails the run. 2048 by default, as Pigeonhole's
+    /// `sieve_editheader_max_header_size`.
+    pub header_value_bytes_max: usize,
     /// Redirects one run may make (`sieve_redirects_max`).
     pub redirects_max: usize,
+    /// Actions one run may take (`sieve_actions_max`; RFC 5228 2.10.4 lets a site limit
+    /// them): distinct keeps, fileintos, redirects, rejects and vacations, duplicates
+    /// merged and the implicit keep not counted. Past it the run fails (and the message is
+    /// kept), as with Pigeonhole's `sieve_max_actions` (also 32 by default).
+    pub actions_max: usize,
     /// Vacation replies one run may make (`sieve_vacation_max`; RFC 5230 allows one).
     pub vacation_max: usize,
     /// Nested includes (`sieve_include_depth_max`).
@@ -32,7 +42,9 @@ impl Default for Limits {
             script_bytes_max: 64 * 1024,
             instructions_max: 10_000,
             header_edits_max: 32,
+            header_value_bytes_max: 2048,
             redirects_max: 4,
+            actions_max: 32,
             vacation_max: 1,
             include_depth_max: 5,
             variables_max: 128,

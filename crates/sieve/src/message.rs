@@ -164,6 +164,46 @@ impl<'a> Message<'a> {
     }
 }
 
+/// A header field's raw value in the part, as written.
+fn raw_field<'r>(
+    raw: &'r [u8],
+    part: &mail_parser::MessagePart<'_>,
+    name: &str,
+) -> Option<std::borrow::Cow<'r, str>> {
+    let h = part
+        .headers
+        .iter()
+        .find(|h| h.name.as_str().eq_ignore_ascii_case(name))?;
+    let value = raw.get(h.offset_start as usize..(h.offset_end as usize).min(raw.len()))?;
+    Some(String::from_utf8_lossy(value))
+}
+
+/// Whether the part has no Content-Transfer-Encoding or one RFC 2045 6.1 defines.
+fn known_encoding(raw: &[u8], part: &mail_parser::MessagePart<'_>) -> bool {
+    raw_field(raw, part, "content-transfer-encoding").is_none_or(|v| {
+        let v = v.trim();
+        ["7bit", "8bit", "binary", "quoted-printable", "base64"]
+            .iter()
+            .any(|e| v.eq_ignore_ascii_case(e))
+    })
+}
+
+/// Whether the part's Content-Type field starts with one `type "/" subtype` (RFC 2045
+/// 5.1: tokens, one slash), as written in the raw message.
+fn valid_media_type(raw: &[u8], part: &mail_parser::MessagePart<'_>) -> bool {
+    let Some(value) = raw_field(raw, part, "content-type") else {
+        return true;
+    };
+    let media = value.split(';').next().unwrap_or("");
+    let token = |t: &str| {
+        let t = t.trim();
+        !t.is_empty()
+            && t.bytes()
+                .all(|b| b.is_ascii_graphic() && !b"()<>@,;:\\\"/[]?=".contains(&b))
+    };
+    matches!(media.split_once('/'), Some((ty, sub)) if token(ty) && token(sub))
+}
+
 /// The parts of `message`, descending into message/rfc822 parts (RFC 5173 5.2: the search
 /// "automatically descends into multipart and message/rfc822 MIME parts").
 fn collect_parts(
@@ -174,6 +214,15 @@ fn collect_parts(
 ) {
     for part in &message.parts {
         let content_type = match part.content_type() {
+            // A type that is not one type/subtype pair ("text/plain/stupid") is no type
+            // at all: the part matches neither :text nor any :content (as Pigeonhole;
+            // mail-parser would read it as text/plain).
+            Some(_) if !valid_media_type(message.raw_message(), part) => String::new(),
+            // RFC 2045 6.4: an unrecognized Content-Transfer-Encoding makes the part
+            // application/octet-stream.
+            _ if !known_encoding(message.raw_message(), part) => {
+                "application/octet-stream".to_string()
+            }
             Some(ct) => match ct.subtype() {
                 Some(sub) => format!("{}/{}", ct.ctype(), sub).to_ascii_lowercase(),
                 None => ct.ctype().to_ascii_lowercase(),
@@ -302,9 +351,49 @@ pub(crate) fn valid_field_name(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| (33..=126).contains(&b) && b != b':')
 }
 
+/// Whether `value` can be an added field's value (RFC 5293 4: "unstructured", RFC 5322
+/// 3.2.5): a NUL cannot be written in a header at all, so it is an error, as in Pigeonhole;
+/// line breaks become folding white space, other control characters are let through
+/// (obs-utext allows them). A value longer than `max` bytes is an error too (RFC 5293 4
+/// lets the implementation set a limit, not under 998).
+pub(crate) fn check_field_value(value: &str, max: usize) -> Result<(), String> {
+    if value.len() > max {
+        return Err(format!(
+            "the value is {} bytes, more than sieve_header_value_bytes_max ({max})",
+            value.len()
+        ));
+    }
+    if value.contains('\0') {
+        let shown: String = value
+            .chars()
+            .take(40)
+            .map(|c| if c == '\0' { '\u{2400}' } else { c })
+            .collect();
+        return Err(format!(
+            "the value \"{shown}\" is invalid (it holds a NUL character)"
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // RFC 5293 4, RFC 5322 3.2.5
+    #[test]
+    fn field_values() {
+        assert!(check_field_value("Frop", 2048).is_ok());
+        assert!(check_field_value("Frop\r\nFrml", 2048).is_ok());
+        assert!(check_field_value("Yeah\u{7}!", 2048).is_ok());
+        assert!(
+            check_field_value("Woah\0!", 2048)
+                .unwrap_err()
+                .contains("Woah")
+        );
+        assert!(check_field_value(&"A".repeat(1024), 1024).is_ok());
+        assert!(check_field_value(&"A".repeat(1025), 1024).is_err());
+    }
 
     // RFC 5228 2.7.2 (tests compare decoded values)
     #[test]

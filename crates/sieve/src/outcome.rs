@@ -60,4 +60,7 @@ pub struct Outcome {
     /// Whether the implicit keep applies (then the last action is its `Keep`): nothing
     /// cancelled it (RFC 5228 2.10.2).
     pub implicit_keep: bool,
+    /// Problems found at run time that did not fail the run (a `:regex` key built from
+    /// variables that is not a valid regex: that key matches nothing); worth logging.
+    pub warnings: Vec<String>,
 }

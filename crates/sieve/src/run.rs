@@ -40,6 +40,9 @@ enum Flow {
     Return,
 }
 
+/// Warnings one run keeps (`Outcome::warnings`); more are dropped.
+const WARNINGS_MAX: usize = 16;
+
 /// One script's variables while it runs.
 struct Frame<'s> {
     script: &'s ScriptInner,
@@ -69,6 +72,9 @@ struct State<'m> {
     duplicate_marks: Vec<(String, String, u64)>,
     included_once: HashSet<(Location, String)>,
     include_stack: Vec<(Location, String)>,
+    /// Problems that did not stop the run (see `Outcome::warnings`).
+    /// (A cell: matching borrows the state shared.)
+    warnings: std::cell::RefCell<Vec<String>>,
 }
 
 pub(crate) fn run(
@@ -97,6 +103,7 @@ pub(crate) fn run(
         duplicate_marks: Vec::new(),
         included_once: HashSet::new(),
         include_stack: Vec::new(),
+        warnings: std::cell::RefCell::default(),
     };
     state.run_script(&script.inner, handler)?;
     // RFC 5228 2.10.2: the implicit keep, unless cancelled.
@@ -116,6 +123,7 @@ pub(crate) fn run(
         duplicate_marks: state.duplicate_marks,
         instructions: state.instructions,
         implicit_keep,
+        warnings: state.warnings.into_inner(),
     })
 }
 
@@ -149,7 +157,22 @@ fn fnv1a(parts: &[&[u8]]) -> u64 {
 
 /// Encodes a header value for addheader: RFC 2047 B encoded-words when not ASCII.
 pub(crate) fn encode_header_value(value: &str) -> String {
-    let clean: String = value.chars().filter(|&c| c != '\r' && c != '\n').collect();
+    // A line break (with the blanks around it) is folding white space: one blank once
+    // unfolded (RFC 5322 3.2.2).
+    let mut clean = String::with_capacity(value.len());
+    for (i, line) in value
+        .split(['\r', '\n'])
+        .filter(|l| !l.is_empty())
+        .enumerate()
+    {
+        if i > 0 {
+            clean.truncate(clean.trim_end_matches([' ', '\t']).len());
+            clean.push(' ');
+            clean.push_str(line.trim_start_matches([' ', '\t']));
+        } else {
+            clean.push_str(line);
+        }
+    }
     if clean.is_ascii() {
         return clean;
     }
@@ -187,6 +210,10 @@ impl RunState for State<'_> {
 
     fn context(&self) -> &Context {
         &self.context
+    }
+
+    fn set_flags(&mut self, flags: Vec<String>) {
+        self.flags = normalize_flags(flags.iter().map(String::as_str));
     }
 
     fn set_context(&mut self, context: Context) {
@@ -343,10 +370,22 @@ impl<'m> State<'m> {
             let built;
             let regex = match (&k.regex, m.match_type) {
                 (Some(re), _) => Some(re),
-                (None, MatchType::Regex) => {
-                    built = build_regex(&key, m.comparator).map_err(err)?;
-                    Some(&built)
-                }
+                (None, MatchType::Regex) => match build_regex(&key, m.comparator) {
+                    Ok(re) => {
+                        built = re;
+                        Some(&built)
+                    }
+                    // A key that is no regex once variables are expanded matches nothing
+                    // and the run goes on (as Pigeonhole: one error reported, the test
+                    // false rather than the whole run failed).
+                    Err(e) => {
+                        let mut warnings = self.warnings.borrow_mut();
+                        if warnings.len() < WARNINGS_MAX {
+                            warnings.push(e);
+                        }
+                        continue;
+                    }
+                },
                 _ => None,
             };
             for v in values.clone() {
@@ -584,8 +623,23 @@ impl<'m> State<'m> {
                         .msg
                         .body_parts(max)
                         .iter()
-                        .filter(|p| p.content_type.starts_with("text/"))
-                        .map(|p| p.text.clone())
+                        .filter(|p| {
+                            p.content_type.starts_with("text/")
+                                || p.content_type == "application/xhtml+xml"
+                        })
+                        // RFC 5173 5.3: "best effort at extracting UTF-8 encoded text": an
+                        // HTML or XHTML part is matched as its text, without the markup (as
+                        // Pigeonhole).
+                        .map(|p| {
+                            if matches!(
+                                p.content_type.as_str(),
+                                "text/html" | "application/xhtml+xml"
+                            ) {
+                                mail_parser::decoders::html::html_to_text(&p.text)
+                            } else {
+                                p.text.clone()
+                            }
+                        })
                         .collect(),
                     BodyTransform::Content(types) => {
                         let types: Vec<String> = self
@@ -786,11 +840,29 @@ impl<'m> State<'m> {
         } else {
             "keep"
         })?;
-        // RFC 5228 2.10.3: the same mailbox twice is one action (flags merged).
+        // RFC 5228 2.10.3: the same mailbox twice is one action; `keep` is a `fileinto
+        // "INBOX"` (4.3), so those two are one action too (the first kept). The last flag
+        // list wins (RFC 5232 3: "the last flag list value MUST win").
+        let inbox = |m: &str| m.eq_ignore_ascii_case("INBOX");
         for a in &mut self.actions {
             match (a, &mailbox) {
                 (Action::Keep { flags: f }, None) => {
-                    *f = normalize_flags(f.iter().chain(flags.iter()).map(String::as_str));
+                    *f = flags;
+                    return Ok(());
+                }
+                (Action::Keep { flags: f }, Some(name)) if inbox(name) => {
+                    *f = flags;
+                    return Ok(());
+                }
+                (
+                    Action::FileInto {
+                        mailbox: m,
+                        flags: f,
+                        ..
+                    },
+                    None,
+                ) if inbox(m) => {
+                    *f = flags;
                     return Ok(());
                 }
                 (
@@ -801,21 +873,32 @@ impl<'m> State<'m> {
                     },
                     Some(name),
                 ) if m == name => {
-                    *f = normalize_flags(f.iter().chain(flags.iter()).map(String::as_str));
+                    *f = flags;
                     *c |= create;
                     return Ok(());
                 }
                 _ => {}
             }
         }
-        self.actions.push(match mailbox {
+        self.push_action(match mailbox {
             None => Action::Keep { flags },
             Some(mailbox) => Action::FileInto {
                 mailbox,
                 flags,
                 create,
             },
-        });
+        })
+    }
+
+    /// Adds a new (not a duplicate) action, within `Limits::actions_max` (RFC 5228 2.10.4).
+    fn push_action(&mut self, action: Action) -> Result<(), RuntimeError> {
+        if self.actions.len() >= self.limits.actions_max {
+            return Err(err(format!(
+                "total number of actions exceeds policy limit (sieve_actions_max: {})",
+                self.limits.actions_max
+            )));
+        }
+        self.actions.push(action);
         Ok(())
     }
 
@@ -860,6 +943,13 @@ impl<'m> State<'m> {
                 if mailbox.is_empty() {
                     return Err(err("fileinto: empty mailbox name"));
                 }
+                // Octets that are not UTF-8 (`${hex:ff}`, RFC 5228 2.4.2.4) were decoded to
+                // U+FFFD: such a name is not a mailbox name (RFC 5228 4.1, RFC 3501 5.1).
+                if mailbox.contains('\u{FFFD}') {
+                    return Err(err(format!(
+                        "fileinto: invalid folder name \"{mailbox}\" (not UTF-8)"
+                    )));
+                }
                 let flags = match flags {
                     Some(f) => {
                         normalize_flags(self.expand_list(frame, f).iter().map(String::as_str))
@@ -872,12 +962,13 @@ impl<'m> State<'m> {
                 }
             }
             Cmd::Redirect { address, copy } => {
-                let address = self.expand(frame, address).trim().to_string();
-                if !address::valid_address(&address) {
+                let given = self.expand(frame, address);
+                let Some(address) = address::normalize_mailbox(&given) else {
                     return Err(err(format!(
-                        "redirect: \"{address}\" is not a valid address"
+                        "redirect: \"{}\" is not a valid address",
+                        given.trim()
                     )));
-                }
+                };
                 self.check_reject_conflict("redirect")?;
                 let dup = self
                     .actions
@@ -887,11 +978,12 @@ impl<'m> State<'m> {
                     self.redirects += 1;
                     if self.redirects > self.limits.redirects_max {
                         return Err(err(format!(
-                            "more than {} redirects (sieve_redirects_max)",
+                            "number of redirect actions exceeds policy limit \
+                             (sieve_redirects_max: {})",
                             self.limits.redirects_max
                         )));
                     }
-                    self.actions.push(Action::Redirect { address });
+                    self.push_action(Action::Redirect { address })?;
                 }
                 if !copy {
                     self.implicit_keep = false;
@@ -925,10 +1017,10 @@ impl<'m> State<'m> {
                     ));
                 }
                 let reason = self.expand(frame, reason).into_owned();
-                self.actions.push(Action::Reject {
+                self.push_action(Action::Reject {
                     reason,
                     extended: *extended,
-                });
+                })?;
                 self.implicit_keep = false;
             }
             Cmd::Vacation(v) => {
@@ -969,7 +1061,7 @@ impl<'m> State<'m> {
                         ])
                     ),
                 };
-                self.actions.push(Action::Vacation(Vacation {
+                self.push_action(Action::Vacation(Vacation {
                     period_seconds: v.period_seconds,
                     subject,
                     from,
@@ -977,7 +1069,7 @@ impl<'m> State<'m> {
                     mime: v.mime,
                     handle,
                     reason,
-                }));
+                }))?;
             }
             Cmd::Set {
                 var,
@@ -1017,7 +1109,10 @@ impl<'m> State<'m> {
                         "addheader: \"{name}\" is not a valid field name"
                     )));
                 }
-                let value = encode_header_value(&self.expand(frame, value));
+                let value = self.expand(frame, value);
+                crate::message::check_field_value(&value, self.limits.header_value_bytes_max)
+                    .map_err(|e| err(format!("addheader: {e}")))?;
+                let value = encode_header_value(&value);
                 self.edit(1)?;
                 let field = Field::new(name, format!(" {value}").into_bytes());
                 if *last {

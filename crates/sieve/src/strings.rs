@@ -57,9 +57,10 @@ pub(crate) fn is_variable_name(s: &str) -> bool {
     }
 }
 
-/// Cuts a string literal into a [`Str`]: `${hex:..}`/`${unicode:..}` decoded when
-/// `encoded` (the characters they produce are not scanned again), `${name}` and `${N}`
-/// resolved when `vars` is given.
+/// Cuts a string literal into a [`Str`]: `${hex:..}`/`${unicode:..}` decoded first when
+/// `encoded` (RFC 5228 2.4.2.4), then `${name}` and `${N}` in the decoded text resolved
+/// when `vars` is given (RFC 5229 3: "dear${hex:20 24 7b 4e}ame}" is "dear ${Name}",
+/// which then expands the variable).
 pub(crate) fn compile_string(
     s: &str,
     encoded: bool,
@@ -69,6 +70,16 @@ pub(crate) fn compile_string(
     if !s.contains("${") {
         return Ok(Str::Const(s.to_string()));
     }
+    let decoded;
+    let s = if encoded {
+        decoded = decode_encoded(s, pos)?;
+        if !decoded.contains("${") {
+            return Ok(Str::Const(decoded));
+        }
+        decoded.as_str()
+    } else {
+        s
+    };
     let mut vars = vars;
     let mut parts: Vec<Part> = Vec::new();
     let mut lit = String::new();
@@ -76,11 +87,6 @@ pub(crate) fn compile_string(
     while let Some(at) = rest.find("${") {
         lit.push_str(&rest[..at]);
         let tail = &rest[at..];
-        if encoded && let Some((decoded, used)) = encoded_character(tail, pos)? {
-            lit.push_str(&decoded);
-            rest = &tail[used..];
-            continue;
-        }
         // Only name characters may stand between "${" and "}": scanning stops at the
         // first other one, so scans never overlap and the whole pass stays linear.
         let name_len = tail.as_bytes()[2..]
@@ -126,6 +132,26 @@ pub(crate) fn compile_string(
         parts.push(Part::Lit(lit));
     }
     Ok(Str::Template(parts))
+}
+
+/// RFC 5228 2.4.2.4: `s` with its encoded-character sequences decoded (in one pass: what
+/// they produce is not decoded again).
+fn decode_encoded(s: &str, pos: Pos) -> Result<String, CompileError> {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(at) = rest.find("${") {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        if let Some((decoded, used)) = encoded_character(tail, pos)? {
+            out.push_str(&decoded);
+            rest = &tail[used..];
+        } else {
+            out.push('$');
+            rest = &tail[1..];
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 /// RFC 5228 2.4.2.4: at `tail` (which starts with "${"), an encoded-character sequence;
@@ -293,6 +319,35 @@ mod tests {
         assert!(c("${unicode:110000}", true).is_err());
         assert_eq!(c("${hex:xy}", true).unwrap().as_const(), Some("${hex:xy}"));
         assert_eq!(c("${hex:}", true).unwrap().as_const(), Some("${hex:}"));
+        // Decoded once: what a sequence produces is not decoded again.
+        assert_eq!(
+            c("${hex:24 7b}hex:41}", true).unwrap().as_const(),
+            Some("${hex:41}")
+        );
+    }
+
+    // RFC 5228 2.4.2.4 and RFC 5229 3: encoded characters are decoded before variables
+    // are substituted, so "dear${hex:20 24 7b 4e}ame}" is "dear ${Name}" and the
+    // reference it forms is expanded at run time.
+    #[test]
+    fn encoded_characters_before_variables() {
+        let mut scope = VarScope::default();
+        let t =
+            compile_string("dear${hex:20 24 7b 4e}ame}", true, Some(&mut scope), p("")).unwrap();
+        match t {
+            Str::Template(parts) => {
+                assert!(matches!(&parts[0], Part::Lit(s) if s == "dear "));
+                assert!(matches!(&parts[1], Part::Var(VarRef::Local(0))));
+                assert_eq!(parts.len(), 2);
+            }
+            Str::Const(_) => panic!("expected a template"),
+        }
+        assert!(scope.locals.contains_key("name"));
+        // Without variables the decoded text stays as it is.
+        assert_eq!(
+            c("dear${hex:20 24 7b 4e}ame}", true).unwrap().as_const(),
+            Some("dear ${Name}")
+        );
     }
 
     // RFC 5229 3 (the examples of what stays unchanged)

@@ -21,6 +21,10 @@ pub enum NoReply {
     OwnAddress,
     /// None of the user's addresses is in To, Cc, Bcc or Resent-To/Cc/Bcc (RFC 5230 4.5).
     NotAddressedToUser,
+    /// The sender asked for no out-of-office replies: `X-Auto-Response-Suppress` (a
+    /// Microsoft header, [MS-OXCMAIL] 2.2.3.2.20, widely sent) lists `All` or `OOF`, as
+    /// Pigeonhole honours it.
+    SuppressedBySender,
 }
 
 fn fields_named<'a, 'n>(
@@ -93,20 +97,56 @@ pub fn check(
     }) {
         return Err(NoReply::ListOrBulk);
     }
-    let mut addressed = false;
-    for name in ["to", "cc", "bcc", "resent-to", "resent-cc", "resent-bcc"] {
-        for f in fields_named(&fields, name) {
-            for a in crate::address::parse_list(&f.raw) {
-                if ours.iter().any(|o| same_address(o, &a)) {
-                    addressed = true;
-                }
-            }
+    for f in fields_named(&fields, "x-auto-response-suppress") {
+        let v = f.decoded();
+        if v.split(',').any(|t| {
+            let t = t.trim();
+            t.eq_ignore_ascii_case("all") || t.eq_ignore_ascii_case("oof")
+        }) {
+            return Err(NoReply::SuppressedBySender);
         }
     }
-    if !addressed {
+    if addressed_as(&fields, &ours).is_none() {
         return Err(NoReply::NotAddressedToUser);
     }
     Ok(())
+}
+
+/// The header fields naming the message's recipients (RFC 5230 4.5).
+const RECIPIENT_FIELDS: [&str; 6] = ["to", "cc", "bcc", "resent-to", "resent-cc", "resent-bcc"];
+
+/// The first of `ours` that a recipient field names: the fields taken in the order of
+/// [`RECIPIENT_FIELDS`], and for each field kind `ours` in order.
+fn addressed_as<'o>(fields: &[Field], ours: &[&'o str]) -> Option<&'o str> {
+    for name in RECIPIENT_FIELDS {
+        let listed: Vec<String> = fields_named(fields, name)
+            .flat_map(|f| crate::address::parse_list(&f.raw))
+            .collect();
+        if let Some(o) = ours
+            .iter()
+            .find(|o| listed.iter().any(|a| same_address(o, a)))
+        {
+            return Some(o);
+        }
+    }
+    None
+}
+
+/// The address a reply without `:from` is best sent from: the one of the user's addresses
+/// (`envelope.to` first, then `user_addresses` in order, e.g. the action's `:addresses`)
+/// that the message's To, Cc, Bcc or Resent-* fields name, as Pigeonhole picks it; None
+/// when none is named (then the caller's default, the script owner's address, RFC 5230
+/// 5.4).
+pub fn reply_from(
+    message: &[u8],
+    envelope: &Envelope,
+    user_addresses: &[String],
+) -> Option<String> {
+    let mut ours: Vec<&str> = vec![envelope.to.as_str()];
+    ours.extend(user_addresses.iter().map(String::as_str));
+    ours.retain(|a| !a.trim().is_empty());
+    let (fields, _) = split_header(message);
+    addressed_as(&fields, &ours).map(|a| a.trim().to_string())
 }
 
 const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -266,6 +306,44 @@ mod tests {
     }
 
     const PLAIN: &[u8] = b"From: you@example.net\r\nTo: Me <me@example.org>\r\nSubject: hi\r\nMessage-ID: <1@x>\r\n\r\nbody\r\n";
+
+    // X-Auto-Response-Suppress ([MS-OXCMAIL] 2.2.3.2.20; outside RFC 3834/5230, honoured
+    // as Pigeonhole does): `All` or `OOF` among its comma-separated values.
+    #[test]
+    fn auto_response_suppress() {
+        let with = |v: &str| {
+            let msg = String::from_utf8_lossy(PLAIN).replace(
+                "Subject:",
+                &format!("X-Auto-Response-Suppress: {v}\r\nSubject:"),
+            );
+            check(msg.as_bytes(), &env("you@example.net"), &[])
+        };
+        assert_eq!(with("All"), Err(NoReply::SuppressedBySender));
+        assert_eq!(with("OOF"), Err(NoReply::SuppressedBySender));
+        assert_eq!(with("DR, oof,\tRN"), Err(NoReply::SuppressedBySender));
+        assert_eq!(with("DR, RN, NRN"), Ok(()));
+        assert_eq!(with("AutoReply"), Ok(()));
+    }
+
+    // RFC 5230 5.4 (and Pigeonhole's choice among the user's addresses): the address the
+    // message was sent to, when the envelope recipient is not in its header.
+    #[test]
+    fn reply_from_the_address_written() {
+        let msg = b"From: a@example.org\r\nTo: tss@example.net\r\nCc: x@example.com\r\n\r\nhi\r\n";
+        let mut e = env("a@example.org");
+        e.to = "timo@example.net".into();
+        assert_eq!(
+            reply_from(msg, &e, &["tss@example.net".into()]).as_deref(),
+            Some("tss@example.net")
+        );
+        assert_eq!(reply_from(msg, &e, &[]), None);
+        e.to = "X@example.com".into();
+        assert_eq!(
+            reply_from(msg, &e, &["tss@example.net".into()]).as_deref(),
+            Some("tss@example.net"),
+            "To is looked at before Cc"
+        );
+    }
 
     // RFC 3834 2 and RFC 5230 4.5
     #[test]

@@ -405,6 +405,30 @@ fn imap4flags() {
     assert_eq!(a[0], fileinto("y"));
     compile_err("addflag \"x\";");
     compile_err("require \"fileinto\"; fileinto :flags \"x\" \"a\";");
+    // RFC 5232 3: when keep/fileinto repeat and duplicates are merged, "the last flag list
+    // value MUST win" (Pigeonhole's imap4flags/execute.svtest).
+    let a = run(r#"require ["imap4flags", "fileinto"]; setflag "IMPLICIT";
+        fileinto :flags "\\Seen \\Draft" "Junk"; fileinto :flags "NONSENSE" "Junk";
+        keep; keep :flags "\\Seen";
+        fileinto :flags "\\Seen" "Nonsense"; fileinto "Nonsense";"#);
+    assert_eq!(
+        a,
+        vec![
+            Action::FileInto {
+                mailbox: "Junk".into(),
+                flags: vec!["NONSENSE".into()],
+                create: false
+            },
+            Action::Keep {
+                flags: vec!["\\Seen".into()]
+            },
+            Action::FileInto {
+                mailbox: "Nonsense".into(),
+                flags: vec!["IMPLICIT".into()],
+                create: false
+            },
+        ]
+    );
 }
 
 // ---- body: RFC 5173 ----
@@ -419,6 +443,16 @@ fn body() {
     };
     // RFC 5173 5: :text decodes text parts.
     assert!(t("body :contains \"café\"", MULTIPART));
+    // RFC 5173 5.3 ("best effort at extracting UTF-8 encoded text"): HTML without its
+    // markup; a part whose Content-Type is not one type/subtype, or whose
+    // Content-Transfer-Encoding is unknown (RFC 2045 6.4: application/octet-stream), is
+    // no text.
+    let odd = "From: a@b.c\r\nContent-Type: multipart/mixed; boundary=X\r\n\r\n--X\r\nContent-Type: text/html\r\n\r\n<html><body>Say Hello</body></html>\r\n--X\r\nContent-Type: text/plain/stupid\r\n\r\nStupid text\r\n--X\r\nContent-Type: text/plain\r\nContent-Transfer-Encoding: multipart/related\r\n\r\nBroken text\r\n--X--\r\n";
+    assert!(t("body :text :contains \"Say Hello\"", odd));
+    assert!(!t("body :text :contains \"<body>\"", odd));
+    assert!(t("body :content \"text/html\" :contains \"<body>\"", odd));
+    assert!(!t("body :text :contains \"Stupid\"", odd));
+    assert!(!t("body :text :contains \"Broken\"", odd));
     // i;ascii-casemap folds ASCII only.
     assert!(!t("body :text :contains \"CAFÉ\"", MULTIPART));
     assert!(!t("body :text :contains \"SECRET\"", MULTIPART));
@@ -686,6 +720,33 @@ fn editheader() {
     assert!(sieve::run(&s, MSG.as_bytes(), &context(), &TestHost::default(), &lim).is_err());
 }
 
+// RFC 5293 4: the value must be "unstructured" (or be encoded) and may be length-limited
+// (not under 998): a NUL or a value over header_value_bytes_max is an error (a constant at
+// compile time, a value built from variables at run time); line breaks are folding.
+#[test]
+fn addheader_values() {
+    let eh = "require [\"editheader\", \"encoded-character\", \"variables\"];";
+    compile_err(&format!("{eh} addheader \"X-A\" \"Woah${{hex:00}}!\";"));
+    compile(&format!("{eh} addheader \"X-A\" \"Yeah${{hex:07}}!\";"));
+    let s = format!("{eh} set \"v\" \"a${{hex:00}}\"; addheader \"X-A\" \"${{v}}\";");
+    assert!(try_run_on(&s, MSG, &context(), &TestHost::default()).is_err());
+    let long = "A".repeat(2049);
+    compile_err(&format!("{eh} addheader \"X-A\" \"{long}\";"));
+    let lim = Limits {
+        header_value_bytes_max: 4096,
+        ..Limits::default()
+    };
+    assert!(sieve::compile(&format!("{eh} addheader \"X-A\" \"{long}\";"), &lim).is_ok());
+    let o = run_on(
+        "require \"editheader\"; addheader \"X-A\" \"one\r\n  two\";",
+        "Subject: x\r\n\r\nbody\r\n",
+    );
+    assert_eq!(
+        o.edited_message.unwrap(),
+        b"X-A: one two\r\nSubject: x\r\n\r\nbody\r\n"
+    );
+}
+
 // ---- duplicate: RFC 7352 ----
 
 #[test]
@@ -739,8 +800,16 @@ fn ihave() {
     // RFC 5463 4: a block under ihave of a missing extension still compiles.
     let src = "require [\"ihave\", \"fileinto\"];
         if ihave \"x-unknown\" { x_unknown_command :weird 1 [\"a\"] { nested; } }
-        elsif ihave \"variables\" { set \"a\" \"b\"; fileinto \"${a}\"; }";
-    assert_eq!(run(src), vec![fileinto("b")]);
+        elsif ihave \"copy\" { fileinto :copy \"b\"; }";
+    assert_eq!(run(src), vec![fileinto("b"), keep()]);
+    // RFC 5463 4: never "variables" or "encoded-character" (they change how strings are
+    // read): the test fails, even when the extension is required already.
+    assert!(!is_true("ihave \"variables\"", r));
+    assert!(!is_true("ihave \"encoded-character\"", r));
+    assert!(!is_true(
+        "ihave \"variables\"",
+        ", \"ihave\", \"variables\""
+    ));
     let e = try_run_on(
         "require \"ihave\"; error \"custom failure\";",
         MSG,
@@ -751,7 +820,7 @@ fn ihave() {
     assert!(e.message.contains("custom failure"));
     compile_err("error \"x\";");
     // Outside that block the extension is still not required.
-    compile_err("require \"ihave\"; if ihave \"variables\" { } set \"a\" \"b\";");
+    compile_err("require [\"ihave\", \"fileinto\"]; if ihave \"copy\" { } fileinto :copy \"a\";");
 }
 
 // ---- spamtest, spamtestplus, virustest: RFC 5235 ----
@@ -788,6 +857,21 @@ fn spam_and_virus() {
     assert!(!t(&ctx, "spamtest :percent :value \"gt\" \"80\""));
     assert!(t(&ctx, "virustest :value \"eq\" \"5\""));
     assert!(t(&ctx, "spamtest \"8\""));
+    // The default comparator is RFC 5228 2.7.3's i;ascii-casemap (RFC 5235 3.2 and 3.3
+    // name none, unlike RFC 3685), so pattern matches are allowed, and a relational
+    // comparison without `:comparator "i;ascii-numeric"` compares text, as in Pigeonhole.
+    assert!(t(&ctx, "spamtest :matches \"*\""));
+    assert!(t(&ctx, "virustest :matches \"5*\""));
+    assert!(t(&ctx, "spamtest :percent :contains \"7\""));
+    ctx.spam_score = Some(10);
+    assert!(!t(&ctx, "spamtest :value \"ge\" \"3\""));
+    assert!(t(
+        &ctx,
+        "spamtest :value \"ge\" :comparator \"i;ascii-numeric\" \"3\""
+    ));
+    compile_err(
+        "require [\"spamtest\", \"comparator-i;ascii-numeric\"]; if spamtest :matches :comparator \"i;ascii-numeric\" \"*\" { }",
+    );
     compile_err("require \"spamtest\"; if spamtest :percent \"1\" { }");
     compile_err("if virustest \"1\" { }");
 }
@@ -815,10 +899,17 @@ fn regex() {
         run(src),
         vec![fileinto("a present-you-I have a present for you")]
     );
-    // A bad literal regex is a compile error; from a variable, a run-time error.
+    // A bad literal regex is a compile error; one from a variable matches nothing, the
+    // run goes on and says why in `warnings` (as Pigeonhole: the message is not kept by
+    // error for it); the other keys are still tried.
     compile_err("require \"regex\"; if header :regex \"subject\" \"(\" { }");
-    let src = "require [\"regex\", \"variables\"]; set \"p\" \"(\"; if header :regex \"subject\" \"${p}\" { }";
-    assert!(try_run_on(src, MSG, &context(), &TestHost::default()).is_err());
+    let src = "require [\"regex\", \"variables\", \"fileinto\"]; set \"p\" \"(\"; if header :regex \"subject\" \"${p}\" { fileinto \"yes\"; } else { fileinto \"no\"; }";
+    let o = try_run_on(src, MSG, &context(), &TestHost::default()).unwrap();
+    assert_eq!(o.actions, vec![fileinto("no")]);
+    assert_eq!(o.warnings.len(), 1);
+    let src = "require [\"regex\", \"variables\", \"fileinto\"]; set \"p\" \"(\"; if header :regex \"subject\" [\"${p}\", \"present\"] { fileinto \"yes\"; }";
+    let o = try_run_on(src, MSG, &context(), &TestHost::default()).unwrap();
+    assert_eq!(o.actions, vec![fileinto("yes")]);
     // :quoteregex
     let src = "require [\"regex\", \"variables\", \"fileinto\"]; set :quoteregex \"q\" \"a.b\"; fileinto \"${q}\";";
     assert_eq!(run(src), vec![fileinto("a\\.b")]);

@@ -109,6 +109,9 @@ impl Host for SuiteHost {
     }
 }
 
+/// A message in the harness's mail store, with its IMAP flags.
+type Stored = (Vec<u8>, Vec<String>);
+
 /// The testsuite's state over one `.svtest` file.
 struct Suite<'h> {
     host: &'h SuiteHost,
@@ -126,10 +129,14 @@ struct Suite<'h> {
     executed: usize,
     keep_executed: bool,
     smtp: Vec<Sent>,
-    mailboxes: BTreeMap<String, Vec<Vec<u8>>>,
+    /// The mail store: each mailbox's messages with their IMAP flags.
+    mailboxes: BTreeMap<String, Vec<Stored>>,
     config: BTreeMap<String, String>,
     envelope: Envelope,
     replies: u64,
+    /// The message as `test_set` gave it (before header edits): what a failed execution
+    /// keeps, as Pigeonhole's implicit keep after an error does.
+    original: Vec<u8>,
 }
 
 fn envelope_of(message: &[u8]) -> Envelope {
@@ -375,6 +382,7 @@ impl Suite<'_> {
 
     fn set_message(&mut self, run: &mut RunView<'_, '_>, message: Vec<u8>) {
         self.envelope = envelope_of(&message);
+        self.original = message.clone();
         run.set_message(message);
         self.sync_envelope(run);
     }
@@ -409,8 +417,10 @@ impl Suite<'_> {
     }
 
     /// Pigeonhole's spamtest/virustest configuration: a header field and a regex whose
-    /// first group is the value; the value is a score (scaled by the max), a strlen, or a
-    /// text mapped to a level. Returns (level 1..=max, percent).
+    /// first group is the value (matched without regard to case); the value is a score
+    /// (scaled by the max), a strlen (a run of one character), or a text mapped to a level
+    /// 0..=max. Returns (level 1..=max, percent) as Pigeonhole computes them (a ratio,
+    /// truncated), or None (the test's "0") when the value cannot be read.
     fn score(&self, prefix: &str, header: &[(String, String)], max: u8) -> Option<(u8, u8)> {
         let spec = self.config.get(&format!("{prefix}_status_header"))?;
         let (name, re) = match spec.split_once(':') {
@@ -425,13 +435,12 @@ impl Suite<'_> {
             match re {
                 None => Some(value),
                 Some(re) => {
-                    let re = regex::Regex::new(re).ok()?;
+                    let re = regex::RegexBuilder::new(re)
+                        .case_insensitive(true)
+                        .build()
+                        .ok()?;
                     let c = re.captures(&value)?;
-                    Some(
-                        c.get(1)
-                            .map_or(c.get(0)?.as_str(), |m| m.as_str())
-                            .to_string(),
-                    )
+                    Some(c.get(1)?.as_str().to_string())
                 }
             }
         };
@@ -439,51 +448,49 @@ impl Suite<'_> {
             .config
             .get(&format!("{prefix}_status_type"))
             .map_or("score", String::as_str);
-        let Some(value) = capture(&name, &re) else {
-            // Tested, no verdict field: "0" means not tested only without the field at all.
-            return None;
-        };
-        let percent = match kind {
-            "strlen" => {
-                let max_v: f64 = self
-                    .config
+        let value = capture(&name, &re)?;
+        let max_value = |config: &BTreeMap<String, String>| -> Option<f64> {
+            let max_v: f64 = match config.get(&format!("{prefix}_score_max_header")) {
+                Some(spec) => {
+                    let (n, r) = match spec.split_once(':') {
+                        Some((n, r)) => (n.trim().to_string(), Some(r.trim_start().into())),
+                        None => (spec.trim().to_string(), None),
+                    };
+                    capture(&n, &r)?.trim().parse().ok()?
+                }
+                None => config
                     .get(&format!("{prefix}_score_max_value"))
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(1.0);
-                (value.chars().count() as f64 / max_v).min(1.0)
+                    .and_then(|v| v.parse().ok())?,
+            };
+            (max_v != 0.0).then_some(max_v)
+        };
+        let (status, max_v) = match kind {
+            "strlen" => {
+                let first = value.chars().next();
+                if value.chars().any(|c| Some(c) != first) {
+                    return None;
+                }
+                (value.chars().count() as f64, max_value(&self.config)?)
             }
             "text" => {
-                let level = (1..=max).find(|l| {
+                let level = (0..=max).find(|l| {
                     self.config
                         .get(&format!("{prefix}_text_value/{l}"))
                         .is_some_and(|t| *t == value)
-                });
-                let level = level.unwrap_or(0);
-                return Some((level.max(1), (level as u32 * 100 / max as u32) as u8));
+                })?;
+                (f64::from(level), f64::from(max))
             }
-            _ => {
-                let score: f64 = value.trim().parse().ok()?;
-                let max_v: f64 = match self.config.get(&format!("{prefix}_score_max_header")) {
-                    Some(spec) => {
-                        let (n, r) = match spec.split_once(':') {
-                            Some((n, r)) => (n.trim().to_string(), Some(r.trim_start().into())),
-                            None => (spec.trim().to_string(), None),
-                        };
-                        capture(&n, &r)?.trim().parse().ok()?
-                    }
-                    None => self
-                        .config
-                        .get(&format!("{prefix}_score_max_value"))
-                        .and_then(|v| v.parse().ok())?,
-                };
-                if max_v <= 0.0 {
-                    return None;
-                }
-                (score / max_v).clamp(0.0, 1.0)
-            }
+            _ => (value.trim().parse().ok()?, max_value(&self.config)?),
         };
-        let level = 1 + (percent * (max - 1) as f64).round() as u8;
-        Some((level, (percent * 100.0).round() as u8))
+        let ratio = if status < 0.0 {
+            0.0
+        } else if status > max_v {
+            1.0
+        } else {
+            status / max_v
+        };
+        let level = (ratio * f64::from(max - 1) + 1.001) as u8;
+        Some((level, (ratio * 100.0 + 0.001) as u8))
     }
 
     /// Carries out the result so far (new actions only), as Pigeonhole's testsuite does.
@@ -502,12 +509,21 @@ impl Suite<'_> {
         }
         for action in todo {
             match action {
-                Action::Keep { .. } => self.store("INBOX", &message),
+                Action::Keep { flags } => self.store("INBOX", &message, &flags),
                 Action::FileInto {
-                    mailbox, create, ..
+                    mailbox,
+                    create,
+                    flags,
                 } => {
-                    if create || self.mailboxes.contains_key(&mailbox) {
-                        self.store(&mailbox, &message);
+                    let mailbox = mailbox_name(&mailbox);
+                    // The store's hierarchy separator is "/": an empty level is no name.
+                    if mailbox.split('/').any(str::is_empty) {
+                        self.log.push(format!(
+                            "failed to store into mailbox '{mailbox}': Invalid mailbox name"
+                        ));
+                        ok = false;
+                    } else if create || self.mailboxes.contains_key(&mailbox) {
+                        self.store(&mailbox, &message, &flags);
                     } else {
                         self.log.push(format!(
                             "failed to store into mailbox '{mailbox}': Mailbox doesn't exist: \
@@ -520,7 +536,7 @@ impl Suite<'_> {
                     let from = match self
                         .config
                         .get("sieve_redirect_envelope_from")
-                        .map(String::as_str)
+                        .map(|v| v.trim())
                     {
                         Some("recipient") => envelope.to.clone(),
                         Some("orig_recipient") => {
@@ -540,8 +556,25 @@ impl Suite<'_> {
                     } else {
                         from
                     };
-                    let mut out =
-                        format!("X-Sieve-Redirected-From: {}\r\n", envelope.to).into_bytes();
+                    // The user's address: sieve_user_email when set, else the recipient.
+                    let user = self
+                        .config
+                        .get("sieve_user_email")
+                        .cloned()
+                        .unwrap_or_else(|| envelope.to.clone());
+                    // A message this user (its address or the final recipient) redirected
+                    // before is not sent again (the loop Pigeonhole recognizes by its
+                    // X-Sieve-Redirected-From fields).
+                    if header_of(&message).iter().any(|(k, v)| {
+                        k.eq_ignore_ascii_case("x-sieve-redirected-from")
+                            && address_in(v).is_some_and(|a| {
+                                a.eq_ignore_ascii_case(&user)
+                                    || a.eq_ignore_ascii_case(&envelope.to)
+                            })
+                    }) {
+                        continue;
+                    }
+                    let mut out = format!("X-Sieve-Redirected-From: {user}\r\n").into_bytes();
                     out.extend_from_slice(&message);
                     self.smtp.push(Sent {
                         from,
@@ -596,15 +629,32 @@ impl Suite<'_> {
                     });
                 }
                 Action::Vacation(v) => {
-                    let mut addresses = v.addresses.clone();
-                    if let Some(e) = self.config.get("sieve_user_email") {
-                        addresses.push(e.clone());
+                    // Pigeonhole's settings: sieve_vacation_use_original_recipient adds the
+                    // original recipient to the user's addresses, sieve_user_email is one,
+                    // sieve_vacation_check_recipient=no replies to a message that names
+                    // none of them (from the user's address).
+                    let setting = |name: &str| self.config.get(name).map(String::as_str);
+                    let mut addresses = Vec::new();
+                    if setting("sieve_vacation_use_original_recipient") == Some("yes")
+                        && let Some(o) = &envelope.orig_to
+                    {
+                        addresses.push(o.clone());
                     }
-                    if sieve::vacation::check(&message, &envelope, &addresses).is_err() {
-                        continue;
+                    addresses.extend(v.addresses.iter().cloned());
+                    let user_email = setting("sieve_user_email").map(String::from);
+                    addresses.extend(user_email.clone());
+                    match sieve::vacation::check(&message, &envelope, &addresses) {
+                        Ok(()) => {}
+                        Err(sieve::vacation::NoReply::NotAddressedToUser)
+                            if setting("sieve_vacation_check_recipient") == Some("no") => {}
+                        Err(_) => continue,
                     }
                     self.replies += 1;
-                    let from = v.from.clone().unwrap_or_else(|| envelope.to.clone());
+                    let from = v.from.clone().unwrap_or_else(|| {
+                        sieve::vacation::reply_from(&message, &envelope, &addresses)
+                            .or(user_email)
+                            .unwrap_or_else(|| envelope.to.clone())
+                    });
                     let reply = sieve::vacation::compose(
                         &v,
                         &message,
@@ -622,15 +672,29 @@ impl Suite<'_> {
                 }
             }
         }
+        // A failed execution falls back to keeping the original message (RFC 5228 2.10.6;
+        // Pigeonhole's implicit keep after an error, without the header edits).
+        if !ok && !self.keep_executed {
+            self.keep_executed = true;
+            let original = self.original.clone();
+            self.store("INBOX", &original, &[]);
+        }
         ok
     }
 
-    fn store(&mut self, mailbox: &str, message: &[u8]) {
+    /// Stores a message with its flags. Like the Dovecot store Pigeonhole's testsuite
+    /// uses (attachment detection on), a message without attachments also gets the
+    /// `$HasNoAttachment` keyword.
+    fn store(&mut self, mailbox: &str, message: &[u8], flags: &[String]) {
+        let mut flags = flags.to_vec();
+        if !has_attachment(message) {
+            flags.push("$HasNoAttachment".into());
+        }
         self.host.mailboxes.borrow_mut().insert(mailbox.to_string());
         self.mailboxes
             .entry(mailbox.to_string())
             .or_default()
-            .push(message.to_vec());
+            .push((message.to_vec(), flags));
     }
 
     fn compile_file(&mut self, name: &str) -> bool {
@@ -645,7 +709,7 @@ impl Suite<'_> {
                 return false;
             }
         };
-        match sieve::compile_with(&source, &Limits::default(), &extensions()) {
+        match sieve::compile_with(&source, &self.limits(), &extensions()) {
             Ok(s) => {
                 self.compiled = Some(s);
                 true
@@ -656,6 +720,60 @@ impl Suite<'_> {
                 false
             }
         }
+    }
+
+    /// Adds a script's actions to the result as Pigeonhole merges the results of several
+    /// scripts (its multiscript execution, which is the delivery's and not the
+    /// interpreter's): a second reject is dropped, a store into a mailbox already stored
+    /// into or a redirect already made is one action, and a keep takes the place of a
+    /// store into INBOX.
+    fn append(&mut self, run: &RunView<'_, '_>, actions: Vec<Action>) {
+        let inbox = |m: &str| m.eq_ignore_ascii_case("INBOX");
+        for action in actions {
+            let have = |extra: &[Action], f: &dyn Fn(&Action) -> bool| {
+                run.actions().iter().chain(extra).any(f)
+            };
+            let duplicate = match &action {
+                Action::Reject { .. } => have(&self.extra, &|a| matches!(a, Action::Reject { .. })),
+                Action::Keep { .. } => {
+                    if let Some(at) = self.extra.iter().position(
+                        |a| matches!(a, Action::FileInto { mailbox, .. } if inbox(mailbox)),
+                    ) {
+                        self.extra[at] = action.clone();
+                        true
+                    } else {
+                        have(&self.extra, &|a| matches!(a, Action::Keep { .. }))
+                    }
+                }
+                Action::FileInto { mailbox, .. } => have(&self.extra, &|a| match a {
+                    Action::FileInto { mailbox: m, .. } => m == mailbox,
+                    Action::Keep { .. } => inbox(mailbox),
+                    _ => false,
+                }),
+                Action::Redirect { address } => have(
+                    &self.extra,
+                    &|a| matches!(a, Action::Redirect { address: b } if b.eq_ignore_ascii_case(address)),
+                ),
+                Action::Vacation(_) => false,
+            };
+            if !duplicate {
+                self.extra.push(action);
+            }
+        }
+    }
+
+    /// The limits scripts compiled and run by the testsuite get: the defaults, with
+    /// Pigeonhole's settings that have a counterpart mapped onto them.
+    fn limits(&self) -> Limits {
+        let mut limits = Limits::default();
+        if let Some(v) = self
+            .config
+            .get("sieve_editheader_max_header_size")
+            .and_then(|v| v.parse().ok())
+        {
+            limits.header_value_bytes_max = v;
+        }
+        limits
     }
 
     /// Runs the compiled script on the current message; its actions join the result.
@@ -669,13 +787,15 @@ impl Suite<'_> {
         let mut context = run.context().clone();
         context.envelope = self.envelope.clone();
         let host = self.host;
-        match sieve::run_with(&script, &message, &context, host, &Limits::default(), self) {
+        let limits = self.limits();
+        match sieve::run_with(&script, &message, &context, host, &limits, self) {
             Ok(outcome) => {
+                self.log.extend(outcome.warnings);
                 let mut actions = outcome.actions;
                 if outcome.implicit_keep {
                     actions.pop();
                 }
-                self.extra.extend(actions);
+                self.append(run, actions);
                 self.extra_keep &= outcome.implicit_keep;
                 if outcome.edited_message.is_some() {
                     self.extra_message = outcome.edited_message;
@@ -769,7 +889,7 @@ impl Handler for Suite<'_> {
                 verbose(&String::from_utf8_lossy(&run.message()));
             }
             "test_mailbox_create" => {
-                let name = a.string(0);
+                let name = mailbox_name(&a.string(0));
                 self.host.mailboxes.borrow_mut().insert(name.clone());
                 self.mailboxes.entry(name).or_default();
             }
@@ -862,17 +982,42 @@ impl Suite<'_> {
             true
         } else {
             let folder = a.tag_str("folder").or(a.tag_str("mailbox"));
-            let Some(message) = folder
-                .and_then(|f| self.mailboxes.get(&f))
+            let Some((message, flags)) = folder
+                .and_then(|f| self.mailboxes.get(&mailbox_name(&f)))
                 .and_then(|m| m.get(index))
                 .cloned()
             else {
                 return false;
             };
             self.set_message(run, message);
+            // The message's flags are the internal variable's value from here on, as in
+            // Pigeonhole's testsuite.
+            run.set_flags(flags);
             true
         }
     }
+}
+
+/// A mailbox name as the store knows it: INBOX, and the top level of its hierarchy, in
+/// capitals (IMAP's INBOX is case-insensitive, RFC 3501 5.1).
+fn mailbox_name(name: &str) -> String {
+    match name.get(..5) {
+        Some(head)
+            if head.eq_ignore_ascii_case("INBOX")
+                && matches!(name.as_bytes().get(5), None | Some(b'.') | Some(b'/')) =>
+        {
+            format!("INBOX{}", &name[5..])
+        }
+        _ => name.to_string(),
+    }
+}
+
+/// Whether a message has an attachment, roughly as Dovecot's attachment detection sees it:
+/// a part with `Content-Disposition: attachment`.
+fn has_attachment(message: &[u8]) -> bool {
+    String::from_utf8_lossy(message)
+        .to_ascii_lowercase()
+        .contains("content-disposition: attachment")
 }
 
 fn verbose(line: &str) {
@@ -893,7 +1038,8 @@ fn run_file(path: &Path, source: &str) -> Result<(), String> {
         // The suite's scripts are large and some loop over many tests.
         script_bytes_max: 1 << 20,
         instructions_max: 1_000_000,
-        redirects_max: 64,
+        // Pigeonhole's sieve_max_redirects and sieve_max_actions defaults (4 and 32) are
+        // ours too; it has no bound on vacation actions.
         vacation_max: 64,
         header_edits_max: 1024,
         ..Limits::default()
@@ -933,6 +1079,7 @@ fn run_file(path: &Path, source: &str) -> Result<(), String> {
         config: BTreeMap::new(),
         envelope,
         replies: 0,
+        original: DEFAULT_MESSAGE.as_bytes().to_vec(),
     };
     sieve::run_with(
         &script,

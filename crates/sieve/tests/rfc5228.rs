@@ -93,6 +93,22 @@ fn duplicate_actions_are_one() {
             }
         ]
     );
+    // RFC 5228 4.3: keep is a `fileinto "INBOX"`, so the two are one store (the first).
+    assert_eq!(
+        run("require \"fileinto\"; keep; fileinto \"INBOX\";"),
+        vec![keep()]
+    );
+    assert_eq!(
+        run("require \"fileinto\"; fileinto \"inbox\"; keep;"),
+        vec![fileinto("inbox")]
+    );
+    // Redirect addresses are compared once normalized (RFC 5228 4.2).
+    assert_eq!(
+        run("redirect \"x@y.z\"; redirect \"X <x@y.z>\";"),
+        vec![Action::Redirect {
+            address: "x@y.z".into()
+        }]
+    );
 }
 
 // RFC 5228 3.1, 3.3
@@ -258,6 +274,39 @@ fn runtime_errors() {
     let s = compile("redirect \"a@b.c\"; redirect \"d@e.f\";");
     let r = sieve::run(&s, MSG.as_bytes(), &context(), &TestHost::default(), &lim);
     assert!(r.unwrap_err().message.contains("sieve_redirects_max"));
+}
+
+// RFC 5228 2.10.4: a site may limit the number of actions (sieve_actions_max, 32 by
+// default as Pigeonhole's sieve_max_actions); duplicates and the implicit keep do not count.
+#[test]
+fn actions_are_limited() {
+    let lim = Limits {
+        actions_max: 3,
+        ..Limits::default()
+    };
+    let s = compile(
+        "require [\"fileinto\", \"copy\"]; fileinto :copy \"a\"; fileinto :copy \"b\"; fileinto :copy \"a\"; redirect :copy \"x@y.z\";",
+    );
+    let o = sieve::run(&s, MSG.as_bytes(), &context(), &TestHost::default(), &lim).unwrap();
+    assert_eq!(o.actions.len(), 4, "the implicit keep is not counted");
+    let s = compile(
+        "require \"fileinto\"; fileinto \"a\"; fileinto \"b\"; fileinto \"c\"; fileinto \"d\";",
+    );
+    let r = sieve::run(&s, MSG.as_bytes(), &context(), &TestHost::default(), &lim);
+    assert!(r.unwrap_err().message.contains("sieve_actions_max"));
+    assert_eq!(Limits::default().actions_max, 32);
+}
+
+// RFC 5228 2.4.2.4 and 4.1: octets that are not UTF-8 make no mailbox name.
+#[test]
+fn fileinto_name_not_utf8() {
+    let r = try_run_on(
+        "require [\"fileinto\", \"variables\", \"encoded-character\"]; set \"m\" \"${hex:ff}rop\"; fileinto \"${m}\";",
+        MSG,
+        &context(),
+        &TestHost::default(),
+    );
+    assert!(r.unwrap_err().message.contains("invalid folder name"));
 }
 
 #[test]
