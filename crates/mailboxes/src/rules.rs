@@ -391,7 +391,15 @@ impl Rules {
             return Ok(());
         }
         let now = now_s();
-        let from = vacation.from.clone().unwrap_or_else(|| user.to_string());
+        // RFC 5230 4.5/5.4: without :from, the user's address the sender wrote to (an alias
+        // named in :addresses, as Pigeonhole picks it), else the user's own.
+        let from = vacation
+            .from
+            .clone()
+            .or_else(|| {
+                sieve::vacation::reply_from(content, &sieve_envelope, &vacation.addresses)
+            })
+            .unwrap_or_else(|| user.to_string());
         let reply = sieve::vacation::compose(
             vacation,
             content,
