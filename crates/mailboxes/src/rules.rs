@@ -396,9 +396,7 @@ impl Rules {
         let from = vacation
             .from
             .clone()
-            .or_else(|| {
-                sieve::vacation::reply_from(content, &sieve_envelope, &vacation.addresses)
-            })
+            .or_else(|| sieve::vacation::reply_from(content, &sieve_envelope, &vacation.addresses))
             .unwrap_or_else(|| user.to_string());
         let reply = sieve::vacation::compose(
             vacation,
