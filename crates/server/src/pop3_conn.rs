@@ -165,6 +165,10 @@ impl Protocol for Pop3 {
                         store.expunge(&user, FOLDER, &expunge).map(|_| ())
                     })
                     .await;
+                    // RFC 1939 6: the UPDATE state ends the session. The maildrop is free
+                    // before QUIT's answer is written, so a client that reconnects the
+                    // moment it reads `+OK` (here or through another node) finds it free.
+                    self.lock = None;
                     self.session.update_result(match result {
                         Ok(Ok(())) => Ok(()),
                         Ok(Err(e)) => Err(e.to_string()),
