@@ -48,7 +48,7 @@ backup() {
   "$BIN" --data-dir "$DATA" domain add example.com >&2
   "$BIN" --data-dir "$DATA" user add "$USER" --password bigmbox-pw >&2
   "$BIN" --data-dir "$DATA" --config "$SCRATCH/mailstow.toml" serve --web "" --smtp "127.0.0.1:$SMTP_PORT" \
-    --submission "" --submissions "" --lmtp "" --pop3 "" --pop3s "" --imap "" --imaps "" \
+    --submission "" --submissions "" --lmtp "" --pop3 "" --pop3s "" --imap "" --imaps "" --managesieve "" \
     > "$SCRATCH/serve.out" 2> "$SCRATCH/serve.err" & pid=$!
   for _ in $(seq 100); do grep -q "smtp listening" "$SCRATCH/serve.out" 2>/dev/null && break; sleep 0.1; done
   echo "RESULT backup_fill messages=$BIG_COUNT seconds=$(fill "$BIG_COUNT")"

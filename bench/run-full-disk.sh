@@ -42,7 +42,7 @@ sender_checks = false
 TOML
 "$BIN" --data-dir "$DATA" --config "$SCRATCH/mailstow.toml" serve --web "" \
   --smtp "127.0.0.1:$SMTP_PORT" --submission "" --submissions "" --lmtp "" --pop3 "" --pop3s "" \
-  --imap "" --imaps "" --metrics "127.0.0.1:$METRICS_PORT" > "$SCRATCH/serve.out" 2> "$SCRATCH/serve.err" &
+  --imap "" --imaps "" --managesieve "" --metrics "127.0.0.1:$METRICS_PORT" > "$SCRATCH/serve.out" 2> "$SCRATCH/serve.err" &
 PID=$!
 for _ in $(seq 100); do grep -q "metrics listening" "$SCRATCH/serve.out" 2>/dev/null && break; sleep 0.1; done
 

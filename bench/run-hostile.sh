@@ -58,7 +58,7 @@ config() {  # config CHECKS(true|false)
 start_ours() {
   "$BIN" --data-dir "$DATA" --config "$SCRATCH/mailstow.toml" serve --web "" --smtp "127.0.0.1:$SMTP" \
     --submission "0.0.0.0:$SUB" --submissions "" --lmtp "" --pop3 "0.0.0.0:$POP3" --pop3s "" \
-    --imap "0.0.0.0:$IMAP" --imaps "" > "$SCRATCH/serve.out" 2> "$SCRATCH/serve.err" &
+    --imap "0.0.0.0:$IMAP" --imaps "" --managesieve "" > "$SCRATCH/serve.out" 2> "$SCRATCH/serve.err" &
   echo $! > "$SCRATCH/pid"
   for _ in $(seq 100); do grep -q "imap listening" "$SCRATCH/serve.out" 2>/dev/null && return; sleep 0.1; done
 }

@@ -112,7 +112,7 @@ ms_start() {
   : > "$SCRATCH/serve.out"
   "$BIN" --data-dir "$SCRATCH/data" --config "$SCRATCH/mailstow.toml" serve --web "" --smtp "" \
     --submission "" --submissions "" --lmtp "$HOST:$OUR_LMTP_PORT" --pop3 "" --pop3s "" \
-    --imap "$HOST:$OUR_IMAP_PORT" --imaps "" >> "$SCRATCH/serve.out" 2>> "$SCRATCH/serve.err" &
+    --imap "$HOST:$OUR_IMAP_PORT" --imaps "" --managesieve "" >> "$SCRATCH/serve.out" 2>> "$SCRATCH/serve.err" &
   MS_PID=$!
   echo "$MS_PID" > "$SCRATCH/mailstow.pid"
   for _ in $(seq 300); do grep -q "imap listening" "$SCRATCH/serve.out" 2>/dev/null && break; sleep 0.1; done

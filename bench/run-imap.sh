@@ -189,7 +189,7 @@ EOF
     smtp_l=""; [ "$MAILSTOW_FILL" = smtp ] && smtp_l=$HOST:$OUR_SMTP_PORT
     "$BIN" --data-dir "$DATA" --config "$SCRATCH/mailstow.toml" serve --web "" --smtp "$smtp_l" \
       --submission "" --submissions "" --lmtp "$HOST:$OUR_LMTP_PORT" --pop3 "" --pop3s "" \
-      --imap "$HOST:$OUR_IMAP_PORT" --imaps "" > "$SCRATCH/serve.out" 2> "$SCRATCH/serve.err" & pid=$!
+      --imap "$HOST:$OUR_IMAP_PORT" --imaps "" --managesieve "" > "$SCRATCH/serve.out" 2> "$SCRATCH/serve.err" & pid=$!
     echo "$pid" > "$SCRATCH/mailstow.pid"
     for _ in $(seq 100); do grep -q "imap listening" "$SCRATCH/serve.out" 2>/dev/null && break; sleep 0.1; done
     grep -q "imap listening" "$SCRATCH/serve.out" || { cat "$SCRATCH/serve.err"; kill -TERM "$pid"; die "mailstow imap not listening"; }

@@ -93,7 +93,7 @@ observability() {
       fi
       fresh_mailstow "$SCRATCH" "$SCRATCH.toml" || return 1
       "$BIN" --config "$SCRATCH.toml" --data-dir "$SCRATCH" serve --web "" --smtp "127.0.0.1:$OUR_SMTP_PORT" \
-        --submission "" --submissions "" --lmtp "" --pop3 "" --pop3s "" --imap "" --imaps "" \
+        --submission "" --submissions "" --lmtp "" --pop3 "" --pop3s "" --imap "" --imaps "" --managesieve "" \
         > "$SCRATCH.out" 2> "$SCRATCH.err" & pid=$!
       for _ in $(seq 100); do grep -q "smtp listening" "$SCRATCH.out" 2>/dev/null && break; sleep 0.1; done
       scraper=
@@ -159,7 +159,7 @@ fi
   printf '[server]\npassword_length_min = 1\nsender_checks = false\nlocal_sender_check = false\n' > "$SCRATCH.toml"
   fresh_mailstow "$SCRATCH" "$SCRATCH.toml"
   "$BIN" --config "$SCRATCH.toml" --data-dir "$SCRATCH" serve --web "" --smtp "127.0.0.1:$OUR_SMTP_PORT" \
-    --submission "" --submissions "" --lmtp "" --pop3 127.0.0.1:2610 --pop3s "" --imap "" --imaps "" \
+    --submission "" --submissions "" --lmtp "" --pop3 127.0.0.1:2610 --pop3s "" --imap "" --imaps "" --managesieve "" \
     > "$SCRATCH/serve.out" 2> "$SCRATCH/serve.err" & pid=$!
   for _ in $(seq 100); do grep -q "smtp listening" "$SCRATCH/serve.out" 2>/dev/null && break; sleep 0.1; done
   stat_of() { awk -v k="$1" '$1==k{print $2}' "$SCRATCH/stats"; }

@@ -31,7 +31,7 @@ build
   "$BIN" --data-dir "$SCRATCH/data" user add "$USER" --password "$PASS" >&2
   "$BIN" --data-dir "$SCRATCH/data" --config "$SCRATCH/mailstow.toml" serve --web "127.0.0.1:$WEB_PORT" \
     --smtp "127.0.0.1:$SMTP_PORT" --imap "127.0.0.1:$IMAP_PORT" --submission "" --submissions "" \
-    --lmtp "" --pop3 "" --pop3s "" --imaps "" > "$SCRATCH/serve.out" 2> "$SCRATCH/serve.err" & pid=$!
+    --lmtp "" --pop3 "" --pop3s "" --imaps "" --managesieve "" > "$SCRATCH/serve.out" 2> "$SCRATCH/serve.err" & pid=$!
   trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null' EXIT
   for _ in $(seq 100); do grep -q "web listening" "$SCRATCH/serve.out" 2>/dev/null && break; sleep 0.1; done
   t0=$(date +%s.%N)
