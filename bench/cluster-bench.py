@@ -159,6 +159,7 @@ class Node:
                     f'smtp = "{self.ip}:{PORT_SMTP}"\nlmtp = "{self.ip}:{PORT_LMTP}"\n'
                     f'imap = "{self.ip}:{PORT_IMAP}"\npop3 = "{self.ip}:{PORT_POP3}"\n'
                     'submission = ""\nsubmissions = ""\nimaps = ""\npop3s = ""\nweb = ""\n'
+                    'managesieve = ""\n'
                     'auth_without_tls = true\nsender_checks = false\n')
 
     def cli(self, *args):
