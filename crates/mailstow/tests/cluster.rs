@@ -1080,12 +1080,20 @@ fn the_owner_runs_its_users_rules_on_mail_any_node_takes() {
         vec!["plain"],
         "INBOX keeps the rest"
     );
-    let filed: Vec<String> = cluster
-        .node(2)
-        .log_lines("event=sieve")
-        .into_iter()
-        .filter(|l| l.contains("action=fileinto") && l.contains("folder=Filed"))
-        .collect();
+    // The mail log reaches us through the node's stderr, written in batches: wait for it.
+    let filed_lines = || -> Vec<String> {
+        cluster
+            .node(2)
+            .log_lines("event=sieve")
+            .into_iter()
+            .filter(|l| l.contains("action=fileinto") && l.contains("folder=Filed"))
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while filed_lines().len() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let filed = filed_lines();
     assert_eq!(filed.len(), 2, "{filed:?}");
     assert!(
         filed.iter().all(|l| l.contains("origin=")),
