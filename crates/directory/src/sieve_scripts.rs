@@ -113,12 +113,7 @@ impl Directory {
         bytes: usize,
     ) -> Result<(), DirectoryError> {
         let options = &self.inner.options;
-        if bytes > options.sieve_script_bytes_max {
-            return Err(DirectoryError::Limit(format!(
-                "the script is {bytes} bytes, more than sieve_script_bytes_max ({})",
-                options.sieve_script_bytes_max
-            )));
-        }
+        self.check_script_bytes(bytes)?;
         let names: Vec<String> =
             sqlx::query_scalar("SELECT name FROM sieve_scripts WHERE address = $1")
                 .bind(address)
@@ -128,6 +123,17 @@ impl Directory {
             return Err(DirectoryError::Limit(format!(
                 "{} scripts already, the most sieve_scripts_max allows",
                 names.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// `sieve_script_bytes_max`, for a user's script and a global one alike.
+    fn check_script_bytes(&self, bytes: usize) -> Result<(), DirectoryError> {
+        let max = self.inner.options.sieve_script_bytes_max;
+        if bytes > max {
+            return Err(DirectoryError::Limit(format!(
+                "the script is {bytes} bytes, more than sieve_script_bytes_max ({max})"
             )));
         }
         Ok(())
@@ -280,13 +286,7 @@ impl Directory {
         let mut tx = db::begin_write(&self.inner.pool).await?;
         match source {
             Some(source) => {
-                if source.len() > self.inner.options.sieve_script_bytes_max {
-                    return Err(DirectoryError::Limit(format!(
-                        "the script is {} bytes, more than sieve_script_bytes_max ({})",
-                        source.len(),
-                        self.inner.options.sieve_script_bytes_max
-                    )));
-                }
+                self.check_script_bytes(source.len())?;
                 sqlx::query(
                     "INSERT INTO sieve_global_scripts (name, source, updated_at) \
                      VALUES ($1, $2, $3) \
