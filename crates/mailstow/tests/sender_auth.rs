@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{FakeDns, Server, mailstow, must, set_up_data_dir, smtp_reply};
+use common::{FakeDns, Server, base64, mailstow, must, set_up_data_dir, smtp_reply};
 
 const HOSTNAME: &str = "mx.example.test";
 
@@ -114,27 +114,6 @@ fn submit(server: &Server, user: &str, to: &str, message: &str) {
     writer.write_all(message.as_bytes()).unwrap();
     writer.write_all(b".\r\nQUIT\r\n").unwrap();
     assert_eq!(smtp_reply(&mut reader).unwrap(), 250);
-}
-
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 /// The newest message in `user`'s INBOX, raw (IMAP FETCH BODY.PEEK[]), once it is there.

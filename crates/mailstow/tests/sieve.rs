@@ -10,7 +10,7 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{FakeDns, Server, mailstow, must, set_up_data_dir, smtp_reply};
+use common::{FakeDns, Server, base64, mailstow, must, set_up_data_dir, smtp_reply};
 
 /// Starts a server on `data` with the mail log in `<dir>/mail.log` at level info and
 /// `extra` added to its `[server]` table.
@@ -139,27 +139,6 @@ fn send(
     }
     writer.write_all(b"QUIT\r\n").unwrap();
     (codes, last)
-}
-
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 /// Every message in `user`'s `folder` with its flags, once there are at least `count`
