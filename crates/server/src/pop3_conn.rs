@@ -82,7 +82,15 @@ impl Protocol for Pop3 {
     async fn step(&mut self, conn: &mut Conn) -> Step {
         while let Some(event) = self.session.poll() {
             match event {
-                Event::Reply(bytes) => conn.out.extend_from_slice(&bytes),
+                Event::Reply(bytes) => {
+                    // RFC 1939 6: a session that signed off (QUIT, with or without UPDATE)
+                    // frees its maildrop before its last reply is written, so a client that
+                    // logs in again the moment it reads `+OK` finds it free.
+                    if self.session.is_closed() {
+                        self.lock = None;
+                    }
+                    conn.out.extend_from_slice(&bytes)
+                }
                 Event::StartTls => {
                     if conn.start_tls().await.is_err() {
                         return Step::Close;
