@@ -10,7 +10,7 @@ const SHIPPED: &str = "mailstow";
 /// Crates that are test or bench code: never in the shipped binary.
 const NOT_SHIPPED: [&str; 3] = ["bench", "test-peers", "tidy"];
 /// The sans-IO protocol crates, and what they must never depend on.
-const PROTOCOLS: [&str; 4] = ["smtp", "pop3", "imap", "managesieve"];
+const PROTOCOLS: [&str; 5] = ["smtp", "pop3", "imap", "managesieve", "milter"];
 const NOT_IN_PROTOCOLS: [&str; 5] = ["tokio", "store", "queue", "directory", "mailboxes"];
 /// Configuration file parsers: the CLI's alone.
 const CONFIG_PARSERS: [&str; 2] = ["toml", "clap"];

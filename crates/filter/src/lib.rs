@@ -1,0 +1,1 @@
+//! The spam and malware verdict of arriving mail, and training (docs/spam.md).

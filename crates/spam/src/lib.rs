@@ -1,0 +1,1 @@
+//! The spam verdict's pure parts (docs/spam.md): no I/O.
