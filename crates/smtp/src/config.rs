@@ -87,6 +87,13 @@ pub struct Config {
     /// (the owner epoch the sender routed with, so a stale route is refused). They reach the
     /// shell in [`crate::Envelope`]. Default false: the parameters are unknown (555).
     pub cluster_routes: bool,
+    /// The shell decides whether to serve the connection before the greeting
+    /// (`Event::Connect`, answered by `Session::connect_result`): a filter's verdict on the
+    /// client. Off: the 220 greeting comes at once. Default false.
+    pub decide_connect: bool,
+    /// The shell decides on EHLO, HELO and LHLO (`Event::Hello`, answered by
+    /// `Session::hello_result`). Off: they are answered at once. Default false.
+    pub decide_hello: bool,
 }
 
 impl Default for Config {
@@ -111,6 +118,8 @@ impl Default for Config {
             login_deadline: Duration::from_secs(60),
             inflight: None,
             cluster_routes: false,
+            decide_connect: false,
+            decide_hello: false,
         }
     }
 }

@@ -18,6 +18,15 @@ pub enum Event {
     /// after the STARTTLS line has been discarded (CVE-2011-0411), and so is any fed before
     /// `tls_started`.
     StartTls,
+    /// Decide whether to serve this connection (only with `Config::decide_connect`, as the
+    /// first event, before any greeting); answer with `Session::connect_result`.
+    Connect,
+    /// Accept or refuse the client's EHLO, HELO or LHLO (only with `Config::decide_hello`);
+    /// answer with `Session::hello_result`.
+    Hello {
+        /// The name the client gave.
+        name: String,
+    },
     /// Verify these credentials and answer with `Session::auth_result`. The session has done
     /// the SASL exchange (RFC 4954) and the base64 decoding.
     Auth {
@@ -73,6 +82,8 @@ impl fmt::Debug for Event {
                 .field(&String::from_utf8_lossy(bytes))
                 .finish(),
             Event::StartTls => f.write_str("StartTls"),
+            Event::Connect => f.write_str("Connect"),
+            Event::Hello { name } => f.debug_struct("Hello").field("name", name).finish(),
             Event::Auth {
                 username, authzid, ..
             } => f

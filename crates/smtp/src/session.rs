@@ -117,6 +117,10 @@ pub(crate) enum Phase {
 /// The decision the shell owes.
 #[derive(Debug)]
 pub(crate) enum Pending {
+    /// The connection itself, before the greeting (`Config::decide_connect`).
+    Connect,
+    /// EHLO, HELO or LHLO and the name it gave (`Config::decide_hello`).
+    Hello(Hello, String),
     Auth,
     Mail(Box<MailDraft>),
     /// A recipient waiting for `rcpt_result`.

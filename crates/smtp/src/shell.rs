@@ -48,13 +48,62 @@ impl Session {
             refusals: VecDeque::new(),
             route: Default::default(),
         };
-        let protocol = match session.config.mode {
+        if session.config.decide_connect {
+            session.phase = Phase::Pending(Pending::Connect);
+            session.output.push_back(Event::Connect);
+        } else {
+            session.greet();
+        }
+        session
+    }
+
+    /// RFC 5321 4.2, 3.1: the 220 greeting.
+    fn greet(&mut self) {
+        let protocol = match self.config.mode {
             Mode::Lmtp => "LMTP",
             Mode::Mx | Mode::Submission => "ESMTP",
         };
-        let text = format!("{} {protocol} ready", session.config.hostname);
-        session.reply(Reply::plain(220, text));
-        session
+        let text = format!("{} {protocol} ready", self.config.hostname);
+        self.reply(Reply::plain(220, text));
+    }
+
+    /// The answer to `Event::Connect`: the greeting, or the refusal and Close (RFC 5321
+    /// 3.1 lets a server refuse a connection with 554 in place of the greeting; we do not
+    /// wait for the QUIT it would then owe us: a refused client gets nothing more). A
+    /// refusal must be 4xx or 5xx (anything else is sent as 451). Ignored when no connect
+    /// decision is pending.
+    pub fn connect_result(&mut self, result: Verdict) {
+        if !matches!(self.phase, Phase::Pending(Pending::Connect)) {
+            return;
+        }
+        self.phase = Phase::Command;
+        match result {
+            Verdict::Accept => self.greet(),
+            Verdict::Reject(reply) => {
+                let reply = Session::refusal(reply);
+                self.goodbye(reply);
+            }
+        }
+        self.advance();
+    }
+
+    /// The answer to `Event::Hello`: the EHLO/HELO/LHLO reply, or the refusal (the client
+    /// has then still not greeted, so MAIL is refused until a greeting is accepted).
+    /// Ignored when no greeting decision is pending.
+    pub fn hello_result(&mut self, result: Verdict) {
+        if !matches!(self.phase, Phase::Pending(Pending::Hello(..))) {
+            return;
+        }
+        let Phase::Pending(Pending::Hello(hello, name)) =
+            std::mem::replace(&mut self.phase, Phase::Command)
+        else {
+            return;
+        };
+        match result {
+            Verdict::Accept => self.greeted(hello, name),
+            Verdict::Reject(reply) => self.refuse(reply),
+        }
+        self.advance();
     }
 
     /// Bytes read from the socket, split anywhere. Processed at once as far as possible;

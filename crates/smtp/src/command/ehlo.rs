@@ -2,7 +2,8 @@
 
 use crate::config::Mode;
 use crate::reply::Reply;
-use crate::session::{Greeting, Hello, Session};
+use crate::event::Event;
+use crate::session::{Greeting, Hello, Pending, Phase, Session};
 
 impl Session {
     pub(crate) fn hello(&mut self, hello: Hello, name: &str) {
@@ -16,13 +17,24 @@ impl Session {
             }
             _ => {}
         }
-        // RFC 5321 4.1.4: a second EHLO/HELO resets the state like RSET. RFC 5321 4.1.4
-        // also says not to refuse a session because of the name given, so any name goes.
+        // RFC 5321 4.1.4: a second EHLO/HELO resets the state like RSET.
         self.transaction = None;
-        self.greeting = Some(Greeting {
-            hello,
-            name: name.to_string(),
-        });
+        self.greeting = None;
+        if self.config.decide_hello {
+            self.set_phase(Phase::Pending(Pending::Hello(hello, name.to_string())));
+            self.output.push_back(Event::Hello {
+                name: name.to_string(),
+            });
+            return;
+        }
+        self.greeted(hello, name.to_string());
+    }
+
+    /// The greeting accepted: remembered, and answered. RFC 5321 4.1.4 says not to refuse
+    /// a session because of the name given, so we check none (a filter the shell asks
+    /// may).
+    pub(crate) fn greeted(&mut self, hello: Hello, name: String) {
+        self.greeting = Some(Greeting { hello, name });
         let text = match hello {
             Hello::Helo => self.config.hostname.clone(),
             Hello::Ehlo | Hello::Lhlo => self.capabilities().join("\n"),

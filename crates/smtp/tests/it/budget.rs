@@ -108,6 +108,8 @@ fn drain(session: &mut Session) -> (String, bool, Option<Vec<u8>>) {
             Event::Message { content, .. } => message = Some(content),
             Event::Close => closed = true,
             Event::StartTls => {}
+            Event::Connect => session.connect_result(Verdict::Accept),
+            Event::Hello { .. } => session.hello_result(Verdict::Accept),
         }
     }
     (text, closed, message)

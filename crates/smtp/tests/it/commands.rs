@@ -416,3 +416,51 @@ fn session_is_send() {
     assert_send::<smtp::Session>();
     assert_send::<Event>();
 }
+
+#[test]
+fn a_shell_deciding_on_the_connection_greets_or_refuses_and_closes() {
+    let mut test = mx().config(|config| config.decide_connect = true);
+    test.answers
+        .connect
+        .push_back(reject(554, (5, 7, 1), "client listed in bl.example"));
+    let shell = test.run(
+        "S: 554 5.7.1 client listed in bl.example
+        C: EHLO client.example",
+    );
+    assert_eq!(shell.events, vec![Event::Connect, Event::Close]);
+    // Accepted: the ordinary greeting, after the decision.
+    let shell = mx()
+        .config(|config| config.decide_connect = true)
+        .run(&format!(
+            "{GREETING_MX}
+            C: QUIT
+            S: 221 2.0.0 mx.example closing connection"
+        ));
+    assert_eq!(shell.events, vec![Event::Connect, Event::Close]);
+}
+
+#[test]
+fn a_shell_deciding_on_the_greeting_refuses_it_and_mail_waits_for_another() {
+    let mut test = mx().config(|config| config.decide_hello = true);
+    test.answers
+        .hello
+        .push_back(reject(550, (5, 7, 1), "go away"));
+    let shell = test.run(&format!(
+        "{GREETING_MX}
+        C: EHLO spammer.example
+        S: 550 5.7.1 go away
+        C: MAIL FROM:<a@spammer.example>
+        S: 503 5.5.1 Send EHLO/HELO first
+        C: HELO client.example
+        S: 250 mx.example"
+    ));
+    let names: Vec<_> = shell
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Hello { name } => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(names, ["spammer.example", "client.example"]);
+}

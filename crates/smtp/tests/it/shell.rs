@@ -19,6 +19,8 @@ pub(crate) enum Split {
 /// The decisions a test scripts; anything not scripted is accepted.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Answers {
+    pub(crate) connect: VecDeque<Verdict>,
+    pub(crate) hello: VecDeque<Verdict>,
     pub(crate) auth: VecDeque<AuthResult>,
     pub(crate) mail: VecDeque<Verdict>,
     pub(crate) rcpt: VecDeque<Verdict>,
@@ -91,6 +93,14 @@ impl Shell {
                     continue;
                 }
                 Event::StartTls => self.tls_pending = true,
+                Event::Connect => {
+                    let verdict = self.answers.connect.pop_front().unwrap_or(Verdict::Accept);
+                    self.session.connect_result(verdict);
+                }
+                Event::Hello { .. } => {
+                    let verdict = self.answers.hello.pop_front().unwrap_or(Verdict::Accept);
+                    self.session.hello_result(verdict);
+                }
                 Event::Auth { username, .. } => {
                     let user = username.clone();
                     let result = self
