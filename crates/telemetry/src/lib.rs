@@ -17,6 +17,10 @@
 //! | `throttled` | proto, user, client, scope (user, address, network) |
 //! | `accepted` | proto, queue_id, from, rcpts, to, size, client, user, spf/dkim/dmarc, dkim_signed |
 //! | `rejected` | proto, stage, code, enhanced, reason, client |
+//! | `spam` | proto, session, user, from, client, score, action, reasons |
+//! | `milter_error` | filter, step, error, applied |
+//! | `spam_trained` | user, class, messages, already, source |
+//! | `outbound_spam` | user, action (refused, limited), score, reasons |
 //! | `managesieve` | action (putscript, setactive, deletescript, renamescript), user, script; renamescript: to |
 //! | `delivered` | queue_id, to, folder, uid, delay (local); relay (remote) |
 //! | `deferred` | queue_id, to, relay, reply, next_attempt |
@@ -36,9 +40,11 @@ use prometheus_client::registry::Registry;
 
 mod delivery;
 mod shown;
+mod spam;
 
 pub use delivery::{DeliveryEvents, SieveCopy};
 pub use shown::shown;
+pub use spam::{SPAM_ACTIONS, SpamVerdict};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ProtocolLabel {
@@ -100,6 +106,8 @@ pub struct Telemetry {
     sieve_errors: Counter,
     /// Users' script changes over ManageSieve, by action.
     managesieve_changes: Family<ActionLabel, Counter>,
+    /// The spam filter's (`spam.rs`).
+    spam: spam::SpamMetrics,
 }
 
 impl Telemetry {
@@ -201,7 +209,9 @@ impl Telemetry {
                 let _ = logins.get_or_create(&LoginLabels { protocol, result });
             }
         }
+        let spam = spam::SpamMetrics::register(&mut registry);
         Arc::new(Telemetry {
+            spam,
             registry: std::sync::Mutex::new(registry),
             accepted,
             rejected,

@@ -1,0 +1,127 @@
+//! Users' classifiers and reputations in memory: read from the directory on first use,
+//! kept for `model_ttl` (another node may train them meanwhile), forgotten at once when
+//! this node trains them, at most `models_cached_max` owners at a time.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use directory::SpamOwner;
+
+/// What the verdict needs of one owner.
+pub(crate) struct State {
+    pub(crate) model: spam::Model,
+    /// Reputation counts by key (`a:`, `d:`, `n:`, docs/spam.md 2); empty for the site.
+    pub(crate) reputation: HashMap<String, spam::Counts>,
+    loaded: Instant,
+}
+
+pub(crate) struct States {
+    directory: directory::Directory,
+    max: usize,
+    ttl: Duration,
+    cache: Mutex<HashMap<String, Arc<State>>>,
+}
+
+/// The cache's key of an owner: a user's address, or `@site` (no address starts with `@`).
+pub(crate) fn key(owner: SpamOwner<'_>) -> String {
+    match owner {
+        SpamOwner::User(user) => user.to_string(),
+        SpamOwner::Site => "@site".to_string(),
+    }
+}
+
+impl States {
+    pub(crate) fn new(directory: directory::Directory, max: usize, ttl: Duration) -> States {
+        States {
+            directory,
+            max: max.max(1),
+            ttl,
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The owner's state, read from the directory when not cached or stale. A directory
+    /// that does not answer gives an empty state (neutral: no verdict from it), not cached.
+    pub(crate) async fn get(&self, owner: SpamOwner<'_>) -> Arc<State> {
+        let key = key(owner);
+        let now = Instant::now();
+        if let Some(state) = self.lock().get(&key)
+            && now.duration_since(state.loaded) < self.ttl
+        {
+            return state.clone();
+        }
+        match self.load(owner).await {
+            Ok(state) => {
+                let state = Arc::new(state);
+                let mut cache = self.lock();
+                if cache.len() >= self.max && !cache.contains_key(&key) {
+                    // Evict the oldest read.
+                    if let Some(oldest) = cache
+                        .iter()
+                        .min_by_key(|(_, s)| s.loaded)
+                        .map(|(k, _)| k.clone())
+                    {
+                        cache.remove(&oldest);
+                    }
+                }
+                cache.insert(key, state.clone());
+                state
+            }
+            Err(e) => {
+                tracing::warn!(event = "spam_state_error", owner = %key, error = %e);
+                Arc::new(State {
+                    model: spam::Model::default(),
+                    reputation: HashMap::new(),
+                    loaded: now,
+                })
+            }
+        }
+    }
+
+    pub(crate) fn forget(&self, owner: SpamOwner<'_>) {
+        self.lock().remove(&key(owner));
+    }
+
+    async fn load(&self, owner: SpamOwner<'_>) -> Result<State, directory::DirectoryError> {
+        let rows = self.directory.spam_model(owner).await?;
+        let mut model = spam::Model::default();
+        model.messages = spam::Counts {
+            spam: u32::try_from(rows.spam_messages).unwrap_or(u32::MAX),
+            ham: u32::try_from(rows.ham_messages).unwrap_or(u32::MAX),
+        };
+        model.tokens = rows
+            .tokens
+            .into_iter()
+            .map(|(token, spam, ham)| (token, spam::Counts { spam, ham }))
+            .collect();
+        let reputation = match owner {
+            SpamOwner::User(user) => self
+                .directory
+                .spam_reputation_all(user)
+                .await?
+                .into_iter()
+                .map(|(k, spam, ham)| (k, spam::Counts { spam, ham }))
+                .collect(),
+            SpamOwner::Site => HashMap::new(),
+        };
+        Ok(State {
+            model,
+            reputation,
+            loaded: Instant::now(),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<State>>> {
+        self.cache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Owners cached and the bytes their models hold, for `spam stats` and the benchmark.
+    pub(crate) fn footprint(&self) -> (usize, usize) {
+        let cache = self.lock();
+        (
+            cache.len(),
+            cache.values().map(|s| s.model.memory_bytes()).sum(),
+        )
+    }
+}
