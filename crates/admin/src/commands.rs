@@ -38,6 +38,8 @@ pub struct Operations {
     pub wakeup: Arc<delivery::Wakeup>,
     pub telemetry: Arc<telemetry::Telemetry>,
     pub logins: Arc<dyn LoginBlocks>,
+    /// The spam filter: `spam train`, `spam stats`, `spam release` (docs/spam.md).
+    pub filter: Option<Arc<filter::Filter>>,
 }
 
 /// Runs a queue `request` on `queue` and returns the text to print.
@@ -114,6 +116,14 @@ impl Operations {
                 out.push_str(&format!("{} blocked\n", blocked.len()));
                 Ok(out.into_bytes())
             }
+            Request::SpamTrain {
+                user,
+                spam,
+                mailbox,
+                site,
+            } => crate::spam::train(&ctx, &user, spam, &mailbox, site).await,
+            Request::SpamStats(user) => crate::spam::stats(&ctx, &user).await,
+            Request::SpamRelease(user) => crate::spam::release(&ctx, &user),
             Request::AuthUnblock(what) => {
                 let cleared = ctx.logins.unblock(&what);
                 tracing::info!(event = "unblocked", what = %one_line(&what), counters = cleared);

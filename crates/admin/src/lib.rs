@@ -23,6 +23,7 @@ pub mod migrate;
 pub mod pages;
 pub mod request;
 pub mod socket;
+mod spam;
 
 pub use client::{request, request_streaming, socket_path};
 pub use commands::{LoginBlocks, Operations, execute};

@@ -53,6 +53,19 @@ pub enum Request {
         path: PathBuf,
         format: Format,
     },
+    /// Train a user's classifier (or the site-wide one) on a folder of that user
+    /// (`mailstow spam train USER --spam|--ham MAILBOX [--site]`).
+    SpamTrain {
+        user: String,
+        spam: bool,
+        mailbox: String,
+        site: bool,
+    },
+    /// A user's classifier and reputation (`mailstow spam stats USER`; `@site` for the
+    /// site-wide model).
+    SpamStats(String),
+    /// End an account's outbound limit on this node (`mailstow spam release USER`).
+    SpamRelease(String),
     /// Take a backup into an absolute path, copying these files whole (`mailstow backup`;
     /// the CLI names the configuration file and the TLS files); streams.
     Backup {
@@ -66,6 +79,22 @@ impl Request {
     pub fn parse(line: &str) -> Result<Request, String> {
         if let Some(rest) = line.strip_prefix("backup\t") {
             return Request::parse_backup(rest.trim_end_matches(['\r', '\n']));
+        }
+        if let Some(rest) = line.strip_prefix("spam train\t") {
+            // `spam train<TAB>USER<TAB>spam|ham<TAB>site|user<TAB>MAILBOX`: a folder name may
+            // hold spaces.
+            let fields: Vec<&str> = rest.trim_end_matches(['\r', '\n']).splitn(4, '\t').collect();
+            return match fields.as_slice() {
+                [user, class @ ("spam" | "ham"), scope @ ("site" | "user"), mailbox] => {
+                    Ok(Request::SpamTrain {
+                        user: (*user).to_string(),
+                        spam: *class == "spam",
+                        mailbox: (*mailbox).to_string(),
+                        site: *scope == "site",
+                    })
+                }
+                _ => Err("expected: spam train USER spam|ham site|user MAILBOX".into()),
+            };
         }
         if let Some(rest) = line.strip_prefix("mailbox ") {
             return Request::parse_mailbox(rest.trim_end_matches(['\r', '\n']));
@@ -93,6 +122,8 @@ impl Request {
             ["store", "stats"] => Ok(Request::StoreStats),
             ["store", "fsck"] => Ok(Request::StoreCheck),
             ["directory", "changed"] => Ok(Request::DirectoryChanged),
+            ["spam", "stats", user] => Ok(Request::SpamStats((*user).to_string())),
+            ["spam", "release", user] => Ok(Request::SpamRelease((*user).to_string())),
             _ => Err(
                 "expected: list | show ID | retry ID | remove ID | user del ADDRESS | \
                       user rename OLD NEW | user list [DOMAIN] | user show ADDRESS | \
@@ -182,6 +213,18 @@ impl Request {
             Request::StoreStats => "store stats".into(),
             Request::StoreCheck => "store fsck".into(),
             Request::DirectoryChanged => "directory changed".into(),
+            Request::SpamTrain {
+                user,
+                spam,
+                mailbox,
+                site,
+            } => format!(
+                "spam train\t{user}\t{}\t{}\t{mailbox}",
+                if *spam { "spam" } else { "ham" },
+                if *site { "site" } else { "user" }
+            ),
+            Request::SpamStats(user) => format!("spam stats {user}"),
+            Request::SpamRelease(user) => format!("spam release {user}"),
             Request::Import { user, path, rules } => format!(
                 "mailbox {} {user} {}",
                 if *rules {

@@ -39,10 +39,26 @@ pub trait Quotas: Send + Sync {
     }
 }
 
+/// Who hears of messages a user files from one folder into another (COPY, MOVE): the
+/// spam filter learns from moves into and out of Junk. Told after the copies are stored;
+/// must not block.
+pub trait Filing: Send + Sync {
+    /// `uids` are the copies' UIDs in `to`.
+    fn filed(&self, user: &str, from: &str, to: &str, uids: &[u32]);
+}
+
+/// Hears nothing.
+pub struct NoFiling;
+
+impl Filing for NoFiling {
+    fn filed(&self, _user: &str, _from: &str, _to: &str, _uids: &[u32]) {}
+}
+
 /// What a session works on in one storage step.
 pub struct Backend<'a> {
     pub store: &'a dyn Mailstore,
     pub subscriptions: &'a dyn Subscriptions,
     pub special_uses: &'a dyn SpecialUses,
     pub quotas: &'a dyn Quotas,
+    pub filing: &'a dyn Filing,
 }

@@ -54,7 +54,7 @@ mod shell;
 #[doc(hidden)]
 pub mod fuzzing;
 
-pub use backend::{Backend, Quotas, SpecialUses, Subscriptions};
+pub use backend::{Backend, Filing, NoFiling, Quotas, SpecialUses, Subscriptions};
 pub use config::{AUTOLOGOUT, Config, LITERAL_MINUS_BYTES_MAX, LOGIN_TIMEOUT};
 pub use event::{AuthResult, Event};
 pub use hibernate::Hibernated;

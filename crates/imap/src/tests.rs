@@ -249,6 +249,7 @@ impl Client {
                         subscriptions: &*self.subs,
                         special_uses: &*self.subs,
                         quotas: &*self.quotas,
+                        filing: &crate::NoFiling,
                     };
                     self.storage_steps += 1;
                     self.session

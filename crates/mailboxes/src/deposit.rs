@@ -107,6 +107,17 @@ impl Deposit {
         &self.gate
     }
 
+    /// Whether `user` has a Junk folder, made now if it had none (a failure files the copy
+    /// in INBOX instead).
+    fn junk_ready(&self, user: &str) -> bool {
+        use store::Mailstore as _;
+        self.store.status(user, "Junk").is_ok()
+            || matches!(
+                self.store.create_folder(user, "Junk"),
+                Ok(_) | Err(store::StoreError::FolderExists { .. })
+            )
+    }
+
     /// Stores every copy not held, in one group commit with whatever else is waiting, and
     /// logs each one stored. Outcomes in order.
     pub fn deposit(&self, under: &Shared<'_>, copies: Vec<Copy>) -> Vec<Deposited> {
@@ -125,6 +136,19 @@ impl Deposit {
                 outcomes[i] = Some(Deposited::Held);
                 continue;
             }
+            // docs/spam.md 2: a final-delivery copy our filter flagged goes to Junk unless
+            // the user's rules put it elsewhere.
+            let default_folder = if copy.rules.is_some()
+                && copy.append.folder == "INBOX"
+                && spam::status_of(&copy.append.message.content).is_some_and(|s| s.flagged)
+                && self.junk_ready(&copy.append.user)
+            {
+                "Junk"
+            } else {
+                "INBOX"
+            };
+            let mut copy = copy;
+            copy.append.folder = default_folder.to_string();
             let rules = match (&copy.rules, self.rules.get()) {
                 (Some(envelope), Some(rules)) if rules.active(&copy.append.user) => {
                     Some((envelope, rules))
@@ -143,7 +167,7 @@ impl Deposit {
                 Origin::Own => CopyId::HandedOver("own"),
             };
             let user = copy.append.user.clone();
-            match rules.apply(id, &user, envelope, &copy.append.message.content) {
+            match rules.apply(id, &user, envelope, &copy.append.message.content, default_folder) {
                 Disposition::Disposed => outcomes[i] = Some(Deposited::Disposed),
                 Disposition::Rejected { reason } => outcomes[i] = Some(Deposited::Rejected(reason)),
                 Disposition::Store { folders, edited } => {

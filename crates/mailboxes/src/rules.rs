@@ -75,9 +75,9 @@ pub struct Placement {
 }
 
 impl Placement {
-    fn inbox() -> Placement {
+    fn default_folder(folder: &str) -> Placement {
         Placement {
-            folder: "INBOX".to_string(),
+            folder: folder.to_string(),
             flags: Flags::EMPTY,
             keywords: Vec::new(),
         }
@@ -196,7 +196,7 @@ impl Rules {
         let outcome = sieve::run(
             &script,
             content,
-            &self.context(envelope),
+            &self.context(envelope, content),
             &host,
             &self.limits,
         )
@@ -215,16 +215,19 @@ impl Rules {
     }
 
     /// Runs `user`'s active script on a copy and carries out what it sends (redirects,
-    /// vacation replies); returns where the copy goes. Without an active script: INBOX.
+    /// vacation replies); returns where the copy goes. Without an active script, and for
+    /// `keep` (RFC 5228 4.3: "the default location"): `default_folder` (INBOX, or Junk for
+    /// a copy the spam filter flagged, docs/spam.md 2).
     pub fn apply(
         &self,
         id: CopyId<'_>,
         user: &str,
         envelope: &Envelope,
         content: &[u8],
+        default_folder: &str,
     ) -> Disposition {
         let keep = || Disposition::Store {
-            folders: vec![Placement::inbox()],
+            folders: vec![Placement::default_folder(default_folder)],
             edited: None,
         };
         let script = match self.active_script(user) {
@@ -243,7 +246,7 @@ impl Rules {
         let outcome = match sieve::run(
             &script,
             content,
-            &self.context(envelope),
+            &self.context(envelope, content),
             &host,
             &self.limits,
         ) {
@@ -253,7 +256,7 @@ impl Rules {
                 return keep();
             }
         };
-        match self.carry_out(id, user, envelope, content, outcome) {
+        match self.carry_out(id, user, envelope, content, outcome, default_folder) {
             Ok(disposition) => disposition,
             Err(e) => {
                 self.events.sieve_error(copy_id(id), user, &e);
@@ -272,6 +275,7 @@ impl Rules {
         envelope: &Envelope,
         content: &[u8],
         outcome: sieve::Outcome,
+        default_folder: &str,
     ) -> Result<Disposition, String> {
         let message = outcome.edited_message.as_deref().unwrap_or(content);
         let mut folders: Vec<Placement> = Vec::new();
@@ -279,8 +283,8 @@ impl Rules {
         for action in &outcome.actions {
             match action {
                 Action::Keep { flags } => {
-                    folders.push(placement("INBOX", flags));
-                    self.events.sieve_action(copy_id(id), user, "keep", "INBOX");
+                    folders.push(placement(default_folder, flags));
+                    self.events.sieve_action(copy_id(id), user, "keep", default_folder);
                 }
                 Action::FileInto {
                     mailbox,
@@ -416,7 +420,10 @@ impl Rules {
         Ok(())
     }
 
-    fn context(&self, envelope: &Envelope) -> sieve::Context {
+    /// RFC 5235: `spamtest` and `spamtestplus` read our filter's verdict in the copy's
+    /// `X-Spam-*` fields (docs/spam.md 2; arriving fields of those names were removed).
+    fn context(&self, envelope: &Envelope, content: &[u8]) -> sieve::Context {
+        let spam = spam::status_of(content).map(|status| status.spamtest());
         let now = now_s();
         let domain = self
             .hostname
@@ -434,8 +441,8 @@ impl Rules {
                 ("phase".into(), "during".into()),
                 ("version".into(), env!("CARGO_PKG_VERSION").into()),
             ],
-            spam_score: None,
-            spam_percent: None,
+            spam_score: spam.map(|(value, _)| value),
+            spam_percent: spam.map(|(_, percent)| percent),
             virus_score: None,
         }
     }

@@ -24,6 +24,8 @@ pub(crate) struct Config {
     pub(crate) directory: DirectorySection,
     #[serde(default)]
     pub(crate) cluster: ClusterSection,
+    #[serde(default)]
+    pub(crate) spam: crate::spam_config::SpamSection,
 }
 
 /// `[directory]`: where the directory lives.
@@ -344,6 +346,7 @@ impl Config {
                         .map_or_else(|_| url.to_owned(), |location| location.to_string())
                 }),
             },
+            spam: crate::spam_config::SpamSection::effective(&server.spam),
             cluster: ClusterSection {
                 node: self.cluster.node.clone(),
                 secret_file: self.cluster.secret_file.clone(),

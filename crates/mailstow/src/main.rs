@@ -27,6 +27,8 @@ mod progress;
 mod queue_cmd;
 mod serve_cmd;
 mod sieve_cmd;
+mod spam_cmd;
+mod spam_config;
 mod sim_cmd;
 mod store_cmd;
 
@@ -84,6 +86,10 @@ enum Command {
     /// check.
     #[command(subcommand)]
     Sieve(sieve_cmd::SieveCommand),
+    /// The spam filter: train a user's classifier from a folder, show what it holds, set
+    /// thresholds per domain or user, release an account limited for sending spam.
+    #[command(subcommand)]
+    Spam(spam_cmd::SpamCommand),
     /// Failed-login blocks of the running server: list them, clear them.
     #[command(subcommand)]
     Auth(auth_cmd::AuthCommand),
@@ -214,6 +220,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Auth(command) => auth_cmd::run(command, &paths),
         Command::Dkim(command) => dkim_cmd::run(command, &paths),
         Command::Sieve(command) => sieve_cmd::run(command, &paths, &config),
+        Command::Spam(command) => spam_cmd::run(command, &paths),
         Command::Alias(command) => directory_cmd::alias(command, &paths),
         Command::Node(command) => directory_cmd::node(command, &paths),
         Command::Mailbox(command) => mailbox_cmd::run(command, &paths, &config),

@@ -103,7 +103,26 @@ impl Node {
         ));
         let delivering = Delivering::start(&config, &engines, &mail, joined.as_ref(), srs.clone())?;
         let throttle = Arc::new(server::Throttle::new(config.throttle));
+        // The spam filter (docs/spam.md): its blocklist lookups ask the configured name
+        // servers; its trainer reads moved messages from the store.
+        let resolver = if config.spam.dnsbl.is_empty() {
+            None
+        } else {
+            Some(
+                sender_auth::resolver(&config.dns_servers, Duration::from_secs(2), 1)
+                    .context("setting up the blocklists' DNS resolver")?,
+            )
+        };
+        let filter = filter::Filter::new(
+            config.spam.clone(),
+            engines.directory.clone(),
+            mail.telemetry.clone(),
+            &config.hostname,
+            resolver,
+        );
+        filter.start_training(engines.store.clone());
         let operations = Arc::new(admin::Operations {
+            filter: Some(filter.clone()),
             data_dir: config.data_dir.clone(),
             node_name: joined
                 .as_ref()
@@ -138,6 +157,7 @@ impl Node {
                 moves: joined.as_ref().map(|j| j.moves.clone()),
                 operations: operations.clone(),
                 srs,
+                filter,
             },
             listeners,
         )

@@ -68,6 +68,7 @@ pub(crate) fn server_config(
             Some(directory::Location::parse(url).with_context(|| "[directory] url".to_string())?);
     }
     cluster(config, &mut server)?;
+    server.spam = config.spam.filter_config()?;
     server.queue = config.queue_config();
     server.store = config.store_config();
     if server.listeners.is_empty() {

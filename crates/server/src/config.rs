@@ -97,6 +97,8 @@ pub struct ServerConfig {
     pub direct: Option<Direct>,
     pub queue: queue::QueueConfig,
     pub store: store::StoreConfig,
+    /// The spam filter, blocklists and milters (`[spam]`, docs/spam.md).
+    pub spam: filter::Config,
     /// Serve Prometheus metrics at `/metrics` and a health check at `/healthz` here.
     pub metrics: Option<SocketAddr>,
     /// Serve the web view here (`[server] web`; default 127.0.0.1:8080).
@@ -184,6 +186,7 @@ impl ServerConfig {
             direct: None,
             queue: queue::QueueConfig::default(),
             store: store::StoreConfig::default(),
+            spam: filter::Config::default(),
             metrics: None,
             web: Some(SocketAddr::from(([127, 0, 0, 1], 8080))),
             web_tls: false,

@@ -76,6 +76,7 @@ async fn run_storage(parts: &Arc<ImapParts>, session: imap::Session) -> Option<i
             subscriptions: &subscriptions,
             special_uses: &subscriptions,
             quotas: &quotas,
+            filing: &Filing(&parts.filter),
         };
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -100,6 +101,22 @@ pub(crate) struct ImapParts {
     pub(crate) compressed: Arc<tokio::sync::Semaphore>,
     /// The data directory's free-space reserve: APPEND, COPY and MOVE are refused below it.
     pub(crate) space: Arc<disk::SpaceReserve>,
+    /// Learns from moves into and out of Junk (docs/spam.md 3).
+    pub(crate) filter: Arc<filter::Filter>,
+}
+
+/// COPY and MOVE reported to the spam filter's trainer.
+struct Filing<'a>(&'a filter::Filter);
+
+impl imap::Filing for Filing<'_> {
+    fn filed(&self, user: &str, from: &str, to: &str, uids: &[u32]) {
+        self.0.filed(filter::Filed {
+            user: user.to_string(),
+            from: from.to_string(),
+            to: to.to_string(),
+            uids: uids.to_vec(),
+        });
+    }
 }
 
 /// An IMAP session and its shell. The session is `None` only while a storage step runs it

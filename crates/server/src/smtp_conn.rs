@@ -55,6 +55,8 @@ pub(crate) struct SmtpParts {
     pub(crate) srs: Arc<sender_auth::Srs>,
     /// Users' rules, for refusing before the 250 what they would reject.
     pub(crate) rules: Option<Arc<mailboxes::Rules>>,
+    /// The spam filter and the milters (docs/spam.md).
+    pub(crate) filter: Arc<filter::Filter>,
 }
 
 /// An SMTP-family session and its shell.
@@ -63,6 +65,7 @@ pub(crate) struct Smtp {
     session: smtp::Session,
     service: Service,
     ip: IpAddr,
+    port: u16,
     session_id: u64,
     authenticated: Option<String>,
     transaction: Transaction,
@@ -71,6 +74,10 @@ pub(crate) struct Smtp {
     /// An LMTP client at another cluster node's address: its transactions are hand-overs,
     /// stored by the committer, never queued.
     from_node: bool,
+    /// The session's milters, opened at connect (none on LMTP).
+    milters: Option<filter::Milters>,
+    /// A milter discarded the open transaction: accepted, and dropped.
+    discarded: Option<String>,
 }
 
 impl Smtp {
@@ -110,16 +117,36 @@ impl Smtp {
                     };
                     self.session.auth_result(result);
                 }
+                Event::Connect => {
+                    let verdict = self.connected(&conn.shell).await;
+                    self.session.connect_result(verdict);
+                }
+                Event::Hello { name } => {
+                    let verdict = match &mut self.milters {
+                        Some(milters) => verdict_of(milters.helo(&name).await, &mut self.discarded),
+                        None => Verdict::Accept,
+                    };
+                    self.session.hello_result(verdict);
+                }
                 Event::MailFrom { from, size, .. } => {
                     self.transaction = Transaction {
                         size: size.unwrap_or(0),
                         ..Transaction::default()
                     };
+                    self.discarded = None;
                     // RFC 1870 6.1: the declared SIZE counts against the free space too.
-                    let verdict = match conn.shell.storage_full(size.unwrap_or(0)) {
+                    let mut verdict = match conn.shell.storage_full(size.unwrap_or(0)) {
                         Some(_) => Verdict::Reject(Reply::insufficient_storage()),
                         None => self.sender(&conn.shell, &from),
                     };
+                    if verdict == Verdict::Accept
+                        && let Some(milters) = &mut self.milters
+                    {
+                        milters.abort().await;
+                        let user = self.authenticated.clone().unwrap_or_default();
+                        let macros = [("{mail_addr}", from.as_str()), ("{auth_authen}", user.as_str())];
+                        verdict = verdict_of(milters.mail(&from, &macros).await, &mut self.discarded);
+                    }
                     self.session.mail_result(verdict);
                 }
                 Event::RcptTo { to, .. } => {
@@ -129,10 +156,20 @@ impl Smtp {
                         return Step::Close;
                     }
                     // The disk may have filled since MAIL: refused here too, still before DATA.
-                    let verdict = match conn.shell.storage_full(self.transaction.size) {
+                    let mut verdict = match conn.shell.storage_full(self.transaction.size) {
                         Some(_) => Verdict::Reject(Reply::insufficient_storage()),
                         None => self.recipient(&conn.shell, &to).await,
                     };
+                    if verdict == Verdict::Accept
+                        && let Some(milters) = &mut self.milters
+                    {
+                        let macros = [("{rcpt_addr}", to.as_str())];
+                        verdict = verdict_of(milters.rcpt(&to, &macros).await, &mut self.discarded);
+                        if verdict != Verdict::Accept {
+                            // The filter refused this recipient: it is not in the transaction.
+                            self.transaction.targets.pop();
+                        }
+                    }
                     self.session.rcpt_result(verdict);
                 }
                 Event::Message { envelope, content } => {
@@ -145,7 +182,12 @@ impl Smtp {
                     let verdicts = self.accept_message(&conn.shell, &envelope, content).await;
                     self.session.message_result(verdicts);
                 }
-                Event::Close => return Step::Close,
+                Event::Close => {
+                    if let Some(milters) = self.milters.take() {
+                        milters.quit().await;
+                    }
+                    return Step::Close;
+                }
             }
         }
         if self.session.wants_input() {
@@ -176,15 +218,35 @@ impl Smtp {
             _ => live.smtp.clone(),
         };
         let session_id = parts.session_ids.fetch_add(1, Ordering::Relaxed);
+        // docs/spam.md 4: with milters (or a blocklist that refuses clients) the shell
+        // decides on the connection and the greeting too.
+        let filter = parts.filter.config();
+        let milters = match service {
+            Service::Smtp => !filter.milters.is_empty(),
+            Service::Submission | Service::Submissions => filter.milters.iter().any(|m| m.submission),
+            _ => false,
+        };
+        let refusing_zones = service == Service::Smtp && filter.dnsbl.iter().any(|z| z.reject);
+        let config = if milters || refusing_zones {
+            let mut deciding = (*config).clone();
+            deciding.decide_connect = true;
+            deciding.decide_hello = milters;
+            Arc::new(deciding)
+        } else {
+            config
+        };
         Smtp {
             parts,
             session: smtp::Session::new(config, smtp::Peer { ip: peer.ip(), tls }),
             service,
             ip: peer.ip(),
+            port: peer.port(),
             session_id,
             authenticated: None,
             transaction: Transaction::default(),
             unknown_recipients: 0,
+            milters: None,
+            discarded: None,
             from_node: service == Service::Lmtp
                 && shell
                     .cluster
@@ -529,101 +591,203 @@ impl Smtp {
         let data_end = std::time::Instant::now();
         let mut checks = None;
         let mut dkim_signed = None;
-        match self.service {
-            Service::Smtp => {
-                if let Some(checker) = &self.parts.checker {
-                    // RFC 8601 5: a field claiming to be ours was not written by us.
-                    if let std::borrow::Cow::Owned(stripped) =
-                        sender_auth::strip_our_authentication_results(
-                            &message,
-                            &shell.config.hostname,
-                        )
-                    {
-                        message = stripped;
-                    }
-                    let verdict = checker
-                        .check(&sender_auth::CheckInput {
-                            ip: self.ip,
-                            helo: &envelope.helo,
-                            mail_from: &envelope.from,
-                            message: &message,
-                        })
-                        .await;
-                    let dkim: Vec<&str> = verdict.dkim.iter().map(|d| d.result.name()).collect();
-                    checks = Some(SenderChecks {
-                        spf: verdict.spf.name(),
-                        dkim: if dkim.is_empty() {
-                            "none".to_string()
-                        } else {
-                            dkim.join(",")
-                        },
-                        dmarc: verdict.dmarc.name(),
-                    });
-                    if let Some(refusal) = self.sender_policy(shell, envelope, &verdict) {
-                        // The refusal itself is logged as `rejected` (stage data) with the
-                        // reply; this line adds what the checks found.
-                        if let Some(c) = &checks {
-                            tracing::info!(
-                                event = "sender_checks",
-                                proto = self.service.name(),
-                                from = %format!("<{}>", shown(&envelope.from)),
-                                client = %self.ip,
-                                helo = %shown(&envelope.helo),
-                                spf = c.spf,
-                                dkim = %c.dkim,
-                                dmarc = c.dmarc,
-                                result = "refused"
-                            );
-                        }
-                        self.transaction.incoming = None;
-                        return vec![Verdict::Reject(refusal); replies];
-                    }
-                    // Above our Received: the result of this hop's checks.
-                    prepend = format!("{}{prepend}", verdict.header);
-                }
+        let mut check_verdict = None;
+        if self.service == Service::Smtp
+            && let Some(checker) = &self.parts.checker
+        {
+            // RFC 8601 5: a field claiming to be ours was not written by us.
+            if let std::borrow::Cow::Owned(stripped) =
+                sender_auth::strip_our_authentication_results(&message, &shell.config.hostname)
+            {
+                message = stripped;
             }
-            Service::Submission | Service::Submissions => {
-                // RFC 6376: sign with the key of the From: domain, when we hold one.
-                if let Some(domain) = sender_auth::from_domain(&message)
-                    && let Some(signer) = self.parts.signers.for_domain(&shell.directory, &domain)
-                {
-                    match signer.sign(&message) {
-                        Ok(signature) => {
-                            prepend.push_str(&signature);
-                            dkim_signed =
-                                Some(format!("{}:{}", signer.domain(), signer.selector()));
-                        }
-                        Err(e) => tracing::warn!(
-                            event = "dkim_error",
-                            domain = %shown(&domain),
-                            error = %e
-                        ),
-                    }
+            let verdict = checker
+                .check(&sender_auth::CheckInput {
+                    ip: self.ip,
+                    helo: &envelope.helo,
+                    mail_from: &envelope.from,
+                    message: &message,
+                })
+                .await;
+            let dkim: Vec<&str> = verdict.dkim.iter().map(|d| d.result.name()).collect();
+            checks = Some(SenderChecks {
+                spf: verdict.spf.name(),
+                dkim: if dkim.is_empty() {
+                    "none".to_string()
+                } else {
+                    dkim.join(",")
+                },
+                dmarc: verdict.dmarc.name(),
+            });
+            if let Some(refusal) = self.sender_policy(shell, envelope, &verdict) {
+                // The refusal itself is logged as `rejected` (stage data) with the
+                // reply; this line adds what the checks found.
+                if let Some(c) = &checks {
+                    tracing::info!(
+                        event = "sender_checks",
+                        proto = self.service.name(),
+                        from = %format!("<{}>", shown(&envelope.from)),
+                        client = %self.ip,
+                        helo = %shown(&envelope.helo),
+                        spf = c.spf,
+                        dkim = %c.dkim,
+                        dmarc = c.dmarc,
+                        result = "refused"
+                    );
                 }
+                self.transaction.incoming = None;
+                return vec![Verdict::Reject(refusal); replies];
             }
-            // LMTP is for trusted MTAs on this host or network: no checks.
-            _ => {}
+            // Above our Received: the result of this hop's checks.
+            prepend = format!("{}{prepend}", verdict.header);
+            check_verdict = Some(verdict);
+        }
+        let filtered = matches!(
+            self.service,
+            Service::Smtp | Service::Submission | Service::Submissions
+        );
+        if filtered {
+            // docs/spam.md 2: a sender cannot claim a verdict; only ours counts.
+            if let std::borrow::Cow::Owned(stripped) = spam::strip_status_fields(&message) {
+                message = stripped;
+            }
         }
         // The fields go in front of the content in place: the content's buffer usually has
         // the room, so the message is not held twice.
         let size = message.len();
         message.splice(0..0, prepend.bytes());
+        // docs/spam.md 4: the milters see the message as it will be queued, trace fields
+        // included, and their changes apply before anything else looks at it.
+        let mut quarantine = None;
+        if let Some(milters) = &mut self.milters {
+            let (step, ending) = milters.message(&message).await;
+            match verdict_of(step, &mut self.discarded) {
+                Verdict::Accept => {}
+                refusal => {
+                    self.transaction.incoming = None;
+                    return vec![refusal; replies];
+                }
+            }
+            if !ending.modifications.is_empty() {
+                message = milter::apply(&message, &ending.modifications);
+                recipients = self.recipients_changed(shell, envelope, &targets, recipients, &ending.modifications);
+            }
+            quarantine = ending.quarantine;
+        }
+        if let Some(filter) = &self.discarded {
+            // Accepted and dropped, as the filter asked: logged, never queued.
+            let filter = filter.clone();
+            for user in &recipients {
+                shell.telemetry.spam(&telemetry::SpamVerdict {
+                    proto: self.service.name(),
+                    session: &id,
+                    user,
+                    from: &envelope.from,
+                    client: self.ip,
+                    score: 0.0,
+                    action: "discard",
+                    reasons: &format!("MILTER_{filter}"),
+                });
+            }
+            self.transaction.incoming = None;
+            return vec![Verdict::Accept; replies];
+        }
+        if matches!(self.service, Service::Submission | Service::Submissions) {
+            // RFC 6376: sign with the key of the From: domain, when we hold one.
+            if let Some(domain) = sender_auth::from_domain(&message)
+                && let Some(signer) = self.parts.signers.for_domain(&shell.directory, &domain)
+            {
+                match signer.sign(&message) {
+                    Ok(signature) => {
+                        message.splice(0..0, signature.bytes());
+                        dkim_signed = Some(format!("{}:{}", signer.domain(), signer.selector()));
+                    }
+                    Err(e) => tracing::warn!(
+                        event = "dkim_error",
+                        domain = %shown(&domain),
+                        error = %e
+                    ),
+                }
+            }
+            if let Some(user) = self.authenticated.clone()
+                && self.parts.filter.enabled()
+            {
+                match self.parts.filter.judge_submission(&user, &message).await {
+                    filter::Outbound::Accept => {}
+                    filter::Outbound::Refuse(score) => {
+                        self.transaction.incoming = None;
+                        return vec![
+                            Verdict::Reject(Reply::new(
+                                550,
+                                (5, 7, 1),
+                                format!("message refused as spam (score {:.1})", score.points),
+                            ));
+                            replies
+                        ];
+                    }
+                    filter::Outbound::Limited { retry_after } => {
+                        self.transaction.incoming = None;
+                        return vec![
+                            Verdict::Reject(Reply::new(
+                                451,
+                                (4, 7, 1),
+                                format!(
+                                    "sending limit of this account reached (spam suspected), try again in {} minutes",
+                                    retry_after.as_secs().div_ceil(60).max(1)
+                                ),
+                            ));
+                            replies
+                        ];
+                    }
+                }
+            }
+        }
+        // docs/spam.md 2: each recipient user's verdict; copies with different verdicts are
+        // queued apart, each with its own fields.
+        let mut copies: Vec<(Vec<u8>, Vec<String>)> = Vec::new();
+        let mut user_copy: std::collections::HashMap<String, usize> = Default::default();
+        if self.service == Service::Smtp && (self.parts.filter.enabled() || quarantine.is_some()) {
+            match self
+                .spam_verdicts(shell, envelope, &recipients, &message, check_verdict.as_ref(), quarantine.as_deref(), &id)
+                .await
+            {
+                Ok(groups) => {
+                    for (fields, members) in groups {
+                        let mut copy = Vec::with_capacity(fields.len() + message.len());
+                        copy.extend_from_slice(fields.as_bytes());
+                        copy.extend_from_slice(&message);
+                        for m in &members {
+                            user_copy.insert(m.clone(), copies.len());
+                        }
+                        copies.push((copy, members));
+                    }
+                }
+                Err(refusal) => {
+                    self.transaction.incoming = None;
+                    return vec![Verdict::Reject(refusal); replies];
+                }
+            }
+        } else {
+            copies.push((message, recipients.clone()));
+        }
         // RFC 5429 2.1: a recipient whose rules reject the message is refused here, before
         // the 250, when the protocol can say so: LMTP per recipient, SMTP when every
         // recipient rejects. Otherwise the rules run again at delivery and the sender gets
         // a DSN.
-        let refused = self.refused_by_rules(shell, envelope, &targets, &message, &id);
+        let refused = self.refused_by_rules(shell, envelope, &targets, &copies, &user_copy, &id);
         if refused.iter().any(Option::is_some) {
             let all = refused.iter().all(Option::is_some);
             if all || self.service == Service::Lmtp {
-                recipients = targets
+                let kept: std::collections::HashSet<&String> = targets
                     .iter()
                     .zip(&refused)
                     .filter(|(_, r)| r.is_none())
-                    .flat_map(|(t, _)| t.iter().cloned())
+                    .flat_map(|(t, _)| t.iter())
                     .collect();
-                recipients.sort();
-                recipients.dedup();
+                for (_, members) in &mut copies {
+                    members.retain(|m| kept.contains(m));
+                }
+                copies.retain(|(_, members)| !members.is_empty());
             }
             if all {
                 self.transaction.incoming = None;
@@ -638,15 +802,18 @@ impl Smtp {
                 };
             }
         }
-        let durable = {
+        let mut waits = Vec::with_capacity(copies.len());
+        for (copy, members) in copies {
             let telemetry = shell.telemetry.clone();
             let accepted = self.parts.accepted.clone();
             let proto = self.service.name();
             let from = envelope.from.clone();
-            let to = recipients.clone();
+            let to = members.clone();
             let client = self.ip;
             let user = self.authenticated.clone();
-            Box::new(move |queue_id| {
+            let checks = checks.clone();
+            let dkim_signed = dkim_signed.clone();
+            let durable = Box::new(move |queue_id| {
                 accepted.fetch_add(1, Ordering::Relaxed);
                 telemetry.accepted(
                     &Accepted {
@@ -662,32 +829,53 @@ impl Smtp {
                     },
                     data_end.elapsed(),
                 );
-            })
-        };
-        let rx = enqueue(
-            &self.parts.queue,
-            &self.parts.wakeup,
-            &envelope.from,
-            &recipients,
-            now,
-            message,
-            durable,
-        );
+            });
+            waits.push(enqueue(
+                &self.parts.queue,
+                &self.parts.wakeup,
+                &envelope.from,
+                &members,
+                now,
+                copy,
+                durable,
+            ));
+        }
         // Submitted: the writer need not wait for this session any more.
         self.transaction.incoming = None;
-        let verdict = match rx.await {
-            Ok(Ok(_)) => Verdict::Accept,
-            // RFC 3463 X.3.1: the disk filled between RCPT and the end of the data.
-            Ok(Err(e)) if e.is_out_of_space() => {
-                tracing::warn!(event = "queue_full", error = %e);
-                Verdict::Reject(Reply::insufficient_storage())
+        let mut verdict = Verdict::Accept;
+        for rx in waits {
+            let this = match rx.await {
+                Ok(Ok(_)) => Verdict::Accept,
+                // RFC 3463 X.3.1: the disk filled between RCPT and the end of the data.
+                Ok(Err(e)) if e.is_out_of_space() => {
+                    tracing::warn!(event = "queue_full", error = %e);
+                    Verdict::Reject(Reply::insufficient_storage())
+                }
+                Ok(Err(e)) => {
+                    tracing::error!(event = "queue_error", error = %e);
+                    Verdict::Reject(Reply::new(451, (4, 3, 0), "queue error, try again later"))
+                }
+                Err(_) => {
+                    Verdict::Reject(Reply::new(451, (4, 3, 0), "queue closed, try again later"))
+                }
+            };
+            if verdict == Verdict::Accept {
+                verdict = this;
             }
-            Ok(Err(e)) => {
-                tracing::error!(event = "queue_error", error = %e);
-                Verdict::Reject(Reply::new(451, (4, 3, 0), "queue error, try again later"))
-            }
-            Err(_) => Verdict::Reject(Reply::new(451, (4, 3, 0), "queue closed, try again later")),
-        };
+        }
+        if verdict == Verdict::Accept
+            && matches!(self.service, Service::Submission | Service::Submissions)
+            && let Some(user) = &self.authenticated
+        {
+            // docs/spam.md 3: replies from people our users write to are welcome.
+            let cache = shell.directory.cache();
+            let remote: Vec<String> = recipients
+                .iter()
+                .filter(|r| !cache.is_user(r))
+                .cloned()
+                .collect();
+            self.parts.filter.sent(user, &remote);
+        }
         if self.service == Service::Lmtp && refused.len() == replies {
             // RFC 2033 4.2: one reply per recipient, in order.
             return refused
@@ -701,6 +889,226 @@ impl Smtp {
         vec![verdict; replies]
     }
 
+    /// The client connected (docs/spam.md 2, 4): a blocklist that refuses it at once, then
+    /// the milters, told of the client; either may refuse the connection.
+    async fn connected(&mut self, shell: &Arc<Shell>) -> Verdict {
+        let filter = self.parts.filter.clone();
+        if self.service == Service::Smtp
+            && let Some(listing) = filter.client_refused(self.ip).await
+        {
+            // RFC 5782 2.1: the zone's TXT record says why, when it has one.
+            let why = listing.reason.map(|r| format!(": {r}")).unwrap_or_default();
+            return Verdict::Reject(Reply::new(
+                554,
+                (5, 7, 1),
+                format!(
+                    "Service unavailable; client [{}] blocked using {}{why}",
+                    self.ip, listing.zone
+                ),
+            ));
+        }
+        let configs: Vec<_> = filter
+            .config()
+            .milters
+            .iter()
+            .filter(|m| self.service == Service::Smtp || m.submission)
+            .cloned()
+            .collect();
+        if configs.is_empty() || self.service == Service::Lmtp {
+            return Verdict::Accept;
+        }
+        let info = filter::milter::ConnectInfo {
+            client_ip: self.ip,
+            client_port: self.port,
+            client_name: format!("[{}]", self.ip),
+            our_hostname: shell.config.hostname.clone(),
+            daemon_name: self.service.name().to_string(),
+        };
+        let (milters, step) = filter::Milters::open(&configs, &info, shell.telemetry.clone()).await;
+        self.milters = Some(milters);
+        match verdict_of(step, &mut self.discarded) {
+            // RFC 5321 3.1: a refused connection gets 554; a temporary one 421.
+            Verdict::Reject(reply) if reply.code < 500 => Verdict::Reject(Reply::new(
+                421,
+                (4, 7, 1),
+                reply.text.clone(),
+            )),
+            Verdict::Reject(reply) => Verdict::Reject(Reply::new(554, (5, 7, 1), reply.text.clone())),
+            Verdict::Accept => Verdict::Accept,
+        }
+    }
+
+    /// A milter added or deleted recipients at the end of the message: the queued
+    /// recipients follow (an added address is resolved like a RCPT; an unknown one is
+    /// dropped and logged).
+    fn recipients_changed(
+        &self,
+        shell: &Shell,
+        envelope: &smtp::Envelope,
+        targets: &[Vec<String>],
+        mut recipients: Vec<String>,
+        modifications: &[milter::Modification],
+    ) -> Vec<String> {
+        let cache = shell.directory.cache();
+        for m in modifications {
+            match m {
+                milter::Modification::DeleteRecipient(address) => {
+                    let address = address.trim_matches(['<', '>']);
+                    for (i, rcpt) in envelope.recipients.iter().enumerate() {
+                        if rcpt.eq_ignore_ascii_case(address)
+                            && let Some(gone) = targets.get(i)
+                        {
+                            recipients.retain(|r| !gone.contains(r));
+                        }
+                    }
+                    recipients.retain(|r| !r.eq_ignore_ascii_case(address));
+                }
+                milter::Modification::AddRecipient(address) => {
+                    let address = address.trim_matches(['<', '>']).to_string();
+                    match cache.resolve(&address) {
+                        directory::Resolution::Local(found) => {
+                            for target in found {
+                                match target {
+                                    directory::Target::User(u) | directory::Target::Remote(u) => {
+                                        recipients.push(u)
+                                    }
+                                }
+                            }
+                        }
+                        directory::Resolution::NotLocal => recipients.push(address),
+                        directory::Resolution::UnknownUser => tracing::warn!(
+                            event = "milter_recipient_unknown",
+                            to = %shown(&address)
+                        ),
+                    }
+                }
+                _ => {}
+            }
+        }
+        recipients.sort();
+        recipients.dedup();
+        recipients
+    }
+
+    /// docs/spam.md 2: every local recipient user's verdict, logged; the copies to queue,
+    /// grouped by the fields they carry (the users of each); or the refusal of the whole
+    /// message (every user's verdict is reject: 550; every one greylist or reject: 451).
+    #[allow(clippy::too_many_arguments)]
+    async fn spam_verdicts(
+        &self,
+        shell: &Shell,
+        envelope: &smtp::Envelope,
+        recipients: &[String],
+        message: &[u8],
+        checks: Option<&sender_auth::Verdict>,
+        quarantine: Option<&str>,
+        session: &str,
+    ) -> Result<Vec<(String, Vec<String>)>, Reply> {
+        let filter = &self.parts.filter;
+        let cache = shell.directory.cache();
+        let users: Vec<String> = recipients.iter().filter(|r| cache.is_user(r)).cloned().collect();
+        let others: Vec<String> = recipients.iter().filter(|r| !cache.is_user(r)).cloned().collect();
+        let mut extra = Vec::new();
+        if let Some(reason) = quarantine {
+            extra.push(spam::Reason {
+                name: format!("MILTER_QUARANTINE({})", shown(reason)),
+                points: 0.0,
+            });
+        }
+        let arrival = filter::Arrival {
+            client: self.ip,
+            mail_from: &envelope.from,
+            message,
+            auth: checks.map(filter::auth_of).unwrap_or_default(),
+            keys: filter::keys::at_arrival(message, self.ip, checks),
+            extra,
+        };
+        let mut verdicts = if filter.enabled() {
+            filter.judge(&arrival, &users).await
+        } else {
+            users
+                .iter()
+                .map(|u| filter::UserVerdict {
+                    user: u.clone(),
+                    score: spam::Score::default(),
+                    action: spam::Action::Accept,
+                    thresholds: filter.config().thresholds,
+                })
+                .collect()
+        };
+        if quarantine.is_some() {
+            for v in &mut verdicts {
+                if v.action != spam::Action::Reject {
+                    v.action = spam::Action::Junk;
+                }
+            }
+        }
+        let all = |f: &dyn Fn(spam::Action) -> bool| {
+            others.is_empty() && !verdicts.is_empty() && verdicts.iter().all(|v| f(v.action))
+        };
+        let refuse_all = all(&|a| a == spam::Action::Reject);
+        let greylist_all = !refuse_all
+            && all(&|a| matches!(a, spam::Action::Reject | spam::Action::Greylist));
+        for v in &mut verdicts {
+            // SMTP has one reply after the data: unless every copy is refused, a refused
+            // copy goes to Junk and a greylisted one through.
+            if !refuse_all && !greylist_all {
+                match v.action {
+                    spam::Action::Reject => v.action = spam::Action::Junk,
+                    spam::Action::Greylist => v.action = spam::Action::Accept,
+                    _ => {}
+                }
+            }
+            shell.telemetry.spam(&telemetry::SpamVerdict {
+                proto: self.service.name(),
+                session,
+                user: &v.user,
+                from: &envelope.from,
+                client: self.ip,
+                score: v.score.points,
+                action: v.action.name(),
+                reasons: &v.score.reasons_text(),
+            });
+        }
+        if refuse_all {
+            let top = verdicts
+                .iter()
+                .max_by(|a, b| a.score.points.total_cmp(&b.score.points))
+                .map(|v| (v.score.points, v.score.reasons_text()))
+                .unwrap_or_default();
+            let reasons: String = top.1.chars().take(200).collect();
+            return Err(Reply::new(
+                550,
+                (5, 7, 1),
+                format!("message refused as spam (score {:.1}: {reasons})", top.0),
+            ));
+        }
+        if greylist_all {
+            // RFC 6647 4.2: a temporary failure the sender's retry passes.
+            let minutes = filter.config().greylist_delay.as_secs().div_ceil(60).max(1);
+            return Err(Reply::new(
+                451,
+                (4, 7, 1),
+                format!("greylisted, please try again in {minutes} minutes"),
+            ));
+        }
+        let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+        for v in &verdicts {
+            let fields = v.fields();
+            match groups.iter_mut().find(|(f, _)| *f == fields) {
+                Some((_, members)) => members.push(v.user.clone()),
+                None => groups.push((fields, vec![v.user.clone()])),
+            }
+        }
+        if !others.is_empty() {
+            match groups.first_mut() {
+                Some((_, members)) => members.extend(others),
+                None => groups.push((String::new(), others)),
+            }
+        }
+        Ok(groups)
+    }
+
     /// Per RCPT: the reason its rules reject this message, when every one of its targets is
     /// a local user whose active script rejects it (no action taken: a dry run). Only for
     /// mail arriving from outside (SMTP, LMTP), not for submission.
@@ -709,7 +1117,8 @@ impl Smtp {
         shell: &Shell,
         envelope: &smtp::Envelope,
         targets: &[Vec<String>],
-        message: &[u8],
+        copies: &[(Vec<u8>, Vec<String>)],
+        user_copy: &std::collections::HashMap<String, usize>,
         session: &str,
     ) -> Vec<Option<String>> {
         let Some(rules) = &self.parts.rules else {
@@ -731,6 +1140,10 @@ impl Smtp {
                         sender: envelope.from.clone(),
                         recipient: user.clone(),
                     };
+                    // The copy this user gets (its own spam fields), for spamtest.
+                    let message = &copies
+                        .get(user_copy.get(user).copied().unwrap_or(0))
+                        .map_or(&[][..], |(m, _)| m.as_slice());
                     reason = Some(rules.would_reject(session, user, &rules_envelope, message)?);
                 }
                 reason
@@ -863,4 +1276,19 @@ impl Smtp {
 /// RFC 5429 2.1: the refusal of a recipient whose rules reject the message.
 fn sieve_refusal(reason: &str) -> Reply {
     Reply::new(550, (5, 7, 1), mailboxes::rules::refusal_text(reason))
+}
+
+/// What a milter step means for the session: a refusal, or accept (a discard is accepted,
+/// and remembered so that the message is dropped).
+fn verdict_of(step: filter::Step, discarded: &mut Option<String>) -> Verdict {
+    match step {
+        filter::Step::Continue => Verdict::Accept,
+        filter::Step::Discard => {
+            discarded.get_or_insert_with(|| "milter".to_string());
+            Verdict::Accept
+        }
+        filter::Step::Reject(r) | filter::Step::TempFail(r) => {
+            Verdict::Reject(Reply::new(r.code, r.enhanced, r.text))
+        }
+    }
 }

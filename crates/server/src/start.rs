@@ -63,6 +63,8 @@ pub struct Parts {
     pub operations: Arc<admin::Operations>,
     /// Takes back the reverse paths of mail the rules redirected (bounces to `SRS0=...`).
     pub srs: Arc<sender_auth::Srs>,
+    /// The spam filter and the milters (docs/spam.md).
+    pub filter: Arc<filter::Filter>,
 }
 
 /// The first wait before an optional listener (web, metrics) that could not be bound is
@@ -266,6 +268,7 @@ pub async fn start(config: ServerConfig, parts: Parts, listeners: Listeners) -> 
             handover: parts.handover,
             srs: parts.srs,
             rules: parts.deposit.rules().cloned(),
+            filter: parts.filter.clone(),
         }),
         pop3: Arc::new(Pop3Parts {
             store: parts.store.clone(),
@@ -280,6 +283,7 @@ pub async fn start(config: ServerConfig, parts: Parts, listeners: Listeners) -> 
             moves: parts.moves,
             compressed,
             space: parts.space.clone(),
+            filter: parts.filter.clone(),
         }),
     });
     let (shutdown, watch) = tokio::sync::watch::channel(false);
@@ -325,6 +329,7 @@ pub async fn start(config: ServerConfig, parts: Parts, listeners: Listeners) -> 
             signers,
             accepted: parts.accepted,
             operations: parts.operations,
+            filter: parts.filter.clone(),
         });
         let tls = shell.config.web_tls;
         let optional = Optional {

@@ -42,6 +42,8 @@ pub(crate) struct WebParts {
     pub(crate) accepted: Arc<std::sync::atomic::AtomicU64>,
     /// The operator's commands, for the admin pages.
     pub(crate) operations: Arc<admin::Operations>,
+    /// Learns from moves into and out of Junk (docs/spam.md 3).
+    pub(crate) filter: Arc<filter::Filter>,
 }
 
 pub(crate) struct ServerBackend {
@@ -403,7 +405,8 @@ impl web::Backend for ServerBackend {
             .map_err(store_error)?;
         // Copy, then expunge: a crash between the two leaves the message in both folders,
         // never in neither. Within one user's folders the quota's usage ends where it began.
-        self.parts
+        let appended = self
+            .parts
             .store
             .append(
                 user,
@@ -420,6 +423,12 @@ impl web::Backend for ServerBackend {
             .store
             .expunge(user, folder, &[uid])
             .map_err(store_error)?;
+        self.parts.filter.filed(filter::Filed {
+            user: user.to_string(),
+            from: folder.to_string(),
+            to: dest.to_string(),
+            uids: vec![appended.uid],
+        });
         Ok(())
     }
 

@@ -137,6 +137,9 @@ pub(crate) fn run(
             uid_set(&dest_uids)
         )
     };
+    if !dest_uids.is_empty() {
+        b.filing.filed(&user, &folder, dest, &dest_uids);
+    }
     if moving {
         if !source_uids.is_empty() {
             // RFC 6851 4.3: COPYUID comes untagged, before the EXPUNGEs.
