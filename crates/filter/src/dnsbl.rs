@@ -80,6 +80,20 @@ impl Blocklists {
     /// within one wait of at most the configured timeout: what has not answered by then
     /// counts as not listed (and its zone rests for a minute).
     pub async fn check(self: &Arc<Self>, ip: Option<IpAddr>, domains: &[String]) -> Vec<Listing> {
+        self.check_zones(ip, domains, false).await
+    }
+
+    /// [`Blocklists::check`] in the zones that refuse a client only.
+    pub async fn check_refusing(self: &Arc<Self>, ip: IpAddr) -> Vec<Listing> {
+        self.check_zones(Some(ip), &[], true).await
+    }
+
+    async fn check_zones(
+        self: &Arc<Self>,
+        ip: Option<IpAddr>,
+        domains: &[String],
+        refusing_only: bool,
+    ) -> Vec<Listing> {
         let Some(resolver) = &self.resolver else {
             return Vec::new();
         };
@@ -89,7 +103,7 @@ impl Blocklists {
         // Per zone index: lookups not answered yet.
         let mut pending: HashMap<usize, usize> = HashMap::new();
         for (index, zone) in self.zones.iter().enumerate() {
-            if self.resting(&zone.zone, now) {
+            if self.resting(&zone.zone, now) || (refusing_only && !zone.reject) {
                 continue;
             }
             let names: Vec<(String, String)> = match zone.kind {

@@ -46,7 +46,7 @@ impl Filter {
             return None;
         }
         self.blocklists
-            .check(Some(client), &[])
+            .check_refusing(client)
             .await
             .into_iter()
             .find(|l| l.reject)

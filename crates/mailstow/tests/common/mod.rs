@@ -1,6 +1,8 @@
 //! Shared by the server tests: run the binary, start and stop `mailstow serve`.
 #![allow(dead_code)]
 
+pub(crate) mod mail;
+
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::{SocketAddr, TcpStream};
