@@ -100,10 +100,30 @@ fn ham(rng: &mut Rng, n: usize) -> Vec<u8> {
     let promotional = rng.chance(6);
     let sentences = if promotional { PROMOTION_HAM } else { sentences };
     let sender = if promotional { rng.pick(SHOPS) } else { sender };
+    // And a share comes from someone new: a stranger writing about one of the topics, from
+    // a webmail address, often without a mailer name.
+    let stranger = (!promotional && rng.chance(8)).then(|| {
+        let name = rng.pick(FIRST_NAMES);
+        let domain = rng.pick(FREEMAIL);
+        format!("{name} <{}.{}@{domain}>", name.to_lowercase(), rng.id(3))
+    });
+    let sender = stranger.as_deref().unwrap_or(sender);
     let count = rng.range(3, 8);
     let mut text = paragraph(rng, sentences, count);
     if topic == 1 && rng.chance(60) {
         text.push_str(&format!("\n\n> fn {}() {{\n>     todo\n> }}\n", rng.pick(FILLER)));
+    }
+    if !promotional && rng.chance(4) {
+        // A spam forwarded by a colleague to ask whether it is real: ham in spam's words.
+        let spam_sentences = [PHARMA, CRYPTO, PHISHING, LOTTERY, SEO][rng.below(5)];
+        let count = rng.range(2, 5);
+        let quoted = paragraph(rng, spam_sentences, count);
+        let bad = rng.pick(BAD_DOMAINS);
+        text = format!(
+            "Is this real? Looks like phishing to me.\n\n---------- Forwarded message              ----------\n{quoted}\nhttp://{}.{bad}/{}\n",
+            rng.id(5),
+            rng.id(8)
+        );
     }
     if rng.chance(30) {
         text.push_str(&format!("\n\n{}\n", rng.pick(SIGNATURES)));
@@ -142,7 +162,12 @@ fn ham(rng: &mut Rng, n: usize) -> Vec<u8> {
             to: "Pat Doe <pat@example.com>".to_string(),
             subject: if reply { format!("Re: {subject}") } else { subject },
             message_id_domain: domain.to_string(),
-            mailer: Some(rng.pick(HAM_MAILERS)),
+            mailer: match (promotional, stranger.is_some()) {
+                // Shops send with bulk mailers too.
+                (true, _) if rng.chance(40) => Some(rng.pick(SPAM_MAILERS)),
+                (_, true) if rng.chance(50) => None,
+                _ => Some(rng.pick(HAM_MAILERS)),
+            },
             list: newsletter.then(|| format!("<{}.list.{domain}>", rng.pick(FILLER))),
             body,
             base64: rng.chance(5),
@@ -212,7 +237,12 @@ fn spam(rng: &mut Rng, n: usize) -> Vec<u8> {
             },
             subject,
             message_id_domain: if rng.chance(50) { rng.id(8) + ".local" } else { from_domain },
-            mailer: rng.chance(40).then(|| rng.pick(SPAM_MAILERS)),
+            mailer: match rng.below(10) {
+                0..=3 => Some(rng.pick(SPAM_MAILERS)),
+                // Forged names of ordinary mailers.
+                4..=5 => Some(rng.pick(HAM_MAILERS)),
+                _ => None,
+            },
             list: None,
             body,
             base64: rng.chance(15),
