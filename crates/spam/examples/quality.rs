@@ -11,9 +11,7 @@
 
 use std::time::Instant;
 
-use spam::{
-    Class, Evidence, Model, Thresholds, TokenLimits, Weights, corpus, score, tokenize,
-};
+use spam::{Class, Evidence, Model, Thresholds, TokenLimits, Weights, corpus, score, tokenize};
 
 const MESSAGES: usize = 4000;
 const MESSAGES_FOR_SIZE: usize = 10_000;
@@ -76,7 +74,13 @@ fn main() {
         }
     }
     const ORDER: [&str; 8] = [
-        "BAYES_00", "BAYES_05", "BAYES_20", "BAYES_50", "BAYES_80", "BAYES_95", "BAYES_99",
+        "BAYES_00",
+        "BAYES_05",
+        "BAYES_20",
+        "BAYES_50",
+        "BAYES_80",
+        "BAYES_95",
+        "BAYES_99",
         "BAYES_999",
     ];
     bands.sort_by_key(|(name, _, _)| ORDER.iter().position(|o| o == name));
@@ -86,26 +90,55 @@ fn main() {
         sized.train(&tokenize(&message, &limits), class);
     }
 
-    let ratio = |a: u32, b: u32| if b == 0 { 0.0 } else { f64::from(a) / f64::from(b) };
+    let ratio = |a: u32, b: u32| {
+        if b == 0 {
+            0.0
+        } else {
+            f64::from(a) / f64::from(b)
+        }
+    };
     let spam_count = true_positive + false_negative;
     let ham_count = false_positive + true_negative;
     println!("spam classifier on the synthetic corpus (seed {seed})");
-    println!("trained on {} messages, tested on {} ({spam_count} spam, {ham_count} ham)", train.len(), test.len());
+    println!(
+        "trained on {} messages, tested on {} ({spam_count} spam, {ham_count} ham)",
+        train.len(),
+        test.len()
+    );
     println!();
     println!("| measure | value |");
     println!("|---|---|");
-    println!("| precision (junk at score >= {:.1}: BAYES_99, BAYES_999) | {:.4} |", thresholds.junk, ratio(true_positive, true_positive + false_positive));
+    println!(
+        "| precision (junk at score >= {:.1}: BAYES_99, BAYES_999) | {:.4} |",
+        thresholds.junk,
+        ratio(true_positive, true_positive + false_positive)
+    );
     println!("| recall | {:.4} |", ratio(true_positive, spam_count));
-    println!("| false-positive rate | {:.4} ({false_positive} of {ham_count} ham) |", ratio(false_positive, ham_count));
+    println!(
+        "| false-positive rate | {:.4} ({false_positive} of {ham_count} ham) |",
+        ratio(false_positive, ham_count)
+    );
     println!("| missed spam | {false_negative} of {spam_count} |");
-    println!("| model after {MESSAGES_FOR_SIZE} messages: tokens | {} |", sized.tokens.len());
-    println!("| model after {MESSAGES_FOR_SIZE} messages: memory_bytes | {} ({:.1} MiB) |", sized.memory_bytes(), sized.memory_bytes() as f64 / (1024.0 * 1024.0));
-    println!("| tokenize | {:.0} messages/s ({:.1} MB/s, mean {} bytes, {:.0} tokens) |",
+    println!(
+        "| model after {MESSAGES_FOR_SIZE} messages: tokens | {} |",
+        sized.tokens.len()
+    );
+    println!(
+        "| model after {MESSAGES_FOR_SIZE} messages: memory_bytes | {} ({:.1} MiB) |",
+        sized.memory_bytes(),
+        sized.memory_bytes() as f64 / (1024.0 * 1024.0)
+    );
+    println!(
+        "| tokenize | {:.0} messages/s ({:.1} MB/s, mean {} bytes, {:.0} tokens) |",
         MESSAGES as f64 / tokenize_seconds,
         bytes as f64 / tokenize_seconds / 1e6,
         bytes / MESSAGES,
-        tokenized.iter().map(|(_, t)| t.len()).sum::<usize>() as f64 / MESSAGES as f64);
-    println!("| probability | {:.0} messages/s |", test.len() as f64 / probability_seconds);
+        tokenized.iter().map(|(_, t)| t.len()).sum::<usize>() as f64 / MESSAGES as f64
+    );
+    println!(
+        "| probability | {:.0} messages/s |",
+        test.len() as f64 / probability_seconds
+    );
     println!();
     println!("| band | spam | ham |");
     println!("|---|---|---|");

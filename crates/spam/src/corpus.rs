@@ -55,7 +55,7 @@ impl Rng {
 
 /// `count` labelled messages, the same for the same `seed`; about 45% spam.
 pub fn generate(seed: u64, count: usize) -> Vec<(Class, Vec<u8>)> {
-    let mut rng = Rng(seed ^ 0x5eed_0f_c0_4205);
+    let mut rng = Rng(seed ^ 0x5eed_0fc0_4205);
     (0..count)
         .map(|n| {
             if rng.chance(45) {
@@ -94,11 +94,19 @@ fn ham(rng: &mut Rng, n: usize) -> Vec<u8> {
         1 => (rng.pick(REVIEWERS), rng.pick(REVIEW_SUBJECTS), REVIEW),
         2 => (rng.pick(FAMILY), rng.pick(FAMILY_SUBJECTS), FAMILY_LINES),
         3 => (rng.pick(VENDORS), rng.pick(INVOICE_SUBJECTS), INVOICE),
-        _ => (rng.pick(NEWSLETTERS), rng.pick(NEWSLETTER_SUBJECTS), NEWSLETTER),
+        _ => (
+            rng.pick(NEWSLETTERS),
+            rng.pick(NEWSLETTER_SUBJECTS),
+            NEWSLETTER,
+        ),
     };
     // A share of ham reads like promotion: a shop the user buys from, a crypto newsletter.
     let promotional = rng.chance(6);
-    let sentences = if promotional { PROMOTION_HAM } else { sentences };
+    let sentences = if promotional {
+        PROMOTION_HAM
+    } else {
+        sentences
+    };
     let sender = if promotional { rng.pick(SHOPS) } else { sender };
     // And a share comes from someone new: a stranger writing about one of the topics, from
     // a webmail address, often without a mailer name.
@@ -111,7 +119,10 @@ fn ham(rng: &mut Rng, n: usize) -> Vec<u8> {
     let count = rng.range(3, 8);
     let mut text = paragraph(rng, sentences, count);
     if topic == 1 && rng.chance(60) {
-        text.push_str(&format!("\n\n> fn {}() {{\n>     todo\n> }}\n", rng.pick(FILLER)));
+        text.push_str(&format!(
+            "\n\n> fn {}() {{\n>     todo\n> }}\n",
+            rng.pick(FILLER)
+        ));
     }
     if !promotional && rng.chance(4) {
         // A spam forwarded by a colleague to ask whether it is real: ham in spam's words.
@@ -157,20 +168,24 @@ fn ham(rng: &mut Rng, n: usize) -> Vec<u8> {
     let reply = topic < 3 && rng.chance(35);
     let subject = fill(rng, subject);
     let draft = Draft {
-            from: sender.to_string(),
-            reply_to: None,
-            to: "Pat Doe <pat@example.com>".to_string(),
-            subject: if reply { format!("Re: {subject}") } else { subject },
-            message_id_domain: domain.to_string(),
-            mailer: match (promotional, stranger.is_some()) {
-                // Shops send with bulk mailers too.
-                (true, _) if rng.chance(40) => Some(rng.pick(SPAM_MAILERS)),
-                (_, true) if rng.chance(50) => None,
-                _ => Some(rng.pick(HAM_MAILERS)),
-            },
-            list: newsletter.then(|| format!("<{}.list.{domain}>", rng.pick(FILLER))),
-            body,
-            base64: rng.chance(5),
+        from: sender.to_string(),
+        reply_to: None,
+        to: "Pat Doe <pat@example.com>".to_string(),
+        subject: if reply {
+            format!("Re: {subject}")
+        } else {
+            subject
+        },
+        message_id_domain: domain.to_string(),
+        mailer: match (promotional, stranger.is_some()) {
+            // Shops send with bulk mailers too.
+            (true, _) if rng.chance(40) => Some(rng.pick(SPAM_MAILERS)),
+            (_, true) if rng.chance(50) => None,
+            _ => Some(rng.pick(HAM_MAILERS)),
+        },
+        list: newsletter.then(|| format!("<{}.list.{domain}>", rng.pick(FILLER))),
+        body,
+        base64: rng.chance(5),
     };
     write(rng, n, draft)
 }
@@ -227,25 +242,29 @@ fn spam(rng: &mut Rng, n: usize) -> Vec<u8> {
     let template = rng.pick(subjects);
     let subject = fill(rng, template);
     let draft = Draft {
-            from,
-            reply_to: (topic == 3 || rng.chance(15))
-                .then(|| format!("claims{}@{}", rng.id(3), rng.pick(FREEMAIL))),
-            to: if rng.chance(30) {
-                "undisclosed-recipients:;".to_string()
-            } else {
-                "pat@example.com".to_string()
-            },
-            subject,
-            message_id_domain: if rng.chance(50) { rng.id(8) + ".local" } else { from_domain },
-            mailer: match rng.below(10) {
-                0..=3 => Some(rng.pick(SPAM_MAILERS)),
-                // Forged names of ordinary mailers.
-                4..=5 => Some(rng.pick(HAM_MAILERS)),
-                _ => None,
-            },
-            list: None,
-            body,
-            base64: rng.chance(15),
+        from,
+        reply_to: (topic == 3 || rng.chance(15))
+            .then(|| format!("claims{}@{}", rng.id(3), rng.pick(FREEMAIL))),
+        to: if rng.chance(30) {
+            "undisclosed-recipients:;".to_string()
+        } else {
+            "pat@example.com".to_string()
+        },
+        subject,
+        message_id_domain: if rng.chance(50) {
+            rng.id(8) + ".local"
+        } else {
+            from_domain
+        },
+        mailer: match rng.below(10) {
+            0..=3 => Some(rng.pick(SPAM_MAILERS)),
+            // Forged names of ordinary mailers.
+            4..=5 => Some(rng.pick(HAM_MAILERS)),
+            _ => None,
+        },
+        list: None,
+        body,
+        base64: rng.chance(15),
     };
     write(rng, n, draft)
 }
@@ -323,7 +342,13 @@ fn html_of(rng: &mut Rng, text: &str, links: &[String]) -> String {
         html.push_str("</p>\n");
     }
     for link in links {
-        let label = rng.pick(&["Click here", "Read more", "View online", "Claim now", "Open"]);
+        let label = rng.pick(&[
+            "Click here",
+            "Read more",
+            "View online",
+            "Claim now",
+            "Open",
+        ]);
         html.push_str(&format!("<p><a href=\"{link}\">{label}</a></p>\n"));
     }
     if rng.chance(40) {
@@ -415,11 +440,14 @@ fn write(rng: &mut Rng, n: usize, draft: Draft) -> Vec<u8> {
 
 /// RFC 2045 6.8 base64, in lines of 76 characters.
 fn base64_lines(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] =
-        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut encoded = String::with_capacity(bytes.len() * 4 / 3 + 4);
     for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..4 {
             if i <= chunk.len() {

@@ -41,7 +41,10 @@ fn hex_digit(nibble: u8) -> char {
 /// The name to look up for `domain` in `zone` (RFC 5782 2.3: the domain prefixed to the
 /// zone), the domain lowercased and without its trailing dot.
 pub fn domain_query(domain: &str, zone: &str) -> String {
-    let domain = domain.strip_suffix('.').unwrap_or(domain).to_ascii_lowercase();
+    let domain = domain
+        .strip_suffix('.')
+        .unwrap_or(domain)
+        .to_ascii_lowercase();
     format!("{domain}.{zone}")
 }
 

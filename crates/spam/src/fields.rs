@@ -132,7 +132,9 @@ pub fn spamtest(score: f64, thresholds: &Thresholds) -> (u8, u8) {
     } else if score >= thresholds.junk {
         10
     } else {
-        (1.0 + 9.0 * score / thresholds.junk).floor().clamp(2.0, 9.0) as u8
+        (1.0 + 9.0 * score / thresholds.junk)
+            .floor()
+            .clamp(2.0, 9.0) as u8
     };
     let percent = if score <= 0.0 {
         0

@@ -44,13 +44,17 @@ pub(crate) fn text(html: &str) -> Html {
                 Some(h) if closing && name.eq_ignore_ascii_case(h) => hidden = None,
                 Some(_) => {}
                 None => {
-                    if let Some(telling) = TELLING_TAGS.iter().find(|t| t.eq_ignore_ascii_case(name))
+                    if let Some(telling) =
+                        TELLING_TAGS.iter().find(|t| t.eq_ignore_ascii_case(name))
                         && !out.tags.contains(telling)
                     {
                         out.tags.push(telling);
                     }
                     if !closing && !tag.ends_with('/') {
-                        hidden = HIDDEN.iter().copied().find(|h| h.eq_ignore_ascii_case(name));
+                        hidden = HIDDEN
+                            .iter()
+                            .copied()
+                            .find(|h| h.eq_ignore_ascii_case(name));
                     }
                     out.text.push(' ');
                     links(tag, &mut out.text);
@@ -168,7 +172,10 @@ mod tests {
     #[test]
     fn unclosed_things_end() {
         assert_eq!(text("a <b").text.trim(), "a");
-        assert_eq!(text("a & b &#xFFFFFFFF; <").text.split_whitespace().count(), 4);
+        assert_eq!(
+            text("a & b &#xFFFFFFFF; <").text.split_whitespace().count(),
+            4
+        );
         assert_eq!(text("<script>x").text.trim(), "");
     }
 }

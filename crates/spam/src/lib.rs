@@ -41,8 +41,8 @@ pub use model::{
     UNKNOWN_WORD_STRENGTH,
 };
 pub use score::{
-    Action, Auth, DkimResult, DmarcResult, Evidence, Gtube, Reason, Reputation, Score,
-    SpfResult, Thresholds, Weights, action, gtube, score,
+    Action, Auth, DkimResult, DmarcResult, Evidence, Gtube, Reason, Reputation, Score, SpfResult,
+    Thresholds, Weights, action, gtube, score,
 };
 pub use tokens::{TokenLimits, token_hash, tokenize};
 pub use training::{digest, training_class};

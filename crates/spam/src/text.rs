@@ -94,7 +94,11 @@ mod tests {
     fn text_and_html_parts_are_read_attachments_are_not() {
         let message = parse(ALTERNATIVE, usize::MAX).expect("parsed");
         let body = body(&message, 1000);
-        let words: Vec<&str> = body.texts.iter().flat_map(|t| t.split_whitespace()).collect();
+        let words: Vec<&str> = body
+            .texts
+            .iter()
+            .flat_map(|t| t.split_whitespace())
+            .collect();
         assert_eq!(words, ["Café", "time", "Café", "x"]);
         assert_eq!(body.html_tags, ["img"]);
     }

@@ -281,8 +281,8 @@ fn headers(message: &Message<'_>, sink: &mut Sink) {
     {
         sink.add("reply-to:", "other-domain");
     }
-    let recipients = message.to().map_or(0, |a| a.iter().count())
-        + message.cc().map_or(0, |a| a.iter().count());
+    let recipients =
+        message.to().map_or(0, |a| a.iter().count()) + message.cc().map_or(0, |a| a.iter().count());
     let bucket = match recipients {
         0 => "0",
         1 => "1",

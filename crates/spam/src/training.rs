@@ -59,6 +59,10 @@ mod tests {
         assert_eq!(digest(plain), digest(scored));
         assert_ne!(digest(plain), digest(other));
         assert_eq!(digest(plain).len(), 32);
-        assert!(digest(plain).bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+        assert!(
+            digest(plain)
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        );
     }
 }

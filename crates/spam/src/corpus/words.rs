@@ -1,8 +1,13 @@
 //! The corpus's vocabulary: senders, subjects and sentences per topic, with `{slots}` that
 //! `fill` replaces. Domains are RFC 2606 names.
 
-pub(super) const HAM_TOPICS: &[&str] =
-    &["meetings", "code review", "family", "invoices", "newsletters"];
+pub(super) const HAM_TOPICS: &[&str] = &[
+    "meetings",
+    "code review",
+    "family",
+    "invoices",
+    "newsletters",
+];
 pub(super) const SPAM_TOPICS: &[&str] = &["pharma", "crypto", "phishing", "lottery", "seo"];
 
 pub(super) const COLLEAGUES: &[&str] = &[
@@ -261,7 +266,8 @@ pub(super) const SPAM_NAMES: &[&str] = &[
     "Support",
     "Mary",
 ];
-pub(super) const SPAM_MAILERS: &[&str] = &["PHPMailer 5.2.1", "Bulk Mailer Pro 7", "The Bat! (v3.5)"];
+pub(super) const SPAM_MAILERS: &[&str] =
+    &["PHPMailer 5.2.1", "Bulk Mailer Pro 7", "The Bat! (v3.5)"];
 
 pub(super) const FIRST_NAMES: &[&str] = &[
     "Alice", "Bob", "Carol", "Dave", "Erin", "Frank", "Grace", "Heidi", "Ivan", "Judy", "Mallory",
@@ -269,23 +275,120 @@ pub(super) const FIRST_NAMES: &[&str] = &[
 ];
 pub(super) const DAYS: &[&str] = &["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
 pub(super) const PROJECTS: &[&str] = &[
-    "tokenizer", "queue", "storage", "sieve", "web", "cluster", "billing", "onboarding",
+    "tokenizer",
+    "queue",
+    "storage",
+    "sieve",
+    "web",
+    "cluster",
+    "billing",
+    "onboarding",
 ];
-pub(super) const DRUGS: &[&str] =
-    &["Viagra", "Cialis", "Xanax", "Valium", "Tramadol", "V1agra", "Phentermine"];
+pub(super) const DRUGS: &[&str] = &[
+    "Viagra",
+    "Cialis",
+    "Xanax",
+    "Valium",
+    "Tramadol",
+    "V1agra",
+    "Phentermine",
+];
 pub(super) const COINS: &[&str] = &["Bitcoin", "Ethereum", "Dogecoin", "Solana", "crypto"];
 pub(super) const BANKS: &[&str] = &["PayPal", "Chase", "Barclays", "Wells Fargo", "Apple ID"];
 
 /// Ordinary words both classes use: noise, and the filler of Bayes poison.
 pub(super) const FILLER: &[&str] = &[
-    "about", "after", "again", "also", "always", "another", "answer", "around", "because",
-    "before", "better", "between", "both", "business", "change", "company", "could", "customer",
-    "different", "during", "early", "email", "enough", "every", "example", "family", "first",
-    "follow", "found", "free", "friend", "great", "group", "happy", "help", "important",
-    "information", "just", "know", "large", "later", "learn", "little", "local", "long", "look",
-    "money", "month", "morning", "never", "next", "number", "offer", "office", "online", "order",
-    "other", "people", "place", "please", "point", "price", "problem", "question", "quick",
-    "really", "right", "service", "should", "small", "something", "special", "start", "still",
-    "system", "thank", "thing", "think", "through", "time", "today", "together", "under",
-    "update", "very", "want", "week", "where", "while", "world", "would", "year", "yesterday",
+    "about",
+    "after",
+    "again",
+    "also",
+    "always",
+    "another",
+    "answer",
+    "around",
+    "because",
+    "before",
+    "better",
+    "between",
+    "both",
+    "business",
+    "change",
+    "company",
+    "could",
+    "customer",
+    "different",
+    "during",
+    "early",
+    "email",
+    "enough",
+    "every",
+    "example",
+    "family",
+    "first",
+    "follow",
+    "found",
+    "free",
+    "friend",
+    "great",
+    "group",
+    "happy",
+    "help",
+    "important",
+    "information",
+    "just",
+    "know",
+    "large",
+    "later",
+    "learn",
+    "little",
+    "local",
+    "long",
+    "look",
+    "money",
+    "month",
+    "morning",
+    "never",
+    "next",
+    "number",
+    "offer",
+    "office",
+    "online",
+    "order",
+    "other",
+    "people",
+    "place",
+    "please",
+    "point",
+    "price",
+    "problem",
+    "question",
+    "quick",
+    "really",
+    "right",
+    "service",
+    "should",
+    "small",
+    "something",
+    "special",
+    "start",
+    "still",
+    "system",
+    "thank",
+    "thing",
+    "think",
+    "through",
+    "time",
+    "today",
+    "together",
+    "under",
+    "update",
+    "very",
+    "want",
+    "week",
+    "where",
+    "while",
+    "world",
+    "would",
+    "year",
+    "yesterday",
 ];

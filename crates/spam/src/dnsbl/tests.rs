@@ -5,7 +5,10 @@ use std::net::Ipv6Addr;
 fn rfc_5782_query_names() {
     // RFC 5782 2.1: "192.0.2.99" in dnsbl.example.com.
     let ip: IpAddr = "192.0.2.99".parse().expect("ip");
-    assert_eq!(ip_query(ip, "dnsbl.example.com"), "99.2.0.192.dnsbl.example.com");
+    assert_eq!(
+        ip_query(ip, "dnsbl.example.com"),
+        "99.2.0.192.dnsbl.example.com"
+    );
     // RFC 5782 2.4: "2001:db8:1:2:3:4:567:89ab".
     let ip: IpAddr = "2001:db8:1:2:3:4:567:89ab".parse().expect("ip");
     assert_eq!(
@@ -16,7 +19,10 @@ fn rfc_5782_query_names() {
     let mapped = IpAddr::V6(Ipv4Addr::new(192, 0, 2, 99).to_ipv6_mapped());
     assert_eq!(ip_query(mapped, "zen.example"), "99.2.0.192.zen.example");
     // RFC 5782 2.3.
-    assert_eq!(domain_query("Bad.Example.", "dbl.example"), "bad.example.dbl.example");
+    assert_eq!(
+        domain_query("Bad.Example.", "dbl.example"),
+        "bad.example.dbl.example"
+    );
 }
 
 #[test]
@@ -37,8 +43,14 @@ fn listings() {
     assert!(listed(a("127.0.0.2"), &[]));
     assert!(listed(a("127.0.1.4"), &[]));
     assert!(!listed(a("127.0.0.1"), &[]));
-    assert!(!listed(a("10.0.0.2"), &[]), "RFC 5782 2.1: answers are in 127/8");
-    assert!(!listed(a("127.255.255.254"), &[]), "Spamhaus: a public resolver");
+    assert!(
+        !listed(a("10.0.0.2"), &[]),
+        "RFC 5782 2.1: answers are in 127/8"
+    );
+    assert!(
+        !listed(a("127.255.255.254"), &[]),
+        "Spamhaus: a public resolver"
+    );
     let codes: Vec<CodeRange> = ["127.0.0.2-127.0.0.3", "127.0.0.10"]
         .iter()
         .map(|c| c.parse().expect("code"))
@@ -65,7 +77,10 @@ fn link_domains_of_text_and_html() {
         link_domains(message, 10),
         ["shop.bad.example", "other.example", "third.example"]
     );
-    assert_eq!(link_domains(message, 2), ["shop.bad.example", "other.example"]);
+    assert_eq!(
+        link_domains(message, 2),
+        ["shop.bad.example", "other.example"]
+    );
     assert!(link_domains(message, 0).is_empty());
     assert!(link_domains(b"", 10).is_empty());
 }
@@ -88,7 +103,10 @@ fn from_addresses() {
 
 #[test]
 fn network_keys() {
-    assert_eq!(network_key("203.0.113.77".parse().expect("ip")), "203.0.113.0/24");
+    assert_eq!(
+        network_key("203.0.113.77".parse().expect("ip")),
+        "203.0.113.0/24"
+    );
     assert_eq!(
         network_key("2001:db8:1:2:3:4:5:6".parse().expect("ip")),
         "2001:db8:1::/48"

@@ -35,7 +35,10 @@ fn fields_of_an_accepted_message_have_no_flag() {
         reasons: vec![reason("DMARC_PASS", -0.04)],
     };
     let fields = status_fields(&greylisted, &Thresholds::default(), Action::Greylist);
-    assert!(fields.starts_with("X-Spam-Status: No, score=0.0 "), "{fields}");
+    assert!(
+        fields.starts_with("X-Spam-Status: No, score=0.0 "),
+        "{fields}"
+    );
     assert!(!fields.contains("X-Spam-Flag"));
 }
 

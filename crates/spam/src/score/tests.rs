@@ -26,12 +26,22 @@ fn default_weights_are_docs_spam_md_2() {
     let w = Weights::default();
     assert_eq!((w.gtube, w.gtube_junk), (1000.0, 10.0));
     let bayes = [
-        w.bayes_00, w.bayes_05, w.bayes_20, w.bayes_50, w.bayes_80, w.bayes_95, w.bayes_99,
+        w.bayes_00,
+        w.bayes_05,
+        w.bayes_20,
+        w.bayes_50,
+        w.bayes_80,
+        w.bayes_95,
+        w.bayes_99,
         w.bayes_999,
     ];
     assert_eq!(bayes, [-3.0, -1.5, -0.5, 0.0, 2.0, 4.0, 6.0, 8.0]);
     assert_eq!(
-        (w.reputation_address, w.reputation_domain, w.reputation_network),
+        (
+            w.reputation_address,
+            w.reputation_domain,
+            w.reputation_network
+        ),
         (4.0, 3.0, 2.0)
     );
     assert_eq!((w.spf_fail, w.spf_softfail, w.dkim_fail), (1.5, 0.5, 1.0));
@@ -73,7 +83,11 @@ fn bayes_bands() {
         },
         ..Evidence::default()
     };
-    assert_eq!(score(&evidence(0.5), &w), Score::default(), "BAYES_50 is 0: no reason");
+    assert_eq!(
+        score(&evidence(0.5), &w),
+        Score::default(),
+        "BAYES_50 is 0: no reason"
+    );
     assert_eq!(score(&evidence(f64::NAN), &w), Score::default());
 }
 
@@ -100,12 +114,24 @@ fn reputation_counts_each_key_and_good_addresses_only_when_authenticated() {
     assert_eq!(s.points, 1.0);
     evidence.reputation.address_authenticated = true;
     let s = score(&evidence, &w);
-    assert_eq!(s.reasons[0], Reason { name: "REP_ADDRESS".into(), points: -4.0 });
+    assert_eq!(
+        s.reasons[0],
+        Reason {
+            name: "REP_ADDRESS".into(),
+            points: -4.0
+        }
+    );
     // A bad address reputation counts, authenticated or not.
     evidence.reputation.address = Some(Counts { spam: 2, ham: 1 });
     evidence.reputation.address_authenticated = false;
     let s = score(&evidence, &w);
-    assert_eq!(s.reasons[0], Reason { name: "REP_ADDRESS".into(), points: 1.3 });
+    assert_eq!(
+        s.reasons[0],
+        Reason {
+            name: "REP_ADDRESS".into(),
+            points: 1.3
+        }
+    );
 }
 
 #[test]
@@ -132,12 +158,36 @@ fn authentication_results() {
         ..Evidence::default()
     };
     let table = [
-        (auth(SpfResult::None, DkimResult::None, DmarcResult::None), vec!["NO_AUTH"], 0.5),
-        (auth(SpfResult::Fail, DkimResult::Fail, DmarcResult::Fail), vec!["SPF_FAIL", "DKIM_FAIL", "DMARC_FAIL"], 4.5),
-        (auth(SpfResult::SoftFail, DkimResult::None, DmarcResult::None), vec!["SPF_SOFTFAIL"], 0.5),
-        (auth(SpfResult::Pass, DkimResult::Pass, DmarcResult::Pass), vec!["DMARC_PASS"], -0.5),
-        (auth(SpfResult::None, DkimResult::TempError, DmarcResult::None), vec![], 0.0),
-        (auth(SpfResult::PermError, DkimResult::None, DmarcResult::None), vec![], 0.0),
+        (
+            auth(SpfResult::None, DkimResult::None, DmarcResult::None),
+            vec!["NO_AUTH"],
+            0.5,
+        ),
+        (
+            auth(SpfResult::Fail, DkimResult::Fail, DmarcResult::Fail),
+            vec!["SPF_FAIL", "DKIM_FAIL", "DMARC_FAIL"],
+            4.5,
+        ),
+        (
+            auth(SpfResult::SoftFail, DkimResult::None, DmarcResult::None),
+            vec!["SPF_SOFTFAIL"],
+            0.5,
+        ),
+        (
+            auth(SpfResult::Pass, DkimResult::Pass, DmarcResult::Pass),
+            vec!["DMARC_PASS"],
+            -0.5,
+        ),
+        (
+            auth(SpfResult::None, DkimResult::TempError, DmarcResult::None),
+            vec![],
+            0.0,
+        ),
+        (
+            auth(SpfResult::PermError, DkimResult::None, DmarcResult::None),
+            vec![],
+            0.0,
+        ),
     ];
     for (evidence, expected, points) in table {
         let s = score(&evidence, &w);
@@ -157,17 +207,36 @@ fn everything_adds_up_and_reasons_text_sorts_by_weight() {
             dmarc: DmarcResult::None,
         },
         listed: vec![
-            Reason { name: "DNSBL_zen.example".into(), points: 3.25 },
-            Reason { name: "DNSWL_list.example".into(), points: -1.5 },
-            Reason { name: "ZERO".into(), points: 0.0 },
+            Reason {
+                name: "DNSBL_zen.example".into(),
+                points: 3.25,
+            },
+            Reason {
+                name: "DNSWL_list.example".into(),
+                points: -1.5,
+            },
+            Reason {
+                name: "ZERO".into(),
+                points: 0.0,
+            },
         ],
-        extra: vec![Reason { name: "MILTER_clam".into(), points: 0.1 }],
+        extra: vec![Reason {
+            name: "MILTER_clam".into(),
+            points: 0.1,
+        }],
         ..Evidence::default()
     };
     let s = score(&evidence, &Weights::default());
     assert_eq!(
         names(&s),
-        ["GTUBE_JUNK", "BAYES_99", "SPF_FAIL", "DNSBL_zen.example", "DNSWL_list.example", "MILTER_clam"]
+        [
+            "GTUBE_JUNK",
+            "BAYES_99",
+            "SPF_FAIL",
+            "DNSBL_zen.example",
+            "DNSWL_list.example",
+            "MILTER_clam"
+        ]
     );
     assert!((s.points - (10.0 + 6.0 + 1.5 + 3.25 - 1.5 + 0.1)).abs() < 1e-9);
     assert_eq!(
@@ -194,12 +263,21 @@ fn actions_follow_the_table() {
         (f64::NAN, true, true, Action::Accept),
     ];
     for (points, first_time, greylisting, expected) in table {
-        assert_eq!(action(points, &t, first_time, greylisting), expected, "{points}");
+        assert_eq!(
+            action(points, &t, first_time, greylisting),
+            expected,
+            "{points}"
+        );
     }
-    let names: Vec<&str> = [Action::Accept, Action::Greylist, Action::Junk, Action::Reject]
-        .iter()
-        .map(Action::name)
-        .collect();
+    let names: Vec<&str> = [
+        Action::Accept,
+        Action::Greylist,
+        Action::Junk,
+        Action::Reject,
+    ]
+    .iter()
+    .map(Action::name)
+    .collect();
     assert_eq!(names, ["accept", "greylist", "junk", "reject"]);
 }
 

@@ -18,7 +18,10 @@ const PLAIN: &[u8] = b"From: \"Alice Martin\" <Alice@Example.COM>\r\n\
 #[test]
 fn body_words_are_lowercased_and_folded() {
     let tokens = tokenize(PLAIN, &TokenLimits::default());
-    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "sorted and distinct");
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "sorted and distinct"
+    );
     for token in [
         "cheap",
         "viagra",
@@ -130,5 +133,8 @@ fn limits_bound_tokens_and_text() {
 fn garbage_gives_few_tokens_and_no_panic() {
     assert!(tokenize(b"", &TokenLimits::default()).len() <= 10);
     tokenize(b"\xff\xfe\r\n\r\n\xff", &TokenLimits::default());
-    tokenize(b"Subject: =?utf-8?B?////?=\r\n\r\n", &TokenLimits::default());
+    tokenize(
+        b"Subject: =?utf-8?B?////?=\r\n\r\n",
+        &TokenLimits::default(),
+    );
 }
