@@ -100,8 +100,10 @@ fn hash_parts(parts: &[&str]) -> u64 {
 struct Sink {
     seen: HashSet<u64, BuildHasherDefault<Identity>>,
     tokens_max: usize,
-    /// A word lowercased, reused.
+    /// A token value lowercased, reused.
     buffer: String,
+    /// A body word being read, reused.
+    word: String,
 }
 
 impl Sink {
@@ -110,6 +112,7 @@ impl Sink {
             seen: HashSet::with_capacity_and_hasher(tokens_max.min(4096), Default::default()),
             tokens_max,
             buffer: String::new(),
+            word: String::new(),
         }
     }
 
@@ -191,7 +194,7 @@ fn words(text: &str, prefix: &str, sink: &mut Sink) {
 /// in tens>` (SpamBayes), numbers as `num:<digits>`, so that order numbers, prices and
 /// phone numbers do not each become a token.
 fn plain_words(chunk: &str, prefix: &str, sink: &mut Sink) {
-    let mut word = String::new();
+    let mut word = std::mem::take(&mut sink.word);
     let mut chars = chunk.chars().filter(|c| !is_invisible(*c)).peekable();
     while chars.peek().is_some() {
         word.clear();
@@ -215,6 +218,7 @@ fn plain_words(chunk: &str, prefix: &str, sink: &mut Sink) {
             sink.add(prefix, &word);
         }
     }
+    sink.word = word;
 }
 
 /// A chunk that is an e-mail address (`local@domain.tld`, angle brackets and trailing
