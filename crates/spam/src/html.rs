@@ -36,8 +36,11 @@ pub(crate) fn text(html: &str) -> Html {
     let mut hidden: Option<&str> = None;
     while let Some(c) = rest.chars().next() {
         if c == '<' {
-            let end = rest.find('>').map_or(rest.len(), |e| e + 1);
-            let tag = &rest[1..end.saturating_sub(1).max(1)];
+            // An unclosed tag runs to the end of the text.
+            let (tag, end) = match rest.find('>') {
+                Some(close) => (&rest[1..close], close + 1),
+                None => (&rest[1..], rest.len()),
+            };
             let closing = tag.starts_with('/');
             let name = tag_name(tag.trim_start_matches('/'));
             match hidden {
@@ -172,10 +175,20 @@ mod tests {
     #[test]
     fn unclosed_things_end() {
         assert_eq!(text("a <b").text.trim(), "a");
+        assert_eq!(text("a <bé").text.trim(), "a");
+        assert_eq!(text("<é").text.trim(), "");
+        assert_eq!(text("&#").text, "&#");
         assert_eq!(
             text("a & b &#xFFFFFFFF; <").text.split_whitespace().count(),
             4
         );
         assert_eq!(text("<script>x").text.trim(), "");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_is_read(html in "(<|>|&|;|#|x|=|\"|'|/|a|é|\\PC){0,64}") {
+            text(&html);
+        }
     }
 }

@@ -151,4 +151,14 @@ mod tests {
         assert_eq!(host("bücher.example"), name("bücher.example"));
         assert_eq!(host(""), None);
     }
+
+    proptest::proptest! {
+        #[test]
+        fn any_word_is_read(word in "(http|s|://|www\\.|@|:|\\[|\\]|/|\\.|0x|é|\\PC){0,24}") {
+            for url in urls(&word) {
+                proptest::prop_assert!(word.ends_with(url.rest) || url.rest.is_empty() || word.contains(url.rest));
+            }
+            host(&word);
+        }
+    }
 }

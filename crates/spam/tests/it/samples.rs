@@ -1,6 +1,6 @@
 //! Real-looking messages for the properties to mutate.
 
-pub(crate) const SAMPLES: [&[u8]; 4] = [PLAIN, ALTERNATIVE, MIXED, SCORED];
+pub(crate) const SAMPLES: [&[u8]; 5] = [PLAIN, ALTERNATIVE, MIXED, SCORED, HTML];
 
 const PLAIN: &[u8] = b"Received: from mx.example.net (mx.example.net [192.0.2.1])\r\n\
     \tby mx.example.com; Mon, 3 Mar 2025 10:00:00 +0000\r\n\
@@ -43,3 +43,12 @@ const SCORED: &[u8] = b"X-Spam-Status: Yes, score=7.5 required=5.0 tests=BAYES_9
     From: someone@example.net\r\n\
     Subject: hello\r\n\r\n\
     XJS*C4JDBQADN1.NSBN3*2IDNEN*GTUBE-STANDARD-ANTI-UBE-TEST-EMAIL*C.34X\r\n";
+
+const HTML: &[u8] = "From: Caf\u{e9} <news@caf\u{e9}.example>\r\n\
+    Subject: Men\u{fc}\r\n\
+    Content-Type: text/html; charset=utf-8\r\n\
+    Content-Transfer-Encoding: 8bit\r\n\r\n\
+    <html><head><title>\u{e9}</title></head><body><p>Caf\u{e9} &eacute; &#233; &#x1F600;</p>\
+    <a href='http://x.example/\u{e9}'>\u{e9}</a><img src=\"https://b\u{fc}cher.example/\u{e9}.png\">\
+    \u{200b}v\u{ad}i\u{200d}a</body></html>\r\n"
+    .as_bytes();
