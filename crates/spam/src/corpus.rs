@@ -124,14 +124,15 @@ fn ham(rng: &mut Rng, n: usize) -> Vec<u8> {
             rng.pick(FILLER)
         ));
     }
-    if !promotional && rng.chance(4) {
+    if topic < 3 && !promotional && rng.chance(6) {
         // A spam forwarded by a colleague to ask whether it is real: ham in spam's words.
         let spam_sentences = [PHARMA, CRYPTO, PHISHING, LOTTERY, SEO][rng.below(5)];
         let count = rng.range(2, 5);
         let quoted = paragraph(rng, spam_sentences, count);
         let bad = rng.pick(BAD_DOMAINS);
         text = format!(
-            "Is this real? Looks like phishing to me.\n\n---------- Forwarded message              ----------\n{quoted}\nhttp://{}.{bad}/{}\n",
+            "Is this real? Looks like phishing to me.\n\n\
+             ---------- Forwarded message ----------\n{quoted}\nhttp://{}.{bad}/{}\n",
             rng.id(5),
             rng.id(8)
         );
