@@ -138,3 +138,42 @@ fn garbage_gives_few_tokens_and_no_panic() {
         &TokenLimits::default(),
     );
 }
+
+/// Every token of a small message, as strings: the tokenizer's output is a stored format (a
+/// model holds these hashes), so a change to it must be deliberate and shows here.
+#[test]
+fn the_tokens_of_a_small_message_are_pinned() {
+    let message = b"From: Bob <bob@example.org>\r\nTo: pat@example.com\r\n\
+        Subject: Lunch today?\r\nDate: Mon, 3 Mar 2025 10:00:00 +0000\r\n\
+        Message-ID: <a1@example.org>\r\n\r\n\
+        Pizza at noon? https://menu.example.org/pizza\r\n";
+    let expected = [
+        "subject:lunch",
+        "subject:today",
+        "from:name:bob",
+        "from:addr:bob@example.org",
+        "from:domain:example.org",
+        "reply-to:none",
+        "to:count:1",
+        "x-mailer:none",
+        "message-id:@example.org",
+        "content-type:none",
+        "parts:1",
+        "pizza",
+        "noon",
+        "proto:https",
+        "url:menu.example.org",
+        "url:example.org",
+        "url-word:pizza",
+    ];
+    let mut hashes: Vec<u64> = expected.iter().map(|t| token_hash(t)).collect();
+    hashes.sort_unstable();
+    let tokens = tokenize(message, &TokenLimits::default());
+    let missing: Vec<&str> = expected
+        .iter()
+        .copied()
+        .filter(|t| !has(&tokens, t))
+        .collect();
+    assert!(missing.is_empty(), "missing {missing:?}");
+    assert_eq!(tokens, hashes, "tokens beyond the expected ones");
+}
