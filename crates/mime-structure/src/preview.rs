@@ -110,8 +110,11 @@ fn html_text(html: &str) -> String {
     let mut hidden: Option<&str> = None;
     while let Some(c) = rest.chars().next() {
         if c == '<' {
-            let end = rest.find('>').map_or(rest.len(), |e| e + 1);
-            let tag = rest[1..end.saturating_sub(1).max(1)].trim_start_matches('/');
+            let close = rest.find('>');
+            let end = close.map_or(rest.len(), |e| e + 1);
+            // `<` and `>` are one byte each: both ends are character boundaries (an
+            // unclosed tag's text may end in any character).
+            let tag = rest[1..close.unwrap_or(rest.len())].trim_start_matches('/');
             let name: String = tag
                 .chars()
                 .take_while(|c| c.is_ascii_alphanumeric())
@@ -285,6 +288,15 @@ mod tests {
         assert!(p.text.starts_with("wörd wörd"));
         assert_eq!(preview("").text, "");
         assert_eq!(preview("\nno header at all").text, "no header at all");
+    }
+
+    #[test]
+    fn an_unclosed_tag_ending_in_any_character_is_not_a_panic() {
+        // Found by the spam crate's proptests on the same kind of code: an unclosed tag
+        // whose text ends inside a multi-byte character.
+        assert_eq!(html_text("hello <\u{e9}").trim(), "hello");
+        assert_eq!(html_text("<\u{2039}\u{e9}").trim(), "");
+        assert_eq!(html_text("<").trim(), "");
     }
 
     #[test]
