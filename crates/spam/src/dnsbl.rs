@@ -76,6 +76,17 @@ impl FromStr for CodeRange {
     }
 }
 
+impl std::fmt::Display for CodeRange {
+    /// The form `FromStr` reads.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.first == self.last {
+            write!(f, "{}", self.first)
+        } else {
+            write!(f, "{}-{}", self.first, self.last)
+        }
+    }
+}
+
 /// Whether an A record answered for a query name is a listing. RFC 5782 2.1: answers are
 /// in 127.0.0.0/8; RFC 5782 5: 127.0.0.1 is never a listing (it is the "not listed" test
 /// entry's address and what broken resolvers invent). With `codes`, the answer must be in one

@@ -16,15 +16,17 @@ const LINE_CHARS_MAX: usize = 78;
 
 /// The fields for a scored message, each line ending in CRLF: `X-Spam-Status` (`Yes` when
 /// the action is junk or reject, the score, the junk threshold as `required`, the reasons as
-/// `tests`, folded before a test that would pass 78 columns), `X-Spam-Score`, and
+/// `tests`, and the reject threshold as `reject` (so that delivery and Sieve's
+/// `spamtestplus` read the thresholds the verdict was made with), folded before a test that would pass 78 columns), `X-Spam-Score`, and
 /// `X-Spam-Flag: YES` for junk and reject.
 pub fn status_fields(score: &Score, thresholds: &Thresholds, action: Action) -> String {
     let flagged = matches!(action, Action::Junk | Action::Reject);
     let points = score_text(score.points);
     let mut status = format!(
-        "{STATUS}: {}, score={points} required={}",
+        "{STATUS}: {}, score={points} required={} reject={}",
         if flagged { "Yes" } else { "No" },
         score_text(thresholds.junk),
+        score_text(thresholds.reject),
     );
     let tests = score.reasons_text();
     let tests: Vec<String> = if tests.is_empty() {
@@ -40,10 +42,16 @@ pub fn status_fields(score: &Score, thresholds: &Thresholds, action: Action) -> 
             format!(",{test}")
         };
         // RFC 5322 2.2.3: fold by a line end before white space.
-        if status.len() - line_start + piece.len() > LINE_CHARS_MAX && i > 0 {
-            status.push_str(",\r\n\t");
-            line_start = status.len() - 1;
-            status.push_str(test);
+        if status.len() - line_start + piece.len() > LINE_CHARS_MAX {
+            if i == 0 {
+                status.push_str("\r\n\t");
+                line_start = status.len() - 1;
+                status.push_str(&format!("tests={test}"));
+            } else {
+                status.push_str(",\r\n\t");
+                line_start = status.len() - 1;
+                status.push_str(test);
+            }
         } else {
             status.push_str(&piece);
         }
@@ -107,6 +115,25 @@ pub struct Status {
     pub score: f64,
     /// `X-Spam-Flag: YES`.
     pub flagged: bool,
+    /// The thresholds the verdict was made with (`required=`, `reject=` of
+    /// `X-Spam-Status`), the defaults where it does not say.
+    pub thresholds: Thresholds,
+}
+
+impl Status {
+    /// RFC 5235 `spamtest` and `spamtestplus :percent` of this verdict ([`spamtest`]).
+    pub fn spamtest(&self) -> (u8, u8) {
+        spamtest(self.score, &self.thresholds)
+    }
+}
+
+/// `name=number` in an `X-Spam-Status` value.
+fn status_number(status: &str, name: &str) -> Option<f64> {
+    status
+        .split([' ', ',', '\t'])
+        .find_map(|word| word.strip_prefix(name)?.strip_prefix('='))
+        .and_then(|n| n.parse::<f64>().ok())
+        .filter(|n| n.is_finite())
 }
 
 /// The verdict of the first `X-Spam-Score` field (and the first `X-Spam-Flag`) of the header
@@ -117,7 +144,20 @@ pub fn status_of(message: &[u8]) -> Option<Status> {
         return None;
     }
     let flagged = header::first_value(message, FLAG).is_some_and(|f| f.eq_ignore_ascii_case("yes"));
-    Some(Status { score, flagged })
+    let mut thresholds = Thresholds::default();
+    if let Some(status) = header::first_value(message, STATUS) {
+        if let Some(junk) = status_number(&status, "required") {
+            thresholds.junk = junk;
+        }
+        if let Some(reject) = status_number(&status, "reject") {
+            thresholds.reject = reject;
+        }
+    }
+    Some(Status {
+        score,
+        flagged,
+        thresholds,
+    })
 }
 
 /// The RFC 5235 values of a score: `spamtest` 1 to 10 (RFC 5235 3.1: 1 "definitely not

@@ -17,7 +17,7 @@ fn fields_of_a_junk_verdict() {
     let fields = status_fields(&score, &Thresholds::default(), Action::Junk);
     assert_eq!(
         fields,
-        "X-Spam-Status: Yes, score=7.5 required=5.0 tests=BAYES_99=6.0,SPF_FAIL=1.5\r\n\
+        "X-Spam-Status: Yes, score=7.5 required=5.0 reject=12.0 tests=BAYES_99=6.0,\r\n\tSPF_FAIL=1.5\r\n\
          X-Spam-Score: 7.5\r\n\
          X-Spam-Flag: YES\r\n"
     );
@@ -28,7 +28,7 @@ fn fields_of_an_accepted_message_have_no_flag() {
     let fields = status_fields(&Score::default(), &Thresholds::default(), Action::Accept);
     assert_eq!(
         fields,
-        "X-Spam-Status: No, score=0.0 required=5.0 tests=none\r\nX-Spam-Score: 0.0\r\n"
+        "X-Spam-Status: No, score=0.0 required=5.0 reject=12.0 tests=none\r\nX-Spam-Score: 0.0\r\n"
     );
     let greylisted = Score {
         points: -0.04,
@@ -92,16 +92,32 @@ fn status_of_reads_the_first_fields() {
         status_of(message),
         Some(Status {
             score: -1.5,
-            flagged: true
+            flagged: true,
+            thresholds: Thresholds::default(),
         })
     );
     assert_eq!(
         status_of(b"X-Spam-Score: 3\r\n\r\n"),
         Some(Status {
             score: 3.0,
-            flagged: false
+            flagged: false,
+            thresholds: Thresholds::default(),
         })
     );
+    // The thresholds the verdict was made with travel in X-Spam-Status.
+    let status = status_of(
+        b"X-Spam-Status: Yes, score=7.0 required=4.0 reject=9.5 tests=X=7.0\r\nX-Spam-Score: 7.0\r\n\r\n",
+    )
+    .unwrap();
+    assert_eq!(
+        status.thresholds,
+        Thresholds {
+            junk: 4.0,
+            reject: 9.5,
+            ..Thresholds::default()
+        }
+    );
+    assert_eq!(status.spamtest(), (10, 74));
     assert_eq!(status_of(b"X-Spam-Score: lots\r\n\r\n"), None);
     assert_eq!(status_of(b"X-Spam-Score: NaN\r\n\r\n"), None);
     assert_eq!(status_of(b"X-Spam-Flag: YES\r\n\r\n"), None);
