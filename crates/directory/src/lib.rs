@@ -100,6 +100,7 @@ mod nodes;
 mod password;
 mod provisioning;
 mod sieve_scripts;
+mod spam;
 mod subscriptions;
 mod verified;
 
@@ -125,6 +126,11 @@ pub use error::DirectoryError;
 pub use hasher::Priority;
 pub use logins::{Attempt, LOGINS_KEPT_MAX, LoginRecord};
 pub use sieve_scripts::{SCRIPT_NAME_BYTES_MAX, ScriptInfo, check_script_name};
+pub use spam::{
+    GREYLIST_RETRY_WINDOW_S, GREYLIST_TRIPLET_BYTES_MAX, Greylisted, REPUTATION_KEY_BYTES_MAX,
+    SPAM_DIGEST_BYTES_MAX, SpamClass, SpamDelta, SpamModelRows, SpamOwner, SpamStats,
+    SpamThresholds,
+};
 pub use subscriptions::{
     SPECIAL_USES_PER_USER_MAX, SUBSCRIPTION_BYTES_MAX, SUBSCRIPTIONS_PER_USER_MAX,
 };
