@@ -4,8 +4,9 @@
 //!
 //! **Invariant:** [`Cache::resolve`], [`Cache::is_local_domain`], [`Cache::quota`],
 //! [`Cache::message_quota`], [`Cache::owner`], [`Cache::node`], [`Cache::nodes`],
-//! [`Cache::node_up`] and [`Cache::spam_thresholds`] never do I/O (beyond a `tracing` event when an expansion limit is
-//! hit) and never wait on anything but a short `RwLock` read to clone an `Arc`.
+//! [`Cache::node_up`] and [`Cache::spam_thresholds`] never do I/O (beyond a `tracing` event
+//! when an expansion limit is hit) and never wait on anything but a short `RwLock` read to
+//! clone an `Arc`.
 //!
 //! Freshness: every directory write bumps the `generation` row in the same transaction
 //! (`db::begin_write`). [`Cache::refresh_if_changed`] reads that one row and reloads the
@@ -48,7 +49,7 @@ use crate::address::{LocalCase, parse_address, subaddress_base};
 use crate::db;
 use crate::dkim::{self, DkimKey};
 use crate::error::DirectoryError;
-use crate::spam::{self, SpamThresholds, ThresholdRows};
+use crate::spam_thresholds::{self, SpamThresholds, ThresholdRows};
 
 /// Where a message for one address goes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -510,7 +511,7 @@ async fn load_snapshot(pool: &AnyPool) -> Result<Snapshot, DirectoryError> {
         sqlx::query_as("SELECT name, source FROM sieve_global_scripts")
             .fetch_all(&mut *tx)
             .await?;
-    let (spam_domains, spam_users) = spam::load_thresholds(&mut tx).await?;
+    let (spam_domains, spam_users) = spam_thresholds::load_thresholds(&mut tx).await?;
     tx.commit().await?;
 
     let mut snapshot = Snapshot {

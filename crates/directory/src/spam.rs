@@ -1,15 +1,16 @@
 //! The spam filter's state (docs/spam.md, issue 38): each classifier's token and message
 //! counts (a user's, or the site-wide one new users fall back to), the class each message
-//! was trained as, users' sender reputation, per-domain and per-user score thresholds, and
-//! greylisting triplets (RFC 6647).
+//! was trained as, and users' sender reputation; and the score thresholds per domain and
+//! per user (their type, and the rows the cache reads, are in `spam_thresholds.rs`).
+//! Greylisting is apart, in `greylist.rs`.
 //!
 //! Only the thresholds are directory changes: a write bumps the generation, and the cache
-//! answers [`crate::Cache::spam_thresholds`] without I/O. The rest is written by training and
-//! by arriving mail, far too often to reload every node's cache for: each such call is one
-//! transaction that bumps nothing. Its bounds are the caller's (`[spam]`'s `*_max`), checked
-//! against the row counts `spam_owners` keeps (written in the same transaction as the rows
-//! they count), so no call counts a table. A statement names at most [`CHUNK_ROWS`] rows;
-//! a larger batch is several statements in the same transaction.
+//! answers [`crate::Cache::spam_thresholds`] without I/O. The rest is not: training and
+//! arriving mail write it far too often to reload every node's cache for. Each such call is
+//! one transaction that bumps nothing. Its bounds are the caller's (`[spam]`'s `*_max`),
+//! checked against the row counts `spam_owners` keeps (written in the same transaction as
+//! the rows they count), so no call counts a table. A statement names at most
+//! [`CHUNK_ROWS`] rows; a larger batch is several statements in the same transaction.
 //!
 //! A writing call first writes its owner's `spam_owners` row: on SQLite that takes the write
 //! lock, on PostgreSQL that row's lock. So the calls for one owner take turns, on every node
@@ -26,6 +27,7 @@ use sqlx::{Any, AnyConnection, AssertSqlSafe};
 use crate::address::LocalCase;
 use crate::arguments::{address_arg, domain_arg};
 use crate::error::shown;
+use crate::spam_thresholds::{SpamThresholds, load_thresholds};
 use crate::{Directory, DirectoryError, db};
 
 /// Longest digest of a trained message (`spam_trained.digest`).
@@ -35,20 +37,9 @@ pub const SPAM_DIGEST_BYTES_MAX: usize = 128;
 /// prefix naming its kind fits.
 pub const REPUTATION_KEY_BYTES_MAX: usize = 320;
 
-/// Longest greylisting triplet (`spam_greylist.triplet`): the caller's hash of it.
-pub const GREYLIST_TRIPLET_BYTES_MAX: usize = 64;
-
-/// How long a triplet that was refused and never retried after the delay is remembered
-/// (docs/spam.md): after that it counts as new again.
-pub const GREYLIST_RETRY_WINDOW_S: u64 = 24 * 60 * 60;
-
-/// Most rows one statement names (its `IN` list or `VALUES`): three parameters a row keeps
-/// a statement within every backend's limit on parameters.
+/// Most rows one statement names (its `IN` list or `VALUES`): at most four parameters a
+/// row, about 2,000 a statement, well within SQLite's 32,766 and PostgreSQL's 65,535.
 const CHUNK_ROWS: usize = 500;
-
-/// Expired greylisting rows one new triplet removes: the table sheds what expired without
-/// one call doing unbounded work.
-const GREYLIST_EXPIRED_PER_CALL_MAX: i64 = 64;
 
 /// The site-wide classifier's `spam_owners.id` (made by the migration).
 const SITE_ID: i64 = 0;
@@ -118,53 +109,6 @@ pub struct SpamStats {
     pub trained: u64,
     /// Reputation keys with a count (a user's only).
     pub reputation: u64,
-}
-
-/// Score thresholds overriding `[spam]`'s; `None` = not overridden here.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct SpamThresholds {
-    pub junk: Option<f64>,
-    pub reject: Option<f64>,
-    pub greylist: Option<f64>,
-}
-
-impl SpamThresholds {
-    /// Each of `self`'s fields, or `fallback`'s where `self` has none.
-    pub fn or(self, fallback: SpamThresholds) -> SpamThresholds {
-        SpamThresholds {
-            junk: self.junk.or(fallback.junk),
-            reject: self.reject.or(fallback.reject),
-            greylist: self.greylist.or(fallback.greylist),
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        *self == SpamThresholds::default()
-    }
-
-    fn check(&self) -> Result<(), DirectoryError> {
-        for (name, value) in [
-            ("junk", self.junk),
-            ("reject", self.reject),
-            ("greylist", self.greylist),
-        ] {
-            if let Some(value) = value
-                && !value.is_finite()
-            {
-                return Err(DirectoryError::InvalidSpamThreshold { name, value });
-            }
-        }
-        Ok(())
-    }
-}
-
-/// A greylisting verdict (RFC 6647 4.2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Greylisted {
-    /// Let it through.
-    Pass,
-    /// Refuse it for now (`451 4.7.1`); a retry after this many seconds passes.
-    Wait { retry_after_s: u64 },
 }
 
 /// An owner, checked: a user's canonical address, or the site.
@@ -308,7 +252,11 @@ fn fits(key: &str, bytes_max: usize) -> bool {
 }
 
 /// An empty `key` or one longer than `bytes_max` is refused.
-fn check_key(what: &'static str, key: &str, bytes_max: usize) -> Result<(), DirectoryError> {
+pub(crate) fn check_key(
+    what: &'static str,
+    key: &str,
+    bytes_max: usize,
+) -> Result<(), DirectoryError> {
     if !fits(key, bytes_max) {
         return Err(DirectoryError::InvalidSpamKey {
             what,
@@ -330,7 +278,7 @@ fn stored<T: TryFrom<i64>>(what: &str, value: i64) -> Result<T, DirectoryError> 
 }
 
 /// Seconds as the `BIGINT` arithmetic on timestamps takes them.
-fn seconds(s: u64) -> i64 {
+pub(crate) fn seconds(s: u64) -> i64 {
     i64::try_from(s).unwrap_or(i64::MAX)
 }
 
@@ -528,7 +476,7 @@ async fn apply_reputation(
 }
 
 /// How many rows of a count `kept` to delete so that `max` remain; 0 within it.
-fn excess(kept: i64, max: usize) -> i64 {
+pub(crate) fn excess(kept: i64, max: usize) -> i64 {
     kept.saturating_sub(i64::try_from(max).unwrap_or(i64::MAX))
         .max(0)
 }
@@ -537,10 +485,7 @@ impl Directory {
     /// The owner's classifier as stored: its message counts and every token's (one query
     /// for the tokens, in one read transaction with the counts). A user never trained (or
     /// no such user) has the empty one.
-    pub async fn spam_model(
-        &self,
-        owner: SpamOwner<'_>,
-    ) -> Result<SpamModelRows, DirectoryError> {
+    pub async fn spam_model(&self, owner: SpamOwner<'_>) -> Result<SpamModelRows, DirectoryError> {
         let owner = OwnerKey::of(owner)?;
         let mut tx = db::begin_read(&self.inner.pool).await?;
         let Some(row) = owner_row(&mut tx, &owner).await? else {
@@ -789,7 +734,12 @@ impl Directory {
         let user = target.contains('@');
         let (target, table, column, exists) = if user {
             let sql = "SELECT COUNT(*) FROM users WHERE address = $1";
-            (canonical(target)?, "spam_user_thresholds", "address", sql)
+            (
+                address_arg(target, LocalCase::Fold)?.joined(),
+                "spam_user_thresholds",
+                "address",
+                sql,
+            )
         } else {
             let sql = "SELECT COUNT(*) FROM domains WHERE name = $1";
             (domain_arg(target)?, "spam_domain_thresholds", "domain", sql)
@@ -841,180 +791,7 @@ impl Directory {
         all.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(all)
     }
-
-    /// Greylisting (RFC 6647 4.2) of one triplet, the caller's hash of (client network,
-    /// sender, recipient), at `now` (Unix seconds), in one transaction:
-    ///
-    /// - new (or expired): recorded, `Wait` for `delay_s`;
-    /// - seen less than `delay_s` ago: `Wait` for the rest of the delay;
-    /// - seen at least `delay_s` ago: `Pass`, and marked passed;
-    /// - passed before: `Pass` at once until `pass_ttl_s` after its last pass (each pass
-    ///   renews it);
-    /// - never retried: expires [`GREYLIST_RETRY_WINDOW_S`] after it was first seen.
-    ///
-    /// Past `entries_max` triplets, the ones nearest their expiry go first: the expired,
-    /// then the oldest of those waiting (a passed one is kept `pass_ttl_s`, usually longer).
-    pub async fn greylist(
-        &self,
-        triplet: &str,
-        now: i64,
-        delay_s: u64,
-        pass_ttl_s: u64,
-        entries_max: usize,
-    ) -> Result<Greylisted, DirectoryError> {
-        check_key("greylisting triplet", triplet, GREYLIST_TRIPLET_BYTES_MAX)?;
-        let wait = Greylisted::Wait {
-            retry_after_s: delay_s,
-        };
-        let pass_until = now.saturating_add(seconds(pass_ttl_s));
-        let mut tx = self.inner.pool.begin().await?;
-        // The insert first (a write: SQLite's write lock), so two arrivals of a new triplet
-        // cannot both record it.
-        if greylist_insert(&mut tx, triplet, now, entries_max).await? {
-            tx.commit().await?;
-            return Ok(wait);
-        }
-        let row: Option<(i64, i64, i64)> = sqlx::query_as(
-            "SELECT first_seen_at, passed, expires_at FROM spam_greylist WHERE triplet = $1",
-        )
-        .bind(triplet)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let verdict = match row {
-            // Pruned by another node since the insert found it: new again.
-            None => {
-                greylist_insert(&mut tx, triplet, now, entries_max).await?;
-                wait
-            }
-            Some((_, _, expires_at)) if now >= expires_at => {
-                sqlx::query(
-                    "UPDATE spam_greylist SET first_seen_at = $2, passed = 0, expires_at = $3 \
-                     WHERE triplet = $1",
-                )
-                .bind(triplet)
-                .bind(now)
-                .bind(now.saturating_add(seconds(GREYLIST_RETRY_WINDOW_S)))
-                .execute(&mut *tx)
-                .await?;
-                wait
-            }
-            Some((first_seen_at, passed, _)) => {
-                let waited = u64::try_from(now.saturating_sub(first_seen_at)).unwrap_or(0);
-                if passed == 0 && waited < delay_s {
-                    Greylisted::Wait {
-                        retry_after_s: delay_s - waited,
-                    }
-                } else {
-                    sqlx::query(
-                        "UPDATE spam_greylist SET passed = 1, expires_at = $2 WHERE triplet = $1",
-                    )
-                    .bind(triplet)
-                    .bind(pass_until)
-                    .execute(&mut *tx)
-                    .await?;
-                    Greylisted::Pass
-                }
-            }
-        };
-        tx.commit().await?;
-        Ok(verdict)
-    }
 }
-
-/// Records a new triplet, if it is new; then sheds up to [`GREYLIST_EXPIRED_PER_CALL_MAX`]
-/// expired rows and whatever passes `entries_max` (never the new row), keeping the count.
-/// Returns whether the triplet was new.
-async fn greylist_insert(
-    conn: &mut AnyConnection,
-    triplet: &str,
-    now: i64,
-    entries_max: usize,
-) -> Result<bool, DirectoryError> {
-    let inserted = sqlx::query(
-        "INSERT INTO spam_greylist (triplet, first_seen_at, passed, expires_at) \
-         VALUES ($1, $2, 0, $3) ON CONFLICT (triplet) DO NOTHING",
-    )
-    .bind(triplet)
-    .bind(now)
-    .bind(now.saturating_add(seconds(GREYLIST_RETRY_WINDOW_S)))
-    .execute(&mut *conn)
-    .await?;
-    if inserted.rows_affected() == 0 {
-        return Ok(false);
-    }
-    // Locks the count (PostgreSQL): new triplets take turns from here to the commit.
-    let entries: i64 = sqlx::query_scalar(
-        "UPDATE spam_greylist_count SET entries = entries + 1 RETURNING entries",
-    )
-    .fetch_one(&mut *conn)
-    .await?;
-    let expired = sqlx::query(
-        "DELETE FROM spam_greylist WHERE triplet IN \
-         (SELECT triplet FROM spam_greylist WHERE expires_at <= $1 \
-          ORDER BY expires_at LIMIT $2)",
-    )
-    .bind(now)
-    .bind(GREYLIST_EXPIRED_PER_CALL_MAX)
-    .execute(&mut *conn)
-    .await?
-    .rows_affected();
-    let mut deleted = i64::try_from(expired).unwrap_or(i64::MAX);
-    // The new row stays even under a bound of 0: a triplet that is never kept never passes.
-    let excess = excess(entries - deleted, entries_max.max(1));
-    if excess > 0 {
-        let evicted = sqlx::query(
-            "DELETE FROM spam_greylist WHERE triplet IN \
-             (SELECT triplet FROM spam_greylist WHERE triplet <> $1 \
-              ORDER BY expires_at, triplet LIMIT $2)",
-        )
-        .bind(triplet)
-        .bind(excess)
-        .execute(&mut *conn)
-        .await?
-        .rows_affected();
-        deleted += i64::try_from(evicted).unwrap_or(i64::MAX);
-    }
-    if deleted > 0 {
-        sqlx::query("UPDATE spam_greylist_count SET entries = entries - $1")
-            .bind(deleted)
-            .execute(&mut *conn)
-            .await?;
-    }
-    Ok(true)
-}
-
-/// Per-domain and per-user thresholds as stored: (domain -> row, address -> row). Read into
-/// the cache's snapshot and by [`Directory::spam_thresholds_list`].
-pub(crate) async fn load_thresholds(
-    conn: &mut AnyConnection,
-) -> Result<(ThresholdRows, ThresholdRows), DirectoryError> {
-    let mut tables = Vec::with_capacity(2);
-    for sql in [
-        "SELECT domain, junk, reject, greylist FROM spam_domain_thresholds",
-        "SELECT address, junk, reject, greylist FROM spam_user_thresholds",
-    ] {
-        let rows: Vec<(String, Option<f64>, Option<f64>, Option<f64>)> =
-            sqlx::query_as(sql).fetch_all(&mut *conn).await?;
-        let rows: ThresholdRows = rows
-            .into_iter()
-            .map(|(target, junk, reject, greylist)| {
-                let thresholds = SpamThresholds {
-                    junk,
-                    reject,
-                    greylist,
-                };
-                (target, thresholds)
-            })
-            .collect();
-        tables.push(rows);
-    }
-    let users = tables.pop().unwrap_or_default();
-    let domains = tables.pop().unwrap_or_default();
-    Ok((domains, users))
-}
-
-/// Thresholds rows by domain or by address.
-pub(crate) type ThresholdRows = HashMap<String, SpamThresholds>;
 
 #[cfg(test)]
 mod tests {
