@@ -2,13 +2,13 @@
 -- docs/spam.md). Same tables as 0010_spam.postgres.sql; only `spam_owners.id` differs
 -- (SQLite numbers an `INTEGER PRIMARY KEY` itself, PostgreSQL needs an identity column).
 --
--- `spam_owners`: one row per classifier, made by its first training: a user's (`address`),
--- or the site-wide one (`id` 0, `address` NULL, made here; new users fall back to it), which
--- is no user. Everything below hangs off this row: a user's deletion takes it and all of it
--- (ON DELETE CASCADE), a rename moves only `address` (`Directory::finish_rename`). It keeps
--- the trained message counts and the number of rows each child table holds for it, written
--- in the same transaction as those rows, so a bound is checked without counting. A freed
--- `id` may be given again; its rows went with it.
+-- `spam_owners`: one row per classifier, made by its first write (training, reputation): a
+-- user's (`address`), or the site-wide one (`id` 0, `address` NULL, made here; new users fall
+-- back to it), which is no user. Everything below hangs off this row: a user's deletion
+-- takes it and all of it (ON DELETE CASCADE), a rename moves only `address`
+-- (`Directory::finish_rename`). It keeps the trained message counts and the number of rows
+-- each child table holds for it, written in the same transaction as those rows, so a bound
+-- is checked without counting. A freed `id` may be given again; its rows went with it.
 CREATE TABLE spam_owners (
     id INTEGER PRIMARY KEY,
     address VARCHAR(254) NULL UNIQUE REFERENCES users (address) ON DELETE CASCADE,
