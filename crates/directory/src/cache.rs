@@ -1,10 +1,12 @@
 //! The in-memory snapshot the delivery path asks: domains, users with quotas, password hashes
-//! and owner nodes, aliases, DKIM keys, the cluster's nodes and their up states.
+//! and owner nodes, aliases, DKIM keys, Sieve scripts, spam thresholds, the cluster's nodes
+//! and their up states.
 //!
 //! **Invariant:** [`Cache::resolve`], [`Cache::is_local_domain`], [`Cache::quota`],
-//! [`Cache::message_quota`], [`Cache::owner`], [`Cache::node`], [`Cache::nodes`] and
-//! [`Cache::node_up`] never do I/O (beyond a `tracing` event when an expansion limit is
-//! hit) and never wait on anything but a short `RwLock` read to clone an `Arc`.
+//! [`Cache::message_quota`], [`Cache::owner`], [`Cache::node`], [`Cache::nodes`],
+//! [`Cache::node_up`] and [`Cache::spam_thresholds`] never do I/O (beyond a `tracing` event
+//! when an expansion limit is hit) and never wait on anything but a short `RwLock` read to
+//! clone an `Arc`.
 //!
 //! Freshness: every directory write bumps the `generation` row in the same transaction
 //! (`db::begin_write`). [`Cache::refresh_if_changed`] reads that one row and reloads the
@@ -47,6 +49,7 @@ use crate::address::{LocalCase, parse_address, subaddress_base};
 use crate::db;
 use crate::dkim::{self, DkimKey};
 use crate::error::DirectoryError;
+use crate::spam_thresholds::{self, SpamThresholds, ThresholdRows};
 
 /// Where a message for one address goes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -110,6 +113,10 @@ pub(crate) struct Snapshot {
     pub(crate) sieve: HashMap<String, Arc<UserScripts>>,
     /// name -> a global Sieve script's source (RFC 6609 `include :global`).
     pub(crate) sieve_global: HashMap<String, Arc<str>>,
+    /// domain -> the spam thresholds set for it, for the domains that have any.
+    pub(crate) spam_domains: ThresholdRows,
+    /// address -> the spam thresholds set for the user, for the users that have any.
+    pub(crate) spam_users: ThresholdRows,
 }
 
 /// What the snapshot keeps of one user.
@@ -267,6 +274,18 @@ impl Cache {
     /// A global Sieve script's source. No I/O.
     pub fn sieve_global(&self, name: &str) -> Option<Arc<str>> {
         self.snapshot().sieve_global.get(name).cloned()
+    }
+
+    /// The spam score thresholds set for the user with this address (any case), each field
+    /// falling back to its domain's; `None` where neither has one (`[spam]` decides). No
+    /// I/O.
+    pub fn spam_thresholds(&self, user: &str) -> SpamThresholds {
+        let snapshot = self.snapshot();
+        let user = user.to_ascii_lowercase();
+        let domain = user.rsplit_once('@').map_or("", |(_, domain)| domain);
+        let own = snapshot.spam_users.get(&user).copied().unwrap_or_default();
+        let domain = snapshot.spam_domains.get(domain).copied();
+        own.or(domain.unwrap_or_default())
     }
 
     /// The owner node, epoch and move state of the user with this canonical address (as in
@@ -445,12 +464,7 @@ type SnapshotUser = (
 /// together. SQLite in WAL mode gives a deferred transaction one snapshot from its first read;
 /// on PostgreSQL the transaction is `REPEATABLE READ` for the same.
 async fn load_snapshot(pool: &AnyPool) -> Result<Snapshot, DirectoryError> {
-    let mut tx = pool.begin().await?;
-    if db::Backend::of(pool) == db::Backend::Postgres {
-        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            .execute(&mut *tx)
-            .await?;
-    }
+    let mut tx = db::begin_read(pool).await?;
     let generation: i64 = sqlx::query_scalar("SELECT value FROM meta WHERE key = 'generation'")
         .fetch_one(&mut *tx)
         .await?;
@@ -497,10 +511,13 @@ async fn load_snapshot(pool: &AnyPool) -> Result<Snapshot, DirectoryError> {
         sqlx::query_as("SELECT name, source FROM sieve_global_scripts")
             .fetch_all(&mut *tx)
             .await?;
+    let (spam_domains, spam_users) = spam_thresholds::load_thresholds(&mut tx).await?;
     tx.commit().await?;
 
     let mut snapshot = Snapshot {
         generation,
+        spam_domains,
+        spam_users,
         ..Snapshot::default()
     };
     snapshot.domains.extend(domains);

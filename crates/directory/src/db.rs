@@ -63,7 +63,7 @@ const MIGRATION_LOCK: i64 = 0x6d61_696c_7374_6f77;
 /// 1, 2, 3, ...; a file is never edited once released, a change is a new file. Most are one
 /// portable file for both backends; a migration that needs different DDL has a variant per
 /// backend.
-const MIGRATIONS: &[(i64, &str, &str)] = &[
+pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
     (
         1,
         include_str!("../migrations/0001_initial.sql"),
@@ -108,6 +108,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         9,
         include_str!("../migrations/0009_node_managesieve.sql"),
         include_str!("../migrations/0009_node_managesieve.sql"),
+    ),
+    (
+        10,
+        include_str!("../migrations/0010_spam.sqlite.sql"),
+        include_str!("../migrations/0010_spam.postgres.sql"),
     ),
 ];
 
@@ -258,6 +263,20 @@ pub(crate) async fn begin_write(
         .await?;
     if Backend::of(pool) == Backend::Postgres {
         sqlx::raw_sql("NOTIFY mailstow_directory")
+            .execute(&mut *tx)
+            .await?;
+    }
+    Ok(tx)
+}
+
+/// Starts a read-only transaction whose reads all see one snapshot: SQLite's WAL gives a
+/// deferred transaction that from its first read; PostgreSQL needs `REPEATABLE READ`.
+pub(crate) async fn begin_read(
+    pool: &AnyPool,
+) -> Result<Transaction<'static, Any>, DirectoryError> {
+    let mut tx = pool.begin().await?;
+    if Backend::of(pool) == Backend::Postgres {
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             .execute(&mut *tx)
             .await?;
     }

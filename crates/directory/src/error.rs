@@ -132,6 +132,17 @@ pub enum DirectoryError {
     /// A script name RFC 5804 1.6 does not allow.
     #[error("bad Sieve script name {name}: {reason}")]
     InvalidScriptName { name: String, reason: &'static str },
+    /// A key the spam filter made (a trained message's digest, a reputation key, a
+    /// greylisting triplet) that is empty or longer than its column.
+    #[error("invalid {what} {key}: empty, or longer than {bytes_max} bytes")]
+    InvalidSpamKey {
+        what: &'static str,
+        key: String,
+        bytes_max: usize,
+    },
+    /// A spam score threshold that is not a finite number.
+    #[error("invalid spam threshold {name} = {value}: use a finite number")]
+    InvalidSpamThreshold { name: &'static str, value: f64 },
     /// A per-user limit (subscriptions, Sieve scripts) was reached.
     #[error("limit reached: {0}")]
     Limit(String),

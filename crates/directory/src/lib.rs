@@ -50,8 +50,14 @@
 //! - `meta` (key, value): `schema_version` and `generation`;
 //! - `domains` (name); `aliases` (source, destination, domain); `dkim_keys`;
 //!   `subscriptions`; `sieve_scripts`, `sieve_global_scripts` and `sieve_tracking` (mail
-//!   rules, `sieve_scripts.rs`); `special_use` (attributes clients gave folders, RFC 6154 3); `deleted_users` and `renamed_users` (deletions and renames in
-//!   progress);
+//!   rules, `sieve_scripts.rs`); `special_use` (attributes clients gave folders, RFC 6154 3);
+//!   `deleted_users` and `renamed_users` (deletions and renames in progress);
+//! - the spam filter's (migration 0010, docs/spam.md): `spam_owners` (one row per
+//!   classifier: a user's, or the site-wide one, `id` 0; its message counts and the row
+//!   counts of the three tables under it), `spam_tokens`, `spam_trained` and
+//!   `spam_reputation`, `spam_domain_thresholds` and `spam_user_thresholds` (`spam.rs`,
+//!   `spam_thresholds.rs`); `spam_greylist` and `spam_greylist_count` (`greylist.rs`).
+//!   Only the thresholds are directory changes;
 //! - `users`: address, domain, password_hash (argon2id PHC), quota_bytes, quota_messages,
 //!   created_at, last_login_at, and for the cluster `node` (the owner node, NULL = the single
 //!   node), `epoch` (BIGINT, starts at 1, +1 per finished move), `move_state` (NULL or
@@ -65,7 +71,8 @@
 //! # The cache's rules
 //!
 //! - The snapshot holds domains, users (quota, password hash, owner node, epoch, move
-//!   state, admin), aliases, DKIM keys and nodes (addresses); it is replaced whole, never patched.
+//!   state, admin), aliases, DKIM keys, Sieve scripts, spam thresholds and nodes
+//!   (addresses); it is replaced whole, never patched.
 //!   Every answer ([`Cache::resolve`], [`Cache::owner`], [`Cache::node`], the hashes
 //!   [`Directory::authenticate`] checks) comes from it without I/O, so mail and logins go on
 //!   while the database is down.
@@ -93,6 +100,7 @@ mod cache;
 mod db;
 mod dkim;
 mod error;
+mod greylist;
 mod hasher;
 mod login_recording;
 mod logins;
@@ -100,6 +108,8 @@ mod nodes;
 mod password;
 mod provisioning;
 mod sieve_scripts;
+mod spam;
+mod spam_thresholds;
 mod subscriptions;
 mod verified;
 
@@ -122,9 +132,15 @@ pub use arguments::NODE_NAME_BYTES_MAX;
 pub use cache::{Cache, ExpansionLimit, NodeInfo, Owner, Resolution, Target, UserScripts};
 pub use dkim::{DkimKey, SELECTOR_BYTES_MAX};
 pub use error::DirectoryError;
+pub use greylist::{GREYLIST_RETRY_WINDOW_S, GREYLIST_TRIPLET_BYTES_MAX, Greylisted};
 pub use hasher::Priority;
 pub use logins::{Attempt, LOGINS_KEPT_MAX, LoginRecord};
 pub use sieve_scripts::{SCRIPT_NAME_BYTES_MAX, ScriptInfo, check_script_name};
+pub use spam::{
+    REPUTATION_KEY_BYTES_MAX, SPAM_DIGEST_BYTES_MAX, SpamClass, SpamDelta, SpamModelRows,
+    SpamOwner, SpamStats,
+};
+pub use spam_thresholds::SpamThresholds;
 pub use subscriptions::{
     SPECIAL_USES_PER_USER_MAX, SUBSCRIPTION_BYTES_MAX, SUBSCRIPTIONS_PER_USER_MAX,
 };

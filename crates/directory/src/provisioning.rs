@@ -743,6 +743,17 @@ impl Directory {
                 .bind(old)
                 .execute(&mut *tx)
                 .await?;
+            // The spam filter's rows hang off `spam_owners`: moving its address moves them.
+            sqlx::query("UPDATE spam_owners SET address = $1 WHERE address = $2")
+                .bind(new)
+                .bind(old)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("UPDATE spam_user_thresholds SET address = $1 WHERE address = $2")
+                .bind(new)
+                .bind(old)
+                .execute(&mut *tx)
+                .await?;
             sqlx::query("UPDATE logins SET address = $1 WHERE address = $2")
                 .bind(new)
                 .bind(old)

@@ -423,3 +423,32 @@ async fn sieve_scripts_on_postgres() {
             .unwrap()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spam_state_on_postgres() {
+    use super::spam;
+    let Some(pg) = postgres() else { return };
+    let dir = open_pg(&pg).await;
+    let other = open_pg(&pg).await;
+    spam::model_round_trip(&dir).await;
+    spam::model_pruning(&dir).await;
+    spam::trained_records(&dir).await;
+    spam::reputation(&dir).await;
+    spam::thresholds(&dir, &other).await;
+    spam::deleted_user(&dir).await;
+    spam::renamed_user(&dir).await;
+    spam::greylisting(&dir).await;
+    spam::concurrent_training(&dir, &other).await;
+}
+
+#[tokio::test]
+async fn a_version_9_directory_gains_the_spam_tables_on_postgres() {
+    let Some(pg) = postgres() else { return };
+    let pool = crate::db::connect_postgres(&pg.url(), Duration::from_secs(5), 1)
+        .await
+        .unwrap();
+    super::spam::make_version_9(&pool, crate::db::Backend::Postgres).await;
+    pool.close().await;
+    let dir = open_pg(&pg).await;
+    super::spam::trains_after_the_upgrade(&dir).await;
+}

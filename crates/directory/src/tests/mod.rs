@@ -7,6 +7,7 @@ mod provisioning;
 mod refresh;
 mod resolve;
 mod sieve;
+mod spam;
 mod user_life;
 
 use std::path::{Path, PathBuf};
