@@ -664,6 +664,25 @@ impl Directory {
         Ok(answer)
     }
 
+    /// Every reputation row of the user (at most the `rows_max` its writers keep): what a
+    /// node caches to score the user's mail without a query per message.
+    pub async fn spam_reputation_all(
+        &self,
+        user: &str,
+    ) -> Result<Vec<(String, u32, u32)>, DirectoryError> {
+        let address = canonical(user)?;
+        let rows: Vec<(String, i64, i64)> = sqlx::query_as(
+            "SELECT r.reputation_key, r.spam, r.ham FROM spam_reputation r \
+             JOIN spam_owners o ON o.id = r.owner WHERE o.address = $1",
+        )
+        .bind(&address)
+        .fetch_all(&self.inner.pool)
+        .await?;
+        rows.into_iter()
+            .map(|(key, spam, ham)| Ok((key, stored("spam", spam)?, stored("ham", ham)?)))
+            .collect()
+    }
+
     /// Adds signed (key, spam, ham) changes to the user's reputation counts in one
     /// transaction: each count held at 0 or more, a key at 0/0 deleted, every key written
     /// marked seen at `now` (Unix seconds). Past `rows_max` keys, the least recently seen go.
