@@ -214,7 +214,13 @@ async fn rspamd_rejects_gtube_adds_its_headers_to_ham_and_learns() {
     )
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", rspamd.log_tail()));
-    eprintln!("rspamd test took {:?}", started.elapsed());
+    let stopping = Instant::now();
+    drop(rspamd);
+    eprintln!(
+        "rspamd test took {:?}, of which stopping {:?}",
+        started.elapsed(),
+        stopping.elapsed()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -265,7 +271,13 @@ async fn clamav_milter_rejects_eicar_and_marks_clean_mail() {
     );
     session.abort().await.unwrap();
     session.quit().await;
-    eprintln!("clamav test took {:?}", started.elapsed());
+    let stopping = Instant::now();
+    drop(clamav);
+    eprintln!(
+        "clamav test took {:?}, of which stopping {:?}",
+        started.elapsed(),
+        stopping.elapsed()
+    );
 }
 
 #[tokio::test]

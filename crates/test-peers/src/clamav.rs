@@ -23,6 +23,9 @@ use crate::daemon::{Daemon, milter_answers};
 
 /// How long [`ClamAv::start`] waits for clamd, then for the milter.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// Both get SIGKILL when stopped: on SIGTERM clamav-milter 1.4.6 takes about 4.4 s to exit
+/// and clamd about 2 s (measured here), and they keep nothing a test needs.
+const STOP_GRACE: Duration = Duration::ZERO;
 const CLAMD: &str = "/usr/sbin/clamd";
 const CLAMAV_MILTER: &str = "/usr/sbin/clamav-milter";
 /// The name of our signature for the test string; ClamAV reports it with `.UNOFFICIAL`
@@ -67,7 +70,8 @@ impl ClamAv {
             "clamav-daemon",
             &["--config-file", &clamd_conf],
             &root,
-        )?;
+        )?
+        .stop_grace(STOP_GRACE);
         let clamd_log = root.join("clamd.log");
         clamd.wait_until(START_TIMEOUT, &clamd_log, || {
             clamd_ask(&socket, b"zPING\0").is_some_and(|answer| answer == b"PONG\0")
@@ -88,7 +92,8 @@ impl ClamAv {
             "clamav-milter",
             &["--config-file", &milter_conf],
             &root,
-        )?;
+        )?
+        .stop_grace(STOP_GRACE);
         let milter_log = root.join("clamav-milter.log");
         milter.wait_until(START_TIMEOUT, &milter_log, || milter_answers(milter_port))?;
         Ok(ClamAv {

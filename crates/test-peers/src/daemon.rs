@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// How long `Daemon::stop` waits after SIGTERM before SIGKILL.
+/// How long `Daemon::stop` waits after SIGTERM before SIGKILL, unless told otherwise.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
 /// A running daemon.
@@ -17,6 +17,8 @@ pub(crate) struct Daemon {
     child: Option<Child>,
     /// Where its stdout and stderr go.
     output: PathBuf,
+    /// How long `stop` waits after SIGTERM; zero: SIGKILL at once.
+    stop_grace: Duration,
 }
 
 impl Daemon {
@@ -48,7 +50,15 @@ impl Daemon {
             name,
             child: Some(child),
             output,
+            stop_grace: STOP_GRACE,
         })
+    }
+
+    /// Sets how long `stop` waits after SIGTERM before SIGKILL; zero sends SIGKILL at once,
+    /// for a daemon that keeps nothing a test needs and is slow to exit.
+    pub(crate) fn stop_grace(mut self, grace: Duration) -> Daemon {
+        self.stop_grace = grace;
+        self
     }
 
     /// Waits until `ready` holds, checking every 50 ms; an error with the daemon's output and
@@ -97,14 +107,19 @@ impl Daemon {
         )
     }
 
-    /// SIGTERM to the process group, SIGKILL after 5 s.
+    /// SIGTERM to the process group, SIGKILL after the grace (5 s unless set).
     pub(crate) fn stop(&mut self) {
         let Some(mut child) = self.child.take() else {
             return;
         };
         let pid = rustix::process::Pid::from_child(&child);
-        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::TERM);
-        let deadline = Instant::now() + STOP_GRACE;
+        let signal = if self.stop_grace.is_zero() {
+            rustix::process::Signal::KILL
+        } else {
+            rustix::process::Signal::TERM
+        };
+        let _ = rustix::process::kill_process_group(pid, signal);
+        let deadline = Instant::now() + self.stop_grace;
         loop {
             match child.try_wait() {
                 Ok(Some(_)) | Err(_) => break,
