@@ -337,7 +337,7 @@ impl MilterSession {
         let id_macro = queue_id.as_deref().map(|id| [("i", id)]);
         let macros: &[(&str, &str)] = id_macro.as_ref().map_or(&[], |m| m.as_slice());
         let decision = self.step(Stage::Data, macros, Command::Data).await?;
-        if decision != Decision::Continue {
+        if !goes_on(&decision) {
             return Ok((decision, Vec::new()));
         }
         let (fields, body) = milter::header_fields(message, self.negotiated.leading_space());
@@ -347,19 +347,19 @@ impl MilterSession {
                 value: &field.value,
             };
             let decision = self.step(Stage::Header, macros, command).await?;
-            if decision != Decision::Continue {
+            if !goes_on(&decision) {
                 return Ok((decision, Vec::new()));
             }
         }
         let decision = self
             .step(Stage::EndOfHeaders, macros, Command::EndOfHeaders)
             .await?;
-        if decision != Decision::Continue {
+        if !goes_on(&decision) {
             return Ok((decision, Vec::new()));
         }
         for chunk in body.chunks(milter::CHUNK_BYTES_MAX) {
             let decision = self.step(Stage::Body, macros, Command::Body(chunk)).await?;
-            if decision != Decision::Continue {
+            if !goes_on(&decision) {
                 return Ok((decision, Vec::new()));
             }
         }
@@ -674,6 +674,12 @@ async fn connect(config: &MilterConfig) -> Result<Box<dyn Io>, MilterError> {
             }
         }
     }
+}
+
+/// Whether the message goes on to the filter's next step: `Continue`, or a quarantine asked
+/// earlier (it holds, and the filter still sees the message, as in Postfix).
+fn goes_on(decision: &Decision) -> bool {
+    matches!(decision, Decision::Continue | Decision::Quarantine(_))
 }
 
 fn stage_name(stage: Stage) -> &'static str {

@@ -376,3 +376,28 @@ async fn protocol_errors() {
         "{result:?}"
     );
 }
+
+#[tokio::test]
+async fn a_quarantine_asked_at_rcpt_holds_and_the_message_still_goes_to_the_filter() {
+    let script: Script = Box::new(|command, _| match command {
+        b'R' => vec![(b'q', b"suspicious sender\0".to_vec()), (b'c', vec![])],
+        b'D' => vec![],
+        _ => vec![(b'c', vec![])],
+    });
+    let (address, got) = filter(action::ALL, 0, script).await;
+    let mut session = open(&address, Duration::from_secs(2)).await;
+    assert_eq!(
+        session.mail("a@x", &[], &[]).await.unwrap(),
+        Decision::Continue
+    );
+    let held = Decision::Quarantine("suspicious sender".into());
+    assert_eq!(session.rcpt("b@x", &[], &[]).await.unwrap(), held);
+    assert_eq!(session.message(MESSAGE).await.unwrap(), (held, vec![]));
+    assert!(commands(&got).ends_with("TLLNBE"), "{}", commands(&got));
+    // The next transaction starts without it.
+    session.abort().await.unwrap();
+    assert_eq!(
+        session.mail("a@x", &[], &[]).await.unwrap(),
+        Decision::Continue
+    );
+}
