@@ -187,22 +187,7 @@ fn parse(reply: u8, data: &[u8]) -> Result<Response, DecodeError> {
     let malformed = |why| DecodeError::Malformed { reply, why };
     let mut fields = Fields { data, reply };
     let response = match reply {
-        b'O' => {
-            let version = fields.word()?;
-            let actions = fields.word()?;
-            let protocol = fields.word()?;
-            let mut symlists = Vec::new();
-            while !fields.data.is_empty() {
-                let list = fields.word()?;
-                symlists.push((list, fields.text()?));
-            }
-            Response::OptNeg {
-                version,
-                actions,
-                protocol,
-                symlists,
-            }
-        }
+        b'O' => fields.optneg()?,
         code::CONTINUE => Response::Continue,
         code::ACCEPT => Response::Accept,
         code::REJECT => Response::Reject,
@@ -212,17 +197,7 @@ fn parse(reply: u8, data: &[u8]) -> Result<Response, DecodeError> {
         code::SKIP => Response::Skip,
         code::SHUTDOWN => Response::Shutdown,
         code::CONN_FAIL => Response::ConnFail,
-        code::REPLYCODE => {
-            // libmilter sends the text NUL-terminated; Postfix also takes it without.
-            let raw = data.strip_suffix(&[0]).unwrap_or(data);
-            if raw.contains(&0) {
-                return Err(malformed("a NUL inside the reply text"));
-            }
-            let text = String::from_utf8_lossy(raw);
-            return Reply::parse(&text)
-                .map(Response::ReplyCode)
-                .map_err(malformed);
-        }
+        code::REPLYCODE => return reply_code(data).map_err(malformed),
         code::QUARANTINE => Response::Quarantine(fields.text()?),
         code::ADDHEADER => Response::AddHeader {
             name: fields.name()?,
@@ -241,12 +216,7 @@ fn parse(reply: u8, data: &[u8]) -> Result<Response, DecodeError> {
         code::ADDRCPT => Response::AddRecipient(fields.text()?),
         code::DELRCPT => Response::DeleteRecipient(fields.text()?),
         code::ADDRCPT_PAR | code::CHGFROM => {
-            let address = fields.text()?;
-            let args = if fields.data.is_empty() {
-                None
-            } else {
-                Some(fields.text()?)
-            };
+            let (address, args) = fields.address_and_args()?;
             if reply == code::CHGFROM {
                 Response::ChangeFrom { address, args }
             } else {
@@ -270,6 +240,16 @@ fn parse(reply: u8, data: &[u8]) -> Result<Response, DecodeError> {
     Ok(response)
 }
 
+/// `SMFIR_REPLYCODE`: the text, NUL-terminated as libmilter sends it (Postfix also takes it
+/// without), checked.
+fn reply_code(data: &[u8]) -> Result<Response, &'static str> {
+    let raw = data.strip_suffix(&[0]).unwrap_or(data);
+    if raw.contains(&0) {
+        return Err("a NUL inside the reply text");
+    }
+    Reply::parse(&String::from_utf8_lossy(raw)).map(Response::ReplyCode)
+}
+
 /// The data of a packet, read field by field.
 struct Fields<'a> {
     data: &'a [u8],
@@ -282,6 +262,36 @@ impl Fields<'_> {
             reply: self.reply,
             why,
         }
+    }
+
+    /// The OPTNEG answer: version, actions, protocol, then macro lists (a list number and
+    /// the names) to the end.
+    fn optneg(&mut self) -> Result<Response, DecodeError> {
+        let version = self.word()?;
+        let actions = self.word()?;
+        let protocol = self.word()?;
+        let mut symlists = Vec::new();
+        while !self.data.is_empty() {
+            let list = self.word()?;
+            symlists.push((list, self.text()?));
+        }
+        Ok(Response::OptNeg {
+            version,
+            actions,
+            protocol,
+            symlists,
+        })
+    }
+
+    /// An address and, if more data follows, its ESMTP arguments.
+    fn address_and_args(&mut self) -> Result<(String, Option<String>), DecodeError> {
+        let address = self.text()?;
+        let args = if self.data.is_empty() {
+            None
+        } else {
+            Some(self.text()?)
+        };
+        Ok((address, args))
     }
 
     /// A big-endian 32-bit number.

@@ -256,7 +256,8 @@ mod tests {
     fn insert_counts_all_fields_from_zero_at_the_top() {
         assert_eq!(
             applied(&[insert(0, "X-Top", " 1"), insert(2, "X-Third", " 3")]),
-            "X-Top: 1\r\nReceived: by mx\r\nX-Third: 3\r\nSubject: one\r\nX-Tag: a\r\nx-tag: b\r\n\r\nbody\r\n"
+            "X-Top: 1\r\nReceived: by mx\r\nX-Third: 3\r\nSubject: one\r\n\
+             X-Tag: a\r\nx-tag: b\r\n\r\nbody\r\n"
         );
         assert!(applied(&[insert(99, "X-End", " e")]).contains("x-tag: b\r\nX-End: e\r\n\r\n"));
     }
@@ -277,7 +278,8 @@ mod tests {
     fn folded_values_cannot_end_the_header() {
         assert_eq!(
             applied(&[add("X-Long", " a\n\tb\r\n\r\nc\rd")]),
-            "Received: by mx\r\nSubject: one\r\nX-Tag: a\r\nx-tag: b\r\nX-Long: a\r\n\tb\r\n c d\r\n\r\nbody\r\n"
+            "Received: by mx\r\nSubject: one\r\nX-Tag: a\r\nx-tag: b\r\n\
+             X-Long: a\r\n\tb\r\n c d\r\n\r\nbody\r\n"
         );
     }
 

@@ -16,8 +16,8 @@
 //! * `url_tld` points at a short list: compiling Debian's 9,628 public suffixes takes about
 //!   12 s of the start on this machine; with the short list rspamd answers in about 2 s.
 //! * Every module that looks something up on the network is off (RBLs, SPF, DKIM, DMARC,
-//!   ASN, fuzzy, phishing, hfilter's host name checks, ...), and rspamd's resolver points at a loopback port where nothing
-//!   listens, so no lookup leaves the machine or waits.
+//!   ASN, fuzzy, phishing, hfilter's host name checks, ...), and rspamd's resolver points at
+//!   a loopback port where nothing listens, so no lookup leaves the machine or waits.
 //! * `enable_test_patterns = true`: rspamd 3.4 ignores GTUBE without it.
 //! * Bayes in our Redis, `min_learns = 1`, `min_tokens = 1`, no autolearn: a test sees its
 //!   own training. Redis keeps nothing on disk.
@@ -116,56 +116,8 @@ impl Rspamd {
             dead_dns_port,
         )?;
 
-        let redis_port_text = redis_port.to_string();
-        let root_text = root.display().to_string();
-        let redis_log = root.join("redis.log");
-        let redis_log_text = redis_log.display().to_string();
-        let mut redis = Daemon::spawn(
-            "redis-server",
-            REDIS,
-            "redis-server",
-            &[
-                "--port",
-                &redis_port_text,
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                &root_text,
-                "--logfile",
-                &redis_log_text,
-                "--daemonize",
-                "no",
-            ],
-            &root,
-        )?;
-        redis.wait_until(START_TIMEOUT, &redis_log, || redis_answers(redis_port))?;
-
-        let vars: Vec<String> = [
-            ("LOCAL_CONFDIR", "local"),
-            ("DBDIR", "db"),
-            ("RUNDIR", "run"),
-            ("LOGDIR", "log"),
-        ]
-        .iter()
-        .flat_map(|(name, sub)| {
-            [
-                "--var".to_string(),
-                format!("{name}={}", root.join(sub).display()),
-            ]
-        })
-        .collect();
-        let conf = root.join("rspamd.conf").display().to_string();
-        let mut args = vec!["-f", "-i", "-c", conf.as_str()];
-        args.extend(vars.iter().map(String::as_str));
-        let mut rspamd = Daemon::spawn("rspamd", RSPAMD, "rspamd", &args, &root)?;
-        let log = root.join("log/rspamd.log");
-        rspamd.wait_until(START_TIMEOUT, &log, || {
-            controller_answers(controller_port) && milter_answers(milter_port)
-        })?;
+        let redis = spawn_redis(&root, redis_port)?;
+        let rspamd = spawn_rspamd(&root, milter_port, controller_port)?;
         Ok(Rspamd {
             rspamd,
             redis,
@@ -214,6 +166,61 @@ impl Drop for Rspamd {
             }
         }
     }
+}
+
+/// Redis on `127.0.0.1:port`, nothing saved; returns once it answers `PING`.
+fn spawn_redis(root: &Path, port: u16) -> io::Result<Daemon> {
+    let port_text = port.to_string();
+    let root_text = root.display().to_string();
+    let log = root.join("redis.log");
+    let log_text = log.display().to_string();
+    let args = [
+        "--port",
+        &port_text,
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        &root_text,
+        "--logfile",
+        &log_text,
+        "--daemonize",
+        "no",
+    ];
+    let mut redis = Daemon::spawn("redis-server", REDIS, "redis-server", &args, root)?;
+    redis.wait_until(START_TIMEOUT, &log, || redis_answers(port))?;
+    Ok(redis)
+}
+
+/// rspamd in the foreground as root (`-i`), its directories under `root`; returns once the
+/// controller and the milter answer.
+fn spawn_rspamd(root: &Path, milter_port: u16, controller_port: u16) -> io::Result<Daemon> {
+    let vars: Vec<String> = [
+        ("LOCAL_CONFDIR", "local"),
+        ("DBDIR", "db"),
+        ("RUNDIR", "run"),
+        ("LOGDIR", "log"),
+    ]
+    .iter()
+    .flat_map(|(name, sub)| {
+        [
+            "--var".to_string(),
+            format!("{name}={}", root.join(sub).display()),
+        ]
+    })
+    .collect();
+    let conf = root.join("rspamd.conf").display().to_string();
+    let mut args = vec!["-f", "-i", "-c", conf.as_str()];
+    args.extend(vars.iter().map(String::as_str));
+    let mut rspamd = Daemon::spawn("rspamd", RSPAMD, "rspamd", &args, root)?;
+    let log = root.join("log/rspamd.log");
+    rspamd.wait_until(START_TIMEOUT, &log, || {
+        controller_answers(controller_port) && milter_answers(milter_port)
+    })?;
+    Ok(rspamd)
 }
 
 fn redis_answers(port: u16) -> bool {
@@ -295,7 +302,8 @@ dns {{
     )?;
     write(
         "local/override.d/worker-proxy.inc",
-        "milter = yes;\ntimeout = 30s;\nupstream \"local\" {\n  default = yes;\n  self_scan = yes;\n}\n"
+        "milter = yes;\ntimeout = 30s;\n\
+         upstream \"local\" {\n  default = yes;\n  self_scan = yes;\n}\n"
             .into(),
     )?;
     write(
