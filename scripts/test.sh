@@ -55,7 +55,7 @@ python3 -c 'import dkim, nacl' 2>/dev/null || need_pkgs+=(python3-dkim python3-n
 # The benchmark scripts' smoke runs (scripts/bench-smoke.sh): the peers' packages that
 # shared/bench/setup-peers.sh installs (postal, which has rabid, Dovecot's POP3 and LMTP, fio,
 # strace, bc, rsync), and Postmark and prove for the mail file system's.
-for p in postal dovecot-pop3d dovecot-lmtpd fio postmark strace bc rsync swaks sysstat perl; do
+for p in postal dovecot-pop3d dovecot-lmtpd fio postmark strace bc rsync swaks sysstat perl rspamd redis-server clamav-daemon clamav-milter; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_pkgs+=("$p")
 done
 if [ ${#need_pkgs[@]} -gt 0 ]; then

@@ -1,7 +1,9 @@
 //! Peers to measure against: a private Dovecot 2.3 instance on loopback, for integration
 //! tests, for `bench/` (through the `dovecot` example) and for `mailstow sim validate`'s
 //! mail file system cells. Nothing else in mailstow starts one. Also a private PostgreSQL
-//! ([`Postgres`], in `postgres.rs`) for the directory's cluster tests.
+//! ([`Postgres`], in `postgres.rs`) for the directory's cluster tests, and the mail filters of
+//! `crates/filter`'s tests: rspamd with its Redis ([`Rspamd`], in `rspamd.rs`) and ClamAV
+//! behind clamav-milter ([`ClamAv`], in `clamav.rs`).
 //!
 //! Each [`Dovecot`] runs its own `dovecot -F` master with everything under one temporary
 //! directory:
@@ -28,9 +30,14 @@
 //! * `auth_failure_delay = 0`, so tests of wrong passwords do not sleep 2 s each.
 //! * `first_valid_uid`/`first_valid_gid` are set to vmail's ids so that Dovecot accepts them.
 
+mod clamav;
+mod daemon;
 mod postgres;
+mod rspamd;
 
+pub use clamav::{ClamAv, EICAR, EICAR_SIGNATURE};
 pub use postgres::Postgres;
+pub use rspamd::Rspamd;
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
