@@ -121,9 +121,9 @@ impl Operations {
                 spam,
                 mailbox,
                 site,
-            } => crate::spam::train(&ctx, &user, spam, &mailbox, site).await,
-            Request::SpamStats(user) => crate::spam::stats(&ctx, &user).await,
-            Request::SpamRelease(user) => crate::spam::release(&ctx, &user),
+            } => crate::spam::train(ctx, &user, spam, &mailbox, site).await,
+            Request::SpamStats(user) => crate::spam::stats(ctx, &user).await,
+            Request::SpamRelease(user) => crate::spam::release(ctx, &user),
             Request::AuthUnblock(what) => {
                 let cleared = ctx.logins.unblock(&what);
                 tracing::info!(event = "unblocked", what = %one_line(&what), counters = cleared);

@@ -83,16 +83,22 @@ impl Request {
         if let Some(rest) = line.strip_prefix("spam train\t") {
             // `spam train<TAB>USER<TAB>spam|ham<TAB>site|user<TAB>MAILBOX`: a folder name may
             // hold spaces.
-            let fields: Vec<&str> = rest.trim_end_matches(['\r', '\n']).splitn(4, '\t').collect();
+            let fields: Vec<&str> = rest
+                .trim_end_matches(['\r', '\n'])
+                .splitn(4, '\t')
+                .collect();
             return match fields.as_slice() {
-                [user, class @ ("spam" | "ham"), scope @ ("site" | "user"), mailbox] => {
-                    Ok(Request::SpamTrain {
-                        user: (*user).to_string(),
-                        spam: *class == "spam",
-                        mailbox: (*mailbox).to_string(),
-                        site: *scope == "site",
-                    })
-                }
+                [
+                    user,
+                    class @ ("spam" | "ham"),
+                    scope @ ("site" | "user"),
+                    mailbox,
+                ] => Ok(Request::SpamTrain {
+                    user: (*user).to_string(),
+                    spam: *class == "spam",
+                    mailbox: (*mailbox).to_string(),
+                    site: *scope == "site",
+                }),
                 _ => Err("expected: spam train USER spam|ham site|user MAILBOX".into()),
             };
         }

@@ -15,7 +15,10 @@ pub(crate) async fn train(
     mailbox: &str,
     site: bool,
 ) -> Result<Vec<u8>, String> {
-    let filter = ctx.filter.as_ref().ok_or("the spam filter is not running")?;
+    let filter = ctx
+        .filter
+        .as_ref()
+        .ok_or("the spam filter is not running")?;
     if !ctx.directory.cache().is_user(user) {
         return Err(format!("no such user: {}", one_line(user)));
     }
@@ -25,8 +28,16 @@ pub(crate) async fn train(
         .await
         .map_err(|e| format!("the command failed: {e}"))?
         .map_err(|e| format!("{}: {e}", one_line(mailbox)))?;
-    let class = if spam { spam::Class::Spam } else { spam::Class::Ham };
-    let owner = if site { SpamOwner::Site } else { SpamOwner::User(user) };
+    let class = if spam {
+        spam::Class::Spam
+    } else {
+        spam::Class::Ham
+    };
+    let owner = if site {
+        SpamOwner::Site
+    } else {
+        SpamOwner::User(user)
+    };
     let mut total = filter::Trained::default();
     for chunk in uids.chunks(500) {
         let store = ctx.store.clone();
@@ -48,7 +59,11 @@ pub(crate) async fn train(
     }
     Ok(format!(
         "trained {} as {}: {} messages, {} already trained, {} gone\n",
-        if site { "the site-wide model".to_string() } else { one_line(user) },
+        if site {
+            "the site-wide model".to_string()
+        } else {
+            one_line(user)
+        },
         class.name(),
         total.trained,
         total.already,
@@ -104,7 +119,10 @@ pub(crate) async fn stats(ctx: &Operations, user: &str) -> Result<Vec<u8>, Strin
 }
 
 pub(crate) fn release(ctx: &Operations, user: &str) -> Result<Vec<u8>, String> {
-    let filter = ctx.filter.as_ref().ok_or("the spam filter is not running")?;
+    let filter = ctx
+        .filter
+        .as_ref()
+        .ok_or("the spam filter is not running")?;
     Ok(if filter.release(user) {
         tracing::info!(event = "outbound_released", user = %one_line(user));
         format!("released {}\n", one_line(user))

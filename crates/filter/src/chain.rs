@@ -6,7 +6,9 @@
 
 use std::sync::Arc;
 
-use crate::milter::{ConnectInfo, Decision, DefaultAction, MilterConfig, MilterSession, Modification};
+use crate::milter::{
+    ConnectInfo, Decision, DefaultAction, MilterConfig, MilterSession, Modification,
+};
 
 /// What the session should answer to a step.
 #[derive(Clone, Debug, PartialEq)]
@@ -217,7 +219,12 @@ fn decide(slot: &mut Slot, decision: Decision) -> Step {
     }
 }
 
-fn fail(telemetry: &telemetry::Telemetry, slot: &mut Slot, step: &'static str, error: &str) -> Step {
+fn fail(
+    telemetry: &telemetry::Telemetry,
+    slot: &mut Slot,
+    step: &'static str,
+    error: &str,
+) -> Step {
     let name = slot.config.name.clone();
     slot.session = None;
     match slot.config.default_action {

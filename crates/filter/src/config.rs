@@ -135,7 +135,11 @@ impl Config {
     }
 
     /// The thresholds for `user`: the directory's per-user and per-domain rows over ours.
-    pub(crate) fn thresholds_for(&self, directory: &directory::Directory, user: &str) -> spam::Thresholds {
+    pub(crate) fn thresholds_for(
+        &self,
+        directory: &directory::Directory,
+        user: &str,
+    ) -> spam::Thresholds {
         let set = directory.cache().spam_thresholds(user);
         spam::Thresholds {
             junk: set.junk.unwrap_or(self.thresholds.junk),

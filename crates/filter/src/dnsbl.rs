@@ -127,7 +127,14 @@ impl Blocklists {
                 }
                 let resolver = resolver.clone();
                 *pending.entry(index).or_default() += 1;
-                lookups.spawn(async move { (index, listed, query.clone(), lookup(&resolver, &query).await) });
+                lookups.spawn(async move {
+                    (
+                        index,
+                        listed,
+                        query.clone(),
+                        lookup(&resolver, &query).await,
+                    )
+                });
             }
         }
         let deadline = tokio::time::Instant::now() + self.timeout;
@@ -262,7 +269,12 @@ async fn lookup(resolver: &TokioResolver, query: &str) -> Result<(Answer, Durati
                             .iter()
                             .map(|part| String::from_utf8_lossy(part).into_owned())
                             .collect();
-                        Some(telemetry::shown(&text).chars().take(REASON_BYTES_MAX).collect())
+                        Some(
+                            telemetry::shown(&text)
+                                .chars()
+                                .take(REASON_BYTES_MAX)
+                                .collect(),
+                        )
                     }
                     _ => None,
                 }),

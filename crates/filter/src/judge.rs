@@ -61,7 +61,12 @@ impl Filter {
         let tokens = spam::tokenize(message, &config.token_limits());
         let mut domains: Vec<String> = Vec::new();
         if self.blocklists.has(crate::config::ZoneKind::Domain) {
-            if let Some(from) = arrival.keys.address.as_deref().and_then(|a| a.rsplit_once('@')) {
+            if let Some(from) = arrival
+                .keys
+                .address
+                .as_deref()
+                .and_then(|a| a.rsplit_once('@'))
+            {
                 domains.push(from.1.to_string());
             }
             for d in spam::link_domains(message, config.link_domains_max) {
@@ -168,7 +173,11 @@ pub fn auth_of(verdict: &sender_auth::Verdict) -> spam::Auth {
             spam::DkimResult::None
         } else if verdict.dkim.iter().any(|d| d.result == DkimResult::Pass) {
             spam::DkimResult::Pass
-        } else if verdict.dkim.iter().any(|d| d.result == DkimResult::TempError) {
+        } else if verdict
+            .dkim
+            .iter()
+            .any(|d| d.result == DkimResult::TempError)
+        {
             spam::DkimResult::TempError
         } else {
             spam::DkimResult::Fail

@@ -63,7 +63,9 @@ pub fn at_arrival(
     let (address_authenticated, domain) = match verdict {
         Some(v) => {
             let authenticated = v.dmarc == sender_auth::DmarcResult::Pass
-                || from_domain.as_deref().is_some_and(|d| v.authenticated_for(d));
+                || from_domain
+                    .as_deref()
+                    .is_some_and(|d| v.authenticated_for(d));
             let dkim = v
                 .dkim
                 .iter()
@@ -183,7 +185,11 @@ fn fields(header: &str) -> Vec<(String, String)> {
 fn bracketed_ip(value: &str) -> Option<IpAddr> {
     let after = &value[value.find("([")? + 2..];
     let literal = &after[..after.find(']')?];
-    literal.strip_prefix("IPv6:").unwrap_or(literal).parse().ok()
+    literal
+        .strip_prefix("IPv6:")
+        .unwrap_or(literal)
+        .parse()
+        .ok()
 }
 
 #[cfg(test)]
@@ -210,7 +216,8 @@ From: Bob <Bob@Example.org>\r\nSubject: hi\r\n\r\nbody\r\n";
 
     #[test]
     fn a_hand_over_received_is_not_the_client() {
-        let message = b"Received: from [10.0.0.1] ([127.0.0.5])\r\n\tby mx.test with LMTP id 2; x\r\n\
+        let message =
+            b"Received: from [10.0.0.1] ([127.0.0.5])\r\n\tby mx.test with LMTP id 2; x\r\n\
 Received: from [10.9.9.9] ([198.51.100.7])\r\n\tby mx.test with ESMTP id 1; x\r\n\r\nb\r\n";
         assert_eq!(
             of_stored(message, "mx.test").network.as_deref(),

@@ -49,13 +49,21 @@ impl Filter {
         resolver: Option<hickory_resolver::TokioResolver>,
     ) -> Arc<Filter> {
         let blocklists = Arc::new(dnsbl::Blocklists::new(
-            if config.dnsbl.is_empty() { None } else { resolver },
+            if config.dnsbl.is_empty() {
+                None
+            } else {
+                resolver
+            },
             config.dnsbl.clone(),
             config.dnsbl_timeout,
             config.dnsbl_cache_max,
         ));
         Arc::new(Filter {
-            states: state::States::new(directory.clone(), config.models_cached_max, config.model_ttl),
+            states: state::States::new(
+                directory.clone(),
+                config.models_cached_max,
+                config.model_ttl,
+            ),
             config,
             directory,
             telemetry,
@@ -71,9 +79,10 @@ impl Filter {
     /// tokio runtime (the trainer thread uses its handle for the directory).
     pub fn start_training(self: &Arc<Self>, store: Arc<dyn mail_model::Mailstore>) {
         let _ = self.store.set(store);
-        let _ = self
-            .trainer
-            .set(training::Trainer::start(Arc::downgrade(self), self.config.training_queue_max));
+        let _ = self.trainer.set(training::Trainer::start(
+            Arc::downgrade(self),
+            self.config.training_queue_max,
+        ));
     }
 
     pub fn config(&self) -> &Config {

@@ -168,8 +168,8 @@ impl fmt::Display for MilterError {
 impl std::error::Error for MilterError {}
 
 /// The socket, TCP or unix.
-trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+trait Io: AsyncRead + AsyncWrite + Unpin + Send + Sync {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + Sync> Io for T {}
 
 /// How many bytes are read from the socket at a time.
 const READ_BYTES: usize = 16 * 1024;

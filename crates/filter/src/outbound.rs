@@ -18,7 +18,9 @@ pub enum Outbound {
     /// Refused as spam (`550 5.7.1`).
     Refuse(spam::Score),
     /// The account is limited and used up its hour (`451 4.7.1`).
-    Limited { retry_after: Duration },
+    Limited {
+        retry_after: Duration,
+    },
 }
 
 /// Per account: flagged submissions in the last hour, and its limit if it has one.
@@ -46,7 +48,9 @@ impl Accounts {
         }
         let account = map.entry(user.to_string()).or_default();
         account.flagged.retain(|t| now.duration_since(*t) < HOUR);
-        account.sent_while_limited.retain(|t| now.duration_since(*t) < HOUR);
+        account
+            .sent_while_limited
+            .retain(|t| now.duration_since(*t) < HOUR);
         if account.limited_until.is_some_and(|u| u <= now) {
             account.limited_until = None;
         }
@@ -121,7 +125,11 @@ impl Filter {
         };
         let mut score = spam::score(&evidence, &config.weights);
         // The authentication points are not evidence about our own users' mail.
-        score.reasons.retain(|r| !r.name.starts_with("DMARC") && !r.name.starts_with("SPF") && !r.name.starts_with("DKIM"));
+        score.reasons.retain(|r| {
+            !r.name.starts_with("DMARC")
+                && !r.name.starts_with("SPF")
+                && !r.name.starts_with("DKIM")
+        });
         score.points = score.reasons.iter().map(|r| r.points).sum();
         let thresholds = config.thresholds_for(&self.directory, user);
         let refused = score.points >= limits.reject_threshold;

@@ -85,16 +85,17 @@ impl States {
 
     async fn load(&self, owner: SpamOwner<'_>) -> Result<State, directory::DirectoryError> {
         let rows = self.directory.spam_model(owner).await?;
-        let mut model = spam::Model::default();
-        model.messages = spam::Counts {
-            spam: u32::try_from(rows.spam_messages).unwrap_or(u32::MAX),
-            ham: u32::try_from(rows.ham_messages).unwrap_or(u32::MAX),
+        let model = spam::Model {
+            messages: spam::Counts {
+                spam: u32::try_from(rows.spam_messages).unwrap_or(u32::MAX),
+                ham: u32::try_from(rows.ham_messages).unwrap_or(u32::MAX),
+            },
+            tokens: rows
+                .tokens
+                .into_iter()
+                .map(|(token, spam, ham)| (token, spam::Counts { spam, ham }))
+                .collect(),
         };
-        model.tokens = rows
-            .tokens
-            .into_iter()
-            .map(|(token, spam, ham)| (token, spam::Counts { spam, ham }))
-            .collect();
         let reputation = match owner {
             SpamOwner::User(user) => self
                 .directory

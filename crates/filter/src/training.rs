@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 
 use directory::{SpamClass, SpamOwner};
-use mail_model::Mailstore;
 
 use crate::Filter;
 
@@ -71,11 +70,18 @@ fn run(filter: std::sync::Weak<Filter>, rx: Receiver<Filed>, runtime: tokio::run
             // The reads are the store's (blocking is fine on this thread).
             let messages: Vec<Option<Vec<u8>>> = messages.collect();
             filter
-                .train(SpamOwner::User(&job.user), class, messages.into_iter(), "move")
+                .train(
+                    SpamOwner::User(&job.user),
+                    class,
+                    messages.into_iter(),
+                    "move",
+                )
                 .await
         }) {
             Ok(_) => {}
-            Err(e) => tracing::warn!(event = "spam_training_error", user = %telemetry::shown(&job.user), error = %e),
+            Err(e) => {
+                tracing::warn!(event = "spam_training_error", user = %telemetry::shown(&job.user), error = %e)
+            }
         }
     }
 }
@@ -101,7 +107,11 @@ impl Filter {
 
     /// The class a filing trains, from the folders' names and special uses (RFC 6154).
     async fn class_of(&self, job: &Filed) -> Option<spam::Class> {
-        let uses = self.directory.special_uses(&job.user).await.unwrap_or_default();
+        let uses = self
+            .directory
+            .special_uses(&job.user)
+            .await
+            .unwrap_or_default();
         let has = |folder: &str, attribute: &str, default: &str| {
             folder.eq_ignore_ascii_case(default)
                 || uses
@@ -215,8 +225,10 @@ impl Filter {
         if let SpamOwner::User(user) = owner
             && !reputation.is_empty()
         {
-            let entries: Vec<(String, i64, i64)> =
-                reputation.into_iter().map(|(k, (s, h))| (k, s, h)).collect();
+            let entries: Vec<(String, i64, i64)> = reputation
+                .into_iter()
+                .map(|(k, (s, h))| (k, s, h))
+                .collect();
             self.directory
                 .spam_reputation_add(user, &entries, now, config.reputation_rows_max)
                 .await

@@ -167,7 +167,13 @@ impl Deposit {
                 Origin::Own => CopyId::HandedOver("own"),
             };
             let user = copy.append.user.clone();
-            match rules.apply(id, &user, envelope, &copy.append.message.content, default_folder) {
+            match rules.apply(
+                id,
+                &user,
+                envelope,
+                &copy.append.message.content,
+                default_folder,
+            ) {
                 Disposition::Disposed => outcomes[i] = Some(Deposited::Disposed),
                 Disposition::Rejected { reason } => outcomes[i] = Some(Deposited::Rejected(reason)),
                 Disposition::Store { folders, edited } => {

@@ -284,7 +284,8 @@ impl Rules {
             match action {
                 Action::Keep { flags } => {
                     folders.push(placement(default_folder, flags));
-                    self.events.sieve_action(copy_id(id), user, "keep", default_folder);
+                    self.events
+                        .sieve_action(copy_id(id), user, "keep", default_folder);
                 }
                 Action::FileInto {
                     mailbox,

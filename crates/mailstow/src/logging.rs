@@ -42,8 +42,9 @@ const FLUSH_BYTES: usize = 256 * 1024;
 /// Bytes of lines waiting for the writer thread; past this, logging threads wait for it.
 const BUFFERED_BYTES_MAX: usize = 16 * 1024 * 1024;
 /// Our crates: their `info` events are the mail log. Everything else starts at `warn`.
-const OUR_CRATES: [&str; 13] = [
+const OUR_CRATES: [&str; 14] = [
     "server",
+    "filter",
     "admin",
     "imap_client",
     "telemetry",

@@ -27,9 +27,9 @@ mod progress;
 mod queue_cmd;
 mod serve_cmd;
 mod sieve_cmd;
+mod sim_cmd;
 mod spam_cmd;
 mod spam_config;
-mod sim_cmd;
 mod store_cmd;
 
 use std::path::PathBuf;

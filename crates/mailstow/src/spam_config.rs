@@ -99,15 +99,24 @@ impl SpamSection {
         set(&mut c.models_cached_max, self.models_cached_max);
         set(&mut c.tokenize_bytes_max, self.tokenize_bytes_max);
         set(&mut c.tokens_per_message_max, self.tokens_per_message_max);
-        set(&mut c.dnsbl_timeout, self.dnsbl_timeout_ms.map(Duration::from_millis));
+        set(
+            &mut c.dnsbl_timeout,
+            self.dnsbl_timeout_ms.map(Duration::from_millis),
+        );
         set(&mut c.dnsbl_cache_max, self.dnsbl_cache_max);
         set(&mut c.link_domains_max, self.link_domains_max);
         set(&mut c.training_queue_max, self.training_queue_max);
         c.rspamd_controller = self.rspamd_controller.clone().filter(|s| !s.is_empty());
         c.rspamd_password = self.rspamd_password.clone();
-        set(&mut c.outbound.reject_threshold, self.outbound_reject_threshold);
+        set(
+            &mut c.outbound.reject_threshold,
+            self.outbound_reject_threshold,
+        );
         set(&mut c.outbound.flagged_max, self.outbound_flagged_max);
-        set(&mut c.outbound.limited_per_hour, self.outbound_limited_per_hour);
+        set(
+            &mut c.outbound.limited_per_hour,
+            self.outbound_limited_per_hour,
+        );
         let t = c.thresholds;
         if !(t.greylist <= t.junk && t.junk <= t.reject) {
             bail!(
@@ -121,7 +130,10 @@ impl SpamSection {
             let kind = match zone.kind.as_deref().unwrap_or("ip") {
                 "ip" => filter::ZoneKind::Ip,
                 "domain" => filter::ZoneKind::Domain,
-                other => bail!("[spam.dnsbl] zone {}: kind '{other}': use ip or domain", zone.zone),
+                other => bail!(
+                    "[spam.dnsbl] zone {}: kind '{other}': use ip or domain",
+                    zone.zone
+                ),
             };
             if zone.zone.trim().is_empty() || zone.zone.contains(char::is_whitespace) {
                 bail!("[spam.dnsbl] zone '{}' is not a DNS name", zone.zone);
@@ -131,13 +143,17 @@ impl SpamSection {
                 .iter()
                 .flatten()
                 .map(|code| {
-                    code.parse::<spam::CodeRange>()
-                        .map_err(|e| anyhow::anyhow!("[spam.dnsbl] zone {}: code '{code}': {e}", zone.zone))
+                    code.parse::<spam::CodeRange>().map_err(|e| {
+                        anyhow::anyhow!("[spam.dnsbl] zone {}: code '{code}': {e}", zone.zone)
+                    })
                 })
                 .collect::<Result<Vec<_>>>()?;
             let reject = zone.reject.unwrap_or(false);
             if reject && kind == filter::ZoneKind::Domain {
-                bail!("[spam.dnsbl] zone {}: reject applies to ip zones only", zone.zone);
+                bail!(
+                    "[spam.dnsbl] zone {}: reject applies to ip zones only",
+                    zone.zone
+                );
             }
             c.dnsbl.push(filter::Zone {
                 zone: zone.zone.trim_end_matches('.').to_ascii_lowercase(),
@@ -157,17 +173,20 @@ impl SpamSection {
             let default_action = match m.default_action.as_deref().unwrap_or("tempfail") {
                 "tempfail" => filter::milter::DefaultAction::TempFail,
                 "accept" => filter::milter::DefaultAction::Accept,
-                other => bail!("[[spam.milters]] {name}: default_action '{other}': use tempfail or accept"),
+                other => bail!(
+                    "[[spam.milters]] {name}: default_action '{other}': use tempfail or accept"
+                ),
             };
-            c.milters.push(std::sync::Arc::new(filter::milter::MilterConfig {
-                name,
-                address,
-                connect_timeout: Duration::from_millis(m.connect_timeout_ms.unwrap_or(5_000)),
-                timeout: Duration::from_millis(m.timeout_ms.unwrap_or(10_000)),
-                default_action,
-                reply_bytes_max: m.reply_bytes_max.unwrap_or(1 << 20),
-                submission: m.submission.unwrap_or(false),
-            }));
+            c.milters
+                .push(std::sync::Arc::new(filter::milter::MilterConfig {
+                    name,
+                    address,
+                    connect_timeout: Duration::from_millis(m.connect_timeout_ms.unwrap_or(5_000)),
+                    timeout: Duration::from_millis(m.timeout_ms.unwrap_or(10_000)),
+                    default_action,
+                    reply_bytes_max: m.reply_bytes_max.unwrap_or(1 << 20),
+                    submission: m.submission.unwrap_or(false),
+                }));
         }
         Ok(c)
     }

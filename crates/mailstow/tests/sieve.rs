@@ -5,13 +5,12 @@
 
 mod common;
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::Path;
 
 use common::mail::{fetch_all, log_lines, messages, send, start, start_args};
-use common::{FakeDns, Server, base64, mailstow, must, set_up_data_dir, smtp_reply};
+use common::{FakeDns, Server, mailstow, must, set_up_data_dir};
 
 /// Stores `script` as `user`'s active script `rules` with the CLI.
 fn put_script(data: &Path, user: &str, script: &str) {
@@ -29,7 +28,6 @@ fn put_script(data: &Path, user: &str, script: &str) {
         ],
     ));
 }
-
 
 fn message(from: &str, to: &str, subject: &str, extra: &str) -> String {
     format!(

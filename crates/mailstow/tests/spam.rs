@@ -16,7 +16,8 @@ use common::mail::{log_lines, messages, send, send_from, start};
 use common::{FakeDns, Imap, mailstow, must, set_up_data_dir};
 
 const GTUBE: &str = "XJS*C4JDBQADN1.NSBN3*2IDNEN*GTUBE-STANDARD-ANTI-UBE-TEST-EMAIL*C.34X";
-const GTUBE_JUNK: &str = "XJS*C4JDBQADN1.NSBN3*2IDNEN*GTUBE-STANDARD-ANTI-UBE-TEST-ADD-HEADER*C.34X";
+const GTUBE_JUNK: &str =
+    "XJS*C4JDBQADN1.NSBN3*2IDNEN*GTUBE-STANDARD-ANTI-UBE-TEST-ADD-HEADER*C.34X";
 
 fn message(subject: &str, body: &str) -> String {
     format!(
@@ -28,7 +29,9 @@ fn message(subject: &str, body: &str) -> String {
 
 /// A generated corpus message, dot-stuffed and CRLF for DATA.
 fn for_data(raw: &[u8]) -> String {
-    let text = String::from_utf8_lossy(raw).replace("\r\n", "\n").replace('\n', "\r\n");
+    let text = String::from_utf8_lossy(raw)
+        .replace("\r\n", "\n")
+        .replace('\n', "\r\n");
     let mut out = String::new();
     for line in text.split_inclusive("\r\n") {
         if line.starts_with('.') {
@@ -142,7 +145,12 @@ fn training_by_moves_into_and_out_of_junk_changes_the_next_verdict() {
         .filter(|(c, _)| *c == spam::Class::Ham)
         .map(|(_, m)| m)
         .collect();
-    assert!(spam.len() >= 30 && ham.len() >= 30, "{} {}", spam.len(), ham.len());
+    assert!(
+        spam.len() >= 30 && ham.len() >= 30,
+        "{} {}",
+        spam.len(),
+        ham.len()
+    );
     let deliver = |raw: &[u8]| {
         let (codes, text) = send(
             &server,
@@ -258,7 +266,10 @@ fn blocklisted_clients_are_refused_naming_the_zone_and_a_dead_list_costs_one_wai
         &message("hi", "hello"),
     );
     assert_eq!(codes, [554], "{text}");
-    assert!(text.contains("bl.test") && text.contains("listed for testing"), "{text}");
+    assert!(
+        text.contains("bl.test") && text.contains("listed for testing"),
+        "{text}"
+    );
     // Scoring zone: refused after the data, the zone in the reasons.
     let (codes, text) = send_from(
         &server,
@@ -388,7 +399,10 @@ fn greylisting_defers_a_first_time_sender_once() {
     };
     let (codes, text) = attempt();
     assert_eq!(codes.last(), Some(&451), "{text}");
-    assert!(text.contains("4.7.1") && text.contains("greylisted"), "{text}");
+    assert!(
+        text.contains("4.7.1") && text.contains("greylisted"),
+        "{text}"
+    );
     // Too early: still deferred.
     let (codes, _) = attempt();
     assert_eq!(codes.last(), Some(&451));
@@ -448,8 +462,30 @@ fn thresholds_per_domain_and_user() {
     let (_dir, data) = set_up_data_dir();
     let (server, _log) = start(&data, "mx.example.test", "");
     // GTUBE_JUNK scores 10: under a reject threshold of 8 it is refused for alice only.
-    must(mailstow(&data, &["spam", "set", "example.test", "--reject", "30", "--junk", "20"]));
-    must(mailstow(&data, &["spam", "set", "alice@example.test", "--reject", "8", "--junk", "5"]));
+    must(mailstow(
+        &data,
+        &[
+            "spam",
+            "set",
+            "example.test",
+            "--reject",
+            "30",
+            "--junk",
+            "20",
+        ],
+    ));
+    must(mailstow(
+        &data,
+        &[
+            "spam",
+            "set",
+            "alice@example.test",
+            "--reject",
+            "8",
+            "--junk",
+            "5",
+        ],
+    ));
     let deliver = |to: &str| {
         send(
             &server,

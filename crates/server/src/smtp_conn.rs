@@ -144,8 +144,12 @@ impl Smtp {
                     {
                         milters.abort().await;
                         let user = self.authenticated.clone().unwrap_or_default();
-                        let macros = [("{mail_addr}", from.as_str()), ("{auth_authen}", user.as_str())];
-                        verdict = verdict_of(milters.mail(&from, &macros).await, &mut self.discarded);
+                        let macros = [
+                            ("{mail_addr}", from.as_str()),
+                            ("{auth_authen}", user.as_str()),
+                        ];
+                        verdict =
+                            verdict_of(milters.mail(&from, &macros).await, &mut self.discarded);
                     }
                     self.session.mail_result(verdict);
                 }
@@ -223,7 +227,9 @@ impl Smtp {
         let filter = parts.filter.config();
         let milters = match service {
             Service::Smtp => !filter.milters.is_empty(),
-            Service::Submission | Service::Submissions => filter.milters.iter().any(|m| m.submission),
+            Service::Submission | Service::Submissions => {
+                filter.milters.iter().any(|m| m.submission)
+            }
             _ => false,
         };
         let refusing_zones = service == Service::Smtp && filter.dnsbl.iter().any(|z| z.reject);
@@ -670,7 +676,13 @@ impl Smtp {
             }
             if !ending.modifications.is_empty() {
                 message = milter::apply(&message, &ending.modifications);
-                recipients = self.recipients_changed(shell, envelope, &targets, recipients, &ending.modifications);
+                recipients = self.recipients_changed(
+                    shell,
+                    envelope,
+                    &targets,
+                    recipients,
+                    &ending.modifications,
+                );
             }
             quarantine = ending.quarantine;
         }
@@ -748,7 +760,15 @@ impl Smtp {
         let mut user_copy: std::collections::HashMap<String, usize> = Default::default();
         if self.service == Service::Smtp && (self.parts.filter.enabled() || quarantine.is_some()) {
             match self
-                .spam_verdicts(shell, envelope, &recipients, &message, check_verdict.as_ref(), quarantine.as_deref(), &id)
+                .spam_verdicts(
+                    shell,
+                    envelope,
+                    &recipients,
+                    &message,
+                    check_verdict.as_ref(),
+                    quarantine.as_deref(),
+                    &id,
+                )
                 .await
             {
                 Ok(groups) => {
@@ -928,12 +948,12 @@ impl Smtp {
         self.milters = Some(milters);
         match verdict_of(step, &mut self.discarded) {
             // RFC 5321 3.1: a refused connection gets 554; a temporary one 421.
-            Verdict::Reject(reply) if reply.code < 500 => Verdict::Reject(Reply::new(
-                421,
-                (4, 7, 1),
-                reply.text.clone(),
-            )),
-            Verdict::Reject(reply) => Verdict::Reject(Reply::new(554, (5, 7, 1), reply.text.clone())),
+            Verdict::Reject(reply) if reply.code < 500 => {
+                Verdict::Reject(Reply::new(421, (4, 7, 1), reply.text.clone()))
+            }
+            Verdict::Reject(reply) => {
+                Verdict::Reject(Reply::new(554, (5, 7, 1), reply.text.clone()))
+            }
             Verdict::Accept => Verdict::Accept,
         }
     }
@@ -1006,8 +1026,16 @@ impl Smtp {
     ) -> Result<Vec<(String, Vec<String>)>, Reply> {
         let filter = &self.parts.filter;
         let cache = shell.directory.cache();
-        let users: Vec<String> = recipients.iter().filter(|r| cache.is_user(r)).cloned().collect();
-        let others: Vec<String> = recipients.iter().filter(|r| !cache.is_user(r)).cloned().collect();
+        let users: Vec<String> = recipients
+            .iter()
+            .filter(|r| cache.is_user(r))
+            .cloned()
+            .collect();
+        let others: Vec<String> = recipients
+            .iter()
+            .filter(|r| !cache.is_user(r))
+            .cloned()
+            .collect();
         let mut extra = Vec::new();
         if let Some(reason) = quarantine {
             extra.push(spam::Reason {
@@ -1047,8 +1075,8 @@ impl Smtp {
             others.is_empty() && !verdicts.is_empty() && verdicts.iter().all(|v| f(v.action))
         };
         let refuse_all = all(&|a| a == spam::Action::Reject);
-        let greylist_all = !refuse_all
-            && all(&|a| matches!(a, spam::Action::Reject | spam::Action::Greylist));
+        let greylist_all =
+            !refuse_all && all(&|a| matches!(a, spam::Action::Reject | spam::Action::Greylist));
         for v in &mut verdicts {
             // SMTP has one reply after the data: unless every copy is refused, a refused
             // copy goes to Junk and a greylisted one through.

@@ -665,6 +665,7 @@ pub struct Accepted<'a> {
 }
 
 /// The sender checks' results, by their Authentication-Results names.
+#[derive(Clone)]
 pub struct SenderChecks {
     pub spf: &'static str,
     /// One result per signature, comma-separated; `none` without a signature.

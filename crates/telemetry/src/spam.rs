@@ -143,7 +143,14 @@ impl Telemetry {
 
     /// Messages trained for `user` (`site` for the site-wide model), and how many were
     /// already trained as that class.
-    pub fn spam_trained(&self, user: &str, class: &'static str, trained: u64, skipped: u64, source: &str) {
+    pub fn spam_trained(
+        &self,
+        user: &str,
+        class: &'static str,
+        trained: u64,
+        skipped: u64,
+        source: &str,
+    ) {
         self.spam
             .trained
             .get_or_create(&ClassLabel { class })

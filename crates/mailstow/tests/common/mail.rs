@@ -14,7 +14,12 @@ pub(crate) fn start(data: &Path, hostname: &str, extra: &str) -> (Server, PathBu
     start_args(data, hostname, extra, &[])
 }
 
-pub(crate) fn start_args(data: &Path, hostname: &str, extra: &str, args: &[&str]) -> (Server, PathBuf) {
+pub(crate) fn start_args(
+    data: &Path,
+    hostname: &str,
+    extra: &str,
+    args: &[&str],
+) -> (Server, PathBuf) {
     let dir = data.parent().unwrap();
     let log = dir.join("mail.log");
     let config = dir.join("config.toml");
@@ -29,7 +34,6 @@ pub(crate) fn start_args(data: &Path, hostname: &str, extra: &str, args: &[&str]
     .unwrap();
     (Server::start_opts(data, Some(&config), None, args), log)
 }
-
 
 /// Log lines containing every one of `needles`, waiting up to 20 s for at least `count`.
 pub(crate) fn log_lines(log: &Path, needles: &[&str], count: usize) -> Vec<String> {
@@ -51,7 +55,6 @@ pub(crate) fn log_lines(log: &Path, needles: &[&str], count: usize) -> Vec<Strin
         std::thread::sleep(Duration::from_millis(50));
     }
 }
-
 
 /// One SMTP transaction (`service`: "smtp" or "submission" with AUTH PLAIN as `auth`);
 /// every reply code from MAIL FROM on and the last reply's text.
@@ -161,10 +164,14 @@ pub(crate) fn send_from(
     (codes, last)
 }
 
-
 /// Every message in `user`'s `folder` with its flags, once there are at least `count`
 /// (IMAP FETCH (FLAGS BODY.PEEK[])); waits up to 20 s.
-pub(crate) fn messages(server: &Server, user: &str, folder: &str, count: usize) -> Vec<(String, String)> {
+pub(crate) fn messages(
+    server: &Server,
+    user: &str,
+    folder: &str,
+    count: usize,
+) -> Vec<(String, String)> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let found = fetch_all(server, user, folder);

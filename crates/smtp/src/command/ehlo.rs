@@ -1,8 +1,8 @@
 //! EHLO, HELO (RFC 5321 4.1.1.1) and LHLO (RFC 2033 4.1).
 
 use crate::config::Mode;
-use crate::reply::Reply;
 use crate::event::Event;
+use crate::reply::Reply;
 use crate::session::{Greeting, Hello, Pending, Phase, Session};
 
 impl Session {
