@@ -61,6 +61,14 @@ pub fn execute(queue: &Queue, request: &Request) -> Result<Vec<u8>, queue::Queue
 }
 
 impl Operations {
+    fn spam_parts(&self) -> crate::spam::SpamParts<'_> {
+        crate::spam::SpamParts {
+            filter: self.filter.as_ref(),
+            directory: &self.directory,
+            store: &self.store,
+        }
+    }
+
     /// Runs one request on the running server.
     pub async fn run(&self, request: Request) -> Result<Vec<u8>, String> {
         let ctx = self;
@@ -121,9 +129,9 @@ impl Operations {
                 spam,
                 mailbox,
                 site,
-            } => crate::spam::train(ctx, &user, spam, &mailbox, site).await,
-            Request::SpamStats(user) => crate::spam::stats(ctx, &user).await,
-            Request::SpamRelease(user) => crate::spam::release(ctx, &user),
+            } => crate::spam::train(&ctx.spam_parts(), &user, spam, &mailbox, site).await,
+            Request::SpamStats(user) => crate::spam::stats(&ctx.spam_parts(), &user).await,
+            Request::SpamRelease(user) => crate::spam::release(&ctx.spam_parts(), &user),
             Request::AuthUnblock(what) => {
                 let cleared = ctx.logins.unblock(&what);
                 tracing::info!(event = "unblocked", what = %one_line(&what), counters = cleared);

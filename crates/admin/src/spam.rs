@@ -3,13 +3,21 @@
 use directory::SpamOwner;
 use store::Mailstore as _;
 
-use crate::commands::Operations;
+use std::sync::Arc;
+
 use crate::format::one_line;
 
 /// Trains a model on every message of `user`'s `mailbox`: the user's own, or the site-wide
 /// one (`site`). The messages are read in batches on the blocking pool.
+/// What the spam commands need of the running server.
+pub(crate) struct SpamParts<'a> {
+    pub(crate) filter: Option<&'a Arc<filter::Filter>>,
+    pub(crate) directory: &'a directory::Directory,
+    pub(crate) store: &'a Arc<store::Store>,
+}
+
 pub(crate) async fn train(
-    ctx: &Operations,
+    ctx: &SpamParts<'_>,
     user: &str,
     spam: bool,
     mailbox: &str,
@@ -73,7 +81,7 @@ pub(crate) async fn train(
 }
 
 /// What a user's (or `@site`'s) model and reputation hold.
-pub(crate) async fn stats(ctx: &Operations, user: &str) -> Result<Vec<u8>, String> {
+pub(crate) async fn stats(ctx: &SpamParts<'_>, user: &str) -> Result<Vec<u8>, String> {
     let owner = if user == "@site" {
         SpamOwner::Site
     } else {
@@ -87,7 +95,7 @@ pub(crate) async fn stats(ctx: &Operations, user: &str) -> Result<Vec<u8>, Strin
         .spam_stats(owner)
         .await
         .map_err(|e| e.to_string())?;
-    let thresholds = ctx.filter.as_ref().map(|f| {
+    let thresholds = ctx.filter.map(|f| {
         let c = f.config();
         let set = ctx.directory.cache().spam_thresholds(user);
         (
@@ -110,7 +118,7 @@ pub(crate) async fn stats(ctx: &Operations, user: &str) -> Result<Vec<u8>, Strin
             "thresholds: junk {junk:.1}, reject {reject:.1}, greylist {greylist:.1}\n"
         ));
     }
-    if let Some(filter) = &ctx.filter
+    if let Some(filter) = ctx.filter
         && filter.limited_accounts().iter().any(|u| u == user)
     {
         out.push_str("outbound: limited (spam suspected)\n");
@@ -118,7 +126,7 @@ pub(crate) async fn stats(ctx: &Operations, user: &str) -> Result<Vec<u8>, Strin
     Ok(out.into_bytes())
 }
 
-pub(crate) fn release(ctx: &Operations, user: &str) -> Result<Vec<u8>, String> {
+pub(crate) fn release(ctx: &SpamParts<'_>, user: &str) -> Result<Vec<u8>, String> {
     let filter = ctx
         .filter
         .as_ref()

@@ -32,7 +32,7 @@ pub enum ZoneKind {
 
 /// The outbound hygiene of docs/spam.md 5.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Outbound {
+pub struct OutboundLimits {
     /// Submissions scoring this much are refused.
     pub reject_threshold: f64,
     /// Flagged submissions (at least the junk threshold) within an hour that limit the
@@ -44,9 +44,9 @@ pub struct Outbound {
     pub limit_duration: Duration,
 }
 
-impl Default for Outbound {
-    fn default() -> Outbound {
-        Outbound {
+impl Default for OutboundLimits {
+    fn default() -> OutboundLimits {
+        OutboundLimits {
             reject_threshold: 12.0,
             flagged_max: 3,
             limited_per_hour: 10,
@@ -92,7 +92,7 @@ pub struct Config {
     pub rspamd_controller: Option<String>,
     pub rspamd_password: Option<String>,
     pub training_queue_max: usize,
-    pub outbound: Outbound,
+    pub outbound: OutboundLimits,
 }
 
 impl Default for Config {
@@ -121,7 +121,7 @@ impl Default for Config {
             rspamd_controller: None,
             rspamd_password: None,
             training_queue_max: 1_000,
-            outbound: Outbound::default(),
+            outbound: OutboundLimits::default(),
         }
     }
 }

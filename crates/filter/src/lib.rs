@@ -7,9 +7,11 @@
 
 use std::sync::{Arc, OnceLock};
 
+mod accounts;
 pub mod chain;
 pub mod config;
 pub mod dnsbl;
+mod jobs;
 mod judge;
 pub mod keys;
 pub mod milter;
@@ -19,11 +21,12 @@ mod state;
 mod training;
 
 pub use chain::{Ending, Milters, Refusal, Step};
-pub use config::{Config, Outbound as OutboundConfig, Zone, ZoneKind};
+pub use config::{Config, OutboundLimits, Zone, ZoneKind};
+pub use jobs::Filed;
 pub use judge::{Arrival, UserVerdict, auth_of};
 pub use keys::SenderKeys;
 pub use outbound::Outbound;
-pub use training::{Filed, Trained};
+pub use training::Trained;
 
 /// One node's spam filter.
 pub struct Filter {
@@ -34,9 +37,9 @@ pub struct Filter {
     pub(crate) hostname: String,
     pub(crate) states: state::States,
     pub(crate) blocklists: Arc<dnsbl::Blocklists>,
-    pub(crate) outbound: outbound::Accounts,
+    pub(crate) outbound: accounts::Accounts,
     pub(crate) store: OnceLock<Arc<dyn mail_model::Mailstore>>,
-    pub(crate) trainer: OnceLock<training::Trainer>,
+    pub(crate) trainer: OnceLock<jobs::Jobs>,
 }
 
 impl Filter {
@@ -69,20 +72,10 @@ impl Filter {
             telemetry,
             hostname: hostname.to_ascii_lowercase(),
             blocklists,
-            outbound: outbound::Accounts::default(),
+            outbound: accounts::Accounts::default(),
             store: OnceLock::new(),
             trainer: OnceLock::new(),
         })
-    }
-
-    /// Starts training from users' moves, reading messages from `store`. Once; needs a
-    /// tokio runtime (the trainer thread uses its handle for the directory).
-    pub fn start_training(self: &Arc<Self>, store: Arc<dyn mail_model::Mailstore>) {
-        let _ = self.store.set(store);
-        let _ = self.trainer.set(training::Trainer::start(
-            Arc::downgrade(self),
-            self.config.training_queue_max,
-        ));
     }
 
     pub fn config(&self) -> &Config {

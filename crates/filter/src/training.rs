@@ -5,23 +5,15 @@
 //! counts moved, not added.
 
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{Receiver, TrySendError};
 
 use directory::{SpamClass, SpamOwner};
 
 use crate::Filter;
+use crate::jobs::{Filed, Jobs};
 
 /// Messages read and trained per directory transaction.
 const BATCH: usize = 200;
-
-/// A move or copy a user made between two folders: `uids` are the messages in `to`.
-#[derive(Clone, Debug)]
-pub struct Filed {
-    pub user: String,
-    pub from: String,
-    pub to: String,
-    pub uids: Vec<u32>,
-}
 
 /// What a training run did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -32,23 +24,6 @@ pub struct Trained {
     pub already: u64,
     /// Messages that could not be read (expunged meanwhile).
     pub missing: u64,
-}
-
-/// The node's trainer: a bounded queue and one thread.
-pub(crate) struct Trainer {
-    jobs: SyncSender<Filed>,
-}
-
-impl Trainer {
-    pub(crate) fn start(filter: std::sync::Weak<Filter>, queue_max: usize) -> Trainer {
-        let (jobs, rx) = std::sync::mpsc::sync_channel(queue_max.max(1));
-        let runtime = tokio::runtime::Handle::current();
-        std::thread::Builder::new()
-            .name("spam-trainer".into())
-            .spawn(move || run(filter, rx, runtime))
-            .expect("spawn the spam trainer");
-        Trainer { jobs }
-    }
 }
 
 fn run(filter: std::sync::Weak<Filter>, rx: Receiver<Filed>, runtime: tokio::runtime::Handle) {
@@ -87,10 +62,25 @@ fn run(filter: std::sync::Weak<Filter>, rx: Receiver<Filed>, runtime: tokio::run
 }
 
 impl Filter {
+    /// Starts training from users' moves, reading messages from `store`. Once; needs a
+    /// tokio runtime (the trainer thread uses its handle for the directory).
+    pub fn start_training(self: &Arc<Self>, store: Arc<dyn mail_model::Mailstore>) {
+        let _ = self.store.set(store);
+        let (jobs, rx) = std::sync::mpsc::sync_channel(self.config.training_queue_max.max(1));
+        let runtime = tokio::runtime::Handle::current();
+        let filter = Arc::downgrade(self);
+        std::thread::Builder::new()
+            .name("spam-trainer".into())
+            .spawn(move || run(filter, rx, runtime))
+            .expect("spawn the spam trainer");
+        let _ = self.trainer.set(Jobs { jobs });
+    }
+
     /// A user moved or copied messages between folders (IMAP COPY/MOVE, the web view): if
     /// that trains them, queue it. Never waits: a full queue drops the job (counted).
     pub fn filed(&self, job: Filed) {
-        if !self.config.enabled || job.uids.is_empty() {
+        if !(self.config.enabled || self.config.rspamd_controller.is_some()) || job.uids.is_empty()
+        {
             return;
         }
         // Whether the folders train anything is the trainer's to find out (a folder not
@@ -167,6 +157,12 @@ impl Filter {
         report: &mut Trained,
     ) -> Result<(), String> {
         let config = &self.config;
+        if !config.enabled {
+            // The built-in filter is off: only rspamd learns (it remembers what it learnt).
+            report.trained += messages.len() as u64;
+            self.learn_rspamd(class, &messages).await;
+            return Ok(());
+        }
         let limits = config.token_limits();
         let stored = match class {
             spam::Class::Spam => SpamClass::Spam,
@@ -235,26 +231,33 @@ impl Filter {
                 .map_err(|e| e.to_string())?;
         }
         self.states.forget(owner);
-        if let Some(controller) = &config.rspamd_controller {
-            let learn = match class {
-                spam::Class::Spam => crate::rspamd::Learn::Spam,
-                spam::Class::Ham => crate::rspamd::Learn::Ham,
-            };
-            for message in &messages {
-                if let Err(e) = crate::rspamd::learn(
-                    controller,
-                    config.rspamd_password.as_deref(),
-                    learn,
-                    message,
-                    std::time::Duration::from_secs(10),
-                )
-                .await
-                {
-                    tracing::warn!(event = "rspamd_learn_error", controller = %controller, error = %telemetry::shown(&e));
-                }
+        self.learn_rspamd(class, &messages).await;
+        Ok(())
+    }
+
+    /// rspamd's controller learns `messages` as `class` too, when one is configured. Its
+    /// failures are logged, never the training's.
+    async fn learn_rspamd(&self, class: spam::Class, messages: &[Vec<u8>]) {
+        let Some(controller) = &self.config.rspamd_controller else {
+            return;
+        };
+        let learn = match class {
+            spam::Class::Spam => crate::rspamd::Learn::Spam,
+            spam::Class::Ham => crate::rspamd::Learn::Ham,
+        };
+        for message in messages {
+            if let Err(e) = crate::rspamd::learn(
+                controller,
+                self.config.rspamd_password.as_deref(),
+                learn,
+                message,
+                std::time::Duration::from_secs(10),
+            )
+            .await
+            {
+                tracing::warn!(event = "rspamd_learn_error", controller = %controller, error = %telemetry::shown(&e));
             }
         }
-        Ok(())
     }
 
     /// Our users' mail to `recipients`: replies from them are welcome (one ham count each

@@ -41,10 +41,12 @@ use prometheus_client::registry::Registry;
 mod delivery;
 mod shown;
 mod spam;
+mod spam_metrics;
 
 pub use delivery::{DeliveryEvents, SieveCopy};
 pub use shown::shown;
-pub use spam::{SPAM_ACTIONS, SpamVerdict};
+pub use spam::SpamVerdict;
+pub use spam_metrics::SPAM_ACTIONS;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ProtocolLabel {
@@ -107,7 +109,7 @@ pub struct Telemetry {
     /// Users' script changes over ManageSieve, by action.
     managesieve_changes: Family<ActionLabel, Counter>,
     /// The spam filter's (`spam.rs`).
-    spam: spam::SpamMetrics,
+    spam: spam_metrics::SpamMetrics,
 }
 
 impl Telemetry {
@@ -209,7 +211,7 @@ impl Telemetry {
                 let _ = logins.get_or_create(&LoginLabels { protocol, result });
             }
         }
-        let spam = spam::SpamMetrics::register(&mut registry);
+        let spam = spam_metrics::SpamMetrics::register(&mut registry);
         Arc::new(Telemetry {
             spam,
             registry: std::sync::Mutex::new(registry),
