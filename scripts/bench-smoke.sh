@@ -37,6 +37,7 @@ RUNS=(
   "run-full-disk.sh"
   "run-backup.sh"
   "run-sieve.sh"
+  "run-spam.sh"
 )
 declare -A HELPER_OF=(
   [lib.sh]=all [nonzero.py]=all [dovecot-tuning.sh]=run-imap.sh

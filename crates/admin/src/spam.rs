@@ -113,6 +113,12 @@ pub(crate) async fn stats(ctx: &SpamParts<'_>, user: &str) -> Result<Vec<u8>, St
         stats.trained,
         stats.reputation
     );
+    if let Some(filter) = ctx.filter {
+        out.push_str(&format!(
+            "in memory: {} bytes (classifier and reputation)\n",
+            filter.memory_bytes(owner).await
+        ));
+    }
     if let Some((junk, reject, greylist)) = thresholds {
         out.push_str(&format!(
             "thresholds: junk {junk:.1}, reject {reject:.1}, greylist {greylist:.1}\n"

@@ -87,6 +87,18 @@ impl Filter {
         self.config.enabled
     }
 
+    /// The bytes `owner`'s classifier and reputation take in this node's memory (read now
+    /// if not cached): what `spam stats` shows.
+    pub async fn memory_bytes(&self, owner: directory::SpamOwner<'_>) -> usize {
+        let state = self.states.get(owner).await;
+        state.model.memory_bytes()
+            + state
+                .reputation
+                .keys()
+                .map(|k| k.capacity() + std::mem::size_of::<(String, spam::Counts)>())
+                .sum::<usize>()
+    }
+
     /// Owners whose state is in memory, and the bytes their models hold.
     pub fn footprint(&self) -> (usize, usize) {
         self.states.footprint()
