@@ -61,6 +61,9 @@ impl Filter {
             config.dnsbl_timeout,
             config.dnsbl_cache_max,
         ));
+        for milter in &config.milters {
+            telemetry.milter_configured(&milter.name);
+        }
         Arc::new(Filter {
             states: state::States::new(
                 directory.clone(),

@@ -212,17 +212,29 @@ fn training_by_moves_into_and_out_of_junk_changes_the_next_verdict() {
     // Copied into Junk twice: one spam count back, not two.
     imap.run("SELECT INBOX");
     let uids = imap.run("UID SEARCH ALL");
-    let last: u32 = uids
+    let search = uids
         .iter()
         .find(|l| l.starts_with("* SEARCH"))
-        .and_then(|l| l.split_whitespace().last()?.parse().ok())
-        .unwrap();
+        .unwrap()
+        .clone();
+    let last: u32 = search.split_whitespace().last().unwrap().parse().unwrap();
+    let first: u32 = search.split_whitespace().nth(2).unwrap().parse().unwrap();
     imap.run(&format!("UID COPY {last} Junk"));
     imap.run(&format!("UID COPY {last} Junk"));
     let after = wait_for_stats(&data, "alice@example.test", "trained: 20 spam, 21 ham");
     assert!(after.contains("trained: 20 spam, 21 ham"), "{after}");
-    let lines = log_lines(&log, &["event=spam_trained", "source=move"], 3);
-    assert!(lines.len() >= 3, "{lines:?}");
+    // The web view's move into Junk trains too: a message trained as ham moves over.
+    let out = std::process::Command::new("python3")
+        .arg(common::script("web_junk.py"))
+        .arg(server.addr("web"))
+        .args(["INBOX", &first.to_string(), "Junk"])
+        .output()
+        .expect("python3");
+    assert!(out.status.success(), "web_junk.py: {out:?}");
+    let after = wait_for_stats(&data, "alice@example.test", "trained: 21 spam, 20 ham");
+    assert!(after.contains("trained: 21 spam, 20 ham"), "{after}");
+    let lines = log_lines(&log, &["event=spam_trained", "source=move"], 4);
+    assert!(lines.len() >= 4, "{lines:?}");
     imap.run("LOGOUT");
     server.stop_cleanly();
 }

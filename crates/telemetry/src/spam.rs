@@ -38,6 +38,13 @@ impl Telemetry {
         );
     }
 
+    /// A milter the configuration names: its error series exists from the start, at 0.
+    pub fn milter_configured(&self, filter: &str) {
+        let _ = self.spam.milter_errors.get_or_create(&FilterLabel {
+            filter: filter.to_string(),
+        });
+    }
+
     /// A milter did not answer in time, could not be reached or broke the protocol: its
     /// default action applied (`default`).
     pub fn milter_error(&self, filter: &str, step: &str, error: &str, default: &'static str) {
