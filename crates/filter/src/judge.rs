@@ -135,21 +135,25 @@ impl Filter {
             .as_bytes(),
         );
         let now = crate::now_s();
-        match self
-            .directory
-            .greylist(
-                &triplet,
-                now,
-                self.config.greylist_delay.as_secs(),
-                self.config.greylist_pass_ttl.as_secs(),
-                self.config.greylist_entries_max,
-            )
-            .await
-        {
-            Ok(directory::Greylisted::Pass) => true,
-            Ok(directory::Greylisted::Wait { .. }) => false,
-            Err(e) => {
+        let asked = self.directory.greylist(
+            &triplet,
+            now,
+            self.config.greylist_delay.as_secs(),
+            self.config.greylist_pass_ttl.as_secs(),
+            self.config.greylist_entries_max,
+        );
+        match tokio::time::timeout(std::time::Duration::from_secs(2), asked).await {
+            Ok(Ok(directory::Greylisted::Pass)) => true,
+            Ok(Ok(directory::Greylisted::Wait { .. })) => false,
+            Ok(Err(e)) => {
                 tracing::warn!(event = "greylist_error", error = %e);
+                true
+            }
+            Err(_) => {
+                tracing::warn!(
+                    event = "greylist_error",
+                    error = "the directory did not answer in time"
+                );
                 true
             }
         }

@@ -16,6 +16,21 @@ pub(crate) struct State {
     loaded: Instant,
 }
 
+/// The longest wait for an owner's state from the directory.
+const LOAD_WAIT_MAX: Duration = Duration::from_secs(2);
+/// How long a state the directory could not give stays neutral before it is asked again.
+const RETRY_AFTER: Duration = Duration::from_secs(10);
+
+impl State {
+    fn neutral() -> State {
+        State {
+            model: spam::Model::default(),
+            reputation: HashMap::new(),
+            loaded: Instant::now(),
+        }
+    }
+}
+
 pub(crate) struct States {
     directory: directory::Directory,
     max: usize,
@@ -51,32 +66,38 @@ impl States {
         {
             return state.clone();
         }
-        match self.load(owner).await {
-            Ok(state) => {
-                let state = Arc::new(state);
-                let mut cache = self.lock();
-                if cache.len() >= self.max && !cache.contains_key(&key) {
-                    // Evict the oldest read.
-                    if let Some(oldest) = cache
-                        .iter()
-                        .min_by_key(|(_, s)| s.loaded)
-                        .map(|(k, _)| k.clone())
-                    {
-                        cache.remove(&oldest);
-                    }
-                }
-                cache.insert(key, state.clone());
-                state
-            }
-            Err(e) => {
+        // A directory that does not answer (PostgreSQL down) must not hold mail up: the
+        // read is bounded, and its failure gives a neutral state, kept briefly so that
+        // the next messages do not wait again.
+        let (state, keep_for) = match tokio::time::timeout(LOAD_WAIT_MAX, self.load(owner)).await {
+            Ok(Ok(state)) => (state, self.ttl),
+            Ok(Err(e)) => {
                 tracing::warn!(event = "spam_state_error", owner = %key, error = %e);
-                Arc::new(State {
-                    model: spam::Model::default(),
-                    reputation: HashMap::new(),
-                    loaded: now,
-                })
+                (State::neutral(), RETRY_AFTER.min(self.ttl))
+            }
+            Err(_) => {
+                tracing::warn!(event = "spam_state_error", owner = %key, error = "the directory did not answer in time");
+                (State::neutral(), RETRY_AFTER.min(self.ttl))
+            }
+        };
+        let state = Arc::new(State {
+            // Read again `keep_for` from now.
+            loaded: now.checked_sub(self.ttl - keep_for).unwrap_or(now),
+            ..state
+        });
+        let mut cache = self.lock();
+        if cache.len() >= self.max && !cache.contains_key(&key) {
+            // Evict the oldest read.
+            if let Some(oldest) = cache
+                .iter()
+                .min_by_key(|(_, s)| s.loaded)
+                .map(|(k, _)| k.clone())
+            {
+                cache.remove(&oldest);
             }
         }
+        cache.insert(key, state.clone());
+        state
     }
 
     pub(crate) fn forget(&self, owner: SpamOwner<'_>) {
