@@ -95,6 +95,7 @@ pub(crate) fn reload(shell: &Shell, new: &ServerConfig) -> Result<Reloaded> {
         store,
         metrics,
         postmaster,
+        spam,
     );
     let live = Live::build(effective, &ctx.inflight)?;
     let certificate = live.certificate.clone();
