@@ -199,7 +199,7 @@ mod tests {
     #[test]
     fn a_stored_message_gives_the_keys_our_fields_vouch_for() {
         let message = b"Authentication-Results: mx.test; dkim=pass header.d=example.org header.s=s1;\r\n spf=pass smtp.mailfrom=bob@example.org; dmarc=pass header.from=example.org\r\n\
-Received: from client.example.org (client.example.org [203.0.113.9])\r\n\tby mx.test with ESMTPS id 1; Sat, 28 Nov 2026 10:00:00 +0000\r\n\
+Received: from client.example.org ([203.0.113.9])\r\n\tby mx.test with ESMTPS id 1; Sat, 28 Nov 2026 10:00:00 +0000\r\n\
 Authentication-Results: evil.test; dkim=pass header.d=forged.test\r\n\
 From: Bob <Bob@Example.org>\r\nSubject: hi\r\n\r\nbody\r\n";
         let keys = of_stored(message, "mx.test");

@@ -148,7 +148,9 @@ impl Deposit {
                 "INBOX"
             };
             let mut copy = copy;
-            copy.append.folder = default_folder.to_string();
+            if default_folder != "INBOX" {
+                copy.append.folder = default_folder.to_string();
+            }
             let rules = match (&copy.rules, self.rules.get()) {
                 (Some(envelope), Some(rules)) if rules.active(&copy.append.user) => {
                     Some((envelope, rules))

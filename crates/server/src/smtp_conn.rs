@@ -772,10 +772,19 @@ impl Smtp {
                 .await
             {
                 Ok(groups) => {
+                    // docs/spam.md 2: the fields go under our trace fields (our
+                    // Authentication-Results and Received stay on top), at the top when a
+                    // milter changed those.
+                    let after_trace = if message.starts_with(prepend.as_bytes()) {
+                        prepend.len()
+                    } else {
+                        0
+                    };
                     for (fields, members) in groups {
                         let mut copy = Vec::with_capacity(fields.len() + message.len());
+                        copy.extend_from_slice(&message[..after_trace]);
                         copy.extend_from_slice(fields.as_bytes());
-                        copy.extend_from_slice(&message);
+                        copy.extend_from_slice(&message[after_trace..]);
                         for m in &members {
                             user_copy.insert(m.clone(), copies.len());
                         }
