@@ -17,9 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use disk::SimDisk;
-use imap::{
-    AuthResult, Backend, Config, Event, Quotas, Session, Subscriptions,
-};
+use imap::{AuthResult, Backend, Config, Event, Quotas, Session, Subscriptions};
 use libfuzzer_sys::fuzz_target;
 use mailstow_fuzz::{Split, assert_crlf_lines, flights};
 use store::{AppendRequest, Mailstore, NewMessage, Store, StoreConfig};
@@ -145,6 +143,7 @@ impl Client {
             subscriptions: &world.subscriptions,
             special_uses: &NoSpecialUses,
             quotas: &SmallQuota,
+            filing: &imap::NoFiling,
         };
         self.session.mail_changed();
         let mut polls = 0u32;
@@ -248,10 +247,7 @@ fuzz_target!(|data: &[u8]| {
     for client in &mut clients {
         if client.closed {
             client.session.feed(b"x NOOP\r\n");
-            assert!(
-                client.session.poll().is_none(),
-                "an event after Close"
-            );
+            assert!(client.session.poll().is_none(), "an event after Close");
         }
     }
     drop(clients);

@@ -23,6 +23,9 @@ pub fn config(mode: Mode, selector: u8) -> (Config, Peer) {
         tls_available: selector & 0x08 != 0,
         auth_without_tls: selector & 0x10 != 0,
         require_auth: selector & 0x20 != 0,
+        // The shell decides on the connection and the greeting (a filter's questions).
+        decide_connect: selector & 0x80 != 0,
+        decide_hello: selector & 0x80 != 0,
         ..Config::default()
     };
     if selector & 0x40 != 0 {
@@ -159,6 +162,14 @@ fn drain(
                 continue;
             }
             Event::StartTls => *tls_pending = true,
+            Event::Connect => {
+                let verdict = answers.verdict();
+                session.connect_result(verdict);
+            }
+            Event::Hello { .. } => {
+                let verdict = answers.verdict();
+                session.hello_result(verdict);
+            }
             Event::Auth { username, .. } => {
                 let result = match answers.next() % 3 {
                     0 => AuthResult::Failed,
