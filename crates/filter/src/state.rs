@@ -36,6 +36,10 @@ pub(crate) struct States {
     max: usize,
     ttl: Duration,
     cache: Mutex<HashMap<String, Arc<State>>>,
+    /// One read per owner at a time: the sessions that miss the cache together (after a
+    /// start, after training) wait for the first one's read instead of each reading the
+    /// same model.
+    loading: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 /// The cache's key of an owner: a user's address, or `@site` (no address starts with `@`).
@@ -53,6 +57,7 @@ impl States {
             max: max.max(1),
             ttl,
             cache: Mutex::new(HashMap::new()),
+            loading: Mutex::new(HashMap::new()),
         }
     }
 
@@ -60,12 +65,48 @@ impl States {
     /// that does not answer gives an empty state (neutral: no verdict from it), not cached.
     pub(crate) async fn get(&self, owner: SpamOwner<'_>) -> Arc<State> {
         let key = key(owner);
-        let now = Instant::now();
-        if let Some(state) = self.lock().get(&key)
-            && now.duration_since(state.loaded) < self.ttl
-        {
-            return state.clone();
+        if let Some(state) = self.fresh(&key) {
+            return state;
         }
+        let gate = self
+            .loading
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(key.clone())
+            .or_default()
+            .clone();
+        let _reading = gate.lock().await;
+        // Another session may have read it while this one waited.
+        if let Some(state) = self.fresh(&key) {
+            self.done_loading(&key);
+            return state;
+        }
+        let state = self.read(owner, &key).await;
+        self.done_loading(&key);
+        state
+    }
+
+    /// The cached state of `key`, unless it is older than the TTL.
+    fn fresh(&self, key: &str) -> Option<Arc<State>> {
+        let now = Instant::now();
+        self.lock()
+            .get(key)
+            .filter(|state| now.duration_since(state.loaded) < self.ttl)
+            .cloned()
+    }
+
+    /// Forgets the per-owner read lock once nobody else holds it (the map stays small).
+    fn done_loading(&self, key: &str) {
+        let mut loading = self.loading.lock().unwrap_or_else(|e| e.into_inner());
+        if loading.get(key).is_some_and(|gate| Arc::strong_count(gate) <= 2) {
+            loading.remove(key);
+        }
+    }
+
+    /// Reads `owner`'s state from the directory into the cache.
+    async fn read(&self, owner: SpamOwner<'_>, key: &str) -> Arc<State> {
+        let key = key.to_string();
+        let now = Instant::now();
         // A directory that does not answer (PostgreSQL down) must not hold mail up: the
         // read is bounded, and its failure gives a neutral state, kept briefly so that
         // the next messages do not wait again.
