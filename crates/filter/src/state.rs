@@ -98,7 +98,10 @@ impl States {
     /// Forgets the per-owner read lock once nobody else holds it (the map stays small).
     fn done_loading(&self, key: &str) {
         let mut loading = self.loading.lock().unwrap_or_else(|e| e.into_inner());
-        if loading.get(key).is_some_and(|gate| Arc::strong_count(gate) <= 2) {
+        if loading
+            .get(key)
+            .is_some_and(|gate| Arc::strong_count(gate) <= 2)
+        {
             loading.remove(key);
         }
     }

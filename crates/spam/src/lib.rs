@@ -37,8 +37,8 @@ pub use dnsbl::{
 };
 pub use fields::{Status, spamtest, status_fields, status_of, strip_status_fields};
 pub use model::{
-    Class, Counts, DISCRIMINATORS_MAX, Model, PROBABILITY_STRENGTH_MIN, UNKNOWN_WORD_PROBABILITY,
-    UNKNOWN_WORD_STRENGTH,
+    Class, Counts, DISCRIMINATORS_MAX, Model, PROBABILITY_STRENGTH_MIN, TokenCounts,
+    UNKNOWN_WORD_PROBABILITY, UNKNOWN_WORD_STRENGTH,
 };
 pub use score::{
     Action, Auth, DkimResult, DmarcResult, Evidence, Gtube, Reason, Reputation, Score, SpfResult,

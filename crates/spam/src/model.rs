@@ -8,6 +8,11 @@
 //! 0.5 when the evidence is absent or contradicts itself.
 
 use std::collections::HashMap;
+
+/// A model's counts by token hash. The hashes are SipHash outputs already, but under public
+/// keys: the map's own hasher is keyed per process (foldhash, several times cheaper than
+/// std's SipHash on a `u64`), so mail trained into a model cannot be crafted to collide in it.
+pub type TokenCounts = HashMap<u64, Counts, foldhash::fast::RandomState>;
 use std::str::FromStr;
 
 /// Robinson's s, the strength of the prior: how many messages' worth of evidence the
@@ -84,7 +89,7 @@ impl FromStr for Class {
 #[derive(Clone, Default, Debug)]
 pub struct Model {
     pub messages: Counts,
-    pub tokens: HashMap<u64, Counts>,
+    pub tokens: TokenCounts,
 }
 
 impl Model {
