@@ -221,7 +221,9 @@ fn chunk_tokens(chunk: &str, prefix: &str, sink: &mut Sink) -> bool {
 fn plain_words(chunk: &str, prefix: &str, sink: &mut Sink) {
     let mut word = std::mem::take(&mut sink.word);
     if chunk.is_ascii() {
-        // Most mail: the same words, byte by byte (no invisible characters in ASCII).
+        // Most mail: the same words, byte by byte (no invisible characters in ASCII), each
+        // lowercased into a buffer on the stack.
+        let mut lower = [0u8; WORD_CHARS_MAX];
         let mut rest = chunk.as_bytes();
         while !rest.is_empty() {
             let start = rest
@@ -238,9 +240,19 @@ fn plain_words(chunk: &str, prefix: &str, sink: &mut Sink) {
             if len < WORD_CHARS_MIN {
                 continue;
             }
-            word.clear();
-            word.extend(run.iter().map(|b| char::from(b.to_ascii_lowercase())));
-            word_token(&word, len, prefix, sink);
+            if len > WORD_CHARS_MAX || run.iter().all(u8::is_ascii_digit) {
+                word.clear();
+                word.extend(run.iter().map(|b| char::from(b.to_ascii_lowercase())));
+                word_token(&word, len, prefix, sink);
+                continue;
+            }
+            for (to, from) in lower.iter_mut().zip(run) {
+                *to = from.to_ascii_lowercase();
+            }
+            // ASCII letters and digits: always UTF-8.
+            if let Ok(text) = std::str::from_utf8(&lower[..len]) {
+                sink.add(prefix, text);
+            }
         }
         sink.word = word;
         return;
