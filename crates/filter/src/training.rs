@@ -69,11 +69,16 @@ impl Filter {
         let (jobs, rx) = std::sync::mpsc::sync_channel(self.config.training_queue_max.max(1));
         let runtime = tokio::runtime::Handle::current();
         let filter = Arc::downgrade(self);
-        std::thread::Builder::new()
+        // No thread (the process is out of threads): moves are not trained, mail goes on.
+        match std::thread::Builder::new()
             .name("spam-trainer".into())
             .spawn(move || run(filter, rx, runtime))
-            .expect("spawn the spam trainer");
-        let _ = self.trainer.set(Jobs { jobs });
+        {
+            Ok(_) => {
+                let _ = self.trainer.set(Jobs { jobs });
+            }
+            Err(e) => tracing::error!(event = "spam_trainer_failed", error = %e),
+        }
     }
 
     /// A user moved or copied messages between folders (IMAP COPY/MOVE, the web view): if
