@@ -435,7 +435,7 @@ mod tests {
         }
         let long_local = format!("{}@example.com", "a".repeat(65));
         let long_label = format!("a@{}.com", "b".repeat(64));
-        let long_address = format!("a@{}", ["c".repeat(60); 5].join("."));
+        let long_address = format!("a@{}", vec!["c".repeat(60); 5].join("."));
         for bad in [
             "",
             "user",
