@@ -74,15 +74,24 @@ pub fn apple_profile(offer: &Offer, email: &str, full_name: &str) -> Result<Stri
     plist.string("IncomingMailServerAuthentication", "EmailAuthPassword");
     plist.string("IncomingMailServerHostName", &incoming.host);
     plist.integer("IncomingMailServerPortNumber", incoming.port);
-    plist.boolean("IncomingMailServerUseSSL", incoming.security == Security::Tls);
+    plist.boolean(
+        "IncomingMailServerUseSSL",
+        incoming.security == Security::Tls,
+    );
     plist.string("IncomingMailServerUsername", email);
     plist.string("OutgoingMailServerAuthentication", "EmailAuthPassword");
     plist.string("OutgoingMailServerHostName", &outgoing.host);
     plist.integer("OutgoingMailServerPortNumber", outgoing.port);
-    plist.boolean("OutgoingMailServerUseSSL", outgoing.security == Security::Tls);
+    plist.boolean(
+        "OutgoingMailServerUseSSL",
+        outgoing.security == Security::Tls,
+    );
     plist.string("OutgoingMailServerUsername", email);
     plist.boolean("OutgoingPasswordSameAsIncomingPassword", true);
-    plist.string("PayloadDisplayName", &format!("{} mail", offer.display_name));
+    plist.string(
+        "PayloadDisplayName",
+        &format!("{} mail", offer.display_name),
+    );
     plist.string("PayloadIdentifier", &format!("{identifier}.account"));
     plist.string("PayloadType", "com.apple.mail.managed");
     plist.string("PayloadUUID", &uuid(&offer.domain, email, "account"));

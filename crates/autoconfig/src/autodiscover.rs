@@ -341,7 +341,8 @@ fn looks_like_address(address: &str) -> bool {
         && local
             .split('.')
             .all(|atom| !atom.is_empty() && atom.chars().all(atext));
-    let label_char = |c: char| c.is_ascii_alphanumeric() || c == '-' || (!c.is_ascii() && c.is_alphanumeric());
+    let label_char =
+        |c: char| c.is_ascii_alphanumeric() || c == '-' || (!c.is_ascii() && c.is_alphanumeric());
     let domain_ok = !domain.is_empty()
         && domain.split('.').all(|label| {
             !label.is_empty()

@@ -30,8 +30,8 @@ mod xml;
 
 pub use apple::{ProfileError, apple_profile};
 pub use autodiscover::{
-    ADDRESS_BYTES_MAX, AutodiscoverError, AutodiscoverErrorCode, AutodiscoverRequest,
-    DEPTH_MAX, REQUEST_BYTES_MAX, ResponseSchema, autodiscover_error, autodiscover_request,
+    ADDRESS_BYTES_MAX, AutodiscoverError, AutodiscoverErrorCode, AutodiscoverRequest, DEPTH_MAX,
+    REQUEST_BYTES_MAX, ResponseSchema, autodiscover_error, autodiscover_request,
     autodiscover_response,
 };
 pub use thunderbird::thunderbird;

@@ -128,7 +128,10 @@ mod tests {
             escaped("<a & \"b\" 'c'>"),
             "&lt;a &amp; &quot;b&quot; &apos;c&apos;&gt;"
         );
-        assert_eq!(escaped("a\u{0}b\u{1b}c\u{FFFF}"), "a\u{FFFD}b\u{FFFD}c\u{FFFD}");
+        assert_eq!(
+            escaped("a\u{0}b\u{1b}c\u{FFFF}"),
+            "a\u{FFFD}b\u{FFFD}c\u{FFFD}"
+        );
         assert_eq!(escaped("x\r\ny\tz"), "x&#13;\ny\tz");
         assert_eq!(escaped("Grüße 日本"), "Grüße 日本");
     }

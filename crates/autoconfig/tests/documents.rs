@@ -27,10 +27,20 @@ fn full_offer() -> Offer {
         display_name: "Example Mail".to_string(),
         endpoints: vec![
             endpoint(Protocol::Imap, "imap.example.org", 993, Security::Tls),
-            endpoint(Protocol::Submission, "smtp1.example.org", 587, Security::StartTls),
+            endpoint(
+                Protocol::Submission,
+                "smtp1.example.org",
+                587,
+                Security::StartTls,
+            ),
             endpoint(Protocol::Imap, "imap2.example.org", 143, Security::StartTls),
             endpoint(Protocol::Pop3, "pop.example.org", 995, Security::Tls),
-            endpoint(Protocol::Submission, "smtp2.example.org", 465, Security::Tls),
+            endpoint(
+                Protocol::Submission,
+                "smtp2.example.org",
+                465,
+                Security::Tls,
+            ),
             endpoint(Protocol::Pop3, "pop2.example.org", 110, Security::StartTls),
         ],
     }
@@ -92,7 +102,12 @@ fn thunderbird_names_every_endpoint_in_order() {
         .filter(|n| n.ends_with("Server"))
         .collect();
     let first_outgoing = kinds.iter().position(|k| *k == "outgoingServer").unwrap();
-    assert!(kinds[first_outgoing..].iter().all(|k| *k == "outgoingServer"), "{kinds:?}");
+    assert!(
+        kinds[first_outgoing..]
+            .iter()
+            .all(|k| *k == "outgoingServer"),
+        "{kinds:?}"
+    );
 }
 
 fn protocols(response: &Element) -> Vec<[String; 7]> {
@@ -135,9 +150,8 @@ fn autodiscover_response_names_every_endpoint_in_order() {
         response.namespace,
         "http://schemas.microsoft.com/exchange/autodiscover/outlook/responseschema/2006a"
     );
-    let row = |t: &str, h: &str, p: &str, e: &str| {
-        [t, h, p, "on", e, email, ""].map(str::to_string)
-    };
+    let row =
+        |t: &str, h: &str, p: &str, e: &str| [t, h, p, "on", e, email, ""].map(str::to_string);
     assert_eq!(
         protocols(response),
         vec![
@@ -154,7 +168,11 @@ fn autodiscover_response_names_every_endpoint_in_order() {
 #[test]
 fn autodiscover_errors_are_the_pox_error_form() {
     for (code, number, message) in [
-        (AutodiscoverErrorCode::InvalidRequest, "600", "Invalid Request"),
+        (
+            AutodiscoverErrorCode::InvalidRequest,
+            "600",
+            "Invalid Request",
+        ),
         (
             AutodiscoverErrorCode::UnsupportedSchema,
             "601",
@@ -258,7 +276,12 @@ fn apple_profile_falls_back_to_pop3_and_starttls() {
         display_name: "Net".to_string(),
         endpoints: vec![
             endpoint(Protocol::Pop3, "pop.example.net", 110, Security::StartTls),
-            endpoint(Protocol::Submission, "smtp.example.net", 587, Security::StartTls),
+            endpoint(
+                Protocol::Submission,
+                "smtp.example.net",
+                587,
+                Security::StartTls,
+            ),
         ],
     };
     let document = apple_profile(&offer, "carol@example.net", "Carol").unwrap();
@@ -278,13 +301,17 @@ fn apple_profile_falls_back_to_pop3_and_starttls() {
 #[test]
 fn apple_profile_needs_both_directions() {
     let mut offer = full_offer();
-    offer.endpoints.retain(|e| e.protocol != Protocol::Submission);
+    offer
+        .endpoints
+        .retain(|e| e.protocol != Protocol::Submission);
     assert_eq!(
         apple_profile(&offer, "a@example.org", "A"),
         Err(ProfileError::NoSubmission)
     );
     let mut offer = full_offer();
-    offer.endpoints.retain(|e| e.protocol == Protocol::Submission);
+    offer
+        .endpoints
+        .retain(|e| e.protocol == Protocol::Submission);
     assert_eq!(
         apple_profile(&offer, "a@example.org", "A"),
         Err(ProfileError::NoIncoming)
@@ -301,7 +328,12 @@ fn hostile_values_are_escaped() {
         domain: format!("{HOSTILE}.example"),
         display_name: hostile_name.clone(),
         endpoints: vec![
-            endpoint(Protocol::Imap, &format!("{HOSTILE}.imap"), 993, Security::Tls),
+            endpoint(
+                Protocol::Imap,
+                &format!("{HOSTILE}.imap"),
+                993,
+                Security::Tls,
+            ),
             endpoint(Protocol::Submission, "smtp.example", 465, Security::Tls),
         ],
     };
@@ -312,7 +344,10 @@ fn hostile_values_are_escaped() {
     let provider = parse(&document).one("emailProvider").clone();
     assert_eq!(provider.attribute("id"), Some(offer.domain.as_str()));
     assert_eq!(provider.text_of("displayName"), carried);
-    assert_eq!(provider.one("incomingServer").text_of("hostname"), offer.endpoints[0].host);
+    assert_eq!(
+        provider.one("incomingServer").text_of("hostname"),
+        offer.endpoints[0].host
+    );
     assert_eq!(provider.children.len(), 5);
 
     let document = autodiscover_response(&offer, &email);
@@ -329,6 +364,9 @@ fn hostile_values_are_escaped() {
         let mail = &plist["PayloadContent"][0];
         assert_eq!(mail["EmailAccountName"], carried.as_str());
         assert_eq!(mail["EmailAddress"], email.as_str());
-        assert_eq!(mail["IncomingMailServerHostName"], offer.endpoints[0].host.as_str());
+        assert_eq!(
+            mail["IncomingMailServerHostName"],
+            offer.endpoints[0].host.as_str()
+        );
     }
 }

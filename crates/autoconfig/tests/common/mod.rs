@@ -7,9 +7,9 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
+use quick_xml::XmlVersion;
 use quick_xml::events::Event;
 use quick_xml::name::ResolveResult;
-use quick_xml::XmlVersion;
 use quick_xml::reader::NsReader;
 
 /// One element: its local name, namespace, attributes, text and children.
@@ -63,15 +63,15 @@ pub fn parse(document: &str) -> Element {
         };
         match event {
             Event::Start(ref start) | Event::Empty(ref start) => {
-                assert!(
-                    root.is_none() || !stack.is_empty(),
-                    "a second root element"
-                );
+                assert!(root.is_none() || !stack.is_empty(), "a second root element");
                 let attributes = start
                     .attributes()
                     .map(|a| {
                         let a = a.expect("attribute");
-                        let value = a.normalized_value(XmlVersion::Implicit1_0).expect("attribute value").into_owned();
+                        let value = a
+                            .normalized_value(XmlVersion::Implicit1_0)
+                            .expect("attribute value")
+                            .into_owned();
                         (a.key.local_name().into_inner().to_string(), value)
                     })
                     .collect();
@@ -98,7 +98,11 @@ pub fn parse(document: &str) -> Element {
                     None => assert!(text.trim().is_empty(), "text outside the root"),
                 }
             }
-            Event::CData(text) => stack.last_mut().expect("open").text.push_str(&text.xml10_content()),
+            Event::CData(text) => stack
+                .last_mut()
+                .expect("open")
+                .text
+                .push_str(&text.xml10_content()),
             Event::GeneralRef(reference) => {
                 let c = match reference.resolve_char_ref().expect("char ref") {
                     Some(c) => c,
@@ -142,7 +146,9 @@ pub fn python(script: &str, input: &[u8]) -> Option<String> {
     let mut child = match child {
         Ok(child) => child,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            eprintln!("SKIPPED: python3 is not installed, so the check with Python's readers did not run");
+            eprintln!(
+                "SKIPPED: python3 is not installed, so the check with Python's readers did not run"
+            );
             return None;
         }
         Err(error) => panic!("python3: {error}"),
