@@ -27,6 +27,8 @@
 //!   resolver ([`crate::Bind::resolver`]) needs no port 53.
 //! * HTTP-01 and TLS-ALPN-01 are offered and validated (at port 80 and 443 of the address the
 //!   name resolves to, as RFC 8555 8.3 and RFC 8737 3 say); DNS-01 is not offered.
+//! * An account needs no contact (`contact_check_disable`), as RFC 8555 7.3 allows and
+//!   `certbot --register-unsafely-without-email` does; one given is still checked.
 //! * Validation is real: `challenge_validation_disable` is off and private addresses are
 //!   allowed (`http01_block_private_ips` off), since every test name resolves to loopback.
 
@@ -392,6 +394,10 @@ dns_server_list: ["{dns_ip}"]
 
 [Nonce]
 nonce_check_disable: False
+
+[Account]
+# RFC 8555 7.3: contact is optional; acme2certifier demands one unless told otherwise.
+contact_check_disable: True
 
 [CAhandler]
 handler_module: acme2certifier.cahandlers.openssl_ca_handler

@@ -462,9 +462,9 @@ options {{
         ip = address.ip(),
     );
     for zone in zones {
-        let _ = write!(
+        let _ = writeln!(
             text,
-            "zone \"{origin}\" {{ type primary; file \"{file}.signed\"; }};\n",
+            "zone \"{origin}\" {{ type primary; file \"{file}.signed\"; }};",
             origin = zone.origin,
             file = zone_file(root, zone).display()
         );
