@@ -1,7 +1,8 @@
 //! acme2certifier with Debian's certbot as the reference ACME client: HTTP-01 validated at port
 //! 80 of a loopback address that the name resolves to through the test BIND, and the
-//! certificate chains to the peer's CA. (certbot has no TLS-ALPN-01: the Rust client's tests
-//! cover that challenge.)
+//! certificate chains to the peer's CA. certbot has no TLS-ALPN-01, so that challenge is
+//! answered by a short script on Debian's python3-acme (certbot's own ACME library, a
+//! dependency of the certbot package): `tls_alpn_client.py`.
 
 use std::path::Path;
 use std::process::Command;
@@ -166,4 +167,51 @@ fn a_name_that_does_not_resolve_is_refused() {
         acme.log_tail()
     );
     assert!(!work.path().join("config/live/missing.acme.test").exists());
+}
+
+#[test]
+fn python_acme_gets_a_certificate_by_tls_alpn_01() {
+    let address = test_peers::free_loopback_address(&[443]).unwrap();
+    let bind = Bind::start(&[Zone::signed(
+        "alpn.test.",
+        &format!("mail IN A {address}\n"),
+    )])
+    .unwrap_or_else(|e| panic!("{e}"));
+    let acme = Acme2Certifier::start(&AcmeOptions {
+        dns: bind.resolver(),
+        validity_days: 1,
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let work = tempfile::tempdir().unwrap();
+    let script = work.path().join("tls_alpn_client.py");
+    std::fs::write(&script, include_str!("tls_alpn_client.py")).unwrap();
+    let chain = work.path().join("fullchain.pem");
+    let started = Instant::now();
+    let output = Command::new("/usr/bin/python3")
+        .env("REQUESTS_CA_BUNDLE", acme.ca_cert_path())
+        .arg(&script)
+        .arg(acme.directory_url())
+        .arg("mail.alpn.test")
+        .arg(address.to_string())
+        .arg(&chain)
+        .output()
+        .expect("Debian's python3 runs");
+    eprintln!("TLS-ALPN-01 order took {:?}", started.elapsed());
+    assert!(
+        output.status.success(),
+        "TLS-ALPN-01 order failed: {}\n{}\n--- acme2certifier ---\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+        acme.log_tail()
+    );
+    let verify = Command::new("openssl")
+        .arg("verify")
+        .arg("-CAfile")
+        .arg(acme.ca_cert_path())
+        .arg(&chain)
+        .output()
+        .expect("openssl runs");
+    assert!(verify.status.success(), "{verify:?}");
+    let names = x509(&chain, &["-ext", "subjectAltName"]);
+    assert!(names.contains("DNS:mail.alpn.test"), "{names}");
 }
