@@ -44,6 +44,7 @@ const NAMED: &str = "/usr/sbin/named";
 const RNDC: &str = "/usr/sbin/rndc";
 const KEYGEN: &str = "/usr/bin/dnssec-keygen";
 const SIGNZONE: &str = "/usr/bin/dnssec-signzone";
+const CHECKZONE: &str = "/usr/bin/named-checkzone";
 const PACKAGES: &str = "bind9 bind9-utils bind9-dnsutils";
 /// The TTL of every record the zone body does not give one to (`$TTL`), seconds.
 const ZONE_TTL: u32 = 300;
@@ -116,7 +117,7 @@ impl Bind {
     /// loopback ports, and returns once the resolver answers for every zone. An error names
     /// the apt-get line when BIND is missing, or carries the logs.
     pub fn start(zones: &[Zone]) -> io::Result<Bind> {
-        for program in [NAMED, RNDC, KEYGEN, SIGNZONE] {
+        for program in [NAMED, RNDC, KEYGEN, SIGNZONE, CHECKZONE] {
             if !Path::new(program).is_file() {
                 return Err(crate::daemon::missing(program, PACKAGES));
             }
@@ -407,10 +408,13 @@ fn write_zone(root: &Path, zone: &Served, records: &str, signed: bool) -> io::Re
     }
     let file = zone_file(root, zone);
     std::fs::write(&file, text)?;
+    // A mistake in the test's records is reported here, with the line, rather than as a zone
+    // named will not load and a resolver that never answers.
+    let file_text = file.display().to_string();
+    run(CHECKZONE, &[origin, &file_text], root)?;
     let signed_file = file.with_extension("zone.signed");
     if signed {
         let keys = root.join("auth/keys").display().to_string();
-        let file_text = file.display().to_string();
         let signed_text = signed_file.display().to_string();
         // -S: the keys in -K and their DNSKEYs; validity from an hour ago (clock skew) for
         // 30 days (the default end).

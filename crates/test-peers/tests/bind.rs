@@ -139,3 +139,16 @@ fn signed_zone_validates_and_unsigned_does_not() {
     assert!(bind.trust_anchor("plain.test.").is_none());
     assert!(bind.update(&Zone::unsigned("other.test.", "")).is_err());
 }
+
+#[test]
+fn a_broken_zone_is_an_error_naming_the_line() {
+    let error = match Bind::start(&[Zone::unsigned("broken.test.", "www IN A not-an-address\n")]) {
+        Ok(_) => panic!("a zone with a bad A record was served"),
+        Err(error) => error.to_string(),
+    };
+    assert!(error.contains("named-checkzone"), "{error}");
+    assert!(
+        error.contains("not-an-address") || error.contains(":5:"),
+        "{error}"
+    );
+}
