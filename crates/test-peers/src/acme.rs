@@ -13,8 +13,8 @@
 //! ```
 //!
 //! `<cache>` is `$TEST_PEERS_CACHE`, else `$XDG_CACHE_HOME/mailstow-test-peers`, else
-//! `$HOME/.cache/mailstow-test-peers`: it outlives the test run (and `cargo clean`), so only
-//! the first start on a machine installs from PyPI (about 10 s), later ones take about 1 s.
+//! `$HOME/.cache/mailstow-test-peers`, else `<temp>/mailstow-test-peers-cache`: it outlives the test run (and `cargo clean`), so only
+//! the first start on a machine installs from PyPI (about 15 s), later ones take about 1 s.
 //!
 //! Choices, and why:
 //! * HTTPS, with a certificate from the same CA the ACME server issues from: a client trusts
@@ -180,7 +180,7 @@ impl Acme2Certifier {
     /// no test's time includes the install. Safe to call from several processes at once (a
     /// lock file): one installs, the others wait and reuse it.
     pub fn prepare() -> io::Result<PathBuf> {
-        let cache = cache_dir()?;
+        let cache = cache_dir();
         std::fs::create_dir_all(&cache)?;
         let venv = cache.join(VENV_NAME);
         let lock = std::fs::File::create(cache.join(format!("{VENV_NAME}.lock")))?;
@@ -240,25 +240,22 @@ impl Drop for Acme2Certifier {
 }
 
 /// Where the virtual environment is kept between test runs.
-fn cache_dir() -> io::Result<PathBuf> {
+fn cache_dir() -> PathBuf {
     let from_env = |name: &str| {
         std::env::var_os(name)
             .filter(|value| !value.is_empty())
             .map(PathBuf::from)
     };
     if let Some(dir) = from_env("TEST_PEERS_CACHE") {
-        return Ok(dir);
+        return dir;
     }
     if let Some(dir) = from_env("XDG_CACHE_HOME") {
-        return Ok(dir.join("mailstow-test-peers"));
+        return dir.join("mailstow-test-peers");
     }
     if let Some(home) = from_env("HOME") {
-        return Ok(home.join(".cache/mailstow-test-peers"));
+        return home.join(".cache/mailstow-test-peers");
     }
-    Err(io::Error::new(
-        io::ErrorKind::NotFound,
-        "no cache directory for acme2certifier's venv: set TEST_PEERS_CACHE, XDG_CACHE_HOME or HOME",
-    ))
+    std::env::temp_dir().join("mailstow-test-peers-cache")
 }
 
 /// Runs a program; its standard output, or an error with all it printed.
