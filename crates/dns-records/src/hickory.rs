@@ -28,8 +28,17 @@ pub struct HickoryLookup {
 impl HickoryLookup {
     /// Asks `nameservers` (`ip:port`, over UDP, and TCP for answers too long for UDP: RFC
     /// 7766); empty: the system's, from /etc/resolv.conf. The hosts file is never read: the
-    /// check is about what DNS publishes.
+    /// check is about what DNS publishes. Each query waits [`QUERY_TIMEOUT`].
     pub fn new(nameservers: &[SocketAddr]) -> Result<HickoryLookup, Error> {
+        HickoryLookup::with_timeout(nameservers, QUERY_TIMEOUT)
+    }
+
+    /// As [`HickoryLookup::new`], each query waiting `timeout` (for each of
+    /// [`QUERY_TRIES_MAX`] tries).
+    pub fn with_timeout(
+        nameservers: &[SocketAddr],
+        timeout: Duration,
+    ) -> Result<HickoryLookup, Error> {
         let mut builder = if nameservers.is_empty() {
             TokioResolver::builder_tokio().map_err(|err| Error::Dns(err.to_string()))?
         } else {
@@ -49,7 +58,7 @@ impl HickoryLookup {
             )
         };
         let options = builder.options_mut();
-        options.timeout = QUERY_TIMEOUT;
+        options.timeout = timeout;
         // hickory's `attempts` counts the retries after the first try.
         options.attempts = QUERY_TRIES_MAX - 1;
         options.use_hosts_file = ResolveHosts::Never;

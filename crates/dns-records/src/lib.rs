@@ -28,15 +28,16 @@
 //!   wrong (senders take it for a changed policy). Its policy host is checked like the
 //!   autoconfig names.
 //! - **TLS-RPT**: exactly one `v=TLSRPTv1` record (RFC 8460 3) whose `rua` holds ours.
-//! - **SRV**: one answer with our port and target (priority and weight are not compared); a
-//!   "not available" record is ok when an answer's target is `.`.
+//! - **SRV**: one answer with our port and target (priority and weight are not compared);
+//!   the "not available" form `0 0 0 .` likewise.
 //! - **CNAME** (mta-sts, autoconfig, autodiscover): a CNAME to our host, or else the name's
 //!   A/AAAA records equal our host's (ok, with a note).
 //! - **TLSA**: one answer equal to ours (hexadecimal in either case).
 //! - **A/AAAA**: the address is among the answers.
 //!
 //! A name without records of the type is **missing**; a lookup that fails (time-out,
-//! SERVFAIL) is **unavailable**, never missing.
+//! SERVFAIL) is **unavailable**, never missing. Records are checked one after another, in
+//! the order given.
 //!
 //! # What [`render_findings`] prints (a contract for scripts)
 //!

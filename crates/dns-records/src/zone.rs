@@ -12,7 +12,9 @@ pub const TXT_STRING_BYTES_MAX: usize = 255;
 /// same purpose, then `NAME IN TYPE VALUE` with the names padded to one column. No TTL: the
 /// zone's `$TTL` applies. A TXT value is quoted (`"` and `\` escaped, bytes outside printable
 /// ASCII as `\DDD`), split into several strings when longer than 255 bytes, and then written
-/// in parentheses over several lines.
+/// in parentheses over several lines. Names are fully qualified, so the lines paste into
+/// any zone; those outside the domain (the host's A/AAAA and TLSA when the host lives in
+/// another domain) belong in that domain's zone.
 pub fn zone_text(records: &[Record]) -> String {
     let width = records.iter().map(|r| r.name.len()).max().unwrap_or(0);
     let mut out = String::new();
