@@ -399,15 +399,13 @@ pub fn render_findings(findings: &[Finding]) -> String {
 /// A value from DNS on one line: control characters escaped, so an answer cannot move the
 /// terminal's cursor or add lines a script would read as findings.
 fn printable(value: &str) -> String {
-    value
-        .chars()
-        .flat_map(|c| {
-            let escaped: Vec<char> = if c.is_control() {
-                c.escape_default().collect()
-            } else {
-                vec![c]
-            };
-            escaped
-        })
-        .collect()
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }

@@ -460,13 +460,6 @@ fn run<F: std::future::Future>(future: F) -> F::Output {
         .block_on(future)
 }
 
-fn verdicts(findings: &[Finding]) -> Vec<(String, &'static str, &Verdict)> {
-    findings
-        .iter()
-        .map(|f| (f.record.name.clone(), f.record.kind.name(), &f.verdict))
-        .collect()
-}
-
 #[test]
 fn everything_published_as_printed_is_ok() {
     let expected = records(&facts()).unwrap();
@@ -598,7 +591,6 @@ ok _pop3._tcp.example.org. SRV
 15 records: 10 ok, 1 missing, 3 wrong, 1 unavailable
 ";
     assert_eq!(text, expected_text, "got:\n{text}");
-    assert_eq!(verdicts(&findings).len(), expected.len());
 }
 
 fn spf_finding(published: &[&str], addresses: &[&str]) -> Finding {
