@@ -68,7 +68,9 @@ impl StsCache {
             match load(path, max) {
                 Ok(loaded) => entries = loaded,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => tracing::warn!(path = %path.display(), error = %e, "MTA-STS policy cache not loaded"),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "MTA-STS policy cache not loaded")
+                }
             }
         }
         StsCache {
@@ -81,7 +83,9 @@ impl StsCache {
 
     fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<String, CachedPolicy>> {
         // A panic while holding the map leaves whole entries: the data stays usable.
-        self.entries.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.entries
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The domain's policy if it has not expired at `now` (an expired one is forgotten).
@@ -167,11 +171,16 @@ fn load(path: &Path, max: usize) -> std::io::Result<HashMap<String, CachedPolicy
         .take(bound + 1)
         .read_to_end(&mut bytes)?;
     if bytes.len() as u64 > bound {
-        return Err(std::io::Error::other("cache file larger than the cache may be"));
+        return Err(std::io::Error::other(
+            "cache file larger than the cache may be",
+        ));
     }
     let file: File = serde_json::from_slice(&bytes).map_err(std::io::Error::other)?;
     if file.version != 1 {
-        return Err(std::io::Error::other(format!("cache file version {}", file.version)));
+        return Err(std::io::Error::other(format!(
+            "cache file version {}",
+            file.version
+        )));
     }
     let mut entries = HashMap::new();
     for entry in file.policies.into_iter().take(max) {
@@ -215,9 +224,15 @@ mod tests {
         assert_eq!(cache.get("a.example", 149).unwrap().id, "1");
         cache.put("c.example", cached("1", 100, 1000));
         assert_eq!(cache.len(), 2);
-        assert!(cache.get("a.example", 120).is_none(), "a expired first: evicted");
+        assert!(
+            cache.get("a.example", 120).is_none(),
+            "a expired first: evicted"
+        );
         assert!(cache.get("b.example", 599).is_some());
-        assert!(cache.get("b.example", 600).is_none(), "expired at fetched + max_age");
+        assert!(
+            cache.get("b.example", 600).is_none(),
+            "expired at fetched + max_age"
+        );
         assert_eq!(cache.len(), 1);
     }
 
@@ -228,7 +243,10 @@ mod tests {
         cache.put("a.example", cached("20240101", 1000, 86400));
         cache.save().unwrap();
         let reopened = StsCache::open(Some(dir.path()), 10);
-        assert_eq!(reopened.get("a.example", 2000), Some(cached("20240101", 1000, 86400)));
+        assert_eq!(
+            reopened.get("a.example", 2000),
+            Some(cached("20240101", 1000, 86400))
+        );
         assert!(!dir.path().join("mta-sts-policies.json.tmp").exists());
         std::fs::write(dir.path().join(CACHE_FILE_NAME), b"{not json").unwrap();
         assert!(StsCache::open(Some(dir.path()), 10).is_empty());

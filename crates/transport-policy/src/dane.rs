@@ -4,8 +4,8 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
 use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
@@ -75,7 +75,12 @@ impl Tlsa {
     }
 
     /// A record for a certificate (for tests and for printing our own TLSA records).
-    pub fn for_certificate(usage: u8, selector: u8, matching: u8, cert: &CertificateDer<'_>) -> Option<Tlsa> {
+    pub fn for_certificate(
+        usage: u8,
+        selector: u8,
+        matching: u8,
+        cert: &CertificateDer<'_>,
+    ) -> Option<Tlsa> {
         let selected: Vec<u8> = match selector {
             0 => cert.as_ref().to_vec(),
             1 => webpki::EndEntityCert::try_from(cert)
@@ -87,11 +92,20 @@ impl Tlsa {
         };
         let data = match matching {
             0 => selected,
-            1 => aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &selected).as_ref().to_vec(),
-            2 => aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA512, &selected).as_ref().to_vec(),
+            1 => aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &selected)
+                .as_ref()
+                .to_vec(),
+            2 => aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA512, &selected)
+                .as_ref()
+                .to_vec(),
             _ => return None,
         };
-        Some(Tlsa { usage, selector, matching, data })
+        Some(Tlsa {
+            usage,
+            selector,
+            matching,
+            data,
+        })
     }
 }
 
@@ -153,9 +167,10 @@ impl DaneVerifier {
         roots
             .add(anchor.clone().into_owned())
             .map_err(|_| rustls::Error::InvalidCertificate(CertificateError::BadEncoding))?;
-        let verifier = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), self.provider.clone())
-            .build()
-            .map_err(|e| rustls::Error::General(e.to_string()))?;
+        let verifier =
+            WebPkiServerVerifier::builder_with_provider(Arc::new(roots), self.provider.clone())
+                .build()
+                .map_err(|e| rustls::Error::General(e.to_string()))?;
         verifier.verify_server_cert(end_entity, intermediates, &self.host, ocsp_response, now)
     }
 }
@@ -222,7 +237,9 @@ impl ServerCertVerifier for DaneVerifier {
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider.signature_verification_algorithms.supported_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 
@@ -240,7 +257,9 @@ mod tests {
         let ca_key = rcgen::KeyPair::generate().unwrap();
         let mut ca_params = rcgen::CertificateParams::new(Vec::new()).unwrap();
         ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        ca_params.distinguished_name.push(rcgen::DnType::CommonName, "test CA");
+        ca_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "test CA");
         let ca = ca_params.self_signed(&ca_key).unwrap();
         let issuer = rcgen::Issuer::new(ca_params, ca_key);
         let leaf_key = rcgen::KeyPair::generate().unwrap();
@@ -260,7 +279,12 @@ mod tests {
         }
     }
 
-    fn verify(records: &[Tlsa], host: &str, leaf: &CertificateDer<'_>, chain: &[CertificateDer<'_>]) -> Result<(), rustls::Error> {
+    fn verify(
+        records: &[Tlsa],
+        host: &str,
+        leaf: &CertificateDer<'_>,
+        chain: &[CertificateDer<'_>],
+    ) -> Result<(), rustls::Error> {
         let name = ServerName::try_from(host.to_string()).unwrap();
         DaneVerifier::new(name.clone(), records)
             .verify_server_cert(leaf, chain, &name, &[], UnixTime::now())
@@ -277,7 +301,15 @@ mod tests {
                 assert!(record.matches(&pki.leaf), "3 {selector} {matching}");
                 assert!(!record.matches(&pki.other_leaf), "3 {selector} {matching}");
                 // No name check for DANE-EE (RFC 7672 3.1.1).
-                assert!(verify(&[record.clone()], "other.example.test", &pki.leaf, &[]).is_ok());
+                assert!(
+                    verify(
+                        std::slice::from_ref(&record),
+                        "other.example.test",
+                        &pki.leaf,
+                        &[]
+                    )
+                    .is_ok()
+                );
                 assert_eq!(
                     verify(&[record], "mx.example.test", &pki.other_leaf, &[]),
                     Err(rustls::Error::InvalidCertificate(
@@ -295,16 +327,38 @@ mod tests {
             for matching in [1, 2] {
                 let record = Tlsa::for_certificate(2, selector, matching, &pki.ca).unwrap();
                 let records = [record];
-                assert!(verify(&records, "mx.example.test", &pki.leaf, &[pki.ca.clone()]).is_ok());
+                assert!(
+                    verify(
+                        &records,
+                        "mx.example.test",
+                        &pki.leaf,
+                        std::slice::from_ref(&pki.ca)
+                    )
+                    .is_ok()
+                );
                 // The anchor not presented: nothing to match.
                 assert!(verify(&records, "mx.example.test", &pki.leaf, &[]).is_err());
                 // The leaf not issued by the anchor.
-                assert!(verify(&records, "mx.example.test", &pki.other_leaf, &[pki.ca.clone()]).is_err());
+                assert!(
+                    verify(
+                        &records,
+                        "mx.example.test",
+                        &pki.other_leaf,
+                        std::slice::from_ref(&pki.ca)
+                    )
+                    .is_err()
+                );
                 // RFC 7672 3.1.2: the name is checked under DANE-TA.
                 assert!(matches!(
-                    verify(&records, "other.example.test", &pki.leaf, &[pki.ca.clone()]),
+                    verify(
+                        &records,
+                        "other.example.test",
+                        &pki.leaf,
+                        std::slice::from_ref(&pki.ca)
+                    ),
                     Err(rustls::Error::InvalidCertificate(
-                        CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. }
+                        CertificateError::NotValidForName
+                            | CertificateError::NotValidForNameContext { .. }
                     ))
                 ));
             }
@@ -324,11 +378,29 @@ mod tests {
             record.usage = usage;
             assert!(!record.usable());
             // Dropped by the verifier: a PKIX-EE record that matches does not authenticate.
-            assert!(verify(&[record.clone()], "mx.example.test", &pki.leaf, &[]).is_err());
+            assert!(
+                verify(
+                    std::slice::from_ref(&record),
+                    "mx.example.test",
+                    &pki.leaf,
+                    &[]
+                )
+                .is_err()
+            );
         }
-        let truncated = Tlsa { usage: 3, selector: 1, matching: 1, data: vec![0; 31] };
+        let truncated = Tlsa {
+            usage: 3,
+            selector: 1,
+            matching: 1,
+            data: vec![0; 31],
+        };
         assert!(!truncated.usable());
-        let unknown = Tlsa { usage: 3, selector: 2, matching: 1, data: vec![0; 32] };
+        let unknown = Tlsa {
+            usage: 3,
+            selector: 2,
+            matching: 1,
+            data: vec![0; 32],
+        };
         assert!(!unknown.usable());
         assert!(!unknown.matches(&pki.leaf));
         // Garbage instead of a certificate never matches by key.

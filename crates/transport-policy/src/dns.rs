@@ -130,7 +130,11 @@ async fn exchange(server: SocketAddr, name: &Name, kind: RecordType) -> Result<A
 }
 
 /// RFC 7766: the same query over TCP, each message after its two-byte length.
-async fn exchange_tcp(server: SocketAddr, query: &Message, bytes: &[u8]) -> Result<Message, DnsError> {
+async fn exchange_tcp(
+    server: SocketAddr,
+    query: &Message,
+    bytes: &[u8],
+) -> Result<Message, DnsError> {
     let mut stream = TcpStream::connect(server).await.map_err(io)?;
     let length = u16::try_from(bytes.len()).map_err(|_| DnsError::Io("query too long".into()))?;
     let mut framed = length.to_be_bytes().to_vec();
@@ -222,7 +226,10 @@ mod tests {
     async fn a_silent_resolver_times_out() {
         // A bound UDP socket that never answers.
         let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        let dns = Dns::new(vec![silent.local_addr().unwrap()], Duration::from_millis(200));
+        let dns = Dns::new(
+            vec![silent.local_addr().unwrap()],
+            Duration::from_millis(200),
+        );
         assert_eq!(
             dns.query("example.", RecordType::MX).await.unwrap_err(),
             DnsError::Timeout

@@ -90,8 +90,15 @@ impl Fetcher {
             .map_err(|_| FetchError::Timeout)?
     }
 
-    async fn fetch_unbounded(&self, domain: &str, address: SocketAddr) -> Result<Policy, FetchError> {
-        let host = format!("mta-sts.{}", domain.trim_end_matches('.').to_ascii_lowercase());
+    async fn fetch_unbounded(
+        &self,
+        domain: &str,
+        address: SocketAddr,
+    ) -> Result<Policy, FetchError> {
+        let host = format!(
+            "mta-sts.{}",
+            domain.trim_end_matches('.').to_ascii_lowercase()
+        );
         let name = rustls_pki_types::ServerName::try_from(host.clone())
             .map_err(|e| FetchError::Http(format!("policy host {host:?}: {e}")))?;
         let tcp = TcpStream::connect(address)
@@ -113,8 +120,13 @@ impl Fetcher {
 }
 
 fn tls_error(e: std::io::Error) -> FetchError {
-    match e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()) {
-        Some(error @ rustls::Error::InvalidCertificate(_)) => FetchError::Certificate(error.clone()),
+    match e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+    {
+        Some(error @ rustls::Error::InvalidCertificate(_)) => {
+            FetchError::Certificate(error.clone())
+        }
         _ => FetchError::Tls(e.to_string()),
     }
 }
@@ -137,7 +149,9 @@ async fn read_response<R: AsyncRead + Unpin>(stream: &mut R) -> Result<Vec<u8>, 
         let mut chunk = [0u8; 4096];
         let read = stream.read(&mut chunk).await.map_err(http)?;
         if read == 0 {
-            return Err(FetchError::Http("connection closed in the response head".into()));
+            return Err(FetchError::Http(
+                "connection closed in the response head".into(),
+            ));
         }
         buffer.extend_from_slice(&chunk[..read]);
     };
@@ -213,7 +227,10 @@ async fn read_response<R: AsyncRead + Unpin>(stream: &mut R) -> Result<Vec<u8>, 
     }
 }
 
-async fn read_to_end_bounded<R: AsyncRead + Unpin>(stream: &mut R, body: &mut Vec<u8>) -> Result<(), FetchError> {
+async fn read_to_end_bounded<R: AsyncRead + Unpin>(
+    stream: &mut R,
+    body: &mut Vec<u8>,
+) -> Result<(), FetchError> {
     loop {
         if body.len() > POLICY_BYTES_MAX {
             return Err(FetchError::TooLong);
@@ -232,7 +249,10 @@ async fn read_to_end_bounded<R: AsyncRead + Unpin>(stream: &mut R, body: &mut Ve
 
 /// RFC 9112 7.1: chunk-size [ext] CRLF data CRLF ... 0 CRLF [trailers] CRLF; only as much as a
 /// policy may be is read.
-async fn read_chunked<R: AsyncRead + Unpin>(stream: &mut R, mut raw: Vec<u8>) -> Result<Vec<u8>, FetchError> {
+async fn read_chunked<R: AsyncRead + Unpin>(
+    stream: &mut R,
+    mut raw: Vec<u8>,
+) -> Result<Vec<u8>, FetchError> {
     let mut body = Vec::new();
     let mut at = 0;
     loop {
@@ -273,7 +293,9 @@ async fn fill<R: AsyncRead + Unpin>(stream: &mut R, raw: &mut Vec<u8>) -> Result
     let mut chunk = [0u8; 4096];
     let read = stream.read(&mut chunk).await.map_err(http)?;
     if read == 0 {
-        return Err(FetchError::Http("connection closed in a chunked body".into()));
+        return Err(FetchError::Http(
+            "connection closed in a chunked body".into(),
+        ));
     }
     raw.extend_from_slice(&chunk[..read]);
     Ok(())
@@ -315,7 +337,11 @@ mod tests {
         ]
         .concat();
         assert_eq!(parse(&chunked).await.unwrap(), policy);
-        let closed = [b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n".as_slice(), policy].concat();
+        let closed = [
+            b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n".as_slice(),
+            policy,
+        ]
+        .concat();
         assert_eq!(parse(&closed).await.unwrap(), policy);
     }
 
@@ -334,7 +360,8 @@ mod tests {
             Err(FetchError::ContentType(_))
         ));
         assert!(matches!(
-            parse(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 999999\r\n\r\n").await,
+            parse(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 999999\r\n\r\n")
+                .await,
             Err(FetchError::TooLong)
         ));
         let endless = [
@@ -345,10 +372,19 @@ mod tests {
         assert!(matches!(parse(&endless).await, Err(FetchError::TooLong)));
         let big_chunk = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\nFFFFFFF\r\n";
         assert!(matches!(parse(big_chunk).await, Err(FetchError::TooLong)));
-        assert!(matches!(parse(b"SMTP 220 hello\r\n\r\n").await, Err(FetchError::Http(_))));
-        assert!(matches!(parse(&vec![b'x'; 20_000]).await, Err(FetchError::Http(_))));
         assert!(matches!(
-            parse(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 10\r\n\r\nshort").await,
+            parse(b"SMTP 220 hello\r\n\r\n").await,
+            Err(FetchError::Http(_))
+        ));
+        assert!(matches!(
+            parse(&vec![b'x'; 20_000]).await,
+            Err(FetchError::Http(_))
+        ));
+        assert!(matches!(
+            parse(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 10\r\n\r\nshort"
+            )
+            .await,
             Err(FetchError::Http(_))
         ));
     }

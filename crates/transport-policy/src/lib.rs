@@ -35,7 +35,9 @@ mod report;
 mod sts;
 
 pub use cache::{CACHE_FILE_NAME, CachedPolicy, StsCache};
-pub use dane::{DaneVerifier, TLSA_DATA_BYTES_MAX, TLSA_RECORDS_MAX, Tlsa, USAGE_DANE_EE, USAGE_DANE_TA};
+pub use dane::{
+    DaneVerifier, TLSA_DATA_BYTES_MAX, TLSA_RECORDS_MAX, Tlsa, USAGE_DANE_EE, USAGE_DANE_TA,
+};
 pub use fetch::{FetchError, Fetcher, RESPONSE_HEAD_BYTES_MAX};
 pub use plan::{
     Config, DaneStatus, DomainPlan, Error, Exchangers, MX_HOSTS_MAX, MxHost, POLICIES_CACHED_MAX,

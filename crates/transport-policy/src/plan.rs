@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use hickory_proto::rr::{RData, RecordType};
-use rustls::client::danger::ServerCertVerifier as _;
 use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::ServerCertVerifier as _;
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 
 use crate::cache::{CachedPolicy, StsCache};
@@ -175,7 +175,11 @@ impl DomainPlan {
             Requirement::Dane { host, records } | Requirement::Encrypted { host, records } => {
                 tlsa(host, records)
             }
-            Requirement::Defer { host, result: ResultType::DnssecInvalid, .. } => tlsa(host, &[]),
+            Requirement::Defer {
+                host,
+                result: ResultType::DnssecInvalid,
+                ..
+            } => tlsa(host, &[]),
             Requirement::Verified { .. } | Requirement::Skip { .. } | Requirement::Defer { .. } => {
                 sts(self.sts_in_force())
             }
@@ -204,14 +208,22 @@ pub enum Requirement {
     /// defers, never plaintext (RFC 8461 5). Otherwise (`testing`) the session is
     /// opportunistic and [`Planner::check_session`] says what to report; `listed` tells
     /// whether the policy names this exchanger.
-    Verified { server_name: String, enforce: bool, listed: bool },
+    Verified {
+        server_name: String,
+        enforce: bool,
+        listed: bool,
+    },
     /// DANE (RFC 7672 3): TLS required, the certificate authenticated by these usable records.
     Dane { host: String, records: Vec<Tlsa> },
     /// Do not use this exchanger: an enforced STS policy does not name it (RFC 8461 4.1).
     Skip { why: String },
     /// Do not deliver through this exchanger now (RFC 7672 2.2: a failed TLSA lookup for a
     /// signed zone); try again later.
-    Defer { host: String, why: String, result: ResultType },
+    Defer {
+        host: String,
+        why: String,
+        result: ResultType,
+    },
 }
 
 impl Requirement {
@@ -242,17 +254,23 @@ impl Planner {
     /// `resolvers`: validating resolvers whose AD bit is trusted (a local one, RFC 7672 1.3);
     /// `cache_dir`: where the MTA-STS policy cache is kept (`None`: memory only). Trust for
     /// policy hosts and STS exchangers: the Mozilla roots and `config.extra_roots`.
-    pub fn new(resolvers: Vec<SocketAddr>, cache_dir: Option<&Path>, config: Config) -> Result<Planner, Error> {
-        let mut roots = rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    pub fn new(
+        resolvers: Vec<SocketAddr>,
+        cache_dir: Option<&Path>,
+        config: Config,
+    ) -> Result<Planner, Error> {
+        let mut roots =
+            rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
         for cert in &config.extra_roots {
             roots
                 .add(cert.clone())
                 .map_err(|e| Error::Roots(e.to_string()))?;
         }
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots.clone()), provider.clone())
-            .build()
-            .map_err(|e| Error::Roots(e.to_string()))?;
+        let webpki =
+            WebPkiServerVerifier::builder_with_provider(Arc::new(roots.clone()), provider.clone())
+                .build()
+                .map_err(|e| Error::Roots(e.to_string()))?;
         let verifying = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| Error::Roots(e.to_string()))?
@@ -357,7 +375,11 @@ impl Planner {
     /// the failure's TLS-RPT result type otherwise. Meant for `testing` policies, whose
     /// handshake is opportunistic; for the others the handshake itself already decided
     /// (map its error with [`ResultType::from_tls_error`]).
-    pub fn check_session(&self, requirement: &Requirement, peer_certificates: Option<&[CertificateDer<'_>]>) -> Result<(), ResultType> {
+    pub fn check_session(
+        &self,
+        requirement: &Requirement,
+        peer_certificates: Option<&[CertificateDer<'_>]>,
+    ) -> Result<(), ResultType> {
         let tls_needed = !matches!(requirement, Requirement::Opportunistic);
         let certs = match peer_certificates {
             Some(certs) if !certs.is_empty() => certs,
@@ -378,7 +400,8 @@ impl Planner {
                     .map_err(|e| ResultType::from_tls_error(&e, PolicyKind::Sts))
             }
             Requirement::Dane { host, records } => {
-                let name = ServerName::try_from(host.clone()).map_err(|_| ResultType::TlsaInvalid)?;
+                let name =
+                    ServerName::try_from(host.clone()).map_err(|_| ResultType::TlsaInvalid)?;
                 DaneVerifier::new(name.clone(), records)
                     .verify_server_cert(end_entity, intermediates, &name, &[], now)
                     .map(|_| ())
@@ -404,7 +427,10 @@ impl Planner {
             .filter_map(|data| match data {
                 RData::MX(mx) => Some((
                     mx.preference,
-                    mx.exchange.to_ascii().trim_end_matches('.').to_ascii_lowercase(),
+                    mx.exchange
+                        .to_ascii()
+                        .trim_end_matches('.')
+                        .to_ascii_lowercase(),
                 )),
                 _ => None,
             })
@@ -428,7 +454,11 @@ impl Planner {
             } else {
                 DaneStatus::Insecure
             };
-            planned.push(MxHost { name, preference, dane });
+            planned.push(MxHost {
+                name,
+                preference,
+                dane,
+            });
         }
         (Exchangers::Hosts(planned), secure)
     }
@@ -459,7 +489,9 @@ impl Planner {
             return DaneStatus::Insecure;
         }
         if answer.records.len() > TLSA_RECORDS_MAX {
-            return DaneStatus::Failed(format!("{host} has more than {TLSA_RECORDS_MAX} TLSA records"));
+            return DaneStatus::Failed(format!(
+                "{host} has more than {TLSA_RECORDS_MAX} TLSA records"
+            ));
         }
         let records: Vec<Tlsa> = answer
             .records
@@ -605,7 +637,12 @@ mod tests {
     }
 
     fn ee() -> Tlsa {
-        Tlsa { usage: 3, selector: 1, matching: 1, data: vec![7; 32] }
+        Tlsa {
+            usage: 3,
+            selector: 1,
+            matching: 1,
+            data: vec![7; 32],
+        }
     }
 
     #[test]
@@ -615,7 +652,10 @@ mod tests {
         let requirement = planner.requirement(&dane, "MX.example.org.");
         assert_eq!(
             requirement,
-            Requirement::Dane { host: "mx.example.org".into(), records: vec![ee()] }
+            Requirement::Dane {
+                host: "mx.example.org".into(),
+                records: vec![ee()]
+            }
         );
         assert!(requirement.tls_required());
         assert_eq!(dane.applied_policy(&requirement).kind, PolicyKind::Tlsa);
@@ -625,28 +665,45 @@ mod tests {
         let requirement = planner.requirement(&enforced, "mx.example.org");
         assert_eq!(
             requirement,
-            Requirement::Verified { server_name: "mx.example.org".into(), enforce: true, listed: true }
+            Requirement::Verified {
+                server_name: "mx.example.org".into(),
+                enforce: true,
+                listed: true
+            }
         );
         assert!(requirement.tls_required());
         let applied = enforced.applied_policy(&requirement);
         assert_eq!(applied.kind, PolicyKind::Sts);
         assert_eq!(applied.strings[0], "version: STSv1");
         assert_eq!(applied.mx_host, ["mx.example.org"]);
-        assert!(matches!(planner.requirement(&enforced, "other.example.net"), Requirement::Skip { .. }));
-        assert_eq!(planner.check_session(&requirement, None), Err(ResultType::StarttlsNotSupported));
+        assert!(matches!(
+            planner.requirement(&enforced, "other.example.net"),
+            Requirement::Skip { .. }
+        ));
+        assert_eq!(
+            planner.check_session(&requirement, None),
+            Err(ResultType::StarttlsNotSupported)
+        );
 
         let testing = plan(Some(Mode::Testing), DaneStatus::NoRecords);
         let requirement = planner.requirement(&testing, "other.example.net");
         assert_eq!(
             requirement,
-            Requirement::Verified { server_name: "other.example.net".into(), enforce: false, listed: false }
+            Requirement::Verified {
+                server_name: "other.example.net".into(),
+                enforce: false,
+                listed: false
+            }
         );
         assert!(!requirement.tls_required());
 
         let withdrawn = plan(Some(Mode::None), DaneStatus::Insecure);
         let requirement = planner.requirement(&withdrawn, "mx.example.org");
         assert_eq!(requirement, Requirement::Opportunistic);
-        assert_eq!(withdrawn.applied_policy(&requirement).kind, PolicyKind::NoPolicyFound);
+        assert_eq!(
+            withdrawn.applied_policy(&requirement).kind,
+            PolicyKind::NoPolicyFound
+        );
         assert_eq!(planner.check_session(&requirement, None), Ok(()));
     }
 
@@ -655,7 +712,13 @@ mod tests {
         let planner = planner(Config::default());
         let failed = plan(None, DaneStatus::Failed("SERVFAIL".into()));
         let requirement = planner.requirement(&failed, "mx.example.org");
-        assert!(matches!(requirement, Requirement::Defer { result: ResultType::DnssecInvalid, .. }));
+        assert!(matches!(
+            requirement,
+            Requirement::Defer {
+                result: ResultType::DnssecInvalid,
+                ..
+            }
+        ));
         assert!(planner.client_config(&requirement).is_none());
         assert_eq!(failed.applied_policy(&requirement).kind, PolicyKind::Tlsa);
 
@@ -666,9 +729,20 @@ mod tests {
         assert!(requirement.tls_required());
 
         // DANE off: the records are not looked at.
-        let off = Planner::new(Vec::new(), None, Config { dane: false, ..Config::default() }).unwrap();
+        let off = Planner::new(
+            Vec::new(),
+            None,
+            Config {
+                dane: false,
+                ..Config::default()
+            },
+        )
+        .unwrap();
         let dane = plan(None, DaneStatus::Usable(vec![ee()]));
-        assert_eq!(off.requirement(&dane, "mx.example.org"), Requirement::Opportunistic);
+        assert_eq!(
+            off.requirement(&dane, "mx.example.org"),
+            Requirement::Opportunistic
+        );
     }
 
     #[test]

@@ -128,11 +128,17 @@ mod tests {
             ResultType::CertificateNotTrusted
         );
         assert_eq!(
-            ResultType::from_tls_error(&cert(CertificateError::ApplicationVerificationFailure), PolicyKind::Tlsa),
+            ResultType::from_tls_error(
+                &cert(CertificateError::ApplicationVerificationFailure),
+                PolicyKind::Tlsa
+            ),
             ResultType::TlsaInvalid
         );
         assert_eq!(
-            ResultType::from_tls_error(&cert(CertificateError::ApplicationVerificationFailure), sts),
+            ResultType::from_tls_error(
+                &cert(CertificateError::ApplicationVerificationFailure),
+                sts
+            ),
             ResultType::ValidationFailure
         );
         assert_eq!(

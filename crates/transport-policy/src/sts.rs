@@ -91,7 +91,9 @@ impl Policy {
                 continue;
             }
             // RFC 8461 3.2: field-delim = ":" *WSP, and *WSP after each field.
-            let (key, value) = line.split_once(':').ok_or(PolicyError::BadLine(number + 1))?;
+            let (key, value) = line
+                .split_once(':')
+                .ok_or(PolicyError::BadLine(number + 1))?;
             let value = value.trim_matches(is_wsp);
             if key.is_empty() || !key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
                 return Err(PolicyError::BadLine(number + 1));
@@ -171,7 +173,9 @@ fn valid_domain(domain: &str) -> bool {
         && domain.split('.').all(|label| {
             !label.is_empty()
                 && label.len() <= 63
-                && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
                 && !label.starts_with('-')
                 && !label.ends_with('-')
         })
@@ -272,17 +276,50 @@ mod tests {
     #[test]
     fn bad_policies_are_errors() {
         let cases: &[(&[u8], PolicyError)] = &[
-            (b"mode: enforce\nmx: a.b\nmax_age: 1\n", PolicyError::NoVersion),
-            (b"version: STSv2\nmode: enforce\nmx: a.b\nmax_age: 1\n", PolicyError::NoVersion),
-            (b"version: STSv1\nmode: strict\nmx: a.b\nmax_age: 1\n", PolicyError::NoMode),
-            (b"version: STSv1\nmode: enforce\nmx: a.b\n", PolicyError::NoMaxAge),
-            (b"version: STSv1\nmode: enforce\nmx: a.b\nmax_age: -1\n", PolicyError::NoMaxAge),
-            (b"version: STSv1\nmode: enforce\nmx: a.b\nmax_age: 12345678901\n", PolicyError::NoMaxAge),
-            (b"version: STSv1\nmode: enforce\nmax_age: 1\n", PolicyError::NoMx),
-            (b"version: STSv1\nmode: enforce\nmx: *\nmax_age: 1\n", PolicyError::BadMx("*".into())),
-            (b"version: STSv1\nmode: enforce\nmx: a.*.b\nmax_age: 1\n", PolicyError::BadMx("a.*.b".into())),
-            (b"version: STSv1\nmode: enforce\nmx: a..b\nmax_age: 1\n", PolicyError::BadMx("a..b".into())),
-            (b"version: STSv1\nmode: enforce\nmx: a.b.\nmax_age: 1\n", PolicyError::BadMx("a.b.".into())),
+            (
+                b"mode: enforce\nmx: a.b\nmax_age: 1\n",
+                PolicyError::NoVersion,
+            ),
+            (
+                b"version: STSv2\nmode: enforce\nmx: a.b\nmax_age: 1\n",
+                PolicyError::NoVersion,
+            ),
+            (
+                b"version: STSv1\nmode: strict\nmx: a.b\nmax_age: 1\n",
+                PolicyError::NoMode,
+            ),
+            (
+                b"version: STSv1\nmode: enforce\nmx: a.b\n",
+                PolicyError::NoMaxAge,
+            ),
+            (
+                b"version: STSv1\nmode: enforce\nmx: a.b\nmax_age: -1\n",
+                PolicyError::NoMaxAge,
+            ),
+            (
+                b"version: STSv1\nmode: enforce\nmx: a.b\nmax_age: 12345678901\n",
+                PolicyError::NoMaxAge,
+            ),
+            (
+                b"version: STSv1\nmode: enforce\nmax_age: 1\n",
+                PolicyError::NoMx,
+            ),
+            (
+                b"version: STSv1\nmode: enforce\nmx: *\nmax_age: 1\n",
+                PolicyError::BadMx("*".into()),
+            ),
+            (
+                b"version: STSv1\nmode: enforce\nmx: a.*.b\nmax_age: 1\n",
+                PolicyError::BadMx("a.*.b".into()),
+            ),
+            (
+                b"version: STSv1\nmode: enforce\nmx: a..b\nmax_age: 1\n",
+                PolicyError::BadMx("a..b".into()),
+            ),
+            (
+                b"version: STSv1\nmode: enforce\nmx: a.b.\nmax_age: 1\n",
+                PolicyError::BadMx("a.b.".into()),
+            ),
             (b"version: STSv1\ngarbage\n", PolicyError::BadLine(2)),
             (b"version: STSv1\n: x\n", PolicyError::BadLine(2)),
             (b"\xff\xfe", PolicyError::NotUtf8),
@@ -356,9 +393,15 @@ mod tests {
             txt_policy_id(&[b"v=STSv1; id=123456789012345678901234567890123".as_slice()]),
             Err(TxtError::Invalid)
         );
-        assert_eq!(txt_policy_id(&[b"v=STSv1;".as_slice()]), Err(TxtError::Invalid));
+        assert_eq!(
+            txt_policy_id(&[b"v=STSv1;".as_slice()]),
+            Err(TxtError::Invalid)
+        );
         // RFC 8461 3.1: the version comes first.
-        assert_eq!(txt_policy_id(&[b"id=a; v=STSv1".as_slice()]), Err(TxtError::None));
+        assert_eq!(
+            txt_policy_id(&[b"id=a; v=STSv1".as_slice()]),
+            Err(TxtError::None)
+        );
     }
 
     proptest::proptest! {
