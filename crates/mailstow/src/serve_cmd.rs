@@ -438,9 +438,10 @@ fn mta_sts(section: &ServerSection, server: &mut ServerConfig) -> Result<()> {
     let mode = match section.mta_sts.as_deref().map(str::trim) {
         None if verifiable => Some(transport_policy::Mode::Enforce),
         None | Some("off") => None,
-        Some(name) => Some(transport_policy::Mode::parse(name).with_context(|| {
-            format!("[server] mta_sts: '{name}' is not enforce, testing, none or off")
-        })?),
+        Some("enforce") => Some(transport_policy::Mode::Enforce),
+        Some("testing") => Some(transport_policy::Mode::Testing),
+        Some("none") => Some(transport_policy::Mode::None),
+        Some(name) => bail!("[server] mta_sts: '{name}' is not enforce, testing, none or off"),
     };
     server.mta_sts = mode.map(|mode| server::MtaSts { mode, max_age });
     Ok(())

@@ -135,21 +135,26 @@ pub(crate) async fn autodiscover<B: Backend>(
     let Some(published) = &app.config.published else {
         return not_found().await;
     };
+    let error = |code| {
+        document(
+            autoconfig::AUTODISCOVER_CONTENT_TYPE,
+            autoconfig::autodiscover_error(code),
+        )
+    };
     let request = match autoconfig::autodiscover_request(&body) {
         Ok(request) => request,
-        Err(e) => {
-            return document(
-                autoconfig::AUTODISCOVER_CONTENT_TYPE,
-                autoconfig::autodiscover_error(&e),
-            );
-        }
+        Err(e) => return error(e.code()),
     };
+    if let autoconfig::ResponseSchema::Unsupported(_) = request.response_schema {
+        // ActiveSync (mobilesync) and the like: we speak IMAP, POP3 and submission only.
+        return error(autoconfig::AutodiscoverErrorCode::UnsupportedSchema);
+    }
     match domain_of(&request.email) {
         Some(domain) if app.backend.serves_domain(&domain) => document(
             autoconfig::AUTODISCOVER_CONTENT_TYPE,
             autoconfig::autodiscover_response(&published.offer(&domain), &request.email),
         ),
-        _ => not_found().await,
+        _ => error(autoconfig::AutodiscoverErrorCode::UnknownAddress),
     }
 }
 
@@ -187,7 +192,11 @@ pub(crate) async fn mobileconfig<B: Backend>(
         return not_found().await;
     };
     let profile =
-        autoconfig::apple_profile(&published.offer(&domain), &session.user, &session.user);
+        match autoconfig::apple_profile(&published.offer(&domain), &session.user, &session.user) {
+            Ok(profile) => profile,
+            // No IMAP/POP3 or no submission listener: nothing a device could use.
+            Err(_) => return not_found().await,
+        };
     let mut response = document(autoconfig::APPLE_PROFILE_CONTENT_TYPE, profile);
     if let Ok(disposition) =
         HeaderValue::from_str(&format!("attachment; filename=\"{domain}.mobileconfig\""))
