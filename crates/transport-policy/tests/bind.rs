@@ -171,6 +171,14 @@ fn sts_zone(id: Option<&str>) -> String {
     if let Some(id) = id {
         records.push_str(&format!("_mta-sts IN TXT \"v=STSv1; id={id}\"\n"));
     }
+    // Other TXT records beside it, together longer than the 1232 bytes a UDP answer may
+    // carry: the answer comes truncated and the client asks again over TCP.
+    for n in 0..6 {
+        records.push_str(&format!(
+            "_mta-sts IN TXT \"filler-{n}-{}\"\n",
+            "x".repeat(240)
+        ));
+    }
     records
 }
 
@@ -342,7 +350,7 @@ async fn plans_against_a_validating_resolver() {
         }
     );
     assert_eq!(
-        planner.check_session(&requirement, Some(&[pki.leaf.clone()])),
+        planner.check_session(&requirement, Some(std::slice::from_ref(&pki.leaf))),
         Err(ResultType::ValidationFailure)
     );
     let listed = planner.requirement(&plan, "mx.sts.test");
