@@ -15,7 +15,7 @@ use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 
 use crate::cache::{CachedPolicy, StsCache};
 use crate::dane::{DaneVerifier, TLSA_RECORDS_MAX, Tlsa};
-use crate::dns::{Dns, DnsError};
+use crate::dns::Dns;
 use crate::fetch::Fetcher;
 use crate::report::{AppliedPolicy, PolicyKind, ResultType};
 use crate::sts::{Mode, txt_policy_id};
@@ -582,7 +582,7 @@ impl Planner {
         }
         let mut last = (
             ResultType::StsPolicyFetchError,
-            format!("{host}: {}", DnsError::Io("no address".into())),
+            format!("{host}: no address"),
         );
         for address in addresses.into_iter().take(POLICY_HOST_ADDRESSES_MAX) {
             match self
