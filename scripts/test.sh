@@ -52,6 +52,16 @@ command -v sieve-connect >/dev/null || need_pkgs+=(sieve-connect)
 # the python3 the PATH finds (Debian's packages: pip refuses to install into the system's
 # Python, PEP 668).
 python3 -c 'import dkim, nacl' 2>/dev/null || need_pkgs+=(python3-dkim python3-nacl)
+# test-peers' BIND (crates/test-peers/tests/bind.rs, and the DNS, DANE and MTA-STS tests): a
+# private authoritative named with DNSSEC-signed zones and a validating resolver, checked with
+# dig (the package's own named is not started: policy-rc.d). And its acme2certifier
+# (tests/acme2certifier.rs, the ACME tests): installed from PyPI into a cached venv
+# (python3-venv), with Debian's certbot as the reference client.
+[ -x /usr/sbin/named ] || need_pkgs+=(bind9)
+command -v dnssec-signzone >/dev/null || need_pkgs+=(bind9-utils)
+command -v dig >/dev/null || need_pkgs+=(bind9-dnsutils)
+/usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkgs+=(python3-venv)
+command -v certbot >/dev/null || need_pkgs+=(certbot)
 # The benchmark scripts' smoke runs (scripts/bench-smoke.sh): the peers' packages that
 # shared/bench/setup-peers.sh installs (postal, which has rabid, Dovecot's POP3 and LMTP, fio,
 # strace, bc, rsync), and Postmark and prove for the mail file system's.
@@ -61,7 +71,8 @@ done
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "postfix postfix/main_mailer_type select No configuration" | debconf-set-selections
-    # Debian's postinst must not start system-wide daemons on ports 25/110 (or PostgreSQL's).
+    # Debian's postinst must not start system-wide daemons on ports 25/110 (or PostgreSQL's,
+    # or named on 53).
     added_policy=0
     if [ ! -e /usr/sbin/policy-rc.d ]; then
       printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d

@@ -24,6 +24,10 @@ pub enum Component {
     Store,
     /// The web view's listener.
     Web,
+    /// The public HTTPS listener (`[server] https`).
+    Https,
+    /// The plain HTTP listener (`[server] http`: ACME challenges, redirects).
+    Http,
     /// The metrics listener (which serves `/healthz` itself; reported where it is bound).
     Metrics,
 }
@@ -37,6 +41,8 @@ impl Component {
             Component::Queue => "queue",
             Component::Store => "store",
             Component::Web => "web",
+            Component::Https => "https",
+            Component::Http => "http",
             Component::Metrics => "metrics",
         }
     }

@@ -166,6 +166,20 @@ pub(crate) struct ServerSection {
     pub(crate) web: Option<String>,
     /// Serve the web view over HTTPS with the server's certificate (default false).
     pub(crate) web_tls: Option<bool>,
+    /// The public HTTPS listener: the web view, the client autoconfiguration documents, the
+    /// MTA-STS policy and ACME's TLS-ALPN-01 (default 0.0.0.0:443 with `[acme]`, else off;
+    /// empty: off).
+    pub(crate) https: Option<String>,
+    /// The plain HTTP listener: ACME's HTTP-01 challenges and Thunderbird's autoconfig,
+    /// everything else redirected to HTTPS (default 0.0.0.0:80 with `[acme]`, else off;
+    /// empty: off).
+    pub(crate) http: Option<String>,
+    /// The MTA-STS policy mode we publish for our domains: enforce, testing, none or off
+    /// (default enforce with `[acme]` or `tls_cert`, whose certificates senders can verify;
+    /// else off).
+    pub(crate) mta_sts: Option<String>,
+    /// How long senders may cache our MTA-STS policy, in seconds (default 604,800, a week).
+    pub(crate) mta_sts_max_age_seconds: Option<u64>,
     /// Logged-in web sessions at once (default 10,000).
     pub(crate) web_sessions_max: Option<usize>,
     /// The largest web request body in bytes (default 65,536).
@@ -246,7 +260,7 @@ impl Config {
         };
         let (tls_cert, tls_key) = match &server.tls {
             server::TlsSource::Files { cert, key } => (Some(cert.clone()), Some(key.clone())),
-            server::TlsSource::SelfSigned { .. } => (None, None),
+            server::TlsSource::SelfSigned { .. } | server::TlsSource::Acme { .. } => (None, None),
         };
         let queue = server.queue.clone();
         let store = &server.store;
@@ -329,6 +343,20 @@ impl Config {
                 metrics: Some(server.metrics.map(|a| a.to_string()).unwrap_or_default()),
                 web: Some(server.web.map(|a| a.to_string()).unwrap_or_default()),
                 web_tls: Some(server.web_tls),
+                https: Some(server.https.map(|a| a.to_string()).unwrap_or_default()),
+                http: Some(server.http.map(|a| a.to_string()).unwrap_or_default()),
+                mta_sts: Some(
+                    server
+                        .mta_sts
+                        .map_or("off", |m| m.mode.name())
+                        .to_string(),
+                ),
+                mta_sts_max_age_seconds: Some(
+                    server
+                        .mta_sts
+                        .map_or(server::MTA_STS_MAX_AGE, |m| m.max_age)
+                        .as_secs(),
+                ),
                 web_sessions_max: Some(server.web_sessions_max),
                 web_request_bytes_max: Some(server.web_request_bytes_max),
                 web_connections_max: Some(server.web_connections_max),

@@ -48,6 +48,12 @@ pub(crate) struct ServeArgs {
     /// The web view (`[server] web`; default 127.0.0.1:8080).
     #[arg(long, value_name = "ADDR")]
     web: Option<String>,
+    /// The public HTTPS listener (`[server] https`).
+    #[arg(long, value_name = "ADDR")]
+    https: Option<String>,
+    /// The plain HTTP listener for ACME challenges and redirects (`[server] http`).
+    #[arg(long, value_name = "ADDR")]
+    http: Option<String>,
 }
 
 pub(crate) fn server_config(
@@ -405,6 +411,38 @@ fn web_and_metrics(
         address(&args.web, &section.web, "web", "127.0.0.1:8080")?,
     );
     set(&mut server.web_tls, section.web_tls);
+    set(
+        &mut server.https,
+        address(&args.https, &section.https, "https", "0.0.0.0:443")?,
+    );
+    set(
+        &mut server.http,
+        address(&args.http, &section.http, "http", "0.0.0.0:80")?,
+    );
+    mta_sts(section, server)
+}
+
+/// `[server] mta_sts`: the policy we publish. On by default (enforce) only with a
+/// certificate senders can verify: ACME's or the operator's own.
+fn mta_sts(section: &ServerSection, server: &mut ServerConfig) -> Result<()> {
+    let verifiable = !matches!(server.tls, TlsSource::SelfSigned { .. });
+    let max_age = match section.mta_sts_max_age_seconds {
+        Some(0) => bail!("[server] mta_sts_max_age_seconds must be at least 1"),
+        // RFC 8461 3.2: at most 31557600 (about a year).
+        Some(s) if s > 31_557_600 => {
+            bail!("[server] mta_sts_max_age_seconds must be at most 31557600 (RFC 8461 3.2)")
+        }
+        Some(s) => Duration::from_secs(s),
+        None => server::MTA_STS_MAX_AGE,
+    };
+    let mode = match section.mta_sts.as_deref().map(str::trim) {
+        None if verifiable => Some(transport_policy::Mode::Enforce),
+        None | Some("off") => None,
+        Some(name) => Some(transport_policy::Mode::parse(name).with_context(|| {
+            format!("[server] mta_sts: '{name}' is not enforce, testing, none or off")
+        })?),
+    };
+    server.mta_sts = mode.map(|mode| server::MtaSts { mode, max_age });
     Ok(())
 }
 

@@ -103,6 +103,14 @@ pub struct ServerConfig {
     pub metrics: Option<SocketAddr>,
     /// Serve the web view here (`[server] web`; default 127.0.0.1:8080).
     pub web: Option<SocketAddr>,
+    /// `[server] https`: the web view, the autoconfiguration documents and the MTA-STS
+    /// policy over TLS, and ACME's TLS-ALPN-01 challenges (RFC 8737); `None`: off.
+    pub https: Option<SocketAddr>,
+    /// `[server] http`: ACME's HTTP-01 challenges (RFC 8555 8.3) and Thunderbird's
+    /// autoconfig; everything else is redirected to HTTPS. `None`: off.
+    pub http: Option<SocketAddr>,
+    /// The MTA-STS policy we publish (RFC 8461); `None`: none.
+    pub mta_sts: Option<MtaSts>,
     /// The web view over HTTPS with the server's certificate (`[server] web_tls`).
     pub web_tls: bool,
     /// Logged-in web sessions at once (`web_sessions_max`).
@@ -189,6 +197,9 @@ impl ServerConfig {
             spam: filter::Config::default(),
             metrics: None,
             web: Some(SocketAddr::from(([127, 0, 0, 1], 8080))),
+            https: None,
+            http: None,
+            mta_sts: None,
             web_tls: false,
             web_sessions_max: 10_000,
             web_request_bytes_max: 64 << 10,
@@ -201,6 +212,18 @@ impl ServerConfig {
         }
     }
 }
+
+/// The MTA-STS policy we publish for every domain of ours (RFC 8461 3.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MtaSts {
+    pub mode: transport_policy::Mode,
+    /// How long senders may cache it (`max_age`).
+    pub max_age: Duration,
+}
+
+/// A week: long enough that a sender keeps enforcing across an outage of our policy host,
+/// short enough that a change reaches senders soon (RFC 8461 3.2 allows up to a year).
+pub const MTA_STS_MAX_AGE: Duration = Duration::from_secs(7 * 86400);
 
 /// The default free-space reserve: room for the messages in flight when it is crossed, and
 /// for what opening, recovering, checkpointing and checking the engines need (at most a few

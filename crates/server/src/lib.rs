@@ -36,6 +36,7 @@ mod metrics;
 mod outbox;
 mod park;
 mod pop3_conn;
+mod published;
 mod quota;
 mod reload;
 mod service;
@@ -48,7 +49,7 @@ mod throttle;
 mod tls;
 mod web;
 
-pub use config::{Direct, ServerConfig, raise_file_limit, validate};
+pub use config::{Direct, MTA_STS_MAX_AGE, MtaSts, ServerConfig, raise_file_limit, validate};
 pub use health::{Component, Health};
 pub use lock::DataDirLock;
 pub use outbox::QueueOutbox;

@@ -15,6 +15,8 @@ use crate::tls;
 pub(crate) struct Live {
     pub(crate) config: ServerConfig,
     pub(crate) tls: tokio_rustls::TlsAcceptor,
+    /// The HTTPS listener's: the same certificate, HTTP/1.1 and ACME's TLS-ALPN-01.
+    pub(crate) https: tokio_rustls::TlsAcceptor,
     pub(crate) certificate: tls::Certificate,
     pub(crate) smtp: Arc<smtp::Config>,
     pub(crate) submission: Arc<smtp::Config>,
@@ -25,7 +27,11 @@ pub(crate) struct Live {
 }
 
 impl Live {
-    pub(crate) fn build(config: ServerConfig, inflight: &Arc<limits::ByteBudget>) -> Result<Live> {
+    pub(crate) fn build(
+        config: ServerConfig,
+        inflight: &Arc<limits::ByteBudget>,
+        challenges: &Arc<tls::Challenges>,
+    ) -> Result<Live> {
         if config.inflight_bytes_max < config.message_bytes_max {
             anyhow::bail!(
                 "inflight_bytes_max ({}) must be at least message_bytes_max ({}): a message \
@@ -34,7 +40,7 @@ impl Live {
                 config.message_bytes_max
             );
         }
-        let (tls, certificate) = tls::load(&config.tls)?;
+        let (acceptors, certificate) = tls::load(&config.tls, challenges)?;
         let smtp_config = |mode: smtp::Mode| {
             Arc::new(smtp::Config {
                 hostname: config.hostname.clone(),
@@ -54,7 +60,8 @@ impl Live {
             })
         };
         Ok(Live {
-            tls,
+            tls: acceptors.mail,
+            https: acceptors.https,
             certificate,
             smtp: smtp_config(smtp::Mode::Mx),
             submission: smtp_config(smtp::Mode::Submission),

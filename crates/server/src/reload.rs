@@ -6,7 +6,7 @@ use anyhow::Result;
 use crate::config::ServerConfig;
 use crate::live::Live;
 use crate::shell::Shell;
-use crate::tls::{Certificate, TlsSource};
+use crate::tls::Certificate;
 
 /// What a reload did.
 #[derive(Debug)]
@@ -36,14 +36,8 @@ macro_rules! differing {
 /// The settings a reload applies: `into` takes them from `from`; everything else stays as
 /// it was when the server started.
 fn take_reloadable(from: &ServerConfig, into: &mut ServerConfig) {
-    into.tls = match &from.tls {
-        // The self-signed certificate names the host name in force, which a reload keeps.
-        TlsSource::SelfSigned { dir, .. } => TlsSource::SelfSigned {
-            dir: dir.clone(),
-            hostname: into.hostname.clone(),
-        },
-        files => files.clone(),
-    };
+    // The self-signed certificate names the host name in force, which a reload keeps.
+    into.tls = from.tls.for_hostname(&into.hostname);
     into.auth_without_tls = from.auth_without_tls;
     into.connections_max = from.connections_max;
     into.connections_per_ip_max = from.connections_per_ip_max;
@@ -97,7 +91,7 @@ pub(crate) fn reload(shell: &Shell, new: &ServerConfig) -> Result<Reloaded> {
         postmaster,
         spam,
     );
-    let live = Live::build(effective, &ctx.inflight)?;
+    let live = Live::build(effective, &ctx.inflight, &ctx.challenges)?;
     let certificate = live.certificate.clone();
     let changed = differing!(
         before.config,

@@ -33,6 +33,8 @@ pub(crate) struct Shell {
     pub(crate) cluster: Option<Arc<cluster::Cluster>>,
     /// The data directory's free-space reserve: below it, new mail is refused at the door.
     pub(crate) space: Arc<disk::SpaceReserve>,
+    /// The ACME server's pending challenges, answered by the HTTP and HTTPS listeners.
+    pub(crate) challenges: Arc<crate::tls::Challenges>,
 }
 
 impl Shell {
@@ -48,6 +50,7 @@ impl Shell {
         directory: directory::Directory,
         cluster: Option<Arc<cluster::Cluster>>,
         space: Arc<disk::SpaceReserve>,
+        challenges: Arc<crate::tls::Challenges>,
     ) -> Shell {
         Shell {
             connections: ConnectionLimits::new(
@@ -64,6 +67,7 @@ impl Shell {
             directory,
             cluster,
             space,
+            challenges,
         }
     }
 
@@ -79,6 +83,15 @@ impl Shell {
         // Poisoned: a reload panicked while swapping one `Arc` for another, which leaves
         // either; both are whole.
         self.live.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Reads the certificate again (ACME renewed it) and puts it in force for every
+    /// listener's next handshake; on error the one in force stays.
+    pub(crate) fn reload_certificate(&self) -> anyhow::Result<crate::tls::Certificate> {
+        let live = Live::build(self.live().config.clone(), &self.inflight, &self.challenges)?;
+        let certificate = live.certificate.clone();
+        self.set_live(live);
+        Ok(certificate)
     }
 
     /// Puts `live` in force for new connections and logins (a reload).

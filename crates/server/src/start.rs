@@ -32,7 +32,7 @@ use crate::shell::Shell;
 use crate::smtp_conn::SmtpParts;
 use crate::throttle::Throttle;
 use crate::tls::Certificate;
-use crate::web::{self, WebParts};
+use crate::web::{self, Door, WebParts};
 use health::{Component, Health};
 
 /// What the shell serves connections from: the engines and the parts around them, opened
@@ -106,6 +106,10 @@ pub struct Running {
     pub metrics: Option<SocketAddr>,
     /// Where the web view is served, when configured and bound at start.
     pub web: Option<SocketAddr>,
+    /// Where the public HTTPS listener is, when configured and bound at start.
+    pub https: Option<SocketAddr>,
+    /// Where the plain HTTP listener is, when configured and bound at start.
+    pub http: Option<SocketAddr>,
     /// The optional listeners not bound at start.
     pub unbound: Vec<Unbound>,
     shell: Arc<Shell>,
@@ -231,7 +235,8 @@ impl Counters {
 /// (or goes on trying in the background); returns once every mail listener is served.
 pub async fn start(config: ServerConfig, parts: Parts, listeners: Listeners) -> Result<Running> {
     let inflight = limits::ByteBudget::new(config.inflight_bytes_max);
-    let live = Live::build(config.clone(), &inflight)?;
+    let challenges = Arc::new(crate::tls::Challenges::default());
+    let live = Live::build(config.clone(), &inflight, &challenges)?;
     let checker = if config.sender_checks {
         Some(
             sender_auth::Checker::new(&config.dns_servers, &config.hostname)
@@ -255,6 +260,7 @@ pub async fn start(config: ServerConfig, parts: Parts, listeners: Listeners) -> 
         parts.directory.clone(),
         parts.cluster,
         parts.space.clone(),
+        challenges,
     ));
     let protocols = Arc::new(Protocols {
         smtp: Arc::new(SmtpParts {
@@ -320,7 +326,10 @@ pub async fn start(config: ServerConfig, parts: Parts, listeners: Listeners) -> 
         }
     }
     let mut web = None;
-    if let Some(address) = shell.config.web {
+    let mut https = None;
+    let mut http = None;
+    let config = &shell.config;
+    if config.web.is_some() || config.https.is_some() || config.http.is_some() {
         let web_parts = Arc::new(WebParts {
             store: parts.store,
             deposit: parts.deposit,
@@ -330,27 +339,45 @@ pub async fn start(config: ServerConfig, parts: Parts, listeners: Listeners) -> 
             accepted: parts.accepted,
             operations: parts.operations,
             filter: parts.filter.clone(),
+            published: Arc::new(crate::published::published(config)),
         });
-        let tls = shell.config.web_tls;
-        let optional = Optional {
-            component: Component::Web,
-            address,
-            health: parts.health.clone(),
-        };
-        let served = shell.clone();
-        let (bound, task) = optional
-            .start(move |listener| web::serve_on(served, web_parts, listener, tls))
-            .await;
-        tasks.push(task);
-        match bound {
-            Ok(address) => web = Some(address),
-            Err(failed) => unbound.push(failed),
+        let doors = [
+            (
+                config.web,
+                Component::Web,
+                Door::View {
+                    tls: config.web_tls,
+                },
+                &mut web,
+            ),
+            (config.https, Component::Https, Door::Https, &mut https),
+            (config.http, Component::Http, Door::Http, &mut http),
+        ];
+        for (address, component, door, bound_at) in doors {
+            let Some(address) = address else { continue };
+            let optional = Optional {
+                component,
+                address,
+                health: parts.health.clone(),
+            };
+            let served = shell.clone();
+            let web_parts = web_parts.clone();
+            let (bound, task) = optional
+                .start(move |listener| web::serve_on(served, web_parts, listener, door))
+                .await;
+            tasks.push(task);
+            match bound {
+                Ok(address) => *bound_at = Some(address),
+                Err(failed) => unbound.push(failed),
+            }
         }
     }
     Ok(Running {
         addresses,
         metrics,
         web,
+        https,
+        http,
         unbound,
         accept_tasks,
         shell,

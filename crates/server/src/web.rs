@@ -44,6 +44,8 @@ pub(crate) struct WebParts {
     pub(crate) operations: Arc<admin::Operations>,
     /// Learns from moves into and out of Junk (docs/spam.md 3).
     pub(crate) filter: Arc<filter::Filter>,
+    /// What the autoconfiguration documents and the MTA-STS policy describe.
+    pub(crate) published: Arc<web::Published>,
 }
 
 pub(crate) struct ServerBackend {
@@ -696,6 +698,10 @@ impl web::Backend for ServerBackend {
         self.shell.directory.cache().is_admin(user)
     }
 
+    fn serves_domain(&self, domain: &str) -> bool {
+        self.shell.directory.cache().is_local_domain(domain)
+    }
+
     async fn sieve_scripts(&self, user: &str) -> Result<Vec<web::ScriptInfo>, BackendError> {
         let scripts = self
             .shell
@@ -789,12 +795,35 @@ impl web::Backend for ServerBackend {
 
 /// Serves the web view on `listener` (TLS with the server's certificate when `tls`) until the
 /// task running it is aborted.
+/// Which listener a web connection came in on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Door {
+    /// `[server] web`: plain HTTP, or TLS with `web_tls`.
+    View { tls: bool },
+    /// `[server] https`: TLS with ACME's TLS-ALPN-01 answered (RFC 8737).
+    Https,
+    /// `[server] http`: ACME's HTTP-01 challenges and the autoconfiguration documents;
+    /// everything else is redirected to HTTPS.
+    Http,
+}
+
+impl Door {
+    fn tls(self) -> bool {
+        match self {
+            Door::View { tls } => tls,
+            Door::Https => true,
+            Door::Http => false,
+        }
+    }
+}
+
 pub(crate) async fn serve_on(
     shell: Arc<Shell>,
     parts: Arc<WebParts>,
     listener: tokio::net::TcpListener,
-    tls: bool,
+    door: Door,
 ) {
+    let tls = door.tls();
     let config = web::Config {
         secure_cookie: tls,
         message_bytes_max: usize::try_from(shell.config.message_bytes_max).unwrap_or(usize::MAX),
@@ -802,33 +831,49 @@ pub(crate) async fn serve_on(
         sessions_max: shell.config.web_sessions_max,
         request_bytes_max: shell.config.web_request_bytes_max,
         script_bytes_max: shell.config.sieve.script_bytes_max,
+        published: Some(parts.published.clone()),
         ..web::Config::default()
     };
     let connections_max = shell.config.web_connections_max;
-    let backend = ServerBackend {
+    let backend = Arc::new(ServerBackend {
         shell: shell.clone(),
-        parts,
-    };
-    let router = web::router(Arc::new(backend), config);
-    let forwarder = shell.cluster.clone().map(|cluster| {
-        Arc::new(cluster::forward::Forwarder::new(
-            shell.directory.clone(),
-            cluster,
-            tls,
-            shell.config.web_request_bytes_max,
-        ))
+        parts: parts.clone(),
     });
-    let tls = tls.then_some(shell);
-    serve(listener, tls, router, forwarder, connections_max).await;
+    let router = match door {
+        Door::Http => {
+            let challenges = shell.challenges.clone();
+            web::plain_router(
+                backend,
+                config,
+                Arc::new(move |token: &str| challenges.http01(token)),
+            )
+        }
+        _ => web::router(backend, config),
+    };
+    // The plain listener's answers are the same on every node: nothing to forward.
+    let forwarder = shell
+        .cluster
+        .clone()
+        .filter(|_| door != Door::Http)
+        .map(|cluster| {
+            Arc::new(cluster::forward::Forwarder::new(
+                shell.directory.clone(),
+                cluster,
+                tls,
+                shell.config.web_request_bytes_max,
+            ))
+        });
+    serve(listener, shell, door, router, forwarder, connections_max).await;
 }
 
 /// The connection loop: at most `connections_max` connections (one more is closed at once;
 /// a connection holds its place from its accept, TLS handshake included), HTTP/1.1 with a
 /// deadline for the TLS handshake, for every request header, and a longest life for every
-/// connection. `tls`: the context whose live certificate the handshakes use.
+/// connection. The handshakes use the live certificate of `shell` as `door` wants it.
 async fn serve(
     listener: tokio::net::TcpListener,
-    tls: Option<Arc<Shell>>,
+    shell: Arc<Shell>,
+    door: Door,
     router: axum::Router,
     forwarder: Option<Arc<cluster::forward::Forwarder>>,
     connections_max: usize,
@@ -853,7 +898,11 @@ async fn serve(
             continue;
         };
         let _ = tcp.set_nodelay(true);
-        let acceptor = tls.as_ref().map(|shell| shell.live().tls.clone());
+        let acceptor = match door {
+            Door::View { tls: true } => Some(shell.live().tls.clone()),
+            Door::Https => Some(shell.live().https.clone()),
+            Door::View { tls: false } | Door::Http => None,
+        };
         let router = router.clone();
         let forwarder = forwarder.clone();
         tokio::spawn(async move {
@@ -892,6 +941,10 @@ async fn serve(
                         else {
                             return;
                         };
+                        // RFC 8737 3: a TLS-ALPN-01 validation ends with its handshake.
+                        if stream.get_ref().1.alpn_protocol() == Some(crate::tls::ACME_TLS_ALPN) {
+                            return;
+                        }
                         let _ = http.serve_connection(TokioIo::new(stream), service).await;
                     }
                     None => {

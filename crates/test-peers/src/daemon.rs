@@ -31,6 +31,18 @@ impl Daemon {
         args: &[&str],
         dir: &Path,
     ) -> io::Result<Daemon> {
+        Daemon::spawn_with_env(name, program, package, args, &[], dir)
+    }
+
+    /// [`Daemon::spawn`] with `environment` added to the inherited environment.
+    pub(crate) fn spawn_with_env(
+        name: &'static str,
+        program: &str,
+        package: &str,
+        args: &[&str],
+        environment: &[(&str, String)],
+        dir: &Path,
+    ) -> io::Result<Daemon> {
         if !Path::new(program).is_file() {
             return Err(missing(program, package));
         }
@@ -38,6 +50,7 @@ impl Daemon {
         let file = std::fs::File::create(&output)?;
         let child = Command::new(program)
             .args(args)
+            .envs(environment.iter().map(|(name, value)| (name, value)))
             // Own process group, so that stop() ends its workers too.
             .process_group(0)
             .current_dir(dir)

@@ -3,7 +3,11 @@
 //! mail file system cells. Nothing else in mailstow starts one. Also a private PostgreSQL
 //! ([`Postgres`], in `postgres.rs`) for the directory's cluster tests, and the mail filters of
 //! `crates/filter`'s tests: rspamd with its Redis ([`Rspamd`], in `rspamd.rs`) and ClamAV
-//! behind clamav-milter ([`ClamAv`], in `clamav.rs`).
+//! behind clamav-milter ([`ClamAv`], in `clamav.rs`). For the ACME, DNS, DANE and MTA-STS
+//! tests: BIND 9 as an authoritative server with DNSSEC-signed zones and a validating
+//! resolver ([`Bind`], in `bind.rs`), and the ACME server acme2certifier with a local CA
+//! ([`Acme2Certifier`], in `acme.rs`). [`free_loopback_address`] finds a 127.x.y.z whose
+//! ports 80 and 443 a test can bind, for the ACME challenges.
 //!
 //! Each [`Dovecot`] runs its own `dovecot -F` master with everything under one temporary
 //! directory:
@@ -30,11 +34,15 @@
 //! * `auth_failure_delay = 0`, so tests of wrong passwords do not sleep 2 s each.
 //! * `first_valid_uid`/`first_valid_gid` are set to vmail's ids so that Dovecot accepts them.
 
+mod acme;
+mod bind;
 mod clamav;
 mod daemon;
 mod postgres;
 mod rspamd;
 
+pub use acme::{Acme2Certifier, AcmeOptions};
+pub use bind::{Bind, Zone};
 pub use clamav::{ClamAv, EICAR, EICAR_SIGNATURE};
 pub use postgres::Postgres;
 pub use rspamd::Rspamd;
@@ -245,6 +253,39 @@ fn greeting_ok(port: u16, timeout: Duration) -> bool {
 fn free_port() -> io::Result<u16> {
     let listener = TcpListener::bind(("127.0.0.1", 0))?;
     Ok(listener.local_addr()?.port())
+}
+
+/// How many random addresses [`free_loopback_address`] tries.
+const LOOPBACK_TRIES_MAX: u32 = 64;
+
+/// A random loopback address in 127.1.0.1 to 127.255.255.254 on which every TCP port in
+/// `ports` could be bound a moment ago: for a test that must listen on fixed ports (80 and
+/// 443 for ACME's HTTP-01 and TLS-ALPN-01) beside other tests doing the same, with a DNS name
+/// pointing at it. Linux routes all of 127.0.0.0/8 to the loopback interface.
+pub fn free_loopback_address(ports: &[u16]) -> io::Result<std::net::Ipv4Addr> {
+    use std::hash::{BuildHasher, Hasher};
+    for attempt in 0..LOOPBACK_TRIES_MAX {
+        // RandomState is seeded randomly per process; the attempt makes each try differ.
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u32(attempt);
+        hasher.write_u32(std::process::id());
+        let [_, b, c, d, ..] = hasher.finish().to_be_bytes();
+        if b == 0 || d == 0 || d == 255 {
+            continue;
+        }
+        let address = std::net::Ipv4Addr::new(127, b, c, d);
+        let bound: io::Result<Vec<TcpListener>> = ports
+            .iter()
+            .map(|port| TcpListener::bind((address, *port)))
+            .collect();
+        if bound.is_ok() {
+            return Ok(address);
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AddrInUse,
+        format!("no loopback address with TCP ports {ports:?} free"),
+    ))
 }
 
 /// The uid and gid of `vmail`, creating the system user if missing (we run as root).

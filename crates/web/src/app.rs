@@ -48,6 +48,9 @@ pub struct Config {
     /// `sieve_script_bytes_max`: the largest script the rules pages store (the text editor's
     /// request may carry it, encoded).
     pub script_bytes_max: usize,
+    /// What the autoconfiguration documents and the MTA-STS policy describe (`None`: they
+    /// are not served).
+    pub published: Option<Arc<crate::public::Published>>,
 }
 
 impl Default for Config {
@@ -63,6 +66,7 @@ impl Default for Config {
             message_bytes_max: 50 << 20,
             inflight: None,
             script_bytes_max: 64 << 10,
+            published: None,
         }
     }
 }

@@ -171,6 +171,10 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Whether the user may use the admin pages, now (asked at every admin request, so a
     /// right taken away ends at the next one).
+    /// Whether `domain` is one of ours (the autoconfiguration documents and the MTA-STS
+    /// policy answer only for those). From memory: no I/O.
+    fn serves_domain(&self, domain: &str) -> bool;
+
     fn is_admin(&self, user: &str) -> bool;
 
     /// The user's Sieve scripts (their rules), sorted by name, at most one active.

@@ -17,6 +17,7 @@ mod admin_pages;
 mod app;
 mod backend;
 mod compose;
+mod public;
 mod render;
 pub mod rules;
 mod rules_pages;
@@ -35,6 +36,7 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 
 pub use app::Config;
+pub use public::{Http01Answers, Published};
 pub use backend::{
     ADMIN_USERS_SHOWN_MAX, Account, AdminAction, AdminData, AdminUser, AdminView, Backend,
     BackendError, Changes, Flag, FolderInfo, FolderPage, Listed, LoginError, LoginRow,
@@ -63,17 +65,9 @@ const SEARCH_EXAMINED_MAX: usize = 5000;
 /// extension (axum's `into_make_service_with_connect_info`, or the server's own connection
 /// loop): logins are throttled by address.
 pub fn router<B: Backend>(backend: Arc<B>, config: Config) -> Router {
-    let app = Arc::new(App {
-        backend,
-        sessions: Sessions::new(
-            config.sessions_max,
-            config.session_idle,
-            config.session_lifetime,
-        ),
-        config: config.clone(),
-        whole_messages: tokio::sync::Semaphore::new(WHOLE_MESSAGES_MAX),
-    });
-    Router::new()
+    let app = app(backend, &config);
+    public::routes(Router::new())
+        .route("/account/mobileconfig", get(public::mobileconfig::<B>))
         .route("/", get(index::<B>))
         .route("/login", get(login_form).post(login::<B>))
         .route("/logout", post(logout::<B>))
@@ -134,6 +128,47 @@ pub fn router<B: Backend>(backend: Arc<B>, config: Config) -> Router {
             config.request_timeout,
         ))
         .with_state(app)
+}
+
+fn app<B: Backend>(backend: Arc<B>, config: &Config) -> Arc<App<B>> {
+    Arc::new(App {
+        backend,
+        sessions: Sessions::new(
+            config.sessions_max,
+            config.session_idle,
+            config.session_lifetime,
+        ),
+        config: config.clone(),
+        whole_messages: tokio::sync::Semaphore::new(WHOLE_MESSAGES_MAX),
+    })
+}
+
+/// The plain HTTP listener (port 80): ACME's HTTP-01 challenges (RFC 8555 8.3, answered by
+/// `answers`), the autoconfiguration documents Thunderbird may fetch without TLS, and a
+/// permanent redirect to HTTPS for everything else, with the view's headers, body bound and
+/// deadline.
+pub fn plain_router<B: Backend>(backend: Arc<B>, config: Config, answers: Http01Answers) -> Router {
+    let app = app(backend, &config);
+    let plain = Arc::new(public::Plain {
+        app: app.clone(),
+        answers,
+    });
+    let challenges = Router::new()
+        .route(
+            "/.well-known/acme-challenge/{token}",
+            get(public::acme_challenge::<B>),
+        )
+        .fallback(public::to_https::<B>)
+        .with_state(plain);
+    public::routes(Router::new())
+        .with_state(app)
+        .fallback_service(challenges)
+        .layer(axum::middleware::map_response(security_headers))
+        .layer(DefaultBodyLimit::max(config.request_bytes_max))
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            config.request_timeout,
+        ))
 }
 
 /// A failure page with this view's security headers, for answers made outside its router

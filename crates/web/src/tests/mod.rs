@@ -310,6 +310,10 @@ impl Backend for Memory {
         self.admins.lock().unwrap().iter().any(|a| a == user)
     }
 
+    fn serves_domain(&self, domain: &str) -> bool {
+        domain == "example.org"
+    }
+
     async fn sieve_scripts(&self, user: &str) -> Result<Vec<ScriptInfo>, BackendError> {
         Ok(self
             .scripts
