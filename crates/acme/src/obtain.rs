@@ -4,8 +4,8 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use instant_acme::{
-    Account, AuthorizationStatus, ChallengeType, Identifier, NewAccount, NewOrder, Order,
-    OrderStatus, RetryPolicy,
+    Account, AuthorizationStatus, ChallengeStatus, ChallengeType, Identifier, NewAccount, NewOrder,
+    Order, OrderStatus, RetryPolicy,
 };
 use rcgen::{CertificateParams, DistinguishedName, KeyPair, PublicKeyData};
 
@@ -20,9 +20,13 @@ pub const OBTAIN_MAX: Duration = Duration::from_secs(5 * 60);
 /// The longest the order is polled in each phase (validation, then issuance).
 pub const ORDER_POLL_MAX: Duration = Duration::from_secs(2 * 60);
 
-/// The first wait before polling the order; it doubles (instant-acme's `RetryPolicy`), or
-/// follows the server's `Retry-After` (RFC 8555 7.1.6).
+/// The first wait before polling the order; it doubles up to [`ORDER_POLL_WAIT_MAX`] while
+/// the challenges are validated, and while the certificate is issued follows the server's
+/// `Retry-After` too (instant-acme's `RetryPolicy`, RFC 8555 7.4).
 const ORDER_POLL_FIRST: Duration = Duration::from_millis(500);
+
+/// The longest wait between two polls while the challenges are validated.
+const ORDER_POLL_WAIT_MAX: Duration = Duration::from_secs(8);
 
 /// Size of the chain the server sends: a few certificates of a few KiB each.
 pub const CHAIN_BYTES_MAX: usize = 64 * 1024;
@@ -99,21 +103,9 @@ async fn attempt(
     let account = account(config, store).await?;
     let identifiers: Vec<Identifier> = names.iter().cloned().map(Identifier::Dns).collect();
     let mut order = account.new_order(&NewOrder::new(&identifiers)).await?;
-    let polling = RetryPolicy::new()
-        .initial_delay(ORDER_POLL_FIRST)
-        .backoff(2.0)
-        .timeout(ORDER_POLL_MAX);
-
     let mut published = Published::new(responder);
     answer(&mut order, config.challenge, &mut published).await?;
-    match order.poll_ready(&polling).await {
-        Ok(OrderStatus::Ready) => {}
-        // RFC 8555 7.1.6: an order whose authorization failed is invalid; say why.
-        Ok(_) | Err(instant_acme::Error::Api(_)) => {
-            return Err(Error::Validation(failure_reasons(&mut order).await));
-        }
-        Err(error) => return Err(error.into()),
-    }
+    wait_until_ready(&mut order).await?;
     drop(published);
 
     let (key, new_key_pem) = certificate_key(config, store)?;
@@ -125,6 +117,10 @@ async fn attempt(
         .map_err(|error| Error::Certificate(format!("request: {error}")))?;
     // RFC 8555 7.4: finalize, then poll until the certificate is issued.
     order.finalize_csr(csr.der()).await?;
+    let polling = RetryPolicy::new()
+        .initial_delay(ORDER_POLL_FIRST)
+        .backoff(2.0)
+        .timeout(ORDER_POLL_MAX);
     let chain_pem = order.poll_certificate(&polling).await?;
 
     if chain_pem.len() > CHAIN_BYTES_MAX {
@@ -257,36 +253,84 @@ async fn answer(
     Ok(())
 }
 
-/// Why the order failed, from its authorizations' challenge errors (RFC 8555 7.1.4).
-async fn failure_reasons(order: &mut Order) -> String {
-    let mut reasons = Vec::new();
-    if let Some(problem) = &order.state().error {
-        reasons.push(problem.to_string());
+/// Polls the order until it is ready for finalization (RFC 8555 7.1.6), at most
+/// [`ORDER_POLL_MAX`]. Each poll also reads the authorizations, so that a challenge the server
+/// found invalid ends the wait at once with its error (RFC 8555 7.1.6: it makes its
+/// authorization and the order invalid; some servers leave the order pending).
+async fn wait_until_ready(order: &mut Order) -> Result<(), Error> {
+    let deadline = tokio::time::Instant::now() + ORDER_POLL_MAX;
+    let mut wait = ORDER_POLL_FIRST;
+    loop {
+        tokio::time::sleep(wait).await;
+        let state = order.refresh().await?;
+        if let Some(problem) = &state.error {
+            return Err(Error::Validation(problem.to_string()));
+        }
+        match state.status {
+            OrderStatus::Ready => return Ok(()),
+            OrderStatus::Valid | OrderStatus::Processing => {
+                return Err(Error::Validation(format!(
+                    "the order is {:?} before it was finalized",
+                    state.status
+                )));
+            }
+            OrderStatus::Invalid => {
+                let (failed, _) = authorization_problems(order).await;
+                return Err(Error::Validation(if failed.is_empty() {
+                    "the order is invalid".into()
+                } else {
+                    failed.join("; ")
+                }));
+            }
+            OrderStatus::Pending => {}
+        }
+        let (failed, pending) = authorization_problems(order).await;
+        if !failed.is_empty() {
+            return Err(Error::Validation(failed.join("; ")));
+        }
+        if tokio::time::Instant::now() + wait > deadline {
+            return Err(Error::Validation(format!(
+                "not validated within {ORDER_POLL_MAX:?}: {} still pending",
+                pending.join(", ")
+            )));
+        }
+        wait = (wait * 2).min(ORDER_POLL_WAIT_MAX);
     }
+}
+
+/// The authorizations' failures (a name and its challenge's error, or its invalid status), and
+/// the names still pending. An authorization that cannot be read is counted as pending.
+async fn authorization_problems(order: &mut Order) -> (Vec<String>, Vec<String>) {
+    let mut failed = Vec::new();
+    let mut pending = Vec::new();
     let mut authorizations = order.authorizations();
     while let Some(Ok(mut authorization)) = authorizations.next().await {
         let Ok(state) = authorization.refresh().await else {
+            pending.push(authorization.url().to_owned());
             continue;
         };
         let name = match &state.identifier().identifier {
             Identifier::Dns(name) => name.clone(),
             other => format!("{other:?}"),
         };
-        let before = reasons.len();
-        for challenge in &state.challenges {
-            if let Some(problem) = &challenge.error {
-                reasons.push(format!("{name}: {problem}"));
-            }
-        }
-        if reasons.len() == before && state.status != AuthorizationStatus::Valid {
-            reasons.push(format!("{name}: authorization {:?}", state.status));
+        let errors: Vec<String> = state
+            .challenges
+            .iter()
+            .filter(|challenge| challenge.status == ChallengeStatus::Invalid)
+            .map(|challenge| match &challenge.error {
+                Some(problem) => format!("{name}: {problem}"),
+                None => format!("{name}: {:?} invalid", challenge.r#type),
+            })
+            .collect();
+        match state.status {
+            AuthorizationStatus::Valid => {}
+            AuthorizationStatus::Pending if errors.is_empty() => pending.push(name),
+            AuthorizationStatus::Pending => failed.extend(errors),
+            other if errors.is_empty() => failed.push(format!("{name}: authorization {other:?}")),
+            _ => failed.extend(errors),
         }
     }
-    if reasons.is_empty() {
-        "the order is invalid".into()
-    } else {
-        reasons.join("; ")
-    }
+    (failed, pending)
 }
 
 /// The key to certify, and its PEM when it is new (to be installed with the certificate).
