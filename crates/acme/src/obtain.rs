@@ -108,7 +108,7 @@ async fn attempt(
     wait_until_ready(&mut order).await?;
     drop(published);
 
-    let (key, new_key_pem) = certificate_key(config, store)?;
+    let (key, key_pem, key_is_new) = certificate_key(config, store)?;
     let mut params = CertificateParams::new(names.clone())
         .map_err(|error| Error::Certificate(format!("request: {error}")))?;
     params.distinguished_name = DistinguishedName::new();
@@ -140,11 +140,7 @@ async fn attempt(
             "the certificate does not cover {missing}"
         )));
     }
-    store.install_pair(&chain_pem, new_key_pem.as_deref())?;
-    let key_pem = match new_key_pem {
-        Some(pem) => pem,
-        None => key.serialize_pem(),
-    };
+    store.install_pair(&chain_pem, key_is_new.then_some(key_pem.as_str()))?;
     let facts = CertificateFacts {
         names: leaf.names.clone(),
         not_before: leaf.not_before,
@@ -333,8 +329,9 @@ async fn authorization_problems(order: &mut Order) -> (Vec<String>, Vec<String>)
     (failed, pending)
 }
 
-/// The key to certify, and its PEM when it is new (to be installed with the certificate).
-fn certificate_key(config: &Config, store: &Store) -> Result<(KeyPair, Option<String>), Error> {
+/// The key to certify, its PEM as kept in `key.pem`, and whether it is new (to be installed
+/// with the certificate).
+fn certificate_key(config: &Config, store: &Store) -> Result<(KeyPair, String, bool), Error> {
     if !config.rotate_key
         && let Some(pem) = store.key()?
     {
@@ -342,10 +339,10 @@ fn certificate_key(config: &Config, store: &Store) -> Result<(KeyPair, Option<St
             path: store.key_path(),
             reason: format!("the kept private key: {error}"),
         })?;
-        return Ok((key, None));
+        return Ok((key, pem, false));
     }
     let key =
         KeyPair::generate().map_err(|error| Error::Certificate(format!("new key: {error}")))?;
     let pem = key.serialize_pem();
-    Ok((key, Some(pem)))
+    Ok((key, pem, true))
 }

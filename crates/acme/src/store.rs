@@ -92,8 +92,8 @@ pub struct Status {
 /// certificate's facts come from `cert.pem` when the two disagree (a crash after the swap,
 /// before the state was written).
 pub fn load_state(store_dir: &Path) -> Result<State, Error> {
-    let _lock = Lock::try_take(store_dir)?;
-    if _lock.is_some() {
+    let lock = Lock::try_take(store_dir)?;
+    if lock.is_some() {
         recover(store_dir)?;
     }
     read_state(store_dir)
