@@ -54,9 +54,17 @@
 //!
 //! # Bounds
 //!
-//! One attempt takes at most [`OBTAIN_MAX`]; polling an order at most [`ORDER_POLL_MAX`] per
-//! phase; at most [`NAMES_MAX`] names per certificate; the chain read back at most
-//! [`CHAIN_BYTES_MAX`].
+//! One attempt takes at most [`OBTAIN_MAX`]; validation and issuance are each polled for at
+//! most [`ORDER_POLL_MAX`]; at most [`NAMES_MAX`] names per certificate; the chain read back at
+//! most [`CHAIN_BYTES_MAX`].
+//!
+//! # Known limits
+//!
+//! - A `Retry-After` is seen only when issuance polling outlasts it (instant-acme 0.8.5's
+//!   `Error::Timeout`); on an error response (a `rateLimited` problem, RFC 8555 6.6) instant-acme
+//!   drops the header, so the [`backoff`] alone spaces the attempts.
+//! - Validation polling doubles its wait up to 8 s and does not read `Retry-After`.
+//! - No DNS-01 (so no wildcards), no External Account Binding, no ACME Renewal Information.
 
 mod certificate;
 mod challenge;
