@@ -111,6 +111,9 @@ pub struct ServerConfig {
     pub http: Option<SocketAddr>,
     /// The MTA-STS policy we publish (RFC 8461); `None`: none.
     pub mta_sts: Option<MtaSts>,
+    /// Certificates by ACME (`[acme]`, docs/certificates.md): with it, [`ServerConfig::tls`]
+    /// is [`TlsSource::Acme`]. `None`: no ACME.
+    pub acme: Option<acme::Config>,
     /// The web view over HTTPS with the server's certificate (`[server] web_tls`).
     pub web_tls: bool,
     /// Logged-in web sessions at once (`web_sessions_max`).
@@ -200,6 +203,7 @@ impl ServerConfig {
             https: None,
             http: None,
             mta_sts: None,
+            acme: None,
             web_tls: false,
             web_sessions_max: 10_000,
             web_request_bytes_max: 64 << 10,
