@@ -125,7 +125,11 @@ impl FromStr for TlsPolicyType {
             "sts" => Ok(TlsPolicyType::Sts),
             "tlsa" => Ok(TlsPolicyType::Tlsa),
             "no-policy-found" => Ok(TlsPolicyType::NoPolicyFound),
-            other => Err(invalid("policy type", other, "use sts, tlsa or no-policy-found")),
+            other => Err(invalid(
+                "policy type",
+                other,
+                "use sts, tlsa or no-policy-found",
+            )),
         }
     }
 }
@@ -182,7 +186,11 @@ impl FromStr for DmarcDisposition {
             "none" => Ok(DmarcDisposition::None),
             "quarantine" => Ok(DmarcDisposition::Quarantine),
             "reject" => Ok(DmarcDisposition::Reject),
-            other => Err(invalid("disposition", other, "use none, quarantine or reject")),
+            other => Err(invalid(
+                "disposition",
+                other,
+                "use none, quarantine or reject",
+            )),
         }
     }
 }
@@ -303,7 +311,11 @@ fn check_name(what: &'static str, value: &str, bytes_max: usize) -> Result<(), D
 fn check_word(what: &'static str, value: &str) -> Result<(), DirectoryError> {
     let word = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-';
     if value.is_empty() || value.len() > RESULT_BYTES_MAX || !value.bytes().all(word) {
-        return Err(invalid(what, value, "use lower-case letters, digits and hyphens"));
+        return Err(invalid(
+            what,
+            value,
+            "use lower-case letters, digits and hyphens",
+        ));
     }
     Ok(())
 }
@@ -385,8 +397,16 @@ impl TlsSessionKey {
 impl DmarcKey {
     fn check(&self) -> Result<(), DirectoryError> {
         check_name("policy domain", &self.policy_domain, REPORT_NAME_BYTES_MAX)?;
-        check_text("header From domain", &self.header_from, REPORT_NAME_BYTES_MAX)?;
-        check_text("envelope From domain", &self.envelope_from, REPORT_NAME_BYTES_MAX)?;
+        check_text(
+            "header From domain",
+            &self.header_from,
+            REPORT_NAME_BYTES_MAX,
+        )?;
+        check_text(
+            "envelope From domain",
+            &self.envelope_from,
+            REPORT_NAME_BYTES_MAX,
+        )?;
         check_text("DKIM domain", &self.dkim_domain, REPORT_NAME_BYTES_MAX)?;
         check_text("DKIM selector", &self.dkim_selector, SELECTOR_BYTES_MAX)?;
         check_word("DKIM result", &self.dkim_result)?;
@@ -499,7 +519,11 @@ async fn count_existing(
 }
 
 /// Counts the row a [`Slot::New`] key was given.
-async fn add_key(conn: &mut AnyConnection, kind: ReportKind, day: i64) -> Result<(), DirectoryError> {
+async fn add_key(
+    conn: &mut AnyConnection,
+    kind: ReportKind,
+    day: i64,
+) -> Result<(), DirectoryError> {
     sqlx::query("UPDATE report_days SET key_count = key_count + 1 WHERE kind = $1 AND day = $2")
         .bind(kind.as_str())
         .bind(day)
