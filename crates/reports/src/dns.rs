@@ -140,8 +140,13 @@ async fn external_allowed(
     domain: &str,
     rua_domain: &str,
 ) -> Result<bool, DnsError> {
-    match resolver.txt(&format!("{domain}._report._dmarc.{rua_domain}")).await {
-        Ok(records) => Ok(records.iter().any(|r| the_record(std::slice::from_ref(r), "v=DMARC1").is_some())),
+    match resolver
+        .txt(&format!("{domain}._report._dmarc.{rua_domain}"))
+        .await
+    {
+        Ok(records) => Ok(records
+            .iter()
+            .any(|r| the_record(std::slice::from_ref(r), "v=DMARC1").is_some())),
         Err(DnsError::NotFound) => Ok(false),
         Err(e) => Err(e),
     }
@@ -184,7 +189,10 @@ mod tests {
         let two = records(&["v=TLSRPTv1; rua=mailto:a@b", "v=tlsrptv1;rua=mailto:c@d"]);
         assert_eq!(the_record(&two, "v=TLSRPTv1"), None);
         assert_eq!(the_record(&records(&["v=TLSRPTv10"]), "v=TLSRPTv1"), None);
-        assert_eq!(the_record(&records(&["v=DMARC1"]), "v=DMARC1"), Some("v=DMARC1"));
+        assert_eq!(
+            the_record(&records(&["v=DMARC1"]), "v=DMARC1"),
+            Some("v=DMARC1")
+        );
     }
 
     #[test]

@@ -67,13 +67,13 @@ fn inspect(message: &[u8]) -> Result<(ReportKind, Option<String>), Error> {
                     "more than {ATTACHMENTS_MAX} attachments"
                 )));
             }
-            if let Ok(archive) = ZipArchive::new(Cursor::new(body.as_ref())) {
-                if archive.len() > ZIP_ENTRIES_MAX {
-                    return Err(Error::Unreadable(format!(
-                        "a zip archive of {} entries, more than {ZIP_ENTRIES_MAX}",
-                        archive.len()
-                    )));
-                }
+            if let Ok(archive) = ZipArchive::new(Cursor::new(body.as_ref()))
+                && archive.len() > ZIP_ENTRIES_MAX
+            {
+                return Err(Error::Unreadable(format!(
+                    "a zip archive of {} entries, more than {ZIP_ENTRIES_MAX}",
+                    archive.len()
+                )));
             }
         }
     }
@@ -186,12 +186,19 @@ pub(crate) fn parse_tls(
         failed = failed.saturating_add(failure);
     }
     if report.report_id.is_empty() {
-        return Err(Error::Unreadable("a TLS-RPT report with no report-id".into()));
+        return Err(Error::Unreadable(
+            "a TLS-RPT report with no report-id".into(),
+        ));
     }
     let domain = report
         .policies
         .first()
-        .map(|p| p.policy.policy_domain.trim_end_matches('.').to_ascii_lowercase())
+        .map(|p| {
+            p.policy
+                .policy_domain
+                .trim_end_matches('.')
+                .to_ascii_lowercase()
+        })
         .or(header_domain)
         .unwrap_or_default();
     let summary = ReceivedReport {
@@ -208,7 +215,10 @@ pub(crate) fn parse_tls(
     };
     let json = fitted(report, |r| {
         // The failure details first, then whole policies.
-        let detailed = r.policies.iter_mut().find(|p| !p.failure_details.is_empty());
+        let detailed = r
+            .policies
+            .iter_mut()
+            .find(|p| !p.failure_details.is_empty());
         match detailed {
             Some(policy) => halve(&mut policy.failure_details),
             None => halve(&mut r.policies),
@@ -224,11 +234,7 @@ impl<R: TxtResolver> Reporter<R> {
     /// report again is `None`. A message longer than [`MESSAGE_BYTES_MAX`], past the
     /// attachment and archive bounds, decompressing past [`DECOMPRESSED_BYTES_MAX`], with no
     /// report, or with an unreadable one is an error, and nothing is stored.
-    pub async fn ingest(
-        &self,
-        message: &[u8],
-        now: i64,
-    ) -> Result<Option<ReceivedReport>, Error> {
+    pub async fn ingest(&self, message: &[u8], now: i64) -> Result<Option<ReceivedReport>, Error> {
         if message.len() > MESSAGE_BYTES_MAX {
             return Err(Error::MessageTooLarge {
                 bytes: message.len(),

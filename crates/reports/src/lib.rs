@@ -101,11 +101,12 @@ impl Config {
     }
 
     fn check(&self) -> Result<(), Error> {
-        let printable = |s: &str| !s.is_empty() && s.len() <= 255 && !s.chars().any(char::is_control);
+        let printable =
+            |s: &str| !s.is_empty() && s.len() <= 255 && !s.chars().any(char::is_control);
         if !printable(&self.org_name) {
             return Err(Error::Config("org_name: 1 to 255 printable bytes".into()));
         }
-        if !printable(&self.submitter) || self.submitter.contains(|c: char| c == ' ' || c == '@') {
+        if !printable(&self.submitter) || self.submitter.contains([' ', '@']) {
             return Err(Error::Config("submitter: a host name".into()));
         }
         let address = self.from.split_once('@');

@@ -3,7 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use directory::{Counted, DAY_S, DmarcDisposition, DmarcKey, ReportKind, SentReport, TlsPolicyType, TlsSessionKey};
+use directory::{
+    Counted, DAY_S, DmarcDisposition, DmarcKey, ReportKind, SentReport, TlsPolicyType,
+    TlsSessionKey,
+};
 use mail_auth::report::tlsrpt::{
     DateRange, FailureDetails, Policy, PolicyDetails, PolicyType, ResultType, Summary, TlsReport,
 };
@@ -25,7 +28,7 @@ pub const DUE_REPORTS_MAX: usize = 500;
 
 /// A report to send: the caller queues `message` from `from` to `recipients`, then calls
 /// [`Reporter::mark_sent`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct OutgoingReport {
     pub kind: ReportKind,
     /// The domain the report is about (and whose `rua` it goes to).
@@ -38,6 +41,20 @@ pub struct OutgoingReport {
     pub recipients: Vec<String>,
     /// The whole RFC 5322 message.
     pub message: Vec<u8>,
+}
+
+impl std::fmt::Debug for OutgoingReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutgoingReport")
+            .field("kind", &self.kind)
+            .field("domain", &self.domain)
+            .field("day", &self.day)
+            .field("report_id", &self.report_id)
+            .field("from", &self.from)
+            .field("recipients", &self.recipients)
+            .field("message_bytes", &self.message.len())
+            .finish()
+    }
 }
 
 /// `YYYY-MM-DD` of a UTC day.
@@ -75,7 +92,7 @@ fn policy_type(policy_type: TlsPolicyType) -> PolicyType {
 }
 
 /// An RFC 8460 4.3 result type by name; one mail-auth does not know is `Other`.
-fn result_type(name: &str) -> ResultType {
+pub(crate) fn result_type(name: &str) -> ResultType {
     serde_json::from_value(serde_json::Value::String(name.to_owned())).unwrap_or_default()
 }
 
@@ -98,7 +115,8 @@ pub(crate) fn tls_report(
     let policies = policies
         .into_iter()
         .map(|((kind, strings), rows)| {
-            let mut details = PolicyDetails::new(policy_type(kind), rows[0].key.policy_domain.clone());
+            let mut details =
+                PolicyDetails::new(policy_type(kind), rows[0].key.policy_domain.clone());
             details.policy_string = strings.to_vec();
             let mut mx_hosts: Vec<String> = rows
                 .iter()
@@ -176,7 +194,11 @@ fn alignment(strict: bool) -> Alignment {
 }
 
 fn dmarc_result(pass: bool) -> DmarcResult {
-    if pass { DmarcResult::Pass } else { DmarcResult::Fail }
+    if pass {
+        DmarcResult::Pass
+    } else {
+        DmarcResult::Fail
+    }
 }
 
 /// RFC 7489 appendix C `DKIMResultType`.
@@ -306,7 +328,12 @@ impl<R: TxtResolver> Reporter<R> {
                     if due.len() >= DUE_REPORTS_MAX {
                         return Ok(due);
                     }
-                    if self.directory.report_sent(kind, &domain, day.day).await?.is_some() {
+                    if self
+                        .directory
+                        .report_sent(kind, &domain, day.day)
+                        .await?
+                        .is_some()
+                    {
                         continue;
                     }
                     if let Some(report) = self.build(kind, &domain, day.day, now).await? {
@@ -412,13 +439,22 @@ mod tests {
         let long = format!("{}.example", "a".repeat(250));
         let id = report_id(ReportKind::TlsRpt, &long, 20_000, "mx.example.org");
         assert!(id.len() <= directory::REPORT_NAME_BYTES_MAX, "{id}");
-        assert_eq!(id, report_id(ReportKind::TlsRpt, &long, 20_000, "mx.example.org"));
+        assert_eq!(
+            id,
+            report_id(ReportKind::TlsRpt, &long, 20_000, "mx.example.org")
+        );
     }
 
     #[test]
     fn result_types_by_name() {
-        assert_eq!(result_type("certificate-expired"), ResultType::CertificateExpired);
-        assert_eq!(result_type("starttls-not-supported"), ResultType::StartTlsNotSupported);
+        assert_eq!(
+            result_type("certificate-expired"),
+            ResultType::CertificateExpired
+        );
+        assert_eq!(
+            result_type("starttls-not-supported"),
+            ResultType::StartTlsNotSupported
+        );
         assert_eq!(result_type("something-new"), ResultType::Other);
     }
 }

@@ -86,7 +86,11 @@ fn dmarc_rows(text: &mut String, report: &Report) {
         );
     }
     if report.records().len() > SHOWN_ROWS_MAX {
-        let _ = writeln!(text, "... {} more rows", report.records().len() - SHOWN_ROWS_MAX);
+        let _ = writeln!(
+            text,
+            "... {} more rows",
+            report.records().len() - SHOWN_ROWS_MAX
+        );
     }
 }
 
