@@ -172,7 +172,7 @@ async fn obtain(
 /// name's), so a name the operator has not published yet does not make the whole order fail.
 async fn names(
     shell: &Shell,
-    resolver: Option<&mail_auth::hickory_resolver::TokioResolver>,
+    resolver: Option<&hickory_resolver::TokioResolver>,
 ) -> Vec<String> {
     let hostname = shell.config.hostname.to_ascii_lowercase();
     let mut names = vec![hostname.clone()];
@@ -205,7 +205,7 @@ async fn names(
     names
 }
 
-async fn addresses(resolver: &mail_auth::hickory_resolver::TokioResolver, name: &str) -> Vec<IpAddr> {
+async fn addresses(resolver: &hickory_resolver::TokioResolver, name: &str) -> Vec<IpAddr> {
     let fqdn = format!("{}.", name.trim_end_matches('.'));
     match tokio::time::timeout(NAME_LOOKUP_TIMEOUT, resolver.lookup_ip(fqdn.as_str())).await {
         Ok(Ok(lookup)) => lookup.iter().collect(),

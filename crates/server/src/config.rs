@@ -19,6 +19,8 @@ pub struct Direct {
     pub dns_servers: Vec<SocketAddr>,
     /// The exchangers' SMTP port: 25 on the internet; another only on test networks.
     pub mx_port: u16,
+    /// MTA-STS and DANE for the sessions to exchangers (RFC 8461, RFC 7672).
+    pub transport: transport_policy::Config,
 }
 
 /// Everything `serve` needs, resolved from the configuration file and the command line.

@@ -82,14 +82,14 @@ const CHALLENGES_MAX: usize = 1000;
 /// served on the HTTPS listener). Shared by every acceptor, whatever reloads happen while an
 /// order is pending.
 #[derive(Debug, Default)]
-pub struct Challenges {
+pub(crate) struct Challenges {
     http01: Mutex<HashMap<String, String>>,
     tls_alpn01: Mutex<HashMap<String, Arc<CertifiedKey>>>,
 }
 
 impl Challenges {
     /// The key authorization for `token`, while its challenge is pending.
-    pub fn http01(&self, token: &str) -> Option<String> {
+    pub(crate) fn http01(&self, token: &str) -> Option<String> {
         self.http01
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -97,14 +97,14 @@ impl Challenges {
             .cloned()
     }
 
-    pub fn put_http01(&self, token: &str, key_authorization: &str) {
+    pub(crate) fn put_http01(&self, token: &str, key_authorization: &str) {
         let mut map = self.http01.lock().unwrap_or_else(|p| p.into_inner());
         if map.len() < CHALLENGES_MAX {
             map.insert(token.to_string(), key_authorization.to_string());
         }
     }
 
-    pub fn remove_http01(&self, token: &str) {
+    pub(crate) fn remove_http01(&self, token: &str) {
         self.http01
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -121,7 +121,7 @@ impl Challenges {
 
     /// Serves `chain`/`key` (the RFC 8737 3 validation certificate) to a handshake for
     /// `name` that offers only `acme-tls/1`.
-    pub fn put_tls_alpn01(
+    pub(crate) fn put_tls_alpn01(
         &self,
         name: &str,
         chain: Vec<CertificateDer<'static>>,
@@ -135,7 +135,7 @@ impl Challenges {
         Ok(())
     }
 
-    pub fn remove_tls_alpn01(&self, name: &str) {
+    pub(crate) fn remove_tls_alpn01(&self, name: &str) {
         self.tls_alpn01
             .lock()
             .unwrap_or_else(|p| p.into_inner())
