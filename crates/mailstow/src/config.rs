@@ -384,12 +384,7 @@ impl Config {
                 web_tls: Some(server.web_tls),
                 https: Some(server.https.map(|a| a.to_string()).unwrap_or_default()),
                 http: Some(server.http.map(|a| a.to_string()).unwrap_or_default()),
-                mta_sts: Some(
-                    server
-                        .mta_sts
-                        .map_or("off", |m| m.mode.name())
-                        .to_string(),
-                ),
+                mta_sts: Some(server.mta_sts.map_or("off", |m| m.mode.name()).to_string()),
                 mta_sts_max_age_seconds: Some(
                     server
                         .mta_sts

@@ -434,7 +434,10 @@ fn outbound(section: &ServerSection, server: &mut ServerConfig) -> Result<()> {
                 .add_pem_roots(&pem)
                 .with_context(|| format!("[server] tls_roots_file {}", file.display()))?;
             if added == 0 {
-                bail!("[server] tls_roots_file {} holds no certificate", file.display());
+                bail!(
+                    "[server] tls_roots_file {} holds no certificate",
+                    file.display()
+                );
             }
         }
         server.direct = Some(server::Direct {
@@ -631,6 +634,7 @@ async fn serve(
         match (&certificate.self_signed_for, certificate.generated) {
             (Some(host), true) => format!(" (self-signed for {host}, generated now)"),
             (Some(host), false) => format!(" (self-signed for {host})"),
+            (None, _) if certificate.acme => " (ACME)".to_string(),
             (None, _) => String::new(),
         }
     );
@@ -644,9 +648,15 @@ async fn serve(
         println!("metrics listening on {address}");
         listening += 1;
     }
-    if let Some(address) = running.web {
-        println!("web listening on {address}");
-        listening += 1;
+    for (name, address) in [
+        ("web", running.web),
+        ("https", running.https),
+        ("http", running.http),
+    ] {
+        if let Some(address) = address {
+            println!("{name} listening on {address}");
+            listening += 1;
+        }
     }
     for unbound in &running.unbound {
         println!(

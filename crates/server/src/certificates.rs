@@ -65,7 +65,12 @@ impl admin::CertificateRenewal for Renewals {
 }
 
 /// Runs the ACME manager until the task is aborted.
-pub(crate) async fn run(shell: Arc<Shell>, config: acme::Config, dir: PathBuf, renewals: Arc<Renewals>) {
+pub(crate) async fn run(
+    shell: Arc<Shell>,
+    config: acme::Config,
+    dir: PathBuf,
+    renewals: Arc<Renewals>,
+) {
     let Some(mut asks) = renewals
         .receiver
         .lock()
@@ -170,10 +175,7 @@ async fn obtain(
 /// The names the certificate covers: the host name, and `mta-sts.D` and `autoconfig.D` of
 /// each domain D of ours whose name points at this host (the same addresses as the host
 /// name's), so a name the operator has not published yet does not make the whole order fail.
-async fn names(
-    shell: &Shell,
-    resolver: Option<&hickory_resolver::TokioResolver>,
-) -> Vec<String> {
+async fn names(shell: &Shell, resolver: Option<&hickory_resolver::TokioResolver>) -> Vec<String> {
     let hostname = shell.config.hostname.to_ascii_lowercase();
     let mut names = vec![hostname.clone()];
     let Some(resolver) = resolver else {
@@ -197,7 +199,10 @@ async fn names(
                 return names;
             }
             let theirs = addresses(resolver, &name).await;
-            if !theirs.is_empty() && theirs.iter().all(|a| ours.contains(a)) && !names.contains(&name) {
+            if !theirs.is_empty()
+                && theirs.iter().all(|a| ours.contains(a))
+                && !names.contains(&name)
+            {
                 names.push(name);
             }
         }

@@ -5,8 +5,12 @@ use crate::config::{MtaSts, ServerConfig};
 use crate::service::Service;
 
 /// The client-facing listeners in order of preference: implicit TLS first (RFC 8314 3.1),
-/// IMAP before POP3, then submission.
-pub(crate) fn endpoints(config: &ServerConfig) -> Vec<autoconfig::Endpoint> {
+/// IMAP before POP3, then submission; with the ports they are bound to (`bound`, which
+/// differ from the configured ones only when those ask for any port).
+pub(crate) fn endpoints(
+    config: &ServerConfig,
+    bound: &[(Service, std::net::SocketAddr)],
+) -> Vec<autoconfig::Endpoint> {
     use autoconfig::{Protocol, Security};
     const ORDER: [(Service, Protocol, Security); 6] = [
         (Service::Imaps, Protocol::Imap, Security::Tls),
@@ -14,12 +18,16 @@ pub(crate) fn endpoints(config: &ServerConfig) -> Vec<autoconfig::Endpoint> {
         (Service::Pop3s, Protocol::Pop3, Security::Tls),
         (Service::Pop3, Protocol::Pop3, Security::StartTls),
         (Service::Submissions, Protocol::Submission, Security::Tls),
-        (Service::Submission, Protocol::Submission, Security::StartTls),
+        (
+            Service::Submission,
+            Protocol::Submission,
+            Security::StartTls,
+        ),
     ];
     ORDER
         .iter()
         .filter_map(|(service, protocol, security)| {
-            let (_, address) = config.listeners.iter().find(|(s, _)| s == service)?;
+            let (_, address) = bound.iter().find(|(s, _)| s == service)?;
             Some(autoconfig::Endpoint {
                 protocol: *protocol,
                 host: config.hostname.clone(),
@@ -45,10 +53,13 @@ pub(crate) fn mta_sts_policy(config: &ServerConfig) -> Option<String> {
 }
 
 /// Everything the web listeners publish.
-pub(crate) fn published(config: &ServerConfig) -> web::Published {
+pub(crate) fn published(
+    config: &ServerConfig,
+    bound: &[(Service, std::net::SocketAddr)],
+) -> web::Published {
     web::Published {
         hostname: config.hostname.clone(),
-        endpoints: endpoints(config),
+        endpoints: endpoints(config, bound),
         mta_sts_policy: mta_sts_policy(config),
     }
 }

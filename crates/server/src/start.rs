@@ -341,7 +341,7 @@ pub async fn start(config: ServerConfig, parts: Parts, listeners: Listeners) -> 
             accepted: parts.accepted,
             operations: parts.operations,
             filter: parts.filter.clone(),
-            published: Arc::new(crate::published::published(config)),
+            published: Arc::new(crate::published::published(config, &addresses)),
         });
         let doors = [
             (

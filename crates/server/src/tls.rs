@@ -127,7 +127,15 @@ impl Challenges {
         chain: Vec<CertificateDer<'static>>,
         key: PrivateKeyDer<'static>,
     ) -> Result<()> {
-        let certified = certified_key(chain, key)?;
+        // Made by us a moment ago (`acme::tls_alpn01_certificate`); its critical
+        // acmeIdentifier extension is one webpki's parser refuses, so the pair is not
+        // checked (`CertifiedKey::from_der` would).
+        let provider = rustls::crypto::aws_lc_rs::default_provider();
+        let signing = provider
+            .key_provider
+            .load_private_key(key)
+            .context("the validation key is not one rustls can sign with")?;
+        let certified = CertifiedKey::new(chain, signing);
         let mut map = self.tls_alpn01.lock().unwrap_or_else(|p| p.into_inner());
         if map.len() < CHALLENGES_MAX {
             map.insert(name.to_ascii_lowercase(), Arc::new(certified));
@@ -148,7 +156,12 @@ impl acme::Responder for Challenges {
         Challenges::put_http01(self, token, key_authorization);
     }
 
-    fn put_tls_alpn01(&self, name: &str, cert: CertificateDer<'static>, key: PrivateKeyDer<'static>) {
+    fn put_tls_alpn01(
+        &self,
+        name: &str,
+        cert: CertificateDer<'static>,
+        key: PrivateKeyDer<'static>,
+    ) {
         if let Err(e) = Challenges::put_tls_alpn01(self, name, vec![cert], key) {
             tracing::warn!(event = "acme", name = %name, error = %format!("{e:#}"), msg = "TLS-ALPN-01 certificate refused");
         }

@@ -36,12 +36,12 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 
 pub use app::Config;
-pub use public::{Http01Answers, Published};
 pub use backend::{
     ADMIN_USERS_SHOWN_MAX, Account, AdminAction, AdminData, AdminUser, AdminView, Backend,
     BackendError, Changes, Flag, FolderInfo, FolderPage, Listed, LoginError, LoginRow,
     PasswordError, Queued, ScriptError, ScriptInfo, SendError, Stored, TRASH,
 };
+pub use public::{Http01Answers, Published};
 
 use app::{
     App, CREDENTIAL_BYTES_MAX, WHOLE_MESSAGES_MAX, backend_problem, blocking, not_found, problem,

@@ -115,9 +115,13 @@ pub(crate) async fn thunderbird<B: Backend>(
     let Some(published) = &app.config.published else {
         return not_found().await;
     };
-    let domain = query.emailaddress.as_deref().and_then(domain_of).or_else(|| {
-        host_of(&headers).map(|h| h.strip_prefix("autoconfig.").unwrap_or(&h).to_string())
-    });
+    let domain = query
+        .emailaddress
+        .as_deref()
+        .and_then(domain_of)
+        .or_else(|| {
+            host_of(&headers).map(|h| h.strip_prefix("autoconfig.").unwrap_or(&h).to_string())
+        });
     match domain {
         Some(domain) if app.backend.serves_domain(&domain) => document(
             autoconfig::THUNDERBIRD_CONTENT_TYPE,
@@ -253,7 +257,10 @@ mod tests {
     #[test]
     fn hosts_and_domains_are_read_carefully() {
         let mut headers = HeaderMap::new();
-        headers.insert(header::HOST, HeaderValue::from_static("Autoconfig.Example.ORG:80"));
+        headers.insert(
+            header::HOST,
+            HeaderValue::from_static("Autoconfig.Example.ORG:80"),
+        );
         assert_eq!(host_of(&headers).as_deref(), Some("autoconfig.example.org"));
         headers.insert(header::HOST, HeaderValue::from_static("evil/path"));
         assert_eq!(host_of(&headers), None);
