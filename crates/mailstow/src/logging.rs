@@ -42,7 +42,7 @@ const FLUSH_BYTES: usize = 256 * 1024;
 /// Bytes of lines waiting for the writer thread; past this, logging threads wait for it.
 const BUFFERED_BYTES_MAX: usize = 16 * 1024 * 1024;
 /// Our crates: their `info` events are the mail log. Everything else starts at `warn`.
-const OUR_CRATES: [&str; 14] = [
+const OUR_CRATES: [&str; 16] = [
     "server",
     "filter",
     "admin",
@@ -57,6 +57,8 @@ const OUR_CRATES: [&str; 14] = [
     "store",
     "directory",
     "sender_auth",
+    "acme",
+    "transport_policy",
 ];
 
 /// The running log: keep it alive for as long as lines should be written.

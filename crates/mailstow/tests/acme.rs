@@ -152,7 +152,7 @@ fn presented(
         .stdin
         .take()
         .unwrap()
-        .write_all(text[pem_start..pem_end].as_bytes())
+        .write_all(&text.as_bytes()[pem_start..pem_end])
         .unwrap();
     let out = child.wait_with_output().unwrap();
     Ok(String::from_utf8_lossy(&out.stdout)

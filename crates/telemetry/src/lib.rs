@@ -43,6 +43,7 @@ mod shown;
 mod spam;
 mod spam_metrics;
 mod transport;
+mod transport_metrics;
 
 pub use delivery::{DeliveryEvents, SieveCopy};
 pub use shown::shown;
@@ -113,7 +114,7 @@ pub struct Telemetry {
     /// The spam filter's (`spam.rs`).
     spam: spam_metrics::SpamMetrics,
     /// Certificates and transport security (`transport.rs`).
-    transport: transport::TransportMetrics,
+    transport: transport_metrics::TransportMetrics,
 }
 
 impl Telemetry {
@@ -216,7 +217,7 @@ impl Telemetry {
             }
         }
         let spam = spam_metrics::SpamMetrics::register(&mut registry);
-        let transport = transport::TransportMetrics::register(&mut registry);
+        let transport = transport_metrics::TransportMetrics::register(&mut registry);
         Arc::new(Telemetry {
             spam,
             transport,

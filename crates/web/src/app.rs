@@ -50,7 +50,7 @@ pub struct Config {
     pub script_bytes_max: usize,
     /// What the autoconfiguration documents and the MTA-STS policy describe (`None`: they
     /// are not served).
-    pub published: Option<Arc<crate::public::Published>>,
+    pub published: Option<Arc<crate::published::Published>>,
 }
 
 impl Default for Config {

@@ -18,6 +18,7 @@ mod app;
 mod backend;
 mod compose;
 mod public;
+mod published;
 mod render;
 pub mod rules;
 mod rules_pages;
@@ -41,7 +42,7 @@ pub use backend::{
     BackendError, Changes, Flag, FolderInfo, FolderPage, Listed, LoginError, LoginRow,
     PasswordError, Queued, ScriptError, ScriptInfo, SendError, Stored, TRASH,
 };
-pub use public::{Http01Answers, Published};
+pub use published::{Http01Answers, Published};
 
 use app::{
     App, CREDENTIAL_BYTES_MAX, WHOLE_MESSAGES_MAX, backend_problem, blocking, not_found, problem,

@@ -20,30 +20,7 @@ use serde::Deserialize;
 
 use crate::app::{App, not_found};
 use crate::backend::Backend;
-
-/// What this server offers, as the documents describe it.
-#[derive(Debug, Clone)]
-pub struct Published {
-    /// The host clients connect to (`[server] hostname`).
-    pub hostname: String,
-    /// The client-facing listeners: IMAP, POP3 and submission, with their TLS modes.
-    pub endpoints: Vec<autoconfig::Endpoint>,
-    /// Our MTA-STS policy file (RFC 8461 3.2), when we publish one.
-    pub mta_sts_policy: Option<String>,
-}
-
-impl Published {
-    fn offer(&self, domain: &str) -> autoconfig::Offer {
-        autoconfig::Offer {
-            domain: domain.to_string(),
-            display_name: domain.to_string(),
-            endpoints: self.endpoints.clone(),
-        }
-    }
-}
-
-/// Answers an ACME HTTP-01 token with its key authorization, while the challenge is pending.
-pub type Http01Answers = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+use crate::published::Http01Answers;
 
 /// Longest domain part of an address or host name looked at (RFC 1035 2.3.4).
 const DOMAIN_BYTES_MAX: usize = 253;
