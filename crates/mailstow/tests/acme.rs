@@ -45,6 +45,10 @@ fn world() -> World {
 }
 
 fn config(world: &World, challenge: &str) -> String {
+    config_with(world, challenge, "")
+}
+
+fn config_with(world: &World, challenge: &str, acme_extra: &str) -> String {
     let http = if challenge == "http-01" {
         format!("{}:80", world.address)
     } else {
@@ -54,7 +58,7 @@ fn config(world: &World, challenge: &str) -> String {
         "[server]\nhostname = \"{HOST}\"\ndns_servers = [\"{resolver}\"]\n\
          https = \"{address}:443\"\nhttp = \"{http}\"\n\n\
          [acme]\ndirectory_url = \"{url}\"\ncontact = [\"mailto:admin@example.test\"]\n\
-         ca_file = \"{ca}\"\nchallenge = \"{challenge}\"\n",
+         ca_file = \"{ca}\"\nchallenge = \"{challenge}\"\n{acme_extra}",
         resolver = world.resolver,
         address = world.address,
         url = world.acme.directory_url(),
@@ -197,10 +201,17 @@ fn every_listener_presents(server: &Server, world: &World) -> String {
 }
 
 fn start(challenge: &str) -> (World, tempfile::TempDir, std::path::PathBuf, Server) {
+    start_with(challenge, "")
+}
+
+fn start_with(
+    challenge: &str,
+    acme_extra: &str,
+) -> (World, tempfile::TempDir, std::path::PathBuf, Server) {
     let world = world();
     let (dir, data) = set_up_data_dir();
     let config_path = dir.path().join("mailstow.toml");
-    std::fs::write(&config_path, config(&world, challenge)).unwrap();
+    std::fs::write(&config_path, config_with(&world, challenge, acme_extra)).unwrap();
     let server = Server::start_with(&data, Some(&config_path));
     (world, dir, data, server)
 }
@@ -215,6 +226,13 @@ fn http_01_certificate_reaches_every_listener_and_renews_without_a_restart() {
     }
     let days: i64 = status_of(&data, "days_left").parse().unwrap();
     assert!((0..=2).contains(&days), "{days}");
+    // By default renewed when a third of its 2 days remains: about 32 hours after issue.
+    let issued: u64 = status_of(&data, "last_attempt").parse().unwrap();
+    let next: u64 = status_of(&data, "next_attempt").parse().unwrap();
+    assert!(
+        (24 * 3600..40 * 3600).contains(&(next - issued)),
+        "issued {issued}, next {next}"
+    );
     let first = every_listener_presents(&server, &world);
 
     // The operator renews: a new certificate (same key), in force at the next handshake.
@@ -231,9 +249,17 @@ fn http_01_certificate_reaches_every_listener_and_renews_without_a_restart() {
 
 #[test]
 fn tls_alpn_01_certificate_is_obtained_on_the_https_listener_alone() {
-    let (world, _dir, data, server) = start("tls-alpn-01");
+    // A 2-day certificate asked to be renewed 3 days before its end: always due, so the
+    // schedule says soon (the least interval between two issues), not in days.
+    let (world, _dir, data, server) = start_with("tls-alpn-01", "renew_before_days = 3\n");
     wait_for_certificate(&data, &server, &world);
     every_listener_presents(&server, &world);
+    let issued: u64 = status_of(&data, "last_attempt").parse().unwrap();
+    let next: u64 = status_of(&data, "next_attempt").parse().unwrap();
+    assert!(
+        next >= issued && next - issued <= 3600,
+        "a short-lived certificate is renewed within the hour: issued {issued}, next {next}"
+    );
     let log = server.output().join("\n");
     assert!(
         !log.contains("http listening"),
