@@ -109,6 +109,7 @@ pub(crate) fn run(args: DnsArgs, paths: &Paths, config: &Config) -> Result<()> {
                 }
                 let lookup = HickoryLookup::new(&server.dns_servers)
                     .context("setting up the DNS resolver")?;
+                let lookup = GivingUp::new(lookup);
                 Ok(dns_records::check(&lookup, &expected.records).await)
             })?;
             out!("{}", dns_records::render_findings(&findings).trim_end());
@@ -124,6 +125,46 @@ pub(crate) fn run(args: DnsArgs, paths: &Paths, config: &Config) -> Result<()> {
             }
             Ok(())
         }
+    }
+}
+
+/// Failed queries in a row after which [`GivingUp`] stops asking.
+const FAILURES_IN_A_ROW_MAX: usize = 2;
+
+/// A lookup that stops asking once [`FAILURES_IN_A_ROW_MAX`] queries in a row have failed:
+/// each query to a name server that does not answer waits out its time-outs (10 s with
+/// hickory's tries), and checking a domain's twenty records against one would take minutes
+/// to say the same thing twenty times. The records not asked are reported unavailable, as
+/// the ones asked were.
+struct GivingUp<L> {
+    lookup: L,
+    failures_in_a_row: std::sync::atomic::AtomicUsize,
+}
+
+impl<L: Lookup + Sync> GivingUp<L> {
+    fn new(lookup: L) -> GivingUp<L> {
+        GivingUp {
+            lookup,
+            failures_in_a_row: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+}
+
+impl<L: Lookup + Sync> Lookup for GivingUp<L> {
+    async fn query(&self, name: &str, kind: Kind) -> dns_records::Answer {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.failures_in_a_row.load(Relaxed) >= FAILURES_IN_A_ROW_MAX {
+            return dns_records::Answer::Failed(format!(
+                "not asked: the {FAILURES_IN_A_ROW_MAX} queries before failed"
+            ));
+        }
+        let answer = self.lookup.query(name, kind).await;
+        if matches!(answer, dns_records::Answer::Failed(_)) {
+            self.failures_in_a_row.fetch_add(1, Relaxed);
+        } else {
+            self.failures_in_a_row.store(0, Relaxed);
+        }
+        answer
     }
 }
 
@@ -216,12 +257,16 @@ async fn expected(
             },
         }
     });
-    if mta_sts.is_some() && server.https.is_none() {
-        notes.push(
-            "MTA-STS: senders fetch the policy from https://mta-sts.DOMAIN/, which the https \
-             listener serves, and it is off ([server] https)"
-                .to_string(),
-        );
+    if server.https.is_none() {
+        let served = if mta_sts.is_some() {
+            "the MTA-STS policy and the client autoconfiguration documents"
+        } else {
+            "the client autoconfiguration documents"
+        };
+        notes.push(format!(
+            "{served} (the mta-sts., autoconfig. and autodiscover. names) are served by the \
+             https listener, which is off ([server] https)"
+        ));
     }
 
     let services = server
@@ -397,6 +442,52 @@ fn leaf_certificate(path: &Path) -> Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Answers from a list, failing for names not in it, and counts the queries.
+    struct Table {
+        names: Vec<&'static str>,
+        asked: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Lookup for Table {
+        async fn query(&self, name: &str, _kind: Kind) -> dns_records::Answer {
+            self.asked
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if self.names.contains(&name) {
+                dns_records::Answer::NoRecords
+            } else {
+                dns_records::Answer::Failed("request timed out".into())
+            }
+        }
+    }
+
+    /// Two failures in a row stop the asking; one failure between answers does not.
+    #[test]
+    fn giving_up_after_failures_in_a_row() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let lookup = GivingUp::new(Table {
+            names: vec!["a.", "c."],
+            asked: Default::default(),
+        });
+        let answers: Vec<_> = ["a.", "b.", "c.", "d.", "e.", "c."]
+            .iter()
+            .map(|name| runtime.block_on(lookup.query(name, Kind::Txt)))
+            .collect();
+        assert_eq!(
+            lookup
+                .lookup
+                .asked
+                .load(std::sync::atomic::Ordering::Relaxed),
+            5
+        );
+        assert_eq!(answers[2], dns_records::Answer::NoRecords);
+        assert_eq!(
+            answers[5],
+            dns_records::Answer::Failed("not asked: the 2 queries before failed".into())
+        );
+    }
 
     /// The id is 16 lower-case hexadecimal digits (RFC 8461 3.1 allows letters and digits,
     /// at most 32) and changes with the policy.

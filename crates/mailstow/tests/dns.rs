@@ -291,6 +291,10 @@ fn dns_refuses_a_domain_that_is_not_ours_and_needs_no_certificate() {
         zone.contains("; no TLSA record: the server uses its self-signed"),
         "{zone}"
     );
+    assert!(
+        zone.contains("are served by the https listener, which is off"),
+        "{zone}"
+    );
     for absent in ["_domainkey", "TLSA", "_mta-sts", "mta-sts."] {
         assert!(
             zone.lines()
@@ -299,4 +303,44 @@ fn dns_refuses_a_domain_that_is_not_ours_and_needs_no_certificate() {
             "{absent}: {zone}"
         );
     }
+}
+
+/// A name server that does not answer: every record `unavailable` with the error, exit 1,
+/// and the check gives up asking instead of waiting out every query's time-outs.
+#[test]
+fn dns_check_reports_an_unreachable_name_server_as_unavailable_and_gives_up() {
+    let (dir, data) = set_up_data_dir();
+    // A bound UDP socket that never answers.
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let config = dir.path().join("mailstow.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nhostname = \"{HOST}\"\ndns_servers = [\"{}\"]\n",
+            silent.local_addr().unwrap()
+        ),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let out = with_config(
+        &data,
+        &config,
+        &["dns", "check", DOMAIN, "--address", ADDRESS],
+    );
+    let report = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    let found = verdicts(&report);
+    assert!(found.len() > 10, "{report}");
+    assert!(found.iter().all(|(v, _, _)| v == "unavailable"), "{report}");
+    assert!(
+        report.contains("  error: not asked: the 2 queries before failed"),
+        "{report}"
+    );
+    let n = found.len();
+    assert_eq!(
+        report.lines().last().unwrap(),
+        format!("{n} records: 0 ok, 0 missing, 0 wrong, {n} unavailable")
+    );
+    // Two queries of 2 tries of 5 s each, not one per record.
+    assert!(started.elapsed() < std::time::Duration::from_secs(40));
 }
