@@ -22,6 +22,16 @@ pub trait LoginBlocks: Send + Sync {
     fn unblock(&self, what: &str) -> usize;
 }
 
+/// A renewal's outcome, to await: the text to print, or why it failed.
+pub type Pending =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send>>;
+
+/// The running server's certificate manager (`mailstow acme renew`).
+pub trait CertificateRenewal: Send + Sync {
+    /// Orders the certificate now and puts it in force.
+    fn renew(&self) -> Pending;
+}
+
 /// What the operator's commands act on while the server runs.
 pub struct Operations {
     pub data_dir: PathBuf,
@@ -40,6 +50,8 @@ pub struct Operations {
     pub logins: Arc<dyn LoginBlocks>,
     /// The spam filter: `spam train`, `spam stats`, `spam release` (docs/spam.md).
     pub filter: Option<Arc<filter::Filter>>,
+    /// The ACME certificate manager (`acme renew`); `None` without `[acme]`.
+    pub certificates: Option<Arc<dyn CertificateRenewal>>,
 }
 
 /// Runs a queue `request` on `queue` and returns the text to print.
@@ -132,6 +144,10 @@ impl Operations {
             } => crate::spam::train(&ctx.spam_parts(), &user, spam, &mailbox, site).await,
             Request::SpamStats(user) => crate::spam::stats(&ctx.spam_parts(), &user).await,
             Request::SpamRelease(user) => crate::spam::release(&ctx.spam_parts(), &user),
+            Request::AcmeRenew => match &ctx.certificates {
+                Some(certificates) => certificates.renew().await.map(String::into_bytes),
+                None => Err("this server obtains no certificate by ACME ([acme] is not set)".into()),
+            },
             Request::AuthUnblock(what) => {
                 let cleared = ctx.logins.unblock(&what);
                 tracing::info!(event = "unblocked", what = %one_line(&what), counters = cleared);

@@ -66,6 +66,8 @@ pub enum Request {
     SpamStats(String),
     /// End an account's outbound limit on this node (`mailstow spam release USER`).
     SpamRelease(String),
+    /// Order the certificate by ACME now and put it in force (`mailstow acme renew`).
+    AcmeRenew,
     /// Take a backup into an absolute path, copying these files whole (`mailstow backup`;
     /// the CLI names the configuration file and the TLS files); streams.
     Backup {
@@ -130,11 +132,12 @@ impl Request {
             ["directory", "changed"] => Ok(Request::DirectoryChanged),
             ["spam", "stats", user] => Ok(Request::SpamStats((*user).to_string())),
             ["spam", "release", user] => Ok(Request::SpamRelease((*user).to_string())),
+            ["acme", "renew"] => Ok(Request::AcmeRenew),
             _ => Err(
                 "expected: list | show ID | retry ID | remove ID | user del ADDRESS | \
                       user rename OLD NEW | user list [DOMAIN] | user show ADDRESS | \
                       auth blocked | auth unblock ADDRESS|USER | queue stats | store stats | \
-                      store fsck | directory changed"
+                      store fsck | directory changed | acme renew"
                     .into(),
             ),
         }
@@ -231,6 +234,7 @@ impl Request {
             ),
             Request::SpamStats(user) => format!("spam stats {user}"),
             Request::SpamRelease(user) => format!("spam release {user}"),
+            Request::AcmeRenew => "acme renew".to_string(),
             Request::Import { user, path, rules } => format!(
                 "mailbox {} {user} {}",
                 if *rules {

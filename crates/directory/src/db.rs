@@ -114,6 +114,11 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../migrations/0010_spam.sqlite.sql"),
         include_str!("../migrations/0010_spam.postgres.sql"),
     ),
+    (
+        11,
+        include_str!("../migrations/0011_reports.sqlite.sql"),
+        include_str!("../migrations/0011_reports.postgres.sql"),
+    ),
 ];
 
 /// The schema version this program writes.

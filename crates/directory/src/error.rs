@@ -140,6 +140,14 @@ pub enum DirectoryError {
         key: String,
         bytes_max: usize,
     },
+    /// A field of a report counter or a received report (RFC 8460, RFC 7489 7.2) that is
+    /// longer than its column, holds a control character, or is not one of its values.
+    #[error("invalid report {what} {value}: {reason}")]
+    InvalidReportField {
+        what: &'static str,
+        value: String,
+        reason: &'static str,
+    },
     /// A spam score threshold that is not a finite number.
     #[error("invalid spam threshold {name} = {value}: use a finite number")]
     InvalidSpamThreshold { name: &'static str, value: f64 },

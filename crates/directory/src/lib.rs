@@ -107,6 +107,7 @@ mod logins;
 mod nodes;
 mod password;
 mod provisioning;
+mod reports;
 mod sieve_scripts;
 mod spam;
 mod spam_thresholds;
@@ -135,6 +136,12 @@ pub use error::DirectoryError;
 pub use greylist::{GREYLIST_RETRY_WINDOW_S, GREYLIST_TRIPLET_BYTES_MAX, Greylisted};
 pub use hasher::Priority;
 pub use logins::{Attempt, LOGINS_KEPT_MAX, LoginRecord};
+pub use reports::{
+    Counted, DAY_S, DmarcDisposition, DmarcKey, DmarcPolicyPublished, POLICY_STRINGS_BYTES_MAX,
+    REPORT_BYTES_MAX, REPORT_LIST_MAX, REPORT_NAME_BYTES_MAX, REPORT_ROWS_PER_DAY_MAX,
+    REPORTS_KEPT_MAX, ReceivedReport, ReportDay, ReportKind, SentReport, TlsPolicyType,
+    TlsSessionKey, day_of,
+};
 pub use sieve_scripts::{SCRIPT_NAME_BYTES_MAX, ScriptInfo, check_script_name};
 pub use spam::{
     REPUTATION_KEY_BYTES_MAX, SPAM_DIGEST_BYTES_MAX, SpamClass, SpamDelta, SpamModelRows,

@@ -134,6 +134,20 @@ fn whole_files(
             }
         }
     }
+    // The ACME account, certificate and key (docs/certificates.md): restored, the server
+    // serves the certificate at once and renews with the same account.
+    let acme = paths.data_dir.join("acme");
+    for (name, file) in [
+        ("tls_acme_account", "account.json"),
+        ("tls_acme_key", "key.pem"),
+        ("tls_acme_cert", "cert.pem"),
+        ("tls_acme_state", "state.json"),
+    ] {
+        let path = acme.join(file);
+        if path.exists() {
+            files.push((name.to_string(), request_path(&path)?));
+        }
+    }
     Ok(files)
 }
 

@@ -26,6 +26,31 @@ pub(crate) struct Config {
     pub(crate) cluster: ClusterSection,
     #[serde(default)]
     pub(crate) spam: crate::spam_config::SpamSection,
+    /// Certificates by ACME (docs/certificates.md); absent: none.
+    pub(crate) acme: Option<AcmeSection>,
+}
+
+/// `[acme]`: where and how the server obtains its certificate (RFC 8555).
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AcmeSection {
+    /// The ACME server's directory URL (https), e.g.
+    /// `https://acme-v02.api.letsencrypt.org/directory`.
+    pub(crate) directory_url: String,
+    /// Contact addresses for the account, `mailto:` URLs.
+    #[serde(default)]
+    pub(crate) contact: Vec<String>,
+    /// A PEM file of CA certificates trusted for the ACME server's HTTPS (a private ACME
+    /// server); the Mozilla roots are trusted anyway.
+    pub(crate) ca_file: Option<PathBuf>,
+    /// `http-01` (port 80, the default) or `tls-alpn-01` (port 443).
+    pub(crate) challenge: Option<String>,
+    /// Renew when this many days remain (default: when a third of the lifetime remains, at
+    /// most 30 days).
+    pub(crate) renew_before_days: Option<u64>,
+    /// A new key at each renewal (default false: the key is kept, so a TLSA 3 1 1 record
+    /// stays valid).
+    pub(crate) rotate_key: Option<bool>,
 }
 
 /// `[directory]`: where the directory lives.
@@ -159,6 +184,16 @@ pub(crate) struct ServerSection {
     pub(crate) local_sender_check: Option<bool>,
     /// The exchangers' port (default 25; another only on test networks).
     pub(crate) mx_port: Option<u16>,
+    /// Apply recipient domains' MTA-STS policies to direct delivery (RFC 8461; default true).
+    pub(crate) outbound_mta_sts: Option<bool>,
+    /// Authenticate exchangers by DNSSEC-validated TLSA records (RFC 7672; default true). It
+    /// needs `dns_servers` to be a validating resolver, which sets the AD bit.
+    pub(crate) outbound_dane: Option<bool>,
+    /// A PEM file of CA certificates trusted for outbound TLS besides the Mozilla roots
+    /// (MTA-STS policy hosts, exchangers under a policy): a private CA.
+    pub(crate) tls_roots_file: Option<PathBuf>,
+    /// The MTA-STS policy hosts' HTTPS port (default 443; another only on test networks).
+    pub(crate) mta_sts_port: Option<u16>,
     /// Serve Prometheus metrics at `/metrics` and a health check at `/healthz` on this
     /// address (default: off). Bind it to loopback or a private network.
     pub(crate) metrics: Option<String>,
@@ -340,6 +375,10 @@ impl Config {
                 dmarc_enforce: Some(server.dmarc_enforce),
                 local_sender_check: Some(server.local_sender_check),
                 mx_port: server.direct.as_ref().map(|d| d.mx_port),
+                outbound_mta_sts: server.direct.as_ref().map(|d| d.transport.mta_sts),
+                outbound_dane: server.direct.as_ref().map(|d| d.transport.dane),
+                tls_roots_file: self.server.tls_roots_file.clone(),
+                mta_sts_port: server.direct.as_ref().map(|d| d.transport.https_port),
                 metrics: Some(server.metrics.map(|a| a.to_string()).unwrap_or_default()),
                 web: Some(server.web.map(|a| a.to_string()).unwrap_or_default()),
                 web_tls: Some(server.web_tls),
@@ -375,6 +414,20 @@ impl Config {
                 }),
             },
             spam: crate::spam_config::SpamSection::effective(&server.spam),
+            acme: server.acme.as_ref().map(|acme| AcmeSection {
+                directory_url: acme.directory_url.clone(),
+                contact: acme.contact.clone(),
+                ca_file: acme.extra_roots_pem.clone(),
+                challenge: Some(
+                    match acme.challenge {
+                        acme::Challenge::Http01 => "http-01",
+                        acme::Challenge::TlsAlpn01 => "tls-alpn-01",
+                    }
+                    .to_string(),
+                ),
+                renew_before_days: acme.renew_before.map(|d| d.as_secs() / 86400),
+                rotate_key: Some(acme.rotate_key),
+            }),
             cluster: ClusterSection {
                 node: self.cluster.node.clone(),
                 secret_file: self.cluster.secret_file.clone(),

@@ -10,6 +10,7 @@ macro_rules! out {
     }};
 }
 
+mod acme_cmd;
 mod auth_cmd;
 mod backup_cmd;
 mod bench_binary;
@@ -101,6 +102,9 @@ enum Command {
     /// thresholds per domain or user, release an account limited for sending spam.
     #[command(subcommand)]
     Spam(spam_cmd::SpamCommand),
+    /// The certificate obtained by ACME: its status, or a renewal now.
+    #[command(subcommand)]
+    Acme(acme_cmd::AcmeCommand),
     /// Failed-login blocks of the running server: list them, clear them.
     #[command(subcommand)]
     Auth(auth_cmd::AuthCommand),
@@ -234,6 +238,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Domain(command) => directory_cmd::domain(command, &paths),
         Command::User(command) => directory_cmd::user(command, &paths, &config),
         Command::Auth(command) => auth_cmd::run(command, &paths),
+        Command::Acme(command) => acme_cmd::run(command, &paths),
         Command::Dkim(command) => dkim_cmd::run(command, &paths),
         Command::Dns(args) => dns_cmd::run(args, &paths, &config),
         Command::Sieve(command) => sieve_cmd::run(command, &paths, &config),

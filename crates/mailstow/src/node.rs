@@ -121,7 +121,12 @@ impl Node {
             resolver,
         );
         filter.start_training(engines.store.clone());
+        let renewals = Arc::new(server::Renewals::default());
         let operations = Arc::new(admin::Operations {
+            certificates: config
+                .acme
+                .is_some()
+                .then(|| renewals.clone() as Arc<dyn admin::CertificateRenewal>),
             filter: Some(filter.clone()),
             data_dir: config.data_dir.clone(),
             node_name: joined
@@ -158,6 +163,7 @@ impl Node {
                 operations: operations.clone(),
                 srs,
                 filter,
+                renewals,
             },
             listeners,
         )

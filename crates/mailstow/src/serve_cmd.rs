@@ -64,6 +64,7 @@ pub(crate) fn server_config(
     let section = &config.server;
     let mut server = ServerConfig::defaults(paths.data_dir.clone());
     identity(section, &mut server)?;
+    acme(config, &mut server)?;
     listeners(args, section, &mut server)?;
     limits(section, &mut server)?;
     deadlines(section, &mut server)?;
@@ -131,6 +132,52 @@ fn identity(section: &ServerSection, server: &mut ServerConfig) -> Result<()> {
         }
         server.postmaster = Some(address.to_ascii_lowercase());
     }
+    Ok(())
+}
+
+/// `[acme]`: the certificate comes from an ACME server, kept in `<data_dir>/acme`; until the
+/// first is issued, the self-signed one serves.
+fn acme(config: &Config, server: &mut ServerConfig) -> Result<()> {
+    let Some(section) = &config.acme else {
+        return Ok(());
+    };
+    if matches!(server.tls, TlsSource::Files { .. }) {
+        bail!("[acme] and [server] tls_cert/tls_key exclude each other: pick one");
+    }
+    let challenge = match section.challenge.as_deref().unwrap_or("http-01") {
+        "http-01" => acme::Challenge::Http01,
+        "tls-alpn-01" => acme::Challenge::TlsAlpn01,
+        other => bail!("[acme] challenge '{other}': use http-01 or tls-alpn-01"),
+    };
+    let mut acme = acme::Config::new(section.directory_url.trim());
+    acme.contact = section.contact.clone();
+    acme.extra_roots_pem = section.ca_file.clone();
+    acme.challenge = challenge;
+    acme.renew_before = match section.renew_before_days {
+        Some(0) => bail!("[acme] renew_before_days must be at least 1"),
+        Some(days) => Some(Duration::from_secs(days.saturating_mul(86400))),
+        None => None,
+    };
+    acme.rotate_key = section.rotate_key.unwrap_or(false);
+    if !acme.directory_url.starts_with("https://") {
+        bail!("[acme] directory_url must be an https:// URL (RFC 8555 6.1)");
+    }
+    if let TlsSource::SelfSigned { dir, hostname } = &server.tls {
+        server.tls = TlsSource::Acme {
+            dir: server.data_dir.join("acme"),
+            fallback: dir.clone(),
+            hostname: hostname.clone(),
+        };
+    }
+    // The challenges' listeners, unless the file says otherwise.
+    let any = |port: u16| SocketAddr::from(([0, 0, 0, 0], port));
+    if config.server.http.is_none() {
+        server.http = Some(any(80));
+    }
+    if config.server.https.is_none() {
+        server.https = Some(any(443));
+    }
+    server.acme = Some(acme);
     Ok(())
 }
 
@@ -372,9 +419,28 @@ fn outbound(section: &ServerSection, server: &mut ServerConfig) -> Result<()> {
         })
         .collect::<Result<Vec<_>>>()?;
     if section.direct_delivery.unwrap_or(false) {
+        let mx_port = section.mx_port.unwrap_or(25);
+        let mut transport = transport_policy::Config {
+            smtp_port: mx_port,
+            ..transport_policy::Config::default()
+        };
+        set(&mut transport.mta_sts, section.outbound_mta_sts);
+        set(&mut transport.dane, section.outbound_dane);
+        set(&mut transport.https_port, section.mta_sts_port);
+        if let Some(file) = &section.tls_roots_file {
+            let pem = std::fs::read(file)
+                .with_context(|| format!("[server] tls_roots_file: reading {}", file.display()))?;
+            let added = transport
+                .add_pem_roots(&pem)
+                .with_context(|| format!("[server] tls_roots_file {}", file.display()))?;
+            if added == 0 {
+                bail!("[server] tls_roots_file {} holds no certificate", file.display());
+            }
+        }
         server.direct = Some(server::Direct {
             dns_servers: server.dns_servers.clone(),
-            mx_port: section.mx_port.unwrap_or(25),
+            mx_port,
+            transport,
         });
     }
     set(&mut server.sender_checks, section.sender_checks);

@@ -19,6 +19,8 @@ pub struct Direct {
     pub dns_servers: Vec<SocketAddr>,
     /// The exchangers' SMTP port: 25 on the internet; another only on test networks.
     pub mx_port: u16,
+    /// MTA-STS and DANE for the sessions to exchangers (RFC 8461, RFC 7672).
+    pub transport: transport_policy::Config,
 }
 
 /// Everything `serve` needs, resolved from the configuration file and the command line.
@@ -111,6 +113,9 @@ pub struct ServerConfig {
     pub http: Option<SocketAddr>,
     /// The MTA-STS policy we publish (RFC 8461); `None`: none.
     pub mta_sts: Option<MtaSts>,
+    /// Certificates by ACME (`[acme]`, docs/certificates.md): with it, [`ServerConfig::tls`]
+    /// is [`TlsSource::Acme`]. `None`: no ACME.
+    pub acme: Option<acme::Config>,
     /// The web view over HTTPS with the server's certificate (`[server] web_tls`).
     pub web_tls: bool,
     /// Logged-in web sessions at once (`web_sessions_max`).
@@ -200,6 +205,7 @@ impl ServerConfig {
             https: None,
             http: None,
             mta_sts: None,
+            acme: None,
             web_tls: false,
             web_sessions_max: 10_000,
             web_request_bytes_max: 64 << 10,

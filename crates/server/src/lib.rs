@@ -22,6 +22,7 @@
 //! `quota`, `enqueue`, `lock`; and `start` (the shell started over a node's parts).
 
 mod accept;
+mod certificates;
 mod config;
 mod connections;
 mod dkim;
@@ -49,6 +50,7 @@ mod throttle;
 mod tls;
 mod web;
 
+pub use certificates::Renewals;
 pub use config::{Direct, MTA_STS_MAX_AGE, MtaSts, ServerConfig, raise_file_limit, validate};
 pub use health::{Component, Health};
 pub use lock::DataDirLock;

@@ -31,7 +31,7 @@ use crate::service::Service;
 use crate::shell::Shell;
 use crate::smtp_conn::SmtpParts;
 use crate::throttle::Throttle;
-use crate::tls::Certificate;
+use crate::tls::{Certificate, TlsSource};
 use crate::web::{self, Door, WebParts};
 use health::{Component, Health};
 
@@ -65,6 +65,8 @@ pub struct Parts {
     pub srs: Arc<sender_auth::Srs>,
     /// The spam filter and the milters (docs/spam.md).
     pub filter: Arc<filter::Filter>,
+    /// `mailstow acme renew`'s way to the certificate manager (run when `[acme]` is set).
+    pub renewals: Arc<crate::certificates::Renewals>,
 }
 
 /// The first wait before an optional listener (web, metrics) that could not be bound is
@@ -371,6 +373,15 @@ pub async fn start(config: ServerConfig, parts: Parts, listeners: Listeners) -> 
                 Err(failed) => unbound.push(failed),
             }
         }
+    }
+    // After the listeners that answer its challenges.
+    if let (Some(acme), TlsSource::Acme { dir, .. }) = (&shell.config.acme, &shell.config.tls) {
+        tasks.push(tokio::spawn(crate::certificates::run(
+            shell.clone(),
+            acme.clone(),
+            dir.clone(),
+            parts.renewals.clone(),
+        )));
     }
     Ok(Running {
         addresses,

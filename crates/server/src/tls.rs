@@ -72,7 +72,7 @@ pub struct Certificate {
 }
 
 /// RFC 8737 3: the ALPN protocol the ACME server offers, alone, for a TLS-ALPN-01 validation.
-pub const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
+pub(crate) const ACME_TLS_ALPN: &[u8] = acme::ACME_TLS_ALPN_PROTOCOL;
 
 /// Challenges answered at most at once (an order names a few dozen names at most).
 const CHALLENGES_MAX: usize = 1000;
@@ -82,14 +82,14 @@ const CHALLENGES_MAX: usize = 1000;
 /// served on the HTTPS listener). Shared by every acceptor, whatever reloads happen while an
 /// order is pending.
 #[derive(Debug, Default)]
-pub struct Challenges {
+pub(crate) struct Challenges {
     http01: Mutex<HashMap<String, String>>,
     tls_alpn01: Mutex<HashMap<String, Arc<CertifiedKey>>>,
 }
 
 impl Challenges {
     /// The key authorization for `token`, while its challenge is pending.
-    pub fn http01(&self, token: &str) -> Option<String> {
+    pub(crate) fn http01(&self, token: &str) -> Option<String> {
         self.http01
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -97,14 +97,14 @@ impl Challenges {
             .cloned()
     }
 
-    pub fn put_http01(&self, token: &str, key_authorization: &str) {
+    pub(crate) fn put_http01(&self, token: &str, key_authorization: &str) {
         let mut map = self.http01.lock().unwrap_or_else(|p| p.into_inner());
         if map.len() < CHALLENGES_MAX {
             map.insert(token.to_string(), key_authorization.to_string());
         }
     }
 
-    pub fn remove_http01(&self, token: &str) {
+    pub(crate) fn remove_http01(&self, token: &str) {
         self.http01
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -121,7 +121,7 @@ impl Challenges {
 
     /// Serves `chain`/`key` (the RFC 8737 3 validation certificate) to a handshake for
     /// `name` that offers only `acme-tls/1`.
-    pub fn put_tls_alpn01(
+    pub(crate) fn put_tls_alpn01(
         &self,
         name: &str,
         chain: Vec<CertificateDer<'static>>,
@@ -135,11 +135,31 @@ impl Challenges {
         Ok(())
     }
 
-    pub fn remove_tls_alpn01(&self, name: &str) {
+    pub(crate) fn remove_tls_alpn01(&self, name: &str) {
         self.tls_alpn01
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&name.to_ascii_lowercase());
+    }
+}
+
+impl acme::Responder for Challenges {
+    fn put_http01(&self, token: &str, key_authorization: &str) {
+        Challenges::put_http01(self, token, key_authorization);
+    }
+
+    fn put_tls_alpn01(&self, name: &str, cert: CertificateDer<'static>, key: PrivateKeyDer<'static>) {
+        if let Err(e) = Challenges::put_tls_alpn01(self, name, vec![cert], key) {
+            tracing::warn!(event = "acme", name = %name, error = %format!("{e:#}"), msg = "TLS-ALPN-01 certificate refused");
+        }
+    }
+
+    fn clear_http01(&self, token: &str) {
+        self.remove_http01(token);
+    }
+
+    fn clear_tls_alpn01(&self, name: &str) {
+        self.remove_tls_alpn01(name);
     }
 }
 
@@ -199,36 +219,50 @@ pub(crate) fn load(
     challenges: &Arc<Challenges>,
 ) -> Result<(Acceptors, Certificate)> {
     install_provider();
-    let (cert, key, generated, acme, self_signed_for) = match source {
-        TlsSource::Files { cert, key } => (cert.clone(), key.clone(), false, false, None),
+    // The chain and key as PEM, where they came from, and what they are.
+    let (path, chain_pem, key_pem, generated, acme, self_signed_for) = match source {
+        TlsSource::Files { cert, key } => {
+            let (chain, key) = read_pair(cert, key)?;
+            (cert.clone(), chain, key, false, false, None)
+        }
         TlsSource::SelfSigned { dir, hostname } => {
             let (cert, key, generated) = self_signed(dir, hostname)?;
-            (cert, key, generated, false, Some(hostname.clone()))
+            let (chain, key) = read_pair(&cert, &key)?;
+            (cert, chain, key, generated, false, Some(hostname.clone()))
         }
         TlsSource::Acme {
             dir,
             fallback,
             hostname,
-        } => match acme_current(dir) {
-            Some((cert, key)) => (cert, key, false, true, None),
+        } => match acme::load_certificate(dir)
+            .with_context(|| format!("the ACME certificate in {}", dir.display()))?
+        {
+            Some(issued) => (
+                dir.join("cert.pem"),
+                issued.chain_pem.into_bytes(),
+                issued.key_pem.into_bytes(),
+                false,
+                true,
+                None,
+            ),
             None => {
                 let (cert, key, generated) = self_signed(fallback, hostname)?;
-                (cert, key, generated, false, Some(hostname.clone()))
+                let (chain, key) = read_pair(&cert, &key)?;
+                (cert, chain, key, generated, false, Some(hostname.clone()))
             }
         },
     };
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert)
-        .with_context(|| format!("reading certificate {}", cert.display()))?
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&chain_pem)
         .collect::<Result<_, _>>()
-        .with_context(|| format!("parsing certificate {}", cert.display()))?;
+        .with_context(|| format!("parsing certificate {}", path.display()))?;
     if chain.is_empty() {
-        anyhow::bail!("certificate file {} holds no certificate", cert.display());
+        anyhow::bail!("certificate file {} holds no certificate", path.display());
     }
-    let key_der = PrivateKeyDer::from_pem_file(&key)
-        .with_context(|| format!("reading private key {}", key.display()))?;
+    let key_der = PrivateKeyDer::from_pem_slice(&key_pem)
+        .with_context(|| format!("reading the private key of {}", path.display()))?;
     let certificate = Certificate {
         sha256: fingerprint(&chain[0]),
-        path: cert,
+        path,
         self_signed_for,
         generated,
         acme,
@@ -256,11 +290,12 @@ pub(crate) fn load(
     ))
 }
 
-/// The certificate and key ACME keeps in `dir`, once one was issued.
-fn acme_current(dir: &Path) -> Option<(PathBuf, PathBuf)> {
-    let cert = dir.join("cert.pem");
-    let key = dir.join("key.pem");
-    (cert.exists() && key.exists()).then_some((cert, key))
+fn read_pair(cert: &Path, key: &Path) -> Result<(Vec<u8>, Vec<u8>)> {
+    let chain =
+        std::fs::read(cert).with_context(|| format!("reading certificate {}", cert.display()))?;
+    let key =
+        std::fs::read(key).with_context(|| format!("reading private key {}", key.display()))?;
+    Ok((chain, key))
 }
 
 /// `AB:CD:…`: the SHA-256 of the certificate's DER, as browsers and `openssl x509

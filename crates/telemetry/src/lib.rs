@@ -42,11 +42,13 @@ mod delivery;
 mod shown;
 mod spam;
 mod spam_metrics;
+mod transport;
 
 pub use delivery::{DeliveryEvents, SieveCopy};
 pub use shown::shown;
 pub use spam::SpamVerdict;
 pub use spam_metrics::SPAM_ACTIONS;
+pub use transport::TlsSession;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ProtocolLabel {
@@ -110,6 +112,8 @@ pub struct Telemetry {
     managesieve_changes: Family<ActionLabel, Counter>,
     /// The spam filter's (`spam.rs`).
     spam: spam_metrics::SpamMetrics,
+    /// Certificates and transport security (`transport.rs`).
+    transport: transport::TransportMetrics,
 }
 
 impl Telemetry {
@@ -212,8 +216,10 @@ impl Telemetry {
             }
         }
         let spam = spam_metrics::SpamMetrics::register(&mut registry);
+        let transport = transport::TransportMetrics::register(&mut registry);
         Arc::new(Telemetry {
             spam,
+            transport,
             registry: std::sync::Mutex::new(registry),
             accepted,
             rejected,

@@ -151,7 +151,8 @@ pub struct PackEntry {
 /// A whole file.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FileEntry {
-    /// `directory`, `config`, `tls_cert`, `tls_key`, `tls_hostname`.
+    /// `directory`, `config`, `tls_cert`, `tls_key`, `tls_hostname`, `tls_acme_account`,
+    /// `tls_acme_key`, `tls_acme_cert`, `tls_acme_state`.
     pub name: String,
     /// Where it came from (absolute).
     pub source: PathBuf,

@@ -441,6 +441,18 @@ async fn spam_state_on_postgres() {
     spam::concurrent_training(&dir, &other).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_on_postgres() {
+    use super::reports;
+    let Some(pg) = postgres() else { return };
+    let dir = open_pg(&pg).await;
+    reports::counters(&dir).await;
+    reports::rows_per_day_bound(&dir).await;
+    reports::bad_keys(&dir).await;
+    reports::sent_reports(&dir).await;
+    reports::received_reports(&dir).await;
+}
+
 #[tokio::test]
 async fn a_version_9_directory_gains_the_spam_tables_on_postgres() {
     let Some(pg) = postgres() else { return };

@@ -5,6 +5,7 @@ mod auth;
 mod cluster;
 mod provisioning;
 mod refresh;
+mod reports;
 mod resolve;
 mod sieve;
 mod spam;

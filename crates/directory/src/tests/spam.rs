@@ -640,14 +640,14 @@ pub(crate) async fn make_version_9(pool: &sqlx::AnyPool, backend: crate::db::Bac
     .unwrap();
 }
 
-/// What [`make_version_9`] made, opened by this build: at version 10, with a site-wide
+/// What [`make_version_9`] made, opened by this build: at the current version, with a site-wide
 /// classifier and room for the user's.
 pub(crate) async fn trains_after_the_upgrade(d: &Directory) {
     let version: i64 = sqlx::query_scalar("SELECT value FROM meta WHERE key = 'schema_version'")
         .fetch_one(&d.inner.pool)
         .await
         .unwrap();
-    assert_eq!(version, 10);
+    assert_eq!(version, crate::db::SCHEMA_VERSION);
     d.spam_apply(A, &delta(1, 0, &[(1, 1, 0)]), 10)
         .await
         .unwrap();
