@@ -9,8 +9,9 @@
 //!   published until the mail it signed has been delivered), from the directory;
 //! - the host's public addresses from `--address`, else from the host name's A and AAAA
 //!   records as the configured name servers answer; without any, SPF names `mx`;
-//! - TLSA (DANE-EE, 3 1 1) from the certificate the server serves, unless that is the
-//!   self-signed one (its key changes whenever it is regenerated);
+//! - TLSA (DANE-EE, 3 1 1) from the certificate the server serves: ACME's once issued
+//!   (`<data_dir>/acme/cert.pem`) or `[server] tls_cert`; none for the self-signed one (its
+//!   key changes whenever it is regenerated);
 //! - DMARC `p=quarantine` with reports to `dmarc-reports@DOMAIN`, TLS-RPT reports to
 //!   `tls-reports@DOMAIN`: the two addresses where the server takes reports in.
 //!
@@ -295,8 +296,8 @@ async fn expected(
         .any(|(service, _)| *service == server::Service::Smtp);
     let mut tlsa = Vec::new();
     if smtp {
-        match served_certificate(paths, server) {
-            Some(path) => {
+        match served_certificate(server) {
+            Served::File(path) => {
                 let der = leaf_certificate(&path)?;
                 tlsa.push(
                     Tlsa::dane_ee_spki_sha256(&der)
@@ -308,7 +309,12 @@ async fn expected(
                     path.display()
                 ));
             }
-            None => notes.push(
+            Served::AcmePending(path) => notes.push(format!(
+                "no TLSA record yet: ACME has not issued the certificate ({} is absent); \
+                 print the records again once `mailstow serve` has obtained it",
+                path.display()
+            )),
+            Served::SelfSigned => notes.push(
                 "no TLSA record: the server uses its self-signed certificate, whose key \
                  changes whenever it is regenerated ([acme] or [server] tls_cert for DANE)"
                     .to_string(),
@@ -411,19 +417,30 @@ pub(crate) fn mta_sts_id(text: &str) -> String {
     id
 }
 
-/// The certificate file the server serves, when it is one senders can verify and whose key
-/// stays: ACME's when one was issued, else `[server] tls_cert`. `None`: the self-signed one.
-fn served_certificate(paths: &Paths, server: &ServerConfig) -> Option<PathBuf> {
-    let mut acme = vec![paths.data_dir.join("acme").join("cert.pem")];
-    if let TlsSource::Acme { dir, .. } = &server.tls {
-        acme.insert(0, dir.join("cert.pem"));
-    }
-    if let Some(path) = acme.into_iter().find(|p| p.is_file()) {
-        return Some(path);
-    }
+/// Which certificate the server serves on its SMTP port, as far as TLSA goes.
+enum Served {
+    /// A certificate senders can verify, whose key stays across renewals: ACME's (the key
+    /// is kept unless `[acme] rotate_key`) or `[server] tls_cert`.
+    File(PathBuf),
+    /// ACME's, not issued yet (until then the server serves its self-signed one).
+    AcmePending(PathBuf),
+    /// The self-signed one.
+    SelfSigned,
+}
+
+/// The certificate `server` serves (its `TlsSource`).
+fn served_certificate(server: &ServerConfig) -> Served {
     match &server.tls {
-        TlsSource::Files { cert, .. } => Some(cert.clone()),
-        TlsSource::SelfSigned { .. } | TlsSource::Acme { .. } => None,
+        TlsSource::Acme { dir, .. } => {
+            let path = dir.join("cert.pem");
+            if path.is_file() {
+                Served::File(path)
+            } else {
+                Served::AcmePending(path)
+            }
+        }
+        TlsSource::Files { cert, .. } => Served::File(cert.clone()),
+        TlsSource::SelfSigned { .. } => Served::SelfSigned,
     }
 }
 

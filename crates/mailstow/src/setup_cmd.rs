@@ -156,8 +156,9 @@ pub(crate) fn run(
     }
     let acme = match args.acme_directory {
         Some(url) => {
-            if !url.starts_with("https://") && !url.starts_with("http://") {
-                bail!("--acme-directory: '{url}' is not an http(s) URL");
+            // RFC 8555 6.1: ACME is spoken over HTTPS only.
+            if !url.starts_with("https://") {
+                bail!("--acme-directory: '{url}' is not an https:// URL");
             }
             for contact in &args.acme_contact {
                 if !contact.starts_with("mailto:") || !contact.contains('@') {
@@ -251,8 +252,11 @@ pub(crate) fn run(
         .collect();
     out!("next: publish the records above, then check them: {run} dns check {domain}{addresses}");
     out!("next: start the server: {run} serve");
-    let web = match server.web {
-        Some(address) => {
+    // The public HTTPS listener serves the web view too, under the host's name.
+    let web = match (server.https, server.web) {
+        (Some(address), _) if address.port() == 443 => format!("https://{hostname}/"),
+        (Some(address), _) => format!("https://{hostname}:{}/", address.port()),
+        (None, Some(address)) => {
             let scheme = if server.web_tls { "https" } else { "http" };
             let host = if address.ip().is_unspecified() {
                 hostname.clone()
@@ -261,7 +265,7 @@ pub(crate) fn run(
             };
             format!("{scheme}://{host}:{}/", address.port())
         }
-        None => "off ([server] web)".to_string(),
+        (None, None) => "off ([server] web)".to_string(),
     };
     out!("next: the web view: {web} (log in as {admin})");
     Ok(())
@@ -487,16 +491,21 @@ mod tests {
         assert_ne!(one, generate_password().unwrap());
     }
 
-    /// Both forms of the file parse as a `Config` (the one with `[acme]` is checked by the
-    /// setup itself against the build's parser).
+    /// Every form of the file parses as a `Config`.
     #[test]
     fn the_written_configuration_parses() {
-        for standard_ports in [false, true] {
+        for (standard_ports, with_acme) in [(false, false), (true, false), (false, true)] {
+            let acme = with_acme.then(|| {
+                (
+                    "https://acme.example/directory".to_string(),
+                    vec!["mailto:me@example.org".to_string()],
+                )
+            });
             let text = config_text(&Settings {
                 hostname: "mail.example.org".into(),
                 data_dir: PathBuf::from("/var/lib/mailstow \"x\""),
                 standard_ports,
-                acme: None,
+                acme,
             })
             .unwrap();
             let config: Config = toml::from_str(&text).unwrap();
@@ -509,6 +518,12 @@ mod tests {
                 config.server.smtp.as_deref(),
                 standard_ports.then_some("0.0.0.0:25")
             );
+            let acme = config.acme.as_ref();
+            assert_eq!(acme.is_some(), with_acme);
+            if let Some(acme) = acme {
+                assert_eq!(acme.directory_url, "https://acme.example/directory");
+                assert_eq!(acme.contact, ["mailto:me@example.org"]);
+            }
         }
     }
 }

@@ -49,7 +49,8 @@ fn verdicts(report: &str) -> Vec<(String, String, String)> {
 }
 
 /// A data directory with example.test and an RSA key (a TXT record longer than one
-/// 255-byte string), a certificate where ACME keeps its own, MTA-STS in testing mode.
+/// 255-byte string), `[acme]` with a certificate where ACME keeps its own (made by openssl
+/// here; nothing asks the ACME server), MTA-STS in testing mode.
 fn prepared() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
     let (dir, data) = set_up_data_dir();
     must(mailstow(
@@ -90,7 +91,10 @@ fn prepared() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
     let config = dir.path().join("mailstow.toml");
     std::fs::write(
         &config,
-        format!("[server]\nhostname = \"{HOST}\"\nmta_sts = \"testing\"\n"),
+        format!(
+            "[server]\nhostname = \"{HOST}\"\nmta_sts = \"testing\"\n\
+             [acme]\ndirectory_url = \"https://acme.invalid/directory\"\n"
+        ),
     )
     .unwrap();
     (dir, data, config)
@@ -181,7 +185,8 @@ fn dns_prints_a_zone_and_dns_check_reports_the_missing_and_the_wrong_record() {
     std::fs::write(
         &checked,
         format!(
-            "[server]\nhostname = \"{HOST}\"\nmta_sts = \"testing\"\ndns_servers = [\"{}\"]\n",
+            "[server]\nhostname = \"{HOST}\"\nmta_sts = \"testing\"\ndns_servers = [\"{}\"]\n\
+             [acme]\ndirectory_url = \"https://acme.invalid/directory\"\n",
             bind.resolver()
         ),
     )

@@ -190,6 +190,10 @@ fn setup_refuses_to_run_twice_and_names_a_missing_flag() {
         "--password-file",
         password_file.to_str().unwrap(),
         "--standard-ports",
+        "--acme-directory",
+        "https://acme.invalid/directory",
+        "--acme-contact",
+        "mailto:postmaster@example.test",
         "--address",
         ADDRESS,
     ];
@@ -219,6 +223,35 @@ fn setup_refuses_to_run_twice_and_names_a_missing_flag() {
                     "mail.example.test."
                 ]),
         "{text}"
+    );
+    // [acme]: written, and until the certificate is issued no TLSA but a comment; MTA-STS
+    // enforce by default; the web view on the public HTTPS listener.
+    let written = std::fs::read_to_string(&config).unwrap();
+    assert!(
+        written.contains(
+            "[acme]\n# The certificate for the host name (and our domains' mta-sts. and \
+             autoconfig.\n# names) from this ACME directory (RFC 8555), renewed before it \
+             expires.\ndirectory_url = \"https://acme.invalid/directory\"\n\
+             contact = [\"mailto:postmaster@example.test\"]\n"
+        ),
+        "{written}"
+    );
+    assert!(
+        text.contains("; no TLSA record yet: ACME has not issued the certificate"),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("_mta-sts.example.test.")),
+        "{text}"
+    );
+    assert!(
+        text.contains("MTA-STS: senders must use TLS to us"),
+        "{text}"
+    );
+    assert_eq!(
+        text.lines().last().unwrap(),
+        "next: the web view: https://mail.example.test/ (log in as postmaster@example.test)"
     );
     let users = must(mailstow(&data, &["user", "list", "example.test"]));
     assert!(users.contains("postmaster@example.test"), "{users}");
