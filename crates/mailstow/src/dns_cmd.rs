@@ -97,14 +97,14 @@ pub(crate) fn run(args: DnsArgs, paths: &Paths, config: &Config) -> Result<()> {
                 .domain
                 .context("give the domain: mailstow dns DOMAIN")?;
             let text = with_directory(paths, async |d| {
-                zone_output(&d, paths, &server, &domain, &args.host.addresses).await
+                zone_output(&d, &server, &domain, &args.host.addresses).await
             })?;
             out!("{}", text.trim_end());
             Ok(())
         }
         Some(DnsCommand::Check { domain, host }) => {
             let findings = with_directory(paths, async |d| {
-                let expected = expected(&d, paths, &server, &domain, &host.addresses).await?;
+                let expected = expected(&d, &server, &domain, &host.addresses).await?;
                 for note in &expected.notes {
                     eprintln!("; {note}");
                 }
@@ -173,12 +173,11 @@ impl<L: Lookup + Sync> Lookup for GivingUp<L> {
 /// lines; every line that is not a record is a `;` comment (or blank).
 pub(crate) async fn zone_output(
     d: &directory::Directory,
-    paths: &Paths,
     server: &ServerConfig,
     domain: &str,
     addresses: &[IpAddr],
 ) -> Result<String> {
-    let expected = expected(d, paths, server, domain, addresses).await?;
+    let expected = expected(d, server, domain, addresses).await?;
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -205,7 +204,6 @@ pub(crate) struct Expected {
 /// Gathers the facts of `domain` (see the module documentation) and makes its records.
 async fn expected(
     d: &directory::Directory,
-    paths: &Paths,
     server: &ServerConfig,
     domain: &str,
     addresses: &[IpAddr],

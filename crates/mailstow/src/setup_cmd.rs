@@ -237,7 +237,7 @@ pub(crate) fn run(
         .await
         .with_context(|| format!("storing the DKIM key of {domain}"))?;
         out!("dkim key added: {selector}._domainkey.{domain} (rsa 2048)");
-        crate::dns_cmd::zone_output(&d, &paths, &server, &domain, &args.host.addresses).await
+        crate::dns_cmd::zone_output(&d, &server, &domain, &args.host.addresses).await
     })?;
     out!("");
     out!("{}", records.trim_end());
