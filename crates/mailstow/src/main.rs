@@ -19,6 +19,7 @@ mod config_cmd;
 mod data_format;
 mod directory_cmd;
 mod dkim_cmd;
+mod dns_cmd;
 mod fs_cmd;
 mod logging;
 mod mailbox_cmd;
@@ -27,6 +28,7 @@ mod paths;
 mod progress;
 mod queue_cmd;
 mod serve_cmd;
+mod setup_cmd;
 mod sieve_cmd;
 mod sim_cmd;
 mod spam_cmd;
@@ -83,6 +85,15 @@ enum Command {
     /// DKIM keys of our domains: generate (and print the DNS record), list, delete.
     #[command(subcommand)]
     Dkim(dkim_cmd::DkimCommand),
+    /// Every DNS record a local domain must publish, as zone-file lines (`dns DOMAIN`), or
+    /// each one checked against DNS (`dns check DOMAIN`: exit status 1 when any is missing,
+    /// wrong or unavailable).
+    Dns(dns_cmd::DnsArgs),
+    /// A new server in one step: write the config file (--config, default ./mailstow.toml),
+    /// make the data directory, add the first domain, its admin user and a DKIM key, and
+    /// print the DNS records and the next steps. Flags for scripts; on a terminal, missing
+    /// values are asked for.
+    Setup(setup_cmd::SetupArgs),
     /// Users' mail rules (Sieve scripts): list, get, put, activate, deactivate, delete,
     /// check.
     #[command(subcommand)]
@@ -149,6 +160,7 @@ impl Command {
             | Command::Bench { .. }
             | Command::Fs(_)
             | Command::Sim(_)
+            | Command::Setup(_)
             | Command::Restore { .. } => false,
             Command::Backup(args) => !args.is_verify(),
             _ => true,
@@ -164,6 +176,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     // The simulator reads its own scenario files.
     if let Command::Sim(command) = cli.command {
         return sim_cmd::run(command);
+    }
+    // Setup writes the config file --config names, and makes the data directory.
+    if let Command::Setup(args) = cli.command {
+        return setup_cmd::run(args, cli.config.as_deref(), cli.data_dir.as_deref());
     }
     // The benchmarks are another binary's (bench_binary.rs); they read no config.
     if let Command::Bench { args } = cli.command {
@@ -224,6 +240,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Auth(command) => auth_cmd::run(command, &paths),
         Command::Acme(command) => acme_cmd::run(command, &paths),
         Command::Dkim(command) => dkim_cmd::run(command, &paths),
+        Command::Dns(args) => dns_cmd::run(args, &paths, &config),
         Command::Sieve(command) => sieve_cmd::run(command, &paths, &config),
         Command::Spam(command) => spam_cmd::run(command, &paths),
         Command::Alias(command) => directory_cmd::alias(command, &paths),
@@ -233,7 +250,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Queue(command) => queue_cmd::run(command, &paths, &config),
         Command::Backup(args) => backup_cmd::backup(args, &paths, &config, cli.config.as_deref()),
         Command::Restore { src } => backup_cmd::restore(&src, &paths, &config),
-        Command::Fs(_) | Command::Sim(_) | Command::Bench { .. } => unreachable!("handled above"),
+        Command::Fs(_) | Command::Sim(_) | Command::Bench { .. } | Command::Setup(_) => {
+            unreachable!("handled above")
+        }
     }
 }
 
