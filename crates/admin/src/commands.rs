@@ -154,7 +154,9 @@ impl Operations {
             Request::SpamRelease(user) => crate::spam::release(&ctx.spam_parts(), &user),
             Request::AcmeRenew => match &ctx.certificates {
                 Some(certificates) => certificates.renew().await.map(String::into_bytes),
-                None => Err("this server obtains no certificate by ACME ([acme] is not set)".into()),
+                None => {
+                    Err("this server obtains no certificate by ACME ([acme] is not set)".into())
+                }
             },
             Request::ReportSend(now) => match &ctx.reports {
                 Some(reports) => reports.send_due(now).await.map(String::into_bytes),

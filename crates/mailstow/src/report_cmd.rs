@@ -44,7 +44,9 @@ struct NoLookups;
 
 impl reports::TxtResolver for NoLookups {
     async fn txt(&self, _name: &str) -> Result<Vec<String>, reports::DnsError> {
-        Err(reports::DnsError::Temporary("no lookups from the CLI".into()))
+        Err(reports::DnsError::Temporary(
+            "no lookups from the CLI".into(),
+        ))
     }
 }
 
@@ -148,18 +150,19 @@ pub(crate) fn run(command: ReportCommand, paths: &Paths) -> Result<()> {
                 None => bail!("no report {id}"),
             }
         }
-        ReportCommand::Send { now } => match admin::request(&paths.data_dir, &Request::ReportSend(now))
-        {
-            Some(Ok(output)) => {
-                use std::io::Write as _;
-                std::io::stdout().write_all(&output)?;
-                Ok(())
+        ReportCommand::Send { now } => {
+            match admin::request(&paths.data_dir, &Request::ReportSend(now)) {
+                Some(Ok(output)) => {
+                    use std::io::Write as _;
+                    std::io::stdout().write_all(&output)?;
+                    Ok(())
+                }
+                Some(Err(message)) => bail!("{message}"),
+                None => bail!(
+                    "no server running in {}: reports are sent by the server (mailstow serve)",
+                    paths.data_dir.display()
+                ),
             }
-            Some(Err(message)) => bail!("{message}"),
-            None => bail!(
-                "no server running in {}: reports are sent by the server (mailstow serve)",
-                paths.data_dir.display()
-            ),
-        },
+        }
     }
 }

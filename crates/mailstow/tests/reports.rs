@@ -226,11 +226,17 @@ fn a_tls_report_mailed_to_tls_reports_is_listed_and_shown() {
     let shown = must(mailstow(&data, &["report", "show", "1"]));
     assert!(
         shown.contains("5 successful, 2 failed sessions")
-            && shown.contains("CertificateExpired: 2 sessions, mx mx.example.test, ip 198.51.100.2"),
+            && shown
+                .contains("CertificateExpired: 2 sessions, mx mx.example.test, ip 198.51.100.2"),
         "{shown}"
     );
     assert_eq!(
-        mail::log_lines(&log, &["event=report ", "direction=received", "kind=tlsrpt"], 1).len(),
+        mail::log_lines(
+            &log,
+            &["event=report ", "direction=received", "kind=tlsrpt"],
+            1
+        )
+        .len(),
         1
     );
 

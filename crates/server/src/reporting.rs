@@ -182,7 +182,8 @@ impl<R: TxtResolver + Clone + 'static> Reports<R> {
                 tracing::warn!(
                     event = "report_dropped",
                     dropped,
-                    msg = "report counters dropped: the directory writes them slower than they come"
+                    msg =
+                        "report counters dropped: the directory writes them slower than they come"
                 );
             }
         }
@@ -201,15 +202,13 @@ impl<R: TxtResolver + Clone + 'static> Reports<R> {
         detail: &str,
     ) {
         let failure = result.map(transport_policy::ResultType::as_str);
-        self.inner
-            .telemetry
-            .outbound_tls(&telemetry::TlsSession {
-                domain: &policy.domain,
-                mx_host,
-                policy: policy.kind.as_str(),
-                result: failure.unwrap_or("success"),
-                detail,
-            });
+        self.inner.telemetry.outbound_tls(&telemetry::TlsSession {
+            domain: &policy.domain,
+            mx_host,
+            policy: policy.kind.as_str(),
+            result: failure.unwrap_or("success"),
+            detail,
+        });
         self.queue_row(Row::Tls(tls_key(policy, mx_host, ip, failure)));
     }
 

@@ -90,7 +90,10 @@ async fn counted(directory: &Directory, sessions: u64) {
         if rows.iter().map(|r| r.count).sum::<u64>() >= sessions {
             return;
         }
-        assert!(Instant::now() < deadline, "the writer never counted: {rows:?}");
+        assert!(
+            Instant::now() < deadline,
+            "the writer never counted: {rows:?}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -117,13 +120,8 @@ async fn tls_sessions_are_counted_then_reported_signed_from_the_queue() {
         "v=TLSRPTv1; rua=mailto:tls@remote.example",
     );
     let telemetry = telemetry::Telemetry::new();
-    let reports = Reports::with_resolver(
-        dns,
-        "mx.example.org",
-        node.directory.clone(),
-        telemetry,
-    )
-    .unwrap();
+    let reports =
+        Reports::with_resolver(dns, "mx.example.org", node.directory.clone(), telemetry).unwrap();
     let ip: IpAddr = "192.0.2.25".parse().unwrap();
     for _ in 0..3 {
         reports.record(&sts_policy(), "mx1.remote.example.", ip, None, "");
@@ -228,8 +226,20 @@ async fn two_nodes_on_one_directory_send_each_report_once() {
         .unwrap()
     };
     let (a, b) = (on(&first), on(&second));
-    a.record(&sts_policy(), "mx1.remote.example", [192, 0, 2, 1].into(), None, "");
-    b.record(&sts_policy(), "mx1.remote.example", [192, 0, 2, 1].into(), None, "");
+    a.record(
+        &sts_policy(),
+        "mx1.remote.example",
+        [192, 0, 2, 1].into(),
+        None,
+        "",
+    );
+    b.record(
+        &sts_policy(),
+        "mx1.remote.example",
+        [192, 0, 2, 1].into(),
+        None,
+        "",
+    );
     counted(&first.directory, 2).await;
     let tomorrow = unix_now() + directory::DAY_S;
     // Both build the report; only the claim that wins queues it.
@@ -241,7 +251,10 @@ async fn two_nodes_on_one_directory_send_each_report_once() {
     let queued = first.queue.list().unwrap().len() + second.queue.list().unwrap().len();
     assert_eq!(queued, 1, "{out_a:?} {out_b:?}");
     assert_eq!(
-        [&out_a, &out_b].iter().filter(|o| o.starts_with("sent ")).count(),
+        [&out_a, &out_b]
+            .iter()
+            .filter(|o| o.starts_with("sent "))
+            .count(),
         1
     );
 }
@@ -306,11 +319,26 @@ fn dmarc_rows_say_what_aligned_and_what_we_did() {
     // No signature at all: result none, no domain.
     let unsigned = verdict(DmarcResult::Fail, DmarcPolicy::None, &[]);
     let key = dmarc_key(ip, "x@remote.example", &unsigned, false).unwrap();
-    assert_eq!((key.dkim_domain.as_str(), key.dkim_result.as_str()), ("", "none"));
+    assert_eq!(
+        (key.dkim_domain.as_str(), key.dkim_result.as_str()),
+        ("", "none")
+    );
 
     // No policy, or none known: no row.
-    for result in [DmarcResult::None, DmarcResult::TempError, DmarcResult::PermError] {
-        assert!(dmarc_key(ip, "x@remote.example", &verdict(result, DmarcPolicy::None, &[]), false).is_none());
+    for result in [
+        DmarcResult::None,
+        DmarcResult::TempError,
+        DmarcResult::PermError,
+    ] {
+        assert!(
+            dmarc_key(
+                ip,
+                "x@remote.example",
+                &verdict(result, DmarcPolicy::None, &[]),
+                false
+            )
+            .is_none()
+        );
     }
     let mut no_from = pass.clone();
     no_from.from_domain = None;
