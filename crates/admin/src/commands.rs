@@ -32,6 +32,12 @@ pub trait CertificateRenewal: Send + Sync {
     fn renew(&self) -> Pending;
 }
 
+/// The running server's report sender (`mailstow report send`).
+pub trait ReportSending: Send + Sync {
+    /// Sends the TLS-RPT and DMARC reports due at `now` (Unix seconds); one line per report.
+    fn send_due(&self, now: Option<i64>) -> Pending;
+}
+
 /// What the operator's commands act on while the server runs.
 pub struct Operations {
     pub data_dir: PathBuf,
@@ -52,6 +58,8 @@ pub struct Operations {
     pub filter: Option<Arc<filter::Filter>>,
     /// The ACME certificate manager (`acme renew`); `None` without `[acme]`.
     pub certificates: Option<Arc<dyn CertificateRenewal>>,
+    /// The TLS-RPT and DMARC report sender (`report send`); `None` when reports are off.
+    pub reports: Option<Arc<dyn ReportSending>>,
 }
 
 /// Runs a queue `request` on `queue` and returns the text to print.
@@ -149,6 +157,10 @@ impl Operations {
                 None => {
                     Err("this server obtains no certificate by ACME ([acme] is not set)".into())
                 }
+            },
+            Request::ReportSend(now) => match &ctx.reports {
+                Some(reports) => reports.send_due(now).await.map(String::into_bytes),
+                None => Err("this server sends no reports".into()),
             },
             Request::AuthUnblock(what) => {
                 let cleared = ctx.logins.unblock(&what);

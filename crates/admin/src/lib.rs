@@ -26,5 +26,5 @@ pub mod socket;
 mod spam;
 
 pub use client::{request, request_streaming, socket_path};
-pub use commands::{CertificateRenewal, LoginBlocks, Operations, Pending, execute};
+pub use commands::{CertificateRenewal, LoginBlocks, Operations, Pending, ReportSending, execute};
 pub use request::{REQUEST_BYTES_MAX, Request};

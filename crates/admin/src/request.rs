@@ -68,6 +68,9 @@ pub enum Request {
     SpamRelease(String),
     /// Order the certificate by ACME now and put it in force (`mailstow acme renew`).
     AcmeRenew,
+    /// Send the TLS-RPT and DMARC reports due now, or at a given Unix time (`mailstow report
+    /// send [--now UNIX]`; the time is for tests and catching up).
+    ReportSend(Option<i64>),
     /// Take a backup into an absolute path, copying these files whole (`mailstow backup`;
     /// the CLI names the configuration file and the TLS files); streams.
     Backup {
@@ -133,11 +136,16 @@ impl Request {
             ["spam", "stats", user] => Ok(Request::SpamStats((*user).to_string())),
             ["spam", "release", user] => Ok(Request::SpamRelease((*user).to_string())),
             ["acme", "renew"] => Ok(Request::AcmeRenew),
+            ["report", "send"] => Ok(Request::ReportSend(None)),
+            ["report", "send", now] => now
+                .parse()
+                .map(|now| Request::ReportSend(Some(now)))
+                .map_err(|_| format!("'{}' is not a Unix time", one_line(now))),
             _ => Err(
                 "expected: list | show ID | retry ID | remove ID | user del ADDRESS | \
                       user rename OLD NEW | user list [DOMAIN] | user show ADDRESS | \
                       auth blocked | auth unblock ADDRESS|USER | queue stats | store stats | \
-                      store fsck | directory changed | acme renew"
+                      store fsck | directory changed | acme renew | report send [UNIX]"
                     .into(),
             ),
         }
@@ -235,6 +243,8 @@ impl Request {
             Request::SpamStats(user) => format!("spam stats {user}"),
             Request::SpamRelease(user) => format!("spam release {user}"),
             Request::AcmeRenew => "acme renew".to_string(),
+            Request::ReportSend(None) => "report send".to_string(),
+            Request::ReportSend(Some(now)) => format!("report send {now}"),
             Request::Import { user, path, rules } => format!(
                 "mailbox {} {user} {}",
                 if *rules {
@@ -292,6 +302,8 @@ mod tests {
             Request::StoreStats,
             Request::StoreCheck,
             Request::DirectoryChanged,
+            Request::ReportSend(None),
+            Request::ReportSend(Some(1_700_000_000)),
             Request::Import {
                 user: "a@example.org".into(),
                 path: "/tmp/with space/Maildir".into(),

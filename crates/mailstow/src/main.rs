@@ -27,6 +27,7 @@ mod node;
 mod paths;
 mod progress;
 mod queue_cmd;
+mod report_cmd;
 mod serve_cmd;
 mod setup_cmd;
 mod sieve_cmd;
@@ -117,6 +118,10 @@ enum Command {
     /// The mail queue: stats, fsck, list, show, retry, remove.
     #[command(subcommand)]
     Queue(queue_cmd::QueueCommand),
+    /// TLS-RPT and DMARC aggregate reports: those received about our domains (list, show)
+    /// and those we sent (list --sent).
+    #[command(subcommand)]
+    Report(report_cmd::ReportCommand),
     /// Back up the queue, the store, the directory, the certificates and the config into
     /// DEST while the server runs (later runs copy only what changed); `backup verify DEST`
     /// checks a backup.
@@ -248,6 +253,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Mailbox(command) => mailbox_cmd::run(command, &paths, &config),
         Command::Store(command) => store_cmd::run(command, &paths, &config),
         Command::Queue(command) => queue_cmd::run(command, &paths, &config),
+        Command::Report(command) => report_cmd::run(command, &paths),
         Command::Backup(args) => backup_cmd::backup(args, &paths, &config, cli.config.as_deref()),
         Command::Restore { src } => backup_cmd::restore(&src, &paths, &config),
         Command::Fs(_) | Command::Sim(_) | Command::Bench { .. } | Command::Setup(_) => {

@@ -101,7 +101,29 @@ impl Node {
                 .context("reading the SRS secret from the directory")?
                 .as_bytes(),
         ));
+        // TLS-RPT and DMARC reports (server::Reports): counted by the SMTP shell and by
+        // delivery's outbound sessions, sent from the queue every hour. Without them (a
+        // resolver that cannot be built) the node still serves.
+        let reports = match server::Reports::start(
+            &config.dns_servers,
+            &config.hostname,
+            engines.directory.clone(),
+            mail.telemetry.clone(),
+        ) {
+            Ok(reports) => Some(reports),
+            Err(e) => {
+                tracing::warn!(event = "report_error", error = %format!("{e:#}"), msg = "reports are off");
+                None
+            }
+        };
         let delivering = Delivering::start(&config, &engines, &mail, joined.as_ref(), srs.clone())?;
+        let report_sender = reports.clone().map(|reports| {
+            Arc::new(server::ReportSender {
+                reports,
+                queue: engines.queue.clone(),
+                wakeup: delivering.wakeup.clone(),
+            })
+        });
         let throttle = Arc::new(server::Throttle::new(config.throttle));
         // The spam filter (docs/spam.md): its blocklist lookups ask the configured name
         // servers; its trainer reads moved messages from the store.
@@ -140,6 +162,9 @@ impl Node {
             wakeup: delivering.wakeup.clone(),
             telemetry: mail.telemetry.clone(),
             logins: throttle.clone(),
+            reports: report_sender
+                .clone()
+                .map(|s| s as Arc<dyn admin::ReportSending>),
         });
         let accepted = Arc::new(AtomicU64::new(0));
         let running = server::start(
@@ -164,6 +189,7 @@ impl Node {
                 srs,
                 filter,
                 renewals,
+                reports,
             },
             listeners,
         )
@@ -183,6 +209,9 @@ impl Node {
             // The record of handed-over copies is written before each 250 and synced
             // within `SYNC_INTERVAL` (`cluster::handover`).
             tasks.push(joined.handover.spawn_record_sync());
+        }
+        if let Some(sender) = &report_sender {
+            tasks.push(sender.spawn_hourly());
         }
         tasks.push(tokio::spawn(write_stats(Stats {
             path: stats_path(&config.data_dir),

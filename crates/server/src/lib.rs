@@ -19,7 +19,7 @@
 //! `stream`, `connections`, `login`, `park` (the parking lot for IMAP IDLE) and `splice` (a
 //! session handed to its user's node); one module per protocol shell (`smtp_conn`,
 //! `pop3_conn`, `imap_conn`, `managesieve_conn`) and the web view (`web`); `metrics`, `tls`, `throttle`, `dkim`,
-//! `quota`, `enqueue`, `lock`; and `start` (the shell started over a node's parts).
+//! `quota`, `enqueue`, `lock`; `reporting` (TLS-RPT and DMARC reports counted, sent and taken in); and `start` (the shell started over a node's parts).
 
 mod accept;
 mod certificates;
@@ -40,6 +40,7 @@ mod pop3_conn;
 mod published;
 mod quota;
 mod reload;
+mod reporting;
 mod service;
 mod shell;
 mod smtp_conn;
@@ -57,6 +58,7 @@ pub use lock::DataDirLock;
 pub use outbox::QueueOutbox;
 pub use park::Parking;
 pub use reload::Reloaded;
+pub use reporting::{LOG_INTERVAL, ROWS_QUEUED_MAX, ReportSender, Reports, SEND_INTERVAL};
 pub use service::Service;
 pub use start::{
     Counters, Listeners, OPTIONAL_RETRY_MAX, OPTIONAL_RETRY_MIN, Parts, Running, Unbound, bind,

@@ -34,6 +34,9 @@ struct Transaction {
     /// The same for a hand-over from another node: its copies share the store's next
     /// commit with other sessions' (see `cluster::HandOver::incoming`).
     handover: Option<cluster::handover::Incoming>,
+    /// A report address (`tls-reports@`, `dmarc-reports@` a local domain) was accepted: the
+    /// message goes to `Reports::ingest`, not to a mailbox.
+    report: bool,
 }
 
 /// What SMTP, submission and LMTP connections need beside the shell: the queue their mail
@@ -60,6 +63,8 @@ pub(crate) struct SmtpParts {
     pub(crate) rules: Option<Arc<mailboxes::Rules>>,
     /// The spam filter and the milters (docs/spam.md).
     pub(crate) filter: Arc<filter::Filter>,
+    /// TLS-RPT and DMARC reports: DMARC verdicts counted, reports taken in.
+    pub(crate) reports: Option<crate::Reports>,
 }
 
 /// An SMTP-family session and its shell.
@@ -393,6 +398,16 @@ impl Smtp {
             tokio::time::sleep(live.config.tarpit_delay).await;
         }
         let cache = shell.directory.cache();
+        // Reports others send about our domains go to the report store, whoever the
+        // address would reach otherwise (crate::reporting).
+        if !self.from_node
+            && self.parts.reports.is_some()
+            && crate::reporting::report_address(to, |d| cache.is_local_domain(d)).is_some()
+        {
+            self.transaction.targets.push(Vec::new());
+            self.transaction.report = true;
+            return Verdict::Accept;
+        }
         // A bounce (or reply) to the rewritten reverse path of mail a user's rules
         // redirected goes back to the original sender (SRS), before aliases, subaddresses
         // or a catch-all could take it.
@@ -628,7 +643,17 @@ impl Smtp {
                 },
                 dmarc: verdict.dmarc.name(),
             });
-            if let Some(refusal) = self.sender_policy(shell, envelope, &verdict) {
+            let refusal = self.sender_policy(shell, envelope, &verdict);
+            // crate::reporting: one DMARC row per message, unless another check refused it.
+            let dmarc_refused = shell.live().config.dmarc_enforce && verdict.dmarc_rejects();
+            if let Some(reports) = &self.parts.reports
+                && (refusal.is_none() || dmarc_refused)
+                && let Some(key) =
+                    crate::reporting::dmarc_key(self.ip, &envelope.from, &verdict, dmarc_refused)
+            {
+                reports.record_dmarc(key);
+            }
+            if let Some(refusal) = refusal {
                 // The refusal itself is logged as `rejected` (stage data) with the
                 // reply; this line adds what the checks found.
                 if let Some(c) = &checks {
@@ -650,6 +675,23 @@ impl Smtp {
             // Above our Received: the result of this hop's checks.
             prepend = format!("{}{prepend}", verdict.header);
             check_verdict = Some(verdict);
+        }
+        if std::mem::take(&mut self.transaction.report)
+            && let Some(reports) = &self.parts.reports
+        {
+            // Taken before the reply; the trace fields we add are not part of the report.
+            if let Err(e) = reports.ingest(&message, self.ip).await {
+                tracing::warn!(event = "report_error", error = %e, msg = "storing a received report");
+                self.transaction.incoming = None;
+                return vec![
+                    Verdict::Reject(Reply::new(451, (4, 3, 0), "try again later"));
+                    replies
+                ];
+            }
+            if recipients.is_empty() {
+                self.transaction.incoming = None;
+                return vec![Verdict::Accept; replies];
+            }
         }
         let filtered = matches!(
             self.service,

@@ -67,6 +67,9 @@ pub struct Parts {
     pub filter: Arc<filter::Filter>,
     /// `mailstow acme renew`'s way to the certificate manager (run when `[acme]` is set).
     pub renewals: Arc<crate::certificates::Renewals>,
+    /// TLS-RPT and DMARC reports (`crate::reporting`); `None`: nothing counted, report
+    /// addresses are ordinary ones.
+    pub reports: Option<crate::Reports>,
 }
 
 /// The first wait before an optional listener (web, metrics) that could not be bound is
@@ -277,6 +280,7 @@ pub async fn start(config: ServerConfig, parts: Parts, listeners: Listeners) -> 
             srs: parts.srs,
             rules: parts.deposit.rules().cloned(),
             filter: parts.filter.clone(),
+            reports: parts.reports.clone(),
         }),
         pop3: Arc::new(Pop3Parts {
             store: parts.store.clone(),
