@@ -8,9 +8,21 @@
 //! Where a message goes: the configured relay (smarthost), or else each recipient domain's
 //! mail exchangers from DNS (RFC 5321 5.1: MX records by preference; none: the domain's own
 //! address, the implicit MX; a null MX, RFC 7505: the domain takes no mail).
+//!
+//! Transport security towards exchangers: with a `transport_policy::Planner` ([`Mx::planner`])
+//! each domain is planned once per delivery batch (its exchangers with their DNSSEC-validated
+//! TLSA records, and its MTA-STS policy, cached by the planner), and each session gets the TLS
+//! its exchanger requires: DANE (RFC 7672) or MTA-STS (RFC 8461) make TLS mandatory and the
+//! certificate checked, and a session that cannot have that TLS fails temporarily: the
+//! message is deferred, never sent in plaintext. Each session's TLS outcome goes to
+//! [`TlsResults`] for TLS-RPT (RFC 8460).
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
+
+use rustls_pki_types::CertificateDer;
+use transport_policy::{AppliedPolicy, DomainPlan, PolicyKind, Requirement, ResultType};
 
 use tokio::io::{
     AsyncBufReadExt as _, AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, BufReader,
@@ -39,6 +51,68 @@ impl RelayTls {
             RelayTls::Verify => "verify",
         }
     }
+}
+
+/// The TLS of one session: the client configuration for STARTTLS (`None`: never), and
+/// whether the session must not go on without it.
+pub(crate) struct Tls {
+    config: Option<Arc<rustls::ClientConfig>>,
+    required: bool,
+    /// The policy that asked for it (its name goes in a deferral); `None`: the relay's.
+    policy: Option<PolicyKind>,
+}
+
+impl Tls {
+    /// What `[server] relay_tls` asks of a session to the relay.
+    fn for_relay(tls: RelayTls, clients: &Clients) -> Tls {
+        let (config, required) = match tls {
+            RelayTls::None => (None, false),
+            RelayTls::May => (Some(clients.opportunistic.clone()), false),
+            RelayTls::Verify => (Some(clients.verifying.clone()), true),
+        };
+        Tls {
+            config,
+            required,
+            policy: None,
+        }
+    }
+}
+
+/// How far a session's TLS got.
+#[derive(Debug, Default)]
+pub(crate) enum TlsOutcome {
+    /// The session ended before STARTTLS could be asked for (connection, greeting, EHLO).
+    #[default]
+    NotReached,
+    /// No STARTTLS: the exchanger did not offer it, or the session was not to use it.
+    Plaintext { offered: bool },
+    /// STARTTLS was answered with this refusal.
+    Refused(String),
+    /// The handshake failed; the rustls error when there was one.
+    Failed {
+        error: Option<rustls::Error>,
+        detail: String,
+    },
+    /// The handshake completed; the certificate chain the exchanger presented.
+    Established(Vec<CertificateDer<'static>>),
+}
+
+/// Where each outbound session's TLS outcome goes, for TLS-RPT (RFC 8460) and telemetry.
+pub trait TlsResults: Send + Sync {
+    /// One session to `mx_host` at `ip` under `policy`: `result` is `None` for a successful
+    /// TLS session, the RFC 8460 4.3 result type of a failed one otherwise. A session that
+    /// never got to STARTTLS (connection refused) records nothing, and neither does a
+    /// plaintext session under no policy: RFC 8460 counts TLS negotiations, and there was
+    /// none. A host deferred before any connection (a bogus TLSA answer, RFC 7672 2.2) is
+    /// recorded once at its first address, or at the unspecified address when it has none.
+    fn record(
+        &self,
+        policy: &AppliedPolicy,
+        mx_host: &str,
+        ip: IpAddr,
+        result: Option<ResultType>,
+        detail: &str,
+    );
 }
 
 /// Where remote mail goes.
@@ -224,19 +298,46 @@ pub(crate) async fn send(
     recipients: &[String],
     content: &[u8],
 ) -> Vec<Sent> {
-    match session(relay, clients, hostname, sender, recipients, content).await {
+    let tls = Tls::for_relay(relay.tls, clients);
+    let mut reached = TlsOutcome::NotReached;
+    let session = session(
+        relay,
+        &tls,
+        hostname,
+        sender,
+        recipients,
+        content,
+        &mut reached,
+    );
+    each(session.await, recipients.len())
+}
+
+/// One outcome per recipient: a failure before they got their own answers is everyone's.
+fn each(session: Result<Vec<Sent>, Failed>, recipients: usize) -> Vec<Sent> {
+    match session {
         Ok(outcomes) => outcomes,
-        Err(Failed(shared)) => vec![shared; recipients.len()],
+        Err(Failed(shared)) => vec![shared; recipients],
     }
 }
 
+/// The name a deferral gives the policy that required TLS.
+fn required_by(policy: Option<PolicyKind>) -> &'static str {
+    match policy {
+        Some(PolicyKind::Sts) => "MTA-STS (RFC 8461)",
+        Some(PolicyKind::Tlsa) => "DANE (RFC 7672)",
+        _ => "relay_tls = verify",
+    }
+}
+
+/// One SMTP session; `reached` says how far its TLS got, whatever the result.
 async fn session(
     relay: &Relay,
-    clients: &Clients,
+    tls: &Tls,
     hostname: &str,
     sender: &str,
     recipients: &[String],
     content: &[u8],
+    reached: &mut TlsOutcome,
 ) -> Result<Vec<Sent>, Failed> {
     let connect = async {
         match relay.address {
@@ -267,43 +368,87 @@ async fn session(
     // RFC 3207 4: STARTTLS among the EHLO keywords (smtp-proto parses the extension list).
     let offers_starttls = smtp_proto::EhloResponse::parse(&mut hello.raw.iter())
         .is_ok_and(|ehlo| ehlo.capabilities & smtp_proto::EXT_START_TLS != 0);
-    let want_tls = match relay.tls {
-        RelayTls::None => false,
-        RelayTls::May => offers_starttls,
-        RelayTls::Verify => {
-            if !offers_starttls {
-                return Err(temporary(
-                    "relay does not offer STARTTLS, which is required",
-                ));
-            }
-            true
-        }
+    // RFC 8461 5 and RFC 7672 2.2: where TLS is required, a session without it fails
+    // (temporarily: the message waits); it never goes on in plaintext.
+    let tls_failure = |what: String| {
+        Failed(Sent::Temporary(format!(
+            "451 4.7.5 {}: {what}, which {} requires",
+            relay.host,
+            required_by(tls.policy)
+        )))
     };
-    if want_tls {
-        let ready = command(&mut reader, "STARTTLS\r\n").await?;
-        if ready.code != 220 {
-            return Err(Failed(by_code(&ready)));
+    match tls.config.as_ref().filter(|_| offers_starttls) {
+        None => {
+            *reached = TlsOutcome::Plaintext {
+                offered: offers_starttls,
+            };
+            if tls.required {
+                return Err(tls_failure(format!(
+                    "no STARTTLS offered ({})",
+                    ResultType::StarttlsNotSupported
+                )));
+            }
         }
-        // RFC 3207 4.2: nothing the relay sent before its 220 may be used after the
-        // handshake; the buffer is empty here because the 220 ended the reply.
-        let plain = reader.into_inner();
-        let config = match relay.tls {
-            RelayTls::Verify => clients.verifying.clone(),
-            _ => clients.opportunistic.clone(),
-        };
-        let name = rustls_pki_types::ServerName::try_from(relay.host.clone())
-            .map_err(|e| temporary(format!("relay name {}: {e}", relay.host)))?;
-        let tls = tokio::time::timeout(
-            CONNECT_TIMEOUT,
-            tokio_rustls::TlsConnector::from(config).connect(name, plain),
-        )
-        .await
-        .map_err(|_| temporary("TLS handshake timed out"))?
-        .map_err(|e| temporary(format!("TLS handshake: {e}")))?;
-        reader = BufReader::new(Box::new(tls) as Box<dyn Io>);
-        hello = command(&mut reader, &ehlo).await?;
-        if hello.code != 250 {
-            return Err(Failed(by_code(&hello)));
+        Some(config) => {
+            let ready = command(&mut reader, "STARTTLS\r\n").await?;
+            if ready.code != 220 {
+                *reached = TlsOutcome::Refused(ready.line());
+                if tls.required {
+                    return Err(tls_failure(format!("STARTTLS refused: {}", ready.line())));
+                }
+                return Err(Failed(by_code(&ready)));
+            }
+            // RFC 3207 4.2: nothing the server sent before its 220 may be used after the
+            // handshake; the buffer is empty here because the 220 ended the reply.
+            let plain = reader.into_inner();
+            let name = rustls_pki_types::ServerName::try_from(relay.host.clone())
+                .map_err(|e| temporary(format!("relay name {}: {e}", relay.host)))?;
+            let handshake = tokio::time::timeout(
+                CONNECT_TIMEOUT,
+                tokio_rustls::TlsConnector::from(config.clone()).connect(name, plain),
+            )
+            .await;
+            let stream = match handshake {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => {
+                    // tokio-rustls carries the rustls error inside the io::Error.
+                    let error = e
+                        .get_ref()
+                        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+                        .cloned();
+                    let detail = format!("TLS handshake: {e}");
+                    let failure = match (&error, tls.policy) {
+                        (Some(error), Some(kind)) if tls.required => tls_failure(format!(
+                            "TLS handshake failed ({}): {e}",
+                            ResultType::from_tls_error(error, kind)
+                        )),
+                        _ if tls.required => tls_failure(detail.clone()),
+                        _ => temporary(&detail),
+                    };
+                    *reached = TlsOutcome::Failed { error, detail };
+                    return Err(failure);
+                }
+                Err(_) => {
+                    *reached = TlsOutcome::Failed {
+                        error: None,
+                        detail: "TLS handshake timed out".into(),
+                    };
+                    return Err(temporary("TLS handshake timed out"));
+                }
+            };
+            *reached = TlsOutcome::Established(
+                stream
+                    .get_ref()
+                    .1
+                    .peer_certificates()
+                    .map(|chain| chain.iter().map(|c| c.clone().into_owned()).collect())
+                    .unwrap_or_default(),
+            );
+            reader = BufReader::new(Box::new(stream) as Box<dyn Io>);
+            hello = command(&mut reader, &ehlo).await?;
+            if hello.code != 250 {
+                return Err(Failed(by_code(&hello)));
+            }
         }
     }
     let mail = command(&mut reader, &format!("MAIL FROM:<{sender}>\r\n")).await?;
@@ -350,7 +495,7 @@ async fn session(
 /// The mail exchangers of a domain.
 pub(crate) enum Exchangers {
     /// Hosts to try in order, each with its addresses.
-    Hosts(Vec<(String, Vec<std::net::IpAddr>)>),
+    Hosts(Vec<(String, Vec<IpAddr>)>),
     /// RFC 7505: a null MX; the domain accepts no mail.
     NullMx,
     /// DNS could not answer now (temporary).
@@ -389,19 +534,7 @@ pub(crate) async fn exchangers(
     hosts.sort_by_key(|(preference, _)| *preference);
     let mut resolved = Vec::new();
     for (_, host) in hosts.into_iter().take(EXCHANGERS_MAX) {
-        let mut addresses = Vec::new();
-        if let Ok(lookup) = resolver.ipv4_lookup(host.as_str()).await {
-            addresses.extend(lookup.answers().iter().filter_map(|r| match &r.data {
-                RData::A(a) => Some(std::net::IpAddr::V4(a.0)),
-                _ => None,
-            }));
-        }
-        if let Ok(lookup) = resolver.ipv6_lookup(host.as_str()).await {
-            addresses.extend(lookup.answers().iter().filter_map(|r| match &r.data {
-                RData::AAAA(a) => Some(std::net::IpAddr::V6(a.0)),
-                _ => None,
-            }));
-        }
+        let addresses = addresses(resolver, &host).await;
         if !addresses.is_empty() {
             resolved.push((host.trim_end_matches('.').to_string(), addresses));
         }
@@ -412,60 +545,82 @@ pub(crate) async fn exchangers(
     Exchangers::Hosts(resolved)
 }
 
+/// A host's IPv4 then IPv6 addresses; none when neither lookup answered.
+async fn addresses(resolver: &hickory_resolver::TokioResolver, host: &str) -> Vec<IpAddr> {
+    use hickory_resolver::proto::rr::RData;
+    let fqdn = format!("{}.", host.trim_end_matches('.'));
+    let mut addresses = Vec::new();
+    if let Ok(lookup) = resolver.ipv4_lookup(fqdn.as_str()).await {
+        addresses.extend(lookup.answers().iter().filter_map(|r| match &r.data {
+            RData::A(a) => Some(IpAddr::V4(a.0)),
+            _ => None,
+        }));
+    }
+    if let Ok(lookup) = resolver.ipv6_lookup(fqdn.as_str()).await {
+        addresses.extend(lookup.answers().iter().filter_map(|r| match &r.data {
+            RData::AAAA(a) => Some(IpAddr::V6(a.0)),
+            _ => None,
+        }));
+    }
+    addresses
+}
+
 /// Direct delivery: the resolver that finds exchangers, and their SMTP port (25 on the
 /// internet; another only on test networks).
 pub struct Mx {
     pub resolver: hickory_resolver::TokioResolver,
     pub port: u16,
+    /// MTA-STS and DANE for the sessions (RFC 8461, RFC 7672); `None`: opportunistic TLS
+    /// to every exchanger, found through `resolver`.
+    pub planner: Option<Arc<transport_policy::Planner>>,
+    /// Where each session's TLS outcome goes (TLS-RPT, telemetry); `None`: nowhere.
+    pub tls_results: Option<Arc<dyn TlsResults>>,
 }
 
 /// Exchangers tried per domain at most (RFC 5321 5.1 asks for at least two when there are).
 const EXCHANGERS_MAX: usize = 5;
 
+/// A recipient domain's plan, made by the first of a delivery batch's sessions to the domain
+/// and shared by the others: one batch's many messages to a domain look it up once.
+pub(crate) type SharedPlan = Arc<tokio::sync::OnceCell<DomainPlan>>;
+
 /// Delivers to a domain's exchangers in order: the next one is tried only while every
 /// recipient still has a temporary failure (the host was unreachable or refused for now).
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn send_mx(
     mx: &Mx,
     clients: &Clients,
     hostname: &str,
     domain: &str,
+    plan: &SharedPlan,
     sender: &str,
     recipients: &[String],
     content: &[u8],
 ) -> (String, Vec<Sent>) {
-    let hosts = match exchangers(&mx.resolver, domain).await {
-        Exchangers::Hosts(hosts) => hosts,
-        Exchangers::NullMx => {
-            return (
-                "none".into(),
-                vec![
-                    Sent::Permanent(format!("556 5.1.10 {domain} accepts no mail (null MX)"));
-                    recipients.len()
-                ],
-            );
-        }
-        Exchangers::NoSuchDomain => {
-            return (
-                "none".into(),
-                vec![
-                    Sent::Permanent(format!("550 5.1.2 {domain}: no such domain or no address"));
-                    recipients.len()
-                ],
-            );
-        }
-        Exchangers::Unavailable(why) => {
-            return (
-                "none".into(),
-                vec![
-                    Sent::Temporary(format!("451 4.4.3 DNS for {domain}: {why}"));
-                    recipients.len()
-                ],
-            );
-        }
+    let message = Message {
+        hostname,
+        sender,
+        recipients,
+        content,
     };
-    let mut last =
-        vec![Sent::Temporary("451 4.4.1 no exchanger answered".into()); recipients.len()];
+    let all = |sent: Sent| vec![sent; recipients.len()];
+    let hosts: Vec<(String, Vec<IpAddr>)> = match &mx.planner {
+        Some(planner) => {
+            let plan = plan.get_or_init(|| planner.plan(domain)).await;
+            return send_planned(mx, planner, plan, &message).await;
+        }
+        None => match exchangers(&mx.resolver, domain).await {
+            Exchangers::Hosts(hosts) => hosts,
+            Exchangers::NullMx => return ("none".into(), all(null_mx(domain))),
+            Exchangers::NoSuchDomain => return ("none".into(), all(no_such_domain(domain))),
+            Exchangers::Unavailable(why) => {
+                return ("none".into(), all(dns_unavailable(domain, &why)));
+            }
+        },
+    };
+    let mut last = all(Sent::Temporary("451 4.4.1 no exchanger answered".into()));
     let mut tried = "none".to_string();
+    let tls = Tls::for_relay(RelayTls::May, clients);
     for (host, addresses) in hosts {
         for address in addresses {
             let relay = Relay {
@@ -475,13 +630,224 @@ pub(crate) async fn send_mx(
                 address: Some(address),
             };
             tried = relay.name();
-            last = send(&relay, clients, hostname, sender, recipients, content).await;
+            let mut reached = TlsOutcome::NotReached;
+            last = each(
+                message.session(&relay, &tls, &mut reached).await,
+                recipients.len(),
+            );
             if !last.iter().all(|s| matches!(s, Sent::Temporary(_))) {
                 return (tried, last);
             }
         }
     }
     (tried, last)
+}
+
+/// What one message's sessions to a domain carry.
+struct Message<'a> {
+    hostname: &'a str,
+    sender: &'a str,
+    recipients: &'a [String],
+    content: &'a [u8],
+}
+
+impl Message<'_> {
+    async fn session(
+        &self,
+        relay: &Relay,
+        tls: &Tls,
+        reached: &mut TlsOutcome,
+    ) -> Result<Vec<Sent>, Failed> {
+        session(
+            relay,
+            tls,
+            self.hostname,
+            self.sender,
+            self.recipients,
+            self.content,
+            reached,
+        )
+        .await
+    }
+}
+
+fn null_mx(domain: &str) -> Sent {
+    Sent::Permanent(format!("556 5.1.10 {domain} accepts no mail (null MX)"))
+}
+
+fn no_such_domain(domain: &str) -> Sent {
+    Sent::Permanent(format!("550 5.1.2 {domain}: no such domain or no address"))
+}
+
+fn dns_unavailable(domain: &str, why: &str) -> Sent {
+    Sent::Temporary(format!("451 4.4.3 DNS for {domain}: {why}"))
+}
+
+fn all_temporary(sent: &[Sent]) -> bool {
+    sent.iter().all(|s| matches!(s, Sent::Temporary(_)))
+}
+
+/// [`send_mx`] under a plan: each exchanger gets the TLS its requirement asks for (DANE
+/// first, then MTA-STS, else opportunistic), and each session's TLS outcome is recorded.
+async fn send_planned(
+    mx: &Mx,
+    planner: &transport_policy::Planner,
+    plan: &DomainPlan,
+    message: &Message<'_>,
+) -> (String, Vec<Sent>) {
+    use transport_policy::Exchangers as Planned;
+    let domain = &plan.domain;
+    let all = |sent: Sent| vec![sent; message.recipients.len()];
+    let hosts = match &plan.exchangers {
+        Planned::Hosts(hosts) => hosts,
+        Planned::NullMx => return ("none".into(), all(null_mx(domain))),
+        Planned::NoSuchDomain => return ("none".into(), all(no_such_domain(domain))),
+        Planned::Unavailable(why) => return ("none".into(), all(dns_unavailable(domain, why))),
+    };
+    let mut last: Option<Vec<Sent>> = None;
+    let mut tried = "none".to_string();
+    let mut skipped: Vec<String> = Vec::new();
+    for host in hosts {
+        let requirement = planner.requirement(plan, &host.name);
+        let policy = plan.applied_policy(&requirement);
+        if let Requirement::Skip { why } = &requirement {
+            // RFC 8461 4.1: under `enforce`, an exchanger the policy does not name is not used.
+            skipped.push(why.clone());
+            continue;
+        }
+        let addresses = addresses(&mx.resolver, &host.name).await;
+        let Some(config) = planner.client_config(&requirement) else {
+            if let Requirement::Defer { why, result, .. } = &requirement {
+                // RFC 7672 2.2: a failed TLSA lookup in a signed zone: not this host, now.
+                let ip = addresses
+                    .first()
+                    .copied()
+                    .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+                record(mx, &policy, &host.name, ip, Some(*result), why);
+                tried = format!("{}:{}", host.name, mx.port);
+                last = Some(all(Sent::Temporary(format!(
+                    "451 4.7.5 {}: {why} ({result}), so DANE (RFC 7672) cannot be checked",
+                    host.name
+                ))));
+            }
+            continue;
+        };
+        let tls = Tls {
+            config: Some(config),
+            required: requirement.tls_required(),
+            policy: Some(policy.kind),
+        };
+        for address in addresses {
+            let relay = Relay {
+                host: host.name.clone(),
+                port: mx.port,
+                tls: RelayTls::May,
+                address: Some(address),
+            };
+            tried = relay.name();
+            let mut reached = TlsOutcome::NotReached;
+            let sent = each(
+                message.session(&relay, &tls, &mut reached).await,
+                message.recipients.len(),
+            );
+            record_session(
+                mx,
+                planner,
+                plan,
+                &requirement,
+                &policy,
+                &host.name,
+                address,
+                &reached,
+            );
+            if !all_temporary(&sent) {
+                return (tried, sent);
+            }
+            last = Some(sent);
+        }
+    }
+    let last = match last {
+        Some(last) => last,
+        // RFC 8461 4.1 and 5: no exchanger the enforced policy allows; wait, never plaintext.
+        None if !skipped.is_empty() => all(Sent::Temporary(format!(
+            "451 4.7.5 MTA-STS (RFC 8461): no exchanger of {domain} is named by its policy: {}",
+            skipped.join("; ")
+        ))),
+        None => all(no_such_domain(domain)),
+    };
+    (tried, last)
+}
+
+/// Records one session's TLS outcome (see [`TlsResults::record`] for what counts).
+#[allow(clippy::too_many_arguments)]
+fn record_session(
+    mx: &Mx,
+    planner: &transport_policy::Planner,
+    plan: &DomainPlan,
+    requirement: &Requirement,
+    policy: &AppliedPolicy,
+    mx_host: &str,
+    ip: IpAddr,
+    reached: &TlsOutcome,
+) {
+    if mx.tls_results.is_none() {
+        return;
+    }
+    let opportunistic = matches!(requirement, Requirement::Opportunistic);
+    let (result, detail): (Option<ResultType>, String) = match reached {
+        TlsOutcome::NotReached => return,
+        // RFC 8460 4.3.2.2: the policy could not be fetched; the session went on without one.
+        _ if opportunistic && let Some((result, why)) = &plan.sts_failure => {
+            (Some(*result), why.clone())
+        }
+        TlsOutcome::Plaintext { .. } if opportunistic => return,
+        TlsOutcome::Plaintext { offered } => (
+            Some(ResultType::StarttlsNotSupported),
+            if *offered {
+                "STARTTLS offered but not used".into()
+            } else {
+                "STARTTLS not offered".into()
+            },
+        ),
+        TlsOutcome::Refused(reply) => (
+            Some(ResultType::StarttlsNotSupported),
+            format!("STARTTLS refused: {reply}"),
+        ),
+        TlsOutcome::Failed { error, detail } => (
+            Some(error.as_ref().map_or(ResultType::ValidationFailure, |e| {
+                ResultType::from_tls_error(e, policy.kind)
+            })),
+            detail.clone(),
+        ),
+        // `testing`: the handshake was opportunistic; what the policy says of the certificate
+        // is reported, the mail goes anyway (RFC 8461 5).
+        TlsOutcome::Established(chain)
+            if matches!(requirement, Requirement::Verified { enforce: false, .. }) =>
+        {
+            match planner.check_session(requirement, Some(chain)) {
+                Ok(()) => (None, String::new()),
+                Err(result) => (
+                    Some(result),
+                    "the certificate does not meet the policy (mode testing: delivered)".into(),
+                ),
+            }
+        }
+        TlsOutcome::Established(_) => (None, String::new()),
+    };
+    record(mx, policy, mx_host, ip, result, &detail);
+}
+
+fn record(
+    mx: &Mx,
+    policy: &AppliedPolicy,
+    mx_host: &str,
+    ip: IpAddr,
+    result: Option<ResultType>,
+    detail: &str,
+) {
+    if let Some(sink) = &mx.tls_results {
+        sink.record(policy, mx_host, ip, result, detail);
+    }
 }
 
 #[cfg(test)]
