@@ -372,9 +372,9 @@ async fn session(
     // (temporarily: the message waits); it never goes on in plaintext.
     let tls_failure = |what: String| {
         Failed(Sent::Temporary(format!(
-            "451 4.7.5 {}: {what}, which {} requires",
-            relay.host,
-            required_by(tls.policy)
+            "451 4.7.5 {} requires TLS with {}: {what}",
+            required_by(tls.policy),
+            relay.host
         )))
     };
     match tls.config.as_ref().filter(|_| offers_starttls) {
@@ -419,7 +419,7 @@ async fn session(
                     let detail = format!("TLS handshake: {e}");
                     let failure = match (&error, tls.policy) {
                         (Some(error), Some(kind)) if tls.required => tls_failure(format!(
-                            "TLS handshake failed ({}): {e}",
+                            "handshake failed ({}): {e}",
                             ResultType::from_tls_error(error, kind)
                         )),
                         _ if tls.required => tls_failure(detail.clone()),
