@@ -540,3 +540,192 @@ fn dane_delivers_with_a_matching_tlsa_record_and_defers_without() {
     sender.stop_cleanly();
     receiver.stop_cleanly();
 }
+
+/// The measurement behind `bench/run-transport.sh` (ignored by `cargo test`): outbound
+/// delivery from one mailstow to a loopback MX (a second mailstow) with MTA-STS and DANE
+/// checks on and off, one after the other on the same receiver, name server and messages.
+///
+/// Half the messages go to `dane.test` (signed, TLSA 3 1 1 for the receiver's key), half to
+/// `sts.test` (an `enforce` policy naming the same exchanger, its certificate from the test
+/// CA); `off` is `outbound_mta_sts = false`, `outbound_dane = false` (opportunistic TLS to
+/// the same exchanger). Each mode gets a fresh sender; one warm-up message per domain first,
+/// so the policy and the TLSA records are cached (by the planner and BIND's resolver) before
+/// the timed messages. The figure is timed messages over the mail log's span from the first
+/// timed message accepted to the last delivered. Env: BENCH_MSGS (400), BENCH_CONNS (4,
+/// submission connections), BENCH_RUN (1; odd runs start with `off`).
+#[test]
+#[ignore = "a benchmark: bench/run-transport.sh runs it"]
+fn bench_outbound_transport() {
+    let number = |name: &str, default: usize| -> usize {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let (msgs, conns, run) = (
+        number("BENCH_MSGS", 400),
+        number("BENCH_CONNS", 4).max(1),
+        number("BENCH_RUN", 1),
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let address = test_peers::free_loopback_address(&[25, 443]).unwrap();
+    let ca = Ca::new(&tmp.path().join("ca"));
+    let (cert, key) = ca.issue("mx", &["mx.dane.test", "mta-sts.sts.test"]);
+    let bind = Bind::start(&[
+        Zone::unsigned("example.test.", "@ TXT \"v=spf1 -all\"\n"),
+        Zone::signed(
+            "dane.test.",
+            &format!(
+                "@ MX 10 mx\nmx A {address}\n_25._tcp.mx TLSA 3 1 1 {}\n",
+                spki_sha256(&key)
+            ),
+        ),
+        Zone::unsigned(
+            "sts.test.",
+            &format!(
+                "@ MX 10 mx.dane.test.\nmta-sts A {address}\n\
+                 _mta-sts TXT \"v=STSv1; id=1\"\n"
+            ),
+        ),
+    ])
+    .unwrap();
+    let (receiver, _) = start_receiver(
+        &tmp.path().join("receiver"),
+        "mx.dane.test",
+        &["dane.test", "sts.test"],
+        address,
+        &cert,
+        &key,
+        &bind,
+    );
+    let modes = if run % 2 == 1 {
+        ["off", "on"]
+    } else {
+        ["on", "off"]
+    };
+    for mode in modes {
+        let transport = match mode {
+            "on" => "",
+            _ => "outbound_mta_sts = false\noutbound_dane = false\n",
+        };
+        let dir = tmp.path().join(format!("sender-{mode}"));
+        let (sender, log) = start_sender(&dir, &bind, &ca, transport);
+        submit_many(
+            &sender,
+            &["carol@dane.test", "carol@sts.test"],
+            2,
+            1,
+            "warm-up",
+        );
+        assert_eq!(
+            mail::log_lines(&log, &["event=delivered"], 2).len(),
+            2,
+            "warm-up not delivered ({mode})"
+        );
+        let accepted_before = mail::log_lines(&log, &["event=accepted"], 0).len();
+        let started = Instant::now();
+        submit_many(
+            &sender,
+            &["carol@dane.test", "carol@sts.test"],
+            msgs,
+            conns,
+            "timed",
+        );
+        let client_seconds = started.elapsed().as_secs_f64();
+        let deadline = Instant::now() + Duration::from_secs(600);
+        let delivered = loop {
+            let delivered = mail::log_lines(&log, &["event=delivered"], 0);
+            if delivered.len() >= msgs + 2 || Instant::now() > deadline {
+                break delivered;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert_eq!(delivered.len(), msgs + 2, "not all delivered ({mode})");
+        let accepted = mail::log_lines(&log, &["event=accepted"], 0);
+        let first = log_ms(&accepted[accepted_before]);
+        let last = delivered.iter().map(|l| log_ms(l)).max().unwrap();
+        let seconds = (last - first) as f64 / 1000.0;
+        let verified = metric(
+            &sender,
+            &format!("{TLS_SESSIONS}{{policy=\"tlsa\",result=\"success\"}}"),
+        ) + metric(
+            &sender,
+            &format!("{TLS_SESSIONS}{{policy=\"sts\",result=\"success\"}}"),
+        );
+        let failed = mail::log_lines(&log, &["event=outbound_tls"], 0).len()
+            + mail::log_lines(&log, &["event=deferred"], 0).len();
+        println!(
+            "RESULT transport_outbound_delivered label={mode} run={run} msgs={msgs} \
+             seconds={seconds:.3} msgs_per_s={:.1} client_seconds={client_seconds:.3} \
+             verified_sessions={verified} failures={failed}",
+            msgs as f64 / seconds
+        );
+        sender.stop_cleanly();
+    }
+    receiver.stop_cleanly();
+}
+
+/// `count` messages from alice, to `recipients` in turn, over `conns` submission connections
+/// (one transaction after another on each).
+fn submit_many(sender: &Server, recipients: &[&str], count: usize, conns: usize, tag: &str) {
+    use std::io::BufRead as _;
+    let address = sender.addr("submission");
+    let body = "x".repeat(76) + "\r\n";
+    let body = body.repeat(24);
+    std::thread::scope(|scope| {
+        for c in 0..conns {
+            let (address, body) = (address.clone(), body.clone());
+            scope.spawn(move || {
+                let stream = TcpStream::connect(&address).unwrap();
+                stream
+                    .set_read_timeout(Some(Duration::from_secs(60)))
+                    .unwrap();
+                let mut writer = stream.try_clone().unwrap();
+                let mut reader = std::io::BufReader::new(stream);
+                let mut expect = |writer: &mut TcpStream, line: &str, code: u16| {
+                    if !line.is_empty() {
+                        writer.write_all(line.as_bytes()).unwrap();
+                    }
+                    let got = common::smtp_reply(&mut reader).unwrap();
+                    assert_eq!(got, code, "after {line:?}");
+                };
+                expect(&mut writer, "", 220);
+                expect(&mut writer, "EHLO bench\r\n", 250);
+                let plain = common::base64(b"\0alice@example.test\0secret-pw");
+                expect(&mut writer, &format!("AUTH PLAIN {plain}\r\n"), 235);
+                for n in (c..count).step_by(conns) {
+                    let to = recipients[n % recipients.len()];
+                    expect(&mut writer, "MAIL FROM:<alice@example.test>\r\n", 250);
+                    expect(&mut writer, &format!("RCPT TO:<{to}>\r\n"), 250);
+                    expect(&mut writer, "DATA\r\n", 354);
+                    let message = format!(
+                        "From: alice@example.test\r\nTo: {to}\r\nSubject: {tag} {n}\r\n\r\n{body}.\r\n"
+                    );
+                    expect(&mut writer, &message, 250);
+                }
+                let _ = writer.write_all(b"QUIT\r\n");
+                let mut rest = String::new();
+                let _ = reader.read_line(&mut rest);
+            });
+        }
+    });
+}
+
+/// A mail log line's `ts=` stamp (`2026-11-29T01:45:27.907Z`) in milliseconds since 1970.
+fn log_ms(line: &str) -> i64 {
+    let ts = line
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix("ts="))
+        .unwrap_or_else(|| panic!("no ts= in {line}"));
+    let field = |range: std::ops::Range<usize>| -> i64 { ts[range].parse().unwrap() };
+    let (y, m, d) = (field(0..4), field(5..7), field(8..10));
+    let (h, min, s, ms) = (field(11..13), field(14..16), field(17..19), field(20..23));
+    // Days from civil (H. Hinnant): the proleptic Gregorian calendar.
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    ((days * 24 + h) * 60 + min) * 60_000 + s * 1000 + ms
+}
