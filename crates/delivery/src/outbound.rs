@@ -582,7 +582,46 @@ const EXCHANGERS_MAX: usize = 5;
 
 /// A recipient domain's plan, made by the first of a delivery batch's sessions to the domain
 /// and shared by the others: one batch's many messages to a domain look it up once.
-pub(crate) type SharedPlan = Arc<tokio::sync::OnceCell<DomainPlan>>;
+pub(crate) type SharedPlan = Arc<tokio::sync::OnceCell<Planned>>;
+
+/// A domain's plan with what each exchanger needs: its requirement, the policy a TLS-RPT
+/// report counts it under, and its TLS client configuration. Made once per batch, so the
+/// batch's sessions to one exchanger share one configuration, and with it TLS session
+/// resumption (a DANE configuration is built per exchanger, with its TLSA records).
+pub(crate) struct Planned {
+    plan: DomainPlan,
+    hosts: Vec<PlannedHost>,
+}
+
+struct PlannedHost {
+    name: String,
+    requirement: Requirement,
+    policy: AppliedPolicy,
+    /// `None` for `Skip` and `Defer`: no session.
+    config: Option<Arc<rustls::ClientConfig>>,
+}
+
+impl Planned {
+    async fn new(planner: &transport_policy::Planner, domain: &str) -> Planned {
+        let plan = planner.plan(domain).await;
+        let hosts = match &plan.exchangers {
+            transport_policy::Exchangers::Hosts(hosts) => hosts
+                .iter()
+                .map(|host| {
+                    let requirement = planner.requirement(&plan, &host.name);
+                    PlannedHost {
+                        name: host.name.clone(),
+                        policy: plan.applied_policy(&requirement),
+                        config: planner.client_config(&requirement),
+                        requirement,
+                    }
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        Planned { plan, hosts }
+    }
+}
 
 /// Delivers to a domain's exchangers in order: the next one is tried only while every
 /// recipient still has a temporary failure (the host was unreachable or refused for now).
@@ -606,8 +645,8 @@ pub(crate) async fn send_mx(
     let all = |sent: Sent| vec![sent; recipients.len()];
     let hosts: Vec<(String, Vec<IpAddr>)> = match &mx.planner {
         Some(planner) => {
-            let plan = plan.get_or_init(|| planner.plan(domain)).await;
-            return send_planned(mx, planner, plan, &message).await;
+            let planned = plan.get_or_init(|| Planned::new(planner, domain)).await;
+            return send_planned(mx, planner, planned, &message).await;
         }
         None => match exchangers(&mx.resolver, domain).await {
             Exchangers::Hosts(hosts) => hosts,
@@ -692,38 +731,40 @@ fn all_temporary(sent: &[Sent]) -> bool {
 async fn send_planned(
     mx: &Mx,
     planner: &transport_policy::Planner,
-    plan: &DomainPlan,
+    planned: &Planned,
     message: &Message<'_>,
 ) -> (String, Vec<Sent>) {
-    use transport_policy::Exchangers as Planned;
+    use transport_policy::Exchangers;
+    let plan = &planned.plan;
     let domain = &plan.domain;
     let all = |sent: Sent| vec![sent; message.recipients.len()];
-    let hosts = match &plan.exchangers {
-        Planned::Hosts(hosts) => hosts,
-        Planned::NullMx => return ("none".into(), all(null_mx(domain))),
-        Planned::NoSuchDomain => return ("none".into(), all(no_such_domain(domain))),
-        Planned::Unavailable(why) => return ("none".into(), all(dns_unavailable(domain, why))),
-    };
+    match &plan.exchangers {
+        Exchangers::Hosts(_) => {}
+        Exchangers::NullMx => return ("none".into(), all(null_mx(domain))),
+        Exchangers::NoSuchDomain => return ("none".into(), all(no_such_domain(domain))),
+        Exchangers::Unavailable(why) => {
+            return ("none".into(), all(dns_unavailable(domain, why)));
+        }
+    }
     let mut last: Option<Vec<Sent>> = None;
     let mut tried = "none".to_string();
     let mut skipped: Vec<String> = Vec::new();
-    for host in hosts {
-        let requirement = planner.requirement(plan, &host.name);
-        let policy = plan.applied_policy(&requirement);
-        if let Requirement::Skip { why } = &requirement {
+    for host in &planned.hosts {
+        let (requirement, policy) = (&host.requirement, &host.policy);
+        if let Requirement::Skip { why } = requirement {
             // RFC 8461 4.1: under `enforce`, an exchanger the policy does not name is not used.
             skipped.push(why.clone());
             continue;
         }
         let addresses = addresses(&mx.resolver, &host.name).await;
-        let Some(config) = planner.client_config(&requirement) else {
-            if let Requirement::Defer { why, result, .. } = &requirement {
+        let Some(config) = host.config.clone() else {
+            if let Requirement::Defer { why, result, .. } = requirement {
                 // RFC 7672 2.2: a failed TLSA lookup in a signed zone: not this host, now.
                 let ip = addresses
                     .first()
                     .copied()
                     .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
-                record(mx, &policy, &host.name, ip, Some(*result), why);
+                record(mx, policy, &host.name, ip, Some(*result), why);
                 tried = format!("{}:{}", host.name, mx.port);
                 last = Some(all(Sent::Temporary(format!(
                     "451 4.7.5 {}: {why} ({result}), so DANE (RFC 7672) cannot be checked",
@@ -754,8 +795,8 @@ async fn send_planned(
                 mx,
                 planner,
                 plan,
-                &requirement,
-                &policy,
+                requirement,
+                policy,
                 &host.name,
                 address,
                 &reached,
