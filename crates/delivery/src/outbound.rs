@@ -791,16 +791,11 @@ async fn send_planned(
                 message.session(&relay, &tls, &mut reached).await,
                 message.recipients.len(),
             );
-            record_session(
-                mx,
-                planner,
-                plan,
-                requirement,
-                policy,
-                &host.name,
-                address,
-                &reached,
-            );
+            if let Some((result, detail)) =
+                session_result(planner, plan, requirement, policy.kind, &reached)
+            {
+                record(mx, policy, &host.name, address, result, &detail);
+            }
             if !all_temporary(&sent) {
                 return (tried, sent);
             }
@@ -819,29 +814,23 @@ async fn send_planned(
     (tried, last)
 }
 
-/// Records one session's TLS outcome (see [`TlsResults::record`] for what counts).
-#[allow(clippy::too_many_arguments)]
-fn record_session(
-    mx: &Mx,
+/// What a session's TLS outcome records: `None` for nothing (see [`TlsResults::record`]),
+/// else the result (`None`: success) and what went wrong.
+fn session_result(
     planner: &transport_policy::Planner,
     plan: &DomainPlan,
     requirement: &Requirement,
-    policy: &AppliedPolicy,
-    mx_host: &str,
-    ip: IpAddr,
+    kind: PolicyKind,
     reached: &TlsOutcome,
-) {
-    if mx.tls_results.is_none() {
-        return;
-    }
+) -> Option<(Option<ResultType>, String)> {
     let opportunistic = matches!(requirement, Requirement::Opportunistic);
     let (result, detail): (Option<ResultType>, String) = match reached {
-        TlsOutcome::NotReached => return,
+        TlsOutcome::NotReached => return None,
         // RFC 8460 4.3.2.2: the policy could not be fetched; the session went on without one.
         _ if opportunistic && let Some((result, why)) = &plan.sts_failure => {
             (Some(*result), why.clone())
         }
-        TlsOutcome::Plaintext { .. } if opportunistic => return,
+        TlsOutcome::Plaintext { .. } if opportunistic => return None,
         TlsOutcome::Plaintext { offered } => (
             Some(ResultType::StarttlsNotSupported),
             if *offered {
@@ -856,7 +845,7 @@ fn record_session(
         ),
         TlsOutcome::Failed { error, detail } => (
             Some(error.as_ref().map_or(ResultType::ValidationFailure, |e| {
-                ResultType::from_tls_error(e, policy.kind)
+                ResultType::from_tls_error(e, kind)
             })),
             detail.clone(),
         ),
@@ -875,7 +864,7 @@ fn record_session(
         }
         TlsOutcome::Established(_) => (None, String::new()),
     };
-    record(mx, policy, mx_host, ip, result, &detail);
+    Some((result, detail))
 }
 
 fn record(
@@ -910,6 +899,233 @@ mod tests {
         let plain = b"250-relay.example\r\n250 8BITMIME\r\n";
         let parsed = smtp_proto::EhloResponse::parse(&mut plain.iter()).unwrap();
         assert_eq!(parsed.capabilities & smtp_proto::EXT_START_TLS, 0);
+    }
+
+    /// A scripted exchanger on loopback that offers no STARTTLS and accepts everything;
+    /// the commands it received.
+    async fn plaintext_exchanger() -> (std::net::SocketAddr, tokio::task::JoinHandle<String>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let served = tokio::spawn(async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            let (read, mut write) = stream.into_split();
+            let mut lines = BufReader::new(read).lines();
+            let mut seen = String::new();
+            write.write_all(b"220 mx.example.org\r\n").await.unwrap();
+            let mut in_data = false;
+            while let Ok(Some(line)) = lines.next_line().await {
+                seen.push_str(&line);
+                seen.push('\n');
+                let reply: &[u8] = if in_data {
+                    if line != "." {
+                        continue;
+                    }
+                    in_data = false;
+                    b"250 queued\r\n"
+                } else if line.starts_with("EHLO") {
+                    b"250-mx.example.org\r\n250 8BITMIME\r\n"
+                } else if line == "DATA" {
+                    in_data = true;
+                    b"354 go\r\n"
+                } else if line == "QUIT" {
+                    let _ = write.write_all(b"221 bye\r\n").await;
+                    break;
+                } else {
+                    b"250 ok\r\n"
+                };
+                if write.write_all(reply).await.is_err() {
+                    break;
+                }
+            }
+            seen
+        });
+        (address, served)
+    }
+
+    fn relay_at(address: std::net::SocketAddr) -> Relay {
+        Relay {
+            host: "mx.example.org".into(),
+            port: address.port(),
+            tls: RelayTls::May,
+            address: Some(address.ip()),
+        }
+    }
+
+    #[tokio::test]
+    async fn required_tls_without_starttls_defers_before_any_mail_is_sent() {
+        let clients = Clients::new();
+        let (address, served) = plaintext_exchanger().await;
+        let tls = Tls {
+            config: Some(clients.opportunistic.clone()),
+            required: true,
+            policy: Some(PolicyKind::Sts),
+        };
+        let mut reached = TlsOutcome::NotReached;
+        let recipients = ["a@example.org".to_string()];
+        let outcome = session(
+            &relay_at(address),
+            &tls,
+            "mail.example.net",
+            "s@example.net",
+            &recipients,
+            b"Subject: x\r\n\r\nsecret\r\n",
+            &mut reached,
+        )
+        .await;
+        let Err(Failed(Sent::Temporary(reply))) = outcome else {
+            panic!("not a temporary failure");
+        };
+        assert!(
+            reply.starts_with("451 4.7.5 MTA-STS") && reply.contains("starttls-not-supported"),
+            "{reply}"
+        );
+        assert!(matches!(reached, TlsOutcome::Plaintext { offered: false }));
+        // RFC 8461 5: nothing of the message went in plaintext.
+        let seen = served.await.unwrap();
+        assert!(
+            !seen.contains("MAIL FROM") && !seen.contains("secret"),
+            "{seen}"
+        );
+
+        // Without a policy the same exchanger gets the message in plaintext (RFC 7435).
+        let (address, served) = plaintext_exchanger().await;
+        let tls = Tls {
+            required: false,
+            policy: Some(PolicyKind::NoPolicyFound),
+            ..tls
+        };
+        let mut reached = TlsOutcome::NotReached;
+        let outcome = session(
+            &relay_at(address),
+            &tls,
+            "mail.example.net",
+            "s@example.net",
+            &recipients,
+            b"Subject: x\r\n\r\nsecret\r\n",
+            &mut reached,
+        )
+        .await;
+        assert_eq!(outcome.ok(), Some(vec![Sent::Delivered]));
+        assert!(matches!(reached, TlsOutcome::Plaintext { offered: false }));
+        assert!(served.await.unwrap().contains("secret"));
+    }
+
+    fn plan(sts: Option<transport_policy::Mode>) -> DomainPlan {
+        DomainPlan {
+            domain: "example.org".into(),
+            exchangers: transport_policy::Exchangers::Hosts(Vec::new()),
+            mx_secure: false,
+            sts: sts.map(|mode| transport_policy::CachedPolicy {
+                policy: transport_policy::Policy {
+                    mode,
+                    mx: vec!["mx.example.org".into()],
+                    max_age: 86400,
+                },
+                id: "1".into(),
+                fetched: 0,
+            }),
+            sts_failure: None,
+        }
+    }
+
+    #[test]
+    fn session_outcomes_map_to_tls_rpt_results() {
+        let planner =
+            transport_policy::Planner::new(Vec::new(), None, transport_policy::Config::default())
+                .unwrap();
+        let none = plan(None);
+        let opportunistic = Requirement::Opportunistic;
+        let kind = PolicyKind::NoPolicyFound;
+        let result = |plan: &DomainPlan, requirement: &Requirement, kind, reached| {
+            session_result(&planner, plan, requirement, kind, &reached).map(|(r, _)| r)
+        };
+        // No policy: plaintext and unreached sessions are no TLS negotiation; TLS is success.
+        assert_eq!(
+            result(&none, &opportunistic, kind, TlsOutcome::NotReached),
+            None
+        );
+        assert_eq!(
+            result(
+                &none,
+                &opportunistic,
+                kind,
+                TlsOutcome::Plaintext { offered: false }
+            ),
+            None
+        );
+        assert_eq!(
+            result(
+                &none,
+                &opportunistic,
+                kind,
+                TlsOutcome::Established(Vec::new())
+            ),
+            Some(None)
+        );
+        // A policy that could not be fetched is reported for the sessions that went on.
+        let mut unfetched = plan(None);
+        unfetched.sts_failure = Some((ResultType::StsPolicyFetchError, "refused".into()));
+        assert_eq!(
+            result(
+                &unfetched,
+                &opportunistic,
+                PolicyKind::Sts,
+                TlsOutcome::Established(Vec::new())
+            ),
+            Some(Some(ResultType::StsPolicyFetchError))
+        );
+        // Enforced: the handshake's own error decides.
+        let enforce = plan(Some(transport_policy::Mode::Enforce));
+        let verified = planner.requirement(&enforce, "mx.example.org");
+        let mismatch = rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName);
+        assert_eq!(
+            result(
+                &enforce,
+                &verified,
+                PolicyKind::Sts,
+                TlsOutcome::Failed {
+                    error: Some(mismatch),
+                    detail: String::new()
+                }
+            ),
+            Some(Some(ResultType::CertificateHostMismatch))
+        );
+        assert_eq!(
+            result(
+                &enforce,
+                &verified,
+                PolicyKind::Sts,
+                TlsOutcome::Plaintext { offered: false }
+            ),
+            Some(Some(ResultType::StarttlsNotSupported))
+        );
+        assert_eq!(
+            result(
+                &enforce,
+                &verified,
+                PolicyKind::Sts,
+                TlsOutcome::Refused("454 no".into())
+            ),
+            Some(Some(ResultType::StarttlsNotSupported))
+        );
+        // Testing: the opportunistic session's certificate is checked here; a self-signed one
+        // for the right name is reported as untrusted (the mail went anyway).
+        let testing = plan(Some(transport_policy::Mode::Testing));
+        let requirement = planner.requirement(&testing, "mx.example.org");
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["mx.example.org".into()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        assert_eq!(
+            result(
+                &testing,
+                &requirement,
+                PolicyKind::Sts,
+                TlsOutcome::Established(vec![cert.der().clone()])
+            ),
+            Some(Some(ResultType::CertificateNotTrusted))
+        );
     }
 
     #[test]
