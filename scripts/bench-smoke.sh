@@ -38,6 +38,7 @@ RUNS=(
   "run-backup.sh"
   "run-sieve.sh"
   "run-spam.sh"
+  "run-transport.sh"
 )
 declare -A HELPER_OF=(
   [lib.sh]=all [nonzero.py]=all [dovecot-tuning.sh]=run-imap.sh

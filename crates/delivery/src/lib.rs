@@ -19,7 +19,7 @@ mod route;
 mod wakeup;
 mod worker;
 
-pub use outbound::{Relay, RelayTls};
+pub use outbound::{Relay, RelayTls, TlsResults};
 pub use route::{DirectoryRouter, Route, Router, wake_on_return};
 pub use wakeup::{Paused, Wakeup};
 pub use worker::{Delivery, Outbound, Path, RETRY_FOR, backoff, final_delivery_fields, now_ms};

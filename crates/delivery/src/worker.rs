@@ -511,6 +511,10 @@ fn relay_batch(
 ) -> Vec<(usize, usize, String, Sent)> {
     let slots = Arc::new(tokio::sync::Semaphore::new(RELAY_CONNECTIONS_MAX));
     let mut expected: Vec<(usize, usize)> = Vec::new();
+    // One plan per recipient domain for the whole batch (MTA-STS, DANE): the first session
+    // to a domain makes it, the others wait for it.
+    let mut plans: std::collections::HashMap<String, outbound::SharedPlan> =
+        std::collections::HashMap::new();
     let results = out.runtime.block_on(async {
         let mut sessions = tokio::task::JoinSet::new();
         for (m, rs) in remote {
@@ -540,6 +544,7 @@ fn relay_batch(
                 let (out, slots) = (out.clone(), slots.clone());
                 let sender = message.envelope.sender.clone();
                 let content = message.content.clone();
+                let plan = plans.entry(domain.clone()).or_default().clone();
                 sessions.spawn(async move {
                     let _slot = slots.acquire_owned().await;
                     let (relay, sent) = match &out.path {
@@ -561,6 +566,7 @@ fn relay_batch(
                                 &out.clients,
                                 &out.hostname,
                                 &domain,
+                                &plan,
                                 &sender,
                                 &recipients,
                                 &content,

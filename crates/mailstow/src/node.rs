@@ -562,7 +562,7 @@ impl Delivering {
                 peers,
             ))
         });
-        let outbound = outbound(config)?;
+        let outbound = outbound(config, mail.telemetry.clone())?;
         let mut workers = Vec::new();
         for n in 0..config.delivery_threads.max(1) {
             let worker = delivery::Delivery {
@@ -613,17 +613,46 @@ impl Delivering {
 }
 
 /// Where mail for other domains goes: the smarthost, each domain's exchangers, or nowhere
-/// (it waits in the deferred queue).
-fn outbound(config: &ServerConfig) -> Result<Option<Arc<delivery::Outbound>>> {
+/// (it waits in the deferred queue). Direct delivery plans its sessions with MTA-STS and DANE
+/// (`[server] outbound_mta_sts`, `outbound_dane`): the policies are cached in
+/// `<data_dir>/mta-sts`, kept across restarts, and each session's TLS outcome is reported.
+fn outbound(
+    config: &ServerConfig,
+    telemetry: Arc<telemetry::Telemetry>,
+) -> Result<Option<Arc<delivery::Outbound>>> {
     let path = match (&config.relay, &config.direct) {
         (Some(relay), _) => delivery::Path::Relay(relay.clone()),
-        (None, Some(direct)) => delivery::Path::Mx(Box::new(delivery::outbound::Mx {
-            // A slow or dead name server must not hold a delivery batch for long: 2 tries
-            // of 5 s.
-            resolver: sender_auth::resolver(&direct.dns_servers, Duration::from_secs(5), 2)
-                .context("building the DNS resolver")?,
-            port: direct.mx_port,
-        })),
+        (None, Some(direct)) => {
+            let planner = if direct.transport.mta_sts || direct.transport.dane {
+                let cache_dir = config.data_dir.join("mta-sts");
+                std::fs::create_dir_all(&cache_dir)
+                    .with_context(|| format!("creating {}", cache_dir.display()))?;
+                let resolvers = if direct.dns_servers.is_empty() {
+                    system_name_servers()
+                } else {
+                    direct.dns_servers.clone()
+                };
+                Some(Arc::new(
+                    transport_policy::Planner::new(
+                        resolvers,
+                        Some(&cache_dir),
+                        direct.transport.clone(),
+                    )
+                    .context("[server] tls_roots_file")?,
+                ))
+            } else {
+                None
+            };
+            delivery::Path::Mx(Box::new(delivery::outbound::Mx {
+                // A slow or dead name server must not hold a delivery batch for long: 2 tries
+                // of 5 s.
+                resolver: sender_auth::resolver(&direct.dns_servers, Duration::from_secs(5), 2)
+                    .context("building the DNS resolver")?,
+                port: direct.mx_port,
+                planner,
+                tls_results: Some(Arc::new(LoggedTlsResults(telemetry))),
+            }))
+        }
         (None, None) => return Ok(None),
     };
     Ok(Some(Arc::new(delivery::Outbound {
@@ -632,6 +661,42 @@ fn outbound(config: &ServerConfig) -> Result<Option<Arc<delivery::Outbound>>> {
         runtime: tokio::runtime::Handle::current(),
         hostname: config.hostname.clone(),
     })))
+}
+
+/// The name servers of `/etc/resolv.conf` (port 53), for the transport planner's own DNS
+/// client when `[server] dns_servers` names none. DANE trusts their AD bit: a local validating
+/// resolver (RFC 7672 1.3).
+fn system_name_servers() -> Vec<std::net::SocketAddr> {
+    std::fs::read_to_string("/etc/resolv.conf")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("nameserver"))
+        .filter_map(|ip| ip.trim().parse::<std::net::IpAddr>().ok())
+        .map(|ip| std::net::SocketAddr::new(ip, 53))
+        .collect()
+}
+
+/// Each outbound session's TLS outcome into telemetry (`event=outbound_tls`, counted by
+/// policy and result).
+struct LoggedTlsResults(Arc<telemetry::Telemetry>);
+
+impl delivery::TlsResults for LoggedTlsResults {
+    fn record(
+        &self,
+        policy: &transport_policy::AppliedPolicy,
+        mx_host: &str,
+        _ip: std::net::IpAddr,
+        result: Option<transport_policy::ResultType>,
+        detail: &str,
+    ) {
+        self.0.outbound_tls(&telemetry::TlsSession {
+            domain: &policy.domain,
+            mx_host,
+            policy: policy.kind.as_str(),
+            result: result.map_or("success", transport_policy::ResultType::as_str),
+            detail,
+        });
+    }
 }
 
 /// Where the server writes its counters once a second.
