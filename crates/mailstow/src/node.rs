@@ -116,7 +116,19 @@ impl Node {
                 None
             }
         };
-        let delivering = Delivering::start(&config, &engines, &mail, joined.as_ref(), srs.clone())?;
+        // Outbound sessions' TLS outcomes: counted for TLS-RPT (and logged), or only logged.
+        let tls_results: Arc<dyn delivery::TlsResults> = match &reports {
+            Some(reports) => Arc::new(reports.clone()),
+            None => Arc::new(LoggedTlsResults(mail.telemetry.clone())),
+        };
+        let delivering = Delivering::start(
+            &config,
+            &engines,
+            &mail,
+            joined.as_ref(),
+            srs.clone(),
+            tls_results,
+        )?;
         let report_sender = reports.clone().map(|reports| {
             Arc::new(server::ReportSender {
                 reports,
@@ -522,6 +534,7 @@ impl Delivering {
         mail: &Mail,
         joined: Option<&Joined>,
         srs: Arc<sender_auth::Srs>,
+        tls_results: Arc<dyn delivery::TlsResults>,
     ) -> Result<Delivering> {
         let wakeup = Arc::new(delivery::Wakeup::default());
         // Users' rules run at final delivery (the deposit), from the first delivery on;
@@ -562,7 +575,7 @@ impl Delivering {
                 peers,
             ))
         });
-        let outbound = outbound(config, mail.telemetry.clone())?;
+        let outbound = outbound(config, tls_results)?;
         let mut workers = Vec::new();
         for n in 0..config.delivery_threads.max(1) {
             let worker = delivery::Delivery {
@@ -618,7 +631,7 @@ impl Delivering {
 /// `<data_dir>/mta-sts`, kept across restarts, and each session's TLS outcome is reported.
 fn outbound(
     config: &ServerConfig,
-    telemetry: Arc<telemetry::Telemetry>,
+    tls_results: Arc<dyn delivery::TlsResults>,
 ) -> Result<Option<Arc<delivery::Outbound>>> {
     let path = match (&config.relay, &config.direct) {
         (Some(relay), _) => delivery::Path::Relay(relay.clone()),
@@ -650,7 +663,7 @@ fn outbound(
                     .context("building the DNS resolver")?,
                 port: direct.mx_port,
                 planner,
-                tls_results: Some(Arc::new(LoggedTlsResults(telemetry))),
+                tls_results: Some(tls_results),
             }))
         }
         (None, None) => return Ok(None),

@@ -621,3 +621,17 @@ fn tls_key(
 
 #[cfg(test)]
 mod tests;
+
+/// Delivery's sink for outbound sessions' TLS outcomes: [`Reports::record`].
+impl delivery::TlsResults for Reports {
+    fn record(
+        &self,
+        policy: &transport_policy::AppliedPolicy,
+        mx_host: &str,
+        ip: IpAddr,
+        result: Option<transport_policy::ResultType>,
+        detail: &str,
+    ) {
+        Reports::record(self, policy, mx_host, ip, result, detail);
+    }
+}
