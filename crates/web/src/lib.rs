@@ -40,9 +40,8 @@ pub use app::Config;
 pub use backend::{
     ADMIN_REPORTS_SHOWN_MAX, ADMIN_USERS_SHOWN_MAX, Account, AdminAction, AdminCertificate,
     AdminData, AdminReceivedReport, AdminReportKind, AdminReports, AdminSentReport, AdminUser,
-    AdminView, Backend,
-    BackendError, Changes, Flag, FolderInfo, FolderPage, Listed, LoginError, LoginRow,
-    PasswordError, Queued, ScriptError, ScriptInfo, SendError, Stored, TRASH,
+    AdminView, Backend, BackendError, Changes, Flag, FolderInfo, FolderPage, Listed, LoginError,
+    LoginRow, PasswordError, Queued, ScriptError, ScriptInfo, SendError, Stored, TRASH,
 };
 pub use published::{Http01Answers, Published};
 

@@ -1243,7 +1243,10 @@ async fn the_reports_page_lists_reports_escaped_and_the_certificate() {
     let page = root.send("GET", "/admin/reports", None).await;
     assert_eq!(page.status, StatusCode::OK);
     let body = &page.body;
-    assert!(body.contains(r#"href="/admin/reports">Reports</a>"#), "{body}");
+    assert!(
+        body.contains(r#"href="/admin/reports">Reports</a>"#),
+        "{body}"
+    );
     assert!(!body.contains("<script>"), "{body}");
     assert!(
         body.contains("&#60;script&#62;alert(1)&#60;/script&#62; &#38; Co"),
@@ -1255,7 +1258,10 @@ async fn the_reports_page_lists_reports_escaped_and_the_certificate() {
         "{body}"
     );
     assert!(body.contains("120 sessions, 3 failed"), "{body}");
-    assert!(body.contains("2025-11-25 00:00 – 2025-11-25 23:59"), "{body}");
+    assert!(
+        body.contains("2025-11-25 00:00 – 2025-11-25 23:59"),
+        "{body}"
+    );
     assert!(
         body.contains("<td>DMARC</td><td>example.net</td><td>2025-11-25</td><td>dmarc@example.net</td><td>2025-11-26 01:00</td>"),
         "{body}"
@@ -1285,7 +1291,10 @@ async fn the_reports_page_lists_reports_escaped_and_the_certificate() {
         "{body}"
     );
     assert!(!body.contains("report list --sent</code> shows"), "{body}");
-    assert!(body.contains("none (the domain asks for no report)"), "{body}");
+    assert!(
+        body.contains("none (the domain asks for no report)"),
+        "{body}"
+    );
     assert!(
         body.contains("<dd>mail.example.org, mta-sts.example.org</dd>"),
         "{body}"
