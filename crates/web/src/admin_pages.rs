@@ -1,5 +1,6 @@
-//! The admin pages (`/admin/...`): domains, users, aliases, the queue and the counters, for
-//! users the directory marks admin (`mailstow user add --admin`, `user admin ADDRESS on`).
+//! The admin pages (`/admin/...`): domains, users, aliases, the queue, the counters, and the
+//! TLS-RPT and DMARC reports with the certificate (read-only), for users the directory marks
+//! admin (`mailstow user add --admin`, `user admin ADDRESS on`).
 //!
 //! Every request checks the session, then [`Backend::is_admin`] at that moment (a non-admin
 //! gets 403, the same for every admin URL, so nothing is learnt by trying them), and every
@@ -19,7 +20,10 @@ use serde::Deserialize;
 use crate::app::{
     App, CREDENTIAL_BYTES_MAX, Denied, backend_problem, not_found, problem, render_page, size, when,
 };
-use crate::backend::{AdminAction, AdminData, AdminView, Backend};
+use crate::backend::{
+    ADMIN_REPORTS_SHOWN_MAX, AdminAction, AdminCertificate, AdminData, AdminReportKind,
+    AdminReports, AdminView, Backend,
+};
 use crate::sessions::Session;
 
 /// Longest field an admin form may carry (addresses, domains, quotas; passwords have
@@ -48,12 +52,33 @@ struct QueueRow {
     last_error: String,
 }
 
+/// A received report's row as the template shows it.
+struct ReceivedRow {
+    id: i64,
+    kind: &'static str,
+    org: String,
+    domain: String,
+    period: String,
+    summary: String,
+    report_id: String,
+}
+
+/// A sent report's row as the template shows it.
+struct SentRow {
+    kind: &'static str,
+    domain: String,
+    day: String,
+    recipients: String,
+    sent: String,
+}
+
 #[derive(Template)]
 #[template(path = "admin.html")]
 struct AdminPage {
     user: String,
     csrf: String,
-    /// Which tab: `overview`, `users`, `domains`, `aliases`, `queue`, `queued`, `counters`.
+    /// Which tab: `overview`, `users`, `domains`, `aliases`, `queue`, `queued`, `counters`,
+    /// `reports`, `report`.
     tab: &'static str,
     notice: Option<String>,
     problem: Option<String>,
@@ -68,6 +93,16 @@ struct AdminPage {
     queued: String,
     queued_id: u64,
     counters: Vec<(String, String)>,
+    received: Vec<ReceivedRow>,
+    received_more: bool,
+    sent: Vec<SentRow>,
+    sent_more: bool,
+    /// The certificate's facts, (name, value).
+    certificate: Vec<(&'static str, String)>,
+    /// Lists are cut at this many rows.
+    shown_max: usize,
+    report: String,
+    report_id: i64,
 }
 
 impl AdminPage {
@@ -88,6 +123,123 @@ impl AdminPage {
             queued: String::new(),
             queued_id: 0,
             counters: Vec::new(),
+            received: Vec::new(),
+            received_more: false,
+            sent: Vec::new(),
+            sent_more: false,
+            certificate: Vec::new(),
+            shown_max: ADMIN_REPORTS_SHOWN_MAX,
+            report: String::new(),
+            report_id: 0,
+        }
+    }
+
+    fn set_reports(&mut self, reports: AdminReports) {
+        self.received_more = reports.received_more;
+        self.received = reports
+            .received
+            .into_iter()
+            .take(ADMIN_REPORTS_SHOWN_MAX)
+            .map(|r| {
+                let (what, failed) = match r.kind {
+                    AdminReportKind::TlsRpt => ("sessions", "failed"),
+                    AdminReportKind::Dmarc => ("messages", "failed DMARC"),
+                };
+                ReceivedRow {
+                    id: r.id,
+                    kind: kind_name(r.kind),
+                    org: r.org,
+                    domain: r.domain,
+                    period: format!("{} – {}", when(r.begin), when(r.end)),
+                    summary: format!("{} {what}, {} {failed}", r.total, r.failed),
+                    report_id: r.report_id,
+                }
+            })
+            .collect();
+        self.sent_more = reports.sent_more;
+        self.sent = reports
+            .sent
+            .into_iter()
+            .take(ADMIN_REPORTS_SHOWN_MAX)
+            .map(|r| SentRow {
+                kind: kind_name(r.kind),
+                domain: r.domain,
+                day: date(r.day),
+                recipients: if r.recipients.is_empty() {
+                    "none (the domain asks for no report)".into()
+                } else {
+                    r.recipients.join(", ")
+                },
+                sent: when(r.sent_at),
+            })
+            .collect();
+        self.certificate = certificate_facts(reports.certificate);
+    }
+}
+
+fn kind_name(kind: AdminReportKind) -> &'static str {
+    match kind {
+        AdminReportKind::TlsRpt => "TLS-RPT",
+        AdminReportKind::Dmarc => "DMARC",
+    }
+}
+
+/// The day of a Unix time, `YYYY-MM-DD`.
+fn date(unix: i64) -> String {
+    let mut text = when(unix);
+    text.truncate(text.find(' ').unwrap_or(text.len()));
+    text
+}
+
+/// The certificate as (name, value) lines, like `mailstow acme status`.
+fn certificate_facts(certificate: AdminCertificate) -> Vec<(&'static str, String)> {
+    match certificate {
+        AdminCertificate::Configured => vec![(
+            "Certificate",
+            "self-signed or configured (no ACME directory)".into(),
+        )],
+        AdminCertificate::Unreadable(why) => {
+            vec![("Certificate", format!("ACME directory unreadable: {why}"))]
+        }
+        AdminCertificate::Acme {
+            names,
+            not_after,
+            days_left,
+            last_error,
+            consecutive_failures,
+            next_attempt,
+            renewing,
+        } => {
+            let names = if names.is_empty() {
+                "none obtained yet".to_string()
+            } else {
+                names.join(", ")
+            };
+            let not_after = match (not_after, days_left) {
+                (Some(t), Some(days)) if days < 0 => format!("{} (expired)", when(t)),
+                (Some(t), Some(1)) => format!("{} (1 day left)", when(t)),
+                (Some(t), Some(days)) => format!("{} ({days} days left)", when(t)),
+                (Some(t), None) => when(t),
+                (None, _) => "–".into(),
+            };
+            let renewal = if renewing {
+                "by this server ([acme])"
+            } else {
+                "off (no [acme] in the configuration)"
+            };
+            vec![
+                ("Certificate", "ACME".to_string()),
+                ("Names", names),
+                ("Valid until", not_after),
+                ("Renewal", renewal.to_string()),
+                (
+                    "Last error",
+                    last_error.map_or("none".into(), |e| {
+                        format!("{e} ({consecutive_failures} failures in a row)")
+                    }),
+                ),
+                ("Next attempt", next_attempt.map_or("–".into(), when)),
+            ]
         }
     }
 }
@@ -134,6 +286,8 @@ async fn fill<B: Backend>(app: &Arc<App<B>>, page: &mut AdminPage) -> Result<(),
         "queue" => AdminView::Queue,
         "queued" => AdminView::Queued(page.queued_id),
         "counters" => AdminView::Counters,
+        "reports" => AdminView::Reports,
+        "report" => AdminView::Report(page.report_id),
         _ => AdminView::Overview,
     };
     let data = app
@@ -194,6 +348,8 @@ async fn fill<B: Backend>(app: &Arc<App<B>>, page: &mut AdminPage) -> Result<(),
         }
         AdminData::Queued(text) => page.queued = text,
         AdminData::Counters(c) => page.counters = c,
+        AdminData::Reports(reports) => page.set_reports(reports),
+        AdminData::Report(text) => page.report = text,
     }
     Ok(())
 }
@@ -214,6 +370,7 @@ fn tab_of(section: &str) -> Option<&'static str> {
         "aliases" => "aliases",
         "queue" => "queue",
         "counters" => "counters",
+        "reports" => "reports",
         _ => return None,
     })
 }
@@ -276,6 +433,27 @@ pub(crate) async fn queued<B: Backend>(
     };
     let mut page = AdminPage::new(session, "queued");
     page.queued_id = q.id;
+    show(&app, page, StatusCode::OK).await
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ReportQuery {
+    id: i64,
+}
+
+/// `/admin/reports/show?id=N`: one received report's text.
+pub(crate) async fn report<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Query(q): Query<ReportQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let session = match app.admin_session(&headers, peer.ip()) {
+        Ok(s) => s,
+        Err(denied) => return denied.into_response(),
+    };
+    let mut page = AdminPage::new(session, "report");
+    page.report_id = q.id;
     show(&app, page, StatusCode::OK).await
 }
 

@@ -243,6 +243,10 @@ pub enum AdminView {
     /// One queued message (its id).
     Queued(u64),
     Counters,
+    /// The TLS-RPT and DMARC aggregate reports received and sent, and the certificate.
+    Reports,
+    /// One received report (its id).
+    Report(i64),
 }
 
 /// An admin page's data.
@@ -266,10 +270,95 @@ pub enum AdminData {
     Queued(String),
     /// (metric with its labels, value), as the Prometheus endpoint gives them.
     Counters(Vec<(String, String)>),
+    Reports(AdminReports),
+    /// `mailstow report show`'s text.
+    Report(String),
 }
 
 /// Users one admin page lists at most (a search narrows the rest down).
 pub const ADMIN_USERS_SHOWN_MAX: usize = 500;
+
+/// Reports the reports page lists at most of each list, received and sent (the CLI's
+/// `mailstow report list` shows the rest).
+pub const ADMIN_REPORTS_SHOWN_MAX: usize = 100;
+
+/// Which aggregate report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminReportKind {
+    /// SMTP TLS Reporting (RFC 8460).
+    TlsRpt,
+    /// DMARC aggregate (RFC 7489 7.2).
+    Dmarc,
+}
+
+/// What the reports page shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminReports {
+    /// Reports other organizations sent about our domains, newest first, at most
+    /// [`ADMIN_REPORTS_SHOWN_MAX`].
+    pub received: Vec<AdminReceivedReport>,
+    /// Whether more were received than are listed.
+    pub received_more: bool,
+    /// The reports we sent, newest day first, at most [`ADMIN_REPORTS_SHOWN_MAX`].
+    pub sent: Vec<AdminSentReport>,
+    pub sent_more: bool,
+    pub certificate: AdminCertificate,
+}
+
+/// A received report as the reports page lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminReceivedReport {
+    pub id: i64,
+    pub kind: AdminReportKind,
+    /// The organization that sent it, as it wrote its name.
+    pub org: String,
+    pub report_id: String,
+    pub domain: String,
+    /// The period it covers, Unix seconds.
+    pub begin: i64,
+    pub end: i64,
+    /// TLS-RPT: sessions; DMARC: messages.
+    pub total: u64,
+    /// TLS-RPT: failed sessions; DMARC: messages that failed DMARC.
+    pub failed: u64,
+}
+
+/// A report we sent (or the record that a domain asks for none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminSentReport {
+    pub kind: AdminReportKind,
+    pub domain: String,
+    /// The UTC day it covers: Unix seconds of its start.
+    pub day: i64,
+    /// The addresses it went to; empty when the domain asks for no report.
+    pub recipients: Vec<String>,
+    /// Unix seconds.
+    pub sent_at: i64,
+}
+
+/// The server's certificate as the reports page shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdminCertificate {
+    /// Kept by ACME in the data directory (`mailstow acme status`'s facts).
+    Acme {
+        /// The names it covers; empty when none has been obtained yet.
+        names: Vec<String>,
+        /// Unix seconds.
+        not_after: Option<i64>,
+        /// Whole days until `not_after`, negative once it has passed.
+        days_left: Option<i64>,
+        last_error: Option<String>,
+        consecutive_failures: u32,
+        /// Unix seconds.
+        next_attempt: Option<i64>,
+        /// Whether this server renews it (`[acme]` is configured).
+        renewing: bool,
+    },
+    /// No ACME directory: the configured certificate, or the self-signed one.
+    Configured,
+    /// The ACME directory could not be read: why.
+    Unreadable(String),
+}
 
 /// A user as the admin pages list it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -38,9 +38,10 @@ use serde::Deserialize;
 
 pub use app::Config;
 pub use backend::{
-    ADMIN_USERS_SHOWN_MAX, Account, AdminAction, AdminData, AdminUser, AdminView, Backend,
-    BackendError, Changes, Flag, FolderInfo, FolderPage, Listed, LoginError, LoginRow,
-    PasswordError, Queued, ScriptError, ScriptInfo, SendError, Stored, TRASH,
+    ADMIN_REPORTS_SHOWN_MAX, ADMIN_USERS_SHOWN_MAX, Account, AdminAction, AdminCertificate,
+    AdminData, AdminReceivedReport, AdminReportKind, AdminReports, AdminSentReport, AdminUser,
+    AdminView, Backend, BackendError, Changes, Flag, FolderInfo, FolderPage, Listed, LoginError,
+    LoginRow, PasswordError, Queued, ScriptError, ScriptInfo, SendError, Stored, TRASH,
 };
 pub use published::{Http01Answers, Published};
 
@@ -119,6 +120,7 @@ pub fn router<B: Backend>(backend: Arc<B>, config: Config) -> Router {
         .route("/events", get(events::<B>))
         .route("/admin", get(admin_pages::overview::<B>))
         .route("/admin/queue/show", get(admin_pages::queued::<B>))
+        .route("/admin/reports/show", get(admin_pages::report::<B>))
         .route("/admin/{section}", get(admin_pages::section::<B>))
         .route("/admin/{section}/{verb}", post(admin_pages::act::<B>))
         .fallback(not_found)

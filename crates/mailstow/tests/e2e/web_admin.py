@@ -84,7 +84,8 @@ def imap_login(user, password):
 def main():
     bob = Browser("bob@example.test")
     for path in ["/admin", "/admin/users", "/admin/domains", "/admin/aliases", "/admin/queue",
-                 "/admin/counters", "/admin/queue/show?id=1"]:
+                 "/admin/counters", "/admin/queue/show?id=1", "/admin/reports",
+                 "/admin/reports/show?id=1"]:
         status, _, _ = bob.get(path)
         check(status == 403, f"bob (not an admin) got {status} at {path}")
     status, _, _ = bob.post("/admin/users/add", {"csrf": bob.csrf(), "address": "eve@example.test",
@@ -149,6 +150,13 @@ def main():
     check("not in the queue" in body, body[:2000])
     status, _, counters = alice.get("/admin/counters")
     check(status == 200 and "mailstow_" in counters, f"counters: {status}")
+
+    # The reports page, read-only: none received or sent yet, no ACME directory.
+    status, _, reports = alice.get("/admin/reports")
+    check(status == 200 and "No report received." in reports and "No report sent." in reports
+          and "self-signed or configured" in reports, f"reports: {status}\n{reports[:3000]}")
+    status, _, _ = alice.get("/admin/reports/show?id=1")
+    check(status == 404, f"a report never received: {status}")
 
     # The login history: a wrong IMAP password for bob from this address, then the page.
     check(not imap_login("bob@example.test", "wrong"), "a wrong password was accepted")

@@ -34,7 +34,12 @@ struct Memory {
     gone: Mutex<Vec<String>>,
     /// (user, name) -> (source, active)
     scripts: Mutex<std::collections::BTreeMap<(String, String), (String, bool)>>,
+    /// What the reports page shows.
+    reports: Mutex<AdminReports>,
 }
+
+/// An organization name a hostile report could carry.
+const HOSTILE_ORG: &str = "<script>alert(1)</script> & Co";
 
 impl Default for Memory {
     fn default() -> Memory {
@@ -44,6 +49,29 @@ impl Default for Memory {
             acted: Mutex::default(),
             gone: Mutex::default(),
             scripts: Mutex::default(),
+            reports: Mutex::new(AdminReports {
+                received: vec![AdminReceivedReport {
+                    id: 7,
+                    kind: AdminReportKind::TlsRpt,
+                    org: HOSTILE_ORG.into(),
+                    report_id: "r\"1".into(),
+                    domain: "example.org".into(),
+                    begin: 1_764_028_800,
+                    end: 1_764_115_199,
+                    total: 120,
+                    failed: 3,
+                }],
+                received_more: false,
+                sent: vec![AdminSentReport {
+                    kind: AdminReportKind::Dmarc,
+                    domain: "example.net".into(),
+                    day: 1_764_028_800,
+                    recipients: vec!["dmarc@example.net".into()],
+                    sent_at: 1_764_118_800,
+                }],
+                sent_more: false,
+                certificate: AdminCertificate::Configured,
+            }),
             folders: Mutex::default(),
             sent: Mutex::default(),
             changed: tokio::sync::watch::channel(0).0,
@@ -433,6 +461,9 @@ impl Backend for Memory {
             }
             AdminView::Domains => AdminData::Domains(vec!["example.org".into()]),
             AdminView::Aliases => AdminData::Aliases(vec![]),
+            AdminView::Reports => AdminData::Reports(self.reports.lock().unwrap().clone()),
+            AdminView::Report(7) => AdminData::Report(format!("id: 7\nfrom: {HOSTILE_ORG}\n")),
+            AdminView::Report(_) => return Err(BackendError::NotFound),
             AdminView::Overview => AdminData::Overview {
                 node: "here".into(),
                 domains: 1,
@@ -1191,6 +1222,120 @@ async fn admin_pages_are_for_admins_with_a_token() {
     assert_eq!(
         root.send("GET", "/admin", None).await.status,
         StatusCode::FORBIDDEN
+    );
+}
+
+/// The reports page: received and sent reports and the certificate, escaped, each received
+/// report linked to its text; for admins only, read-only.
+#[tokio::test]
+async fn the_reports_page_lists_reports_escaped_and_the_certificate() {
+    let memory = mailbox();
+    let mut ann = Browser::new(memory.clone());
+    ann.log_in("ann@example.org").await;
+    for uri in ["/admin/reports", "/admin/reports/show?id=7"] {
+        let a = ann.send("GET", uri, None).await;
+        assert_eq!(a.status, StatusCode::FORBIDDEN, "{uri}");
+        assert!(!a.body.contains("alert(1)"), "{uri}");
+    }
+
+    let mut root = Browser::new(memory.clone());
+    root.log_in("root@example.org").await;
+    let page = root.send("GET", "/admin/reports", None).await;
+    assert_eq!(page.status, StatusCode::OK);
+    let body = &page.body;
+    assert!(
+        body.contains(r#"href="/admin/reports">Reports</a>"#),
+        "{body}"
+    );
+    assert!(!body.contains("<script>"), "{body}");
+    assert!(
+        body.contains("&#60;script&#62;alert(1)&#60;/script&#62; &#38; Co"),
+        "{body}"
+    );
+    assert!(body.contains("r&#34;1"), "{body}");
+    assert!(
+        body.contains(r#"<a href="/admin/reports/show?id=7">7</a>"#),
+        "{body}"
+    );
+    assert!(body.contains("120 sessions, 3 failed"), "{body}");
+    assert!(
+        body.contains("2025-11-25 00:00 – 2025-11-25 23:59"),
+        "{body}"
+    );
+    assert!(
+        body.contains("<td>DMARC</td><td>example.net</td><td>2025-11-25</td><td>dmarc@example.net</td><td>2025-11-26 01:00</td>"),
+        "{body}"
+    );
+    assert!(body.contains("self-signed or configured"), "{body}");
+    assert!(!body.contains("Showing the newest"), "{body}");
+    assert!(!body.contains("<form method=\"post\" action=\"/admin/reports"));
+
+    // Cut lists say so; a domain that asks for no report; an ACME certificate.
+    {
+        let mut reports = memory.reports.lock().unwrap();
+        reports.received_more = true;
+        reports.sent[0].recipients.clear();
+        reports.certificate = AdminCertificate::Acme {
+            names: vec!["mail.example.org".into(), "mta-sts.example.org".into()],
+            not_after: Some(1_771_891_200),
+            days_left: Some(89),
+            last_error: Some("<b>rate limited</b>".into()),
+            consecutive_failures: 2,
+            next_attempt: Some(1_764_122_400),
+            renewing: true,
+        };
+    }
+    let body = root.send("GET", "/admin/reports", None).await.body;
+    assert!(
+        body.contains("Showing the newest 100; <code>mailstow report list</code>"),
+        "{body}"
+    );
+    assert!(!body.contains("report list --sent</code> shows"), "{body}");
+    assert!(
+        body.contains("none (the domain asks for no report)"),
+        "{body}"
+    );
+    assert!(
+        body.contains("<dd>mail.example.org, mta-sts.example.org</dd>"),
+        "{body}"
+    );
+    assert!(body.contains("(89 days left)"), "{body}");
+    assert!(
+        body.contains("&#60;b&#62;rate limited&#60;/b&#62; (2 failures in a row)"),
+        "{body}"
+    );
+    assert!(body.contains("<dd>2025-11-26 02:00</dd>"), "{body}");
+
+    // Empty lists.
+    {
+        let mut reports = memory.reports.lock().unwrap();
+        reports.received.clear();
+        reports.sent.clear();
+        reports.certificate = AdminCertificate::Unreadable("state.json: corrupt".into());
+    }
+    let body = root.send("GET", "/admin/reports", None).await.body;
+    assert!(body.contains("No report received."), "{body}");
+    assert!(body.contains("No report sent."), "{body}");
+    assert!(
+        body.contains("ACME directory unreadable: state.json: corrupt"),
+        "{body}"
+    );
+
+    // One report's text, escaped; an unknown id is a 404.
+    let detail = root.send("GET", "/admin/reports/show?id=7", None).await;
+    assert_eq!(detail.status, StatusCode::OK);
+    assert!(
+        detail.body.contains(
+            "<pre class=\"report\">id: 7\nfrom: &#60;script&#62;alert(1)&#60;/script&#62; &#38; Co\n</pre>"
+        ),
+        "{}",
+        detail.body
+    );
+    assert_eq!(
+        root.send("GET", "/admin/reports/show?id=8", None)
+            .await
+            .status,
+        StatusCode::NOT_FOUND
     );
 }
 
