@@ -44,10 +44,6 @@ fn world() -> World {
     }
 }
 
-fn config(world: &World, challenge: &str) -> String {
-    config_with(world, challenge, "")
-}
-
 fn config_with(world: &World, challenge: &str, acme_extra: &str) -> String {
     let http = if challenge == "http-01" {
         format!("{}:80", world.address)
