@@ -344,7 +344,8 @@ fn mta_sts_enforce_defers_on_a_bad_certificate_and_delivers_on_a_good_one() {
             "sts.test.",
             &format!(
                 "@ MX 10 mx\nmx A {address}\nmta-sts A {address}\n\
-                 _mta-sts TXT \"v=STSv1; id=20260101\"\n"
+                 _mta-sts TXT \"v=STSv1; id=20260101\"\n\
+                 _smtp._tls TXT \"v=TLSRPTv1; rua=mailto:tls-reports@sts.test\"\n"
             ),
         ),
     ])
@@ -452,6 +453,49 @@ fn mta_sts_enforce_defers_on_a_bad_certificate_and_delivers_on_a_good_one() {
         ),
         2.0
     );
+
+    // TLS-RPT (RFC 8460): the day's sessions under sts.test's policy, reported to the
+    // address its `_smtp._tls` record names and taken in by its exchanger: the successes
+    // and the certificate-host-mismatch failures counted above.
+    let failed = mail::log_lines(&log, &["event=outbound_tls", "policy=sts"], 1).len();
+    let tomorrow = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 86_400;
+    let sent = must(mailstow(
+        &tmp.path().join("sender/data"),
+        &["report", "send", "--now", &tomorrow.to_string()],
+    ));
+    assert!(sent.contains("sts.test"), "{sent}");
+    let receiver_data = tmp.path().join("receiver/data");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let listed = loop {
+        let listed = must(mailstow(
+            &receiver_data,
+            &["report", "list", "--kind", "tlsrpt"],
+        ));
+        if listed.contains(" sts.test ") {
+            break listed;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no TLS-RPT report arrived: {listed}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let field = |name: &str| -> u64 {
+        listed
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(name))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{name} in {listed}"))
+    };
+    assert_eq!(field("failed="), failed as u64, "{listed}");
+    assert_eq!(field("sessions=") - field("failed="), 2, "{listed}");
+    let id = listed.split_whitespace().next().unwrap();
+    let shown = must(mailstow(&receiver_data, &["report", "show", id]));
+    assert!(shown.contains("mx.sts.test"), "{shown}");
     sender.stop_cleanly();
     receiver.stop_cleanly();
 }
