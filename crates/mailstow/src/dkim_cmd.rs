@@ -40,8 +40,31 @@ fn zone_line(name: &str, record: &str) -> String {
     format!("{name}. 3600 IN TXT {}", strings.join(" "))
 }
 
-fn default_selector() -> String {
+/// `ms` and the year and month: each rotation gets a new selector.
+pub(crate) fn default_selector() -> String {
     chrono::Utc::now().format("ms%Y%m").to_string()
+}
+
+/// Makes a key for `domain` under `selector` and stores it in the directory (from now on it
+/// signs the mail submitted from `domain`); its public key, base64.
+pub(crate) async fn add_key(
+    d: &directory::Directory,
+    domain: &str,
+    selector: &str,
+    algorithm: Algorithm,
+) -> Result<String> {
+    let key = sender_auth::generate(algorithm)?;
+    d.add_dkim_key(&directory::DkimKey {
+        domain: domain.to_string(),
+        selector: selector.to_string(),
+        algorithm: algorithm.name().to_string(),
+        private_key: key.private_key_pem.clone(),
+        public_key: key.public_key_b64.clone(),
+        created_at: chrono::Utc::now().timestamp(),
+    })
+    .await
+    .with_context(|| format!("storing the DKIM key of {domain}"))?;
+    Ok(key.public_key_b64)
 }
 
 pub(crate) fn run(command: DkimCommand, paths: &Paths) -> Result<()> {
@@ -54,27 +77,13 @@ pub(crate) fn run(command: DkimCommand, paths: &Paths) -> Result<()> {
             } => {
                 let algorithm: Algorithm = algorithm.parse()?;
                 let selector = selector.unwrap_or_else(default_selector);
-                let key = sender_auth::generate(algorithm)?;
-                let created_at = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_secs() as i64)
-                    .unwrap_or(0);
-                d.add_dkim_key(&directory::DkimKey {
-                    domain: domain.clone(),
-                    selector: selector.clone(),
-                    algorithm: algorithm.name().to_string(),
-                    private_key: key.private_key_pem.clone(),
-                    public_key: key.public_key_b64.clone(),
-                    created_at,
-                })
-                .await
-                .with_context(|| format!("storing the key for {domain}"))?;
+                let public_key = add_key(&d, &domain, &selector, algorithm).await?;
                 let name = format!(
                     "{}._domainkey.{}",
                     selector.to_ascii_lowercase(),
                     domain.to_ascii_lowercase()
                 );
-                let record = sender_auth::dns_record(algorithm, &key.public_key_b64);
+                let record = sender_auth::dns_record(algorithm, &public_key);
                 out!("dkim key added: {name} ({algorithm})");
                 out!("name: {name}");
                 out!("record: {record}");

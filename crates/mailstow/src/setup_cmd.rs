@@ -223,19 +223,8 @@ pub(crate) fn run(
         } else {
             out!("admin user added: {admin}");
         }
-        let selector = chrono::Utc::now().format("ms%Y%m").to_string();
-        let algorithm = sender_auth::Algorithm::Rsa;
-        let key = sender_auth::generate(algorithm)?;
-        d.add_dkim_key(&directory::DkimKey {
-            domain: domain.clone(),
-            selector: selector.clone(),
-            algorithm: algorithm.name().to_string(),
-            private_key: key.private_key_pem.clone(),
-            public_key: key.public_key_b64.clone(),
-            created_at: chrono::Utc::now().timestamp(),
-        })
-        .await
-        .with_context(|| format!("storing the DKIM key of {domain}"))?;
+        let selector = crate::dkim_cmd::default_selector();
+        crate::dkim_cmd::add_key(&d, &domain, &selector, sender_auth::Algorithm::Rsa).await?;
         out!("dkim key added: {selector}._domainkey.{domain} (rsa 2048)");
         crate::dns_cmd::zone_output(&d, &server, &domain, &args.host.addresses).await
     })?;
