@@ -247,23 +247,36 @@ pub(crate) fn load(
             dir,
             fallback,
             hostname,
-        } => match acme::load_certificate(dir)
-            .with_context(|| format!("the ACME certificate in {}", dir.display()))?
-        {
-            Some(issued) => (
-                dir.join("cert.pem"),
-                issued.chain_pem.into_bytes(),
-                issued.key_pem.into_bytes(),
-                false,
-                true,
-                None,
-            ),
-            None => {
-                let (cert, key, generated) = self_signed(fallback, hostname)?;
-                let (chain, key) = read_pair(&cert, &key)?;
-                (cert, chain, key, generated, false, Some(hostname.clone()))
+        } => {
+            // Unreadable ACME files (a damaged disk, a hand edit) must not stop the mail: the
+            // self-signed certificate serves, and the manager, finding no certificate,
+            // orders one at once.
+            let issued = acme::load_certificate(dir).unwrap_or_else(|e| {
+                tracing::error!(
+                    event = "acme",
+                    result = "unreadable",
+                    dir = %dir.display(),
+                    error = %e,
+                    msg = "the ACME certificate cannot be read; the self-signed one serves"
+                );
+                None
+            });
+            match issued {
+                Some(issued) => (
+                    dir.join("cert.pem"),
+                    issued.chain_pem.into_bytes(),
+                    issued.key_pem.into_bytes(),
+                    false,
+                    true,
+                    None,
+                ),
+                None => {
+                    let (cert, key, generated) = self_signed(fallback, hostname)?;
+                    let (chain, key) = read_pair(&cert, &key)?;
+                    (cert, chain, key, generated, false, Some(hostname.clone()))
+                }
             }
-        },
+        }
     };
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&chain_pem)
         .collect::<Result<_, _>>()
@@ -458,5 +471,32 @@ mod tests {
         assert!(self_signed(dir.path(), "mx.example.test").unwrap().2);
         std::fs::write(dir.path().join("expires"), "garbage").unwrap();
         assert!(self_signed(dir.path(), "mx.example.test").unwrap().2);
+    }
+
+    #[test]
+    fn damaged_acme_files_fall_back_to_the_self_signed_certificate() {
+        let dir = tempfile::tempdir().unwrap();
+        let acme = dir.path().join("acme");
+        std::fs::create_dir_all(&acme).unwrap();
+        std::fs::write(acme.join("cert.pem"), "not a certificate").unwrap();
+        std::fs::write(acme.join("key.pem"), "not a key").unwrap();
+        let source = TlsSource::Acme {
+            dir: acme,
+            fallback: dir.path().join("tls"),
+            hostname: "mx.example.test".into(),
+        };
+        let (_, certificate) = load(&source, &Arc::default()).unwrap();
+        assert_eq!(
+            certificate.self_signed_for.as_deref(),
+            Some("mx.example.test")
+        );
+        assert!(!certificate.acme);
+        // Without any ACME file yet: the same.
+        let empty = TlsSource::Acme {
+            dir: dir.path().join("none"),
+            fallback: dir.path().join("tls"),
+            hostname: "mx.example.test".into(),
+        };
+        assert!(!load(&empty, &Arc::default()).unwrap().1.acme);
     }
 }
