@@ -380,3 +380,38 @@ fn later_runs_copy_only_new_mail_verify_finds_damage_and_restore_refuses() {
     );
     assert!(!nowhere.exists());
 }
+
+/// The ACME account, certificate, key and state (docs/certificates.md) go into a backup and
+/// come back to `<data_dir>/acme` on restore, byte for byte, so a restored server serves the
+/// certificate and renews with the same account.
+#[test]
+fn a_backup_keeps_the_acme_account_and_certificate() {
+    let (dir, data) = set_up_data_dir();
+    must(mailstow(&data, &["init"]));
+    let acme = data.join("acme");
+    std::fs::create_dir_all(&acme).unwrap();
+    let files = [
+        ("account.json", "{\"account\": 1}\n"),
+        (
+            "key.pem",
+            "-----BEGIN PRIVATE KEY-----\nkey\n-----END PRIVATE KEY-----\n",
+        ),
+        (
+            "cert.pem",
+            "-----BEGIN CERTIFICATE-----\ncert\n-----END CERTIFICATE-----\n",
+        ),
+        ("state.json", "{\"consecutive_failures\": 0}\n"),
+    ];
+    for (name, text) in files {
+        std::fs::write(acme.join(name), text).unwrap();
+    }
+    let dest = dir.path().join("backup");
+    must(mailstow(&data, &["backup", dest.to_str().unwrap()]));
+    let restored = dir.path().join("restored");
+    must(mailstow(&restored, &["restore", dest.to_str().unwrap()]));
+    for (name, text) in files {
+        let back = std::fs::read_to_string(restored.join("acme").join(name))
+            .unwrap_or_else(|e| panic!("acme/{name} not restored: {e}"));
+        assert_eq!(back, text, "acme/{name}");
+    }
+}
