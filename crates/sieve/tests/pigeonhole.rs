@@ -25,6 +25,14 @@ use std::path::{Path, PathBuf};
 use sieve::extension::{Extension, Extensions, Flow, Handler, RunView, Value};
 use sieve::{Action, Context, Envelope, Host, Limits, Location, Script};
 
+#[path = "pigeonhole_harness/matching.rs"]
+mod matching;
+#[path = "pigeonhole_harness/message.rs"]
+mod message;
+
+use matching::{Args, match_values, numeric, relation};
+use message::{address_in, envelope_of, has_attachment, header_of, mailbox_name};
+
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/pigeonhole");
 
 const DEFAULT_MESSAGE: &str = "From: sender@example.com\n\
@@ -137,216 +145,6 @@ struct Suite<'h> {
     /// The message as `test_set` gave it (before header edits): what a failed execution
     /// keeps, as Pigeonhole's implicit keep after an error does.
     original: Vec<u8>,
-}
-
-fn envelope_of(message: &[u8]) -> Envelope {
-    let header = header_of(message);
-    let first = |names: &[&str]| {
-        names.iter().find_map(|n| {
-            header
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case(n))
-                .and_then(|(_, v)| address_in(v))
-        })
-    };
-    let to = first(&["envelope-to", "to"]).unwrap_or_else(|| "recipient@example.com".into());
-    let from =
-        first(&["return-path", "sender", "from"]).unwrap_or_else(|| "sender@example.com".into());
-    Envelope {
-        from,
-        orig_to: Some(to.clone()),
-        to,
-        auth: None,
-    }
-}
-
-/// The first address in a header value (between angle brackets, or the bare one).
-fn address_in(value: &str) -> Option<String> {
-    let v = value.trim();
-    let a = match (v.find('<'), v.find('>')) {
-        (Some(l), Some(r)) if l < r => v[l + 1..r].trim().to_string(),
-        _ => v
-            .split(',')
-            .next()
-            .unwrap_or("")
-            .split_whitespace()
-            .find(|w| w.contains('@'))
-            .unwrap_or("")
-            .to_string(),
-    };
-    (a.contains('@')).then_some(a)
-}
-
-/// Header fields (unfolded) of a message.
-fn header_of(message: &[u8]) -> Vec<(String, String)> {
-    let text = String::from_utf8_lossy(message);
-    let mut out: Vec<(String, String)> = Vec::new();
-    for line in text.lines() {
-        if line.trim_end_matches('\r').is_empty() {
-            break;
-        }
-        if line.starts_with([' ', '\t']) {
-            if let Some(last) = out.last_mut() {
-                last.1.push(' ');
-                last.1.push_str(line.trim());
-            }
-        } else if let Some((k, v)) = line.split_once(':') {
-            out.push((k.trim().to_string(), v.trim().to_string()));
-        }
-    }
-    out
-}
-
-fn strings(v: &Value) -> Vec<String> {
-    match v {
-        Value::Strings(s) => s.clone(),
-        Value::Number(n) => vec![n.to_string()],
-        Value::Tag(t) => vec![format!(":{t}")],
-    }
-}
-
-/// A registered test's arguments: tags (with their value) and positionals.
-#[derive(Default, Debug)]
-struct Args {
-    tags: BTreeMap<String, Option<Value>>,
-    positional: Vec<Value>,
-}
-
-impl Args {
-    fn parse(args: &[Value]) -> Args {
-        let mut out = Args::default();
-        let mut it = args.iter().peekable();
-        while let Some(a) = it.next() {
-            match a {
-                Value::Tag(t) => {
-                    let takes = matches!(
-                        t.as_str(),
-                        "index"
-                            | "comparator"
-                            | "count"
-                            | "value"
-                            | "folder"
-                            | "extension"
-                            | "mailbox"
-                    );
-                    let value = if takes { it.next().cloned() } else { None };
-                    out.tags.insert(t.clone(), value);
-                }
-                other => out.positional.push(other.clone()),
-            }
-        }
-        out
-    }
-    fn tag_str(&self, name: &str) -> Option<String> {
-        self.tags
-            .get(name)
-            .and_then(|v| v.as_ref())
-            .and_then(|v| strings(v).into_iter().next())
-    }
-    fn index(&self) -> Option<usize> {
-        match self.tags.get("index") {
-            Some(Some(Value::Number(n))) => Some(*n as usize),
-            _ => None,
-        }
-    }
-    fn string(&self, i: usize) -> String {
-        self.positional
-            .get(i)
-            .map(|v| strings(v).into_iter().next().unwrap_or_default())
-            .unwrap_or_default()
-    }
-    fn list(&self, i: usize) -> Vec<String> {
-        self.positional.get(i).map(strings).unwrap_or_default()
-    }
-}
-
-/// `:matches` glob (`*`, `?`, `\` escapes).
-fn glob(pattern: &[char], value: &[char], fold: bool) -> bool {
-    let eq = |a: char, b: char| {
-        if fold {
-            a.eq_ignore_ascii_case(&b)
-        } else {
-            a == b
-        }
-    };
-    match pattern.first() {
-        None => value.is_empty(),
-        Some('*') => (0..=value.len()).any(|i| glob(&pattern[1..], &value[i..], fold)),
-        Some('?') => !value.is_empty() && glob(&pattern[1..], &value[1..], fold),
-        Some('\\') if pattern.len() > 1 => {
-            !value.is_empty() && eq(pattern[1], value[0]) && glob(&pattern[2..], &value[1..], fold)
-        }
-        Some(&c) => !value.is_empty() && eq(c, value[0]) && glob(&pattern[1..], &value[1..], fold),
-    }
-}
-
-fn relation(rel: &str, ord: std::cmp::Ordering) -> bool {
-    use std::cmp::Ordering::*;
-    match rel.to_ascii_lowercase().as_str() {
-        "gt" => ord == Greater,
-        "ge" => ord != Less,
-        "lt" => ord == Less,
-        "le" => ord != Greater,
-        "eq" => ord == Equal,
-        "ne" => ord != Equal,
-        _ => false,
-    }
-}
-
-fn numeric(s: &str) -> Option<u64> {
-    let digits: String = s.chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().ok()
-}
-
-/// A match test over `values` with `keys`, as the match-type and comparator tags say
-/// (`default_fold`: i;ascii-casemap by default instead of i;octet).
-fn match_values(args: &Args, values: &[String], keys: &[String], default_fold: bool) -> bool {
-    let comparator = args.tag_str("comparator");
-    let fold = match comparator.as_deref() {
-        Some("i;ascii-casemap") => true,
-        Some(_) => false,
-        None => default_fold,
-    };
-    let numeric_cmp = comparator.as_deref() == Some("i;ascii-numeric");
-    if let Some(rel) = args.tag_str("count") {
-        let n = values.len() as u64;
-        return keys
-            .iter()
-            .any(|k| numeric(k).is_some_and(|k| relation(&rel, n.cmp(&k))));
-    }
-    let cmp = |v: &str, k: &str| -> std::cmp::Ordering {
-        if numeric_cmp {
-            match (numeric(v), numeric(k)) {
-                (Some(a), Some(b)) => a.cmp(&b),
-                (None, None) => std::cmp::Ordering::Equal,
-                (None, Some(_)) => std::cmp::Ordering::Greater,
-                (Some(_), None) => std::cmp::Ordering::Less,
-            }
-        } else if fold {
-            v.to_ascii_lowercase().cmp(&k.to_ascii_lowercase())
-        } else {
-            v.cmp(k)
-        }
-    };
-    values.iter().any(|v| {
-        keys.iter().any(|k| {
-            if let Some(rel) = args.tag_str("value") {
-                relation(&rel, cmp(v, k))
-            } else if args.tags.contains_key("contains") {
-                if fold {
-                    v.to_ascii_lowercase().contains(&k.to_ascii_lowercase())
-                } else {
-                    v.contains(k.as_str())
-                }
-            } else if args.tags.contains_key("matches") {
-                let p: Vec<char> = k.chars().collect();
-                let s: Vec<char> = v.chars().collect();
-                glob(&p, &s, fold)
-            } else {
-                cmp(v, k) == std::cmp::Ordering::Equal
-            }
-        })
-    })
 }
 
 fn action_name(a: &Action) -> &'static str {
@@ -996,28 +794,6 @@ impl Suite<'_> {
             true
         }
     }
-}
-
-/// A mailbox name as the store knows it: INBOX, and the top level of its hierarchy, in
-/// capitals (IMAP's INBOX is case-insensitive, RFC 3501 5.1).
-fn mailbox_name(name: &str) -> String {
-    match name.get(..5) {
-        Some(head)
-            if head.eq_ignore_ascii_case("INBOX")
-                && matches!(name.as_bytes().get(5), None | Some(b'.') | Some(b'/')) =>
-        {
-            format!("INBOX{}", &name[5..])
-        }
-        _ => name.to_string(),
-    }
-}
-
-/// Whether a message has an attachment, roughly as Dovecot's attachment detection sees it:
-/// a part with `Content-Disposition: attachment`.
-fn has_attachment(message: &[u8]) -> bool {
-    String::from_utf8_lossy(message)
-        .to_ascii_lowercase()
-        .contains("content-disposition: attachment")
 }
 
 fn verbose(line: &str) {
