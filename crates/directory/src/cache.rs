@@ -138,6 +138,9 @@ pub(crate) struct NodeRow {
     pub(crate) pop3: String,
     pub(crate) web: Option<String>,
     pub(crate) managesieve: Option<String>,
+    pub(crate) replication: Option<String>,
+    pub(crate) replica: Option<String>,
+    pub(crate) epoch: u64,
 }
 
 /// Which node holds a user's mailbox ([`Cache::owner`]).
@@ -164,6 +167,12 @@ pub struct NodeInfo {
     pub managesieve: Option<String>,
     /// Its lease lay in the future by the database's clock at the last poll.
     pub up: bool,
+    /// `host:port` of its replication listener (docs/replication.md), when it takes copies.
+    pub replication: Option<String>,
+    /// The node holding every change it acknowledged, if one does.
+    pub replica: Option<String>,
+    /// Bumped by every take-over of the node.
+    pub epoch: u64,
 }
 
 /// The in-memory directory snapshot; see the module documentation.
@@ -334,6 +343,9 @@ impl Cache {
             web: row.web,
             managesieve: row.managesieve,
             up,
+            replication: row.replication,
+            replica: row.replica,
+            epoch: row.epoch,
         }
     }
 
@@ -497,11 +509,16 @@ async fn load_snapshot(pool: &AnyPool) -> Result<Snapshot, DirectoryError> {
         String,
         Option<String>,
         Option<String>,
+        Option<String>,
+        Option<String>,
+        i64,
     );
-    let nodes: Vec<NodeColumns> =
-        sqlx::query_as("SELECT name, lmtp, imap, pop3, web, managesieve FROM nodes ORDER BY name")
-            .fetch_all(&mut *tx)
-            .await?;
+    let nodes: Vec<NodeColumns> = sqlx::query_as(
+        "SELECT name, lmtp, imap, pop3, web, managesieve, replication, replica, epoch \
+         FROM nodes ORDER BY name",
+    )
+    .fetch_all(&mut *tx)
+    .await?;
     let scripts: Vec<(String, String, String, i64)> = sqlx::query_as(
         "SELECT address, name, source, active FROM sieve_scripts ORDER BY address, name",
     )
@@ -573,7 +590,7 @@ async fn load_snapshot(pool: &AnyPool) -> Result<Snapshot, DirectoryError> {
         .into_iter()
         .map(|(name, source)| (name, Arc::from(source)))
         .collect();
-    for (name, lmtp, imap, pop3, web, managesieve) in nodes {
+    for (name, lmtp, imap, pop3, web, managesieve, replication, replica, epoch) in nodes {
         snapshot.nodes.insert(
             name.clone(),
             NodeRow {
@@ -583,6 +600,9 @@ async fn load_snapshot(pool: &AnyPool) -> Result<Snapshot, DirectoryError> {
                 pop3,
                 web,
                 managesieve,
+                replication,
+                replica,
+                epoch: u64::try_from(epoch).unwrap_or(1),
             },
         );
     }

@@ -119,6 +119,11 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../migrations/0011_reports.sqlite.sql"),
         include_str!("../migrations/0011_reports.postgres.sql"),
     ),
+    (
+        12,
+        include_str!("../migrations/0012_replication.sql"),
+        include_str!("../migrations/0012_replication.sql"),
+    ),
 ];
 
 /// The schema version this program writes.

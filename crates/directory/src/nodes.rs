@@ -25,6 +25,7 @@ fn endpoint_arg(node: &str, what: &'static str, value: &str) -> Result<String, D
                 "imap" => "the imap address must be host:port",
                 "pop3" => "the pop3 address must be host:port",
                 "managesieve" => "the managesieve address must be host:port",
+                "replication" => "the replication address must be host:port",
                 _ => "the web address must be host:port",
             },
         });
@@ -128,12 +129,16 @@ impl Directory {
             Option<String>,
             i64,
             i64,
+            Option<String>,
+            Option<String>,
+            i64,
         );
         let now = db::Backend::of(&self.inner.pool).now_ms();
         let sql = format!(
             "SELECT n.name, n.lmtp, n.imap, n.pop3, n.web, n.managesieve, \
              CASE WHEN n.lease_until > {now} THEN 1 ELSE 0 END, \
-             (SELECT COUNT(*) FROM users u WHERE u.node = n.name) \
+             (SELECT COUNT(*) FROM users u WHERE u.node = n.name), \
+             n.replication, n.replica, n.epoch \
              FROM nodes n ORDER BY n.name"
         );
         let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
@@ -141,20 +146,106 @@ impl Directory {
             .await?;
         Ok(rows
             .into_iter()
-            .map(|(name, lmtp, imap, pop3, web, managesieve, up, users)| {
-                (
-                    NodeInfo {
-                        name,
-                        lmtp,
-                        imap,
-                        pop3,
-                        web,
-                        managesieve,
-                        up: up != 0,
-                    },
-                    u64::try_from(users).unwrap_or(0),
-                )
-            })
+            .map(
+                |(
+                    name,
+                    lmtp,
+                    imap,
+                    pop3,
+                    web,
+                    managesieve,
+                    up,
+                    users,
+                    replication,
+                    replica,
+                    epoch,
+                )| {
+                    (
+                        NodeInfo {
+                            name,
+                            lmtp,
+                            imap,
+                            pop3,
+                            web,
+                            managesieve,
+                            up: up != 0,
+                            replication,
+                            replica,
+                            epoch: u64::try_from(epoch).unwrap_or(1),
+                        },
+                        u64::try_from(users).unwrap_or(0),
+                    )
+                },
+            )
+            .collect())
+    }
+
+    /// Registers (or with `None` removes) the address of `node`'s replication listener.
+    pub async fn set_node_replication(
+        &self,
+        node: &str,
+        address: Option<&str>,
+    ) -> Result<(), DirectoryError> {
+        let node = node_arg(node)?;
+        let address = address
+            .map(|a| endpoint_arg(&node, "replication", a))
+            .transpose()?;
+        self.update_node(&node, "replication", address).await
+    }
+
+    /// Records which node holds every change `node` acknowledged (`None`: none does); the
+    /// node itself writes it (docs/replication.md R2), and every node's cache follows.
+    pub async fn set_replica(
+        &self,
+        node: &str,
+        replica: Option<&str>,
+    ) -> Result<(), DirectoryError> {
+        let node = node_arg(node)?;
+        self.update_node(&node, "replica", replica.map(str::to_string))
+            .await
+    }
+
+    async fn update_node(
+        &self,
+        node: &str,
+        column: &'static str,
+        value: Option<String>,
+    ) -> Result<(), DirectoryError> {
+        let mut tx = db::begin_write(&self.inner.pool).await?;
+        let sql = format!("UPDATE nodes SET {column} = $1 WHERE name = $2");
+        let updated = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(value)
+            .bind(node)
+            .execute(&mut *tx)
+            .await?;
+        if updated.rows_affected() == 0 {
+            return Err(DirectoryError::NoSuchNode(shown(node)));
+        }
+        tx.commit().await?;
+        self.refresh_after_write().await;
+        Ok(())
+    }
+
+    /// Reports how long the oldest change not yet on `node`'s replica has waited (no
+    /// generation bump: it changes all the time, and only `node list` reads it).
+    pub async fn set_replica_lag(&self, node: &str, lag_ms: u64) -> Result<(), DirectoryError> {
+        sqlx::query("UPDATE nodes SET replica_lag_ms = $1 WHERE name = $2")
+            .bind(i64::try_from(lag_ms).unwrap_or(i64::MAX))
+            .bind(node)
+            .execute(&self.inner.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// `node list`'s replica lag of every node (milliseconds), where reported.
+    pub async fn replica_lags(&self) -> Result<Vec<(String, Option<u64>)>, DirectoryError> {
+        let rows: Vec<(String, Option<i64>)> =
+            sqlx::query_as("SELECT name, replica_lag_ms FROM nodes ORDER BY name")
+                .fetch_all(&self.inner.pool)
+                .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(n, l)| (n, l.and_then(|l| u64::try_from(l).ok())))
             .collect())
     }
 

@@ -74,14 +74,16 @@ pub(crate) struct ClusterSection {
     /// retry is not stored twice (default 1,000,000; the oldest are forgotten first).
     pub(crate) delivered_max: Option<usize>,
     /// Copies of each mailbox and queued message, on this many nodes (default 1,
-    /// [`REPLICAS_MAX`] at most); 2 gives every node a replica partner. Replication itself
-    /// lands with issue 40: the key is read and checked, nothing acts on it yet.
+    /// [`REPLICAS_MAX`] at most); 2 gives every node a replica partner (docs/replication.md).
     pub(crate) replicas: Option<u8>,
+    /// `host:port` this node's replication listener binds, where its partner streams its
+    /// changes (a private address, like LMTP). Needed with `replicas = 2`.
+    pub(crate) replication: Option<String>,
 }
 
-/// The most copies `[cluster] replicas` may ask for: each copy is one more node's `fdatasync`
-/// before every `250`.
-pub(crate) const REPLICAS_MAX: u8 = 3;
+/// The most copies `[cluster] replicas` may ask for: a node and its one partner (each copy
+/// is one more node's `fdatasync` before every `250`).
+pub(crate) const REPLICAS_MAX: u8 = 2;
 
 /// `[log]`: where the mail log goes and how much of it.
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -444,6 +446,7 @@ impl Config {
                     .node
                     .as_ref()
                     .map(|_| self.cluster.replicas.unwrap_or(1)),
+                replication: self.cluster.replication.clone(),
             },
         }
     }

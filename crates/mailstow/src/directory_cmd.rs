@@ -641,9 +641,25 @@ pub(crate) fn node(command: NodeCommand, paths: &Paths) -> Result<()> {
                 out!("node added: {name}");
             }
             NodeCommand::List => {
+                let lags: std::collections::HashMap<String, Option<u64>> =
+                    d.replica_lags().await?.into_iter().collect();
                 for (node, users) in d.list_nodes().await? {
                     let state = if node.up { "up" } else { "down" };
-                    out!("{} {state} users={users}", node.name);
+                    // Replication (docs/replication.md): the node holding every change this
+                    // one acknowledged, and how long the oldest change not on it has waited.
+                    let replication = match (&node.replication, &node.replica) {
+                        (None, _) => String::new(),
+                        (Some(_), replica) => {
+                            let lag = lags.get(&node.name).copied().flatten();
+                            format!(
+                                " replica={} lag={}",
+                                replica.as_deref().unwrap_or("none"),
+                                lag.map(|ms| format!("{:.1}s", ms as f64 / 1000.0))
+                                    .unwrap_or_else(|| "-".into())
+                            )
+                        }
+                    };
+                    out!("{} {state} users={users}{replication}", node.name);
                 }
             }
             NodeCommand::Del { name } => {

@@ -27,6 +27,7 @@ mod node;
 mod paths;
 mod progress;
 mod queue_cmd;
+mod replica;
 mod report_cmd;
 mod serve_cmd;
 mod setup_cmd;

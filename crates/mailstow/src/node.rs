@@ -34,6 +34,8 @@ struct Engines {
     refresher: JoinHandle<()>,
     /// Held until the store's last checkpoint: only then may another process open them.
     lock: Option<DataDirLock>,
+    /// The engines' files mirrored to the replica partner (`[cluster] replicas = 2`).
+    replication: Option<crate::replica::Replication>,
 }
 
 /// Who is logged in, who may write, and the one road into the store.
@@ -289,6 +291,10 @@ impl Node {
             .store
             .checkpoint()
             .context("checkpointing the store")?;
+        // The checkpoint is on the partner too; nothing is written after it.
+        if let Some(replication) = &self.engines.replication {
+            replication.stop();
+        }
         // Only now may another process open the engines.
         drop(self.engines.lock);
         Ok(())
@@ -312,7 +318,18 @@ impl Engines {
                 msg = "the open-file limit is below connections_max + 64 (for the engines)"
             );
         }
-        let disk: Arc<dyn disk::Disk> = Arc::new(disk::RealDisk);
+        // The directory first: with replication the engines' disk streams to the partner
+        // it names.
+        let directory = open_directory(config).await?;
+        let real: Arc<dyn disk::Disk> = Arc::new(disk::RealDisk);
+        let (replication, disk) = match &config.cluster {
+            Some(cluster) if config.cluster_replicas > 1 => {
+                let (replication, disk) =
+                    crate::replica::start(config, cluster, &directory, real).await?;
+                (Some(replication), disk)
+            }
+            _ => (None, real),
+        };
         let queue_dir = config.data_dir.join("queue");
         let store_dir = config.data_dir.join("store");
         for dir in [&queue_dir, &store_dir] {
@@ -333,7 +350,6 @@ impl Engines {
         };
         let (store, _) = store::Store::open(disk.clone(), &store_dir, store_config)
             .context("opening the store")?;
-        let directory = open_directory(config).await?;
         crate::data_format::record(&config.data_dir)?;
         tracing::info!(
             event = "queue_opened",
@@ -350,6 +366,7 @@ impl Engines {
             directory,
             disk,
             lock,
+            replication,
         })
     }
 }

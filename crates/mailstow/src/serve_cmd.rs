@@ -553,6 +553,15 @@ fn cluster(config: &Config, server: &mut ServerConfig) -> Result<()> {
                 node: node.clone(),
                 secret,
             });
+            server.cluster_replicas = config.cluster.replicas.unwrap_or(1);
+            server.cluster_replication = config.cluster.replication.clone();
+            if server.cluster_replicas > 1 && server.cluster_replication.is_none() {
+                bail!(
+                    "[cluster] replicas = {} needs replication = \"host:port\": where the \
+                     partner streams this node's copies",
+                    server.cluster_replicas
+                );
+            }
             if let Some(max) = config.cluster.delivered_max {
                 if max == 0 {
                     bail!("[cluster] delivered_max must be at least 1");
@@ -921,9 +930,9 @@ mod tests {
 
     #[test]
     fn replicas_are_one_to_three_and_need_a_cluster() {
-        for bad in [0, 4] {
+        for bad in [0, 3] {
             let said = refusal(&format!("[cluster]\nreplicas = {bad}\n"));
-            assert!(said.contains("replicas must be 1..=3"), "{said}");
+            assert!(said.contains("replicas must be 1..=2"), "{said}");
         }
         assert!(refusal("[cluster]\nreplicas = 2\n").contains("replicas needs node"));
         server_config_of("[cluster]\nreplicas = 1\n", &ServeArgs::default())

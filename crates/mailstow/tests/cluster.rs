@@ -25,6 +25,7 @@ const PORT_IMAP: u16 = 1143;
 const PORT_POP3: u16 = 1110;
 const PORT_WEB: u16 = 8080;
 const PORT_MANAGESIEVE: u16 = 4190;
+const PORT_REPLICATION: u16 = 7025;
 
 /// One node: its loopback address, data directory and configuration, and the process.
 struct Node {
@@ -154,6 +155,12 @@ struct Cluster {
 
 impl Cluster {
     fn start(net: u8) -> Cluster {
+        Cluster::start_with(net, false)
+    }
+
+    /// With `replicated`, every node keeps a copy of its partner's engines' files
+    /// (`[cluster] replicas = 2`, docs/replication.md).
+    fn start_with(net: u8, replicated: bool) -> Cluster {
         let pg =
             test_peers::Postgres::new().expect("a private PostgreSQL (apt-get install postgresql)");
         let dir = tempfile::tempdir().unwrap();
@@ -165,12 +172,17 @@ impl Cluster {
             let ip = format!("127.{net}.0.{i}");
             let data = dir.path().join(&name);
             let config = dir.path().join(format!("{name}.toml"));
+            let replication = if replicated {
+                format!("replicas = 2\nreplication = \"{ip}:{PORT_REPLICATION}\"\n")
+            } else {
+                String::new()
+            };
             std::fs::write(
                 &config,
                 format!(
                     "data_dir = {data:?}\n\
                      [directory]\nurl = \"{url}\"\n\
-                     [cluster]\nnode = \"{name}\"\nsecret_file = {secret:?}\n\
+                     [cluster]\nnode = \"{name}\"\nsecret_file = {secret:?}\n{replication}\
                      [server]\nhostname = \"{name}.example.test\"\n\
                      smtp = \"{ip}:{PORT_SMTP}\"\nlmtp = \"{ip}:{PORT_LMTP}\"\n\
                      imap = \"{ip}:{PORT_IMAP}\"\npop3 = \"{ip}:{PORT_POP3}\"\n\
@@ -1105,4 +1117,78 @@ fn the_owner_runs_its_users_rules_on_mail_any_node_takes() {
             "n{other} ran no rule"
         );
     }
+}
+
+/// Replication (issue 40, docs/replication.md): a message is on the owner's partner when it
+/// can be read on the owner, and survives the owner's machine: after a SIGKILL of n1 and the
+/// removal of its whole data directory, n2's copy of n1's files opens as a store holding
+/// every message n1 acknowledged.
+#[test]
+fn every_change_is_on_the_partner_and_survives_the_loss_of_the_owner_s_disk() {
+    let mut cluster = Cluster::start_with(52, true);
+    // Every node names its partner once the copy is complete: n1 -> n2 -> n3 -> n1.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let list = cluster.node(1).must(&["node", "list"]);
+        let named = [
+            "n1 up users=1 replica=n2",
+            "n2 up users=1 replica=n3",
+            "n3 up users=1 replica=n1",
+        ];
+        if named.iter().all(|n| list.contains(n)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "replicas not named: {list}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Mail for u1 (on n1) through n1 itself and handed over from n2 and n3.
+    let mut subjects = Vec::new();
+    for i in 0..30 {
+        let subject = format!("replicated-{i:02}");
+        let via = cluster.node(1 + i % 3).addr(PORT_SMTP);
+        assert_eq!(send(&via, &["u1@example.test"], &subject), 250);
+        subjects.push(subject);
+    }
+    subjects.sort();
+    let pop3 = cluster.node(1).addr(PORT_POP3);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while pop3_subjects(&pop3, "u1@example.test").unwrap() != subjects {
+        assert!(Instant::now() < deadline, "mail not delivered to n1");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The owner's machine is lost: process and disk.
+    let n1_data = cluster._dir.path().join("n1");
+    cluster.nodes[0].kill();
+    std::fs::remove_dir_all(&n1_data).unwrap();
+    // n2's copy is n1's store as n1 acknowledged it: recovery opens it as after a crash.
+    let copy = cluster._dir.path().join("n2/replicas/n1/store");
+    let (store, report) = store::Store::open(
+        std::sync::Arc::new(disk::RealDisk),
+        &copy,
+        store::StoreConfig::default(),
+    )
+    .unwrap_or_else(|e| panic!("the replica's copy does not open: {e}"));
+    assert!(report.problems.is_empty(), "{report}");
+    use store::Mailstore;
+    let mut found: Vec<String> = store
+        .uids("u1@example.test", "INBOX")
+        .unwrap()
+        .into_iter()
+        .map(|uid| {
+            let content = store.read("u1@example.test", "INBOX", uid).unwrap();
+            let text = String::from_utf8_lossy(&content).into_owned();
+            text.lines()
+                .find_map(|l| l.strip_prefix("Subject: "))
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    found.sort();
+    assert_eq!(found, subjects);
+    // n1 is gone: its replica says so, and n1's own partner (n2) is not named by n3's row.
+    let list = cluster.node(2).must(&["node", "list"]);
+    assert!(
+        list.contains("n3 up users=1 replica=n1") || list.contains("n3 up users=1 replica=none"),
+        "{list}"
+    );
 }

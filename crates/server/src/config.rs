@@ -137,6 +137,12 @@ pub struct ServerConfig {
     /// Copies handed over by other nodes that this node remembers having stored (see
     /// `dedup.rs`); the oldest are forgotten past this.
     pub cluster_delivered_max: usize,
+    /// Copies of each node's engines' files (`[cluster] replicas`): 2 streams every change
+    /// to a partner before it is acknowledged (docs/replication.md).
+    pub cluster_replicas: u8,
+    /// Where this node's replication listener binds (`[cluster] replication`), so its
+    /// partner can stream to it.
+    pub cluster_replication: Option<String>,
 }
 
 impl ServerConfig {
@@ -215,6 +221,8 @@ impl ServerConfig {
             directory: None,
             cluster: None,
             cluster_delivered_max: 1_000_000,
+            cluster_replicas: 1,
+            cluster_replication: None,
         }
     }
 }
