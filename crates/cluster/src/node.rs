@@ -41,6 +41,9 @@ pub struct Cluster {
     /// How this node connects to another node's TLS (its certificate unverified: the nodes'
     /// certificates are often self-signed).
     pub(crate) tls: Arc<rustls::ClientConfig>,
+    /// This node may not serve its own users: its lease lapsed by its own clock, or another
+    /// machine took it over (docs/replication.md, "Failover").
+    fenced: std::sync::atomic::AtomicBool,
 }
 
 /// Where a logged-in user's mail is.
@@ -61,6 +64,7 @@ impl Cluster {
             key: blake3::derive_key("mailstow cluster pre-authentication v1", &config.secret),
             suspects: Suspects::default(),
             tls,
+            fenced: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -76,6 +80,11 @@ impl Cluster {
             return Home::Unavailable("mailbox has no node".into());
         };
         if node == self.node {
+            if self.is_fenced() {
+                return Home::Unavailable(format!(
+                    "node {node} may not serve now (its lease has lapsed), try again shortly"
+                ));
+            }
             return Home::Local;
         }
         if owner.frozen {
@@ -115,6 +124,16 @@ impl Cluster {
                     .is_ok_and(|a| a.ip() == ip)
             })
         })
+    }
+
+    /// Fences this node (`true`): its own users are told it is unavailable until lifted.
+    pub fn set_fenced(&self, fenced: bool) {
+        self.fenced
+            .store(fenced, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub fn is_fenced(&self) -> bool {
+        self.fenced.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// `node` did not answer a proxied login: its users are told at once for a while.

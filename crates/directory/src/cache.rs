@@ -141,6 +141,7 @@ pub(crate) struct NodeRow {
     pub(crate) replication: Option<String>,
     pub(crate) replica: Option<String>,
     pub(crate) epoch: u64,
+    pub(crate) host: Option<String>,
 }
 
 /// Which node holds a user's mailbox ([`Cache::owner`]).
@@ -173,6 +174,8 @@ pub struct NodeInfo {
     pub replica: Option<String>,
     /// Bumped by every take-over of the node.
     pub epoch: u64,
+    /// The node whose machine serves it now (`None`: its own).
+    pub host: Option<String>,
 }
 
 /// The in-memory directory snapshot; see the module documentation.
@@ -346,6 +349,7 @@ impl Cache {
             replication: row.replication,
             replica: row.replica,
             epoch: row.epoch,
+            host: row.host,
         }
     }
 
@@ -512,9 +516,10 @@ async fn load_snapshot(pool: &AnyPool) -> Result<Snapshot, DirectoryError> {
         Option<String>,
         Option<String>,
         i64,
+        Option<String>,
     );
     let nodes: Vec<NodeColumns> = sqlx::query_as(
-        "SELECT name, lmtp, imap, pop3, web, managesieve, replication, replica, epoch \
+        "SELECT name, lmtp, imap, pop3, web, managesieve, replication, replica, epoch, host \
          FROM nodes ORDER BY name",
     )
     .fetch_all(&mut *tx)
@@ -590,7 +595,7 @@ async fn load_snapshot(pool: &AnyPool) -> Result<Snapshot, DirectoryError> {
         .into_iter()
         .map(|(name, source)| (name, Arc::from(source)))
         .collect();
-    for (name, lmtp, imap, pop3, web, managesieve, replication, replica, epoch) in nodes {
+    for (name, lmtp, imap, pop3, web, managesieve, replication, replica, epoch, host) in nodes {
         snapshot.nodes.insert(
             name.clone(),
             NodeRow {
@@ -603,6 +608,7 @@ async fn load_snapshot(pool: &AnyPool) -> Result<Snapshot, DirectoryError> {
                 replication,
                 replica,
                 epoch: u64::try_from(epoch).unwrap_or(1),
+                host,
             },
         );
     }

@@ -132,13 +132,14 @@ impl Directory {
             Option<String>,
             Option<String>,
             i64,
+            Option<String>,
         );
         let now = db::Backend::of(&self.inner.pool).now_ms();
         let sql = format!(
             "SELECT n.name, n.lmtp, n.imap, n.pop3, n.web, n.managesieve, \
              CASE WHEN n.lease_until > {now} THEN 1 ELSE 0 END, \
              (SELECT COUNT(*) FROM users u WHERE u.node = n.name), \
-             n.replication, n.replica, n.epoch \
+             n.replication, n.replica, n.epoch, n.host \
              FROM nodes n ORDER BY n.name"
         );
         let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
@@ -159,6 +160,7 @@ impl Directory {
                     replication,
                     replica,
                     epoch,
+                    host,
                 )| {
                     (
                         NodeInfo {
@@ -172,6 +174,7 @@ impl Directory {
                             replication,
                             replica,
                             epoch: u64::try_from(epoch).unwrap_or(1),
+                            host,
                         },
                         u64::try_from(users).unwrap_or(0),
                     )
@@ -218,6 +221,94 @@ impl Directory {
             .bind(node)
             .execute(&mut *tx)
             .await?;
+        if updated.rows_affected() == 0 {
+            return Err(DirectoryError::NoSuchNode(shown(node)));
+        }
+        tx.commit().await?;
+        self.refresh_after_write().await;
+        Ok(())
+    }
+
+    /// Renews `node`'s lease only while its epoch is still `epoch` (docs/replication.md,
+    /// "Failover"): `Ok(false)` when another machine took the node over.
+    pub async fn renew_lease_at(
+        &self,
+        node: &str,
+        epoch: u64,
+        ttl: std::time::Duration,
+    ) -> Result<bool, DirectoryError> {
+        let ttl = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX / 2);
+        let now = db::Backend::of(&self.inner.pool).now_ms();
+        let sql =
+            format!("UPDATE nodes SET lease_until = {now} + $1 WHERE name = $2 AND epoch = $3");
+        let updated = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(ttl)
+            .bind(node)
+            .bind(i64::try_from(epoch).unwrap_or(i64::MAX))
+            .execute(&self.inner.pool)
+            .await?;
+        Ok(updated.rows_affected() == 1)
+    }
+
+    /// `by` takes `node` over (docs/replication.md, "Failover"), in one statement that holds
+    /// only if `by` is the replica the directory names, the epoch is still `seen`, and the
+    /// lease has lapsed by the database's clock. Returns the new epoch, or `None` when any of
+    /// that does not hold (someone else acted first, or the owner came back).
+    pub async fn take_over(
+        &self,
+        node: &str,
+        by: &str,
+        seen: u64,
+        ttl: std::time::Duration,
+    ) -> Result<Option<u64>, DirectoryError> {
+        let ttl = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX / 2);
+        let now = db::Backend::of(&self.inner.pool).now_ms();
+        let mut tx = db::begin_write(&self.inner.pool).await?;
+        let sql = format!(
+            "UPDATE nodes SET epoch = epoch + 1, host = $1, replica = NULL, \
+             lease_until = {now} + $2 \
+             WHERE name = $3 AND epoch = $4 AND replica = $1 AND lease_until < {now}"
+        );
+        let updated = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(by)
+            .bind(ttl)
+            .bind(node)
+            .bind(i64::try_from(seen).unwrap_or(i64::MAX))
+            .execute(&mut *tx)
+            .await?;
+        if updated.rows_affected() != 1 {
+            return Ok(None);
+        }
+        tx.commit().await?;
+        self.refresh_after_write().await;
+        self.refresh_node_states_after_write().await;
+        Ok(Some(seen + 1))
+    }
+
+    /// The addresses the other nodes reach `node` at (a node served on another machine after
+    /// a take-over registers the ones it bound there).
+    pub async fn set_node_addresses(
+        &self,
+        node: &str,
+        lmtp: &str,
+        imap: &str,
+        pop3: &str,
+        web: Option<&str>,
+        managesieve: Option<&str>,
+    ) -> Result<(), DirectoryError> {
+        let mut tx = db::begin_write(&self.inner.pool).await?;
+        let updated = sqlx::query(
+            "UPDATE nodes SET lmtp = $1, imap = $2, pop3 = $3, web = $4, managesieve = $5 \
+             WHERE name = $6",
+        )
+        .bind(lmtp)
+        .bind(imap)
+        .bind(pop3)
+        .bind(web)
+        .bind(managesieve)
+        .bind(node)
+        .execute(&mut *tx)
+        .await?;
         if updated.rows_affected() == 0 {
             return Err(DirectoryError::NoSuchNode(shown(node)));
         }

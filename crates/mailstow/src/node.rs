@@ -81,6 +81,39 @@ pub(crate) struct Node {
 }
 
 impl Node {
+    /// A node this machine took over (`serve --host-node`) registers the addresses it bound,
+    /// so the other nodes hand its mail and its users' sessions here.
+    pub(crate) async fn advertise_hosted(&self) -> Result<()> {
+        let Some(joined) = &self.joined else {
+            return Ok(());
+        };
+        let bound = |service| {
+            self.running
+                .addresses
+                .iter()
+                .find(|(s, _)| *s == service)
+                .map(|(_, a)| a.to_string())
+        };
+        let required = |service: server::Service| {
+            bound(service)
+                .with_context(|| format!("a hosted node needs its {} listener", service.name()))
+        };
+        self.engines
+            .directory
+            .set_node_addresses(
+                &joined.cluster.node,
+                &required(server::Service::Lmtp)?,
+                &required(server::Service::Imap)?,
+                &required(server::Service::Pop3)?,
+                self.running.web.map(|a| a.to_string()).as_deref(),
+                bound(server::Service::ManageSieve).as_deref(),
+            )
+            .await
+            .context("registering the hosted node's addresses")?;
+        tracing::info!(event = "hosting", node = %joined.cluster.node, result = "serving");
+        Ok(())
+    }
+
     pub(crate) async fn start(config: ServerConfig) -> Result<Node> {
         // The settings and a configured certificate, before anything is opened or bound; the
         // mail listeners before anything is created.
@@ -321,6 +354,23 @@ impl Engines {
         // The directory first: with replication the engines' disk streams to the partner
         // it names.
         let directory = open_directory(config).await?;
+        if let Some(cluster) = &config.cluster
+            && !config.cluster_hosted
+            && let Some(info) = directory.cache().node(&cluster.node)
+            && let Some(host) = info.host.filter(|h| *h != cluster.node)
+        {
+            // docs/replication.md, "Failover": the files here are older than the copy the
+            // other machine serves; opening them would answer with stale mail.
+            anyhow::bail!(
+                "node {} was taken over by {host} (epoch {}): {host} serves its users from its \
+                 copy, and the files in {} are stale; rebuild this machine as the node's \
+                 replica with `mailstow node replace {}`",
+                cluster.node,
+                info.epoch,
+                config.data_dir.display(),
+                cluster.node
+            );
+        }
         let real: Arc<dyn disk::Disk> = Arc::new(disk::RealDisk);
         let (replication, disk) = match &config.cluster {
             Some(cluster) if config.cluster_replicas > 1 => {
@@ -533,8 +583,19 @@ impl Joined {
             mail.accounts.clone(),
             mail.deposit.clone(),
         ));
+        let lease = match &engines.replication {
+            // Fenced by its own clock, and at its epoch (docs/replication.md, "Failover").
+            Some(replication) => crate::replica::spawn_lease(
+                directory.clone(),
+                cluster.node.clone(),
+                replication.mirror.clone(),
+                node.clone(),
+                replication.renewing_since.clone(),
+            ),
+            None => directory.spawn_lease(&cluster.node, cluster::LEASE_RENEW, cluster::LEASE_TTL),
+        };
         Ok(Joined {
-            lease: directory.spawn_lease(&cluster.node, cluster::LEASE_RENEW, cluster::LEASE_TTL),
+            lease,
             cluster: node,
             handover,
             moves,

@@ -54,6 +54,10 @@ pub(crate) struct ServeArgs {
     /// The plain HTTP listener for ACME challenges and redirects (`[server] http`).
     #[arg(long, value_name = "ADDR")]
     http: Option<String>,
+    /// Serve NODE, taken over by this machine, from its copy here (started by the node
+    /// itself after a take-over, docs/replication.md).
+    #[arg(long, value_name = "NODE", hide = true)]
+    host_node: Option<String>,
 }
 
 pub(crate) fn server_config(
@@ -75,6 +79,9 @@ pub(crate) fn server_config(
             Some(directory::Location::parse(url).with_context(|| "[directory] url".to_string())?);
     }
     cluster(config, &mut server)?;
+    if let Some(node) = &args.host_node {
+        hosted(node, &mut server)?;
+    }
     server.spam = config.spam.filter_config()?;
     server.queue = config.queue_config();
     server.store = config.store_config();
@@ -575,6 +582,47 @@ fn cluster(config: &Config, server: &mut ServerConfig) -> Result<()> {
     }
 }
 
+/// `serve --host-node NODE`: this machine took NODE over (docs/replication.md, "Failover");
+/// NODE's files are its copy in `<data_dir>/replicas/NODE`, served on this machine's
+/// addresses with ports of their own. Only what the other nodes reach a node by is served
+/// (LMTP, IMAP, POP3, ManageSieve, the web view): clients keep using this machine's own
+/// listeners, which hand NODE's users over like any other node's.
+fn hosted(node: &str, server: &mut ServerConfig) -> Result<()> {
+    let Some(cluster) = server.cluster.as_mut() else {
+        bail!("--host-node needs [cluster]");
+    };
+    if !node
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+        || node.starts_with('.')
+    {
+        bail!("--host-node {node:?} is not a node name");
+    }
+    cluster.node = node.to_string();
+    server.data_dir = server.data_dir.join("replicas").join(node);
+    server.cluster_replicas = 1;
+    server.cluster_replication = None;
+    server.cluster_hosted = true;
+    let any_port = |a: &std::net::SocketAddr| std::net::SocketAddr::new(a.ip(), 0);
+    server.listeners = server
+        .listeners
+        .iter()
+        .filter(|(service, _)| {
+            matches!(
+                service,
+                Service::Lmtp | Service::Imap | Service::Pop3 | Service::ManageSieve
+            )
+        })
+        .map(|(service, address)| (*service, any_port(address)))
+        .collect();
+    server.web = server.web.as_ref().map(any_port);
+    server.metrics = None;
+    server.https = None;
+    server.http = None;
+    server.acme = None;
+    Ok(())
+}
+
 /// Where `serve` found its settings, so that SIGHUP can read them again.
 pub(crate) struct Sources {
     /// `--config`.
@@ -584,7 +632,17 @@ pub(crate) struct Sources {
 }
 
 pub(crate) fn run(args: ServeArgs, sources: Sources, paths: &Paths, config: &Config) -> Result<()> {
-    let server = server_config(&args, paths, config)?;
+    let mut server = server_config(&args, paths, config)?;
+    server.config_file = sources.config_file.clone();
+    if args.host_node.is_some() {
+        // A hosted node lives as long as the machine's own node that started it: a SIGKILL
+        // of that one must not leave this one serving on its own.
+        rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::TERM))
+            .context("tying the hosted node to its parent")?;
+        if rustix::process::getppid().is_none_or(|p| p.as_raw_nonzero().get() == 1) {
+            bail!("--host-node: the node that started this one is gone");
+        }
+    }
     let logging = crate::logging::init(
         config.log.level.as_deref().unwrap_or("info"),
         config.log.file.as_deref(),
@@ -642,7 +700,11 @@ async fn serve(
     let mut int = signal(SignalKind::interrupt())?;
     let mut hangup = signal(SignalKind::hangup())?;
     let data_dir = std::path::absolute(&config.data_dir).unwrap_or(config.data_dir.clone());
+    let hosted = config.cluster_hosted;
     let node = Node::start(config).await?;
+    if hosted {
+        node.advertise_hosted().await?;
+    }
     let running = &node.running;
     let certificate = running.certificate();
     let certificate_path =

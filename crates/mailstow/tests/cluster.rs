@@ -1192,3 +1192,94 @@ fn every_change_is_on_the_partner_and_survives_the_loss_of_the_owner_s_disk() {
         "{list}"
     );
 }
+
+/// Failover (issue 40, docs/replication.md): n1's machine is lost (SIGKILL and its data
+/// directory removed) while it owns u1; n1's partner n2 takes n1 over once its lease has
+/// lapsed and serves n1's copy, so u1 logs in through any node and finds every message n1
+/// acknowledged, and new mail reaches it; n1's machine coming back with its old identity is
+/// refused (its files would be stale) with what to do instead.
+#[test]
+fn the_partner_takes_a_lost_node_over_with_every_acknowledged_message() {
+    let mut cluster = Cluster::start_with(53, true);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !cluster
+        .node(1)
+        .must(&["node", "list"])
+        .contains("n1 up users=1 replica=n2")
+    {
+        assert!(Instant::now() < deadline, "n2 never became n1's replica");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut subjects = Vec::new();
+    for i in 0..20 {
+        let subject = format!("before-{i:02}");
+        assert_eq!(
+            send(
+                &cluster.node(2 + i % 2).addr(PORT_SMTP),
+                &["u1@example.test"],
+                &subject
+            ),
+            250
+        );
+        subjects.push(subject);
+    }
+    subjects.sort();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while pop3_subjects(&cluster.node(1).addr(PORT_POP3), "u1@example.test").unwrap() != subjects {
+        assert!(Instant::now() < deadline, "mail not delivered to n1");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let n1_data = cluster._dir.path().join("n1");
+    cluster.nodes[0].kill();
+    let killed = Instant::now();
+    std::fs::remove_dir_all(&n1_data).unwrap();
+    // u1 through n3: unavailable at first, then served from n2's copy.
+    let pop3 = cluster.node(3).addr(PORT_POP3);
+    let served = loop {
+        match pop3_subjects(&pop3, "u1@example.test") {
+            Ok(found) => break found,
+            Err(refused) => {
+                assert!(refused.contains("[SYS/TEMP]"), "{refused}");
+                assert!(
+                    killed.elapsed() < Duration::from_secs(40),
+                    "no failover: {refused}"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    };
+    let failover = killed.elapsed();
+    eprintln!("failover: u1 served again {failover:?} after n1 was killed");
+    assert_eq!(served, subjects);
+    assert_eq!(cluster.node(2).log_lines("event=failover").len(), 1);
+    let list = cluster.node(2).must(&["node", "list"]);
+    assert!(list.contains("n1 up users=1"), "{list}");
+    // New mail for u1 reaches the node where n1 lives now, through every remaining node.
+    for i in 0..6 {
+        let subject = format!("after-{i:02}");
+        assert_eq!(
+            send(
+                &cluster.node(2 + i % 2).addr(PORT_SMTP),
+                &["u1@example.test"],
+                &subject
+            ),
+            250
+        );
+        subjects.push(subject);
+    }
+    subjects.sort();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while pop3_subjects(&cluster.node(2).addr(PORT_POP3), "u1@example.test").unwrap() != subjects {
+        assert!(
+            Instant::now() < deadline,
+            "new mail not delivered after the failover"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // n1's machine comes back as n1: refused, with the way out.
+    let out = cluster.node(1).cli(&["serve"]);
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("was taken over by n2"), "{said}");
+    assert!(said.contains("mailstow node replace n1"), "{said}");
+}

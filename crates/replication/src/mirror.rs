@@ -78,6 +78,17 @@ impl fmt::Display for Phase {
     }
 }
 
+/// Whether this node may acknowledge changes (docs/replication.md, "Failover").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Fence {
+    Open,
+    /// Its lease ran out by its own clock: syncs wait until it is renewed (nothing is
+    /// acknowledged meanwhile), writes go on (they are not acknowledgements).
+    Lapsed(String),
+    /// Another machine took the node over: every change and sync fails, for good.
+    TakenOver(String),
+}
+
 /// What the directory was last told (`nodes.replica`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Recorded {
@@ -128,7 +139,7 @@ pub(crate) struct State {
     /// Bumped whenever the partner changes: the sender drops a connection of an older one.
     pub(crate) partner_generation: u64,
     pub(crate) epoch: u64,
-    pub(crate) fenced: Option<String>,
+    pub(crate) fence: Fence,
     /// Back in sync once the partner has acknowledged this seq (set when a connection
     /// resumes, a full copy ends, or a slow partner fell behind on a live connection).
     pub(crate) catch_up_target: Option<u64>,
@@ -235,7 +246,7 @@ impl Shared {
     /// stream to (one that appears gets a full copy).
     fn queue(&self, entry: Entry) -> io::Result<Option<u64>> {
         let mut st = self.state();
-        if let Some(why) = &st.fenced {
+        if let Fence::TakenOver(why) = &st.fence {
             return Err(fenced_error(why));
         }
         if st.partner.is_none() {
@@ -275,8 +286,19 @@ impl Shared {
         let deadline = Instant::now() + self.config.ack_wait_max;
         let mut st = self.state();
         loop {
-            if let Some(why) = &st.fenced {
-                return Err(fenced_error(why));
+            match &st.fence {
+                Fence::TakenOver(why) => return Err(fenced_error(why)),
+                Fence::Lapsed(why) if st.stopping => return Err(fenced_error(why)),
+                Fence::Lapsed(_) => {
+                    // Nothing is acknowledged without a lease; wait for its renewal.
+                    st = self
+                        .changed
+                        .wait_timeout(st, Duration::from_secs(1))
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                    continue;
+                }
+                Fence::Open => {}
             }
             if seq.is_some_and(|seq| st.is_replicated(seq)) {
                 return Ok(());
@@ -424,7 +446,7 @@ impl Mirror {
                 partner: None,
                 partner_generation: 0,
                 epoch: 1,
-                fenced: None,
+                fence: Fence::Open,
                 catch_up_target: None,
                 record_after: None,
                 copy_start: None,
@@ -488,10 +510,24 @@ impl Mirror {
         self.shared.changed.notify_all();
     }
 
-    /// Fences the node (`Some(why)`): every change and sync fails until lifted (`None`).
-    pub fn set_fenced(&self, why: Option<&str>) {
+    /// The node's lease ran out by its own clock (`Some(why)`): syncs wait, so nothing is
+    /// acknowledged, until it is renewed (`None`). Nothing after [`Mirror::set_taken_over`].
+    pub fn set_lapsed(&self, why: Option<&str>) {
         let mut st = self.shared.state();
-        st.fenced = why.map(str::to_string);
+        if matches!(st.fence, Fence::TakenOver(_)) {
+            return;
+        }
+        st.fence = match why {
+            Some(why) => Fence::Lapsed(why.to_string()),
+            None => Fence::Open,
+        };
+        self.shared.changed.notify_all();
+    }
+
+    /// Another machine took the node over: every change and sync fails from now on.
+    pub fn set_taken_over(&self, why: &str) {
+        let mut st = self.shared.state();
+        st.fence = Fence::TakenOver(why.to_string());
         self.shared.changed.notify_all();
     }
 
@@ -506,7 +542,7 @@ impl Mirror {
                 .unwrap_or(0.0),
             acked: st.acked,
             queued: st.next_seq - 1,
-            fenced: st.fenced.is_some(),
+            fenced: st.fence != Fence::Open,
             recorded: matches!(st.recorded, Recorded::Partner(_)),
         }
     }
@@ -646,7 +682,7 @@ impl MirrorFile {
         ops: impl FnOnce(&str) -> Vec<Op>,
     ) -> io::Result<()> {
         let _held = lock(&self.name.lock);
-        if let Some(why) = &self.shared.state().fenced {
+        if let Fence::TakenOver(why) = &self.shared.state().fence {
             return Err(fenced_error(why));
         }
         local()?;
@@ -717,12 +753,7 @@ impl File for MirrorFile {
         // Queued first, so the partner's sync runs while ours does.
         let seq = match path {
             Some(path) => self.shared.queue(Entry::Op(Op::Sync { path }))?,
-            None => {
-                if let Some(why) = &self.shared.state().fenced {
-                    return Err(fenced_error(why));
-                }
-                None
-            }
+            None => None,
         };
         self.inner.sync_data()?;
         self.shared.wait_replicated(seq)

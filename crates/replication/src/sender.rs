@@ -269,7 +269,7 @@ fn send_loop(
                         "the backlog overflowed: the replica needs a full copy",
                     ));
                 }
-                if st.fenced.is_some() {
+                if matches!(st.fence, crate::mirror::Fence::TakenOver(_)) {
                     return Ok(());
                 }
                 back_in_sync(shared, &mut st);

@@ -218,23 +218,44 @@ fn a_replica_that_went_away_is_caught_up_and_syncs_do_not_wait_for_it_meanwhile(
 }
 
 #[test]
-fn a_fenced_node_changes_nothing() {
+fn a_lapsed_lease_holds_every_sync_and_a_take_over_fails_every_change() {
     let own = tempfile::tempdir().unwrap();
     let (mirror, disk, _) = owner(own.path());
     let f = disk
         .open(&own.path().join("cluster-delivered"), true)
         .unwrap();
-    mirror.set_fenced(Some("lease expired"));
-    let e = f.write_all_at(b"x", 0).unwrap_err();
+    f.sync_data().unwrap();
+    mirror.set_lapsed(Some("lease expired"));
+    // A sync waits while the lease is lapsed, and returns once it is renewed.
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let waiting = {
+        let f = f.clone();
+        std::thread::spawn(move || {
+            f.write_all_at(b"x", 0).unwrap();
+            f.sync_data().unwrap();
+            done_tx.send(()).unwrap();
+        })
+    };
+    assert!(
+        done_rx.recv_timeout(Duration::from_millis(1500)).is_err(),
+        "acknowledged without a lease"
+    );
+    mirror.set_lapsed(None);
+    done_rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the sync went on after the renewal");
+    waiting.join().unwrap();
+    // Taken over: every change fails, for good.
+    mirror.set_taken_over("n2 took n1 over at epoch 2");
+    let e = f.write_all_at(b"y", 1).unwrap_err();
     assert!(e.to_string().contains("fenced"), "{e}");
     assert!(f.sync_data().is_err());
+    mirror.set_lapsed(None);
+    assert!(f.write_all_at(b"y", 1).is_err());
     assert_eq!(
         std::fs::read(own.path().join("cluster-delivered")).unwrap(),
-        b""
+        b"x"
     );
-    mirror.set_fenced(None);
-    f.write_all_at(b"x", 0).unwrap();
-    f.sync_data().unwrap();
     mirror.stop();
 }
 

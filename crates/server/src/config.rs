@@ -143,6 +143,12 @@ pub struct ServerConfig {
     /// Where this node's replication listener binds (`[cluster] replication`), so its
     /// partner can stream to it.
     pub cluster_replication: Option<String>,
+    /// This process serves another node's files on its replica's machine after a take-over
+    /// (`serve --host-node NODE`): it registers the addresses it bound for that node.
+    pub cluster_hosted: bool,
+    /// The configuration file this server was read from (a hosted node's process is started
+    /// with the same one).
+    pub config_file: Option<PathBuf>,
 }
 
 impl ServerConfig {
@@ -223,6 +229,8 @@ impl ServerConfig {
             cluster_delivered_max: 1_000_000,
             cluster_replicas: 1,
             cluster_replication: None,
+            cluster_hosted: false,
+            config_file: None,
         }
     }
 }
