@@ -148,7 +148,7 @@ impl Forwarder {
                 .home(&self.directory, &username.to_ascii_lowercase())
             {
                 Home::Local => None,
-                Home::Node(info) => Some(info),
+                Home::Node(info) => Some(*info),
                 Home::Unavailable(why) => return Routed::Answered(unavailable(&why)),
             }
         } else {

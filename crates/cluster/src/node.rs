@@ -52,7 +52,7 @@ pub enum Home {
     /// Here.
     Local,
     /// On this node, which is up (as far as we know).
-    Node(directory::NodeInfo),
+    Node(Box<directory::NodeInfo>),
     /// On a node that is down, or does not answer: the text for the client.
     Unavailable(String),
 }
@@ -99,7 +99,7 @@ impl Cluster {
         if self.suspects.is_suspect(&node) {
             return Home::Unavailable(format!("mailbox node {node} does not answer"));
         }
-        Home::Node(info)
+        Home::Node(Box::new(info))
     }
 
     /// Whether `ip` is one of the other nodes' (their LMTP, IMAP, POP3, web or ManageSieve
