@@ -142,6 +142,8 @@ pub(crate) struct NodeRow {
     pub(crate) replica: Option<String>,
     pub(crate) epoch: u64,
     pub(crate) host: Option<String>,
+    pub(crate) standby: Option<String>,
+    pub(crate) draining: bool,
 }
 
 /// Which node holds a user's mailbox ([`Cache::owner`]).
@@ -176,6 +178,10 @@ pub struct NodeInfo {
     pub epoch: u64,
     /// The node whose machine serves it now (`None`: its own).
     pub host: Option<String>,
+    /// Where its own machine waits for its copy, after a take-over.
+    pub standby: Option<String>,
+    /// `mailstow node drain` asked it to hand itself to its partner.
+    pub draining: bool,
 }
 
 /// The in-memory directory snapshot; see the module documentation.
@@ -350,6 +356,8 @@ impl Cache {
             replica: row.replica,
             epoch: row.epoch,
             host: row.host,
+            standby: row.standby,
+            draining: row.draining,
         }
     }
 
@@ -517,10 +525,12 @@ async fn load_snapshot(pool: &AnyPool) -> Result<Snapshot, DirectoryError> {
         Option<String>,
         i64,
         Option<String>,
+        Option<String>,
+        i64,
     );
     let nodes: Vec<NodeColumns> = sqlx::query_as(
-        "SELECT name, lmtp, imap, pop3, web, managesieve, replication, replica, epoch, host \
-         FROM nodes ORDER BY name",
+        "SELECT name, lmtp, imap, pop3, web, managesieve, replication, replica, epoch, host, \
+         standby, draining FROM nodes ORDER BY name",
     )
     .fetch_all(&mut *tx)
     .await?;
@@ -595,7 +605,21 @@ async fn load_snapshot(pool: &AnyPool) -> Result<Snapshot, DirectoryError> {
         .into_iter()
         .map(|(name, source)| (name, Arc::from(source)))
         .collect();
-    for (name, lmtp, imap, pop3, web, managesieve, replication, replica, epoch, host) in nodes {
+    for (
+        name,
+        lmtp,
+        imap,
+        pop3,
+        web,
+        managesieve,
+        replication,
+        replica,
+        epoch,
+        host,
+        standby,
+        draining,
+    ) in nodes
+    {
         snapshot.nodes.insert(
             name.clone(),
             NodeRow {
@@ -609,6 +633,8 @@ async fn load_snapshot(pool: &AnyPool) -> Result<Snapshot, DirectoryError> {
                 replica,
                 epoch: u64::try_from(epoch).unwrap_or(1),
                 host,
+                standby,
+                draining: draining != 0,
             },
         );
     }

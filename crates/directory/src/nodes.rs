@@ -133,13 +133,15 @@ impl Directory {
             Option<String>,
             i64,
             Option<String>,
+            Option<String>,
+            i64,
         );
         let now = db::Backend::of(&self.inner.pool).now_ms();
         let sql = format!(
             "SELECT n.name, n.lmtp, n.imap, n.pop3, n.web, n.managesieve, \
              CASE WHEN n.lease_until > {now} THEN 1 ELSE 0 END, \
              (SELECT COUNT(*) FROM users u WHERE u.node = n.name), \
-             n.replication, n.replica, n.epoch, n.host \
+             n.replication, n.replica, n.epoch, n.host, n.standby, n.draining \
              FROM nodes n ORDER BY n.name"
         );
         let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
@@ -161,6 +163,8 @@ impl Directory {
                     replica,
                     epoch,
                     host,
+                    standby,
+                    draining,
                 )| {
                     (
                         NodeInfo {
@@ -175,6 +179,8 @@ impl Directory {
                             replica,
                             epoch: u64::try_from(epoch).unwrap_or(1),
                             host,
+                            standby,
+                            draining: draining != 0,
                         },
                         u64::try_from(users).unwrap_or(0),
                     )
@@ -283,6 +289,77 @@ impl Directory {
         self.refresh_after_write().await;
         self.refresh_node_states_after_write().await;
         Ok(Some(seen + 1))
+    }
+
+    /// Where `node`'s own machine waits for its copy (`None`: it does not).
+    pub async fn set_standby(
+        &self,
+        node: &str,
+        address: Option<&str>,
+    ) -> Result<(), DirectoryError> {
+        let node = node_arg(node)?;
+        let address = address
+            .map(|a| endpoint_arg(&node, "replication", a))
+            .transpose()?;
+        self.update_node(&node, "standby", address).await
+    }
+
+    /// `mailstow node drain`: asks `node` to hand itself to its partner (`false`: no longer).
+    pub async fn set_draining(&self, node: &str, draining: bool) -> Result<(), DirectoryError> {
+        let node = node_arg(node)?;
+        let mut tx = db::begin_write(&self.inner.pool).await?;
+        let updated = sqlx::query("UPDATE nodes SET draining = $1 WHERE name = $2")
+            .bind(i64::from(draining))
+            .bind(&node)
+            .execute(&mut *tx)
+            .await?;
+        if updated.rows_affected() == 0 {
+            return Err(DirectoryError::NoSuchNode(node));
+        }
+        tx.commit().await?;
+        self.refresh_after_write().await;
+        Ok(())
+    }
+
+    /// The machine serving `node` after a take-over gives it back to its own machine (whose
+    /// standby holds every change): a new epoch, no host, no replica, no lease until its own
+    /// machine renews one. `false` when the epoch moved on meanwhile.
+    pub async fn hand_back(&self, node: &str, epoch: u64) -> Result<bool, DirectoryError> {
+        self.end_epoch(
+            node,
+            epoch,
+            "epoch = epoch + 1, host = NULL, replica = NULL, standby = NULL, lease_until = 0",
+        )
+        .await
+    }
+
+    /// A draining node gives up its lease at `epoch` (its partner, holding every change,
+    /// takes it over at once). `false` when the epoch moved on meanwhile.
+    pub async fn release(&self, node: &str, epoch: u64) -> Result<bool, DirectoryError> {
+        self.end_epoch(node, epoch, "lease_until = 0, draining = 0")
+            .await
+    }
+
+    async fn end_epoch(
+        &self,
+        node: &str,
+        epoch: u64,
+        set: &'static str,
+    ) -> Result<bool, DirectoryError> {
+        let mut tx = db::begin_write(&self.inner.pool).await?;
+        let sql = format!("UPDATE nodes SET {set} WHERE name = $1 AND epoch = $2");
+        let updated = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(node)
+            .bind(i64::try_from(epoch).unwrap_or(i64::MAX))
+            .execute(&mut *tx)
+            .await?;
+        if updated.rows_affected() != 1 {
+            return Ok(false);
+        }
+        tx.commit().await?;
+        self.refresh_after_write().await;
+        self.refresh_node_states_after_write().await;
+        Ok(true)
     }
 
     /// The addresses the other nodes reach `node` at (a node served on another machine after

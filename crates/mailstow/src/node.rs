@@ -118,6 +118,8 @@ impl Node {
         // The settings and a configured certificate, before anything is opened or bound; the
         // mail listeners before anything is created.
         server::validate(&config)?;
+        // A node taken over while this machine was away gets its files back first.
+        crate::replica::standby_if_taken_over(&config).await?;
         let listeners = server::bind(&config).await?;
         let health = Arc::new(server::Health::starting());
         let engines = Engines::open(&config).await?;
@@ -467,7 +469,7 @@ async fn watch_storage(
 
 /// The directory: SQLite in the data directory unless configured; a cluster's must be the
 /// PostgreSQL every node shares.
-async fn open_directory(config: &ServerConfig) -> Result<directory::Directory> {
+pub(crate) async fn open_directory(config: &ServerConfig) -> Result<directory::Directory> {
     let location = config
         .directory
         .clone()
@@ -583,6 +585,9 @@ impl Joined {
             mail.accounts.clone(),
             mail.deposit.clone(),
         ));
+        if let Some(replication) = &engines.replication {
+            let _ = replication.cluster.set(node.clone());
+        }
         let lease = match &engines.replication {
             // Fenced by its own clock, and at its epoch (docs/replication.md, "Failover").
             Some(replication) => crate::replica::spawn_lease(

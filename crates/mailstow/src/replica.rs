@@ -26,7 +26,11 @@ const RENEW_TIMEOUT: Duration = Duration::from_secs(2);
 /// The running parts; stopped by [`Replication::stop`].
 pub(crate) struct Replication {
     pub(crate) mirror: replication::Mirror,
-    receiver: Arc<replication::Receiver>,
+    /// None on a hosted node's process (`serve --host-node`): the machine's own node takes
+    /// the streams.
+    receiver: Option<Arc<replication::Receiver>>,
+    /// The node's cluster state, once joined: a hand-over fences its logins.
+    pub(crate) cluster: Arc<std::sync::OnceLock<Arc<cluster::Cluster>>>,
     watch: JoinHandle<()>,
     /// Since when this node's own lease renewals have all succeeded: a partner takes a node
     /// over only when it could itself renew for a whole lease meanwhile.
@@ -105,38 +109,28 @@ pub(crate) async fn start(
     directory: &directory::Directory,
     inner: Arc<dyn disk::Disk>,
 ) -> Result<(Replication, Arc<dyn disk::Disk>)> {
-    let listen = config
-        .cluster_replication
-        .as_deref()
-        .context("[cluster] replication is needed with replicas = 2")?;
-    let listener = std::net::TcpListener::bind(listen)
-        .with_context(|| format!("binding the replication listener on {listen}"))?;
-    let bound = listener.local_addr()?;
-    // Registered as configured, unless the port was left to the system.
-    let advertised = if listen.ends_with(":0") {
-        bound.to_string()
-    } else {
-        listen.to_string()
-    };
-    directory
-        .set_node_replication(&cluster.node, Some(&advertised))
-        .await
-        .context("registering this node's replication listener")?;
     let key = replication::stream_key(&cluster.secret);
-    let receiver = replication::Receiver::start(
-        listener,
-        replication::ReceiverConfig {
-            key,
-            root: config.data_dir.join("replicas"),
-            streams_max: 16,
-        },
-        Arc::new(disk::RealDisk),
-        Arc::new(PartnerAdmission {
-            directory: directory.clone(),
-            node: cluster.node.clone(),
-        }),
-    )
-    .context("starting the replication listener")?;
+    let receiver = if config.cluster_hosted {
+        None
+    } else {
+        let listen = config
+            .cluster_replication
+            .as_deref()
+            .context("[cluster] replication is needed with replicas = 2")?;
+        let (receiver, bound) = listen_for_copies(
+            listen,
+            replication::ReceiverConfig::new(key, config.data_dir.join("replicas")),
+            Arc::new(PartnerAdmission {
+                directory: directory.clone(),
+                node: cluster.node.clone(),
+            }),
+            directory,
+            &cluster.node,
+        )
+        .await?;
+        tracing::info!(event = "replication_started", node = %cluster.node, listen = %bound);
+        Some(Arc::new(receiver))
+    };
     let (mirror, disk) = replication::Mirror::new(
         replication::MirrorConfig::new(&cluster.node, key, &config.data_dir),
         inner,
@@ -146,9 +140,10 @@ pub(crate) async fn start(
             runtime: tokio::runtime::Handle::current(),
         }),
     );
-    follow(&mirror, directory, &cluster.node);
-    let receiver = Arc::new(receiver);
+    let hosted_here = config.cluster_hosted;
+    follow(&mirror, directory, &cluster.node, hosted_here);
     let renewing_since = Arc::new(Mutex::new(None));
+    let joined: Arc<std::sync::OnceLock<Arc<cluster::Cluster>>> = Arc::default();
     let hosted = Arc::new(Mutex::new(HashMap::new()));
     let watch = {
         let mirror = mirror.clone();
@@ -157,32 +152,69 @@ pub(crate) async fn start(
         let receiver = receiver.clone();
         let renewing_since = renewing_since.clone();
         let hosted = hosted.clone();
+        let joined = joined.clone();
         let child = ChildCommand::of(config);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(WATCH_PERIOD);
+            let mut said_not_in_sync = false;
             loop {
                 tick.tick().await;
-                follow(&mirror, &directory, &node);
+                follow(&mirror, &directory, &node, hosted_here);
                 let status = mirror.status();
                 let lag_ms = (status.lag_seconds * 1000.0) as u64;
                 if let Err(e) = directory.set_replica_lag(&node, lag_ms).await {
                     tracing::debug!(event = "directory_error", error = %e);
                 }
-                take_over_lapsed(&directory, &node, &receiver, &renewing_since).await;
+                let me = directory.cache().node(&node);
+                let fence = joined.get().cloned();
+                if hosted_here {
+                    // The node's own machine holds every change: give the node back.
+                    if status.recorded
+                        && let Some(me) = &me
+                        && hand_over(&mirror, fence.as_deref(), "handing the node back").await
+                    {
+                        match directory.hand_back(&node, me.epoch).await {
+                            Ok(true) => finish(&mirror, &node, "handed_back"),
+                            Ok(false) => {}
+                            Err(e) => {
+                                tracing::warn!(event = "handed_back", result = "failed", error = %e);
+                                reopen(&mirror, fence.as_deref());
+                            }
+                        }
+                    }
+                    continue;
+                }
+                if let Some(me) = &me
+                    && me.draining
+                {
+                    if !status.recorded {
+                        if !said_not_in_sync {
+                            said_not_in_sync = true;
+                            tracing::warn!(event = "drained", node = %node, result = "waiting", msg = "the replica is not in sync yet");
+                        }
+                    } else if hand_over(&mirror, fence.as_deref(), "draining").await {
+                        match directory.release(&node, me.epoch).await {
+                            Ok(true) => finish(&mirror, &node, "drained"),
+                            Ok(false) => {}
+                            Err(e) => {
+                                tracing::warn!(event = "drained", result = "failed", error = %e);
+                                reopen(&mirror, fence.as_deref());
+                            }
+                        }
+                    }
+                }
+                if let Some(receiver) = &receiver {
+                    take_over_lapsed(&directory, &node, receiver, &renewing_since).await;
+                }
                 host(&directory, &node, &hosted, &child);
             }
         })
     };
-    tracing::info!(
-        event = "replication_started",
-        node = %cluster.node,
-        listen = %bound,
-        msg = "every change waits for the replica partner before it is acknowledged"
-    );
     Ok((
         Replication {
             mirror,
             receiver,
+            cluster: joined,
             watch,
             renewing_since,
             hosted,
@@ -191,19 +223,218 @@ pub(crate) async fn start(
     ))
 }
 
-/// The partner and epoch as the directory's cache has them now.
-fn follow(mirror: &replication::Mirror, directory: &directory::Directory, node: &str) {
+/// The partner and epoch as the directory's cache has them now: the ring's next node, or
+/// for a node served by another machine after a take-over, its own machine's standby.
+fn follow(
+    mirror: &replication::Mirror,
+    directory: &directory::Directory,
+    node: &str,
+    hosted: bool,
+) {
     let cache = directory.cache();
-    let nodes = cache.nodes();
-    let partner = partner_of(&nodes, node);
-    mirror.set_partner(
-        partner
-            .as_ref()
-            .and_then(|p| Some((p.name.as_str(), p.replication.as_deref()?))),
-    );
-    if let Some(me) = cache.node(node) {
+    let me = cache.node(node);
+    if hosted {
+        let standby = me.as_ref().and_then(|m| m.standby.clone());
+        mirror.set_partner(standby.as_deref().map(|address| (node, address)));
+    } else {
+        let nodes = cache.nodes();
+        let partner = partner_of(&nodes, node);
+        mirror.set_partner(
+            partner
+                .as_ref()
+                .and_then(|p| Some((p.name.as_str(), p.replication.as_deref()?))),
+        );
+    }
+    if let Some(me) = me {
         mirror.set_epoch(me.epoch);
     }
+}
+
+/// Binds the replication listener, registers it, and starts the receiver.
+async fn listen_for_copies(
+    listen: &str,
+    config: replication::ReceiverConfig,
+    admission: Arc<dyn replication::Admission>,
+    directory: &directory::Directory,
+    node: &str,
+) -> Result<(replication::Receiver, String)> {
+    // The port may still be held for a moment by a receiver just stopped (standby).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let listener = loop {
+        match std::net::TcpListener::bind(listen) {
+            Ok(listener) => break listener,
+            Err(e) if Instant::now() < deadline => {
+                tracing::debug!(event = "replication_bind", error = %e);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("binding the replication listener on {listen}"));
+            }
+        }
+    };
+    let bound = listener.local_addr()?;
+    // Registered as configured, unless the port was left to the system.
+    let advertised = if listen.ends_with(":0") {
+        bound.to_string()
+    } else {
+        listen.to_string()
+    };
+    directory
+        .set_node_replication(node, Some(&advertised))
+        .await
+        .context("registering this node's replication listener")?;
+    let receiver =
+        replication::Receiver::start(listener, config, Arc::new(disk::RealDisk), admission)
+            .context("starting the replication listener")?;
+    Ok((receiver, advertised))
+}
+
+/// Stops acknowledging and waits until the partner has every change queued: `false` (and
+/// acknowledging again) if it does not within 10 s.
+async fn hand_over(
+    mirror: &replication::Mirror,
+    cluster: Option<&cluster::Cluster>,
+    why: &str,
+) -> bool {
+    mirror.set_lapsed(Some(why));
+    if let Some(c) = cluster {
+        c.set_fenced(true);
+    }
+    let target = mirror.status().queued;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while mirror.status().acked < target {
+        if Instant::now() >= deadline {
+            reopen(mirror, cluster);
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    true
+}
+
+fn reopen(mirror: &replication::Mirror, cluster: Option<&cluster::Cluster>) {
+    mirror.set_lapsed(None);
+    if let Some(c) = cluster {
+        c.set_fenced(false);
+    }
+}
+
+/// The node is the other machine's now: nothing more is acknowledged here, and this
+/// process stops in order (SIGTERM to itself).
+fn finish(mirror: &replication::Mirror, node: &str, event: &'static str) {
+    mirror.set_taken_over(event);
+    tracing::warn!(event, node = %node, msg = "the node is served by its other machine now; this process stops");
+    let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::TERM);
+}
+
+/// Who may stream to a standby: the node itself (from the machine serving it) and, as
+/// always, the nodes whose partner this one is.
+struct StandbyAdmission {
+    partner: PartnerAdmission,
+}
+
+impl replication::Admission for StandbyAdmission {
+    fn admit(&self, node: &str, epoch: u64) -> Result<(), String> {
+        if node == self.partner.node {
+            return Ok(());
+        }
+        self.partner.admit(node, epoch)
+    }
+}
+
+/// A node whose machine comes back (or is replaced) after a take-over: before anything is
+/// opened or bound, it receives its files from the machine serving it, which hands the node
+/// back once they are complete (docs/replication.md, "Failover"). Returns at once for a
+/// node that was not taken over.
+pub(crate) async fn standby_if_taken_over(config: &ServerConfig) -> Result<()> {
+    let Some(cluster) = &config.cluster else {
+        return Ok(());
+    };
+    if config.cluster_hosted || config.cluster_replicas < 2 {
+        return Ok(());
+    }
+    let directory = crate::node::open_directory(config).await?;
+    let me = &cluster.node;
+    let host_of = async |directory: &directory::Directory| -> Result<Option<directory::NodeInfo>> {
+        Ok(directory
+            .list_nodes()
+            .await?
+            .into_iter()
+            .map(|(n, _)| n)
+            .find(|n| n.name == *me && n.host.as_ref().is_some_and(|h| h != me)))
+    };
+    let Some(row) = host_of(&directory).await? else {
+        return Ok(());
+    };
+    let host = row.host.clone().unwrap_or_default();
+    std::fs::create_dir_all(&config.data_dir)?;
+    let _lock = server::DataDirLock::acquire(&config.data_dir)?;
+    let listen = config
+        .cluster_replication
+        .as_deref()
+        .context("[cluster] replication is needed with replicas = 2")?;
+    let key = replication::stream_key(&cluster.secret);
+    let mut receiver_config =
+        replication::ReceiverConfig::new(key, config.data_dir.join("replicas"));
+    receiver_config.own = Some((me.clone(), config.data_dir.clone()));
+    let (receiver, advertised) = listen_for_copies(
+        listen,
+        receiver_config,
+        Arc::new(StandbyAdmission {
+            partner: PartnerAdmission {
+                directory: directory.clone(),
+                node: me.clone(),
+            },
+        }),
+        &directory,
+        me,
+    )
+    .await?;
+    directory
+        .set_standby(me, Some(&advertised))
+        .await
+        .context("registering this machine as the node's standby")?;
+    tracing::warn!(
+        event = "standby",
+        node = %me,
+        host = %host,
+        epoch = row.epoch,
+        msg = "this node was taken over: receiving its files from the machine serving it"
+    );
+    println!("standby: {me} is served by {host}; receiving its files");
+    let started = Instant::now();
+    let mut said = Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        match host_of(&directory).await {
+            Ok(None) => break,
+            Ok(Some(row)) if said.elapsed() >= Duration::from_secs(10) => {
+                said = Instant::now();
+                let stage = if row.replica.as_deref() == Some(me.as_str()) {
+                    "complete, waiting for the hand-back"
+                } else {
+                    "copying"
+                };
+                println!("standby: {stage} ({} s)", started.elapsed().as_secs());
+            }
+            Ok(Some(_)) => {}
+            Err(e) => tracing::warn!(event = "standby", error = %e),
+        }
+    }
+    receiver.stop();
+    drop(receiver);
+    tracing::info!(
+        event = "replica_caught_up",
+        node = %me,
+        seconds = started.elapsed().as_secs_f64(),
+        msg = "handed back: this machine serves the node again"
+    );
+    println!(
+        "standby: {me} handed back after {} s",
+        started.elapsed().as_secs()
+    );
+    Ok(())
 }
 
 /// Takes over every node whose replica this node is and whose lease lapsed by the
@@ -299,14 +530,19 @@ fn host(
         .map(|n| n.name)
         .collect();
     let mut hosted = hosted.lock().unwrap_or_else(|p| p.into_inner());
-    hosted.retain(|name, child| {
-        let running = matches!(child.try_wait(), Ok(None));
-        if !mine.contains(name) && running {
-            terminate(child);
-            return false;
+    let gone: Vec<String> = hosted
+        .iter_mut()
+        .filter_map(|(name, child)| {
+            let running = matches!(child.try_wait(), Ok(None));
+            (!mine.contains(name) || !running).then(|| name.clone())
+        })
+        .collect();
+    for name in gone {
+        if let Some(mut child) = hosted.remove(&name) {
+            // Handed back (it stops by itself), or ended: reaped off the async threads.
+            std::thread::spawn(move || terminate(&mut child));
         }
-        running
-    });
+    }
     for name in mine {
         if hosted.contains_key(&name) {
             continue;
@@ -426,7 +662,9 @@ impl Replication {
         }
         hosted.clear();
         self.mirror.stop();
-        self.receiver.stop();
+        if let Some(receiver) = &self.receiver {
+            receiver.stop();
+        }
     }
 }
 
@@ -447,6 +685,8 @@ mod tests {
             replica: None,
             epoch: 1,
             host: None,
+            standby: None,
+            draining: false,
         }
     }
 

@@ -600,7 +600,7 @@ fn hosted(node: &str, server: &mut ServerConfig) -> Result<()> {
     }
     cluster.node = node.to_string();
     server.data_dir = server.data_dir.join("replicas").join(node);
-    server.cluster_replicas = 1;
+    // Streams to the node's own machine once it waits as a standby; takes no streams.
     server.cluster_replication = None;
     server.cluster_hosted = true;
     let any_port = |a: &std::net::SocketAddr| std::net::SocketAddr::new(a.ip(), 0);

@@ -1276,10 +1276,33 @@ fn the_partner_takes_a_lost_node_over_with_every_acknowledged_message() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    // n1's machine comes back as n1: refused, with the way out.
-    let out = cluster.node(1).cli(&["serve"]);
-    assert!(!out.status.success());
-    let said = String::from_utf8_lossy(&out.stderr);
-    assert!(said.contains("was taken over by n2"), "{said}");
-    assert!(said.contains("mailstow node replace n1"), "{said}");
+    // n1's machine comes back, empty: it receives n1's files from n2 as a standby, n2 hands
+    // n1 back, and n1 serves everything again from its own disk.
+    let back = Instant::now();
+    cluster.nodes[0].start();
+    eprintln!(
+        "hand-back: n1 serving again {:?} after it started",
+        back.elapsed()
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while cluster.node(2).log_lines("event=handed_back").is_empty() {
+        assert!(Instant::now() < deadline, "n2 never handed n1 back");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let list = cluster.node(1).must(&["node", "list"]);
+    assert!(list.contains("n1 up users=1"), "{list}");
+    assert_eq!(
+        pop3_subjects(&cluster.node(1).addr(PORT_POP3), "u1@example.test").unwrap(),
+        subjects
+    );
+    // And it is replicated again: n2 holds its copy.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !cluster
+        .node(1)
+        .must(&["node", "list"])
+        .contains("n1 up users=1 replica=n2")
+    {
+        assert!(Instant::now() < deadline, "n1 not replicated again");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }

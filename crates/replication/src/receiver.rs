@@ -28,6 +28,35 @@ pub struct ReceiverConfig {
     pub root: PathBuf,
     /// Streams at once (`replication_streams_max`); more are closed at once.
     pub streams_max: usize,
+    /// This node's own files, when it is the standby of itself (its own machine back after a
+    /// take-over): a stream of `own.0` lands in `own.1` instead of `root`.
+    pub own: Option<(String, PathBuf)>,
+    /// What a full copy may remove in a copy's directory: the owner's copy roots (the same
+    /// as `MirrorConfig::copy_roots`); anything else there is left alone.
+    pub copy_roots: Vec<String>,
+}
+
+impl ReceiverConfig {
+    pub fn new(key: [u8; 32], root: PathBuf) -> ReceiverConfig {
+        ReceiverConfig {
+            key,
+            root,
+            streams_max: 16,
+            own: None,
+            copy_roots: vec!["queue".into(), "store".into(), "cluster-delivered".into()],
+        }
+    }
+
+    /// Where `node`'s copy lives, and its stored position.
+    fn place(&self, node: &str) -> (PathBuf, PathBuf) {
+        match &self.own {
+            Some((own, dir)) if own == node => (dir.clone(), dir.join("standby.state")),
+            _ => (
+                self.root.join(node),
+                self.root.join(format!("{node}.state")),
+            ),
+        }
+    }
 }
 
 /// The longest frame accepted before the owner is authenticated (its `Hello`).
@@ -101,7 +130,7 @@ impl Receiver {
 
     /// Where the copy of `node` lives.
     pub fn copy_dir(&self, node: &str) -> PathBuf {
-        self.shared.config.root.join(node)
+        self.shared.config.place(node).0
     }
 
     /// Ends the stream of `node`, if any, and waits until nothing of it is being applied
@@ -250,8 +279,7 @@ fn serve(shared: &ReceiverShared, stream: TcpStream) -> io::Result<()> {
         owner.clone()
     };
     let _applying = lock(&owner.applying);
-    let dir = shared.config.root.join(&node);
-    let state_path = shared.config.root.join(format!("{node}.state"));
+    let (dir, state_path) = shared.config.place(&node);
     let mut position = read_position(&*shared.disk, &state_path);
     if epoch < position.epoch {
         return refuse(
@@ -279,6 +307,7 @@ fn serve(shared: &ReceiverShared, stream: TcpStream) -> io::Result<()> {
     let mut copy = Copy {
         disk: shared.disk.clone(),
         dir,
+        roots: shared.config.copy_roots.clone(),
         files: HashMap::new(),
         dirty: HashSet::new(),
     };
@@ -380,6 +409,7 @@ fn expect_next(last: &mut u64, seq: u64) -> io::Result<()> {
 struct Copy {
     disk: Arc<dyn Disk>,
     dir: PathBuf,
+    roots: Vec<String>,
     files: HashMap<String, Arc<dyn File>>,
     /// Written since their last sync.
     dirty: HashSet<String>,
@@ -474,7 +504,7 @@ impl Copy {
     fn start(&mut self, files: &[(String, u64)]) -> io::Result<()> {
         self.files.clear();
         let listed: HashMap<&str, u64> = files.iter().map(|(p, l)| (p.as_str(), *l)).collect();
-        for rel in walk(&self.dir)? {
+        for rel in walk(&self.dir, &self.roots)? {
             if !listed.contains_key(rel.as_str()) {
                 self.disk.remove(&self.dir.join(&rel))?;
                 self.dirty.remove(&rel);
@@ -511,9 +541,9 @@ impl Copy {
     }
 }
 
-/// Every file under `dir`, as paths relative to it (one level of subdirectories: the
-/// engines' directories hold files only).
-fn walk(dir: &Path) -> io::Result<Vec<String>> {
+/// Every file of the copy roots under `dir`, as paths relative to it (one level of
+/// subdirectories: the engines' directories hold files only).
+fn walk(dir: &Path, roots: &[String]) -> io::Result<Vec<String>> {
     let mut out = Vec::new();
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
@@ -523,6 +553,9 @@ fn walk(dir: &Path) -> io::Result<Vec<String>> {
     for entry in entries {
         let entry = entry?;
         let name = entry.file_name().to_string_lossy().into_owned();
+        if !roots.contains(&name) {
+            continue;
+        }
         if entry.file_type()?.is_dir() {
             for inner in std::fs::read_dir(entry.path())? {
                 let inner = inner?;

@@ -43,11 +43,7 @@ fn replica(root: &Path) -> Receiver {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     Receiver::start(
         listener,
-        ReceiverConfig {
-            key: KEY,
-            root: root.join("replicas"),
-            streams_max: 4,
-        },
+        ReceiverConfig::new(KEY, root.join("replicas")),
         Arc::new(RealDisk),
         Arc::new(Anyone),
     )
@@ -168,11 +164,7 @@ fn a_replica_that_went_away_is_caught_up_and_syncs_do_not_wait_for_it_meanwhile(
     let start = |listener| {
         Receiver::start(
             listener,
-            ReceiverConfig {
-                key: KEY,
-                root: rep.path().join("replicas"),
-                streams_max: 4,
-            },
+            ReceiverConfig::new(KEY, rep.path().join("replicas")),
             Arc::new(RealDisk),
             Arc::new(Anyone),
         )

@@ -70,11 +70,7 @@ fn the_replica_opens_as_the_same_store_and_queue() {
     let rep = tempfile::tempdir().unwrap();
     let receiver = Receiver::start(
         TcpListener::bind("127.0.0.1:0").unwrap(),
-        ReceiverConfig {
-            key: [3; 32],
-            root: rep.path().join("replicas"),
-            streams_max: 4,
-        },
+        ReceiverConfig::new([3; 32], rep.path().join("replicas")),
         Arc::new(RealDisk),
         Arc::new(Anyone),
     )
