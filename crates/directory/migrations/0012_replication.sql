@@ -12,7 +12,8 @@ ALTER TABLE nodes ADD COLUMN epoch BIGINT NOT NULL DEFAULT 1;
 ALTER TABLE nodes ADD COLUMN host VARCHAR(64) NULL;
 -- `standby`: host:port where the node's own machine, back (or replaced) after a take-over,
 -- receives the copy from the machine serving it, before it is handed back.
--- `draining`: 1 while `mailstow node drain` asks the node to hand itself to its partner.
+-- `draining`: 1 while `mailstow node drain` asks the node to hand itself to its partner, 2
+-- once it gave its lease up (no renewal of that epoch holds), 0 again after the take-over.
 ALTER TABLE nodes ADD COLUMN standby VARCHAR(255) NULL;
 ALTER TABLE nodes ADD COLUMN draining INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE nodes ADD COLUMN replica_lag_ms BIGINT NULL;

@@ -143,7 +143,7 @@ pub(crate) struct NodeRow {
     pub(crate) epoch: u64,
     pub(crate) host: Option<String>,
     pub(crate) standby: Option<String>,
-    pub(crate) draining: bool,
+    pub(crate) draining: i64,
 }
 
 /// Which node holds a user's mailbox ([`Cache::owner`]).
@@ -182,6 +182,8 @@ pub struct NodeInfo {
     pub standby: Option<String>,
     /// `mailstow node drain` asked it to hand itself to its partner.
     pub draining: bool,
+    /// It gave its lease up to its partner (drained): taken over at once.
+    pub released: bool,
 }
 
 /// The in-memory directory snapshot; see the module documentation.
@@ -357,7 +359,8 @@ impl Cache {
             epoch: row.epoch,
             host: row.host,
             standby: row.standby,
-            draining: row.draining,
+            draining: row.draining == 1,
+            released: row.draining == 2,
         }
     }
 
@@ -634,7 +637,7 @@ async fn load_snapshot(pool: &AnyPool) -> Result<Snapshot, DirectoryError> {
                 epoch: u64::try_from(epoch).unwrap_or(1),
                 host,
                 standby,
-                draining: draining != 0,
+                draining,
             },
         );
     }

@@ -180,7 +180,8 @@ impl Directory {
                             epoch: u64::try_from(epoch).unwrap_or(1),
                             host,
                             standby,
-                            draining: draining != 0,
+                            draining: draining == 1,
+                            released: draining == 2,
                         },
                         u64::try_from(users).unwrap_or(0),
                     )
@@ -202,16 +203,31 @@ impl Directory {
         self.update_node(&node, "replication", address).await
     }
 
-    /// Records which node holds every change `node` acknowledged (`None`: none does); the
-    /// node itself writes it (docs/replication.md R2), and every node's cache follows.
+    /// Records which node holds every change `node` acknowledged (`None`: none does), while
+    /// its epoch is `epoch`; the node itself writes it (docs/replication.md R2), and every
+    /// node's cache follows. Refused once another epoch began (a take-over).
     pub async fn set_replica(
         &self,
         node: &str,
+        epoch: u64,
         replica: Option<&str>,
     ) -> Result<(), DirectoryError> {
         let node = node_arg(node)?;
-        self.update_node(&node, "replica", replica.map(str::to_string))
-            .await
+        let mut tx = db::begin_write(&self.inner.pool).await?;
+        let updated = sqlx::query("UPDATE nodes SET replica = $1 WHERE name = $2 AND epoch = $3")
+            .bind(replica)
+            .bind(&node)
+            .bind(i64::try_from(epoch).unwrap_or(i64::MAX))
+            .execute(&mut *tx)
+            .await?;
+        if updated.rows_affected() == 0 {
+            return Err(DirectoryError::NoSuchNode(format!(
+                "{node} at epoch {epoch} (taken over since)"
+            )));
+        }
+        tx.commit().await?;
+        self.refresh_after_write().await;
+        Ok(())
     }
 
     async fn update_node(
@@ -245,8 +261,11 @@ impl Directory {
     ) -> Result<bool, DirectoryError> {
         let ttl = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX / 2);
         let now = db::Backend::of(&self.inner.pool).now_ms();
-        let sql =
-            format!("UPDATE nodes SET lease_until = {now} + $1 WHERE name = $2 AND epoch = $3");
+        // `draining < 2`: a node that gave its lease up (`release`) cannot take it back.
+        let sql = format!(
+            "UPDATE nodes SET lease_until = {now} + $1 \
+             WHERE name = $2 AND epoch = $3 AND draining < 2"
+        );
         let updated = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(ttl)
             .bind(node)
@@ -271,7 +290,7 @@ impl Directory {
         let now = db::Backend::of(&self.inner.pool).now_ms();
         let mut tx = db::begin_write(&self.inner.pool).await?;
         let sql = format!(
-            "UPDATE nodes SET epoch = epoch + 1, host = $1, replica = NULL, \
+            "UPDATE nodes SET epoch = epoch + 1, host = $1, replica = NULL, draining = 0, \
              lease_until = {now} + $2 \
              WHERE name = $3 AND epoch = $4 AND replica = $1 AND lease_until < {now}"
         );
@@ -336,7 +355,9 @@ impl Directory {
     /// A draining node gives up its lease at `epoch` (its partner, holding every change,
     /// takes it over at once). `false` when the epoch moved on meanwhile.
     pub async fn release(&self, node: &str, epoch: u64) -> Result<bool, DirectoryError> {
-        self.end_epoch(node, epoch, "lease_until = 0, draining = 0")
+        // 2: released; no renewal of this epoch goes through any more (one in flight
+        // cannot give the lease back to the node that just gave it up).
+        self.end_epoch(node, epoch, "lease_until = 0, draining = 2")
             .await
     }
 

@@ -125,10 +125,24 @@ pub(crate) enum NodeCommand {
         #[arg(long, value_name = "ADDR")]
         managesieve: Option<String>,
     },
-    /// One line per node: `NAME up|down users=N` (up: its lease is current).
+    /// One line per node: `NAME up|down users=N` (up: its lease is current), then with
+    /// replication ` replica=NAME|none lag=S` and ` host=NAME` while another machine serves it.
     List,
     /// Remove a node (refused while it owns users).
     Del { name: String },
+    /// Before maintenance: the node stops acknowledging, hands every change to its replica
+    /// partner, and the partner serves it (its process then stops). Started again, the node
+    /// gets its files back and is handed back (docs/replication.md).
+    Drain {
+        name: String,
+        /// Give up after this many seconds (the node goes on draining).
+        #[arg(long, default_value_t = 120)]
+        wait: u64,
+    },
+    /// On the node's machine, with an empty data directory (a new disk, a new machine):
+    /// rebuild the node from the machine that serves it since a take-over, then serve it
+    /// (`serve` after it does the same; this checks first and says why not).
+    Replace { name: String },
 }
 
 #[derive(Subcommand)]
@@ -659,16 +673,79 @@ pub(crate) fn node(command: NodeCommand, paths: &Paths) -> Result<()> {
                             )
                         }
                     };
-                    out!("{} {state} users={users}{replication}", node.name);
+                    let host = node
+                        .host
+                        .as_ref()
+                        .map(|h| format!(" host={h}"))
+                        .unwrap_or_default();
+                    out!("{} {state} users={users}{replication}{host}", node.name);
                 }
             }
             NodeCommand::Del { name } => {
                 d.remove_node(&name).await?;
                 out!("node removed: {name}");
             }
+            NodeCommand::Drain { name, wait } => drain(&d, &name, wait).await?,
+            NodeCommand::Replace { .. } => {
+                unreachable!("node replace runs the server: main.rs handles it")
+            }
         }
         Ok(())
     })
+}
+
+/// One node's row, as `node list` reads it.
+pub(crate) fn node_row(paths: &Paths, name: &str) -> Result<directory::NodeInfo> {
+    let mut found = None;
+    with_directory(paths, async |d| {
+        found = d
+            .list_nodes()
+            .await?
+            .into_iter()
+            .map(|(n, _)| n)
+            .find(|n| n.name == name);
+        Ok(())
+    })?;
+    found.with_context(|| format!("no such node: {name}"))
+}
+
+/// `node drain`: asks the node to hand itself to its partner and follows until the partner
+/// serves it, printing each stage.
+async fn drain(d: &directory::Directory, name: &str, wait: u64) -> Result<()> {
+    let row = |nodes: Vec<(directory::NodeInfo, u64)>| {
+        nodes.into_iter().map(|(n, _)| n).find(|n| n.name == name)
+    };
+    let Some(node) = row(d.list_nodes().await?) else {
+        anyhow::bail!("no such node: {name}");
+    };
+    if node.host.is_some() {
+        anyhow::bail!(
+            "{name} is served by {} already (epoch {})",
+            node.host.unwrap_or_default(),
+            node.epoch
+        );
+    }
+    let Some(replica) = node.replica.clone() else {
+        anyhow::bail!(
+            "{name} has no replica in sync (node list: replica=none): draining would lose its \
+             service; wait until its replica catches up"
+        );
+    };
+    d.set_draining(name, true).await?;
+    out!("draining {name}: its replica {replica} takes it over once it has every change");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(wait);
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        if let Some(now) = row(d.list_nodes().await?)
+            && let Some(host) = now.host
+        {
+            out!("{name} drained: served by {host} (epoch {})", now.epoch);
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            anyhow::bail!("{name} is still draining after {wait} s (its process must be running)");
+        }
+    }
 }
 
 pub(crate) fn alias(command: AliasCommand, paths: &Paths) -> Result<()> {

@@ -24,6 +24,7 @@ mod fs_cmd;
 mod logging;
 mod mailbox_cmd;
 mod node;
+mod node_replace;
 mod paths;
 mod progress;
 mod queue_cmd;
@@ -250,6 +251,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Sieve(command) => sieve_cmd::run(command, &paths, &config),
         Command::Spam(command) => spam_cmd::run(command, &paths),
         Command::Alias(command) => directory_cmd::alias(command, &paths),
+        Command::Node(directory_cmd::NodeCommand::Replace { name }) => node_replace::run(
+            &name,
+            &paths,
+            &config,
+            cli.config.clone(),
+            data_dir_flag.clone(),
+        ),
         Command::Node(command) => directory_cmd::node(command, &paths),
         Command::Mailbox(command) => mailbox_cmd::run(command, &paths, &config),
         Command::Store(command) => store_cmd::run(command, &paths, &config),

@@ -322,10 +322,18 @@ impl Node {
             }
         }
         self.delivering.stop().await;
-        self.engines
-            .store
-            .checkpoint()
-            .context("checkpointing the store")?;
+        // A node another machine serves now writes nothing more (docs/replication.md).
+        let taken_over = self
+            .engines
+            .replication
+            .as_ref()
+            .is_some_and(|r| r.mirror.is_taken_over());
+        if !taken_over {
+            self.engines
+                .store
+                .checkpoint()
+                .context("checkpointing the store")?;
+        }
         // The checkpoint is on the partner too; nothing is written after it.
         if let Some(replication) = &self.engines.replication {
             replication.stop();

@@ -47,8 +47,8 @@ struct DirectoryRegistry {
 }
 
 impl replication::Registry for DirectoryRegistry {
-    fn record(&self, replica: Option<&str>) -> Result<(), String> {
-        let write = self.directory.set_replica(&self.node, replica);
+    fn record(&self, epoch: u64, replica: Option<&str>) -> Result<(), String> {
+        let write = self.directory.set_replica(&self.node, epoch, replica);
         self.runtime
             .block_on(async { tokio::time::timeout(RECORD_TIMEOUT, write).await })
             .map_err(|_| "the directory did not answer".to_string())?
@@ -131,8 +131,14 @@ pub(crate) async fn start(
         tracing::info!(event = "replication_started", node = %cluster.node, listen = %bound);
         Some(Arc::new(receiver))
     };
+    let mut mirror_config = replication::MirrorConfig::new(&cluster.node, key, &config.data_dir);
+    mirror_config.epoch = directory
+        .cache()
+        .node(&cluster.node)
+        .map(|n| n.epoch)
+        .unwrap_or(1);
     let (mirror, disk) = replication::Mirror::new(
-        replication::MirrorConfig::new(&cluster.node, key, &config.data_dir),
+        mirror_config,
         inner,
         Box::new(DirectoryRegistry {
             directory: directory.clone(),
@@ -450,14 +456,14 @@ async fn take_over_lapsed(
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .is_some_and(|since| since.elapsed() >= cluster::LEASE_TTL + FENCE_MARGIN);
-    if !healthy {
-        return;
-    }
+    // A node that gave its lease up (drained) is taken over at once; one that went silent
+    // only by a partner that could renew its own lease all along.
     let lapsed: Vec<directory::NodeInfo> = directory
         .cache()
         .nodes()
         .into_iter()
         .filter(|n| n.name != me && !n.up && n.replica.as_deref() == Some(me))
+        .filter(|n| n.released || healthy)
         .collect();
     for node in lapsed {
         match directory
@@ -598,6 +604,10 @@ pub(crate) fn spawn_lease(
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         loop {
             tick.tick().await;
+            if mirror.is_taken_over() {
+                // Drained or handed back: the lease is the other machine's to hold.
+                return;
+            }
             if last_renewal.is_none_or(|t| t.elapsed() >= cluster::LEASE_RENEW) {
                 let sent = Instant::now();
                 last_renewal = Some(sent);
@@ -687,6 +697,7 @@ mod tests {
             host: None,
             standby: None,
             draining: false,
+            released: false,
         }
     }
 

@@ -58,11 +58,16 @@ impl Node {
     }
 
     fn start(&mut self) {
+        self.start_as(&["serve"]);
+    }
+
+    /// Starts the node with `args` (`serve`, or a command that serves, like `node replace`).
+    fn start_as(&mut self, args: &[&str]) {
         assert!(self.child.is_none());
         let mut child = Command::new(env!("CARGO_BIN_EXE_mailstow"))
             .arg("--config")
             .arg(&self.config)
-            .arg("serve")
+            .args(args)
             .env("RUST_LOG", "info")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -1305,4 +1310,113 @@ fn the_partner_takes_a_lost_node_over_with_every_acknowledged_message() {
         assert!(Instant::now() < deadline, "n1 not replicated again");
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// `node drain` before maintenance and `node replace` after a lost disk (issue 40): n1 hands
+/// itself to n2 with every change (its process stops by itself), u1 is served from n2 within
+/// seconds and gets new mail; then n1's machine, on an empty disk, is rebuilt with `node
+/// replace n1` and serves every message again.
+#[test]
+fn a_drained_node_is_served_by_its_partner_and_a_replaced_one_comes_home() {
+    let mut cluster = Cluster::start_with(54, true);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !cluster
+        .node(1)
+        .must(&["node", "list"])
+        .contains("n1 up users=1 replica=n2")
+    {
+        assert!(Instant::now() < deadline, "n2 never became n1's replica");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut subjects = Vec::new();
+    for i in 0..10 {
+        let subject = format!("kept-{i:02}");
+        assert_eq!(
+            send(
+                &cluster.node(1 + i % 3).addr(PORT_SMTP),
+                &["u1@example.test"],
+                &subject
+            ),
+            250
+        );
+        subjects.push(subject);
+    }
+    subjects.sort();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while pop3_subjects(&cluster.node(1).addr(PORT_POP3), "u1@example.test").unwrap() != subjects {
+        assert!(Instant::now() < deadline, "mail not delivered to n1");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Replacing a node that runs on its own machine is refused, and says what to do.
+    let refused = cluster.node(1).cli(&["node", "replace", "n1"]);
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains("not empty") || said.contains("drain it first"),
+        "{said}"
+    );
+    // Drain: n1's process stops by itself once n2 has everything.
+    let drained = Instant::now();
+    let out = cluster.node(3).must(&["node", "drain", "n1"]);
+    assert!(out.contains("n1 drained: served by n2"), "{out}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let child = cluster.nodes[0].child.as_mut().unwrap();
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "n1 did not stop after draining");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    cluster.nodes[0].child = None;
+    assert_eq!(cluster.node(1).log_lines("event=drained").len(), 1);
+    let pop3 = cluster.node(3).addr(PORT_POP3);
+    let served = loop {
+        match pop3_subjects(&pop3, "u1@example.test") {
+            Ok(found) => break found,
+            Err(refused) => {
+                assert!(drained.elapsed() < Duration::from_secs(30), "{refused}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    };
+    eprintln!(
+        "drain: u1 served by n2 {:?} after node drain began",
+        drained.elapsed()
+    );
+    assert_eq!(served, subjects);
+    assert_eq!(
+        send(
+            &cluster.node(3).addr(PORT_SMTP),
+            &["u1@example.test"],
+            "while-away"
+        ),
+        250
+    );
+    subjects.push("while-away".into());
+    subjects.sort();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while pop3_subjects(&pop3, "u1@example.test").unwrap() != subjects {
+        assert!(
+            Instant::now() < deadline,
+            "mail not delivered while n1 is away"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // n1's disk is replaced: an empty data directory, rebuilt from n2.
+    let n1_data = cluster._dir.path().join("n1");
+    std::fs::remove_dir_all(&n1_data).unwrap();
+    std::fs::create_dir(&n1_data).unwrap();
+    cluster.nodes[0].start_as(&["node", "replace", "n1"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while cluster.node(2).log_lines("event=handed_back").is_empty() {
+        assert!(Instant::now() < deadline, "n2 never handed n1 back");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        pop3_subjects(&cluster.node(1).addr(PORT_POP3), "u1@example.test").unwrap(),
+        subjects
+    );
+    let list = cluster.node(1).must(&["node", "list"]);
+    assert!(!list.contains("host="), "{list}");
 }

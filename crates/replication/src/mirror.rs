@@ -14,10 +14,11 @@ use crate::stream::REPLICA_ACK_WAIT_MAX;
 use crate::wire::{self, Op};
 
 /// Writes to the directory which partner, if any, holds every acknowledged change
-/// (`nodes.replica`). Called from a thread of the mirror's own, never from an async task;
-/// an error is retried a second later.
+/// (`nodes.replica`), only while the node's epoch is still `epoch` (a stale process must not
+/// write the row of the one serving the node now). Called from a thread of the mirror's
+/// own, never from an async task; an error is retried a second later.
 pub trait Registry: Send + Sync + 'static {
-    fn record(&self, replica: Option<&str>) -> Result<(), String>;
+    fn record(&self, epoch: u64, replica: Option<&str>) -> Result<(), String>;
 }
 
 /// What the server configures.
@@ -32,6 +33,8 @@ pub struct MirrorConfig {
     /// What a full copy sends: files and directories directly under `root` (e.g. `queue`,
     /// `store`, `cluster-delivered`).
     pub copy_roots: Vec<String>,
+    /// The node's epoch when the mirror starts ([`Mirror::set_epoch`] later).
+    pub epoch: u64,
     /// The backlog of sent operations kept for a resume (`replication_backlog_bytes_max`).
     pub backlog_bytes_max: usize,
     /// A full copy's rate (`replication_copy_bytes_per_s`).
@@ -47,6 +50,7 @@ impl MirrorConfig {
             key,
             root: root.to_path_buf(),
             copy_roots: vec!["queue".into(), "store".into(), "cluster-delivered".into()],
+            epoch: 1,
             backlog_bytes_max: 256 << 20,
             copy_bytes_per_s: 64 << 20,
             ack_wait_max: REPLICA_ACK_WAIT_MAX,
@@ -333,10 +337,11 @@ impl Shared {
     /// The registry writer: one thread, writes what `to_record` says, retries each second.
     fn record_loop(self: Arc<Self>) {
         loop {
-            let want = {
+            let (want, epoch) = {
                 let mut st = self.state();
                 loop {
-                    if st.stopping {
+                    // Taken over: the row is the new epoch's, nothing more is written.
+                    if st.stopping || matches!(st.fence, Fence::TakenOver(_)) {
                         return;
                     }
                     if let Some(want) = st.to_record.take() {
@@ -350,13 +355,13 @@ impl Shared {
                                 // From now on nobody may count on "no replica named".
                                 st.recorded = Recorded::Unknown;
                             }
-                            break want;
+                            break (want, st.epoch);
                         }
                     }
                     st = self.changed.wait(st).unwrap_or_else(|p| p.into_inner());
                 }
             };
-            let result = self.registry.record(want.as_deref());
+            let result = self.registry.record(epoch, want.as_deref());
             let mut st = self.state();
             match result {
                 Ok(()) => {
@@ -431,6 +436,7 @@ impl Mirror {
         inner: Arc<dyn Disk>,
         registry: Box<dyn Registry>,
     ) -> (Mirror, Arc<dyn Disk>, Arc<Shared>) {
+        let epoch = config.epoch;
         let shared = Arc::new(Shared {
             session: rand::random(),
             config,
@@ -445,7 +451,7 @@ impl Mirror {
                 phase: Phase::Alone,
                 partner: None,
                 partner_generation: 0,
-                epoch: 1,
+                epoch,
                 fence: Fence::Open,
                 catch_up_target: None,
                 record_after: None,
@@ -522,6 +528,11 @@ impl Mirror {
             None => Fence::Open,
         };
         self.shared.changed.notify_all();
+    }
+
+    /// Whether another machine took the node over ([`Mirror::set_taken_over`]).
+    pub fn is_taken_over(&self) -> bool {
+        matches!(self.shared.state().fence, Fence::TakenOver(_))
     }
 
     /// Another machine took the node over: every change and sync fails from now on.

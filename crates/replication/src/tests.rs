@@ -19,7 +19,7 @@ struct Recorder {
 }
 
 impl Registry for Arc<Recorder> {
-    fn record(&self, replica: Option<&str>) -> Result<(), String> {
+    fn record(&self, _epoch: u64, replica: Option<&str>) -> Result<(), String> {
         self.said.lock().unwrap().push(replica.map(str::to_string));
         Ok(())
     }

@@ -13,7 +13,7 @@ use store::{FlagOp, Flags, Mailstore, NewMessage, Store, StoreConfig};
 struct Directory;
 
 impl Registry for Directory {
-    fn record(&self, _replica: Option<&str>) -> Result<(), String> {
+    fn record(&self, _epoch: u64, _replica: Option<&str>) -> Result<(), String> {
         Ok(())
     }
 }
