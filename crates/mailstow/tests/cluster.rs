@@ -945,6 +945,18 @@ fn a_user_moved_under_load_keeps_its_uids_and_flags() {
     let archive_before = folder_state(&cluster.node(1).addr(PORT_IMAP), user, "Saved");
     assert_eq!(inbox_before.2.len(), 5);
 
+    // Sessions open through the move: one on the owner, one proxied through n3. The freeze
+    // ends both, and each is told the mailbox is moving (not that the account is gone).
+    let mut sessions: Vec<(&str, Imap)> = [("n1", 1), ("n3 (proxied)", 3)]
+        .into_iter()
+        .map(|(name, entry)| {
+            let (mut imap, answer) = imap_login(&cluster.node(entry).addr(PORT_IMAP), user);
+            assert!(answer.contains(" OK"), "{answer}");
+            imap.run("SELECT INBOX");
+            (name, imap)
+        })
+        .collect();
+
     // Mail keeps coming through the other nodes while the mailbox moves from n1 to n2.
     static MOVED: [&str; 1] = ["u1@example.test"];
     let stop = Arc::new(AtomicBool::new(false));
@@ -968,6 +980,19 @@ fn a_user_moved_under_load_keeps_its_uids_and_flags() {
             .lines()
             .any(|l| l.starts_with(user) && l.ends_with(" node=n2"))
     );
+    for (name, imap) in &mut sessions {
+        let bye = loop {
+            let line = imap.line();
+            assert!(!line.is_empty(), "{name}: closed without BYE");
+            if line.starts_with("* BYE") {
+                break line;
+            }
+        };
+        assert_eq!(
+            bye, "* BYE [UNAVAILABLE] Mailbox moving, reconnect",
+            "{name}"
+        );
+    }
 
     // Every message once, on the new owner, read through a third node.
     // Sequence number 3 is whichever message arrived third: the survivors, as POP3 saw them.
@@ -1019,7 +1044,7 @@ fn a_user_moved_under_load_keeps_its_uids_and_flags() {
 /// is filed by the owner's deposit; the script is the directory's, set from any node.
 #[test]
 fn the_owner_runs_its_users_rules_on_mail_any_node_takes() {
-    let cluster = Cluster::start(47);
+    let cluster = Cluster::start(48);
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("rules.sieve");
     std::fs::write(
