@@ -573,6 +573,7 @@ impl Delivering {
                 engines.queue.clone(),
                 wakeup.clone(),
                 peers,
+                joined.map(|j| j.cluster.clone()),
             ))
         });
         let outbound = outbound(config, tls_results)?;

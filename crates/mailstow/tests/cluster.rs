@@ -708,6 +708,149 @@ fn a_killed_node_is_an_outage_for_its_own_users_only() {
     );
 }
 
+/// Links cut with iptables `DROP` rules on the test's own loopback addresses; removed when
+/// dropped.
+struct Cut {
+    rules: Vec<Vec<String>>,
+}
+
+impl Cut {
+    /// Drops every packet to `ip` for these TCP ports. (A connection between two loopback
+    /// addresses has 127.0.0.1 as its source whatever node makes it, so a link is cut by
+    /// its destination.)
+    fn to(ip: &str, ports: &[u16]) -> Cut {
+        let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
+        let rule: Vec<String> = [
+            "OUTPUT",
+            "-d",
+            ip,
+            "-p",
+            "tcp",
+            "-m",
+            "multiport",
+            "--dports",
+            &ports.join(","),
+            "-j",
+            "DROP",
+        ]
+        .map(String::from)
+        .to_vec();
+        let mut cut = Cut { rules: Vec::new() };
+        let status = Command::new("iptables")
+            .arg("-I")
+            .args(&rule)
+            .status()
+            .expect("iptables (apt-get install iptables; the test runs as root)");
+        assert!(status.success(), "iptables -I {rule:?}");
+        cut.rules.push(rule);
+        cut
+    }
+}
+
+impl Drop for Cut {
+    fn drop(&mut self) {
+        for rule in self.rules.drain(..) {
+            let _ = Command::new("iptables").arg("-D").args(&rule).status();
+        }
+    }
+}
+
+/// n1 cut off from n2 (its LMTP and IMAP listeners) for 10 s while n2's lease stays up and
+/// mail for n2's user goes into n1: once the link heals, a prober that reaches n2 within a
+/// fraction of a second hands every queued copy over at once (not on the retry schedule,
+/// which had grown to 8 s and more), and proxied logins through n1 work again at once (not
+/// after the 5 s of suspicion).
+#[test]
+fn a_healed_partition_delivers_its_queued_mail_within_two_seconds() {
+    let cluster = Cluster::start(49);
+    let user = "u2@example.test";
+    // A pooled connection exists before the cut, as under load.
+    assert_eq!(
+        send(&cluster.node(1).addr(PORT_SMTP), &[user], "before"),
+        250
+    );
+    assert_eq!(
+        wait_for(
+            &cluster.node(2).addr(PORT_POP3),
+            user,
+            1,
+            Duration::from_secs(20)
+        ),
+        vec!["before"]
+    );
+    let cut = Cut::to(&cluster.node(2).ip, &[PORT_LMTP, PORT_IMAP]);
+    let cut_at = Instant::now();
+    let mut want = vec!["before".to_string()];
+    let mut n = 0;
+    while cut_at.elapsed() < Duration::from_secs(10) {
+        let subject = format!("cut-{n}");
+        assert_eq!(
+            send(&cluster.node(1).addr(PORT_SMTP), &[user], &subject),
+            250
+        );
+        want.push(subject);
+        n += 1;
+        if n % 10 == 0 {
+            // A proxied login meets the cut (and makes n2 suspect on n1).
+            let (_imap, answer) = imap_login(&cluster.node(1).addr(PORT_IMAP), user);
+            assert!(answer.contains("NO [UNAVAILABLE]"), "{answer}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    want.sort();
+    assert!(
+        pop3_subjects(&cluster.node(2).addr(PORT_POP3), user)
+            .unwrap()
+            .len()
+            < want.len(),
+        "mail crossed the cut"
+    );
+    // n2 suspect on n1 at the moment the link heals.
+    let (_imap, answer) = imap_login(&cluster.node(1).addr(PORT_IMAP), user);
+    assert!(answer.contains("NO [UNAVAILABLE]"), "{answer}");
+    drop(cut);
+    let healed = Instant::now();
+    let proxy = cluster.node(1).addr(PORT_IMAP);
+    let login = std::thread::spawn(move || {
+        loop {
+            let (_imap, answer) = imap_login(&proxy, user);
+            if answer.contains(" OK") {
+                return healed.elapsed();
+            }
+            assert!(healed.elapsed() < Duration::from_secs(10), "{answer}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
+    let deadline = healed + Duration::from_secs(30);
+    let got = loop {
+        let got = pop3_subjects(&cluster.node(2).addr(PORT_POP3), user).unwrap_or_default();
+        if got.len() >= want.len() || Instant::now() >= deadline {
+            break got;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let delivered_after = healed.elapsed();
+    assert_eq!(got, want, "every message once");
+    let login_after = login.join().unwrap();
+    eprintln!(
+        "healed partition: {} messages delivered {delivered_after:?} after healing, a proxied \
+         login worked {login_after:?} after",
+        want.len() - 1
+    );
+    assert!(
+        delivered_after < Duration::from_secs(2),
+        "{delivered_after:?}"
+    );
+    assert!(login_after < Duration::from_secs(2), "{login_after:?}");
+    assert!(
+        !cluster
+            .node(1)
+            .log_lines("event=node_reachable node=n2")
+            .is_empty(),
+        "the prober reached n2"
+    );
+}
+
 #[test]
 fn a_stopped_node_is_an_outage_within_a_bounded_time() {
     let cluster = Cluster::start(43);
