@@ -350,7 +350,7 @@ fn imap_login(address: &str, user: &str) -> (Imap, String) {
 
 #[test]
 fn mail_and_logins_on_any_node_reach_the_owner() {
-    let cluster = Cluster::start(41);
+    let mut cluster = Cluster::start(41);
     let users = ["u1@example.test", "u2@example.test", "u3@example.test"];
     for entry in 1..=3 {
         let code = send(
@@ -430,9 +430,11 @@ fn mail_and_logins_on_any_node_reach_the_owner() {
     assert!(line.starts_with("i1 OK"), "{line}");
 
     // A copy routed with a stale epoch is refused (4xx); the right epoch is stored, and the
-    // same origin message again is acknowledged without a second copy.
+    // same origin message again is acknowledged without a second copy, also after the owner
+    // was killed (SIGKILL) and restarted: its key is in its store's journal with the copy.
+    let owner_lmtp = cluster.node(2).addr(PORT_LMTP);
     let lmtp = |epoch: i64, origin: &str| -> String {
-        let stream = TcpStream::connect(cluster.node(2).addr(PORT_LMTP)).unwrap();
+        let stream = TcpStream::connect(&owner_lmtp).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(30)))
             .unwrap();
@@ -472,6 +474,25 @@ fn mail_and_logins_on_any_node_reach_the_owner() {
     assert!(stale.starts_with("451 4.4.0"), "{stale}");
     assert!(lmtp(1, "n9:1.1").starts_with("250"));
     assert!(lmtp(1, "n9:1.1").starts_with("250"));
+    let duplicates = |cluster: &Cluster| cluster.node(2).log_lines("event=duplicate").len();
+    let before = duplicates(&cluster);
+    drop(imap);
+    cluster.nodes[1].kill();
+    cluster.nodes[1].start();
+    assert!(lmtp(1, "n9:1.1").starts_with("250"));
+    let data = cluster._dir.path().join("n2");
+    assert!(
+        !data.join("cluster-delivered").exists(),
+        "the keys live in the store, not in a file of their own"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while duplicates(&cluster) <= before {
+        assert!(
+            Instant::now() < deadline,
+            "the restarted owner logged no duplicate"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let got = wait_for(
         &cluster.node(2).addr(PORT_POP3),
         users[1],
