@@ -689,8 +689,7 @@ impl Store {
             .iter()
             .filter_map(|&(i, _, _)| preps[i].as_ref().and_then(|p| p.delivered))
             .collect();
-        plan.ops
-            .extend(crate::delivered::delivered_op(&w.journal, keys));
+        plan.ops.extend(delivered_op(&w.journal, keys));
         drop(preps);
         // Phase 3: the commit point.
         if let Err(e) = self.commit(w, &plan.ops) {
@@ -1208,4 +1207,45 @@ impl Store {
         }
         Ok(report)
     }
+}
+
+impl Store {
+    /// Whether a copy with this key was stored (or settled by the user's rules) here within
+    /// the bounds the keys are kept for. From memory, no I/O.
+    pub fn already_delivered(&self, key: &crate::DeliveredKey) -> bool {
+        self.catalog().delivered.contains(key)
+    }
+
+    /// Journals `keys` alone, in one record synced before this returns: copies that stored
+    /// nothing (the user's rules discarded, rejected or sent them on) and keys brought from
+    /// elsewhere (the cluster's old `cluster-delivered` file). Copies that are stored carry
+    /// their keys in their own record instead ([`Store::append_batch_delivered`]). Nothing
+    /// is written for no keys, or while the journal is of index format 1 (see
+    /// docs/storage.md, "Index format 2").
+    pub fn record_delivered(&self, keys: &[crate::DeliveredKey]) -> Result<(), StoreError> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let mut w = self.writer()?;
+        let Some(op) = delivered_op(&w.journal, keys.to_vec()) else {
+            return Ok(());
+        };
+        self.commit(&mut w, &[op])?;
+        Ok(())
+    }
+}
+
+/// The `Delivered` operation for `keys`, recorded now; `None` when there are none or the
+/// journal cannot hold one (index format 1).
+pub(crate) fn delivered_op(
+    journal: &crate::journal::Journal,
+    keys: Vec<crate::DeliveredKey>,
+) -> Option<Op> {
+    if keys.is_empty() || journal.version < crate::format::INDEX_FORMAT_VERSION {
+        return None;
+    }
+    Some(Op::Delivered {
+        at: crate::delivered::unix_now(),
+        keys,
+    })
 }

@@ -1,14 +1,11 @@
 //! The keys of copies other nodes handed over and this store keeps (docs/storage.md,
-//! "Delivered keys"): journaled in the same record as the copies (`Op::Delivered`), kept in
-//! memory within two bounds, written into every snapshot, and asked by
-//! [`crate::Store::already_delivered`] before a retried hand-over is stored again.
+//! "Delivered keys"): journaled in the same record as the copies (`Op::Delivered`, written
+//! by `commit.rs`), kept in memory within two bounds (here), written into every snapshot,
+//! and asked by [`crate::Store::already_delivered`] before a retried hand-over is stored
+//! again.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-use crate::StoreError;
-use crate::commit::Store;
-use crate::journal::Op;
 
 /// One handed-over copy's key: 16 bytes of a hash of (origin message, recipient), made by the
 /// cluster (`cluster::record`).
@@ -97,47 +94,6 @@ impl DeliveredKeys {
     pub(crate) fn entries(&self) -> impl Iterator<Item = &(u64, DeliveredKey)> {
         self.order.iter()
     }
-}
-
-impl Store {
-    /// Whether a copy with this key was stored (or settled by the user's rules) here within
-    /// the bounds the keys are kept for. From memory, no I/O.
-    pub fn already_delivered(&self, key: &DeliveredKey) -> bool {
-        self.catalog().delivered.contains(key)
-    }
-
-    /// Journals `keys` alone, in one record synced before this returns: copies that stored
-    /// nothing (the user's rules discarded, rejected or sent them on) and keys brought from
-    /// elsewhere (the cluster's old `cluster-delivered` file). Copies that are stored carry
-    /// their keys in their own record instead ([`Store::append_batch_delivered`]). Nothing
-    /// is written for no keys, or while the journal is of index format 1 (see
-    /// docs/storage.md, "Index format 2").
-    pub fn record_delivered(&self, keys: &[DeliveredKey]) -> Result<(), StoreError> {
-        if keys.is_empty() {
-            return Ok(());
-        }
-        let mut w = self.writer()?;
-        let Some(op) = delivered_op(&w.journal, keys.to_vec()) else {
-            return Ok(());
-        };
-        self.commit(&mut w, &[op])?;
-        Ok(())
-    }
-}
-
-/// The `Delivered` operation for `keys`, recorded now; `None` when there are none or the
-/// journal cannot hold one (index format 1).
-pub(crate) fn delivered_op(
-    journal: &crate::journal::Journal,
-    keys: Vec<DeliveredKey>,
-) -> Option<Op> {
-    if keys.is_empty() || journal.version < crate::format::INDEX_FORMAT_VERSION {
-        return None;
-    }
-    Some(Op::Delivered {
-        at: unix_now(),
-        keys,
-    })
 }
 
 #[cfg(test)]
