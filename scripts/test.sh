@@ -30,6 +30,8 @@ command -v tmux >/dev/null || need_pkgs+=(tmux)
 # The mail file system's tests: private Dovecot instances as the accounts (also the writer of
 # the real Dovecot maildir that tests/migration.rs imports), and fusermount3 for unmounting (the mount itself is done by the binary through /dev/fuse).
 [ -x /usr/sbin/dovecot ] || need_pkgs+=(dovecot-imapd)
+# The cluster tests cut links between the nodes' loopback addresses (tests/cluster.rs).
+[ -x /usr/sbin/iptables ] || need_pkgs+=(iptables)
 # The directory's PostgreSQL tests: a private instance per test (test-peers' Postgres, initdb
 # and pg_ctl as the postgres user); the package's own cluster is not started (policy-rc.d).
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_pkgs+=(postgresql)

@@ -4,7 +4,8 @@
 //!
 //! A recipient is taken only if this node owns it at the epoch the origin routed with
 //! ([`HandOver::owns`]); a copy this node already stored for the same origin message is
-//! acknowledged without storing it again ([`HandOver::already_stored`], `record.rs`).
+//! acknowledged without storing it again ([`HandOver::already_stored`], `record.rs`: the
+//! store keeps each copy's key in the copy's own journal record).
 //!
 //! Each LMTP transaction carries one message, and a node hands a batch over on several
 //! connections at once. The sessions give their copies to one committer thread, which takes
@@ -16,8 +17,9 @@
 //! per session the owner's CPU per copy was 35 % higher, docs/benchmarks.md). A commit waits
 //! up to [`COMMIT_WAIT_MAX`] for copies that sessions announced ([`HandOver::incoming`]: a
 //! recipient accepted, the content on its way), as the queue's writer does. Order within a
-//! commit, as `record.rs` requires: the store commit, then the record, then the replies.
-//! The SMTP replies themselves are the server's.
+//! commit: the store commit (the copies with their keys, one record), the keys of copies
+//! the user's rules settled without storing (a record of their own), then the replies. The
+//! SMTP replies themselves are the server's.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,7 +29,7 @@ use std::time::{Duration, Instant};
 use mailboxes::{Copy, Deposit, Deposited, Origin};
 use store::AppendRequest;
 
-use crate::record::{self, Delivered};
+use crate::record;
 
 /// How long a commit waits for announced hand-overs ([`HandOver::incoming`]) to join it: the
 /// queue's `commit_wait_max`. A sending node hands a batch over on several connections at
@@ -42,7 +44,8 @@ const BATCH_COPIES_MAX: usize = 512;
 pub struct HandOver {
     node: String,
     directory: directory::Directory,
-    record: Arc<Delivered>,
+    /// Where the copies and their keys go.
+    store: Arc<store::Store>,
     committer: Arc<Committer>,
 }
 
@@ -105,18 +108,17 @@ impl HandOver {
         node: String,
         directory: directory::Directory,
         deposit: Arc<Deposit>,
-        record: Arc<Delivered>,
     ) -> std::io::Result<HandOver> {
-        Self::waiting(node, directory, deposit, record, COMMIT_WAIT_MAX)
+        Self::waiting(node, directory, deposit, COMMIT_WAIT_MAX)
     }
 
     fn waiting(
         node: String,
         directory: directory::Directory,
         deposit: Arc<Deposit>,
-        record: Arc<Delivered>,
         wait_max: Duration,
     ) -> std::io::Result<HandOver> {
+        let store = deposit.store().clone();
         let committer = Arc::new(Committer {
             pending: Mutex::new(Pending {
                 requests: VecDeque::new(),
@@ -126,18 +128,18 @@ impl HandOver {
             incoming: AtomicUsize::new(0),
             wait_max,
         });
-        let (shared, delivered) = (committer.clone(), record.clone());
+        let shared = committer.clone();
         std::thread::Builder::new()
             .name("handover-commit".into())
             .spawn(move || {
                 while let Some(batch) = next_batch(&shared) {
-                    commit(&deposit, &delivered, batch);
+                    commit(&deposit, batch);
                 }
             })?;
         Ok(HandOver {
             node,
             directory,
-            record,
+            store,
             committer,
         })
     }
@@ -169,7 +171,7 @@ impl HandOver {
     /// Whether this node stored `user`'s copy of the `origin` message already (then the
     /// origin's retry is acknowledged without storing; logged `duplicate`).
     pub fn already_stored(&self, origin: &str, user: &str) -> bool {
-        let stored = self.record.contains(&record::key(origin, user));
+        let stored = self.store.already_delivered(&record::key(origin, user));
         if stored {
             tracing::info!(
                 event = "duplicate",
@@ -207,10 +209,12 @@ impl HandOver {
             .collect();
         let copies = appends
             .into_iter()
-            .map(|(append, rules)| Copy {
+            .zip(&keys)
+            .map(|((append, rules), key)| Copy {
                 append,
                 origin: Origin::HandedOver {
                     origin: origin.to_string(),
+                    key: Some(*key),
                 },
                 rules,
             })
@@ -233,24 +237,6 @@ impl HandOver {
                 ]
             })
         }
-    }
-
-    /// Syncs the record within `SYNC_INTERVAL` of each write (its crash rule), until aborted.
-    pub fn spawn_record_sync(&self) -> tokio::task::JoinHandle<()> {
-        let delivered = self.record.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(record::SYNC_INTERVAL);
-            loop {
-                tick.tick().await;
-                if !delivered.unsynced() {
-                    continue;
-                }
-                let record = delivered.clone();
-                if let Ok(Err(e)) = tokio::task::spawn_blocking(move || record.sync()).await {
-                    tracing::error!(event = "cluster_delivered_error", error = %e, msg = "records not synced");
-                }
-            }
-        })
     }
 }
 
@@ -296,9 +282,10 @@ fn copies(requests: &VecDeque<Request>) -> usize {
     requests.iter().map(|r| r.copies.len()).sum()
 }
 
-/// Deposits every copy of `batch` with one call under the gate, records the stored ones
-/// (written now, synced within `SYNC_INTERVAL`), then answers each session.
-fn commit(deposit: &Deposit, delivered: &Delivered, batch: Vec<Request>) {
+/// Deposits every copy of `batch` with one call under the gate (the stored ones with their
+/// keys, in their record), journals the keys of copies the user's rules settled without
+/// storing, then answers each session.
+fn commit(deposit: &Deposit, batch: Vec<Request>) {
     let mut copies = Vec::new();
     let mut keys = Vec::new();
     let mut replies = Vec::with_capacity(batch.len());
@@ -312,24 +299,19 @@ fn commit(deposit: &Deposit, delivered: &Delivered, batch: Vec<Request>) {
     let outcomes = deposit.deposit(&shared, copies);
     drop(shared);
     assert_eq!(outcomes.len(), keys.len(), "one outcome per copy");
-    let stored: Vec<record::Key> = keys
+    // Disposed or rejected by the user's rules counts as done too: a retry would run the
+    // rules (and send their mail) again. Stored copies carry their keys already.
+    let settled: Vec<record::Key> = keys
         .iter()
         .zip(&outcomes)
-        // Disposed or rejected by the user's rules counts as done too: a retry would run
-        // the rules (and send their mail) again.
-        .filter(|(_, outcome)| {
-            matches!(
-                outcome,
-                Deposited::Stored(_) | Deposited::Disposed | Deposited::Rejected(_)
-            )
-        })
+        .filter(|(_, outcome)| matches!(outcome, Deposited::Disposed | Deposited::Rejected(_)))
         .map(|(key, _)| *key)
         .collect();
-    if let Err(e) = delivered.record(&stored) {
+    if let Err(e) = deposit.store().record_delivered(&settled) {
         tracing::error!(
             event = "cluster_delivered_error",
             error = %e,
-            msg = "a retry of these copies would store them again"
+            msg = "a retry of these copies would run their rules again"
         );
     }
     let mut outcomes = outcomes.into_iter();
@@ -386,9 +368,7 @@ mod tests {
             telemetry::Telemetry::new(),
             Arc::new(AtomicU64::new(0)),
         ));
-        let record =
-            Arc::new(Delivered::open(disk, dir.path(), Duration::from_secs(3600), 100).unwrap());
-        let handover = HandOver::waiting("n2".into(), directory, deposit, record, WAIT).unwrap();
+        let handover = HandOver::waiting("n2".into(), directory, deposit, WAIT).unwrap();
         Owner {
             handover,
             store,

@@ -32,5 +32,5 @@ pub use moves::Moves;
 pub use node::{Cluster, ClusterConfig, Home, LEASE_RENEW, LEASE_TTL};
 pub use preauth::{MOVE_AUTHCID_PREFIX, server_exporter};
 pub use proxy::{Handover, Upstream};
-pub use record::{Delivered, SYNC_INTERVAL};
+pub use record::migrate as migrate_delivered_record;
 pub use suspects::{SUSPECT_FOR, Suspects};

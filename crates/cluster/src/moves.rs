@@ -119,7 +119,11 @@ pub async fn freeze_here(ctx: &Moves, user: &str, target: &str) -> Result<(), St
     }
     let gate = ctx.accounts.gate.clone();
     gate.freeze(user);
-    let (revocation, gone) = ctx.accounts.sessions.revoke(user, SESSIONS_WAIT_MAX).await;
+    let (revocation, gone) = ctx
+        .accounts
+        .sessions
+        .revoke(user, mailboxes::Ending::Moving, SESSIONS_WAIT_MAX)
+        .await;
     if !gone {
         // The freeze stays until the directory says the move ended (`watch`).
         return Err(format!("sessions of {user} did not end in time"));

@@ -140,4 +140,15 @@ impl Cluster {
     pub fn suspect(&self, node: &str) {
         self.suspects.suspect(node);
     }
+
+    /// The nodes whose users are told at once that they do not answer.
+    pub fn suspected(&self) -> Vec<String> {
+        self.suspects.nodes()
+    }
+
+    /// `node` answered (a probe reached it): its users' logins are proxied again at once,
+    /// not after `SUSPECT_FOR`.
+    pub fn reached(&self, node: &str) {
+        self.suspects.clear(node);
+    }
 }

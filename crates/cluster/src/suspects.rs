@@ -34,9 +34,17 @@ impl Suspects {
         }
     }
 
-    /// `node` is back (its lease renewed): try it again at once.
+    /// `node` is back (its lease renewed, or it answered a probe): try it again at once.
     pub fn clear(&self, node: &str) {
         self.lock().remove(node);
+    }
+
+    /// The nodes suspect now.
+    pub fn nodes(&self) -> Vec<String> {
+        let now = Instant::now();
+        let mut suspects = self.lock();
+        suspects.retain(|_, until| *until > now);
+        suspects.keys().cloned().collect()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
@@ -56,7 +64,9 @@ mod tests {
         suspects.suspect("n2");
         assert!(suspects.is_suspect("n2"));
         assert!(!suspects.is_suspect("n3"));
+        assert_eq!(suspects.nodes(), vec!["n2".to_string()]);
         suspects.clear("n2");
         assert!(!suspects.is_suspect("n2"));
+        assert!(suspects.nodes().is_empty());
     }
 }

@@ -20,6 +20,6 @@ mod wakeup;
 mod worker;
 
 pub use outbound::{Relay, RelayTls, TlsResults};
-pub use route::{DirectoryRouter, Route, Router, wake_on_return};
+pub use route::{DirectoryRouter, PROBE_PERIOD, PROBE_TIMEOUT, Route, Router, wake_on_return};
 pub use wakeup::{Paused, Wakeup};
 pub use worker::{Delivery, Outbound, Path, RETRY_FOR, backoff, final_delivery_fields, now_ms};

@@ -62,6 +62,9 @@ pub struct PeerPath {
     waiting: Mutex<HashMap<String, HashSet<queue::MessageId>>>,
     /// Owners that did not answer a hand-over, skipped for a while (`cluster::Suspects`).
     suspects: cluster::Suspects,
+    /// Owners a hand-over could not reach (no connection, or it broke): the prober
+    /// (`route::wake_on_return`) tries each until it answers, then wakes its copies.
+    unreachable: Mutex<HashSet<String>>,
 }
 
 impl PeerPath {
@@ -71,7 +74,39 @@ impl PeerPath {
             runtime,
             waiting: Mutex::new(HashMap::new()),
             suspects: cluster::Suspects::default(),
+            unreachable: Mutex::new(HashSet::new()),
         }
+    }
+
+    /// A hand-over to `node` failed on the way (`451 4.4.1` no connection or greeting,
+    /// `451 4.4.2` the connection broke or went silent), not by the owner's answer.
+    pub(crate) fn unreachable(&self, node: &str) {
+        self.unreachable
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(node.to_string());
+    }
+
+    /// Whether a hand-over could not reach `node` and no probe has reached it since: its
+    /// copies wait for the prober instead of each trying (and blocking a delivery thread
+    /// for up to `OPEN_TIMEOUT`).
+    pub(crate) fn is_unreachable(&self, node: &str) -> bool {
+        self.unreachable
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(node)
+    }
+
+    /// The owners a hand-over could not reach since they last answered.
+    pub fn unreachable_nodes(&self) -> Vec<String> {
+        let unreachable = self.unreachable.lock().unwrap_or_else(|p| p.into_inner());
+        unreachable.iter().cloned().collect()
+    }
+
+    /// `node` answered again (the prober reached it): no longer suspect or unreachable;
+    /// the messages waiting for it, to retry at once.
+    pub fn reached(&self, node: &str) -> Vec<queue::MessageId> {
+        self.take_waiting(node)
     }
 
     /// `node` did not answer (connect, greeting or first reply): skip it for a while, so
@@ -99,6 +134,10 @@ impl PeerPath {
     /// once instead of at their next short-schedule attempt.
     pub fn take_waiting(&self, node: &str) -> Vec<queue::MessageId> {
         self.suspects.clear(node);
+        self.unreachable
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(node);
         self.waiting
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -3,8 +3,9 @@
 //! frozen, or outside; and the task that hands waiting copies over as soon as their owner
 //! is back.
 
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::peer::PeerPath;
 use crate::wakeup::Wakeup;
@@ -117,31 +118,115 @@ impl Router for DirectoryRouter {
     }
 }
 
-/// Hands copies that waited for a node to the delivery threads as soon as the node is up
-/// again (its lease renewed), instead of at their next attempt.
+/// How often the return task looks at the nodes' leases and starts probes.
+const RETURN_TICK: Duration = Duration::from_millis(250);
+/// The prober tries an unreachable owner at most this often (one connection per owner, not
+/// one per waiting copy).
+pub const PROBE_PERIOD: Duration = Duration::from_millis(500);
+/// A probe (connect and the LMTP greeting) that takes longer has failed: the next one starts
+/// afresh rather than wait for the kernel's retransmission of a dropped SYN.
+pub const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Hands copies that waited for a node to the delivery threads as soon as the node is back,
+/// instead of at their next attempt: when its lease is renewed again (it was down), or, for
+/// an owner up by its lease that a hand-over or a proxied login could not reach (a
+/// partition between the nodes), as soon as a probe reaches it. One prober per such owner
+/// connects to its LMTP listener every [`PROBE_PERIOD`] and waits [`PROBE_TIMEOUT`] for its
+/// greeting; the first that answers wakes the owner's waiting copies, clears delivery's and
+/// (with `logins`) the login proxy's suspicion of it, and is logged `node_reachable`.
 pub async fn wake_on_return(
     directory: directory::Directory,
     queue: Arc<queue::Queue>,
     wakeup: Arc<Wakeup>,
     peers: Arc<PeerPath>,
+    logins: Option<Arc<cluster::Cluster>>,
 ) {
-    let mut up: std::collections::HashMap<String, bool> = std::collections::HashMap::new();
-    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    let mut up: HashMap<String, bool> = HashMap::new();
+    // Node -> when its probe started; present while one runs.
+    let mut probing: HashMap<String, Instant> = HashMap::new();
+    let mut last_probe: HashMap<String, Instant> = HashMap::new();
+    let (answered_tx, mut answered) = tokio::sync::mpsc::unbounded_channel::<(String, bool)>();
+    let mut tick = tokio::time::interval(RETURN_TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let retry = |ids: Vec<queue::MessageId>| {
+        for id in ids {
+            // Already delivered or removed meanwhile: nothing to do.
+            let _ = queue.retry(id);
+        }
+        wakeup.notify();
+    };
     loop {
-        tick.tick().await;
-        for node in directory.cache().nodes() {
+        tokio::select! {
+            _ = tick.tick() => {}
+            Some((node, reached)) = answered.recv() => {
+                probing.remove(&node);
+                if reached {
+                    let ids = peers.reached(&node);
+                    if let Some(cluster) = &logins {
+                        cluster.reached(&node);
+                    }
+                    tracing::info!(event = "node_reachable", node = %node, waiting = ids.len());
+                    retry(ids);
+                }
+                continue;
+            }
+        }
+        let cache = directory.cache();
+        for node in cache.nodes() {
             let was = up.insert(node.name.clone(), node.up);
             if node.up && was == Some(false) {
                 let ids = peers.take_waiting(&node.name);
                 tracing::info!(event = "node_up", node = %node.name, waiting = ids.len());
-                for id in ids {
-                    // Already delivered or removed meanwhile: nothing to do.
-                    let _ = queue.retry(id);
-                }
-                wakeup.notify();
+                retry(ids);
             } else if !node.up && was == Some(true) {
                 tracing::warn!(event = "node_down", node = %node.name);
             }
         }
+        let mut unreachable = peers.unreachable_nodes();
+        if let Some(cluster) = &logins {
+            unreachable.extend(cluster.suspected());
+        }
+        let now = Instant::now();
+        for name in unreachable {
+            // A node down by its lease waits for the lease instead (above).
+            let Some(node) = cache.node(&name).filter(|n| n.up) else {
+                continue;
+            };
+            if probing.contains_key(&name)
+                || last_probe
+                    .get(&name)
+                    .is_some_and(|at| now.duration_since(*at) < PROBE_PERIOD)
+            {
+                continue;
+            }
+            probing.insert(name.clone(), now);
+            last_probe.insert(name.clone(), now);
+            let answered_tx = answered_tx.clone();
+            tokio::spawn(async move {
+                let reached = tokio::time::timeout(PROBE_TIMEOUT, probe(&node.lmtp))
+                    .await
+                    .is_ok_and(|greeted| greeted);
+                let _ = answered_tx.send((name, reached));
+            });
+        }
     }
+}
+
+/// One probe of an owner's LMTP listener: connect, read its `220` greeting (RFC 5321 4.2:
+/// a one-line greeting here; a node that accepts connections but does not answer, stopped
+/// or hung, has not answered), say `QUIT`.
+async fn probe(lmtp: &str) -> bool {
+    use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
+    let Ok(stream) = tokio::net::TcpStream::connect(lmtp).await else {
+        return false;
+    };
+    let mut reader = tokio::io::BufReader::new(stream);
+    let mut greeting = String::new();
+    // The greeting is short; a longer line is no mailstow node's.
+    let read = (&mut reader).take(512).read_line(&mut greeting).await;
+    if !matches!(read, Ok(n) if n > 0) || !greeting.starts_with("220") {
+        return false;
+    }
+    let _ = reader.get_mut().write_all(b"QUIT\r\n").await;
+    true
 }

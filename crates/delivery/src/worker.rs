@@ -261,7 +261,12 @@ impl Delivery {
                         lmtp,
                         up,
                     } => {
-                        let suspect = self.peers.as_ref().is_some_and(|p| p.is_suspect(&node));
+                        // Unreachable: a hand-over could not reach it, and the prober has
+                        // not since (it wakes this copy the moment one does).
+                        let suspect = self
+                            .peers
+                            .as_ref()
+                            .is_some_and(|p| p.is_suspect(&node) || p.is_unreachable(&node));
                         if !up || suspect || self.peers.is_none() {
                             let reason = if !up {
                                 format!("451 4.4.1 node {node} (owner of {user}) is down")
@@ -375,6 +380,13 @@ impl Delivery {
                         // would delay the mail of an owner that just restarted.
                         if reason.contains("no answer in time") {
                             peers.suspect(&node);
+                        }
+                        // Not the owner's answer but the way to it (no connection, or no
+                        // answer on it): until the prober reaches the owner, its copies wait
+                        // for it rather than each try, and then go at once (a healed
+                        // partition does not wait out the short schedule).
+                        if unreachable(&reason) {
+                            peers.unreachable(&node);
                         }
                         peers.waiting(&node, batch[m].id);
                         peer_retry(&batch[m], now, reason)
@@ -632,7 +644,8 @@ fn remote_outcome(message: &QueuedMessage, now: u64) -> Outcome {
 
 /// A copy for another node of the cluster that could not be handed over now: retried on a
 /// short schedule (1, 2, 4 ... seconds, at most [`PEER_RETRY_MAX`]), since the owner is
-/// expected back within seconds (and its return wakes the copy anyway, `PeerPath::waiting`);
+/// expected back within seconds (and its return wakes the copy anyway, `PeerPath::waiting`:
+/// its lease coming back, or the prober reaching an owner that was up but unreachable);
 /// bounced only past [`RETRY_FOR`] like any mail.
 fn peer_retry(message: &QueuedMessage, now: u64, reason: String) -> Outcome {
     let age = Duration::from_millis(now.saturating_sub(message.envelope.arrival_ms));
@@ -649,6 +662,15 @@ fn peer_retry(message: &QueuedMessage, now: u64, reason: String) -> Outcome {
         retry_at_ms: now + wait.as_millis() as u64,
         reason,
     }
+}
+
+/// Whether a hand-over failed on the way to the owner (`peer.rs`: connecting, or no answer
+/// in time), not by anything the owner said (a refused greeting or LHLO, a 4xx reply).
+fn unreachable(reason: &str) -> bool {
+    reason.contains("no answer in time")
+        || (reason.starts_with("451 4.4.1 ")
+            && !reason.contains(": greeting ")
+            && !reason.contains("not a mailstow cluster node"))
 }
 
 /// The longest wait between two attempts to hand a copy to its owner node.

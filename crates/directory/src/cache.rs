@@ -199,6 +199,21 @@ pub struct Cache {
     /// node name -> up, from the last liveness poll ([`Cache::refresh_node_states`]); kept
     /// apart from the snapshot so lease renewals never cost a reload.
     up: RwLock<HashMap<String, bool>>,
+    /// What the poll remembers between rounds (see [`Cache::refresh_node_states`]).
+    poll: std::sync::Mutex<NodePoll>,
+}
+
+/// The liveness poll's memory: whether the database answered last time, and the grace that
+/// follows its return.
+#[derive(Default)]
+struct NodePoll {
+    /// The last poll failed: the database is unreachable (or was, until this poll).
+    unreachable: bool,
+    /// Until then, a node up before the database went away stays up whatever its lease
+    /// says: nobody could renew a lease while the database was away.
+    grace_until: Option<std::time::Instant>,
+    /// This node's name and its lease's length ([`Cache::set_own_lease`]).
+    own: Option<(String, std::time::Duration)>,
 }
 
 impl std::fmt::Debug for Cache {
@@ -227,6 +242,7 @@ impl Cache {
             snapshot: RwLock::new(Arc::new(snapshot)),
             reload: tokio::sync::Mutex::new(()),
             up: RwLock::new(HashMap::new()),
+            poll: std::sync::Mutex::new(NodePoll::default()),
         })
     }
 
@@ -268,10 +284,68 @@ impl Cache {
     /// Polls which nodes are up (one small SELECT comparing each lease with the database's
     /// clock) and keeps the answer for [`Cache::node_up`]. On failure the last known states
     /// stay.
+    ///
+    /// A lease cannot be renewed while the database is unreachable, so after an outage
+    /// longer than a lease every lease has lapsed by the database's clock, live nodes' too,
+    /// until each renews. A node's view therefore survives its own reconnect: for one lease
+    /// length from the first poll that answers after a failed one, a node that was up stays
+    /// up (one that was down stays down, and one that renewed is up); only after that does a
+    /// lapsed lease mean down. This node itself ([`Cache::set_own_lease`]) is never down in
+    /// its own eyes.
     pub async fn refresh_node_states(&self) -> Result<(), DirectoryError> {
-        let states = db::node_states(&self.pool).await?;
-        *self.up.write().unwrap_or_else(|e| e.into_inner()) = states.into_iter().collect();
+        let polled = match db::node_states(&self.pool).await {
+            Ok(polled) => polled,
+            Err(e) => {
+                self.poll().unreachable = true;
+                return Err(e);
+            }
+        };
+        let now = std::time::Instant::now();
+        let mut poll = self.poll();
+        if std::mem::take(&mut poll.unreachable)
+            && let Some(lease) = poll.own.as_ref().map(|(_, lease)| *lease)
+        {
+            poll.grace_until = Some(now + lease);
+            tracing::info!(
+                event = "node_states_grace",
+                seconds = lease.as_secs(),
+                msg = "the directory answers again; nodes that were up stay up until they could renew"
+            );
+        }
+        let in_grace = poll.grace_until.is_some_and(|until| now < until);
+        let own = poll.own.as_ref().map(|(name, _)| name.as_str());
+        let mut up = self.up.write().unwrap_or_else(|e| e.into_inner());
+        let states = polled
+            .into_iter()
+            .map(|(name, leased)| {
+                let kept = in_grace && up.get(&name) == Some(&true);
+                let is_us = own == Some(name.as_str());
+                let state = leased || kept || is_us;
+                (name, state)
+            })
+            .collect();
+        *up = states;
         Ok(())
+    }
+
+    /// This node's name and lease length (set by [`crate::Directory::spawn_lease`]): the
+    /// poll never shows this node down, and gives the others a lease's grace after the
+    /// database comes back ([`Cache::refresh_node_states`]).
+    pub fn set_own_lease(&self, node: &str, lease: std::time::Duration) {
+        self.poll().own = Some((node.to_string(), lease));
+        if let Some(up) = self
+            .up
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(node)
+        {
+            *up = true;
+        }
+    }
+
+    fn poll(&self) -> std::sync::MutexGuard<'_, NodePoll> {
+        // Every field is valid after any panic: each is replaced whole.
+        self.poll.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The hash the snapshot holds for a canonical address.

@@ -90,6 +90,9 @@
 //!   polls the states every [`NODE_POLL_PERIOD`] with one small SELECT that compares the
 //!   leases with the database's clock, and keeps them beside the snapshot
 //!   ([`Cache::node_up`]).
+//! - Database back after an outage: for one lease length from the first poll that answers,
+//!   a node that was up stays up though its lease lapsed meanwhile (no lease could be
+//!   renewed), and the node itself is never down in its own eyes ([`Cache::set_own_lease`]).
 //! - Database unreachable: the snapshot and the node states stay as last read; background
 //!   tasks log one warning, then at most one every 30 s, and one line when it answers again;
 //!   writes fail with [`DirectoryError::Database`].
@@ -594,13 +597,15 @@ impl Directory {
 
     /// Starts a task that calls [`Directory::renew_lease`] every `period` (at least
     /// [`REFRESH_PERIOD_MIN`]), logging failures (at most one warning every 30 s) and going
-    /// on. Ends once every clone of this `Directory` is dropped.
+    /// on. Ends once every clone of this `Directory` is dropped. The cache learns this node's
+    /// name and `ttl` ([`Cache::set_own_lease`]).
     pub fn spawn_lease(
         &self,
         node: &str,
         period: Duration,
         ttl: Duration,
     ) -> tokio::task::JoinHandle<()> {
+        self.inner.cache.set_own_lease(node, ttl);
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
         let node = node.to_owned();
         let period = period.max(REFRESH_PERIOD_MIN);

@@ -186,6 +186,12 @@ impl Session {
         self.bye("BYE Account removed");
     }
 
+    /// The mailbox is being moved to another node (docs/cluster.md, "Moving a user"): the
+    /// client should come back (RFC 5530 3: UNAVAILABLE, a temporary failure).
+    pub fn moving(&mut self) {
+        self.bye("BYE [UNAVAILABLE] Mailbox moving, reconnect");
+    }
+
     /// The TLS handshake after STARTTLS succeeded.
     pub fn tls_started(&mut self) {
         self.tls = true;

@@ -24,7 +24,7 @@ use anyhow::{Context as _, Result};
 use store::Mailstore as _;
 
 use crate::gate::Gate;
-use crate::sessions::Sessions;
+use crate::sessions::{Ending, Sessions};
 
 /// What removing, renaming and moving users' mail needs: the directory that records the
 /// intent, the store that holds the mail, the sessions to end and the gate to take.
@@ -74,7 +74,10 @@ impl Accounts {
     /// Steps 2 to 4 for a user already deleted from the directory.
     async fn purge(&self, user: &str) -> Result<store::DeletedUser> {
         let sessions = self.sessions.sessions(user);
-        let (revocation, gone) = self.sessions.revoke(user, SESSIONS_WAIT_MAX).await;
+        let (revocation, gone) = self
+            .sessions
+            .revoke(user, Ending::Removed, SESSIONS_WAIT_MAX)
+            .await;
         if !gone {
             tracing::warn!(
                 event = "user_sessions_open",
@@ -164,7 +167,10 @@ impl Accounts {
     /// folders already), nothing moved and the directory forgets the intent.
     async fn finish_rename(&self, old: &str, new: &str) -> Result<store::Usage> {
         let sessions = self.sessions.sessions(old);
-        let (revocation, gone) = self.sessions.revoke(old, SESSIONS_WAIT_MAX).await;
+        let (revocation, gone) = self
+            .sessions
+            .revoke(old, Ending::Removed, SESSIONS_WAIT_MAX)
+            .await;
         if !gone {
             tracing::warn!(
                 event = "user_sessions_open",
@@ -240,15 +246,18 @@ impl Accounts {
         }
     }
 
-    /// Ends the user's sessions and deletes its mail here under the exclusive gate, without
-    /// touching the directory: a moved user's copy on the node it left (or a partial copy on a
-    /// move's target). Nothing to delete is not an error.
+    /// Ends the user's sessions (telling them the mailbox is moving) and deletes its mail here
+    /// under the exclusive gate, without touching the directory: a moved user's copy on the
+    /// node it left (or a partial copy on a move's target). Nothing to delete is not an error.
     pub async fn remove_copy(
         &self,
         user: &str,
         sessions_wait: Duration,
     ) -> Result<store::DeletedUser> {
-        let (revocation, _) = self.sessions.revoke(user, sessions_wait).await;
+        let (revocation, _) = self
+            .sessions
+            .revoke(user, Ending::Moving, sessions_wait)
+            .await;
         let (store, gate, who) = (self.store.clone(), self.gate.clone(), user.to_string());
         let deleted = tokio::task::spawn_blocking(move || {
             let _exclusive = gate.exclusive();

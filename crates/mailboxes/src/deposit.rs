@@ -30,8 +30,13 @@ pub enum Origin {
     /// arrival.
     Queued { queue_id: u64, delay: Duration },
     /// A copy another node of the cluster handed over (`delivered` with `origin`: the node,
-    /// its queue id and the arrival time).
-    HandedOver { origin: String },
+    /// its queue id and the arrival time). `key`, the copy's key against a second store of
+    /// the origin's retry, goes into the store's journal record with the copy
+    /// (`Store::append_batch_delivered`; docs/storage.md, "Delivered keys").
+    HandedOver {
+        origin: String,
+        key: Option<store::DeliveredKey>,
+    },
     /// The delivery status notification about queued message `queue_id`, for its local
     /// sender (`dsn`).
     Notification { queue_id: u64 },
@@ -103,6 +108,11 @@ impl Deposit {
         self.rules.get()
     }
 
+    /// The store the copies go into.
+    pub fn store(&self) -> &Arc<store::Store> {
+        &self.store
+    }
+
     pub fn gate(&self) -> &Arc<Gate> {
         &self.gate
     }
@@ -164,7 +174,7 @@ impl Deposit {
             };
             let id = match &copy.origin {
                 Origin::Queued { queue_id, .. } => CopyId::Queued(*queue_id),
-                Origin::HandedOver { origin } => CopyId::HandedOver(origin),
+                Origin::HandedOver { origin, .. } => CopyId::HandedOver(origin),
                 Origin::Notification { queue_id } => CopyId::Queued(*queue_id),
                 Origin::Own => CopyId::HandedOver("own"),
             };
@@ -209,10 +219,28 @@ impl Deposit {
             .iter()
             .map(|a| (a.user.clone(), a.folder.clone()))
             .collect();
+        // A handed-over copy's key rides on its last append (a copy the rules file into
+        // several folders: a batch split between them stores the first ones twice at worst,
+        // never loses one).
+        let keys: Vec<Option<store::DeliveredKey>> = placed
+            .iter()
+            .enumerate()
+            .map(|(n, (i, origin))| match origin {
+                Origin::HandedOver { key, .. }
+                    if placed.get(n + 1).is_none_or(|(next, _)| next != i) =>
+                {
+                    *key
+                }
+                _ => None,
+            })
+            .collect();
         let results = if appends.is_empty() {
             Vec::new()
-        } else {
+        } else if keys.iter().all(Option::is_none) {
             self.store.append_batch(appends)
+        } else {
+            self.store
+                .append_batch_delivered(appends.into_iter().zip(keys).collect())
         };
         assert!(
             results.is_empty() || results.len() == placed.len(),
@@ -269,7 +297,7 @@ impl Deposit {
                 self.events
                     .delivered_local(*queue_id, user, folder, appended.uid, *delay);
             }
-            Origin::HandedOver { origin } => {
+            Origin::HandedOver { origin, .. } => {
                 self.delivered.fetch_add(1, Ordering::Relaxed);
                 self.events.delivered_handed_over(
                     origin,

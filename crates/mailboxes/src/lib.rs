@@ -28,4 +28,4 @@ pub use accounts::Accounts;
 pub use deposit::{Copy, Deposit, Deposited, Origin};
 pub use gate::{Exclusive, Gate, Shared};
 pub use rules::Rules;
-pub use sessions::{Membership, Protocol, Refused, Revocation, Sessions, Waker};
+pub use sessions::{Ending, Membership, Protocol, Refused, Revocation, Sessions, Waker};

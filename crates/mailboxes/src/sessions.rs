@@ -26,6 +26,17 @@ pub enum Protocol {
 /// sessions that wait outside their tasks (the server's parking lot).
 pub type Waker = Arc<dyn Fn(&str) + Send + Sync>;
 
+/// Why a user's sessions are ended ([`Sessions::revoke`]): each protocol tells its client in
+/// its own words, and only a move asks the client to come back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// The user was deleted or renamed: the account is gone.
+    Removed,
+    /// The mailbox is being moved to another node (docs/cluster.md, "Moving a user"): a
+    /// reconnect a moment later reaches it (IMAP `BYE [UNAVAILABLE]`, RFC 5530 3).
+    Moving,
+}
+
 /// Logged-in users: their sessions, a change counter IDLE waits on, and a revocation flag.
 #[derive(Clone)]
 pub struct Sessions(Arc<SessionsInner>);
@@ -42,9 +53,9 @@ struct UserEntry {
     imap_sessions: usize,
     sessions: usize,
     changed: watch::Sender<u64>,
-    /// Set by `revoke`: every session of the user ends, and none may start until the
-    /// deletion is over (`Revocation` dropped).
-    revoked: watch::Sender<bool>,
+    /// Set by `revoke`, with why: every session of the user ends, and none may start until
+    /// the deletion or move is over (`Revocation` dropped).
+    revoked: watch::Sender<Option<Ending>>,
     /// The number of sessions, for `revoke` to wait on.
     count: watch::Sender<usize>,
 }
@@ -66,8 +77,8 @@ pub struct Membership {
     protocol: Protocol,
     /// Bumped after every committed change to the user's folders.
     pub changes: watch::Receiver<u64>,
-    /// Turns true when the user is deleted.
-    pub revoked: watch::Receiver<bool>,
+    /// Turns `Some` when the user is deleted, renamed or moved, saying which.
+    pub revoked: watch::Receiver<Option<Ending>>,
 }
 
 impl Membership {
@@ -104,7 +115,7 @@ impl Sessions {
             imap_sessions: 0,
             sessions: 0,
             changed: watch::channel(0).0,
-            revoked: watch::channel(false).0,
+            revoked: watch::channel(None).0,
             count: watch::channel(0).0,
         })
     }
@@ -122,7 +133,7 @@ impl Sessions {
     pub fn enter(&self, user: &str, protocol: Protocol) -> Result<Membership, Refused> {
         let mut map = self.map();
         let entry = Sessions::entry(&mut map, user);
-        if *entry.revoked.borrow() {
+        if entry.revoked.borrow().is_some() {
             return Err(Refused::Revoked);
         }
         if protocol == Protocol::Imap {
@@ -142,14 +153,14 @@ impl Sessions {
         })
     }
 
-    /// Ends every session of `user` (each says why and closes) and refuses new ones until
-    /// the returned `Revocation` is dropped. Waits up to `wait` for the sessions to be gone;
-    /// false if some were still there.
-    pub async fn revoke(&self, user: &str, wait: Duration) -> (Revocation, bool) {
+    /// Ends every session of `user` (each tells its client `why` and closes) and refuses new
+    /// ones until the returned `Revocation` is dropped. Waits up to `wait` for the sessions to
+    /// be gone; false if some were still there.
+    pub async fn revoke(&self, user: &str, why: Ending, wait: Duration) -> (Revocation, bool) {
         let mut count = {
             let mut map = self.map();
             let entry = Sessions::entry(&mut map, user);
-            entry.revoked.send_replace(true);
+            entry.revoked.send_replace(Some(why));
             entry.count.subscribe()
         };
         (self.0.waker)(user);
@@ -171,7 +182,7 @@ impl Sessions {
     fn forget_if_unused(map: &mut HashMap<String, UserEntry>, user: &str) {
         if let Some(entry) = map.get(user)
             && entry.sessions == 0
-            && !*entry.revoked.borrow()
+            && entry.revoked.borrow().is_none()
         {
             map.remove(user);
         }
@@ -196,7 +207,7 @@ impl Drop for Revocation {
     fn drop(&mut self) {
         let mut map = self.sessions.map();
         if let Some(entry) = map.get_mut(&self.user) {
-            entry.revoked.send_replace(false);
+            entry.revoked.send_replace(None);
         }
         Sessions::forget_if_unused(&mut map, &self.user);
     }
@@ -221,10 +232,17 @@ mod tests {
         let mut revoked = a.revoked.clone();
         let users2 = users.clone();
         let revoking = tokio::spawn(async move {
-            let (revocation, gone) = users2.revoke("u", Duration::from_secs(5)).await;
+            let (revocation, gone) = users2
+                .revoke("u", Ending::Moving, Duration::from_secs(5))
+                .await;
             (revocation, gone)
         });
-        revoked.wait_for(|r| *r).await.unwrap();
+        revoked.wait_for(|r| r.is_some()).await.unwrap();
+        assert_eq!(
+            *revoked.borrow(),
+            Some(Ending::Moving),
+            "the session is told why"
+        );
         assert_eq!(
             users.enter("u", Protocol::Submission).err(),
             Some(Refused::Revoked)
@@ -244,7 +262,9 @@ mod tests {
     async fn revocation_gives_up_waiting_after_its_time() {
         let users = Sessions::new(2, Arc::new(|_: &str| {}));
         let _held = users.enter("u", Protocol::Imap).unwrap();
-        let (_revocation, gone) = users.revoke("u", Duration::from_millis(50)).await;
+        let (_revocation, gone) = users
+            .revoke("u", Ending::Removed, Duration::from_millis(50))
+            .await;
         assert!(!gone);
     }
 }

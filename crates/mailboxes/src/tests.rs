@@ -131,6 +131,7 @@ fn each_stored_copy_is_logged_by_its_origin_and_deliveries_are_counted() {
                 "INBOX",
                 Origin::HandedOver {
                     origin: "n2:9.1".into(),
+                    key: Some([9; 16]),
                 },
             ),
             copy("a@x.test", "INBOX", Origin::Notification { queue_id: 8 }),
@@ -163,6 +164,9 @@ fn each_stored_copy_is_logged_by_its_origin_and_deliveries_are_counted() {
     assert_eq!(delivered.load(Ordering::Relaxed), 2);
     assert_eq!(store.status("a@x.test", "INBOX").unwrap().messages, 3);
     assert_eq!(store.status("a@x.test", "Sent").unwrap().messages, 1);
+    // The handed-over copy's key went into the store with it.
+    assert!(store.already_delivered(&[9; 16]));
+    assert!(!store.already_delivered(&[8; 16]));
 }
 
 #[test]

@@ -464,6 +464,11 @@ impl Config {
 
     pub(crate) fn store_config(&self) -> store::StoreConfig {
         let mut config = store::StoreConfig::default();
+        // Every program that opens the store keeps as many handed-over copies' keys as the
+        // server does (a checkpoint by the CLI must not drop some).
+        if let Some(max) = self.cluster.delivered_max {
+            config.delivered_keys_max = max;
+        }
         if let Some(bytes) = self.store.reservation_bytes {
             config.reservation_bytes = bytes;
         }

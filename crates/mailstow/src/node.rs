@@ -255,9 +255,6 @@ impl Node {
                 joined.moves.clone(),
                 watch,
             )));
-            // The record of handed-over copies is written before each 250 and synced
-            // within `SYNC_INTERVAL` (`cluster::handover`).
-            tasks.push(joined.handover.spawn_record_sync());
         }
         if let Some(sender) = &report_sender {
             tasks.push(sender.spawn_hourly());
@@ -406,6 +403,8 @@ impl Engines {
             summary_cache_bytes_max: config.imap_header_cache_bytes_max,
             view_cache_bytes_max: config.imap_view_cache_bytes_max,
             disk_reserve_bytes: config.disk_reserve_bytes,
+            delivered_keys_max: config.cluster_delivered_max,
+            delivered_keys_retain: delivered_keys_retain(),
             ..config.store.clone()
         };
         let (store, _) = store::Store::open(disk.clone(), &store_dir, store_config)
@@ -567,22 +566,27 @@ impl Joined {
                 cluster.node
             );
         }
-        let record = Arc::new(
-            cluster::Delivered::open(
-                engines.disk.clone(),
-                &config.data_dir,
-                // No origin hands a copy over again after the queue's lifetime.
-                delivery::RETRY_FOR + Duration::from_secs(86_400),
-                config.cluster_delivered_max,
-            )
-            .context("opening the record of handed-over mail (cluster-delivered)")?,
-        );
+        // The keys of handed-over copies live in the store now (docs/cluster.md,
+        // "Duplicates"): the file that held them before is read into it once.
+        let migrated = cluster::migrate_delivered_record(
+            &*engines.disk,
+            &config.data_dir,
+            &engines.store,
+            delivered_keys_retain(),
+        )
+        .context("moving cluster-delivered's keys into the store")?;
+        if migrated > 0 {
+            tracing::info!(
+                event = "cluster_delivered_migrated",
+                keys = migrated,
+                msg = "cluster-delivered's keys are in the store; the file is removed"
+            );
+        }
         let handover = Arc::new(
             cluster::HandOver::new(
                 cluster.node.clone(),
                 directory.clone(),
                 mail.deposit.clone(),
-                record,
             )
             .context("starting the hand-over committer thread")?,
         );
@@ -664,6 +668,7 @@ impl Delivering {
                 engines.queue.clone(),
                 wakeup.clone(),
                 peers,
+                joined.map(|j| j.cluster.clone()),
             ))
         });
         let outbound = outbound(config, tls_results)?;
@@ -863,4 +868,10 @@ async fn write_stats(stats: Stats) {
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+}
+
+/// How long an owner keeps the key of a handed-over copy: no origin hands a copy over again
+/// after its queue's lifetime (and a day more, for clocks).
+fn delivered_keys_retain() -> Duration {
+    delivery::RETRY_FOR + Duration::from_secs(86_400)
 }

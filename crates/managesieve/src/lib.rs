@@ -53,7 +53,7 @@
 //! Every storage answer can be `Err(Failure::Unavailable(text))` when storage is down:
 //! `NO (TRYLATER) "text"`. Text the shell hands in is cut to 4 KiB; a compile error with
 //! line breaks goes to the client as a literal. The shell also calls `timed_out`,
-//! `deadline_passed`, `shutting_down` and `revoked`; each sends `BYE` and closes.
+//! `deadline_passed`, `shutting_down`, `revoked` and `moving`; each sends `BYE` and closes.
 //!
 //! # Limits and deadlines
 //!

@@ -151,6 +151,12 @@ impl Session {
         self.bye(None, "Account removed");
     }
 
+    /// The user's mailbox is being moved to another node (RFC 5804 1.3: TRYLATER, the
+    /// client may come back).
+    pub fn moving(&mut self) {
+        self.bye(Some(Code::TryLater), "Mailbox moving, reconnect");
+    }
+
     /// The TLS handshake after `Event::StartTls` succeeded (if it failed, the shell just drops
     /// the connection). RFC 5804 2.2: the server re-issues the capability response, then
     /// `OK`; the SASL list may now name PLAIN.

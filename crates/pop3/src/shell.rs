@@ -137,6 +137,12 @@ impl Session {
         self.goodbye("[AUTH] account removed");
     }
 
+    /// The mailbox is being moved to another node: a temporary failure (RFC 3206 4), the
+    /// client should come back. Not QUIT: nothing marked is removed.
+    pub fn moving(&mut self) {
+        self.goodbye("[SYS/TEMP] mailbox moving, reconnect");
+    }
+
     fn goodbye(&mut self, text: &str) {
         if self.is_closed() {
             return;

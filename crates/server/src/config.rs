@@ -134,8 +134,8 @@ pub struct ServerConfig {
     pub directory: Option<directory::Location>,
     /// This node of a cluster (needs a shared PostgreSQL directory); `None`: a single node.
     pub cluster: Option<cluster::ClusterConfig>,
-    /// Copies handed over by other nodes that this node remembers having stored (see
-    /// `dedup.rs`); the oldest are forgotten past this.
+    /// Copies handed over by other nodes whose keys this node's store keeps (docs/cluster.md,
+    /// "Duplicates"); the oldest are forgotten past this.
     pub cluster_delivered_max: usize,
     /// Copies of each node's engines' files (`[cluster] replicas`): 2 streams every change
     /// to a partner before it is acknowledged (docs/replication.md).

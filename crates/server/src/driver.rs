@@ -73,8 +73,8 @@ pub(crate) trait Protocol: Send + Sized + 'static {
     fn timed_out(&mut self);
     fn deadline_passed(&mut self);
     fn shutting_down(&mut self);
-    /// The logged-in user was deleted.
-    fn revoked(&mut self);
+    /// The logged-in user was deleted, renamed or is being moved (`why`).
+    fn revoked(&mut self, why: mailboxes::Ending);
     /// After [`Step::Proxy`]: the connection to the user's node.
     fn take_handover(&mut self) -> Option<cluster::Handover> {
         None
@@ -287,10 +287,9 @@ async fn run<P: Protocol>(mut link: Box<Link<P>>) {
             && !std::mem::take(wait_first)
             && matches!(conn.stream, Stream::Plain(_))
             && !*shutdown.borrow()
-            && conn
-                .member
-                .as_ref()
-                .is_some_and(|m| !m.changes.has_changed().unwrap_or(true) && !*m.revoked.borrow());
+            && conn.member.as_ref().is_some_and(|m| {
+                !m.changes.has_changed().unwrap_or(true) && m.revoked.borrow().is_none()
+            });
         if parkable {
             link = match park(link, wake) {
                 Ok(()) => return,
@@ -347,7 +346,7 @@ async fn wait<P: Protocol>(
             }
         }
         () = changed(changes) => {}
-        () = revocation(revoked) => protocol.revoked(),
+        why = revocation(revoked) => protocol.revoked(why),
         () = stopping(shutdown) => protocol.shutting_down(),
     }
     true
@@ -425,16 +424,17 @@ async fn changed(changes: Option<&mut watch::Receiver<u64>>) {
     }
 }
 
-/// Resolves once the user is revoked; never without a receiver.
-async fn revocation(revoked: Option<&mut watch::Receiver<bool>>) {
-    match revoked {
-        Some(rx) => {
-            if rx.wait_for(|revoked| *revoked).await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        }
-        None => std::future::pending::<()>().await,
+/// Resolves with why once the user is revoked; never without a receiver.
+async fn revocation(
+    revoked: Option<&mut watch::Receiver<Option<mailboxes::Ending>>>,
+) -> mailboxes::Ending {
+    if let Some(rx) = revoked
+        && let Ok(why) = rx.wait_for(Option::is_some).await
+        && let Some(why) = *why
+    {
+        return why;
     }
+    std::future::pending().await
 }
 
 #[cfg(test)]

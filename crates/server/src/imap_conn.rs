@@ -338,9 +338,12 @@ impl Protocol for Imap {
         }
     }
 
-    fn revoked(&mut self) {
+    fn revoked(&mut self, why: mailboxes::Ending) {
         if let Some(session) = self.session() {
-            session.revoked();
+            match why {
+                mailboxes::Ending::Removed => session.revoked(),
+                mailboxes::Ending::Moving => session.moving(),
+            }
         }
     }
 

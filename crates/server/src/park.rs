@@ -162,7 +162,7 @@ impl Parking {
         let mut state = self.state();
         let news = state.closed
             || parked.member.changes.has_changed().unwrap_or(true)
-            || *parked.member.revoked.borrow()
+            || parked.member.revoked.borrow().is_some()
             || *parked.shutdown.borrow();
         if news {
             drop(state);

@@ -219,8 +219,11 @@ impl Protocol for Pop3 {
         self.session.shutting_down();
     }
 
-    fn revoked(&mut self) {
-        self.session.revoked();
+    fn revoked(&mut self, why: mailboxes::Ending) {
+        match why {
+            mailboxes::Ending::Removed => self.session.revoked(),
+            mailboxes::Ending::Moving => self.session.moving(),
+        }
     }
 
     fn take_handover(&mut self) -> Option<cluster::Handover> {

@@ -311,7 +311,8 @@ impl Protocol for Smtp {
         self.session.shutting_down();
     }
 
-    fn revoked(&mut self) {
+    /// A submission session's user is gone either way: its mail is not sent.
+    fn revoked(&mut self, _why: mailboxes::Ending) {
         self.session.revoked();
     }
 }

@@ -588,9 +588,20 @@ impl web::Backend for ServerBackend {
             .sessions
             .enter(user, mailboxes::Protocol::Web)
             .map_err(|_| BackendError::Unavailable("the account is being changed".into()))?;
+        // The view only needs to know that the stream ends, not why.
+        let (ended_tx, ended) = tokio::sync::watch::channel(false);
+        let mut revoked = member.revoked.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                r = revoked.wait_for(Option::is_some) => if r.is_ok() {
+                    ended_tx.send_replace(true);
+                },
+                () = ended_tx.closed() => {}
+            }
+        });
         Ok(web::Changes {
             changed: member.changes.clone(),
-            ended: member.revoked.clone(),
+            ended,
             guard: Box::new(member),
         })
     }

@@ -106,6 +106,10 @@ pub(crate) struct Prepared {
     summary_len: u32,
     content_len: u32,
     data_crc: u32,
+    /// The key of the handed-over copy this append stores (its last append, for a copy
+    /// filed into several folders): journaled in the batch's record (docs/storage.md,
+    /// "Delivered keys").
+    pub(crate) delivered: Option<crate::DeliveredKey>,
 }
 
 impl Prepared {
@@ -355,7 +359,7 @@ impl Store {
         {
             return Vec::new();
         }
-        let mut folders: Vec<u32> = ops.iter().map(Op::folder).collect();
+        let mut folders: Vec<u32> = ops.iter().filter_map(Op::folder).collect();
         folders.sort_unstable();
         folders.dedup();
         let mut users: Vec<String> = {
@@ -545,6 +549,7 @@ impl Store {
             summary_len,
             content_len,
             data_crc,
+            delivered: None,
         })
     }
 
@@ -571,11 +576,24 @@ impl Store {
         &self,
         requests: Vec<AppendRequest>,
     ) -> Vec<Result<Appended, StoreError>> {
+        self.append_batch_delivered(requests.into_iter().map(|r| (r, None)).collect())
+    }
+
+    /// Appends every request in the next group commit, each with the key of the handed-over
+    /// copy it stores, if any: the keys of the appends that are stored go into the same
+    /// journal record, so a copy and its key are durable together (docs/storage.md,
+    /// "Delivered keys"; [`Store::already_delivered`]). A copy filed into several folders
+    /// gives its key to its last append. Results in order.
+    pub fn append_batch_delivered(
+        &self,
+        requests: Vec<(AppendRequest, Option<crate::DeliveredKey>)>,
+    ) -> Vec<Result<Appended, StoreError>> {
         let mut out: Vec<Option<Result<Appended, StoreError>>> = Vec::with_capacity(requests.len());
         let mut mine: Vec<(usize, Arc<Slot>)> = Vec::new();
-        for (i, req) in requests.into_iter().enumerate() {
+        for (i, (req, delivered)) in requests.into_iter().enumerate() {
             match self.prepare(req) {
-                Ok(p) => {
+                Ok(mut p) => {
+                    p.delivered = delivered;
                     out.push(None);
                     let bytes = p.record_len();
                     mine.push((
@@ -664,6 +682,14 @@ impl Store {
         if let Err(e) = self.write_appends(&preps, &plan) {
             return self.fail_batch(w, &plan.placed, plan.results, e);
         }
+        // The keys of the handed-over copies stored here, in the same record (S1 holds for
+        // them as for the appends: durable together or not at all).
+        let keys: Vec<crate::DeliveredKey> = plan
+            .placed
+            .iter()
+            .filter_map(|&(i, _, _)| preps[i].as_ref().and_then(|p| p.delivered))
+            .collect();
+        plan.ops.extend(delivered_op(&w.journal, keys));
         drop(preps);
         // Phase 3: the commit point.
         if let Err(e) = self.commit(w, &plan.ops) {
@@ -1181,4 +1207,45 @@ impl Store {
         }
         Ok(report)
     }
+}
+
+impl Store {
+    /// Whether a copy with this key was stored (or settled by the user's rules) here within
+    /// the bounds the keys are kept for. From memory, no I/O.
+    pub fn already_delivered(&self, key: &crate::DeliveredKey) -> bool {
+        self.catalog().delivered.contains(key)
+    }
+
+    /// Journals `keys` alone, in one record synced before this returns: copies that stored
+    /// nothing (the user's rules discarded, rejected or sent them on) and keys brought from
+    /// elsewhere (the cluster's old `cluster-delivered` file). Copies that are stored carry
+    /// their keys in their own record instead ([`Store::append_batch_delivered`]). Nothing
+    /// is written for no keys, or while the journal is of index format 1 (see
+    /// docs/storage.md, "Index format 2").
+    pub fn record_delivered(&self, keys: &[crate::DeliveredKey]) -> Result<(), StoreError> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let mut w = self.writer()?;
+        let Some(op) = delivered_op(&w.journal, keys.to_vec()) else {
+            return Ok(());
+        };
+        self.commit(&mut w, &[op])?;
+        Ok(())
+    }
+}
+
+/// The `Delivered` operation for `keys`, recorded now; `None` when there are none or the
+/// journal cannot hold one (index format 1).
+pub(crate) fn delivered_op(
+    journal: &crate::journal::Journal,
+    keys: Vec<crate::DeliveredKey>,
+) -> Option<Op> {
+    if keys.is_empty() || journal.version < crate::format::INDEX_FORMAT_VERSION {
+        return None;
+    }
+    Some(Op::Delivered {
+        at: crate::delivered::unix_now(),
+        keys,
+    })
 }

@@ -74,6 +74,13 @@ pub struct StoreConfig {
     /// Memory for folder views shared by the sessions that open an unchanged folder
     /// ([`crate::Mailstore::shared_view`]). Least recently used views are dropped past it.
     pub view_cache_bytes_max: usize,
+    /// Keys of handed-over copies kept against a second store of a retried one (a cluster
+    /// node's `[cluster] delivered_max`; docs/storage.md, "Delivered keys"): the oldest go
+    /// first past it.
+    pub delivered_keys_max: usize,
+    /// A key older than this is dropped: no origin hands a copy over again after its
+    /// queue's lifetime.
+    pub delivered_keys_retain: std::time::Duration,
 }
 
 impl Default for StoreConfig {
@@ -102,6 +109,9 @@ impl Default for StoreConfig {
             salvage: false,
             summary_cache_bytes_max: 64 << 20,
             view_cache_bytes_max: 64 << 20,
+            delivered_keys_max: 1_000_000,
+            // The queue's five days, and a day more.
+            delivered_keys_retain: std::time::Duration::from_secs(6 * 86_400),
         }
     }
 }
@@ -159,6 +169,9 @@ impl StoreConfig {
             return bad(
                 "name limits must be between 1 and 1024 bytes, summary fields at most 8192",
             );
+        }
+        if self.delivered_keys_max == 0 {
+            return bad("delivered_keys_max must be positive");
         }
         if self.folder_depth_max == 0 || self.folders_per_user_max == 0 {
             return bad("folder_depth_max and folders_per_user_max must be positive");

@@ -13,7 +13,12 @@ pub(crate) const VOLUME_HEADER_BYTES: u64 = 4096;
 /// The first unit messages may use.
 pub(crate) const DATA_START_UNIT: u64 = VOLUME_HEADER_BYTES / UNIT;
 pub(crate) const VOLUME_MAGIC: [u8; 8] = *b"MSTWSVOL";
+/// The format of `volume.dat`.
 pub(crate) const FORMAT_VERSION: u32 = 1;
+/// The format of the index files, `index-*.log` and `index.snap`: 2 added the `Delivered`
+/// journal operation and the snapshot's delivered-key sections (docs/storage.md, "Index
+/// format 2"). This build writes 2 and reads 1 and 2.
+pub(crate) const INDEX_FORMAT_VERSION: u32 = 2;
 pub(crate) const MSG_MAGIC: [u8; 4] = *b"MSGM";
 pub(crate) const MSG_HEADER_BYTES: usize = 32;
 

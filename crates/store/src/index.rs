@@ -170,6 +170,8 @@ pub(crate) struct Catalog {
     pub(crate) next_folder_id: u32,
     /// UIDVALIDITY values ascend store-wide, so a re-created folder never repeats one.
     pub(crate) last_uidvalidity: u32,
+    /// Keys of handed-over copies kept (docs/storage.md, "Delivered keys").
+    pub(crate) delivered: crate::delivered::DeliveredKeys,
 }
 
 impl Catalog {
@@ -267,7 +269,18 @@ pub(crate) fn apply(
         Op::Move { folder, uid, start } => {
             in_folder(catalog, *folder, |f| move_message(f, *uid, *start, freed))
         }
+        Op::Delivered { at, keys } => {
+            delivered(&mut write_catalog(catalog).delivered, *at, keys);
+            Ok(())
+        }
     }
+}
+
+/// Phase `delivered`: the keys kept (no folder changes); `DeliveredKeys::insert` asserts
+/// its post: the op's last key known unless recorded past `retain`, at most `max` kept,
+/// each once.
+fn delivered(keys: &mut crate::delivered::DeliveredKeys, at: u64, new: &[[u8; 16]]) {
+    keys.insert(at, new);
 }
 
 fn write_catalog(catalog: &RwLock<Catalog>) -> RwLockWriteGuard<'_, Catalog> {

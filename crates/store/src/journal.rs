@@ -17,9 +17,10 @@ use std::sync::Arc;
 use disk::{Disk, File};
 
 use crate::StoreError;
+use crate::delivered::DeliveredKey;
 use crate::error::IoContext;
 use crate::flags::KeywordSet;
-use crate::format::{Dec, DecodeError, Enc, FORMAT_VERSION, le_u32};
+use crate::format::{Dec, DecodeError, Enc, INDEX_FORMAT_VERSION, le_u32};
 
 pub(crate) const JOURNAL_MAGIC: [u8; 8] = *b"MSTWSJNL";
 pub(crate) const JOURNAL_HEADER_BYTES: u64 = 4096;
@@ -102,12 +103,19 @@ pub(crate) enum Op {
         /// (UID, MODSEQ) pairs.
         entries: Vec<(u32, u64)>,
     },
+    /// Keys of handed-over copies stored (or settled by the user's rules), recorded at `at`
+    /// (unix seconds): in the same record as their appends, so a copy and its key are durable
+    /// together (index format 2; docs/storage.md, "Delivered keys"). No folder changes.
+    Delivered {
+        at: u64,
+        keys: Vec<DeliveredKey>,
+    },
 }
 
 impl Op {
-    /// The folder the change is in.
-    pub(crate) fn folder(&self) -> u32 {
-        match self {
+    /// The folder the change is in (`None`: no folder's).
+    pub(crate) fn folder(&self) -> Option<u32> {
+        Some(match self {
             Op::CreateFolder { folder, .. }
             | Op::RenameFolder { folder, .. }
             | Op::DeleteFolder { folder }
@@ -120,7 +128,8 @@ impl Op {
             | Op::SetUidNext { folder, .. }
             | Op::RestoreModseqs { folder, .. } => *folder,
             Op::Append(a) => a.folder,
-        }
+            Op::Delivered { .. } => return None,
+        })
     }
 }
 
@@ -276,6 +285,14 @@ pub(crate) fn encode_ops(ops: &[Op]) -> Vec<u8> {
                     e.u64(modseq);
                 }
             }
+            Op::Delivered { at, keys } => {
+                e.u8(13);
+                e.u64(*at);
+                e.u32(keys.len() as u32);
+                for key in keys {
+                    e.0.extend_from_slice(key);
+                }
+            }
         }
     }
     e.0
@@ -363,6 +380,23 @@ pub(crate) fn decode_ops(payload: &[u8]) -> Result<Vec<Op>, DecodeError> {
                     entries,
                 }
             }
+            13 => {
+                let at = d.u64()?;
+                let n = d.u32()? as usize;
+                if n > d.remaining() / 16 {
+                    return Err(DecodeError::new("key list longer than its record"));
+                }
+                let keys = (0..n)
+                    .map(|_| {
+                        let mut key = [0u8; 16];
+                        for byte in &mut key {
+                            *byte = d.u8()?;
+                        }
+                        Ok(key)
+                    })
+                    .collect::<Result<Vec<_>, DecodeError>>()?;
+                Op::Delivered { at, keys }
+            }
             tag => return Err(DecodeError::new(format!("unknown operation tag {tag}"))),
         };
         ops.push(op);
@@ -399,7 +433,7 @@ pub(crate) fn encode_record(prev: u32, payload: &[u8]) -> (Vec<u8>, u32) {
 pub(crate) fn encode_header(store_id: u64, generation: u64) -> Vec<u8> {
     let mut e = Enc::default();
     e.0.extend_from_slice(&JOURNAL_MAGIC);
-    e.u32(FORMAT_VERSION);
+    e.u32(INDEX_FORMAT_VERSION);
     e.u32(0);
     e.u64(store_id);
     e.u64(generation);
@@ -408,6 +442,11 @@ pub(crate) fn encode_header(store_id: u64, generation: u64) -> Vec<u8> {
     e.u32(crc);
     e.0.resize(JOURNAL_HEADER_BYTES as usize, 0);
     e.0
+}
+
+/// The index format a journal header says (bytes 8..12), once [`decode_header`] accepted it.
+pub(crate) fn header_version(buf: &[u8]) -> u32 {
+    buf.get(8..12).map_or(0, le_u32)
 }
 
 /// Checks a journal header; returns the generation it names.
@@ -426,7 +465,7 @@ pub(crate) fn decode_header(buf: &[u8], store_id: u64) -> Result<u64, DecodeErro
     let _ = d.u32()?;
     let id = d.u64()?;
     let generation = d.u64()?;
-    if version != FORMAT_VERSION {
+    if !(1..=INDEX_FORMAT_VERSION).contains(&version) {
         return Err(DecodeError::new(format!(
             "journal format version {version} not supported"
         )));
@@ -568,6 +607,8 @@ pub(crate) struct Journal {
     /// The file's allocated length.
     pub(crate) len: u64,
     pub(crate) records: u64,
+    /// The index format its header says: a log of format 1 never gets a `Delivered` op.
+    pub(crate) version: u32,
 }
 
 impl Journal {
@@ -611,6 +652,7 @@ impl Journal {
             last_crc: chain_seed(store_id, generation),
             len: prealloc,
             records: 0,
+            version: INDEX_FORMAT_VERSION,
         })
     }
 

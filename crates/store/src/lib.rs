@@ -33,6 +33,7 @@ mod cache;
 mod commit;
 mod config;
 mod defrag;
+mod delivered;
 mod error;
 mod flags;
 mod format;
@@ -57,6 +58,7 @@ use std::time::Duration;
 
 pub use commit::Store;
 pub use config::{KEYWORDS_PER_FOLDER_LIMIT, StoreConfig};
+pub use delivered::DeliveredKey;
 pub use format::parse_summary;
 pub use fsck::FsckReport;
 pub use import::ImportBatch;

@@ -40,7 +40,8 @@ use crate::commit::{CommitQueue, Counters, Store, Writer, lock};
 use crate::config::StoreConfig;
 use crate::error::IoContext;
 use crate::format::{
-    DATA_START_UNIT, FORMAT_VERSION, UNIT, VOLUME_HEADER_BYTES, VOLUME_MAGIC, VolumeHeader,
+    DATA_START_UNIT, FORMAT_VERSION, INDEX_FORMAT_VERSION, UNIT, VOLUME_HEADER_BYTES, VOLUME_MAGIC,
+    VolumeHeader,
 };
 use crate::index::{Catalog, apply};
 use crate::journal::{
@@ -191,6 +192,7 @@ impl Store {
         let mut files = o.list_files()?;
         let (store_id, volume) = o.read_volume_header(&files)?;
         let catalog = RwLock::new(Catalog::new());
+        write_catalog_delivered(&catalog, &config);
         let snap_gen = o.load_snapshot(&files, store_id, &catalog)?;
         let removed_any = o.remove_covered_logs(&mut files.logs, snap_gen)?;
         let mut replayed = o.replay_journal(&files.logs, snap_gen, store_id, &catalog)?;
@@ -239,6 +241,19 @@ impl Store {
                 .problems
                 .push("salvaged: checkpoint written, damaged journal removed".into());
             report.journal_gen = lock(&store.writer).journal.generation;
+        } else if lock(&store.writer).journal.version < INDEX_FORMAT_VERSION {
+            // Index format 1 (docs/storage.md, "Index format 2"): a checkpoint gives the
+            // store a log and a snapshot of this build's format, so nothing of format 2 is
+            // ever written into a log an older build would misread. Failing (a full disk),
+            // the store opens all the same and journals no `Delivered` op until a
+            // checkpoint succeeds.
+            let mut w = lock(&store.writer);
+            match store.checkpoint_noting(&mut w) {
+                Ok(()) => report.journal_gen = w.journal.generation,
+                Err(e) => report.problems.push(format!(
+                    "index format 1 kept for now: checkpoint failed: {e}"
+                )),
+            }
         }
         // Generations only grow: the writer's log is past every log the snapshot covers.
         assert!(report.journal_gen > snap_gen);
@@ -265,7 +280,7 @@ impl Opening<'_> {
 
     /// Phase 0: reads the format version of `volume.dat`, of every `index-*.log` and of
     /// `index.snap` (each behind its magic number) and refuses the open if one is above
-    /// [`FORMAT_VERSION`]: a newer build wrote it, and salvage or a checkpoint here would
+    /// [`FORMAT_VERSION`] (the volume) or [`INDEX_FORMAT_VERSION`] (logs, snapshot): a newer build wrote it, and salvage or a checkpoint here would
     /// destroy what that build relies on. Only the magic and the version are read, so a
     /// damaged file is left to the phases that judge damage. Post: nothing was written.
     fn refuse_newer_formats(&mut self) -> Result<(), StoreError> {
@@ -278,12 +293,12 @@ impl Opening<'_> {
         for name in names {
             // Where the version sits: after the magic, in the header (volume, log), or
             // in the first section's payload (snapshot: kind u8, length u32, then version).
-            let (magic, at): (&[u8], u64) = if name == VOLUME_NAME {
-                (&VOLUME_MAGIC, 8)
+            let (magic, at, supported): (&[u8], u64, u32) = if name == VOLUME_NAME {
+                (&VOLUME_MAGIC, 8, FORMAT_VERSION)
             } else if parse_log_name(&name).is_some() {
-                (&journal::JOURNAL_MAGIC, 8)
+                (&journal::JOURNAL_MAGIC, 8, INDEX_FORMAT_VERSION)
             } else if name == SNAP_NAME {
-                (&snapshot::SNAP_MAGIC, 13)
+                (&snapshot::SNAP_MAGIC, 13, INDEX_FORMAT_VERSION)
             } else {
                 continue;
             };
@@ -305,11 +320,11 @@ impl Opening<'_> {
                 continue;
             }
             let found = u32::from_le_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
-            if found > FORMAT_VERSION {
+            if found > supported {
                 return Err(StoreError::NewerFormat {
                     file: path.display().to_string(),
                     found,
-                    supported: FORMAT_VERSION,
+                    supported,
                 });
             }
         }
@@ -475,6 +490,9 @@ impl Opening<'_> {
             }
             cat.insert_folder(f);
         }
+        for (at, key) in &loaded.delivered {
+            cat.delivered.insert(*at, std::slice::from_ref(key));
+        }
         cat.next_folder_id = cat.next_folder_id.max(loaded.next_folder_id);
         cat.last_uidvalidity = cat.last_uidvalidity.max(loaded.last_uidvalidity);
         assert!(
@@ -561,6 +579,7 @@ impl Opening<'_> {
                 last_crc: scan.last_crc,
                 len,
                 records: scan.records,
+                version: journal::header_version(&image),
             });
             if cut_here {
                 self.salvaged = true;
@@ -959,6 +978,16 @@ impl Store {
         self.counters.checkpoints.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
+}
+
+/// The bounds of the delivered keys come from the configuration (docs/storage.md,
+/// "Delivered keys"), before the snapshot and the journal add any.
+fn write_catalog_delivered(catalog: &RwLock<Catalog>, config: &StoreConfig) {
+    catalog.write().unwrap_or_else(|p| p.into_inner()).delivered =
+        crate::delivered::DeliveredKeys::new(
+            config.delivered_keys_max,
+            config.delivered_keys_retain,
+        );
 }
 
 #[cfg(test)]

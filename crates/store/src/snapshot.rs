@@ -8,6 +8,7 @@
 //! | 1 header | version u32, store id u64, generation u64, next folder id u32, last UIDVALIDITY u32 |
 //! | 2 folder | id, UIDVALIDITY, UIDNEXT u32; highest MODSEQ u64; user, name; keyword count u16 and keywords; message count u64 |
 //! | 3 messages | folder id u32, count u32, then `count` 57-byte entries (UID, start, MODSEQ, date, keywords, lengths, CRC, flags) |
+//! | 5 delivered keys (format 2) | count u32, then `count` entries of `at` u64 and a 16-byte key, oldest first |
 //! | 4 end | folder count u32, message count u64 |
 //!
 //! Each section checks itself, so a damaged snapshot can be salvaged section by section
@@ -24,7 +25,7 @@ use disk::Disk;
 use crate::StoreError;
 use crate::error::IoContext;
 use crate::flags::KeywordSet;
-use crate::format::{Dec, DecodeError, Enc, FORMAT_VERSION, le_u32};
+use crate::format::{Dec, DecodeError, Enc, INDEX_FORMAT_VERSION, le_u32};
 use crate::index::{Catalog, Entry, FOLDER_ID_MAX, Folder, MODSEQ_MAX};
 use crate::journal::GENERATION_MAX;
 
@@ -34,6 +35,8 @@ pub(crate) const SNAP_TMP_NAME: &str = "index.snap.tmp";
 const ENTRIES_PER_SECTION: usize = 4096;
 const FLUSH_BYTES: usize = 4 << 20;
 const ENTRY_BYTES: usize = 57;
+/// A delivered key's entry: `at` u64 and the key.
+const DELIVERED_ENTRY_BYTES: usize = 24;
 
 fn section(out: &mut Vec<u8>, kind: u8, payload: &[u8]) {
     let start = out.len();
@@ -98,7 +101,7 @@ pub(crate) fn write(
     buf.extend_from_slice(&SNAP_MAGIC);
     let cat = catalog.read().unwrap_or_else(|p| p.into_inner());
     let mut e = Enc::default();
-    e.u32(FORMAT_VERSION);
+    e.u32(INDEX_FORMAT_VERSION);
     e.u64(store_id);
     e.u64(generation);
     e.u32(cat.next_folder_id);
@@ -138,6 +141,23 @@ pub(crate) fn write(
             flush(&mut buf, false)?;
         }
     }
+    let mut keys = cat.delivered.entries().peekable();
+    while keys.peek().is_some() {
+        let mut e = Enc(Vec::with_capacity(
+            4 + ENTRIES_PER_SECTION * DELIVERED_ENTRY_BYTES,
+        ));
+        e.u32(0);
+        let mut n = 0u32;
+        for (at, key) in keys.by_ref().take(ENTRIES_PER_SECTION) {
+            e.u64(*at);
+            e.0.extend_from_slice(key);
+            n += 1;
+        }
+        e.0[..4].copy_from_slice(&n.to_le_bytes());
+        section(&mut buf, 5, &e.0);
+        flush(&mut buf, false)?;
+    }
+    drop(keys);
     let mut e = Enc::default();
     e.u32(ids.len() as u32);
     e.u64(total_messages);
@@ -161,6 +181,8 @@ pub(crate) struct Loaded {
     pub(crate) last_uidvalidity: u32,
     pub(crate) folders: Vec<Folder>,
     pub(crate) messages: u64,
+    /// Delivered keys with their times, oldest first (format 2).
+    pub(crate) delivered: Vec<(u64, [u8; 16])>,
     /// Damage skipped (salvage only).
     pub(crate) problems: Vec<String>,
 }
@@ -221,7 +243,7 @@ pub(crate) fn read(image: &[u8], store_id: u64, salvage: bool) -> Result<Loaded,
                     let generation = d.u64()?;
                     let next_folder_id = d.u32()?;
                     let last_uidvalidity = d.u32()?;
-                    if version != FORMAT_VERSION || id != store_id {
+                    if !(1..=INDEX_FORMAT_VERSION).contains(&version) || id != store_id {
                         return Err(DecodeError::new("header names another version or store"));
                     }
                     if next_folder_id > FOLDER_ID_MAX + 1 {
@@ -306,6 +328,20 @@ pub(crate) fn read(image: &[u8], store_id: u64, salvage: bool) -> Result<Loaded,
                         )));
                     }
                     end_seen = true;
+                }
+                5 => {
+                    let n = d.u32()? as usize;
+                    if n > d.remaining() / DELIVERED_ENTRY_BYTES {
+                        return Err(DecodeError::new("key count beyond the section"));
+                    }
+                    for _ in 0..n {
+                        let at = d.u64()?;
+                        let mut key = [0u8; 16];
+                        for byte in &mut key {
+                            *byte = d.u8()?;
+                        }
+                        out.delivered.push((at, key));
+                    }
                 }
                 k => return Err(DecodeError::new(format!("unknown section kind {k}"))),
             }

@@ -464,3 +464,133 @@ async fn a_version_9_directory_gains_the_spam_tables_on_postgres() {
     let dir = open_pg(&pg).await;
     super::spam::trains_after_the_upgrade(&dir).await;
 }
+
+/// Nodes write their login history in concurrent batches that share keys (a user who logs
+/// in through several nodes): the batches never deadlock, and every attempt is counted
+/// (issue 40: two batches were lost to deadlocks after a partition healed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_login_batches_never_deadlock_and_count_every_attempt() {
+    use crate::Attempt;
+    use std::net::IpAddr;
+    const ROUNDS: usize = 40;
+    const USERS: usize = 3;
+    const CLIENTS: usize = 6;
+    let Some(pg) = postgres() else { return };
+    let first = open_pg(&pg).await;
+    first.add_domain("example.org").await.unwrap();
+    for u in 0..USERS {
+        first
+            .add_user(&format!("u{u}@example.org"), "pw")
+            .await
+            .unwrap();
+    }
+    let nodes = [first, open_pg(&pg).await, open_pg(&pg).await];
+    let mut noted = 0u64;
+    for round in 0..ROUNDS {
+        // Every node counts an attempt on every key; the orders differ from node to node
+        // (and are a hash map's anyway) so the upserts meet in opposite orders.
+        for (n, node) in nodes.iter().enumerate() {
+            let mut keys: Vec<(usize, usize)> = (0..USERS)
+                .flat_map(|u| (0..CLIENTS).map(move |c| (u, c)))
+                .collect();
+            if (n + round) % 2 == 1 {
+                keys.reverse();
+            }
+            for (u, c) in keys {
+                let client: IpAddr = format!("192.0.2.{c}").parse().unwrap();
+                node.note_attempt(&format!("u{u}@example.org"), client, "imap", Attempt::Ok);
+                noted += 1;
+            }
+        }
+        let flushes: Vec<_> = nodes
+            .iter()
+            .map(|node| {
+                let node = node.clone();
+                tokio::spawn(async move { node.flush_attempts().await })
+            })
+            .collect();
+        for (n, flush) in flushes.into_iter().enumerate() {
+            let written = flush.await.unwrap();
+            assert!(written.is_ok(), "round {round}, node {n}: {written:?}");
+        }
+    }
+    let counted: i64 = sqlx::query_scalar("SELECT CAST(SUM(attempts) AS BIGINT) FROM logins")
+        .fetch_one(&nodes[0].inner.pool)
+        .await
+        .unwrap();
+    assert_eq!(counted, noted as i64, "every attempt counted once");
+}
+
+/// PostgreSQL away for longer than a lease: when it answers again every lease has lapsed by
+/// its clock, live nodes' too. The poll keeps the nodes that were up, up, for one lease
+/// after the database's return (so logins and deliveries are not refused while the others
+/// renew), never shows this node down, and only then lets a lapsed lease mean down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_states_survive_a_database_outage_longer_than_a_lease() {
+    const TTL: Duration = Duration::from_secs(2);
+    let Some(mut pg) = postgres() else { return };
+    let dir = open_pg(&pg).await;
+    for node in ["n1", "n2", "n3"] {
+        dir.add_node(
+            node,
+            "127.0.0.1:24",
+            "127.0.0.1:143",
+            "127.0.0.1:110",
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+    }
+    dir.renew_lease("n1", TTL).await.unwrap();
+    dir.renew_lease("n2", TTL).await.unwrap();
+    // This handle is n1's (the lease task is what tells the cache so; it is stopped here so
+    // the test decides when leases are renewed).
+    dir.spawn_lease("n1", Duration::from_secs(3600), TTL)
+        .abort();
+    dir.cache().refresh_node_states().await.unwrap();
+    let states = |dir: &Directory| ["n1", "n2", "n3"].map(|n| dir.cache().node_up(n));
+    assert_eq!(states(&dir), [true, true, false]);
+
+    pg.stop_immediate();
+    assert!(dir.cache().refresh_node_states().await.is_err());
+    tokio::time::sleep(TTL + Duration::from_millis(500)).await;
+    assert_eq!(
+        states(&dir),
+        [true, true, false],
+        "the last known states stay"
+    );
+    pg.start().unwrap();
+    let back = Instant::now();
+    while dir.cache().refresh_node_states().await.is_err() {
+        assert!(
+            back.elapsed() < Duration::from_secs(10),
+            "PostgreSQL not back"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let answered = Instant::now();
+    // Every lease has lapsed by the database's clock, and nobody renewed yet.
+    assert_eq!(
+        states(&dir),
+        [true, true, false],
+        "no node down for a lapsed lease"
+    );
+    // n2 renews meanwhile and stays up; n3 never was.
+    dir.renew_lease("n2", Duration::from_secs(60))
+        .await
+        .unwrap();
+    dir.cache().refresh_node_states().await.unwrap();
+    assert_eq!(states(&dir), [true, true, false]);
+    // n1's own lease is never renewed here: after the grace the others see it down, this
+    // node never does. n2's lease holds.
+    tokio::time::sleep(TTL.saturating_sub(answered.elapsed()) + Duration::from_millis(200)).await;
+    dir.cache().refresh_node_states().await.unwrap();
+    assert_eq!(states(&dir), [true, true, false], "n1 is this node");
+    let other = open_pg(&pg).await;
+    assert_eq!(
+        states(&other),
+        [false, true, false],
+        "n1 as the others see it"
+    );
+}

@@ -196,6 +196,10 @@ transcript! {
         c.session.revoked();
         assert_eq!(c.run(), "* BYE Account removed\r\n");
         assert!(c.closed);
+        let mut c = Client::login(&store, "bob");
+        c.session.moving();
+        assert_eq!(c.run(), "* BYE [UNAVAILABLE] Mailbox moving, reconnect\r\n");
+        assert!(c.closed);
     }
 }
 

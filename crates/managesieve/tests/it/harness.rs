@@ -208,7 +208,7 @@ fn compiled(rest: &str) -> Result<Option<String>, Failure> {
 /// `auth ok <user> | bad | weak | transition | referral <url> | unavailable <text>`, `tls`,
 /// `list [name | name*]... | list error <failure>`, `get <escaped content> | get error <f>`,
 /// `put ok | warn <text> | error <f>`, `check ...` (like put), `space|active|delete|rename
-/// ok | error <f>`, `timeout`, `deadline`, `shutdown`, `revoked`, `wants-input`, `buffered`
+/// ok | error <f>`, `timeout`, `deadline`, `shutdown`, `revoked`, `moving`, `wants-input`, `buffered`
 /// (the last two print "= <value>").
 fn drive(session: &mut Session, command: &str) -> Option<String> {
     let (verb, rest) = command.split_once(' ').unwrap_or((command, ""));
@@ -252,6 +252,7 @@ fn drive(session: &mut Session, command: &str) -> Option<String> {
         "deadline" => session.deadline_passed(),
         "shutdown" => session.shutting_down(),
         "revoked" => session.revoked(),
+        "moving" => session.moving(),
         "wants-input" => return Some(session.wants_input().to_string()),
         "buffered" => return Some(session.buffered_len().to_string()),
         _ => panic!("unknown shell step: {command}"),

@@ -56,6 +56,13 @@ fn deadline_shutdown_revocation() {
         E: Close
         "#,
     );
+    check_authenticated(
+        r#"
+        > moving
+        S: BYE (TRYLATER) "Mailbox moving, reconnect"
+        E: Close
+        "#,
+    );
 }
 
 fn drain(session: &mut Session) -> Vec<Event> {

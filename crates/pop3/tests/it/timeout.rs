@@ -126,6 +126,10 @@ fn shutdown_and_revocation_say_why_and_close() {
             "-ERR [SYS/TEMP] server shutting down\r\n",
         ),
         (Session::revoked, "-ERR [AUTH] account removed\r\n"),
+        (
+            Session::moving,
+            "-ERR [SYS/TEMP] mailbox moving, reconnect\r\n",
+        ),
     ] {
         let mut session = Session::new(Arc::new(plain()), false);
         while session.poll().is_some() {}
