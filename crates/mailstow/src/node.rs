@@ -529,6 +529,10 @@ impl Mail {
             let parking = parking.clone();
             Box::new(move || parking.len())
         });
+        if let Some(replication) = &engines.replication {
+            let mirror = replication.mirror.clone();
+            telemetry.register_replica_lag(Box::new(move || mirror.status().lag_seconds));
+        }
         let observed = sessions.clone();
         engines
             .store

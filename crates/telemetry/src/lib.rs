@@ -254,6 +254,15 @@ impl Telemetry {
             }));
     }
 
+    /// Adds `mailstow_replica_lag_seconds` (docs/replication.md): how long the oldest change
+    /// not yet on the replica partner has waited, read on each scrape.
+    pub fn register_replica_lag(&self, lag: Box<dyn Fn() -> f64 + Send + Sync>) {
+        self.registry
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .register_collector(Box::new(ReplicaLag { lag }));
+    }
+
     /// The metrics in Prometheus' text format.
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -772,9 +781,48 @@ impl Collector for Engines {
     }
 }
 
+/// The replica lag, read on each scrape.
+struct ReplicaLag {
+    lag: Box<dyn Fn() -> f64 + Send + Sync>,
+}
+
+impl std::fmt::Debug for ReplicaLag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReplicaLag")
+    }
+}
+
+impl Collector for ReplicaLag {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let lag = ConstGauge::new((self.lag)());
+        lag.encode(encoder.encode_descriptor(
+            "mailstow_replica_lag_seconds",
+            "How long the oldest change not yet on the replica partner has waited (0: none)",
+            None,
+            lag.metric_type(),
+        )?)?;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_replica_lag_is_read_at_each_scrape() {
+        let t = Telemetry::new();
+        let lag = Arc::new(std::sync::Mutex::new(0.0));
+        let read = lag.clone();
+        t.register_replica_lag(Box::new(move || *read.lock().unwrap()));
+        assert!(
+            t.encode().contains("mailstow_replica_lag_seconds 0.0"),
+            "{}",
+            t.encode()
+        );
+        *lag.lock().unwrap() = 2.5;
+        assert!(t.encode().contains("mailstow_replica_lag_seconds 2.5"));
+    }
 
     #[test]
     fn the_metrics_have_our_names_and_move() {
