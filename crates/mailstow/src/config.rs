@@ -73,7 +73,15 @@ pub(crate) struct ClusterSection {
     /// Copies handed over by other nodes that this node remembers having stored, so that a
     /// retry is not stored twice (default 1,000,000; the oldest are forgotten first).
     pub(crate) delivered_max: Option<usize>,
+    /// Copies of each mailbox and queued message, on this many nodes (default 1,
+    /// [`REPLICAS_MAX`] at most); 2 gives every node a replica partner. Replication itself
+    /// lands with issue 40: the key is read and checked, nothing acts on it yet.
+    pub(crate) replicas: Option<u8>,
 }
+
+/// The most copies `[cluster] replicas` may ask for: each copy is one more node's `fdatasync`
+/// before every `250`.
+pub(crate) const REPLICAS_MAX: u8 = 3;
 
 /// `[log]`: where the mail log goes and how much of it.
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -431,6 +439,11 @@ impl Config {
                         server::ServerConfig::defaults(PathBuf::new()).cluster_delivered_max,
                     )
                 }),
+                replicas: self
+                    .cluster
+                    .node
+                    .as_ref()
+                    .map(|_| self.cluster.replicas.unwrap_or(1)),
             },
         }
     }
@@ -537,5 +550,8 @@ mod tests {
             Some(Path::new("/etc/mailstow/secret"))
         );
         assert!(toml::from_str::<Config>("[cluster]\nbogus = 1\n").is_err());
+        let replicated: Config = toml::from_str("[cluster]\nreplicas = 2\n").unwrap();
+        assert_eq!(replicated.cluster.replicas, Some(2));
+        assert!(toml::from_str::<Config>("[cluster]\nreplicas = 256\n").is_err());
     }
 }

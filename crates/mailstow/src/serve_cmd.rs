@@ -518,6 +518,17 @@ fn mta_sts(section: &ServerSection, server: &mut ServerConfig) -> Result<()> {
 
 /// `[cluster]`: this node's name and the shared secret, which need the shared directory.
 fn cluster(config: &Config, server: &mut ServerConfig) -> Result<()> {
+    match config.cluster.replicas {
+        Some(replicas) if !(1..=crate::config::REPLICAS_MAX).contains(&replicas) => bail!(
+            "[cluster] replicas must be 1..={} (copies of each mailbox and queued message), \
+             not {replicas}",
+            crate::config::REPLICAS_MAX
+        ),
+        Some(replicas) if replicas > 1 && config.cluster.node.is_none() => {
+            bail!("[cluster] replicas needs node: copies live on other nodes of a cluster")
+        }
+        _ => {}
+    }
     match (&config.cluster.node, &config.cluster.secret_file) {
         (None, None) => Ok(()),
         (Some(node), Some(secret_file)) => {
@@ -906,5 +917,16 @@ mod tests {
         std::fs::write(&secret, "short").unwrap();
         assert!(refusal(&file).contains("holds 5 bytes"));
         std::fs::remove_file(&secret).unwrap();
+    }
+
+    #[test]
+    fn replicas_are_one_to_three_and_need_a_cluster() {
+        for bad in [0, 4] {
+            let said = refusal(&format!("[cluster]\nreplicas = {bad}\n"));
+            assert!(said.contains("replicas must be 1..=3"), "{said}");
+        }
+        assert!(refusal("[cluster]\nreplicas = 2\n").contains("replicas needs node"));
+        server_config_of("[cluster]\nreplicas = 1\n", &ServeArgs::default())
+            .expect("one copy is what a single server has");
     }
 }
