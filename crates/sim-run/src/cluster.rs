@@ -432,7 +432,10 @@ impl Model<'_> {
     }
 
     /// A round of `committer` on `node`: every write waiting, its bytes through the disk's
-    /// bandwidth (shared by the node's committers), then its fdatasyncs.
+    /// bandwidth (shared by the node's committers), then its fdatasyncs. The committers' syncs
+    /// overlap (each flushes its own preallocated file; a device takes several flushes at
+    /// once): a disk bounds throughput by its bandwidth, and latency by its syncs. (A disk
+    /// doing one round at a time predicted half the one-node rate measured, issue 40.)
     fn start_commit(&mut self, node: usize, committer: Committer) {
         let now = self.now();
         let c = &mut self.commits[node][committer as usize];
