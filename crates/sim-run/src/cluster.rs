@@ -4,9 +4,9 @@
 //! so `(n - 1) / n` of them are handed over to their owner.
 //!
 //! - **A node** is one CPU station: its CPU set of `node_cores` cores (`ceil` servers
-//!   sharing them; a fraction is a quota): a message stored where it was
-//!   accepted costs `local_ns`; a handed-over one costs `sender_ns` on the accepting node and
-//!   `owner_ns` on the owner (queue, LMTP, store on each side).
+//!   sharing them; a fraction is a quota). A message stored where it was accepted costs
+//!   `local_ns`; a handed-over one costs `sender_ns` on the accepting node and `owner_ns` on
+//!   the owner (queue, LMTP, store on each side).
 //! - **The network**: each node's full-duplex link (a FIFO each way), store and forward,
 //!   `wire_bytes` per handed-over message (both ways summed), a one-way `latency_us`.
 //! - **The directory** (the shared PostgreSQL) is one station of `directory_cores` servers,
@@ -14,7 +14,6 @@
 //!   (0 in steady state: the nodes answer from their cache), `node_queries_per_s` from every
 //!   node in the background (lease renewals, node polls), and last-login writes (at most
 //!   one a minute per user: `users_per_node / max(login_interval_s, 60)` a second per node).
-//!
 //! - **Disks** (issue 40): each node's own, `sync_us` per fdatasync and `disk_mb_s` of writes
 //!   shared by its three group committers (the queue's writer: 1 sync; the store's:
 //!   `store_syncs`; the replica's: 1), each committing every write waiting when it starts.
@@ -32,9 +31,8 @@
 //!   copies over the time to the last one stored, as `bench/run-cluster-scale.sh` measures.
 //!
 //! With `rate_per_s = 0` and no closed loop the run is the seed's method: steps of `seconds`
-//! at a constant rate,
-//! raised by a quarter until the messages take longer to store than to offer by more than
-//! 5 %; the step that stored the most per second is the result. The bottleneck line names the
+//! at a constant rate, raised by a quarter until the messages take longer to store than to
+//! offer by more than 5 %; the step that stored the most per second is the result. The bottleneck line names the
 //! busiest station at that step. A model never owns anything but its own event queue here:
 //! one `Scheduler` per step, deterministic for a seed.
 
