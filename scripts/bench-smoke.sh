@@ -32,6 +32,7 @@ RUNS=(
   "run-imap.sh"
   "run-imap-idle-compress.sh"
   "run-cluster.sh"
+  "run-cluster-scale.sh"
   "run-mailfs.sh"
   "pjdfstest.sh"
   "run-full-disk.sh"
@@ -44,7 +45,7 @@ declare -A HELPER_OF=(
   [lib.sh]=all [nonzero.py]=all [dovecot-tuning.sh]=run-imap.sh
   [fill-bigmbox.py]=run-bigmbox.sh [web-bench.py]=run-web.sh [hostile.py]=run-hostile.sh
   [imap-bench.py]=run-imap.sh [imap-compress.py]=run-imap-idle-compress.sh
-  [imap-idle-memory.py]=run-imap-idle-compress.sh [cluster-bench.py]=run-cluster.sh
+  [imap-idle-memory.py]=run-imap-idle-compress.sh [cluster-bench.py]=run-cluster.sh [cluster-scale.py]=run-cluster-scale.sh
   [mailfs-bench.py]=run-mailfs.sh [mailfs-postmark-cpu.py]=run-mailfs.sh
 )
 uncovered=()

@@ -64,6 +64,9 @@ command -v dnssec-signzone >/dev/null || need_pkgs+=(bind9-utils)
 command -v dig >/dev/null || need_pkgs+=(bind9-dnsutils)
 /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkgs+=(python3-venv)
 command -v certbot >/dev/null || need_pkgs+=(certbot)
+# test-peers' Netns (crates/test-peers/src/netns.rs, the cluster's network namespace tests
+# and bench/run-cluster-scale.sh): links between namespaces cut with iptables.
+command -v iptables >/dev/null || need_pkgs+=(iptables)
 # The benchmark scripts' smoke runs (scripts/bench-smoke.sh): the peers' packages that
 # shared/bench/setup-peers.sh installs (postal, which has rabid, Dovecot's POP3 and LMTP, fio,
 # strace, bc, rsync), and Postmark and prove for the mail file system's.

@@ -7,7 +7,9 @@
 //! tests: BIND 9 as an authoritative server with DNSSEC-signed zones and a validating
 //! resolver ([`Bind`], in `bind.rs`), and the ACME server acme2certifier with a local CA
 //! ([`Acme2Certifier`], in `acme.rs`). [`free_loopback_address`] finds a 127.x.y.z whose
-//! ports 80 and 443 a test can bind, for the ACME challenges.
+//! ports 80 and 443 a test can bind, for the ACME challenges. [`Netns`] (in `netns.rs`)
+//! puts a test's hosts in network namespaces of its own on a private bridge, with
+//! PostgreSQL on one of them and links cut by iptables.
 //!
 //! Each [`Dovecot`] runs its own `dovecot -F` master with everything under one temporary
 //! directory:
@@ -38,12 +40,14 @@ mod acme;
 mod bind;
 mod clamav;
 mod daemon;
+mod netns;
 mod postgres;
 mod rspamd;
 
 pub use acme::{Acme2Certifier, AcmeOptions};
 pub use bind::{Bind, Zone};
 pub use clamav::{ClamAv, EICAR, EICAR_SIGNATURE};
+pub use netns::{HOSTS_MAX, Netns};
 pub use postgres::Postgres;
 pub use rspamd::Rspamd;
 

@@ -10,12 +10,15 @@
 //! <tmp>/postgres.log the server's log (pg_ctl -l)
 //! ```
 //!
-//! The server listens on `127.0.0.1:<port>` only, with `fsync=off` (tests do not survive
+//! The server listens on `127.0.0.1:<port>` only (or, started by [`crate::Netns`], on its
+//! database host's address inside that namespace, every PostgreSQL binary run through
+//! `ip netns exec`), with `fsync=off` (tests do not survive
 //! power loss anyway). Not `synchronous_commit=off`: commits must reach the kernel before
 //! they return, or [`Postgres::stop_immediate`] would lose the last ones. [`Postgres::stop_immediate`] and [`Postgres::start`] stop it like a
 //! crash and bring it back on the same port and data; dropping the handle stops it.
 
 use std::io;
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -30,7 +33,10 @@ const BIN_DIRS: &[&str] = &[
 pub struct Postgres {
     temp: tempfile::TempDir,
     bin: PathBuf,
+    listen: Ipv4Addr,
     port: u16,
+    /// The network namespace it runs in ([`crate::Netns`]); None: the machine's.
+    netns: Option<String>,
     running: bool,
 }
 
@@ -46,6 +52,15 @@ impl Postgres {
     /// Creates a cluster in a new temporary directory and starts it on a free loopback port.
     /// `ErrorKind::NotFound` when PostgreSQL is not installed (tests may skip on it).
     pub fn new() -> io::Result<Postgres> {
+        Postgres::create(Ipv4Addr::LOCALHOST, crate::free_port()?, None)
+    }
+
+    /// [`Postgres::new`] inside network namespace `netns`, listening on `listen:port` there.
+    pub(crate) fn new_in_netns(netns: &str, listen: Ipv4Addr, port: u16) -> io::Result<Postgres> {
+        Postgres::create(listen, port, Some(netns.to_owned()))
+    }
+
+    fn create(listen: Ipv4Addr, port: u16, netns: Option<String>) -> io::Result<Postgres> {
         let bin = Postgres::binaries().ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::NotFound,
@@ -60,7 +75,9 @@ impl Postgres {
         let mut pg = Postgres {
             temp,
             bin,
-            port: crate::free_port()?,
+            listen,
+            port,
+            netns,
             running: false,
         };
         std::fs::create_dir(pg.run_dir())?;
@@ -82,13 +99,25 @@ impl Postgres {
                 "--no-sync".as_ref(),
             ],
         )?;
+        if pg.netns.is_some() {
+            // initdb trusts loopback only; the hosts of the namespace's /24 are the test's.
+            let [a, b, c, _] = listen.octets();
+            let mut hba = std::fs::OpenOptions::new()
+                .append(true)
+                .open(data.join("pg_hba.conf"))?;
+            std::io::Write::write_all(
+                &mut hba,
+                format!("host all all {a}.{b}.{c}.0/24 trust\n").as_bytes(),
+            )?;
+        }
         pg.start()?;
         Ok(pg)
     }
 
-    /// `postgres://postgres@127.0.0.1:<port>/postgres`.
+    /// `postgres://postgres@127.0.0.1:<port>/postgres` (its namespace address in a
+    /// [`crate::Netns`]).
     pub fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+        format!("postgres://postgres@{}:{}/postgres", self.listen, self.port)
     }
 
     pub fn port(&self) -> u16 {
@@ -108,8 +137,9 @@ impl Postgres {
         let data = self.data_dir();
         let log = self.temp.path().join("postgres.log");
         let options = format!(
-            "-p {} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} -c fsync=off",
+            "-p {} -c listen_addresses={} -c unix_socket_directories={} -c fsync=off",
             self.port,
+            self.listen,
             self.run_dir().display()
         );
         self.run(
@@ -171,13 +201,18 @@ impl Postgres {
     /// Runs one PostgreSQL binary, as `postgres` when we are root.
     fn run(&self, program: &str, args: &[&std::ffi::OsStr]) -> io::Result<Output> {
         let path = self.bin.join(program);
-        let mut command = if rustix::process::geteuid().is_root() {
-            let mut c = Command::new("runuser");
-            c.args(["-u", "postgres", "--"]).arg(&path);
-            c
-        } else {
-            Command::new(&path)
+        let mut command = match &self.netns {
+            Some(netns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", netns]);
+                c
+            }
+            None => Command::new("env"),
         };
+        if rustix::process::geteuid().is_root() {
+            command.args(["runuser", "-u", "postgres", "--"]);
+        }
+        command.arg(&path);
         command.args(args).current_dir(self.temp.path());
         let output = command.output()?;
         if !output.status.success() {

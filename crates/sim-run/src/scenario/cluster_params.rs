@@ -5,6 +5,13 @@ use serde::Deserialize;
 
 pub const NODES_MAX: u32 = 1_024;
 
+/// Copies of every queued message and mailbox write at most (`replicas`): each is one more
+/// node's CPU, link and group commit on every message's path.
+pub const REPLICAS_MAX: u32 = 8;
+
+/// Closed-loop clients per entry node at most (`connections_per_node`).
+pub const CONNECTIONS_PER_NODE_MAX: u32 = 100_000;
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ClusterParams {
@@ -35,6 +42,30 @@ pub struct ClusterParams {
     pub rate_per_s: f64,
     /// One step's length (virtual seconds).
     pub seconds: f64,
+    /// Copies of each queued message and each mailbox write, on this many nodes (1: no
+    /// replication). Node i's partners are i+1 .. i+replicas-1 (mod nodes); a write is
+    /// acknowledged once every partner has applied it and synced it.
+    pub replicas: u32,
+    /// CPU on a partner per replicated write applied (receiving it, its group commit's share).
+    pub replica_ns: f64,
+    /// CPU on the writing node per replicated write sent to one partner.
+    pub replica_send_ns: f64,
+    /// Bytes on the wire per replicated write to one partner (both ways summed).
+    pub replica_wire_bytes: u64,
+    /// Each node's own disk: one fdatasync (µs); 0: free.
+    pub sync_us: f64,
+    /// Each node's disk, MB/s of writes; 0: no limit.
+    pub disk_mb_s: f64,
+    /// fdatasyncs per store commit (data, then journal).
+    pub store_syncs: u32,
+    /// Closed loop: clients per entry node, each sending its next message when the last one
+    /// was acknowledged (the `250`), for `seconds`; 0: the open-loop search (the seed's method).
+    pub connections_per_node: u32,
+    /// The load generator's CPU per message (core-ns); 0: free.
+    pub generator_ns: f64,
+    /// The load generator's own cores; 0: it runs on the nodes' CPU sets (its work charged to
+    /// the entry node's CPU, as on a machine with fewer cores than nodes plus generator).
+    pub generator_cores: f64,
 }
 
 impl Default for ClusterParams {
@@ -61,6 +92,16 @@ impl Default for ClusterParams {
             login_interval_s: 0.0,
             rate_per_s: 0.0,
             seconds: 10.0,
+            replicas: 1,
+            replica_ns: 100_000.0,
+            replica_send_ns: 50_000.0,
+            replica_wire_bytes: 8_700,
+            sync_us: 0.0,
+            disk_mb_s: 0.0,
+            store_syncs: 2,
+            connections_per_node: 0,
+            generator_ns: 0.0,
+            generator_cores: 0.0,
         }
     }
 }
@@ -81,6 +122,9 @@ impl ClusterParams {
             ("sender_ns", self.sender_ns),
             ("owner_ns", self.owner_ns),
             ("directory_query_ns", self.directory_query_ns),
+            ("replica_ns", self.replica_ns),
+            ("replica_send_ns", self.replica_send_ns),
+            ("generator_ns", self.generator_ns),
         ] {
             if !(0.0..=1e9).contains(&ns) {
                 return Err(format!("cluster: {name} must be 0..=1e9 ns (a second)"));
@@ -105,6 +149,30 @@ impl ClusterParams {
         }
         if self.users_per_node > 100_000_000 || !(0.0..=1e7).contains(&self.login_interval_s) {
             return Err("cluster: users_per_node or login_interval_s out of range".into());
+        }
+        if self.replicas == 0 || self.replicas > REPLICAS_MAX.min(self.nodes) {
+            return Err(format!(
+                "cluster: replicas must be 1..={} (at most {REPLICAS_MAX}, and at most nodes)",
+                REPLICAS_MAX.min(self.nodes)
+            ));
+        }
+        if self.replica_wire_bytes > 1 << 31 {
+            return Err("cluster: replica_wire_bytes at most 2 GiB".into());
+        }
+        sim_models::device::check_us("cluster: sync_us", self.sync_us)?;
+        if self.disk_mb_s != 0.0 {
+            sim_models::device::check_mb_s("cluster: disk_mb_s", self.disk_mb_s)?;
+        }
+        if self.store_syncs > 16 {
+            return Err("cluster: store_syncs must be 0..=16".into());
+        }
+        if self.connections_per_node > CONNECTIONS_PER_NODE_MAX {
+            return Err(format!(
+                "cluster: connections_per_node must be 0..={CONNECTIONS_PER_NODE_MAX}"
+            ));
+        }
+        if self.generator_cores != 0.0 && !(0.001..=1024.0).contains(&self.generator_cores) {
+            return Err("cluster: generator_cores must be 0 or 0.001..=1024".into());
         }
         if !(0.0..=1e8).contains(&self.rate_per_s) || !(0.01..=3600.0).contains(&self.seconds) {
             return Err("cluster: rate_per_s must be 0..=1e8, seconds 0.01..=3600".into());

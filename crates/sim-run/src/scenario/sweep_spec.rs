@@ -65,6 +65,9 @@ pub const PARAMETERS: &[&str] = &[
     "cluster.users_per_node",
     "cluster.login_interval_s",
     "cluster.link_mb_s",
+    "cluster.replicas",
+    "cluster.sync_us",
+    "cluster.connections_per_node",
 ];
 
 /// `s` with the sweep's parameter set to `v`; the result is checked as a scenario file is.
@@ -107,6 +110,9 @@ pub fn apply(s: &Scenario, parameter: &str, v: f64) -> Result<Scenario, SimError
         "cluster.users_per_node" => s.cluster.users_per_node = whole(v)?,
         "cluster.login_interval_s" => s.cluster.login_interval_s = v,
         "cluster.link_mb_s" => s.cluster.link_mb_s = v,
+        "cluster.replicas" => s.cluster.replicas = small(v)?,
+        "cluster.sync_us" => s.cluster.sync_us = v,
+        "cluster.connections_per_node" => s.cluster.connections_per_node = small(v)?,
         _ => {
             for w in &mut s.workloads {
                 match parameter {
