@@ -1658,3 +1658,66 @@ fn a_drained_node_is_served_by_its_partner_and_a_replaced_one_comes_home() {
     let list = cluster.node(1).must(&["node", "list"]);
     assert!(!list.contains("host="), "{list}");
 }
+
+/// A replica that was down catches up by itself (issue 40): while n2 is stopped, n1 goes on
+/// acknowledging with one copy (the directory names no replica for it, so nobody could take
+/// it over with less than everything); once n2 is back, n1's files reach it and the directory
+/// names n2 again; then n1's machine is lost and n2's copy holds every message.
+#[test]
+fn a_replica_that_was_down_catches_up() {
+    let mut cluster = Cluster::start_with(55, true);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !cluster
+        .node(1)
+        .must(&["node", "list"])
+        .contains("n1 up users=1 replica=n2")
+    {
+        assert!(Instant::now() < deadline, "n2 never became n1's replica");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    cluster.nodes[1].kill();
+    let mut subjects = Vec::new();
+    for i in 0..12 {
+        let subject = format!("alone-{i:02}");
+        let via = cluster.node(if i % 2 == 0 { 1 } else { 3 }).addr(PORT_SMTP);
+        assert_eq!(send(&via, &["u1@example.test"], &subject), 250);
+        subjects.push(subject);
+    }
+    subjects.sort();
+    let pop3 = cluster.node(1).addr(PORT_POP3);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while pop3_subjects(&pop3, "u1@example.test").unwrap() != subjects {
+        assert!(Instant::now() < deadline, "mail not delivered to n1");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let list = cluster.node(1).must(&["node", "list"]);
+    assert!(list.contains("n1 up users=1 replica=none"), "{list}");
+    let back = Instant::now();
+    cluster.nodes[1].start();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !cluster
+        .node(1)
+        .must(&["node", "list"])
+        .contains("n1 up users=1 replica=n2")
+    {
+        assert!(Instant::now() < deadline, "n2 never caught up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!(
+        "catch-up: n2 named again {:?} after it started",
+        back.elapsed()
+    );
+    cluster.nodes[0].kill();
+    let copy = cluster._dir.path().join("n2/replicas/n1/store");
+    let (store, _) = store::Store::open(
+        std::sync::Arc::new(disk::RealDisk),
+        &copy,
+        store::StoreConfig::default(),
+    )
+    .unwrap();
+    use store::Mailstore;
+    assert_eq!(
+        store.uids("u1@example.test", "INBOX").unwrap().len(),
+        subjects.len()
+    );
+}
