@@ -1789,3 +1789,94 @@ fn postgresql_restarted_under_replicated_load_loses_nothing() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// A move and a failover at the same time (issue 40): u1 is being moved from n1 to n3 when
+/// n1's machine is lost. Whichever way the move ends, u1 is served with every message exactly
+/// once (by n3, or from n1's copy on n2), and a move asked again completes.
+#[test]
+fn a_move_and_a_failover_at_the_same_time_lose_nothing() {
+    let mut cluster = Cluster::start_with(57, true);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !cluster
+        .node(1)
+        .must(&["node", "list"])
+        .contains("n1 up users=1 replica=n2")
+    {
+        assert!(Instant::now() < deadline, "n2 never became n1's replica");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut subjects = Vec::new();
+    for i in 0..120 {
+        let subject = format!("moving-{i:03}");
+        let via = cluster.node(1 + i % 3).addr(PORT_SMTP);
+        assert_eq!(send(&via, &["u1@example.test"], &subject), 250);
+        subjects.push(subject);
+    }
+    subjects.sort();
+    let pop3_n1 = cluster.node(1).addr(PORT_POP3);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while pop3_subjects(&pop3_n1, "u1@example.test").unwrap() != subjects {
+        assert!(Instant::now() < deadline, "mail not delivered to n1");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mover = Command::new(env!("CARGO_BIN_EXE_mailstow"))
+        .arg("--config")
+        .arg(&cluster.node(3).config)
+        .args([
+            "user",
+            "move",
+            "u1@example.test",
+            "--to",
+            "n3",
+            "--wait",
+            "60",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(150));
+    cluster.nodes[0].kill();
+    let moved = mover.wait_with_output().unwrap();
+    eprintln!(
+        "the move during the failover: {} {}",
+        String::from_utf8_lossy(&moved.stdout),
+        String::from_utf8_lossy(&moved.stderr)
+    );
+    // Served, whichever node has u1 now, through n3.
+    let pop3_n3 = cluster.node(3).addr(PORT_POP3);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match pop3_subjects(&pop3_n3, "u1@example.test") {
+            Ok(found) if found == subjects => break,
+            other => assert!(
+                Instant::now() < deadline,
+                "u1 not served after the failover: {other:?}"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    if !moved.status.success() {
+        // Asked again, against n1's copy on n2, the move completes.
+        let again = cluster.node(3).must(&[
+            "user",
+            "move",
+            "u1@example.test",
+            "--to",
+            "n3",
+            "--wait",
+            "60",
+        ]);
+        eprintln!("the move again: {again}");
+    }
+    let list = cluster.node(3).must(&["user", "list"]);
+    assert!(
+        list.lines()
+            .any(|l| l.starts_with("u1@example.test") && l.ends_with("node=n3")),
+        "{list}"
+    );
+    assert_eq!(
+        pop3_subjects(&pop3_n3, "u1@example.test").unwrap(),
+        subjects
+    );
+}
