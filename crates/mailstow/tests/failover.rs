@@ -582,3 +582,124 @@ fn an_owner_cut_from_postgresql_is_fenced_and_its_partner_serves_every_change() 
     assert_eq!(uids, unique);
     assert_eq!(home.0, before.0, "UIDVALIDITY kept");
 }
+
+/// SIGKILL of an owner and the removal of its whole data directory under SMTP and IMAP load
+/// (issue 40): every message any node acknowledged and every flag change the owner answered
+/// OK is there when its partner serves the node, and nothing is there twice.
+#[test]
+fn a_lost_owner_under_load_loses_no_acknowledged_message_or_flag_change() {
+    let mut cluster = Cluster::start();
+    cluster.wait_list(
+        &[
+            "n1 up users=1 replica=n2",
+            "n2 up users=1 replica=n3",
+            "n3 up users=1 replica=n1",
+        ],
+        Duration::from_secs(90),
+    );
+    let (via2, via3, imap3) = (
+        cluster.addr(1, 25),
+        cluster.addr(2, 25),
+        cluster.addr(2, 143),
+    );
+    for i in 0..10 {
+        let sent = cluster.within(2, || {
+            send(&via3, "u1@example.test", &format!("seed-{i:02}"))
+        });
+        assert_eq!(sent, Ok(250));
+    }
+    until_count(
+        &cluster,
+        2,
+        &imap3,
+        "u1@example.test",
+        10,
+        Duration::from_secs(30),
+    );
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let acked: Mutex<Vec<String>> = Mutex::default();
+    let flagged: Mutex<Vec<u32>> = Mutex::default();
+    let mut n1 = cluster.nodes[0].child.take().expect("n1 runs");
+    let data = cluster.nodes[0].config.with_file_name("n1");
+    let killed = std::thread::scope(|scope| {
+        // SMTP through n2 and n3 (the load keeps coming while n1 is lost).
+        scope.spawn(|| {
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let subject = format!("load-{n:04}");
+                let via = if n % 2 == 0 { &via2 } else { &via3 };
+                if cluster.within(2, || send(via, "u1@example.test", &subject)) == Ok(250) {
+                    acked.lock().unwrap().push(subject);
+                }
+                n += 1;
+            }
+        });
+        // Flag changes through n3's proxy, one UID at a time, kept when answered OK.
+        scope.spawn(|| {
+            let mut uid = 1;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && uid <= 10 {
+                let ok = cluster.within(2, || -> Result<bool, String> {
+                    let mut imap = Client::connect(&imap3)?;
+                    let login = imap.run(&format!("LOGIN u1@example.test {PASSWORD}"))?;
+                    if !login.last().unwrap().0.contains(" OK") {
+                        return Ok(false);
+                    }
+                    imap.run("SELECT INBOX")?;
+                    let stored = imap.run(&format!("UID STORE {uid} +FLAGS (\\Flagged)"))?;
+                    Ok(stored.last().unwrap().0.contains(" OK"))
+                });
+                if ok == Ok(true) {
+                    flagged.lock().unwrap().push(uid);
+                    uid += 1;
+                } else {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        });
+        std::thread::sleep(Duration::from_secs(2));
+        // n1's machine is lost: process and disk.
+        let _ = n1.kill();
+        let _ = n1.wait();
+        let killed = Instant::now();
+        std::fs::remove_dir_all(&data).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(40);
+        while cluster.log_lines(1, "event=failover node=n1").is_empty() {
+            assert!(Instant::now() < deadline, "n2 never took n1 over");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // Load goes on against the node where n1 lives now, then stops.
+        std::thread::sleep(Duration::from_secs(3));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        killed
+    });
+    let acked = acked.into_inner().unwrap();
+    let flagged = flagged.into_inner().unwrap();
+    let want = 10 + acked.len();
+    let served = until_count(
+        &cluster,
+        2,
+        &imap3,
+        "u1@example.test",
+        want,
+        Duration::from_secs(90),
+    );
+    eprintln!(
+        "lost owner under load: {} acknowledged during the run, {} flag changes, served {:?} after the kill",
+        acked.len(),
+        flagged.len(),
+        killed.elapsed()
+    );
+    assert_eq!(
+        served.1.len(),
+        want,
+        "every acknowledged message once, nothing twice"
+    );
+    for uid in flagged {
+        let message = served
+            .1
+            .iter()
+            .find(|m| m.0 == uid)
+            .expect("flagged message kept");
+        assert!(message.1.contains("\\Flagged"), "UID {uid}: {message:?}");
+    }
+}
