@@ -20,6 +20,7 @@ pub mod crashload;
 pub mod mail;
 pub mod queue_ingest;
 pub mod queue_recovery;
+pub mod replication;
 pub mod smtp_load;
 pub mod store_delete;
 pub mod store_frag;

@@ -49,6 +49,19 @@ pub(crate) enum BenchCommand {
         #[arg(long, default_value_t = 5.0)]
         seconds: f64,
     },
+    /// What replication costs the durable commit of APPEND and delivery: store appends on the
+    /// plain disk against a disk mirrored to a replica over loopback (docs/replication.md),
+    /// alternating in one run; messages/s and CPU per message, and their ratios.
+    Replication {
+        #[command(flatten)]
+        scratch: Scratch,
+        #[arg(long, value_delimiter = ',', default_value = "1,32")]
+        appenders: Vec<usize>,
+        #[arg(long, default_value_t = 8192)]
+        message_bytes: usize,
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+    },
     /// SMTP load against any server: sessions sending back to back, DATA latency p50/p99.
     Smtp {
         /// The server, e.g. 127.0.0.1:2525.
@@ -141,6 +154,21 @@ pub(crate) fn run(command: BenchCommand) -> Result<()> {
                 segment_bytes,
                 runs: scratch.runs,
                 deliver,
+            })
+        }
+        BenchCommand::Replication {
+            scratch,
+            appenders,
+            message_bytes,
+            seconds,
+        } => {
+            header(&scratch.dir)?;
+            bench::replication::run(&bench::replication::ReplicationOptions {
+                dir: scratch.dir,
+                appenders,
+                message_bytes,
+                seconds,
+                runs: scratch.runs,
             })
         }
         BenchCommand::CommitCeiling {
