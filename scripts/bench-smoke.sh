@@ -40,6 +40,7 @@ RUNS=(
   "run-sieve.sh"
   "run-spam.sh"
   "run-transport.sh"
+  "run-replication.sh"
 )
 declare -A HELPER_OF=(
   [lib.sh]=all [nonzero.py]=all [dovecot-tuning.sh]=run-imap.sh

@@ -1880,3 +1880,101 @@ fn a_move_and_a_failover_at_the_same_time_lose_nothing() {
         subjects
     );
 }
+
+/// The failover and catch-up figures of docs/benchmarks.md (issue 40), run by
+/// `bench/run-replication.sh` (ignored in the test run). Per run: n1 (holding `BENCH_MB` MiB
+/// of mail for u1) is restarted, and the time until n2 holds a full copy again gives the
+/// copy's rate; then n1 is SIGKILLed and the time until u1's first successful POP3 login
+/// through n3 is the failover time; n1 is brought back (hand-back) for the next run.
+#[test]
+#[ignore = "a benchmark: bench/run-replication.sh"]
+fn bench_failover_and_catch_up() {
+    let runs: usize = std::env::var("BENCH_RUNS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(3);
+    let megabytes: usize = std::env::var("BENCH_MB")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(32);
+    let mut cluster = Cluster::start_with(58, true);
+    let named = |cluster: &Cluster| {
+        cluster
+            .node(3)
+            .must(&["node", "list"])
+            .contains("n1 up users=1 replica=n2")
+    };
+    let wait_named = |cluster: &Cluster, what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(300);
+        while !named(cluster) {
+            assert!(Instant::now() < deadline, "{what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    wait_named(&cluster, "n2 never became n1's replica");
+    // BENCH_MB of mail for u1, 64 KiB messages, through n1.
+    let body = format!("{}\r\n", "x".repeat(78)).repeat(64 * 1024 / 80);
+    let smtp = cluster.node(1).addr(PORT_SMTP);
+    for i in 0..megabytes * 16 {
+        let stream = TcpStream::connect(&smtp).unwrap();
+        let mut writer = stream.try_clone().unwrap();
+        let mut reader = BufReader::new(stream);
+        assert_eq!(smtp_reply(&mut reader).unwrap(), 220);
+        for (line, want) in [
+            ("EHLO bench\r\n".to_string(), 250),
+            ("MAIL FROM:<sender@example.org>\r\n".into(), 250),
+            ("RCPT TO:<u1@example.test>\r\n".into(), 250),
+            ("DATA\r\n".into(), 354),
+            (format!("Subject: bulk-{i}\r\n\r\n{body}\r\n.\r\n"), 250),
+        ] {
+            writer.write_all(line.as_bytes()).unwrap();
+            assert_eq!(smtp_reply(&mut reader).unwrap(), want);
+        }
+    }
+    let pop3 = cluster.node(3).addr(PORT_POP3);
+    for run in 0..runs {
+        // Catch-up: n1 restarted is a new stream session: a full copy to n2.
+        cluster.nodes[0].kill();
+        let restarted = Instant::now();
+        cluster.nodes[0].start();
+        wait_named(&cluster, "n2 never caught up");
+        let copy = restarted.elapsed();
+        let bytes: u64 = cluster
+            .node(1)
+            .log_lines("event=replica_copy ")
+            .last()
+            .and_then(|l| l.split("bytes=").nth(1))
+            .and_then(|b| b.split(' ').next())
+            .and_then(|b| b.parse().ok())
+            .unwrap_or(0);
+        println!(
+            "RESULT replication_catch_up run={run} bytes={bytes} seconds={:.3} mib_per_s={:.1}",
+            copy.as_secs_f64(),
+            bytes as f64 / (1 << 20) as f64 / copy.as_secs_f64()
+        );
+        // Failover: n1 killed, u1's first successful login through n3.
+        cluster.nodes[0].kill();
+        let killed = Instant::now();
+        while pop3_subjects(&pop3, "u1@example.test").is_err() {
+            assert!(killed.elapsed() < Duration::from_secs(60), "no failover");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        println!(
+            "RESULT replication_failover run={run} seconds={:.3} lease_seconds=6",
+            killed.elapsed().as_secs_f64()
+        );
+        // n1 back: standby, hand-back.
+        let back = Instant::now();
+        let handed = cluster.node(2).log_lines("event=handed_back").len();
+        cluster.nodes[0].start();
+        while cluster.node(2).log_lines("event=handed_back").len() == handed {
+            assert!(back.elapsed() < Duration::from_secs(300), "no hand-back");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        println!(
+            "RESULT replication_hand_back run={run} seconds={:.3}",
+            back.elapsed().as_secs_f64()
+        );
+        wait_named(&cluster, "n1 not replicated again after the hand-back");
+    }
+}
