@@ -564,7 +564,8 @@ def main():
     p.add_argument("--bin", required=True)
     p.add_argument("--scratch", default="/var/tmp")
     p.add_argument("--nodes", type=int, nargs="+", default=[1, 2])
-    p.add_argument("--replicas", type=int, default=1)
+    p.add_argument("--replicas", type=int, nargs="+", default=[1],
+                   help="run each node count with each (1 2: replication off and on, same run)")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--conns", type=int, default=32, help="SMTP connections per entry node")
     p.add_argument("--seconds", type=float, default=10)
@@ -579,8 +580,6 @@ def main():
     for n in args.nodes:
         if n not in fits:
             log(f"# {n} nodes do not fit {cores} cores with a core each: skipped")
-    if args.replicas > 1:
-        fits = [n for n in fits if n >= args.replicas]
 
     # 1. Calibration at one node (always first, whatever --nodes says).
     lay1 = layout(1, cores)
@@ -607,12 +606,14 @@ def main():
            msgs_per_s=f"{statistics.median(r['msgs_per_s'] for r in cal_runs):.0f}",
            node_cores=f"{statistics.median(r['node_cores'][0] for r in cal_runs):.2f}", load=loadavg())
 
-    # 2. The measured runs, each with its prediction.
-    for nodes in fits:
+    # 2. The measured runs, each with its prediction; with several replica counts, each node
+    # count is run with each, one after the other in this invocation.
+    medians = {}
+    for nodes, replicas in [(n, k) for n in fits for k in args.replicas if n >= k]:
         lay = layout(nodes, cores)
-        measured, predictions, ideal = [], [], None
+        measured, predictions, ideal, cpu = [], [], None, []
         for r in range(1, args.runs + 1):
-            c = Cluster(args, nodes, args.replicas, lay)
+            c = Cluster(args, nodes, replicas, lay)
             try:
                 load(c, max(2, args.conns // 4), min(2.0, args.seconds))
                 time.sleep(0.5)
@@ -621,16 +622,17 @@ def main():
                 c.stop()
             # The model given this machine as it was during the run: the disks' sync latency
             # probed before it, the share of each node's core the machine's other work left.
-            predicted, why = predict(args, scenario(cal, nodes, args.replicas, args.conns, lay["generator_cores"],
+            predicted, why = predict(args, scenario(cal, nodes, replicas, args.conns, lay["generator_cores"],
                                                      args.seconds, node_cores=m["cores_left"],
                                                      sync_us=m["sync_us"]))
             if ideal is None:
-                ideal, _ = predict(args, scenario(cal, nodes, args.replicas, args.conns, lay["generator_cores"],
+                ideal, _ = predict(args, scenario(cal, nodes, replicas, args.conns, lay["generator_cores"],
                                                   args.seconds))
             what, busy = saturated(m, lay)
             measured.append(m["msgs_per_s"])
+            cpu.append(m["node_us"])
             predictions.append(predicted)
-            result("cluster_scale", nodes=nodes, replicas=args.replicas, run=r, sent=m["sent"], stored=m["stored"],
+            result("cluster_scale", nodes=nodes, replicas=replicas, run=r, sent=m["sent"], stored=m["stored"],
                    drained=m["drained"], msgs_per_s=f"{m['msgs_per_s']:.0f}",
                    predicted_msgs_per_s=f"{predicted:.0f}",
                    error_pct=f"{(predicted / m['msgs_per_s'] - 1) * 100:+.1f}",
@@ -644,15 +646,23 @@ def main():
                    cpus="/".join(lay["nodes"]) + f"+gen:{lay['generator']}", load=loadavg())
             log(f"# {nodes} nodes, run {r}: the model's bottleneck: {why}")
         med, pmed = statistics.median(measured), statistics.median(predictions)
-        result("cluster_scale_summary", nodes=nodes, replicas=args.replicas, runs=len(measured),
+        medians[(nodes, replicas)] = (med, statistics.median(cpu))
+        result("cluster_scale_summary", nodes=nodes, replicas=replicas, runs=len(measured),
                msgs_per_s_median=f"{med:.0f}", range=f"{min(measured):.0f}-{max(measured):.0f}",
                predicted_msgs_per_s=f"{pmed:.0f}", error_pct=f"{(pmed / med - 1) * 100:+.1f}",
                within_20pct=abs(pmed / med - 1) <= 0.20, predicted_whole_cores_calibration_sync=f"{ideal:.0f}")
 
+    for nodes in fits:
+        if (nodes, 1) in medians and (nodes, 2) in medians:
+            (off, off_cpu), (on, on_cpu) = medians[(nodes, 1)], medians[(nodes, 2)]
+            result("cluster_scale_replication", nodes=nodes, on_over_off=f"{on / off:.2f}",
+                   cpu_on_over_off=f"{on_cpu / off_cpu:.2f}", off_msgs_per_s=f"{off:.0f}",
+                   on_msgs_per_s=f"{on:.0f}")
+
     # 3. Beyond this machine: nodes of a core each with their own disk like these, gigabit
     # links, the generator on cores of its own (one per node: it is not what is measured).
     for nodes in args.predict:
-        for replicas in sorted({1, max(2, args.replicas)}):
+        for replicas in sorted({1, 2}):
             predicted, why = predict(args, scenario(cal, nodes, replicas, args.conns, nodes, args.predict_seconds,
                                                      link_mb_s=125.0))
             result("cluster_scale_prediction", nodes=nodes, replicas=replicas, predicted_msgs_per_s=f"{predicted:.0f}",

@@ -8,7 +8,7 @@
 # script builds, checks what it needs and keeps the log.
 #
 #   bench/run-cluster-scale.sh                  # 1 and 2 nodes (on 2 cores), 3 runs, replicas 1
-#   REPLICAS=2 NODES="2" bench/run-cluster-scale.sh   # replication on ([cluster] replicas = 2)
+#   REPLICAS="1 2" NODES="2" bench/run-cluster-scale.sh   # replication off and on ([cluster] replicas = 2)
 #   SMOKE=1 bench/run-cluster-scale.sh          # one short run of 1 and 2 nodes
 #
 # Needs root (namespaces, loop devices, mounts; PostgreSQL runs as `postgres` through
@@ -41,7 +41,7 @@ done
   echo "# $(uname -r), $(nproc) cores, $(awk '/MemTotal/{printf "%d GiB", $2/1048576}' /proc/meminfo), scratch $SCRATCH on $(df --output=fstype "$SCRATCH" | tail -1) ($(df -h --output=avail "$SCRATCH" | tail -1 | tr -d ' ') free), load $(cut -d' ' -f1-3 /proc/loadavg)"
   # shellcheck disable=SC2086
   python3 "$ROOT/bench/cluster-scale.py" --bin "$BIN" --scratch "$SCRATCH" --nodes $NODES \
-    --replicas "$REPLICAS" --runs "$RUNS" --conns "$CONNS" --seconds "$SECONDS_PER_RUN" \
+    --replicas $REPLICAS --runs "$RUNS" --conns "$CONNS" --seconds "$SECONDS_PER_RUN" \
     --disk-gib "$DISK_GIB" --predict $PREDICT
   echo "# done $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 } 2>&1 | tee "$LOG" | grep --line-buffered '^RESULT\|^#'
