@@ -119,7 +119,13 @@ impl Node {
         // mail listeners before anything is created.
         server::validate(&config)?;
         // A node taken over while this machine was away gets its files back first.
-        crate::replica::standby_if_taken_over(&config).await?;
+        if let Some(cluster) = &config.cluster
+            && config.cluster_replicas > 1
+            && !config.cluster_hosted
+        {
+            let directory = open_directory(&config).await?;
+            crate::replica::standby_if_taken_over(&config, cluster, directory).await?;
+        }
         let listeners = server::bind(&config).await?;
         let health = Arc::new(server::Health::starting());
         let engines = Engines::open(&config).await?;
@@ -476,7 +482,7 @@ async fn watch_storage(
 
 /// The directory: SQLite in the data directory unless configured; a cluster's must be the
 /// PostgreSQL every node shares.
-pub(crate) async fn open_directory(config: &ServerConfig) -> Result<directory::Directory> {
+async fn open_directory(config: &ServerConfig) -> Result<directory::Directory> {
     let location = config
         .directory
         .clone()

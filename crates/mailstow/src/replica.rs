@@ -353,14 +353,11 @@ impl replication::Admission for StandbyAdmission {
 /// opened or bound, it receives its files from the machine serving it, which hands the node
 /// back once they are complete (docs/replication.md, "Failover"). Returns at once for a
 /// node that was not taken over.
-pub(crate) async fn standby_if_taken_over(config: &ServerConfig) -> Result<()> {
-    let Some(cluster) = &config.cluster else {
-        return Ok(());
-    };
-    if config.cluster_hosted || config.cluster_replicas < 2 {
-        return Ok(());
-    }
-    let directory = crate::node::open_directory(config).await?;
+pub(crate) async fn standby_if_taken_over(
+    config: &ServerConfig,
+    cluster: &cluster::ClusterConfig,
+    directory: directory::Directory,
+) -> Result<()> {
     let me = &cluster.node;
     let host_of = async |directory: &directory::Directory| -> Result<Option<directory::NodeInfo>> {
         Ok(directory
