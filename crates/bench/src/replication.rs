@@ -18,6 +18,9 @@ use crate::result;
 
 pub struct ReplicationOptions {
     pub dir: std::path::PathBuf,
+    /// Where the replica's copy goes (default: under `dir`, the same disk as the owner's: on
+    /// one machine both copies then share its flushes).
+    pub replica_dir: Option<std::path::PathBuf>,
     pub appenders: Vec<usize>,
     pub message_bytes: usize,
     pub seconds: f64,
@@ -69,7 +72,12 @@ fn one(dir: &Path, replicated: bool, appenders: usize, o: &ReplicationOptions) -
     let disk: Arc<dyn disk::Disk> = if replicated {
         let receiver = replication::Receiver::start(
             TcpListener::bind("127.0.0.1:0")?,
-            replication::ReceiverConfig::new([7; 32], dir.join("replica")),
+            replication::ReceiverConfig::new(
+                [7; 32],
+                o.replica_dir
+                    .as_ref()
+                    .map_or_else(|| dir.join("replica"), |r| r.join("replica")),
+            ),
             Arc::new(disk::RealDisk),
             Arc::new(Anyone),
         )?;
@@ -132,10 +140,19 @@ fn one(dir: &Path, replicated: bool, appenders: usize, o: &ReplicationOptions) -
         receiver.stop();
     }
     let _ = std::fs::remove_dir_all(dir);
+    if let Some(r) = &o.replica_dir {
+        let _ = std::fs::remove_dir_all(r.join("replica"));
+    }
     Ok(Measured {
         msgs_per_s: messages as f64 / elapsed.as_secs_f64(),
         cpu_us_per_msg: cpu_used.as_secs_f64() * 1e6 / messages as f64,
     })
+}
+
+fn replica_label(o: &ReplicationOptions) -> String {
+    o.replica_dir
+        .as_ref()
+        .map_or_else(|| "same_disk".into(), |r| r.display().to_string())
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -162,6 +179,7 @@ pub fn run(o: &ReplicationOptions) -> Result<()> {
                     &[
                         ("replication", if replicated { "on" } else { "off" }.into()),
                         ("appenders", appenders.to_string()),
+                        ("replica_dir", replica_label(o)),
                         ("msgs_per_s", format!("{:.0}", m.msgs_per_s)),
                         ("cpu_us_per_msg", format!("{:.0}", m.cpu_us_per_msg)),
                     ],
@@ -184,6 +202,7 @@ pub fn run(o: &ReplicationOptions) -> Result<()> {
             "replication_append_ratio",
             &[
                 ("appenders", appenders.to_string()),
+                ("replica_dir", replica_label(o)),
                 ("off_msgs_per_s", format!("{:.0}", median(off))),
                 ("on_msgs_per_s", format!("{:.0}", median(on))),
                 ("on_over_off", format!("{:.2}", median(ratios.clone()))),

@@ -61,6 +61,9 @@ pub(crate) enum BenchCommand {
         message_bytes: usize,
         #[arg(long, default_value_t = 5.0)]
         seconds: f64,
+        /// The replica's copy on another file system (default: the owner's disk).
+        #[arg(long)]
+        replica_dir: Option<PathBuf>,
     },
     /// SMTP load against any server: sessions sending back to back, DATA latency p50/p99.
     Smtp {
@@ -161,10 +164,12 @@ pub(crate) fn run(command: BenchCommand) -> Result<()> {
             appenders,
             message_bytes,
             seconds,
+            replica_dir,
         } => {
             header(&scratch.dir)?;
             bench::replication::run(&bench::replication::ReplicationOptions {
                 dir: scratch.dir,
+                replica_dir,
                 appenders,
                 message_bytes,
                 seconds,
