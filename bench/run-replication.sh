@@ -37,7 +37,14 @@ for line in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "cluster" and m.get("executable"):
         print(m["executable"])')
 else
-  EXE=$(ls -t "$BIN_DIR"/deps/cluster-* 2>/dev/null | grep -v '\.d$' | head -1)
+  # The cluster crate's own unit tests are named cluster-* too: take the one with the benchmark.
+  EXE=
+  for f in $(ls -t "$BIN_DIR"/deps/cluster-* 2>/dev/null | grep -v '\.d$'); do
+    if [ -x "$f" ] && "$f" --list --ignored 2>/dev/null | grep -q '^bench_failover_and_catch_up'; then
+      EXE=$f
+      break
+    fi
+  done
 fi
 [ -n "$EXE" ] && [ -x "$EXE" ] || { echo "ERROR: no cluster test executable (cargo test --profile $PROFILE -p mailstow --test cluster --no-run)" >&2; exit 1; }
 {
@@ -49,7 +56,7 @@ fi
   out=$(BENCH_RUNS=$RUNS BENCH_MB=$BENCH_MB "$EXE" --ignored --exact bench_failover_and_catch_up \
           --nocapture --test-threads=1 2>"$LOG.stderr") \
     || { printf '%s\n' "$out" | tail -5; tail -30 "$LOG.stderr"; echo "the failover benchmark failed" >&2; exit 1; }
-  printf '%s\n' "$out" | grep -o 'RESULT .*'
+  printf '%s\n' "$out" | grep -o 'RESULT .*' || { echo "no failover figures" >&2; exit 1; }
   echo "# done $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 } 2>&1 | tee "$LOG" | grep --line-buffered '^RESULT\|^#'
 rm -f "$LOG.stderr"
