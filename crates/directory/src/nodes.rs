@@ -33,6 +33,20 @@ fn endpoint_arg(node: &str, what: &'static str, value: &str) -> Result<String, D
     Ok(value.to_owned())
 }
 
+/// A node's new epoch is its users' too: a hand-over routed with the old one (`XEPOCH`, by a
+/// node whose cache has not seen the take-over) is refused as a stale route wherever it lands
+/// and retried by the new route (docs/replication.md, "Failover").
+async fn bump_user_epochs(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    node: &str,
+) -> Result<(), DirectoryError> {
+    sqlx::query("UPDATE users SET epoch = epoch + 1 WHERE node = $1")
+        .bind(node)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
 impl Directory {
     /// Adds a node with its addresses (`host:port` each; `web` and `managesieve` optional).
     /// Its lease starts expired: it is down until it renews ([`Directory::renew_lease`]).
@@ -304,6 +318,7 @@ impl Directory {
         if updated.rows_affected() != 1 {
             return Ok(None);
         }
+        bump_user_epochs(&mut tx, node).await?;
         tx.commit().await?;
         self.refresh_after_write().await;
         self.refresh_node_states_after_write().await;
@@ -376,6 +391,9 @@ impl Directory {
             .await?;
         if updated.rows_affected() != 1 {
             return Ok(false);
+        }
+        if set.contains("epoch = epoch + 1") {
+            bump_user_epochs(&mut tx, node).await?;
         }
         tx.commit().await?;
         self.refresh_after_write().await;
