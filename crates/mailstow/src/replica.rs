@@ -36,7 +36,7 @@ pub(crate) struct Replication {
     /// over only when it could itself renew for a whole lease meanwhile.
     pub(crate) renewing_since: Arc<Mutex<Option<Instant>>>,
     /// The nodes this machine took over, each served by a child `mailstow serve`.
-    hosted: Arc<Mutex<HashMap<String, std::process::Child>>>,
+    hosted: Arc<Mutex<Hosting>>,
 }
 
 /// Writes `nodes.replica` of this node (blocking: called from the mirror's own thread).
@@ -150,7 +150,7 @@ pub(crate) async fn start(
     follow(&mirror, directory, &cluster.node, hosted_here);
     let renewing_since = Arc::new(Mutex::new(None));
     let joined: Arc<std::sync::OnceLock<Arc<cluster::Cluster>>> = Arc::default();
-    let hosted = Arc::new(Mutex::new(HashMap::new()));
+    let hosted = Arc::new(Mutex::new(Hosting::default()));
     let watch = {
         let mirror = mirror.clone();
         let directory = directory.clone();
@@ -522,7 +522,7 @@ impl ChildCommand {
 fn host(
     directory: &directory::Directory,
     me: &str,
-    hosted: &Mutex<HashMap<String, std::process::Child>>,
+    hosting: &Mutex<Hosting>,
     command: &ChildCommand,
 ) {
     let mine: Vec<String> = directory
@@ -532,35 +532,69 @@ fn host(
         .filter(|n| n.name != me && n.host.as_deref() == Some(me))
         .map(|n| n.name)
         .collect();
-    let mut hosted = hosted.lock().unwrap_or_else(|p| p.into_inner());
-    let gone: Vec<String> = hosted
+    let mut hosting = hosting.lock().unwrap_or_else(|p| p.into_inner());
+    let Hosting { children, retry } = &mut *hosting;
+    let gone: Vec<String> = children
         .iter_mut()
-        .filter_map(|(name, child)| {
+        .filter_map(|(name, (child, _))| {
             let running = matches!(child.try_wait(), Ok(None));
             (!mine.contains(name) || !running).then(|| name.clone())
         })
         .collect();
     for name in gone {
-        if let Some(mut child) = hosted.remove(&name) {
+        if let Some((mut child, started)) = children.remove(&name) {
+            if mine.contains(&name) {
+                // Ended while still this machine's to serve: start it again, later each time
+                // it ends soon after starting (no crash loop).
+                let pause = retry.get(&name).map_or(HOSTING_RETRY_MIN, |(_, p)| {
+                    if started.elapsed() < HOSTING_RETRY_MAX {
+                        (*p * 2).min(HOSTING_RETRY_MAX)
+                    } else {
+                        HOSTING_RETRY_MIN
+                    }
+                });
+                tracing::error!(event = "hosting", node = %name, result = "ended", retry_in_s = pause.as_secs());
+                retry.insert(name.clone(), (Instant::now() + pause, pause));
+            }
             // Handed back (it stops by itself), or ended: reaped off the async threads.
             std::thread::spawn(move || terminate(&mut child));
         }
     }
+    retry.retain(|name, _| mine.contains(name));
     for name in mine {
-        if hosted.contains_key(&name) {
+        if children.contains_key(&name)
+            || retry.get(&name).is_some_and(|(at, _)| Instant::now() < *at)
+        {
             continue;
         }
         match command.spawn(&name) {
             Ok(child) => {
                 tracing::info!(event = "hosting", node = %name, pid = child.id());
-                hosted.insert(name, child);
+                children.insert(name, (child, Instant::now()));
             }
             Err(e) => {
-                tracing::error!(event = "hosting", node = %name, result = "failed", error = %e)
+                let pause = retry
+                    .get(&name)
+                    .map_or(HOSTING_RETRY_MIN, |(_, p)| (*p * 2).min(HOSTING_RETRY_MAX));
+                tracing::error!(event = "hosting", node = %name, result = "failed", error = %e, retry_in_s = pause.as_secs());
+                retry.insert(name, (Instant::now() + pause, pause));
             }
         }
     }
 }
+
+/// The nodes this machine serves after a take-over: each one's child process and when it
+/// started, and when a child that failed or ended may be started again.
+#[derive(Default)]
+struct Hosting {
+    children: HashMap<String, (std::process::Child, Instant)>,
+    retry: HashMap<String, (Instant, Duration)>,
+}
+
+/// A hosted node's process that failed to start, or ended soon after, is started again after
+/// this pause, doubled each time up to [`HOSTING_RETRY_MAX`].
+const HOSTING_RETRY_MIN: Duration = Duration::from_secs(1);
+const HOSTING_RETRY_MAX: Duration = Duration::from_secs(60);
 
 /// SIGTERM, then up to 30 s for the orderly stop, then SIGKILL.
 fn terminate(child: &mut std::process::Child) {
@@ -663,11 +697,11 @@ pub(crate) fn spawn_lease(
 impl Replication {
     pub(crate) fn stop(&self) {
         self.watch.abort();
-        let mut hosted = self.hosted.lock().unwrap_or_else(|p| p.into_inner());
-        for (_, child) in hosted.iter_mut() {
+        let mut hosting = self.hosted.lock().unwrap_or_else(|p| p.into_inner());
+        for (_, (child, _)) in hosting.children.iter_mut() {
             terminate(child);
         }
-        hosted.clear();
+        hosting.children.clear();
         self.mirror.stop();
         if let Some(receiver) = &self.receiver {
             receiver.stop();
