@@ -84,7 +84,7 @@ fn one(dir: &Path, replicated: bool, appenders: usize, o: &ReplicationOptions) -
         let mut config = replication::MirrorConfig::new("bench", [7; 32], &own);
         config.copy_bytes_per_s = 1 << 30;
         let (mirror, disk) =
-            replication::Mirror::new(config, Arc::new(disk::RealDisk), Box::new(Nobody));
+            replication::Mirror::new(config, Arc::new(disk::RealDisk), Box::new(Nobody))?;
         mirror.set_partner(Some(("replica", &receiver.local_addr().to_string())));
         let deadline = Instant::now() + Duration::from_secs(30);
         while !mirror.status().recorded {

@@ -145,7 +145,8 @@ pub(crate) async fn start(
             node: cluster.node.clone(),
             runtime: tokio::runtime::Handle::current(),
         }),
-    );
+    )
+    .context("starting replication")?;
     let hosted_here = config.cluster_hosted;
     follow(&mirror, directory, &cluster.node, hosted_here);
     let renewing_since = Arc::new(Mutex::new(None));

@@ -36,13 +36,17 @@ impl Mirror {
         config: MirrorConfig,
         inner: std::sync::Arc<dyn disk::Disk>,
         registry: Box<dyn Registry>,
-    ) -> (Mirror, std::sync::Arc<dyn disk::Disk>) {
-        let (mirror, disk, shared) = Mirror::create(config, inner, registry);
-        std::thread::Builder::new()
+    ) -> std::io::Result<(Mirror, std::sync::Arc<dyn disk::Disk>)> {
+        let (mirror, disk, shared) = Mirror::create(config, inner, registry)?;
+        let stopper = mirror.clone();
+        if let Err(e) = std::thread::Builder::new()
             .name("replica-sender".into())
             .spawn(move || sender::run(shared))
-            .expect("spawning the replica sender thread");
-        (mirror, disk)
+        {
+            stopper.stop();
+            return Err(e);
+        }
+        Ok((mirror, disk))
     }
 }
 

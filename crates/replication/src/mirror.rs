@@ -435,7 +435,7 @@ impl Mirror {
         config: MirrorConfig,
         inner: Arc<dyn Disk>,
         registry: Box<dyn Registry>,
-    ) -> (Mirror, Arc<dyn Disk>, Arc<Shared>) {
+    ) -> std::io::Result<(Mirror, Arc<dyn Disk>, Arc<Shared>)> {
         let epoch = config.epoch;
         let shared = Arc::new(Shared {
             session: rand::random(),
@@ -469,18 +469,17 @@ impl Mirror {
         let recorder = shared.clone();
         std::thread::Builder::new()
             .name("replica-registry".into())
-            .spawn(move || recorder.record_loop())
-            .expect("spawning the replica registry thread");
+            .spawn(move || recorder.record_loop())?;
         let disk = Arc::new(MirrorDisk {
             shared: shared.clone(),
         });
-        (
+        Ok((
             Mirror {
                 shared: shared.clone(),
             },
             disk,
             shared,
-        )
+        ))
     }
 
     /// The partner to stream to (`None`: nobody). A new partner gets a full copy.

@@ -54,7 +54,8 @@ fn owner(root: &Path) -> (Mirror, Arc<dyn Disk>, Arc<Recorder>) {
     let recorder = Arc::new(Recorder::default());
     let mut config = MirrorConfig::new("n1", KEY, root);
     config.copy_bytes_per_s = 1 << 30;
-    let (mirror, disk) = Mirror::new(config, Arc::new(RealDisk), Box::new(recorder.clone()));
+    let (mirror, disk) =
+        Mirror::new(config, Arc::new(RealDisk), Box::new(recorder.clone())).unwrap();
     (mirror, disk, recorder)
 }
 
@@ -262,7 +263,8 @@ fn a_stream_with_a_wrong_key_or_a_stale_epoch_is_refused() {
         MirrorConfig::new("n1", [1; 32], own.path()),
         Arc::new(RealDisk),
         Box::new(recorder.clone()),
-    );
+    )
+    .unwrap();
     mirror.set_partner(Some(("n2", &receiver.local_addr().to_string())));
     let f = disk
         .open(&own.path().join("cluster-delivered"), true)

@@ -77,7 +77,7 @@ fn the_replica_opens_as_the_same_store_and_queue() {
     .unwrap();
     let mut config = MirrorConfig::new("n1", [3; 32], own.path());
     config.copy_bytes_per_s = 1 << 30;
-    let (mirror, disk) = Mirror::new(config, Arc::new(RealDisk), Box::new(Directory));
+    let (mirror, disk) = Mirror::new(config, Arc::new(RealDisk), Box::new(Directory)).unwrap();
     // Some of the store exists before the partner does: the full copy carries it.
     let store_dir = own.path().join("store");
     let queue_dir = own.path().join("queue");
