@@ -40,7 +40,11 @@ else
   # The cluster crate's own unit tests are named cluster-* too: take the one with the benchmark.
   EXE=
   for f in $(ls -t "$BIN_DIR"/deps/cluster-* 2>/dev/null | grep -v '\.d$'); do
-    if [ -x "$f" ] && "$f" --list --ignored 2>/dev/null | grep -q '^bench_failover_and_catch_up'; then
+    # Read the whole list before matching: `grep -q` stops reading at the first match, and under
+    # pipefail the test binary's next line then fails with EPIPE and fails the whole test.
+    [ -x "$f" ] || continue
+    listed=$("$f" --list --ignored 2>/dev/null) || continue
+    if grep -q '^bench_failover_and_catch_up' <<< "$listed"; then
       EXE=$f
       break
     fi
