@@ -1,7 +1,7 @@
 //! The writer: group commit of appends, and the commit of every other change (folders,
 //! flags, expunge, users). The changes a mail protocol makes are written in `mailstore.rs`
-//! (the `Mailstore` implementation) on top of what is here; the operator's (users, expunging
-//! below a UID) are here.
+//! (the `Mailstore` implementation) on top of what is here; the operator's are in `users.rs`
+//! (delete, rename) and `expunge.rs` (expunging below a UID), both through [`Store::commit`].
 //!
 //! One writer at a time holds [`Store::writer`]. A change is made in this order, always:
 //!
@@ -39,11 +39,11 @@ use crate::config::StoreConfig;
 use crate::error::IoContext;
 use crate::flags::KeywordSet;
 use crate::format::{MSG_HEADER_BYTES, MsgHeader, UNIT, encode_summary, parse_summary, units_for};
-use crate::index::{Catalog, Folder, FolderCell, Freed};
+use crate::index::{Catalog, FolderCell, Freed};
 use crate::journal::{AppendOp, Journal, Op, encode_ops};
 use crate::names::{normalize_folder, validate_keyword, validate_user};
 use crate::recent::Recent;
-use crate::{AppendRequest, Appended, DeletedUser, ExpungeReport, FolderStatus, NewMessage};
+use crate::{AppendRequest, Appended, FolderStatus, NewMessage};
 
 /// Largest single `pwrite` when laying out a batch's adjacent messages.
 const WRITE_RUN_BYTES_MAX: usize = 8 << 20;
@@ -170,8 +170,9 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// The mailbox store: the index, the volume, the writer and the caches, shared by every
 /// caller as an `Arc<Store>` (`Send + Sync`). Its methods live with their concern: changes
-/// here, reads in `read.rs`, imports in `import.rs`, defragmentation in `defrag.rs`, the
-/// check in `fsck.rs`, open and checkpoints in `open.rs`.
+/// here (users in `users.rs`, expunge in `expunge.rs`), reads in `read.rs`, imports in
+/// `import.rs`, defragmentation in `defrag.rs`, the check in `fsck.rs`, open and checkpoints in
+/// `open.rs`.
 pub struct Store {
     pub(crate) disk: Arc<dyn Disk>,
     pub(crate) dir: PathBuf,
@@ -1039,173 +1040,6 @@ impl Store {
         self.commit(&mut w, &ops)?;
         drop(w);
         self.status(user, &name)
-    }
-
-    /// Deletes every folder of a user, INBOX included, in one durable journal record, and
-    /// returns their space: the user is gone from the store when this returns. What was
-    /// removed is reported.
-    pub fn delete_user(&self, user: &str) -> Result<DeletedUser, StoreError> {
-        validate_user(user, &self.config)?;
-        let mut w = self.writer()?;
-        let cells: Vec<Arc<FolderCell>> = {
-            let cat = self.catalog();
-            cat.users
-                .get(user)
-                .map(|names| {
-                    names
-                        .values()
-                        .filter_map(|id| cat.folders.get(id).cloned())
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        let mut deleted = DeletedUser::default();
-        let mut ops = Vec::with_capacity(cells.len());
-        for cell in &cells {
-            let f = cell.read();
-            if f.deleted {
-                continue;
-            }
-            deleted.folders += 1;
-            deleted.messages += f.messages.len() as u64;
-            deleted.bytes += f.bytes;
-            ops.push(Op::DeleteFolder { folder: cell.id });
-        }
-        self.commit(&mut w, &ops)?;
-        for cell in &cells {
-            w.alloc.release_reservation(cell.id);
-        }
-        Ok(deleted)
-    }
-
-    /// Gives every folder of `from` to `to`, in one durable journal record: UIDs,
-    /// UIDVALIDITY, flags and data stay as they are. Refused when `to` has folders; a user
-    /// with none (renamed already, or never given mail) renames as a no-op. Returns what
-    /// moved.
-    ///
-    /// One record with a `ChangeUser` per folder: the folders keep their ids, so their
-    /// messages, reservations and the extents readers hold stay valid under the new name.
-    pub fn rename_user(&self, from: &str, to: &str) -> Result<crate::Usage, StoreError> {
-        validate_user(from, &self.config)?;
-        validate_user(to, &self.config)?;
-        let mut w = self.writer()?;
-        let (cells, to_has_folders) = {
-            let cat = self.catalog();
-            let cells: Vec<Arc<FolderCell>> = cat
-                .users
-                .get(from)
-                .map(|names| {
-                    names
-                        .values()
-                        .filter_map(|id| cat.folders.get(id).cloned())
-                        .collect()
-                })
-                .unwrap_or_default();
-            (cells, cat.users.contains_key(to))
-        };
-        if cells.is_empty() {
-            return Ok(crate::Usage::default());
-        }
-        if from == to || to_has_folders {
-            return Err(StoreError::Invalid(format!(
-                "cannot rename {from} to {to}: {to} already has folders"
-            )));
-        }
-        let mut moved = crate::Usage::default();
-        let mut ops = Vec::with_capacity(cells.len());
-        for cell in &cells {
-            let f = cell.read();
-            if f.deleted {
-                continue;
-            }
-            moved.folders += 1;
-            moved.messages += f.messages.len() as u64;
-            moved.bytes += f.bytes;
-            ops.push(Op::ChangeUser {
-                folder: cell.id,
-                user: to.to_string(),
-            });
-        }
-        self.commit(&mut w, &ops)?;
-        Ok(moved)
-    }
-
-    // ---- expunge ----------------------------------------------------------------------
-
-    /// Expunges every UID below `uid` with one record; `u32::MAX` empties the folder.
-    pub fn expunge_below(
-        &self,
-        user: &str,
-        folder: &str,
-        uid: u32,
-    ) -> Result<ExpungeReport, StoreError> {
-        self.expunge_with(user, folder, |f| {
-            let any = f
-                .messages
-                .first_key_value()
-                .is_some_and(|(&first, _)| first < uid);
-            any.then(|| Op::ExpungeBelow {
-                folder: f.id,
-                modseq: f.highest_modseq + 1,
-                uid,
-            })
-        })
-    }
-
-    /// Expunges every message of the folder.
-    pub fn expunge_all(&self, user: &str, folder: &str) -> Result<ExpungeReport, StoreError> {
-        self.expunge_below(user, folder, u32::MAX)
-    }
-
-    /// Builds the expunge record from the folder as it is under the writer lock; `None` (or a
-    /// deleted folder) means nothing to expunge, answered with the current MODSEQ.
-    pub(crate) fn expunge_with(
-        &self,
-        user: &str,
-        folder: &str,
-        build: impl FnOnce(&Folder) -> Option<Op>,
-    ) -> Result<ExpungeReport, StoreError> {
-        let cell = self.folder(user, folder)?;
-        let w = self.writer()?;
-        let op = {
-            let f = cell.read();
-            match build(&f).filter(|_| !f.deleted) {
-                Some(op) => op,
-                None => {
-                    return Ok(ExpungeReport {
-                        modseq: f.highest_modseq,
-                        ..ExpungeReport::default()
-                    });
-                }
-            }
-        };
-        self.expunge_op(w, &cell, op)
-    }
-
-    /// Commits an expunge record, then applies the defrag-on-delete rule to what it freed.
-    fn expunge_op(
-        &self,
-        mut w: MutexGuard<'_, Writer>,
-        cell: &Arc<FolderCell>,
-        op: Op,
-    ) -> Result<ExpungeReport, StoreError> {
-        let freed = self.commit(&mut w, &[op])?;
-        let mut report = ExpungeReport {
-            expunged: freed.len() as u64,
-            bytes_freed: freed.iter().map(|f| f.units * UNIT).sum(),
-            modseq: cell.read().highest_modseq,
-            ..ExpungeReport::default()
-        };
-        if self.config.defrag_on_delete && !freed.is_empty() {
-            match self.defrag_after_expunge(&mut w, cell, &freed) {
-                Ok((messages, bytes)) => {
-                    report.moves = messages;
-                    report.bytes_moved = bytes;
-                }
-                Err(e) => report.defrag_error = Some(e.to_string()),
-            }
-        }
-        Ok(report)
     }
 }
 

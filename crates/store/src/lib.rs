@@ -35,6 +35,7 @@ mod config;
 mod defrag;
 mod delivered;
 mod error;
+mod expunge;
 mod flags;
 mod format;
 mod fsck;
@@ -47,6 +48,7 @@ mod open;
 mod read;
 mod recent;
 mod snapshot;
+mod users;
 
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
