@@ -6,7 +6,7 @@
 #     included);
 #  2. failover and catch-up in a three-node replicated cluster on loopback with a private
 #     PostgreSQL (the ignored test `bench_failover_and_catch_up` of
-#     crates/mailstow/tests/cluster.rs): a full copy to the partner after the owner restarts,
+#     crates/mailstow/tests/replication.rs): a full copy to the partner after the owner restarts,
 #     the time from the owner's SIGKILL to its user's first login on the partner, and the
 #     hand-back when the owner returns.
 # SMTP ingest with replication on against off, across nodes, is bench/run-cluster-scale.sh
@@ -29,17 +29,17 @@ cd "$ROOT"
 build
 ls /usr/lib/postgresql/*/bin/pg_ctl > /dev/null 2>&1 || apt_install postgresql
 if [ "$NO_BUILD" != 1 ]; then
-  EXE=$(cargo test --profile "$PROFILE" --locked -p mailstow --test cluster --no-run \
+  EXE=$(cargo test --profile "$PROFILE" --locked -p mailstow --test replication --no-run \
           --message-format=json 2>/dev/null \
         | python3 -c 'import json,sys
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "cluster" and m.get("executable"):
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "replication" and m.get("executable"):
         print(m["executable"])')
 else
-  # The cluster crate's own unit tests are named cluster-* too: take the one with the benchmark.
+  # The replication crate's own unit tests are named replication-* too: take the one with the benchmark.
   EXE=
-  for f in $(ls -t "$BIN_DIR"/deps/cluster-* 2>/dev/null | grep -v '\.d$'); do
+  for f in $(ls -t "$BIN_DIR"/deps/replication-* 2>/dev/null | grep -v '\.d$'); do
     # Read the whole list before matching: `grep -q` stops reading at the first match, and under
     # pipefail the test binary's next line then fails with EPIPE and fails the whole test.
     [ -x "$f" ] || continue
@@ -50,7 +50,7 @@ else
     fi
   done
 fi
-[ -n "$EXE" ] && [ -x "$EXE" ] || { echo "ERROR: no cluster test executable (cargo test --profile $PROFILE -p mailstow --test cluster --no-run)" >&2; exit 1; }
+[ -n "$EXE" ] && [ -x "$EXE" ] || { echo "ERROR: no replication test executable (cargo test --profile $PROFILE -p mailstow --test replication --no-run)" >&2; exit 1; }
 {
   echo "# $(date -u +%FT%TZ) commit $(git rev-parse --short=12 HEAD)$(git diff --quiet || echo +dirty) profile $PROFILE"
   echo "# $(uname -r), $(nproc) cores, $(awk '/MemTotal/{printf "%d GiB", $2/1048576}' /proc/meminfo), scratch $SCRATCH on $(df --output=fstype "$SCRATCH" | tail -1), load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -1,6 +1,7 @@
 //! Shared by the server tests: run the binary, start and stop `mailstow serve`.
 #![allow(dead_code)]
 
+pub(crate) mod cluster;
 pub(crate) mod mail;
 
 use std::collections::{HashMap, VecDeque};
