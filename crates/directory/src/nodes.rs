@@ -210,11 +210,8 @@ impl Directory {
         node: &str,
         address: Option<&str>,
     ) -> Result<(), DirectoryError> {
-        let node = node_arg(node)?;
-        let address = address
-            .map(|a| endpoint_arg(&node, "replication", a))
-            .transpose()?;
-        self.update_node(&node, "replication", address).await
+        self.set_replication_endpoint(node, "replication", address)
+            .await
     }
 
     /// Records which node holds every change `node` acknowledged (`None`: none does), while
@@ -331,11 +328,22 @@ impl Directory {
         node: &str,
         address: Option<&str>,
     ) -> Result<(), DirectoryError> {
+        self.set_replication_endpoint(node, "standby", address)
+            .await
+    }
+
+    /// Sets `column` (a replication listener's address) of `node`, checked as an endpoint.
+    async fn set_replication_endpoint(
+        &self,
+        node: &str,
+        column: &'static str,
+        address: Option<&str>,
+    ) -> Result<(), DirectoryError> {
         let node = node_arg(node)?;
         let address = address
             .map(|a| endpoint_arg(&node, "replication", a))
             .transpose()?;
-        self.update_node(&node, "standby", address).await
+        self.update_node(&node, column, address).await
     }
 
     /// `mailstow node drain`: asks `node` to hand itself to its partner (`false`: no longer).
