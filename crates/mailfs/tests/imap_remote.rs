@@ -19,7 +19,13 @@ fn remote(server: &Dovecot, connections: usize, transfer: Transfer) -> ImapRemot
         transfer,
         capacity_bytes: None,
     };
-    ImapRemote::new(&account, "mailfs", std::time::Duration::from_secs(10)).unwrap()
+    ImapRemote::new(
+        &account,
+        "mailfs",
+        std::time::Duration::from_secs(10),
+        std::time::Duration::from_secs(10),
+    )
+    .unwrap()
 }
 
 /// A session hears of messages other sessions appended only when a command lets the server

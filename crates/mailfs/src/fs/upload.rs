@@ -193,9 +193,10 @@ impl Fs {
             })
     }
 
-    /// Sends messages to every member of their groups (strong) or the fastest live one
-    /// (fast), `connections` streams per account, batched into MULTIAPPENDs; a member that
-    /// fails is owed the rest (M6). Fails when a message reached no member of its group.
+    /// Sends messages to the write quorum of their groups (strong: every member, fast: the
+    /// fastest live one), `connections` streams per account, batched into MULTIAPPENDs; a
+    /// member that fails is owed the rest (M6). Fails when a message reached no member of
+    /// its group.
     fn put_messages(&self, jobs: &[Outgoing]) -> Result<(), FsError> {
         if jobs.is_empty() {
             return Ok(());
@@ -210,11 +211,8 @@ impl Fs {
                 .filter(|&m| self.replicas.accounts[m].is_up())
                 .collect();
             live.sort_by_key(|&m| self.replicas.accounts[m].latency_us());
-            let now: Vec<usize> = match self.replicas.strategy {
-                Strategy::Strong => live,
-                Strategy::Fast => live.into_iter().take(1).collect(),
-            };
-            for m in now {
+            live.truncate(self.replicas.quorum[job.group as usize]);
+            for m in live {
                 per_account[m].push(j);
             }
         }
@@ -279,11 +277,16 @@ impl Fs {
         let mut written = 0u64;
         for (j, job) in jobs.iter().enumerate() {
             let members = &self.replicas.groups[job.group as usize];
-            if delivered[j].lock_or_panic().is_empty() {
-                // Strong or fast: try any other live member once before giving up.
-                let mut ok = false;
+            let quorum = self.replicas.quorum[job.group as usize];
+            if delivered[j].lock_or_panic().len() < quorum {
+                // Short of the quorum (a member failed or went silent and is now down):
+                // the other live members, one at a time, until it is met.
                 for &m in members {
-                    if !self.replicas.accounts[m].is_up() {
+                    if delivered[j].lock_or_panic().len() >= quorum {
+                        break;
+                    }
+                    if !self.replicas.accounts[m].is_up() || delivered[j].lock_or_panic().contains(&m)
+                    {
                         continue;
                     }
                     let env = seal_with(&self.sealing, &job.name, m as u8, &job.payload)?;
@@ -292,11 +295,9 @@ impl Fs {
                         .is_ok()
                     {
                         delivered[j].lock_or_panic().push(m);
-                        ok = true;
-                        break;
                     }
                 }
-                if !ok {
+                if delivered[j].lock_or_panic().is_empty() {
                     return Err(FsError::Unavailable(format!(
                         "no member of group {} took {}",
                         job.group,
