@@ -88,6 +88,7 @@ fn a_hung_member_costs_one_deadline(strategy: &str) {
     let data = pattern(BIG, 11);
     let took = write_synced(&rig.mnt.join("during-big"), &data);
     files.insert("during-big".to_string(), data);
+    eprintln!("{strategy}: {BIG} bytes and fsync: {healthy:?} healthy, {took:?} with b hung");
     assert!(
         took < healthy + DEADLINE + SLACK,
         "{strategy}: a {BIG}-byte write and fsync took {took:?} with a member hung ({healthy:?} healthy)\nlog: {}",
@@ -115,11 +116,14 @@ fn a_hung_member_costs_one_deadline(strategy: &str) {
     }
     // Back: b gets what it is owed and is marked up again.
     b.resume();
+    let started = Instant::now();
     rig.wait_stats("catch-up after the first stall", all_up_and_paid);
+    eprintln!("{strategy}: caught up in {:?}", started.elapsed());
 
     // 2. A mkdir and fsync is the first to meet the silent member.
     b.pause();
     let took = mkdir_synced(&rig.mnt.join("dir-stalled"));
+    eprintln!("{strategy}: mkdir and fsync with b hung: {took:?}");
     assert!(
         took < DEADLINE + SLACK,
         "{strategy}: mkdir and fsync took {took:?} with a member hung\nlog: {}",
