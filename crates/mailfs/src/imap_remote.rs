@@ -168,8 +168,11 @@ impl ImapRemote {
                 match connected {
                     Ok(client) => Conn { rt, client },
                     Err(e) => {
+                        // Waiters learn of the silence before the slot frees: one woken by
+                        // the slot would otherwise connect and wait a deadline of its own.
+                        let e = self.failed(e);
                         release_slot();
-                        return Err(self.failed(e));
+                        return Err(e);
                     }
                 }
             }
@@ -178,7 +181,10 @@ impl ImapRemote {
             Patience::Deadline => self.cfg.timeout,
             Patience::Slow => self.slow_timeout,
         });
-        let r = conn.rt.block_on(f(&mut conn.client));
+        let r = conn
+            .rt
+            .block_on(f(&mut conn.client))
+            .map_err(|e| self.failed(e));
         if conn.client.is_usable() {
             let mut pool = self.pool.lock_or_panic();
             pool.idle.push(conn);
@@ -186,7 +192,7 @@ impl ImapRemote {
         } else {
             release_slot();
         }
-        r.map_err(|e| self.failed(e))
+        r
     }
 
     /// The error as the engine sees it. A silent server also fails the commands queued
@@ -336,7 +342,9 @@ impl Remote for ImapRemote {
 
     fn prepare(&self) -> Result<(), RemoteError> {
         let folder = self.folder.clone();
-        self.with(false, Patience::Slow, async move |c| c.create(&folder).await)?;
+        self.with(false, Patience::Slow, async move |c| {
+            c.create(&folder).await
+        })?;
         // Sessions opened before the folder existed are not selected on it.
         self.reset();
         Ok(())
@@ -438,7 +446,9 @@ impl Remote for ImapRemote {
         if uids.is_empty() {
             return Ok(());
         }
-        self.with(true, Patience::Slow, async move |c| c.uid_expunge(uids).await)
+        self.with(true, Patience::Slow, async move |c| {
+            c.uid_expunge(uids).await
+        })
     }
 
     fn quota(&self) -> Result<Option<(u64, u64)>, RemoteError> {

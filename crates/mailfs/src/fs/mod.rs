@@ -583,7 +583,10 @@ impl Fs {
             block_size: config.fs.block_size,
             dirty_bytes_max: config.fs.dirty_bytes_max,
             replicas: Replicas {
-                quorum: groups.iter().map(|g| config.write_quorum(g.len())).collect(),
+                quorum: groups
+                    .iter()
+                    .map(|g| config.write_quorum(g.len()))
+                    .collect(),
                 health,
                 accounts,
                 groups,

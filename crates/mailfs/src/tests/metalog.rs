@@ -152,7 +152,12 @@ fn the_mount_puts_back_a_log_page_a_crash_left_on_one_account_only() {
         let m = rig.accounts[i].messages.lock_or_panic();
         m.iter()
             .filter(|(_, (n, _))| n.contains(" log "))
-            .map(|(u, (n, _))| (*u, crate::message_name::MessageName::parse(n).unwrap().index))
+            .map(|(u, (n, _))| {
+                (
+                    *u,
+                    crate::message_name::MessageName::parse(n).unwrap().index,
+                )
+            })
             .collect()
     };
     let seq = pages(0).iter().map(|&(_, s)| s).max().unwrap();

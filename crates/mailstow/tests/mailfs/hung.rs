@@ -110,7 +110,10 @@ fn a_hung_member_costs_one_deadline(strategy: &str) {
     }
     // With b down, work goes on at the speed of a alone.
     let took = mkdir_synced(&rig.mnt.join("dir-during"));
-    assert!(took < SLACK, "{strategy}: mkdir and fsync with b down took {took:?}");
+    assert!(
+        took < SLACK,
+        "{strategy}: mkdir and fsync with b down took {took:?}"
+    );
     for (name, data) in &files {
         assert_eq!(&fs::read(rig.mnt.join(name)).unwrap(), data, "{name}");
     }
