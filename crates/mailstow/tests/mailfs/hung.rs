@@ -38,14 +38,15 @@ fn write_synced(path: &std::path::Path, data: &[u8]) -> Duration {
     started.elapsed()
 }
 
-fn mkdir_synced(path: &std::path::Path) -> Duration {
+fn mkdir_synced(rig: &Rig, name: &str) -> Duration {
+    let path = rig.mnt.join(name);
     let started = Instant::now();
-    fs::create_dir(path).unwrap();
-    fs::File::open(path).unwrap().sync_all().unwrap();
-    fs::File::open(path.parent().unwrap())
-        .unwrap()
-        .sync_all()
-        .unwrap();
+    let made = fs::create_dir(&path)
+        .and_then(|()| fs::File::open(&path)?.sync_all())
+        .and_then(|()| fs::File::open(&rig.mnt)?.sync_all());
+    if let Err(e) = made {
+        panic!("mkdir and fsync of {name}: {e}\nlog: {}", rig.log());
+    }
     started.elapsed()
 }
 
@@ -109,7 +110,7 @@ fn a_hung_member_costs_one_deadline(strategy: &str) {
         );
     }
     // With b down, work goes on at the speed of a alone.
-    let took = mkdir_synced(&rig.mnt.join("dir-during"));
+    let took = mkdir_synced(&rig, "dir-during");
     assert!(
         took < SLACK,
         "{strategy}: mkdir and fsync with b down took {took:?}"
@@ -125,7 +126,7 @@ fn a_hung_member_costs_one_deadline(strategy: &str) {
 
     // 2. A mkdir and fsync is the first to meet the silent member.
     b.pause();
-    let took = mkdir_synced(&rig.mnt.join("dir-stalled"));
+    let took = mkdir_synced(&rig, "dir-stalled");
     eprintln!("{strategy}: mkdir and fsync with b hung: {took:?}");
     assert!(
         took < DEADLINE + SLACK,
