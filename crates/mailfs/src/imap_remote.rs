@@ -110,9 +110,9 @@ impl ImapRemote {
     }
 
     /// Runs `f` on a pooled session (connecting one if the pool has room), and puts the
-    /// session back unless the error left it unusable.
-    /// A command waiting for a session fails when another command to this account goes
-    /// silent past its limit meanwhile (`Pool::stalls`).
+    /// session back unless the error left it unusable. A command waiting for a session
+    /// fails when another command to this account goes silent past its limit meanwhile
+    /// (`Pool::stalls`).
     fn with<T>(
         &self,
         select: bool,
