@@ -397,6 +397,16 @@ impl Client {
         &mut self.caps
     }
 
+    /// Changes the limit for each read and write from now on (`Config::timeout` at
+    /// connect): a caller may allow a command it knows to be slow more than others.
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// False once an error left the connection in an unknown state; drop it then.
     pub fn is_usable(&self) -> bool {
         self.broken.is_none()
@@ -1040,17 +1050,25 @@ impl Client {
         }
     }
 
+    /// Writes all of `data`; the timeout bounds each step that makes no progress, not the
+    /// whole write: a many-MiB literal to a slow but live server may take longer in total,
+    /// a server that stops reading fails after one timeout.
     async fn write(&mut self, data: &[u8]) -> Result<(), Error> {
-        let result = match &mut self.conn {
-            Conn::Plain(s) => tokio::time::timeout(self.timeout, s.write_all(data)).await,
-            Conn::Tls(s) => tokio::time::timeout(self.timeout, s.write_all(data)).await,
-            Conn::Gone => return Err(Error::Closed),
-        };
-        match result {
-            Err(_) => Err(self.fail(Error::Timeout)),
-            Ok(Err(e)) => Err(self.fail(closed_or_io(e, &self.bye))),
-            Ok(Ok(())) => Ok(()),
+        let mut rest = data;
+        while !rest.is_empty() {
+            let result = match &mut self.conn {
+                Conn::Plain(s) => tokio::time::timeout(self.timeout, s.write(rest)).await,
+                Conn::Tls(s) => tokio::time::timeout(self.timeout, s.write(rest)).await,
+                Conn::Gone => return Err(Error::Closed),
+            };
+            match result {
+                Err(_) => return Err(self.fail(Error::Timeout)),
+                Ok(Err(e)) => return Err(self.fail(closed_or_io(e, &self.bye))),
+                Ok(Ok(0)) => return Err(self.fail(Error::Closed)),
+                Ok(Ok(n)) => rest = &rest[n..],
+            }
         }
+        Ok(())
     }
 
     async fn flush(&mut self) -> Result<(), Error> {

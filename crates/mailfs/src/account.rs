@@ -4,14 +4,14 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use disk::Disk;
 
 use crate::FsError;
 use crate::durable;
-use crate::locking::MutexExt;
+use crate::locking::{CondvarExt, MutexExt};
 use crate::message_name::{MessageName, NameId};
 use crate::remote::{Remote, RemoteError};
 
@@ -36,6 +36,31 @@ pub struct Account {
     /// Smoothed latency of recent commands, in microseconds (reads prefer the fastest).
     latency_us: AtomicU64,
     backlog: Backlog,
+    health: Arc<HealthSignal>,
+}
+
+/// Wakes the writer of the stats file when an account is marked down or up, so `fs stats`
+/// says so at once and not when a loop that may be waiting on that account comes round.
+#[derive(Default)]
+pub struct HealthSignal {
+    changes: Mutex<u64>,
+    changed: Condvar,
+}
+
+impl HealthSignal {
+    pub fn notify(&self) {
+        *self.changes.lock_or_panic() += 1;
+        self.changed.notify_all();
+    }
+
+    /// Waits until the count of changes differs from `seen`, or `max`; returns it.
+    pub fn wait(&self, seen: u64, max: Duration) -> u64 {
+        let changes = self.changes.lock_or_panic();
+        if *changes != seen {
+            return *changes;
+        }
+        *self.changed.wait_timeout_or_panic(changes, max).0
+    }
 }
 
 impl Account {
@@ -46,6 +71,7 @@ impl Account {
         fsid: [u8; 16],
         disk: Arc<dyn Disk>,
         state_dir: &Path,
+        health: Arc<HealthSignal>,
     ) -> Result<Account, FsError> {
         Ok(Account {
             raid,
@@ -58,6 +84,7 @@ impl Account {
             up: AtomicBool::new(true),
             latency_us: AtomicU64::new(1_000),
             backlog: Backlog::open(disk, &state_dir.join(format!("backlog-{raid}")))?,
+            health,
         })
     }
 
@@ -68,6 +95,7 @@ impl Account {
     pub fn mark_down(&self, why: &RemoteError) {
         if self.up.swap(false, Ordering::SeqCst) {
             tracing::warn!(account = %self.remote.describe(), "marked down: {why}");
+            self.health.notify();
         }
     }
 
@@ -249,6 +277,7 @@ impl Account {
                 self.load_index()?;
                 self.up.store(true, Ordering::SeqCst);
                 tracing::info!(account = %self.remote.describe(), "caught up, marked up");
+                self.health.notify();
             }
         }
         Ok(sent)

@@ -50,6 +50,11 @@ pub enum Strategy {
 pub const METADATA_BATCH_MS_MAX: u64 = 10_000;
 /// Largest `log_pages_max`: a mount replays at most this many pages at open.
 pub const LOG_PAGES_MAX_MAX: u64 = 65_536;
+/// Bounds of `member_deadline_ms`: shorter than a loaded server's pause between two
+/// replies would mark members down that are only busy; longer is the stall the deadline
+/// exists to prevent.
+pub const MEMBER_DEADLINE_MS_MIN: u64 = 100;
+pub const MEMBER_DEADLINE_MS_MAX: u64 = 60_000;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -71,7 +76,20 @@ pub struct FsSection {
     /// flight on a mounted client.
     pub orphan_grace: String,
     pub dedup: bool,
+    /// How long a command the server may think about at length (listing the folder,
+    /// SEARCH, EXPUNGE, QUOTA, CREATE) may go without a byte from it; never less than
+    /// `member_deadline_ms`.
     pub timeout_ms: u64,
+    /// How long a member may stay silent while the mount waits for it (connecting, its
+    /// greeting, each read or write of an APPEND, FETCH or NOOP) before the command fails
+    /// and the member is marked down (docs/mailfs.md 7). Commands queued behind it for
+    /// one of its connections fail at the same moment.
+    pub member_deadline_ms: u64,
+    /// Members of a group that must hold a write before it is acknowledged; the others
+    /// are owed it through their backlogs (M6). Default: 1 with `strategy = "fast"`,
+    /// every member with `"strong"`. Fewer live members than this still acknowledge a
+    /// write (the group runs degraded), as long as one of them took it.
+    pub write_quorum: Option<usize>,
     /// Blocks fetched ahead of a sequential reader.
     pub readahead_blocks: usize,
     /// Dirty bytes one open file may hold in memory before full blocks are uploaded early.
@@ -101,6 +119,8 @@ impl Default for FsSection {
             orphan_grace: "1h".into(),
             dedup: false,
             timeout_ms: 10_000,
+            member_deadline_ms: 2_000,
+            write_quorum: None,
             readahead_blocks: 8,
             dirty_bytes_max: 256 << 20,
             direct_io: false,
@@ -257,6 +277,18 @@ impl Config {
                 self.fs.log_pages_max
             ));
         }
+        if !(MEMBER_DEADLINE_MS_MIN..=MEMBER_DEADLINE_MS_MAX).contains(&self.fs.member_deadline_ms)
+        {
+            return bad(format!(
+                "fs.member_deadline_ms {}: from {MEMBER_DEADLINE_MS_MIN} to {MEMBER_DEADLINE_MS_MAX}",
+                self.fs.member_deadline_ms
+            ));
+        }
+        if let Some(q) = self.fs.write_quorum
+            && !(1..=ACCOUNTS_MAX).contains(&q)
+        {
+            return bad(format!("fs.write_quorum {q}: from 1 to {ACCOUNTS_MAX}"));
+        }
         if self.groups.is_empty() {
             return bad("no [[group]] with accounts".into());
         }
@@ -304,8 +336,23 @@ impl Config {
         Ok(())
     }
 
+    /// The silence allowed to a slow command (`timeout_ms`), never below the deadline.
     pub fn timeout(&self) -> Duration {
-        Duration::from_millis(self.fs.timeout_ms.max(100))
+        Duration::from_millis(self.fs.timeout_ms.max(self.fs.member_deadline_ms))
+    }
+
+    /// The silence after which a member is marked down (`member_deadline_ms`).
+    pub fn member_deadline(&self) -> Duration {
+        Duration::from_millis(self.fs.member_deadline_ms)
+    }
+
+    /// Members of a group of `members` that must hold a write before it is acknowledged.
+    pub fn write_quorum(&self, members: usize) -> usize {
+        let q = self.fs.write_quorum.unwrap_or(match self.fs.strategy {
+            Strategy::Fast => 1,
+            Strategy::Strong => members,
+        });
+        q.clamp(1, members.max(1))
     }
 
     /// The passphrase, if any. A `passphrase_file` the CLI has not read into `passphrase`
@@ -409,6 +456,17 @@ connections = 1
         assert!(c.fs.writeback_cache && !c.fs.direct_io);
         let direct = Config::parse(&FOUR.replace("[fs]", "[fs]\ndirect_io = true")).unwrap();
         assert!(direct.fs.direct_io);
+        // A member is marked down after 2 s of silence; slow commands get timeout_ms.
+        assert_eq!(c.member_deadline(), Duration::from_secs(2));
+        assert_eq!(c.timeout(), Duration::from_secs(10));
+        let short = Config::parse(&FOUR.replace("[fs]", "[fs]\ntimeout_ms = 500")).unwrap();
+        assert_eq!(short.timeout(), Duration::from_secs(2));
+        // The quorum: every member with strong, one with fast, at most the group.
+        assert_eq!((c.write_quorum(2), c.write_quorum(1)), (2, 1));
+        let fast = Config::parse(&FOUR.replace("[fs]", "[fs]\nstrategy = \"fast\"")).unwrap();
+        assert_eq!(fast.write_quorum(3), 1);
+        let two = Config::parse(&FOUR.replace("[fs]", "[fs]\nwrite_quorum = 2")).unwrap();
+        assert_eq!((two.write_quorum(3), two.write_quorum(1)), (2, 1));
     }
 
     #[test]
@@ -429,6 +487,18 @@ connections = 1
             (
                 FOUR.replace("[fs]", "[fs]\nlog_pages_max = 0"),
                 "log_pages_max 0: from 1 to 65536",
+            ),
+            (
+                FOUR.replace("[fs]", "[fs]\nmember_deadline_ms = 99"),
+                "member_deadline_ms 99: from 100 to 60000",
+            ),
+            (
+                FOUR.replace("[fs]", "[fs]\nmember_deadline_ms = 60001"),
+                "member_deadline_ms 60001: from 100 to 60000",
+            ),
+            (
+                FOUR.replace("[fs]", "[fs]\nwrite_quorum = 0"),
+                "write_quorum 0: from 1 to 255",
             ),
             ("[fs]\n".to_string(), "no [[group]]"),
         ] {

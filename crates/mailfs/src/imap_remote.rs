@@ -25,11 +25,24 @@ use crate::remote::{Remote, RemoteError};
 pub const NAME_HEADER: &str = "X-Mailfs";
 
 pub struct ImapRemote {
+    /// Its `timeout` is the member deadline: connecting, and each read or write of the
+    /// commands on the file system's path.
     cfg: imap_client::Config,
+    /// The silence allowed to commands the server may think about at length.
+    slow_timeout: std::time::Duration,
     folder: String,
     connections_max: usize,
     pool: Mutex<Pool>,
     returned: Condvar,
+}
+
+/// How long a command may wait for a byte from the server.
+#[derive(Clone, Copy)]
+enum Patience {
+    /// APPEND, FETCH, NOOP: the member deadline.
+    Deadline,
+    /// Listing the folder, SEARCH, EXPUNGE, QUOTA, CREATE: `timeout_ms`.
+    Slow,
 }
 
 /// One session and the runtime its socket belongs to.
@@ -42,6 +55,11 @@ struct Pool {
     idle: Vec<Conn>,
     /// Sessions alive, idle or busy.
     open: usize,
+    /// Commands that went silent past their limit. A command waiting for a session when
+    /// this changes fails at once: the member it waits for has just been found silent,
+    /// and each queued command would otherwise wait a deadline of its own on a fresh
+    /// session to a server that answers no greeting (issue 41: 40 s for 40 MiB).
+    stalls: u64,
 }
 
 fn remote_error(e: ImapError) -> RemoteError {
@@ -53,10 +71,13 @@ fn remote_error(e: ImapError) -> RemoteError {
 }
 
 impl ImapRemote {
+    /// `deadline`: the silence after which a command on the file system's path fails
+    /// (`member_deadline_ms`); `slow_timeout` the one for slow commands (`timeout_ms`).
     pub fn new(
         account: &AccountSection,
         folder: &str,
-        timeout: std::time::Duration,
+        deadline: std::time::Duration,
+        slow_timeout: std::time::Duration,
     ) -> Result<ImapRemote, FsError> {
         let mut cfg = imap_client::Config::new(
             account.host.clone(),
@@ -71,31 +92,42 @@ impl ImapRemote {
         };
         cfg.accept_invalid_certs = account.accept_invalid_certs;
         cfg.use_binary = account.transfer == Transfer::Binary;
-        cfg.timeout = timeout;
+        cfg.timeout = deadline;
         // A block plus base64 growth and the FETCH wrapping.
         cfg.response_bytes_max = (mailfs_format::PAYLOAD_BYTES_MAX / 3 * 4) + (4 << 20);
         Ok(ImapRemote {
             cfg,
+            slow_timeout: slow_timeout.max(deadline),
             folder: folder.to_string(),
             connections_max: account.connections.max(1),
             pool: Mutex::new(Pool {
                 idle: Vec::new(),
                 open: 0,
+                stalls: 0,
             }),
             returned: Condvar::new(),
         })
     }
 
     /// Runs `f` on a pooled session (connecting one if the pool has room), and puts the
-    /// session back unless the error left it unusable.
+    /// session back unless the error left it unusable. A command waiting for a session
+    /// fails when another command to this account goes silent past its limit meanwhile
+    /// (`Pool::stalls`).
     fn with<T>(
         &self,
         select: bool,
+        patience: Patience,
         f: impl AsyncFnOnce(&mut Client) -> Result<T, ImapError>,
     ) -> Result<T, RemoteError> {
         let taken = {
             let mut pool = self.pool.lock_or_panic();
+            let stalls = pool.stalls;
             loop {
+                if pool.stalls != stalls {
+                    return Err(RemoteError::Unavailable(
+                        "the account went silent while this command waited for a session".into(),
+                    ));
+                }
                 if let Some(c) = pool.idle.pop() {
                     break Some(c);
                 }
@@ -136,13 +168,23 @@ impl ImapRemote {
                 match connected {
                     Ok(client) => Conn { rt, client },
                     Err(e) => {
+                        // Waiters learn of the silence before the slot frees: one woken by
+                        // the slot would otherwise connect and wait a deadline of its own.
+                        let e = self.failed(e);
                         release_slot();
-                        return Err(remote_error(e));
+                        return Err(e);
                     }
                 }
             }
         };
-        let r = conn.rt.block_on(f(&mut conn.client));
+        conn.client.set_timeout(match patience {
+            Patience::Deadline => self.cfg.timeout,
+            Patience::Slow => self.slow_timeout,
+        });
+        let r = conn
+            .rt
+            .block_on(f(&mut conn.client))
+            .map_err(|e| self.failed(e));
         if conn.client.is_usable() {
             let mut pool = self.pool.lock_or_panic();
             pool.idle.push(conn);
@@ -150,7 +192,21 @@ impl ImapRemote {
         } else {
             release_slot();
         }
-        r.map_err(remote_error)
+        r
+    }
+
+    /// The error as the engine sees it. A silent server also fails the commands queued
+    /// for its sessions, and its idle sessions are dropped: they are as silent.
+    fn failed(&self, e: ImapError) -> RemoteError {
+        if matches!(e, ImapError::Timeout) {
+            let mut pool = self.pool.lock_or_panic();
+            pool.stalls += 1;
+            let idle = pool.idle.len();
+            pool.idle.clear();
+            pool.open -= idle;
+            self.returned.notify_all();
+        }
+        remote_error(e)
     }
 
     /// Drops every pooled session (the next command reconnects).
@@ -286,7 +342,9 @@ impl Remote for ImapRemote {
 
     fn prepare(&self) -> Result<(), RemoteError> {
         let folder = self.folder.clone();
-        self.with(false, async move |c| c.create(&folder).await)?;
+        self.with(false, Patience::Slow, async move |c| {
+            c.create(&folder).await
+        })?;
         // Sessions opened before the folder existed are not selected on it.
         self.reset();
         Ok(())
@@ -294,7 +352,7 @@ impl Remote for ImapRemote {
 
     fn append(&self, batch: &[(String, &[u8])]) -> Result<Vec<Option<u32>>, RemoteError> {
         let folder = self.folder.clone();
-        self.with(true, async move |c| {
+        self.with(true, Patience::Deadline, async move |c| {
             let binary = c.capabilities().binary;
             let msgs: Vec<Vec<u8>> = batch
                 .iter()
@@ -306,7 +364,7 @@ impl Remote for ImapRemote {
     }
 
     fn fetch(&self, uid: u32) -> Result<Option<Vec<u8>>, RemoteError> {
-        self.with(true, async move |c| {
+        self.with(true, Patience::Deadline, async move |c| {
             seen_after_sync(c, async |c: &mut Client| {
                 if c.capabilities().binary {
                     // Decoded by the server: the envelope, or base64 written in the other
@@ -333,7 +391,7 @@ impl Remote for ImapRemote {
         start: usize,
         len: usize,
     ) -> Result<Option<Vec<u8>>, RemoteError> {
-        self.with(true, async move |c| {
+        self.with(true, Patience::Deadline, async move |c| {
             seen_after_sync(c, async |c: &mut Client| {
                 if c.capabilities().binary {
                     // RFC 3516 4.2: a partial BINARY fetch counts decoded octets.
@@ -361,7 +419,7 @@ impl Remote for ImapRemote {
 
     fn list(&self) -> Result<Vec<(u32, String)>, RemoteError> {
         let folder = self.folder.clone();
-        self.with(true, async move |c| {
+        self.with(true, Patience::Slow, async move |c| {
             // A fresh SELECT makes the server report what other sessions appended.
             let mb = c.select(&folder).await?;
             if mb.exists == 0 {
@@ -373,7 +431,7 @@ impl Remote for ImapRemote {
 
     fn find(&self, name: &str) -> Result<Vec<u32>, RemoteError> {
         let name = name.to_string();
-        self.with(true, async move |c| {
+        self.with(true, Patience::Slow, async move |c| {
             let found = c.uid_search_header(NAME_HEADER, &name).await?;
             if !found.is_empty() {
                 return Ok(found);
@@ -388,12 +446,14 @@ impl Remote for ImapRemote {
         if uids.is_empty() {
             return Ok(());
         }
-        self.with(true, async move |c| c.uid_expunge(uids).await)
+        self.with(true, Patience::Slow, async move |c| {
+            c.uid_expunge(uids).await
+        })
     }
 
     fn quota(&self) -> Result<Option<(u64, u64)>, RemoteError> {
         let folder = self.folder.clone();
-        self.with(true, async move |c| {
+        self.with(true, Patience::Slow, async move |c| {
             if !c.capabilities().quota {
                 return Ok(None);
             }
@@ -402,7 +462,7 @@ impl Remote for ImapRemote {
     }
 
     fn ping(&self) -> Result<(), RemoteError> {
-        self.with(true, async move |c| c.noop().await)
+        self.with(true, Patience::Deadline, async move |c| c.noop().await)
     }
 }
 

@@ -251,6 +251,7 @@ fn remotes(config: &Config) -> anyhow::Result<Vec<Box<dyn Remote>>> {
             out.push(Box::new(ImapRemote::new(
                 a,
                 &config.fs.folder,
+                config.member_deadline(),
                 config.timeout(),
             )?));
         }

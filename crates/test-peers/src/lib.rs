@@ -134,6 +134,8 @@ impl Dovecot {
     /// wait (SIGKILL after 5 s), then SIGKILL to what is left of its process group, so
     /// every open connection (authenticated or not) is closed and the port refuses.
     pub fn stop(&mut self) {
+        // A paused instance would hold SIGTERM until the grace runs out.
+        self.resume();
         let Some(mut child) = self.child.take() else {
             return;
         };
@@ -162,6 +164,25 @@ impl Dovecot {
         let deadline = Instant::now() + STOP_GRACE;
         while Instant::now() < deadline && greeting_ok(self.port, Duration::from_millis(200)) {
             std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Makes the instance hang without closing anything (a provider that fails by going
+    /// silent): SIGSTOP to its whole process group. Connections stay open and new ones are
+    /// accepted by the kernel, but no byte comes back until [`Dovecot::resume`].
+    pub fn pause(&self) {
+        self.signal_group(rustix::process::Signal::STOP);
+    }
+
+    /// Undoes [`Dovecot::pause`]: SIGCONT to the process group.
+    pub fn resume(&self) {
+        self.signal_group(rustix::process::Signal::CONT);
+    }
+
+    fn signal_group(&self, signal: rustix::process::Signal) {
+        if let Some(child) = &self.child {
+            let pid = rustix::process::Pid::from_child(child);
+            let _ = rustix::process::kill_process_group(pid, signal);
         }
     }
 

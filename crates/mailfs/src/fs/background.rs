@@ -46,6 +46,7 @@ impl Fs {
         self.spawn_fetchers(fetchers);
         let flusher = self.spawn_flusher();
         let committers = self.spawn_committers();
+        let stats = self.spawn_stats_writer();
         let fs = self.clone();
         std::thread::spawn(move || {
             let mut tick = 0u64;
@@ -62,10 +63,8 @@ impl Fs {
                 if tick.is_multiple_of(300) {
                     fs.refresh_quota();
                 }
-                if tick.is_multiple_of(5) {
-                    fs.write_stats_file();
-                }
             }
+            let _ = stats.join();
             fs.tree.writeback.wake_all();
             for c in committers {
                 let _ = c.join();
@@ -77,8 +76,27 @@ impl Fs {
         })
     }
 
+    /// Writes the stats file every second and as soon as an account is marked down or
+    /// up, in a thread of its own: the replicator's loop can wait a member deadline on a
+    /// silent account, and `fs stats` must not show it up meanwhile.
+    fn spawn_stats_writer(self: &Arc<Self>) -> std::thread::JoinHandle<()> {
+        let fs = self.clone();
+        std::thread::spawn(move || {
+            let mut seen = u64::MAX;
+            while !fs.stop.load(Ordering::SeqCst) {
+                seen = fs
+                    .replicas
+                    .health
+                    .wait(seen, std::time::Duration::from_secs(1));
+                fs.write_stats_file();
+            }
+        })
+    }
+
     pub fn shutdown(&self) {
         self.stop.store(true, Ordering::SeqCst);
+        // The stats writer ends now, not at its next second.
+        self.replicas.health.notify();
     }
 
     pub fn stats_text(&self) -> String {

@@ -218,10 +218,14 @@ impl MetaLog {
 
     /// The pages after the superblock's checkpoint, read at open: their changes wait in
     /// `replay` for their directories to load. Stops at the first page that no account has
-    /// or that fails to open (M1), so the tree is a prefix of what was written.
+    /// or that fails to open (M1), so the tree is a prefix of what was written. A page
+    /// that some live accounts lack (a crash in the middle of `Fs::put`) is put back on
+    /// them, as fsck would: the tree now depends on it, and the accounts that hold it may
+    /// be the next to fail.
     pub(super) fn load(&self, fs: &Fs, log_from: u64) {
         // Every account's list, even one down now: a page's name is never used twice.
         let seqs = fs.log_page_seqs(false);
+        let mut incomplete = Vec::new();
         let mut st = self.state.lock_or_panic();
         st.log_from = log_from;
         // Never reuse a page's name, not even one past a gap.
@@ -232,8 +236,7 @@ impl MetaLog {
                 tracing::warn!("log page {expect} is missing everywhere; replay stops before it");
                 break;
             }
-            let page = fs.log_page(seq);
-            let page = match page {
+            let (page, payload) = match fs.log_page_payload(seq) {
                 Ok(p) => p,
                 Err(e) => {
                     tracing::warn!("log page {seq}: {e}; replay stops before it");
@@ -245,6 +248,11 @@ impl MetaLog {
                 st.replay.entry(d.id).or_default().push(d);
             }
             st.pages_since_checkpoint += 1;
+            incomplete.push((seq, payload));
+        }
+        drop(st);
+        for (seq, payload) in incomplete {
+            fs.complete_log_page(seq, &payload);
         }
     }
 
@@ -611,15 +619,44 @@ impl Fs {
     }
 
     pub(crate) fn log_page(&self, seq: u64) -> Result<LogPage, FsError> {
-        let page =
-            meta::decode_log_page(&self.get(&self.all_accounts(), page_id(seq), &self.sealing)?)?;
+        self.log_page_payload(seq).map(|(page, _)| page)
+    }
+
+    /// A log page and the payload it was decoded from.
+    fn log_page_payload(&self, seq: u64) -> Result<(LogPage, Vec<u8>), FsError> {
+        let payload = self.get(&self.all_accounts(), page_id(seq), &self.sealing)?;
+        let page = meta::decode_log_page(&payload)?;
         if page.seq != seq {
             return Err(FsError::Integrity(format!(
                 "log page {seq} says {}",
                 page.seq
             )));
         }
-        Ok(page)
+        Ok((page, payload))
+    }
+
+    /// Puts log page `seq` back on the live accounts that do not list it (mount-time
+    /// repair, docs/mailfs.md 8). An account that fails is marked down and catches up
+    /// later as any other; one that is down now is left to fsck.
+    fn complete_log_page(&self, seq: u64, payload: &[u8]) {
+        let id = page_id(seq);
+        for a in &self.replicas.accounts {
+            if !a.is_up() || a.has(&id) {
+                continue;
+            }
+            let name = self.message_name(MsgKind::LogPage, 0, seq, 0);
+            let put = seal_with(&self.sealing, &name, a.raid, payload)
+                .and_then(|env| a.append_now(&[(name, env)]).map_err(FsError::from));
+            match put {
+                Ok(()) => {
+                    self.stats.repairs.fetch_add(1, Ordering::Relaxed);
+                    tracing::info!(account = %a.remote.describe(), "put back log page {seq}");
+                }
+                Err(e) => {
+                    tracing::warn!(account = %a.remote.describe(), "log page {seq} not put back: {e}")
+                }
+            }
+        }
     }
 
     /// Every log page the accounts still hold (history: versions, restore, gc, rebuild),

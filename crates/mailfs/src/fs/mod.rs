@@ -18,9 +18,9 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use mailfs_format::{Kind as MsgKind, Sealing, open, open_owned, seal};
 
-use crate::account::Account;
+use crate::account::{Account, HealthSignal};
 use crate::cache::{BlockId, Cache};
-use crate::config::{Config, Strategy};
+use crate::config::Config;
 use crate::keys;
 use crate::locking::{CondvarExt, MutexExt};
 use crate::message_name::{MessageName, NameId};
@@ -293,10 +293,26 @@ struct Undo {
     version: u64,
 }
 
+impl Replicas {
+    /// Copies a write to `targets` needs before it is acknowledged: each group's quorum,
+    /// at most as many as it has among the targets.
+    fn quorum_of(&self, targets: &[usize]) -> usize {
+        self.groups
+            .iter()
+            .zip(&self.quorum)
+            .map(|(members, &q)| q.min(targets.iter().filter(|t| members.contains(t)).count()))
+            .sum()
+    }
+}
+
 /// The replicas part of `Fs`: the accounts (virtual disks), the replication groups that
 /// stripe over them, and what placement and replication read (docs/mailfs.md 1 and 7).
 pub struct Replicas {
-    strategy: Strategy,
+    /// Members of each group that must hold a write before it is acknowledged
+    /// (`write_quorum`).
+    quorum: Vec<usize>,
+    /// Rung when an account is marked down or up (the stats file is written then).
+    health: Arc<HealthSignal>,
     pub accounts: Vec<Arc<Account>>,
     /// Account positions of each replication group's members.
     pub groups: Vec<Vec<usize>>,
@@ -523,6 +539,7 @@ impl Fs {
         let mut connections = Vec::new();
         let mut capacity = Vec::new();
         let mut remotes = remotes.into_iter();
+        let health = Arc::new(HealthSignal::default());
         for (gi, g) in config.groups.iter().enumerate() {
             let mut members = Vec::new();
             for a in &g.accounts {
@@ -535,6 +552,7 @@ impl Fs {
                     fsid,
                     disk.clone(),
                     &state_dir,
+                    health.clone(),
                 )?));
                 members.push(raid as usize);
                 connections.push(a.connections);
@@ -565,7 +583,11 @@ impl Fs {
             block_size: config.fs.block_size,
             dirty_bytes_max: config.fs.dirty_bytes_max,
             replicas: Replicas {
-                strategy: config.fs.strategy,
+                quorum: groups
+                    .iter()
+                    .map(|g| config.write_quorum(g.len()))
+                    .collect(),
+                health,
                 accounts,
                 groups,
                 connections,
@@ -658,10 +680,12 @@ impl Fs {
                 Err(_) => std::thread::sleep(std::time::Duration::from_millis(500)),
             }
         }
-        // Then the log pages after the checkpoint, which directories replay as they load.
+        // Then what the accounts' backlogs owe, so that the log's repair below finds on
+        // each account what it was owed; then the log pages after the checkpoint, which
+        // directories replay as they load.
+        fs.replicate_once();
         let log_from = fs.superblock().1.log_from;
         fs.tree.metalog.load(&fs, log_from);
-        fs.replicate_once();
         Ok(fs)
     }
 
@@ -734,10 +758,13 @@ impl Fs {
         &self.sealing
     }
 
-    /// Writes one message to `targets` (docs/mailfs.md 7): strong waits for every live
-    /// member, fast for one; members that are down or fail are owed the message through
-    /// their durable backlog. Fails only when no member took it, and then owes nothing, so
-    /// a failed write never appears later.
+    /// Writes one message to `targets` (docs/mailfs.md 7): acknowledged when the write
+    /// quorum of each group it touches has it (strong: every live member, fast: one),
+    /// sent first to the members that answered fastest of late. A member that fails or
+    /// stays silent past `member_deadline_ms` is marked down and the next live one is
+    /// tried; members that do not take it are owed it through their durable backlogs.
+    /// Fails only when no member took it, and then owes nothing, so a failed write never
+    /// appears later.
     pub(crate) fn put(
         &self,
         targets: &[usize],
@@ -755,42 +782,33 @@ impl Fs {
         for &t in targets {
             sealed.insert(t, seal_with(sealing, &name, t as u8, payload)?);
         }
-        let send_to: Vec<usize> = match self.replicas.strategy {
-            Strategy::Strong => live.clone(),
-            Strategy::Fast => live.iter().take(1).copied().collect(),
-        };
+        let need = self.replicas.quorum_of(targets);
         let mut ok: Vec<usize> = Vec::new();
         let mut failed: Vec<(usize, RemoteError)> = Vec::new();
-        std::thread::scope(|s| {
-            let handles: Vec<_> = send_to
-                .iter()
-                .map(|&t| {
-                    let acct = &self.replicas.accounts[t];
-                    let body = sealed[&t].clone();
-                    (t, s.spawn(move || acct.append_now(&[(name, body)])))
-                })
-                .collect();
-            for (t, h) in handles {
-                match h.join() {
-                    Ok(Ok(())) => ok.push(t),
-                    Ok(Err(e)) => failed.push((t, e)),
-                    Err(_) => {
-                        failed.push((t, RemoteError::Unavailable("append thread panicked".into())))
+        let mut untried = live.as_slice();
+        // In rounds: the members still needed at once, then as many again from the rest
+        // for each that failed.
+        while ok.len() < need && !untried.is_empty() {
+            let (now, rest) = untried.split_at((need - ok.len()).min(untried.len()));
+            untried = rest;
+            std::thread::scope(|s| {
+                let handles: Vec<_> = now
+                    .iter()
+                    .map(|&t| {
+                        let acct = &self.replicas.accounts[t];
+                        let body = sealed[&t].clone();
+                        (t, s.spawn(move || acct.append_now(&[(name, body)])))
+                    })
+                    .collect();
+                for (t, h) in handles {
+                    match h.join() {
+                        Ok(Ok(())) => ok.push(t),
+                        Ok(Err(e)) => failed.push((t, e)),
+                        Err(_) => failed
+                            .push((t, RemoteError::Unavailable("append thread panicked".into()))),
                     }
                 }
-            }
-        });
-        if ok.is_empty() && self.replicas.strategy == Strategy::Fast {
-            // Fast: fall back to the other live members one by one.
-            for &t in live.iter().skip(1) {
-                if self.replicas.accounts[t]
-                    .append_now(&[(name, sealed[&t].clone())])
-                    .is_ok()
-                {
-                    ok.push(t);
-                    break;
-                }
-            }
+            });
         }
         if ok.is_empty() {
             let why = failed

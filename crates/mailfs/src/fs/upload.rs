@@ -193,33 +193,99 @@ impl Fs {
             })
     }
 
-    /// Sends messages to every member of their groups (strong) or the fastest live one
-    /// (fast), `connections` streams per account, batched into MULTIAPPENDs; a member that
-    /// fails is owed the rest (M6). Fails when a message reached no member of its group.
+    /// Sends messages to the write quorum of their groups (strong: every member, fast: the
+    /// fastest live one), `connections` streams per account, batched into MULTIAPPENDs. In
+    /// rounds: a message short of its quorum after a round (a member failed, or stayed
+    /// silent past `member_deadline_ms` and is down now) goes to the next live members in
+    /// the next, batched as well, so a hung member costs one deadline, not one per
+    /// message. Members that do not get a message are owed it (M6). Fails when a message
+    /// reached no member of its group.
     fn put_messages(&self, jobs: &[Outgoing]) -> Result<(), FsError> {
         if jobs.is_empty() {
             return Ok(());
         }
-        // Per account, the messages it should get now.
-        let mut per_account: Vec<Vec<usize>> = vec![Vec::new(); self.replicas.accounts.len()];
-        for (j, job) in jobs.iter().enumerate() {
-            let members = &self.replicas.groups[job.group as usize];
-            let mut live: Vec<usize> = members
-                .iter()
-                .copied()
-                .filter(|&m| self.replicas.accounts[m].is_up())
-                .collect();
-            live.sort_by_key(|&m| self.replicas.accounts[m].latency_us());
-            let now: Vec<usize> = match self.replicas.strategy {
-                Strategy::Strong => live,
-                Strategy::Fast => live.into_iter().take(1).collect(),
-            };
-            for m in now {
-                per_account[m].push(j);
-            }
-        }
         let delivered: Vec<Mutex<Vec<usize>>> =
             jobs.iter().map(|_| Mutex::new(Vec::new())).collect();
+        // The members each message was sent to, delivered or not: none is sent twice.
+        let mut tried: Vec<Vec<usize>> = vec![Vec::new(); jobs.len()];
+        loop {
+            // Per account, the messages it should get in this round.
+            let mut per_account: Vec<Vec<usize>> = vec![Vec::new(); self.replicas.accounts.len()];
+            let mut any = false;
+            for (j, job) in jobs.iter().enumerate() {
+                let quorum = self.replicas.quorum[job.group as usize];
+                let short = quorum.saturating_sub(delivered[j].lock_or_panic().len());
+                let mut live: Vec<usize> = self.replicas.groups[job.group as usize]
+                    .iter()
+                    .copied()
+                    .filter(|&m| self.replicas.accounts[m].is_up() && !tried[j].contains(&m))
+                    .collect();
+                live.sort_by_key(|&m| self.replicas.accounts[m].latency_us());
+                live.truncate(short);
+                for m in live {
+                    per_account[m].push(j);
+                    tried[j].push(m);
+                    any = true;
+                }
+            }
+            if !any {
+                break;
+            }
+            self.send_round(jobs, &per_account, &delivered);
+        }
+        let mut written = 0u64;
+        for (j, job) in jobs.iter().enumerate() {
+            let members = &self.replicas.groups[job.group as usize];
+            if delivered[j].lock_or_panic().is_empty() {
+                // Refused everywhere (not down): each live member once more, alone.
+                let mut ok = false;
+                for &m in members {
+                    if !self.replicas.accounts[m].is_up() {
+                        continue;
+                    }
+                    let env = seal_with(&self.sealing, &job.name, m as u8, &job.payload)?;
+                    if self.replicas.accounts[m]
+                        .append_now(&[(job.name, env)])
+                        .is_ok()
+                    {
+                        delivered[j].lock_or_panic().push(m);
+                        ok = true;
+                        break;
+                    }
+                }
+                if !ok {
+                    return Err(FsError::Unavailable(format!(
+                        "no member of group {} took {}",
+                        job.group,
+                        job.name.render()
+                    )));
+                }
+            }
+            let got = delivered[j].lock_or_panic().clone();
+            for &m in members {
+                if !got.contains(&m) {
+                    let env = seal_with(&self.sealing, &job.name, m as u8, &job.payload)?;
+                    self.replicas.accounts[m].owe(&job.name, &env)?;
+                }
+            }
+            written += job.payload.len() as u64;
+            if job.name.kind == MsgKind::Chunk {
+                self.stats.chunks_written.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.stats
+            .bytes_written
+            .fetch_add(written, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// One round of [`Fs::put_messages`]: each account's messages over its streams.
+    fn send_round(
+        &self,
+        jobs: &[Outgoing],
+        per_account: &[Vec<usize>],
+        delivered: &[Mutex<Vec<usize>>],
+    ) {
         std::thread::scope(|s| {
             for (a, list) in per_account.iter().enumerate() {
                 if list.is_empty() {
@@ -229,7 +295,6 @@ impl Fs {
                 let next = Arc::new(AtomicU64::new(0));
                 for _ in 0..streams {
                     let next = next.clone();
-                    let delivered = &delivered;
                     s.spawn(move || {
                         loop {
                             // Take a batch of consecutive jobs.
@@ -276,50 +341,6 @@ impl Fs {
                 }
             }
         });
-        let mut written = 0u64;
-        for (j, job) in jobs.iter().enumerate() {
-            let members = &self.replicas.groups[job.group as usize];
-            if delivered[j].lock_or_panic().is_empty() {
-                // Strong or fast: try any other live member once before giving up.
-                let mut ok = false;
-                for &m in members {
-                    if !self.replicas.accounts[m].is_up() {
-                        continue;
-                    }
-                    let env = seal_with(&self.sealing, &job.name, m as u8, &job.payload)?;
-                    if self.replicas.accounts[m]
-                        .append_now(&[(job.name, env)])
-                        .is_ok()
-                    {
-                        delivered[j].lock_or_panic().push(m);
-                        ok = true;
-                        break;
-                    }
-                }
-                if !ok {
-                    return Err(FsError::Unavailable(format!(
-                        "no member of group {} took {}",
-                        job.group,
-                        job.name.render()
-                    )));
-                }
-            }
-            let got = delivered[j].lock_or_panic().clone();
-            for &m in members {
-                if !got.contains(&m) {
-                    let env = seal_with(&self.sealing, &job.name, m as u8, &job.payload)?;
-                    self.replicas.accounts[m].owe(&job.name, &env)?;
-                }
-            }
-            written += job.payload.len() as u64;
-            if job.name.kind == MsgKind::Chunk {
-                self.stats.chunks_written.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        self.stats
-            .bytes_written
-            .fetch_add(written, Ordering::Relaxed);
-        Ok(())
     }
 }
 

@@ -138,6 +138,55 @@ fn a_crash_keeps_a_prefix_of_the_batches_and_fsync_makes_them_durable() {
 }
 
 #[test]
+fn the_mount_puts_back_a_log_page_a_crash_left_on_one_account_only() {
+    let rig = Rig::new("metadata_batch_ms = 10000");
+    let fs = rig.mkfs();
+    let d = fs.mkdir(ROOT, b"d", 0o755, 0, 0).unwrap();
+    let data = pattern(30_000, 9);
+    let ino = write_file(&fs, d.ino, "f", &data);
+    fs.fsync(ino).unwrap();
+    drop(fs);
+    // The crash in the middle of `Fs::put`: the newest page reached account 0 alone.
+    // (uid, sequence number) of each log page on account `i`.
+    let pages = |i: usize| -> Vec<(u32, u64)> {
+        let m = rig.accounts[i].messages.lock_or_panic();
+        m.iter()
+            .filter(|(_, (n, _))| n.contains(" log "))
+            .map(|(u, (n, _))| {
+                (
+                    *u,
+                    crate::message_name::MessageName::parse(n).unwrap().index,
+                )
+            })
+            .collect()
+    };
+    let seq = pages(0).iter().map(|&(_, s)| s).max().unwrap();
+    for i in 1..4 {
+        let (uid, _) = *pages(i).iter().find(|&&(_, s)| s == seq).unwrap();
+        rig.accounts[i].messages.lock_or_panic().remove(&uid);
+    }
+    // The mount alone (no fsck) reads the tree and writes the page back everywhere.
+    let fs = rig.mount();
+    let st = fs.lookup(d.ino, b"f").unwrap();
+    assert_eq!(read_all(&fs, st.ino), data);
+    for i in 0..4 {
+        let held = pages(i);
+        assert!(
+            held.iter().any(|&(_, s)| s == seq),
+            "account {i} lacks log page {seq}: {held:?}"
+        );
+    }
+    drop(fs);
+    // So the account that held it alone can fail now: the tree is whole without it.
+    rig.accounts[0].stopped.store(true, Ordering::SeqCst);
+    let _ = std::fs::remove_dir_all(&rig.config.cache.dir);
+    let fs = rig.mount();
+    let st = fs.lookup(d.ino, b"f").unwrap();
+    assert_eq!(read_all(&fs, st.ino), data);
+    assert!(fs.fsck(&|_, _| {}).unwrap().unrecoverable.is_empty());
+}
+
+#[test]
 fn a_full_batch_is_written_before_it_grows_past_its_bound() {
     let rig = Rig::new("metadata_batch_ms = 10000");
     let fs = rig.mkfs();

@@ -27,6 +27,41 @@ fn a_stopped_account_is_failed_over_and_caught_up() {
 }
 
 #[test]
+fn the_write_quorum_decides_who_gets_a_write_now_and_who_is_owed_it() {
+    // (quorum, owed): fast alone sends to one member of each group and owes the other;
+    // fast with a quorum of 2 and strong send to both and owe nothing.
+    for (extra, owed) in [
+        ("strategy = \"fast\"", true),
+        ("strategy = \"fast\"\nwrite_quorum = 2", false),
+        ("strategy = \"strong\"", false),
+    ] {
+        let rig = Rig::new(extra);
+        let fs = rig.mkfs();
+        let data = pattern(30_000, 3);
+        let ino = write_file(&fs, ROOT, "f", &data);
+        fs.fsync(ino).unwrap();
+        assert_eq!(
+            fs.pending().0 > 0,
+            owed,
+            "{extra}: pending {:?}",
+            fs.pending()
+        );
+        let blocks: Vec<usize> = (0..4).map(|i| messages_of(&rig, i, " blk ")).collect();
+        if owed {
+            // Each block is on one member of its group now, the other gets it from the
+            // backlog.
+            assert_eq!(blocks.iter().sum::<usize>(), 8, "{extra}: {blocks:?}");
+            fs.replicate_once();
+            assert_eq!(fs.pending().0, 0);
+        }
+        let blocks: Vec<usize> = (0..4).map(|i| messages_of(&rig, i, " blk ")).collect();
+        assert_eq!(blocks[0], blocks[1], "{extra}: {blocks:?}");
+        assert_eq!(blocks[2], blocks[3], "{extra}: {blocks:?}");
+        assert_eq!(read_all(&fs, ino), data);
+    }
+}
+
+#[test]
 fn tampering_is_detected() {
     let rig = Rig::new("");
     let fs = rig.mkfs();

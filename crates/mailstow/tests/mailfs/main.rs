@@ -3,6 +3,7 @@
 //! per concern.
 
 mod cli;
+mod hung;
 mod posix;
 mod replicas;
 mod rig;

@@ -43,6 +43,8 @@ impl Rig {
             "retention = \"0\"",
             "orphan_grace = \"0\"",
             "timeout_ms = 3000",
+            // A loaded test machine can keep a live Dovecot silent for 2 s (the default).
+            "member_deadline_ms = 3000",
         ]
         .iter()
         .filter(|d| !extra.contains(d.split(' ').next().expect("a key")))

@@ -1,0 +1,156 @@
+//! A member that hangs (alive but silent, the way providers fail more often than by
+//! refusing connections) costs the mount one `member_deadline_ms`, not a timeout per
+//! operation (issue 41): SIGSTOP of one private Dovecot that holds a member of each group.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use test_peers::Dovecot;
+
+use crate::rig::*;
+
+/// The default `member_deadline_ms` (the rig's is longer).
+const DEADLINE: Duration = Duration::from_secs(2);
+/// What a stalled operation may take beyond the deadline and the same work on a healthy
+/// group: the retry on the other member, a loaded test machine.
+const SLACK: Duration = Duration::from_secs(3);
+/// A multi-block write: 128 blocks of the rig's 128 KiB, more than the sessions of a
+/// member, so most of its commands queue behind the silent ones.
+const BIG: usize = 16 << 20;
+
+#[test]
+fn a_hung_member_costs_one_deadline_with_strong_replication() {
+    a_hung_member_costs_one_deadline("strong");
+}
+
+#[test]
+fn a_hung_member_costs_one_deadline_with_fast_replication() {
+    a_hung_member_costs_one_deadline("fast");
+}
+
+fn write_synced(path: &std::path::Path, data: &[u8]) -> Duration {
+    let started = Instant::now();
+    let mut f = fs::File::create(path).unwrap();
+    f.write_all(data).unwrap();
+    f.sync_all().unwrap();
+    started.elapsed()
+}
+
+fn mkdir_synced(rig: &Rig, name: &str) -> Duration {
+    let path = rig.mnt.join(name);
+    let started = Instant::now();
+    let made = fs::create_dir(&path)
+        .and_then(|()| fs::File::open(&path)?.sync_all())
+        .and_then(|()| fs::File::open(&rig.mnt)?.sync_all());
+    if let Err(e) = made {
+        panic!("mkdir and fsync of {name}: {e}\nlog: {}", rig.log());
+    }
+    started.elapsed()
+}
+
+/// Accounts 1 and 3 (server b's) down, 0 and 2 up.
+fn b_down(s: &BTreeMap<String, String>) -> bool {
+    s["accounts"] == "0=up,1=down,2=up,3=down"
+}
+
+fn all_up_and_paid(s: &BTreeMap<String, String>) -> bool {
+    s["pending_ops"] == "0" && !s["accounts"].contains("down")
+}
+
+fn a_hung_member_costs_one_deadline(strategy: &str) {
+    if !fuse_available() {
+        return;
+    }
+    let a = Dovecot::start(2).unwrap();
+    let b = Dovecot::start(2).unwrap();
+    // The timeout the issue saw (10 s a read): the deadline, not it, must bound a stall.
+    let rig = Rig::new(
+        &two_by_two(&a, &b),
+        &format!("strategy = \"{strategy}\"\ntimeout_ms = 10000\nmember_deadline_ms = 2000"),
+    );
+    rig.ok(&["mkfs"]);
+    rig.mount();
+    let mut files = BTreeMap::new();
+    for i in 0..2u64 {
+        let data = pattern(1_000_000, i);
+        fs::write(rig.mnt.join(format!("before{i}")), &data).unwrap();
+        files.insert(format!("before{i}"), data);
+    }
+    // The same work on a healthy group, for the bound below.
+    let data = pattern(BIG, 10);
+    let healthy = write_synced(&rig.mnt.join("healthy"), &data);
+    files.insert("healthy".to_string(), data);
+
+    // 1. A large write is the first to meet the silent member: its commands queued for
+    // that member's sessions fail with the first that misses the deadline.
+    b.pause();
+    let data = pattern(BIG, 11);
+    let took = write_synced(&rig.mnt.join("during-big"), &data);
+    files.insert("during-big".to_string(), data);
+    eprintln!("{strategy}: {BIG} bytes and fsync: {healthy:?} healthy, {took:?} with b hung");
+    assert!(
+        took < healthy + DEADLINE + SLACK,
+        "{strategy}: a {BIG}-byte write and fsync took {took:?} with a member hung ({healthy:?} healthy)\nlog: {}",
+        rig.log()
+    );
+    if strategy == "strong" {
+        // It waited for the member, so the member is down, and `fs stats` says so at once.
+        let s = rig.stats();
+        assert!(b_down(&s), "stats right after the stall: {s:?}");
+    } else {
+        // Fast waited for one member only (perhaps a); the keepalive finds b (every 5 s).
+        let started = Instant::now();
+        rig.wait_stats("b marked down", b_down);
+        assert!(
+            started.elapsed() < Duration::from_secs(5) + DEADLINE + SLACK,
+            "b was marked down after {:?}",
+            started.elapsed()
+        );
+    }
+    // With b down, work goes on at the speed of a alone.
+    let took = mkdir_synced(&rig, "dir-during");
+    assert!(
+        took < SLACK,
+        "{strategy}: mkdir and fsync with b down took {took:?}"
+    );
+    for (name, data) in &files {
+        assert_eq!(&fs::read(rig.mnt.join(name)).unwrap(), data, "{name}");
+    }
+    // Back: b gets what it is owed and is marked up again.
+    b.resume();
+    let started = Instant::now();
+    rig.wait_stats("catch-up after the first stall", all_up_and_paid);
+    eprintln!("{strategy}: caught up in {:?}", started.elapsed());
+
+    // 2. A mkdir and fsync is the first to meet the silent member.
+    b.pause();
+    let took = mkdir_synced(&rig, "dir-stalled");
+    eprintln!("{strategy}: mkdir and fsync with b hung: {took:?}");
+    assert!(
+        took < DEADLINE + SLACK,
+        "{strategy}: mkdir and fsync took {took:?} with a member hung\nlog: {}",
+        rig.log()
+    );
+    let data = pattern(300_000, 12);
+    fs::write(rig.mnt.join("dir-stalled/small"), &data).unwrap();
+    files.insert("dir-stalled/small".to_string(), data);
+    if strategy == "strong" {
+        let s = rig.stats();
+        assert!(b_down(&s), "stats right after the stall: {s:?}");
+    }
+    b.resume();
+    rig.wait_stats("catch-up after the second stall", all_up_and_paid);
+    rig.umount();
+
+    // b alone holds everything, including what was written while it hung.
+    drop(a);
+    fs::remove_dir_all(rig.dir.path().join("cache")).unwrap();
+    rig.mount();
+    for (name, data) in &files {
+        assert_eq!(&fs::read(rig.mnt.join(name)).unwrap(), data, "{name}");
+    }
+    assert!(rig.mnt.join("dir-during").is_dir());
+    rig.umount();
+}
