@@ -745,71 +745,132 @@ impl Fs {
         payload: &[u8],
         sealing: &Sealing,
     ) -> Result<(), FsError> {
+        self.put_many(targets, &[(name, payload)], sealing)
+    }
+
+    /// Writes `msgs` to `targets` as [`Fs::put`] writes each, in that order on every
+    /// account: one thread per account sends them in MULTIAPPENDs of
+    /// [`APPEND_BATCH_MAX`] (a checkpoint of a thousand directories is some sixty
+    /// commands per account, not a thousand). An account that fails stops there, and what
+    /// it lacks is owed to it. Fails when a message reached no member; then it and the
+    /// messages after it are owed to nobody, and those before it are owed as `put` would
+    /// have left them.
+    pub(crate) fn put_many(
+        &self,
+        targets: &[usize],
+        msgs: &[(MessageName, &[u8])],
+        sealing: &Sealing,
+    ) -> Result<(), FsError> {
+        if msgs.is_empty() {
+            return Ok(());
+        }
         let mut live: Vec<usize> = targets
             .iter()
             .copied()
             .filter(|&t| self.replicas.accounts[t].is_up())
             .collect();
         live.sort_by_key(|&t| self.replicas.accounts[t].latency_us());
-        let mut sealed = HashMap::new();
-        for &t in targets {
-            sealed.insert(t, seal_with(sealing, &name, t as u8, payload)?);
-        }
         let send_to: Vec<usize> = match self.replicas.strategy {
             Strategy::Strong => live.clone(),
             Strategy::Fast => live.iter().take(1).copied().collect(),
         };
-        let mut ok: Vec<usize> = Vec::new();
+        // How many of `msgs`, from the first, each account holds.
+        let mut held: HashMap<usize, usize> = HashMap::new();
         let mut failed: Vec<(usize, RemoteError)> = Vec::new();
-        std::thread::scope(|s| {
-            let handles: Vec<_> = send_to
-                .iter()
-                .map(|&t| {
-                    let acct = &self.replicas.accounts[t];
-                    let body = sealed[&t].clone();
-                    (t, s.spawn(move || acct.append_now(&[(name, body)])))
-                })
-                .collect();
-            for (t, h) in handles {
-                match h.join() {
-                    Ok(Ok(())) => ok.push(t),
-                    Ok(Err(e)) => failed.push((t, e)),
-                    Err(_) => {
-                        failed.push((t, RemoteError::Unavailable("append thread panicked".into())))
+        let sent = |t: usize, from: usize| self.append_in_order(t, &msgs[from..], sealing);
+        if let [t] = send_to[..] {
+            // No thread for one account (fast, or a single replica).
+            match sent(t, 0) {
+                (n, None) => held.insert(t, n),
+                (n, Some(e)) => {
+                    failed.push((t, e));
+                    held.insert(t, n)
+                }
+            };
+        } else {
+            std::thread::scope(|s| {
+                let handles: Vec<_> = send_to
+                    .iter()
+                    .map(|&t| (t, s.spawn(move || sent(t, 0))))
+                    .collect();
+                for (t, h) in handles {
+                    let (n, e) = h.join().unwrap_or_else(|_| {
+                        (0, Some(RemoteError::Unavailable("append thread panicked".into())))
+                    });
+                    held.insert(t, n);
+                    if let Some(e) = e {
+                        failed.push((t, e));
                     }
                 }
-            }
-        });
-        if ok.is_empty() && self.replicas.strategy == Strategy::Fast {
-            // Fast: fall back to the other live members one by one.
+            });
+        }
+        if self.replicas.strategy == Strategy::Fast {
+            // Fast: the rest goes to the other live members one by one.
             for &t in live.iter().skip(1) {
-                if self.replicas.accounts[t]
-                    .append_now(&[(name, sealed[&t].clone())])
-                    .is_ok()
-                {
-                    ok.push(t);
+                let reached = held.values().copied().max().unwrap_or(0);
+                if reached == msgs.len() {
                     break;
+                }
+                let (n, e) = sent(t, reached);
+                held.insert(t, reached + n);
+                if let Some(e) = e {
+                    failed.push((t, e));
                 }
             }
         }
-        if ok.is_empty() {
-            let why = failed
-                .iter()
-                .map(|(t, e)| format!("{}: {e}", self.replicas.accounts[*t].remote.describe()))
-                .collect::<Vec<_>>()
-                .join("; ");
-            return Err(FsError::Unavailable(if why.is_empty() {
-                "no replica is up".into()
-            } else {
-                why
-            }));
-        }
+        let reached = held.values().copied().max().unwrap_or(0);
         for &t in targets {
-            if !ok.contains(&t) {
-                self.replicas.accounts[t].owe(&name, &sealed[&t])?;
+            let has = held.get(&t).copied().unwrap_or(0);
+            for (name, payload) in msgs.iter().take(reached).skip(has) {
+                self.replicas.accounts[t].owe(name, &seal_with(sealing, name, t as u8, payload)?)?;
             }
         }
-        Ok(())
+        if reached == msgs.len() {
+            return Ok(());
+        }
+        let why = failed
+            .iter()
+            .map(|(t, e)| format!("{}: {e}", self.replicas.accounts[*t].remote.describe()))
+            .collect::<Vec<_>>()
+            .join("; ");
+        Err(FsError::Unavailable(if why.is_empty() {
+            "no replica is up".into()
+        } else {
+            why
+        }))
+    }
+
+    /// Appends `msgs` to account `t` in order, in batches; returns how many it took (a
+    /// prefix) and the error that stopped it.
+    fn append_in_order(
+        &self,
+        t: usize,
+        msgs: &[(MessageName, &[u8])],
+        sealing: &Sealing,
+    ) -> (usize, Option<RemoteError>) {
+        let acct = &self.replicas.accounts[t];
+        let mut done = 0;
+        while done < msgs.len() {
+            let mut batch = Vec::new();
+            let mut bytes = 0;
+            for (name, payload) in &msgs[done..] {
+                if !batch.is_empty()
+                    && (batch.len() >= APPEND_BATCH_MAX || bytes + payload.len() > APPEND_BATCH_BYTES_MAX)
+                {
+                    break;
+                }
+                match seal_with(sealing, name, t as u8, payload) {
+                    Ok(env) => batch.push((*name, env)),
+                    Err(e) => return (done, Some(RemoteError::Refused(e.to_string()))),
+                }
+                bytes += payload.len();
+            }
+            if let Err(e) = acct.append_now(&batch) {
+                return (done, Some(e));
+            }
+            done += batch.len();
+        }
+        (done, None)
     }
 
     /// Waits until queued disk cache files are written (tests).
