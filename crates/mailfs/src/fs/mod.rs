@@ -795,7 +795,10 @@ impl Fs {
                     .collect();
                 for (t, h) in handles {
                     let (n, e) = h.join().unwrap_or_else(|_| {
-                        (0, Some(RemoteError::Unavailable("append thread panicked".into())))
+                        (
+                            0,
+                            Some(RemoteError::Unavailable("append thread panicked".into())),
+                        )
                     });
                     held.insert(t, n);
                     if let Some(e) = e {
@@ -822,7 +825,8 @@ impl Fs {
         for &t in targets {
             let has = held.get(&t).copied().unwrap_or(0);
             for (name, payload) in msgs.iter().take(reached).skip(has) {
-                self.replicas.accounts[t].owe(name, &seal_with(sealing, name, t as u8, payload)?)?;
+                self.replicas.accounts[t]
+                    .owe(name, &seal_with(sealing, name, t as u8, payload)?)?;
             }
         }
         if reached == msgs.len() {
@@ -855,7 +859,8 @@ impl Fs {
             let mut bytes = 0;
             for (name, payload) in &msgs[done..] {
                 if !batch.is_empty()
-                    && (batch.len() >= APPEND_BATCH_MAX || bytes + payload.len() > APPEND_BATCH_BYTES_MAX)
+                    && (batch.len() >= APPEND_BATCH_MAX
+                        || bytes + payload.len() > APPEND_BATCH_BYTES_MAX)
                 {
                     break;
                 }

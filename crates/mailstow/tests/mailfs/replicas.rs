@@ -219,7 +219,11 @@ fn sync_of_the_mount_root_makes_queued_files_durable_before_a_sigkill() {
     rig.mount();
     for i in 0..files {
         let got = fs::read(rig.mnt.join(format!("d/f{i}"))).unwrap();
-        assert!(got == content(i), "d/f{i}: {} bytes after the kill", got.len());
+        assert!(
+            got == content(i),
+            "d/f{i}: {} bytes after the kill",
+            got.len()
+        );
     }
     assert_eq!(fs::read(rig.mnt.join("d/small")).unwrap(), b"inline");
     rig.umount();
