@@ -774,19 +774,18 @@ impl Fs {
             Strategy::Strong => live.clone(),
             Strategy::Fast => live.iter().take(1).copied().collect(),
         };
-        // How many of `msgs`, from the first, each account holds.
-        let mut held: HashMap<usize, usize> = HashMap::new();
+        // Which of `msgs` each account took: `from..to` (fast's fallbacks start where the
+        // members before them stopped).
+        let mut held: HashMap<usize, std::ops::Range<usize>> = HashMap::new();
         let mut failed: Vec<(usize, RemoteError)> = Vec::new();
         let sent = |t: usize, from: usize| self.append_in_order(t, &msgs[from..], sealing);
         if let [t] = send_to[..] {
             // No thread for one account (fast, or a single replica).
-            match sent(t, 0) {
-                (n, None) => held.insert(t, n),
-                (n, Some(e)) => {
-                    failed.push((t, e));
-                    held.insert(t, n)
-                }
-            };
+            let (n, e) = sent(t, 0);
+            held.insert(t, 0..n);
+            if let Some(e) = e {
+                failed.push((t, e));
+            }
         } else {
             std::thread::scope(|s| {
                 let handles: Vec<_> = send_to
@@ -800,33 +799,38 @@ impl Fs {
                             Some(RemoteError::Unavailable("append thread panicked".into())),
                         )
                     });
-                    held.insert(t, n);
+                    held.insert(t, 0..n);
                     if let Some(e) = e {
                         failed.push((t, e));
                     }
                 }
             });
         }
+        let reached = |held: &HashMap<usize, std::ops::Range<usize>>| {
+            held.values().map(|r| r.end).max().unwrap_or(0)
+        };
         if self.replicas.strategy == Strategy::Fast {
             // Fast: the rest goes to the other live members one by one.
             for &t in live.iter().skip(1) {
-                let reached = held.values().copied().max().unwrap_or(0);
-                if reached == msgs.len() {
+                let from = reached(&held);
+                if from == msgs.len() {
                     break;
                 }
-                let (n, e) = sent(t, reached);
-                held.insert(t, reached + n);
+                let (n, e) = sent(t, from);
+                held.insert(t, from..from + n);
                 if let Some(e) = e {
                     failed.push((t, e));
                 }
             }
         }
-        let reached = held.values().copied().max().unwrap_or(0);
+        let reached = reached(&held);
         for &t in targets {
-            let has = held.get(&t).copied().unwrap_or(0);
-            for (name, payload) in msgs.iter().take(reached).skip(has) {
-                self.replicas.accounts[t]
-                    .owe(name, &seal_with(sealing, name, t as u8, payload)?)?;
+            let has = held.get(&t).cloned().unwrap_or(0..0);
+            for (i, (name, payload)) in msgs.iter().enumerate().take(reached) {
+                if !has.contains(&i) {
+                    self.replicas.accounts[t]
+                        .owe(name, &seal_with(sealing, name, t as u8, payload)?)?;
+                }
             }
         }
         if reached == msgs.len() {

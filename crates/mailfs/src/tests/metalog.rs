@@ -346,3 +346,31 @@ fn an_account_that_fails_during_a_checkpoint_is_owed_the_rest() {
     let fs = rig.mount();
     assert_eq!(fs.readdir(ROOT).unwrap().len(), 100);
 }
+
+#[test]
+fn with_fast_a_checkpoint_goes_on_at_the_next_member_and_each_is_owed_what_it_lacks() {
+    let rig = Rig::new("metadata_batch_ms = 10000\nstrategy = \"fast\"");
+    let fs = rig.mkfs();
+    for i in 0..100 {
+        fs.mkdir(ROOT, format!("d{i:03}").as_bytes(), 0o755, 0, 0)
+            .unwrap();
+    }
+    fs.sync_metadata().unwrap();
+    fs.replicate_once();
+    // Whichever member goes first, three of them die after two commands (32 directory
+    // messages) each: the checkpoint goes on where each stopped, on the next one.
+    for a in &rig.accounts[..3] {
+        a.appends_left.store(2, Ordering::SeqCst);
+    }
+    let dirs: Vec<usize> = (0..4).map(|i| messages_of(&rig, i, " dir ")).collect();
+    fs.checkpoint().unwrap();
+    for a in &rig.accounts {
+        a.stopped.store(false, Ordering::SeqCst);
+        a.appends_left.store(-1, Ordering::SeqCst);
+    }
+    fs.replicate_once();
+    for (i, before) in dirs.iter().enumerate() {
+        assert_eq!(fs.replicas.accounts[i].backlog_len().0, 0);
+        assert_eq!(messages_of(&rig, i, " dir "), before + 101, "account {i}");
+    }
+}
