@@ -14,10 +14,12 @@ loopback holds every account. Rows (RESULT lines on stdout):
           accounts are on another machine (rows big and big_pinned);
   meta    stat and readdir per second through the mount (the 20,000/s target);
   postmark the thesis's Postmark configurations, on the mount and on a local directory;
-  small   everyday small-file work on the mount and on a local directory (issue 23): extract a
-          tar of SMALL_FILES (5,000) small files from /usr/share/doc, `git clone` of this
-          repository, `rm -rf` of both, each timed; and the messages each account's folders
-          hold after the tar (IMAP STATUS), per file created;
+  small   everyday small-file work on the mount and on a local directory (issues 23, 41): extract
+          a tar of this project's tree (`git archive HEAD`), `git clone` of this repository,
+          `rm -rf` of both, each timed alone and until durable (`sync -f` and `sync` of the
+          directory on both sides, the same commands), REPS times alternating, as medians
+          and ranges of mount/local; the unmount after; and the messages each account's
+          folders gain from the tar (IMAP STATUS), per entry;
   fio     sequential and random runs on the mount and on a local directory;
   flat    creates, renames and unlinks per second in one directory as it grows to
           FLAT_ENTRIES (100,000) entries, on the mount and on a local directory, with the
@@ -31,7 +33,7 @@ runs of the same disk's writeback. The mount's cache stays on disk (WORK, under 
 The big rows are repeated (REPS, default 3) and reported as medians.
 
 Env: ONLY=sweep,raw,big,meta,postmark,fio,small,flat (default all), QUICK=1 (fewer sweep
-points), SMALL_FILES (the tar's files, default 5000), FLAT_ENTRIES (default 100000),
+points), FLAT_ENTRIES (default 100000),
 PLACEMENTS=shared,pinned (the big rows' CPU placements, default both),
 MAILDIR_TMP, THREADS (the mount's FUSE threads), REPS, BIG_ROWS (only the first N large-file configurations), CIPHER
 (auto, the default: AES-256-GCM on CPUs with AES instructions; xchacha20poly1305; aes-256-gcm),
@@ -40,7 +42,7 @@ DIRECT_IO (true or false: the mounts' `direct_io`; unset, the default, false), W
 (true or false: the mounts' `writeback_cache`; unset, the default, true), BIN_DIR (where
 mailstow and the examples raw_imap and dovecot are: target/release), SMOKE=1 (every row and
 placement once with tiny sizes: 1 MiB sweep and 8 MiB large files, 20 Postmark transactions,
-fio runs of a second, 50 files in the tar, 40 entries in the flat directory).
+fio runs of a second, the tar of docs/ only, 40 entries in the flat directory).
 """
 import os, subprocess, sys, time, shutil, tempfile, re
 
@@ -51,7 +53,6 @@ RAW = os.path.join(BIN_DIR, "examples/raw_imap")
 DOVECOT = os.path.join(BIN_DIR, "examples/dovecot")
 ONLY = set((os.environ.get("ONLY") or "sweep,raw,big,meta,postmark,fio,small,flat").split(","))
 SMOKE = os.environ.get("SMOKE") == "1"
-SMALL_FILES = int(os.environ.get("SMALL_FILES", "50" if SMOKE else "5000"))
 FLAT_ENTRIES = int(os.environ.get("FLAT_ENTRIES", "40" if SMOKE else "100000"))
 dovecot_pid = [0]
 QUICK = os.environ.get("QUICK") == "1"
@@ -376,25 +377,16 @@ def postmark():
                local_s=f"{t_local:.2f}", mount_over_local=f"{t_mount / t_local:.2f}")
 
 
-def small_tar(path, files):
-    """A tar of the first `files` regular files under /usr/share/doc (sorted, so every run
-    extracts the same ones), with their directories."""
-    names = []
-    for top, dirs, entries in os.walk("/usr/share/doc"):
-        dirs.sort()
-        for e in sorted(entries):
-            full = os.path.join(top, e)
-            if os.path.isfile(full) and not os.path.islink(full):
-                names.append(os.path.relpath(full, "/"))
-                if len(names) == files:
-                    break
-        if len(names) == files:
-            break
-    listing = path + ".list"
-    with open(listing, "w") as f:
-        f.write("\n".join(names) + "\n")
-    subprocess.run(["tar", "-C", "/", "-cf", path, "-T", listing], check=True)
-    return len(names)
+def project_tar(path):
+    """A tar of this project's own tree as committed (`git archive HEAD`; the smoke run:
+    its docs only). Returns its entries (files and directories)."""
+    what = ["docs"] if SMOKE else []
+    with open(path, "wb") as f:
+        subprocess.run(["git", "-C", ROOT, "archive", "--format=tar", "--prefix=tree/", "HEAD",
+                        *what],
+                       stdout=f, check=True)
+    listing = subprocess.run(["tar", "-tf", path], capture_output=True, text=True, check=True)
+    return len(listing.stdout.splitlines())
 
 
 def timed(cmd, cwd=None):
@@ -403,6 +395,23 @@ def timed(cmd, cwd=None):
     os.sync()
     t = time.perf_counter()
     subprocess.run(cmd, cwd=cwd, check=True, capture_output=True)
+    return time.perf_counter() - t
+
+
+def made_durable(path):
+    """Seconds until what was written under `path` is durable, the same commands on both
+    sides: `sync -f` (syncfs: ext4 writes and commits everything; FUSE passes it on to no
+    server but writes the kernel's dirty pages out), then `sync` of the directory itself
+    (fsync: on the mount's root the mount commits every file still queued and writes its
+    metadata batch, docs/mailfs.md 6; on ext4 the directory is already durable)."""
+    t = time.perf_counter()
+    for cmd in (["sync", "-f", path], ["sync", path]):
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            # On the mount after `git clone`: a writeback of a replaced file's pages got
+            # ENOENT (the clone itself checks out whole); counted, not fatal.
+            log(f"{' '.join(cmd)}: {r.stderr.strip()}")
+            sync_errors[0] += 1
     return time.perf_counter() - t
 
 
@@ -427,36 +436,63 @@ def account_messages(port, users):
     return counts
 
 
+SMALL_STEPS = ("tar", "clone", "rm")
+sync_errors = [0]
+
+
+def small_steps(where, tar, after_tar=lambda: None):
+    """The three steps in `where`, each timed alone and with what makes it durable:
+    {step: (seconds, seconds until durable)}."""
+    # (the smoke run clones only the last commit)
+    clone = ["--depth", "1", f"file://{ROOT}"] if SMOKE else ["--no-hardlinks", ROOT]
+    cmds = {"tar": ["tar", "-xf", tar], "clone": ["git", "clone", "-q", *clone, "clone"],
+            "rm": ["rm", "-rf", "tree", "clone"]}
+    out = {}
+    for step in SMALL_STEPS:
+        t = timed(cmds[step], cwd=where)
+        out[step] = (t, t + made_durable(where))
+        if step == "tar":
+            after_tar()
+    return out
+
+
 def small():
+    """Everyday small-file work (issue 41, item 3): a tar of the project's tree extracted,
+    `git clone` of it, `rm -rf` of both, on the mount and on a local directory (ext4 here)
+    in the same run, alternating, REPS times; each step also with what makes it durable
+    (`made_durable`) counted on both sides. Ratios: median over the repetitions, and their
+    range."""
     tar = os.path.join(WORK, "small.tar")
-    files = small_tar(tar, SMALL_FILES)
+    entries = project_tar(tar)
     with Dovecot() as port:
         m = Mount(port, 4, 2, 1 << 20)
         before = account_messages(port, range(1, 5))
         m.mount()
         local = os.path.join(m.dir, "local")
         os.makedirs(local)
-        rows = []
-        for where in (m.mnt, local):
-            t_tar = timed(["tar", "-xf", tar], cwd=where)
-            if where == m.mnt:
-                subprocess.run(["sync", "-f", where], check=False)
-                time.sleep(1)  # the metadata batch (metadata_batch_ms) reaches the servers
-                after = account_messages(port, range(1, 5))
-            # (the smoke run clones only the last commit)
-            clone = ["--depth", "1", f"file://{ROOT}"] if SMOKE else ["--no-hardlinks", ROOT]
-            t_clone = timed(["git", "clone", "-q", *clone, "clone"], cwd=where)
-            t_rm = timed(["rm", "-rf", "usr", "clone"], cwd=where)
-            rows.append((t_tar, t_clone, t_rm))
+        runs = {"mount": [], "local": []}
+        after = []
+        for rep in range(REPS):
+            count = (lambda: after.append(account_messages(port, range(1, 5)))) if rep == 0 else (lambda: None)
+            runs["mount"].append(small_steps(m.mnt, tar, count))
+            runs["local"].append(small_steps(local, tar))
+        t = time.perf_counter()
         m.umount()
+        t_umount = time.perf_counter() - t
         m.remove()
-    (mt, mc, mr), (lt, lc, lr) = rows
-    added = [a - b for a, b in zip(after, before)]
-    result(row="small", files=files, tar_mount_s=f"{mt:.2f}", tar_local_s=f"{lt:.2f}",
-           tar_ratio=f"{mt / lt:.1f}", clone_mount_s=f"{mc:.2f}", clone_local_s=f"{lc:.2f}",
-           clone_ratio=f"{mc / lc:.1f}", rm_mount_s=f"{mr:.2f}", rm_local_s=f"{lr:.2f}",
-           rm_ratio=f"{mr / lr:.1f}",
-           messages_per_account_per_file=f"{max(added) / files:.2f}",
+    kv = {"entries": entries, "reps": REPS}
+    for step in SMALL_STEPS:
+        for i, kind in ((0, ""), (1, "durable_")):
+            mount = [r[step][i] for r in runs["mount"]]
+            local = [r[step][i] for r in runs["local"]]
+            ratios = [a / b for a, b in zip(mount, local)]
+            kv[f"{step}_{kind}mount_s"] = f"{median(mount):.3f}"
+            kv[f"{step}_{kind}local_s"] = f"{median(local):.3f}"
+            kv[f"{step}_{kind}ratio"] = f"{median(ratios):.2f}"
+            kv[f"{step}_{kind}ratio_range"] = f"{min(ratios):.2f}-{max(ratios):.2f}"
+    added = [a - b for a, b in zip(after[0], before)]
+    result(row="small", **kv, umount_s=f"{t_umount:.2f}", sync_errors=sync_errors[0],
+           messages_per_account_per_entry=f"{max(added) / entries:.2f}",
            messages_added_per_account="/".join(str(a) for a in added))
 
 

@@ -37,7 +37,7 @@ want_row big && checks+=('row=big : mount_write_MBps raw_write_MBps mount_read_M
 want_row meta && checks+=('row=meta : create_per_s stat_per_s readdir_1000_per_s')
 want_row postmark && checks+=('row=postmark : mount_s local_s')
 want_row fio && checks+=('row=fio : mount_MiBps local_MiBps')
-want_row small && checks+=('row=small : files tar_mount_s clone_mount_s rm_mount_s')
+want_row small && checks+=('row=small : entries tar_mount_s tar_durable_mount_s tar_durable_ratio clone_mount_s clone_durable_mount_s clone_durable_ratio rm_mount_s rm_durable_mount_s rm_durable_ratio umount_s')
 want_row flat && checks+=('row=flat where=mount : creates_per_s renames_per_s unlinks_per_s')
 [ "$SMOKE" = 1 ] && checks+=('row=postmark_cpu : wall_s mount_peak_rss_mb')
 smoke_check "$log" "${checks[@]}"

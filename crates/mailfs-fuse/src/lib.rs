@@ -12,8 +12,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, MountOption, Notifier, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
-    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request,
-    Session, TimeOrNow, WriteFlags,
+    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs,
+    ReplyWrite, Request, Session, TimeOrNow, WriteFlags,
 };
 use mailfs::fs::{SetAttr, Stat};
 use mailfs::locking::MutexExt;
@@ -186,6 +186,84 @@ impl MailFuse {
     }
 }
 
+impl MailFuse {
+    /// The listing of directory `ino` from `offset`, entry by entry into `add` (which says
+    /// when the reply is full). Offsets: 1 is `.`, 2 is `..`, then one per entry in name
+    /// order. A call that goes on from where the handle's last one stopped resumes after
+    /// that name (the common case: `getdents` in a loop); any other offset (`seekdir`)
+    /// counts entries from the start.
+    fn list(
+        &self,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut add: impl FnMut(u64, u64, Kind, &[u8]) -> bool,
+    ) -> Result<(), Errno> {
+        let cursor = self
+            .dir_cursors
+            .lock_or_panic()
+            .get(&fh.0)
+            .cloned()
+            .unwrap_or_default();
+        let mut at = offset;
+        if at == 0 {
+            if add(ino.0, 1, Kind::Dir, b".") {
+                return Ok(());
+            }
+            at = 1;
+        }
+        if at == 1 {
+            let parent = self.fs.parent_of_dir(ino.0).unwrap_or(ino.0);
+            if add(parent, 2, Kind::Dir, b"..") {
+                return Ok(());
+            }
+            at = 2;
+        }
+        // Where the entries resume: after the handle's last name, or counted.
+        let mut after: Option<Vec<u8>> = None;
+        if at > 2 {
+            if cursor.offset == at && cursor.last.is_some() {
+                after = cursor.last.clone();
+            } else {
+                let mut skip = (at - 2) as usize;
+                while skip > 0 {
+                    let page = self
+                        .fs
+                        .readdir_after(ino.0, after.as_deref(), skip.min(READDIR_PAGE))
+                        .map_err(|e| errno(&e))?;
+                    let Some(last) = page.last() else {
+                        return Ok(());
+                    };
+                    skip -= page.len();
+                    after = Some(last.2.clone());
+                }
+            }
+        }
+        let mut last = after.clone();
+        'fill: loop {
+            let page = self
+                .fs
+                .readdir_after(ino.0, after.as_deref(), READDIR_PAGE)
+                .map_err(|e| errno(&e))?;
+            if page.is_empty() {
+                break;
+            }
+            for (child, kind, name) in &page {
+                if add(*child, at + 1, *kind, name) {
+                    break 'fill;
+                }
+                at += 1;
+                last = Some(name.clone());
+            }
+            after = last.clone();
+        }
+        if let Some(c) = self.dir_cursors.lock_or_panic().get_mut(&fh.0) {
+            *c = DirCursor { offset: at, last };
+        }
+        Ok(())
+    }
+}
+
 /// Whether the caller of `req` is of group `gid`: its file system group or one of its
 /// supplementary groups, which the request does not carry (read from `/proc`, the
 /// calling thread's `status`, only when a set-group-ID bit depends on it). Unreadable
@@ -220,6 +298,17 @@ impl Filesystem for MailFuse {
         match config.add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2) {
             Ok(()) => self.killpriv_v2 = true,
             Err(e) => tracing::debug!("the kernel does not hand privilege removal over ({e:?})"),
+        }
+        // Listings carry attributes (`readdirplus`), the kernel choosing when they pay
+        // (AUTO: the first listing, and after lookups in the directory); and lookups and
+        // listings of one directory may run at once (the engine takes its own lock).
+        for flag in [
+            InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO,
+            InitFlags::FUSE_PARALLEL_DIROPS,
+        ] {
+            if let Err(e) = config.add_capabilities(flag) {
+                tracing::debug!("the kernel does not offer {flag:?} ({e:?})");
+            }
         }
         // Only where shared mmap of such files still works (Linux 6.6 and later): older
         // kernels refuse it, and programs that map files would break.
@@ -568,10 +657,6 @@ impl Filesystem for MailFuse {
         reply.ok();
     }
 
-    /// Offsets: 1 is `.`, 2 is `..`, then one per entry in name order. A call that goes
-    /// on from where the handle's last one stopped resumes after that name (the common
-    /// case: `getdents` in a loop); any other offset (`seekdir`) counts entries from the
-    /// start.
     fn readdir(
         &self,
         _req: &Request,
@@ -580,89 +665,68 @@ impl Filesystem for MailFuse {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let cursor = self
-            .dir_cursors
-            .lock_or_panic()
-            .get(&fh.0)
-            .cloned()
-            .unwrap_or_default();
-        let mut at = offset;
-        if at == 0 {
-            if reply.add(ino, 1, FileType::Directory, OsStr::new(".")) {
-                return reply.ok();
-            }
-            at = 1;
+        let listed = self.list(ino, fh, offset, |child, at, kind, name| {
+            reply.add(INodeNo(child), at, file_type(kind), OsStr::from_bytes(name))
+        });
+        match listed {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
         }
-        if at == 1 {
-            let parent = self.fs.parent_of_dir(ino.0).unwrap_or(ino.0);
-            if reply.add(INodeNo(parent), 2, FileType::Directory, OsStr::new("..")) {
-                return reply.ok();
-            }
-            at = 2;
-        }
-        // Where the entries resume: after the handle's last name, or counted.
-        let mut after: Option<Vec<u8>> = None;
-        if at > 2 {
-            if cursor.offset == at && cursor.last.is_some() {
-                after = cursor.last.clone();
-            } else {
-                let mut skip = (at - 2) as usize;
-                while skip > 0 {
-                    let page =
-                        match self
-                            .fs
-                            .readdir_after(ino.0, after.as_deref(), skip.min(READDIR_PAGE))
-                        {
-                            Ok(p) => p,
-                            Err(e) => return reply.error(errno(&e)),
-                        };
-                    let Some(last) = page.last() else {
-                        return reply.ok();
-                    };
-                    skip -= page.len();
-                    after = Some(last.2.clone());
-                }
-            }
-        }
-        let mut last = after.clone();
-        'fill: loop {
-            let page = match self.fs.readdir_after(ino.0, after.as_deref(), READDIR_PAGE) {
-                Ok(p) => p,
-                Err(e) => return reply.error(errno(&e)),
+    }
+
+    /// `readdir` with each entry's attributes (asked for at `init`): the kernel fills its
+    /// name and attribute caches from the listing, so a program that lists a directory
+    /// and then stats or unlinks its entries (`rm -rf`, `git status`, `ls -l`) makes no
+    /// LOOKUP per entry.
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let listed = self.list(ino, fh, offset, |child, at, _kind, name| {
+            let st = match name {
+                b"." => self.fs.getattr(ino.0),
+                b".." => self.fs.getattr(child),
+                _ => self.fs.lookup(ino.0, name),
             };
-            if page.is_empty() {
-                break;
-            }
-            for (child, kind, name) in &page {
-                if reply.add(
-                    INodeNo(*child),
-                    at + 1,
-                    file_type(*kind),
+            match st {
+                Ok(st) => reply.add(
+                    INodeNo(st.ino),
+                    at,
                     OsStr::from_bytes(name),
-                ) {
-                    break 'fill;
-                }
-                at += 1;
-                last = Some(name.clone());
+                    &TTL,
+                    &attr(&st, self.fs.block_size),
+                    Generation(0),
+                ),
+                // Gone since the page was taken: as if listed a moment later.
+                Err(_) => false,
             }
-            after = last.clone();
+        });
+        match listed {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
         }
-        if let Some(c) = self.dir_cursors.lock_or_panic().get_mut(&fh.0) {
-            *c = DirCursor { offset: at, last };
-        }
-        reply.ok();
     }
 
     fn fsyncdir(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         _fh: FileHandle,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        // Directory changes wait in the metadata log's batch: write it now.
-        self.empty(self.fs.sync_metadata(), reply);
+        // The kernel passes `syncfs` (`sync -f`) on to no FUSE server but virtiofs, so an
+        // fsync of the root (`sync MOUNTPOINT`) stands for it: every file, queued commits
+        // too. Any other directory: its changes wait in the metadata log's batch, write it.
+        if ino == INodeNo::ROOT {
+            self.empty(self.fs.sync_all(), reply);
+        } else {
+            self.empty(self.fs.sync_metadata(), reply);
+        }
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {

@@ -73,6 +73,8 @@ pub(crate) mod mem {
         pub(crate) appends_left: std::sync::atomic::AtomicI64,
         /// Each APPEND takes this long (widens race windows in tests).
         pub(crate) append_delay_us: std::sync::atomic::AtomicU64,
+        /// APPEND commands taken (a MULTIAPPEND counts once).
+        pub(crate) append_commands: std::sync::atomic::AtomicU64,
     }
 
     impl MemRemote {
@@ -120,6 +122,7 @@ pub(crate) mod mem {
             if left > 0 {
                 self.appends_left.fetch_sub(1, Ordering::SeqCst);
             }
+            self.append_commands.fetch_add(1, Ordering::SeqCst);
             let delay = self.append_delay_us.load(Ordering::SeqCst);
             if delay > 0 {
                 std::thread::sleep(std::time::Duration::from_micros(delay));

@@ -141,14 +141,46 @@ impl Fs {
         }
     }
 
+    /// Makes everything written so far durable (`syncfs`, which FUSE does not pass on: an
+    /// fsync of the mount's root, docs/mailfs.md 6): every changed file is committed, those
+    /// queued for the committers too, then the metadata batch goes out as a page. Files
+    /// commit in parallel, as many at a time as there are committers, since each commit
+    /// waits for its own round trips.
+    pub fn sync_all(&self) -> Result<(), FsError> {
+        let inos: Vec<u64> = self.lock().writers.keys().copied().collect();
+        let threads = self.committer_count().min(inos.len());
+        if threads <= 1 {
+            for &ino in &inos {
+                self.flush(ino)?;
+            }
+        } else {
+            let next = AtomicU64::new(0);
+            let first_error: Mutex<Option<FsError>> = Mutex::new(None);
+            std::thread::scope(|s| {
+                for _ in 0..threads {
+                    s.spawn(|| {
+                        while let Some(&ino) =
+                            inos.get(next.fetch_add(1, Ordering::Relaxed) as usize)
+                        {
+                            if let Err(e) = self.flush(ino) {
+                                first_error.lock_or_panic().get_or_insert(e);
+                                return;
+                            }
+                        }
+                    });
+                }
+            });
+            if let Some(e) = first_error.lock_or_panic().take() {
+                return Err(e);
+            }
+        }
+        self.sync_metadata()
+    }
+
     /// Flushes every changed file and the metadata log, then folds the log into a
     /// checkpoint, so the next mount replays nothing (unmount).
     pub fn flush_all(&self) -> Result<(), FsError> {
-        let inos: Vec<u64> = self.lock().writers.keys().copied().collect();
-        for ino in inos {
-            self.flush(ino)?;
-        }
-        self.sync_metadata()?;
+        self.sync_all()?;
         self.checkpoint()?;
         Ok(())
     }

@@ -22,6 +22,10 @@ use crate::meta::{DirDelta, LogPage};
 /// shows up as errors instead of growth.
 pub(crate) const LOG_BATCH_BYTES_MAX: usize = 4 << 20;
 
+/// Directory messages a checkpoint holds in memory and sends at once (whole directories:
+/// a directory's pages never straddle two sends).
+pub(crate) const CHECKPOINT_BATCH_BYTES_MAX: usize = 32 << 20;
+
 /// One directory's changes not yet in a page: from `base` to `version`, the latest value
 /// of every name touched (`None`: removed).
 #[derive(Debug, Clone)]
@@ -506,9 +510,7 @@ impl MetaLog {
                 // superblock says they need not be replayed.
                 fs.drain_journal()?;
             }
-            for d in &states {
-                fs.write_checkpoint(d)?;
-            }
+            fs.write_checkpoints(&states)?;
             let (_, mut sb) = fs.superblock();
             sb.log_from = last;
             sb.inodes |= states.iter().any(|d| d.id == INODES);
@@ -581,22 +583,47 @@ impl Fs {
         Ok(())
     }
 
-    /// Writes a directory whole, at its current version (a checkpoint, or fsck's
-    /// recreated directory): one message per page, page 0 last, so a reader that finds
-    /// page 0 finds the others too.
+    /// Writes a directory whole, at its current version (fsck's recreated directory).
     pub(super) fn write_checkpoint(&self, d: &DirState) -> Result<(), FsError> {
+        self.write_checkpoints(std::slice::from_ref(d))
+    }
+
+    /// Writes directories whole, at their current versions (a checkpoint): one message
+    /// per page, page 0 of each last, so a reader that finds page 0 finds the others too.
+    /// They go out together (`Fs::put_many`, in order on every account), up to
+    /// [`CHECKPOINT_BATCH_BYTES_MAX`] at a time: unmount's checkpoint after a tar of a
+    /// thousand directories was a thousand APPENDs, one round trip each.
+    pub(super) fn write_checkpoints(&self, dirs: &[DirState]) -> Result<(), FsError> {
         self.writable()?;
-        let pages = d.to_pages();
-        for (i, page) in pages.iter().enumerate().rev() {
-            let name = self.message_name(MsgKind::Directory, d.id, i as u64, d.version);
-            let payload = meta::encode(page);
-            if payload.len() > mailfs_format::PAYLOAD_BYTES_MAX {
-                return Err(FsError::NoSpace("directory page too large".into()));
+        let mut msgs: Vec<(MessageName, Vec<u8>)> = Vec::new();
+        let mut bytes = 0;
+        let send = |msgs: &mut Vec<(MessageName, Vec<u8>)>| {
+            let borrowed: Vec<(MessageName, &[u8])> =
+                msgs.iter().map(|(n, p)| (*n, p.as_slice())).collect();
+            self.put_many(&self.all_accounts(), &borrowed, &self.sealing)?;
+            self.stats
+                .dir_writes
+                .fetch_add(msgs.len() as u64, Ordering::Relaxed);
+            msgs.clear();
+            Ok::<(), FsError>(())
+        };
+        for d in dirs {
+            let pages = d.to_pages();
+            for (i, page) in pages.iter().enumerate().rev() {
+                let name = self.message_name(MsgKind::Directory, d.id, i as u64, d.version);
+                let payload = meta::encode(page);
+                if payload.len() > mailfs_format::PAYLOAD_BYTES_MAX {
+                    return Err(FsError::NoSpace("directory page too large".into()));
+                }
+                bytes += payload.len();
+                msgs.push((name, payload));
             }
-            self.put(&self.all_accounts(), name, &payload, &self.sealing)?;
-            self.stats.dir_writes.fetch_add(1, Ordering::Relaxed);
+            if bytes >= CHECKPOINT_BATCH_BYTES_MAX {
+                send(&mut msgs)?;
+                bytes = 0;
+            }
         }
-        Ok(())
+        send(&mut msgs)
     }
 
     /// Makes every change so far durable (fsync, fsyncdir, unmount, the end of a CLI

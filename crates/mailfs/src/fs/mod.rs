@@ -772,62 +772,138 @@ impl Fs {
         payload: &[u8],
         sealing: &Sealing,
     ) -> Result<(), FsError> {
+        self.put_many(targets, &[(name, payload)], sealing)
+    }
+
+    /// Writes `msgs` to `targets` as [`Fs::put`] writes each, in that order on every
+    /// account: one thread per account sends them in MULTIAPPENDs of
+    /// [`APPEND_BATCH_MAX`] (a checkpoint of a thousand directories is some sixty
+    /// commands per account, not a thousand). An account that fails stops there, and what
+    /// it lacks is owed to it. Fails when a message reached no member; then it and the
+    /// messages after it are owed to nobody, and those before it are owed as `put` would
+    /// have left them.
+    pub(crate) fn put_many(
+        &self,
+        targets: &[usize],
+        msgs: &[(MessageName, &[u8])],
+        sealing: &Sealing,
+    ) -> Result<(), FsError> {
+        if msgs.is_empty() {
+            return Ok(());
+        }
         let mut live: Vec<usize> = targets
             .iter()
             .copied()
             .filter(|&t| self.replicas.accounts[t].is_up())
             .collect();
         live.sort_by_key(|&t| self.replicas.accounts[t].latency_us());
-        let mut sealed = HashMap::new();
-        for &t in targets {
-            sealed.insert(t, seal_with(sealing, &name, t as u8, payload)?);
-        }
-        let need = self.replicas.quorum_of(targets);
-        let mut ok: Vec<usize> = Vec::new();
+        // Message `i` is acknowledged once `need` accounts hold it (the write quorum of
+        // each group the targets touch). In rounds: everything to the `need` fastest live
+        // members at once; then, from the first message short of its quorum, to as many
+        // untried members as it lacks (those that failed or stayed silent past the deadline
+        // are replaced). Each account holds a range of `msgs` (it starts where the others
+        // stopped and takes a prefix of the rest), so the messages some account holds are
+        // always a prefix of `msgs`.
+        let need = self.replicas.quorum_of(targets).max(1);
+        let mut held: HashMap<usize, std::ops::Range<usize>> = HashMap::new();
         let mut failed: Vec<(usize, RemoteError)> = Vec::new();
+        let sent = |t: usize, from: usize| self.append_in_order(t, &msgs[from..], sealing);
+        let holders = |held: &HashMap<usize, std::ops::Range<usize>>, i: usize| {
+            held.values().filter(|r| r.contains(&i)).count()
+        };
         let mut untried = live.as_slice();
-        // In rounds: the members still needed at once, then as many again from the rest
-        // for each that failed.
-        while ok.len() < need && !untried.is_empty() {
-            let (now, rest) = untried.split_at((need - ok.len()).min(untried.len()));
+        while !untried.is_empty() {
+            let Some(from) = (0..msgs.len()).find(|&i| holders(&held, i) < need) else {
+                break;
+            };
+            let lacking = need - holders(&held, from);
+            let (now, rest) = untried.split_at(lacking.min(untried.len()));
             untried = rest;
-            std::thread::scope(|s| {
-                let handles: Vec<_> = now
-                    .iter()
-                    .map(|&t| {
-                        let acct = &self.replicas.accounts[t];
-                        let body = sealed[&t].clone();
-                        (t, s.spawn(move || acct.append_now(&[(name, body)])))
-                    })
-                    .collect();
-                for (t, h) in handles {
-                    match h.join() {
-                        Ok(Ok(())) => ok.push(t),
-                        Ok(Err(e)) => failed.push((t, e)),
-                        Err(_) => failed
-                            .push((t, RemoteError::Unavailable("append thread panicked".into()))),
-                    }
-                }
-            });
-        }
-        if ok.is_empty() {
-            let why = failed
-                .iter()
-                .map(|(t, e)| format!("{}: {e}", self.replicas.accounts[*t].remote.describe()))
-                .collect::<Vec<_>>()
-                .join("; ");
-            return Err(FsError::Unavailable(if why.is_empty() {
-                "no replica is up".into()
+            let results: Vec<(usize, (usize, Option<RemoteError>))> = if let [t] = now[..] {
+                // No thread for one account (fast, or a single replica).
+                vec![(t, sent(t, from))]
             } else {
-                why
-            }));
-        }
-        for &t in targets {
-            if !ok.contains(&t) {
-                self.replicas.accounts[t].owe(&name, &sealed[&t])?;
+                std::thread::scope(|s| {
+                    let handles: Vec<_> = now
+                        .iter()
+                        .map(|&t| (t, s.spawn(move || sent(t, from))))
+                        .collect();
+                    handles
+                        .into_iter()
+                        .map(|(t, h)| {
+                            let result = h.join().unwrap_or_else(|_| {
+                                let e = RemoteError::Unavailable("append thread panicked".into());
+                                (0, Some(e))
+                            });
+                            (t, result)
+                        })
+                        .collect()
+                })
+            };
+            for (t, (n, e)) in results {
+                held.insert(t, from..from + n);
+                if let Some(e) = e {
+                    failed.push((t, e));
+                }
             }
         }
-        Ok(())
+        let reached = held.values().map(|r| r.end).max().unwrap_or(0);
+        for &t in targets {
+            let has = held.get(&t).cloned().unwrap_or(0..0);
+            for (i, (name, payload)) in msgs.iter().enumerate().take(reached) {
+                if !has.contains(&i) {
+                    self.replicas.accounts[t]
+                        .owe(name, &seal_with(sealing, name, t as u8, payload)?)?;
+                }
+            }
+        }
+        if reached == msgs.len() {
+            return Ok(());
+        }
+        let why = failed
+            .iter()
+            .map(|(t, e)| format!("{}: {e}", self.replicas.accounts[*t].remote.describe()))
+            .collect::<Vec<_>>()
+            .join("; ");
+        Err(FsError::Unavailable(if why.is_empty() {
+            "no replica is up".into()
+        } else {
+            why
+        }))
+    }
+
+    /// Appends `msgs` to account `t` in order, in batches; returns how many it took (a
+    /// prefix) and the error that stopped it.
+    fn append_in_order(
+        &self,
+        t: usize,
+        msgs: &[(MessageName, &[u8])],
+        sealing: &Sealing,
+    ) -> (usize, Option<RemoteError>) {
+        let acct = &self.replicas.accounts[t];
+        let mut done = 0;
+        while done < msgs.len() {
+            let mut batch = Vec::new();
+            let mut bytes = 0;
+            for (name, payload) in &msgs[done..] {
+                if !batch.is_empty()
+                    && (batch.len() >= APPEND_BATCH_MAX
+                        || bytes + payload.len() > APPEND_BATCH_BYTES_MAX)
+                {
+                    break;
+                }
+                match seal_with(sealing, name, t as u8, payload) {
+                    Ok(env) => batch.push((*name, env)),
+                    Err(e) => return (done, Some(RemoteError::Refused(e.to_string()))),
+                }
+                bytes += payload.len();
+            }
+            if let Err(e) = acct.append_now(&batch) {
+                return (done, Some(e));
+            }
+            done += batch.len();
+        }
+        (done, None)
     }
 
     /// Waits until queued disk cache files are written (tests).

@@ -135,6 +135,11 @@ impl Fs {
         }
     }
 
+    /// Commits that run at once: one per account connection, 2 to 16.
+    pub(super) fn committer_count(&self) -> usize {
+        self.replicas.connections.iter().sum::<usize>().clamp(2, 16)
+    }
+
     /// Background committers: one per account connection (2 to 16), taking queued files
     /// in the order they were closed. A failed commit leaves the file changed and goes to
     /// the back of the queue (the next `fsync` reports the error).
@@ -142,7 +147,7 @@ impl Fs {
         if self.tree.metalog.batch_ms == 0 {
             return Vec::new();
         }
-        let n: usize = self.replicas.connections.iter().sum::<usize>().clamp(2, 16);
+        let n = self.committer_count();
         self.tree.writeback.state.lock_or_panic().committers = n;
         (0..n)
             .map(|_| {

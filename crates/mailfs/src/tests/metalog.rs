@@ -281,6 +281,24 @@ fn a_large_directory_checkpoints_in_pages_and_reads_back_whole() {
     fs.checkpoint().unwrap();
     let pages = messages_of(&rig, 0, " dir 000000000001.") - before;
     assert!(pages >= 3, "{pages} pages");
+    // Sent together, page 0 still lands after the version's other pages on every account.
+    for a in &rig.accounts {
+        let m = a.messages.lock_or_panic();
+        let version = m
+            .values()
+            .filter(|(n, _)| n.contains(" dir 000000000001.1 "))
+            .map(|(n, _)| n.split(' ').nth(3).unwrap().to_string())
+            .next_back()
+            .unwrap();
+        let uid_of = |page: usize| {
+            m.iter()
+                .filter(|(_, (n, _))| n.contains(&format!(" dir 000000000001.{page} {version} ")))
+                .map(|(u, _)| *u)
+                .max()
+                .unwrap()
+        };
+        assert!((1..pages).all(|p| uid_of(p) < uid_of(0)), "{}", a.name);
+    }
     assert!(fs.fsck(&|_, _| {}).unwrap().clean());
     let report = fs.gc(&|_, _| {}).unwrap();
     assert!(report.log_pages > 0);
@@ -306,4 +324,102 @@ fn a_large_directory_checkpoints_in_pages_and_reads_back_whole() {
         fs.readdir(ROOT).is_err(),
         "no complete version left: gc took the older ones"
     );
+}
+
+#[test]
+fn a_checkpoint_of_many_directories_takes_a_few_appends_per_account() {
+    let rig = Rig::new("metadata_batch_ms = 10000");
+    let fs = rig.mkfs();
+    for i in 0..200 {
+        let d = fs
+            .mkdir(ROOT, format!("d{i:03}").as_bytes(), 0o755, 0, 0)
+            .unwrap();
+        write_file(&fs, d.ino, "f", format!("file {i}").as_bytes());
+    }
+    fs.sync_metadata().unwrap();
+    let appends = |rig: &Rig| {
+        rig.accounts
+            .iter()
+            .map(|a| a.append_commands.load(Ordering::SeqCst))
+            .collect::<Vec<_>>()
+    };
+    let before = appends(&rig);
+    let dirs = messages_of(&rig, 0, " dir ");
+    assert_eq!(fs.checkpoint().unwrap(), 201);
+    assert_eq!(messages_of(&rig, 0, " dir "), dirs + 201);
+    for (a, b) in appends(&rig).iter().zip(before) {
+        // 201 directories in MULTIAPPENDs of 16, and the superblock: one each, they were
+        // 202 commands.
+        assert!(a - b <= 201_u64.div_ceil(16) + 1, "{} commands", a - b);
+    }
+    drop(fs);
+    let fs = rig.mount();
+    let d = fs.lookup(ROOT, b"d199").unwrap();
+    assert_eq!(
+        read_all(&fs, fs.lookup(d.ino, b"f").unwrap().ino),
+        b"file 199"
+    );
+    assert!(fs.fsck(&|_, _| {}).unwrap().clean());
+}
+
+#[test]
+fn an_account_that_fails_during_a_checkpoint_is_owed_the_rest() {
+    let rig = Rig::new("metadata_batch_ms = 10000");
+    let fs = rig.mkfs();
+    for i in 0..100 {
+        fs.mkdir(ROOT, format!("d{i:03}").as_bytes(), 0o755, 0, 0)
+            .unwrap();
+    }
+    fs.sync_metadata().unwrap();
+    // Account 3 takes two more commands (32 directory messages), then dies.
+    rig.accounts[3].appends_left.store(2, Ordering::SeqCst);
+    let dirs = messages_of(&rig, 0, " dir ");
+    fs.checkpoint().unwrap();
+    assert_eq!(messages_of(&rig, 0, " dir "), dirs + 101);
+    assert_eq!(messages_of(&rig, 3, " dir "), dirs + 32);
+    assert_eq!(
+        fs.replicas.accounts[3].backlog_len().0,
+        101 - 32 + 1,
+        "the directories it lacks and the superblock"
+    );
+    rig.accounts[3].stopped.store(false, Ordering::SeqCst);
+    rig.accounts[3].appends_left.store(-1, Ordering::SeqCst);
+    fs.replicate_once();
+    assert_eq!(fs.replicas.accounts[3].backlog_len().0, 0);
+    assert_eq!(messages_of(&rig, 3, " dir "), dirs + 101);
+    // Account 3 alone serves the tree.
+    drop(fs);
+    for a in &rig.accounts[..3] {
+        a.stopped.store(true, Ordering::SeqCst);
+    }
+    let fs = rig.mount();
+    assert_eq!(fs.readdir(ROOT).unwrap().len(), 100);
+}
+
+#[test]
+fn with_fast_a_checkpoint_goes_on_at_the_next_member_and_each_is_owed_what_it_lacks() {
+    let rig = Rig::new("metadata_batch_ms = 10000\nstrategy = \"fast\"");
+    let fs = rig.mkfs();
+    for i in 0..100 {
+        fs.mkdir(ROOT, format!("d{i:03}").as_bytes(), 0o755, 0, 0)
+            .unwrap();
+    }
+    fs.sync_metadata().unwrap();
+    fs.replicate_once();
+    // Whichever member goes first, three of them die after two commands (32 directory
+    // messages) each: the checkpoint goes on where each stopped, on the next one.
+    for a in &rig.accounts[..3] {
+        a.appends_left.store(2, Ordering::SeqCst);
+    }
+    let dirs: Vec<usize> = (0..4).map(|i| messages_of(&rig, i, " dir ")).collect();
+    fs.checkpoint().unwrap();
+    for a in &rig.accounts {
+        a.stopped.store(false, Ordering::SeqCst);
+        a.appends_left.store(-1, Ordering::SeqCst);
+    }
+    fs.replicate_once();
+    for (i, before) in dirs.iter().enumerate() {
+        assert_eq!(fs.replicas.accounts[i].backlog_len().0, 0);
+        assert_eq!(messages_of(&rig, i, " dir "), before + 101, "account {i}");
+    }
 }
