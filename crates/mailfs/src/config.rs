@@ -50,6 +50,11 @@ pub enum Strategy {
 pub const METADATA_BATCH_MS_MAX: u64 = 10_000;
 /// Largest `log_pages_max`: a mount replays at most this many pages at open.
 pub const LOG_PAGES_MAX_MAX: u64 = 65_536;
+/// Largest `versions_max`: the kept lists are held in memory (and bounded again by
+/// `fs::reclaim::RECLAIM_BLOCKS_MAX`).
+pub const VERSIONS_MAX_MAX: usize = 1024;
+/// Longest `reclaim_delay_ms`: an hour (longer is what gc's `retention` is for).
+pub const RECLAIM_DELAY_MS_MAX: u64 = 3_600_000;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -70,6 +75,15 @@ pub struct FsSection {
     /// Unreferenced blocks younger than this are kept by gc: they may belong to a write in
     /// flight on a mounted client.
     pub orphan_grace: String,
+    /// The mount removes the blocks its own commits superseded (docs/mailfs.md 8,
+    /// "Reclaim"); false: every version stays for `retention`, until gc.
+    pub reclaim: bool,
+    /// Superseded versions of a file rewritten in place whose blocks reclaim keeps (they
+    /// stay restorable for `retention`).
+    pub versions_max: usize,
+    /// How long a superseded block stays after the commit that superseded it: a read that
+    /// took the old block list a moment before still finds it.
+    pub reclaim_delay_ms: u64,
     pub dedup: bool,
     pub timeout_ms: u64,
     /// Blocks fetched ahead of a sequential reader.
@@ -99,6 +113,9 @@ impl Default for FsSection {
             log_pages_max: 256,
             retention: "7d".into(),
             orphan_grace: "1h".into(),
+            reclaim: true,
+            versions_max: 8,
+            reclaim_delay_ms: 2000,
             dedup: false,
             timeout_ms: 10_000,
             readahead_blocks: 8,
@@ -255,6 +272,18 @@ impl Config {
             return bad(format!(
                 "fs.log_pages_max {}: from 1 to {LOG_PAGES_MAX_MAX}",
                 self.fs.log_pages_max
+            ));
+        }
+        if self.fs.versions_max > VERSIONS_MAX_MAX {
+            return bad(format!(
+                "fs.versions_max {}: at most {VERSIONS_MAX_MAX} (or reclaim = false)",
+                self.fs.versions_max
+            ));
+        }
+        if self.fs.reclaim_delay_ms > RECLAIM_DELAY_MS_MAX {
+            return bad(format!(
+                "fs.reclaim_delay_ms {}: at most {RECLAIM_DELAY_MS_MAX}",
+                self.fs.reclaim_delay_ms
             ));
         }
         if self.groups.is_empty() {
@@ -429,6 +458,14 @@ connections = 1
             (
                 FOUR.replace("[fs]", "[fs]\nlog_pages_max = 0"),
                 "log_pages_max 0: from 1 to 65536",
+            ),
+            (
+                FOUR.replace("[fs]", "[fs]\nversions_max = 1025"),
+                "versions_max 1025: at most 1024",
+            ),
+            (
+                FOUR.replace("[fs]", "[fs]\nreclaim_delay_ms = 3600001"),
+                "reclaim_delay_ms 3600001: at most 3600000",
             ),
             ("[fs]\n".to_string(), "no [[group]]"),
         ] {

@@ -46,6 +46,7 @@ impl Fs {
         self.spawn_fetchers(fetchers);
         let flusher = self.spawn_flusher();
         let committers = self.spawn_committers();
+        let reclaimer = self.spawn_reclaimer();
         let fs = self.clone();
         std::thread::spawn(move || {
             let mut tick = 0u64;
@@ -67,6 +68,9 @@ impl Fs {
                 }
             }
             fs.tree.writeback.wake_all();
+            if let Some(r) = reclaimer {
+                let _ = r.join();
+            }
             for c in committers {
                 let _ = c.join();
             }
@@ -112,7 +116,7 @@ impl Fs {
             s.scan_blocks_uncached.load(Ordering::Relaxed),
             s.log_pages.load(Ordering::Relaxed),
             s.checkpoints.load(Ordering::Relaxed),
-        )
+        ) + &self.reclaim_stats_text()
     }
 
     pub fn write_stats_file(&self) {

@@ -200,6 +200,15 @@ struct LogState {
     error: Option<String>,
     /// Groups open (`begin_group`): their records stay together in the batch.
     group: u32,
+    /// Batches taken to be written as a page (a failed one puts its records back, and a
+    /// later take carries them): a record made when `takes` was `n` is on the servers once
+    /// a take after `n` succeeded (reclaim, docs/mailfs.md 8).
+    takes: u64,
+    /// The last take written.
+    written_take: u64,
+    /// `takes` when the last record was made (records are made under the tree lock, so
+    /// the caller of `edit_dir` reads its own).
+    last_record_take: u64,
 }
 
 impl MetaLog {
@@ -273,6 +282,18 @@ impl MetaLog {
         self.state.lock_or_panic().log_from
     }
 
+    /// The ticket of the last record made: read under the tree lock right after a change,
+    /// it is that change's (see `LogState::takes`).
+    pub(super) fn last_record_ticket(&self) -> u64 {
+        self.state.lock_or_panic().last_record_take
+    }
+
+    /// Whether the record with `ticket` is in a page written (in asynchronous mode: in the
+    /// journal).
+    pub(super) fn written_through(&self, ticket: u64) -> bool {
+        self.state.lock_or_panic().written_take > ticket
+    }
+
     /// Records a change (called by `write_dir` and `edit_dir`, under the tree lock). With
     /// no batching it is written as a page of its own before this returns; otherwise it
     /// joins the batch, which is written first if it is full (and then a failure refuses
@@ -291,11 +312,17 @@ impl MetaLog {
                     self.flush(fs)?;
                 }
                 let _w = self.writing.lock_or_panic();
-                let seq = self.state.lock_or_panic().next_seq;
+                let (seq, take) = {
+                    let mut st = self.state.lock_or_panic();
+                    st.last_record_take = st.takes;
+                    st.takes += 1;
+                    (st.next_seq, st.takes)
+                };
                 let mut batch = BTreeMap::new();
                 batch.insert(id, change);
                 fs.write_page(seq, &batch)?;
                 let mut st = self.state.lock_or_panic();
+                st.written_take = st.written_take.max(take);
                 st.next_seq = seq + 1;
                 st.pages_since_checkpoint += 1;
                 st.unchecked.insert(id);
@@ -306,6 +333,7 @@ impl MetaLog {
             }
         }
         let mut st = self.state.lock_or_panic();
+        st.last_record_take = st.takes;
         st.batch_bytes += change.bytes();
         match st.batch.get_mut(&id) {
             Some(p) => p.then(change),
@@ -378,7 +406,7 @@ impl MetaLog {
     /// page is written.
     pub(super) fn flush(&self, fs: &Fs) -> Result<(), FsError> {
         let _w = self.writing.lock_or_panic();
-        let (batch, seq) = {
+        let (batch, seq, take) = {
             let mut st = self.state.lock_or_panic();
             while st.group > 0 {
                 st = self.wake.wait_or_panic(st);
@@ -388,12 +416,14 @@ impl MetaLog {
             }
             st.batch_bytes = 0;
             st.since = None;
-            (std::mem::take(&mut st.batch), st.next_seq)
+            st.takes += 1;
+            (std::mem::take(&mut st.batch), st.next_seq, st.takes)
         };
         let written = fs.write_page(seq, &batch);
         let mut st = self.state.lock_or_panic();
         match written {
             Ok(()) => {
+                st.written_take = st.written_take.max(take);
                 st.next_seq = seq + 1;
                 st.pages_since_checkpoint += 1;
                 st.unchecked.extend(batch.keys().copied());
@@ -460,14 +490,15 @@ impl MetaLog {
             }
         }
         let _w = self.writing.lock_or_panic();
-        let (batch, seq, dirs) = {
+        let (batch, seq, dirs, take) = {
             let mut st = self.state.lock_or_panic();
             st.batch_bytes = 0;
             st.since = None;
+            st.takes += 1;
             let batch = std::mem::take(&mut st.batch);
             let mut dirs = std::mem::take(&mut st.unchecked);
             dirs.extend(batch.keys().copied());
-            (batch, st.next_seq, dirs)
+            (batch, st.next_seq, dirs, st.takes)
         };
         // The states as of the end of `batch`: taken under the tree lock, with the batch.
         let states: Vec<DirState> = dirs
@@ -490,6 +521,7 @@ impl MetaLog {
             }
             let mut st = self.state.lock_or_panic();
             st.next_seq = seq + 1;
+            st.written_take = st.written_take.max(take);
             seq
         };
         let written = (|| {

@@ -1,6 +1,8 @@
 //! Writing files: the per-file writer, background uploads, truncate, and the commit
 //! (dirty entry, blocks, clean entry).
 
+use std::collections::HashSet;
+
 use super::*;
 
 /// The stored content of blocks a change starts from, by index.
@@ -452,6 +454,12 @@ impl Fs {
             self.settle_planned(ino, &planned, false);
             Err(e)
         };
+        // What the entry named before (with a dirty entry's previous list, M5): minus the
+        // new list, what this commit supersedes, for reclaim once the clean entry is
+        // recorded (docs/mailfs.md 8).
+        let generation = self.reclaim.generation();
+        let mut before: Vec<BlockRef> = Vec::new();
+        let mut old_version = 0;
         // Step 1: the dirty entry.
         let step1 = (|| {
             let mut tree = self.lock();
@@ -465,6 +473,9 @@ impl Fs {
                     dirty: None,
                     inline: None,
                 });
+                old_version = old.version;
+                before = old.blocks.clone();
+                before.extend(old.dirty.iter().flat_map(|p| p.blocks.iter().cloned()));
                 // A previous commit that never cleaned stays the baseline to roll back to.
                 let prev = old.dirty.clone().unwrap_or(Previous {
                     version: old.version,
@@ -495,10 +506,10 @@ impl Fs {
             return give_back(e);
         }
         // Step 3: clean, wherever the entry is now (it may have been renamed meanwhile).
-        let step3 = (|| {
+        let step3 = (|| -> Result<Option<u64>, FsError> {
             let mut tree = self.lock();
             let Ok((parent, name)) = self.entry_of(&mut tree, ino) else {
-                return Ok(()); // unlinked meanwhile
+                return Ok(None); // unlinked meanwhile
             };
             let dirty_here = self
                 .ensure_dir(&mut tree, parent)?
@@ -511,14 +522,16 @@ impl Fs {
                             .is_some_and(|fm| fm.version == version && fm.dirty.is_some())
                 });
             if !dirty_here {
-                return Ok(());
+                return Ok(None);
             }
             self.edit_dir(&mut tree, parent, &[&name], |d| {
                 if let Some(fm) = d.entries.get_mut(&name).and_then(|e| e.file.as_mut()) {
                     fm.dirty = None;
                 }
                 Ok(())
-            })
+            })?;
+            // Still under the tree lock: the last record is this one.
+            Ok(Some(self.tree.metalog.last_record_ticket()))
         })();
         // The blocks are stored either way: they join the writer's stored list. A clean
         // entry that failed to write leaves the dirty one, which names complete blocks (a
@@ -530,7 +543,20 @@ impl Fs {
                 w.changed = true;
             }
         }
-        step3?;
+        if let Some(ticket) = step3? {
+            let kept: HashSet<(u64, u64)> = blocks.iter().map(|b| (b.index, b.version)).collect();
+            before.retain(|b| !kept.contains(&(b.index, b.version)));
+            before.sort_by_key(|b| (b.index, b.version));
+            before.dedup_by_key(|b| (b.index, b.version));
+            self.reclaim.push(reclaim::Commit {
+                file: ino,
+                old_version,
+                version,
+                generation,
+                ticket,
+                blocks: before,
+            });
+        }
         let mut tree = self.lock();
         // The next change starts from what was just committed.
         if tree.writers.get(&ino).is_some_and(|w| {
