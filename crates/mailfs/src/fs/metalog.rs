@@ -189,6 +189,9 @@ struct LogState {
     next_seq: u64,
     /// The checkpoint the superblock names: pages up to here are in directory messages.
     log_from: u64,
+    /// The checkpoint before it, written by this mount (0: none yet): no superblock gc
+    /// keeps (the two newest) needs a page up to here replayed (reclaim, docs/mailfs.md 8).
+    prev_log_from: u64,
     /// Pages written (or replayed at open) after the checkpoint.
     pages_since_checkpoint: u64,
     /// Directories changed by those pages: the next checkpoint writes them.
@@ -280,6 +283,12 @@ impl MetaLog {
 
     pub(crate) fn log_from(&self) -> u64 {
         self.state.lock_or_panic().log_from
+    }
+
+    /// The log_from of the checkpoint before the last one this mount wrote (see
+    /// `LogState::prev_log_from`).
+    pub(super) fn prev_log_from(&self) -> u64 {
+        self.state.lock_or_panic().prev_log_from
     }
 
     /// The ticket of the last record made: read under the tree lock right after a change,
@@ -543,6 +552,9 @@ impl MetaLog {
             return Err(e);
         }
         let mut st = self.state.lock_or_panic();
+        if last != st.log_from {
+            st.prev_log_from = st.log_from;
+        }
         st.log_from = last;
         st.pages_since_checkpoint = 0;
         st.replay.clear();

@@ -104,6 +104,8 @@ pub struct Stats {
     /// every copy, and their plain bytes.
     pub reclaimed_messages: AtomicU64,
     pub reclaimed_bytes: AtomicU64,
+    /// Of those messages, log pages (no bytes counted for them).
+    pub reclaimed_log_pages: AtomicU64,
 }
 
 #[derive(Debug, Clone)]

@@ -37,6 +37,8 @@ struct State {
     clock: u64,
     dropped: u64,
     last_error: Option<String>,
+    /// Log pages up to here were reclaimed (or looked for).
+    pages_done: u64,
 }
 
 struct FileLists {
@@ -217,14 +219,18 @@ impl Fs {
     /// Returns (messages, bytes) removed.
     pub(crate) fn reclaim_once(&self) -> Result<(u64, u64), FsError> {
         let r = &self.reclaim;
+        if !r.enabled {
+            return Ok((0, 0));
+        }
         let _d = r.draining.lock_or_panic();
+        if !self.log_everywhere() {
+            return Ok((0, 0));
+        }
+        let pages = self.reclaim_pages()?;
         let ready: Vec<Superseded> = {
             let mut st = r.state.lock_or_panic();
             if st.due.is_empty() {
-                return Ok((0, 0));
-            }
-            if !self.log_everywhere() {
-                return Ok((0, 0));
+                return Ok((pages, 0));
             }
             let now = Instant::now();
             let (ready, waiting): (VecDeque<_>, VecDeque<_>) =
@@ -235,7 +241,7 @@ impl Fs {
             ready.into_iter().collect()
         };
         if ready.is_empty() {
-            return Ok((0, 0));
+            return Ok((pages, 0));
         }
         // Per account: the UIDs of every copy of every block, and what they held.
         let accounts = &self.replicas.accounts;
@@ -291,7 +297,42 @@ impl Fs {
         if messages > 0 {
             tracing::debug!("reclaimed {messages} messages ({bytes} bytes)");
         }
-        Ok((messages, bytes))
+        Ok((pages + messages, bytes))
+    }
+
+    /// Expunges the log pages no superblock gc keeps needs replayed: up to the checkpoint
+    /// before the last one this mount wrote (docs/mailfs.md 8). Called with every page on
+    /// every account. Returns the messages removed.
+    fn reclaim_pages(&self) -> Result<u64, FsError> {
+        let through = self.tree.metalog.prev_log_from();
+        let from = self.reclaim.state.lock_or_panic().pages_done + 1;
+        if through < from {
+            return Ok(0);
+        }
+        let mut messages = 0u64;
+        for a in &self.replicas.accounts {
+            let ids: Vec<(NameId, Vec<u32>)> = a.ids_matching(|k| {
+                k.kind == MsgKind::LogPage && (from..=through).contains(&k.index)
+            });
+            let uids: Vec<u32> = ids.iter().flat_map(|(_, u)| u.iter().copied()).collect();
+            if uids.is_empty() {
+                continue;
+            }
+            a.expunge(&uids)
+                .map_err(|e| FsError::Unavailable(format!("{}: {e}", a.remote.describe())))?;
+            for (id, u) in &ids {
+                a.forget(id, u);
+            }
+            messages += uids.len() as u64;
+        }
+        self.reclaim.state.lock_or_panic().pages_done = through;
+        self.stats
+            .reclaimed_messages
+            .fetch_add(messages, Ordering::Relaxed);
+        self.stats
+            .reclaimed_log_pages
+            .fetch_add(messages, Ordering::Relaxed);
+        Ok(messages)
     }
 
     /// The reclaimer: every `RECLAIM_TICK_MS`, the due lists that are ready go. None when
@@ -332,9 +373,10 @@ impl Fs {
     pub(crate) fn reclaim_stats_text(&self) -> String {
         let (held, dropped) = self.reclaim.counts();
         format!(
-            "reclaimed_messages={}\nreclaimed_bytes={}\nreclaim_held={held}\nreclaim_dropped={dropped}\n",
+            "reclaimed_messages={}\nreclaimed_bytes={}\nreclaimed_log_pages={}\nreclaim_held={held}\nreclaim_dropped={dropped}\n",
             self.stats.reclaimed_messages.load(Ordering::Relaxed),
             self.stats.reclaimed_bytes.load(Ordering::Relaxed),
+            self.stats.reclaimed_log_pages.load(Ordering::Relaxed),
         )
     }
 }

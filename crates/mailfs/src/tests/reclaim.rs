@@ -198,3 +198,45 @@ fn the_lists_held_are_bounded() {
     });
     assert_eq!(r.counts(), (held + 1, dropped));
 }
+
+#[test]
+fn log_pages_before_the_previous_checkpoint_are_reclaimed() {
+    let rig = Rig::new("versions_max = 0\nreclaim_delay_ms = 0");
+    let fs = rig.mkfs();
+    let mut model = pattern(12_288, 1);
+    let ino = write_file(&fs, ROOT, "f", &model);
+    let mut round = 0u8;
+    let mut rewrites = |fs: &Fs, model: &mut Vec<u8>, n: usize| {
+        for _ in 0..n {
+            round += 1;
+            let new = pattern(10, round);
+            rewrite(fs, ino, 0, &new);
+            model[..10].copy_from_slice(&new);
+        }
+    };
+    rewrites(&fs, &mut model, 5);
+    // The first checkpoint of this mount: the superblock before it (log_from 0) still
+    // counts, so no page goes.
+    fs.checkpoint().unwrap();
+    let pages = messages_of(&rig, 0, " log ");
+    fs.reclaim_once().unwrap();
+    assert_eq!(messages_of(&rig, 0, " log "), pages);
+    rewrites(&fs, &mut model, 5);
+    fs.checkpoint().unwrap();
+    // Now the pages up to the first checkpoint go, on every account; those after it stay
+    // for the superblock before the newest.
+    let before = messages_of(&rig, 0, " log ");
+    fs.reclaim_once().unwrap();
+    let after = messages_of(&rig, 0, " log ");
+    assert_eq!(before - after, pages, "{before} -> {after}");
+    assert!(after > 0);
+    assert_eq!(
+        fs.stats.reclaimed_log_pages.load(Ordering::Relaxed),
+        4 * pages as u64
+    );
+    // A remount replays from the newest checkpoint; fsck finds every page it needs.
+    let fs = rig.mount();
+    let st = fs.lookup(ROOT, b"f").unwrap();
+    assert_eq!(read_all(&fs, st.ino), model);
+    assert!(fs.fsck(&|_, _| {}).unwrap().clean());
+}

@@ -5,6 +5,7 @@
 mod cli;
 mod posix;
 mod replicas;
+mod rewrite;
 mod rig;
 mod transfer;
 mod versions;
