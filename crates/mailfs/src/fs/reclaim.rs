@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use super::*;
 
-/// Block references held for reclaim (kept and due lists together), per mount.
+/// Block references and lists (one unit each) held for reclaim, kept and due together,
+/// per mount: a commit that superseded nothing still holds its place among a file's kept
+/// versions.
 pub(crate) const RECLAIM_BLOCKS_MAX: usize = 65_536;
 /// How often the reclaimer looks for due lists.
 const RECLAIM_TICK_MS: u64 = 200;
@@ -54,8 +56,9 @@ struct FileLists {
 
 struct Superseded {
     file: u64,
-    /// The metadata log's ticket of the clean entry that stopped naming `blocks`.
-    ticket: u64,
+    /// The metadata log's ticket of the clean entry that stopped naming `blocks`; none for
+    /// blocks no record ever named (`push_unnamed`).
+    ticket: Option<u64>,
     at: Instant,
     blocks: Vec<BlockRef>,
 }
@@ -118,10 +121,10 @@ impl Reclaim {
             .into_iter()
             .filter(|b| file_version_of(b.version) > base)
             .collect();
-        let n = blocks.len();
+        let n = blocks.len() + 1;
         fl.kept.push_back(Superseded {
             file: c.file,
-            ticket: c.ticket,
+            ticket: Some(c.ticket),
             at: Instant::now(),
             blocks,
         });
@@ -130,7 +133,32 @@ impl Reclaim {
             newly_due.extend(fl.kept.pop_front());
         }
         st.held += n;
-        st.due.extend(newly_due);
+        for s in newly_due {
+            if s.blocks.is_empty() {
+                // Only a place among the kept versions: nothing to remove.
+                st.held -= 1;
+            } else {
+                st.due.push_back(s);
+            }
+        }
+        st.bound();
+    }
+
+    /// Blocks uploaded ahead of a commit (write-behind) and superseded before any record
+    /// named them (rewritten, cut, or landed after a later write): nothing on the servers
+    /// names them, so they are due at once, after the delay (docs/mailfs.md 8).
+    pub(crate) fn push_unnamed(&self, file: u64, blocks: Vec<BlockRef>) {
+        if !self.enabled || blocks.is_empty() {
+            return;
+        }
+        let mut st = self.state.lock_or_panic();
+        st.held += blocks.len() + 1;
+        st.due.push_back(Superseded {
+            file,
+            ticket: None,
+            at: Instant::now(),
+            blocks,
+        });
         st.bound();
     }
 
@@ -150,22 +178,19 @@ impl Reclaim {
     pub(crate) fn forget_file(&self, file: u64) {
         let _d = self.draining.lock_or_panic();
         let mut st = self.state.lock_or_panic();
-        let mut n = st.files.remove(&file).map_or(0, |fl| {
-            fl.kept.iter().map(|s| s.blocks.len()).sum::<usize>()
-        });
-        st.due.retain(|s| {
-            if s.file == file {
-                n += s.blocks.len();
-                false
-            } else {
-                true
-            }
-        });
-        st.held -= n;
-        st.dropped += n as u64;
+        let mut lists: Vec<Superseded> = st
+            .files
+            .remove(&file)
+            .map_or(Vec::new(), |fl| fl.kept.into());
+        let (keep, gone): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut st.due)
+            .into_iter()
+            .partition(|s| s.file != file);
+        st.due = keep;
+        lists.extend(gone);
+        st.drop_lists(lists.iter());
     }
 
-    /// (block references held, dropped).
+    /// (units held, block references dropped).
     pub(crate) fn counts(&self) -> (usize, u64) {
         let st = self.state.lock_or_panic();
         (st.held, st.dropped)
@@ -173,6 +198,14 @@ impl Reclaim {
 }
 
 impl State {
+    /// Lists let go of (left to gc).
+    fn drop_lists<'a>(&mut self, lists: impl Iterator<Item = &'a Superseded>) {
+        for s in lists {
+            self.held -= s.blocks.len() + 1;
+            self.dropped += s.blocks.len() as u64;
+        }
+    }
+
     /// Keeps `held` under `RECLAIM_BLOCKS_MAX`: the oldest due lists go first, then the
     /// kept lists of the files touched longest ago, down to 15/16 of the bound at once (a
     /// sort per eviction, not per commit). What goes is left to gc.
@@ -181,8 +214,7 @@ impl State {
             let Some(s) = self.due.pop_front() else {
                 break;
             };
-            self.held -= s.blocks.len();
-            self.dropped += s.blocks.len() as u64;
+            self.drop_lists([&s].into_iter());
         }
         if self.held <= RECLAIM_BLOCKS_MAX {
             return;
@@ -195,9 +227,7 @@ impl State {
                 break;
             }
             let fl = self.files.remove(&file).expect("listed");
-            let n: usize = fl.kept.iter().map(|s| s.blocks.len()).sum();
-            self.held -= n;
-            self.dropped += n as u64;
+            self.drop_lists(fl.kept.iter());
         }
     }
 }
@@ -235,7 +265,9 @@ impl Fs {
             let now = Instant::now();
             let (ready, waiting): (VecDeque<_>, VecDeque<_>) =
                 std::mem::take(&mut st.due).into_iter().partition(|s| {
-                    s.at + r.delay <= now && self.tree.metalog.written_through(s.ticket)
+                    s.at + r.delay <= now
+                        && s.ticket
+                            .is_none_or(|t| self.tree.metalog.written_through(t))
                 });
             st.due = waiting;
             ready.into_iter().collect()
@@ -285,7 +317,7 @@ impl Fs {
             }
         }
         let mut st = r.state.lock_or_panic();
-        st.held -= ready.iter().map(|s| s.blocks.len()).sum::<usize>();
+        st.held -= ready.iter().map(|s| s.blocks.len() + 1).sum::<usize>();
         st.last_error = None;
         drop(st);
         self.stats

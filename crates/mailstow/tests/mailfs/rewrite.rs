@@ -1,6 +1,7 @@
 //! A file rewritten in place (issue 41, item 1): the accounts hold a small multiple of the
 //! live data, and the rate of operations stays flat as the run goes on.
 
+use std::collections::BTreeMap;
 use std::fs::{self, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
@@ -68,15 +69,24 @@ impl Fsx {
     }
 }
 
-/// (messages, bytes) in an account's folder, as the server counts them (SELECT, QUOTA).
-fn account_usage(server: &Dovecot, user: usize) -> (u64, u64) {
+/// (messages, bytes, messages by kind) in an account's folder, as the server counts them
+/// (SELECT, QUOTA, the X-Mailfs header of each).
+fn account_usage(server: &Dovecot, user: usize) -> (u64, u64, BTreeMap<String, u64>) {
     let (rt, mut c) = imap(server, user);
     let mailbox = rt.block_on(c.select("mailfs")).unwrap();
     let (used, _) = rt
         .block_on(c.quota("mailfs"))
         .unwrap()
         .expect("the test Dovecot has a quota");
-    (u64::from(mailbox.exists), used)
+    let mut kinds = BTreeMap::new();
+    for (_, v) in rt
+        .block_on(c.uid_fetch_header_field("1:*", "X-Mailfs"))
+        .unwrap()
+    {
+        let kind = v.split(' ').nth(1).unwrap_or("?").to_string();
+        *kinds.entry(kind).or_insert(0) += 1;
+    }
+    (u64::from(mailbox.exists), used, kinds)
 }
 
 #[test]
@@ -145,8 +155,10 @@ fn a_file_rewritten_in_place_keeps_the_accounts_small_and_the_rate_flat() {
     );
     let mut usage = Vec::new();
     for user in 1..=2 {
-        let (messages, bytes) = account_usage(&server, user);
-        report.push_str(&format!("; account {user}: {messages} messages, {bytes} bytes"));
+        let (messages, bytes, kinds) = account_usage(&server, user);
+        report.push_str(&format!(
+            "; account {user}: {messages} messages {kinds:?}, {bytes} bytes"
+        ));
         usage.push((messages, bytes));
     }
     eprintln!("{report}");
