@@ -24,7 +24,13 @@ loopback holds every account. Rows (RESULT lines on stdout):
   flat    creates, renames and unlinks per second in one directory as it grows to
           FLAT_ENTRIES (100,000) entries, on the mount and on a local directory, with the
           messages each account gains per created file and the CPU Dovecot and the mount
-          spend per operation (issue 23).
+          spend per operation (issue 23);
+  rewrite an fsx-style run (issue 41): REWRITE_OPS (100,000) random writes, reads and
+          truncates of one file of at most REWRITE_BYTES (256 KiB), checked against a model
+          in memory, fsync every 4 operations, on one group of two accounts with the
+          default retention, versions_max and reclaim_delay_ms; per tenth of the run the
+          operations per second and each account's messages and bytes (IMAP STATUS and
+          GETQUOTAROOT) against the live bytes.
 
 Each section (and each stripe width of the sweep, and each Postmark configuration) gets a
 fresh Dovecot whose maildirs live in MAILDIR_TMP (default /dev/shm): the accounts' disk is
@@ -32,7 +38,7 @@ then memory, so the rows compare the file system's overhead with plain IMAP rath
 runs of the same disk's writeback. The mount's cache stays on disk (WORK, under /tmp).
 The big rows are repeated (REPS, default 3) and reported as medians.
 
-Env: ONLY=sweep,raw,big,meta,postmark,fio,small,flat (default all), QUICK=1 (fewer sweep
+Env: ONLY=sweep,raw,big,meta,postmark,fio,small,flat,rewrite (default all), QUICK=1 (fewer sweep
 points), FLAT_ENTRIES (default 100000),
 PLACEMENTS=shared,pinned (the big rows' CPU placements, default both),
 MAILDIR_TMP, THREADS (the mount's FUSE threads), REPS, BIG_ROWS (only the first N large-file configurations), CIPHER
@@ -42,7 +48,8 @@ DIRECT_IO (true or false: the mounts' `direct_io`; unset, the default, false), W
 (true or false: the mounts' `writeback_cache`; unset, the default, true), BIN_DIR (where
 mailstow and the examples raw_imap and dovecot are: target/release), SMOKE=1 (every row and
 placement once with tiny sizes: 1 MiB sweep and 8 MiB large files, 20 Postmark transactions,
-fio runs of a second, the tar of docs/ only, 40 entries in the flat directory).
+fio runs of a second, the tar of docs/ only, 40 entries in the flat directory, 1,000 rewrite
+operations). REWRITE_OPS, REWRITE_BYTES.
 """
 import os, subprocess, sys, time, shutil, tempfile, re
 
@@ -51,9 +58,11 @@ BIN_DIR = os.environ.get("BIN_DIR") or os.path.join(ROOT, "target/release")
 MAILSTOW = os.path.join(BIN_DIR, "mailstow")
 RAW = os.path.join(BIN_DIR, "examples/raw_imap")
 DOVECOT = os.path.join(BIN_DIR, "examples/dovecot")
-ONLY = set((os.environ.get("ONLY") or "sweep,raw,big,meta,postmark,fio,small,flat").split(","))
+ONLY = set((os.environ.get("ONLY") or "sweep,raw,big,meta,postmark,fio,small,flat,rewrite").split(","))
 SMOKE = os.environ.get("SMOKE") == "1"
 FLAT_ENTRIES = int(os.environ.get("FLAT_ENTRIES", "40" if SMOKE else "100000"))
+REWRITE_OPS = int(os.environ.get("REWRITE_OPS", "1000" if SMOKE else "100000"))
+REWRITE_BYTES = int(os.environ.get("REWRITE_BYTES", str(256 << 10)))
 dovecot_pid = [0]
 QUICK = os.environ.get("QUICK") == "1"
 MAILDIR_TMP = os.environ.get("MAILDIR_TMP", "/dev/shm")
@@ -120,7 +129,7 @@ class Dovecot:
 
 
 class Mount:
-    def __init__(self, port, width, conns, block, mode="sync"):
+    def __init__(self, port, width, conns, block, mode="sync", members=1):
         run_no[0] += 1
         self.dir = os.path.join(WORK, f"run{run_no[0]}")
         os.makedirs(self.dir)
@@ -136,9 +145,12 @@ class Mount:
             "[encryption]", 'passphrase = "bench"', f'cipher = "{CIPHER}"',
         ]
         for g in range(width):
-            cfg += ["[[group]]", "[[group.account]]", 'host = "127.0.0.1"', f"port = {port}",
-                    'tls = "none"', f'user = "user{g + 1}"', f'password = "pw{g + 1}"',
-                    f"connections = {conns}", f'transfer = "{TRANSFER}"']
+            cfg += ["[[group]]"]
+            for m in range(members):
+                u = g * members + m + 1
+                cfg += ["[[group.account]]", 'host = "127.0.0.1"', f"port = {port}",
+                        'tls = "none"', f'user = "user{u}"', f'password = "pw{u}"',
+                        f"connections = {conns}", f'transfer = "{TRANSFER}"']
         self.config = os.path.join(self.dir, "fs.toml")
         with open(self.config, "w") as f:
             f.write("\n".join(cfg) + "\n")
@@ -636,6 +648,90 @@ def fio_on(port):
     m.umount()
 
 
+def account_usage(port, user, folder):
+    """(messages, bytes) of one account's folder: STATUS MESSAGES and GETQUOTAROOT STORAGE
+    (the test Dovecot keeps a maildir quota; the folder is the account's only one)."""
+    import imaplib
+    c = imaplib.IMAP4("127.0.0.1", port)
+    c.login(f"user{user}", f"pw{user}")
+    typ, data = c.status(f'"{folder}"', "(MESSAGES)")
+    messages = int(re.search(rb"MESSAGES (\d+)", data[0]).group(1))
+    typ, data = c.getquotaroot(folder)
+    used = 0
+    for line in data[1] if len(data) > 1 else []:
+        m = re.search(rb"STORAGE (\d+) \d+", line or b"")
+        if m:
+            used = int(m.group(1)) * 1024
+    c.logout()
+    return messages, used
+
+
+def rewrite():
+    """fsx-style rewrites of one file (issue 41): account size against live bytes, and the
+    rate per tenth of the run."""
+    import random
+    rng = random.Random(41)
+    with Dovecot() as port:
+        m = Mount(port, 1, 2, 128 << 10, members=2)
+        m.mount()
+        folder = f"fs{run_no[0]}"
+        path = os.path.join(m.mnt, "db")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        model = bytearray()
+        tenth = max(REWRITE_OPS // 10, 1)
+        rates, samples = [], []
+        t = time.perf_counter()
+        for op in range(REWRITE_OPS):
+            roll = rng.randrange(12)
+            if roll < 6:
+                off = rng.randrange(REWRITE_BYTES)
+                n = 1 + rng.randrange(min(REWRITE_BYTES - off, 64 << 10))
+                data = rng.randbytes(n)
+                os.pwrite(fd, data, off)
+                if len(model) < off + n:
+                    model.extend(bytes(off + n - len(model)))
+                model[off:off + n] = data
+            elif roll < 10:
+                if model:
+                    off = rng.randrange(len(model))
+                    n = 1 + rng.randrange(min(len(model) - off, 64 << 10))
+                    if os.pread(fd, n, off) != model[off:off + n]:
+                        sys.exit(f"rewrite: op {op}: read of {n} bytes at {off} differs")
+            else:
+                size = rng.randrange(REWRITE_BYTES + 1)
+                os.ftruncate(fd, size)
+                del model[size:]
+                model.extend(bytes(size - len(model)))
+            if op % 4 == 3:
+                os.fsync(fd)
+            if op % tenth == tenth - 1:
+                now = time.perf_counter()
+                rates.append(tenth / (now - t))
+                samples.append([account_usage(port, u, folder) for u in (1, 2)])
+                log(f"rewrite: {op + 1} ops, {rates[-1]:.0f} ops/s, accounts {samples[-1]}")
+                t = time.perf_counter()
+        os.fsync(fd)
+        os.close(fd)
+        time.sleep(4)  # reclaim runs reclaim_delay_ms (2 s) behind the commits
+        end = [account_usage(port, u, folder) for u in (1, 2)]
+        stats = dict(l.split("=", 1) for l in m.fs("stats").splitlines() if "=" in l)
+        m.umount()
+        m.remove()
+    live = len(model)
+    result(row="rewrite", ops=REWRITE_OPS, live_bytes=live,
+           account_messages="/".join(str(a[0]) for a in end),
+           account_bytes="/".join(str(a[1]) for a in end),
+           account_bytes_max=max(a[1] for a in end),
+           bytes_per_live=f"{max(a[1] for a in end) / max(live, 1):.1f}",
+           first_ops_per_s=f"{rates[0]:.0f}", last_ops_per_s=f"{rates[-1]:.0f}",
+           last_to_first=f"{rates[-1] / rates[0]:.2f}",
+           ops_per_s_by_tenth="/".join(f"{r:.0f}" for r in rates),
+           messages_by_tenth="/".join(str(max(a[0] for a in s)) for s in samples),
+           mib_by_tenth="/".join(f"{max(a[1] for a in s) / 2**20:.1f}" for s in samples),
+           reclaimed_messages=stats.get("reclaimed_messages", "0"),
+           reclaimed_bytes=stats.get("reclaimed_bytes", "0"))
+
+
 def main():
     for b in (MAILSTOW, RAW, DOVECOT):
         if not os.path.exists(b):
@@ -656,6 +752,8 @@ def main():
             small()
         if "flat" in ONLY:
             flat()
+        if "rewrite" in ONLY:
+            rewrite()
     finally:
         # A run that failed half way leaves its mount: unmount before removing it.
         for run in sorted(os.listdir(WORK)) if os.path.isdir(WORK) else []:

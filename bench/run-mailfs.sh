@@ -39,5 +39,6 @@ want_row postmark && checks+=('row=postmark : mount_s local_s')
 want_row fio && checks+=('row=fio : mount_MiBps local_MiBps')
 want_row small && checks+=('row=small : entries tar_mount_s tar_durable_mount_s tar_durable_ratio clone_mount_s clone_durable_mount_s clone_durable_ratio rm_mount_s rm_durable_mount_s rm_durable_ratio umount_s')
 want_row flat && checks+=('row=flat where=mount : creates_per_s renames_per_s unlinks_per_s')
+want_row rewrite && checks+=('row=rewrite : ops account_bytes_max bytes_per_live first_ops_per_s last_ops_per_s reclaimed_messages')
 [ "$SMOKE" = 1 ] && checks+=('row=postmark_cpu : wall_s mount_peak_rss_mb')
 smoke_check "$log" "${checks[@]}"

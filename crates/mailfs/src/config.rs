@@ -55,6 +55,11 @@ pub const LOG_PAGES_MAX_MAX: u64 = 65_536;
 /// exists to prevent.
 pub const MEMBER_DEADLINE_MS_MIN: u64 = 100;
 pub const MEMBER_DEADLINE_MS_MAX: u64 = 60_000;
+/// Largest `versions_max`: the kept lists are held in memory (and bounded again by
+/// `fs::reclaim::RECLAIM_BLOCKS_MAX`).
+pub const VERSIONS_MAX_MAX: usize = 1024;
+/// Longest `reclaim_delay_ms`: an hour (longer is what gc's `retention` is for).
+pub const RECLAIM_DELAY_MS_MAX: u64 = 3_600_000;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -75,6 +80,15 @@ pub struct FsSection {
     /// Unreferenced blocks younger than this are kept by gc: they may belong to a write in
     /// flight on a mounted client.
     pub orphan_grace: String,
+    /// The mount removes the blocks its own commits superseded (docs/mailfs.md 8,
+    /// "Reclaim"); false: every version stays for `retention`, until gc.
+    pub reclaim: bool,
+    /// Superseded versions of a file rewritten in place whose blocks reclaim keeps (they
+    /// stay restorable for `retention`).
+    pub versions_max: usize,
+    /// How long a superseded block stays after the commit that superseded it: a read that
+    /// took the old block list a moment before still finds it.
+    pub reclaim_delay_ms: u64,
     pub dedup: bool,
     /// How long a command the server may think about at length (listing the folder,
     /// SEARCH, EXPUNGE, QUOTA, CREATE) may go without a byte from it; never less than
@@ -117,6 +131,9 @@ impl Default for FsSection {
             log_pages_max: 256,
             retention: "7d".into(),
             orphan_grace: "1h".into(),
+            reclaim: true,
+            versions_max: 8,
+            reclaim_delay_ms: 2000,
             dedup: false,
             timeout_ms: 10_000,
             member_deadline_ms: 2_000,
@@ -288,6 +305,18 @@ impl Config {
             && !(1..=ACCOUNTS_MAX).contains(&q)
         {
             return bad(format!("fs.write_quorum {q}: from 1 to {ACCOUNTS_MAX}"));
+        }
+        if self.fs.versions_max > VERSIONS_MAX_MAX {
+            return bad(format!(
+                "fs.versions_max {}: at most {VERSIONS_MAX_MAX} (or reclaim = false)",
+                self.fs.versions_max
+            ));
+        }
+        if self.fs.reclaim_delay_ms > RECLAIM_DELAY_MS_MAX {
+            return bad(format!(
+                "fs.reclaim_delay_ms {}: at most {RECLAIM_DELAY_MS_MAX}",
+                self.fs.reclaim_delay_ms
+            ));
         }
         if self.groups.is_empty() {
             return bad("no [[group]] with accounts".into());
@@ -499,6 +528,14 @@ connections = 1
             (
                 FOUR.replace("[fs]", "[fs]\nwrite_quorum = 0"),
                 "write_quorum 0: from 1 to 255",
+            ),
+            (
+                FOUR.replace("[fs]", "[fs]\nversions_max = 1025"),
+                "versions_max 1025: at most 1024",
+            ),
+            (
+                FOUR.replace("[fs]", "[fs]\nreclaim_delay_ms = 3600001"),
+                "reclaim_delay_ms 3600001: at most 3600000",
             ),
             ("[fs]\n".to_string(), "no [[group]]"),
         ] {

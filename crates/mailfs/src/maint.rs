@@ -82,7 +82,8 @@ impl Fs {
         let mut out = Vec::new();
         for (v, e) in self.entries_named(parent, &name)? {
             let Some(fm) = &e.file else { continue };
-            if fm.dirty.is_some() || !seen.insert(fm.version) {
+            // A version whose content reclaim removed is history no more.
+            if fm.dirty.is_some() || !seen.insert(fm.version) || !self.content_present(e.id, fm) {
                 continue;
             }
             out.push(FileVersion {
@@ -115,6 +116,16 @@ impl Fs {
             }
         }
         let mut e = found.ok_or(FsError::NotFound)?;
+        // Reclaim must not remove the blocks this makes current again (after any expunge
+        // in progress, so the check below sees what is left).
+        self.reclaim.forget_file(e.id);
+        if let Some(fm) = &e.file
+            && !self.content_present(e.id, fm)
+        {
+            return Err(FsError::Invalid(format!(
+                "version {version} of {path}: its content was reclaimed (versions_max)"
+            )));
+        }
         let current = self.current_dir(parent)?;
         if let Some(cur) = current.entries.get(&name) {
             if cur.kind == Kind::Dir {
@@ -148,6 +159,8 @@ impl Fs {
         {
             return Err(FsError::Invalid(format!("snapshot name {name:?}")));
         }
+        // Blocks current now stay out of reclaim once superseded: the snapshot names them.
+        self.reclaim.pin_current();
         // A snapshot pins directory messages by version: the log goes into them first.
         self.sync_metadata()?;
         self.checkpoint()?;

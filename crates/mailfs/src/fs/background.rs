@@ -47,6 +47,7 @@ impl Fs {
         let flusher = self.spawn_flusher();
         let committers = self.spawn_committers();
         let stats = self.spawn_stats_writer();
+        let reclaimer = self.spawn_reclaimer();
         let fs = self.clone();
         std::thread::spawn(move || {
             let mut tick = 0u64;
@@ -66,6 +67,9 @@ impl Fs {
             }
             let _ = stats.join();
             fs.tree.writeback.wake_all();
+            if let Some(r) = reclaimer {
+                let _ = r.join();
+            }
             for c in committers {
                 let _ = c.join();
             }
@@ -130,7 +134,7 @@ impl Fs {
             s.scan_blocks_uncached.load(Ordering::Relaxed),
             s.log_pages.load(Ordering::Relaxed),
             s.checkpoints.load(Ordering::Relaxed),
-        )
+        ) + &self.reclaim_stats_text()
     }
 
     pub fn write_stats_file(&self) {

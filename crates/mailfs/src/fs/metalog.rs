@@ -193,6 +193,9 @@ struct LogState {
     next_seq: u64,
     /// The checkpoint the superblock names: pages up to here are in directory messages.
     log_from: u64,
+    /// The checkpoint before it, written by this mount (0: none yet): no superblock gc
+    /// keeps (the two newest) needs a page up to here replayed (reclaim, docs/mailfs.md 8).
+    prev_log_from: u64,
     /// Pages written (or replayed at open) after the checkpoint.
     pages_since_checkpoint: u64,
     /// Directories changed by those pages: the next checkpoint writes them.
@@ -204,6 +207,15 @@ struct LogState {
     error: Option<String>,
     /// Groups open (`begin_group`): their records stay together in the batch.
     group: u32,
+    /// Batches taken to be written as a page (a failed one puts its records back, and a
+    /// later take carries them): a record made when `takes` was `n` is on the servers once
+    /// a take after `n` succeeded (reclaim, docs/mailfs.md 8).
+    takes: u64,
+    /// The last take written.
+    written_take: u64,
+    /// `takes` when the last record was made (records are made under the tree lock, so
+    /// the caller of `edit_dir` reads its own).
+    last_record_take: u64,
 }
 
 impl MetaLog {
@@ -285,6 +297,24 @@ impl MetaLog {
         self.state.lock_or_panic().log_from
     }
 
+    /// The log_from of the checkpoint before the last one this mount wrote (see
+    /// `LogState::prev_log_from`).
+    pub(super) fn prev_log_from(&self) -> u64 {
+        self.state.lock_or_panic().prev_log_from
+    }
+
+    /// The ticket of the last record made: read under the tree lock right after a change,
+    /// it is that change's (see `LogState::takes`).
+    pub(super) fn last_record_ticket(&self) -> u64 {
+        self.state.lock_or_panic().last_record_take
+    }
+
+    /// Whether the record with `ticket` is in a page written (in asynchronous mode: in the
+    /// journal).
+    pub(super) fn written_through(&self, ticket: u64) -> bool {
+        self.state.lock_or_panic().written_take > ticket
+    }
+
     /// Records a change (called by `write_dir` and `edit_dir`, under the tree lock). With
     /// no batching it is written as a page of its own before this returns; otherwise it
     /// joins the batch, which is written first if it is full (and then a failure refuses
@@ -303,11 +333,17 @@ impl MetaLog {
                     self.flush(fs)?;
                 }
                 let _w = self.writing.lock_or_panic();
-                let seq = self.state.lock_or_panic().next_seq;
+                let (seq, take) = {
+                    let mut st = self.state.lock_or_panic();
+                    st.last_record_take = st.takes;
+                    st.takes += 1;
+                    (st.next_seq, st.takes)
+                };
                 let mut batch = BTreeMap::new();
                 batch.insert(id, change);
                 fs.write_page(seq, &batch)?;
                 let mut st = self.state.lock_or_panic();
+                st.written_take = st.written_take.max(take);
                 st.next_seq = seq + 1;
                 st.pages_since_checkpoint += 1;
                 st.unchecked.insert(id);
@@ -318,6 +354,7 @@ impl MetaLog {
             }
         }
         let mut st = self.state.lock_or_panic();
+        st.last_record_take = st.takes;
         st.batch_bytes += change.bytes();
         match st.batch.get_mut(&id) {
             Some(p) => p.then(change),
@@ -390,7 +427,7 @@ impl MetaLog {
     /// page is written.
     pub(super) fn flush(&self, fs: &Fs) -> Result<(), FsError> {
         let _w = self.writing.lock_or_panic();
-        let (batch, seq) = {
+        let (batch, seq, take) = {
             let mut st = self.state.lock_or_panic();
             while st.group > 0 {
                 st = self.wake.wait_or_panic(st);
@@ -400,12 +437,14 @@ impl MetaLog {
             }
             st.batch_bytes = 0;
             st.since = None;
-            (std::mem::take(&mut st.batch), st.next_seq)
+            st.takes += 1;
+            (std::mem::take(&mut st.batch), st.next_seq, st.takes)
         };
         let written = fs.write_page(seq, &batch);
         let mut st = self.state.lock_or_panic();
         match written {
             Ok(()) => {
+                st.written_take = st.written_take.max(take);
                 st.next_seq = seq + 1;
                 st.pages_since_checkpoint += 1;
                 st.unchecked.extend(batch.keys().copied());
@@ -472,14 +511,15 @@ impl MetaLog {
             }
         }
         let _w = self.writing.lock_or_panic();
-        let (batch, seq, dirs) = {
+        let (batch, seq, dirs, take) = {
             let mut st = self.state.lock_or_panic();
             st.batch_bytes = 0;
             st.since = None;
+            st.takes += 1;
             let batch = std::mem::take(&mut st.batch);
             let mut dirs = std::mem::take(&mut st.unchecked);
             dirs.extend(batch.keys().copied());
-            (batch, st.next_seq, dirs)
+            (batch, st.next_seq, dirs, st.takes)
         };
         // The states as of the end of `batch`: taken under the tree lock, with the batch.
         let states: Vec<DirState> = dirs
@@ -502,6 +542,7 @@ impl MetaLog {
             }
             let mut st = self.state.lock_or_panic();
             st.next_seq = seq + 1;
+            st.written_take = st.written_take.max(take);
             seq
         };
         let written = (|| {
@@ -521,6 +562,9 @@ impl MetaLog {
             return Err(e);
         }
         let mut st = self.state.lock_or_panic();
+        if last != st.log_from {
+            st.prev_log_from = st.log_from;
+        }
         st.log_from = last;
         st.pages_since_checkpoint = 0;
         st.replay.clear();

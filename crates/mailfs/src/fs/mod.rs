@@ -6,6 +6,7 @@ mod links;
 mod metalog;
 mod posix;
 mod read;
+pub(crate) mod reclaim;
 mod snapshots;
 mod upload;
 mod write;
@@ -99,6 +100,12 @@ pub struct Stats {
     pub log_pages: AtomicU64,
     /// Checkpoints written (compactions of the log into directory messages).
     pub checkpoints: AtomicU64,
+    /// Superseded block messages the mount removed (reclaim, docs/mailfs.md 8), counting
+    /// every copy, and their plain bytes.
+    pub reclaimed_messages: AtomicU64,
+    pub reclaimed_bytes: AtomicU64,
+    /// Of those messages, log pages (no bytes counted for them).
+    pub reclaimed_log_pages: AtomicU64,
 }
 
 #[derive(Debug, Clone)]
@@ -356,6 +363,8 @@ pub struct Fs {
     chunk_key: [u8; 32],
     pub retention: std::time::Duration,
     pub orphan_grace: std::time::Duration,
+    /// The blocks this mount's commits superseded, on their way out (docs/mailfs.md 8).
+    pub(crate) reclaim: reclaim::Reclaim,
 }
 
 fn hex(b: &[u8]) -> String {
@@ -640,6 +649,11 @@ impl Fs {
             chunk_key: [0; 32],
             retention: crate::config::parse_duration(&config.fs.retention)?,
             orphan_grace: crate::config::parse_duration(&config.fs.orphan_grace)?,
+            reclaim: reclaim::Reclaim::new(
+                config.fs.reclaim,
+                config.fs.versions_max,
+                config.fs.reclaim_delay_ms,
+            ),
         };
         let (version, sb) = fs.read_superblock(&sb_sealing)?;
         let layout: Vec<usize> = sb.groups.iter().map(|g| g.len()).collect();

@@ -1,6 +1,8 @@
 //! Writing files: the per-file writer, background uploads, truncate, and the commit
 //! (dirty entry, blocks, clean entry).
 
+use std::collections::HashSet;
+
 use super::*;
 
 /// The stored content of blocks a change starts from, by index.
@@ -46,6 +48,18 @@ impl Fs {
             );
         }
         Ok(tree.writers.get_mut(&ino).expect("inserted"))
+    }
+
+    /// Stored blocks a write or truncate drops from the writer: those uploaded for the
+    /// version not yet committed (write-behind) were never named by a record (a commit
+    /// names its blocks under the version it then leaves behind), so reclaim takes them.
+    fn superseded_unnamed(&self, ino: u64, w: &Writer, dropped: &[BlockRef]) {
+        let unnamed: Vec<BlockRef> = dropped
+            .iter()
+            .filter(|b| file_version_of(b.version) == w.new_version)
+            .cloned()
+            .collect();
+        self.reclaim.push_unnamed(ino, unnamed);
     }
 
     pub(super) fn bs(&self) -> u64 {
@@ -100,12 +114,14 @@ impl Fs {
 
     /// Makes block `idx` dirty, starting from its current content: pending, stored (from
     /// `bases`) or a hole.
-    fn make_dirty(&self, w: &mut Writer, idx: u64, bases: &Bases) {
+    fn make_dirty(&self, ino: u64, w: &mut Writer, idx: u64, bases: &Bases) {
         if w.dirty.contains_key(&idx) {
             return;
         }
         let bs = self.bs();
-        let mut buf = match (w.pending.remove(&idx), w.blocks.remove(&idx)) {
+        let stored = w.blocks.remove(&idx);
+        self.superseded_unnamed(ino, w, stored.as_slice());
+        let mut buf = match (w.pending.remove(&idx), stored) {
             (Some((_, d)), _) => d.as_ref().clone(),
             (None, Some(_)) => bases
                 .get(&idx)
@@ -154,14 +170,15 @@ impl Fs {
             if n as u64 == bs && !w.dirty.contains_key(&idx) {
                 // The write replaces the whole block: no base to load, nothing to zero.
                 w.pending.remove(&idx);
-                w.blocks.remove(&idx);
+                let stored = w.blocks.remove(&idx);
+                self.superseded_unnamed(ino, w, stored.as_slice());
                 w.dirty.insert(idx, data[pos..pos + n].to_vec());
                 w.dirty_bytes += bs;
                 w.filled.insert(idx, bs);
                 pos += n;
                 continue;
             }
-            self.make_dirty(w, idx, &bases);
+            self.make_dirty(ino, w, idx, &bases);
             let buf = w.dirty.get_mut(&idx).expect("made dirty");
             if buf.len() < to {
                 // A block written in pieces past its first 64 KiB is a large file's: take
@@ -278,10 +295,23 @@ impl Fs {
             Some(fs) => {
                 std::thread::spawn(move || {
                     let r = fs.emit_blocks(file, &jobs);
+                    let stored = r.is_ok();
                     let mut tree = fs.lock();
                     if let Some(w) = tree.writers.get_mut(&file)
                         && w.id == writer
                     {
+                        // Written again or cut while on its way: no record will name it.
+                        let passed: Vec<BlockRef> = jobs
+                            .iter()
+                            .filter(|(b, _)| {
+                                stored
+                                    && w.pending
+                                        .get(&b.index)
+                                        .is_none_or(|(p, _)| p.version != b.version)
+                            })
+                            .map(|(b, _)| b.clone())
+                            .collect();
+                        fs.reclaim.push_unnamed(file, passed);
                         Self::land(fs.bs(), w, &jobs, r);
                     }
                     drop(tree);
@@ -361,12 +391,18 @@ impl Fs {
         let w = self.writer(&mut tree, ino)?;
         if size < w.size {
             if tail_len > 0 {
-                self.make_dirty(w, tail_idx, &bases);
+                self.make_dirty(ino, w, tail_idx, &bases);
                 if let Some(buf) = w.dirty.get_mut(&tail_idx) {
                     buf.truncate(tail_len as usize);
                 }
             }
             let keep_blocks = size.div_ceil(bs);
+            let cut: Vec<BlockRef> = w
+                .blocks
+                .range(keep_blocks..)
+                .map(|(_, b)| b.clone())
+                .collect();
+            self.superseded_unnamed(ino, w, &cut);
             w.blocks.retain(|&i, _| i < keep_blocks);
             // Uploads of cut blocks may still land: `land` ignores what is not pending.
             w.pending.retain(|&i, _| i < keep_blocks);
@@ -452,6 +488,12 @@ impl Fs {
             self.settle_planned(ino, &planned, false);
             Err(e)
         };
+        // What the entry named before (with a dirty entry's previous list, M5): minus the
+        // new list, what this commit supersedes, for reclaim once the clean entry is
+        // recorded (docs/mailfs.md 8).
+        let generation = self.reclaim.generation();
+        let mut before: Vec<BlockRef> = Vec::new();
+        let mut old_version = 0;
         // Step 1: the dirty entry.
         let step1 = (|| {
             let mut tree = self.lock();
@@ -465,6 +507,9 @@ impl Fs {
                     dirty: None,
                     inline: None,
                 });
+                old_version = old.version;
+                before = old.blocks.clone();
+                before.extend(old.dirty.iter().flat_map(|p| p.blocks.iter().cloned()));
                 // A previous commit that never cleaned stays the baseline to roll back to.
                 let prev = old.dirty.clone().unwrap_or(Previous {
                     version: old.version,
@@ -495,10 +540,10 @@ impl Fs {
             return give_back(e);
         }
         // Step 3: clean, wherever the entry is now (it may have been renamed meanwhile).
-        let step3 = (|| {
+        let step3 = (|| -> Result<Option<u64>, FsError> {
             let mut tree = self.lock();
             let Ok((parent, name)) = self.entry_of(&mut tree, ino) else {
-                return Ok(()); // unlinked meanwhile
+                return Ok(None); // unlinked meanwhile
             };
             let dirty_here = self
                 .ensure_dir(&mut tree, parent)?
@@ -511,14 +556,16 @@ impl Fs {
                             .is_some_and(|fm| fm.version == version && fm.dirty.is_some())
                 });
             if !dirty_here {
-                return Ok(());
+                return Ok(None);
             }
             self.edit_dir(&mut tree, parent, &[&name], |d| {
                 if let Some(fm) = d.entries.get_mut(&name).and_then(|e| e.file.as_mut()) {
                     fm.dirty = None;
                 }
                 Ok(())
-            })
+            })?;
+            // Still under the tree lock: the last record is this one.
+            Ok(Some(self.tree.metalog.last_record_ticket()))
         })();
         // The blocks are stored either way: they join the writer's stored list. A clean
         // entry that failed to write leaves the dirty one, which names complete blocks (a
@@ -530,7 +577,20 @@ impl Fs {
                 w.changed = true;
             }
         }
-        step3?;
+        if let Some(ticket) = step3? {
+            let kept: HashSet<(u64, u64)> = blocks.iter().map(|b| (b.index, b.version)).collect();
+            before.retain(|b| !kept.contains(&(b.index, b.version)));
+            before.sort_by_key(|b| (b.index, b.version));
+            before.dedup_by_key(|b| (b.index, b.version));
+            self.reclaim.push(reclaim::Commit {
+                file: ino,
+                old_version,
+                version,
+                generation,
+                ticket,
+                blocks: before,
+            });
+        }
         let mut tree = self.lock();
         // The next change starts from what was just committed.
         if tree.writers.get(&ino).is_some_and(|w| {
@@ -562,8 +622,16 @@ impl Fs {
         content.resize(size as usize, 0);
         let (version, mtime) = (w.new_version, w.mtime);
         let (parent, name) = self.entry_of(tree, ino)?;
+        let generation = self.reclaim.generation();
+        let (mut before, mut old_version) = (Vec::new(), 0);
         self.edit_dir(tree, parent, &[&name], |d| {
             let e = d.entries.get_mut(&name).ok_or(FsError::NotFound)?;
+            if let Some(old) = &e.file {
+                // A file cut back under the inline limit: every block it had goes.
+                old_version = old.version;
+                before = old.blocks.clone();
+                before.extend(old.dirty.iter().flat_map(|p| p.blocks.iter().cloned()));
+            }
             e.file = Some(FileMeta {
                 version,
                 block_size: self.block_size,
@@ -578,6 +646,15 @@ impl Fs {
             }
             Ok(())
         })?;
+        // Under the tree lock still: the last record is this one.
+        self.reclaim.push(reclaim::Commit {
+            file: ino,
+            old_version,
+            version,
+            generation,
+            ticket: self.tree.metalog.last_record_ticket(),
+            blocks: before,
+        });
         tree.writers.remove(&ino);
         Ok(true)
     }

@@ -20,6 +20,7 @@ mod links;
 mod local_disk;
 mod metalog;
 mod reads;
+mod reclaim;
 mod replicas;
 mod writeback;
 

@@ -6,6 +6,7 @@ mod cli;
 mod hung;
 mod posix;
 mod replicas;
+mod rewrite;
 mod rig;
 mod transfer;
 mod versions;
