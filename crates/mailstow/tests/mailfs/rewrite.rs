@@ -169,10 +169,18 @@ fn a_file_rewritten_in_place_keeps_the_accounts_small_and_the_rate_flat() {
             "an account holds more than 4x live + 64 MiB: {report}"
         );
     }
-    let (first, last) = (tenths[0], tenths[tenths.len() - 1]);
+    // The middle of the first three tenths against the middle of the last three: one tenth
+    // slowed by another process on a shared machine is not a slowdown of the mount, while a
+    // folder that grows (the failure this guards against) slows every later tenth.
+    let median3 = |t: &[f64]| {
+        let mut t = t.to_vec();
+        t.sort_by(f64::total_cmp);
+        t[1]
+    };
+    let (first, last) = (median3(&tenths[..3]), median3(&tenths[tenths.len() - 3..]));
     assert!(
         last * 1.5 >= first,
-        "the last tenth ran at less than 1/1.5 of the first: {report}"
+        "the last tenths ran at less than 1/1.5 of the first: {report}"
     );
     // What the mount kept reads back right after a remount.
     rig.umount();
