@@ -51,9 +51,9 @@ command -v chromedriver >/dev/null || need_pkgs+=(chromium-driver)
 command -v sieve-connect >/dev/null || need_pkgs+=(sieve-connect)
 /usr/bin/python3 -c 'import sievelib' 2>/dev/null || need_pkgs+=(python3-sievelib)
 # dkimpy, the independent DKIM verifier of sender-auth's tests, with PyNaCl for ed25519, for
-# the python3 the PATH finds (Debian's packages: pip refuses to install into the system's
-# Python, PEP 668).
-python3 -c 'import dkim, nacl' 2>/dev/null || need_pkgs+=(python3-dkim python3-nacl)
+# Debian's /usr/bin/python3 (Debian's packages: pip refuses to install into the system's
+# Python, PEP 668). The tests run `python3`; below, that is made Debian's.
+/usr/bin/python3 -c 'import dkim, nacl' 2>/dev/null || need_pkgs+=(python3-dkim python3-nacl)
 # test-peers' BIND (crates/test-peers/tests/bind.rs, and the DNS, DANE and MTA-STS tests): a
 # private authoritative named with DNSSEC-signed zones and a validating resolver, checked with
 # dig (the package's own named is not started: policy-rc.d). And its acme2certifier
@@ -89,9 +89,19 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
     echo "missing packages: ${need_pkgs[*]} (run as root or install them)" >&2; exit 1
   fi
 fi
+# The tests run `python3` and need Debian's packages above. When the PATH finds another
+# Python first (a pyenv shim, say: CI's machines have one), put a directory holding only a
+# `python3` that is Debian's in front of it, so nothing else on the PATH changes.
 if ! python3 -c 'import dkim, nacl' 2>/dev/null; then
-  echo "$(command -v python3) cannot import dkim and nacl: put Debian's /usr/bin first in PATH" \
-    "or install dkimpy and PyNaCl for it" >&2
+  debian_python="$PWD/target/debian-python"
+  mkdir -p "$debian_python"
+  ln -sfn /usr/bin/python3 "$debian_python/python3"
+  export PATH="$debian_python:$PATH"
+  echo "python3 on the PATH is not Debian's: using /usr/bin/python3 (through $debian_python)"
+fi
+if ! python3 -c 'import dkim, nacl' 2>/dev/null; then
+  echo "$(command -v python3) cannot import dkim and nacl: install Debian's python3-dkim and" \
+    "python3-nacl" >&2
   exit 1
 fi
 
