@@ -528,6 +528,11 @@ impl Fs {
                 tree.parent_of.remove(&old.id);
                 if tree.open_count.get(&old.id).copied().unwrap_or(0) > 0 {
                     tree.orphans.insert(old.id, old);
+                } else {
+                    // Its writer too (as unlink): written back after its last close, it
+                    // would otherwise be committed by the next sync of the mount, for a
+                    // file nothing names.
+                    tree.writers.remove(&old.id);
                 }
             }
         }

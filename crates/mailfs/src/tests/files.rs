@@ -301,3 +301,28 @@ fn set_id_bits_come_off_as_linux_takes_them_off() {
         assert_eq!(mode(ino), after, "{before:o}");
     }
 }
+
+/// The kernel's writeback cache sends a file's writes after it was closed, so a writer can
+/// outlive every handle. A file replaced by a rename (git's `index.lock` onto `index`) must
+/// take its writer with it: an fsync of the root (`sync -f`) committed the writer of a
+/// file nothing named and failed with ENOENT.
+#[test]
+fn a_file_replaced_by_rename_leaves_no_writer_behind_for_sync_all() {
+    let rig = Rig::new("");
+    let fs = rig.mkfs();
+    let old = write_file(&fs, ROOT, "index", b"old");
+    // Written back after its last release: a writer with no handle.
+    fs.write(old, 0, &pattern(10_000, 2)).unwrap();
+    let new = write_file(&fs, ROOT, "index.lock", b"new");
+    fs.rename(ROOT, b"index.lock", ROOT, b"index", false).unwrap();
+    fs.sync_all().unwrap();
+    assert_eq!(fs.lookup(ROOT, b"index").unwrap().ino, new);
+    assert_eq!(read_all(&fs, new), b"new");
+    // The same for a hard-linked file's last name, and for unlink.
+    let doomed = write_file(&fs, ROOT, "doomed", b"x");
+    fs.write(doomed, 0, &pattern(10_000, 3)).unwrap();
+    fs.unlink(ROOT, b"doomed").unwrap();
+    fs.sync_all().unwrap();
+    let fs = rig.mount();
+    assert_eq!(read_all(&fs, fs.lookup(ROOT, b"index").unwrap().ino), b"new");
+}
