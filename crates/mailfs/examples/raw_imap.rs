@@ -2,11 +2,14 @@
 //! FETCH over the same accounts and connections, with no file system in between (no
 //! encryption, no metadata). Used by bench/run-mailfs.sh.
 //!
-//! `raw_imap PORT USERS CONNECTIONS BLOCK_BYTES TOTAL_BYTES [base64|binary]` where USERS is
-//! `user1:pw1,user2:pw2,...`; prints `RESULT raw_write_s=.. raw_read_s=..`. The last
-//! argument is the transfer (default base64), as an account's `transfer` in the mount's
-//! config: base64 bodies are encoded before APPEND and decoded after FETCH, both timed, as
-//! the mount does.
+//! `raw_imap PORT USERS CONNECTIONS BLOCK_BYTES TOTAL_BYTES [base64|binary [COPIES]]` where
+//! USERS is `user1:pw1,user2:pw2,...`; prints `RESULT raw_write_s=.. raw_read_s=..`. The
+//! transfer (default base64) is an account's `transfer` in the mount's config: base64
+//! bodies are encoded before APPEND and decoded after FETCH, both timed, as the mount does.
+//! COPIES (default 1) is the mount's replication: the users are taken as groups of COPIES
+//! accounts in order (as a mount's `[[group]]`s list them), block i goes to every account
+//! of group i mod groups, all at once, and is read back from the group's first account, as
+//! a mount with a healthy group reads.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,9 +18,10 @@ use imap_client::{Client, Config, Tls};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    if !(6..=7).contains(&args.len()) {
+    if !(6..=8).contains(&args.len()) {
         eprintln!(
-            "usage: raw_imap PORT USER:PW,... CONNECTIONS BLOCK_BYTES TOTAL_BYTES [base64|binary]"
+            "usage: raw_imap PORT USER:PW,... CONNECTIONS BLOCK_BYTES TOTAL_BYTES \
+             [base64|binary [COPIES]]"
         );
         std::process::exit(2);
     }
@@ -41,6 +45,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             std::process::exit(2);
         }
     };
+    let copies: usize = args.get(7).map_or(Ok(1), |c| c.parse())?;
+    if copies == 0 || !users.len().is_multiple_of(copies) {
+        eprintln!(
+            "{} users do not make groups of {copies} copies",
+            users.len()
+        );
+        std::process::exit(2);
+    }
+    let groups = users.len() / copies;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -48,7 +61,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let folder = format!("raw{}", rand::random::<u32>());
     let payload: Arc<Vec<u8>> = Arc::new((0..block).map(|i| (i * 7 + 3) as u8).collect());
     rt.block_on(async {
-        // One session per (account, connection); block i goes to account i mod n.
+        // One session per (account, connection); block i goes to every account of group
+        // i mod groups.
         let mut sessions = Vec::new();
         for (a, (u, p)) in users.iter().enumerate() {
             for _ in 0..connections {
@@ -61,16 +75,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 sessions.push((a, c));
             }
         }
-        let n_accounts = users.len();
         let started = Instant::now();
         let mut tasks = Vec::new();
         for (s, (a, mut c)) in sessions.into_iter().enumerate() {
             let payload = payload.clone();
             let folder = folder.clone();
             let mine: Vec<usize> = (0..blocks)
-                .filter(|i| i % n_accounts == a)
-                .filter(|i| (i / n_accounts) % connections == s % connections)
+                .filter(|i| i % groups == a / copies)
+                .filter(|i| (i / groups) % connections == s % connections)
                 .collect();
+            // Only a group's first account is read back.
+            let reader = a.is_multiple_of(copies);
             tasks.push(tokio::spawn(async move {
                 let mut uids = Vec::new();
                 for chunk in mine.chunks(16) {
@@ -88,7 +103,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     let got = c.append(&folder, &refs, binary).await?;
                     uids.extend(got.into_iter().flatten());
                 }
-                Ok::<_, imap_client::Error>((c, uids))
+                Ok::<_, imap_client::Error>((c, if reader { uids } else { Vec::new() }))
             }));
         }
         let mut done = Vec::new();
