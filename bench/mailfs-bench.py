@@ -25,12 +25,14 @@ loopback holds every account. Rows (RESULT lines on stdout):
           FLAT_ENTRIES (100,000) entries, on the mount and on a local directory, with the
           messages each account gains per created file and the CPU Dovecot and the mount
           spend per operation (issue 23);
-  rewrite an fsx-style run (issue 41): REWRITE_OPS (100,000) random writes, reads and
-          truncates of one file of at most REWRITE_BYTES (256 KiB), checked against a model
-          in memory, fsync every 4 operations, on one group of two accounts with the
+  rewrite an fsx-style run (issue 41): REWRITE_OPS (100,000) random writes of up to
+          REWRITE_WRITE_MAX (64 KiB, fsx's default), reads and truncates of one file of at
+          most REWRITE_BYTES (256 KiB; 8 MiB is the multi-block case), checked against a
+          model in memory, fsync every 4 operations, on one group of two accounts with the
           default retention, versions_max and reclaim_delay_ms; per tenth of the run the
           operations per second and each account's messages and bytes (IMAP STATUS and
-          GETQUOTAROOT) against the live bytes.
+          GETQUOTAROOT) against the live bytes; then a BOUND line: each account at most
+          4x live + 64 MiB at the end, and the last tenth's rate within 1.5x of the first's.
 
 Each section (and each stripe width of the sweep, and each Postmark configuration) gets a
 fresh Dovecot whose maildirs live in MAILDIR_TMP (default /dev/shm): the accounts' disk is
@@ -51,7 +53,7 @@ DIRECT_IO (true or false: the mounts' `direct_io`; unset, the default, false), W
 mailstow and the examples raw_imap and dovecot are: target/release), SMOKE=1 (every row and
 placement once with tiny sizes: 1 MiB sweep and 8 MiB large files, 20 Postmark transactions,
 fio runs of a second, the tar of docs/ only, 40 entries in the flat directory, 1,000 rewrite
-operations). REWRITE_OPS, REWRITE_BYTES.
+operations). REWRITE_OPS, REWRITE_BYTES, REWRITE_WRITE_MAX.
 """
 import os, resource, subprocess, sys, time, shutil, tempfile, re
 
@@ -65,6 +67,7 @@ SMOKE = os.environ.get("SMOKE") == "1"
 FLAT_ENTRIES = int(os.environ.get("FLAT_ENTRIES", "40" if SMOKE else "100000"))
 REWRITE_OPS = int(os.environ.get("REWRITE_OPS", "1000" if SMOKE else "100000"))
 REWRITE_BYTES = int(os.environ.get("REWRITE_BYTES", str(256 << 10)))
+REWRITE_WRITE_MAX = int(os.environ.get("REWRITE_WRITE_MAX", str(64 << 10)))
 dovecot_pid = [0]
 QUICK = os.environ.get("QUICK") == "1"
 MAILDIR_TMP = os.environ.get("MAILDIR_TMP", "/dev/shm")
@@ -703,7 +706,7 @@ def rewrite():
             roll = rng.randrange(12)
             if roll < 6:
                 off = rng.randrange(REWRITE_BYTES)
-                n = 1 + rng.randrange(min(REWRITE_BYTES - off, 64 << 10))
+                n = 1 + rng.randrange(min(REWRITE_BYTES - off, REWRITE_WRITE_MAX))
                 data = rng.randbytes(n)
                 os.pwrite(fd, data, off)
                 if len(model) < off + n:
@@ -712,7 +715,7 @@ def rewrite():
             elif roll < 10:
                 if model:
                     off = rng.randrange(len(model))
-                    n = 1 + rng.randrange(min(len(model) - off, 64 << 10))
+                    n = 1 + rng.randrange(min(len(model) - off, REWRITE_WRITE_MAX))
                     if os.pread(fd, n, off) != model[off:off + n]:
                         sys.exit(f"rewrite: op {op}: read of {n} bytes at {off} differs")
             else:
@@ -736,18 +739,34 @@ def rewrite():
         m.umount()
         m.remove()
     live = len(model)
-    result(row="rewrite", ops=REWRITE_OPS, live_bytes=live,
+    bytes_max = max(a[1] for a in end)
+    result(row="rewrite", ops=REWRITE_OPS, file_bytes_max=REWRITE_BYTES,
+           write_max=REWRITE_WRITE_MAX, live_bytes=live,
            account_messages="/".join(str(a[0]) for a in end),
            account_bytes="/".join(str(a[1]) for a in end),
-           account_bytes_max=max(a[1] for a in end),
-           bytes_per_live=f"{max(a[1] for a in end) / max(live, 1):.1f}",
+           account_bytes_max=bytes_max,
+           bytes_per_live=f"{bytes_max / max(live, 1):.1f}",
            first_ops_per_s=f"{rates[0]:.0f}", last_ops_per_s=f"{rates[-1]:.0f}",
            last_to_first=f"{rates[-1] / rates[0]:.2f}",
            ops_per_s_by_tenth="/".join(f"{r:.0f}" for r in rates),
            messages_by_tenth="/".join(str(max(a[0] for a in s)) for s in samples),
            mib_by_tenth="/".join(f"{max(a[1] for a in s) / 2**20:.1f}" for s in samples),
+           **{f"account{u}_messages_by_tenth": "/".join(str(s[u - 1][0]) for s in samples)
+              for u in (1, 2)},
+           **{f"account{u}_mib_by_tenth": "/".join(f"{s[u - 1][1] / 2**20:.1f}" for s in samples)
+              for u in (1, 2)},
            reclaimed_messages=stats.get("reclaimed_messages", "0"),
-           reclaimed_bytes=stats.get("reclaimed_bytes", "0"))
+           reclaimed_bytes=stats.get("reclaimed_bytes", "0"),
+           reclaimed_log_pages=stats.get("reclaimed_log_pages", "0"),
+           reclaim_dropped=stats.get("reclaim_dropped", "0"))
+    # Issue 41's stated bound: each account at most 4x live + 64 MiB, and the last tenth of
+    # the run within 1.5x of the first's rate.
+    limit = 4 * live + (64 << 20)
+    ratio = rates[-1] / rates[0]
+    space_ok, rate_ok = bytes_max <= limit, ratio * 1.5 >= 1 and ratio <= 1.5
+    print(f"BOUND rewrite: account bytes {bytes_max} <= 4 x live {live} + 64 MiB = {limit}: "
+          f"{'ok' if space_ok else 'FAIL'}; last/first tenth {rates[-1]:.0f}/{rates[0]:.0f} ops/s "
+          f"= {ratio:.2f}, within 1.5x: {'ok' if rate_ok else 'FAIL'}", flush=True)
 
 
 def main():
