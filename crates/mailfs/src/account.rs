@@ -103,13 +103,21 @@ impl Account {
         self.latency_us.load(Ordering::Relaxed)
     }
 
+    /// A read of this member's that a hedge to another member beat had waited
+    /// `at_least`: taken as a latency sample (the command may never finish, when the
+    /// member hangs), so the next reads prefer the member that answered.
+    pub fn note_slow(&self, at_least: Duration) {
+        self.sample(at_least.as_micros() as u64);
+    }
+
+    fn sample(&self, us: u64) {
+        let old = self.latency_us.load(Ordering::Relaxed);
+        self.latency_us.store((old * 7 + us) / 8, Ordering::Relaxed);
+    }
+
     fn observe<T>(&self, started: Instant, r: Result<T, RemoteError>) -> Result<T, RemoteError> {
         match &r {
-            Ok(_) => {
-                let us = started.elapsed().as_micros() as u64;
-                let old = self.latency_us.load(Ordering::Relaxed);
-                self.latency_us.store((old * 7 + us) / 8, Ordering::Relaxed);
-            }
+            Ok(_) => self.sample(started.elapsed().as_micros() as u64),
             Err(e @ RemoteError::Unavailable(_)) => self.mark_down(e),
             Err(RemoteError::Refused(_)) => {}
         }
