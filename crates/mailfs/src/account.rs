@@ -104,10 +104,12 @@ impl Account {
     }
 
     /// A read of this member's that a hedge to another member beat had waited
-    /// `at_least`: taken as a latency sample (the command may never finish, when the
-    /// member hangs), so the next reads prefer the member that answered.
+    /// `at_least`: the member is at least that slow now (the command may never finish,
+    /// when it hangs), so the next reads prefer the member that answered; its own answers
+    /// bring the latency down again.
     pub fn note_slow(&self, at_least: Duration) {
-        self.sample(at_least.as_micros() as u64);
+        self.latency_us
+            .fetch_max(at_least.as_micros() as u64, Ordering::Relaxed);
     }
 
     fn sample(&self, us: u64) {

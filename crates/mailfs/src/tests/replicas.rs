@@ -142,7 +142,7 @@ fn read_with_a_slow_member(
     std::fs::remove_dir_all(rig.config.cache.dir.clone()).unwrap();
     let fs = rig.mount();
     for fast in [1, 3] {
-        fs.replicas.accounts[fast].note_slow(std::time::Duration::from_millis(1));
+        fs.replicas.accounts[fast].note_slow(std::time::Duration::from_millis(5));
     }
     for slow_member in [0, 2] {
         rig.accounts[slow_member]
@@ -159,11 +159,11 @@ fn read_with_a_slow_member(
 
 #[test]
 fn a_slow_member_costs_a_read_the_hedge_delay_not_its_own() {
-    let slow = std::time::Duration::from_millis(1500);
+    let slow = std::time::Duration::from_millis(2000);
     let (took, fs) = read_with_a_slow_member("hedge_delay_ms = 50", slow);
     let hedged = fs.stats.hedged_reads.load(Ordering::Relaxed);
     let wins = fs.stats.hedge_wins.load(Ordering::Relaxed);
-    assert!(took < slow / 3, "the read took {took:?}");
+    assert!(took < slow / 2, "the read took {took:?}");
     assert!(hedged >= 1 && wins >= 1, "hedged {hedged}, won {wins}");
     // The slow members' silence counted: the next reads prefer the members that answered.
     assert!(
@@ -193,7 +193,7 @@ fn a_hedge_never_wins_with_a_wrong_copy() {
     // slow copies win.
     let st = fs.lookup(ROOT, b"f").unwrap();
     for other in [1, 3] {
-        fs.replicas.accounts[other].note_slow(std::time::Duration::from_millis(1));
+        fs.replicas.accounts[other].note_slow(std::time::Duration::from_millis(5));
         for (n, body) in rig.accounts[other].messages.lock_or_panic().values_mut() {
             if n.contains(" blk ") {
                 let last = body.len() - 1;
