@@ -81,6 +81,16 @@ impl Attempt {
     }
 }
 
+/// The server an account is on: what its description names after the user
+/// (`user@host:port`), or all of it.
+fn server_of(acct: &Account) -> String {
+    let who = acct.remote.describe();
+    match who.rsplit_once('@') {
+        Some((_, server)) => server.to_string(),
+        None => who,
+    }
+}
+
 impl Replicas {
     /// How long a read waits for `preferred` before it asks the next member too; None:
     /// reads are not hedged (`hedge_delay_ms = 0`).
@@ -164,23 +174,24 @@ impl Fs {
         accept: Accept,
     ) -> Result<Copy, FsError> {
         let (tx, rx) = mpsc::channel::<(usize, Outcome)>();
-        let accounts: Vec<Arc<Account>> = attempts.iter().map(|a| a.acct.clone()).collect();
-        let mut started: Vec<Instant> = Vec::with_capacity(attempts.len());
-        let mut waiting = attempts.into_iter().enumerate();
-        let launch = |(i, a): (usize, Attempt), started: &mut Vec<Instant>| {
-            started.push(Instant::now());
+        // (account, its server, when its attempt started) by attempt.
+        let mut launched: Vec<(Arc<Account>, String, Instant)> = Vec::new();
+        let mut waiting: std::collections::VecDeque<Attempt> = attempts.into();
+        let launch = |a: Attempt, launched: &mut Vec<(Arc<Account>, String, Instant)>| {
+            let i = launched.len();
+            launched.push((a.acct.clone(), server_of(&a.acct), Instant::now()));
             let (tx, sealing, accept) = (tx.clone(), sealing.clone(), accept.clone());
             std::thread::spawn(move || {
                 // The read may have returned already (this was the hedge's loser).
                 let _ = tx.send((i, a.run(&sealing, keep_envelope, &accept)));
             });
         };
-        launch(waiting.next().expect("two attempts"), &mut started);
+        launch(waiting.pop_front().expect("two attempts"), &mut launched);
         let mut running = 1;
         let mut hedge: Option<usize> = None;
         loop {
-            let got = if hedge.is_none() && waiting.len() > 0 {
-                let since = started.last().expect("launched").elapsed();
+            let got = if hedge.is_none() && !waiting.is_empty() {
+                let since = launched.last().expect("launched").2.elapsed();
                 match rx.recv_timeout(delay.saturating_sub(since)) {
                     Ok(got) => Some(got),
                     Err(mpsc::RecvTimeoutError::Timeout) => None,
@@ -191,10 +202,17 @@ impl Fs {
             };
             match got {
                 None => {
-                    let next = waiting.next().expect("a member left");
-                    hedge = Some(next.0);
+                    // Accounts on one server hang together (a metadata read has a copy on
+                    // each): the hedge goes to the next member on another server, if any.
+                    let silent = &launched.last().expect("launched").1;
+                    let at = waiting
+                        .iter()
+                        .position(|a| server_of(&a.acct) != *silent)
+                        .unwrap_or(0);
+                    let next = waiting.remove(at).expect("a member left");
+                    hedge = Some(launched.len());
                     self.stats.hedged_reads.fetch_add(1, Ordering::Relaxed);
-                    launch(next, &mut started);
+                    launch(next, &mut launched);
                     running += 1;
                 }
                 Some((i, (Ok(copy), rejected))) => {
@@ -204,15 +222,16 @@ impl Fs {
                         // The member the hedge beat was the one running when it started:
                         // its silence so far is what it costs at least, so the next reads
                         // prefer the member that answered.
-                        accounts[i - 1].note_slow(started[i - 1].elapsed());
+                        let (beaten, _, since) = &launched[i - 1];
+                        beaten.note_slow(since.elapsed());
                     }
                     return Ok(copy);
                 }
                 Some((_, (Err(w), rejected))) => {
                     self.count_rejected(rejected);
                     running -= 1;
-                    if let Some(next) = waiting.next() {
-                        launch(next, &mut started);
+                    if let Some(next) = waiting.pop_front() {
+                        launch(next, &mut launched);
                         running += 1;
                     } else if running == 0 {
                         return Err(FsError::Integrity(w));
