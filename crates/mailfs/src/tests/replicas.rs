@@ -159,7 +159,7 @@ fn read_with_a_slow_member(
 
 #[test]
 fn a_slow_member_costs_a_read_the_hedge_delay_not_its_own() {
-    let slow = std::time::Duration::from_millis(2000);
+    let slow = std::time::Duration::from_millis(3000);
     let (took, fs) = read_with_a_slow_member("hedge_delay_ms = 50", slow);
     let hedged = fs.stats.hedged_reads.load(Ordering::Relaxed);
     let wins = fs.stats.hedge_wins.load(Ordering::Relaxed);
