@@ -35,6 +35,10 @@ pub struct Account {
     up: AtomicBool,
     /// Smoothed latency of recent commands, in microseconds (reads prefer the fastest).
     latency_us: AtomicU64,
+    /// Since when a command of this member's has gone unanswered that a hedge to another
+    /// member beat (docs/mailfs.md 7); cleared by its next answer. A hung member's latency
+    /// grows with it, so reads and quorum writes pass it by before its deadline.
+    silent_since: Mutex<Option<Instant>>,
     backlog: Backlog,
     health: Arc<HealthSignal>,
 }
@@ -83,6 +87,7 @@ impl Account {
             foreign: AtomicU64::new(0),
             up: AtomicBool::new(true),
             latency_us: AtomicU64::new(1_000),
+            silent_since: Mutex::new(None),
             backlog: Backlog::open(disk, &state_dir.join(format!("backlog-{raid}")))?,
             health,
         })
@@ -99,16 +104,38 @@ impl Account {
         }
     }
 
+    /// Recent latency: the smoothed one, or how long the member has been silent since a
+    /// hedge beat it, whichever is longer.
     pub fn latency_us(&self) -> u64 {
-        self.latency_us.load(Ordering::Relaxed)
+        let silent = self
+            .silent_since
+            .lock_or_panic()
+            .map_or(0, |t| t.elapsed().as_micros() as u64);
+        self.latency_us.load(Ordering::Relaxed).max(silent)
+    }
+
+    /// A read of this member's that a hedge to another member beat had waited
+    /// `at_least`: the member is at least that slow now (the command may never finish,
+    /// when it hangs), so the next reads prefer the member that answered; its own answers
+    /// bring the latency down again.
+    pub fn note_slow(&self, at_least: Duration) {
+        self.latency_us
+            .fetch_max(at_least.as_micros() as u64, Ordering::Relaxed);
+        let now = Instant::now();
+        let started = now.checked_sub(at_least).unwrap_or(now);
+        self.silent_since.lock_or_panic().get_or_insert(started);
+    }
+
+    fn sample(&self, us: u64) {
+        let old = self.latency_us.load(Ordering::Relaxed);
+        self.latency_us.store((old * 7 + us) / 8, Ordering::Relaxed);
     }
 
     fn observe<T>(&self, started: Instant, r: Result<T, RemoteError>) -> Result<T, RemoteError> {
         match &r {
             Ok(_) => {
-                let us = started.elapsed().as_micros() as u64;
-                let old = self.latency_us.load(Ordering::Relaxed);
-                self.latency_us.store((old * 7 + us) / 8, Ordering::Relaxed);
+                self.sample(started.elapsed().as_micros() as u64);
+                *self.silent_since.lock_or_panic() = None;
             }
             Err(e @ RemoteError::Unavailable(_)) => self.mark_down(e),
             Err(RemoteError::Refused(_)) => {}

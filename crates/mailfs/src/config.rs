@@ -99,6 +99,10 @@ pub struct FsSection {
     /// and the member is marked down (docs/mailfs.md 7). Commands queued behind it for
     /// one of its connections fail at the same moment.
     pub member_deadline_ms: u64,
+    /// How long a read waits for its preferred member before it asks the next one too
+    /// (hedging, docs/mailfs.md 7): at least 4x that member's latency, at most half of
+    /// `member_deadline_ms`. 0: never asks a second member before the first fails.
+    pub hedge_delay_ms: u64,
     /// Members of a group that must hold a write before it is acknowledged; the others
     /// are owed it through their backlogs (M6). Default: 1 with `strategy = "fast"`,
     /// every member with `"strong"`. Fewer live members than this still acknowledge a
@@ -137,6 +141,7 @@ impl Default for FsSection {
             dedup: false,
             timeout_ms: 10_000,
             member_deadline_ms: 2_000,
+            hedge_delay_ms: 50,
             write_quorum: None,
             readahead_blocks: 8,
             dirty_bytes_max: 256 << 20,
@@ -301,6 +306,12 @@ impl Config {
                 self.fs.member_deadline_ms
             ));
         }
+        if self.fs.hedge_delay_ms > self.fs.member_deadline_ms {
+            return bad(format!(
+                "fs.hedge_delay_ms {}: from 0 (off) to member_deadline_ms ({})",
+                self.fs.hedge_delay_ms, self.fs.member_deadline_ms
+            ));
+        }
         if let Some(q) = self.fs.write_quorum
             && !(1..=ACCOUNTS_MAX).contains(&q)
         {
@@ -373,6 +384,12 @@ impl Config {
     /// The silence after which a member is marked down (`member_deadline_ms`).
     pub fn member_deadline(&self) -> Duration {
         Duration::from_millis(self.fs.member_deadline_ms)
+    }
+
+    /// The configured floor of the hedge delay (`hedge_delay_ms`); None: reads are not
+    /// hedged.
+    pub fn hedge_delay(&self) -> Option<Duration> {
+        (self.fs.hedge_delay_ms > 0).then(|| Duration::from_millis(self.fs.hedge_delay_ms))
     }
 
     /// Members of a group of `members` that must hold a write before it is acknowledged.
@@ -490,6 +507,10 @@ connections = 1
         assert_eq!(c.timeout(), Duration::from_secs(10));
         let short = Config::parse(&FOUR.replace("[fs]", "[fs]\ntimeout_ms = 500")).unwrap();
         assert_eq!(short.timeout(), Duration::from_secs(2));
+        // Reads ask a second member after 50 ms; 0 turns that off.
+        assert_eq!(c.hedge_delay(), Some(Duration::from_millis(50)));
+        let off = Config::parse(&FOUR.replace("[fs]", "[fs]\nhedge_delay_ms = 0")).unwrap();
+        assert_eq!(off.hedge_delay(), None);
         // The quorum: every member with strong, one with fast, at most the group.
         assert_eq!((c.write_quorum(2), c.write_quorum(1)), (2, 1));
         let fast = Config::parse(&FOUR.replace("[fs]", "[fs]\nstrategy = \"fast\"")).unwrap();
@@ -524,6 +545,10 @@ connections = 1
             (
                 FOUR.replace("[fs]", "[fs]\nmember_deadline_ms = 60001"),
                 "member_deadline_ms 60001: from 100 to 60000",
+            ),
+            (
+                FOUR.replace("[fs]", "[fs]\nhedge_delay_ms = 2001"),
+                "hedge_delay_ms 2001: from 0 (off) to member_deadline_ms (2000)",
             ),
             (
                 FOUR.replace("[fs]", "[fs]\nwrite_quorum = 0"),

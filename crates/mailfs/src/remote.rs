@@ -75,6 +75,8 @@ pub(crate) mod mem {
         pub(crate) append_delay_us: std::sync::atomic::AtomicU64,
         /// APPEND commands taken (a MULTIAPPEND counts once).
         pub(crate) append_commands: std::sync::atomic::AtomicU64,
+        /// Each FETCH takes this long (a slow or hung member, for hedged reads).
+        pub(crate) fetch_delay_us: std::sync::atomic::AtomicU64,
     }
 
     impl MemRemote {
@@ -134,6 +136,10 @@ pub(crate) mod mem {
         }
         fn fetch(&self, uid: u32) -> Result<Option<Vec<u8>>, RemoteError> {
             self.alive()?;
+            let delay = self.fetch_delay_us.load(Ordering::SeqCst);
+            if delay > 0 {
+                std::thread::sleep(std::time::Duration::from_micros(delay));
+            }
             Ok(self
                 .messages
                 .lock_or_panic()

@@ -2,6 +2,7 @@
 
 mod background;
 mod dirs;
+mod hedge;
 mod links;
 mod metalog;
 mod posix;
@@ -106,6 +107,10 @@ pub struct Stats {
     pub reclaimed_bytes: AtomicU64,
     /// Of those messages, log pages (no bytes counted for them).
     pub reclaimed_log_pages: AtomicU64,
+    /// Reads that asked a second member because the first had not answered within the
+    /// hedge delay, and those the second answered first (docs/mailfs.md 7).
+    pub hedged_reads: AtomicU64,
+    pub hedge_wins: AtomicU64,
 }
 
 #[derive(Debug, Clone)]
@@ -325,6 +330,10 @@ pub struct Replicas {
     pub groups: Vec<Vec<usize>>,
     /// Connections (streams) per account.
     connections: Vec<usize>,
+    /// The floor of the hedge delay (`hedge_delay_ms`); None: reads are not hedged.
+    hedge_delay: Option<std::time::Duration>,
+    /// `member_deadline_ms`: the hedge delay stays below it.
+    member_deadline: std::time::Duration,
     /// Configured capacity per account, where it has no quota.
     capacity: Vec<Option<u64>>,
     /// Free bytes per group (from quotas), for placement.
@@ -600,6 +609,8 @@ impl Fs {
                 accounts,
                 groups,
                 connections,
+                hedge_delay: config.hedge_delay(),
+                member_deadline: config.member_deadline(),
                 capacity,
                 group_free,
             },
@@ -943,81 +954,6 @@ impl Fs {
     ) -> Result<Vec<u8>, FsError> {
         self.get_sealed_where(targets, id, sealing, false, |_| true)
             .map(|(p, _, _)| p)
-    }
-
-    /// Like [`Fs::get`], taking only a copy `accept` agrees with (a block's hash): a name
-    /// can have several copies, and a crash orphan or a planted message that authenticates
-    /// but is not the expected content is skipped, not served. Also returns the RAID index
-    /// and, with `keep_envelope`, the envelope as the account held it (for the disk cache;
-    /// otherwise it is opened in place and comes back empty).
-    pub(crate) fn get_sealed_where(
-        &self,
-        targets: &[usize],
-        id: NameId,
-        sealing: &Sealing,
-        keep_envelope: bool,
-        accept: impl Fn(&[u8]) -> bool,
-    ) -> Result<(Vec<u8>, u8, Vec<u8>), FsError> {
-        let mut order: Vec<usize> = targets
-            .iter()
-            .copied()
-            .filter(|&t| self.replicas.accounts[t].is_up())
-            .collect();
-        order.sort_by_key(|&t| self.replicas.accounts[t].latency_us());
-        let mut why = String::from("no replica is up");
-        for t in order {
-            let acct = &self.replicas.accounts[t];
-            let mut uids = acct.uids(&id);
-            if uids.is_empty() {
-                // Perhaps another mount wrote it after our index was loaded.
-                let name = self
-                    .message_name(id.kind, id.object, id.index, id.version)
-                    .render();
-                let prefix = &name[..name.rfind(" t").unwrap_or(name.len())];
-                uids = acct.remote.find(prefix).unwrap_or_default();
-            }
-            if uids.is_empty() {
-                why = format!("{} lacks {id:?}", acct.remote.describe());
-                continue;
-            }
-            let expected = MessageName {
-                time: 0,
-                ..self.message_name(id.kind, id.object, id.index, id.version)
-            }
-            .header(t as u8);
-            for uid in uids {
-                let opened = |bytes: Vec<u8>| {
-                    if keep_envelope {
-                        open(sealing, &expected, &bytes).map(|p| (p, bytes))
-                    } else {
-                        open_owned(sealing, &expected, bytes).map(|p| (p, Vec::new()))
-                    }
-                };
-                match acct.fetch(uid) {
-                    Ok(Some(bytes)) => match opened(bytes) {
-                        Ok((p, bytes)) if accept(&p) => return Ok((p, t as u8, bytes)),
-                        Ok(_) => {
-                            self.stats.integrity_errors.fetch_add(1, Ordering::Relaxed);
-                            why = format!(
-                                "{}: uid {uid}: not the expected content",
-                                acct.remote.describe()
-                            );
-                        }
-                        Err(e) => {
-                            self.stats.integrity_errors.fetch_add(1, Ordering::Relaxed);
-                            tracing::warn!(account = %acct.remote.describe(), uid, "rejected: {e}");
-                            why = format!("{}: uid {uid}: {e}", acct.remote.describe());
-                        }
-                    },
-                    Ok(None) => why = format!("{}: uid {uid} is gone", acct.remote.describe()),
-                    Err(e) => {
-                        why = format!("{}: {e}", acct.remote.describe());
-                        break;
-                    }
-                }
-            }
-        }
-        Err(FsError::Integrity(why))
     }
 }
 

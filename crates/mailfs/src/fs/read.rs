@@ -116,29 +116,21 @@ impl Fs {
             self.blocks.cache.put(cid, data.clone(), to_disk);
             return Ok(data);
         }
-        // Try each member until one copy authenticates and hashes right.
-        let mut last = FsError::Integrity("no member".into());
-        for &m in members {
-            let expected = |data: &[u8]| {
-                data.len() == b.len as usize && *blake3::hash(data).as_bytes() == b.hash
-            };
-            match self.get_sealed_where(&[m], id, &self.sealing, to_disk, expected) {
-                // `get_sealed_where` only returns a copy whose length and hash match.
-                Ok((data, raid, envelope)) => {
-                    self.stats.blocks_fetched.fetch_add(1, Ordering::Relaxed);
-                    self.stats
-                        .bytes_fetched
-                        .fetch_add(data.len() as u64, Ordering::Relaxed);
-                    let data = Arc::new(data);
-                    self.blocks
-                        .cache
-                        .put_sealed(cid, raid, envelope, data.clone(), to_disk);
-                    return Ok(data);
-                }
-                Err(e) => last = e,
-            }
-        }
-        Err(last)
+        // From the members (hedged), until one copy authenticates and hashes right.
+        let (len, hash) = (b.len as usize, b.hash);
+        let expected =
+            move |data: &[u8]| data.len() == len && *blake3::hash(data).as_bytes() == hash;
+        let (data, raid, envelope) =
+            self.get_sealed_where(members, id, &self.sealing, to_disk, expected)?;
+        self.stats.blocks_fetched.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .bytes_fetched
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
+        let data = Arc::new(data);
+        self.blocks
+            .cache
+            .put_sealed(cid, raid, envelope, data.clone(), to_disk);
+        Ok(data)
     }
 
     /// A deduplicated block: its manifest, then its chunks (in parallel), checked against
@@ -189,10 +181,9 @@ impl Fs {
     pub(crate) fn fetch_chunk(&self, c: &meta::ChunkRef) -> Result<Vec<u8>, FsError> {
         let name_id = c.name_id();
         let members = &self.replicas.groups[self.chunk_group(c) as usize];
-        let expected = |d: &[u8]| {
-            d.len() == c.len as usize
-                && blake3::keyed_hash(&self.chunk_key, d).as_bytes()[..16] == c.id
-        };
+        let (key, len, id) = (self.chunk_key, c.len as usize, c.id);
+        let expected =
+            move |d: &[u8]| d.len() == len && blake3::keyed_hash(&key, d).as_bytes()[..16] == id;
         let (data, _, _) =
             self.get_sealed_where(members, name_id, &self.sealing, false, expected)?;
         self.stats

@@ -101,8 +101,10 @@ impl Rig {
             }
         }
         let config = Config::parse(&text).unwrap();
+        // Accounts 0 and 2 on one server, 1 and 3 on another, as two servers would hold
+        // the two groups' members (hedged reads prefer another server).
         let accounts = (0..4)
-            .map(|i| Arc::new(MemRemote::new(&format!("mem{i}"))))
+            .map(|i| Arc::new(MemRemote::new(&format!("mem{i}@server{}", i % 2))))
             .collect();
         Rig {
             config,

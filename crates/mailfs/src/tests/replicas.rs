@@ -126,3 +126,91 @@ fn a_wrong_passphrase_is_refused() {
     // mkfs refuses to overwrite.
     assert!(Fs::mkfs(&rig.config, rig.remotes()).is_err());
 }
+
+/// A file of several blocks in both groups, read back by a new mount with no cache, while
+/// the first member of each group (preferred: the others look slower) takes `slow` per
+/// FETCH. Returns how long the read took and the mount.
+fn read_with_a_slow_member(
+    extra: &str,
+    slow: std::time::Duration,
+) -> (std::time::Duration, Arc<Fs>) {
+    let rig = Rig::new(extra);
+    let fs = rig.mkfs();
+    let data = noise(40_000, 5);
+    write_file(&fs, ROOT, "f", &data);
+    drop(fs);
+    std::fs::remove_dir_all(rig.config.cache.dir.clone()).unwrap();
+    let fs = rig.mount();
+    for fast in [1, 3] {
+        fs.replicas.accounts[fast].note_slow(std::time::Duration::from_millis(5));
+    }
+    for slow_member in [0, 2] {
+        rig.accounts[slow_member]
+            .fetch_delay_us
+            .store(slow.as_micros() as u64, Ordering::SeqCst);
+    }
+    let started = std::time::Instant::now();
+    let st = fs.lookup(ROOT, b"f").unwrap();
+    assert_eq!(read_all(&fs, st.ino), data);
+    let took = started.elapsed();
+    eprintln!("{extra}: read with members taking {slow:?} per FETCH: {took:?}");
+    (took, fs)
+}
+
+#[test]
+fn a_slow_member_costs_a_read_the_hedge_delay_not_its_own() {
+    let slow = std::time::Duration::from_millis(3000);
+    let (took, fs) = read_with_a_slow_member("hedge_delay_ms = 50", slow);
+    let hedged = fs.stats.hedged_reads.load(Ordering::Relaxed);
+    let wins = fs.stats.hedge_wins.load(Ordering::Relaxed);
+    assert!(took < slow / 2, "the read took {took:?}");
+    assert!(hedged >= 1 && wins >= 1, "hedged {hedged}, won {wins}");
+    // The slow members' silence counted: the next reads prefer the members that answered.
+    assert!(
+        fs.replicas.accounts[0].latency_us() > fs.replicas.accounts[1].latency_us(),
+        "latency {} against {}",
+        fs.replicas.accounts[0].latency_us(),
+        fs.replicas.accounts[1].latency_us()
+    );
+    assert!(fs.stats_text().contains(&format!("hedge_wins={wins}\n")));
+    // Without hedging the same read waits for the slow member.
+    let (took, fs) = read_with_a_slow_member("hedge_delay_ms = 0", slow);
+    assert!(took >= slow, "unhedged, the read took {took:?}");
+    assert_eq!(fs.stats.hedged_reads.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn a_hedge_never_wins_with_a_wrong_copy() {
+    let rig = Rig::new("hedge_delay_ms = 20");
+    let fs = rig.mkfs();
+    let data = noise(20_000, 7);
+    write_file(&fs, ROOT, "f", &data);
+    drop(fs);
+    std::fs::remove_dir_all(rig.config.cache.dir.clone()).unwrap();
+    let fs = rig.mount();
+    // Load the tree first; then the first member of each group is preferred and slow, and
+    // the other one's block copies are garbage: the hedges' answers are rejected, the
+    // slow copies win.
+    let st = fs.lookup(ROOT, b"f").unwrap();
+    for other in [1, 3] {
+        fs.replicas.accounts[other].note_slow(std::time::Duration::from_millis(5));
+        for (n, body) in rig.accounts[other].messages.lock_or_panic().values_mut() {
+            if n.contains(" blk ") {
+                let last = body.len() - 1;
+                body[last] ^= 1;
+            }
+        }
+    }
+    let slow = std::time::Duration::from_millis(300);
+    for preferred in [0, 2] {
+        rig.accounts[preferred]
+            .fetch_delay_us
+            .store(slow.as_micros() as u64, Ordering::SeqCst);
+    }
+    let started = std::time::Instant::now();
+    assert_eq!(read_all(&fs, st.ino), data);
+    assert!(started.elapsed() >= slow);
+    assert!(fs.stats.hedged_reads.load(Ordering::Relaxed) >= 1);
+    assert_eq!(fs.stats.hedge_wins.load(Ordering::Relaxed), 0);
+    assert!(fs.stats.integrity_errors.load(Ordering::Relaxed) >= 1);
+}

@@ -154,3 +154,96 @@ fn a_hung_member_costs_one_deadline(strategy: &str) {
     assert!(rig.mnt.join("dir-during").is_dir());
     rig.umount();
 }
+
+/// A member deadline no read may wait out in the hedging test: a read of a block whose
+/// preferred member hangs can finish within `READ_BOUND` only through the hedge.
+const LONG_DEADLINE_MS: u64 = 10_000;
+/// A cold read of `HEDGED_FILE` bytes (16 blocks) with the preferred members hung.
+const READ_BOUND: Duration = Duration::from_secs(3);
+const HEDGED_FILE: usize = 2 << 20;
+
+#[test]
+fn a_read_from_a_hung_member_is_hedged_to_the_other() {
+    if !fuse_available() {
+        return;
+    }
+    let took = read_cold_with_b_hung(50);
+    assert!(took < READ_BOUND, "hedged: the cold read took {took:?}");
+    // Without hedging the same read waits for the member deadline: the bound above holds
+    // only through the hedge.
+    let took = read_cold_with_b_hung(0);
+    assert!(
+        took >= READ_BOUND,
+        "not hedged: the cold read took {took:?}"
+    );
+}
+
+fn number(s: &BTreeMap<String, String>, key: &str) -> u64 {
+    s.get(key).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+/// Writes files on a healthy pair of servers, remounts with the disk cache emptied, makes
+/// the members on server b the preferred ones, hangs b, and reads a multi-block file back.
+/// Returns how long that read took; checks that a write with `write_quorum = 1` while b
+/// hangs does not wait for b.
+fn read_cold_with_b_hung(hedge_delay_ms: u64) -> Duration {
+    let a = Dovecot::start(2).unwrap();
+    let b = Dovecot::start(2).unwrap();
+    let rig = Rig::new(
+        &two_by_two(&a, &b),
+        &format!(
+            "strategy = \"fast\"\nwrite_quorum = 1\ntimeout_ms = {LONG_DEADLINE_MS}\nmember_deadline_ms = {LONG_DEADLINE_MS}\nhedge_delay_ms = {hedge_delay_ms}"
+        ),
+    );
+    rig.ok(&["mkfs"]);
+    rig.mount();
+    let data = pattern(HEDGED_FILE, 21);
+    fs::write(rig.mnt.join("big"), &data).unwrap();
+    fs::write(rig.mnt.join("primer"), pattern(HEDGED_FILE, 22)).unwrap();
+    rig.wait_stats("both servers hold everything", all_up_and_paid);
+    rig.umount();
+    fs::remove_dir_all(rig.dir.path().join("cache")).unwrap();
+    rig.mount();
+    // Which member a read prefers is the one with the lower recent latency: make that b's
+    // by a short pause of a while another cold file is read (a member answering 300 ms
+    // late, or beaten by a hedge, is slower than b in the mount's eyes).
+    std::thread::scope(|s| {
+        a.pause();
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(300));
+            a.resume();
+        });
+        assert_eq!(fs::read(rig.mnt.join("primer")).unwrap().len(), HEDGED_FILE);
+    });
+    b.pause();
+    let started = Instant::now();
+    let read = fs::read(rig.mnt.join("big"));
+    let took = started.elapsed();
+    eprintln!(
+        "hedge_delay_ms = {hedge_delay_ms}: {HEDGED_FILE} bytes read cold with b hung in {took:?}"
+    );
+    assert!(
+        read.as_ref().is_ok_and(|r| *r == data),
+        "big read back wrong\nlog: {}",
+        rig.log()
+    );
+    if hedge_delay_ms > 0 {
+        rig.wait_stats("hedges counted", |s| {
+            number(s, "hedged_reads") >= 1 && number(s, "hedge_wins") >= 1
+        });
+    }
+    // A write the quorum of one (a) acknowledges, while b still hangs.
+    let written = write_synced(&rig.mnt.join("during"), &pattern(HEDGED_FILE, 23));
+    eprintln!(
+        "hedge_delay_ms = {hedge_delay_ms}: {HEDGED_FILE} bytes and fsync with b hung: {written:?}"
+    );
+    assert!(
+        written < READ_BOUND,
+        "a write with b hung took {written:?}\nlog: {}",
+        rig.log()
+    );
+    b.resume();
+    rig.wait_stats("b caught up", all_up_and_paid);
+    rig.umount();
+    took
+}
