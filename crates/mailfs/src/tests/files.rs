@@ -314,7 +314,8 @@ fn a_file_replaced_by_rename_leaves_no_writer_behind_for_sync_all() {
     // Written back after its last release: a writer with no handle.
     fs.write(old, 0, &pattern(10_000, 2)).unwrap();
     let new = write_file(&fs, ROOT, "index.lock", b"new");
-    fs.rename(ROOT, b"index.lock", ROOT, b"index", false).unwrap();
+    fs.rename(ROOT, b"index.lock", ROOT, b"index", false)
+        .unwrap();
     fs.sync_all().unwrap();
     assert_eq!(fs.lookup(ROOT, b"index").unwrap().ino, new);
     assert_eq!(read_all(&fs, new), b"new");
@@ -324,5 +325,8 @@ fn a_file_replaced_by_rename_leaves_no_writer_behind_for_sync_all() {
     fs.unlink(ROOT, b"doomed").unwrap();
     fs.sync_all().unwrap();
     let fs = rig.mount();
-    assert_eq!(read_all(&fs, fs.lookup(ROOT, b"index").unwrap().ino), b"new");
+    assert_eq!(
+        read_all(&fs, fs.lookup(ROOT, b"index").unwrap().ino),
+        b"new"
+    );
 }

@@ -840,7 +840,12 @@ fn missing_names_are_remembered_by_the_kernel_until_the_mount_makes_them() {
         assert_eq!(fs::read(m("d/file")).unwrap(), b"made");
         assert!(fs::metadata(m("d/dir")).unwrap().is_dir());
         assert_eq!(fs::read(m("d/sym")).unwrap(), b"made");
-        assert!(fs::symlink_metadata(m("d/fifo")).unwrap().file_type().is_fifo());
+        assert!(
+            fs::symlink_metadata(m("d/fifo"))
+                .unwrap()
+                .file_type()
+                .is_fifo()
+        );
         assert_eq!(fs::metadata(m("d/hard")).unwrap().nlink(), 2);
         assert_eq!(fs::read(m("d/moved")).unwrap(), b"old");
         assert!(fs::symlink_metadata(m("d/old")).is_err());
