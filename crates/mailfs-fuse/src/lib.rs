@@ -33,6 +33,9 @@ pub struct MailFuse {
     direct_io: bool,
     /// Ask for the kernel's writeback cache (only without `direct_io`).
     writeback_cache: bool,
+    /// How long the kernel may keep a missing name's negative entry (`[fs]
+    /// negative_lookup_ms`); zero: every lookup of it is a request.
+    negative_ttl: Duration,
     /// What files are opened with: FOPEN_DIRECT_IO when `direct_io` and the kernel agreed.
     open_flags: FopenFlags,
     /// The kernel agreed to FUSE_HANDLE_KILLPRIV_V2 (see `init`): it flags the writes whose
@@ -62,12 +65,14 @@ impl MailFuse {
         fs: Arc<Fs>,
         direct_io: bool,
         writeback_cache: bool,
+        negative_ttl: Duration,
         notifier: Arc<OnceLock<Notifier>>,
     ) -> MailFuse {
         MailFuse {
             fs,
             direct_io,
             writeback_cache,
+            negative_ttl,
             open_flags: FopenFlags::empty(),
             killpriv_v2: false,
             notifier,
@@ -150,6 +155,28 @@ fn attr(st: &Stat, block_size: u32) -> FileAttr {
         // FUSE carries the device number in 32 bits, as the kernel's old_encode_dev does.
         rdev: u32::try_from(st.rdev).unwrap_or(0),
         blksize: block_size,
+        flags: 0,
+    }
+}
+
+/// The attributes of a negative entry: node id 0 is what marks it; the kernel reads no
+/// other field.
+fn no_entry() -> FileAttr {
+    FileAttr {
+        ino: INodeNo(0),
+        size: 0,
+        blocks: 0,
+        atime: UNIX_EPOCH,
+        mtime: UNIX_EPOCH,
+        ctime: UNIX_EPOCH,
+        crtime: UNIX_EPOCH,
+        kind: FileType::RegularFile,
+        perm: 0,
+        nlink: 0,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 0,
         flags: 0,
     }
 }
@@ -339,7 +366,17 @@ impl Filesystem for MailFuse {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        self.entry(self.fs.lookup(parent.0, name.as_bytes()), reply);
+        match self.fs.lookup(parent.0, name.as_bytes()) {
+            // An entry with node id 0 is ENOENT that the kernel may keep for the TTL (a
+            // negative dentry; an ENOENT reply is never cached): git looks for the same
+            // missing paths many times. The kernel replaces it itself when a name is made
+            // through this mount, and nothing else adds names to the engine's tree while
+            // it is mounted (docs/mailfs.md 6).
+            Err(FsError::NotFound) if !self.negative_ttl.is_zero() => {
+                reply.entry(&self.negative_ttl, &no_entry(), Generation(0));
+            }
+            r => self.entry(r, reply),
+        }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -833,6 +870,8 @@ pub struct MountOptions {
     pub direct_io: bool,
     /// `[fs] writeback_cache`.
     pub writeback_cache: bool,
+    /// `[fs] negative_lookup_ms`.
+    pub negative_lookup: Duration,
 }
 
 /// Mounts and serves until the file system is unmounted.
@@ -855,7 +894,13 @@ pub fn serve(fs: Arc<Fs>, mountpoint: &Path, opts: &MountOptions) -> std::io::Re
     }
     let fs2 = fs.clone();
     let notifier = Arc::new(OnceLock::new());
-    let mail_fuse = MailFuse::new(fs, opts.direct_io, opts.writeback_cache, notifier.clone());
+    let mail_fuse = MailFuse::new(
+        fs,
+        opts.direct_io,
+        opts.writeback_cache,
+        opts.negative_lookup,
+        notifier.clone(),
+    );
     let r = Session::new(mail_fuse, mountpoint, &config).and_then(|session| {
         let _ = notifier.set(session.notifier());
         session.run()

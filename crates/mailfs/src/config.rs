@@ -58,6 +58,10 @@ pub const MEMBER_DEADLINE_MS_MAX: u64 = 60_000;
 /// Largest `versions_max`: the kept lists are held in memory (and bounded again by
 /// `fs::reclaim::RECLAIM_BLOCKS_MAX`).
 pub const VERSIONS_MAX_MAX: usize = 1024;
+/// Longest the kernel may remember that a name is absent (`negative_lookup_ms`): the
+/// engine sees no change but its own (one writer per file system, docs/mailfs.md 13), so
+/// this only bounds how late a name another writer made would show.
+pub const NEGATIVE_LOOKUP_MS_MAX: u64 = 10_000;
 /// Longest `reclaim_delay_ms`: an hour (longer is what gc's `retention` is for).
 pub const RECLAIM_DELAY_MS_MAX: u64 = 3_600_000;
 
@@ -122,6 +126,12 @@ pub struct FsSection {
     /// memory copies instead of a request each. On by default (docs/mailfs.md 6): Postmark
     /// runs in less than half the time, and large files as fast as with `direct_io`.
     pub writeback_cache: bool,
+    /// How long the kernel may answer a lookup of a missing name itself (a negative
+    /// entry, docs/mailfs.md 6): a program that probes the same missing paths again and
+    /// again (git does) makes one request per name instead of one per probe. The mount's
+    /// own create, mkdir, symlink, link and rename replace the kernel's negative entry at
+    /// once; 0 makes every lookup of a missing name a request.
+    pub negative_lookup_ms: u64,
 }
 
 impl Default for FsSection {
@@ -147,6 +157,7 @@ impl Default for FsSection {
             dirty_bytes_max: 256 << 20,
             direct_io: false,
             writeback_cache: true,
+            negative_lookup_ms: 1000,
         }
     }
 }
@@ -291,6 +302,12 @@ impl Config {
             return bad(format!(
                 "fs.metadata_batch_ms {}: at most {METADATA_BATCH_MS_MAX} (changes wait that long unwritten)",
                 self.fs.metadata_batch_ms
+            ));
+        }
+        if self.fs.negative_lookup_ms > NEGATIVE_LOOKUP_MS_MAX {
+            return bad(format!(
+                "fs.negative_lookup_ms {}: at most {NEGATIVE_LOOKUP_MS_MAX}",
+                self.fs.negative_lookup_ms
             ));
         }
         if !(1..=LOG_PAGES_MAX_MAX).contains(&self.fs.log_pages_max) {
@@ -533,6 +550,10 @@ connections = 1
             (
                 FOUR.replace("[fs]", "[fs]\nmetadata_batch_ms = 10001"),
                 "metadata_batch_ms 10001: at most 10000",
+            ),
+            (
+                FOUR.replace("[fs]", "[fs]\nnegative_lookup_ms = 10001"),
+                "negative_lookup_ms 10001: at most 10000",
             ),
             (
                 FOUR.replace("[fs]", "[fs]\nlog_pages_max = 0"),

@@ -778,3 +778,102 @@ fn a_listing_that_changes_while_it_is_read_returns_every_other_entry_once() {
     }
     rig.umount();
 }
+
+/// LOOKUP requests for `name` the mount server logged (`fuser=debug`).
+fn lookups_of(rig: &Rig, name: &str) -> usize {
+    let wanted = format!("LOOKUP name {name:?}");
+    rig.log().lines().filter(|l| l.contains(&wanted)).count()
+}
+
+/// Mounts `rig` with every FUSE request in its log.
+fn mount_logging_requests(rig: &Rig) {
+    let out = Command::new(bin())
+        .args(["fs", "--config", rig.config.to_str().unwrap(), "mount"])
+        .arg(&rig.mnt)
+        .env("RUST_LOG", "info,fuser=debug")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "mount: {out:?}");
+}
+
+/// A missing name's negative entry (`negative_lookup_ms`, docs/mailfs.md 6): repeated
+/// probes of it are answered by the kernel, and a name made through the mount in any way
+/// (create, mkdir, symlink, mknod, hard link, rename onto it) shows at once.
+#[test]
+fn missing_names_are_remembered_by_the_kernel_until_the_mount_makes_them() {
+    use std::os::unix::fs::FileTypeExt;
+    if !fuse_available() {
+        eprintln!("skipped: no /dev/fuse");
+        return;
+    }
+    let server = Dovecot::start(1).unwrap();
+    // The entry lives 10 s: the probes below all fall inside it on a loaded machine.
+    for (ms, cached) in [(10_000, true), (0, false)] {
+        let rig = Rig::new(
+            &one_per_group(&server, 1),
+            &format!("negative_lookup_ms = {ms}"),
+        );
+        rig.ok(&["mkfs"]);
+        mount_logging_requests(&rig);
+        let m = |p: &str| rig.mnt.join(p);
+        fs::create_dir(m("d")).unwrap();
+        fs::write(m("d/old"), b"old").unwrap();
+        let names = ["file", "dir", "sym", "fifo", "hard", "moved"];
+        for _ in 0..20 {
+            for n in names {
+                assert!(fs::symlink_metadata(m(&format!("d/{n}"))).is_err());
+            }
+        }
+        let probes = lookups_of(&rig, "file");
+        if cached {
+            assert!(probes <= 2, "20 probes made {probes} LOOKUPs");
+        } else {
+            assert!(probes >= 20, "20 probes made {probes} LOOKUPs");
+        }
+        fs::write(m("d/file"), b"made").unwrap();
+        fs::create_dir(m("d/dir")).unwrap();
+        symlink("file", m("d/sym")).unwrap();
+        assert!(
+            Command::new("mkfifo")
+                .arg(m("d/fifo"))
+                .status()
+                .unwrap()
+                .success()
+        );
+        fs::hard_link(m("d/file"), m("d/hard")).unwrap();
+        fs::rename(m("d/old"), m("d/moved")).unwrap();
+        assert_eq!(fs::read(m("d/file")).unwrap(), b"made");
+        assert!(fs::metadata(m("d/dir")).unwrap().is_dir());
+        assert_eq!(fs::read(m("d/sym")).unwrap(), b"made");
+        assert!(
+            fs::symlink_metadata(m("d/fifo"))
+                .unwrap()
+                .file_type()
+                .is_fifo()
+        );
+        assert_eq!(fs::metadata(m("d/hard")).unwrap().nlink(), 2);
+        assert_eq!(fs::read(m("d/moved")).unwrap(), b"old");
+        assert!(fs::symlink_metadata(m("d/old")).is_err());
+        let mut listed: Vec<String> = fs::read_dir(m("d"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        listed.sort();
+        assert_eq!(listed, ["dir", "fifo", "file", "hard", "moved", "sym"]);
+        // Removed again, each is missing again at once (the kernel drops its entry).
+        fs::remove_file(m("d/hard")).unwrap();
+        fs::remove_dir(m("d/dir")).unwrap();
+        assert!(fs::symlink_metadata(m("d/hard")).is_err());
+        assert!(fs::symlink_metadata(m("d/dir")).is_err());
+        rig.umount();
+        // And from the servers after a remount.
+        rig.mount();
+        listed = fs::read_dir(m("d"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        listed.sort();
+        assert_eq!(listed, ["fifo", "file", "moved", "sym"]);
+        rig.umount();
+    }
+}
