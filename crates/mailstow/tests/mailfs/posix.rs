@@ -806,9 +806,10 @@ fn missing_names_are_remembered_by_the_kernel_until_the_mount_makes_them() {
         eprintln!("skipped: no /dev/fuse");
         return;
     }
-    let server = Dovecot::start(1).unwrap();
     // The entry lives 10 s: the probes below all fall inside it on a loaded machine.
     for (ms, cached) in [(10_000, true), (0, false)] {
+        // A server each: an account holds one file system.
+        let server = Dovecot::start(1).unwrap();
         let rig = Rig::new(
             &one_per_group(&server, 1),
             &format!("negative_lookup_ms = {ms}"),
