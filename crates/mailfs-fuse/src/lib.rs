@@ -159,6 +159,29 @@ fn attr(st: &Stat, block_size: u32) -> FileAttr {
     }
 }
 
+/// The attributes of a regular file that is gone (no name, no handle), for the kernel's
+/// last write-back of its times: no link, no content.
+fn gone_file(ino: INodeNo, mtime: Option<i64>) -> FileAttr {
+    let when = mtime.map_or_else(SystemTime::now, time);
+    FileAttr {
+        ino,
+        size: 0,
+        blocks: 0,
+        atime: when,
+        mtime: when,
+        ctime: when,
+        crtime: when,
+        kind: FileType::RegularFile,
+        perm: 0,
+        nlink: 0,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
 /// The attributes of a negative entry: node id 0 is what marks it; the kernel reads no
 /// other field.
 fn no_entry() -> FileAttr {
@@ -424,8 +447,19 @@ impl Filesystem for MailFuse {
             atime: atime.map(ns),
             mtime: mtime.map(ns),
         };
+        let times_only =
+            set.mode.is_none() && set.uid.is_none() && set.gid.is_none() && set.size.is_none();
         match self.fs.setattr(ino.0, set) {
             Ok(st) => reply.attr(&TTL, &attr(&st, self.fs.block_size)),
+            // With the write-back cache the kernel keeps a file's times and sends them when
+            // it writes the inode back, also when it evicts an inode that was renamed over
+            // or unlinked after its last close: nothing names it any more, so the times
+            // have nowhere to go. ENOENT there is recorded against the whole file system,
+            // and the next `syncfs` (`sync -f`) fails for it. An inode still open is an
+            // orphan and is found above, so this is only ever a file that is gone.
+            Err(FsError::NotFound) if times_only => {
+                reply.attr(&Duration::ZERO, &gone_file(ino, mtime.map(ns)))
+            }
             Err(e) => reply.error(errno(&e)),
         }
     }
