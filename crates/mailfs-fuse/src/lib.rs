@@ -160,9 +160,19 @@ fn attr(st: &Stat, block_size: u32) -> FileAttr {
 }
 
 /// The attributes of a regular file that is gone (no name, no handle), for the kernel's
-/// last write-back of its times: no link, no content.
+/// last write-back of its times.
 fn gone_file(ino: INodeNo, mtime: Option<i64>) -> FileAttr {
-    let when = mtime.map_or_else(SystemTime::now, time);
+    empty_file(ino, mtime.map_or_else(SystemTime::now, time))
+}
+
+/// The attributes of a negative entry: node id 0 is what marks it; the kernel reads no
+/// other field.
+fn no_entry() -> FileAttr {
+    empty_file(INodeNo(0), UNIX_EPOCH)
+}
+
+/// A regular file with no link and no content, all its times `when`.
+fn empty_file(ino: INodeNo, when: SystemTime) -> FileAttr {
     FileAttr {
         ino,
         size: 0,
@@ -178,28 +188,6 @@ fn gone_file(ino: INodeNo, mtime: Option<i64>) -> FileAttr {
         gid: 0,
         rdev: 0,
         blksize: 4096,
-        flags: 0,
-    }
-}
-
-/// The attributes of a negative entry: node id 0 is what marks it; the kernel reads no
-/// other field.
-fn no_entry() -> FileAttr {
-    FileAttr {
-        ino: INodeNo(0),
-        size: 0,
-        blocks: 0,
-        atime: UNIX_EPOCH,
-        mtime: UNIX_EPOCH,
-        ctime: UNIX_EPOCH,
-        crtime: UNIX_EPOCH,
-        kind: FileType::RegularFile,
-        perm: 0,
-        nlink: 0,
-        uid: 0,
-        gid: 0,
-        rdev: 0,
-        blksize: 0,
         flags: 0,
     }
 }
