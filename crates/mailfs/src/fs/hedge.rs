@@ -181,10 +181,18 @@ impl Fs {
             let i = launched.len();
             launched.push((a.acct.clone(), server_of(&a.acct), Instant::now()));
             let (tx, sealing, accept) = (tx.clone(), sealing.clone(), accept.clone());
-            std::thread::spawn(move || {
-                // The read may have returned already (this was the hedge's loser).
-                let _ = tx.send((i, a.run(&sealing, keep_envelope, &accept)));
-            });
+            let failed = tx.clone();
+            let spawned = std::thread::Builder::new()
+                .name("mailfs-read".into())
+                .spawn(move || {
+                    // The read may have returned already (this was the hedge's loser).
+                    let _ = tx.send((i, a.run(&sealing, keep_envelope, &accept)));
+                });
+            if let Err(e) = spawned {
+                // Out of threads: this attempt fails as a member that did not answer would,
+                // and the read goes on with the others (or fails) instead of panicking.
+                let _ = failed.send((i, (Err(format!("no thread for a read: {e}")), 0)));
+            }
         };
         launch(waiting.pop_front().expect("two attempts"), &mut launched);
         let mut running = 1;
