@@ -333,7 +333,8 @@ impl Backlog {
         let mut next = 0;
         let mut count = 0;
         let mut bytes = 0;
-        // A half-written entry from a crash was never acknowledged: `sequence` drops it.
+        // A half-written entry from a crash was never acknowledged.
+        durable::remove_leftovers(&*disk, dir);
         for seq in durable::sequence(&*disk, dir, BACKLOG_SUFFIX) {
             next = next.max(seq + 1);
             count += 1;

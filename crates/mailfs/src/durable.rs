@@ -60,22 +60,27 @@ pub(crate) fn file_len(disk: &dyn Disk, path: &Path) -> u64 {
     disk.open(path, false).and_then(|f| f.len()).unwrap_or(0)
 }
 
-/// The names in `dir` that end in `suffix`, stems parsed as sequence numbers, sorted;
-/// `.tmp` leftovers are removed on the way.
+/// The names in `dir` that end in `suffix`, stems parsed as sequence numbers, sorted.
+/// `.tmp` files are skipped, not removed: on a live directory one may be a write in
+/// progress (a backlog entry or journal record being made), and removing it failed that
+/// write. Leftovers of a crash go at open, by `remove_leftovers`.
 pub(crate) fn sequence(disk: &dyn Disk, dir: &Path, suffix: &str) -> Vec<u64> {
     let mut seqs: Vec<u64> = disk
         .list(dir)
         .unwrap_or_default()
         .into_iter()
-        .filter_map(|name| {
-            if name.ends_with(TMP_SUFFIX) {
-                // Never acknowledged: the crash came before its fsync and rename.
-                let _ = disk.remove(&dir.join(&name));
-                return None;
-            }
-            name.strip_suffix(suffix)?.parse().ok()
-        })
+        .filter_map(|name| name.strip_suffix(suffix)?.parse().ok())
         .collect();
     seqs.sort_unstable();
     seqs
+}
+
+/// Removes the `.tmp` files in `dir`: writes a crash cut before their fsync and rename,
+/// never acknowledged. Only at open, before anything writes to `dir`.
+pub(crate) fn remove_leftovers(disk: &dyn Disk, dir: &Path) {
+    for name in disk.list(dir).unwrap_or_default() {
+        if name.ends_with(TMP_SUFFIX) {
+            let _ = disk.remove(&dir.join(&name));
+        }
+    }
 }

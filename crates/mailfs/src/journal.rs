@@ -85,6 +85,7 @@ impl Journal {
         let io = |e: std::io::Error| FsError::Local(format!("journal {}: {e}", dir.display()));
         disk.create_dir_all(dir).map_err(io)?;
         let mut st = State::default();
+        durable::remove_leftovers(&*disk, dir);
         for seq in durable::sequence(&*disk, dir, RECORD_SUFFIX) {
             let path = record_path(dir, seq);
             st.next = st.next.max(seq + 1);
