@@ -103,9 +103,11 @@ pub struct FsSection {
     /// and the member is marked down (docs/mailfs.md 7). Commands queued behind it for
     /// one of its connections fail at the same moment.
     pub member_deadline_ms: u64,
-    /// How long a read waits for its preferred member before it asks the next one too
-    /// (hedging, docs/mailfs.md 7): at least 4x that member's latency, at most half of
-    /// `member_deadline_ms`. 0: never asks a second member before the first fails.
+    /// How long a read waits for its preferred member before it asks the next one too, and
+    /// a write for a member that takes nothing before it sends what that member holds up
+    /// to the next one (hedging, docs/mailfs.md 7): at least 4x that member's latency, at
+    /// most half of `member_deadline_ms`. 0: never asks a second member before the first
+    /// fails.
     pub hedge_delay_ms: u64,
     /// Members of a group that must hold a write before it is acknowledged; the others
     /// are owed it through their backlogs (M6). Default: 1 with `strategy = "fast"`,

@@ -113,7 +113,7 @@ impl Fs {
             .map(|a| format!("{}={}", a.raid, if a.is_up() { "up" } else { "down" }))
             .collect();
         format!(
-            "pending_ops={ops}\npending_bytes={bytes}\njournal_ops={}\naccounts={}\nintegrity_errors={}\ndir_writes={}\nblocks_written={}\nbytes_written={}\nblocks_fetched={}\nbytes_fetched={}\nrepairs={}\njournal_sent={}\njournal_coalesced={}\ncache_memory_bytes={}\ncache_disk_bytes={}\nchunks_written={}\nchunks_reused={}\nbytes_deduplicated={}\npartial_fetches={}\nscan_blocks_uncached={}\nlog_pages={}\ncheckpoints={}\nhedged_reads={}\nhedge_wins={}\n",
+            "pending_ops={ops}\npending_bytes={bytes}\njournal_ops={}\naccounts={}\nintegrity_errors={}\ndir_writes={}\nblocks_written={}\nbytes_written={}\nblocks_fetched={}\nbytes_fetched={}\nrepairs={}\njournal_sent={}\njournal_coalesced={}\ncache_memory_bytes={}\ncache_disk_bytes={}\nchunks_written={}\nchunks_reused={}\nbytes_deduplicated={}\npartial_fetches={}\nscan_blocks_uncached={}\nlog_pages={}\ncheckpoints={}\nhedged_reads={}\nhedge_wins={}\nhedged_writes={}\n",
             self.journal.pending().0,
             up.join(","),
             s.integrity_errors.load(Ordering::Relaxed),
@@ -136,6 +136,7 @@ impl Fs {
             s.checkpoints.load(Ordering::Relaxed),
             s.hedged_reads.load(Ordering::Relaxed),
             s.hedge_wins.load(Ordering::Relaxed),
+            s.hedged_writes.load(Ordering::Relaxed),
         ) + &self.reclaim_stats_text()
     }
 

@@ -83,7 +83,7 @@ impl Attempt {
 
 /// The server an account is on: what its description names after the user
 /// (`user@host:port`), or all of it.
-fn server_of(acct: &Account) -> String {
+pub(super) fn server_of(acct: &Account) -> String {
     let who = acct.remote.describe();
     match who.rsplit_once('@') {
         Some((_, server)) => server.to_string(),
@@ -94,7 +94,7 @@ fn server_of(acct: &Account) -> String {
 impl Replicas {
     /// How long a read waits for `preferred` before it asks the next member too; None:
     /// reads are not hedged (`hedge_delay_ms = 0`).
-    fn hedge_delay(&self, preferred: &Account) -> Option<Duration> {
+    pub(super) fn hedge_delay(&self, preferred: &Account) -> Option<Duration> {
         let floor = self.hedge_delay?;
         let by_latency = Duration::from_micros(preferred.latency_us()) * HEDGE_LATENCY_MULTIPLE;
         // Past the deadline the member is down and the read fails over anyway.

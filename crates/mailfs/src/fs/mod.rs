@@ -6,6 +6,7 @@ mod hedge;
 mod links;
 mod metalog;
 mod posix;
+mod quorum;
 mod read;
 pub(crate) mod reclaim;
 mod snapshots;
@@ -30,7 +31,7 @@ use crate::meta::{
     self, Attr, BlockRef, Dir, Entry, FileMeta, Kind, META_FORMAT, NAME_BYTES_MAX, Previous,
     SYMLINK_BYTES_MAX, Superblock,
 };
-use crate::remote::{Remote, RemoteError};
+use crate::remote::Remote;
 use crate::{FsError, now_ns, now_secs};
 pub(crate) use links::inode_name;
 pub use links::{INODES, LINKS_MAX};
@@ -111,6 +112,9 @@ pub struct Stats {
     /// hedge delay, and those the second answered first (docs/mailfs.md 7).
     pub hedged_reads: AtomicU64,
     pub hedge_wins: AtomicU64,
+    /// Messages of a write sent to another member because the one they went to had taken
+    /// nothing for the hedge delay (docs/mailfs.md 7).
+    pub hedged_writes: AtomicU64,
 }
 
 #[derive(Debug, Clone)]
@@ -330,7 +334,8 @@ pub struct Replicas {
     pub groups: Vec<Vec<usize>>,
     /// Connections (streams) per account.
     connections: Vec<usize>,
-    /// The floor of the hedge delay (`hedge_delay_ms`); None: reads are not hedged.
+    /// The floor of the hedge delay (`hedge_delay_ms`); None: reads and writes are not
+    /// hedged.
     hedge_delay: Option<std::time::Duration>,
     /// `member_deadline_ms`: the hedge delay stays below it.
     member_deadline: std::time::Duration,
@@ -781,154 +786,6 @@ impl Fs {
 
     pub fn sealing(&self) -> &Sealing {
         &self.sealing
-    }
-
-    /// Writes one message to `targets` (docs/mailfs.md 7): acknowledged when the write
-    /// quorum of each group it touches has it (strong: every live member, fast: one),
-    /// sent first to the members that answered fastest of late. A member that fails or
-    /// stays silent past `member_deadline_ms` is marked down and the next live one is
-    /// tried; members that do not take it are owed it through their durable backlogs.
-    /// Fails only when no member took it, and then owes nothing, so a failed write never
-    /// appears later.
-    pub(crate) fn put(
-        &self,
-        targets: &[usize],
-        name: MessageName,
-        payload: &[u8],
-        sealing: &Sealing,
-    ) -> Result<(), FsError> {
-        self.put_many(targets, &[(name, payload)], sealing)
-    }
-
-    /// Writes `msgs` to `targets` as [`Fs::put`] writes each, in that order on every
-    /// account: one thread per account sends them in MULTIAPPENDs of
-    /// [`APPEND_BATCH_MAX`] (a checkpoint of a thousand directories is some sixty
-    /// commands per account, not a thousand). An account that fails stops there, and what
-    /// it lacks is owed to it. Fails when a message reached no member; then it and the
-    /// messages after it are owed to nobody, and those before it are owed as `put` would
-    /// have left them.
-    pub(crate) fn put_many(
-        &self,
-        targets: &[usize],
-        msgs: &[(MessageName, &[u8])],
-        sealing: &Sealing,
-    ) -> Result<(), FsError> {
-        if msgs.is_empty() {
-            return Ok(());
-        }
-        let mut live: Vec<usize> = targets
-            .iter()
-            .copied()
-            .filter(|&t| self.replicas.accounts[t].is_up())
-            .collect();
-        live.sort_by_key(|&t| self.replicas.accounts[t].latency_us());
-        // Message `i` is acknowledged once `need` accounts hold it (the write quorum of
-        // each group the targets touch). In rounds: everything to the `need` fastest live
-        // members at once; then, from the first message short of its quorum, to as many
-        // untried members as it lacks (those that failed or stayed silent past the deadline
-        // are replaced). Each account holds a range of `msgs` (it starts where the others
-        // stopped and takes a prefix of the rest), so the messages some account holds are
-        // always a prefix of `msgs`.
-        let need = self.replicas.quorum_of(targets).max(1);
-        let mut held: HashMap<usize, std::ops::Range<usize>> = HashMap::new();
-        let mut failed: Vec<(usize, RemoteError)> = Vec::new();
-        let sent = |t: usize, from: usize| self.append_in_order(t, &msgs[from..], sealing);
-        let holders = |held: &HashMap<usize, std::ops::Range<usize>>, i: usize| {
-            held.values().filter(|r| r.contains(&i)).count()
-        };
-        let mut untried = live.as_slice();
-        while !untried.is_empty() {
-            let Some(from) = (0..msgs.len()).find(|&i| holders(&held, i) < need) else {
-                break;
-            };
-            let lacking = need - holders(&held, from);
-            let (now, rest) = untried.split_at(lacking.min(untried.len()));
-            untried = rest;
-            let results: Vec<(usize, (usize, Option<RemoteError>))> = if let [t] = now[..] {
-                // No thread for one account (fast, or a single replica).
-                vec![(t, sent(t, from))]
-            } else {
-                std::thread::scope(|s| {
-                    let handles: Vec<_> = now
-                        .iter()
-                        .map(|&t| (t, s.spawn(move || sent(t, from))))
-                        .collect();
-                    handles
-                        .into_iter()
-                        .map(|(t, h)| {
-                            let result = h.join().unwrap_or_else(|_| {
-                                let e = RemoteError::Unavailable("append thread panicked".into());
-                                (0, Some(e))
-                            });
-                            (t, result)
-                        })
-                        .collect()
-                })
-            };
-            for (t, (n, e)) in results {
-                held.insert(t, from..from + n);
-                if let Some(e) = e {
-                    failed.push((t, e));
-                }
-            }
-        }
-        let reached = held.values().map(|r| r.end).max().unwrap_or(0);
-        for &t in targets {
-            let has = held.get(&t).cloned().unwrap_or(0..0);
-            for (i, (name, payload)) in msgs.iter().enumerate().take(reached) {
-                if !has.contains(&i) {
-                    self.replicas.accounts[t]
-                        .owe(name, &seal_with(sealing, name, t as u8, payload)?)?;
-                }
-            }
-        }
-        if reached == msgs.len() {
-            return Ok(());
-        }
-        let why = failed
-            .iter()
-            .map(|(t, e)| format!("{}: {e}", self.replicas.accounts[*t].remote.describe()))
-            .collect::<Vec<_>>()
-            .join("; ");
-        Err(FsError::Unavailable(if why.is_empty() {
-            "no replica is up".into()
-        } else {
-            why
-        }))
-    }
-
-    /// Appends `msgs` to account `t` in order, in batches; returns how many it took (a
-    /// prefix) and the error that stopped it.
-    fn append_in_order(
-        &self,
-        t: usize,
-        msgs: &[(MessageName, &[u8])],
-        sealing: &Sealing,
-    ) -> (usize, Option<RemoteError>) {
-        let acct = &self.replicas.accounts[t];
-        let mut done = 0;
-        while done < msgs.len() {
-            let mut batch = Vec::new();
-            let mut bytes = 0;
-            for (name, payload) in &msgs[done..] {
-                if !batch.is_empty()
-                    && (batch.len() >= APPEND_BATCH_MAX
-                        || bytes + payload.len() > APPEND_BATCH_BYTES_MAX)
-                {
-                    break;
-                }
-                match seal_with(sealing, name, t as u8, payload) {
-                    Ok(env) => batch.push((*name, env)),
-                    Err(e) => return (done, Some(RemoteError::Refused(e.to_string()))),
-                }
-                bytes += payload.len();
-            }
-            if let Err(e) = acct.append_now(&batch) {
-                return (done, Some(e));
-            }
-            done += batch.len();
-        }
-        (done, None)
     }
 
     /// Waits until queued disk cache files are written (tests).

@@ -2,6 +2,7 @@
 
 use std::collections::HashSet;
 
+use super::quorum::Outgoing;
 use super::*;
 
 impl Fs {
@@ -97,19 +98,11 @@ impl Fs {
             let name = self.message_name(MsgKind::Block, file, r.index, r.version);
             if r.version & MANIFEST_BIT != 0 {
                 let manifest = self.chunk_block(data, &mut seen, &mut chunks);
-                blocks.push(Outgoing {
-                    name,
-                    group: r.group,
-                    payload: Arc::new(meta::encode(&manifest)),
-                    cache_as: None,
-                });
+                let manifest = Arc::new(meta::encode(&manifest));
+                blocks.push(self.outgoing(name, r.group, manifest, None));
             } else {
-                blocks.push(Outgoing {
-                    name,
-                    group: r.group,
-                    payload: data.clone(),
-                    cache_as: Some(BlockId::of(file, r)),
-                });
+                let block = Some(BlockId::of(file, r));
+                blocks.push(self.outgoing(name, r.group, data.clone(), block));
             }
         }
         self.put_messages(&chunks)?;
@@ -149,12 +142,8 @@ impl Fs {
                     .fetch_add(c.length as u64, Ordering::Relaxed);
                 continue;
             }
-            out.push(Outgoing {
-                name: self.message_name(MsgKind::Chunk, name_id.object, name_id.index, 0),
-                group,
-                payload: Arc::new(bytes.to_vec()),
-                cache_as: None,
-            });
+            let name = self.message_name(MsgKind::Chunk, name_id.object, name_id.index, 0);
+            out.push(self.outgoing(name, group, Arc::new(bytes.to_vec()), None));
         }
         meta::Manifest {
             format: meta::META_FORMAT,
@@ -192,163 +181,4 @@ impl Fs {
                     .is_some_and(|t| t > young_after)
             })
     }
-
-    /// Sends messages to the write quorum of their groups (strong: every member, fast: the
-    /// fastest live one), `connections` streams per account, batched into MULTIAPPENDs. In
-    /// rounds: a message short of its quorum after a round (a member failed, or stayed
-    /// silent past `member_deadline_ms` and is down now) goes to the next live members in
-    /// the next, batched as well, so a hung member costs one deadline, not one per
-    /// message. Members that do not get a message are owed it (M6). Fails when a message
-    /// reached no member of its group.
-    fn put_messages(&self, jobs: &[Outgoing]) -> Result<(), FsError> {
-        if jobs.is_empty() {
-            return Ok(());
-        }
-        let delivered: Vec<Mutex<Vec<usize>>> =
-            jobs.iter().map(|_| Mutex::new(Vec::new())).collect();
-        // The members each message was sent to, delivered or not: none is sent twice.
-        let mut tried: Vec<Vec<usize>> = vec![Vec::new(); jobs.len()];
-        loop {
-            // Per account, the messages it should get in this round.
-            let mut per_account: Vec<Vec<usize>> = vec![Vec::new(); self.replicas.accounts.len()];
-            let mut any = false;
-            for (j, job) in jobs.iter().enumerate() {
-                let quorum = self.replicas.quorum[job.group as usize];
-                let short = quorum.saturating_sub(delivered[j].lock_or_panic().len());
-                let mut live: Vec<usize> = self.replicas.groups[job.group as usize]
-                    .iter()
-                    .copied()
-                    .filter(|&m| self.replicas.accounts[m].is_up() && !tried[j].contains(&m))
-                    .collect();
-                live.sort_by_key(|&m| self.replicas.accounts[m].latency_us());
-                live.truncate(short);
-                for m in live {
-                    per_account[m].push(j);
-                    tried[j].push(m);
-                    any = true;
-                }
-            }
-            if !any {
-                break;
-            }
-            self.send_round(jobs, &per_account, &delivered);
-        }
-        let mut written = 0u64;
-        for (j, job) in jobs.iter().enumerate() {
-            let members = &self.replicas.groups[job.group as usize];
-            if delivered[j].lock_or_panic().is_empty() {
-                // Refused everywhere (not down): each live member once more, alone.
-                let mut ok = false;
-                for &m in members {
-                    if !self.replicas.accounts[m].is_up() {
-                        continue;
-                    }
-                    let env = seal_with(&self.sealing, &job.name, m as u8, &job.payload)?;
-                    if self.replicas.accounts[m]
-                        .append_now(&[(job.name, env)])
-                        .is_ok()
-                    {
-                        delivered[j].lock_or_panic().push(m);
-                        ok = true;
-                        break;
-                    }
-                }
-                if !ok {
-                    return Err(FsError::Unavailable(format!(
-                        "no member of group {} took {}",
-                        job.group,
-                        job.name.render()
-                    )));
-                }
-            }
-            let got = delivered[j].lock_or_panic().clone();
-            for &m in members {
-                if !got.contains(&m) {
-                    let env = seal_with(&self.sealing, &job.name, m as u8, &job.payload)?;
-                    self.replicas.accounts[m].owe(&job.name, &env)?;
-                }
-            }
-            written += job.payload.len() as u64;
-            if job.name.kind == MsgKind::Chunk {
-                self.stats.chunks_written.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        self.stats
-            .bytes_written
-            .fetch_add(written, Ordering::Relaxed);
-        Ok(())
-    }
-
-    /// One round of [`Fs::put_messages`]: each account's messages over its streams.
-    fn send_round(
-        &self,
-        jobs: &[Outgoing],
-        per_account: &[Vec<usize>],
-        delivered: &[Mutex<Vec<usize>>],
-    ) {
-        std::thread::scope(|s| {
-            for (a, list) in per_account.iter().enumerate() {
-                if list.is_empty() {
-                    continue;
-                }
-                let streams = self.replicas.connections[a].max(1).min(list.len());
-                let next = Arc::new(AtomicU64::new(0));
-                for _ in 0..streams {
-                    let next = next.clone();
-                    s.spawn(move || {
-                        loop {
-                            // Take a batch of consecutive jobs.
-                            let start = next.fetch_add(1, Ordering::SeqCst) as usize;
-                            if start >= list.len() {
-                                break;
-                            }
-                            let mut batch = vec![list[start]];
-                            let mut bytes = jobs[list[start]].payload.len();
-                            while batch.len() < APPEND_BATCH_MAX && bytes < APPEND_BATCH_BYTES_MAX {
-                                let i = next.fetch_add(1, Ordering::SeqCst) as usize;
-                                if i >= list.len() {
-                                    break;
-                                }
-                                bytes += jobs[list[i]].payload.len();
-                                batch.push(list[i]);
-                            }
-                            let mut msgs = Vec::with_capacity(batch.len());
-                            for &j in &batch {
-                                let job = &jobs[j];
-                                match seal_with(&self.sealing, &job.name, a as u8, &job.payload) {
-                                    Ok(env) => msgs.push((job.name, env)),
-                                    Err(_) => return,
-                                }
-                            }
-                            if self.replicas.accounts[a].append_now(&msgs).is_err() {
-                                break;
-                            }
-                            for (&j, (_, env)) in batch.iter().zip(&mut msgs) {
-                                let mut got = delivered[j].lock_or_panic();
-                                let job = &jobs[j];
-                                if got.is_empty()
-                                    && self.keep_written
-                                    && let Some(id) = job.cache_as
-                                {
-                                    // Memory gets it from `emit_blocks`.
-                                    let env = std::mem::take(env);
-                                    self.blocks.cache.put_disk_sealed(id, a as u8, env);
-                                }
-                                got.push(a);
-                            }
-                        }
-                    });
-                }
-            }
-        });
-    }
-}
-
-/// One message for every member of a group.
-struct Outgoing {
-    name: MessageName,
-    group: u8,
-    payload: Arc<Vec<u8>>,
-    /// The block whose plain content `payload` is, for the written-block cache.
-    cache_as: Option<BlockId>,
 }

@@ -214,3 +214,90 @@ fn a_hedge_never_wins_with_a_wrong_copy() {
     assert_eq!(fs.stats.hedge_wins.load(Ordering::Relaxed), 0);
     assert!(fs.stats.integrity_errors.load(Ordering::Relaxed) >= 1);
 }
+
+/// A file of blocks in both groups written and fsynced on a mount whose preferred members
+/// (0 and 2, one server) take `slow` per APPEND; returns how long the write took and the
+/// mount.
+fn write_with_a_slow_server(
+    extra: &str,
+    slow: std::time::Duration,
+) -> (std::time::Duration, Arc<Fs>, Rig) {
+    let rig = Rig::new(&format!("strategy = \"fast\"\n{extra}"));
+    let fs = rig.mkfs();
+    for fast in [1, 3] {
+        fs.replicas.accounts[fast].note_slow(std::time::Duration::from_millis(5));
+    }
+    for slow_member in [0, 2] {
+        rig.accounts[slow_member]
+            .append_delay_us
+            .store(slow.as_micros() as u64, Ordering::SeqCst);
+    }
+    let data = noise(40_000, 8);
+    let started = std::time::Instant::now();
+    let ino = write_file(&fs, ROOT, "f", &data);
+    fs.fsync(ino).unwrap();
+    let took = started.elapsed();
+    eprintln!("{extra}: write and fsync with members taking {slow:?} per APPEND: {took:?}");
+    assert_eq!(read_all(&fs, ino), data);
+    (took, fs, rig)
+}
+
+#[test]
+fn a_slow_member_costs_a_write_the_hedge_delay_not_its_own() {
+    let slow = std::time::Duration::from_millis(3000);
+    let (took, fs, rig) = write_with_a_slow_server("hedge_delay_ms = 50", slow);
+    // The file's blocks and its directory's log page each went to the slow member
+    // first, and on to the other one after the hedge delay.
+    assert!(took < slow / 2, "the write took {took:?}");
+    let hedged = fs.stats.hedged_writes.load(Ordering::Relaxed);
+    assert!(hedged >= 2, "hedged writes: {hedged}");
+    assert!(
+        fs.stats_text()
+            .contains(&format!("hedged_writes={hedged}\n"))
+    );
+    // The slow members' silence counted: the next writes prefer the others.
+    assert!(fs.replicas.accounts[0].latency_us() > fs.replicas.accounts[1].latency_us());
+    // What the slow members had not taken when the write returned is owed to them, and
+    // once paid every member holds the file (a late copy is a duplicate, not a loss).
+    assert!(fs.pending().0 > 0, "the slow members are owed the write");
+    for a in &rig.accounts {
+        a.append_delay_us.store(0, Ordering::SeqCst);
+    }
+    fs.replicate_once();
+    assert_eq!(fs.pending().0, 0);
+    let blocks: Vec<usize> = (0..4).map(|i| messages_of(&rig, i, " blk ")).collect();
+    assert!(
+        blocks.iter().all(|&b| b > 0),
+        "blocks per account: {blocks:?}"
+    );
+    drop(fs);
+    // A new mount reads the file from the members that were slow alone.
+    for other in [1, 3] {
+        rig.accounts[other].stopped.store(true, Ordering::SeqCst);
+    }
+    let fs = rig.mount();
+    let st = fs.lookup(ROOT, b"f").unwrap();
+    assert_eq!(read_all(&fs, st.ino), noise(40_000, 8));
+
+    // Without hedging the same write waits for the slow member.
+    let (took, fs, _rig) = write_with_a_slow_server("hedge_delay_ms = 0", slow);
+    assert!(took >= slow, "unhedged, the write took {took:?}");
+    assert_eq!(fs.stats.hedged_writes.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn strong_replication_waits_for_a_slow_member_even_with_hedging() {
+    // Write-all: every live member must have the write, so a hedge has nobody to ask.
+    let slow = std::time::Duration::from_millis(500);
+    let rig = Rig::new("strategy = \"strong\"\nhedge_delay_ms = 20");
+    let fs = rig.mkfs();
+    rig.accounts[0]
+        .append_delay_us
+        .store(slow.as_micros() as u64, Ordering::SeqCst);
+    let started = std::time::Instant::now();
+    let ino = write_file(&fs, ROOT, "f", &noise(20_000, 9));
+    fs.fsync(ino).unwrap();
+    assert!(started.elapsed() >= slow);
+    assert_eq!(fs.pending().0, 0, "strong owes nothing to a live member");
+    assert_eq!(fs.stats.hedged_writes.load(Ordering::Relaxed), 0);
+}
