@@ -50,7 +50,8 @@ MAILDIR_TMP, THREADS (the mount's FUSE threads), REPS, BIG_ROWS (only the first 
 TRANSFER (base64, the default, or binary: the accounts' `transfer`, and the raw ceiling's),
 DIRECT_IO (true or false: the mounts' `direct_io`; unset, the default, false), WRITEBACK_CACHE
 (true or false: the mounts' `writeback_cache`; unset, the default, true), NEGATIVE_LOOKUP_MS
-(the mounts' `negative_lookup_ms`; unset, the default, 1000; 0 as before issue 41), BIN_DIR (where
+(the mounts' `negative_lookup_ms`; unset, the default, 1000; 0 as before issue 41), ATTR_CACHE_MS
+(the mounts' `attr_cache_ms`; unset, the default), BIN_DIR (where
 mailstow and the examples raw_imap and dovecot are: target/release), SMOKE=1 (every row and
 placement once with tiny sizes: 1 MiB sweep and 8 MiB large files, 20 Postmark transactions,
 fio runs of a second, the tar of docs/ only, 40 entries in the flat directory, 1,000 rewrite
@@ -151,6 +152,8 @@ class Mount:
               if os.environ.get("WRITEBACK_CACHE") else []),
             *([f"negative_lookup_ms = {os.environ['NEGATIVE_LOOKUP_MS']}"]
               if os.environ.get("NEGATIVE_LOOKUP_MS") else []),
+            *([f"attr_cache_ms = {os.environ['ATTR_CACHE_MS']}"]
+              if os.environ.get("ATTR_CACHE_MS") else []),
             "[cache]", f'dir = "{self.cache}"',
             "[encryption]", 'passphrase = "bench"', f'cipher = "{CIPHER}"',
         ]

@@ -20,10 +20,6 @@ use mailfs::locking::MutexExt;
 use mailfs::meta::Kind;
 use mailfs::{Fs, FsError};
 
-/// How long the kernel may cache attributes and names. One writer per file system (this
-/// mount), so the engine's view is the truth; a second reader mount would see changes late
-/// by this much.
-const TTL: Duration = Duration::from_secs(1);
 /// Largest FUSE write: bigger writes mean fewer requests for large files.
 const WRITE_BYTES_MAX: u32 = 1 << 20;
 
@@ -36,6 +32,10 @@ pub struct MailFuse {
     /// How long the kernel may keep a missing name's negative entry (`[fs]
     /// negative_lookup_ms`); zero: every lookup of it is a request.
     negative_ttl: Duration,
+    /// How long the kernel may cache attributes and names (`[fs] attr_cache_ms`). One
+    /// writer per file system (this mount), so the engine's view is the truth; a second
+    /// reader mount would see changes late by this much.
+    ttl: Duration,
     /// What files are opened with: FOPEN_DIRECT_IO when `direct_io` and the kernel agreed.
     open_flags: FopenFlags,
     /// The kernel agreed to FUSE_HANDLE_KILLPRIV_V2 (see `init`): it flags the writes whose
@@ -66,6 +66,7 @@ impl MailFuse {
         direct_io: bool,
         writeback_cache: bool,
         negative_ttl: Duration,
+        ttl: Duration,
         notifier: Arc<OnceLock<Notifier>>,
     ) -> MailFuse {
         MailFuse {
@@ -73,6 +74,7 @@ impl MailFuse {
             direct_io,
             writeback_cache,
             negative_ttl,
+            ttl,
             open_flags: FopenFlags::empty(),
             killpriv_v2: false,
             notifier,
@@ -195,7 +197,7 @@ fn empty_file(ino: INodeNo, when: SystemTime) -> FileAttr {
 impl MailFuse {
     fn entry(&self, r: Result<Stat, FsError>, reply: ReplyEntry) {
         match r {
-            Ok(st) => reply.entry(&TTL, &attr(&st, self.fs.block_size), Generation(0)),
+            Ok(st) => reply.entry(&self.ttl, &attr(&st, self.fs.block_size), Generation(0)),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -210,16 +212,22 @@ impl MailFuse {
     /// Makes the kernel ask for `ino`'s attributes again at its next `stat`. A write that
     /// took set-ID bits off calls this before its reply: the kernel marks only size, times
     /// and blocks stale after a write, and a `stat` that asks for the mode alone
-    /// (`stat -c %a`) would otherwise see the old bits until `TTL` ran out. Only the
+    /// (`stat -c %a`) would otherwise see the old bits until `ttl` ran out. Only the
     /// attributes: a negative offset leaves the page cache alone (and takes no lock the
     /// write holds).
     fn forget_attributes(&self, ino: INodeNo) {
         let Some(notifier) = self.notifier.get() else {
-            tracing::warn!("no notifier: the kernel keeps inode {ino:?}'s old mode for {TTL:?}");
+            tracing::warn!(
+                "no notifier: the kernel keeps inode {ino:?}'s old mode for {:?}",
+                self.ttl
+            );
             return;
         };
         if let Err(e) = notifier.inval_inode(ino, -1, 0) {
-            tracing::warn!("the kernel keeps inode {ino:?}'s old mode for {TTL:?}: {e}");
+            tracing::warn!(
+                "the kernel keeps inode {ino:?}'s old mode for {:?}: {e}",
+                self.ttl
+            );
         }
     }
 }
@@ -392,7 +400,7 @@ impl Filesystem for MailFuse {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.fs.getattr(ino.0) {
-            Ok(st) => reply.attr(&TTL, &attr(&st, self.fs.block_size)),
+            Ok(st) => reply.attr(&self.ttl, &attr(&st, self.fs.block_size)),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -438,7 +446,7 @@ impl Filesystem for MailFuse {
         let times_only =
             set.mode.is_none() && set.uid.is_none() && set.gid.is_none() && set.size.is_none();
         match self.fs.setattr(ino.0, set) {
-            Ok(st) => reply.attr(&TTL, &attr(&st, self.fs.block_size)),
+            Ok(st) => reply.attr(&self.ttl, &attr(&st, self.fs.block_size)),
             // With the write-back cache the kernel keeps a file's times and sends them when
             // it writes the inode back, also when it evicts an inode that was renamed over
             // or unlinked after its last close: nothing names it any more, so the times
@@ -756,7 +764,7 @@ impl Filesystem for MailFuse {
                     INodeNo(st.ino),
                     at,
                     OsStr::from_bytes(name),
-                    &TTL,
+                    &self.ttl,
                     &attr(&st, self.fs.block_size),
                     Generation(0),
                 ),
@@ -821,7 +829,7 @@ impl Filesystem for MailFuse {
             req.gid(),
         ) {
             Ok((st, fh)) => reply.created(
-                &TTL,
+                &self.ttl,
                 &attr(&st, self.fs.block_size),
                 Generation(0),
                 FileHandle(fh),
@@ -894,6 +902,8 @@ pub struct MountOptions {
     pub writeback_cache: bool,
     /// `[fs] negative_lookup_ms`.
     pub negative_lookup: Duration,
+    /// `[fs] attr_cache_ms`.
+    pub attr_cache: Duration,
 }
 
 /// Mounts and serves until the file system is unmounted.
@@ -921,6 +931,7 @@ pub fn serve(fs: Arc<Fs>, mountpoint: &Path, opts: &MountOptions) -> std::io::Re
         opts.direct_io,
         opts.writeback_cache,
         opts.negative_lookup,
+        opts.attr_cache,
         notifier.clone(),
     );
     let r = Session::new(mail_fuse, mountpoint, &config).and_then(|session| {

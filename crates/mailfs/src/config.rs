@@ -62,6 +62,10 @@ pub const VERSIONS_MAX_MAX: usize = 1024;
 /// engine sees no change but its own (one writer per file system, docs/mailfs.md 13), so
 /// this only bounds how late a name another writer made would show.
 pub const NEGATIVE_LOOKUP_MS_MAX: u64 = 10_000;
+/// Longest the kernel may keep names and attributes (`attr_cache_ms`): as for negative
+/// entries, the mount's own changes reach the kernel at once, so this bounds only how late
+/// another writer's change would show.
+pub const ATTR_CACHE_MS_MAX: u64 = 60_000;
 /// Longest `reclaim_delay_ms`: an hour (longer is what gc's `retention` is for).
 pub const RECLAIM_DELAY_MS_MAX: u64 = 3_600_000;
 
@@ -134,6 +138,12 @@ pub struct FsSection {
     /// own create, mkdir, symlink, link and rename replace the kernel's negative entry at
     /// once; 0 makes every lookup of a missing name a request.
     pub negative_lookup_ms: u64,
+    /// How long the kernel may keep a name's entry and a file's attributes before it asks
+    /// the mount again (docs/mailfs.md 6). Changes made through the mount reach the kernel
+    /// with their replies (or the kernel marks them stale itself), so a longer time saves
+    /// the LOOKUP and GETATTR requests of names and files used again (a `git clone`
+    /// stats each file it wrote).
+    pub attr_cache_ms: u64,
 }
 
 impl Default for FsSection {
@@ -160,6 +170,7 @@ impl Default for FsSection {
             direct_io: false,
             writeback_cache: true,
             negative_lookup_ms: 1000,
+            attr_cache_ms: 1000,
         }
     }
 }
@@ -310,6 +321,12 @@ impl Config {
             return bad(format!(
                 "fs.negative_lookup_ms {}: at most {NEGATIVE_LOOKUP_MS_MAX}",
                 self.fs.negative_lookup_ms
+            ));
+        }
+        if self.fs.attr_cache_ms > ATTR_CACHE_MS_MAX {
+            return bad(format!(
+                "fs.attr_cache_ms {}: at most {ATTR_CACHE_MS_MAX}",
+                self.fs.attr_cache_ms
             ));
         }
         if !(1..=LOG_PAGES_MAX_MAX).contains(&self.fs.log_pages_max) {
@@ -556,6 +573,10 @@ connections = 1
             (
                 FOUR.replace("[fs]", "[fs]\nnegative_lookup_ms = 10001"),
                 "negative_lookup_ms 10001: at most 10000",
+            ),
+            (
+                FOUR.replace("[fs]", "[fs]\nattr_cache_ms = 60001"),
+                "attr_cache_ms 60001: at most 60000",
             ),
             (
                 FOUR.replace("[fs]", "[fs]\nlog_pages_max = 0"),

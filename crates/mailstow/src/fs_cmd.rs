@@ -129,6 +129,7 @@ pub(crate) fn run(command: FsCommand, config_path: Option<&Path>) -> anyhow::Res
                 direct_io: config.fs.direct_io,
                 writeback_cache: config.fs.writeback_cache,
                 negative_lookup: Duration::from_millis(config.fs.negative_lookup_ms),
+                attr_cache: Duration::from_millis(config.fs.attr_cache_ms),
             };
             spawn_signal_unmount(&rt, &mountpoint)?;
             mailfs_fuse::serve(fs, &mountpoint, &opts)

@@ -127,6 +127,22 @@ fn a_wrong_passphrase_is_refused() {
     assert!(Fs::mkfs(&rig.config, rig.remotes()).is_err());
 }
 
+/// Makes the members on server0 (0 and 2) the preferred ones (the others look slower of
+/// late) and slows each of their commands that `delay` picks (FETCH, APPEND) by `slow`.
+fn slow_preferred_server(
+    fs: &Fs,
+    rig: &Rig,
+    delay: impl Fn(&MemRemote) -> &std::sync::atomic::AtomicU64,
+    slow: std::time::Duration,
+) {
+    for fast in [1, 3] {
+        fs.replicas.accounts[fast].note_slow(std::time::Duration::from_millis(5));
+    }
+    for preferred in [0, 2] {
+        delay(&rig.accounts[preferred]).store(slow.as_micros() as u64, Ordering::SeqCst);
+    }
+}
+
 /// A file of several blocks in both groups, read back by a new mount with no cache, while
 /// the first member of each group (preferred: the others look slower) takes `slow` per
 /// FETCH. Returns how long the read took and the mount.
@@ -141,14 +157,7 @@ fn read_with_a_slow_member(
     drop(fs);
     std::fs::remove_dir_all(rig.config.cache.dir.clone()).unwrap();
     let fs = rig.mount();
-    for fast in [1, 3] {
-        fs.replicas.accounts[fast].note_slow(std::time::Duration::from_millis(5));
-    }
-    for slow_member in [0, 2] {
-        rig.accounts[slow_member]
-            .fetch_delay_us
-            .store(slow.as_micros() as u64, Ordering::SeqCst);
-    }
+    slow_preferred_server(&fs, &rig, |a| &a.fetch_delay_us, slow);
     let started = std::time::Instant::now();
     let st = fs.lookup(ROOT, b"f").unwrap();
     assert_eq!(read_all(&fs, st.ino), data);
@@ -224,14 +233,7 @@ fn write_with_a_slow_server(
 ) -> (std::time::Duration, Arc<Fs>, Rig) {
     let rig = Rig::new(&format!("strategy = \"fast\"\n{extra}"));
     let fs = rig.mkfs();
-    for fast in [1, 3] {
-        fs.replicas.accounts[fast].note_slow(std::time::Duration::from_millis(5));
-    }
-    for slow_member in [0, 2] {
-        rig.accounts[slow_member]
-            .append_delay_us
-            .store(slow.as_micros() as u64, Ordering::SeqCst);
-    }
+    slow_preferred_server(&fs, &rig, |a| &a.append_delay_us, slow);
     let data = noise(40_000, 8);
     let started = std::time::Instant::now();
     let ino = write_file(&fs, ROOT, "f", &data);
