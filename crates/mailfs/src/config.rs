@@ -170,7 +170,7 @@ impl Default for FsSection {
             direct_io: false,
             writeback_cache: true,
             negative_lookup_ms: 1000,
-            attr_cache_ms: 1000,
+            attr_cache_ms: 10_000,
         }
     }
 }

@@ -725,9 +725,9 @@ impl Fs {
             return Ok(());
         };
         // The kernel sends RELEASE after close() has returned, possibly while the file is
-        // open again and being written: only the last handle commits here (every close
-        // already committed through FLUSH), so a late release never commits another
-        // handle's half-written data.
+        // open again and being written: only the last handle commits here (where close
+        // commits and waits, every close already did through FLUSH), so a late release
+        // never commits another handle's half-written data.
         let last = self.lock().open_count.get(&ino).copied().unwrap_or(0) <= 1;
         let flushed = if last { self.close(ino) } else { Ok(()) };
         let mut tree = self.lock();

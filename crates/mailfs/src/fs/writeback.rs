@@ -112,9 +112,7 @@ impl Fs {
     /// committers. With `metadata_batch_ms = 0`, with `dedup`, or with no committers (CLI,
     /// tests), it commits and waits, as `flush` does.
     pub fn close(&self, ino: u64) -> Result<(), FsError> {
-        // With dedup a close commits itself: a copy closed right after its original must
-        // find the original's chunks stored, not racing it up in another committer.
-        if self.tree.metalog.batch_ms == 0 || self.dedup {
+        if self.close_commits() {
             return self.flush(ino);
         }
         let bytes = {
@@ -133,6 +131,15 @@ impl Fs {
             Some(b) if self.tree.writeback.enqueue(ino, b) => Ok(()),
             _ => self.flush(ino),
         }
+    }
+
+    /// Whether `close` commits and waits (`metadata_batch_ms = 0`, or `dedup`: a copy
+    /// closed right after its original must find the original's chunks stored, not racing
+    /// it up in another committer); otherwise it only queues the file, or puts a small
+    /// one's content in the batch, and the last handle's RELEASE may do that as well
+    /// (docs/mailfs.md 5, write-back).
+    pub fn close_commits(&self) -> bool {
+        self.tree.metalog.batch_ms == 0 || self.dedup
     }
 
     /// Commits that run at once: one per account connection, 2 to 16.
