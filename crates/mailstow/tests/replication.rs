@@ -18,34 +18,41 @@ use std::time::{Duration, Instant};
 use common::cluster::*;
 use common::smtp_reply;
 
-/// Replication (issue 40, docs/replication.md): a message is on the owner's partner when it
-/// can be read on the owner, and survives the owner's machine: after a SIGKILL of n1 and the
-/// removal of its whole data directory, n2's copy of n1's files opens as a store holding
-/// every message n1 acknowledged.
-#[test]
-fn every_change_is_on_the_partner_and_survives_the_loss_of_the_owner_s_disk() {
-    let mut cluster = Cluster::start_with(52, true);
-    // Every node names its partner once the copy is complete: n1 -> n2 -> n3 -> n1.
+/// Every node's partner, once the copies are complete: n1 -> n2 -> n3 -> n1.
+const RING_NAMED: [&str; 3] = [
+    "n1 up users=1 replica=n2",
+    "n2 up users=1 replica=n3",
+    "n3 up users=1 replica=n1",
+];
+
+/// Waits (60 s at most, else fails saying `what`) until n1's `node list` has every line of
+/// `named`.
+fn wait_named(cluster: &Cluster, named: &[&str], what: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let list = cluster.node(1).must(&["node", "list"]);
-        let named = [
-            "n1 up users=1 replica=n2",
-            "n2 up users=1 replica=n3",
-            "n3 up users=1 replica=n1",
-        ];
         if named.iter().all(|n| list.contains(n)) {
-            break;
+            return;
         }
-        assert!(Instant::now() < deadline, "replicas not named: {list}");
-        std::thread::sleep(Duration::from_millis(200));
+        assert!(Instant::now() < deadline, "{what}: {list}");
+        std::thread::sleep(Duration::from_millis(100));
     }
-    // Mail for u1 (on n1) through n1 itself and handed over from n2 and n3.
+}
+
+/// Sends `count` messages to u1 (on n1) with subjects `prefix-NN`, the i-th through node
+/// `via(i)`, each acknowledged; waits until n1 serves them all over POP3 (30 s at most) and
+/// returns their subjects, sorted.
+fn deliver_to_u1(
+    cluster: &Cluster,
+    prefix: &str,
+    count: usize,
+    via: impl Fn(usize) -> usize,
+) -> Vec<String> {
     let mut subjects = Vec::new();
-    for i in 0..30 {
-        let subject = format!("replicated-{i:02}");
-        let via = cluster.node(1 + i % 3).addr(PORT_SMTP);
-        assert_eq!(send(&via, &["u1@example.test"], &subject), 250);
+    for i in 0..count {
+        let subject = format!("{prefix}-{i:02}");
+        let smtp = cluster.node(via(i)).addr(PORT_SMTP);
+        assert_eq!(send(&smtp, &["u1@example.test"], &subject), 250);
         subjects.push(subject);
     }
     subjects.sort();
@@ -55,6 +62,19 @@ fn every_change_is_on_the_partner_and_survives_the_loss_of_the_owner_s_disk() {
         assert!(Instant::now() < deadline, "mail not delivered to n1");
         std::thread::sleep(Duration::from_millis(100));
     }
+    subjects
+}
+
+/// Replication (issue 40, docs/replication.md): a message is on the owner's partner when it
+/// can be read on the owner, and survives the owner's machine: after a SIGKILL of n1 and the
+/// removal of its whole data directory, n2's copy of n1's files opens as a store holding
+/// every message n1 acknowledged.
+#[test]
+fn every_change_is_on_the_partner_and_survives_the_loss_of_the_owner_s_disk() {
+    let mut cluster = Cluster::start_with(52, true);
+    wait_named(&cluster, &RING_NAMED, "replicas not named");
+    // Mail for u1 (on n1) through n1 itself and handed over from n2 and n3.
+    let subjects = deliver_to_u1(&cluster, "replicated", 30, |i| 1 + i % 3);
     // The owner's machine is lost: process and disk.
     let n1_data = cluster._dir.path().join("n1");
     cluster.nodes[0].kill();
@@ -100,34 +120,8 @@ fn every_change_is_on_the_partner_and_survives_the_loss_of_the_owner_s_disk() {
 #[test]
 fn the_partner_takes_a_lost_node_over_with_every_acknowledged_message() {
     let mut cluster = Cluster::start_with(53, true);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !cluster
-        .node(1)
-        .must(&["node", "list"])
-        .contains("n1 up users=1 replica=n2")
-    {
-        assert!(Instant::now() < deadline, "n2 never became n1's replica");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let mut subjects = Vec::new();
-    for i in 0..20 {
-        let subject = format!("before-{i:02}");
-        assert_eq!(
-            send(
-                &cluster.node(2 + i % 2).addr(PORT_SMTP),
-                &["u1@example.test"],
-                &subject
-            ),
-            250
-        );
-        subjects.push(subject);
-    }
-    subjects.sort();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while pop3_subjects(&cluster.node(1).addr(PORT_POP3), "u1@example.test").unwrap() != subjects {
-        assert!(Instant::now() < deadline, "mail not delivered to n1");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_named(&cluster, &RING_NAMED[..1], "n2 never became n1's replica");
+    let mut subjects = deliver_to_u1(&cluster, "before", 20, |i| 2 + i % 2);
     let n1_data = cluster._dir.path().join("n1");
     cluster.nodes[0].kill();
     let killed = Instant::now();
@@ -213,34 +207,8 @@ fn the_partner_takes_a_lost_node_over_with_every_acknowledged_message() {
 #[test]
 fn a_drained_node_is_served_by_its_partner_and_a_replaced_one_comes_home() {
     let mut cluster = Cluster::start_with(54, true);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !cluster
-        .node(1)
-        .must(&["node", "list"])
-        .contains("n1 up users=1 replica=n2")
-    {
-        assert!(Instant::now() < deadline, "n2 never became n1's replica");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let mut subjects = Vec::new();
-    for i in 0..10 {
-        let subject = format!("kept-{i:02}");
-        assert_eq!(
-            send(
-                &cluster.node(1 + i % 3).addr(PORT_SMTP),
-                &["u1@example.test"],
-                &subject
-            ),
-            250
-        );
-        subjects.push(subject);
-    }
-    subjects.sort();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while pop3_subjects(&cluster.node(1).addr(PORT_POP3), "u1@example.test").unwrap() != subjects {
-        assert!(Instant::now() < deadline, "mail not delivered to n1");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_named(&cluster, &RING_NAMED[..1], "n2 never became n1's replica");
+    let mut subjects = deliver_to_u1(&cluster, "kept", 10, |i| 1 + i % 3);
     // Replacing a node that runs on its own machine is refused, and says what to do.
     let refused = cluster.node(1).cli(&["node", "replace", "n1"]);
     assert!(!refused.status.success());
@@ -322,43 +290,14 @@ fn a_drained_node_is_served_by_its_partner_and_a_replaced_one_comes_home() {
 #[test]
 fn a_replica_that_was_down_catches_up() {
     let mut cluster = Cluster::start_with(55, true);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !cluster
-        .node(1)
-        .must(&["node", "list"])
-        .contains("n1 up users=1 replica=n2")
-    {
-        assert!(Instant::now() < deadline, "n2 never became n1's replica");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_named(&cluster, &RING_NAMED[..1], "n2 never became n1's replica");
     cluster.nodes[1].kill();
-    let mut subjects = Vec::new();
-    for i in 0..12 {
-        let subject = format!("alone-{i:02}");
-        let via = cluster.node(if i % 2 == 0 { 1 } else { 3 }).addr(PORT_SMTP);
-        assert_eq!(send(&via, &["u1@example.test"], &subject), 250);
-        subjects.push(subject);
-    }
-    subjects.sort();
-    let pop3 = cluster.node(1).addr(PORT_POP3);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while pop3_subjects(&pop3, "u1@example.test").unwrap() != subjects {
-        assert!(Instant::now() < deadline, "mail not delivered to n1");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let subjects = deliver_to_u1(&cluster, "alone", 12, |i| if i % 2 == 0 { 1 } else { 3 });
     let list = cluster.node(1).must(&["node", "list"]);
     assert!(list.contains("n1 up users=1 replica=none"), "{list}");
     let back = Instant::now();
     cluster.nodes[1].start();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !cluster
-        .node(1)
-        .must(&["node", "list"])
-        .contains("n1 up users=1 replica=n2")
-    {
-        assert!(Instant::now() < deadline, "n2 never caught up");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_named(&cluster, &RING_NAMED[..1], "n2 never caught up");
     eprintln!(
         "catch-up: n2 named again {:?} after it started",
         back.elapsed()
@@ -384,20 +323,7 @@ fn a_replica_that_was_down_catches_up() {
 #[test]
 fn postgresql_restarted_under_replicated_load_loses_nothing() {
     let mut cluster = Cluster::start_with(56, true);
-    let named = [
-        "n1 up users=1 replica=n2",
-        "n2 up users=1 replica=n3",
-        "n3 up users=1 replica=n1",
-    ];
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let list = cluster.node(1).must(&["node", "list"]);
-        if named.iter().all(|n| list.contains(n)) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "replicas not named: {list}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_named(&cluster, &RING_NAMED, "replicas not named");
     static USERS: [&str; 3] = ["u1@example.test", "u2@example.test", "u3@example.test"];
     let stop = Arc::new(AtomicBool::new(false));
     let load = load(&cluster, &[1, 2, 3], &USERS, stop.clone());
@@ -432,18 +358,7 @@ fn postgresql_restarted_under_replicated_load_loses_nothing() {
             std::thread::sleep(Duration::from_millis(200));
         }
     }
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let list = cluster.node(1).must(&["node", "list"]);
-        if named.iter().all(|n| list.contains(n)) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "replicas not named again: {list}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_named(&cluster, &RING_NAMED, "replicas not named again");
 }
 
 /// A move and a failover at the same time (issue 40): u1 is being moved from n1 to n3 when
@@ -452,15 +367,7 @@ fn postgresql_restarted_under_replicated_load_loses_nothing() {
 #[test]
 fn a_move_and_a_failover_at_the_same_time_lose_nothing() {
     let mut cluster = Cluster::start_with(57, true);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !cluster
-        .node(1)
-        .must(&["node", "list"])
-        .contains("n1 up users=1 replica=n2")
-    {
-        assert!(Instant::now() < deadline, "n2 never became n1's replica");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_named(&cluster, &RING_NAMED[..1], "n2 never became n1's replica");
     let mut subjects = Vec::new();
     for i in 0..120 {
         let subject = format!("moving-{i:03}");
