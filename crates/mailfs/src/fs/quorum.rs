@@ -176,8 +176,7 @@ impl Fs {
         if jobs.is_empty() {
             return Ok(());
         }
-        let sealing = self.sealing.clone();
-        let d = self.put_quorum(jobs.to_vec(), Order::Any, &sealing, self.keep_written);
+        let d = self.put_quorum(jobs.to_vec(), Order::Any, &self.sealing, self.keep_written);
         let mut holders = d.holders;
         let mut written = 0u64;
         for (j, job) in jobs.iter().enumerate() {
@@ -392,33 +391,43 @@ impl Fs {
             live
         };
         let mut plan: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-        let lacking = |m: usize, plan: &BTreeMap<usize, Vec<usize>>| {
-            let covering = inflight[m].iter().filter(|&&l| !launches[l].silent).count()
-                + plan.values().filter(|list| list.contains(&m)).count();
+        // Copies of each message this plan adds (a count, not a search of the plan: a
+        // large write is thousands of blocks).
+        let mut planned = vec![0usize; msgs.len()];
+        let lacking = |m: usize, planned: &[usize]| {
+            let covering =
+                inflight[m].iter().filter(|&&l| !launches[l].silent).count() + planned[m];
             msgs[m].need.saturating_sub(holders[m].len() + covering)
         };
         match order {
             Order::Any => {
                 for (m, given) in tried.iter_mut().enumerate() {
-                    let short = lacking(m, &plan);
+                    let short = lacking(m, &planned);
                     if short == 0 {
                         continue;
                     }
                     for a in candidates(m, given).into_iter().take(short) {
                         plan.entry(a).or_default().push(m);
+                        planned[m] += 1;
                         given.push(a);
                     }
                 }
             }
             Order::InOrder => {
-                while let Some(from) = (0..msgs.len()).find(|&m| lacking(m, &plan) > 0) {
-                    let short = lacking(from, &plan);
+                // Messages before `from` are not short: the search goes on from there.
+                let mut from = 0;
+                while let Some(short_at) = (from..msgs.len()).find(|&m| lacking(m, &planned) > 0) {
+                    from = short_at;
+                    let short = lacking(from, &planned);
                     let asked = candidates(from, &tried[0]);
                     if asked.is_empty() {
                         break;
                     }
                     for a in asked.into_iter().take(short) {
                         plan.insert(a, (from..msgs.len()).collect());
+                        for p in &mut planned[from..] {
+                            *p += 1;
+                        }
                         tried[0].push(a);
                     }
                 }
